@@ -1,0 +1,36 @@
+"""trainguard: a correct PyTorch training loop, a runtime sanitizer and a linter for silent bugs.
+
+The public names are loaded on first use, so ``import trainguard`` (and ``trainguard lint``) does not
+import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS = {
+    "Finding": "trainguard.findings",
+    "fit": "trainguard.loop.fit",
+    "History": "trainguard.loop.history",
+    "seed_everything": "trainguard.ckpt.seeding",
+    "weights_sha256": "trainguard.ckpt.fingerprint",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trainguard' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
