@@ -16,7 +16,11 @@ _EXPORTS = {
     "Finding": "trainguard.findings",
     "fit": "trainguard.loop.fit",
     "History": "trainguard.loop.history",
+    "evaluate": "trainguard.loop.fit",
+    "TrainingInterrupted": "trainguard.loop.fit",
     "seed_everything": "trainguard.ckpt.seeding",
+    "load_checkpoint": "trainguard.ckpt.checkpoint",
+    "make_loader": "trainguard.data.loaders",
     "weights_sha256": "trainguard.ckpt.fingerprint",
 }
 

@@ -1,0 +1,1 @@
+"""Checkpoints, RNG capture, seeding and the weights fingerprint."""

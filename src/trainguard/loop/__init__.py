@@ -1,0 +1,1 @@
+"""The reference training loop: ``fit``, its history, metrics, progress and run directory."""
