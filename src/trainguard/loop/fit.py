@@ -427,6 +427,7 @@ class _Loop:
         self.progress = progress
         self.history = History()
         self.epoch, self.batches_done = 0, 0
+        self.epoch_start_lr = float(optimizer.param_groups[0]["lr"])
         self.epoch_start_rng: dict[str, Any] | None = None
         self.resumed_rng: dict[str, Any] | None = None
         self.generators = _loader_generators(train_loader)
@@ -458,6 +459,7 @@ class _Loop:
             "epoch_start_rng": self.epoch_start_rng,
             "epoch": self.epoch, "step": t.step, "batches_done": self.batches_done,
             "epoch_loss_sum": t.loss_sum.detach().cpu(), "epoch_samples": t.samples,
+            "epoch_start_lr": self.epoch_start_lr,
             "history": list(self.history.rows), "best": self.history.best,
             "config": self.config, "reason": reason,
             "torch_version": torch.__version__,
@@ -496,6 +498,7 @@ class _Loop:
         self.epoch, self.batches_done = int(payload["epoch"]), int(payload["batches_done"])
         t.loss_sum = payload["epoch_loss_sum"].to(self.device).reshape(())
         t.samples = int(payload["epoch_samples"])
+        self.epoch_start_lr = float(payload["epoch_start_lr"])
         self.history.rows = list(payload["history"])
         self.history.best = payload["best"]
         self.epoch_start_rng = payload["epoch_start_rng"]
@@ -572,6 +575,7 @@ class _Loop:
         if self.batches_done == 0:
             t.loss_sum.zero_()
             t.samples = 0
+            self.epoch_start_lr = float(self.optimizer.param_groups[0]["lr"])
         self.model.train()
         self.progress.start_epoch(self.epoch, self.epochs, total, self.batches_done)
         start, start_samples = time.perf_counter(), t.samples
@@ -593,7 +597,7 @@ class _Loop:
             val = evaluate(self.model, self.val_loader, self.loss_fn, device=self.device,
                            metrics=self.metrics, precision=self.precision)
             row.update({f"val_{k}": v for k, v in val.items()})
-        row["lr"] = float(self.optimizer.param_groups[0]["lr"])
+        row["lr"] = self.epoch_start_lr  # the LR the epoch started with
         row["elapsed_s"] = round(time.perf_counter() - start, 3)
         if self.scheduler is not None and self.scheduler_interval == "epoch":
             if isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
