@@ -135,3 +135,13 @@ def test_validation_folder_with_unknown_class(tmp_path):
 def test_csv_without_root_is_a_usage_error():
     with pytest.raises(DataError, match="--data csv needs --csv FILE and --root DIR"):
         build_datasets(DataConfig(data="csv", csv="x.csv"))
+
+
+def test_batched_fetch_equals_per_item_fetch(digits_pngs):
+    root, csv, _ = digits_pngs
+    train, _ = build_datasets(DataConfig(data="csv", csv=str(csv), root=str(root)))
+    idx = [5, 0, 17, 5]
+    batch = train.__getitems__(idx)
+    for i, (x, y) in zip(idx, batch):
+        torch.testing.assert_close(x, train[i][0], rtol=0, atol=1e-6)
+        assert y == train[i][1]

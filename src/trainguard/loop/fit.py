@@ -314,6 +314,7 @@ def fit(
     progress: ProgressMode = "auto",
     log_every_steps: int = 50,
     handle_signals: bool = False,
+    plot: bool = True,
     guard: bool = False,
     config: Mapping[str, Any] | None = None,
 ) -> History:
@@ -353,6 +354,7 @@ def fit(
             one host sync).
         handle_signals: on SIGINT/SIGTERM finish the step, checkpoint and raise
             :class:`TrainingInterrupted` (main thread only).
+        plot: draw ``curves.png`` at the end of the run (needs matplotlib).
         guard: run under the sanitizer (:func:`trainguard.watch`).
         config: plain values describing the run (stored in checkpoints and ``summary.json``;
             compared on resume).
@@ -391,7 +393,7 @@ def fit(
                  precision=precision, run_dir=run_dir, monitor=monitor,
                  monitor_mode=monitor_mode, checkpoint_every_steps=checkpoint_every_steps,
                  keep_last=keep_last, progress=Progress(progress), log_every_steps=log_every_steps,
-                 config=dict(config or {}), seed=seed)
+                 config=dict(config or {}), seed=seed, plot=plot)
     guard_ctx: Any = contextlib.nullcontext()
     if guard:
         from trainguard.sanitize import watch
@@ -409,7 +411,7 @@ class _Loop:
     def __init__(self, model, train_loader, val_loader, optimizer, loss_fn, *, device, epochs,
                  metrics, scheduler, scheduler_interval, clip_grad_norm, accumulate, precision,
                  run_dir, monitor, monitor_mode, checkpoint_every_steps, keep_last, progress,
-                 log_every_steps, config, seed) -> None:
+                 log_every_steps, config, seed, plot) -> None:
         self.model, self.train_loader, self.val_loader = model, train_loader, val_loader
         self.optimizer, self.loss_fn, self.metrics = optimizer, loss_fn, metrics
         self.device, self.epochs, self.accumulate, self.precision = device, epochs, accumulate, \
@@ -424,7 +426,7 @@ class _Loop:
             else "min")
         self.checkpoint_every_steps, self.log_every_steps = checkpoint_every_steps, \
             log_every_steps
-        self.progress = progress
+        self.progress, self.plot = progress, plot
         self.history = History()
         self.epoch, self.batches_done = 0, 0
         self.epoch_start_lr = float(optimizer.param_groups[0]["lr"])
@@ -648,4 +650,5 @@ class _Loop:
             "config": self.config,
         }
         self.run_dir.write_summary(summary)
-        self.run_dir.plot(rows)
+        if self.plot:
+            self.run_dir.plot(rows)
