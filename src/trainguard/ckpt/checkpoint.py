@@ -174,8 +174,9 @@ class CheckpointManager:
         return last
 
     def remove_partial_files(self) -> list[Path]:
-        """Delete temporary files a killed writer left behind (never a finished checkpoint)."""
-        leftovers = [p for p in self.folder.glob(".*.pt.tmp-*") if p.is_file()]
+        """Delete temporary files a killed writer left behind (``.<name>.tmp-<pid>``, never a
+        finished file)."""
+        leftovers = [p for p in self.folder.glob(".*.tmp-*") if p.is_file()]
         for p in leftovers:
             p.unlink(missing_ok=True)
         return leftovers

@@ -12,7 +12,7 @@ from trainguard.errors import UsageError
 __all__ = ["register", "run"]
 
 # Settings that may differ on --resume without breaking the run's exactness.
-_FREE_ON_RESUME = {"device", "num_workers", "progress", "resume", "force", "run_dir", "guard"}
+FREE_ON_RESUME = {"device", "num_workers", "progress", "resume", "force", "run_dir", "guard"}
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -139,14 +139,14 @@ def _merge_resume(args: argparse.Namespace) -> argparse.Namespace:
     parser: argparse.ArgumentParser = args._parser
     given = _settings(args)
     changed = {k: v for k, v in given.items()
-               if k not in _FREE_ON_RESUME and v != parser.get_default(k) and v != saved.get(k)}
+               if k not in FREE_ON_RESUME and v != parser.get_default(k) and v != saved.get(k)}
     if changed and not args.force:
         listing = "; ".join(f"--{k.replace('_', '-')}: run has {saved.get(k)!r}, given {v!r}"
                             for k, v in sorted(changed.items()))
         raise UsageError(f"{args.resume}: resuming with changed settings would not continue the "
                          f"same run ({listing}); drop them, or pass --force")
     merged = dict(saved)
-    merged.update({k: v for k, v in given.items() if k in _FREE_ON_RESUME or k in changed})
+    merged.update({k: v for k, v in given.items() if k in FREE_ON_RESUME or k in changed})
     merged["run_dir"] = args.resume
     for key in ("image_size", "mean", "std"):
         if merged.get(key) is not None:

@@ -21,6 +21,7 @@ import contextlib
 import math
 import signal
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Literal, Mapping
 
@@ -464,7 +465,7 @@ class _Loop:
             "epoch_start_lr": self.epoch_start_lr,
             "history": list(self.history.rows), "best": self.history.best,
             "config": self.config, "reason": reason,
-            "torch_version": torch.__version__,
+            "torch_version": str(torch.__version__),
         }
 
     def save(self, reason: str, *, is_best: bool = False) -> Path | None:
@@ -602,10 +603,7 @@ class _Loop:
         row["lr"] = self.epoch_start_lr  # the LR the epoch started with
         row["elapsed_s"] = round(time.perf_counter() - start, 3)
         if self.scheduler is not None and self.scheduler_interval == "epoch":
-            if isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
-                self.scheduler.step(row.get(self.monitor, row["train_loss"]))
-            else:
-                self.scheduler.step()
+            self._step_epoch_scheduler(row)
         self.history.rows.append(row)
         is_best = self._update_best(row)
         self.epoch += 1
@@ -621,6 +619,18 @@ class _Loop:
         if signals.received is not None:
             raise TrainingInterrupted(signals.received, self.ckpt.folder / "last.pt"
                                       if self.ckpt else None)
+
+    def _step_epoch_scheduler(self, row: dict[str, float]) -> None:
+        with warnings.catch_warnings():
+            if self.trainer.step > 0:
+                # Resumed at the end of an epoch, the new process has not called
+                # optimizer.step() yet, and PyTorch's order check would misfire: the optimizer
+                # did step (trainer.step > 0), in the process that wrote the checkpoint.
+                warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler")
+            if isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+                self.scheduler.step(row.get(self.monitor, row["train_loss"]))
+            else:
+                self.scheduler.step()
 
     def _update_best(self, row: dict[str, float]) -> bool:
         value = row.get(self.monitor)
@@ -646,7 +656,7 @@ class _Loop:
             "best": self.history.best,
             "weights_sha256": self.history.weights_sha256,
             "device": str(self.device),
-            "torch_version": torch.__version__,
+            "torch_version": str(torch.__version__),
             "config": self.config,
         }
         self.run_dir.write_summary(summary)

@@ -75,5 +75,5 @@ class Progress:
             self._bar = None
 
     def message(self, text: str) -> None:
-        if self.mode != "none":
-            print(text, file=self.stream, flush=True)
+        """A line that must be seen (resume notes, skipped damaged files), whatever the mode."""
+        print(text, file=self.stream, flush=True)

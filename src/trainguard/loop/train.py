@@ -44,8 +44,11 @@ def train_from_args(args: argparse.Namespace, settings: dict[str, Any]) -> dict[
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     scheduler = (torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.epochs)
                  if args.scheduler == "cosine" else None)
-    config = {"cli": settings, "data_signature": train_ds.signature(),
-              "val_signature": val_ds.signature(), "run_dir": run_dir}
+    from trainguard.loop.cli import FREE_ON_RESUME
+
+    # what the run is, not where or how it is shown: compared on --resume
+    config = {"cli": {k: v for k, v in settings.items() if k not in FREE_ON_RESUME},
+              "data_signature": train_ds.signature(), "val_signature": val_ds.signature()}
     history = fit(
         model, train_loader, val_loader, optimizer, torch.nn.CrossEntropyLoss(),
         epochs=args.epochs, device=device, scheduler=scheduler,
