@@ -18,6 +18,9 @@ _EXPORTS = {
     "History": "trainguard.loop.history",
     "seed_everything": "trainguard.ckpt.seeding",
     "weights_sha256": "trainguard.ckpt.fingerprint",
+    "explain": "trainguard.explain",
+    "graph": "trainguard.explain.graph",
+    "gradcheck": "trainguard.explain.gradcheck",
 }
 
 __all__ = ["__version__", *_EXPORTS]
