@@ -18,7 +18,7 @@ _EXPORTS = {
     "History": "trainguard.loop.history",
     "seed_everything": "trainguard.ckpt.seeding",
     "weights_sha256": "trainguard.ckpt.fingerprint",
-    "explain": "trainguard.explain",
+    "explain": "trainguard.explain.explainer",
     "graph": "trainguard.explain.graph",
     "gradcheck": "trainguard.explain.gradcheck",
 }

@@ -1,20 +1,36 @@
 """Instruments: explain a tensor or module, draw a backward graph, check gradients.
 
-``explain`` and ``record`` are importable from here; :func:`trainguard.explain` is the same
-function as ``trainguard.explain.explain``.
+Names load on first use so that ``trainguard graph --help`` does not import torch.
+``trainguard.explain`` is both this package and, when called, :func:`trainguard.explain.explainer.explain`.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 from typing import Any
 
-from trainguard.explain.explain import TensorReport, Unreached, explain
-from trainguard.explain.modes import ModuleReport
-from trainguard.explain.record import Cut, Recording, record
+_NAMES = {
+    "explain": "trainguard.explain.explainer",
+    "TensorReport": "trainguard.explain.explainer",
+    "Unreached": "trainguard.explain.explainer",
+    "ModuleReport": "trainguard.explain.modes",
+    "record": "trainguard.explain.record",
+    "Cut": "trainguard.explain.record",
+    "Recording": "trainguard.explain.record",
+}
 
-__all__ = ["explain", "record", "Cut", "Recording", "TensorReport", "ModuleReport", "Unreached"]
+__all__ = list(_NAMES)
+
+
+def __getattr__(name: str) -> Any:
+    module = _NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trainguard.explain' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 class _CallableModule(types.ModuleType):
@@ -22,6 +38,8 @@ class _CallableModule(types.ModuleType):
     ``import trainguard.explain.record``, Python binds the package, not the function)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from trainguard.explain.explainer import explain
+
         return explain(*args, **kwargs)
 
 

@@ -37,6 +37,7 @@ from torch.overrides import TorchFunctionMode
 __all__ = ["Cut", "Recording", "record"]
 
 MODULE_KEY = "trainguard_module"  # key in grad_fn.metadata: the module whose forward made it
+MODULE_ID_KEY = "trainguard_module_id"  # id() of that module, to rename it under a model
 
 CutKind = Literal["detach", "integer", "no_grad", "inference_mode", "escape", "other"]
 
@@ -174,6 +175,7 @@ class Recording:
                 node = value.grad_fn
                 if node is not None and MODULE_KEY not in node.metadata:
                     node.metadata[MODULE_KEY] = name
+                    node.metadata[MODULE_ID_KEY] = id(self.module_stack[-1])
         if origins:
             for value in outs:
                 if isinstance(value, torch.Tensor) or type(value).__module__ == "numpy":
