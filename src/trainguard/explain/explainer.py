@@ -244,3 +244,8 @@ def _why_unreached(name: str, p: torch.Tensor, owner: torch.nn.Module | None,
                          "be followed to the loss)", cut)
     return Unreached(name, "unused_output", f"module {mod} ran but its output does not reach "
                      "this tensor (an unused branch or head)")
+
+
+# `trainguard.explain.record(model)` works whether `trainguard.explain` resolves to this function
+# (the public name) or to the package (after `import trainguard.explain.<submodule>`).
+explain.record = record  # type: ignore[attr-defined]

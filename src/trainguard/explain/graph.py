@@ -184,12 +184,11 @@ class _Builder:
         if hidden:
             out.append(f'  deeper [label="... {hidden} nodes deeper than depth {depth}", '
                        'shape=note, fillcolor="#ffffff"];')
-            for a, b in sorted(edges):
-                if b in shown and a not in shown:
-                    out.append(f"  deeper -> {b} [style=dotted];")
+            for b in sorted({b for a, b in edges if b in shown and a not in shown}):
+                out.append(f"  deeper -> {b} [style=dotted];")
         cuts = self._cuts(out, group[id(self.root)])
         out.append("}")
-        return Graph("\n".join(out) + "\n", nodes=len(drawn) + (1 if hidden else 0),
+        return Graph("\n".join(out) + "\n", nodes=len(drawn),
                      total_nodes=len(nodes), collapsed=self.collapsed, hidden_deeper=hidden,
                      cuts=cuts)
 
