@@ -67,6 +67,8 @@ DRIVER_TABLE: dict[str, tuple[str, str]] = {
 }
 # CUDA major -> minimum driver for minor version compatibility (Linux, Windows).
 # Source: same release notes, Table 2, and https://docs.nvidia.com/deploy/cuda-compatibility/
+# (11.x: CUDA 11.0 shipped with an older driver; minor version compatibility across 11.x needs
+# 450.80.02 / 452.39, the table's footnote).
 MINOR_COMPAT: dict[int, tuple[str, str]] = {
     13: ("580", "580"),
     12: ("525.60.13", "527.41"),
@@ -183,12 +185,16 @@ def read_driver_version(
     return (match.group(1), str(proc_path)) if match else (None, None)
 
 
-def collect(*, read_driver: Callable[[], tuple[str | None, str | None]] = read_driver_version
+def collect(*, read_driver: Callable[[], tuple[str | None, str | None]] | None = None
             ) -> EnvFacts:
-    """Read the facts from this machine (imports torch; works with no GPU and no driver)."""
+    """Read the facts from this machine (imports torch; works with no GPU and no driver).
+
+    Args:
+        read_driver: returns ``(driver_version, source)``; default :func:`read_driver_version`.
+    """
     import torch
 
-    driver, source = read_driver()
+    driver, source = (read_driver or read_driver_version)()
     system = {"Linux": "linux", "Windows": "windows", "Darwin": "darwin"}.get(platform.system(),
                                                                               "other")
     facts = EnvFacts(
@@ -215,7 +221,7 @@ def collect(*, read_driver: Callable[[], tuple[str | None, str | None]] = read_d
     return facts
 
 
-def environment(*, read_driver: Callable[[], tuple[str | None, str | None]] = read_driver_version
+def environment(*, read_driver: Callable[[], tuple[str | None, str | None]] | None = None
                 ) -> EnvReport:
     """Collect and check this machine.
 
@@ -292,11 +298,14 @@ def _driver(f: EnvFacts) -> Check:
 def _supports(cap: tuple[int, int], arch_list: list[str]) -> tuple[str, str | None]:
     """("binary"|"ptx"|"none", the arch entry that matched)."""
     major, minor = cap
+    binaries = []
     for arch in arch_list:
         m = re.fullmatch(r"sm_(\d+?)(\d)([a-z]?)", arch)
         if m and int(m.group(1)) == major and (
                 int(m.group(2)) == minor if m.group(3) else int(m.group(2)) <= minor):
-            return "binary", arch
+            binaries.append((int(m.group(2)), arch))
+    if binaries:
+        return "binary", max(binaries)[1]  # the closest one
     for arch in arch_list:
         m = re.fullmatch(r"compute_(\d+?)(\d)", arch)
         if m and (int(m.group(1)), int(m.group(2))) <= cap:
