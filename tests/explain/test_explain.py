@@ -8,6 +8,8 @@ whose output is dropped. Each buggy forward has a fixed twin that reaches every 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,8 @@ from torch import nn
 
 import trainguard
 from trainguard.errors import UsageError
+
+from conftest import cli_env
 
 SOURCE = Path(__file__).read_text().splitlines()
 
@@ -182,3 +186,22 @@ def test_bad_argument_is_a_usage_error():
         trainguard.explain(3)
     with pytest.raises(UsageError, match="returned float"):
         trainguard.explain(lambda: 1.0)
+
+
+def test_public_names_work_in_any_import_order():
+    # `import trainguard.explain.graph` binds the package as trainguard.explain; it stays callable.
+    code = (
+        "import torch, trainguard.explain.graph, trainguard\n"
+        "from torch import nn\n"
+        "m = nn.Linear(2, 1)\n"
+        "with trainguard.explain.record(m) as rec:\n"
+        "    loss = m(torch.randn(3, 2)).detach().sum()\n"
+        "r = trainguard.explain(loss, model=m, recording=rec)\n"
+        "print(sorted(u.name for u in r.unreached), r.unreached[0].cut.op)\n"
+        "from trainguard.explain import explain, record\n"
+        "print(callable(explain), callable(record), trainguard.graph.__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=cli_env(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["['bias', 'weight'] detach", "True True graph"]

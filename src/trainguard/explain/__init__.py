@@ -16,9 +16,9 @@ _NAMES = {
     "TensorReport": "trainguard.explain.explainer",
     "Unreached": "trainguard.explain.explainer",
     "ModuleReport": "trainguard.explain.modes",
-    "record": "trainguard.explain.record",
-    "Cut": "trainguard.explain.record",
-    "Recording": "trainguard.explain.record",
+    "record": "trainguard.explain.recording",
+    "Cut": "trainguard.explain.recording",
+    "Recording": "trainguard.explain.recording",
 }
 
 __all__ = list(_NAMES)
@@ -35,7 +35,7 @@ def __getattr__(name: str) -> Any:
 
 class _CallableModule(types.ModuleType):
     """Lets ``trainguard.explain(...)`` work even where the name resolves to this package (after
-    ``import trainguard.explain.record``, Python binds the package, not the function)."""
+    ``import trainguard.explain.graph``, Python binds the package, not the function)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from trainguard.explain.explainer import explain

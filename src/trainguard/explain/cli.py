@@ -41,7 +41,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from trainguard.explain.graph import graph
-    from trainguard.explain.record import record
+    from trainguard.explain.recording import record
 
     path = Path(args.script)
     if not path.is_file():

@@ -27,7 +27,7 @@ import torch
 from trainguard.errors import UsageError
 from trainguard.explain import walk
 from trainguard.explain.modes import ModuleReport, explain_module
-from trainguard.explain.record import Cut, Recording, record
+from trainguard.explain.recording import Cut, Recording, record
 
 __all__ = ["explain", "TensorReport", "Unreached"]
 

@@ -27,7 +27,7 @@ import torch
 
 from trainguard.errors import UsageError
 from trainguard.explain import walk
-from trainguard.explain.record import MODULE_ID_KEY, MODULE_KEY, Recording, record
+from trainguard.explain.recording import MODULE_ID_KEY, MODULE_KEY, Recording, record
 
 __all__ = ["graph", "Graph", "GRAPHVIZ_HINT"]
 

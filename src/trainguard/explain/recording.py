@@ -111,6 +111,7 @@ class Recording:
         self.module_stack: list[torch.nn.Module] = []
         self.ran: dict[int, bool] = {}  # id(module) -> ran at least once with grad enabled
         self.names: dict[int, str] = {}  # id(module) -> qualified name under the outermost module
+        self.errors = 0  # calls whose bookkeeping failed (the calls themselves went on)
 
     # -- queries ------------------------------------------------------------------------------
     def cuts_behind(self, value: Any) -> list[Cut]:
@@ -238,7 +239,10 @@ class _Mode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        self.rec._after_call(func, args, kwargs, out)
+        try:
+            self.rec._after_call(func, args, kwargs, out)
+        except Exception:  # bookkeeping must never break the user's forward
+            self.rec.errors += 1
         return out
 
 
