@@ -76,7 +76,7 @@ def test_zero_gradient_op_is_marked():
 def test_repeated_blocks_are_folded_when_recorded():
     model = Tower(blocks=6)
     g = trainguard.graph(forward(model), model=model)
-    assert g.collapsed == ["blocks.1 ... blocks.5: 5 repeated blocks folded (2 ops each)"]
+    assert g.collapsed == ["blocks.1 ... blocks.5: 5 repeated blocks folded (3 ops each)"]
     leaves = [n.split("\\n")[0] for n in labels(g.dot)]
     assert "blocks.0.0.weight" in leaves and "blocks.3.0.weight" not in leaves
     assert "stem.weight" in leaves and "head.weight" in leaves

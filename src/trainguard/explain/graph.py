@@ -202,31 +202,29 @@ class _Builder:
         members: dict[str, dict[int, int]] = {}  # container -> block index -> node count
         for node in nodes:
             name = self._module_of(node) or ""
-            match = re.match(r"^(.*?)\.(\d+)(?:\.|$)", name)
+            match = re.match(r"^(?:(.*?)\.)?(\d+)(?:\.|$)", name)
             if match:
-                container, index = match.group(1), int(match.group(2))
+                container, index = match.group(1) or "", int(match.group(2))
                 block_of[id(node)] = (container, index)
                 counts = members.setdefault(container, {})
                 counts[index] = counts.get(index, 0) + 1
-        folded: dict[str, int] = {}  # container -> first block kept
-        for container, counts in members.items():
-            sizes = set(counts.values())
-            if len(counts) >= 3 and len(sizes) == 1:  # same op count in every block
-                first, last = min(counts), max(counts)
-                folded[container] = first
-                key = _dot_id(f"fold_{container}")
-                text = (f"{container}.{first + 1} ... {container}.{last}: {len(counts) - 1} "
-                        f"repeated blocks folded ({sizes.pop()} ops each)")
+        fold_of: dict[tuple[str, int], str] = {}  # (container, block index) -> fold key
+        for container, counts in sorted(members.items()):
+            for run in _runs(counts):
+                # A run of consecutive, alike blocks (same op count): the first stays drawn.
+                first, last = run[0], run[-1]
+                key = _dot_id(f"fold_{container or 'root'}_{first + 1}")
+                prefix = f"{container}." if container else ""
+                text = (f"{prefix}{first + 1} ... {prefix}{last}: {len(run) - 1} "
+                        f"repeated blocks folded ({counts[first]} ops each)")
                 self.fold_labels[key] = text
                 self.collapsed.append(text)
+                fold_of.update({(container, index): key for index in run[1:]})
         group = {}
         for number, node in enumerate(nodes):
             spot = block_of.get(id(node))
-            if spot and spot[0] in folded and spot[1] != folded[spot[0]]:
-                group[id(node)] = _dot_id(f"fold_{spot[0]}")
-            else:
-                group[id(node)] = f"n{number}"
-        if folded:
+            group[id(node)] = fold_of.get(spot, f"n{number}") if spot else f"n{number}"
+        if fold_of:
             self._absorb_untagged(nodes, group, block_of)
         return group
 
@@ -328,6 +326,18 @@ def _saved(node: Any) -> list[str]:
 
 def _shape(t: torch.Tensor) -> str:
     return f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}"
+
+
+def _runs(counts: dict[int, int]) -> list[list[int]]:
+    """Runs of 3 or more consecutive block indices with the same op count."""
+    runs: list[list[int]] = []
+    for index in sorted(counts):
+        last = runs[-1] if runs else None
+        if last and index == last[-1] + 1 and counts[index] == counts[last[-1]]:
+            last.append(index)
+        else:
+            runs.append([index])
+    return [run for run in runs if len(run) >= 3]
 
 
 def _depth_fitting(level: dict[str, int], max_nodes: int) -> int:

@@ -109,9 +109,31 @@ class Recording:
         self._taint: dict[int, tuple[weakref.ref, frozenset[int]]] = {}
         self._ops_since_purge = 0
         self.module_stack: list[torch.nn.Module] = []
+        self.input_nodes: list[set[int]] = []  # per running module: id()s of its inputs' grad_fn
         self.ran: dict[int, bool] = {}  # id(module) -> ran at least once with grad enabled
         self.names: dict[int, str] = {}  # id(module) -> qualified name under the outermost module
         self.errors = 0  # calls whose bookkeeping failed (the calls themselves went on)
+
+    def _tag_new_nodes(self, output: Any) -> None:
+        """Tag the backward nodes this module call created that no op-level tag reached: ops run
+        inside a function that handles the torch function mode itself (e.g.
+        ``F.multi_head_attention_forward``) are seen only as that one call. The walk goes from
+        the outputs back to the call's inputs' nodes; leaves are left untagged."""
+        stop = self.input_nodes[-1]
+        name = self._module_name()
+        module_id = id(self.module_stack[-1])
+        stack = [v.grad_fn for v in _flatten(output)
+                 if isinstance(v, torch.Tensor) and v.grad_fn is not None]
+        seen: set[int] = set()
+        while stack:
+            node = stack.pop()
+            if id(node) in seen or id(node) in stop or type(node).__name__ == "AccumulateGrad":
+                continue
+            seen.add(id(node))
+            if MODULE_KEY not in node.metadata:
+                node.metadata[MODULE_KEY] = name
+                node.metadata[MODULE_ID_KEY] = module_id
+            stack.extend(child for child, _ in node.next_functions if child is not None)
 
     # -- queries ------------------------------------------------------------------------------
     def cuts_behind(self, value: Any) -> list[Cut]:
@@ -275,11 +297,18 @@ def record(model: torch.nn.Module | None = None) -> Iterator[Recording]:
             rec.names.update({id(m): name for name, m in module.named_modules()
                               if id(m) not in rec.names})
         rec.module_stack.append(module)
+        rec.input_nodes.append({id(v.grad_fn) for v in _flatten(args)
+                                if isinstance(v, torch.Tensor) and v.grad_fn is not None})
         rec.ran[id(module)] = rec.ran.get(id(module), False) or torch.is_grad_enabled()
 
     def post_hook(module, args, output):  # noqa: ANN001
         if rec.module_stack and rec.module_stack[-1] is module:
+            try:
+                rec._tag_new_nodes(output)
+            except Exception:  # bookkeeping must never break the user's forward
+                rec.errors += 1
             rec.module_stack.pop()
+            rec.input_nodes.pop()
 
     from torch.nn.modules.module import (register_module_forward_hook,
                                          register_module_forward_pre_hook)
@@ -292,3 +321,4 @@ def record(model: torch.nn.Module | None = None) -> Iterator[Recording]:
         for handle in handles:
             handle.remove()
         rec.module_stack.clear()
+        rec.input_nodes.clear()
