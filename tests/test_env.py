@@ -149,3 +149,14 @@ def test_env_command_json_and_text(monkeypatch, capsys):
     assert data["driver_table_source"].startswith("https://docs.nvidia.com/cuda/")
     assert cli.main(["env"]) == 0
     assert "verdict: OK" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("runtime, driver, expected, words", [
+    ("13.1", "590.10", "info", "newer than trainguard's driver table"),
+    ("13.1", "575.51.03", "fail", "needs >= 580"),
+    ("14.0", "600.1", "warn", "not in trainguard's driver table"),
+])
+def test_runtime_newer_than_the_table(runtime, driver, expected, words):
+    report = check(cuda_facts(cuda_build=runtime, driver_version=driver))
+    [driver_check] = [c for c in report.checks if c.name == "driver"]
+    assert driver_check.status == expected and words in driver_check.message

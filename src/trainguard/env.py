@@ -106,6 +106,7 @@ class EnvFacts:
     arch_list: list[str] = field(default_factory=list)
     threads: int = 1
     interop_threads: int = 1
+    cpus: int | None = None  # os.cpu_count()
     deterministic_algorithms: bool = False
     deterministic_warn_only: bool = False
     cudnn_deterministic: bool = False
@@ -201,7 +202,7 @@ def collect(*, read_driver: Callable[[], tuple[str | None, str | None]] | None =
         torch_version=torch.__version__, cuda_build=torch.version.cuda,
         hip_build=getattr(torch.version, "hip", None), driver_version=driver,
         driver_source=source, os=system, threads=torch.get_num_threads(),
-        interop_threads=torch.get_num_interop_threads(),
+        interop_threads=torch.get_num_interop_threads(), cpus=os.cpu_count(),
         deterministic_algorithms=torch.are_deterministic_algorithms_enabled(),
         deterministic_warn_only=torch.is_deterministic_algorithms_warn_only_enabled(),
         cudnn_deterministic=bool(torch.backends.cudnn.deterministic),
@@ -239,7 +240,7 @@ def check(facts: EnvFacts) -> EnvReport:
         checks.append(Check("cudnn", "info", f"cuDNN {_cudnn(facts.cudnn_version)}"))
     checks.append(Check("threads", "info", f"{facts.threads} intra-op, {facts.interop_threads} "
                         f"inter-op (torch.get_num_threads/get_num_interop_threads), "
-                        f"{os.cpu_count()} CPUs"))
+                        f"{f'{facts.cpus} CPUs' if facts.cpus else 'CPU count unknown'}"))
     checks.append(_determinism(facts))
     return EnvReport(facts, checks)
 
@@ -278,19 +279,23 @@ def _driver(f: EnvFacts) -> Check:
     if full and have >= _version(full[col]):
         return Check("driver", "ok", f"driver {f.driver_version} >= {full[col]}, the minimum for "
                      f"CUDA {runtime} (release notes Table 3) {source}")
+    if compat and have >= _version(compat[col]) and not full:
+        return Check("driver", "info", f"CUDA {runtime} is newer than trainguard's driver table; "
+                     f"driver {f.driver_version} >= {compat[col]} runs CUDA {runtime.split('.')[0]}"
+                     f".x at least under minor version compatibility {source}")
     if compat and have >= _version(compat[col]):
-        needed = f">= {full[col]}" if full else "newer"
         return Check("driver", "warn", f"driver {f.driver_version} is older than CUDA {runtime} "
-                     f"needs ({needed}) but runs it under CUDA minor version compatibility "
+                     f"needs (>= {full[col]}) but runs it under CUDA minor version compatibility "
                      f"(>= {compat[col]}): PTX JIT of newer-toolkit code is unavailable",
-                     f"upgrade the NVIDIA driver to {needed}")
-    floor = full[col] if full else (compat[col] if compat else "unknown")
+                     f"upgrade the NVIDIA driver to >= {full[col]}")
     if not full and not compat:
         return Check("driver", "warn", f"CUDA {runtime} is not in trainguard's driver table; "
                      f"cannot judge driver {f.driver_version}", f"see {RELEASE_NOTES}")
+    needs = f">= {full[col]}" if full else f">= {compat[col]}"
+    if full and compat:
+        needs += f"; >= {compat[col]} at least under minor version compatibility"
     return Check("driver", "fail", f"driver {f.driver_version} is too old for this torch's CUDA "
-                 f"{runtime} (needs >= {floor}; >= {compat[col] if compat else floor} at least "
-                 f"under minor version compatibility) {source}",
+                 f"{runtime} (needs {needs}) {source}",
                  f"upgrade the NVIDIA driver, or install a torch build for an older CUDA that this "
                  f"driver supports ({GET_STARTED})")
 

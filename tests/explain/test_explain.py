@@ -1,9 +1,12 @@
 """explain(): reached and unreached parameters and the cut found for each, on graphs with known cuts.
 
-Cases follow real reports: a `.detach()` left in a forward (forum: "Loss not decreasing, gradients
-None after detach"), argmax/round in a differentiable path (pytorch/pytorch#... style "grad is None
-after argmax"), a `.item()`/numpy round trip, an encoder run under `torch.no_grad()`, an auxiliary head
-whose output is dropped. Each buggy forward has a fixed twin that reaches every parameter.
+Cases follow real reports: a stray `.detach()` that stopped two weight matrices from learning
+(queenie88/A-GCN#4, https://github.com/queenie88/A-GCN/issues/4); `argmax` in a differentiable
+path ("argmax() has no derivative", https://forums.fast.ai/t/why-does-the-nll-has-grad-fn-while-accuracy-doesnt/50891);
+a module run under `torch.no_grad()` that users could not tell was frozen (bowang-lab/MedSAM#233,
+edreisMD/ConVIRT-pytorch#7); `round` whose gradient is zero (tools/autograd/derivatives.yaml);
+an `.item()` round trip; an auxiliary head whose output is dropped. Each buggy forward has a fixed
+twin that reaches every parameter.
 """
 
 from __future__ import annotations

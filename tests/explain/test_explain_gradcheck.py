@@ -36,6 +36,7 @@ def test_planted_error_is_found_at_its_element():
     [mismatch] = report.mismatches
     assert (mismatch.index, mismatch.shape, mismatch.worst_input) == (0, (3, 4), (1, 2))
     assert mismatch.elements == [(1, 2)] and mismatch.count == 1
+    assert "1 Jacobian entry disagrees" in str(report)
     assert mismatch.worst_output == 6
     assert mismatch.analytical - mismatch.numerical == pytest.approx(0.5, abs=1e-6)
     assert mismatch.abs_diff == pytest.approx(0.5, abs=1e-6)

@@ -46,7 +46,9 @@ class InputMismatch:
     elements: list[tuple[int, ...]] = field(default_factory=list)
 
     def __str__(self) -> str:
-        return (f"input {self.index} {self.shape}: {self.count} Jacobian entries disagree; worst at "
+        entries = "1 Jacobian entry disagrees" if self.count == 1 else \
+            f"{self.count} Jacobian entries disagree"
+        return (f"input {self.index} {self.shape}: {entries}; worst at "
                 f"input element {self.worst_input}, output element {self.worst_output}: "
                 f"analytical {self.analytical:.6g} vs numerical {self.numerical:.6g} "
                 f"(off by {self.abs_diff:.3g}); elements: {self.elements}")
