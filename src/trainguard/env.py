@@ -228,7 +228,8 @@ def environment(*, read_driver: Callable[[], tuple[str | None, str | None]] | No
 
     Example::
 
-        print(trainguard.env.environment())   # or, in a shell: trainguard env --format json
+        from trainguard.env import environment
+        print(environment())   # or, in a shell: trainguard env --format json
     """
     return check(collect(read_driver=read_driver))
 
