@@ -239,7 +239,10 @@ def _why_unreached(name: str, p: torch.Tensor, owner: torch.nn.Module | None,
         return Unreached(name, "no_grad_module", f"module {mod} ran only with grad disabled"
                          f"{where}", cut)
     if behind:
-        cut = behind[-1]
+        # Tensor-to-tensor cuts are followed reliably, so one that did not feed the loss most
+        # likely did not cut this path; a Python-number exit (.item()) cannot be followed.
+        escapes = [c for c in behind if c.kind == "escape"]
+        cut = (escapes or behind)[-1]
         return Unreached(name, "possible_cut", f"probably {cut.describe()} (its value could not "
                          "be followed to the loss)", cut)
     return Unreached(name, "unused_output", f"module {mod} ran but its output does not reach "

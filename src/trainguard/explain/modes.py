@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import torch
 from torch import nn
 
 __all__ = ["ModeEntry", "ModuleReport", "explain_module"]
@@ -116,6 +115,3 @@ def explain_module(module: nn.Module) -> ModuleReport:
             report.frozen_names.append(name)
     return report
 
-
-def is_module(value: Any) -> bool:
-    return isinstance(value, torch.nn.Module)
