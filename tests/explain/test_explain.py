@@ -51,8 +51,9 @@ class Net(nn.Module):
         elif self.cut == "integer":
             h = h.argmax(dim=1, keepdim=True).float().expand(-1, 6)  # cut-integer
         elif self.cut == "item":
-            self.peak = h.argmax()  # logged only: a cut that does not feed the loss
-            h = torch.full_like(x[:, :1], h.sum().item()).expand(-1, 6)  # cut-item
+            total = h.sum().item()  # cut-item
+            self.peak = h.argmax()  # logged only: a later cut that does not feed the loss
+            h = torch.full_like(x[:, :1], total).expand(-1, 6)
         elif self.cut == "round":
             h = h.round()  # cut-round
         if self.cut == "aux_unused":
