@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import textwrap
 
 import pytest
@@ -79,3 +80,32 @@ def test_graph_end_to_end(cli, tmp_path):
     done = cli("graph", str(script), "--tensor", "loss", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "CUT: `.detach()`" in done.stdout
+
+
+def test_explain_command_text_and_json(main, tmp_path, capsys):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    assert main(["explain", str(script), "--tensor", "loss"]) == 0
+    out = capsys.readouterr().out
+    assert "reaches 2 trainable parameter tensors: 2.weight, 2.bias" in out
+    assert "0.weight, 0.bias: `.detach()` returned a tensor detached from the graph at " \
+        "train.py:8" in out
+    assert main(["explain", str(script), "--tensor", "loss", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [(u["name"], u["reason"], u["cut"]["line"]) for u in data["unreached"]] == [
+        ("0.weight", "cut", 8), ("0.bias", "cut", 8)]
+
+
+def test_explain_command_on_a_module(main, tmp_path, capsys):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT + "model.eval()\n")
+    assert main(["explain", str(script), "--tensor", "model"]) == 0
+    assert capsys.readouterr().out.startswith("Sequential in eval mode (training=False)")
+
+
+def test_script_error_is_reported_as_the_script_s(main, tmp_path, capsys):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT + "raise RuntimeError('boom')\n")
+    assert main(["graph", str(script), "--tensor", "loss"]) == 2
+    err = capsys.readouterr().err
+    assert "raised RuntimeError: boom; fix the script" in err and "Traceback" in err

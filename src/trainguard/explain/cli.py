@@ -1,9 +1,11 @@
-"""``trainguard graph script.py --tensor NAME [--depth N] [-o out.svg|.png|.dot] [--args '...']``.
+"""``trainguard graph`` and ``trainguard explain``: run a script, inspect a global it leaves behind.
 
-Runs the script (recording its forward passes, so cuts can be drawn), takes the global variable
-``NAME`` from its namespace when it ends, and draws that tensor's backward graph. Parameter names
-come from the script's global ``nn.Module`` objects (``--model NAME`` picks one). Imports torch only
-inside ``run``.
+- ``trainguard graph script.py --tensor NAME [--depth N] [-o out.svg|.png|.dot] [--args '...']``
+- ``trainguard explain script.py --tensor NAME [--format json]`` (NAME may also be an nn.Module)
+
+Both run the script with its forward passes recorded (so cuts can be located), take the global
+variable ``NAME`` from its namespace when it ends, and name parameters from the script's global
+``nn.Module`` objects (``--model NAME`` picks one). Torch is imported only inside ``run``.
 """
 
 from __future__ import annotations
@@ -11,26 +13,41 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
 from trainguard.errors import UsageError
 
 
+def _script_arguments(parser: argparse.ArgumentParser, tensor_help: str) -> None:
+    parser.add_argument("script", help="the Python script to run")
+    parser.add_argument("--args", default="", metavar="'ARGS'", dest="script_args",
+                        help="arguments for the script, one quoted string (split like a shell)")
+    parser.add_argument("--tensor", required=True, metavar="NAME", help=tensor_help)
+    parser.add_argument("--model", metavar="NAME",
+                        help="global nn.Module naming the parameters (default: every global module)")
+
+
 def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "explain", help="explain a tensor (or module) a script leaves behind: grad state, "
+        "parameters reached, where a path was cut",
+        description="Run SCRIPT with its forward passes recorded, take the global variable "
+        "--tensor from its namespace at exit and explain it: leaf, requires_grad, grad_fn, the "
+        "model parameters it reaches and, for those it does not, where the path was cut. For an "
+        "nn.Module: train/eval flags of mode-dependent submodules, frozen parameter counts.")
+    _script_arguments(parser, "global variable holding the tensor (e.g. loss) or an nn.Module")
+    parser.add_argument("--format", choices=["text", "json"], default="text")
+    parser.set_defaults(func=run_explain)
+
     parser = subparsers.add_parser(
         "graph", help="draw a tensor's backward graph from a script (DOT, SVG, PNG)",
         description="Run SCRIPT, take the global variable --tensor from its namespace at exit "
         "and draw its backward graph: parameter names on leaves, saved tensor sizes, cuts "
         "marked; repeated blocks folded. Writes DOT to stdout unless -o is given; .svg/.png/.pdf "
         "need Graphviz's `dot` (apt install graphviz / conda install graphviz).")
-    parser.add_argument("script", help="the Python script to run")
-    parser.add_argument("--args", default="", metavar="'ARGS'", dest="script_args",
-                        help="arguments for the script, one quoted string (split like a shell)")
-    parser.add_argument("--tensor", required=True, metavar="NAME",
-                        help="global variable holding the tensor, e.g. loss")
-    parser.add_argument("--model", metavar="NAME",
-                        help="global nn.Module naming the parameters (default: every global module)")
+    _script_arguments(parser, "global variable holding the tensor, e.g. loss")
     parser.add_argument("--depth", type=int, metavar="N",
                         help="draw nodes at most N edges from the tensor")
     parser.add_argument("--max-nodes", type=int, default=150, metavar="N",
@@ -43,9 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from trainguard.explain.graph import graph
     from trainguard.explain.recording import record
 
-    path = Path(args.script)
-    if not path.is_file():
-        raise UsageError(f"{args.script}: no such file; give the path of a Python script")
+    path = _script_path(args.script)
     if args.output and Path(args.output).suffix.lower() not in (".dot", ".gv", ".svg", ".png",
                                                                   ".pdf"):
         raise UsageError(f"-o {args.output}: use a .dot, .svg, .png or .pdf file name")
@@ -69,6 +84,34 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_explain(args: argparse.Namespace) -> int:
+    import json
+
+    import torch
+
+    from trainguard.explain.explainer import explain
+    from trainguard.explain.recording import record
+
+    path = _script_path(args.script)
+    with record() as rec:
+        namespace = _run_script(path, shlex.split(args.script_args))
+    value = namespace.get(args.tensor)
+    if isinstance(value, torch.nn.Module):
+        report = explain(value)
+    else:
+        tensor = _pick_tensor(namespace, args.tensor, path)
+        report = explain(tensor, model=_pick_model(namespace, args.model, path), recording=rec)
+    print(json.dumps(report.to_dict(), indent=2) if args.format == "json" else report)
+    return 0
+
+
+def _script_path(script: str) -> Path:
+    path = Path(script)
+    if not path.is_file():
+        raise UsageError(f"{script}: no such file; give the path of a Python script")
+    return path
+
+
 def _run_script(path: Path, argv: list[str]) -> dict[str, Any]:
     namespace: dict[str, Any] = {"__name__": "__main__", "__file__": str(path)}
     code = compile(path.read_text(), str(path), "exec")
@@ -79,8 +122,12 @@ def _run_script(path: Path, argv: list[str]) -> dict[str, Any]:
         exec(code, namespace)
     except SystemExit as exc:
         if exc.code not in (0, None):
-            raise UsageError(f"{path} exited with status {exc.code} before the graph could be "
-                             "drawn") from None
+            raise UsageError(f"{path} exited with status {exc.code}; it must finish to be "
+                             "inspected") from None
+    except Exception as exc:  # the script's own error, not trainguard's: show it, exit 2
+        traceback.print_exc()
+        raise UsageError(f"{path} raised {type(exc).__name__}: {exc}; fix the script (traceback "
+                         "above) so that it finishes") from None
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
     return namespace
