@@ -54,6 +54,10 @@ def test_small_graph_has_named_leaves_and_saved_sizes():
     assert any("saved mat1: (5, 8) float32" in n for n in names)  # second Linear's input
     assert any(n.startswith("ReluBackward0\\nsaved result: (5, 8)") for n in names)
     assert g.total_nodes == g.nodes == len(names)
+    # Distinct saved tensors, in bytes: log-probs (5, 3) saved by NllLoss and LogSoftmax alike
+    # 60, targets 40, total_weight 4, ReLU output (5, 8) saved by ReLU and the second addmm 160,
+    # its weight view (8, 3) 96, the input (5, 4) 80.
+    assert g.saved_bytes == 60 + 40 + 4 + 160 + 96 + 80
     assert g.dot.startswith("digraph backward {") and g.dot.rstrip().endswith("}")
 
 

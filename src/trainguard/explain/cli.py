@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(result.dot)
-    summary = f"graph: {result.nodes} of {result.total_nodes} nodes drawn"
+    summary = (f"graph: {result.nodes} of {result.total_nodes} nodes drawn; drawn ops saved "
+               f"{result.saved_bytes:,} bytes for backward")
     if result.hidden_deeper:
         summary += f", {result.hidden_deeper} deeper nodes folded (use --depth to change)"
     for line in result.collapsed + result.cuts:

@@ -46,6 +46,8 @@ class Graph:
         collapsed: one line per folded run of repeated blocks.
         hidden_deeper: nodes folded away by the depth limit.
         cuts: the recorded cuts drawn.
+        saved_bytes: bytes of the distinct tensors the drawn ops saved for backward (the
+            activation memory this graph holds until backward frees it).
     """
 
     dot: str
@@ -54,13 +56,15 @@ class Graph:
     collapsed: list[str] = field(default_factory=list)
     hidden_deeper: int = 0
     cuts: list[str] = field(default_factory=list)
+    saved_bytes: int = 0
 
     def __str__(self) -> str:
         return self.dot
 
     def to_dict(self) -> dict[str, Any]:
         return {"dot": self.dot, "nodes": self.nodes, "total_nodes": self.total_nodes,
-                "collapsed": self.collapsed, "hidden_deeper": self.hidden_deeper, "cuts": self.cuts}
+                "collapsed": self.collapsed, "hidden_deeper": self.hidden_deeper, "cuts": self.cuts,
+                "saved_bytes": self.saved_bytes}
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write ``.dot`` as text, ``.svg``/``.png``/``.pdf`` through Graphviz's ``dot``.
@@ -150,7 +154,7 @@ class _Builder:
                             if model is not None else {})
         self.module_names = ({id(m): n for n, m in model.named_modules() if n}
                              if model is not None else {})
-        self.lines: list[str] = []
+        self.saved_bytes: dict[tuple[int, int, Any], int] = {}
 
     def build(self) -> Graph:
         nodes = list(walk.iter_nodes(self.root))
@@ -190,7 +194,7 @@ class _Builder:
         out.append("}")
         return Graph("\n".join(out) + "\n", nodes=len(drawn),
                      total_nodes=len(nodes), collapsed=self.collapsed, hidden_deeper=hidden,
-                     cuts=cuts)
+                     cuts=cuts, saved_bytes=sum(self.saved_bytes.values()))
 
     # -- folding repeated blocks ----------------------------------------------------------------
     def _fold_repeated(self, nodes: list[Any]) -> dict[int, str]:
@@ -282,7 +286,11 @@ class _Builder:
         module = self._module_of(node)
         if module:
             lines.append(f"in {module}")
-        lines += _saved(node)
+        saved_lines, saved = _saved(node)
+        lines += saved_lines
+        for value in saved:  # a tensor saved by several nodes is counted once
+            key = (value.data_ptr(), value.numel(), value.dtype)
+            self.saved_bytes[key] = value.numel() * value.element_size()
         color = "#f4f4f4"
         if op in walk.ZERO_GRAD_NODES:
             lines.append("CUT: gradient is zero")
@@ -309,19 +317,20 @@ class _Builder:
         return texts
 
 
-def _saved(node: Any) -> list[str]:
-    """``name: (shape) dtype`` for each tensor the node saved for backward."""
-    found = []
+def _saved(node: Any) -> tuple[list[str], list[torch.Tensor]]:
+    """``saved name: (shape) dtype`` lines and the tensors ``node`` saved for backward."""
+    lines, tensors = [], []
     for attr in dir(node):
         if not attr.startswith("_saved_") or attr.endswith(("_sym_sizes", "_sym_strides")):
             continue
         try:
             value = getattr(node, attr)
         except RuntimeError:  # buffers freed by an earlier backward
-            return ["saved tensors freed (backward already ran)"]
+            return ["saved tensors freed (backward already ran)"], []
         if isinstance(value, torch.Tensor):
-            found.append(f"saved {attr[len('_saved_'):]}: {_shape(value)}")
-    return found
+            lines.append(f"saved {attr[len('_saved_'):]}: {_shape(value)}")
+            tensors.append(value)
+    return lines, tensors
 
 
 def _shape(t: torch.Tensor) -> str:
