@@ -187,17 +187,17 @@ class Recording:
         outs = _flatten(out)
         tensors_out = [v for v in outs if isinstance(v, torch.Tensor)]
         if needing:
-            kind = _cut_kind(name, out, tensors_out)
+            kind = _cut_kind(name, tensors_out)
             if kind is not None:
                 nodes = [v.grad_fn if v.grad_fn is not None else v for v in needing]
                 origins = origins | {self._site(kind, name, nodes)}
         if self.module_stack:
             # Tag each new backward node with the module that made it (read by graph()).
-            name = self._module_name()
+            module_name = self._module_name()
             for value in tensors_out:
                 node = value.grad_fn
                 if node is not None and MODULE_KEY not in node.metadata:
-                    node.metadata[MODULE_KEY] = name
+                    node.metadata[MODULE_KEY] = module_name
                     node.metadata[MODULE_ID_KEY] = id(self.module_stack[-1])
         if origins:
             for value in outs:
@@ -216,7 +216,7 @@ def _op_name(func: Any) -> str:
     return getattr(func, "__name__", repr(func))
 
 
-def _cut_kind(name: str, out: Any, tensors_out: list[torch.Tensor]) -> CutKind | None:
+def _cut_kind(name: str, tensors_out: list[torch.Tensor]) -> CutKind | None:
     if name in _ESCAPES:
         return "escape"
     cut = [t for t in tensors_out if not t.requires_grad]
@@ -286,7 +286,8 @@ def record(model: torch.nn.Module | None = None) -> Iterator[Recording]:
             loss = loss_fn(model(x), y)
         print(trainguard.explain(loss, model=model, recording=rec))
 
-    Recording slows each torch call by a few microseconds; use it to inspect, not to train.
+    Recording adds tens of microseconds to each torch call (about 30 µs measured on a small
+    CPU, against 13 µs for the op itself); use it to inspect a step, not to train.
     """
     rec = Recording()
     if model is not None:
