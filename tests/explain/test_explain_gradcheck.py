@@ -101,3 +101,12 @@ def test_missing_double_backward_fails_gradgrad():
 def test_no_float_input_is_a_usage_error():
     with pytest.raises(UsageError, match="no floating-point tensor"):
         trainguard.gradcheck(lambda n: n * 2, torch.arange(3))
+
+
+def test_fn_that_raises_is_not_called_a_gradient_mismatch():
+    model = torch.nn.Linear(3, 2)  # float32 weights: the float64 input cannot meet them
+    report = trainguard.gradcheck(lambda x: model(x).sum(), torch.randn(2, 3))
+    assert not report and report.crashed and report.mismatches == []
+    assert str(report).startswith("gradcheck: could not run fn in float64: RuntimeError")
+    assert "model.double()" in str(report)
+    assert trainguard.gradcheck(lambda x: model.double()(x).sum(), torch.randn(2, 3))

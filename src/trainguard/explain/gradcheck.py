@@ -60,6 +60,7 @@ class GradcheckReport:
 
     ok: bool
     message: str = ""
+    crashed: bool = False  # fn or its backward raised, so nothing was compared
     mismatches: list[InputMismatch] = field(default_factory=list)
     gradgrad_ok: bool | None = None
     gradgrad_message: str = ""
@@ -68,7 +69,8 @@ class GradcheckReport:
         return self.ok and self.gradgrad_ok is not False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": bool(self), "first_order_ok": self.ok, "message": self.message,
+        return {"ok": bool(self), "first_order_ok": self.ok, "crashed": self.crashed,
+                "message": self.message,
                 "mismatches": [m.__dict__ | {"shape": list(m.shape),
                                              "worst_input": list(m.worst_input),
                                              "elements": [list(e) for e in m.elements]}
@@ -76,10 +78,13 @@ class GradcheckReport:
                 "gradgrad_ok": self.gradgrad_ok, "gradgrad_message": self.gradgrad_message}
 
     def __str__(self) -> str:
-        lines = ["gradcheck: gradients match (float64)" if self.ok else
-                 "gradcheck: FAILED, the backward does not match finite differences (float64)"]
+        if self.crashed:
+            lines = [f"gradcheck: could not run fn in float64: {self.message}"]
+        else:
+            lines = ["gradcheck: gradients match (float64)" if self.ok else
+                     "gradcheck: FAILED, the backward does not match finite differences (float64)"]
         lines += [f"  {m}" for m in self.mismatches]
-        if not self.ok and not self.mismatches:
+        if not self.ok and not self.mismatches and not self.crashed:
             lines.append(f"  {self.message.splitlines()[0] if self.message else ''}")
         if self.gradgrad_ok is not None:
             lines.append("gradgradcheck: second derivatives match" if self.gradgrad_ok else
@@ -102,7 +107,8 @@ def gradcheck(
             ``MyFunction.apply`` of a custom :class:`torch.autograd.Function`, or a loss.
         *inputs: its arguments. Floating tensors are copied to float64; those with
             ``requires_grad=True`` are checked (all floating ones if none requires grad). Other
-            arguments pass through unchanged.
+            arguments pass through unchanged. Tensors ``fn`` holds itself (a module's weights)
+            are not cast: call ``model.double()`` first, or PyTorch reports a dtype mismatch.
         eps: finite-difference step (default 1e-6, as torch's).
         atol, rtol: an entry disagrees when ``|analytical - numerical| > atol + rtol * |numerical|``
             (torch's defaults).
@@ -121,13 +127,18 @@ def gradcheck(
         assert report, report
     """
     args, checked = _as_float64(inputs)
-    message = ""
+    message, crashed = "", False
     try:
         ok = torch.autograd.gradcheck(fn, args, eps=eps, atol=atol, rtol=rtol, raise_exception=True)
-    except Exception as exc:  # GradcheckError, or an error raised by fn's backward itself
-        ok, message = False, f"{type(exc).__name__}: {exc}"
-    report = GradcheckReport(ok=bool(ok), message=message)
-    if not report.ok:
+    except torch.autograd.gradcheck.GradcheckError as exc:
+        ok, message = False, f"GradcheckError: {exc}"
+    except Exception as exc:  # fn itself (or its backward) raised
+        ok, message, crashed = False, f"{type(exc).__name__}: {exc}", True
+        if "dtype" in str(exc):
+            message += (" (inputs were cast to float64; tensors fn holds itself, such as a "
+                        "module's weights, were not: call model.double() first)")
+    report = GradcheckReport(ok=bool(ok), message=message, crashed=crashed)
+    if not report.ok and not crashed:
         report.mismatches = _locate(fn, args, checked, eps=eps, atol=atol, rtol=rtol)
     if check_grad_grad:
         try:
