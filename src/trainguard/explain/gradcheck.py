@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
+from torch.autograd.gradcheck import GradcheckError
 
 from trainguard.errors import UsageError
 
@@ -130,7 +131,7 @@ def gradcheck(
     message, crashed = "", False
     try:
         ok = torch.autograd.gradcheck(fn, args, eps=eps, atol=atol, rtol=rtol, raise_exception=True)
-    except torch.autograd.gradcheck.GradcheckError as exc:
+    except GradcheckError as exc:
         ok, message = False, f"GradcheckError: {exc}"
     except Exception as exc:  # fn itself (or its backward) raised
         ok, message, crashed = False, f"{type(exc).__name__}: {exc}", True
