@@ -160,3 +160,12 @@ def test_runtime_newer_than_the_table(runtime, driver, expected, words):
     report = check(cuda_facts(cuda_build=runtime, driver_version=driver))
     [driver_check] = [c for c in report.checks if c.name == "driver"]
     assert driver_check.status == expected and words in driver_check.message
+
+
+def test_rocm_build_is_not_judged_by_the_nvidia_table():
+    facts = EnvFacts(torch_version="2.6.0+rocm6.2", hip_build="6.2.41133", cuda_available=True,
+                     gpus=[GPU(0, "AMD Instinct MI250X", 64 * 2**30, (9, 0))])
+    report = check(facts)
+    assert report.ok and report.verdict.startswith("OK")
+    assert "ROCm 6.2.41133 build" in str(report) and "AMD Instinct MI250X, 64.0 GiB" in str(report)
+    assert status(check(EnvFacts(torch_version="2.6.0+rocm6.2", hip_build="6.2")), "gpu") == ["info"]

@@ -323,7 +323,7 @@ def _gpus(f: EnvFacts) -> list[Check]:
     if not f.cuda_build and not f.hip_build:
         return []
     if not f.cuda_available:
-        status: Status = "fail" if f.driver_version else "info"
+        status: Status = "fail" if f.driver_version and f.cuda_build else "info"
         return [Check("gpu", status, "torch.cuda.is_available() is False"
                       + (f" although driver {f.driver_version} is installed" if f.driver_version
                          else ""), "check CUDA_VISIBLE_DEVICES and that the driver matches the "
