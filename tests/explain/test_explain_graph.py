@@ -68,6 +68,8 @@ def test_recorded_cut_is_drawn_with_the_parameters_it_cuts_off():
     assert len(cut) == 1
     assert "`.detach()`" in cut[0] and "cuts off: stem.bias, stem.weight" in cut[0]
     assert "stem.weight" not in [n.split("\\n")[0] for n in labels(g.dot)]  # not a leaf here
+    assert g.unreached == ["stem.weight", "stem.bias"]
+    assert "not reached (no gradient): stem.weight, stem.bias" in labels(g.dot)
 
 
 def test_zero_gradient_op_is_marked():

@@ -46,6 +46,8 @@ class Graph:
         collapsed: one line per folded run of repeated blocks.
         hidden_deeper: nodes folded away by the depth limit.
         cuts: the recorded cuts drawn.
+        unreached: trainable parameters of ``model`` that are no leaf of the graph (drawn as a
+            note; ``explain`` says why).
         saved_bytes: bytes of the distinct tensors the drawn ops saved for backward (the
             activation memory this graph holds until backward frees it).
     """
@@ -57,6 +59,7 @@ class Graph:
     hidden_deeper: int = 0
     cuts: list[str] = field(default_factory=list)
     saved_bytes: int = 0
+    unreached: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         return self.dot
@@ -64,7 +67,7 @@ class Graph:
     def to_dict(self) -> dict[str, Any]:
         return {"dot": self.dot, "nodes": self.nodes, "total_nodes": self.total_nodes,
                 "collapsed": self.collapsed, "hidden_deeper": self.hidden_deeper, "cuts": self.cuts,
-                "saved_bytes": self.saved_bytes}
+                "saved_bytes": self.saved_bytes, "unreached": self.unreached}
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write ``.dot`` as text, ``.svg``/``.png``/``.pdf`` through Graphviz's ``dot``.
@@ -154,6 +157,9 @@ class _Builder:
                             if model is not None else {})
         self.module_names = ({id(m): n for n, m in model.named_modules() if n}
                              if model is not None else {})
+        self.trainable = ({id(p) for p in model.parameters() if p.requires_grad}
+                          if model is not None else set())
+        self.unreached_names: list[str] = []
         self.saved_bytes: dict[tuple[int, int, Any], int] = {}
 
     def build(self) -> Graph:
@@ -174,7 +180,8 @@ class _Builder:
         shown = {k for k, d in level.items() if depth is None or d <= depth}
         out = ["digraph backward {", '  rankdir="TB";',
                '  node [shape=box, style="rounded,filled", fillcolor="#f4f4f4", '
-               'fontname="Helvetica", fontsize=10];']
+               'fontname="Helvetica", fontsize=10];',
+               '  edge [fontname="Helvetica", fontsize=9];']
         drawn: set[str] = set()
         for node in nodes:
             key = group[id(node)]
@@ -191,10 +198,12 @@ class _Builder:
             for b in sorted({b for a, b in edges if b in shown and a not in shown}):
                 out.append(f"  deeper -> {b} [style=dotted];")
         cuts = self._cuts(out, group[id(self.root)])
+        self._unreached(out, nodes)
         out.append("}")
         return Graph("\n".join(out) + "\n", nodes=len(drawn),
                      total_nodes=len(nodes), collapsed=self.collapsed, hidden_deeper=hidden,
-                     cuts=cuts, saved_bytes=sum(self.saved_bytes.values()))
+                     cuts=cuts, saved_bytes=sum(self.saved_bytes.values()),
+                     unreached=self.unreached_names)
 
     # -- folding repeated blocks ----------------------------------------------------------------
     def _fold_repeated(self, nodes: list[Any]) -> dict[int, str]:
@@ -298,6 +307,17 @@ class _Builder:
         if node is self.root:
             color = "#d3f9d8"
         return f'label="{_esc(chr(10).join(lines))}", fillcolor="{color}"'
+
+    def _unreached(self, out: list[str], nodes: list[Any]) -> None:
+        """A note listing the trainable parameters of ``model`` that no leaf of the graph is."""
+        leaves = {id(leaf) for leaf in map(walk.leaf_of, nodes) if leaf is not None}
+        missing = [name for key, name in self.param_names.items()
+                   if key not in leaves and key in self.trainable]
+        if missing:
+            shown = ", ".join(missing[:8]) + (f" +{len(missing) - 8}" if len(missing) > 8 else "")
+            text = f"not reached (no gradient): {shown}"
+            self.unreached_names = missing
+            out.append(f'  unreached [label="{_esc(text)}", shape=note, fillcolor="#fff3bf"];')
 
     def _cuts(self, out: list[str], root_key: str) -> list[str]:
         if self.rec is None:
