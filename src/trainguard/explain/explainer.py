@@ -24,6 +24,7 @@ from typing import Any, Callable, Literal
 
 import torch
 
+from trainguard.catalog import lookup
 from trainguard.errors import UsageError
 from trainguard.explain import walk
 from trainguard.explain.modes import ModuleReport, explain_module
@@ -104,6 +105,8 @@ class TensorReport:
             for u in self.unreached:
                 by_detail.setdefault(u.detail, []).append(u.name)
             lines += [f"    {', '.join(names)}: {detail}" for detail, names in by_detail.items()]
+            entry = lookup("TG205")
+            lines.append(f"  see {entry.code} {entry.name} ({entry.docs}) for the usual causes")
         if self.frozen:
             lines.append(f"  frozen (requires_grad=False, not expected to be reached): "
                          f"{', '.join(self.frozen)}")
