@@ -137,6 +137,8 @@ def test_every_table_release_has_a_minor_compat_floor_below_it():
         if major in env.MINOR_COMPAT and release != "11.0":  # 11.0 predates its floor (footnote)
             floor = env.MINOR_COMPAT[major]
             assert env._version(floor[0]) <= env._version(linux), release
+            if windows is not None:
+                assert env._version(floor[1]) <= env._version(windows), release
 
 
 def test_env_command_json_and_text(monkeypatch, capsys):
@@ -152,7 +154,7 @@ def test_env_command_json_and_text(monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("runtime, driver, expected, words", [
-    ("13.1", "590.10", "info", "newer than trainguard's driver table"),
+    ("13.1", "590.10", "info", "not in trainguard's driver table for linux"),
     ("13.1", "575.51.03", "fail", "needs >= 580"),
     ("14.0", "600.1", "warn", "not in trainguard's driver table"),
 ])
@@ -160,6 +162,16 @@ def test_runtime_newer_than_the_table(runtime, driver, expected, words):
     report = check(cuda_facts(cuda_build=runtime, driver_version=driver))
     [driver_check] = [c for c in report.checks if c.name == "driver"]
     assert driver_check.status == expected and words in driver_check.message
+
+
+def test_windows_row_missing_falls_back_to_the_minor_compat_floor():
+    report = check(cuda_facts(cuda_build="13.0", driver_version="581.57", os="windows"))
+    [driver_check] = [c for c in report.checks if c.name == "driver"]
+    assert driver_check.status == "info" and report.ok
+    assert "not in trainguard's driver table for windows; driver 581.57 >= 580" in \
+        driver_check.message
+    old = check(cuda_facts(cuda_build="13.0", driver_version="576.02", os="windows"))
+    assert status(old, "driver") == ["fail"] and "needs >= 580" in old.verdict
 
 
 def test_rocm_build_is_not_judged_by_the_nvidia_table():

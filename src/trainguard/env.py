@@ -43,8 +43,10 @@ __all__ = ["DRIVER_TABLE", "MINOR_COMPAT", "EnvFacts", "GPU", "Check", "EnvRepor
 # CUDA release -> minimum driver (Linux x86_64, Windows), for the release's GA version.
 # Source: NVIDIA CUDA Toolkit Release Notes, Table 3 "CUDA Toolkit and Corresponding Driver
 # Versions", https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html
-DRIVER_TABLE: dict[str, tuple[str, str]] = {
-    "13.0": ("580.65.06", "580.88"),
+# None: no Windows row trainguard could confirm (from 13.0 the Windows toolkit no longer ships a
+# driver); such a machine is judged by the minor-version-compatibility floor alone.
+DRIVER_TABLE: dict[str, tuple[str, str | None]] = {
+    "13.0": ("580.65.06", None),
     "12.9": ("575.51.03", "576.02"),
     "12.8": ("570.26", "570.65"),
     "12.6": ("560.28.03", "560.76"),
@@ -69,7 +71,7 @@ DRIVER_TABLE: dict[str, tuple[str, str]] = {
 # Source: same release notes, Table 2, and https://docs.nvidia.com/deploy/cuda-compatibility/
 # (11.x: CUDA 11.0 shipped with an older driver; minor version compatibility across 11.x needs
 # 450.80.02 / 452.39, the table's footnote).
-MINOR_COMPAT: dict[int, tuple[str, str]] = {
+MINOR_COMPAT: dict[int, tuple[str, str | None]] = {
     13: ("580", "580"),
     12: ("525.60.13", "527.41"),
     11: ("450.80.02", "452.39"),
@@ -274,27 +276,28 @@ def _driver(f: EnvFacts) -> Check:
     runtime = ".".join(f.cuda_build.split(".")[:2])
     col = 1 if f.os == "windows" else 0
     have = _version(f.driver_version)
-    full = DRIVER_TABLE.get(runtime)
-    compat = MINOR_COMPAT.get(_version(runtime)[0])
+    full = (DRIVER_TABLE.get(runtime) or (None, None))[col]
+    compat = (MINOR_COMPAT.get(_version(runtime)[0]) or (None, None))[col]
     source = f"(driver {f.driver_version} from {f.driver_source})"
-    if full and have >= _version(full[col]):
-        return Check("driver", "ok", f"driver {f.driver_version} >= {full[col]}, the minimum for "
+    if full and have >= _version(full):
+        return Check("driver", "ok", f"driver {f.driver_version} >= {full}, the minimum for "
                      f"CUDA {runtime} (release notes Table 3) {source}")
-    if compat and have >= _version(compat[col]) and not full:
-        return Check("driver", "info", f"CUDA {runtime} is newer than trainguard's driver table; "
-                     f"driver {f.driver_version} >= {compat[col]} runs CUDA {runtime.split('.')[0]}"
-                     f".x at least under minor version compatibility {source}")
-    if compat and have >= _version(compat[col]):
+    if compat and have >= _version(compat):
+        if not full:
+            return Check("driver", "info", f"CUDA {runtime} is not in trainguard's driver table "
+                         f"for {f.os}; driver {f.driver_version} >= {compat} runs CUDA "
+                         f"{runtime.split('.')[0]}.x at least under minor version compatibility "
+                         f"{source}")
         return Check("driver", "warn", f"driver {f.driver_version} is older than CUDA {runtime} "
-                     f"needs (>= {full[col]}) but runs it under CUDA minor version compatibility "
-                     f"(>= {compat[col]}): PTX JIT of newer-toolkit code is unavailable",
-                     f"upgrade the NVIDIA driver to >= {full[col]}")
+                     f"needs (>= {full}) but runs it under CUDA minor version compatibility "
+                     f"(>= {compat}): PTX JIT of newer-toolkit code is unavailable",
+                     f"upgrade the NVIDIA driver to >= {full}")
     if not full and not compat:
         return Check("driver", "warn", f"CUDA {runtime} is not in trainguard's driver table; "
                      f"cannot judge driver {f.driver_version}", f"see {RELEASE_NOTES}")
-    needs = f">= {full[col]}" if full else f">= {compat[col]}"
+    needs = f">= {full or compat}"
     if full and compat:
-        needs += f"; >= {compat[col]} at least under minor version compatibility"
+        needs += f"; >= {compat} at least under minor version compatibility"
     return Check("driver", "fail", f"driver {f.driver_version} is too old for this torch's CUDA "
                  f"{runtime} (needs {needs}) {source}",
                  f"upgrade the NVIDIA driver, or install a torch build for an older CUDA that this "
