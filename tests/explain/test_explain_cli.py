@@ -109,3 +109,15 @@ def test_script_error_is_reported_as_the_script_s(main, tmp_path, capsys):
     assert main(["graph", str(script), "--tensor", "loss"]) == 2
     err = capsys.readouterr().err
     assert "raised RuntimeError: boom; fix the script" in err and "Traceback" in err
+
+
+@pytest.mark.parametrize("extra, expected_leaf", [
+    ("first = model[0]\n", "2.weight\\n"),  # a module held by another: names stay the model's
+    ("other = nn.Linear(2, 2)\n", "model.2.weight\\n"),  # two models: prefixed by global name
+])
+def test_graph_names_parameters_from_the_script_modules(main, tmp_path, capsys, extra,
+                                                        expected_leaf):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT + extra)
+    assert main(["graph", str(script), "--tensor", "loss"]) == 0
+    assert f'label="{expected_leaf}' in capsys.readouterr().out

@@ -164,5 +164,7 @@ def _pick_model(namespace: dict[str, Any], name: str | None, path: Path) -> Any:
     # Several modules: name parameters "<global>.<parameter>"; skip modules held by another.
     inner = {id(m) for v in modules.values() for m in list(v.modules())[1:]}
     top = {k: v for k, v in modules.items() if id(v) not in inner}
+    if len(top) == 1:
+        return next(iter(top.values()))
     return torch.nn.ModuleDict(top) if top else None
 
