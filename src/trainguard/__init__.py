@@ -22,6 +22,9 @@ _EXPORTS = {
     "load_checkpoint": "trainguard.ckpt.checkpoint",
     "make_loader": "trainguard.data.loaders",
     "weights_sha256": "trainguard.ckpt.fingerprint",
+    "explain": "trainguard.explain.explainer",
+    "graph": "trainguard.explain.graph",
+    "gradcheck": "trainguard.explain.gradcheck",
 }
 
 __all__ = ["__version__", *_EXPORTS]
