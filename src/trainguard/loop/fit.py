@@ -585,6 +585,8 @@ class _Loop:
         for group in _groups(self._train_batches(), self.accumulate):
             t.train_group(group)
             self.batches_done += len(group)
+            if self.progress.mode == "bar":
+                self.progress.advance(self.batches_done)
             if self.log_every_steps and t.step % self.log_every_steps == 0 \
                     and self.progress.mode != "none":
                 speed = (t.samples - start_samples) / max(time.perf_counter() - start, 1e-9)

@@ -47,6 +47,11 @@ class Progress:
             self._bar.start()
             self._task = self._bar.add_task("train", total=total_batches, completed=done, info="")
 
+    def advance(self, batches_done: int) -> None:
+        """Move the bar (no loss read, so no host sync); plain lines wait for :meth:`update`."""
+        if self._bar is not None:
+            self._bar.update(self._task, completed=batches_done)
+
     def update(self, batches_done: int, step: int, loss: float | None,
                samples_per_s: float) -> None:
         info = f"step {step}  {samples_per_s:,.0f} samples/s"
