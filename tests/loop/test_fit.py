@@ -233,3 +233,15 @@ def test_bf16_autocast_on_cpu_trains():
             torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), epochs=1,
             device="cpu", precision="bf16", progress="none")
     assert model.weight.dtype == torch.float32 and h.rows[0]["val_loss"] > 0
+
+
+def test_deterministic_applies_during_the_run_and_is_undone_after():
+    seen = []
+    model = nn.Linear(6, 3)
+    model.register_forward_hook(
+        lambda *a: seen.append(torch.are_deterministic_algorithms_enabled()))
+    assert not torch.are_deterministic_algorithms_enabled()
+    fit(model, [(torch.randn(4, 6), torch.zeros(4, dtype=torch.long))], None,
+        torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), device="cpu",
+        deterministic=True, progress="none")
+    assert seen == [True] and not torch.are_deterministic_algorithms_enabled()

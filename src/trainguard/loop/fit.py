@@ -385,8 +385,6 @@ def fit(
                 loss_fn=loss_fn, model=model)
     if seed is not None:
         seed_everything(seed)
-    if deterministic:
-        set_deterministic(True)
     model.to(dev)
     loop = _Loop(model, train_loader, val_loader, optimizer, loss_fn, device=dev, epochs=epochs,
                  metrics=metrics or {}, scheduler=scheduler, scheduler_interval=scheduler_interval,
@@ -400,10 +398,26 @@ def fit(
         from trainguard.sanitize import watch
 
         guard_ctx = watch()
-    with guard_ctx, _Signals(handle_signals) as signals:
+    with guard_ctx, _Signals(handle_signals) as signals, _deterministic(deterministic):
         if resume is not None:
             loop.resume(resume, force=force)
         return loop.run(signals)
+
+
+@contextlib.contextmanager
+def _deterministic(enabled: bool) -> Iterator[None]:
+    """Deterministic kernels for the run, then the caller's settings back."""
+    if not enabled:
+        yield
+        return
+    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
+              torch.backends.cudnn.benchmark)
+    set_deterministic(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0])
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[1:]
 
 
 class _Loop:
