@@ -23,7 +23,7 @@ from torch import nn
 import trainguard
 from trainguard.errors import UsageError
 
-from conftest import cli_env
+from cliutil import cli_env
 
 SOURCE = Path(__file__).read_text().splitlines()
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import cli_env
+from cliutil import cli_env
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "instruments.md"
 
