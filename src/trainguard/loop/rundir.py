@@ -71,7 +71,7 @@ class RunDir:
             import matplotlib.pyplot as plt
         except ImportError:
             self.log("curves.png not drawn: matplotlib is not installed "
-                     "(pip install 'trainguard[plot]')")
+                     "(pip install matplotlib)")
             return None
         epochs = [int(r["epoch"]) for r in rows]
         has_acc = any("val_accuracy" in r for r in rows)
