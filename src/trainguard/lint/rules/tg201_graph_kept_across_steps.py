@@ -1,0 +1,103 @@
+"""TG201 graph-kept-across-steps: a tensor with a ``grad_fn`` is accumulated across iterations.
+
+``total_loss += loss`` keeps every iteration's graph alive through ``total_loss``
+(PyTorch FAQ, "My model reports cuda runtime error(2): out of memory":
+https://pytorch.org/docs/stable/notes/faq.html). Fires only when the accumulator is created
+before the loop (so it outlives the iteration) and never reaches a backward; a list of losses
+built and backpropagated in the same iteration stays silent.
+
+Fix: ``.item()`` is safe when the accumulator is only used as a number (printed, logged,
+compared, divided); otherwise ``.detach()`` is offered as an unsafe fix.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from trainguard.lint.astutil import walk_local
+from trainguard.lint.dataflow import carries_graph, graph_names, numeric_only, scope_of
+from trainguard.lint.regions import training_loops
+from trainguard.lint.rules import Edit, Hit
+from trainguard.lint.script import Script, is_backward
+
+CODE = "TG201"
+
+
+def check(script: Script) -> Iterator[Hit]:
+    for loop in training_loops(script):
+        names = graph_names(script, loop)
+        body_nodes = list(walk_local(loop))
+        for node in body_nodes:
+            found = _accumulation(script, node, names)
+            if found is None:
+                continue
+            acc, value, verb = found
+            if script.grad_disabled(node) or not _outlives(acc, loop) or \
+                    _reaches_backward(acc, body_nodes):
+                continue
+            yield _hit(script, node, acc, value, verb)
+
+
+def _accumulation(script: Script, node: ast.AST, names: set[str]):  # type: ignore[no-untyped-def]
+    if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and \
+            isinstance(node.target, ast.Name):
+        value = node.value
+        if isinstance(value, ast.List) and len(value.elts) == 1:
+            value = value.elts[0]
+        if carries_graph(script, value, names):
+            return node.target.id, value, "+="
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+            isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.BinOp) and \
+            isinstance(node.value.op, ast.Add):
+        acc = node.targets[0].id
+        left, right = node.value.left, node.value.right
+        if isinstance(left, ast.Name) and left.id == acc and carries_graph(script, right, names):
+            return acc, right, "= +"
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        call = node.value
+        f = call.func
+        if isinstance(f, ast.Attribute) and f.attr == "append" and \
+                isinstance(f.value, ast.Name) and len(call.args) == 1 and \
+                carries_graph(script, call.args[0], names):
+            return f.value.id, call.args[0], "append"
+    return None
+
+
+def _outlives(acc: str, loop: ast.AST) -> bool:
+    """The accumulator is assigned before the loop and not re-created inside it."""
+    for sub in walk_local(loop):
+        if isinstance(sub, ast.Assign) and any(isinstance(t, ast.Name) and t.id == acc
+                                               for t in sub.targets):
+            v = sub.value
+            if not (isinstance(v, ast.BinOp) and isinstance(v.left, ast.Name) and v.left.id == acc):
+                return False
+    scope = scope_of(loop)
+    return any(isinstance(sub, (ast.Assign, ast.AnnAssign)) and sub.lineno < loop.lineno  # type: ignore
+               and any(isinstance(t, ast.Name) and t.id == acc
+                       for t in (sub.targets if isinstance(sub, ast.Assign) else [sub.target]))
+               for sub in walk_local(scope))
+
+
+def _reaches_backward(acc: str, body_nodes: list[ast.AST]) -> bool:
+    for call in body_nodes:
+        if is_backward(call):
+            if any(isinstance(n, ast.Name) and n.id == acc for n in ast.walk(call)):
+                return True
+    return False
+
+
+def _hit(script: Script, node: ast.AST, acc: str, value: ast.expr, verb: str) -> Hit:
+    text = ast.get_source_segment(script.source, value) or "loss"
+    simple = isinstance(value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
+    scope = scope_of(node)
+    skip = {id(n) for n in ast.walk(node)}
+    safe = numeric_only(script, acc, scope, skip)
+    method = ".item()" if safe else ".detach()"
+    new = f"{text}{method}" if simple else f"({text}){method}"
+    edit = Edit(value.lineno, value.col_offset, value.end_lineno or value.lineno,
+                value.end_col_offset or value.col_offset, new)
+    what = f"{acc}.append({text})" if verb == "append" else f"{acc} += {text}"
+    return Hit(node, f"`{what}` keeps the autograd graph of every iteration alive through "
+                     f"`{acc}`, which outlives the loop and never reaches backward",
+               fix=f"accumulate {new} instead", edits=[edit], safe=safe)
