@@ -6,7 +6,8 @@ to the version counter, so backward can silently use wrong values
 ``.detach()`` and ``torch.no_grad()`` instead). Fires only on tensors: parameters (loops over
 ``parameters()``), ``.weight``/``.bias``, model outputs, losses and ``torch`` factories. Silent on
 ``dataset.data`` and other non-tensors, under ``torch.no_grad()``, in ``__init__`` and
-initialization functions, and on ``.grad.data``.
+initialization functions, outside loops that run backward (initialization, e.g. loading
+pretrained embeddings), and on ``.grad.data``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import parent
+from trainguard.lint.astutil import parent, walk_local
 from trainguard.lint.dataflow import is_loss_call, last_assignment
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script, is_backward
@@ -41,7 +42,7 @@ def check(script: Script) -> Iterator[Hit]:
         func = script.enclosing_function(node)
         if func is not None and _INIT_FUNC.search(func.name):
             continue
-        if script.grad_disabled(node):
+        if script.grad_disabled(node) or not _in_backward_loop(script, node):
             continue
         write = _is_write(node)
         text = ast.get_source_segment(script.source, recv) or "x"
@@ -107,3 +108,17 @@ def _parameter_names(script: Script) -> set[str]:
         if isinstance(target, ast.Name):
             out.add(target.id)
     return out
+
+
+def _in_backward_loop(script: Script, node: ast.AST) -> bool:
+    """Inside a loop that runs backward, or a function such a loop calls: outside training,
+    a ``.data`` write is initialization (loading pretrained embeddings) and is left alone."""
+    inside = script.__dict__.get("_tg_backward_loop_nodes")
+    if inside is None:
+        inside = set()
+        for loop in script.nodes:
+            if isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) and script.has_backward(loop):
+                for n in script.reachable(loop):
+                    inside.update(id(x) for x in walk_local(n))
+        script.__dict__["_tg_backward_loop_nodes"] = inside
+    return id(node) in inside

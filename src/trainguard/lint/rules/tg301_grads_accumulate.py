@@ -19,6 +19,8 @@ from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
 CODE = "TG301"
+# Distributed autograd (torch.distributed.autograd.backward(context_id, ...)) accumulates into a
+# fresh context per iteration, so its loops need no zeroing.
 
 
 def check(script: Script) -> Iterator[Hit]:
@@ -26,6 +28,9 @@ def check(script: Script) -> Iterator[Hit]:
         evs = events(script, loop.body)  # type: ignore[attr-defined]
         if any(e.kind == "zero" for e in evs) or _zeroes_in_closure(script, loop):
             continue
+        if any((script.call_qualname(e.node) or "").startswith("torch.distributed.autograd")
+               for e in evs if e.kind == "backward"):
+            continue  # distributed autograd keeps gradients per context: nothing to zero
         step = next(e for e in evs if e.kind == "step")
         yield Hit(step.via or step.node,
                   f"{step.key or 'the optimizer'}.step() runs every iteration of the loop at "

@@ -33,7 +33,7 @@ def check(script: Script) -> Iterator[Hit]:
             elif e.kind == "unscale":
                 unscaled = True
             elif e.kind == "clip" and not unscaled:
-                yield Hit(e.via or e.node,
+                yield Hit(e.node,
                           "gradients are clipped while still multiplied by the GradScaler's "
                           "loss scale: the threshold applies to scaled gradients",
                           fix="call scaler.unscale_(optimizer) before clipping")

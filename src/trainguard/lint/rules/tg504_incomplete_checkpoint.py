@@ -5,7 +5,9 @@ state (momentum, Adam moments), the scheduler's position and the GradScaler's sc
 resumed run is not the one that stopped
 (https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html).
 A bare ``state_dict`` exported for inference has no epoch/step and stays silent; so do dicts
-built with ``**`` or by helpers the file cannot see.
+built with ``**`` or by helpers the file cannot see, and files whose only optimizer is plain SGD
+without momentum (it has no state). A missing scheduler or scaler is named in the message when
+the optimizer is missing too, but alone does not fire.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import walk_local
+from trainguard.lint.astutil import const_value, kwarg, walk_local
 from trainguard.lint.dataflow import scope_of
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
@@ -39,18 +41,16 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         has = lambda rx: bool(rx.search(keys)) or any(  # noqa: E731
             rx.search(v) for v in values.split())
-        missing = []
-        if not has(_OPTIM) and script.optimizers:
-            missing.append("optimizer")
+        if has(_OPTIM) or not _stateful_optimizer(script):
+            continue
+        missing = ["optimizer"]
         if script.schedulers and not has(_SCHED):
             missing.append("scheduler")
         if script.scalers and not has(_SCALER):
             missing.append("GradScaler")
-        if not missing or "optimizer" not in missing and not _resumes(script):
-            continue
         yield Hit(call, f"this checkpoint saves the {_progress(keys)} but not the "
                         f"{', '.join(missing)} state: resuming from it restarts "
-                        f"{'momentum and adaptive moments' if 'optimizer' in missing else 'the schedule/loss scale'}",
+                        f"momentum and adaptive moments",
                   fix=f"add the {' and '.join(m + '.state_dict()' for m in missing)} to the "
                       f"checkpoint")
 
@@ -60,8 +60,17 @@ def _progress(keys: str) -> str:
     return m.group(0).lower() if m else "progress"
 
 
-def _resumes(script: Script) -> bool:
-    return "load_state_dict" in script.source
+def _stateful_optimizer(script: Script) -> bool:
+    """An optimizer with state to lose: anything but plain SGD without momentum."""
+    for key in script.optimizers:
+        for value in script.assignments.get(key, []):
+            q = script.call_qualname(value) or ""
+            if not q.endswith("SGD"):
+                return True
+            momentum = kwarg(value, "momentum")  # type: ignore[arg-type]
+            if momentum is not None and const_value(momentum) not in (0, 0.0):
+                return True
+    return False
 
 
 def _entries(script: Script, call: ast.Call, obj: ast.AST) -> list[tuple[str, str]] | None:
