@@ -46,20 +46,28 @@ def set_parents(tree: ast.AST) -> list[ast.AST]:
     while i < len(nodes):
         node = nodes[i]
         i += 1
-        for child in ast.iter_child_nodes(node):
+        children = list(ast.iter_child_nodes(node))
+        node._tg_children = children  # type: ignore[attr-defined]
+        for child in children:
             child._tg_parent = node  # type: ignore[attr-defined]
-            nodes.append(child)
+        nodes.extend(children)
     return nodes
+
+
+def children(node: ast.AST) -> list[ast.AST]:
+    """The child nodes (cached by :func:`set_parents`)."""
+    kids = getattr(node, "_tg_children", None)
+    return kids if kids is not None else list(ast.iter_child_nodes(node))
 
 
 def walk_local(node: ast.AST, *, into_defs: bool = False) -> Iterator[ast.AST]:
     """Like ``ast.walk`` but does not enter nested function, lambda or class bodies."""
-    stack = list(ast.iter_child_nodes(node))
+    stack = list(children(node))
     while stack:
         child = stack.pop()
         yield child
         if into_defs or not isinstance(child, SCOPES):
-            stack.extend(ast.iter_child_nodes(child))
+            stack.extend(children(child))
 
 
 def kwarg(call: ast.Call, name: str) -> ast.expr | None:

@@ -6,6 +6,7 @@ Exit status: 0 clean, 1 findings, 2 usage error or unreadable input, 3 internal 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -50,12 +51,16 @@ def run(args: argparse.Namespace) -> int:
                          fix=args.fix and not args.diff, diff=args.diff,
                          unsafe=args.unsafe_fixes)
     out = render(outcome.findings, args.format, tool_version=__version__)
-    if outcome.diff:
-        sys.stdout.write(outcome.diff)
-    if out:
-        print(out)
-    if args.statistics and outcome.findings:
-        print(statistics(outcome.findings))
+    try:
+        if outcome.diff:
+            sys.stdout.write(outcome.diff)
+        if out:
+            print(out)
+        if args.statistics and outcome.findings:
+            print(statistics(outcome.findings))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `trainguard lint . | head`: the reader left, the status stands
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (silences the flush at exit)
     if args.format == "text" and (outcome.fixed or args.fix):
         print(f"trainguard lint: fixed {outcome.fixed} finding(s)", file=sys.stderr)
     if args.diff:

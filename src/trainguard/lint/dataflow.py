@@ -31,14 +31,20 @@ def scope_of(node: ast.AST) -> ast.AST:
 def last_assignment(name: str, before: ast.AST) -> ast.expr | None:
     """The value last assigned to ``name`` (a plain name) in ``before``'s scope, above it."""
     scope = scope_of(before)
+    table = getattr(scope, "_tg_assigns", None)
+    if table is None:
+        table = {}
+        for sub in walk_local(scope):
+            if isinstance(sub, ast.Assign):
+                for t in sub.targets:
+                    if isinstance(t, ast.Name):
+                        table.setdefault(t.id, []).append((sub.lineno, sub.value))
+        scope._tg_assigns = table  # type: ignore[attr-defined]
     line = before.lineno  # type: ignore[attr-defined]
     best: tuple[int, ast.expr] | None = None
-    for sub in walk_local(scope):
-        if isinstance(sub, ast.Assign) and sub.lineno < line:
-            for t in sub.targets:
-                if isinstance(t, ast.Name) and t.id == name:
-                    if best is None or sub.lineno > best[0]:
-                        best = (sub.lineno, sub.value)
+    for lineno, value in table.get(name, ()):
+        if lineno < line and (best is None or lineno > best[0]):
+            best = (lineno, value)
     return best[1] if best else None
 
 

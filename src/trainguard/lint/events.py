@@ -13,7 +13,7 @@ import ast
 from dataclasses import dataclass
 from typing import Literal
 
-from trainguard.lint.astutil import SCOPES, dotted, is_false, is_true
+from trainguard.lint.astutil import SCOPES, children, dotted, is_false, is_true
 from trainguard.lint.script import Script, is_backward
 
 __all__ = ["Event", "events", "Kind"]
@@ -91,7 +91,7 @@ def _calls_in_order(stmt: ast.AST) -> list[ast.Call]:
     stack = [stmt]
     while stack:
         n = stack.pop()
-        for c in ast.iter_child_nodes(n):
+        for c in children(n):
             if isinstance(c, SCOPES) or isinstance(c, ast.stmt):
                 continue
             if isinstance(c, ast.Call):
@@ -106,6 +106,18 @@ def events(script: Script, stmts: list[ast.stmt], *, rename: dict[str, str] | No
            _stack: tuple[int, ...] = ()) -> list[Event]:
     """The events of ``stmts`` in running order, with same-file calls inlined ``depth`` deep."""
     rename = rename or {}
+    if not stmts:
+        return []
+    memo = script.__dict__.setdefault("_tg_events", {})
+    key = (id(stmts[0]), len(stmts), tuple(sorted(rename.items())), depth, id(via), _stack)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _events(script, stmts, rename, depth, via, _stack)
+    return found
+
+
+def _events(script: Script, stmts: list[ast.stmt], rename: dict[str, str], depth: int,
+            via: ast.Call | None, _stack: tuple[int, ...]) -> list[Event]:
     out: list[Event] = []
     for stmt in stmts:
         if isinstance(stmt, SCOPES):

@@ -75,6 +75,8 @@ class Script:
                 self.classes[node.name] = node
         self._sites: dict[int, list[ast.Call]] | None = None
         self._grad_memo: dict[int, bool] = {}
+        self._qual_memo: dict[int, str | None] = {}
+        self._backward_memo: dict[int, bool] = {}
 
     # -- names -------------------------------------------------------------------------------
 
@@ -89,7 +91,13 @@ class Script:
         return f"{full}.{rest}" if rest else full
 
     def call_qualname(self, call: ast.AST) -> str | None:
-        return self.qualname(call.func) if isinstance(call, ast.Call) else None
+        if not isinstance(call, ast.Call):
+            return None
+        memo = self._qual_memo
+        k = id(call)
+        if k not in memo:
+            memo[k] = self.qualname(call.func)
+        return memo[k]
 
     @staticmethod
     def key(node: ast.AST | None) -> str | None:
@@ -241,7 +249,10 @@ class Script:
         return [c for n in self.reachable(node) for c in walk_local(n) if isinstance(c, ast.Call)]
 
     def has_backward(self, node: ast.AST) -> bool:
-        return any(is_backward(c) for c in self.calls_reached(node))
+        k = id(node)
+        if k not in self._backward_memo:
+            self._backward_memo[k] = any(is_backward(c) for c in self.calls_reached(node))
+        return self._backward_memo[k]
 
     @staticmethod
     def enclosing_function(node: ast.AST) -> Func | None:

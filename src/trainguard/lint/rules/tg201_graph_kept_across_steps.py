@@ -16,7 +16,8 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import walk_local
-from trainguard.lint.dataflow import carries_graph, graph_names, numeric_only, scope_of
+from trainguard.lint.dataflow import (carries_graph, graph_names, is_loss_call, numeric_only,
+                                      scope_of)
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script, is_backward
@@ -27,16 +28,15 @@ CODE = "TG201"
 def check(script: Script) -> Iterator[Hit]:
     for loop in training_loops(script):
         names = graph_names(script, loop)
-        body_nodes = list(walk_local(loop))
-        for node in body_nodes:
+        for node in walk_local(loop):
             found = _accumulation(script, node, names)
             if found is None:
                 continue
             acc, value, verb = found
             if script.grad_disabled(node) or not _outlives(acc, loop) or \
-                    _reaches_backward(acc, body_nodes):
+                    _reaches_backward(acc, scope_of(loop)):
                 continue
-            yield _hit(script, node, acc, value, verb)
+            yield _hit(script, node, acc, value, verb, _is_scalar_loss(script, value, names))
 
 
 def _accumulation(script: Script, node: ast.AST, names: set[str]):  # type: ignore[no-untyped-def]
@@ -79,20 +79,45 @@ def _outlives(acc: str, loop: ast.AST) -> bool:
                for sub in walk_local(scope))
 
 
-def _reaches_backward(acc: str, body_nodes: list[ast.AST]) -> bool:
-    for call in body_nodes:
+def _reaches_backward(acc: str, scope: ast.AST) -> bool:
+    """A backward anywhere in the scope reads the accumulator, directly or through one name
+    (``loss = torch.stack(log_probs).sum(); loss.backward()`` after the loop)."""
+    names = {acc}
+    for sub in walk_local(scope):
+        if isinstance(sub, ast.Assign) and any(isinstance(n, ast.Name) and n.id == acc
+                                               for n in ast.walk(sub.value)):
+            names.update(t.id for t in sub.targets if isinstance(t, ast.Name))
+    for call in walk_local(scope):
         if is_backward(call):
-            if any(isinstance(n, ast.Name) and n.id == acc for n in ast.walk(call)):
+            if any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(call)):
                 return True
     return False
 
 
-def _hit(script: Script, node: ast.AST, acc: str, value: ast.expr, verb: str) -> Hit:
+def _is_scalar_loss(script: Script, value: ast.expr, names: set[str]) -> bool:
+    """A loss (a backward target or a loss call's result), so ``.item()`` applies."""
+    if is_loss_call(script, value):
+        return True
+    if isinstance(value, ast.Name):
+        from trainguard.lint.dataflow import last_assignment
+        if any(is_backward(c) and isinstance(c.func.value, ast.Name)  # type: ignore
+               and c.func.value.id == value.id for c in script.calls):
+            return True
+        assigned = last_assignment(value.id, value)
+        return assigned is not None and is_loss_call(script, assigned)
+    if isinstance(value, ast.BinOp):
+        return _is_scalar_loss(script, value.left, names) or \
+            _is_scalar_loss(script, value.right, names)
+    return False
+
+
+def _hit(script: Script, node: ast.AST, acc: str, value: ast.expr, verb: str,
+         scalar: bool) -> Hit:
     text = ast.get_source_segment(script.source, value) or "loss"
     simple = isinstance(value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
     scope = scope_of(node)
     skip = {id(n) for n in ast.walk(node)}
-    safe = numeric_only(script, acc, scope, skip)
+    safe = scalar and numeric_only(script, acc, scope, skip)
     method = ".item()" if safe else ".detach()"
     new = f"{text}{method}" if simple else f"({text}){method}"
     edit = Edit(value.lineno, value.col_offset, value.end_lineno or value.lineno,
