@@ -37,8 +37,8 @@ class _Ignore:
             if negated:
                 line = line[1:]
             dir_only = line.endswith("/")
-            line = line.strip("/") if dir_only else line
-            anchored = "/" in line.rstrip("/")
+            line = line.rstrip("/")
+            anchored = "/" in line  # a leading or inner slash anchors to this folder
             self.rules.append((_glob_regex(line.lstrip("/"), anchored), negated, dir_only))
 
     def verdict(self, path: Path, is_dir: bool) -> bool | None:
