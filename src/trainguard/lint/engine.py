@@ -7,6 +7,7 @@ other rules go on.
 from __future__ import annotations
 
 import ast
+import re
 import traceback
 from dataclasses import dataclass, field
 
@@ -16,7 +17,17 @@ from trainguard.lint.rules import Edit, Hit, all_rules
 from trainguard.lint.script import Script
 from trainguard.lint.source import Source
 
-__all__ = ["LintResult", "lint_source", "lint_text"]
+__all__ = ["LintResult", "lint_source", "lint_text", "is_test_file"]
+
+_TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|conftest)\.py$")
+
+
+def is_test_file(path: str) -> bool:
+    """pytest's file names (``test_*.py``, ``*_test.py``, ``conftest.py``): unit tests build
+    models, seed, save and load on purpose, and are not training runs, so the rules about a run
+    (``SKIP_IN_TESTS``) leave them alone; the rules about code (TG105, TG206, TG401, TG406) still
+    apply."""
+    return bool(_TEST_FILE.search(path.replace("\\", "/")))
 
 
 @dataclass(slots=True)
@@ -53,8 +64,11 @@ def lint_source(source: Source, *, config: Config | None = None) -> LintResult:
         return result
     script = Script(source=source.text, path=source.path, tree=tree)
     seen: set[tuple[str, int, int]] = set()
+    in_tests = is_test_file(source.path)
     for code, rule in all_rules().items():
         if not config.wants(code, source.path):
+            continue
+        if in_tests and getattr(rule, "SKIP_IN_TESTS", False):
             continue
         try:
             hits = list(rule.check(script))

@@ -170,13 +170,11 @@ def _bind(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef, call: as
             return f"{rename[head]}.{rest}" if rest else rename[head]
         return k
 
+    # An argument that is not a plain name (``task.get_eval_model()``) is an unknown object:
+    # its parameter maps to a key no rule treats as the caller's model.
     for name, arg in zip(params, call.args):
-        k = caller_key(arg)
-        if k:
-            bound[name] = k
+        bound[name] = caller_key(arg) or f"<arg {name}>"
     for kw in call.keywords:
         if kw.arg:
-            k = caller_key(kw.value)
-            if k:
-                bound[kw.arg] = k
+            bound[kw.arg] = caller_key(kw.value) or f"<arg {kw.arg}>"
     return bound

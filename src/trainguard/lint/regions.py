@@ -23,9 +23,10 @@ from trainguard.lint.script import Script, is_backward
 __all__ = ["EvalRegion", "training_loops", "eval_regions", "preceding_events", "forward_calls",
            "EVAL_NAME"]
 
-EVAL_NAME = re.compile(r"^_*(eval|evaluate|evaluation|validate|validation|valid|val|test|"
+EVAL_NAME = re.compile(r"^_*(eval|evaluate|evaluation|validate|validation|valid|val|"
                        r"predict|prediction|inference|infer|estimate_loss|score|compute_accuracy|"
-                       r"accuracy|run_eval|run_validation|do_eval)(_\w*)?$", re.I)
+                       r"accuracy|run_eval|run_validation|do_eval)(_\w*)?$"
+                       r"|^_*test(_(epoch|one_epoch|model|net|loop|step|accuracy|loss))?$", re.I)
 _FRAMEWORK_HOOK = re.compile(r"^(validation|test|predict|val)_step$|_step_end$|_epoch_end$")
 _METRIC_HINT = re.compile(r"\.item\(|argmax|\.eq\(|==|topk|accura|correct|loss|criterion|"
                           r"\+=|\.append\(|metric|score|\.max\(", re.I)

@@ -194,7 +194,7 @@ class Script:
         return {k for k in keys if k not in bad and not self.is_optimizer(k)}
 
     def is_model(self, key: str | None) -> bool:
-        if not key:
+        if not key or key.startswith("<"):
             return False
         return key in self.models or bool(_MODEL_NAME.match(key)) and not self.is_optimizer(key) \
             and not self.is_scheduler(key)

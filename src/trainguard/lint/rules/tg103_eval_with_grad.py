@@ -19,6 +19,7 @@ from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
 CODE = "TG103"
+SKIP_IN_TESTS = True  # about a training run; test files are not runs
 _FROZEN = re.compile(r"requires_grad_\(\s*False\s*\)|requires_grad\s*=\s*False")
 
 

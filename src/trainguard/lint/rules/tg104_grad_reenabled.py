@@ -13,11 +13,12 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import is_true, walk_local
-from trainguard.lint.regions import eval_regions
+from trainguard.lint.regions import eval_regions, forward_calls
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
 
 CODE = "TG104"
+SKIP_IN_TESTS = True  # about a training run; test files are not runs
 
 
 def check(script: Script) -> Iterator[Hit]:
@@ -37,6 +38,8 @@ def check(script: Script) -> Iterator[Hit]:
                 target, block = node.value, script.enclosing_function(node) or script.tree
         if target is None or block is None or _reads_grads(script, block):
             continue
+        if isinstance(block, (ast.With, ast.AsyncWith)) and not forward_calls(script, block):
+            continue  # nothing computed in the block carries a graph (e.g. an optimizer step)
         inside = script.grad_disabled(node)
         region = next((r for r in regions if _within(node, r)), None)
         if not inside and region is None:
@@ -58,4 +61,7 @@ def _reads_grads(script: Script, block: ast.AST) -> bool:
             if isinstance(sub, ast.Call) and (script.call_qualname(sub) or "").endswith(
                     "autograd.grad"):
                 return True
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and \
+                    sub.func.id == "closure":
+                return True  # an optimizer's closure runs backward
     return False

@@ -2,7 +2,7 @@
 
 ``torch.nn.functional.dropout(input, p=0.5, training=True)`` defaults to ``training=True``
 (https://pytorch.org/docs/stable/generated/torch.nn.functional.dropout.html), so it keeps
-dropping after ``model.eval()``. Silent when ``training`` is passed (by keyword or position) as
+dropping after ``model.eval()``. Silent under ``if self.training:``, when ``training`` is passed (by keyword or position) as
 anything but the literal ``True``, and when ``p`` is the literal 0.
 """
 
@@ -28,6 +28,8 @@ def check(script: Script) -> Iterator[Hit]:
         func = script.enclosing_function(call)
         if func is None or func.name != "forward" or not isinstance(parent(func), ast.ClassDef):
             continue
+        if _guarded_by_training(call, func):
+            continue
         training = kwarg(call, "training")
         if training is None and len(call.args) >= 3:
             training = call.args[2]
@@ -52,3 +54,14 @@ def check(script: Script) -> Iterator[Hit]:
                         f", so dropout stays on after model.eval()",
                   fix="pass training=self.training, or use an nn.Dropout module",
                   edits=[edit], safe=False)
+
+
+def _guarded_by_training(call: ast.AST, func: ast.AST) -> bool:
+    """``if self.training: x = F.dropout(x, p)`` only runs in train mode."""
+    n = call
+    while (p := parent(n)) is not None and p is not func:
+        if isinstance(p, (ast.If, ast.IfExp)) and n is not p.test and any(
+                isinstance(s, ast.Attribute) and s.attr == "training" for s in ast.walk(p.test)):
+            return n in getattr(p, "body", []) or n is getattr(p, "body", None)
+        n = p
+    return False

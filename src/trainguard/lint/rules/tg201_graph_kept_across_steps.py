@@ -23,6 +23,7 @@ from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script, is_backward
 
 CODE = "TG201"
+SKIP_IN_TESTS = True  # about a training run; test files are not runs
 
 
 def check(script: Script) -> Iterator[Hit]:

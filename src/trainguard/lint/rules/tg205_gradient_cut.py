@@ -21,6 +21,7 @@ from trainguard.lint.script import Script, is_backward
 from trainguard.lint.astutil import parent, walk_local
 
 CODE = "TG205"
+SKIP_IN_TESTS = True  # about a training run; test files are not runs
 _CUT_ATTRS = {"detach", "data", "item", "numpy", "tolist"}
 _NEW_LEAF = {"torch.tensor", "torch.Tensor", "torch.autograd.Variable", "torch.as_tensor",
              "torch.from_numpy", "torch.FloatTensor"}

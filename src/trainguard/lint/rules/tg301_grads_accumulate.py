@@ -19,6 +19,7 @@ from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
 CODE = "TG301"
+SKIP_IN_TESTS = True  # about a training run; test files are not runs
 # Distributed autograd (torch.distributed.autograd.backward(context_id, ...)) accumulates into a
 # fresh context per iteration, so its loops need no zeroing.
 

@@ -16,6 +16,7 @@ from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
 
 CODE = "TG303"
+SKIP_IN_TESTS = True  # about a training run; test files are not runs
 
 
 def check(script: Script) -> Iterator[Hit]:

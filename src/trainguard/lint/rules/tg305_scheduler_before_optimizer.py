@@ -22,6 +22,7 @@ from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
 CODE = "TG305"
+SKIP_IN_TESTS = True  # about a training run; test files are not runs
 _EPOCH_SCHEDULERS = {"StepLR", "MultiStepLR", "ExponentialLR"}
 
 

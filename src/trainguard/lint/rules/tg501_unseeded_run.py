@@ -20,6 +20,7 @@ from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
 CODE = "TG501"
+SKIP_IN_TESTS = True  # about a training run; test files are not runs
 _TORCH_RNG = re.compile(r"^torch\.(rand|randn|randint|randperm|normal|bernoulli|multinomial|"
                         r"rand_like|randn_like|randint_like|utils\.data\.random_split)$")
 _NUMPY_OK = {"seed", "default_rng", "RandomState", "Generator", "SeedSequence", "get_state",

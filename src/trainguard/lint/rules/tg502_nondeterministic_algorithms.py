@@ -19,6 +19,7 @@ from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script
 
 CODE = "TG502"
+SKIP_IN_TESTS = True  # about a training run; test files are not runs
 
 
 def check(script: Script) -> Iterator[Hit]:

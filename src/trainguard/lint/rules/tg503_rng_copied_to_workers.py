@@ -18,6 +18,7 @@ from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
 CODE = "TG503"
+SKIP_IN_TESTS = True  # about a training run; test files are not runs
 _RNG = ("numpy.random.default_rng", "numpy.random.RandomState", "numpy.random.Generator",
         "random.Random", "torch.Generator")
 

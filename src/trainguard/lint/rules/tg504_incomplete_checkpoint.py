@@ -22,6 +22,7 @@ from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
 CODE = "TG504"
+SKIP_IN_TESTS = True  # about a training run; test files are not runs
 _PROGRESS = re.compile(r"epoch|step|iter", re.I)
 _OPTIM = re.compile(r"optim|opt\b|opt_|_opt", re.I)
 _SCHED = re.compile(r"sched|lr_", re.I)

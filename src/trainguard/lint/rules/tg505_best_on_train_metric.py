@@ -18,6 +18,7 @@ from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
 CODE = "TG505"
+SKIP_IN_TESTS = True  # about a training run; test files are not runs
 _TRAIN = re.compile(r"(^|_)(train|training|trn)(_|$)", re.I)
 _VAL = re.compile(r"val|valid|test|eval|dev", re.I)
 

@@ -20,6 +20,7 @@ from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
 CODE = "TG602"
+SKIP_IN_TESTS = True  # about a training run; test files are not runs
 _DISTRIBUTED = re.compile(r"init_process_group|DistributedDataParallel|\bDDP\(")
 _GUARD = re.compile(r"rank|master|main_process|is_main|primary|zero|is_root|local_main|"
                     r"process_index|is_chief|leader|gpu_id|device_id|==\s*0\b", re.I)
