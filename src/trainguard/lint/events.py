@@ -77,6 +77,11 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
         if not call.args or is_true(call.args[0]):
             return Event("train", recv, call)
         return Event("mode?", recv, call)
+    if f.attr in ("train", "eval") and recv and len(call.args) <= 1 and not call.keywords \
+            and not script.is_optimizer(recv) and not script.is_scheduler(recv):
+        # a module under another name (trainable_module.train(), m.eval()): the mode of the
+        # model may have changed, so nothing is known about it any more
+        return Event("mode?", recv, call)
     return None
 
 

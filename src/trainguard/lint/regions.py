@@ -28,15 +28,21 @@ EVAL_NAME = re.compile(r"^_*(eval|evaluate|evaluation|validate|validation|valid|
                        r"accuracy|run_eval|run_validation|do_eval)(_\w*)?$"
                        r"|^_*test(_(epoch|one_epoch|model|net|loop|step|accuracy|loss))?$", re.I)
 _FRAMEWORK_HOOK = re.compile(r"^(validation|test|predict|val)_step$|_step_end$|_epoch_end$")
+_DATA_ITER = re.compile(r"load|data|batch|_dl\b|\bdl\b|set\b|test|val|eval|sample|example|"
+                        r"split|queue|stream|iter", re.I)
 _METRIC_HINT = re.compile(r"\.item\(|argmax|\.eq\(|==|topk|accura|correct|loss|criterion|"
                           r"\+=|\.append\(|metric|score|\.max\(", re.I)
 
 
 def forward_calls(script: Script, node: ast.AST) -> list[ast.Call]:
-    """Calls of a model (``model(x)``, ``self.net(x)``, ``model.forward(x)``) under ``node``."""
+    """Calls of a model (``model(x)``, ``self.net(x)``, ``model.forward(x)``) under ``node``;
+    calls of same-file functions and classes (``_set_model(...)``, ``Net()``) are not forwards."""
     out = []
     for sub in walk_local(node):
-        if not isinstance(sub, ast.Call):
+        if not isinstance(sub, ast.Call) or script.callee(sub) is not None:
+            continue
+        if isinstance(sub.func, ast.Name) and (sub.func.id in script.classes
+                                               or sub.func.id in script.functions):
             continue
         f = sub.func
         if isinstance(f, ast.Attribute) and f.attr == "forward":
@@ -90,9 +96,12 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
     covered: set[int] = set()
     for node in script.nodes:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                EVAL_NAME.match(node.name) and not _FRAMEWORK_HOOK.match(node.name):
+                EVAL_NAME.match(node.name) and not _FRAMEWORK_HOOK.match(node.name) and \
+                not _inside_module_class(script, node):
             fwd = forward_calls(script, node)
-            if fwd and not script.has_backward(node) and not _rollout(script, node):
+            text = ast.get_source_segment(script.source, node) or ""
+            if fwd and _METRIC_HINT.search(text) and not script.has_backward(node) and \
+                    not _rollout(script, node):
                 regions.append(EvalRegion(node, fwd))
                 covered.update(id(n) for n in walk_local(node))
     for node in script.nodes:
@@ -116,7 +125,22 @@ def _ancestors(node: ast.AST):  # type: ignore[no-untyped-def]
         n = parent(n)
 
 
+def _inside_module_class(script: Script, node: ast.AST) -> bool:
+    """Methods of a class that defines ``forward`` are the model's own code, not evaluation."""
+    cls = script.enclosing_class(node) if not isinstance(node, ast.ClassDef) else node
+    return cls is not None and any(isinstance(b, ast.FunctionDef) and b.name == "forward"
+                                   for b in cls.body)
+
+
 def _is_region_loop(script: Script, loop: ast.AST) -> bool:
+    """A loop over batches (its iterable is named like data: ``loader``, ``val_dl``,
+    ``enumerate(test_loader)``) that calls the model and feeds a metric, with no backward."""
+    if isinstance(loop, ast.While):
+        return False
+    if not _DATA_ITER.search(ast.get_source_segment(script.source, loop.iter) or ""):  # type: ignore
+        return False
+    if _inside_module_class(script, loop):
+        return False
     if not forward_calls(script, loop) or script.has_backward(loop) or _rollout(script, loop):
         return False
     text = ast.get_source_segment(script.source, loop) or ""
