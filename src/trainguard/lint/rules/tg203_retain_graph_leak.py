@@ -35,7 +35,7 @@ def check(script: Script) -> Iterator[Hit]:
                 f = call.func
                 edits = [Edit(f.end_lineno or f.lineno, (f.end_col_offset or 0) + 1,
                               call.end_lineno or call.lineno, (call.end_col_offset or 1) - 1, "")]
-            yield Hit(e.via or call,
+            yield Hit(call,
                       f"backward(retain_graph=True) at line {call.lineno} is the last backward of "
                       f"the iteration (loop at line {loop.lineno}): the graph's saved tensors "  # type: ignore
                       f"stay alive after the step",

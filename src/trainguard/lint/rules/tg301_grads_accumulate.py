@@ -33,7 +33,7 @@ def check(script: Script) -> Iterator[Hit]:
                for e in evs if e.kind == "backward"):
             continue  # distributed autograd keeps gradients per context: nothing to zero
         step = next(e for e in evs if e.kind == "step")
-        yield Hit(step.via or step.node,
+        yield Hit(step.node,
                   f"{step.key or 'the optimizer'}.step() runs every iteration of the loop at "
                   f"line {loop.lineno} but gradients are never zeroed inside it: each step "  # type: ignore
                   f"uses the sum of all earlier gradients",

@@ -34,7 +34,7 @@ def check(script: Script) -> Iterator[Hit]:
             step = _next_step(evs[i + 1:])
             if step is None or not _related(script, e, step, steppers):
                 continue
-            yield Hit(e.via or e.node,
+            yield Hit(e.node,
                       f"gradients are zeroed at line {e.node.lineno} after backward() and before "  # type: ignore
                       f"{step.key or 'the optimizer'}.step() at line "
                       f"{step.node.lineno}: the step sees no gradients",  # type: ignore

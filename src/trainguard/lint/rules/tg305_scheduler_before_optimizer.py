@@ -33,7 +33,7 @@ def check(script: Script) -> Iterator[Hit]:
         first_step = next(i for i, e in enumerate(evs) if e.kind == "step")
         for e in evs[:first_step]:
             if e.kind == "sched" and script.schedulers.get(e.key or "") != "ReduceLROnPlateau":
-                yield Hit(e.via or e.node,
+                yield Hit(e.node,
                           f"{e.key}.step() runs before the first {evs[first_step].key}.step() "
                           f"(line {evs[first_step].node.lineno}): the schedule's first learning "  # type: ignore
                           f"rate is skipped",
