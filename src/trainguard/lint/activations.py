@@ -25,7 +25,8 @@ _MODULES: dict[str, Activation] = {"torch.nn.Softmax": "softmax", "torch.nn.LogS
                                    "log_softmax", "torch.nn.Sigmoid": "sigmoid"}
 
 
-def activation_of(script: Script, expr: ast.AST, *, depth: int = 4) -> tuple[Activation, ast.AST] | None:
+def activation_of(script: Script, expr: ast.AST, *,
+                  depth: int = 4) -> tuple[Activation, ast.AST] | None:
     """The last activation applied to ``expr``'s value and the node that applied it, or None."""
     if depth <= 0:
         return None

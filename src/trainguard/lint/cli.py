@@ -66,5 +66,3 @@ def run(args: argparse.Namespace) -> int:
     if args.diff:
         return exitcodes.FINDINGS if outcome.diff or outcome.findings else exitcodes.CLEAN
     return exitcodes.FINDINGS if outcome.findings else exitcodes.CLEAN
-
-

@@ -115,7 +115,7 @@ def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
                 f.value.id in names and f.attr in ("sum", "mean", "squeeze", "view", "reshape",
                                                    "float", "clone", "to"):
             return True
-    if isinstance(expr, ast.Subscript):
+    if isinstance(expr, (ast.Subscript, ast.Attribute)):  # out[0], outputs.loss
         return carries_graph(script, expr.value, names)
     return False
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from trainguard.lint.astutil import SCOPES, parent, walk_local
 from trainguard.lint.events import Event, events
-from trainguard.lint.script import Script, is_backward
+from trainguard.lint.script import Script
 
 __all__ = ["EvalRegion", "training_loops", "eval_regions", "preceding_events", "forward_calls",
            "EVAL_NAME"]
@@ -137,7 +137,7 @@ def _is_region_loop(script: Script, loop: ast.AST) -> bool:
     ``enumerate(test_loader)``) that calls the model and feeds a metric, with no backward."""
     if isinstance(loop, ast.While):
         return False
-    if not _DATA_ITER.search(ast.get_source_segment(script.source, loop.iter) or ""):  # type: ignore
+    if not _DATA_ITER.search(ast.get_source_segment(script.source, loop.iter) or ""):
         return False
     if _inside_module_class(script, loop):
         return False
@@ -176,9 +176,3 @@ def preceding_events(script: Script, node: ast.AST) -> list[Event]:
     for block in reversed(blocks):
         out.extend(events(script, block))
     return out
-
-
-
-
-def has_backward_call(node: ast.AST) -> bool:
-    return any(is_backward(c) for c in walk_local(node))

@@ -44,7 +44,7 @@ def check(script: Script) -> Iterator[Hit]:
         region = next((r for r in regions if _within(node, r)), None)
         if not inside and region is None:
             continue
-        where = "a torch.no_grad() region" if inside else f"evaluation function {region.name}()"  # type: ignore
+        where = "a torch.no_grad() region" if inside else f"evaluation function {region.name}()"
         yield Hit(target, f"grad is re-enabled inside {where}: outputs computed here carry a "
                           f"grad_fn and build graphs that evaluation never uses")
 

@@ -2,8 +2,8 @@
 
 ``torch.nn.functional.dropout(input, p=0.5, training=True)`` defaults to ``training=True``
 (https://pytorch.org/docs/stable/generated/torch.nn.functional.dropout.html), so it keeps
-dropping after ``model.eval()``. Silent under ``if self.training:``, when ``training`` is passed (by keyword or position) as
-anything but the literal ``True``, and when ``p`` is the literal 0.
+dropping after ``model.eval()``. Silent under ``if self.training:``, when ``training`` is passed
+(by keyword or position) as anything but the literal ``True``, and when ``p`` is the literal 0.
 """
 
 from __future__ import annotations
@@ -49,9 +49,10 @@ def check(script: Script) -> Iterator[Hit]:
             sep = " " if before.endswith(",") else ", "
             edit = Edit(call.end_lineno or 1, end, call.end_lineno or 1, end,
                         f"{sep}training=self.training")
-        yield Hit(call, f"{name}(...) in {parent(func).name}.forward "  # type: ignore[union-attr]
-                        f"{'passes training=True' if training is not None else 'has no training= argument'}"
-                        f", so dropout stays on after model.eval()",
+        given = "passes training=True" if training is not None else "has no training= argument"
+        owner = parent(func).name  # type: ignore[union-attr]
+        yield Hit(call, f"{name}(...) in {owner}.forward {given}, so dropout stays on after "
+                        f"model.eval()",
                   fix="pass training=self.training, or use an nn.Dropout module",
                   edits=[edit], safe=False)
 

@@ -74,7 +74,7 @@ def _outlives(acc: str, loop: ast.AST) -> bool:
             if not (isinstance(v, ast.BinOp) and isinstance(v.left, ast.Name) and v.left.id == acc):
                 return False
     scope = scope_of(loop)
-    return any(isinstance(sub, (ast.Assign, ast.AnnAssign)) and sub.lineno < loop.lineno  # type: ignore
+    return any(isinstance(sub, (ast.Assign, ast.AnnAssign)) and sub.lineno < loop.lineno
                and any(isinstance(t, ast.Name) and t.id == acc
                        for t in (sub.targets if isinstance(sub, ast.Assign) else [sub.target]))
                for sub in walk_local(scope))

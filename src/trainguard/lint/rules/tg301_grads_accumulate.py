@@ -35,7 +35,7 @@ def check(script: Script) -> Iterator[Hit]:
         step = next(e for e in evs if e.kind == "step")
         yield Hit(step.node,
                   f"{step.key or 'the optimizer'}.step() runs every iteration of the loop at "
-                  f"line {loop.lineno} but gradients are never zeroed inside it: each step "  # type: ignore
+                  f"line {loop.lineno} but gradients are never zeroed inside it: each step "
                   f"uses the sum of all earlier gradients",
                   fix=f"call {step.key or 'optimizer'}.zero_grad(set_to_none=True) once per step "
                       f"(before backward or after step)")

@@ -35,7 +35,7 @@ def check(script: Script) -> Iterator[Hit]:
             if step is None or not _related(script, e, step, steppers):
                 continue
             yield Hit(e.node,
-                      f"gradients are zeroed at line {e.node.lineno} after backward() and before "  # type: ignore
+                      f"gradients are zeroed at line {e.node.lineno} after backward() and before "
                       f"{step.key or 'the optimizer'}.step() at line "
                       f"{step.node.lineno}: the step sees no gradients",  # type: ignore
                       fix="move zero_grad() before backward() or after step()")

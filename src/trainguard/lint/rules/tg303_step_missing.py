@@ -64,4 +64,3 @@ def _hands_optimizer(script: Script, loop: ast.AST) -> bool:
                 if script.is_optimizer(script.key(arg)):
                     return True
     return False
-

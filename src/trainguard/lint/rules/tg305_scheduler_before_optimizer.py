@@ -35,7 +35,7 @@ def check(script: Script) -> Iterator[Hit]:
             if e.kind == "sched" and script.schedulers.get(e.key or "") != "ReduceLROnPlateau":
                 yield Hit(e.node,
                           f"{e.key}.step() runs before the first {evs[first_step].key}.step() "
-                          f"(line {evs[first_step].node.lineno}): the schedule's first learning "  # type: ignore
+                          f"(line {evs[first_step].node.lineno}): the schedule's first learning "
                           f"rate is skipped",
                           fix=f"call {e.key}.step() after optimizer.step()")
                 break
@@ -49,7 +49,7 @@ def check(script: Script) -> Iterator[Hit]:
                 cls = script.schedulers.get(key or "")
                 if cls in _EPOCH_SCHEDULERS and _literal_schedule(script, key or ""):
                     yield Hit(call, f"{key} is a {cls}, a per-epoch schedule, but it is stepped "
-                                    f"inside the batch loop at line {loop.lineno}: it runs "  # type: ignore
+                                    f"inside the batch loop at line {loop.lineno}: it runs "
                                     f"once per batch",
                               fix=f"call {key}.step() once per epoch, after the batch loop")
 

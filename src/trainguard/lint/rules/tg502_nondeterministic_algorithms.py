@@ -35,7 +35,7 @@ def check(script: Script) -> Iterator[Hit]:
         flag = flags[0]
         value = node.value
         yield Hit(node, f"cudnn.benchmark = True undoes the deterministic setting at line "
-                        f"{flag.lineno}: convolution algorithms are chosen by timing and differ "  # type: ignore
+                        f"{flag.lineno}: convolution algorithms are chosen by timing and differ "
                         f"between runs",
                   fix="set torch.backends.cudnn.benchmark = False when the run must be "
                       "reproducible",
