@@ -239,3 +239,27 @@ def test_test_files_are_not_training_runs(tmp_path: Path) -> None:
     r = run_cli("lint", ".", cwd=tmp_path)
     found = sorted((line.split(":")[0], line.split()[1]) for line in r.stdout.splitlines())
     assert found == [("test_training.py", "TG105"), ("train.py", "TG105"), ("train.py", "TG201")]
+
+
+def test_notebook_recall_eval_after_training_across_cells(tmp_path: Path) -> None:
+    # Modelled on udacity/deep-learning-v2-pytorch#399: an MLP with Dropout trained in one cell
+    # and tested in a later one without model.eval() (and here without no_grad either).
+    (tmp_path / "mlp.ipynb").write_text(_notebook([
+        ("code", "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"),
+        ("code", "model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.2),\n"
+                 "                      nn.Linear(256, 10))\n"
+                 "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+                 "train_loader = [(torch.randn(8, 784), torch.randint(0, 10, (8,)))]\n"
+                 "test_loader = train_loader\n"),
+        ("markdown", "## Train"),
+        ("code", "%%time\nfor epoch in range(2):\n    for data, target in train_loader:\n"
+                 "        optimizer.zero_grad()\n"
+                 "        loss = F.cross_entropy(model(data), target)\n"
+                 "        loss.backward()\n        optimizer.step()\n"),
+        ("code", "correct = 0\nfor data, target in test_loader:\n"
+                 "    output = model(data)\n"
+                 "    correct += (output.argmax(1) == target).sum().item()\n"),
+    ]))
+    r = run_cli("lint", "mlp.ipynb", "--format", "json", cwd=tmp_path)
+    found = [(f["code"], f["cell"], f["line"]) for f in json.loads(r.stdout)["findings"]]
+    assert found == [("TG101", 5, 3), ("TG103", 5, 3)]

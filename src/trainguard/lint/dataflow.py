@@ -117,6 +117,8 @@ def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
             return True
     if isinstance(expr, (ast.Subscript, ast.Attribute)):  # out[0], outputs.loss
         return carries_graph(script, expr.value, names)
+    if isinstance(expr, ast.Dict):  # {"ce": criterion(out, y)}
+        return any(carries_graph(script, v, names) for v in expr.values)
     return False
 
 

@@ -41,13 +41,17 @@ def check(script: Script) -> Iterator[Hit]:
 
 
 def _accumulation(script: Script, node: ast.AST, names: set[str]):  # type: ignore[no-untyped-def]
-    if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and \
-            isinstance(node.target, ast.Name):
+    if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+        target = node.target
+        if isinstance(target, ast.Subscript):  # epoch_losses[key] += loss[key]
+            target = target.value
+        if not isinstance(target, ast.Name):
+            return None
         value = node.value
         if isinstance(value, ast.List) and len(value.elts) == 1:
             value = value.elts[0]
         if carries_graph(script, value, names):
-            return node.target.id, value, "+="
+            return target.id, value, "+="
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
             isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.BinOp) and \
             isinstance(node.value.op, ast.Add):
