@@ -141,6 +141,18 @@ def test_notebook_cells_lines_and_magics(tmp_path: Path) -> None:
     assert text.startswith("nb.ipynb[cell 4]:2:9: TG701")
 
 
+def test_notebook_magic_as_the_only_statement_of_a_block(tmp_path: Path) -> None:
+    # Modelled on yolov5's tutorial.ipynb: `%pip install` / `%load_ext` inside if/elif branches.
+    (tmp_path / "nb.ipynb").write_text(_notebook([
+        ("code", "logger = 'TensorBoard'\nif logger == 'Comet':\n  %pip install -q comet_ml\n"
+                 "elif logger == 'TensorBoard':\n  %load_ext tensorboard\n"
+                 "  %tensorboard --logdir runs/train\n"),
+        ("code", "import torch\n"),
+    ]))
+    r = run_cli("lint", "nb.ipynb", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout
+
+
 def test_notebook_syntax_error_names_the_cell(tmp_path: Path) -> None:
     (tmp_path / "nb.ipynb").write_text(_notebook([("code", "x = 1\n"), ("code", "def f(:\n")]))
     r = run_cli("lint", "nb.ipynb", cwd=tmp_path)

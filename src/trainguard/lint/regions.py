@@ -143,6 +143,8 @@ def _is_region_loop(script: Script, loop: ast.AST) -> bool:
         return False
     if not forward_calls(script, loop) or script.has_backward(loop) or _rollout(script, loop):
         return False
+    if _touches_optimizer(script, loop):
+        return False  # a training loop whose backward happens in a helper (loss_scaler(...))
     text = ast.get_source_segment(script.source, loop) or ""
     return bool(_METRIC_HINT.search(text))
 
@@ -176,3 +178,10 @@ def preceding_events(script: Script, node: ast.AST) -> list[Event]:
     for block in reversed(blocks):
         out.extend(events(script, block))
     return out
+
+
+def _touches_optimizer(script: Script, node: ast.AST) -> bool:
+    for sub in walk_local(node):
+        if isinstance(sub, (ast.Name, ast.Attribute)) and script.is_optimizer(script.key(sub)):
+            return True
+    return False

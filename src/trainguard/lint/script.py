@@ -300,6 +300,9 @@ class Script:
             return True
         if q in ("torch.enable_grad", "torch.autograd.enable_grad"):
             return False
+        last = (q or "").rsplit(".", 1)[-1]
+        if "no_grad" in last or "inference_mode" in last:
+            return True  # project helpers such as yolov5's @smart_inference_mode()
         return None
 
     def grad_disabled(self, node: ast.AST, _stack: frozenset[int] = frozenset()) -> bool:

@@ -75,7 +75,9 @@ def _strip_magics(cell_lines: list[str]) -> list[str]:
     continued = False
     for line in cell_lines:
         if continued or _MAGIC.search(line):
-            out.append("")
+            # an indented magic may be the only statement of a block (`if x:\n  %pip ...`)
+            indent = line[:len(line) - len(line.lstrip())]
+            out.append(f"{indent}pass" if indent and not continued else "")
             continued = line.rstrip().endswith("\\")
         else:
             out.append(line)

@@ -1,7 +1,8 @@
 """TG303 step-missing: backward runs but no optimizer ever steps.
 
 Gradients are computed and thrown away; the parameters never change. Fires only when the file
-builds an optimizer, a loop runs backward, and nothing in the file steps it: no ``.step()`` on an
+builds an optimizer, a loop runs backward in a function that names an optimizer, and nothing in
+the file steps it: no ``.step()`` on an
 optimizer or a ``GradScaler``, no manual update from ``.grad`` (manual SGD), and no call in the
 loop that is handed the optimizer (a helper elsewhere may step it).
 """
@@ -26,7 +27,7 @@ def check(script: Script) -> Iterator[Hit]:
         if not is_backward(call) or not script.enclosing_loops(call):
             continue
         loop = script.enclosing_loops(call)[-1]
-        if _hands_optimizer(script, loop):
+        if _hands_optimizer(script, loop) or not _scope_has_optimizer(script, loop):
             continue
         names = ", ".join(sorted(script.optimizers))
         yield Hit(call, f"backward() runs in the loop at line {loop.lineno} but "  # type: ignore
@@ -64,3 +65,11 @@ def _hands_optimizer(script: Script, loop: ast.AST) -> bool:
                 if script.is_optimizer(script.key(arg)):
                     return True
     return False
+
+
+def _scope_has_optimizer(script: Script, loop: ast.AST) -> bool:
+    """The function (or module) around the loop names an optimizer: a profiling loop that runs
+    backward in a file that also builds optimizers elsewhere is not a training loop."""
+    scope = script.enclosing_function(loop) or script.tree
+    return any(isinstance(n, (ast.Name, ast.Attribute)) and script.is_optimizer(script.key(n))
+               for n in walk_local(scope))
