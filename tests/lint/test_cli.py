@@ -275,3 +275,32 @@ def test_notebook_recall_eval_after_training_across_cells(tmp_path: Path) -> Non
     r = run_cli("lint", "mlp.ipynb", "--format", "json", cwd=tmp_path)
     found = [(f["code"], f["cell"], f["line"]) for f in json.loads(r.stdout)["findings"]]
     assert found == [("TG101", 5, 3), ("TG103", 5, 3)]
+
+
+def test_unsafe_fix_removes_only_a_written_softmax(tmp_path: Path) -> None:
+    src = textwrap.dedent("""\
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 3)
+
+            def forward(self, x):
+                return F.softmax(self.fc(x), dim=1)
+
+
+        model = Net()
+        x, y = torch.randn(4, 8), torch.randint(0, 3, (4,))
+        a = F.cross_entropy(model.fc(x).softmax(dim=1), y)
+        b = F.cross_entropy(model(x), y)
+    """)
+    (tmp_path / "t.py").write_text(src)
+    r = run_cli("lint", "t.py", "--fix", "--unsafe-fixes", cwd=tmp_path)
+    fixed = (tmp_path / "t.py").read_text()
+    assert "a = F.cross_entropy(model.fc(x), y)" in fixed
+    assert "b = F.cross_entropy(model(x), y)" in fixed
+    assert [line.split()[1] for line in r.stdout.splitlines()] == ["TG401"]

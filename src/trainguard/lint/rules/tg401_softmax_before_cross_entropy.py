@@ -33,7 +33,7 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         act = found[1]
         edits = []
-        if act is arg and isinstance(act, ast.Call):
+        if act is arg and isinstance(act, ast.Call) and _written_softmax(script, act):
             inner = act.args[0] if act.args and not isinstance(act.func, ast.Attribute) or \
                 (act.args and script.call_qualname(act) in _FUNCS) else (
                 act.func.value if isinstance(act.func, ast.Attribute) else None)
@@ -50,3 +50,9 @@ def check(script: Script) -> Iterator[Hit]:
                    f"log-probabilities")
             fix = "use log_softmax before NLLLoss, or raw logits with CrossEntropyLoss"
         yield Hit(call, msg, fix=fix, edits=edits, safe=False)
+
+
+def _written_softmax(script: Script, call: ast.Call) -> bool:
+    """``F.softmax(x)`` or ``x.softmax(1)`` itself, not a model whose forward ends in softmax."""
+    return script.call_qualname(call) in _FUNCS or (
+        isinstance(call.func, ast.Attribute) and call.func.attr == "softmax")

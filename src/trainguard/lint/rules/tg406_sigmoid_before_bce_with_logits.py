@@ -30,7 +30,10 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         act = found[1]
         edits = []
-        if act is arg and isinstance(act, ast.Call):
+        written = script.call_qualname(act) in ("torch.sigmoid", "torch.nn.functional.sigmoid") \
+            or isinstance(act, ast.Call) and isinstance(act.func, ast.Attribute) \
+            and act.func.attr == "sigmoid"
+        if act is arg and isinstance(act, ast.Call) and written:
             inner = act.args[0] if act.args else (
                 act.func.value if isinstance(act.func, ast.Attribute) else None)
             text = ast.get_source_segment(script.source, inner) if inner is not None else None
