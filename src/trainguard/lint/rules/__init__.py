@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
-from collections.abc import Callable, Iterable
+
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -41,7 +41,6 @@ class Hit:
     safe: bool = False
 
 
-Check = Callable[..., Iterable[Hit]]
 _RULES: dict[str, ModuleType] | None = None
 
 

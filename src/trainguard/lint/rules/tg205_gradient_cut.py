@@ -1,7 +1,7 @@
 """TG205 gradient-cut: the loss reaches the model only through a cut, so nothing learns.
 
 The loss that ``backward()`` runs on is built from ``output.detach()``, ``output.data``,
-``output.item()``, a NumPy round trip, or is re-wrapped as a new leaf with
+``output.item()``, ``output.argmax(1)`` or an integer cast, a NumPy round trip, or is re-wrapped as a new leaf with
 ``torch.tensor(value, requires_grad=True)`` (the usual answer to "element 0 of tensors does not
 require grad and does not have a grad_fn", which silences the error and trains nothing:
 https://discuss.pytorch.org/t/element-0-of-tensors-does-not-require-grad-and-does-not-have-a-grad-fn/32908).
@@ -22,7 +22,10 @@ from trainguard.lint.astutil import parent, walk_local
 
 CODE = "TG205"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
-_CUT_ATTRS = {"detach", "data", "item", "numpy", "tolist"}
+# Methods whose result carries no graph: detached copies, Python numbers, NumPy arrays, and
+# integer results (argmax and integer casts cannot require grad).
+_CUT_ATTRS = {"detach", "data", "item", "numpy", "tolist", "argmax", "argmin", "long", "int",
+              "bool", "short", "byte"}
 _NEW_LEAF = {"torch.tensor", "torch.Tensor", "torch.autograd.Variable", "torch.as_tensor",
              "torch.from_numpy", "torch.FloatTensor"}
 
@@ -51,6 +54,8 @@ def _trace(script: Script, expr: ast.AST, at: ast.AST, depth: int):  # type: ign
     if depth == 0:
         return True, []
     if isinstance(expr, ast.Name):
+        if expr.id in script.aliases:
+            return False, []  # a module (nn, F, torch): not a value on the loss's path
         value = last_assignment(expr.id, at)
         if value is None:
             # a batch from the loader carries no parameters; a function parameter or a global

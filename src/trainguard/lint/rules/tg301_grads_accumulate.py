@@ -33,6 +33,12 @@ def check(script: Script) -> Iterator[Hit]:
                for e in evs if e.kind == "backward"):
             continue  # distributed autograd keeps gradients per context: nothing to zero
         step = next(e for e in evs if e.kind == "step")
+        uncalled = _uncalled_zero_grad(loop)
+        if uncalled is not None:
+            yield Hit(uncalled, f"`{ast.unparse(uncalled)}` names the method but never calls it: "
+                                f"gradients are never zeroed and add up over every step",
+                      fix=f"call it: {ast.unparse(uncalled)}()")
+            continue
         yield Hit(step.node,
                   f"{step.key or 'the optimizer'}.step() runs every iteration of the loop at "
                   f"line {loop.lineno} but gradients are never zeroed inside it: each step "
@@ -55,3 +61,12 @@ def _zeroes_in_closure(script: Script, loop: ast.AST) -> bool:
             if isinstance(sub, ast.Attribute) and sub.attr in ("zero_grad", "grad"):
                 return True
     return False
+
+
+def _uncalled_zero_grad(loop: ast.AST) -> ast.AST | None:
+    """``optimizer.zero_grad`` as a statement, without the call parentheses."""
+    for sub in walk_local(loop):
+        if isinstance(sub, ast.Expr) and isinstance(sub.value, ast.Attribute) and \
+                sub.value.attr == "zero_grad":
+            return sub.value
+    return None
