@@ -100,12 +100,11 @@ def _add(result: LintResult, config: Config, code: str, line: int, col: int, mes
     cell, shown_line = source.locate(line)
     end_line = getattr(node, "end_lineno", None)
     end_col = getattr(node, "end_col_offset", None)
-    extra = {}
     if end_line is not None and cell is not None:
         end_line = source.locate(end_line)[1]
     finding = Finding.make(code, layer="lint", path=source.path, line=shown_line, col=col,
                            message=message, fix=fix, cell=cell, end_line=end_line,
-                           end_col=None if end_col is None else end_col + 1, **extra)
+                           end_col=None if end_col is None else end_col + 1)
     result.findings.append(finding)
     if hit is not None and hit.edits:
         result.fixes.append((finding, hit.edits, hit.safe))

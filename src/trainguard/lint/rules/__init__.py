@@ -1,6 +1,7 @@
 """The lint rules, one module per code, found automatically.
 
-A rule module defines ``CODE`` (a catalogue code) and ``check(script) -> Iterable[Hit]``. Adding a
+A rule module defines ``CODE`` (a catalogue code) and ``check(script)``, which yields ``Hit``s;
+optionally ``SKIP_IN_TESTS = True`` for rules about a training run (test files are not runs). Adding a
 rule is adding a file here, its fixtures under ``tests/lint/fixtures/<CODE>/`` and its docs entry
 ``docs/rules/<CODE>.md``.
 """
@@ -10,7 +11,6 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
-
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -39,7 +39,6 @@ class Hit:
     fix: str | None = None
     edits: list[Edit] = field(default_factory=list)
     safe: bool = False
-
 
 _RULES: dict[str, ModuleType] | None = None
 
