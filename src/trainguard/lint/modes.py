@@ -23,10 +23,12 @@ def mode_before(script: Script, node: ast.AST) -> tuple[Mode, str]:
     trained_at = None
     for e in preceding_events(script, node):
         line = (e.via or e.node).lineno  # type: ignore[attr-defined]
+        where = f"line {e.node.lineno}" + (  # type: ignore[attr-defined]
+            f", in the call at line {e.via.lineno}" if e.via is not None else "")
         if e.kind == "train":
-            state, reason = "train", f"{e.key}.train() at line {line}"
+            state, reason = "train", f"{e.key}.train() at {where}"
         elif e.kind == "eval":
-            state, reason = "eval", f"{e.key}.eval() at line {line}"
+            state, reason = "eval", f"{e.key}.eval() at {where}"
         elif e.kind == "mode?":
             state, reason = "unknown", ""
         elif e.kind == "step" and trained_at is None:
