@@ -77,6 +77,9 @@ def test_sarif_and_github(project: Path) -> None:
 def test_statistics(project: Path) -> None:
     r = run_cli("lint", ".", "--statistics", cwd=project)
     assert r.stdout.strip().splitlines()[-1].split() == ["1", "TG201", "graph-kept-across-steps"]
+    as_json = run_cli("lint", ".", "--statistics", "--format", "json", cwd=project)
+    assert len(json.loads(as_json.stdout)["findings"]) == 1
+    assert as_json.stderr.split() == ["1", "TG201", "graph-kept-across-steps"]
 
 
 def test_stdin(project: Path) -> None:

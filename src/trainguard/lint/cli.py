@@ -28,7 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--select", metavar="CODES",
                    help="only these codes or prefixes, comma-separated (e.g. TG2,TG301)")
     p.add_argument("--ignore", metavar="CODES", help="leave out these codes or prefixes")
-    p.add_argument("--statistics", action="store_true", help="print a count per code at the end")
+    p.add_argument("--statistics", action="store_true",
+                   help="print a count per code at the end (to stderr with --format json/sarif/"
+                        "github)")
     p.add_argument("--fix", action="store_true",
                    help="apply the fixes that cannot change what the script computes")
     p.add_argument("--unsafe-fixes", action="store_true",
@@ -57,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
         if out:
             print(out)
         if args.statistics and outcome.findings:
-            print(statistics(outcome.findings))
+            # machine formats stay parseable: the counts go to stderr there
+            print(statistics(outcome.findings),
+                  file=sys.stdout if args.format == "text" else sys.stderr)
         sys.stdout.flush()
     except BrokenPipeError:  # `trainguard lint . | head`: the reader left, the status stands
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (silences the flush at exit)
