@@ -1,7 +1,8 @@
 """TG602 save-on-every-rank: every rank writes the same checkpoint or log file.
 
-Under DDP every process runs the script; an unguarded ``torch.save(path)`` has all ranks write
-the same file at once, which can leave it corrupt
+Under DDP every process runs the script; an unguarded ``torch.save(path)`` or TensorBoard
+``SummaryWriter`` has all ranks write the same file at once, which can leave it corrupt or the
+log interleaved
 (https://pytorch.org/tutorials/intermediate/ddp_tutorial.html#save-and-load-checkpoints).
 Only in files that set up ``torch.distributed``. Silent for writes guarded by a rank check, a
 ``master_process``/``is_main_process`` flag or an early ``return`` on non-zero ranks, inside
@@ -15,7 +16,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import SCOPES, parent
+from trainguard.lint.astutil import SCOPES, kwarg, parent
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
@@ -30,14 +31,29 @@ def check(script: Script) -> Iterator[Hit]:
     if not _DISTRIBUTED.search(script.source):
         return
     for call in script.calls:
-        q = script.call_qualname(call) or ""
-        if q != "torch.save" or len(call.args) < 2:
+        target = _written_path(script, call)
+        if target is None:
             continue
-        path_text = ast.unparse(call.args[1])
+        what, path = target
+        path_text = ast.unparse(path) if path is not None else "its default folder"
         if _GUARD.search(path_text) or _guarded(script, call, frozenset()):
             continue
-        yield Hit(call, f"torch.save(..., {path_text}) runs on every rank: all processes write "
-                        f"the same file")
+        yield Hit(call, f"{what} {path_text} runs on every rank: all processes write the same "
+                        f"file")
+
+
+def _written_path(script: Script, call: ast.Call) -> tuple[str, ast.expr | None] | None:
+    """(what, path) for ``torch.save(obj, path)`` and a TensorBoard ``SummaryWriter(log_dir)``;
+    None for anything else. Plain ``open(path, "w")`` is left out: scripts often rule out DDP for
+    a code path by an assertion elsewhere (yolov5's ``--evolve``), which a reader of one call
+    cannot see."""
+    q = script.call_qualname(call) or ""
+    if q == "torch.save" and len(call.args) >= 2:
+        return "torch.save(...) to", call.args[1]
+    if q.endswith("tensorboard.SummaryWriter") or q == "tensorboardX.SummaryWriter":
+        log_dir = call.args[0] if call.args else kwarg(call, "log_dir")
+        return "SummaryWriter for", log_dir
+    return None
 
 
 def _guarded(script: Script, node: ast.AST, seen: frozenset[int]) -> bool:
