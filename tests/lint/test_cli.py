@@ -307,3 +307,12 @@ def test_unsafe_fix_removes_only_a_written_softmax(tmp_path: Path) -> None:
     assert "a = F.cross_entropy(model.fc(x), y)" in fixed
     assert "b = F.cross_entropy(model(x), y)" in fixed
     assert [line.split()[1] for line in r.stdout.splitlines()] == ["TG401"]
+
+
+def test_source_encodings_are_read_as_python_reads_them(tmp_path: Path) -> None:
+    (tmp_path / "bom.py").write_bytes(b"\xef\xbb\xbfimport torch\n"
+                                      b"state = torch.load('w.pt', weights_only=False)\n")
+    (tmp_path / "latin.py").write_bytes(b"# -*- coding: latin-1 -*-\nname = 'caf\xe9'\n")
+    r = run_cli("lint", ".", cwd=tmp_path)
+    assert [line.split(": ")[0:2] for line in r.stdout.splitlines()] == [
+        ["bom.py:2:9", "TG701 unsafe-torch-load"]]

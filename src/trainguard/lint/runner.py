@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import sys
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,12 +35,21 @@ def read_source(path: Path) -> Source:
         UsageError: the file cannot be read or is not a notebook.
     """
     try:
-        raw = path.read_bytes().decode("utf-8", errors="replace")
+        data = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     if path.suffix == ".ipynb":
-        return read_notebook(str(path), raw)
-    return Source(path=str(path), text=raw)
+        return read_notebook(str(path), data.decode("utf-8", errors="replace"))
+    return Source(path=str(path), text=decode_python(data))
+
+
+def decode_python(data: bytes) -> str:
+    """Decode source as Python does: a UTF-8 BOM or a ``# -*- coding: ... -*-`` line (PEP 263)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError:  # an unknown coding name: let the parser report the file
+        encoding = "utf-8"
+    return data.decode(encoding, errors="replace")
 
 
 def lint_paths(paths: list[str], *, config: Config, stdin_name: str = "-", fix: bool = False,
