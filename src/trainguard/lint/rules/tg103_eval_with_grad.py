@@ -2,7 +2,8 @@
 
 Each forward records an autograd graph and keeps activations alive that nothing will use
 (https://pytorch.org/docs/stable/generated/torch.no_grad.html). Silent when any enclosing
-``with``, a decorator, or every same-file caller disables grad; when the region reads gradients
+``with``, a decorator, or every same-file caller disables grad; for evaluation functions that
+no code in the file calls (their callers, elsewhere, may disable grad); when the region reads gradients
 (``torch.autograd.grad``, ``.grad``, ``requires_grad_``: saliency, adversarial evaluation); and
 when parameters are frozen in the file (outputs then carry no ``grad_fn``).
 """
@@ -29,6 +30,9 @@ def check(script: Script) -> Iterator[Hit]:
     for region in eval_regions(script):
         if _uses_gradients(script, region.node):
             continue
+        if isinstance(region.node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                not script.call_sites(region.node):
+            continue  # called from another file, whose caller may well hold no_grad
         for fwd in region.forwards:
             if script.grad_disabled(fwd):
                 continue
