@@ -16,8 +16,8 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import walk_local
-from trainguard.lint.dataflow import (carries_graph, graph_names, is_loss_call, numeric_only,
-                                      scope_of)
+from trainguard.lint.dataflow import (carries_graph, graph_names, is_loss_call, last_assignment,
+                                      numeric_only, scope_of)
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script, is_backward
@@ -104,7 +104,6 @@ def _is_scalar_loss(script: Script, value: ast.expr, names: set[str]) -> bool:
     if is_loss_call(script, value):
         return True
     if isinstance(value, ast.Name):
-        from trainguard.lint.dataflow import last_assignment
         if any(is_backward(c) and isinstance(c.func.value, ast.Name)  # type: ignore
                and c.func.value.id == value.id for c in script.calls):
             return True

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import const_value, kwarg, walk_local
+from trainguard.lint.astutil import const_value, kwarg, parent, walk_local
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
@@ -38,7 +38,6 @@ def check(script: Script) -> Iterator[Hit]:
 
 
 def _feeds_training(script: Script, loader: ast.Call) -> bool:
-    from trainguard.lint.astutil import parent
     p = parent(loader)
     names = set()
     if isinstance(p, ast.Assign):

@@ -12,7 +12,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted
+from trainguard.lint.astutil import dotted, parent
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
@@ -57,7 +57,6 @@ def _train_metric(script: Script, node: ast.AST) -> str | None:
 
 def _selects(compare: ast.Compare) -> bool:
     """The comparison guards saving or updating the best, or is stored as ``is_best``."""
-    from trainguard.lint.astutil import parent
     p = parent(compare)
     while isinstance(p, (ast.BoolOp, ast.UnaryOp)):
         p = parent(p)
