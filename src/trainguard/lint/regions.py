@@ -99,7 +99,7 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
                 EVAL_NAME.match(node.name) and not _FRAMEWORK_HOOK.match(node.name) and \
                 not _inside_module_class(script, node):
             fwd = forward_calls(script, node)
-            text = ast.get_source_segment(script.source, node) or ""
+            text = script.segment(node) or ""
             if fwd and _METRIC_HINT.search(text) and not script.has_backward(node) and \
                     not _rollout(script, node):
                 regions.append(EvalRegion(node, fwd))
@@ -137,7 +137,7 @@ def _is_region_loop(script: Script, loop: ast.AST) -> bool:
     ``enumerate(test_loader)``) that calls the model and feeds a metric, with no backward."""
     if isinstance(loop, ast.While):
         return False
-    if not _DATA_ITER.search(ast.get_source_segment(script.source, loop.iter) or ""):
+    if not _DATA_ITER.search(script.segment(loop.iter) or ""):
         return False
     if _inside_module_class(script, loop):
         return False
@@ -145,7 +145,7 @@ def _is_region_loop(script: Script, loop: ast.AST) -> bool:
         return False
     if _touches_optimizer(script, loop):
         return False  # a training loop whose backward happens in a helper (loss_scaler(...))
-    text = ast.get_source_segment(script.source, loop) or ""
+    text = script.segment(loop) or ""
     return bool(_METRIC_HINT.search(text))
 
 

@@ -78,6 +78,28 @@ class Script:
         self._qual_memo: dict[int, str | None] = {}
         self._backward_memo: dict[int, bool] = {}
 
+    @cached_property
+    def _segment_lines(self) -> list[str]:
+        """Source lines split as ``ast`` counts them (``\r\n``, ``\r``, ``\n``), ends kept."""
+        return re.split(r"(?<=\r\n)|(?<=\r)(?!\n)|(?<=\n)", self.source)
+
+    def segment(self, node: ast.AST) -> str | None:
+        """The source text of ``node``, like ``ast.get_source_segment`` but without splitting
+        the whole file on every call (columns are UTF-8 byte offsets, as in ``ast``)."""
+        try:
+            first, last = node.lineno - 1, node.end_lineno - 1  # type: ignore[attr-defined]
+            col, end_col = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
+        except AttributeError:
+            return None
+        if end_col is None or last is None:
+            return None
+        lines = self._segment_lines
+        if first == last:
+            return lines[first].encode()[col:end_col].decode(errors="replace")
+        head = lines[first].encode()[col:].decode(errors="replace")
+        tail = lines[last].encode()[:end_col].decode(errors="replace")
+        return "".join([head, *lines[first + 1:last], tail])
+
     # -- names -------------------------------------------------------------------------------
 
     def qualname(self, node: ast.AST | None) -> str | None:

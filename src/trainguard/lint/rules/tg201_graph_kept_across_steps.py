@@ -117,7 +117,7 @@ def _is_scalar_loss(script: Script, value: ast.expr, names: set[str]) -> bool:
 
 def _hit(script: Script, node: ast.AST, acc: str, value: ast.expr, verb: str,
          scalar: bool) -> Hit:
-    text = ast.get_source_segment(script.source, value) or "loss"
+    text = script.segment(value) or "loss"
     simple = isinstance(value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
     scope = scope_of(node)
     skip = {id(n) for n in ast.walk(node)}

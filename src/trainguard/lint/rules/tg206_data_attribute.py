@@ -45,7 +45,7 @@ def check(script: Script) -> Iterator[Hit]:
         if script.grad_disabled(node) or not _in_backward_loop(script, node):
             continue
         write = _is_write(node)
-        text = ast.get_source_segment(script.source, recv) or "x"
+        text = script.segment(recv) or "x"
         edits = []
         if not write:
             edits = [Edit(node.lineno, node.col_offset, node.end_lineno or node.lineno,

@@ -37,7 +37,7 @@ def check(script: Script) -> Iterator[Hit]:
             inner = act.args[0] if act.args and not isinstance(act.func, ast.Attribute) or \
                 (act.args and script.call_qualname(act) in _FUNCS) else (
                 act.func.value if isinstance(act.func, ast.Attribute) else None)
-            text = ast.get_source_segment(script.source, inner) if inner is not None else None
+            text = script.segment(inner) if inner is not None else None
             if text and kind == "CrossEntropyLoss":
                 edits = [Edit(act.lineno, act.col_offset, act.end_lineno or act.lineno,
                               act.end_col_offset or 0, text)]

@@ -36,7 +36,7 @@ def check(script: Script) -> Iterator[Hit]:
         if act is arg and isinstance(act, ast.Call) and written:
             inner = act.args[0] if act.args else (
                 act.func.value if isinstance(act.func, ast.Attribute) else None)
-            text = ast.get_source_segment(script.source, inner) if inner is not None else None
+            text = script.segment(inner) if inner is not None else None
             if text:
                 edits = [Edit(act.lineno, act.col_offset, act.end_lineno or act.lineno,
                               act.end_col_offset or 0, text)]
