@@ -16,7 +16,7 @@ from trainguard.config import Config
 
 __all__ = ["iter_files", "SKIP_DIRS", "LINTABLE"]
 
-SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "env", ".env", "build", "dist",
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", ".env", "build", "dist",
                        "__pycache__", "node_modules", "site-packages", ".tox", ".nox",
                        ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints",
                        ".eggs"})
