@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 # public name -> module that defines it
 _EXPORTS = {
     "Finding": "trainguard.findings",
+    "lint_text": "trainguard.lint",
     "fit": "trainguard.loop.fit",
     "History": "trainguard.loop.history",
     "evaluate": "trainguard.loop.fit",

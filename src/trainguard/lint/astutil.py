@@ -1,0 +1,109 @@
+"""Small helpers over ``ast``: dotted names with import aliases resolved, parents, local walks.
+
+Nothing here imports torch: the linter reads scripts, it never runs them.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+__all__ = ["dotted", "parent", "walk_local", "kwarg", "is_true", "is_false", "const_value",
+           "names_in", "SCOPES"]
+
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def dotted(node: ast.AST | None) -> str | None:
+    """``self.model.module`` for an attribute chain of names, else None (calls and subscripts
+    in the chain are kept as ``()`` and ``[]`` so that ``model(x).detach`` is ``model().detach``)."""
+    parts: list[str] = []
+    while True:
+        if isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Name):
+            parts.append(node.id)
+            return ".".join(reversed(parts))
+        elif isinstance(node, ast.Call):
+            parts.append("()")
+            node = node.func
+        elif isinstance(node, ast.Subscript):
+            parts.append("[]")
+            node = node.value
+        else:
+            return None
+
+
+def parent(node: ast.AST) -> ast.AST | None:
+    return getattr(node, "_tg_parent", None)
+
+
+def set_parents(tree: ast.AST) -> list[ast.AST]:
+    """Link every node to its parent (``node._tg_parent``); returns all nodes in walk order."""
+    nodes = [tree]
+    i = 0
+    while i < len(nodes):
+        node = nodes[i]
+        i += 1
+        children = list(ast.iter_child_nodes(node))
+        node._tg_children = children  # type: ignore[attr-defined]
+        for child in children:
+            child._tg_parent = node  # type: ignore[attr-defined]
+        nodes.extend(children)
+    return nodes
+
+
+def children(node: ast.AST) -> list[ast.AST]:
+    """The child nodes (cached by :func:`set_parents`)."""
+    kids = getattr(node, "_tg_children", None)
+    return kids if kids is not None else list(ast.iter_child_nodes(node))
+
+
+def walk_local(node: ast.AST, *, into_defs: bool = False) -> Iterator[ast.AST]:
+    """Like ``ast.walk`` but does not enter nested function, lambda or class bodies."""
+    stack = list(children(node))
+    while stack:
+        child = stack.pop()
+        yield child
+        if into_defs or not isinstance(child, SCOPES):
+            stack.extend(children(child))
+
+
+def kwarg(call: ast.Call, name: str) -> ast.expr | None:
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def const_value(node: ast.AST | None) -> object:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) \
+            and isinstance(node.operand, ast.Constant):
+        return -node.operand.value  # type: ignore[operator]
+    return ...
+
+
+def is_true(node: ast.AST | None) -> bool:
+    return const_value(node) is True
+
+
+def is_false(node: ast.AST | None) -> bool:
+    return const_value(node) is False
+
+
+def names_in(node: ast.AST) -> set[str]:
+    """Every identifier, attribute name and string constant under ``node`` (lower case)."""
+    out: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            out.add(sub.id.lower())
+        elif isinstance(sub, ast.Attribute):
+            out.add(sub.attr.lower())
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            out.add(sub.value.lower())
+        elif isinstance(sub, ast.arg):
+            out.add(sub.arg.lower())
+    return out

@@ -1,0 +1,151 @@
+"""Light data flow inside one function: which names hold tensors that carry an autograd graph,
+where a name was last assigned, and whether a value is only ever used as a plain number."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from trainguard.lint.astutil import SCOPES, dotted, parent, walk_local
+from trainguard.lint.script import Script, is_backward
+
+__all__ = ["scope_of", "last_assignment", "graph_names", "is_loss_call", "carries_graph",
+           "numeric_only", "CUTS"]
+
+_LOSS_FN = re.compile(r"(loss|criterion|crit)\w*$|^(cross_entropy|nll_loss|mse_loss|l1_loss|"
+                      r"binary_cross_entropy\w*|smooth_l1_loss|kl_div|huber_loss|ctc_loss)$",
+                      re.I)
+CUTS = {"item", "detach", "tolist", "numpy", "data", "cpu_numpy"}
+_NUMERIC_CALLS = {"print", "float", "int", "round", "str", "format", "len", "abs", "info", "debug",
+                  "warning", "log", "add_scalar", "add_scalars", "write", "set_postfix",
+                  "set_description", "update", "append", "isfinite", "isnan", "isclose"}
+
+
+def scope_of(node: ast.AST) -> ast.AST:
+    n = parent(node)
+    while n is not None and not isinstance(n, (*SCOPES, ast.Module)):
+        n = parent(n)
+    return n if n is not None else node
+
+
+def last_assignment(name: str, before: ast.AST) -> ast.expr | None:
+    """The value last assigned to ``name`` (a plain name) in ``before``'s scope, above it."""
+    scope = scope_of(before)
+    table = getattr(scope, "_tg_assigns", None)
+    if table is None:
+        table = {}
+        for sub in walk_local(scope):
+            if isinstance(sub, ast.Assign):
+                for t in sub.targets:
+                    if isinstance(t, ast.Name):
+                        table.setdefault(t.id, []).append((sub.lineno, sub.value))
+        scope._tg_assigns = table  # type: ignore[attr-defined]
+    line = before.lineno  # type: ignore[attr-defined]
+    best: tuple[int, ast.expr] | None = None
+    for lineno, value in table.get(name, ()):
+        if lineno < line and (best is None or lineno > best[0]):
+            best = (lineno, value)
+    return best[1] if best else None
+
+
+def is_loss_call(script: Script, node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    name = dotted(node.func) or ""
+    return bool(_LOSS_FN.search(name.rsplit(".", 1)[-1]))
+
+
+def _is_cut(expr: ast.AST) -> bool:
+    for sub in ast.walk(expr):
+        if isinstance(sub, ast.Attribute) and sub.attr in CUTS:
+            return True
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and \
+                sub.func.id in ("float", "int", "round"):
+            return True
+    return False
+
+
+def graph_names(script: Script, loop: ast.AST) -> set[str]:
+    """Names assigned in ``loop`` (grad enabled) that hold a tensor with a ``grad_fn``: model
+    outputs, losses, names that ``backward()`` is called on, and arithmetic on those."""
+    names: set[str] = set()
+    for call in walk_local(loop):
+        if is_backward(call):
+            recv = call.func.value  # type: ignore[attr-defined]
+            if isinstance(recv, ast.Call) and dotted(recv.func) and \
+                    dotted(recv.func).endswith("scale") and recv.args:  # type: ignore[union-attr]
+                recv = recv.args[0]
+            if isinstance(recv, ast.Name):
+                names.add(recv.id)
+            elif isinstance(call.func.value, ast.Name) is False and call.args and \
+                    isinstance(call.args[0], ast.Name):  # accelerator.backward(loss)
+                names.add(call.args[0].id)
+    assigns = [n for n in walk_local(loop) if isinstance(n, ast.Assign)]
+    assigns.sort(key=lambda n: n.lineno)
+    for _ in range(2):
+        for a in assigns:
+            if script.grad_disabled(a):
+                continue
+            if carries_graph(script, a.value, names):
+                for t in a.targets:
+                    if isinstance(t, ast.Name):
+                        names.add(t.id)
+    return names
+
+
+def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
+    """Whether ``expr`` is (arithmetic on) a model output, a loss or a graph name, not cut by
+    ``.item()``, ``.detach()``, ``float()`` and the like."""
+    if _is_cut(expr):
+        return False
+    if isinstance(expr, ast.Name):
+        return expr.id in names
+    if isinstance(expr, ast.BinOp):
+        return carries_graph(script, expr.left, names) or carries_graph(script, expr.right, names)
+    if isinstance(expr, ast.UnaryOp):
+        return carries_graph(script, expr.operand, names)
+    if isinstance(expr, ast.Call):
+        if is_loss_call(script, expr):
+            return True
+        f = expr.func
+        k = script.key(f)
+        if k and script.is_model(k) and k != "self":
+            return True
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+                f.value.id in names and f.attr in ("sum", "mean", "squeeze", "view", "reshape",
+                                                   "float", "clone", "to"):
+            return True
+    if isinstance(expr, (ast.Subscript, ast.Attribute)):  # out[0], outputs.loss
+        return carries_graph(script, expr.value, names)
+    if isinstance(expr, ast.Dict):  # {"ce": criterion(out, y)}
+        return any(carries_graph(script, v, names) for v in expr.values)
+    return False
+
+
+def numeric_only(script: Script, name: str, scope: ast.AST, skip: set[int], *,
+                 depth: int = 1) -> bool:
+    """Whether every read of ``name`` in ``scope`` (other than the nodes in ``skip``) uses it as
+    a plain number: printed, logged, formatted, compared, or in arithmetic that is."""
+    for sub in walk_local(scope, into_defs=True):
+        if isinstance(sub, ast.Name) and sub.id == name and isinstance(sub.ctx, ast.Load) and \
+                id(sub) not in skip:
+            if not _numeric_use(script, sub, scope, depth):
+                return False
+    return True
+
+
+def _numeric_use(script: Script, node: ast.AST, scope: ast.AST, depth: int) -> bool:
+    p = parent(node)
+    while isinstance(p, (ast.BinOp, ast.UnaryOp)):
+        node, p = p, parent(p)
+    if isinstance(p, (ast.FormattedValue, ast.Compare)):
+        return True
+    if isinstance(p, ast.AugAssign):
+        return p.target is node or isinstance(p.target, ast.Name)
+    if isinstance(p, ast.Call) and node is not p.func:
+        fname = (dotted(p.func) or "").rsplit(".", 1)[-1]
+        return fname in _NUMERIC_CALLS or fname in ("mean", "sum", "fsum") and depth == 1
+    if isinstance(p, ast.Assign) and depth > 0 and len(p.targets) == 1 and \
+            isinstance(p.targets[0], ast.Name):
+        return numeric_only(script, p.targets[0].id, scope, set(), depth=depth - 1)
+    return False

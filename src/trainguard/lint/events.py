@@ -1,0 +1,185 @@
+"""The training events of a block of code, in the order they run.
+
+``events(script, stmts)`` flattens statements (both branches of an ``if``, one pass through a loop
+body, ``try`` bodies and handlers) and inlines calls to same-file functions, mapping their
+parameters to the caller's arguments, so that ``validate(net, loader)`` contributes the
+``model.eval()`` inside ``validate`` as ``net.eval()``. Rules read this stream to see, e.g., a
+``zero_grad`` between ``backward`` and ``step``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Literal
+
+from trainguard.lint.astutil import SCOPES, children, dotted, is_false, is_true
+from trainguard.lint.script import Script, is_backward
+
+__all__ = ["Event", "events", "Kind"]
+
+Kind = Literal["backward", "step", "zero", "sched", "train", "eval", "mode?", "unscale", "clip",
+               "forward", "loop"]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One training event. ``key`` names the object (optimizer, model, scheduler) in the caller's
+    terms; ``node`` is the call in the file; ``via`` is the call site that inlined it, if any."""
+
+    kind: Kind
+    key: str | None
+    node: ast.AST
+    via: ast.Call | None = None
+
+
+def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event | None:
+    f = call.func
+
+    def key(node: ast.AST) -> str | None:
+        k = script.key(node)
+        if k is None:
+            return None
+        head, _, rest = k.partition(".")
+        if head in rename:
+            return f"{rename[head]}.{rest}" if rest else rename[head]
+        return k
+
+    if is_backward(call):
+        return Event("backward", None, call)
+    if not isinstance(f, ast.Attribute):
+        q = script.call_qualname(call) or ""
+        if q.endswith(("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm")):
+            return Event("clip", None, call)
+        return None
+    recv = key(f.value)
+    q = script.call_qualname(call) or ""
+    if f.attr == "step":
+        if recv in script.scalers or (recv or "").endswith("scaler"):
+            arg = call.args[0] if call.args else None
+            return Event("step", key(arg) if arg is not None else None, call)
+        if script.is_scheduler(recv):
+            return Event("sched", recv, call)
+        if script.is_optimizer(recv):
+            return Event("step", recv, call)
+        return None
+    if f.attr == "zero_grad":
+        return Event("zero", recv, call)
+    if f.attr in ("zero_", "detach_") and (dotted(f.value) or "").endswith(".grad"):
+        return Event("zero", "*", call)
+    if f.attr == "unscale_":
+        return Event("unscale", None, call)
+    if q.endswith(("clip_grad_norm_", "clip_grad_value_")) or f.attr == "clip_grad_norm_":
+        return Event("clip", None, call)
+    if f.attr in ("train", "eval") and recv and script.is_model(recv):
+        if f.attr == "eval" or (call.args and is_false(call.args[0])):
+            return Event("eval", recv, call)
+        if not call.args or is_true(call.args[0]):
+            return Event("train", recv, call)
+        return Event("mode?", recv, call)
+    if f.attr in ("train", "eval") and recv and len(call.args) <= 1 and not call.keywords \
+            and not script.is_optimizer(recv) and not script.is_scheduler(recv):
+        # a module under another name (trainable_module.train(), m.eval()): the mode of the
+        # model may have changed, so nothing is known about it any more
+        return Event("mode?", recv, call)
+    return None
+
+
+def _grad_none(stmt: ast.stmt) -> bool:
+    """``p.grad = None`` (or ``param.grad = None`` in a loop): gradients zeroed by hand."""
+    return isinstance(stmt, ast.Assign) and any(
+        isinstance(t, ast.Attribute) and t.attr == "grad" for t in stmt.targets)
+
+
+def _calls_in_order(stmt: ast.AST) -> list[ast.Call]:
+    calls = []
+    stack = [stmt]
+    while stack:
+        n = stack.pop()
+        for c in children(n):
+            if isinstance(c, SCOPES) or isinstance(c, ast.stmt):
+                continue
+            if isinstance(c, ast.Call):
+                calls.append(c)
+            stack.append(c)
+    calls.sort(key=lambda c: (c.end_lineno or 0, c.end_col_offset or 0))
+    return calls
+
+
+def events(script: Script, stmts: list[ast.stmt], *, rename: dict[str, str] | None = None,
+           depth: int = 3, via: ast.Call | None = None,
+           _stack: tuple[int, ...] = ()) -> list[Event]:
+    """The events of ``stmts`` in running order, with same-file calls inlined ``depth`` deep."""
+    rename = rename or {}
+    if not stmts:
+        return []
+    memo = script.__dict__.setdefault("_tg_events", {})
+    key = (id(stmts[0]), len(stmts), tuple(sorted(rename.items())), depth, id(via), _stack)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _events(script, stmts, rename, depth, via, _stack)
+    return found
+
+
+def _events(script: Script, stmts: list[ast.stmt], rename: dict[str, str], depth: int,
+            via: ast.Call | None, _stack: tuple[int, ...]) -> list[Event]:
+    out: list[Event] = []
+    for stmt in stmts:
+        if isinstance(stmt, SCOPES):
+            continue
+        if _grad_none(stmt):
+            out.append(Event("zero", "*", stmt, via))
+        for call in _calls_in_order(stmt):
+            ev = _classify(script, call, rename)
+            if ev is not None:
+                out.append(Event(ev.kind, ev.key, ev.node, via or None))
+                continue
+            target = script.callee(call)
+            if target is not None and depth > 0 and id(target) not in _stack:
+                inner = _bind(script, target, call, rename)
+                out.extend(events(script, target.body, rename=inner, depth=depth - 1,
+                                  via=via or call, _stack=_stack + (id(target),)))
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+            out.append(Event("loop", None, stmt, via))
+        for field in ("body", "handlers", "orelse", "finalbody"):
+            block = getattr(stmt, field, None)
+            if isinstance(block, list):
+                if field == "handlers":
+                    for h in block:
+                        out.extend(events(script, h.body, rename=rename, depth=depth, via=via,
+                                          _stack=_stack))
+                else:
+                    out.extend(events(script, block, rename=rename, depth=depth, via=via,
+                                      _stack=_stack))
+        if isinstance(stmt, ast.Match):
+            for case in stmt.cases:
+                out.extend(events(script, case.body, rename=rename, depth=depth, via=via,
+                                  _stack=_stack))
+    return out
+
+
+def _bind(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call,
+          rename: dict[str, str]) -> dict[str, str]:
+    """Parameter name -> the caller's key for the argument passed to it."""
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]
+    if params and params[0] == "self" and isinstance(call.func, ast.Attribute):
+        params = params[1:]
+    bound: dict[str, str] = {}
+
+    def caller_key(node: ast.AST) -> str | None:
+        k = script.key(node)
+        if k is None:
+            return None
+        head, _, rest = k.partition(".")
+        if head in rename:
+            return f"{rename[head]}.{rest}" if rest else rename[head]
+        return k
+
+    # An argument that is not a plain name (``task.get_eval_model()``) is an unknown object:
+    # its parameter maps to a key no rule treats as the caller's model.
+    for name, arg in zip(params, call.args):
+        bound[name] = caller_key(arg) or f"<arg {name}>"
+    for kw in call.keywords:
+        if kw.arg:
+            bound[kw.arg] = caller_key(kw.value) or f"<arg {kw.arg}>"
+    return bound

@@ -1,0 +1,187 @@
+"""Where training and evaluation happen in a script.
+
+- A *training loop* is a ``for``/``while`` whose body (with same-file calls followed) runs a
+  ``backward`` and an optimizer ``step``.
+- An *evaluation region* computes model outputs and metrics with no backward: a loop over batches
+  that calls the model and feeds a metric (``.item()``, ``argmax``, ``==``, a loss, ``+=``), or a
+  function named for evaluation (``evaluate``, ``validate``, ``test``, ``predict``, ``infer``,
+  ``estimate_loss``) that calls the model. Framework hooks (``validation_step``) are left out:
+  Lightning runs them in eval mode under ``no_grad``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+
+from trainguard.lint.astutil import SCOPES, parent, walk_local
+from trainguard.lint.events import Event, events
+from trainguard.lint.script import Script
+
+__all__ = ["EvalRegion", "training_loops", "eval_regions", "preceding_events", "forward_calls",
+           "EVAL_NAME"]
+
+EVAL_NAME = re.compile(r"^_*(eval|evaluate|evaluation|validate|validation|valid|val|"
+                       r"predict|prediction|inference|infer|estimate_loss|score|compute_accuracy|"
+                       r"accuracy|run_eval|run_validation|do_eval)(_\w*)?$"
+                       r"|^_*test(_(epoch|one_epoch|model|net|loop|step|accuracy|loss))?$", re.I)
+_FRAMEWORK_HOOK = re.compile(r"^(validation|test|predict|val)_step$|_step_end$|_epoch_end$")
+_DATA_ITER = re.compile(r"load|data|batch|_dl\b|\bdl\b|set\b|test|val|eval|sample|example|"
+                        r"split|queue|stream|iter", re.I)
+_METRIC_HINT = re.compile(r"\.item\(|argmax|\.eq\(|==|topk|accura|correct|loss|criterion|"
+                          r"\+=|\.append\(|metric|score|\.max\(", re.I)
+
+
+def forward_calls(script: Script, node: ast.AST) -> list[ast.Call]:
+    """Calls of a model (``model(x)``, ``self.net(x)``, ``model.forward(x)``) under ``node``;
+    calls of same-file functions and classes (``_set_model(...)``, ``Net()``) are not forwards."""
+    out = []
+    for sub in walk_local(node):
+        if not isinstance(sub, ast.Call) or script.callee(sub) is not None:
+            continue
+        if isinstance(sub.func, ast.Name) and (sub.func.id in script.classes
+                                               or sub.func.id in script.functions):
+            continue
+        f = sub.func
+        if isinstance(f, ast.Attribute) and f.attr == "forward":
+            f = f.value
+        k = script.key(f)
+        if k and k != "self" and script.is_model(k):
+            out.append(sub)
+    return out
+
+
+def training_loops(script: Script) -> list[ast.AST]:
+    """Loops whose body runs backward and an optimizer step (following same-file calls)."""
+    return _cached(script, "_tg_training_loops", lambda: [
+        n for n in script.nodes if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
+        and _trains(script, n)])
+
+
+def _trains(script: Script, loop: ast.AST) -> bool:
+    kinds = {e.kind for e in events(script, loop.body)}  # type: ignore[attr-defined]
+    return "backward" in kinds and "step" in kinds
+
+
+def _cached(script: Script, attr: str, make):  # type: ignore[no-untyped-def]
+    value = script.__dict__.get(attr)
+    if value is None:
+        value = make()
+        script.__dict__[attr] = value
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class EvalRegion:
+    """An evaluation function or loop; ``forwards`` are its model calls."""
+
+    node: ast.AST
+    forwards: list[ast.Call]
+
+    @property
+    def label(self) -> str:
+        if isinstance(self.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return f"{self.node.name}()"
+        return f"the loop at line {self.node.lineno}"  # type: ignore[attr-defined]
+
+
+def eval_regions(script: Script) -> list[EvalRegion]:
+    return _cached(script, "_tg_eval_regions", lambda: _find_eval_regions(script))
+
+
+def _find_eval_regions(script: Script) -> list[EvalRegion]:
+    regions: list[EvalRegion] = []
+    covered: set[int] = set()
+    for node in script.nodes:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                EVAL_NAME.match(node.name) and not _FRAMEWORK_HOOK.match(node.name) and \
+                not _inside_module_class(script, node):
+            fwd = forward_calls(script, node)
+            text = script.segment(node) or ""
+            if fwd and _METRIC_HINT.search(text) and not script.has_backward(node) and \
+                    not _rollout(script, node):
+                regions.append(EvalRegion(node, fwd))
+                covered.update(id(n) for n in walk_local(node))
+    for node in script.nodes:
+        if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)) or id(node) in covered:
+            continue
+        if any(isinstance(p, (ast.For, ast.AsyncFor, ast.While)) and _is_region_loop(script, p)
+               for p in _ancestors(node)):
+            continue
+        if _is_region_loop(script, node):
+            func = script.enclosing_function(node)
+            if func is not None and _FRAMEWORK_HOOK.match(func.name):
+                continue
+            regions.append(EvalRegion(node, forward_calls(script, node)))
+    return regions
+
+
+def _ancestors(node: ast.AST):  # type: ignore[no-untyped-def]
+    n = parent(node)
+    while n is not None and not isinstance(n, SCOPES):
+        yield n
+        n = parent(n)
+
+
+def _inside_module_class(script: Script, node: ast.AST) -> bool:
+    """Methods of a class that defines ``forward`` are the model's own code, not evaluation."""
+    cls = script.enclosing_class(node) if not isinstance(node, ast.ClassDef) else node
+    return cls is not None and any(isinstance(b, ast.FunctionDef) and b.name == "forward"
+                                   for b in cls.body)
+
+
+def _is_region_loop(script: Script, loop: ast.AST) -> bool:
+    """A loop over batches (its iterable is named like data: ``loader``, ``val_dl``,
+    ``enumerate(test_loader)``) that calls the model and feeds a metric, with no backward."""
+    if isinstance(loop, ast.While):
+        return False
+    if not _DATA_ITER.search(script.segment(loop.iter) or ""):
+        return False
+    if _inside_module_class(script, loop):
+        return False
+    if not forward_calls(script, loop) or script.has_backward(loop) or _rollout(script, loop):
+        return False
+    if _touches_optimizer(script, loop):
+        return False  # a training loop whose backward happens in a helper (loss_scaler(...))
+    text = script.segment(loop) or ""
+    return bool(_METRIC_HINT.search(text))
+
+
+def _rollout(script: Script, node: ast.AST) -> bool:
+    """RL rollouts and BatchNorm recalibration run the model on purpose without backward."""
+    for sub in walk_local(node):
+        if isinstance(sub, ast.Call):
+            q = script.call_qualname(sub) or ""
+            if q.endswith(("env.step", ".reset", "update_bn")) or \
+                    (isinstance(sub.func, ast.Attribute) and sub.func.attr == "step"
+                     and not script.is_optimizer(script.key(sub.func.value))
+                     and not script.is_scheduler(script.key(sub.func.value))):
+                return True
+    return False
+
+
+def preceding_events(script: Script, node: ast.AST) -> list[Event]:
+    """Events of the statements that run before ``node`` in its function (or module), in order:
+    the earlier statements of every enclosing block, outermost first."""
+    blocks: list[list[ast.stmt]] = []
+    n = node
+    while (p := parent(n)) is not None and not isinstance(p, SCOPES):
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            block = getattr(p, field, None)
+            if isinstance(block, list) and n in block:
+                blocks.append(block[:block.index(n)])
+                break
+        n = p
+    out: list[Event] = []
+    for block in reversed(blocks):
+        out.extend(events(script, block))
+    return out
+
+
+def _touches_optimizer(script: Script, node: ast.AST) -> bool:
+    for sub in walk_local(node):
+        if isinstance(sub, (ast.Name, ast.Attribute)) and script.is_optimizer(script.key(sub)):
+            return True
+    return False

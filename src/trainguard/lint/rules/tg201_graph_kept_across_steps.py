@@ -1,0 +1,132 @@
+"""TG201 graph-kept-across-steps: a tensor with a ``grad_fn`` is accumulated across iterations.
+
+``total_loss += loss`` keeps every iteration's graph alive through ``total_loss``
+(PyTorch FAQ, "My model reports cuda runtime error(2): out of memory":
+https://pytorch.org/docs/stable/notes/faq.html). Fires only when the accumulator is created
+before the loop (so it outlives the iteration) and never reaches a backward; a list of losses
+built and backpropagated in the same iteration stays silent.
+
+Fix: ``.item()`` is safe when the accumulator is only used as a number (printed, logged,
+compared, divided); otherwise ``.detach()`` is offered as an unsafe fix.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from trainguard.lint.astutil import walk_local
+from trainguard.lint.dataflow import (carries_graph, graph_names, is_loss_call, last_assignment,
+                                      numeric_only, scope_of)
+from trainguard.lint.regions import training_loops
+from trainguard.lint.rules import Edit, Hit
+from trainguard.lint.script import Script, is_backward
+
+CODE = "TG201"
+SKIP_IN_TESTS = True  # about a training run; test files are not runs
+
+
+def check(script: Script) -> Iterator[Hit]:
+    for loop in training_loops(script):
+        names = graph_names(script, loop)
+        for node in walk_local(loop):
+            found = _accumulation(script, node, names)
+            if found is None:
+                continue
+            acc, value, verb = found
+            if script.grad_disabled(node) or not _outlives(acc, loop) or \
+                    _reaches_backward(acc, scope_of(loop)):
+                continue
+            yield _hit(script, node, acc, value, verb, _is_scalar_loss(script, value, names))
+
+
+def _accumulation(script: Script, node: ast.AST, names: set[str]):  # type: ignore[no-untyped-def]
+    if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+        target = node.target
+        if isinstance(target, ast.Subscript):  # epoch_losses[key] += loss[key]
+            target = target.value
+        if not isinstance(target, ast.Name):
+            return None
+        value = node.value
+        if isinstance(value, ast.List) and len(value.elts) == 1:
+            value = value.elts[0]
+        if carries_graph(script, value, names):
+            return target.id, value, "+="
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+            isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.BinOp) and \
+            isinstance(node.value.op, ast.Add):
+        acc = node.targets[0].id
+        left, right = node.value.left, node.value.right
+        if isinstance(left, ast.Name) and left.id == acc and carries_graph(script, right, names):
+            return acc, right, "= +"
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        call = node.value
+        f = call.func
+        if isinstance(f, ast.Attribute) and f.attr == "append" and \
+                isinstance(f.value, ast.Name) and len(call.args) == 1 and \
+                carries_graph(script, call.args[0], names):
+            return f.value.id, call.args[0], "append"
+    return None
+
+
+def _outlives(acc: str, loop: ast.AST) -> bool:
+    """The accumulator is assigned before the loop and not re-created inside it."""
+    for sub in walk_local(loop):
+        if isinstance(sub, ast.Assign) and any(isinstance(t, ast.Name) and t.id == acc
+                                               for t in sub.targets):
+            v = sub.value
+            if not (isinstance(v, ast.BinOp) and isinstance(v.left, ast.Name) and v.left.id == acc):
+                return False
+    scope = scope_of(loop)
+    return any(isinstance(sub, (ast.Assign, ast.AnnAssign)) and sub.lineno < loop.lineno
+               and any(isinstance(t, ast.Name) and t.id == acc
+                       for t in (sub.targets if isinstance(sub, ast.Assign) else [sub.target]))
+               for sub in walk_local(scope))
+
+
+def _reaches_backward(acc: str, scope: ast.AST) -> bool:
+    """A backward anywhere in the scope reads the accumulator, directly or through one name
+    (``loss = torch.stack(log_probs).sum(); loss.backward()`` after the loop)."""
+    names = {acc}
+    for sub in walk_local(scope):
+        if isinstance(sub, ast.Assign) and any(isinstance(n, ast.Name) and n.id == acc
+                                               for n in ast.walk(sub.value)):
+            names.update(t.id for t in sub.targets if isinstance(t, ast.Name))
+    for call in walk_local(scope):
+        if is_backward(call):
+            if any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(call)):
+                return True
+    return False
+
+
+def _is_scalar_loss(script: Script, value: ast.expr, names: set[str]) -> bool:
+    """A loss (a backward target or a loss call's result), so ``.item()`` applies."""
+    if is_loss_call(script, value):
+        return True
+    if isinstance(value, ast.Name):
+        if any(is_backward(c) and isinstance(c.func.value, ast.Name)  # type: ignore
+               and c.func.value.id == value.id for c in script.calls):
+            return True
+        assigned = last_assignment(value.id, value)
+        return assigned is not None and is_loss_call(script, assigned)
+    if isinstance(value, ast.BinOp):
+        return _is_scalar_loss(script, value.left, names) or \
+            _is_scalar_loss(script, value.right, names)
+    return False
+
+
+def _hit(script: Script, node: ast.AST, acc: str, value: ast.expr, verb: str,
+         scalar: bool) -> Hit:
+    text = script.segment(value) or "loss"
+    simple = isinstance(value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
+    scope = scope_of(node)
+    skip = {id(n) for n in ast.walk(node)}
+    safe = scalar and numeric_only(script, acc, scope, skip)
+    method = ".item()" if safe else ".detach()"
+    new = f"{text}{method}" if simple else f"({text}){method}"
+    edit = Edit(value.lineno, value.col_offset, value.end_lineno or value.lineno,
+                value.end_col_offset or value.col_offset, new)
+    what = f"{acc}.append({text})" if verb == "append" else f"{acc} += {text}"
+    return Hit(node, f"`{what}` keeps the autograd graph of every iteration alive through "
+                     f"`{acc}`, which outlives the loop and never reaches backward",
+               fix=f"accumulate {new} instead", edits=[edit], safe=safe)

@@ -1,0 +1,111 @@
+"""TG205 gradient-cut: the loss reaches the model only through a cut, so nothing learns.
+
+The loss that ``backward()`` runs on is built from ``output.detach()``, ``output.data``,
+``output.item()``, ``output.argmax(1)`` or an integer cast, a NumPy round trip, or is re-wrapped as a new leaf with
+``torch.tensor(value, requires_grad=True)`` (the usual answer to "element 0 of tensors does not
+require grad and does not have a grad_fn", which silences the error and trains nothing:
+https://discuss.pytorch.org/t/element-0-of-tensors-does-not-require-grad-and-does-not-have-a-grad-fn/32908).
+Silent when any uncut path from the loss to a model output or to ``parameters()`` exists.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from trainguard.lint.astutil import is_true, kwarg
+from trainguard.lint.dataflow import last_assignment
+from trainguard.lint.regions import training_loops
+from trainguard.lint.rules import Hit
+from trainguard.lint.script import Script, is_backward
+from trainguard.lint.astutil import parent, walk_local
+
+CODE = "TG205"
+SKIP_IN_TESTS = True  # about a training run; test files are not runs
+# Methods whose result carries no graph: detached copies, Python numbers, NumPy arrays, and
+# integer results (argmax and integer casts cannot require grad).
+_CUT_ATTRS = {"detach", "data", "item", "numpy", "tolist", "argmax", "argmin", "long", "int",
+              "bool", "short", "byte"}
+_NEW_LEAF = {"torch.tensor", "torch.Tensor", "torch.autograd.Variable", "torch.as_tensor",
+             "torch.from_numpy", "torch.FloatTensor"}
+
+
+def check(script: Script) -> Iterator[Hit]:
+    seen: set[int] = set()
+    for loop in training_loops(script):
+        for call in walk_local(loop):
+            if not is_backward(call) or id(call) in seen:
+                continue
+            seen.add(id(call))
+            target = call.func.value  # type: ignore[attr-defined]
+            if isinstance(target, ast.Call) and target.args and \
+                    (script.key(target.func) or "").endswith("scale"):
+                target = target.args[0]
+            uncut, cuts = _trace(script, target, call, depth=5)
+            if cuts and not uncut:
+                cut, how = cuts[0]
+                yield Hit(cut, f"the loss that backward() runs on at line {call.lineno} reaches "
+                               f"the model only through {how}: no gradient flows to the "
+                               f"parameters, so they never change")
+
+
+def _trace(script: Script, expr: ast.AST, at: ast.AST, depth: int):  # type: ignore[no-untyped-def]
+    """(reaches a model output or parameters uncut, [(cut node, description)])."""
+    if depth == 0:
+        return True, []
+    if isinstance(expr, ast.Name):
+        if expr.id in script.aliases:
+            return False, []  # a module (nn, F, torch): not a value on the loss's path
+        value = last_assignment(expr.id, at)
+        if value is None:
+            # a batch from the loader carries no parameters; a function parameter or a global
+            # might, so it is assumed connected
+            return not _loop_target(expr.id, at), []
+        return _trace(script, value, value, depth - 1)
+    if isinstance(expr, ast.Call):
+        q = script.call_qualname(expr) or ""
+        if q in _NEW_LEAF and expr.args:
+            inner_uncut, inner_cuts = _trace(script, expr.args[0], at, depth - 1)
+            if inner_uncut or inner_cuts or is_true(kwarg(expr, "requires_grad")):
+                return False, [(expr, f"a new tensor made by {q.rsplit('.', 1)[-1]}(...)")] + \
+                    inner_cuts
+            return False, []
+        if isinstance(expr.func, ast.Attribute) and expr.func.attr in _CUT_ATTRS:
+            uncut, cuts = _trace(script, expr.func.value, at, depth - 1)
+            if uncut or cuts:
+                return False, [(expr, f".{expr.func.attr}()")] + cuts
+            return False, []
+        k = script.key(expr.func)
+        if k and k != "self" and script.is_model(k):
+            return True, []
+        if isinstance(expr.func, ast.Attribute) and expr.func.attr in ("parameters",
+                                                                       "named_parameters"):
+            return True, []
+    if isinstance(expr, ast.Attribute) and expr.attr == "data":
+        uncut, cuts = _trace(script, expr.value, at, depth - 1)
+        if uncut or cuts:
+            return False, [(expr, ".data")] + cuts
+        return False, []
+    any_uncut, all_cuts = False, []
+    children = list(ast.iter_child_nodes(expr))
+    if isinstance(expr, ast.Call):
+        children = [c for c in children if c is not expr.func] + (
+            [expr.func.value] if isinstance(expr.func, ast.Attribute) else [])
+    for child in children:
+        if isinstance(child, (ast.expr_context, ast.keyword)):
+            child = child.value if isinstance(child, ast.keyword) else None  # type: ignore
+            if child is None:
+                continue
+        uncut, cuts = _trace(script, child, at, depth)
+        any_uncut |= uncut
+        all_cuts.extend(cuts)
+    return any_uncut, all_cuts
+
+
+def _loop_target(name: str, at: ast.AST) -> bool:
+    n = at
+    while (n := parent(n)) is not None:
+        if isinstance(n, (ast.For, ast.AsyncFor)) and any(
+                isinstance(t, ast.Name) and t.id == name for t in ast.walk(n.target)):
+            return True
+    return False

@@ -1,0 +1,58 @@
+"""TG401 softmax-before-cross-entropy: probabilities fed to a loss that wants logits.
+
+``CrossEntropyLoss`` applies ``log_softmax`` itself
+(https://pytorch.org/docs/stable/generated/torch.nn.CrossEntropyLoss.html); a softmax before it
+squashes the logits, so the loss saturates and gradients shrink. ``NLLLoss`` wants
+log-probabilities, so a plain softmax before it is wrong too. ``log_softmax`` before either is
+right (harmless for CrossEntropyLoss) and stays silent. The softmax is followed through names,
+``nn.Softmax`` modules, ``nn.Sequential(..., nn.Softmax())`` and same-file ``forward`` methods.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from trainguard.lint.activations import activation_of
+from trainguard.lint.losses import loss_input, loss_kind
+from trainguard.lint.rules import Edit, Hit
+from trainguard.lint.script import Script
+
+CODE = "TG401"
+_FUNCS = {"torch.softmax", "torch.nn.functional.softmax"}
+
+
+def check(script: Script) -> Iterator[Hit]:
+    for call in script.calls:
+        kind = loss_kind(script, call)
+        if kind not in ("CrossEntropyLoss", "NLLLoss"):
+            continue
+        arg = loss_input(call)
+        found = activation_of(script, arg) if arg is not None else None
+        if found is None or found[0] != "softmax":
+            continue
+        act = found[1]
+        edits = []
+        if act is arg and isinstance(act, ast.Call) and _written_softmax(script, act):
+            inner = act.args[0] if act.args and not isinstance(act.func, ast.Attribute) or \
+                (act.args and script.call_qualname(act) in _FUNCS) else (
+                act.func.value if isinstance(act.func, ast.Attribute) else None)
+            text = script.segment(inner) if inner is not None else None
+            if text and kind == "CrossEntropyLoss":
+                edits = [Edit(act.lineno, act.col_offset, act.end_lineno or act.lineno,
+                              act.end_col_offset or 0, text)]
+        if kind == "CrossEntropyLoss":
+            msg = (f"softmax output (line {act.lineno}) is fed to {kind}, which applies "
+                   f"log_softmax itself: softmax is applied twice")
+            fix = "pass the raw logits to the loss"
+        else:
+            msg = (f"softmax output (line {act.lineno}) is fed to NLLLoss, which expects "
+                   f"log-probabilities")
+            fix = "use log_softmax before NLLLoss, or raw logits with CrossEntropyLoss"
+        yield Hit(call, msg, fix=fix, edits=edits, safe=False)
+
+
+def _written_softmax(script: Script, call: ast.Call) -> bool:
+    """``F.softmax(x)`` or ``x.softmax(1)`` itself, not a model whose forward ends in softmax."""
+    return script.call_qualname(call) in _FUNCS or (
+        isinstance(call.func, ast.Attribute) and call.func.attr == "softmax")

@@ -1,0 +1,111 @@
+"""TG504 incomplete-checkpoint: a resume checkpoint without the optimizer (or scheduler/scaler).
+
+A checkpoint that records the epoch or step is meant for resuming; without the optimizer's
+state (momentum, Adam moments), the scheduler's position and the GradScaler's scale, the
+resumed run is not the one that stopped
+(https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html).
+A bare ``state_dict`` exported for inference has no epoch/step and stays silent; so do dicts
+built with ``**`` or by helpers the file cannot see, and files whose only optimizer is plain SGD
+without momentum (it has no state). A missing scheduler or scaler is named in the message when
+the optimizer is missing too, but alone does not fire.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+from trainguard.lint.astutil import const_value, kwarg, walk_local
+from trainguard.lint.dataflow import scope_of
+from trainguard.lint.rules import Hit
+from trainguard.lint.script import Script
+
+CODE = "TG504"
+SKIP_IN_TESTS = True  # about a training run; test files are not runs
+_PROGRESS = re.compile(r"epoch|step|iter", re.I)
+_OPTIM = re.compile(r"optim|opt\b|opt_|_opt", re.I)
+_SCHED = re.compile(r"sched|lr_", re.I)
+_SCALER = re.compile(r"scaler|amp", re.I)
+
+
+def check(script: Script) -> Iterator[Hit]:
+    for call in script.calls:
+        if script.call_qualname(call) != "torch.save" or not call.args:
+            continue
+        entries = _entries(script, call, call.args[0])
+        if entries is None:
+            continue
+        keys = " ".join(k for k, _ in entries)
+        values = " ".join(v for _, v in entries)
+        if not _PROGRESS.search(keys):
+            continue
+        has = lambda rx: bool(rx.search(keys)) or any(  # noqa: E731
+            rx.search(v) for v in values.split())
+        if has(_OPTIM) or not _stateful_optimizer(script):
+            continue
+        missing = ["optimizer"]
+        if script.schedulers and not has(_SCHED):
+            missing.append("scheduler")
+        if script.scalers and not has(_SCALER):
+            missing.append("GradScaler")
+        yield Hit(call, f"this checkpoint saves the {_progress(keys)} but not the "
+                        f"{', '.join(missing)} state: resuming from it restarts "
+                        f"momentum and adaptive moments",
+                  fix=f"add the {' and '.join(m + '.state_dict()' for m in missing)} to the "
+                      f"checkpoint")
+
+
+def _progress(keys: str) -> str:
+    m = _PROGRESS.search(keys)
+    return m.group(0).lower() if m else "progress"
+
+
+def _stateful_optimizer(script: Script) -> bool:
+    """An optimizer with state to lose: anything but plain SGD without momentum."""
+    for key in script.optimizers:
+        for value in script.assignments.get(key, []):
+            q = script.call_qualname(value) or ""
+            if not q.endswith("SGD"):
+                return True
+            momentum = kwarg(value, "momentum")  # type: ignore[arg-type]
+            if momentum is not None and const_value(momentum) not in (0, 0.0):
+                return True
+    return False
+
+
+def _entries(script: Script, call: ast.Call, obj: ast.AST) -> list[tuple[str, str]] | None:
+    """(key, value source) pairs of the saved dict, or None when it cannot be read."""
+    if isinstance(obj, ast.Name):
+        scope = scope_of(call)
+        found: list[tuple[str, str]] | None = None
+        for sub in sorted(walk_local(scope), key=lambda n: (getattr(n, "lineno", 0),
+                                                            getattr(n, "col_offset", 0))):
+            if getattr(sub, "lineno", 10**9) > call.lineno:
+                continue
+            if isinstance(sub, ast.Assign) and any(isinstance(t, ast.Name) and t.id == obj.id
+                                                   for t in sub.targets):
+                found = _dict_entries(script, sub.value)
+            elif isinstance(sub, ast.Assign) and found is not None:
+                for t in sub.targets:
+                    if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and \
+                            t.value.id == obj.id and isinstance(t.slice, ast.Constant):
+                        found.append((str(t.slice.value), ast.unparse(sub.value)))
+        return found
+    return _dict_entries(script, obj)
+
+
+def _dict_entries(script: Script, node: ast.AST) -> list[tuple[str, str]] | None:
+    if isinstance(node, ast.Dict):
+        if any(k is None for k in node.keys):
+            return None
+        out = []
+        for k, v in zip(node.keys, node.values):
+            if not isinstance(k, ast.Constant):
+                return None
+            out.append((str(k.value), ast.unparse(v)))
+        return out
+    if isinstance(node, ast.Call) and (ast.unparse(node.func) == "dict") and not node.args:
+        return [(kw.arg, ast.unparse(kw.value)) for kw in node.keywords if kw.arg] \
+            if all(kw.arg for kw in node.keywords) else None
+    return None

@@ -1,0 +1,96 @@
+"""TG602 save-on-every-rank: every rank writes the same checkpoint or log file.
+
+Under DDP every process runs the script; an unguarded ``torch.save(path)`` or TensorBoard
+``SummaryWriter`` has all ranks write the same file at once, which can leave it corrupt or the
+log interleaved
+(https://pytorch.org/tutorials/intermediate/ddp_tutorial.html#save-and-load-checkpoints).
+Only in files that set up ``torch.distributed``. Silent for writes guarded by a rank check, a
+``master_process``/``is_main_process`` flag or an early ``return`` on non-zero ranks, inside
+helpers such as ``save_on_master`` or ``@rank_zero_only``, for per-rank file names, and for the
+distributed checkpoint API that every rank must call.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+from trainguard.lint.astutil import SCOPES, kwarg, parent
+from trainguard.lint.rules import Hit
+from trainguard.lint.script import Script
+
+CODE = "TG602"
+SKIP_IN_TESTS = True  # about a training run; test files are not runs
+_DISTRIBUTED = re.compile(r"init_process_group|DistributedDataParallel|\bDDP\(")
+_GUARD = re.compile(r"rank|master|main_process|is_main|primary|zero|is_root|local_main|"
+                    r"process_index|is_chief|leader|gpu_id|device_id|==\s*0\b", re.I)
+
+
+def check(script: Script) -> Iterator[Hit]:
+    if not _DISTRIBUTED.search(script.source):
+        return
+    for call in script.calls:
+        target = _written_path(script, call)
+        if target is None:
+            continue
+        what, path = target
+        path_text = ast.unparse(path) if path is not None else "its default folder"
+        if _GUARD.search(path_text) or _guarded(script, call, frozenset()):
+            continue
+        yield Hit(call, f"{what} {path_text} runs on every rank: all processes write the same "
+                        f"file")
+
+
+def _written_path(script: Script, call: ast.Call) -> tuple[str, ast.expr | None] | None:
+    """(what, path) for ``torch.save(obj, path)`` and a TensorBoard ``SummaryWriter(log_dir)``;
+    None for anything else. Plain ``open(path, "w")`` is left out: scripts often rule out DDP for
+    a code path by an assertion elsewhere (yolov5's ``--evolve``), which a reader of one call
+    cannot see."""
+    q = script.call_qualname(call) or ""
+    if q == "torch.save" and len(call.args) >= 2:
+        return "torch.save(...) to", call.args[1]
+    if q.endswith("tensorboard.SummaryWriter") or q == "tensorboardX.SummaryWriter":
+        log_dir = call.args[0] if call.args else kwarg(call, "log_dir")
+        return "SummaryWriter for", log_dir
+    return None
+
+
+def _guarded(script: Script, node: ast.AST, seen: frozenset[int]) -> bool:
+    n = node
+    while (p := parent(n)) is not None:
+        if isinstance(p, (ast.If, ast.IfExp)) and _GUARD.search(ast.unparse(p.test)):
+            return True
+        if isinstance(p, ast.Assert) and _GUARD.search(ast.unparse(p)):
+            return True
+        if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if _GUARD.search(p.name) or any(_GUARD.search(ast.unparse(d))
+                                            for d in p.decorator_list):
+                return True
+            if _early_return(p, n):
+                return True
+            sites = script.call_sites(p)
+            if id(p) in seen or not sites:
+                return False
+            return all(_guarded(script, s, seen | {id(p)}) for s in sites)
+        if isinstance(p, SCOPES):
+            return False
+        if _early_return_block(p, n):
+            return True
+        n = p
+    return False
+
+
+def _early_return(func: ast.AST, stmt: ast.AST) -> bool:
+    return _early_return_block(func, stmt)
+
+
+def _early_return_block(block_owner: ast.AST, child: ast.AST) -> bool:
+    body = getattr(block_owner, "body", None)
+    if not isinstance(body, list) or child not in body:
+        return False
+    for s in body[:body.index(child)]:
+        if isinstance(s, ast.If) and _GUARD.search(ast.unparse(s.test)) and any(
+                isinstance(x, (ast.Return, ast.Continue)) for x in s.body):
+            return True
+    return False

@@ -1,0 +1,362 @@
+"""``Script``: one parsed file and what the rules need to know about it.
+
+It resolves import aliases (``F.dropout`` is ``torch.nn.functional.dropout``), names the models,
+optimizers, schedulers and scalers (through names and attributes: ``net``, ``self.model``,
+``model.module``), finds same-file functions behind calls (``validate(model, loader)``,
+``self.evaluate()``) and says whether a node runs with grad disabled (``with torch.no_grad()``,
+``inference_mode``, ``set_grad_enabled(False)``, their decorator forms, or a function only ever
+called from such a region).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import cached_property
+
+from trainguard.lint.astutil import (SCOPES, dotted, is_false, is_true, parent, set_parents,
+                                     walk_local)
+
+__all__ = ["Script"]
+
+Func = ast.FunctionDef | ast.AsyncFunctionDef
+
+_OPTIM_CLASS = re.compile(
+    r"^(torch\.optim\.|bitsandbytes\.optim\.|bnb\.optim\.|apex\.optimizers\.|transformers\.)"
+    r"|^(SGD|Adam|AdamW|Adagrad|Adadelta|Adamax|RMSprop|Rprop|NAdam|RAdam|LBFGS|SparseAdam|"
+    r"ASGD|Adafactor|Lion|LAMB|Lamb|FusedAdam|FusedLAMB|AdamW8bit|Adam8bit)$"
+)
+_OPTIM_NAME = re.compile(r"(^|[._])(optim\w*|opt|opt_\w+|\w+_opt|optimi[sz]er\w*|\w+_optimi[sz]er|"
+                         r"opt[A-Z]\w*|solver)$")
+_SCHED_CLASS = re.compile(r"(lr_scheduler\.|LR$|Scheduler$|ReduceLROnPlateau$|"
+                          r"get_\w*schedule\w*$|schedule_with_warmup$)")
+_SCHED_NAME = re.compile(r"(^|[._])\w*(sched|scheduler|lr_policy)\w*$", re.I)
+_MODEL_NAME = re.compile(
+    r"^(self\.)?(model|net|network|\w+_model|model_\w+|\w*net|net\w*|encoder|decoder|classifier|"
+    r"backbone|generator|discriminator|net[GD]|G|D|policy|critic|actor|student|teacher|module)$"
+)
+_MODEL_CALLS = {"train", "eval", "parameters", "named_parameters", "state_dict",
+                "load_state_dict", "zero_grad", "requires_grad_", "modules", "named_modules",
+                "children", "forward", "generate"}
+_MODEL_CTOR = re.compile(r"^(torchvision\.models\.|timm\.create_model|torch\.nn\.Sequential|"
+                         r"torch\.nn\.parallel\.DistributedDataParallel|torch\.nn\.DataParallel|"
+                         r"torch\.compile$)|\.from_pretrained$|^(DDP|FSDP)$")
+_MODE_DEPENDENT = re.compile(
+    r"Dropout|BatchNorm|dropout|torchvision|timm|from_pretrained|transformers|resnet|vgg|"
+    r"densenet|efficientnet|mobilenet|inception|SyncBatchNorm|InstanceNorm\w*\([^)]*track_running")
+
+
+class Script:
+    """A parsed script. ``lines`` are the source lines (0-based list); nodes know their parent."""
+
+    def __init__(self, *, source: str, path: str, tree: ast.Module) -> None:
+        self.source = source
+        self.path = path
+        self.tree = tree
+        self.lines = source.splitlines()
+        self.nodes = set_parents(tree)
+        self.calls = [n for n in self.nodes if isinstance(n, ast.Call)]
+        self.aliases: dict[str, str] = {}
+        self.functions: dict[str, list[Func]] = {}
+        self.classes: dict[str, ast.ClassDef] = {}
+        for node in self.nodes:
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        self.aliases[a.asname] = a.name
+                    else:
+                        self.aliases.setdefault(a.name.split(".")[0], a.name.split(".")[0])
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for a in node.names:
+                    self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions.setdefault(node.name, []).append(node)
+            elif isinstance(node, ast.ClassDef):
+                self.classes[node.name] = node
+        self._sites: dict[int, list[ast.Call]] | None = None
+        self._grad_memo: dict[int, bool] = {}
+        self._qual_memo: dict[int, str | None] = {}
+        self._backward_memo: dict[int, bool] = {}
+
+    @cached_property
+    def _segment_lines(self) -> list[str]:
+        """Source lines split as ``ast`` counts them (``\r\n``, ``\r``, ``\n``), ends kept."""
+        return re.split(r"(?<=\r\n)|(?<=\r)(?!\n)|(?<=\n)", self.source)
+
+    def segment(self, node: ast.AST) -> str | None:
+        """The source text of ``node``, like ``ast.get_source_segment`` but without splitting
+        the whole file on every call (columns are UTF-8 byte offsets, as in ``ast``)."""
+        try:
+            first, last = node.lineno - 1, node.end_lineno - 1  # type: ignore[attr-defined]
+            col, end_col = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
+        except AttributeError:
+            return None
+        if end_col is None or last is None:
+            return None
+        lines = self._segment_lines
+        if first == last:
+            return lines[first].encode()[col:end_col].decode(errors="replace")
+        head = lines[first].encode()[col:].decode(errors="replace")
+        tail = lines[last].encode()[:end_col].decode(errors="replace")
+        return "".join([head, *lines[first + 1:last], tail])
+
+    # -- names -------------------------------------------------------------------------------
+
+    def qualname(self, node: ast.AST | None) -> str | None:
+        """The dotted name with its first part resolved through imports (``F.relu`` ->
+        ``torch.nn.functional.relu``; ``nn.Dropout`` -> ``torch.nn.Dropout``)."""
+        name = dotted(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        full = self.aliases.get(head, head)
+        return f"{full}.{rest}" if rest else full
+
+    def call_qualname(self, call: ast.AST) -> str | None:
+        if not isinstance(call, ast.Call):
+            return None
+        memo = self._qual_memo
+        k = id(call)
+        if k not in memo:
+            memo[k] = self.qualname(call.func)
+        return memo[k]
+
+    @staticmethod
+    def key(node: ast.AST | None) -> str | None:
+        """A stable key for an object reached through names and attributes: ``model.module`` and
+        ``model`` share the key ``model``; ``self.model`` stays ``self.model``."""
+        name = dotted(node)
+        if name is None or "()" in name or "[]" in name:
+            return None
+        parts = [p for p in name.split(".") if p != "module"]
+        return ".".join(parts) or None
+
+    @cached_property
+    def assignments(self) -> dict[str, list[ast.expr]]:
+        """key -> every value assigned to it (plain and annotated assignments)."""
+        out: dict[str, list[ast.expr]] = {}
+        for node in self.nodes:
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets, value = [node.target], node.value
+            else:
+                continue
+            for t in targets:
+                k = self.key(t)
+                if k:
+                    out.setdefault(k, []).append(value)
+        return out
+
+    def _keys_built_by(self, pattern: re.Pattern[str]) -> set[str]:
+        keys = set()
+        for k, values in self.assignments.items():
+            for v in values:
+                q = self.call_qualname(v)
+                if q and (pattern.search(q) or pattern.search(q.rsplit(".", 1)[-1])):
+                    keys.add(k)
+        return keys
+
+    @cached_property
+    def optimizers(self) -> set[str]:
+        keys = self._keys_built_by(_OPTIM_CLASS)
+        keys |= {k for k, vs in self.assignments.items()
+                 if any(self.call_qualname(v) and
+                        re.search(r"(create|build|make|get|configure)_?optimi[sz]er",
+                                  self.call_qualname(v) or "") for v in vs)}
+        return keys - set(self.schedulers)
+
+    @cached_property
+    def schedulers(self) -> dict[str, str]:
+        """key -> the scheduler class (last part of its qualified name)."""
+        out = {}
+        for k, values in self.assignments.items():
+            for v in values:
+                q = self.call_qualname(v)
+                if q and _SCHED_CLASS.search(q) and "GradScaler" not in q:
+                    out[k] = q.rsplit(".", 1)[-1]
+        return out
+
+    @cached_property
+    def scalers(self) -> set[str]:
+        return {k for k, vs in self.assignments.items()
+                for v in vs if (self.call_qualname(v) or "").endswith("GradScaler")}
+
+    def is_optimizer(self, key: str | None) -> bool:
+        if not key or key in self.schedulers or key in self.scalers:
+            return False
+        return key in self.optimizers or bool(_OPTIM_NAME.search(key)) and \
+            not _SCHED_NAME.search(key)
+
+    def is_scheduler(self, key: str | None) -> bool:
+        return bool(key) and (key in self.schedulers or bool(_SCHED_NAME.search(key or "")))
+
+    @cached_property
+    def models(self) -> set[str]:
+        """Keys that name a model: built by a model constructor or a same-file module class,
+        or used like one (``.train()``, ``.eval()``, ``.parameters()``) under a model-like name."""
+        keys = self._keys_built_by(_MODEL_CTOR)
+        module_classes = {name for name, cls in self.classes.items()
+                          if any(isinstance(b, ast.FunctionDef) and b.name == "forward"
+                                 for b in cls.body)}
+        for k, values in self.assignments.items():
+            for v in values:
+                if isinstance(v, ast.Call) and dotted(v.func) in module_classes:
+                    keys.add(k)
+                elif isinstance(v, ast.Call) and (dotted(v.func) or "").endswith(".to") \
+                        and self.key(v.func.value) in keys:  # type: ignore[attr-defined]
+                    keys.add(k)
+        for call in self.calls:
+            f = call.func
+            if isinstance(f, ast.Attribute) and f.attr in _MODEL_CALLS:
+                k = self.key(f.value)
+                if k and _MODEL_NAME.match(k):
+                    keys.add(k)
+        bad = self.optimizers | set(self.schedulers) | self.scalers
+        return {k for k in keys if k not in bad and not self.is_optimizer(k)}
+
+    def is_model(self, key: str | None) -> bool:
+        if not key or key.startswith("<"):
+            return False
+        return key in self.models or bool(_MODEL_NAME.match(key)) and not self.is_optimizer(key) \
+            and not self.is_scheduler(key)
+
+    @cached_property
+    def mode_dependent(self) -> bool:
+        """Whether the file shows modules whose behaviour depends on train/eval mode."""
+        return bool(_MODE_DEPENDENT.search(self.source))
+
+    # -- functions and calls -----------------------------------------------------------------
+
+    def callee(self, call: ast.Call) -> Func | None:
+        """The same-file function a call runs, if it can be told: ``f(...)`` or ``self.f(...)``."""
+        f = call.func
+        if isinstance(f, ast.Name):
+            defs = [d for d in self.functions.get(f.id, ()) if self.enclosing_class(d) is None]
+            return defs[0] if len(defs) == 1 else None
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+            cls = self.enclosing_class(call)
+            if cls is not None:
+                for b in cls.body:
+                    if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and b.name == f.attr:
+                        return b
+        return None
+
+    def call_sites(self, func: Func) -> list[ast.Call]:
+        if self._sites is None:
+            self._sites = {}
+            for call in self.calls:
+                target = self.callee(call)
+                if target is not None:
+                    self._sites.setdefault(id(target), []).append(call)
+        return self._sites.get(id(func), [])
+
+    def reachable(self, node: ast.AST, *, depth: int = 4) -> list[ast.AST]:
+        """``node`` and the same-file functions it calls, transitively (``depth`` levels)."""
+        seen: dict[int, ast.AST] = {id(node): node}
+        frontier = [node]
+        for _ in range(depth):
+            nxt = []
+            for n in frontier:
+                for sub in walk_local(n):
+                    if isinstance(sub, ast.Call):
+                        target = self.callee(sub)
+                        if target is not None and id(target) not in seen:
+                            seen[id(target)] = target
+                            nxt.append(target)
+            frontier = nxt
+        return list(seen.values())
+
+    def calls_reached(self, node: ast.AST) -> list[ast.Call]:
+        return [c for n in self.reachable(node) for c in walk_local(n) if isinstance(c, ast.Call)]
+
+    def has_backward(self, node: ast.AST) -> bool:
+        k = id(node)
+        if k not in self._backward_memo:
+            self._backward_memo[k] = any(is_backward(c) for c in self.calls_reached(node))
+        return self._backward_memo[k]
+
+    @staticmethod
+    def enclosing_function(node: ast.AST) -> Func | None:
+        n = parent(node)
+        while n is not None and not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            n = parent(n)
+        return n
+
+    @staticmethod
+    def enclosing_class(node: ast.AST) -> ast.ClassDef | None:
+        n = parent(node)
+        while n is not None and not isinstance(n, ast.ClassDef):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                    not isinstance(parent(n), ast.ClassDef):
+                return None
+            n = parent(n)
+        return n
+
+    @staticmethod
+    def enclosing_loops(node: ast.AST) -> list[ast.AST]:
+        """Loops around ``node`` within its function, innermost first."""
+        out = []
+        n = parent(node)
+        while n is not None and not isinstance(n, SCOPES):
+            if isinstance(n, (ast.For, ast.AsyncFor, ast.While)):
+                out.append(n)
+            n = parent(n)
+        return out
+
+    # -- grad mode ---------------------------------------------------------------------------
+
+    def grad_context(self, expr: ast.AST) -> bool | None:
+        """True when ``expr`` (a ``with`` item or decorator) disables grad, False when it enables
+        it, None when it says nothing about grad mode. A non-literal ``set_grad_enabled(flag)``
+        counts as disabling: it may, and a rule must not fire on a maybe."""
+        q = self.call_qualname(expr) if isinstance(expr, ast.Call) else self.qualname(expr)
+        if q in ("torch.no_grad", "torch.autograd.no_grad", "torch.inference_mode",
+                 "torch.autograd.grad_mode.no_grad", "torch.autograd.inference_mode"):
+            if isinstance(expr, ast.Call) and expr.args and is_false(expr.args[0]):
+                return False
+            return True
+        if q in ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled"):
+            if isinstance(expr, ast.Call) and expr.args and is_true(expr.args[0]):
+                return False
+            return True
+        if q in ("torch.enable_grad", "torch.autograd.enable_grad"):
+            return False
+        last = (q or "").rsplit(".", 1)[-1]
+        if "no_grad" in last or "inference_mode" in last:
+            return True  # project helpers such as yolov5's @smart_inference_mode()
+        return None
+
+    def grad_disabled(self, node: ast.AST, _stack: frozenset[int] = frozenset()) -> bool:
+        """Whether ``node`` runs with grad disabled, looking through ``with`` blocks, decorators,
+        and, for a function, every same-file call site of it (all must be disabled)."""
+        n = node
+        while (p := parent(n)) is not None:
+            if isinstance(p, (ast.With, ast.AsyncWith)) and n in p.body:
+                for item in p.items:
+                    kind = self.grad_context(item.context_expr)
+                    if kind is not None:
+                        return kind
+            if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)) and n is not p.args:
+                for d in p.decorator_list:
+                    kind = self.grad_context(d)
+                    if kind is not None:
+                        return kind
+                if id(p) in self._grad_memo:
+                    return self._grad_memo[id(p)]
+                if id(p) in _stack:
+                    return False
+                sites = self.call_sites(p)
+                result = bool(sites) and all(self.grad_disabled(s, _stack | {id(p)})
+                                             for s in sites)
+                self._grad_memo[id(p)] = result
+                return result
+            n = p
+        return False
+
+
+def is_backward(call: ast.AST) -> bool:
+    """``loss.backward()``, ``scaler.scale(loss).backward()``, ``accelerator.backward(loss)``,
+    ``torch.autograd.backward(...)``."""
+    return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
+        call.func.attr == "backward"
