@@ -14,7 +14,6 @@ from trainguard.catalog import lookup
 from trainguard.findings import Finding
 
 _SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-_HOME = "https://github.com/trainguard/trainguard"
 
 
 def render_sarif(findings: Sequence[Finding], *, tool_version: str = "") -> str:
@@ -27,8 +26,7 @@ def render_sarif(findings: Sequence[Finding], *, tool_version: str = "") -> str:
             "name": entry.name,
             "shortDescription": {"text": entry.summary},
             "fullDescription": {"text": entry.why},
-            "help": {"text": f"{entry.why} Fix: {entry.fix}"},
-            "helpUri": f"{_HOME}/blob/main/{entry.docs}",
+            "help": {"text": f"{entry.why} Fix: {entry.fix} Docs: {entry.docs}"},
             "defaultConfiguration": {"level": "error" if code != "TG002" else "warning"},
         })
     index = {code: i for i, code in enumerate(codes)}
@@ -56,8 +54,8 @@ def render_sarif(findings: Sequence[Finding], *, tool_version: str = "") -> str:
         "$schema": _SCHEMA,
         "version": "2.1.0",
         "runs": [{
-            "tool": {"driver": {"name": "trainguard", "informationUri": _HOME,
-                                "version": tool_version or "0", "rules": rules}},
+            "tool": {"driver": {"name": "trainguard", "version": tool_version or "0",
+                                "rules": rules}},
             "results": results,
         }],
     }
