@@ -18,6 +18,7 @@ _EXPORTS = {
     "History": "trainguard.loop.history",
     "seed_everything": "trainguard.ckpt.seeding",
     "weights_sha256": "trainguard.ckpt.fingerprint",
+    "watch": "trainguard.sanitize.watcher",
 }
 
 __all__ = ["__version__", *_EXPORTS]

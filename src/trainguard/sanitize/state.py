@@ -1,0 +1,188 @@
+"""What the watcher knows about the run, shared by every check.
+
+Events carry small records (:class:`ForwardCall`, :class:`LossCall`, :class:`BackwardCall`); the
+:class:`State` keeps counters and the stack of module calls in progress. :class:`GraphTrack`
+follows one autograd graph without keeping it alive: a no-op pre-hook on the graph's root node
+holds a token, so the token dies with the node, and the hook marks the graph as reached when a
+backward (``backward()`` or ``torch.autograd.grad``) runs through it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from trainguard.sanitize.frames import Location
+
+__all__ = ["State", "ForwardCall", "LossCall", "BackwardCall", "GraphTrack", "first_tensor"]
+
+
+class ForwardCall:
+    """One module call. ``output`` is set when it returns; ``failed`` when it raised.
+
+    ``where`` (the user's line) and ``direct`` are set for outermost calls only.
+    """
+
+    __slots__ = ("module", "args", "output", "depth", "training", "grad_enabled", "where",
+                 "direct", "failed", "__weakref__")
+
+    def __init__(self, module: Any, args: tuple, depth: int, training: bool,
+                 grad_enabled: bool, where: Location | None) -> None:
+        self.module = module
+        self.args = args
+        self.output: Any = None
+        self.depth = depth
+        self.training = training
+        self.grad_enabled = grad_enabled
+        self.where = where
+        self.direct = False  # an outermost call made by user code itself (not by a library)
+        self.failed = False
+
+
+class LossCall:
+    """A loss computed by a loss module or a watched functional loss.
+
+    Attributes:
+        name: ``"CrossEntropyLoss"`` (module) or ``"cross_entropy"`` (functional).
+        input, target: the first two arguments as passed.
+        output: the loss (None when it raised).
+        module: the loss module, or None for a functional loss.
+        where: the user's line computing it.
+    """
+
+    __slots__ = ("name", "input", "target", "output", "module", "where", "args", "kwargs")
+
+    def __init__(self, name: str, args: tuple, kwargs: dict, output: Any, module: Any,
+                 where: Location | None) -> None:
+        self.name = name
+        self.args = args
+        self.kwargs = kwargs
+        self.input = args[0] if args else kwargs.get("input")
+        self.target = args[1] if len(args) > 1 else kwargs.get("target")
+        self.output = output
+        self.module = module
+        self.where = where
+
+
+class BackwardCall:
+    """A ``backward``: ``tensors`` are the roots, ``retain_graph`` as PyTorch resolves it."""
+
+    __slots__ = ("tensors", "retain_graph", "create_graph", "where", "index", "step")
+
+    def __init__(self, tensors: tuple, retain_graph: bool, create_graph: bool,
+                 where: Location | None, index: int, step: int) -> None:
+        self.tensors = tensors
+        self.retain_graph = retain_graph
+        self.create_graph = create_graph
+        self.where = where
+        self.index = index
+        self.step = step
+
+
+class _Token:
+    __slots__ = ("track", "__weakref__")
+
+    def __init__(self, track: "GraphTrack") -> None:
+        self.track = track
+
+    def __call__(self, grad_outputs: Any) -> None:  # node pre-hook: observe, change nothing
+        track = self.track
+        if track.active:
+            track.reached = True
+        return None
+
+
+class GraphTrack:
+    """The lifetime of one autograd graph, followed through its root node.
+
+    Attributes:
+        alive: the graph's root node still exists (someone still references the graph).
+        reached: a backward has run through the root node.
+        info: whatever the check that tracks it wants to remember (step, location, ...).
+    """
+
+    __slots__ = ("_token", "_handle", "reached", "active", "info")
+
+    def __init__(self, node: Any, info: Any) -> None:
+        token = _Token(self)
+        self._token = weakref.ref(token)
+        self._handle = node.register_prehook(token)
+        self.reached = False
+        self.active = True
+        self.info = info
+
+    @property
+    def alive(self) -> bool:
+        return self._token() is not None
+
+    def release(self) -> None:
+        """Remove the hook (if the node still exists) and stop observing."""
+        self.active = False
+        if self.alive:
+            try:
+                self._handle.remove()
+            except Exception:  # the node went away between the two calls
+                pass
+
+
+def first_tensor(value: Any, *, limit: int = 4) -> list[Any]:
+    """Up to ``limit`` tensors found in a module output (a tensor, tuple, list or dict)."""
+    import torch
+
+    out: list[Any] = []
+    stack = [value]
+    while stack and len(out) < limit:
+        item = stack.pop()
+        if isinstance(item, torch.Tensor):
+            out.append(item)
+        elif isinstance(item, (tuple, list)):
+            stack.extend(reversed(item))
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+    return out
+
+
+class State:
+    """Counters and in-progress calls, updated by the watcher before checks see an event.
+
+    Attributes:
+        step: optimizer steps completed (all optimizers).
+        backward_count: backward calls completed.
+        root_forwards: outermost module calls completed.
+        in_backward: a backward is running (forwards now are recomputation, e.g. checkpointing).
+        in_step: an optimizer step is running (forwards now come from an LBFGS-style closure).
+        stack: module calls in progress, outermost first.
+        failed_call: the innermost module call that raised, for explaining errors.
+        backwards: the last few backward calls, newest last.
+        models: root modules seen, weakly held.
+        optimizers: optimizers seen stepping, weakly held.
+    """
+
+    def __init__(self) -> None:
+        self.step = 0
+        self.backward_count = 0
+        self.root_forwards = 0
+        self.in_backward = 0
+        self.in_step = 0
+        self.stack: list[ForwardCall] = []
+        self.failed_call: ForwardCall | None = None
+        self.backwards: list[BackwardCall] = []
+        self.models: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self.optimizers: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._tracks: list[GraphTrack] = []
+
+    def track_graph(self, tensor: Any, info: Any = None) -> GraphTrack | None:
+        """Follow the graph behind ``tensor`` (None when it has no ``grad_fn``)."""
+        node = getattr(tensor, "grad_fn", None)
+        if node is None:
+            return None
+        track = GraphTrack(node, info)
+        self._tracks.append(track)
+        if len(self._tracks) > 4096:
+            self._tracks = [t for t in self._tracks if t.alive]
+        return track
+
+    def release_all(self) -> None:
+        for track in self._tracks:
+            track.release()
+        self._tracks.clear()
