@@ -147,3 +147,73 @@ def accumulation_line(code: CodeType, name: str) -> Location | None:
     if best is None:
         return None
     return (code.co_filename, best.lineno, best.col_offset + 1)  # type: ignore[attr-defined]
+
+
+def graph_metadata(node: Any, key: str, *, limit: int = 20000) -> list[Any]:
+    """The values stored under ``key`` in the metadata of the nodes below ``node``."""
+    found: list[Any] = []
+    seen: set[int] = set()
+    frontier = [node]
+    keep: list[Any] = []
+    while frontier and len(seen) < limit:
+        current = frontier.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        keep.append(current)
+        try:
+            meta = current.metadata
+        except (AttributeError, RuntimeError):
+            meta = None
+        if meta and key in meta:
+            found.append(meta[key])
+        for nxt, _ in getattr(current, "next_functions", ()):
+            if nxt is not None:
+                frontier.append(nxt)
+    return found
+
+
+def tensor_holding(frames: list[FrameType], test: Callable[[Any], bool]) -> tuple[str, Location] | None:
+    """A user variable (innermost frame first) holding a tensor for which ``test`` is true."""
+    import torch
+
+    for frame in frames:
+        for name, value in list(frame.f_locals.items()):
+            if isinstance(value, torch.Tensor) and test(value):
+                return name, (frame.f_code.co_filename, frame.f_lineno, 1)
+            if isinstance(value, (tuple, list)) and len(value) <= 8:
+                for item in value:
+                    if isinstance(item, torch.Tensor) and test(item):
+                        return name, (frame.f_code.co_filename, frame.f_lineno, 1)
+    return None
+
+
+def traceback_user_frames(exc: BaseException) -> list[FrameType]:
+    """The user's frames in ``exc``'s traceback, innermost first."""
+    from trainguard.sanitize.frames import is_user_file
+
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        if is_user_file(tb.tb_frame.f_code.co_filename):
+            frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    return frames[::-1]
+
+
+def carried_names(where: Location | None) -> list[str]:
+    """Names both passed to and assigned from the call at ``where``: ``out, h = rnn(x, h)``."""
+    if where is None:
+        return []
+    tree = _parse(where[0])
+    if tree is None:
+        return []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and node.lineno <= where[1] <= (node.end_lineno or 0):
+            targets = {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            if not isinstance(node.value, ast.Call):
+                continue
+            used = {n.id for a in [*node.value.args, *[k.value for k in node.value.keywords]]
+                    for n in ast.walk(a) if isinstance(n, ast.Name)}
+            return sorted(targets & used)
+    return []

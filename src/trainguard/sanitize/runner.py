@@ -40,6 +40,30 @@ def _trim(tb: TracebackType | None) -> TracebackType | None:
     return tb
 
 
+def _print_traceback(exc: BaseException) -> None:
+    """Print ``exc`` as ``python`` would: without runpy's frames or trainguard's own wrappers."""
+    import os
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    report = traceback.TracebackException(type(exc), exc, _trim(exc.__traceback__)
+                                          or exc.__traceback__)
+    for item in [report, *_chained(report)]:
+        item.stack = traceback.StackSummary.from_list(
+            [f for f in item.stack if not os.path.abspath(f.filename).startswith(here + os.sep)])
+    print("".join(report.format()), end="", file=sys.stderr)
+
+
+def _chained(report: traceback.TracebackException) -> list[traceback.TracebackException]:
+    out, seen = [], set()
+    current = report
+    while True:
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+        if current is None or id(current) in seen:
+            return out
+        seen.add(id(current))
+        out.append(current)
+
+
 def run_target(target: str, args: list[str], *, kind: Literal["path", "module"],
                on_error: "callable | None" = None) -> int:
     """Run ``target`` with ``args`` as its ``sys.argv[1:]``; returns its exit status.
@@ -99,7 +123,7 @@ def run_target(target: str, args: list[str], *, kind: Literal["path", "module"],
     except BaseException as exc:
         if on_error is not None:
             on_error(exc)
-        traceback.print_exception(type(exc), exc, _trim(exc.__traceback__) or exc.__traceback__)
+        _print_traceback(exc)
         return 1
     finally:
         sys.argv = saved_argv

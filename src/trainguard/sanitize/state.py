@@ -65,9 +65,15 @@ class LossCall:
 
 
 class BackwardCall:
-    """A ``backward``: ``tensors`` are the roots, ``retain_graph`` as PyTorch resolves it."""
+    """A ``backward``: ``tensors`` are the roots, ``retain_graph`` as PyTorch resolves it.
 
-    __slots__ = ("tensors", "retain_graph", "create_graph", "where", "index", "step")
+    ``index`` is the number of backward calls completed before this one, ``step`` the optimizer
+    steps completed; ``failed`` is set when it raised. ``tensors`` is emptied after the events, so
+    the record keeps no graph alive; ``facts`` holds what checks noted about the roots.
+    """
+
+    __slots__ = ("tensors", "retain_graph", "create_graph", "where", "index", "step", "failed",
+                 "facts")
 
     def __init__(self, tensors: tuple, retain_graph: bool, create_graph: bool,
                  where: Location | None, index: int, step: int) -> None:
@@ -77,6 +83,8 @@ class BackwardCall:
         self.where = where
         self.index = index
         self.step = step
+        self.failed = False
+        self.facts: dict[str, Any] = {}
 
 
 class _Token:
@@ -151,8 +159,10 @@ class State:
         root_forwards: outermost module calls completed.
         in_backward: a backward is running (forwards now are recomputation, e.g. checkpointing).
         in_step: an optimizer step is running (forwards now come from an LBFGS-style closure).
-        stack: module calls in progress, outermost first.
-        failed_call: the innermost module call that raised, for explaining errors.
+        modules: every module whose call is in progress, outermost first.
+        stack: the :class:`ForwardCall` records in progress (outermost calls, loss modules and the
+            module types checks asked for), outermost first.
+        failed_module: the innermost module whose call raised, for explaining errors.
         backwards: the last few backward calls, newest last.
         models: root modules seen, weakly held.
         optimizers: optimizers seen stepping, weakly held.
@@ -164,8 +174,9 @@ class State:
         self.root_forwards = 0
         self.in_backward = 0
         self.in_step = 0
+        self.modules: list[Any] = []
         self.stack: list[ForwardCall] = []
-        self.failed_call: ForwardCall | None = None
+        self.failed_module: Any = None
         self.backwards: list[BackwardCall] = []
         self.models: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self.optimizers: "weakref.WeakSet[Any]" = weakref.WeakSet()

@@ -45,6 +45,8 @@ class Watcher:
         self.handlers: dict[str, list[tuple[Check, Any]]] = {e: [] for e in EVENTS}
         for check in self.checks:
             self._subscribe(check)
+        self.module_types: tuple[type, ...] = tuple(
+            {t: None for c in self.checks for t in c.module_types})
         self._by_key: dict[tuple[str, str, int], Finding] = {}
         self._silenced: set[tuple[str, str, int]] = set()
         self._undo: list[Any] = []
@@ -83,6 +85,7 @@ class Watcher:
             self._undo.clear()
             self.state.release_all()
             self.state.stack.clear()
+            self.state.modules.clear()
             self._started = False
 
     # ---- events ----------------------------------------------------------------------------
@@ -93,6 +96,16 @@ class Watcher:
                 method(*args)
             except Exception as exc:  # a bug in a check must never break the user's run
                 self._check_failed(check, event, exc)
+
+    def emit_module(self, event: str, call: Any) -> None:
+        """``emit`` for per-module events: only checks whose ``module_types`` match the module."""
+        module = call.module
+        for check, method in self.handlers[event]:
+            if isinstance(module, check.module_types):
+                try:
+                    method(call)
+                except Exception as exc:
+                    self._check_failed(check, event, exc)
 
     def _check_failed(self, check: Check, event: str, exc: Exception) -> None:
         for handlers in self.handlers.values():
@@ -167,8 +180,9 @@ class Watcher:
         rows = [("count", "code", "name", "where")]
         rows += [(str(f.count), f.code, f.name, f"{f.path}:{f.line}") for f in findings]
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        steps = self.state.step
         lines = [f"trainguard: {len(findings)} finding{'s' if len(findings) != 1 else ''} "
-                 f"({self.state.step} optimizer steps watched)"]
+                 f"({steps} optimizer step{'s' if steps != 1 else ''} watched)"]
         for r in rows:
             lines.append("  " + "  ".join([r[0].rjust(widths[0])]
                                          + [r[i].ljust(widths[i]) for i in (1, 2)] + [r[3]]))

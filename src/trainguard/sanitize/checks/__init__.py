@@ -10,6 +10,10 @@ Add ``checks/tgNNN_short_name.py`` defining one subclass of :class:`Check` (it i
   "Precision" section) and the PyTorch doc or issue the rule comes from;
 - overrides only the ``on_*`` methods it needs. The watcher calls a method only when the check
   overrides it, so an unused event costs nothing;
+- sets ``module_types`` (a tuple of ``nn.Module`` subclasses, e.g. ``(nn.BatchNorm1d,)``) when it
+  needs ``on_forward_pre``/``on_forward`` for inner modules of those types. Every other inner
+  module call stays on PyTorch's fast path, so ask for the narrowest types; ``(nn.Module,)`` sends
+  every module through the watcher and costs several percent of a small step;
 - reports with ``self.report(message, fix=..., where=...)``. ``where`` defaults to the user's own
   file:line (the first frame outside torch, trainguard and installed packages); findings at the same
   place are merged with a count, and suppression comments and ``--select``/``--ignore`` are applied
@@ -23,9 +27,10 @@ Add ``checks/tgNNN_short_name.py`` defining one subclass of :class:`Check` (it i
 Events (all positional arguments are what PyTorch passed; nothing is copied):
 
 ==========================================  ==============================================================
-``on_forward_pre(call)``                    a module forward starts; ``call`` is a :class:`ForwardCall`
-``on_forward(call)``                        it returned (``call.output`` set); also on exceptions, with
-                                            ``call.failed`` True
+``on_forward_pre(call)``                    a call of a module whose type is in the check's
+                                            ``module_types`` starts; ``call`` is a :class:`ForwardCall`
+``on_forward(call)``                        it returned (``call.output`` set); also when it raised,
+                                            with ``call.failed`` True
 ``on_root_forward(call)``                   an outermost module call returned (not a loss module)
 ``on_loss(call)``                           a loss was computed: a ``nn.modules.loss._Loss`` module or a
                                             watched functional loss (``F.cross_entropy``, ...); a
@@ -33,6 +38,8 @@ Events (all positional arguments are what PyTorch passed; nothing is copied):
 ``on_backward(call)``                       ``Tensor.backward``/``torch.autograd.backward`` is about to
                                             run; a :class:`BackwardCall`
 ``on_backward_done(call)``                  it returned normally
+``on_backward_failed(call, exc)``           it raised ``exc`` (the roots are still in ``call.tensors``;
+                                            note facts in ``call.facts`` for ``on_error``)
 ``on_step_pre(optimizer)``                  ``optimizer.step()`` starts (global step hooks)
 ``on_step(optimizer)``                      it returned; ``state.step`` counts these
 ``on_zero_grad(owner, set_to_none)``        ``Optimizer.zero_grad`` or ``Module.zero_grad`` was called
@@ -68,7 +75,7 @@ __all__ = ["Check", "Diagnosis", "discover", "EVENTS"]
 
 EVENTS = (
     "on_forward_pre", "on_forward", "on_root_forward", "on_loss", "on_backward",
-    "on_backward_done", "on_step_pre", "on_step", "on_zero_grad", "on_functional",
+    "on_backward_done", "on_backward_failed", "on_step_pre", "on_step", "on_zero_grad", "on_functional",
     "on_save", "on_load", "on_exit", "on_error",
 )
 
@@ -92,6 +99,7 @@ class Check:
     """Base class of a runtime check. Subclasses set ``code`` and override ``on_*`` methods."""
 
     code: ClassVar[str] = ""
+    module_types: ClassVar[tuple[type, ...]] = ()
 
     def __init__(self, watcher: "Watcher") -> None:
         self._watcher = watcher
@@ -109,6 +117,7 @@ class Check:
     def on_loss(self, call: LossCall) -> None: ...
     def on_backward(self, call: BackwardCall) -> None: ...
     def on_backward_done(self, call: BackwardCall) -> None: ...
+    def on_backward_failed(self, call: BackwardCall, exc: BaseException) -> None: ...
     def on_step_pre(self, optimizer: Any) -> None: ...
     def on_step(self, optimizer: Any) -> None: ...
     def on_zero_grad(self, owner: Any, set_to_none: bool) -> None: ...
