@@ -8,7 +8,9 @@
   small training step, before any check runs.)
 - optimizer step pre/post hooks (``torch.optim.optimizer.register_optimizer_step_pre_hook``/
   ``register_optimizer_step_post_hook``);
-- wrappers of ``torch.autograd.backward`` (``Tensor.backward`` calls it), ``Optimizer.zero_grad``,
+- wrappers of ``torch.enable_grad``/``torch.set_grad_enabled`` (where user code turns grad mode
+  back on inside ``no_grad``), ``torch.autograd.backward`` (``Tensor.backward`` calls it),
+  ``Optimizer.zero_grad``,
   ``Module.zero_grad``, ``torch.save``, ``torch.load`` and a few ``torch.nn.functional`` functions
   (losses and dropout), installed only when a check listens to them.
 
@@ -185,6 +187,8 @@ def install(w: "Watcher") -> list[Undo]:
 
     _patch(torch.autograd, "backward", make_backward, undo)
 
+    _install_grad_mode(w, undo)
+
     if h["on_zero_grad"]:
         def make_zero_grad(original: Any) -> Any:
             def zero_grad(self: Any, set_to_none: bool = True) -> Any:
@@ -212,6 +216,52 @@ def install(w: "Watcher") -> list[Undo]:
         for name in FUNCTIONAL_WATCHED:
             _patch(F, name, lambda orig, name=name: _functional(w, name, orig), undo)
     return undo
+
+
+def _install_grad_mode(w: "Watcher", undo: list[Undo]) -> None:
+    """Note where user code turns grad mode back on inside a no-grad region (``state``)."""
+    import torch
+    from torch.autograd import grad_mode
+
+    state = w.state
+    is_grad_enabled = torch.is_grad_enabled
+    is_compiling = torch.compiler.is_compiling
+
+    def opened(ctx: Any, was: bool, frame: Any) -> None:
+        if not was and is_grad_enabled() and not is_compiling() \
+                and is_user_file(frame.f_code.co_filename):
+            state.grad_reenabled_at = user_location(frame)
+            state.grad_reenabled_by = id(ctx)
+        elif not is_grad_enabled():
+            state.grad_reenabled_at = state.grad_reenabled_by = None
+
+    def make_enter(original: Any) -> Any:
+        def __enter__(self: Any) -> Any:
+            was = is_grad_enabled()
+            result = original(self)
+            opened(self, was, sys._getframe(1))
+            return result
+        return __enter__
+
+    def make_init(original: Any) -> Any:
+        def __init__(self: Any, mode: bool) -> None:
+            was = is_grad_enabled()
+            original(self, mode)
+            opened(self, was, sys._getframe(1))
+        return __init__
+
+    def make_exit(original: Any) -> Any:
+        def __exit__(self: Any, *exc: Any) -> Any:
+            result = original(self, *exc)
+            if state.grad_reenabled_by == id(self):
+                state.grad_reenabled_at = state.grad_reenabled_by = None
+            return result
+        return __exit__
+
+    _patch(grad_mode.enable_grad, "__enter__", make_enter, undo)
+    _patch(grad_mode.enable_grad, "__exit__", make_exit, undo)
+    _patch(grad_mode.set_grad_enabled, "__init__", make_init, undo)
+    _patch(grad_mode.set_grad_enabled, "__exit__", make_exit, undo)
 
 
 def _observer(w: "Watcher", event: str, original: Any, nargs: int) -> Any:

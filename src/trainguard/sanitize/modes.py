@@ -10,7 +10,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-__all__ = ["mode_dependent", "active_in_training", "describe"]
+__all__ = ["mode_dependent", "active_in_training", "inactive", "describe"]
 
 _cache: "weakref.WeakKeyDictionary[Any, list[Any]]" = weakref.WeakKeyDictionary()
 
@@ -32,6 +32,11 @@ def mode_dependent(model: Any) -> list[Any]:
 def active_in_training(model: Any) -> list[Any]:
     """Mode-dependent submodules that are in training mode right now."""
     return [m for m in mode_dependent(model) if m.training]
+
+
+def inactive(model: Any) -> list[Any]:
+    """Mode-dependent submodules that are in evaluation mode right now."""
+    return [m for m in mode_dependent(model) if not m.training]
 
 
 def describe(modules: list[Any], limit: int = 3) -> str:

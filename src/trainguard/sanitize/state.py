@@ -14,7 +14,8 @@ from typing import Any
 
 from trainguard.sanitize.frames import Location
 
-__all__ = ["State", "ForwardCall", "LossCall", "BackwardCall", "GraphTrack", "first_tensor"]
+__all__ = ["State", "ForwardCall", "LossCall", "BackwardCall", "GraphTrack", "Unreached",
+           "first_tensor"]
 
 
 class ForwardCall:
@@ -133,6 +134,54 @@ class GraphTrack:
                 pass
 
 
+class Unreached:
+    """Graphs followed until a backward reaches them or they die unreached.
+
+    ``add(tensor, key)`` follows one output; ``resolve(final=False)`` returns the keys all of
+    whose graphs died (or, with ``final``, are still alive) without any backward reaching any of
+    them, and forgets every settled key. Keys are hashable descriptions (line, model name, ...).
+    """
+
+    def __init__(self, state: "State", *, limit: int = 256) -> None:
+        self.state = state
+        self.limit = limit
+        self.tracks: list[GraphTrack] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.tracks)
+
+    def add(self, tensor: Any, key: Any) -> None:
+        track = self.state.track_graph(tensor, info=key)
+        if track is not None:
+            self.tracks.append(track)
+        if len(self.tracks) > self.limit:
+            for t in self.tracks[:-self.limit]:
+                t.release()
+            del self.tracks[:-self.limit]
+
+    def resolve(self, *, final: bool = False) -> list[Any]:
+        groups: dict[Any, list[GraphTrack]] = {}
+        for track in self.tracks:
+            groups.setdefault(track.info, []).append(track)
+        keep: list[GraphTrack] = []
+        unreached: list[Any] = []
+        for key, tracks in groups.items():
+            if any(t.reached for t in tracks):
+                settled = True
+            elif final or not any(t.alive for t in tracks):
+                settled = True
+                unreached.append(key)
+            else:
+                settled = False
+            if settled:
+                for t in tracks:
+                    t.release()
+            else:
+                keep.extend(tracks)
+        self.tracks = keep
+        return unreached
+
+
 def first_tensor(value: Any, *, limit: int = 4) -> list[Any]:
     """Up to ``limit`` tensors found in a module output (a tensor, tuple, list or dict)."""
     import torch
@@ -166,6 +215,9 @@ class State:
         backwards: the last few backward calls, newest last.
         models: root modules seen, weakly held.
         optimizers: optimizers seen stepping, weakly held.
+        grad_reenabled_at: the user's line where ``torch.enable_grad()`` or
+            ``torch.set_grad_enabled(True)`` turned grad mode back on inside a no-grad region, while
+            that region lasts; else None.
     """
 
     def __init__(self) -> None:
@@ -181,6 +233,8 @@ class State:
         self.models: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self.optimizers: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._tracks: list[GraphTrack] = []
+        self.grad_reenabled_at: Location | None = None
+        self.grad_reenabled_by: int | None = None
 
     def track_graph(self, tensor: Any, info: Any = None) -> GraphTrack | None:
         """Follow the graph behind ``tensor`` (None when it has no ``grad_fn``)."""

@@ -17,8 +17,10 @@ Silent on: training forwards (a backward reaches the loss); BatchNorm recalibrat
 backward); models without Dropout/BatchNorm; evaluation after ``model.eval()``; RL rollouts whose
 outputs feed no loss.
 
-Reference: ``torch.nn.Module.eval`` docs; PyTorch forum "Model.eval() gives incorrect loss for model
-with batchnorm layers" (https://discuss.pytorch.org/t/model-eval-gives-incorrect-loss-for-model-with-batchnorm-layers/7561).
+Reference: ``torch.nn.Module.eval`` docs
+(https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval); GitHub
+princeton-vl/pytorch_stacked_hourglass#44 (validation run in train mode updated BatchNorm's running
+statistics) and nshaud/DeepHyperX#51.
 """
 
 from __future__ import annotations

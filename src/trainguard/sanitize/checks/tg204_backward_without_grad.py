@@ -15,9 +15,9 @@ the loss was cut from the graph (``.detach()``, ``.item()``/``.numpy()`` and bac
 Silent on: runs without this error.
 
 Reference: ``torch.autograd`` docs "Locally disabling gradient computation"
-(https://pytorch.org/docs/stable/notes/autograd.html#locally-disabling-gradient-computation); forum
-thread "RuntimeError: element 0 of variables does not require grad and does not have a grad_fn"
-(https://discuss.pytorch.org/t/runtimeerror-element-0-of-variables-does-not-require-grad-and-does-not-have-a-grad-fn/11074).
+(https://pytorch.org/docs/stable/notes/autograd.html#locally-disabling-gradient-computation); the
+error's usual causes as collected in
+https://deepinout.com/pytorch/pytorch-questions/75_pytorch_runtime_error_element_0_of_tensors_does_not_require_grad_and_does_not_have_a_grad_fn.html.
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ When the line cannot be told, the finding stays on the backward line and lists t
 Silent on: runs without this error; in-place ops on tensors autograd did not save.
 
 Reference: autograd notes "In-place operations with autograd"
-(https://pytorch.org/docs/stable/notes/autograd.html#in-place-operations-with-autograd); forum thread
-"RuntimeError: one of the variables needed for gradient computation has been modified by an inplace
-operation" (https://discuss.pytorch.org/t/runtimeerror-one-of-the-variables-needed-for-gradient-computation-has-been-modified-by-an-inplace-operation/836).
+(https://pytorch.org/docs/stable/notes/autograd.html#in-place-operations-with-autograd); GitHub
+JDAI-CV/LIO#9 ("output 0 of SubBackward0, is at version 1"), Seanny123/da-rnn#14 (``+=`` on a saved
+tensor), pytorch/pytorch#96265.
 """
 
 from __future__ import annotations

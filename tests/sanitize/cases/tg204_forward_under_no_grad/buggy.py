@@ -1,5 +1,5 @@
-# Modelled on the forum thread "element 0 of tensors does not require grad and does not have a
-# grad_fn" (https://discuss.pytorch.org/t/runtimeerror-element-0-of-variables-does-not-require-grad-and-does-not-have-a-grad-fn/11074),
+# Modelled on the reports of "element 0 of tensors does not require grad and does not have a
+# grad_fn" collected in (https://deepinout.com/pytorch/pytorch-questions/75_pytorch_runtime_error_element_0_of_tensors_does_not_require_grad_and_does_not_have_a_grad_fn.html),
 # where a whole training step ended up inside a torch.no_grad() block meant for a metric.
 import torch
 import torch.nn.functional as F

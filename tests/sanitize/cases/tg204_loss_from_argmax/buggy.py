@@ -1,6 +1,6 @@
-# Modelled on the forum thread "RuntimeError: element 0 of variables does not require grad and does
-# not have a grad_fn"
-# (https://discuss.pytorch.org/t/runtimeerror-element-0-of-variables-does-not-require-grad-and-does-not-have-a-grad-fn/11074):
+# Modelled on the reports of "RuntimeError: element 0 of tensors does not require grad and does
+# not have a grad_fn" collected in
+# (https://deepinout.com/pytorch/pytorch-questions/75_pytorch_runtime_error_element_0_of_tensors_does_not_require_grad_and_does_not_have_a_grad_fn.html):
 # the loss is computed from predicted classes (argmax), which carry no gradient.
 import torch
 from torch import nn

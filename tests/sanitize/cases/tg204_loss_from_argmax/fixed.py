@@ -1,5 +1,5 @@
 # Fixed twin of buggy.py
-# (https://discuss.pytorch.org/t/runtimeerror-element-0-of-variables-does-not-require-grad-and-does-not-have-a-grad-fn/11074):
+# (https://deepinout.com/pytorch/pytorch-questions/75_pytorch_runtime_error_element_0_of_tensors_does_not_require_grad_and_does_not_have_a_grad_fn.html):
 # the loss is computed from the logits; the error rate is only reported.
 import torch
 import torch.nn.functional as F

@@ -1,6 +1,5 @@
-# Modelled on the forum thread "RuntimeError: one of the variables needed for gradient computation
-# has been modified by an inplace operation"
-# (https://discuss.pytorch.org/t/runtimeerror-one-of-the-variables-needed-for-gradient-computation-has-been-modified-by-an-inplace-operation/836):
+# Modelled on GitHub JDAI-CV/LIO#9 ("... which is output 0 of SubBackward0, is at version 1;
+# expected version 0") and Seanny123/da-rnn#14 (https://github.com/Seanny123/da-rnn/issues/14):
 # a gate's sigmoid output is shifted in place, but sigmoid's backward needs its original output.
 import torch
 from torch import nn

@@ -1,5 +1,5 @@
 # Fixed twin of buggy.py
-# (https://discuss.pytorch.org/t/runtimeerror-one-of-the-variables-needed-for-gradient-computation-has-been-modified-by-an-inplace-operation/836):
+# (https://github.com/JDAI-CV/LIO/issues/9):
 # the shift is out of place, so the saved sigmoid output is left as it was. Near-miss that must
 # stay silent: an in-place ReLU on a tensor no backward formula saved.
 import torch
