@@ -29,6 +29,13 @@ def run_tg(*args: str, cwd: str | Path | None = None, timeout: float = 120
                           env=cli_env(), capture_output=True, text=True, timeout=timeout)
 
 
+def main_in_process(*args: str) -> int:
+    """``trainguard ARGS`` in this process (``trainguard.cli.main``, this checkout's subcommands)."""
+    import _main
+
+    return _main.cli.main(list(args))
+
+
 def run_in_process(script: Path, *args: str):
     """Run ``script`` under a fresh watcher in this process; returns (watcher, status, stderr)."""
     from trainguard.config import Config

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from sanitize_helpers import run_tg
+from sanitize_helpers import main_in_process, run_tg
 
 LEAKY = textwrap.dedent("""\
     import sys
@@ -44,10 +44,11 @@ def test_script_sees_its_argv_and_main_and_findings_go_to_stderr(tmp_path):
     assert "count  code" in proc.stderr and "trainguard: 1 finding" in proc.stderr
 
 
-def test_report_json_has_the_catalogue_shape_and_strict_exits_1(tmp_path):
+def test_report_json_has_the_catalogue_shape_and_strict_exits_1(tmp_path, monkeypatch, capsys):
     write(tmp_path, LEAKY.format(comment=""))
-    proc = run_tg("run", "--strict", "--report", "out.json", "train.py", cwd=tmp_path)
-    assert proc.returncode == 1, proc.stderr
+    monkeypatch.chdir(tmp_path)
+    status = main_in_process("run", "--strict", "--report", "out.json", "train.py")
+    assert status == 1, capsys.readouterr().err
     data = json.loads((tmp_path / "out.json").read_text())
     (finding,) = data["findings"]
     assert {k: finding[k] for k in ("code", "name", "layer", "path", "line", "col")} == {
@@ -67,33 +68,43 @@ def test_report_json_has_the_catalogue_shape_and_strict_exits_1(tmp_path):
     (["--select", "TG201"], "", '[tool.trainguard]\nignore = ["TG201"]\n', False),
     (["--ignore", "TG3"], "", '[tool.trainguard]\nignore = ["TG201"]\n', True),
 ])
-def test_selection_and_suppression(tmp_path, flags, comment, pyproject, reported):
+def test_selection_and_suppression(tmp_path, monkeypatch, capsys, flags, comment, pyproject,
+                                   reported):
     write(tmp_path, LEAKY.format(comment=comment))
     if pyproject:
         write(tmp_path, pyproject, "pyproject.toml")
-    proc = run_tg("run", "--strict", *flags, "train.py", cwd=tmp_path)
-    assert ("TG201 graph-kept-across-steps" in proc.stderr) is reported, proc.stderr
-    assert proc.returncode == (1 if reported else 0)
+    monkeypatch.chdir(tmp_path)
+    status = main_in_process("run", "--strict", *flags, "train.py")
+    err = capsys.readouterr().err
+    assert ("TG201 graph-kept-across-steps" in err) is reported, err
+    assert status == (1 if reported else 0)
 
 
-def test_clean_script_strict_exits_0_and_says_so(tmp_path):
+def test_clean_script_strict_exits_0_and_says_so(tmp_path, monkeypatch, capsys):
     write(tmp_path, "import torch\nprint(torch.ones(2).sum().item())\n")
-    proc = run_tg("run", "--strict", "train.py", cwd=tmp_path)
-    assert proc.returncode == 0 and proc.stdout.strip() == "2.0"
-    assert "trainguard: no findings" in proc.stderr
+    monkeypatch.chdir(tmp_path)
+    status = main_in_process("run", "--strict", "train.py")
+    out, err = capsys.readouterr()
+    assert status == 0 and out.strip() == "2.0"
+    assert "trainguard: no findings" in err
 
 
 @pytest.mark.parametrize("body,status", [
     ("import sys\nsys.exit(7)\n", 7),
     ("raise SystemExit('bad input')\n", 1),
     ("raise SystemExit(0)\n", 0),
-    ("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\nimport time\ntime.sleep(5)\n", 143),
     ("raise KeyboardInterrupt\n", 130),
 ])
-def test_exit_status_passes_through(tmp_path, body, status):
+def test_exit_status_passes_through(tmp_path, monkeypatch, capsys, body, status):
     write(tmp_path, body)
+    monkeypatch.chdir(tmp_path)
+    assert main_in_process("run", "train.py") == status, capsys.readouterr().err
+
+
+def test_sigterm_exits_143(tmp_path):
+    write(tmp_path, "import os, signal, time\nos.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(5)\n")
     proc = run_tg("run", "train.py", cwd=tmp_path)
-    assert proc.returncode == status, proc.stderr
+    assert proc.returncode == 143, proc.stderr
 
 
 def test_uncaught_exception_shows_the_scripts_traceback_and_exits_1(tmp_path):
@@ -120,8 +131,10 @@ def test_module_mode_runs_package_main(tmp_path):
     (["run"], "give a script to run"),
     (["run", "--select", "XX1", "train.py"], "matches no trainguard code"),
 ])
-def test_usage_errors_exit_2(tmp_path, args, needle):
+def test_usage_errors_exit_2(tmp_path, monkeypatch, capsys, args, needle):
     write(tmp_path, "print(1)\n")
-    proc = run_tg(*args, cwd=tmp_path)
-    assert proc.returncode == 2, proc.stderr
-    assert needle in proc.stderr
+    monkeypatch.chdir(tmp_path)
+    status = main_in_process(*args)
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert needle in err

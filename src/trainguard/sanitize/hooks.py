@@ -26,7 +26,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable
 
 from trainguard.sanitize.frames import is_user_file, user_location
-from trainguard.sanitize.state import BackwardCall, ForwardCall, LossCall
+from trainguard.sanitize.state import MADE, BackwardCall, ForwardCall, LossCall, first_tensor
 
 if TYPE_CHECKING:
     from trainguard.sanitize.watcher import Watcher
@@ -120,6 +120,12 @@ def install(w: "Watcher") -> list[Undo]:
         elif depth == 0:
             state.root_forwards += 1
             state.models.add(self)
+            if state.stamp_outputs and call.grad_enabled:
+                stamp = (state.backward_count, state.step, call.where, type(self).__name__,
+                         state.root_forwards)
+                for tensor in first_tensor(output):
+                    if tensor.grad_fn is not None:
+                        tensor.grad_fn.metadata[MADE] = stamp
             if h["on_root_forward"]:
                 w.emit("on_root_forward", call)
         return output

@@ -14,7 +14,12 @@ from typing import Any
 
 from trainguard.sanitize.frames import Location
 
-__all__ = ["State", "ForwardCall", "LossCall", "BackwardCall", "GraphTrack", "Unreached",
+MADE = "trainguard.made"
+"""Metadata key on the ``grad_fn`` of outermost module outputs (when ``State.stamp_outputs``):
+``(backward calls completed, optimizer steps completed, where, module name, outermost calls so
+far)`` at the time the output was made."""
+
+__all__ = ["MADE", "State", "ForwardCall", "LossCall", "BackwardCall", "GraphTrack", "Unreached",
            "first_tensor"]
 
 
@@ -234,6 +239,7 @@ class State:
         self.optimizers: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._tracks: list[GraphTrack] = []
         self.grad_reenabled_at: Location | None = None
+        self.stamp_outputs = False  # a check asked for MADE stamps on outermost outputs
         self.grad_reenabled_by: int | None = None
 
     def track_graph(self, tensor: Any, info: Any = None) -> GraphTrack | None:

@@ -1,8 +1,8 @@
 """TG202 backward-twice: a backward through a graph whose saved tensors an earlier backward freed.
 
-What it watches: the outputs of outermost module calls are stamped (in their autograd node's
-metadata) with the number of backward calls completed when they were made and the line that made
-them. Nothing else runs per step.
+What it watches: the outputs of outermost module calls, stamped by the watcher (in their autograd
+node's metadata, ``state.MADE``) with the number of backward calls completed when they were made
+and the line that made them. Nothing else runs per step.
 
 When it fires: the script dies of PyTorch's "Trying to backward through the graph a second time".
 The failing backward's graph is searched for stamped outputs made before the last successful
@@ -24,9 +24,8 @@ from typing import Any
 
 from trainguard.sanitize.checks import Check, Diagnosis
 from trainguard.sanitize.holders import carried_names, graph_metadata
-from trainguard.sanitize.state import BackwardCall, ForwardCall, first_tensor
-
-_KEY = "trainguard.made"
+from trainguard.sanitize.state import MADE as _KEY
+from trainguard.sanitize.state import BackwardCall
 _MESSAGE = "backward through the graph a second time"
 
 
@@ -39,14 +38,9 @@ def _short(where: Any) -> str:
 class BackwardTwice(Check):
     code = "TG202"
 
-    def on_root_forward(self, call: ForwardCall) -> None:
-        if not call.grad_enabled:
-            return
-        for tensor in first_tensor(call.output):
-            node = tensor.grad_fn
-            if node is not None:
-                node.metadata[_KEY] = (self.state.backward_count, self.state.step, call.where,
-                                       type(call.module).__name__, self.state.root_forwards)
+    def __init__(self, watcher: Any) -> None:
+        super().__init__(watcher)
+        self.state.stamp_outputs = True
 
     def on_backward_failed(self, call: BackwardCall, exc: BaseException) -> None:
         if _MESSAGE not in str(exc):

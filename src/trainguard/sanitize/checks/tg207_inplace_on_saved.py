@@ -117,6 +117,16 @@ def _assigned_from(func: ast.AST, name: str, op: str) -> bool:
 class InplaceOnSaved(Check):
     code = "TG207"
 
+    def _parameter(self, m: re.Match) -> str | None:
+        """``"weight_hh_l0 (6, 6) of RNN"`` when the changed tensor is a parameter of a model seen."""
+        shape = tuple(int(d) for d in m.group("shape").replace(" ", "").split(",") if d)
+        now = int(m.group("now"))
+        for model in list(self.state.models):
+            for name, p in model.named_parameters():
+                if tuple(p.shape) == shape and p._version == now:
+                    return f"`{name}` {shape} of {type(model).__name__}"
+        return None
+
     def on_error(self, exc: BaseException) -> Diagnosis | None:
         if not isinstance(exc, RuntimeError):
             return None
@@ -124,6 +134,18 @@ class InplaceOnSaved(Check):
         if m is None:
             return None
         op = m.group("op").replace("Backward", "").rstrip("0123456789")
+        param = self._parameter(m)
+        if param is not None:
+            failed = next((b for b in reversed(self.state.backwards) if b.failed), None)
+            return Diagnosis(
+                f"backward needs the parameter {param} as it was when this graph was built, but "
+                f"an optimizer step updated it in place since (version {m.group('then')} -> "
+                f"{m.group('now')}): this backward runs through a graph made before the last "
+                "optimizer.step(), kept by a tensor carried across iterations or by "
+                "retain_graph=True",
+                fix="detach what is carried to the next iteration (hidden = hidden.detach()) and "
+                    "call backward through each graph before optimizer.step()",
+                where=failed.where if failed is not None else None)
         shape = f"({m.group('shape')})"
         times = int(m.group("now")) - int(m.group("then"))
         codes: dict[CodeType, None] = {}
