@@ -140,3 +140,56 @@ def test_a_diagnosis_is_added_after_the_traceback_and_the_error_is_unchanged(tmp
     assert "docs: docs/rules/TG204.md" in text
     (finding,) = watcher.findings
     assert (finding.code, finding.line) == ("TG204", 3)
+
+
+def _compiled_run(watched: bool) -> tuple[list[torch.Tensor], list]:
+    torch._dynamo.reset()
+    torch.manual_seed(7)
+    model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, 3))
+    compiled = torch.compile(model, backend="aot_eager")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    kept = []
+
+    def loop():
+        for _ in range(5):
+            x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+            optimizer.zero_grad()
+            loss = F.cross_entropy(compiled(x), y)
+            loss.backward()
+            optimizer.step()
+            kept.append(loss)  # a leak the watcher must still see around a compiled model
+
+    findings = []
+    if watched:
+        with watch(summary=False, stream=io.StringIO()) as w:
+            loop()
+        findings = w.findings
+    else:
+        loop()
+    return [p.detach().clone() for p in model.parameters()], findings
+
+
+def test_compiled_model_trains_identically_and_is_still_watched():
+    plain, _ = _compiled_run(False)
+    watched, findings = _compiled_run(True)
+    assert all(torch.equal(a, b) for a, b in zip(plain, watched))
+    assert [f.code for f in findings] == ["TG201"]
+    torch._dynamo.reset()
+
+
+def test_a_watcher_can_be_stopped_and_started_again_on_the_same_run():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    watcher = Watcher(config=Config(), stream=io.StringIO())
+    for _ in range(2):
+        watcher.start()
+        try:
+            for _ in range(3):
+                optimizer.zero_grad()
+                model(torch.randn(5, 4)).pow(2).mean().backward()
+                optimizer.step()
+        finally:
+            watcher.stop()
+    assert not watcher.findings, [f.format() for f in watcher.findings]
+    assert watcher.state.step == 6

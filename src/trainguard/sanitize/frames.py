@@ -12,7 +12,8 @@ import sys
 import sysconfig
 from types import CodeType, FrameType
 
-__all__ = ["Location", "user_frame", "user_location", "frame_location", "is_user_file"]
+__all__ = ["Location", "user_frame", "user_location", "frame_location", "is_user_file",
+           "is_user_code"]
 
 Location = tuple[str, int, int]  # (path, 1-based line, 1-based column)
 
@@ -36,6 +37,14 @@ def is_user_file(filename: str) -> bool:
         return False
     parts = path.split(os.sep)
     return "torch" not in parts and "functorch" not in parts
+
+
+def is_user_code(code: CodeType) -> bool:
+    """:func:`is_user_file` for a code object, cached (the form to use on hot paths)."""
+    known = _is_user_code.get(code)
+    if known is None:
+        known = _is_user_code[code] = is_user_file(code.co_filename)
+    return known
 
 
 def _user(code: CodeType) -> bool:

@@ -25,7 +25,7 @@ import functools
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
-from trainguard.sanitize.frames import is_user_file, user_location
+from trainguard.sanitize.frames import is_user_code, user_location
 from trainguard.sanitize.state import MADE, BackwardCall, ForwardCall, LossCall, first_tensor
 
 if TYPE_CHECKING:
@@ -83,6 +83,7 @@ def install(w: "Watcher") -> list[Undo]:
             except BaseException:
                 if state.failed_module is None:
                     state.failed_module = self
+                    state.failed_inputs = _inputs(args)
                 raise
             finally:
                 modules.pop()
@@ -90,7 +91,7 @@ def install(w: "Watcher") -> list[Undo]:
             caller = sys._getframe(1)
             call = ForwardCall(self, args, 0, self.training, is_grad_enabled(),
                                user_location(caller))
-            call.direct = is_user_file(caller.f_code.co_filename)
+            call.direct = is_user_code(caller.f_code)
             state.failed_module = None
         else:
             call = ForwardCall(self, args, depth, self.training, is_grad_enabled(), None)
@@ -104,6 +105,9 @@ def install(w: "Watcher") -> list[Undo]:
             call.failed = True
             if state.failed_module is None:
                 state.failed_module = self
+                state.failed_inputs = _inputs(args)
+            if depth == 0:
+                state.failed_root = self
             if h["on_forward"]:
                 w.emit_module("on_forward", call)
             raise
@@ -224,6 +228,13 @@ def install(w: "Watcher") -> list[Undo]:
     return undo
 
 
+def _inputs(args: tuple) -> list[tuple[tuple[int, ...], str]]:
+    """``(shape, device)`` of the tensor arguments of a call that raised."""
+    import torch
+
+    return [(tuple(a.shape), str(a.device)) for a in args if isinstance(a, torch.Tensor)]
+
+
 def _install_grad_mode(w: "Watcher", undo: list[Undo]) -> None:
     """Note where user code turns grad mode back on inside a no-grad region (``state``)."""
     import torch
@@ -235,7 +246,7 @@ def _install_grad_mode(w: "Watcher", undo: list[Undo]) -> None:
 
     def opened(ctx: Any, was: bool, frame: Any) -> None:
         if not was and is_grad_enabled() and not is_compiling() \
-                and is_user_file(frame.f_code.co_filename):
+                and is_user_code(frame.f_code):
             state.grad_reenabled_at = user_location(frame)
             state.grad_reenabled_by = id(ctx)
         elif not is_grad_enabled():

@@ -216,7 +216,9 @@ class State:
         modules: every module whose call is in progress, outermost first.
         stack: the :class:`ForwardCall` records in progress (outermost calls, loss modules and the
             module types checks asked for), outermost first.
-        failed_module: the innermost module whose call raised, for explaining errors.
+        failed_module: the innermost module whose call raised, for explaining errors;
+            ``failed_inputs`` the ``(shape, device)`` of its tensor arguments and ``failed_root``
+            the outermost module of that call.
         backwards: the last few backward calls, newest last.
         models: root modules seen, weakly held.
         optimizers: optimizers seen stepping, weakly held.
@@ -234,6 +236,8 @@ class State:
         self.modules: list[Any] = []
         self.stack: list[ForwardCall] = []
         self.failed_module: Any = None
+        self.failed_inputs: list[tuple[tuple[int, ...], str]] = []
+        self.failed_root: Any = None
         self.backwards: list[BackwardCall] = []
         self.models: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self.optimizers: "weakref.WeakSet[Any]" = weakref.WeakSet()

@@ -30,7 +30,8 @@ class Watcher:
     Args:
         config: which codes to report (``[tool.trainguard]`` plus ``--select``/``--ignore``).
         stream: where findings are printed as first seen, and the summary (default stderr).
-        checks: the check classes to run (default: every check in ``sanitize/checks``).
+        checks: the check classes to run (default: every check in ``sanitize/checks``, plus the
+            built-in explainers of ``sanitize/explainers.py`` for codes no check explains).
 
     Attributes:
         findings: the findings so far, in the order first seen, each with its count.
@@ -41,7 +42,13 @@ class Watcher:
         self.config = config if config is not None else Config()
         self.stream = stream
         self.state = State()
-        self.checks = [cls(self) for cls in (discover() if checks is None else checks)]
+        if checks is None:
+            from trainguard.sanitize.explainers import BUILTIN_EXPLAINERS
+
+            checks = discover()
+            explained = {c.code for c in checks if c.on_error is not Check.on_error}
+            checks += [e for e in BUILTIN_EXPLAINERS if e.code not in explained]
+        self.checks = [cls(self) for cls in checks]
         self.handlers: dict[str, list[tuple[Check, Any]]] = {e: [] for e in EVENTS}
         for check in self.checks:
             self._subscribe(check)

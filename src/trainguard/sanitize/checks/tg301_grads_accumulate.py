@@ -141,3 +141,5 @@ class GradsAccumulate(Check):
             if watched.handle is not None:
                 watched.handle.remove()
         self.params.clear()
+        self.sampled = weakref.WeakKeyDictionary()
+        self.polluted_by = weakref.WeakKeyDictionary()
