@@ -3,7 +3,7 @@ accumulates into it.
 
 Used when a check has seen that graphs outlive their step: the live user frames are searched for a
 variable (a tensor, or a list/tuple/dict of tensors) whose autograd graph carries a node stamped by
-the watcher (``node.metadata``) at an earlier step; then the frame's source is searched for the
+the watcher (``node.metadata``, a ``Made``) at an earlier step; then the frame's source is searched for the
 statement that accumulates into that variable (``name += ...``, ``name = name + ...``,
 ``name.append(...)``/``extend``/``insert``, also through ``name[...]``/``name.attr``).
 """
@@ -18,19 +18,19 @@ from typing import Any, Callable
 
 from trainguard.sanitize.frames import Location, user_frame
 
-__all__ = ["STAMP", "stamp", "graph_stamps", "find_holder", "accumulation_line"]
+__all__ = ["ROOT", "graph_stamps", "find_holder", "accumulation_line", "graph_metadata",
+           "tensor_holding", "traceback_user_frames", "carried_names"]
 
-STAMP = "trainguard.step"
-
-
-def stamp(node: Any, value: int) -> None:
-    """Mark an autograd node with ``value`` (kept in the node's own metadata dict)."""
-    node.metadata[STAMP] = value
+ROOT = "trainguard.root"
+"""Metadata key on a backward root's ``grad_fn``; the value is a :class:`~trainguard.sanitize.state.Made`."""
 
 
-def graph_stamps(node: Any, *, limit: int = 20000) -> set[int]:
-    """The stamps found in the graph below ``node`` (breadth-first, at most ``limit`` nodes)."""
-    found: set[int] = set()
+def graph_stamps(node: Any, *, limit: int = 20000) -> list[Any]:
+    """The :class:`Made` stamps (outermost outputs and backward roots) in the graph below ``node``
+    (at most ``limit`` nodes visited)."""
+    from trainguard.sanitize.state import MADE
+
+    found: list[Any] = []
     seen: set[int] = set()
     frontier = [node]
     keep: list[Any] = []  # keep wrappers alive so that ids stay unique during the walk
@@ -44,8 +44,10 @@ def graph_stamps(node: Any, *, limit: int = 20000) -> set[int]:
             meta = current.metadata
         except (AttributeError, RuntimeError):
             meta = None
-        if meta and STAMP in meta:
-            found.add(meta[STAMP])
+        if meta:
+            for key in (MADE, ROOT):
+                if key in meta:
+                    found.append(meta[key])
         for nxt, _ in getattr(current, "next_functions", ()):
             if nxt is not None:
                 frontier.append(nxt)
@@ -68,12 +70,13 @@ def _tensors_in(value: Any, limit: int = 256) -> list[Any]:
     return [t for t in items if isinstance(t, torch.Tensor)]
 
 
-def find_holder(is_old: Callable[[set[int]], bool], start: FrameType | None = None
+def find_holder(is_old: Callable[[list[Any]], bool], start: FrameType | None = None
                 ) -> tuple[FrameType, str, str] | None:
     """The innermost user frame with a variable whose graphs carry old stamps.
 
     Args:
-        is_old: given the stamps found under one value, whether they prove it keeps old graphs.
+        is_old: given the :class:`Made` stamps found under one value, whether they prove it keeps
+            old graphs.
         start: the frame to search from (default: the caller).
 
     Returns:
@@ -86,10 +89,10 @@ def find_holder(is_old: Callable[[set[int]], bool], start: FrameType | None = No
             if name.startswith("__"):
                 continue
             tensors = _tensors_in(value)
-            stamps: set[int] = set()
+            stamps: list[Any] = []
             for t in tensors:
                 if t.grad_fn is not None:
-                    stamps |= graph_stamps(t.grad_fn, limit=5000 if len(tensors) > 1 else 20000)
+                    stamps += graph_stamps(t.grad_fn, limit=5000 if len(tensors) > 1 else 20000)
             if stamps and is_old(stamps):
                 return frame, name, "tensor" if len(tensors) == 1 and tensors[0] is value else "list"
         frame = user_frame(frame.f_back)

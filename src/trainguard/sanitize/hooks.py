@@ -8,8 +8,8 @@
   small training step, before any check runs.)
 - optimizer step pre/post hooks (``torch.optim.optimizer.register_optimizer_step_pre_hook``/
   ``register_optimizer_step_post_hook``);
-- wrappers of ``torch.enable_grad``/``torch.set_grad_enabled`` (where user code turns grad mode
-  back on inside ``no_grad``), ``torch.autograd.backward`` (``Tensor.backward`` calls it),
+- wrappers of ``torch.no_grad``/``torch.enable_grad`` (open no-grad blocks are counted, so a
+  forward with grad on inside one is known to be re-enabled), ``torch.autograd.backward`` (``Tensor.backward`` calls it),
   ``Optimizer.zero_grad``,
   ``Module.zero_grad``, ``torch.save``, ``torch.load`` and a few ``torch.nn.functional`` functions
   (losses and dropout), installed only when a check listens to them.
@@ -26,7 +26,8 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable
 
 from trainguard.sanitize.frames import is_user_code, user_location
-from trainguard.sanitize.state import MADE, BackwardCall, ForwardCall, LossCall, first_tensor
+from trainguard.sanitize.state import (MADE, BackwardCall, ForwardCall, LossCall, Made,
+                                       first_tensor)
 
 if TYPE_CHECKING:
     from trainguard.sanitize.watcher import Watcher
@@ -92,6 +93,7 @@ def install(w: "Watcher") -> list[Undo]:
             call = ForwardCall(self, args, 0, self.training, is_grad_enabled(),
                                user_location(caller))
             call.direct = is_user_code(caller.f_code)
+            call.reenabled = state.no_grad_depth > 0 and call.grad_enabled
             state.failed_module = None
         else:
             call = ForwardCall(self, args, depth, self.training, is_grad_enabled(), None)
@@ -125,11 +127,14 @@ def install(w: "Watcher") -> list[Undo]:
             state.root_forwards += 1
             state.models.add(self)
             if state.stamp_outputs and call.grad_enabled:
-                stamp = (state.backward_count, state.step, call.where, type(self).__name__,
-                         state.root_forwards)
+                made = None
                 for tensor in first_tensor(output):
-                    if tensor.grad_fn is not None:
-                        tensor.grad_fn.metadata[MADE] = stamp
+                    node = tensor.grad_fn
+                    if node is not None:
+                        if made is None:
+                            made = call.made = Made(state.backward_count, state.step, call.where,
+                                                    type(self).__name__, state.root_forwards)
+                        node.metadata[MADE] = made
             if h["on_root_forward"]:
                 w.emit("on_root_forward", call)
         return output
@@ -236,49 +241,50 @@ def _inputs(args: tuple) -> list[tuple[tuple[int, ...], str]]:
 
 
 def _install_grad_mode(w: "Watcher", undo: list[Undo]) -> None:
-    """Note where user code turns grad mode back on inside a no-grad region (``state``)."""
+    """Count open ``torch.no_grad()`` blocks, and note where user code enters ``enable_grad`` with
+    grad mode off. ``torch.set_grad_enabled`` is left alone: every ``optimizer.step()`` calls it
+    twice, and a forward with grad on inside an open ``no_grad`` block is re-enabled either way."""
     import torch
     from torch.autograd import grad_mode
 
     state = w.state
     is_grad_enabled = torch.is_grad_enabled
-    is_compiling = torch.compiler.is_compiling
 
-    def opened(ctx: Any, was: bool, frame: Any) -> None:
-        if not was and is_grad_enabled() and not is_compiling() \
-                and is_user_code(frame.f_code):
-            state.grad_reenabled_at = user_location(frame)
-            state.grad_reenabled_by = id(ctx)
-        elif not is_grad_enabled():
-            state.grad_reenabled_at = state.grad_reenabled_by = None
+    def make_no_grad_enter(original: Any) -> Any:
+        def __enter__(self: Any) -> Any:
+            state.no_grad_depth += 1
+            return original(self)
+        return __enter__
 
-    def make_enter(original: Any) -> Any:
+    def make_no_grad_exit(original: Any) -> Any:
+        def __exit__(self: Any, *exc: Any) -> Any:
+            state.no_grad_depth = max(0, state.no_grad_depth - 1)
+            return original(self, *exc)
+        return __exit__
+
+    def make_enable_enter(original: Any) -> Any:
         def __enter__(self: Any) -> Any:
             was = is_grad_enabled()
             result = original(self)
-            opened(self, was, sys._getframe(1))
+            frame = sys._getframe(1)
+            if not was and is_user_code(frame.f_code):
+                state.enable_grad_at.append(user_location(frame))
+            else:
+                state.enable_grad_at.append(None)
             return result
         return __enter__
 
-    def make_init(original: Any) -> Any:
-        def __init__(self: Any, mode: bool) -> None:
-            was = is_grad_enabled()
-            original(self, mode)
-            opened(self, was, sys._getframe(1))
-        return __init__
-
-    def make_exit(original: Any) -> Any:
+    def make_enable_exit(original: Any) -> Any:
         def __exit__(self: Any, *exc: Any) -> Any:
-            result = original(self, *exc)
-            if state.grad_reenabled_by == id(self):
-                state.grad_reenabled_at = state.grad_reenabled_by = None
-            return result
+            if state.enable_grad_at:
+                state.enable_grad_at.pop()
+            return original(self, *exc)
         return __exit__
 
-    _patch(grad_mode.enable_grad, "__enter__", make_enter, undo)
-    _patch(grad_mode.enable_grad, "__exit__", make_exit, undo)
-    _patch(grad_mode.set_grad_enabled, "__init__", make_init, undo)
-    _patch(grad_mode.set_grad_enabled, "__exit__", make_exit, undo)
+    _patch(grad_mode.no_grad, "__enter__", make_no_grad_enter, undo)
+    _patch(grad_mode.no_grad, "__exit__", make_no_grad_exit, undo)
+    _patch(grad_mode.enable_grad, "__enter__", make_enable_enter, undo)
+    _patch(grad_mode.enable_grad, "__exit__", make_enable_exit, undo)
 
 
 def _observer(w: "Watcher", event: str, original: Any, nargs: int) -> Any:
@@ -299,8 +305,9 @@ def _functional_loss(w: "Watcher", name: str, original: Any, loss_type: type) ->
         # A loss module calls this function itself; its own event covers it.
         if is_compiling() or (stack and isinstance(stack[-1].module, loss_type)):
             return output
-        w.emit("on_loss", LossCall(name, args, kwargs, output, None,
-                                   user_location(sys._getframe(1))))
+        call = LossCall(name, args, kwargs, output, None, None, sys._getframe(1))
+        w.emit("on_loss", call)
+        call._frame = None
         return output
     return loss
 

@@ -12,12 +12,13 @@ from typing import Any
 
 __all__ = ["mode_dependent", "active_in_training", "inactive", "describe"]
 
-_cache: "weakref.WeakKeyDictionary[Any, list[Any]]" = weakref.WeakKeyDictionary()
+_cache: dict[int, tuple[Any, list[Any]]] = {}  # id(model) -> (weakref(model), modules)
 
 
 def mode_dependent(model: Any) -> list[Any]:
     """The model's Dropout (``p > 0``) and stat-tracking BatchNorm submodules (cached per model)."""
-    found = _cache.get(model)
+    entry = _cache.get(id(model))
+    found = entry[1] if entry is not None and entry[0]() is model else None
     if found is None:
         from torch.nn.modules.batchnorm import _BatchNorm
         from torch.nn.modules.dropout import _DropoutNd
@@ -25,7 +26,8 @@ def mode_dependent(model: Any) -> list[Any]:
         found = [m for m in model.modules()
                  if (isinstance(m, _DropoutNd) and m.p > 0)
                  or (isinstance(m, _BatchNorm) and m.track_running_stats)]
-        _cache[model] = found
+        key = id(model)
+        _cache[key] = (weakref.ref(model, lambda _, key=key: _cache.pop(key, None)), found)
     return found
 
 

@@ -15,11 +15,36 @@ from typing import Any
 from trainguard.sanitize.frames import Location
 
 MADE = "trainguard.made"
-"""Metadata key on the ``grad_fn`` of outermost module outputs (when ``State.stamp_outputs``):
-``(backward calls completed, optimizer steps completed, where, module name, outermost calls so
-far)`` at the time the output was made."""
+"""Metadata key on the ``grad_fn`` of outermost module outputs (when ``State.stamp_outputs``); the
+value is a :class:`Made`."""
 
-__all__ = ["MADE", "State", "ForwardCall", "LossCall", "BackwardCall", "GraphTrack", "Unreached",
+
+class Made:
+    """When and where an outermost output (or a backward root) was made.
+
+    Stored in the output's ``grad_fn.metadata`` (which lives exactly as long as the node), so a
+    weak reference to it tells whether the graph is still alive, and a walk over a graph finds
+    where its parts came from.
+
+    Attributes:
+        backward_count: backward calls completed when it was made.
+        step: optimizer steps completed.
+        where: the user's ``(path, line, col)``.
+        module: the module's class name (``"backward root"`` for a loss).
+        order: outermost module calls completed (a clock for runs without optimizer steps).
+    """
+
+    __slots__ = ("backward_count", "step", "where", "module", "order", "__weakref__")
+
+    def __init__(self, backward_count: int, step: int, where: Any, module: str,
+                 order: int) -> None:
+        self.backward_count = backward_count
+        self.step = step
+        self.where = where
+        self.module = module
+        self.order = order
+
+__all__ = ["MADE", "Made", "State", "ForwardCall", "LossCall", "BackwardCall", "GraphTrack", "Unreached",
            "first_tensor"]
 
 
@@ -30,7 +55,7 @@ class ForwardCall:
     """
 
     __slots__ = ("module", "args", "output", "depth", "training", "grad_enabled", "where",
-                 "direct", "failed", "__weakref__")
+                 "direct", "reenabled", "failed", "made", "__weakref__")
 
     def __init__(self, module: Any, args: tuple, depth: int, training: bool,
                  grad_enabled: bool, where: Location | None) -> None:
@@ -42,7 +67,9 @@ class ForwardCall:
         self.grad_enabled = grad_enabled
         self.where = where
         self.direct = False  # an outermost call made by user code itself (not by a library)
+        self.reenabled = False  # grad on inside an open torch.no_grad() block (outermost calls)
         self.failed = False
+        self.made: Made | None = None  # the stamp put on its outputs, when stamping is on
 
 
 class LossCall:
@@ -56,10 +83,10 @@ class LossCall:
         where: the user's line computing it.
     """
 
-    __slots__ = ("name", "input", "target", "output", "module", "where", "args", "kwargs")
+    __slots__ = ("name", "input", "target", "output", "module", "_where", "_frame", "args", "kwargs")
 
     def __init__(self, name: str, args: tuple, kwargs: dict, output: Any, module: Any,
-                 where: Location | None) -> None:
+                 where: Location | None, frame: Any = None) -> None:
         self.name = name
         self.args = args
         self.kwargs = kwargs
@@ -67,7 +94,17 @@ class LossCall:
         self.target = args[1] if len(args) > 1 else kwargs.get("target")
         self.output = output
         self.module = module
-        self.where = where
+        self._where = where
+        self._frame = frame  # only during the event: ``where`` is found from it on first use
+
+    @property
+    def where(self) -> Location | None:
+        if self._where is None and self._frame is not None:
+            from trainguard.sanitize.frames import user_location
+
+            self._where = user_location(self._frame)
+            self._frame = None
+        return self._where
 
 
 class BackwardCall:
@@ -204,6 +241,24 @@ def first_tensor(value: Any, *, limit: int = 4) -> list[Any]:
     return out
 
 
+class _Seen:
+    """A weak set that is cheap to add to on every call (keyed by ``id``)."""
+
+    def __init__(self) -> None:
+        self._refs: dict[int, Any] = {}
+
+    def add(self, module: Any) -> None:
+        if id(module) not in self._refs:
+            key = id(module)
+            self._refs[key] = weakref.ref(module, lambda _, key=key: self._refs.pop(key, None))
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter([m for m in (r() for r in list(self._refs.values())) if m is not None])
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+
 class State:
     """Counters and in-progress calls, updated by the watcher before checks see an event.
 
@@ -220,11 +275,11 @@ class State:
             ``failed_inputs`` the ``(shape, device)`` of its tensor arguments and ``failed_root``
             the outermost module of that call.
         backwards: the last few backward calls, newest last.
-        models: root modules seen, weakly held.
+        models: root modules seen, weakly held (``list(state.models)`` gives them).
         optimizers: optimizers seen stepping, weakly held.
-        grad_reenabled_at: the user's line where ``torch.enable_grad()`` or
-            ``torch.set_grad_enabled(True)`` turned grad mode back on inside a no-grad region, while
-            that region lasts; else None.
+        no_grad_depth: ``torch.no_grad()`` blocks open now.
+        enable_grad_at: for each open ``torch.enable_grad()`` block, the user's line that opened it
+            with grad mode off, or None (opened by a library, or with grad already on).
     """
 
     def __init__(self) -> None:
@@ -239,12 +294,12 @@ class State:
         self.failed_inputs: list[tuple[tuple[int, ...], str]] = []
         self.failed_root: Any = None
         self.backwards: list[BackwardCall] = []
-        self.models: "weakref.WeakSet[Any]" = weakref.WeakSet()
-        self.optimizers: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self.models = _Seen()
+        self.optimizers = _Seen()
         self._tracks: list[GraphTrack] = []
-        self.grad_reenabled_at: Location | None = None
         self.stamp_outputs = False  # a check asked for MADE stamps on outermost outputs
-        self.grad_reenabled_by: int | None = None
+        self.no_grad_depth = 0
+        self.enable_grad_at: list[Location | None] = []
 
     def track_graph(self, tensor: Any, info: Any = None) -> GraphTrack | None:
         """Follow the graph behind ``tensor`` (None when it has no ``grad_fn``)."""

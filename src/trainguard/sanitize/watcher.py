@@ -93,6 +93,8 @@ class Watcher:
             self.state.release_all()
             self.state.stack.clear()
             self.state.modules.clear()
+            self.state.no_grad_depth = 0
+            self.state.enable_grad_at.clear()
             self._started = False
 
     # ---- events ----------------------------------------------------------------------------

@@ -38,7 +38,7 @@ class EvalWithGrad(Check):
     def on_root_forward(self, call: ForwardCall) -> None:
         self._resolve()
         if (call.training or not call.grad_enabled or not call.direct or self.state.in_backward
-                or self.state.grad_reenabled_at is not None):
+                or call.reenabled):
             return
         outputs = [t for t in first_tensor(call.output) if t.grad_fn is not None]
         shapes = ", ".join(str(tuple(t.shape)) for t in outputs[:2])

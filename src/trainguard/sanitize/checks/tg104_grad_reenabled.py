@@ -1,17 +1,18 @@
 """TG104 grad-reenabled: ``torch.enable_grad()`` inside an evaluation region builds graphs again.
 
-What it watches: ``torch.enable_grad()`` and ``torch.set_grad_enabled(True)`` called from user
-code while grad mode is off (inside ``torch.no_grad()``); the watcher keeps that line while the
-re-enabled region lasts. Outermost module calls inside the region whose outputs carry a
+What it watches: outermost module calls made with grad mode on while a ``torch.no_grad()`` block is
+open (the watcher counts them): grad mode was turned back on inside it, by ``torch.enable_grad()``
+(whose line the watcher notes) or ``torch.set_grad_enabled(True)``. Their outputs that carry a
 ``grad_fn`` are followed without keeping them alive.
 
 When it fires: those outputs die, or the run ends, without any backward reaching them: the
-evaluation region computed graphs (and kept activations) for nothing. Reported at the line that
-re-enabled grad mode.
+evaluation region computed graphs (and kept activations) for nothing. Reported at the
+``enable_grad`` line (at the model call after ``set_grad_enabled(True)``).
 
 Silent on: re-enabled regions where a backward or ``torch.autograd.grad`` does reach the outputs
 (input gradients, saliency, test-time optimisation); ``requires_grad_(True)`` under ``no_grad``
-(it creates no graph); PyTorch's own re-enabling (LBFGS closures, optimizers restoring grad mode).
+(it creates no graph); forwards in PyTorch's own re-enabled regions (LBFGS closures run no
+``no_grad`` block of the user's).
 
 Reference: ``torch.enable_grad`` docs
 (https://pytorch.org/docs/stable/generated/torch.enable_grad.html); autograd notes "Locally
@@ -36,9 +37,10 @@ class GradReenabled(Check):
 
     def on_root_forward(self, call: ForwardCall) -> None:
         self._resolve()
-        where = self.state.grad_reenabled_at
-        if where is None or not call.grad_enabled or self.state.in_backward:
+        if not call.reenabled or self.state.in_backward:
             return
+        opened = [w for w in self.state.enable_grad_at if w is not None]
+        where = opened[-1] if opened else call.where
         for tensor in first_tensor(call.output):
             if tensor.grad_fn is not None:
                 self.pending.add(tensor, (where, type(call.module).__name__, call.where))

@@ -1,8 +1,10 @@
 """TG201 graph-kept-across-steps: graphs of earlier steps kept alive by an accumulator.
 
-What it watches: every backward root (the loss) and every outermost module output that carries a
-``grad_fn``. Their root nodes are stamped with the optimizer step they were made in, and followed
-without being kept alive (:class:`~trainguard.sanitize.state.GraphTrack`).
+What it watches: every outermost module output that carries a ``grad_fn`` (and, for models that
+are not ``nn.Module``s, every backward root). Each root node carries a :class:`~trainguard.sanitize.state.Made` stamp in its own
+``metadata`` dict (the watcher stamps module outputs; this check stamps backward roots), and the
+check keeps only a weak reference to the stamp: the stamp dies with the node, so the check knows
+which graphs are still alive without keeping any alive.
 
 When it fires: after an optimizer step (or at exit, for a run without steps, counting outermost
 forwards instead), graphs made at three or more distinct earlier iterations, each at least two
@@ -22,14 +24,16 @@ history across your training loop" (https://pytorch.org/docs/stable/notes/faq.ht
 from __future__ import annotations
 
 import sys
+import weakref
 from typing import Any
 
 from trainguard.sanitize.checks import Check
-from trainguard.sanitize.holders import accumulation_line, find_holder, stamp
-from trainguard.sanitize.state import BackwardCall, ForwardCall, GraphTrack, first_tensor
+from trainguard.sanitize.holders import ROOT, accumulation_line, find_holder
+from trainguard.sanitize.state import BackwardCall, ForwardCall, Made
 
 _MIN_ITERATIONS = 3  # distinct old iterations whose graphs are alive at once
 _MIN_AGE = 2         # iterations a graph must have outlived
+_KEEP = 512          # stamps followed at most
 
 
 class GraphKeptAcrossSteps(Check):
@@ -37,53 +41,52 @@ class GraphKeptAcrossSteps(Check):
 
     def __init__(self, watcher: Any) -> None:
         super().__init__(watcher)
-        self.tracks: list[GraphTrack] = []
+        self.state.stamp_outputs = True
+        self.followed: list[tuple[Any, str]] = []  # (weakref to a Made, what it stamps)
 
-    def _clock(self) -> int:
-        return self.state.step if self.state.step else self.state.root_forwards
-
-    def _track(self, tensor: Any, where: Any, what: str) -> None:
-        node = getattr(tensor, "grad_fn", None)
-        if node is None:
-            return
-        clock = self._clock()
-        stamp(node, clock)
-        track = self.state.track_graph(tensor, info=(clock, where, what))
-        if track is not None:
-            self.tracks.append(track)
+    def _clock(self, made: Made) -> int:
+        return made.step if self.state.step else made.order
 
     def on_backward(self, call: BackwardCall) -> None:
-        for tensor in call.tensors[:1]:
-            self._track(tensor, call.where, "backward root")
+        # Module outputs are stamped by the watcher, and a loss's graph holds its model's output:
+        # stamp the loss itself only for models that are not nn.Modules.
+        if self.state.root_forwards == 0 and call.tensors and call.tensors[0].grad_fn is not None:
+            made = Made(call.index, self.state.step, call.where, "backward root",
+                        self.state.root_forwards)
+            call.tensors[0].grad_fn.metadata[ROOT] = made
+            self.followed.append((weakref.ref(made), "backward root"))
 
     def on_root_forward(self, call: ForwardCall) -> None:
-        if call.grad_enabled and not self.state.in_backward:
-            for tensor in first_tensor(call.output, limit=1):
-                self._track(tensor, call.where, f"output of {type(call.module).__name__}")
+        if call.made is not None and not self.state.in_backward:
+            self.followed.append((weakref.ref(call.made), f"output of {call.made.module}"))
 
     def on_step(self, optimizer: Any) -> None:
         self._inspect()
 
     def on_exit(self) -> None:
         self._inspect()
+        self.followed.clear()
 
     def _inspect(self) -> None:
-        clock = self._clock()
-        self.tracks = [t for t in self.tracks if t.alive]
-        old = [t for t in self.tracks if t.info[0] <= clock - _MIN_AGE]
-        ages = {t.info[0] for t in old}
-        if len(ages) < _MIN_ITERATIONS:
-            if len(self.tracks) > 512:
-                for t in self.tracks[:-512]:
-                    t.release()
-                del self.tracks[:-512]
+        state = self.state
+        self.followed = [(ref, what) for ref, what in self.followed if ref() is not None]
+        if len(self.followed) < _MIN_ITERATIONS:  # the usual case: last step's graphs only
             return
-        unit = "optimizer step" if self.state.step else "forward"
-        oldest = min(old, key=lambda t: t.info[0])
+        clock = state.step if state.step else state.root_forwards
+        alive = [(ref(), what) for ref, what in self.followed]
+        alive = [(made, what) for made, what in alive if made is not None]
         limit = clock - _MIN_AGE
-        held = find_holder(lambda stamps: sum(1 for s in stamps if s <= limit) >= _MIN_ITERATIONS,
-                           sys._getframe(1))
-        where = oldest.info[1]
+        old = [(made, what) for made, what in alive if self._clock(made) <= limit]
+        ages = {self._clock(made) for made, _ in old}
+        if len(ages) < _MIN_ITERATIONS:
+            del self.followed[:-_KEEP]
+            return
+        unit = "optimizer step" if state.step else "forward"
+        oldest, oldest_what = min(old, key=lambda mw: self._clock(mw[0]))
+        held = find_holder(
+            lambda stamps: len({self._clock(s) for s in stamps if self._clock(s) <= limit})
+            >= _MIN_ITERATIONS, sys._getframe(1))
+        where = oldest.where
         seen = (f"the graphs of {len(ages)} earlier {unit}s (from {unit} {min(ages)} on) are "
                 f"still alive at {unit} {clock}")
         if held is not None:
@@ -95,10 +98,10 @@ class GraphKeptAcrossSteps(Check):
                                                else " (tensors with grad_fn)")
             message = f"{seen}: {holder}, so every step's graph and activations stay in memory"
         else:
-            message = (f"{seen}, first made by the {oldest.info[2]} here: something keeps these "
+            message = (f"{seen}, first made by the {oldest_what} here: something keeps these "
                        "tensors with their grad_fn across iterations, so memory grows every step")
-        # Release what was seen so the same graphs are not counted again.
-        for t in old:
-            t.release()
-        self.tracks = [t for t in self.tracks if t.active]
+        # Forget what was seen so that the same graphs are not counted again.
+        old_ids = {id(m) for m, _ in old}
+        self.followed = [(weakref.ref(m), w) for m, w in alive if id(m) not in old_ids][-_KEEP:]
+        del alive, old
         self.report(message, where=where, iterations=sorted(ages)[:8], clock=clock)

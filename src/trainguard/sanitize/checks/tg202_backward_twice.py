@@ -49,9 +49,10 @@ class BackwardTwice(Check):
         for tensor in call.tensors:
             if tensor.grad_fn is not None:
                 stamps += graph_metadata(tensor.grad_fn, _KEY)
-        freed = [s for s in stamps if s[0] < call.index]
+        freed = [s for s in stamps if s.backward_count < call.index]
         # The earliest made is the shared trunk (an encoder, the first chunk's state).
-        call.facts["tg202_freed"] = min(freed, key=lambda s: (s[0], s[4])) if freed else None
+        call.facts["tg202_freed"] = (min(freed, key=lambda s: (s.backward_count, s.order))
+                                     if freed else None)
 
     def on_error(self, exc: BaseException) -> Diagnosis | None:
         if not isinstance(exc, RuntimeError) or _MESSAGE not in str(exc):
@@ -69,7 +70,7 @@ class BackwardTwice(Check):
                 fix="compute the graph again for the second backward, sum the losses and call "
                     "backward once, or pass retain_graph=True to the first backward",
                 where=failed.where)
-        made_at_backward, made_step, made_where, module, _ = made
+        made_step, made_where, module = made.step, made.where, made.module
         same_step = earlier is not None and made_step == earlier.step == failed.step
         what = f"the output of {module} made at {_short(made_where)}"
         carried = carried_names(made_where)

@@ -80,8 +80,8 @@ class RetainGraphLeak(Check):
             if MADE in meta:
                 stamps.append(meta[MADE])
             frontier.extend(n for n, _ in node.next_functions if n is not None)
-        trunk = min(stamps, key=lambda s: (s[0], s[4])) if stamps else None
-        record = _Retained(call.where, call.step, (trunk[2], trunk[3]) if trunk else None)
+        trunk = min(stamps, key=lambda s: (s.backward_count, s.order)) if stamps else None
+        record = _Retained(call.where, call.step, (trunk.where, trunk.module) if trunk else None)
         record.handles = [node.register_prehook(record) for node in nodes]
         self.retained.append(record)
 

@@ -1,8 +1,8 @@
 """TG204 backward-without-grad: backward on a tensor that has no ``grad_fn``.
 
-What it watches: for each outermost module call, whether grad mode was on and whether the model
-had any trainable parameter (kept per model, not per step); and, when a backward raises, the roots'
-dtype, ``requires_grad``, inference flag and the grad mode at the call.
+What it watches: the last outermost module call made with grad mode off (a normal training step
+records nothing); the models seen (for frozen parameters, looked at only on the error); and, when a
+backward raises, the roots' dtype, ``requires_grad``, inference flag and the grad mode at the call.
 
 When it fires: the script dies of PyTorch's "element 0 of tensors does not require grad and does not
 have a grad_fn". The diagnosis says why the loss has no graph, the first that holds of: it is an
@@ -40,10 +40,27 @@ class BackwardWithoutGrad(Check):
         self.last_forward: tuple | None = None
 
     def on_root_forward(self, call: ForwardCall) -> None:
+        # Only forwards without grad matter to the diagnosis; a normal step records nothing.
+        inference = not call.grad_enabled and self._inference()
+        if not call.grad_enabled or inference:
+            self.last_forward = (type(call.module).__name__, call.where, call.grad_enabled,
+                                 inference, weakref.ref(call.module))
+        elif self.last_forward is not None:
+            self.last_forward = None
+
+    @staticmethod
+    def _inference() -> bool:
         import torch
 
-        self.last_forward = (type(call.module).__name__, call.where, call.grad_enabled,
-                             torch.is_inference_mode_enabled(), weakref.ref(call.module))
+        return torch.is_inference_mode_enabled()
+
+    def _frozen_model(self) -> str | None:
+        """The class name of a model seen whose parameters are all frozen, if any."""
+        for model in list(self.state.models):
+            params = list(model.parameters())
+            if params and not any(p.requires_grad for p in params):
+                return type(model).__name__
+        return None
 
     def on_backward_failed(self, call: BackwardCall, exc: BaseException) -> None:
         import torch
@@ -84,9 +101,8 @@ class BackwardWithoutGrad(Check):
             why = (f"{seen} comes from {forward[0]}'s forward at {_short(forward[1])}, which ran "
                    f"under {how} (grad mode off), so its output has no grad_fn")
             fix = f"run the training forward outside {how}"
-        elif (forward is not None and forward[4]() is not None
-              and not any(p.requires_grad for p in forward[4]().parameters())):
-            why = (f"{seen} has no grad_fn because every parameter of {forward[0]} is frozen "
+        elif frozen := self._frozen_model():
+            why = (f"{seen} has no grad_fn because every parameter of {frozen} is frozen "
                    "(requires_grad=False)")
             fix = "unfreeze the parameters to train (p.requires_grad_(True)) or do not call backward"
         else:
@@ -96,5 +112,5 @@ class BackwardWithoutGrad(Check):
         return Diagnosis(why, fix=fix, where=failed.where)
 
 
-def _short(where: Any) -> str:
+def _short(where: Any) -> str:  # noqa: D103
     return f"{os.path.basename(where[0])}:{where[1]}" if where else "an unknown line"

@@ -33,13 +33,15 @@ class GradientCut(Check):
 
     def __init__(self, watcher: Any) -> None:
         super().__init__(watcher)
-        # optimizer -> [steps seen, ids of params that never had a grad so far]
-        self.seen: "weakref.WeakKeyDictionary[Any, list]" = weakref.WeakKeyDictionary()
+        # id(optimizer) -> [steps seen, ids of params that never had a grad so far]
+        self.seen: dict[int, list] = {}
 
     def on_step_pre(self, optimizer: Any) -> None:
-        record = self.seen.get(optimizer)
+        record = self.seen.get(id(optimizer))
         if record is None:
-            record = self.seen[optimizer] = [0, None]
+            key = id(optimizer)
+            record = self.seen[key] = [0, None]
+            weakref.finalize(optimizer, self.seen.pop, key, None)
         steps, never = record
         if steps >= _STEPS or self.state.backward_count == 0:
             return

@@ -1,6 +1,6 @@
 """TG301 grads-accumulate: an optimizer step used gradients left over from the previous step.
 
-What it watches: after each ``optimizer.step()``, up to eight of the optimizer's parameters that
+What it watches: after each ``optimizer.step()``, up to four of the optimizer's parameters that
 have a gradient: the gradient tensor (weakly) and its version counter. A post-accumulate-grad hook
 on those parameters (``Tensor.register_post_accumulate_grad_hook``) sees the first backward that
 adds into each gradient after the step.
@@ -30,18 +30,18 @@ from typing import Any
 
 from trainguard.sanitize.checks import Check
 
-_SAMPLE = 8  # parameters followed per optimizer
+_SAMPLE = 4  # parameters followed per optimizer
 
 
 class _Watched:
-    __slots__ = ("grad_ref", "version", "first_seen", "polluted", "opt_ref", "handle")
+    __slots__ = ("grad_ref", "version", "first_seen", "polluted", "opt_key", "handle")
 
     def __init__(self) -> None:
         self.grad_ref: Any = None
         self.version = -1
         self.first_seen = True
         self.polluted = False
-        self.opt_ref: Any = None
+        self.opt_key: int | None = None
         self.handle: Any = None
 
 
@@ -52,11 +52,12 @@ class GradsAccumulate(Check):
         super().__init__(watcher)
         # id(param) -> (weakref(param), _Watched)
         self.params: dict[int, tuple[Any, _Watched]] = {}
-        self.sampled: "weakref.WeakKeyDictionary[Any, list[int]]" = weakref.WeakKeyDictionary()
-        self.polluted_by: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+        # keyed by id(optimizer): a WeakKeyDictionary would build a weak reference per look-up
+        self.sampled: dict[int, list[int]] = {}
+        self.polluted_by: dict[int, int] = {}
 
     def _sample(self, optimizer: Any) -> list[int]:
-        ids = self.sampled.get(optimizer)
+        ids = self.sampled.get(id(optimizer))
         if ids is None:
             ids = []
             for group in optimizer.param_groups:
@@ -69,8 +70,14 @@ class GradsAccumulate(Check):
                                 self._make_hook(watched))
                             self.params[id(p)] = (weakref.ref(p), watched)
             if ids:
-                self.sampled[optimizer] = ids
+                key = id(optimizer)
+                self.sampled[key] = ids
+                weakref.finalize(optimizer, self._forget, key)
         return ids
+
+    def _forget(self, key: int) -> None:
+        self.sampled.pop(key, None)
+        self.polluted_by.pop(key, None)
 
     def _make_hook(self, watched: _Watched) -> Any:
         def after_accumulate(param: Any) -> None:
@@ -80,10 +87,9 @@ class GradsAccumulate(Check):
                 same = watched.grad_ref is not None and watched.grad_ref() is grad
                 # exactly one in-place accumulation since the step: nothing zeroed it
                 watched.polluted = same and grad._version == watched.version + 1
-                if watched.polluted and watched.opt_ref is not None:
-                    opt = watched.opt_ref()
-                    if opt is not None:
-                        self.polluted_by[opt] = self.polluted_by.get(opt, 0) + 1
+                if watched.polluted and watched.opt_key is not None:
+                    key = watched.opt_key
+                    self.polluted_by[key] = self.polluted_by.get(key, 0) + 1
         return after_accumulate
 
     def on_zero_grad(self, owner: Any, set_to_none: bool) -> None:
@@ -97,9 +103,9 @@ class GradsAccumulate(Check):
             self.params[pid][1].polluted = False
 
     def on_step_pre(self, optimizer: Any) -> None:
-        if not self.polluted_by.get(optimizer):
+        if not self.polluted_by or not self.polluted_by.get(id(optimizer)):
             return
-        ids = self.sampled.get(optimizer, [])
+        ids = self.sampled.get(id(optimizer), [])
         still = []
         for pid in ids:
             ref, watched = self.params[pid]
@@ -110,7 +116,7 @@ class GradsAccumulate(Check):
             if grad is None or watched.grad_ref() is not grad:  # set to None and rebuilt since
                 continue
             still.append(p)
-        self.polluted_by.pop(optimizer, None)
+        self.polluted_by.pop(id(optimizer), None)
         if still:
             self.report(
                 f"{type(optimizer).__name__}.step() at optimizer step {self.state.step + 1} used "
@@ -134,12 +140,12 @@ class GradsAccumulate(Check):
             watched.version = grad._version if grad is not None else -1
             watched.first_seen = False
             watched.polluted = False
-            watched.opt_ref = weakref.ref(optimizer)
+            watched.opt_key = id(optimizer)
 
     def on_exit(self) -> None:
         for _, watched in self.params.values():
             if watched.handle is not None:
                 watched.handle.remove()
         self.params.clear()
-        self.sampled = weakref.WeakKeyDictionary()
-        self.polluted_by = weakref.WeakKeyDictionary()
+        self.sampled = {}
+        self.polluted_by = {}
