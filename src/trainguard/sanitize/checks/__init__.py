@@ -5,7 +5,7 @@ Writing a check
 Add ``checks/tgNNN_short_name.py`` defining one subclass of :class:`Check` (it is found by
 :func:`discover`; the file name does not matter beyond ``tg*.py``). A check:
 
-- sets ``code`` to its catalogue code (``"TG201"``); ``name``/``why``/``fix`` come from the catalogue;
+- sets ``code`` to its catalogue code (``"TG201"``); name, why and fix come from the catalogue;
 - has a docstring that says what it watches, when it fires, what must stay silent (the catalogue's
   "Precision" section) and the PyTorch doc or issue the rule comes from;
 - overrides only the ``on_*`` methods it needs. The watcher calls a method only when the check
@@ -24,32 +24,30 @@ Add ``checks/tgNNN_short_name.py`` defining one subclass of :class:`Check` (it i
 - may raise: the exception is caught, reported as TG002 check-failed, and the check is switched off
   for the rest of the run; the user's code never sees it.
 
-Events (all positional arguments are what PyTorch passed; nothing is copied):
+Events (arguments are what PyTorch passed; nothing is copied):
 
-==========================================  ==============================================================
-``on_forward_pre(call)``                    a call of a module whose type is in the check's
-                                            ``module_types`` starts; ``call`` is a :class:`ForwardCall`
-``on_forward(call)``                        it returned (``call.output`` set); also when it raised,
-                                            with ``call.failed`` True
-``on_root_forward(call)``                   an outermost module call returned (not a loss module)
-``on_loss(call)``                           a loss was computed: a ``nn.modules.loss._Loss`` module or a
-                                            watched functional loss (``F.cross_entropy``, ...); a
-                                            :class:`LossCall`
-``on_backward(call)``                       ``Tensor.backward``/``torch.autograd.backward`` is about to
-                                            run; a :class:`BackwardCall`
-``on_backward_done(call)``                  it returned normally
-``on_backward_failed(call, exc)``           it raised ``exc`` (the roots are still in ``call.tensors``;
-                                            note facts in ``call.facts`` for ``on_error``)
-``on_step_pre(optimizer)``                  ``optimizer.step()`` starts (global step hooks)
-``on_step(optimizer)``                      it returned; ``state.step`` counts these
-``on_zero_grad(owner, set_to_none)``        ``Optimizer.zero_grad`` or ``Module.zero_grad`` was called
-``on_functional(name, args, kwargs)``       a watched ``torch.nn.functional`` function other than a loss
-                                            (``"dropout"``, ...)
-``on_save(obj, f)`` / ``on_load(f, kw)``    ``torch.save`` / ``torch.load`` was called
-``on_exit()``                               the watched block or script ends (normally or not)
-``on_error(exc)``                           the script dies of ``exc``; return a :class:`Diagnosis` to
-                                            explain a PyTorch error, or None
-==========================================  ==============================================================
+- ``on_forward_pre(call)``: a call of a module whose type is in the check's ``module_types``
+  starts; ``call`` is a :class:`~trainguard.sanitize.state.ForwardCall`.
+- ``on_forward(call)``: it returned (``call.output`` set), or raised (``call.failed`` True).
+- ``on_root_forward(call)``: an outermost module call returned (not a loss module); ``call.where``
+  is the user's line, ``call.direct`` whether user code made the call itself, ``call.made`` the
+  stamp on its outputs when stamping is on (``state.stamp_outputs = True``).
+- ``on_loss(call)``: a loss was computed by an ``nn.modules.loss._Loss`` module or a watched
+  functional loss (``F.cross_entropy``, ...); a :class:`~trainguard.sanitize.state.LossCall`.
+- ``on_backward(call)``: ``Tensor.backward``/``torch.autograd.backward`` is about to run; a
+  :class:`~trainguard.sanitize.state.BackwardCall` (roots in ``call.tensors``).
+- ``on_backward_done(call)``: it returned normally.
+- ``on_backward_failed(call, exc)``: it raised ``exc``; the roots are still in ``call.tensors``:
+  note what ``on_error`` will need in ``call.facts``.
+- ``on_step_pre(optimizer)`` / ``on_step(optimizer)``: ``optimizer.step()`` starts / returned
+  (``state.step`` counts completed steps).
+- ``on_zero_grad(owner, set_to_none)``: ``Optimizer.zero_grad`` or ``Module.zero_grad`` was called.
+- ``on_functional(name, args, kwargs)``: a watched ``torch.nn.functional`` function other than a
+  loss (``"dropout"``, ``"dropout2d"``, ...).
+- ``on_save(obj, f)`` / ``on_load(f, kwargs)``: ``torch.save`` / ``torch.load`` was called.
+- ``on_exit()``: the watched block or script ends, normally or not.
+- ``on_error(exc)``: the script dies of ``exc``; return a :class:`Diagnosis` to explain a
+  PyTorch error, or None.
 
 ``self.state`` is the watcher's shared :class:`~trainguard.sanitize.state.State`: the optimizer
 step count, backward count, the stack of module calls in progress, whether a backward is running,
@@ -75,8 +73,8 @@ __all__ = ["Check", "Diagnosis", "discover", "EVENTS"]
 
 EVENTS = (
     "on_forward_pre", "on_forward", "on_root_forward", "on_loss", "on_backward",
-    "on_backward_done", "on_backward_failed", "on_step_pre", "on_step", "on_zero_grad", "on_functional",
-    "on_save", "on_load", "on_exit", "on_error",
+    "on_backward_done", "on_backward_failed", "on_step_pre", "on_step", "on_zero_grad",
+    "on_functional", "on_save", "on_load", "on_exit", "on_error",
 )
 
 

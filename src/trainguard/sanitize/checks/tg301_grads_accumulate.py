@@ -1,6 +1,6 @@
 """TG301 grads-accumulate: an optimizer step used gradients left over from the previous step.
 
-What it watches: after each ``optimizer.step()``, up to four of the optimizer's parameters that
+What it watches: after each ``optimizer.step()``, up to two of the optimizer's parameters that
 have a gradient: the gradient tensor (weakly) and its version counter. A post-accumulate-grad hook
 on those parameters (``Tensor.register_post_accumulate_grad_hook``) sees the first backward that
 adds into each gradient after the step.
@@ -30,7 +30,7 @@ from typing import Any
 
 from trainguard.sanitize.checks import Check
 
-_SAMPLE = 4  # parameters followed per optimizer
+_SAMPLE = 2  # parameters followed per optimizer (one polluted gradient is proof)
 
 
 class _Watched:
