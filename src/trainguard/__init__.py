@@ -26,6 +26,7 @@ _EXPORTS = {
     "explain": "trainguard.explain.explainer",
     "graph": "trainguard.explain.graph",
     "gradcheck": "trainguard.explain.gradcheck",
+    "watch": "trainguard.sanitize.watcher",
 }
 
 __all__ = ["__version__", *_EXPORTS]

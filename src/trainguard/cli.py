@@ -18,6 +18,7 @@ from trainguard.errors import UsageError
 # Order is the order shown in --help.
 _SUBCOMMANDS = [
     "trainguard.loop.cli",
+    "trainguard.sanitize.cli",
     "trainguard.lint.cli",
     "trainguard.explain.cli",
     "trainguard.env",

@@ -1,0 +1,151 @@
+"""Runtime checks: one file per catalogue code, discovered automatically.
+
+Writing a check
+===============
+Add ``checks/tgNNN_short_name.py`` defining one subclass of :class:`Check` (it is found by
+:func:`discover`; the file name does not matter beyond ``tg*.py``). A check:
+
+- sets ``code`` to its catalogue code (``"TG201"``); name, why and fix come from the catalogue;
+- has a docstring that says what it watches, when it fires, what must stay silent (the catalogue's
+  "Precision" section) and the PyTorch doc or issue the rule comes from;
+- overrides only the ``on_*`` methods it needs. The watcher calls a method only when the check
+  overrides it, so an unused event costs nothing;
+- sets ``module_types`` (a tuple of ``nn.Module`` subclasses, e.g. ``(nn.BatchNorm1d,)``) when it
+  needs ``on_forward_pre``/``on_forward`` for inner modules of those types. Every other inner
+  module call stays on PyTorch's fast path, so ask for the narrowest types; ``(nn.Module,)`` sends
+  every module through the watcher and costs several percent of a small step;
+- reports with ``self.report(message, fix=..., where=...)``. ``where`` defaults to the user's own
+  file:line (the first frame outside torch, trainguard and installed packages); findings at the same
+  place are merged with a count, and suppression comments and ``--select``/``--ignore`` are applied
+  by the watcher, not by the check;
+- keeps its own state on ``self`` (one instance per ``watch()``), never references user tensors
+  strongly beyond the event (use ``weakref`` or :meth:`State.track_graph`), and never changes
+  values the user computes;
+- may raise: the exception is caught, reported as TG002 check-failed, and the check is switched off
+  for the rest of the run; the user's code never sees it.
+
+Events (arguments are what PyTorch passed; nothing is copied):
+
+- ``on_forward_pre(call)``: a call of a module whose type is in the check's ``module_types``
+  starts; ``call`` is a :class:`~trainguard.sanitize.state.ForwardCall`.
+- ``on_forward(call)``: it returned (``call.output`` set), or raised (``call.failed`` True).
+- ``on_root_forward(call)``: an outermost module call returned (not a loss module); ``call.where``
+  is the user's line, ``call.direct`` whether user code made the call itself, ``call.made`` the
+  stamp on its outputs when stamping is on (``state.stamp_outputs = True``).
+- ``on_loss(call)``: a loss was computed by an ``nn.modules.loss._Loss`` module or a watched
+  functional loss (``F.cross_entropy``, ...); a :class:`~trainguard.sanitize.state.LossCall`.
+- ``on_backward(call)``: ``Tensor.backward``/``torch.autograd.backward`` is about to run; a
+  :class:`~trainguard.sanitize.state.BackwardCall` (roots in ``call.tensors``).
+- ``on_backward_done(call)``: it returned normally.
+- ``on_backward_failed(call, exc)``: it raised ``exc``; the roots are still in ``call.tensors``:
+  note what ``on_error`` will need in ``call.facts``.
+- ``on_step_pre(optimizer)`` / ``on_step(optimizer)``: ``optimizer.step()`` starts / returned
+  (``state.step`` counts completed steps).
+- ``on_zero_grad(owner, set_to_none)``: ``Optimizer.zero_grad`` or ``Module.zero_grad`` was called.
+- ``on_functional(name, args, kwargs)``: a watched ``torch.nn.functional`` function other than a
+  loss (``"dropout"``, ``"dropout2d"``, ...).
+- ``on_save(obj, f)`` / ``on_load(f, kwargs)``: ``torch.save`` / ``torch.load`` was called.
+- ``on_exit()``: the watched block or script ends, normally or not.
+- ``on_error(exc)``: the script dies of ``exc``; return a :class:`Diagnosis` to explain a
+  PyTorch error, or None.
+
+``self.state`` is the watcher's shared :class:`~trainguard.sanitize.state.State`: the optimizer
+step count, backward count, the stack of module calls in progress, whether a backward is running,
+the models seen, and helpers to follow an autograd graph's lifetime without keeping it alive.
+
+Compiled regions: inside a ``torch.compile``'d function the watcher's hooks return at once
+(``torch.compiler.is_compiling()``), so only events outside the compiled region (the compiled
+module's own call, losses, backward, optimizer steps, save/load) reach checks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from trainguard.sanitize.state import BackwardCall, ForwardCall, LossCall, State
+    from trainguard.sanitize.watcher import Watcher
+
+__all__ = ["Check", "Diagnosis", "discover", "EVENTS"]
+
+EVENTS = (
+    "on_forward_pre", "on_forward", "on_root_forward", "on_loss", "on_backward",
+    "on_backward_done", "on_backward_failed", "on_step_pre", "on_step", "on_zero_grad",
+    "on_functional", "on_save", "on_load", "on_exit", "on_error",
+)
+
+
+@dataclass
+class Diagnosis:
+    """An explanation of a PyTorch error, printed after its traceback.
+
+    Attributes:
+        message: what happened in this script, with the values seen.
+        fix: what to do.
+        where: ``(path, line)`` of the user's line it concerns; default the failing line.
+    """
+
+    message: str
+    fix: str | None = None
+    where: tuple[str, int] | None = None
+
+
+class Check:
+    """Base class of a runtime check. Subclasses set ``code`` and override ``on_*`` methods."""
+
+    code: ClassVar[str] = ""
+    module_types: ClassVar[tuple[type, ...]] = ()
+
+    def __init__(self, watcher: "Watcher") -> None:
+        self._watcher = watcher
+        self.state: State = watcher.state
+
+    def report(self, message: str, *, fix: str | None = None,
+               where: tuple[str, int] | None = None, **extra: Any) -> None:
+        """Report this check's finding at ``where`` (default: the user's current line)."""
+        self._watcher.report(self.code, message, fix=fix, where=where, extra=extra or None)
+
+    # Event methods; the watcher only calls the ones a subclass overrides.
+    def on_forward_pre(self, call: ForwardCall) -> None: ...
+    def on_forward(self, call: ForwardCall) -> None: ...
+    def on_root_forward(self, call: ForwardCall) -> None: ...
+    def on_loss(self, call: LossCall) -> None: ...
+    def on_backward(self, call: BackwardCall) -> None: ...
+    def on_backward_done(self, call: BackwardCall) -> None: ...
+    def on_backward_failed(self, call: BackwardCall, exc: BaseException) -> None: ...
+    def on_step_pre(self, optimizer: Any) -> None: ...
+    def on_step(self, optimizer: Any) -> None: ...
+    def on_zero_grad(self, owner: Any, set_to_none: bool) -> None: ...
+    def on_functional(self, name: str, args: tuple, kwargs: dict) -> None: ...
+    def on_save(self, obj: Any, f: Any) -> None: ...
+    def on_load(self, f: Any, kwargs: dict) -> None: ...
+    def on_exit(self) -> None: ...
+    def on_error(self, exc: BaseException) -> Diagnosis | None: ...
+
+
+def discover() -> list[type[Check]]:
+    """Every :class:`Check` subclass defined in ``checks/tg*.py``, sorted by code.
+
+    Raises:
+        RuntimeError: two checks claim the same code, or a check's code is not in the catalogue.
+    """
+    from trainguard.catalog import CATALOG
+
+    found: dict[str, type[Check]] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if not info.name.startswith("tg"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for value in vars(module).values():
+            if (isinstance(value, type) and issubclass(value, Check) and value is not Check
+                    and value.__module__ == module.__name__):
+                if value.code not in CATALOG:
+                    raise RuntimeError(f"{module.__name__}: code {value.code!r} is not in the catalogue")
+                if value.code in found:
+                    raise RuntimeError(f"{value.code} is claimed by {found[value.code].__module__} "
+                                       f"and {module.__name__}")
+                found[value.code] = value
+    return [found[c] for c in sorted(found)]

@@ -1,0 +1,66 @@
+"""TG103 eval-with-grad: an evaluation forward builds an autograd graph that no backward uses.
+
+What it watches: outermost module calls made from user code while the model is in eval mode
+(``model.training`` False) and grad mode is on, whose output carries a ``grad_fn``. The output's
+graph is followed without keeping it alive.
+
+When it fires: the graph dies, or the run ends, without any backward (``backward()`` or
+``torch.autograd.grad``) reaching it: the forward stored activations for a backward that never came,
+which costs memory (and can run out of it on large evaluation batches). Reported at the line that
+called the model.
+
+Silent on: evaluation under ``torch.no_grad()``/``inference_mode`` (no ``grad_fn``); eval-mode
+forwards whose output a backward reaches (adversarial examples, saliency, input optimisation);
+frozen models whose output has no ``grad_fn``; forwards inside a ``torch.enable_grad()`` region opened
+under ``no_grad`` (TG104 reports those).
+
+Reference: autograd notes "Locally disabling gradient computation"
+(https://pytorch.org/docs/stable/notes/autograd.html#locally-disabling-gradient-computation); GitHub
+hszhao/semseg#60 ("out of memory" during validation without ``torch.no_grad()``) and
+skorch-dev/skorch#218.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainguard.sanitize.checks import Check
+from trainguard.sanitize.state import ForwardCall, Unreached, first_tensor
+
+
+class EvalWithGrad(Check):
+    code = "TG103"
+
+    def __init__(self, watcher: Any) -> None:
+        super().__init__(watcher)
+        self.pending = Unreached(self.state)
+
+    def on_root_forward(self, call: ForwardCall) -> None:
+        self._resolve()
+        if (call.training or not call.grad_enabled or not call.direct or self.state.in_backward
+                or call.reenabled):
+            return
+        outputs = [t for t in first_tensor(call.output) if t.grad_fn is not None]
+        shapes = ", ".join(str(tuple(t.shape)) for t in outputs[:2])
+        for tensor in outputs:
+            self.pending.add(tensor, (call.where, type(call.module).__name__, shapes))
+
+    def on_step(self, optimizer: Any) -> None:
+        self._resolve()
+
+    def on_backward_done(self, call: Any) -> None:
+        self._resolve()
+
+    def on_exit(self) -> None:
+        self._resolve(final=True)
+
+    def _resolve(self, final: bool = False) -> None:
+        if not self.pending:
+            return
+        for where, name, shapes in self.pending.resolve(final=final):
+            self.report(
+                f"{name} ran in eval mode with grad enabled: its output (shape {shapes}) carries a "
+                "grad_fn, but no backward ever reached it, so the forward kept activations for "
+                "nothing",
+                fix="wrap evaluation in `with torch.no_grad():` (or torch.inference_mode())",
+                where=where)

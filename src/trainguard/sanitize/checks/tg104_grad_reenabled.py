@@ -1,0 +1,70 @@
+"""TG104 grad-reenabled: ``torch.enable_grad()`` inside an evaluation region builds graphs again.
+
+What it watches: outermost module calls made with grad mode on while a ``torch.no_grad()`` block is
+open (the watcher counts them): grad mode was turned back on inside it, by ``torch.enable_grad()``
+(whose line the watcher notes) or ``torch.set_grad_enabled(True)``. Their outputs that carry a
+``grad_fn`` are followed without keeping them alive.
+
+When it fires: those outputs die, or the run ends, without any backward reaching them: the
+evaluation region computed graphs (and kept activations) for nothing. Reported at the
+``enable_grad`` line (at the model call after ``set_grad_enabled(True)``).
+
+Silent on: re-enabled regions where a backward or ``torch.autograd.grad`` does reach the outputs
+(input gradients, saliency, test-time optimisation); ``requires_grad_(True)`` under ``no_grad``
+(it creates no graph); forwards in PyTorch's own re-enabled regions (LBFGS closures run no
+``no_grad`` block of the user's).
+
+Reference: ``torch.enable_grad`` docs
+(https://pytorch.org/docs/stable/generated/torch.enable_grad.html); autograd notes "Locally
+disabling gradient computation"
+(https://pytorch.org/docs/stable/notes/autograd.html#locally-disabling-gradient-computation).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainguard.sanitize.checks import Check
+from trainguard.sanitize.state import ForwardCall, Unreached, first_tensor
+
+
+class GradReenabled(Check):
+    code = "TG104"
+
+    def __init__(self, watcher: Any) -> None:
+        super().__init__(watcher)
+        self.pending = Unreached(self.state)
+
+    def on_root_forward(self, call: ForwardCall) -> None:
+        self._resolve()
+        if not call.reenabled or self.state.in_backward:
+            return
+        opened = [w for w in self.state.enable_grad_at if w is not None]
+        where = opened[-1] if opened else call.where
+        for tensor in first_tensor(call.output):
+            if tensor.grad_fn is not None:
+                self.pending.add(tensor, (where, type(call.module).__name__, call.where))
+
+    def on_step(self, optimizer: Any) -> None:
+        self._resolve()
+
+    def on_backward_done(self, call: Any) -> None:
+        self._resolve()
+
+    def on_exit(self) -> None:
+        self._resolve(final=True)
+
+    def _resolve(self, final: bool = False) -> None:
+        if not self.pending:
+            return
+        import os
+
+        for where, name, forward_at in self.pending.resolve(final=final):
+            at = f"{os.path.basename(forward_at[0])}:{forward_at[1]}" if forward_at else "?"
+            self.report(
+                f"grad mode was turned back on here inside a torch.no_grad() region: {name}'s "
+                f"forward at {at} built a graph (its output carries a grad_fn) that no backward "
+                "ever used",
+                fix="remove torch.enable_grad()/set_grad_enabled(True) from the evaluation code, "
+                    "or keep it only around the part that needs gradients",
+                where=where)

@@ -1,0 +1,107 @@
+"""TG201 graph-kept-across-steps: graphs of earlier steps kept alive by an accumulator.
+
+What it watches: every outermost module output that carries a ``grad_fn`` (and, for models that
+are not ``nn.Module``s, every backward root). Each root node carries a :class:`~trainguard.sanitize.state.Made` stamp in its own
+``metadata`` dict (the watcher stamps module outputs; this check stamps backward roots), and the
+check keeps only a weak reference to the stamp: the stamp dies with the node, so the check knows
+which graphs are still alive without keeping any alive.
+
+When it fires: after an optimizer step (or at exit, for a run without steps, counting outermost
+forwards instead), graphs made at three or more distinct earlier iterations, each at least two
+iterations old, are all still alive. Something holds them: ``total += loss``,
+``losses.append(loss)``, ``preds.append(out)``. The finding names the variable found in the user's
+frames that holds them and points at the line that accumulates into it (else at the line that made
+the oldest graph).
+
+Silent on: a list of losses summed and backpropagated in the same iteration (graphs die at the end
+of the step); gradient accumulation over micro-batches (one optimizer step); one output kept for
+later (one graph is not a growing leak); accumulating ``loss.item()`` or ``loss.detach()``.
+
+Reference: PyTorch FAQ, "My model reports cuda runtime error(2): out of memory" — "Don't accumulate
+history across your training loop" (https://pytorch.org/docs/stable/notes/faq.html).
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from typing import Any
+
+from trainguard.sanitize.checks import Check
+from trainguard.sanitize.holders import ROOT, accumulation_line, find_holder
+from trainguard.sanitize.state import BackwardCall, ForwardCall, Made
+
+_MIN_ITERATIONS = 3  # distinct old iterations whose graphs are alive at once
+_MIN_AGE = 2         # iterations a graph must have outlived
+_KEEP = 512          # stamps followed at most
+
+
+class GraphKeptAcrossSteps(Check):
+    code = "TG201"
+
+    def __init__(self, watcher: Any) -> None:
+        super().__init__(watcher)
+        self.state.stamp_outputs = True
+        self.followed: list[tuple[Any, str]] = []  # (weakref to a Made, what it stamps)
+
+    def _clock(self, made: Made) -> int:
+        return made.step if self.state.step else made.order
+
+    def on_backward(self, call: BackwardCall) -> None:
+        # Module outputs are stamped by the watcher, and a loss's graph holds its model's output:
+        # stamp the loss itself only for models that are not nn.Modules.
+        if self.state.root_forwards == 0 and call.tensors and call.tensors[0].grad_fn is not None:
+            made = Made(call.index, self.state.step, call.where, "backward root",
+                        self.state.root_forwards)
+            call.tensors[0].grad_fn.metadata[ROOT] = made
+            self.followed.append((weakref.ref(made), "backward root"))
+
+    def on_root_forward(self, call: ForwardCall) -> None:
+        if call.made is not None and not self.state.in_backward:
+            self.followed.append((weakref.ref(call.made), f"output of {call.made.module}"))
+
+    def on_step(self, optimizer: Any) -> None:
+        self._inspect()
+
+    def on_exit(self) -> None:
+        self._inspect()
+        self.followed.clear()
+
+    def _inspect(self) -> None:
+        state = self.state
+        self.followed = [(ref, what) for ref, what in self.followed if ref() is not None]
+        if len(self.followed) < _MIN_ITERATIONS:  # the usual case: last step's graphs only
+            return
+        clock = state.step if state.step else state.root_forwards
+        alive = [(ref(), what) for ref, what in self.followed]
+        alive = [(made, what) for made, what in alive if made is not None]
+        limit = clock - _MIN_AGE
+        old = [(made, what) for made, what in alive if self._clock(made) <= limit]
+        ages = {self._clock(made) for made, _ in old}
+        if len(ages) < _MIN_ITERATIONS:
+            del self.followed[:-_KEEP]
+            return
+        unit = "optimizer step" if state.step else "forward"
+        oldest, oldest_what = min(old, key=lambda mw: self._clock(mw[0]))
+        held = find_holder(
+            lambda stamps: len({self._clock(s) for s in stamps if self._clock(s) <= limit})
+            >= _MIN_ITERATIONS, sys._getframe(1))
+        where = oldest.where
+        seen = (f"the graphs of {len(ages)} earlier {unit}s (from {unit} {min(ages)} on) are "
+                f"still alive at {unit} {clock}")
+        if held is not None:
+            frame, name, kind = held
+            line = accumulation_line(frame.f_code, name)
+            if line is not None:
+                where = line
+            holder = f"`{name}` holds them" + (" (a tensor that keeps a grad_fn)" if kind == "tensor"
+                                               else " (tensors with grad_fn)")
+            message = f"{seen}: {holder}, so every step's graph and activations stay in memory"
+        else:
+            message = (f"{seen}, first made by the {oldest_what} here: something keeps these "
+                       "tensors with their grad_fn across iterations, so memory grows every step")
+        # Forget what was seen so that the same graphs are not counted again.
+        old_ids = {id(m) for m, _ in old}
+        self.followed = [(weakref.ref(m), w) for m, w in alive if id(m) not in old_ids][-_KEEP:]
+        del alive, old
+        self.report(message, where=where, iterations=sorted(ages)[:8], clock=clock)

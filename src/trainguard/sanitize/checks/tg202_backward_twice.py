@@ -1,0 +1,92 @@
+"""TG202 backward-twice: a backward through a graph whose saved tensors an earlier backward freed.
+
+What it watches: the outputs of outermost module calls, stamped by the watcher (in their autograd
+node's metadata, ``state.MADE``) with the number of backward calls completed when they were made
+and the line that made them. Nothing else runs per step.
+
+When it fires: the script dies of PyTorch's "Trying to backward through the graph a second time".
+The failing backward's graph is searched for stamped outputs made before the last successful
+backward: those graphs were freed by it. The diagnosis names the module output and the line that
+made it, the earlier backward (its line and step) that freed it, whether it was the same step (two
+backward calls through one graph: sum the losses) or an earlier one (a tensor carried across
+iterations, such as an RNN hidden state: detach it), and the variable still holding it.
+
+Silent on: any run that does not raise this error; ``retain_graph=True`` backwards.
+
+Reference: ``torch.Tensor.backward`` docs (``retain_graph``); forum thread "RuntimeError: Trying
+to backward through the graph a second time"
+(https://discuss.pytorch.org/t/runtimeerror-trying-to-backward-through-the-graph-a-second-time-but-the-buffers-have-already-been-freed-specify-retain-graph-true-when-calling-backward-the-first-time/6795).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainguard.sanitize.checks import Check, Diagnosis
+from trainguard.sanitize.holders import carried_names, graph_metadata
+from trainguard.sanitize.state import MADE as _KEY
+from trainguard.sanitize.state import BackwardCall
+_MESSAGE = "backward through the graph a second time"
+
+
+def _short(where: Any) -> str:
+    import os
+
+    return f"{os.path.basename(where[0])}:{where[1]}" if where else "an unknown line"
+
+
+class BackwardTwice(Check):
+    code = "TG202"
+
+    def __init__(self, watcher: Any) -> None:
+        super().__init__(watcher)
+        self.state.stamp_outputs = True
+
+    def on_backward_failed(self, call: BackwardCall, exc: BaseException) -> None:
+        if _MESSAGE not in str(exc):
+            return
+        stamps = []
+        for tensor in call.tensors:
+            if tensor.grad_fn is not None:
+                stamps += graph_metadata(tensor.grad_fn, _KEY)
+        freed = [s for s in stamps if s.backward_count < call.index]
+        # The earliest made is the shared trunk (an encoder, the first chunk's state).
+        call.facts["tg202_freed"] = (min(freed, key=lambda s: (s.backward_count, s.order))
+                                     if freed else None)
+
+    def on_error(self, exc: BaseException) -> Diagnosis | None:
+        if not isinstance(exc, RuntimeError) or _MESSAGE not in str(exc):
+            return None
+        failed = next((b for b in reversed(self.state.backwards) if b.failed), None)
+        earlier = next((b for b in reversed(self.state.backwards) if not b.failed), None)
+        if failed is None:
+            return None
+        made = failed.facts.get("tg202_freed")
+        before = (f"the backward at {_short(earlier.where)} (optimizer step {earlier.step + 1})"
+                  if earlier is not None else "an earlier backward")
+        if made is None:
+            return Diagnosis(
+                f"this backward runs through a graph whose saved tensors {before} already freed",
+                fix="compute the graph again for the second backward, sum the losses and call "
+                    "backward once, or pass retain_graph=True to the first backward",
+                where=failed.where)
+        made_step, made_where, module = made.step, made.where, made.module
+        same_step = earlier is not None and made_step == earlier.step == failed.step
+        what = f"the output of {module} made at {_short(made_where)}"
+        carried = carried_names(made_where)
+        held = (f"; `{carried[0]}` is passed back into the call that made it"
+                if carried else "")
+        if same_step:
+            return Diagnosis(
+                f"this backward runs through {what}, whose saved tensors {before} already freed "
+                f"in the same step: two backward calls through one graph",
+                fix="add the losses and call backward once (loss = loss_a + loss_b), or pass "
+                    "retain_graph=True to the first of the two backward calls",
+                where=failed.where)
+        return Diagnosis(
+            f"this backward (optimizer step {failed.step + 1}) runs through {what} during "
+            f"optimizer step {made_step + 1}, whose saved tensors {before} already freed: a "
+            f"tensor carried across iterations keeps the old graph{held}",
+            fix="detach what is carried to the next iteration (e.g. hidden = hidden.detach()) "
+                "or compute it again inside the loop; retain_graph=True would only grow memory",
+            where=failed.where)

@@ -1,0 +1,116 @@
+"""TG204 backward-without-grad: backward on a tensor that has no ``grad_fn``.
+
+What it watches: the last outermost module call made with grad mode off (a normal training step
+records nothing); the models seen (for frozen parameters, looked at only on the error); and, when a
+backward raises, the roots' dtype, ``requires_grad``, inference flag and the grad mode at the call.
+
+When it fires: the script dies of PyTorch's "element 0 of tensors does not require grad and does not
+have a grad_fn". The diagnosis says why the loss has no graph, the first that holds of: it is an
+integer or bool tensor (``argmax``, ``round``, a comparison); it is an inference tensor
+(``torch.inference_mode``); backward was called where grad mode was off; the last model forward
+ran under ``torch.no_grad()``/``inference_mode``; every parameter of the model is frozen; otherwise
+the loss was cut from the graph (``.detach()``, ``.item()``/``.numpy()`` and back,
+``torch.tensor(loss)``, ``.data``).
+
+Silent on: runs without this error.
+
+Reference: ``torch.autograd`` docs "Locally disabling gradient computation"
+(https://pytorch.org/docs/stable/notes/autograd.html#locally-disabling-gradient-computation); the
+error's usual causes as collected in
+https://deepinout.com/pytorch/pytorch-questions/75_pytorch_runtime_error_element_0_of_tensors_does_not_require_grad_and_does_not_have_a_grad_fn.html.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from typing import Any
+
+from trainguard.sanitize.checks import Check, Diagnosis
+from trainguard.sanitize.state import BackwardCall, ForwardCall
+
+_MESSAGE = "does not require grad and does not have a grad_fn"
+
+
+class BackwardWithoutGrad(Check):
+    code = "TG204"
+
+    def __init__(self, watcher: Any) -> None:
+        super().__init__(watcher)
+        self.last_forward: tuple | None = None
+
+    def on_root_forward(self, call: ForwardCall) -> None:
+        # Only forwards without grad matter to the diagnosis; a normal step records nothing.
+        inference = not call.grad_enabled and self._inference()
+        if not call.grad_enabled or inference:
+            self.last_forward = (type(call.module).__name__, call.where, call.grad_enabled,
+                                 inference, weakref.ref(call.module))
+        elif self.last_forward is not None:
+            self.last_forward = None
+
+    @staticmethod
+    def _inference() -> bool:
+        import torch
+
+        return torch.is_inference_mode_enabled()
+
+    def _frozen_model(self) -> str | None:
+        """The class name of a model seen whose parameters are all frozen, if any."""
+        for model in list(self.state.models):
+            params = list(model.parameters())
+            if params and not any(p.requires_grad for p in params):
+                return type(model).__name__
+        return None
+
+    def on_backward_failed(self, call: BackwardCall, exc: BaseException) -> None:
+        import torch
+
+        if _MESSAGE not in str(exc) or not call.tensors:
+            return
+        root = call.tensors[0]
+        call.facts["tg204"] = {
+            "dtype": str(root.dtype).replace("torch.", ""),
+            "floating": root.is_floating_point() or root.is_complex(),
+            "inference": root.is_inference(),
+            "grad_mode": torch.is_grad_enabled(),
+            "shape": tuple(root.shape),
+        }
+
+    def on_error(self, exc: BaseException) -> Diagnosis | None:
+        if not isinstance(exc, RuntimeError) or _MESSAGE not in str(exc):
+            return None
+        failed = next((b for b in reversed(self.state.backwards) if b.failed), None)
+        facts = failed.facts.get("tg204") if failed is not None else None
+        if failed is None or facts is None:
+            return None
+        seen = f"the tensor backward was called on ({facts['dtype']}, shape {facts['shape']})"
+        forward = self.last_forward
+        if not facts["floating"]:
+            why = (f"{seen} is an integer/bool tensor: it came from argmax, round, a comparison or "
+                   "an integer cast, through which no gradient flows")
+            fix = "compute the loss from the float outputs (logits), not from predicted classes"
+        elif facts["inference"]:
+            why = f"{seen} is an inference tensor: it was made under torch.inference_mode()"
+            fix = "compute the training loss outside torch.inference_mode()"
+        elif not facts["grad_mode"]:
+            why = f"backward was called where grad mode is off (inside torch.no_grad()); {seen} " \
+                  "was built there too"
+            fix = "compute the loss and call backward outside the torch.no_grad() block"
+        elif forward is not None and (not forward[2] or forward[3]):
+            how = "torch.inference_mode()" if forward[3] else "torch.no_grad()"
+            why = (f"{seen} comes from {forward[0]}'s forward at {_short(forward[1])}, which ran "
+                   f"under {how} (grad mode off), so its output has no grad_fn")
+            fix = f"run the training forward outside {how}"
+        elif frozen := self._frozen_model():
+            why = (f"{seen} has no grad_fn because every parameter of {frozen} is frozen "
+                   "(requires_grad=False)")
+            fix = "unfreeze the parameters to train (p.requires_grad_(True)) or do not call backward"
+        else:
+            why = (f"{seen} was cut from the graph: .detach(), .item() or .numpy() and back, "
+                   "torch.tensor(loss), or .data")
+            fix = "compute the loss with torch operations on the model's output, without detaching"
+        return Diagnosis(why, fix=fix, where=failed.where)
+
+
+def _short(where: Any) -> str:  # noqa: D103
+    return f"{os.path.basename(where[0])}:{where[1]}" if where else "an unknown line"

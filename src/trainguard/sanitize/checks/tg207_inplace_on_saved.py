@@ -1,0 +1,198 @@
+"""TG207 inplace-on-saved: an in-place op changed a tensor that autograd saved for backward.
+
+What it watches: nothing per step. When a backward raises PyTorch's "one of the variables needed for
+gradient computation has been modified by an inplace operation", the message gives the tensor's
+shape, the op whose output it is and how many times it was changed.
+
+When it fires: on that error. The diagnosis names the op and the shape, and points at the line that
+changed the tensor: the in-place statements (``x += ...``, ``x[i] = ...``, ``x.add_(...)``,
+``inplace=True``) in the user's own code that ran (the ``forward`` of the models seen and the
+function that called backward) are searched, preferring one that modifies a variable assigned from
+that op (``h = torch.sigmoid(...)`` then ``h += 1``); modules built with ``inplace=True`` are named.
+When the line cannot be told, the finding stays on the backward line and lists the candidates.
+
+Silent on: runs without this error; in-place ops on tensors autograd did not save.
+
+Reference: autograd notes "In-place operations with autograd"
+(https://pytorch.org/docs/stable/notes/autograd.html#in-place-operations-with-autograd); GitHub
+JDAI-CV/LIO#9 ("output 0 of SubBackward0, is at version 1"), Seanny123/da-rnn#14 (``+=`` on a saved
+tensor), pytorch/pytorch#96265.
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import os
+import re
+from types import CodeType
+from typing import Any
+
+from trainguard.sanitize.checks import Check, Diagnosis
+from trainguard.sanitize.frames import is_user_file
+from trainguard.sanitize.holders import traceback_user_frames
+
+_MESSAGE = re.compile(
+    r"modified by an inplace operation: \[(?P<type>[\w.]+) \[(?P<shape>[\d, ]*)\]\], which is "
+    r"output (?P<index>\d+) of (?P<op>\w+), is at version (?P<now>\d+); expected version "
+    r"(?P<then>\d+)")
+
+
+def _function_node(code: CodeType) -> ast.AST | None:
+    source = "".join(linecache.getlines(code.co_filename))
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    if code.co_name == "<module>":
+        return tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == code.co_name:
+            first = min([node.lineno, *[d.lineno for d in node.decorator_list]])
+            if first == code.co_firstlineno:
+                return node
+    return None
+
+
+def _target_name(node: ast.AST) -> str | None:
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+_AUG_OPS = {"Add": "add", "Sub": "sub", "Mult": "mul", "Div": "div", "Pow": "pow"}
+
+
+def _walk_own(func: ast.AST) -> list[ast.AST]:
+    """The nodes of ``func`` itself: a module's own statements skip nested defs and classes."""
+    if not isinstance(func, ast.Module):
+        return list(ast.walk(func))
+    out: list[ast.AST] = []
+    stack = list(func.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        out.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _inplace_statements(func: ast.AST) -> list[tuple[int, int, str | None, str, str]]:
+    """``(line, col, modified name, what, op)`` for each in-place statement in ``func``."""
+    out = []
+    for node in _walk_own(func):
+        if isinstance(node, ast.AugAssign):
+            op = _AUG_OPS.get(type(node.op).__name__, type(node.op).__name__.lower())
+            out.append((node.lineno, node.col_offset + 1, _target_name(node.target),
+                        f"`{ast.unparse(node)}`", op))
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) for t in node.targets):
+            target = next(t for t in node.targets if isinstance(t, ast.Subscript))
+            out.append((node.lineno, node.col_offset + 1, _target_name(target),
+                        f"`{ast.unparse(target)} = ...`", "copy"))
+        elif isinstance(node, ast.Call):
+            func_node = node.func
+            if (isinstance(func_node, ast.Attribute) and func_node.attr.endswith("_")
+                    and not func_node.attr.endswith("__") and func_node.attr != "requires_grad_"):
+                out.append((node.lineno, node.col_offset + 1, _target_name(func_node.value),
+                            f"`.{func_node.attr}()`", func_node.attr.rstrip("_")))
+            elif any(k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value
+                     for k in node.keywords):
+                name = _target_name(node.args[0]) if node.args else None
+                callee = ast.unparse(func_node).rsplit(".", 1)[-1].lower()
+                out.append((node.lineno, node.col_offset + 1, name,
+                            f"`{ast.unparse(func_node)}(..., inplace=True)`", callee))
+    return sorted(set(out))
+
+
+def _assigned_from(func: ast.AST, name: str, op: str) -> bool:
+    """Whether ``func`` assigns ``name`` from an expression that mentions ``op`` (e.g. sigmoid)."""
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign) and any(_target_name(t) == name for t in node.targets):
+            if op in ast.unparse(node.value).lower():
+                return True
+    return False
+
+
+class InplaceOnSaved(Check):
+    code = "TG207"
+
+    def _parameter(self, m: re.Match) -> str | None:
+        """``"weight_hh_l0 (6, 6) of RNN"`` when the changed tensor is a parameter of a model seen."""
+        shape = tuple(int(d) for d in m.group("shape").replace(" ", "").split(",") if d)
+        now = int(m.group("now"))
+        for model in list(self.state.models):
+            for name, p in model.named_parameters():
+                if tuple(p.shape) == shape and p._version == now:
+                    return f"`{name}` {shape} of {type(model).__name__}"
+        return None
+
+    def on_error(self, exc: BaseException) -> Diagnosis | None:
+        if not isinstance(exc, RuntimeError):
+            return None
+        m = _MESSAGE.search(str(exc))
+        if m is None:
+            return None
+        op = m.group("op").replace("Backward", "").rstrip("0123456789")
+        param = self._parameter(m)
+        if param is not None:
+            failed = next((b for b in reversed(self.state.backwards) if b.failed), None)
+            return Diagnosis(
+                f"backward needs the parameter {param} as it was when this graph was built, but "
+                f"an optimizer step updated it in place since (version {m.group('then')} -> "
+                f"{m.group('now')}): this backward runs through a graph made before the last "
+                "optimizer.step(), kept by a tensor carried across iterations or by "
+                "retain_graph=True",
+                fix="detach what is carried to the next iteration (hidden = hidden.detach()) and "
+                    "call backward through each graph before optimizer.step()",
+                where=failed.where if failed is not None else None)
+        shape = f"({m.group('shape')})"
+        times = int(m.group("now")) - int(m.group("then"))
+        codes: dict[CodeType, None] = {}
+        for model in list(self.state.models):
+            for sub in model.modules():
+                fwd = getattr(type(sub), "forward", None)
+                code = getattr(fwd, "__code__", None)
+                if code is not None and is_user_file(code.co_filename):
+                    codes[code] = None
+        for frame in traceback_user_frames(exc):
+            codes[frame.f_code] = None
+        # The modified tensor's grad_fn is rebased onto the in-place op itself ("output 0 of Sub"
+        # after `h -= 1`), else it names the op that made it ("Sigmoid" before `h.mul_(2)`).
+        candidates: list[tuple[str, int, int, str]] = []
+        by_op, by_source = None, None
+        for code in codes:
+            func = _function_node(code)
+            if func is None:
+                continue
+            for line, col, name, what, inplace_op in _inplace_statements(func):
+                here = (code.co_filename, line, col, what)
+                if here not in candidates:
+                    candidates.append(here)
+                if by_op is None and inplace_op == op.lower():
+                    by_op = here
+                if by_source is None and name and _assigned_from(func, name, op.lower()):
+                    by_source = here
+        best = by_op or by_source
+        modules = sorted({f"{type(s).__name__}(inplace=True)" for model in list(self.state.models)
+                          for s in model.modules() if getattr(s, "inplace", False) is True})
+        seen = (f"backward needs a tensor of shape {shape} saved during the forward (output "
+                f"{m.group('index')} of {op}), but an in-place operation changed it afterwards "
+                f"({times} change{'s' if times != 1 else ''}: version {m.group('then')} -> "
+                f"{m.group('now')})")
+        fix = (f"make that operation out of place (h = h + 1 instead of h += 1, x = x.clamp(...) "
+               f"instead of x.clamp_(...), inplace=False), or clone the tensor before "
+               "changing it")
+        failed = next((b for b in reversed(self.state.backwards) if b.failed), None)
+        if best is None and len(candidates) == 1:
+            best = candidates[0]
+        if best is not None:
+            return Diagnosis(f"{seen}: {best[3]} here changed it", fix=fix, where=best[:3])
+        listed = "; ".join(f"{os.path.basename(p)}:{line} {w}" for p, line, _, w in candidates[:3])
+        extra = f"; in-place candidates: {listed}" if listed else ""
+        mods = f"; modules with inplace=True: {', '.join(modules[:3])}" if modules else ""
+        return Diagnosis(f"{seen}{extra}{mods}", fix=fix + "; to find the op for sure, run once "
+                         "under torch.autograd.set_detect_anomaly(True)",
+                         where=failed.where if failed is not None else None)
+
+

@@ -1,0 +1,60 @@
+"""``trainguard run``: run a script or module under the runtime sanitizer.
+
+    trainguard run train.py --epochs 3
+    trainguard run -m mypkg.train --epochs 3
+    trainguard run --strict --report findings.json train.py
+
+Exit status: the script's own (0 when it returns), 1 with ``--strict`` when the script succeeded
+but findings were reported, 2 for a usage error, 3 for an internal error of trainguard.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run", help="run a training script under the runtime sanitizer",
+        description="Run a PyTorch script unchanged and report the silent training bugs seen: "
+                    "each finding on stderr as first seen, and a summary table at exit.",
+    )
+    parser.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE ...",
+                        help="run a module as `python -m MODULE` would (last option; the rest "
+                             "are the module's arguments)")
+    parser.add_argument("--select", metavar="CODES",
+                        help="comma-separated code prefixes to report, e.g. TG2,TG301")
+    parser.add_argument("--ignore", metavar="CODES",
+                        help="comma-separated code prefixes not to report")
+    parser.add_argument("--report", metavar="FILE",
+                        help='write the findings as JSON {"findings": [...]} to FILE')
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 when the script succeeds but findings were reported")
+    parser.add_argument("target", nargs="?", metavar="SCRIPT", help="the script to run")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from trainguard import exitcodes
+    from trainguard.errors import UsageError
+    from trainguard.sanitize.runner import run_target
+    from trainguard.sanitize.watcher import watch
+
+    if args.module is not None:
+        if not args.module:
+            raise UsageError("-m needs a module name: trainguard run -m package.module [args]")
+        kind, target, rest = "module", args.module[0], args.module[1:]
+    elif args.target:
+        kind, target, rest = "path", args.target, args.args
+    else:
+        raise UsageError("give a script to run (trainguard run train.py) or a module "
+                         "(trainguard run -m package.module)")
+    with watch(select=args.select, ignore=args.ignore, report=args.report) as watcher:
+        status = run_target(target, rest, kind=kind, on_error=watcher.explain)
+    if args.strict and status == 0 and watcher.findings:
+        return exitcodes.FINDINGS
+    return status

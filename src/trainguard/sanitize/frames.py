@@ -1,0 +1,86 @@
+"""Where a finding happened: the first stack frame in the user's own code.
+
+A frame is the user's when its file is outside torch, trainguard, the standard library's
+``runpy``/``contextlib`` and every installed package (``site-packages``/``dist-packages``). The answer
+is cached per code object, so walking the stack costs a few dict look-ups per frame.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from types import CodeType, FrameType
+
+__all__ = ["Location", "user_frame", "user_location", "frame_location", "is_user_file",
+           "is_user_code"]
+
+Location = tuple[str, int, int]  # (path, 1-based line, 1-based column)
+
+_TRAINGUARD = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_STDLIB = {os.path.abspath(p) for p in
+           {sysconfig.get_paths().get("stdlib", ""), sysconfig.get_paths().get("platstdlib", "")} if p}
+_is_user_code: dict[CodeType, bool] = {}
+_positions: dict[CodeType, list] = {}
+
+
+def is_user_file(filename: str) -> bool:
+    """True for a file the user wrote (a script, a test, their package in a source checkout)."""
+    if not filename or filename.startswith("<"):
+        return filename.startswith("<stdin") or filename.startswith("<string")
+    path = os.path.abspath(filename)
+    if "site-packages" in path or "dist-packages" in path:
+        return False
+    if path.startswith(_TRAINGUARD + os.sep):
+        return False
+    if any(path.startswith(s + os.sep) for s in _STDLIB):
+        return False
+    parts = path.split(os.sep)
+    return "torch" not in parts and "functorch" not in parts
+
+
+def is_user_code(code: CodeType) -> bool:
+    """:func:`is_user_file` for a code object, cached (the form to use on hot paths)."""
+    known = _is_user_code.get(code)
+    if known is None:
+        known = _is_user_code[code] = is_user_file(code.co_filename)
+    return known
+
+
+def _user(code: CodeType) -> bool:
+    known = _is_user_code.get(code)
+    if known is None:
+        known = _is_user_code[code] = is_user_file(code.co_filename)
+    return known
+
+
+def user_frame(start: FrameType | None = None) -> FrameType | None:
+    """The innermost frame of user code at or above ``start`` (default: the caller)."""
+    frame = start if start is not None else sys._getframe(1)
+    while frame is not None and not _user(frame.f_code):
+        frame = frame.f_back
+    return frame
+
+
+def user_location(start: FrameType | None = None) -> Location | None:
+    """``(path, line, col)`` of the innermost user frame, or None when the stack has none."""
+    frame = user_frame(start if start is not None else sys._getframe(1))
+    if frame is None:
+        return None
+    return frame_location(frame)
+
+
+def frame_location(frame: FrameType) -> Location:
+    """``(path, line, col)`` of the expression a frame is executing (column 1 when unknown)."""
+    col = 1
+    code = frame.f_code
+    try:
+        positions = _positions.get(code)
+        if positions is None:
+            positions = _positions[code] = list(code.co_positions())
+        pos = positions[frame.f_lasti // 2]
+        if pos[0] == frame.f_lineno and pos[2] is not None:
+            col = pos[2] + 1
+    except (AttributeError, IndexError):
+        pass
+    return (frame.f_code.co_filename, frame.f_lineno, col)

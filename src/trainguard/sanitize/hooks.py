@@ -1,0 +1,324 @@
+"""The global hooks and narrow wrappers the watcher installs, each undone on exit.
+
+- a wrapper of ``nn.Module.__call__``: outermost calls, loss modules and the module types a check
+  asks for (``Check.module_types``) become events; any other inner call only updates the module
+  stack and keeps PyTorch's hook-free fast path. (PyTorch's global module hooks,
+  ``register_module_forward_pre_hook``/``register_module_forward_hook``, would send every module
+  of every forward through ``Module._call_impl``'s slow path: about 10 us per module, 5-10% of a
+  small training step, before any check runs.)
+- optimizer step pre/post hooks (``torch.optim.optimizer.register_optimizer_step_pre_hook``/
+  ``register_optimizer_step_post_hook``);
+- wrappers of ``torch.no_grad``/``torch.enable_grad`` (open no-grad blocks are counted, so a
+  forward with grad on inside one is known to be re-enabled), ``torch.autograd.backward`` (``Tensor.backward`` calls it),
+  ``Optimizer.zero_grad``,
+  ``Module.zero_grad``, ``torch.save``, ``torch.load`` and a few ``torch.nn.functional`` functions
+  (losses and dropout), installed only when a check listens to them.
+
+No ``TorchFunctionMode`` or dispatch mode: those see every op and cost 1.1-2.5x a training step.
+Every hook returns at once while ``torch.compile`` traces (``torch.compiler.is_compiling()``), so
+compiled graphs are unchanged. Hooks observe and return None: they never replace a value.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import TYPE_CHECKING, Any, Callable
+
+from trainguard.sanitize.frames import is_user_code, user_location
+from trainguard.sanitize.state import (MADE, BackwardCall, ForwardCall, LossCall, Made,
+                                       first_tensor)
+
+if TYPE_CHECKING:
+    from trainguard.sanitize.watcher import Watcher
+
+__all__ = ["install", "FUNCTIONAL_LOSSES", "FUNCTIONAL_WATCHED"]
+
+FUNCTIONAL_LOSSES = (
+    "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
+)
+FUNCTIONAL_WATCHED = (
+    "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
+)
+
+Undo = Callable[[], None]
+
+
+def _patch(owner: Any, name: str, make: Callable[[Any], Any], undo: list[Undo]) -> None:
+    original = getattr(owner, name)
+    wrapper = make(original)
+    functools.update_wrapper(wrapper, original)
+    setattr(owner, name, wrapper)
+    undo.append(lambda: setattr(owner, name, original))
+
+
+def install(w: "Watcher") -> list[Undo]:
+    """Install every hook and wrapper ``w``'s checks need; returns the undo actions."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+    from torch.nn.modules.loss import _Loss
+    from torch.optim import optimizer as optim_mod
+
+    is_compiling = torch.compiler.is_compiling
+    is_grad_enabled = torch.is_grad_enabled
+    state = w.state
+    stack = state.stack
+    modules = state.modules
+    undo: list[Undo] = []
+    h = w.handlers
+
+    full_types = (_Loss, *w.module_types)
+    original_call = nn.Module.__call__
+
+    def module_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if is_compiling():
+            return original_call(self, *args, **kwargs)
+        depth = len(modules)
+        if depth and not isinstance(self, full_types):
+            # An inner module no check asked about: keep PyTorch's fast path, note failures only.
+            modules.append(self)
+            try:
+                return original_call(self, *args, **kwargs)
+            except BaseException:
+                if state.failed_module is None:
+                    state.failed_module = self
+                    state.failed_inputs = _inputs(args)
+                raise
+            finally:
+                modules.pop()
+        if depth == 0:
+            caller = sys._getframe(1)
+            call = ForwardCall(self, args, 0, self.training, is_grad_enabled(),
+                               user_location(caller))
+            call.direct = is_user_code(caller.f_code)
+            call.reenabled = state.no_grad_depth > 0 and call.grad_enabled
+            state.failed_module = None
+        else:
+            call = ForwardCall(self, args, depth, self.training, is_grad_enabled(), None)
+        modules.append(self)
+        stack.append(call)
+        try:
+            if h["on_forward_pre"]:
+                w.emit_module("on_forward_pre", call)
+            output = original_call(self, *args, **kwargs)
+        except BaseException:
+            call.failed = True
+            if state.failed_module is None:
+                state.failed_module = self
+                state.failed_inputs = _inputs(args)
+            if depth == 0:
+                state.failed_root = self
+            if h["on_forward"]:
+                w.emit_module("on_forward", call)
+            raise
+        finally:
+            modules.pop()
+            stack.pop()
+        call.output = output
+        if h["on_forward"]:
+            w.emit_module("on_forward", call)
+        if isinstance(self, _Loss):
+            if h["on_loss"]:
+                where = call.where or user_location(sys._getframe(1))
+                w.emit("on_loss", LossCall(type(self).__name__, args, kwargs, output, self, where))
+        elif depth == 0:
+            state.root_forwards += 1
+            state.models.add(self)
+            if state.stamp_outputs and call.grad_enabled:
+                made = None
+                for tensor in first_tensor(output):
+                    node = tensor.grad_fn
+                    if node is not None:
+                        if made is None:
+                            made = call.made = Made(state.backward_count, state.step, call.where,
+                                                    type(self).__name__, state.root_forwards)
+                        node.metadata[MADE] = made
+            if h["on_root_forward"]:
+                w.emit("on_root_forward", call)
+        return output
+
+    _patch(nn.Module, "__call__", lambda orig: module_call, undo)
+
+    def step_pre(optimizer: Any, args: tuple, kwargs: dict) -> None:
+        if is_compiling():
+            return None
+        state.in_step += 1
+        state.optimizers.add(optimizer)
+        if h["on_step_pre"]:
+            w.emit("on_step_pre", optimizer)
+        return None
+
+    def step_post(optimizer: Any, args: tuple, kwargs: dict) -> None:
+        if is_compiling():
+            return None
+        state.in_step = max(0, state.in_step - 1)
+        state.step += 1
+        if h["on_step"]:
+            w.emit("on_step", optimizer)
+        return None
+
+    undo.append(optim_mod.register_optimizer_step_pre_hook(step_pre).remove)
+    undo.append(optim_mod.register_optimizer_step_post_hook(step_post).remove)
+
+    def make_backward(original: Any) -> Any:
+        def backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
+                     create_graph: bool = False, *args: Any, **kwargs: Any) -> Any:
+            if is_compiling():
+                return original(tensors, grad_tensors, retain_graph, create_graph, *args, **kwargs)
+            if isinstance(tensors, torch.Tensor):
+                roots: tuple = (tensors,)
+            elif isinstance(tensors, (list, tuple)):
+                roots = tuple(t for t in tensors if isinstance(t, torch.Tensor))
+            else:
+                roots = ()
+            retain = create_graph if retain_graph is None else bool(retain_graph)
+            call = BackwardCall(roots, retain, bool(create_graph),
+                                user_location(sys._getframe(1)), state.backward_count, state.step)
+            if h["on_backward"]:
+                w.emit("on_backward", call)
+            state.in_backward += 1
+            try:
+                result = original(tensors, grad_tensors, retain_graph, create_graph,
+                                  *args, **kwargs)
+            except BaseException as exc:
+                call.failed = True
+                if h["on_backward_failed"]:
+                    w.emit("on_backward_failed", call, exc)
+                call.tensors = ()
+                state.backwards.append(call)
+                raise
+            finally:
+                state.in_backward -= 1
+            state.backward_count += 1
+            if h["on_backward_done"]:
+                w.emit("on_backward_done", call)
+            call.tensors = ()  # keep no reference to the user's graph
+            state.backwards.append(call)
+            del state.backwards[:-8]
+            return result
+        return backward
+
+    _patch(torch.autograd, "backward", make_backward, undo)
+
+    _install_grad_mode(w, undo)
+
+    if h["on_zero_grad"]:
+        def make_zero_grad(original: Any) -> Any:
+            def zero_grad(self: Any, set_to_none: bool = True) -> Any:
+                if not is_compiling():
+                    w.emit("on_zero_grad", self, bool(set_to_none))
+                return original(self, set_to_none)
+            return zero_grad
+        _patch(torch.optim.Optimizer, "zero_grad", make_zero_grad, undo)
+        _patch(torch.nn.Module, "zero_grad", make_zero_grad, undo)
+
+    if h["on_save"]:
+        _patch(torch, "save", lambda orig: _observer(w, "on_save", orig, 2), undo)
+    if h["on_load"]:
+        def make_load(original: Any) -> Any:
+            def load(f: Any, *args: Any, **kwargs: Any) -> Any:
+                w.emit("on_load", f, kwargs)
+                return original(f, *args, **kwargs)
+            return load
+        _patch(torch, "load", make_load, undo)
+
+    if h["on_loss"]:
+        for name in FUNCTIONAL_LOSSES:
+            _patch(F, name, lambda orig, name=name: _functional_loss(w, name, orig, _Loss), undo)
+    if h["on_functional"]:
+        for name in FUNCTIONAL_WATCHED:
+            _patch(F, name, lambda orig, name=name: _functional(w, name, orig), undo)
+    return undo
+
+
+def _inputs(args: tuple) -> list[tuple[tuple[int, ...], str]]:
+    """``(shape, device)`` of the tensor arguments of a call that raised."""
+    import torch
+
+    return [(tuple(a.shape), str(a.device)) for a in args if isinstance(a, torch.Tensor)]
+
+
+def _install_grad_mode(w: "Watcher", undo: list[Undo]) -> None:
+    """Count open ``torch.no_grad()`` blocks, and note where user code enters ``enable_grad`` with
+    grad mode off. ``torch.set_grad_enabled`` is left alone: every ``optimizer.step()`` calls it
+    twice, and a forward with grad on inside an open ``no_grad`` block is re-enabled either way."""
+    import torch
+    from torch.autograd import grad_mode
+
+    state = w.state
+    is_grad_enabled = torch.is_grad_enabled
+
+    def make_no_grad_enter(original: Any) -> Any:
+        def __enter__(self: Any) -> Any:
+            state.no_grad_depth += 1
+            return original(self)
+        return __enter__
+
+    def make_no_grad_exit(original: Any) -> Any:
+        def __exit__(self: Any, *exc: Any) -> Any:
+            state.no_grad_depth = max(0, state.no_grad_depth - 1)
+            return original(self, *exc)
+        return __exit__
+
+    def make_enable_enter(original: Any) -> Any:
+        def __enter__(self: Any) -> Any:
+            was = is_grad_enabled()
+            result = original(self)
+            frame = sys._getframe(1)
+            if not was and is_user_code(frame.f_code):
+                state.enable_grad_at.append(user_location(frame))
+            else:
+                state.enable_grad_at.append(None)
+            return result
+        return __enter__
+
+    def make_enable_exit(original: Any) -> Any:
+        def __exit__(self: Any, *exc: Any) -> Any:
+            if state.enable_grad_at:
+                state.enable_grad_at.pop()
+            return original(self, *exc)
+        return __exit__
+
+    _patch(grad_mode.no_grad, "__enter__", make_no_grad_enter, undo)
+    _patch(grad_mode.no_grad, "__exit__", make_no_grad_exit, undo)
+    _patch(grad_mode.enable_grad, "__enter__", make_enable_enter, undo)
+    _patch(grad_mode.enable_grad, "__exit__", make_enable_exit, undo)
+
+
+def _observer(w: "Watcher", event: str, original: Any, nargs: int) -> Any:
+    def observed(*args: Any, **kwargs: Any) -> Any:
+        w.emit(event, *args[:nargs])
+        return original(*args, **kwargs)
+    return observed
+
+
+def _functional_loss(w: "Watcher", name: str, original: Any, loss_type: type) -> Any:
+    import torch
+
+    is_compiling = torch.compiler.is_compiling
+    stack = w.state.stack
+
+    def loss(*args: Any, **kwargs: Any) -> Any:
+        output = original(*args, **kwargs)
+        # A loss module calls this function itself; its own event covers it.
+        if is_compiling() or (stack and isinstance(stack[-1].module, loss_type)):
+            return output
+        call = LossCall(name, args, kwargs, output, None, None, sys._getframe(1))
+        w.emit("on_loss", call)
+        call._frame = None
+        return output
+    return loss
+
+
+def _functional(w: "Watcher", name: str, original: Any) -> Any:
+    import torch
+
+    is_compiling = torch.compiler.is_compiling
+
+    def observed(*args: Any, **kwargs: Any) -> Any:
+        if not is_compiling():
+            w.emit("on_functional", name, args, kwargs)
+        return original(*args, **kwargs)
+    return observed

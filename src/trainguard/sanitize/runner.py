@@ -1,0 +1,133 @@
+"""Run a script or module as ``python`` would, under the watcher.
+
+``sys.argv``, ``sys.path[0]`` and ``__main__`` are what ``python script.py args`` or
+``python -m pkg.mod args`` would give the script; its exit status is passed through: 0 when it
+returns, its ``SystemExit`` code, 1 when it dies of an exception (after the traceback, which carries
+any diagnosis), 130/143 when interrupted by SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import signal
+import sys
+import traceback
+from pathlib import Path
+from types import TracebackType
+from typing import Literal
+
+from trainguard.errors import UsageError
+
+__all__ = ["run_target"]
+
+
+def _exit_status(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _trim(tb: TracebackType | None) -> TracebackType | None:
+    """Drop the leading frames of runpy and trainguard, as ``python script.py`` would show."""
+    from trainguard.sanitize.frames import is_user_file
+
+    while tb is not None and not is_user_file(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    return tb
+
+
+def _print_traceback(exc: BaseException) -> None:
+    """Print ``exc`` as ``python`` would: without runpy's frames or trainguard's own wrappers."""
+    import os
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    report = traceback.TracebackException(type(exc), exc, _trim(exc.__traceback__)
+                                          or exc.__traceback__)
+    for item in [report, *_chained(report)]:
+        item.stack = traceback.StackSummary.from_list(
+            [f for f in item.stack if not os.path.abspath(f.filename).startswith(here + os.sep)])
+    print("".join(report.format()), end="", file=sys.stderr)
+
+
+def _chained(report: traceback.TracebackException) -> list[traceback.TracebackException]:
+    out, seen = [], set()
+    current = report
+    while True:
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+        if current is None or id(current) in seen:
+            return out
+        seen.add(id(current))
+        out.append(current)
+
+
+def run_target(target: str, args: list[str], *, kind: Literal["path", "module"],
+               on_error: "callable | None" = None) -> int:
+    """Run ``target`` with ``args`` as its ``sys.argv[1:]``; returns its exit status.
+
+    Args:
+        target: a script path (``kind="path"``) or a dotted module name (``kind="module"``).
+        args: the script's own arguments.
+        kind: how to run it.
+        on_error: called with the exception before its traceback is printed (to add notes).
+
+    Raises:
+        UsageError: the script does not exist or the module cannot be found.
+    """
+    saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
+    if kind == "path":
+        script = Path(target)
+        if not script.is_file():
+            raise UsageError(f"trainguard run: no such script {target!r} "
+                             f"(give a .py file, or -m package.module)")
+        sys.argv = [target, *args]
+        sys.path.insert(0, str(script.resolve().parent))
+    else:
+        import importlib.util
+
+        sys.argv = [target, *args]
+        sys.path.insert(0, os.getcwd())
+        try:
+            spec = importlib.util.find_spec(target)
+        except (ImportError, ValueError) as exc:
+            spec = None
+            reason = f": {exc}"
+        else:
+            reason = ""
+        if spec is None:
+            sys.argv, _ = saved_argv, sys.path.pop(0)
+            raise UsageError(f"trainguard run -m: no module named {target!r}{reason}")
+    previous_term = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    try:
+        signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread
+        previous_term = None
+    try:
+        if kind == "path":
+            runpy.run_path(target, run_name="__main__")
+        else:
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        return 0
+    except SystemExit as exc:
+        return _exit_status(exc.code)
+    except KeyboardInterrupt:
+        traceback.print_exception(KeyboardInterrupt, KeyboardInterrupt(), None)
+        return 128 + signal.SIGINT
+    except BaseException as exc:
+        if on_error is not None:
+            on_error(exc)
+        _print_traceback(exc)
+        return 1
+    finally:
+        sys.argv = saved_argv
+        if sys.path and saved_path0 is not None and sys.path[0] != saved_path0:
+            sys.path.pop(0)
+        if previous_term is not None:
+            signal.signal(signal.SIGTERM, previous_term)

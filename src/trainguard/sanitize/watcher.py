@@ -1,0 +1,286 @@
+"""The watcher: installs the hooks, feeds events to the checks, collects findings.
+
+Use it through :func:`trainguard.watch` (a block of code) or ``trainguard run`` (a whole script).
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, TextIO
+
+from trainguard.config import Config, is_suppressed, load_config
+from trainguard.findings import Finding
+from trainguard.sanitize.checks import EVENTS, Check, Diagnosis, discover
+from trainguard.sanitize.frames import user_location
+from trainguard.sanitize.state import State
+
+__all__ = ["Watcher", "watch"]
+
+_active: "Watcher | None" = None
+
+
+class Watcher:
+    """Runs the runtime checks while it is started.
+
+    Args:
+        config: which codes to report (``[tool.trainguard]`` plus ``--select``/``--ignore``).
+        stream: where findings are printed as first seen, and the summary (default stderr).
+        checks: the check classes to run (default: every check in ``sanitize/checks``, plus the
+            built-in explainers of ``sanitize/explainers.py`` for codes no check explains).
+
+    Attributes:
+        findings: the findings so far, in the order first seen, each with its count.
+    """
+
+    def __init__(self, *, config: Config | None = None, stream: TextIO | None = None,
+                 checks: list[type[Check]] | None = None) -> None:
+        self.config = config if config is not None else Config()
+        self.stream = stream
+        self.state = State()
+        if checks is None:
+            from trainguard.sanitize.explainers import BUILTIN_EXPLAINERS
+
+            checks = discover()
+            explained = {c.code for c in checks if c.on_error is not Check.on_error}
+            checks += [e for e in BUILTIN_EXPLAINERS if e.code not in explained]
+        self.checks = [cls(self) for cls in checks]
+        self.handlers: dict[str, list[tuple[Check, Any]]] = {e: [] for e in EVENTS}
+        for check in self.checks:
+            self._subscribe(check)
+        self.module_types: tuple[type, ...] = tuple(
+            {t: None for c in self.checks for t in c.module_types})
+        self._by_key: dict[tuple[str, str, int], Finding] = {}
+        self._silenced: set[tuple[str, str, int]] = set()
+        self._undo: list[Any] = []
+        self._started = False
+
+    @property
+    def findings(self) -> list[Finding]:
+        return list(self._by_key.values())
+
+    def _subscribe(self, check: Check) -> None:
+        for event in EVENTS:
+            method = getattr(type(check), event)
+            if method is not getattr(Check, event):
+                self.handlers[event].append((check, getattr(check, event)))
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def start(self) -> "Watcher":
+        """Install the hooks. Raises RuntimeError when already started."""
+        from trainguard.sanitize.hooks import install
+
+        if self._started:
+            raise RuntimeError("this Watcher is already started")
+        self._undo = install(self)
+        self._started = True
+        return self
+
+    def stop(self) -> None:
+        """Tell the checks the run ended, then remove every hook and wrapper."""
+        if not self._started:
+            return
+        try:
+            self.emit("on_exit")
+        finally:
+            for undo in reversed(self._undo):
+                undo()
+            self._undo.clear()
+            self.state.release_all()
+            self.state.stack.clear()
+            self.state.modules.clear()
+            self.state.no_grad_depth = 0
+            self.state.enable_grad_at.clear()
+            self._started = False
+
+    # ---- events ----------------------------------------------------------------------------
+    def emit(self, event: str, *args: Any) -> None:
+        """Call every check listening to ``event``; a check that raises becomes TG002."""
+        for check, method in self.handlers[event]:
+            try:
+                method(*args)
+            except Exception as exc:  # a bug in a check must never break the user's run
+                self._check_failed(check, event, exc)
+
+    def emit_module(self, event: str, call: Any) -> None:
+        """``emit`` for per-module events: only checks whose ``module_types`` match the module."""
+        module = call.module
+        for check, method in self.handlers[event]:
+            if isinstance(module, check.module_types):
+                try:
+                    method(call)
+                except Exception as exc:
+                    self._check_failed(check, event, exc)
+
+    def _check_failed(self, check: Check, event: str, exc: Exception) -> None:
+        for handlers in self.handlers.values():
+            handlers[:] = [(c, m) for c, m in handlers if c is not check]
+        frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+        inside = f" at {os.path.basename(frame.filename)}:{frame.lineno}" if frame else ""
+        self.report("TG002", f"check {check.code} raised {type(exc).__name__}: {exc}{inside} "
+                    f"while handling {event}; it was switched off and the run went on",
+                    fix=f"report this with the message above; {check.code} was not checked after "
+                        "this point")
+
+    # ---- findings --------------------------------------------------------------------------
+    def report(self, code: str, message: str, *, fix: str | None = None,
+               where: tuple | None = None, extra: dict | None = None,
+               quiet: bool = False) -> Finding | None:
+        """Record a finding at ``where`` (default: the user's current line); merge repeats."""
+        if where is None:
+            where = user_location(sys._getframe(1))
+        path, line, col = (where + (1,))[:3] if where else ("<unknown>", 0, 1)
+        key = (code, path, line)
+        known = self._by_key.get(key)
+        if known is not None:
+            known.count += 1
+            return known
+        if key in self._silenced:
+            return None
+        shown = _display_path(path)
+        if (not self.config.wants(code, path) or self.config.excluded(path)
+                or is_suppressed(code, linecache.getline(path, line))):
+            self._silenced.add(key)
+            return None
+        finding = Finding.make(code, layer="run", path=shown, line=line, col=col,
+                               message=message, fix=fix, extra=extra or {})
+        self._by_key[key] = finding
+        if not quiet:
+            self._print(finding.format())
+        return finding
+
+    def explain(self, exc: BaseException) -> list[Finding]:
+        """Ask the checks to explain ``exc``; record their diagnoses as findings and add each to the
+        exception as a note (PEP 678), so it is printed after the original traceback."""
+        out: list[Finding] = []
+        where_default = _innermost_user_location(exc)
+        for check, method in list(self.handlers["on_error"]):
+            try:
+                diagnosis: Diagnosis | None = method(exc)
+            except Exception as err:
+                self._check_failed(check, "on_error", err)
+                continue
+            if diagnosis is None:
+                continue
+            before = len(self._by_key)
+            finding = self.report(check.code, diagnosis.message, fix=diagnosis.fix,
+                                  where=diagnosis.where or where_default, quiet=True)
+            if finding is not None and len(self._by_key) > before:
+                out.append(finding)
+                exc.add_note(f"\ntrainguard: {finding.format()}\n  why: {finding.why}\n"
+                             f"  docs: {finding.docs}")
+        return out
+
+    def _print(self, text: str) -> None:
+        stream = self.stream if self.stream is not None else sys.stderr
+        print(text, file=stream, flush=True)
+
+    def summary(self) -> str:
+        """The table printed at exit: one row per finding, with its count."""
+        findings = self.findings
+        if not findings:
+            return (f"trainguard: no findings ({len(self.checks)} checks; "
+                    f"{self.state.step} optimizer steps, {self.state.backward_count} backward "
+                    f"calls watched)")
+        rows = [("count", "code", "name", "where")]
+        rows += [(str(f.count), f.code, f.name, f"{f.path}:{f.line}") for f in findings]
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        steps = self.state.step
+        lines = [f"trainguard: {len(findings)} finding{'s' if len(findings) != 1 else ''} "
+                 f"({steps} optimizer step{'s' if steps != 1 else ''} watched)"]
+        for r in rows:
+            lines.append("  " + "  ".join([r[0].rjust(widths[0])]
+                                         + [r[i].ljust(widths[i]) for i in (1, 2)] + [r[3]]))
+        return "\n".join(lines)
+
+    def print_summary(self) -> None:
+        self._print(self.summary())
+
+    def write_json(self, path: str | os.PathLike[str]) -> None:
+        """Write ``{"findings": [...]}`` to ``path`` (atomically)."""
+        import json
+
+        target = Path(path)
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_text(json.dumps({"findings": [f.to_dict() for f in self.findings]}, indent=2)
+                       + "\n", encoding="utf-8")
+        os.replace(tmp, target)
+
+
+def _display_path(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def _innermost_user_location(exc: BaseException) -> tuple | None:
+    from trainguard.sanitize.frames import is_user_file
+
+    tb = exc.__traceback__
+    found = None
+    while tb is not None:
+        if is_user_file(tb.tb_frame.f_code.co_filename):
+            found = (tb.tb_frame.f_code.co_filename, tb.tb_lineno, 1)
+        tb = tb.tb_next
+    return found
+
+
+@contextmanager
+def watch(*, select: str | list[str] | None = None, ignore: str | list[str] | None = None,
+          report: str | os.PathLike[str] | None = None, summary: bool = True,
+          stream: TextIO | None = None) -> Iterator[Watcher]:
+    """Run the runtime checks around a block of code.
+
+    Findings are printed to ``stream`` (default stderr) as first seen and as a table when the block
+    ends; a PyTorch error raised in the block that a check can explain gets a diagnosis printed,
+    and is re-raised unchanged. Nested ``watch()`` blocks share the outer watcher.
+
+    Args:
+        select: code prefixes to report (``"TG2,TG301"`` or a list); default: the
+            ``[tool.trainguard]`` table of the nearest ``pyproject.toml``, else every code.
+        ignore: code prefixes not to report.
+        report: write ``{"findings": [...]}`` as JSON to this file at exit.
+        summary: print the summary table at exit.
+        stream: text stream for findings (default ``sys.stderr``).
+
+    Yields:
+        the :class:`Watcher`; ``watcher.findings`` holds the findings.
+
+    Raises:
+        UsageError: ``select``/``ignore`` or ``pyproject.toml`` name unknown codes.
+
+    Example::
+
+        import trainguard
+        with trainguard.watch() as w:
+            train(model, loader)
+        assert not w.findings
+    """
+    global _active
+    if _active is not None:
+        yield _active
+        return
+    config = load_config(Path.cwd())
+    to_str = (lambda v: ",".join(v) if isinstance(v, list) else v)
+    config = config.with_overrides(select=to_str(select), ignore=to_str(ignore))
+    watcher = Watcher(config=config, stream=stream).start()
+    _active = watcher
+    try:
+        yield watcher
+    except BaseException as exc:
+        if not isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+            watcher.explain(exc)
+        raise
+    finally:
+        _active = None
+        watcher.stop()
+        if summary:
+            watcher.print_summary()
+        if report is not None:
+            watcher.write_json(report)
