@@ -7,33 +7,24 @@ import subprocess
 import sys
 from pathlib import Path
 
-import os
+from cliutil import cli_env
 
 HERE = Path(__file__).resolve().parent
 CASES = HERE / "cases"
-SRC = HERE.parents[1] / "src"
-
-
-def cli_env() -> dict[str, str]:
-    """The environment for a subprocess: this checkout's ``src`` first, one thread."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.setdefault("OMP_NUM_THREADS", "1")
-    return env
 
 
 def run_tg(*args: str, cwd: str | Path | None = None, timeout: float = 120
            ) -> subprocess.CompletedProcess[str]:
-    """``trainguard ARGS`` in a subprocess (the subcommands present in this checkout)."""
-    return subprocess.run([sys.executable, str(HERE / "_main.py"), *args], cwd=cwd,
+    """``python -m trainguard ARGS`` in a subprocess."""
+    return subprocess.run([sys.executable, "-m", "trainguard", *args], cwd=cwd,
                           env=cli_env(), capture_output=True, text=True, timeout=timeout)
 
 
 def main_in_process(*args: str) -> int:
-    """``trainguard ARGS`` in this process (``trainguard.cli.main``, this checkout's subcommands)."""
-    import _main
+    """``trainguard ARGS`` in this process (``trainguard.cli.main``)."""
+    from trainguard.cli import main
 
-    return _main.cli.main(list(args))
+    return main(list(args))
 
 
 def run_in_process(script: Path, *args: str):
