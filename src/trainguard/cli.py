@@ -20,6 +20,7 @@ _SUBCOMMANDS = [
     "trainguard.loop.cli",
     "trainguard.sanitize.cli",
     "trainguard.lint.cli",
+    "trainguard.check",
     "trainguard.explain.cli",
     "trainguard.env",
 ]
