@@ -1,0 +1,12 @@
+# Modelled on the forum thread "IndexError: Target 2 is out of bounds"
+# (https://discuss.pytorch.org/t/indexerror-target-2-is-out-of-bounds/69614): labels run 1..3 while
+# the classifier has 3 outputs, so the label 3 is out of range and the run dies.
+import torch
+from torch import nn
+
+torch.manual_seed(12)
+x = torch.randn(20, 5)
+y = torch.randint(1, 4, (20,))  # labels 1, 2, 3 as stored in the CSV
+model = nn.Linear(5, 3)
+loss = nn.functional.cross_entropy(model(x), y)  # expect: TG402
+loss.backward()
