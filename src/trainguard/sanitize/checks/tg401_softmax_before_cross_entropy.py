@@ -13,8 +13,8 @@ for the *target* (distillation), and losses computed under ``torch.no_grad()`` (
 read; the training loss is checked).
 
 Reference: ``CrossEntropyLoss`` docs ("The input is expected to contain the unnormalized logits")
-https://pytorch.org/docs/stable/generated/torch.nn.CrossEntropyLoss.html; forum thread
-https://discuss.pytorch.org/t/do-i-need-to-use-softmax-before-nn-crossentropyloss/16739.
+https://pytorch.org/docs/stable/generated/torch.nn.CrossEntropyLoss.html;
+https://jamesmccaffreyblog.com/2020/06/11/pytorch-crossentropyloss-vs-nllloss-cross-entropy-loss-vs-negative-log-likelihood-loss/.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ Silent on: integer class indices in range (``ignore_index`` included), one-hot o
 float probabilities, binary targets in [0, 1] (soft labels included).
 
 Reference: ``CrossEntropyLoss`` docs (target: class indices in [0, C) or class probabilities)
-https://pytorch.org/docs/stable/generated/torch.nn.CrossEntropyLoss.html; forum thread
-https://discuss.pytorch.org/t/runtimeerror-expected-scalar-type-long-but-found-float/103299.
+https://pytorch.org/docs/stable/generated/torch.nn.CrossEntropyLoss.html; GitHub issue
+https://github.com/qubvel-org/segmentation_models.pytorch/issues/197.
 """
 
 from __future__ import annotations

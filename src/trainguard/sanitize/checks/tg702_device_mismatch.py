@@ -13,7 +13,7 @@ the parameters of `Linear` `0` on cuda:0, so the user sees which side to move.
 Silent on: runs without this error.
 
 Reference: "CUDA semantics" https://pytorch.org/docs/stable/notes/cuda.html; forum thread
-https://discuss.pytorch.org/t/runtimeerror-expected-all-tensors-to-be-on-the-same-device-but-found-at-least-two-devices-cuda-0-and-cpu/138383.
+https://discuss.pytorch.org/t/expected-all-tensors-to-be-on-the-same-device-but-found-at-least-two-devices-cuda-0-and-cpu-error/151314.
 """
 
 from __future__ import annotations

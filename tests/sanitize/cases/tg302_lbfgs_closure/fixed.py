@@ -1,7 +1,6 @@
 # Near miss for TG301-TG303: LBFGS re-evaluates the loss through a closure that zeroes the
 # gradients and calls backward inside optimizer.step(), as torch.optim documents
-# (https://pytorch.org/docs/stable/optim.html#optimizer-step-closure); a forum thread on the
-# pattern: https://discuss.pytorch.org/t/l-bfgs-optimizer-doesnt-work-properly-on-cuda/136785
+# (https://pytorch.org/docs/stable/optim.html#optimizer-step-closure).
 import torch
 from torch import nn
 

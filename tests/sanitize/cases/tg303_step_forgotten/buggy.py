@@ -1,6 +1,5 @@
 # Modelled on the beginner mistake described in "How to Use optimizer.step() Correctly in PyTorch"
-# (https://runebook.dev/en/docs/pytorch/generated/torch.optim.optimizer.step) and the GitHub issue
-# "Loss not decreasing" reports where the step line was lost in a refactor: the loop zeroes and
+# (https://runebook.dev/en/docs/pytorch/generated/torch.optim.optimizer.step): the loop zeroes and
 # backpropagates but never calls optimizer.step(), so the loss never moves.
 import torch
 from torch import nn

@@ -1,5 +1,6 @@
-# Modelled on the forum thread "Do I need to use softmax before nn.CrossEntropyLoss()?"
-# (https://discuss.pytorch.org/t/do-i-need-to-use-softmax-before-nn-crossentropyloss/16739): the
+# Modelled on "PyTorch CrossEntropyLoss vs. NLLLoss" (logits for CrossEntropyLoss, log_softmax for
+# NLLLoss) and "Using torch.nn.Softmax with torch.nn.NLLLoss" (https://runebook.dev/en/docs/pytorch/generated/torch.nn.softmax)
+# (https://jamesmccaffreyblog.com/2020/06/11/pytorch-crossentropyloss-vs-nllloss-cross-entropy-loss-vs-negative-log-likelihood-loss/): the
 # classifier ends in nn.Softmax and its output goes to CrossEntropyLoss; a second head feeds
 # softmax probabilities to NLLLoss.
 import torch

@@ -1,4 +1,4 @@
-# Fixed twin of buggy.py (https://discuss.pytorch.org/t/do-i-need-to-use-softmax-before-nn-crossentropyloss/16739):
+# Fixed twin of buggy.py (https://jamesmccaffreyblog.com/2020/06/11/pytorch-crossentropyloss-vs-nllloss-cross-entropy-loss-vs-negative-log-likelihood-loss/):
 # logits to CrossEntropyLoss, log_softmax to NLLLoss, softmax only for the predictions and for a
 # distillation target.
 import torch

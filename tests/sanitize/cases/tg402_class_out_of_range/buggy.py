@@ -1,5 +1,6 @@
-# Modelled on the forum thread "IndexError: Target 2 is out of bounds"
-# (https://discuss.pytorch.org/t/indexerror-target-2-is-out-of-bounds/69614): labels run 1..3 while
+# Modelled on the GitHub issues "IndexError: Target 2 is out of bounds"
+# (https://github.com/yangheng95/PyABSA/issues/375) and "Target -1 is out of bounds" ("the lowest
+# valid label number is 0", https://github.com/EricFillion/happy-transformer/issues/248): labels run 1..3 while
 # the classifier has 3 outputs, so the label 3 is out of range and the run dies.
 import torch
 from torch import nn

@@ -1,4 +1,4 @@
-# Fixed twin of buggy.py (https://discuss.pytorch.org/t/indexerror-target-2-is-out-of-bounds/69614):
+# Fixed twin of buggy.py (https://github.com/EricFillion/happy-transformer/issues/248):
 # the labels are shifted to 0..2; ignore_index marks unlabeled rows.
 import torch
 from torch import nn

@@ -1,5 +1,6 @@
-# Modelled on the forum thread "RuntimeError: expected scalar type Long but found Float"
-# (https://discuss.pytorch.org/t/runtimeerror-expected-scalar-type-long-but-found-float/103299):
+# Modelled on the GitHub issue "Expected object of scalar type Long but got scalar type Float for
+# argument #2 'target'"
+# (https://github.com/qubvel-org/segmentation_models.pytorch/issues/197):
 # class labels read from a float array reach CrossEntropyLoss and the run dies.
 import numpy as np
 import torch

@@ -1,4 +1,4 @@
-# Fixed twin of buggy.py (https://discuss.pytorch.org/t/runtimeerror-expected-scalar-type-long-but-found-float/103299):
+# Fixed twin of buggy.py (https://github.com/qubvel-org/segmentation_models.pytorch/issues/197):
 # the labels are converted to class indices with .long().
 import numpy as np
 import torch

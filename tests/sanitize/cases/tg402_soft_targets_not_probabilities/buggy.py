@@ -1,7 +1,7 @@
-# Modelled on the forum thread "CrossEntropyLoss with soft labels"
-# (https://discuss.pytorch.org/t/soft-cross-entropy-loss-tf-has-it-does-pytorch-have-it/69501)
-# and the GitHub issue about -1/+1 labels for a binary loss
-# (https://github.com/pytorch/pytorch/issues/2866): raw scores passed as "probabilities" to
+# Modelled on the GitHub issues about soft targets for cross_entropy
+# (https://github.com/Thunderbeee/ZSCL/issues/6), -1/+1 labels for a binary cross-entropy
+# (https://github.com/huanglianghua/siamfc-pytorch/issues/37) and "Why is the value of
+# BCEWithLogitsLoss negative?" (labels not 0/1, https://github.com/MontaEllis/Pytorch-Medical-Segmentation/issues/8): raw scores passed as "probabilities" to
 # cross_entropy, and -1/+1 labels passed to BCEWithLogitsLoss. Neither raises.
 import torch
 import torch.nn.functional as F

@@ -1,4 +1,4 @@
-# Fixed twin of buggy.py (https://discuss.pytorch.org/t/soft-cross-entropy-loss-tf-has-it-does-pytorch-have-it/69501):
+# Fixed twin of buggy.py (https://github.com/Thunderbeee/ZSCL/issues/6):
 # the teacher scores are normalized with softmax, one-hot float targets are fine, and the binary
 # labels are mapped to 0/1 (soft labels in [0, 1] are fine too).
 import torch

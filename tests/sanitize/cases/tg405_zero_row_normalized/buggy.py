@@ -1,6 +1,6 @@
 # Modelled on the GitHub issue "Loss becomes nan after training for ~2000 iterations"
-# (https://github.com/karpathy/nanoGPT/issues/136) and the forum thread "NaN after dividing by the
-# norm" (https://discuss.pytorch.org/t/nan-in-output-of-division-by-norm/53390): an embedding head
+# (https://github.com/karpathy/nanoGPT/issues/136) and the GitHub issue "Guard against division by
+# zero" (zero embeddings normalized to NaN, https://github.com/huggingface/sentence-transformers/issues/625): an embedding head
 # divides by the L2 norm by hand; one batch holds an all-zero row, 0/0 gives NaN, and the loss,
 # then every weight, turns NaN without an error.
 import torch

@@ -1,6 +1,7 @@
-# Modelled on the forum thread "RuntimeError: Expected all tensors to be on the same device, but
+# Modelled on the forum thread and GitHub issue "RuntimeError: Expected all tensors to be on the same device, but
 # found at least two devices, cuda:0 and cpu!"
-# (https://discuss.pytorch.org/t/runtimeerror-expected-all-tensors-to-be-on-the-same-device-but-found-at-least-two-devices-cuda-0-and-cpu/138383):
+# (https://discuss.pytorch.org/t/expected-all-tensors-to-be-on-the-same-device-but-found-at-least-two-devices-cuda-0-and-cpu-error/151314,
+# https://github.com/BenMSK/trajectory_prediction_TraPHic/issues/1):
 # the model is moved to the accelerator, the batch is not. The "meta" device stands in for "cuda"
 # so that the case runs on any machine; PyTorch raises the same kind of error.
 import torch

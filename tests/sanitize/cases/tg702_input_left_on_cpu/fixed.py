@@ -1,4 +1,4 @@
-# Fixed twin of buggy.py (https://discuss.pytorch.org/t/runtimeerror-expected-all-tensors-to-be-on-the-same-device-but-found-at-least-two-devices-cuda-0-and-cpu/138383):
+# Fixed twin of buggy.py (https://discuss.pytorch.org/t/expected-all-tensors-to-be-on-the-same-device-but-found-at-least-two-devices-cuda-0-and-cpu-error/151314):
 # the batch is moved to the model's device.
 import torch
 from torch import nn
