@@ -211,7 +211,39 @@ def install(w: "Watcher") -> list[Undo]:
     if h["on_functional"]:
         for name in FUNCTIONAL_WATCHED:
             _patch(F, name, lambda orig, name=name: _functional(w, name, orig), undo)
+    if h["on_scheduler_step"]:
+        _patch_schedulers(w, undo)
     return undo
+
+
+def _patch_schedulers(w: "Watcher", undo: list[Undo]) -> None:
+    """Wrap ``step`` of ``LRScheduler`` and of every scheduler class that overrides it.
+
+    Only calls made by user code become events: the ``step()`` a scheduler's constructor makes and
+    the steps ``SequentialLR``/``ChainedScheduler`` give their children are not.
+    """
+    import torch
+    from torch.optim import lr_scheduler as lrs
+
+    is_compiling = torch.compiler.is_compiling
+    classes = [c for c in vars(lrs).values() if isinstance(c, type)
+               and issubclass(c, lrs.LRScheduler) and "step" in c.__dict__]
+    depth = [0]
+
+    def make(original: Any) -> Any:
+        def step(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if (depth[0] == 0 and not is_compiling()
+                    and is_user_file(sys._getframe(1).f_code.co_filename)):
+                w.emit("on_scheduler_step", self)
+            depth[0] += 1
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                depth[0] -= 1
+        return step
+
+    for cls in classes:
+        _patch(cls, "step", make, undo)
 
 
 def _observer(w: "Watcher", event: str, original: Any, nargs: int) -> Any:

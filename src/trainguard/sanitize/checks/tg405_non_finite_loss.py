@@ -17,7 +17,12 @@ and then looks once for the cause (only now, never on a healthy step):
   or its own parameters were already non-finite.
 Reported once per run (every later step is non-finite too).
 
-Silent on: finite losses. Gradients that overflow while the loss is finite (fp16 with a
+With a ``GradScaler`` (looked for once, at the first backward) the root of backward is the
+scaled loss, which may overflow by design (the scaler then skips the step and lowers its scale),
+so the unscaled loss is checked instead: the output of the last loss module or functional loss
+(without one, nothing is checked under a scaler).
+
+Silent on: finite losses, scaled losses that overflow while the loss itself is finite. Gradients that overflow while the loss is finite (fp16 with a
 ``GradScaler`` skipping steps) are not this check's concern.
 
 Reference: ``torch.autograd.detect_anomaly`` (the expensive way to find the op)
@@ -44,7 +49,9 @@ class NonFiniteLoss(Check):
         super().__init__(watcher)
         self.done = False
         self.last: tuple | None = None  # (model ref, arg refs, output ref, where)
-        self.pending: list[tuple] = []  # CUDA: (host flag, event, step, where, value ref)
+        self.pending: list[tuple] = []  # CUDA: (host flag, event, step, where)
+        self.scaled: bool | None = None  # a GradScaler is in use (looked up at the first backward)
+        self.last_loss: Any = None  # weakref to the last loss output, used under a GradScaler
 
     def on_root_forward(self, call: Any) -> None:
         if self.done or not call.grad_enabled:
@@ -59,12 +66,22 @@ class NonFiniteLoss(Check):
         self.last = (weakref.ref(call.module), [weakref.ref(a) for a in args],
                      weakref.ref(out) if isinstance(out, torch.Tensor) else None, call.where)
 
+    def on_loss(self, call: Any) -> None:
+        if self.scaled:
+            out = call.output
+            self.last_loss = weakref.ref(out) if hasattr(out, "numel") else None
+
     def on_backward(self, call: Any) -> None:
         if self.done:
             return
         if self.pending:
             self._poll()
+        if self.scaled is None:
+            self.scaled = _scaler_in_use()
         roots = call.tensors
+        if self.scaled:  # the root is the scaled loss: check the loss itself
+            loss = self.last_loss() if self.last_loss is not None else None
+            roots = (loss,) if loss is not None else ()
         if len(roots) != 1 or roots[0].numel() != _MAX_ROOT or not roots[0].is_floating_point():
             return
         root = roots[0]
@@ -142,6 +159,16 @@ class NonFiniteLoss(Check):
         whose = " whose own parameters are already non-finite" if params_bad else ""
         return (f"; re-running {name}'s forward from {_short(fwd_where)} on the same batch, the "
                 f"first module whose output is non-finite is `{module_name}` ({kind}){whose}")
+
+
+def _scaler_in_use() -> bool:
+    import gc
+
+    try:
+        from torch.amp import GradScaler
+    except ImportError:
+        return False
+    return any(GradScaler in type(o).__mro__ and o.is_enabled() for o in gc.get_objects())
 
 
 def _rerun(model: Any, args: list[Any]) -> tuple[str, str, bool] | None:
