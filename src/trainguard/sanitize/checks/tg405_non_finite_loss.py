@@ -17,10 +17,11 @@ and then looks once for the cause (only now, never on a healthy step):
   or its own parameters were already non-finite.
 Reported once per run (every later step is non-finite too).
 
-With a ``GradScaler`` (looked for once, at the first backward) the root of backward is the
-scaled loss, which may overflow by design (the scaler then skips the step and lowers its scale),
-so the unscaled loss is checked instead: the output of the last loss module or functional loss
-(without one, nothing is checked under a scaler).
+With a ``GradScaler`` the root of backward is the scaled loss, which may overflow by design (the
+scaler then skips the step and lowers its scale). So a non-finite root is confirmed, only then,
+by looking once for a live enabled ``GradScaler`` (``gc``); with one, the unscaled loss (the output
+of the last loss module or functional loss, weakly held) must be non-finite too, and without a
+loss call nothing is reported.
 
 Silent on: finite losses, scaled losses that overflow while the loss itself is finite. Gradients that overflow while the loss is finite (fp16 with a
 ``GradScaler`` skipping steps) are not this check's concern.
@@ -50,7 +51,7 @@ class NonFiniteLoss(Check):
         self.done = False
         self.last: tuple | None = None  # (model ref, arg refs, output ref, where)
         self.pending: list[tuple] = []  # CUDA: (host flag, event, step, where)
-        self.scaled: bool | None = None  # a GradScaler is in use (looked up at the first backward)
+        self.scaled: bool | None = None  # a GradScaler is in use (looked up at the first non-finite root)
         self.last_loss: Any = None  # weakref to the last loss output, used under a GradScaler
 
     def on_root_forward(self, call: Any) -> None:
@@ -67,21 +68,15 @@ class NonFiniteLoss(Check):
                      weakref.ref(out) if isinstance(out, torch.Tensor) else None, call.where)
 
     def on_loss(self, call: Any) -> None:
-        if self.scaled:
-            out = call.output
-            self.last_loss = weakref.ref(out) if hasattr(out, "numel") else None
+        out = call.output
+        self.last_loss = weakref.ref(out) if hasattr(out, "numel") else None
 
     def on_backward(self, call: Any) -> None:
         if self.done:
             return
         if self.pending:
             self._poll()
-        if self.scaled is None:
-            self.scaled = _scaler_in_use()
         roots = call.tensors
-        if self.scaled:  # the root is the scaled loss: check the loss itself
-            loss = self.last_loss() if self.last_loss is not None else None
-            roots = (loss,) if loss is not None else ()
         if len(roots) != 1 or roots[0].numel() != _MAX_ROOT or not roots[0].is_floating_point():
             return
         root = roots[0]
@@ -89,8 +84,21 @@ class NonFiniteLoss(Check):
             self._queue(root, call)
             return
         value = root.item()
-        if not math.isfinite(value):
+        if not math.isfinite(value) and self._loss_is_non_finite():
             self._found(value, self.state.step + 1, call.where)
+
+    def _loss_is_non_finite(self) -> bool:
+        """Under a GradScaler, whether the unscaled loss is non-finite too (rare path only)."""
+        if self.scaled is None:
+            self.scaled = _scaler_in_use()
+        if not self.scaled:
+            return True
+        import torch
+
+        loss = self.last_loss() if self.last_loss is not None else None
+        if loss is None or not loss.is_floating_point() or loss.numel() != 1:
+            return False
+        return not bool(torch.isfinite(loss.detach()))  # note: a sync, only on this path
 
     def _queue(self, root: Any, call: Any) -> None:
         import torch
@@ -107,7 +115,7 @@ class NonFiniteLoss(Check):
     def _poll(self) -> None:
         while self.pending and self.pending[0][1].query():
             host, _, step, where = self.pending.pop(0)
-            if not bool(host):
+            if not bool(host) and self._loss_is_non_finite():
                 self.pending.clear()
                 self._found(float("nan"), step, where, exact=False)
                 return
