@@ -12,9 +12,10 @@ and then looks once for the cause (only now, never on a healthy step):
 - the model's output was finite, so the loss computation itself made the value (``log(0)``, a
   division by zero, a target out of range);
 - otherwise the same forward is re-run once on the same batch under ``torch.no_grad()``, with the
-  RNG state forked and every buffer (BatchNorm running statistics) restored afterwards, and with
-  forward hooks that name the first module whose output is non-finite, saying whether its input
-  or its own parameters were already non-finite.
+  RNG state forked and every buffer (BatchNorm running statistics) swapped for a copy (the originals are never
+  touched, so the backward about to run is unaffected), and with forward hooks that name the
+  first module whose output is non-finite, saying whether its own parameters were already
+  non-finite.
 Reported once per run (every later step is non-finite too).
 
 With a ``GradScaler`` the root of backward is the scaled loss, which may overflow by design (the
@@ -180,7 +181,7 @@ def _scaler_in_use() -> bool:
 
 
 def _rerun(model: Any, args: list[Any]) -> tuple[str, str, bool] | None:
-    """Run ``model`` once more on ``args`` without grad, RNG forked and buffers restored; return
+    """Run ``model`` once more on ``args`` without grad, RNG forked and buffers swapped for copies; return
     the first module (execution order) whose output is non-finite."""
     import torch
 
@@ -198,9 +199,15 @@ def _rerun(model: Any, args: list[Any]) -> tuple[str, str, bool] | None:
 
     devices = sorted({a.device.index or 0 for a in args if a.is_cuda})
     handles = []
-    saved = [(b, b.clone()) for b in model.buffers()]
+    # Buffers (BatchNorm running statistics) are swapped for copies during the re-run and the
+    # originals put back untouched: an in-place restore would bump their version counters and break
+    # the backward about to run through the user's graph.
+    swapped = [(module, name, buf) for module in model.modules()
+               for name, buf in module._buffers.items() if buf is not None]
     try:
         with torch.no_grad(), torch.random.fork_rng(devices=devices):
+            for module, name, buf in swapped:
+                module._buffers[name] = buf.clone()
             for qual, module in model.named_modules():
                 if module is not model:
                     handles.append(module.register_forward_hook(make_hook(qual)))
@@ -210,9 +217,8 @@ def _rerun(model: Any, args: list[Any]) -> tuple[str, str, bool] | None:
     finally:
         for h in handles:
             h.remove()
-        with torch.no_grad():
-            for buf, copy in saved:
-                buf.copy_(copy)
+        for module, name, buf in swapped:
+            module._buffers[name] = buf
     return first[0] if first else None
 
 
