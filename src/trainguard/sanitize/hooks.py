@@ -213,7 +213,26 @@ def install(w: "Watcher") -> list[Undo]:
             _patch(F, name, lambda orig, name=name: _functional(w, name, orig), undo)
     if h["on_scheduler_step"]:
         _patch_schedulers(w, undo)
+    if h["on_clip"]:
+        for name in ("clip_grad_norm_", "clip_grad_value_"):
+            _patch(torch.nn.utils, name, lambda orig, name=name: _clip(w, name, orig), undo)
     return undo
+
+
+def _clip(w: "Watcher", name: str, original: Any) -> Any:
+    """Observe a gradient-clipping call; a generator of parameters is read once into a list, which
+    is what the original then receives (it accepts any iterable)."""
+    import torch
+
+    is_compiling = torch.compiler.is_compiling
+
+    def clip(parameters: Any, *args: Any, **kwargs: Any) -> Any:
+        if is_compiling():
+            return original(parameters, *args, **kwargs)
+        params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+        w.emit("on_clip", name, params)
+        return original(params, *args, **kwargs)
+    return clip
 
 
 def _patch_schedulers(w: "Watcher", undo: list[Undo]) -> None:
