@@ -230,6 +230,11 @@ def install(w: "Watcher") -> list[Undo]:
     if h["on_functional"]:
         for name in FUNCTIONAL_WATCHED:
             _patch(F, name, lambda orig, name=name: _functional(w, name, orig), undo)
+    if h["on_scheduler_step"]:
+        _patch_schedulers(w, undo)
+    if h["on_clip"]:
+        for name in ("clip_grad_norm_", "clip_grad_value_"):
+            _patch(torch.nn.utils, name, lambda orig, name=name: _clip(w, name, orig), undo)
     return undo
 
 
@@ -285,6 +290,52 @@ def _install_grad_mode(w: "Watcher", undo: list[Undo]) -> None:
     _patch(grad_mode.no_grad, "__exit__", make_no_grad_exit, undo)
     _patch(grad_mode.enable_grad, "__enter__", make_enable_enter, undo)
     _patch(grad_mode.enable_grad, "__exit__", make_enable_exit, undo)
+
+
+def _clip(w: "Watcher", name: str, original: Any) -> Any:
+    """Observe a gradient-clipping call; a generator of parameters is read once into a list, which
+    is what the original then receives (it accepts any iterable)."""
+    import torch
+
+    is_compiling = torch.compiler.is_compiling
+
+    def clip(parameters: Any, *args: Any, **kwargs: Any) -> Any:
+        if is_compiling():
+            return original(parameters, *args, **kwargs)
+        params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+        w.emit("on_clip", name, params)
+        return original(params, *args, **kwargs)
+    return clip
+
+
+def _patch_schedulers(w: "Watcher", undo: list[Undo]) -> None:
+    """Wrap ``step`` of ``LRScheduler`` and of every scheduler class that overrides it.
+
+    Only calls made by user code become events: the ``step()`` a scheduler's constructor makes and
+    the steps ``SequentialLR``/``ChainedScheduler`` give their children are not.
+    """
+    import torch
+    from torch.optim import lr_scheduler as lrs
+
+    is_compiling = torch.compiler.is_compiling
+    classes = [c for c in vars(lrs).values() if isinstance(c, type)
+               and issubclass(c, lrs.LRScheduler) and "step" in c.__dict__]
+    depth = [0]
+
+    def make(original: Any) -> Any:
+        def step(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if (depth[0] == 0 and not is_compiling()
+                    and is_user_file(sys._getframe(1).f_code.co_filename)):
+                w.emit("on_scheduler_step", self)
+            depth[0] += 1
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                depth[0] -= 1
+        return step
+
+    for cls in classes:
+        _patch(cls, "step", make, undo)
 
 
 def _observer(w: "Watcher", event: str, original: Any, nargs: int) -> Any:

@@ -42,6 +42,10 @@ Events (arguments are what PyTorch passed; nothing is copied):
 - ``on_step_pre(optimizer)`` / ``on_step(optimizer)``: ``optimizer.step()`` starts / returned
   (``state.step`` counts completed steps).
 - ``on_zero_grad(owner, set_to_none)``: ``Optimizer.zero_grad`` or ``Module.zero_grad`` was called.
+- ``on_scheduler_step(scheduler)``: user code called an LR scheduler's ``step()`` (not the call
+  its constructor makes, not a scheduler stepping another).
+- ``on_clip(name, params)``: ``torch.nn.utils.clip_grad_norm_``/``clip_grad_value_`` is about
+  to run; ``params`` is the list of tensors it clips.
 - ``on_functional(name, args, kwargs)``: a watched ``torch.nn.functional`` function other than a
   loss (``"dropout"``, ``"dropout2d"``, ...).
 - ``on_save(obj, f)`` / ``on_load(f, kwargs)``: ``torch.save`` / ``torch.load`` was called.
@@ -74,7 +78,7 @@ __all__ = ["Check", "Diagnosis", "discover", "EVENTS"]
 EVENTS = (
     "on_forward_pre", "on_forward", "on_root_forward", "on_loss", "on_backward",
     "on_backward_done", "on_backward_failed", "on_step_pre", "on_step", "on_zero_grad",
-    "on_functional", "on_save", "on_load", "on_exit", "on_error",
+    "on_functional", "on_save", "on_load", "on_exit", "on_error", "on_scheduler_step", "on_clip",
 )
 
 
@@ -119,6 +123,8 @@ class Check:
     def on_step_pre(self, optimizer: Any) -> None: ...
     def on_step(self, optimizer: Any) -> None: ...
     def on_zero_grad(self, owner: Any, set_to_none: bool) -> None: ...
+    def on_scheduler_step(self, scheduler: Any) -> None: ...
+    def on_clip(self, name: str, params: list) -> None: ...
     def on_functional(self, name: str, args: tuple, kwargs: dict) -> None: ...
     def on_save(self, obj: Any, f: Any) -> None: ...
     def on_load(self, f: Any, kwargs: dict) -> None: ...

@@ -1,0 +1,86 @@
+"""TG302 zero-grad-before-step: gradients were zeroed between ``backward()`` and ``step()``.
+
+What it watches: ``Optimizer.zero_grad``/``Module.zero_grad`` calls made after a backward and before
+the next optimizer step (a cheap comparison of two counters; zeroing at the start or at the end of
+the step never gets past it), and the next ``optimizer.step()``.
+
+When it fires: ``optimizer.step()`` runs with no backward since that ``zero_grad``, the zeroed
+parameters belong to this optimizer, and the gradients of (up to eight of) them are now ``None`` or
+all zero: the step applies nothing (SGD) or only momentum/weight decay (Adam). Reported at the step
+line, naming the ``zero_grad`` line.
+
+Silent on: ``zero_grad`` before backward or after step, ``p.grad = None``, LBFGS closures (they zero
+inside ``step``), GANs whose other optimizer is zeroed in between (its parameters are not this
+optimizer's), gradients set by hand after zeroing (they are not zero), declared accumulation.
+
+Reference: ``torch.optim.Optimizer.zero_grad``
+(https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html) and the
+"Optimizing Model Parameters" tutorial's step order
+(https://pytorch.org/tutorials/beginner/basics/optimization_tutorial.html).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import weakref
+from typing import Any
+
+from trainguard.sanitize.checks import Check
+from trainguard.sanitize.frames import user_location
+
+_SAMPLE = 8
+
+
+def _params(owner: Any) -> list[Any]:
+    if hasattr(owner, "param_groups"):
+        return [p for g in owner.param_groups for p in g["params"]]
+    return list(owner.parameters())
+
+
+class ZeroGradBeforeStep(Check):
+    code = "TG302"
+
+    def __init__(self, watcher: Any) -> None:
+        super().__init__(watcher)
+        self.backwards_at_step = 0
+        # (weakref(owner), backward count at the zero_grad, its location, set_to_none)
+        self.pending: tuple | None = None
+
+    def on_zero_grad(self, owner: Any, set_to_none: bool) -> None:
+        state = self.state
+        if state.in_step or state.backward_count <= self.backwards_at_step:
+            return  # zeroing before the backward or after the step: the usual, correct places
+        self.pending = (weakref.ref(owner), state.backward_count,
+                        user_location(sys._getframe(1)), set_to_none)
+
+    def on_step_pre(self, optimizer: Any) -> None:
+        pending = self.pending
+        if pending is None or pending[1] != self.state.backward_count:
+            return
+        owner = pending[0]()
+        if owner is None:
+            return
+        zeroed = {id(p) for p in _params(owner)}
+        mine = [p for p in _params(optimizer) if id(p) in zeroed and p.requires_grad][:_SAMPLE]
+        if not mine:
+            return  # another optimizer's (or model's) gradients were zeroed: a GAN's pattern
+        # note: a sync on CUDA, paid only on this already-suspicious path
+        if any(p.grad is not None and bool(p.grad.any()) for p in mine):
+            return  # gradients were set again (by hand or torch.autograd.grad) after zeroing
+        where = pending[2]
+        at = f"{os.path.basename(where[0])}:{where[1]}" if where else "an earlier line"
+        owner_name = type(owner).__name__
+        how = "set them to None, so step() skips every parameter" if pending[3] else \
+            "filled them with zeros, so step() moves the parameters by momentum and weight decay only"
+        self.report(
+            f"{type(optimizer).__name__}.step() at optimizer step {self.state.step + 1} ran on "
+            f"zeroed gradients: {owner_name}.zero_grad() at {at} came after the last backward and "
+            f"{how}; nothing learns from this batch",
+            fix="call zero_grad() before loss.backward() (or after optimizer.step()), never between "
+                "the two")
+        self.pending = None
+
+    def on_step(self, optimizer: Any) -> None:
+        self.backwards_at_step = self.state.backward_count
+        self.pending = None

@@ -1,0 +1,136 @@
+"""TG402 label-dtype: class targets of the wrong form.
+
+What it watches: the first call of each loss line (later calls of the same line cost one dict
+look-up): for ``CrossEntropyLoss``/``F.cross_entropy`` with float targets of the input's shape
+(class probabilities), and for ``BCELoss``/``BCEWithLogitsLoss`` and their functional forms, the
+target's range. That look reads the values once per line (a sync on CUDA, once). When the run dies
+of a loss error, the loss function's own arguments (found in the traceback) are read.
+
+When it fires:
+- float class probabilities that are not probabilities: negative, above 1, or rows not summing to 1
+  (e.g. regression values or unnormalized scores passed as soft targets);
+- binary targets outside [0, 1] (``-1/+1`` labels, class indices 0..K given to a binary loss);
+- and it explains PyTorch's errors: float class indices ("expected target dtype to be Long"),
+  a class index out of range ("Target 7 is out of bounds", with the number of classes),
+  one-hot integer targets ("0D or 1D target tensor expected"), integer targets for a binary
+  loss ("result type Float can't be cast to the desired output type Long").
+
+Silent on: integer class indices in range (``ignore_index`` included), one-hot or label-smoothed
+float probabilities, binary targets in [0, 1] (soft labels included).
+
+Reference: ``CrossEntropyLoss`` docs (target: class indices in [0, C) or class probabilities)
+https://pytorch.org/docs/stable/generated/torch.nn.CrossEntropyLoss.html; GitHub issue
+https://github.com/qubvel-org/segmentation_models.pytorch/issues/197.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from trainguard.sanitize.checks import Check, Diagnosis
+
+_CE = ("CrossEntropyLoss", "cross_entropy")
+_BINARY = ("BCELoss", "BCEWithLogitsLoss", "binary_cross_entropy", "binary_cross_entropy_with_logits")
+_LOSS_FUNCS = ("cross_entropy", "nll_loss", "binary_cross_entropy",
+               "binary_cross_entropy_with_logits")
+_OUT_OF_BOUNDS = re.compile(r"Target (-?\d+) is out of bounds")
+
+
+class LabelDtype(Check):
+    code = "TG402"
+
+    def __init__(self, watcher: Any) -> None:
+        super().__init__(watcher)
+        self.seen: set[Any] = set()
+
+    def on_loss(self, call: Any) -> None:
+        name = call.name
+        if name not in _CE and name not in _BINARY:
+            return
+        key = (call.where, name)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        x, t = call.input, call.target
+        if not hasattr(t, "is_floating_point") or not hasattr(x, "shape"):
+            return
+        import torch
+
+        with torch.no_grad():
+            if name in _CE and t.is_floating_point() and t.shape == x.shape and x.dim() >= 2:
+                lo, hi = float(t.min()), float(t.max())
+                row_err = float((t.sum(dim=1) - 1).abs().max())
+                if lo < 0 or hi > 1 or row_err > 1e-3:
+                    self.report(
+                        f"{name} got float targets of the input's shape {tuple(x.shape)}, which it "
+                        f"reads as class probabilities, but they are not: values in "
+                        f"[{lo:.3g}, {hi:.3g}], rows summing to 1 +/- {row_err:.3g}",
+                        fix="pass class indices (a long tensor of shape (N,)), or normalize the "
+                            "soft targets (e.g. softmax over dim 1)",
+                        where=call.where)
+            elif name in _BINARY and t.is_floating_point() and t.numel():
+                lo, hi = float(t.min()), float(t.max())
+                if lo < 0 or hi > 1:
+                    self.report(
+                        f"{name} targets lie in [{lo:.3g}, {hi:.3g}], outside [0, 1]: a binary "
+                        "loss reads them as probabilities of the positive class, so -1/+1 labels "
+                        "or class indices are trained towards nonsense",
+                        fix="map the labels to 0/1 (e.g. (y > 0).float()), or use CrossEntropyLoss "
+                            "for class indices",
+                        where=call.where)
+
+    def on_error(self, exc: BaseException) -> Diagnosis | None:
+        text = str(exc)
+        args = _loss_args(exc)
+        if args is None:
+            return None
+        func, x, t = args
+        shapes = f"input {_shape(x)} {_dtype(x)}, target {_shape(t)} {_dtype(t)}"
+        m = _OUT_OF_BOUNDS.search(text)
+        if m:
+            classes = x.shape[1] if getattr(x, "dim", lambda: 0)() >= 2 else None
+            span = f"[0, {classes - 1}]" if classes else "the class range"
+            return Diagnosis(
+                f"{func} got class index {m.group(1)}, but the input has "
+                f"{classes if classes else 'fewer'} classes ({shapes}); valid targets lie in {span}",
+                fix="make the model's last layer output one score per class, or remap the labels "
+                    "to 0..C-1 (labels starting at 1 need `y - 1`)")
+        if "expected target dtype to be Long" in text or "expected scalar type Long" in text:
+            return Diagnosis(
+                f"{func} got class indices stored as floats ({shapes})",
+                fix="convert the targets with `.long()` (class indices), or pass float class "
+                    "probabilities of the input's shape")
+        if "0D or 1D target tensor expected" in text:
+            return Diagnosis(
+                f"{func} got integer targets of shape {_shape(t)}: one-hot labels are read as "
+                f"several class indices per sample ({shapes})",
+                fix="pass `y.argmax(dim=1)` (class indices), or `y.float()` as class probabilities")
+        if "can't be cast to the desired output type" in text and func.startswith("binary"):
+            return Diagnosis(
+                f"{func} got integer targets ({shapes}); binary losses need float targets",
+                fix="convert the targets with `.float()` (0.0/1.0)")
+        return None
+
+
+def _loss_args(exc: BaseException) -> tuple[str, Any, Any] | None:
+    """``(function, input, target)`` of the loss function the exception passed through."""
+    tb = exc.__traceback__
+    found = None
+    while tb is not None:
+        frame = tb.tb_frame
+        name = frame.f_code.co_name
+        if name in _LOSS_FUNCS and frame.f_code.co_filename.endswith("functional.py"):
+            loc = frame.f_locals
+            if "input" in loc and "target" in loc:
+                found = (name, loc["input"], loc["target"])
+        tb = tb.tb_next
+    return found
+
+
+def _shape(t: Any) -> str:
+    return str(tuple(t.shape)) if hasattr(t, "shape") else type(t).__name__
+
+
+def _dtype(t: Any) -> str:
+    return str(getattr(t, "dtype", "")).replace("torch.", "")

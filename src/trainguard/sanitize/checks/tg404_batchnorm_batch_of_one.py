@@ -1,0 +1,81 @@
+"""TG404 batchnorm-batch-of-one: BatchNorm trained on one value per channel.
+
+What it watches: nothing on a healthy step (no BatchNorm call goes through the watcher). When the
+run dies of PyTorch's ``ValueError: Expected more than 1 value per channel when training``, it reads
+the module that raised (the watcher notes the innermost failing module), its name inside the model,
+the input size from the message, and, once, the live ``DataLoader`` objects (``gc``) to find the one
+whose last batch holds a single sample.
+
+When it fires: on that error. In eager PyTorch 2.x every BatchNorm call in training mode with
+one value per channel raises this error (``BatchNorm1d`` on ``(1, C)`` or ``(1, C, 1)``,
+``BatchNorm2d`` on ``(1, C, 1, 1)``), so the error is where the pitfall shows. The diagnosis names
+the layer and, where found, the loader (``len(dataset) % batch_size == 1``) and the fix.
+
+Silent on: ``BatchNorm2d`` on ``(1, C, H, W)`` with ``H * W > 1`` and ``BatchNorm1d`` on
+``(1, C, L)`` with ``L > 1`` (several values per channel: PyTorch trains on them), evaluation mode.
+
+Reference: ``BatchNorm1d`` docs https://pytorch.org/docs/stable/generated/torch.nn.BatchNorm1d.html;
+forum thread https://discuss.pytorch.org/t/batch-norm-training-when-batch-size-1/102979.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from trainguard.sanitize.checks import Check, Diagnosis
+
+_MESSAGE = "Expected more than 1 value per channel when training"
+_SIZE = re.compile(r"input size torch\.Size\(\[([\d, ]*)\]\)")
+
+
+class BatchNormBatchOfOne(Check):
+    code = "TG404"
+
+    def on_error(self, exc: BaseException) -> Diagnosis | None:
+        if not isinstance(exc, ValueError) or _MESSAGE not in str(exc):
+            return None
+        m = _SIZE.search(str(exc))
+        size = tuple(int(s) for s in m.group(1).split(",") if s.strip()) if m else None
+        layer = _layer_name(self.state)
+        seen = f"input size {size}" if size else "its input"
+        batch = (f"a batch of {size[0]} sample{'s' if size[0] != 1 else ''}"
+                 if size else "this batch")
+        loader = _partial_loader()
+        where_from = (f"; {loader} leaves a last batch of one sample" if loader else
+                      " (often the last, partial batch of an epoch)")
+        return Diagnosis(
+            f"{layer} got {seen} in training mode: {batch} gives it one value per channel, so "
+            f"the batch variance is undefined{where_from}",
+            fix="pass drop_last=True to the training DataLoader, use a batch size that does not "
+                "leave one sample, or use GroupNorm/LayerNorm for single-sample batches")
+
+
+def _layer_name(state: Any) -> str:
+    module = state.failed_module
+    if module is None:
+        return "a BatchNorm layer"
+    kind = type(module).__name__
+    for model in list(state.models):
+        for qual, sub in model.named_modules():
+            if sub is module and qual:
+                return f"{kind} `{qual}` of {type(model).__name__}"
+    return kind
+
+
+def _partial_loader() -> str | None:
+    import gc
+
+    from torch.utils.data import DataLoader
+
+    for obj in gc.get_objects():
+        if DataLoader not in type(obj).__mro__:  # type(), not isinstance: some objects warn on __class__
+            continue
+        size = obj.batch_size
+        try:
+            n = len(obj.dataset)  # type: ignore[arg-type]
+        except TypeError:
+            continue
+        if size and not obj.drop_last and n % size == 1:
+            return f"DataLoader(batch_size={size}) over {n} samples"
+    return None

@@ -1,0 +1,226 @@
+"""TG405 non-finite-loss: the loss became NaN or Inf.
+
+What it watches: the root of every ``backward()`` when it is a single value (the loss). On the CPU
+its value is read (``.item()``, about a microsecond). On CUDA a ``torch.isfinite`` flag is copied
+to pinned memory without blocking, and read at a later backward once its CUDA event has completed,
+so the check never waits for the GPU. Each outermost training forward leaves weak references to its
+tensor arguments and its output.
+
+When it fires: the first non-finite loss. The finding names the optimizer step and backward line,
+and then looks once for the cause (only now, never on a healthy step):
+- the input batch already holds NaN/Inf;
+- the model's output was finite, so the loss computation itself made the value (``log(0)``, a
+  division by zero, a target out of range);
+- otherwise the same forward is re-run once on the same batch under ``torch.no_grad()``, with the
+  RNG state forked and every buffer (BatchNorm running statistics) swapped for a copy (the originals are never
+  touched, so the backward about to run is unaffected), and with forward hooks that name the
+  first module whose output is non-finite, saying whether its own parameters were already
+  non-finite.
+Reported once per run (every later step is non-finite too).
+
+With a ``GradScaler`` the root of backward is the scaled loss, which may overflow by design (the
+scaler then skips the step and lowers its scale). So a non-finite root is confirmed, only then,
+by looking once for a live enabled ``GradScaler`` (``gc``); with one, the unscaled loss (the output
+of the last loss module or functional loss, weakly held) must be non-finite too, and without a
+loss call nothing is reported.
+
+Silent on: finite losses, scaled losses that overflow while the loss itself is finite. Gradients that overflow while the loss is finite (fp16 with a
+``GradScaler`` skipping steps) are not this check's concern.
+
+Reference: ``torch.autograd.detect_anomaly`` (the expensive way to find the op)
+https://pytorch.org/docs/stable/autograd.html#anomaly-detection; GitHub issue
+https://github.com/karpathy/nanoGPT/issues/136.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import weakref
+from typing import Any
+
+from trainguard.sanitize.checks import Check
+
+_MAX_ROOT = 1  # only scalar roots: a loss
+
+
+class NonFiniteLoss(Check):
+    code = "TG405"
+
+    def __init__(self, watcher: Any) -> None:
+        super().__init__(watcher)
+        self.done = False
+        self.last: tuple | None = None  # (model ref, arg refs, output ref, where)
+        self.pending: list[tuple] = []  # CUDA: (host flag, event, step, where)
+        self.scaled: bool | None = None  # a GradScaler is in use (looked up at the first non-finite root)
+        self.last_loss: Any = None  # weakref to the last loss output, used under a GradScaler
+
+    def on_root_forward(self, call: Any) -> None:
+        if self.done or not call.grad_enabled:
+            return
+        import torch
+
+        args = call.args
+        if not all(isinstance(a, torch.Tensor) for a in args):
+            self.last = None
+            return
+        out = call.output
+        self.last = (weakref.ref(call.module), [weakref.ref(a) for a in args],
+                     weakref.ref(out) if isinstance(out, torch.Tensor) else None, call.where)
+
+    def on_loss(self, call: Any) -> None:
+        out = call.output
+        self.last_loss = weakref.ref(out) if hasattr(out, "numel") else None
+
+    def on_backward(self, call: Any) -> None:
+        if self.done:
+            return
+        if self.pending:
+            self._poll()
+        roots = call.tensors
+        if len(roots) != 1 or roots[0].numel() != _MAX_ROOT or not roots[0].is_floating_point():
+            return
+        root = roots[0]
+        if root.is_cuda:
+            self._queue(root, call)
+            return
+        value = root.item()
+        if not math.isfinite(value) and self._loss_is_non_finite():
+            self._found(value, self.state.step + 1, call.where)
+
+    def _loss_is_non_finite(self) -> bool:
+        """Under a GradScaler, whether the unscaled loss is non-finite too (rare path only)."""
+        if self.scaled is None:
+            self.scaled = _scaler_in_use()
+        if not self.scaled:
+            return True
+        import torch
+
+        loss = self.last_loss() if self.last_loss is not None else None
+        if loss is None or not loss.is_floating_point() or loss.numel() != 1:
+            return False
+        return not bool(torch.isfinite(loss.detach()))  # note: a sync, only on this path
+
+    def _queue(self, root: Any, call: Any) -> None:
+        import torch
+
+        host = torch.empty((), dtype=torch.bool, pin_memory=True)
+        host.copy_(torch.isfinite(root.detach()), non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        self.pending.append((host, event, self.state.step + 1, call.where))
+        if len(self.pending) > 64:  # the GPU is far behind: wait for the oldest
+            self.pending[0][1].synchronize()
+            self._poll()
+
+    def _poll(self) -> None:
+        while self.pending and self.pending[0][1].query():
+            host, _, step, where = self.pending.pop(0)
+            if not bool(host) and self._loss_is_non_finite():
+                self.pending.clear()
+                self._found(float("nan"), step, where, exact=False)
+                return
+
+    def on_exit(self) -> None:
+        if self.pending and not self.done:
+            self.pending[-1][1].synchronize()
+            self._poll()
+        self.pending.clear()
+
+    def _found(self, value: float, step: int, where: Any, *, exact: bool = True) -> None:
+        self.done = True
+        what = f"the loss is {value}" if exact else "the loss is NaN or Inf"
+        cause = self._cause(exact)
+        self.report(
+            f"{what} at optimizer step {step} (backward at {_short(where)}){cause}; every step "
+            "after it trains on NaN",
+            fix="lower the learning rate or clip gradients, check the named module and the inputs "
+                "for NaN/Inf, add an epsilon inside log/sqrt/division",
+            where=where)
+        self.last = None
+
+    def _cause(self, same_forward: bool) -> str:
+        import torch
+
+        last = self.last
+        if last is None or not same_forward:
+            return ""
+        model, arg_refs, out_ref, fwd_where = last[0](), [r() for r in last[1]], last[2], last[3]
+        if model is None or any(a is None for a in arg_refs):
+            return ""
+        name = type(model).__name__
+        with torch.no_grad():
+            if any(a.is_floating_point() and not bool(torch.isfinite(a).all()) for a in arg_refs):
+                return f"; the input batch given to {name} at {_short(fwd_where)} already holds NaN/Inf"
+            out = out_ref() if out_ref is not None else None
+            if out is not None and out.is_floating_point() and bool(torch.isfinite(out).all()):
+                return (f"; {name}'s output at {_short(fwd_where)} was finite, so the loss "
+                        "computation made it non-finite (log of 0, division by zero, sqrt of a "
+                        "negative)")
+        self.state.modules.append(model)  # inner calls of the re-run are not outermost forwards
+        try:
+            found = _rerun(model, arg_refs)
+        finally:
+            self.state.modules.pop()
+        if found is None:
+            return ""
+        module_name, kind, params_bad = found
+        whose = " whose own parameters are already non-finite" if params_bad else ""
+        return (f"; re-running {name}'s forward from {_short(fwd_where)} on the same batch, the "
+                f"first module whose output is non-finite is `{module_name}` ({kind}){whose}")
+
+
+def _scaler_in_use() -> bool:
+    import gc
+
+    try:
+        from torch.amp import GradScaler
+    except ImportError:
+        return False
+    return any(GradScaler in type(o).__mro__ and o.is_enabled() for o in gc.get_objects())
+
+
+def _rerun(model: Any, args: list[Any]) -> tuple[str, str, bool] | None:
+    """Run ``model`` once more on ``args`` without grad, RNG forked and buffers swapped for copies; return
+    the first module (execution order) whose output is non-finite."""
+    import torch
+
+    first: list[tuple[str, str, bool]] = []
+
+    def make_hook(qual: str) -> Any:
+        def hook(module: Any, inputs: Any, output: Any) -> None:
+            if first or not isinstance(output, torch.Tensor) or not output.is_floating_point():
+                return None
+            if not bool(torch.isfinite(output).all()):
+                bad = any(not bool(torch.isfinite(p).all()) for p in module.parameters(recurse=False))
+                first.append((qual, type(module).__name__, bad))
+            return None
+        return hook
+
+    devices = sorted({a.device.index or 0 for a in args if a.is_cuda})
+    handles = []
+    # Buffers (BatchNorm running statistics) are swapped for copies during the re-run and the
+    # originals put back untouched: an in-place restore would bump their version counters and break
+    # the backward about to run through the user's graph.
+    swapped = [(module, name, buf) for module in model.modules()
+               for name, buf in module._buffers.items() if buf is not None]
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=devices):
+            for module, name, buf in swapped:
+                module._buffers[name] = buf.clone()
+            for qual, module in model.named_modules():
+                if module is not model:
+                    handles.append(module.register_forward_hook(make_hook(qual)))
+            type(model)._call_impl(model, *args)
+    except Exception:
+        return None
+    finally:
+        for h in handles:
+            h.remove()
+        for module, name, buf in swapped:
+            module._buffers[name] = buf
+    return first[0] if first else None
+
+
+def _short(where: Any) -> str:
+    return f"{os.path.basename(where[0])}:{where[1]}" if where else "an unknown line"

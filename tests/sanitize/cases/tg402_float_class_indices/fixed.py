@@ -1,0 +1,14 @@
+# Fixed twin of buggy.py (https://github.com/qubvel-org/segmentation_models.pytorch/issues/197):
+# the labels are converted to class indices with .long().
+import numpy as np
+import torch
+from torch import nn
+
+rng = np.random.default_rng(11)
+features = torch.from_numpy(rng.normal(size=(16, 4)).astype("float32"))
+labels = torch.from_numpy(rng.integers(0, 3, size=16).astype("float32"))
+model = nn.Linear(4, 3)
+criterion = nn.CrossEntropyLoss()
+loss = criterion(model(features), labels.long())
+loss.backward()
+print(f"loss {loss.item():.3f}")
