@@ -25,7 +25,7 @@ import functools
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
-from trainguard.sanitize.frames import is_user_code, user_location
+from trainguard.sanitize.frames import is_user_code, is_user_file, user_location
 from trainguard.sanitize.state import (MADE, BackwardCall, ForwardCall, LossCall, Made,
                                        first_tensor)
 

@@ -9,7 +9,8 @@ the path from the loss to them is cut (``.detach()``, ``.data``, ``.item()``, a 
 an integer cast) or their module is never used in the forward. The finding names the parameters
 (by their names in the models seen) and is reported at the ``optimizer.step()`` line.
 
-Silent on: frozen parameters (``requires_grad=False``); parameters that got a gradient at any of
+Silent on: parameters of a module that was replaced after the optimizer was built (no model
+seen holds them: TG304 reports that); frozen parameters (``requires_grad=False``); parameters that got a gradient at any of
 the first steps (branches used only sometimes); several optimizers (each is judged on its own
 steps); optimizers that never step.
 
@@ -49,6 +50,8 @@ class GradientCut(Check):
         missing = {id(p) for p in params if p.grad is None}
         never = missing if never is None else never & missing
         record[0], record[1] = steps + 1, never
+        if record[0] == _STEPS and never:
+            never = self._in_models(never)
         if record[0] == _STEPS and never and len(never) < len(params):
             names = self._names(never)
             self.report(
@@ -60,6 +63,15 @@ class GradientCut(Check):
                 fix="find where the output of those modules stops carrying grad_fn and compute "
                     "it with torch operations; freeze (requires_grad_(False)) what is unused on "
                     "purpose")
+
+    def _in_models(self, ids: set[int]) -> set[int]:
+        """Leave out parameters no watched model holds any more: a module replaced after the
+        optimizer was built is TG304's finding (params-not-in-optimizer), not a cut path."""
+        models = list(self.state.models)
+        if not models:
+            return ids
+        held = {id(p) for model in models for p in model.parameters()}
+        return ids & held
 
     def _names(self, ids: set[int]) -> list[str]:
         names: list[str] = []
