@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Finding": "trainguard.findings",
     "fit": "trainguard.loop.fit",
+    "init_distributed": "trainguard.loop.distributed",
     "History": "trainguard.loop.history",
     "evaluate": "trainguard.loop.fit",
     "TrainingInterrupted": "trainguard.loop.fit",
