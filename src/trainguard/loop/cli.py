@@ -167,7 +167,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         summary = train_from_args(args, _settings(args))
     except TrainingInterrupted as exc:
-        print(f"trainguard train: {exc}", file=sys.stderr)
+        from trainguard.loop.distributed import launch_env
+
+        if launch_env()[0] == 0:  # under torchrun, rank 0 speaks for every rank
+            print(f"trainguard train: {exc}", file=sys.stderr)
         return 128 + exc.signum
     if summary.get("rank", 0) != 0:  # under torchrun, rank 0 reports for the job
         return 0
