@@ -16,6 +16,7 @@ _EXPORTS = {
     "Finding": "trainguard.findings",
     "lint_text": "trainguard.lint",
     "fit": "trainguard.loop.fit",
+    "init_distributed": "trainguard.loop.distributed",
     "History": "trainguard.loop.history",
     "evaluate": "trainguard.loop.fit",
     "TrainingInterrupted": "trainguard.loop.fit",

@@ -120,6 +120,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--progress", choices=["auto", "bar", "plain", "none"], default="auto")
     r.add_argument("--guard", action="store_true",
                    help="also watch the run with trainguard's sanitizer")
+    t.add_argument("--sync-batchnorm", action="store_true",
+                   help="under torchrun: SyncBatchNorm across ranks (CUDA only)")
     p.set_defaults(func=run, _parser=p)
 
 
@@ -165,8 +167,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         summary = train_from_args(args, _settings(args))
     except TrainingInterrupted as exc:
-        print(f"trainguard train: {exc}", file=sys.stderr)
+        from trainguard.loop.distributed import launch_env
+
+        if launch_env()[0] == 0:  # under torchrun, rank 0 speaks for every rank
+            print(f"trainguard train: {exc}", file=sys.stderr)
         return 128 + exc.signum
+    if summary.get("rank", 0) != 0:  # under torchrun, rank 0 reports for the job
+        return 0
     print(f"run directory: {Path(summary['run_dir'])}")
     print(f"best_val_accuracy={summary['best_val_accuracy']:.4f} "
           f"weights_sha256={summary['weights_sha256']}")

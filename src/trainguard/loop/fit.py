@@ -36,6 +36,8 @@ from trainguard.ckpt.rng import capture_rng, restore_rng
 from trainguard.ckpt.seeding import seed_everything, set_deterministic
 from trainguard.data.sampler import EpochBatchSampler
 from trainguard.errors import CheckpointError, UsageError
+from trainguard.loop.distributed import SINGLE, Distributed
+from trainguard.loop.distributed import setup as setup_distributed
 from trainguard.loop.history import History
 from trainguard.loop.metrics import Metric, MetricSums
 from trainguard.loop.progress import Progress, ProgressMode
@@ -130,7 +132,14 @@ def evaluate(model: nn.Module, loader: Iterable, loss_fn: Callable[..., torch.Te
     Returns:
         ``{"loss": ..., "accuracy": ... (class outputs only), <metric>: ...}``.
     """
-    dev = resolve_device(device)
+    return _evaluate_sums(model, loader, loss_fn, device=resolve_device(device),
+                          metrics=metrics, precision=precision).means()
+
+
+def _evaluate_sums(model: nn.Module, loader: Iterable, loss_fn: Callable[..., torch.Tensor], *,
+                   device: torch.device, metrics: Mapping[str, Metric] | None,
+                   precision: Precision) -> MetricSums:
+    dev = device
     autocast = _autocast(dev, precision)
     was_training = model.training
     sums = MetricSums(metrics or {})
@@ -145,7 +154,7 @@ def evaluate(model: nn.Module, loader: Iterable, loss_fn: Callable[..., torch.Te
                 sums.update(loss, outputs, targets)
     finally:
         model.train(was_training)
-    return sums.means()
+    return sums
 
 
 class _Signals:
@@ -318,6 +327,7 @@ def fit(
     plot: bool = True,
     guard: bool = False,
     config: Mapping[str, Any] | None = None,
+    sync_batchnorm: bool = False,
 ) -> History:
     """Train ``model`` for ``epochs`` epochs and validate after each one.
 
@@ -359,6 +369,15 @@ def fit(
         guard: run under the sanitizer (:func:`trainguard.watch`).
         config: plain values describing the run (stored in checkpoints and ``summary.json``;
             compared on resume).
+        sync_batchnorm: under ``torchrun``, convert BatchNorm layers to ``SyncBatchNorm``
+            (CUDA only) before wrapping the model in DDP.
+
+    Under ``torchrun`` (``WORLD_SIZE`` > 1) the process group is initialized from the launcher's
+    environment (unless the script did it), the model is wrapped in
+    ``DistributedDataParallel``, rank ``r`` > 0 is seeded with ``derive_seed(seed, r)``, the
+    epoch's train loss and the validation metrics are reduced over all ranks, and rank 0 alone
+    writes the run directory; see ``docs/distributed.md``. Shard ``train_loader`` with
+    ``DistributedSampler`` or ``make_loader(..., num_replicas=, rank=)``.
 
     Returns:
         A :class:`History` with one row per epoch, the best epoch and the final
@@ -376,7 +395,8 @@ def fit(
                                  torch.optim.AdamW(model.parameters(), lr=1e-3),
                                  torch.nn.CrossEntropyLoss(), epochs=5, seed=0, run_dir="runs/a")
     """
-    dev = resolve_device(device)
+    ddp = setup_distributed(resolve_device(device))  # SINGLE without torchrun
+    dev = ddp.device(resolve_device(device))
     _check_args(epochs=epochs, accumulate_grad_batches=accumulate_grad_batches,
                 clip_grad_norm=clip_grad_norm, precision=precision, device=dev,
                 scheduler_interval=scheduler_interval,
@@ -384,15 +404,18 @@ def fit(
                 run_dir=run_dir, monitor_mode=monitor_mode, optimizer=optimizer,
                 loss_fn=loss_fn, model=model)
     if seed is not None:
-        seed_everything(seed)
+        seed_everything(ddp.rank_seed(seed))
     model.to(dev)
+    model = ddp.wrap(model, dev, sync_batchnorm=sync_batchnorm)
+    ddp.check_sharded(train_loader)
     loop = _Loop(model, train_loader, val_loader, optimizer, loss_fn, device=dev, epochs=epochs,
                  metrics=metrics or {}, scheduler=scheduler, scheduler_interval=scheduler_interval,
                  clip_grad_norm=clip_grad_norm, accumulate=accumulate_grad_batches,
                  precision=precision, run_dir=run_dir, monitor=monitor,
                  monitor_mode=monitor_mode, checkpoint_every_steps=checkpoint_every_steps,
-                 keep_last=keep_last, progress=Progress(progress), log_every_steps=log_every_steps,
-                 config=dict(config or {}), seed=seed, plot=plot)
+                 keep_last=keep_last, progress=Progress(progress, enabled=ddp.is_main),
+                 log_every_steps=log_every_steps, config=dict(config or {}), seed=seed, plot=plot,
+                 dist=ddp)
     guard_ctx: Any = contextlib.nullcontext()
     if guard:
         from trainguard.sanitize import watch
@@ -426,7 +449,7 @@ class _Loop:
     def __init__(self, model, train_loader, val_loader, optimizer, loss_fn, *, device, epochs,
                  metrics, scheduler, scheduler_interval, clip_grad_norm, accumulate, precision,
                  run_dir, monitor, monitor_mode, checkpoint_every_steps, keep_last, progress,
-                 log_every_steps, config, seed, plot) -> None:
+                 log_every_steps, config, seed, plot, dist: Distributed = SINGLE) -> None:
         self.model, self.train_loader, self.val_loader = model, train_loader, val_loader
         self.optimizer, self.loss_fn, self.metrics = optimizer, loss_fn, metrics
         self.device, self.epochs, self.accumulate, self.precision = device, epochs, accumulate, \
@@ -448,10 +471,13 @@ class _Loop:
         self.epoch_start_rng: dict[str, Any] | None = None
         self.resumed_rng: dict[str, Any] | None = None
         self.generators = _loader_generators(train_loader)
-        self.run_dir = RunDir(run_dir) if run_dir is not None else None
+        self.dist = dist
+        self.run_dir = RunDir(run_dir) if run_dir is not None and dist.is_main else None
         self.ckpt = CheckpointManager(run_dir, keep_last=keep_last) if run_dir is not None \
             else None
         self.config = {**config, **self._fit_config(seed)}
+        if dist.enabled:
+            self.config["world_size"] = dist.world_size
 
     # -- configuration stored in checkpoints and compared on resume
     def _fit_config(self, seed: int | None) -> dict[str, Any]:
@@ -485,7 +511,12 @@ class _Loop:
     def save(self, reason: str, *, is_best: bool = False) -> Path | None:
         if self.ckpt is None:
             return None
-        path = self.ckpt.save(self._payload(reason), is_best=is_best, step_file=reason == "step")
+        payload = self.dist.add_rank_states(self._payload(reason))  # collective under DDP
+        if not self.dist.is_main:
+            self.dist.barrier()  # no rank exits before rank 0's file is in place
+            return self.ckpt.folder / "last.pt"
+        path = self.ckpt.save(payload, is_best=is_best, step_file=reason == "step")
+        self.dist.barrier()
         self.run_dir.log(f"checkpoint {path.name} ({reason}) epoch={self.epoch} "
                          f"step={self.trainer.step} batches_done={self.batches_done}")
         return path
@@ -504,6 +535,7 @@ class _Loop:
         if problems:
             self.progress.message(f"trainguard: resuming from {path} instead")
         self._check_config(payload["config"], force=force, path=path)
+        payload = self.dist.own_rank_view(payload)
         load_model_state(self.model, payload["model"], source=str(path))
         self.optimizer.load_state_dict(payload["optimizer"])
         if self.scheduler is not None and payload["scheduler"] is not None:
@@ -568,7 +600,7 @@ class _Loop:
     def run(self, signals: _Signals) -> History:
         t = self.trainer
         rd = self.run_dir
-        if self.ckpt is not None:
+        if self.ckpt is not None and self.dist.is_main:
             self.ckpt.remove_partial_files()
         if rd:
             rd.log(f"start epoch={self.epoch} step={t.step} device={self.device} "
@@ -579,6 +611,7 @@ class _Loop:
         finally:
             self.progress.close()
         self.history.step = t.step
+        self.dist.sync_buffers(self.model)
         self.history.weights_sha256 = weights_sha256(self.model)
         if rd:
             self._write_summary()
@@ -606,15 +639,20 @@ class _Loop:
                 speed = (t.samples - start_samples) / max(time.perf_counter() - start, 1e-9)
                 self.progress.update(self.batches_done, t.step, t.loss_sum.item() /
                                      max(t.samples, 1), speed)
-            if signals.received is not None:
+            stop = self.dist.agreed_signal(signals.received)  # every rank stops at one step
+            if stop is not None:
                 path = self.save("signal")
-                raise TrainingInterrupted(signals.received, path)
+                raise TrainingInterrupted(stop, path)
             if self.checkpoint_every_steps and t.step % self.checkpoint_every_steps == 0:
                 self.save("step")
-        row: dict[str, float] = {"epoch": self.epoch + 1, "train_loss": t.epoch_loss()}
+        row: dict[str, float] = {"epoch": self.epoch + 1,
+                                 "train_loss": self.dist.mean(t.loss_sum, t.samples)}
         if self.val_loader is not None:
-            val = evaluate(self.model, self.val_loader, self.loss_fn, device=self.device,
-                           metrics=self.metrics, precision=self.precision)
+            self.dist.sync_buffers(self.model)
+            sums = _evaluate_sums(self.dist.local_module(self.model), self.val_loader,
+                                  self.loss_fn, device=self.device, metrics=self.metrics,
+                                  precision=self.precision)
+            val = self.dist.reduce_means(sums, self.device)
             row.update({f"val_{k}": v for k, v in val.items()})
         row["lr"] = self.epoch_start_lr  # the LR the epoch started with
         row["elapsed_s"] = round(time.perf_counter() - start, 3)
@@ -632,9 +670,9 @@ class _Loop:
             self.run_dir.write_metrics(self.history.rows)
             self.run_dir.log("epoch " + " ".join(f"{k}={v:.6g}" for k, v in row.items()))
         self.save("epoch", is_best=is_best)
-        if signals.received is not None:
-            raise TrainingInterrupted(signals.received, self.ckpt.folder / "last.pt"
-                                      if self.ckpt else None)
+        stop = self.dist.agreed_signal(signals.received)
+        if stop is not None:
+            raise TrainingInterrupted(stop, self.ckpt.folder / "last.pt" if self.ckpt else None)
 
     def _step_epoch_scheduler(self, row: dict[str, float]) -> None:
         with warnings.catch_warnings():

@@ -11,6 +11,7 @@ import torch
 from trainguard.ckpt.seeding import seed_everything
 from trainguard.data.build import DataConfig, build_datasets
 from trainguard.data.loaders import make_loader
+from trainguard.loop.distributed import setup as setup_distributed
 from trainguard.loop.fit import fit, resolve_device
 from trainguard.loop.rundir import default_run_dir
 from trainguard.models import build_model
@@ -25,22 +26,25 @@ def train_from_args(args: argparse.Namespace, settings: dict[str, Any]) -> dict[
         UsageError: bad data or arguments (exit 2).
         TrainingInterrupted: SIGINT/SIGTERM after the checkpoint was written.
     """
-    device = resolve_device(args.device)
+    ddp = setup_distributed(resolve_device(args.device))  # under torchrun: one shard per rank
+    device = ddp.device(resolve_device(args.device))
     data_cfg = DataConfig(
         data=args.data, csv=args.csv, root=args.root, val_csv=args.val_csv,
         val_root=args.val_root, val_fraction=args.val_fraction, channels=args.channels,
         image_size=args.image_size, mean=args.mean, std=args.std, path_column=args.path_column,
         label_column=args.label_column, num_classes=args.num_classes, seed=args.seed)
     train_ds, val_ds = build_datasets(data_cfg)  # every image checked before training starts
-    run_dir = args.run_dir or str(default_run_dir())
+    run_dir = ddp.broadcast(args.run_dir or str(default_run_dir()))  # rank 0's timestamp
     seed_everything(args.seed)  # before the model is built: its initial weights are seeded too
     model = build_model(args.model, input_shape=train_ds.input_shape,
                         num_classes=train_ds.num_classes)
     pin = device.type == "cuda"
+    shard = {"num_replicas": ddp.world_size, "rank": ddp.rank}
     train_loader = make_loader(train_ds, batch_size=args.batch_size, train=True, seed=args.seed,
-                               num_workers=args.num_workers, pin_memory=pin)
+                               num_workers=args.num_workers, pin_memory=pin, **shard)
     val_loader = make_loader(val_ds, batch_size=max(args.batch_size, 256), train=False,
-                             seed=args.seed, num_workers=args.num_workers, pin_memory=pin)
+                             seed=args.seed, num_workers=args.num_workers, pin_memory=pin,
+                             **shard)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     scheduler = (torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.epochs)
                  if args.scheduler == "cosine" else None)
@@ -57,7 +61,10 @@ def train_from_args(args: argparse.Namespace, settings: dict[str, Any]) -> dict[
         run_dir=run_dir,
         monitor=args.monitor, checkpoint_every_steps=args.checkpoint_every_steps,
         keep_last=args.keep_last, resume=args.resume, force=args.force, progress=args.progress,
-        handle_signals=True, guard=args.guard, config=config)
+        handle_signals=True, guard=args.guard, config=config,
+        sync_batchnorm=getattr(args, "sync_batchnorm", False))
+    if not ddp.is_main:  # rank 0 alone writes (and reads back) the run directory
+        return {"run_dir": run_dir, "rank": ddp.rank, "weights_sha256": history.weights_sha256}
     with open(f"{run_dir}/summary.json", encoding="utf-8") as fh:
         summary = json.load(fh)
     summary["run_dir"] = run_dir

@@ -1,0 +1,96 @@
+"""The pieces of ``loop/distributed.py`` that need no second process."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+from trainguard.data.loaders import make_loader
+from trainguard.errors import UsageError
+from trainguard.loop.distributed import SINGLE, Distributed, launch_env, setup
+
+
+def _data(n: int) -> TensorDataset:
+    return TensorDataset(torch.arange(n, dtype=torch.float32)[:, None], torch.zeros(n).long())
+
+
+@pytest.mark.parametrize("env,needle", [
+    ({"WORLD_SIZE": "two"}, "must be integers"),
+    ({"WORLD_SIZE": "2", "RANK": "2"}, "RANK=2 is not in [0, WORLD_SIZE=2)"),
+    ({"WORLD_SIZE": "0"}, "is not in"),
+    ({"WORLD_SIZE": "2", "RANK": "-1"}, "RANK=-1"),
+])
+def test_malformed_launcher_variables_are_refused(monkeypatch, env, needle):
+    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(UsageError, match=needle.replace("[", r"\[").replace(")", r"\)")):
+        launch_env()
+
+
+def test_without_a_launcher_nothing_is_initialized_and_collectives_are_identities(monkeypatch):
+    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    d = setup(torch.device("cpu"))
+    assert d is SINGLE and d.is_main and not d.enabled
+    assert not torch.distributed.is_initialized()
+    assert d.agreed_signal(15) == 15 and d.agreed_signal(None) is None
+    assert d.mean(torch.tensor(6.0), 4) == 1.5
+    assert d.gather({"a": 1}) == [{"a": 1}] and d.broadcast("x") == "x"
+    assert d.rank_seed(123) == 123
+    payload = {"rng": 1, "epoch_start_rng": None, "epoch_loss_sum": 0.0, "epoch_samples": 0}
+    assert d.add_rank_states(dict(payload)) == payload  # single-process checkpoints unchanged
+    model = nn.Linear(2, 2)
+    assert d.wrap(model, torch.device("cpu"), sync_batchnorm=True) is model
+
+
+def test_each_rank_takes_its_own_states_from_the_checkpoint():
+    payload = {"rng": "r0", "epoch_samples": 8, "model": "m",
+               "ranks": [{"rng": "r0", "epoch_samples": 8}, {"rng": "r1", "epoch_samples": 7}]}
+    view = Distributed(rank=1, world_size=2, enabled=True).own_rank_view(payload)
+    assert view["rng"] == "r1" and view["epoch_samples"] == 7 and view["model"] == "m"
+    other_world = Distributed(rank=1, world_size=3, enabled=True).own_rank_view(payload)
+    assert other_world["rng"] == "r0"  # resumed with force on another world size
+    assert Distributed(rank=1, world_size=2, enabled=True).rank_seed(5) != 5
+
+
+def test_sync_batchnorm_on_cpu_names_the_alternatives():
+    d = Distributed(rank=0, world_size=2, enabled=True)
+    with pytest.raises(UsageError, match="SyncBatchNorm refuses CPU tensors.*GroupNorm"):
+        d.wrap(nn.BatchNorm1d(3), torch.device("cpu"), sync_batchnorm=True)
+
+
+def test_an_unsharded_training_loader_is_warned_about():
+    d = Distributed(rank=1, world_size=2, enabled=True)
+    data = _data(10)
+    with pytest.warns(UserWarning, match="every rank trains on the whole dataset"):
+        d.check_sharded(DataLoader(data, batch_size=2, shuffle=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        d.check_sharded(DataLoader(data, batch_size=2,
+                                   sampler=DistributedSampler(data, num_replicas=2, rank=1)))
+        d.check_sharded(make_loader(data, batch_size=2, train=True, seed=0, num_replicas=2,
+                                    rank=1))
+
+
+@pytest.mark.parametrize("n,world", [(10, 2), (11, 3), (2, 3)])
+def test_evaluation_shards_cover_every_sample_once(n, world):
+    seen = []
+    for rank in range(world):
+        if rank >= n:
+            continue
+        loader = make_loader(_data(n), batch_size=4, train=False, seed=0, num_replicas=world,
+                             rank=rank)
+        seen += [int(v) for inputs, _ in loader for v in inputs[:, 0]]
+    assert sorted(seen) == list(range(n))
+
+
+def test_training_shards_step_equally_often():
+    lengths = {len(make_loader(_data(11), batch_size=2, train=True, seed=0, num_replicas=3,
+                               rank=r)) for r in range(3)}
+    assert lengths == {2}  # ceil(11 / 3) = 4 samples per rank, padded like DistributedSampler
