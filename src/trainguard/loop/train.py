@@ -53,7 +53,7 @@ def train_from_args(args: argparse.Namespace, settings: dict[str, Any]) -> dict[
     # what the run is, not where or how it is shown: compared on --resume
     config = {"cli": {k: v for k, v in settings.items() if k not in FREE_ON_RESUME},
               "data_signature": train_ds.signature(), "val_signature": val_ds.signature()}
-    fit(
+    history = fit(
         model, train_loader, val_loader, optimizer, torch.nn.CrossEntropyLoss(),
         epochs=args.epochs, device=device, scheduler=scheduler,
         clip_grad_norm=args.clip_grad_norm, accumulate_grad_batches=args.accumulate,
