@@ -30,8 +30,7 @@ class Watcher:
     Args:
         config: which codes to report (``[tool.trainguard]`` plus ``--select``/``--ignore``).
         stream: where findings are printed as first seen, and the summary (default stderr).
-        checks: the check classes to run (default: every check in ``sanitize/checks``, plus the
-            built-in explainers of ``sanitize/explainers.py`` for codes no check explains).
+        checks: the check classes to run (default: every check in ``sanitize/checks``).
 
     Attributes:
         findings: the findings so far, in the order first seen, each with its count.
@@ -43,11 +42,7 @@ class Watcher:
         self.stream = stream
         self.state = State()
         if checks is None:
-            from trainguard.sanitize.explainers import BUILTIN_EXPLAINERS
-
             checks = discover()
-            explained = {c.code for c in checks if c.on_error is not Check.on_error}
-            checks += [e for e in BUILTIN_EXPLAINERS if e.code not in explained]
         self.checks = [cls(self) for cls in checks]
         self.handlers: dict[str, list[tuple[Check, Any]]] = {e: [] for e in EVENTS}
         for check in self.checks:
