@@ -232,6 +232,15 @@ def install(w: "Watcher") -> list[Undo]:
             _patch(F, name, lambda orig, name=name: _functional(w, name, orig), undo)
     if h["on_scheduler_step"]:
         _patch_schedulers(w, undo)
+    if h["on_sampler_iter"]:
+        from torch.utils.data.distributed import DistributedSampler
+
+        def make_sampler_iter(original: Any) -> Any:
+            def __iter__(self: Any) -> Any:
+                w.emit("on_sampler_iter", self)
+                return original(self)
+            return __iter__
+        _patch(DistributedSampler, "__iter__", make_sampler_iter, undo)
     if h["on_clip"]:
         for name in ("clip_grad_norm_", "clip_grad_value_"):
             _patch(torch.nn.utils, name, lambda orig, name=name: _clip(w, name, orig), undo)

@@ -46,6 +46,8 @@ Events (arguments are what PyTorch passed; nothing is copied):
   its constructor makes, not a scheduler stepping another).
 - ``on_clip(name, params)``: ``torch.nn.utils.clip_grad_norm_``/``clip_grad_value_`` is about
   to run; ``params`` is the list of tensors it clips.
+- ``on_sampler_iter(sampler)``: a ``DistributedSampler`` starts an epoch's iteration (its
+  ``__iter__`` body runs; with a DataLoader, at the first batch of that epoch).
 - ``on_functional(name, args, kwargs)``: a watched ``torch.nn.functional`` function other than a
   loss (``"dropout"``, ``"dropout2d"``, ...).
 - ``on_save(obj, f)`` / ``on_load(f, kwargs)``: ``torch.save`` / ``torch.load`` was called.
@@ -79,6 +81,7 @@ EVENTS = (
     "on_forward_pre", "on_forward", "on_root_forward", "on_loss", "on_backward",
     "on_backward_done", "on_backward_failed", "on_step_pre", "on_step", "on_zero_grad",
     "on_functional", "on_save", "on_load", "on_exit", "on_error", "on_scheduler_step", "on_clip",
+    "on_sampler_iter",
 )
 
 
@@ -125,6 +128,7 @@ class Check:
     def on_zero_grad(self, owner: Any, set_to_none: bool) -> None: ...
     def on_scheduler_step(self, scheduler: Any) -> None: ...
     def on_clip(self, name: str, params: list) -> None: ...
+    def on_sampler_iter(self, sampler: Any) -> None: ...
     def on_functional(self, name: str, args: tuple, kwargs: dict) -> None: ...
     def on_save(self, obj: Any, f: Any) -> None: ...
     def on_load(self, f: Any, kwargs: dict) -> None: ...

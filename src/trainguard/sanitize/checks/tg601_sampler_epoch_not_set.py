@@ -1,0 +1,49 @@
+"""TG601 sampler-epoch-not-set: a ``DistributedSampler`` reshuffles every epoch the same way.
+
+What it watches: each time a ``DistributedSampler`` starts iterating (once per epoch), its
+``shuffle`` flag and its ``epoch`` attribute.
+
+When it fires: a shuffling sampler starts a second pass with the same ``epoch`` value as the pass
+before: ``set_epoch(epoch)`` was not called between them, so its permutation, seeded by
+``seed + epoch``, repeats and every epoch sees the same order. Reported once per sampler at the
+user's line that started the pass (the ``for`` over the DataLoader). Visible in a single process
+too (``DistributedSampler(ds, num_replicas=1, rank=0)``).
+
+Silent on: ``shuffle=False`` samplers (validation); samplers whose ``epoch`` changes between passes
+(``set_epoch`` called, or trainguard's loop, which calls it); a sampler iterated once.
+
+Reference: the ``DistributedSampler`` docs ("calling the set_epoch() method at the beginning of
+each epoch before creating the DataLoader iterator is necessary to make shuffling work properly
+across multiple epochs", https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from trainguard.sanitize.checks import Check
+
+
+class SamplerEpochNotSet(Check):
+    code = "TG601"
+
+    def __init__(self, watcher: Any) -> None:
+        super().__init__(watcher)
+        self.last_epoch: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self.reported: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def on_sampler_iter(self, sampler: Any) -> None:
+        if not getattr(sampler, "shuffle", False) or sampler in self.reported:
+            return
+        epoch = getattr(sampler, "epoch", None)
+        previous = self.last_epoch.get(sampler)
+        self.last_epoch[sampler] = epoch
+        if previous is not None and previous == epoch:
+            self.reported.add(sampler)
+            self.report(
+                f"a shuffling DistributedSampler started another pass with epoch={epoch}, the "
+                "same as the pass before: set_epoch() was not called, so every epoch repeats "
+                "the same order on every rank",
+                fix="call sampler.set_epoch(epoch) at the start of every epoch, before iterating "
+                    "the DataLoader")
