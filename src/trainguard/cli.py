@@ -56,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         return exitcodes.USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `trainguard env | head`: the reader left; nothing more to say
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return exitcodes.CLEAN
     except Exception:  # a bug in trainguard: say so, keep the traceback
         traceback.print_exc()
         print(f"trainguard {args.command}: internal error (exit 3); please report it with the "

@@ -102,3 +102,16 @@ def test_checkpoint_of_another_model_lists_mismatched_keys(tmp_path):
     msg = str(err.value)
     assert "0.weight: checkpoint (16, 8) vs model (32, 8)" in msg
     assert "4.weight: checkpoint (4, 16) vs model (4, 32)" in msg
+
+
+def test_a_new_run_over_an_old_one_is_refused_unless_forced(tmp_path):
+    _run(tmp_path, loader_kind="trainguard", epochs=1)
+    (tmp_path / "step-000000005.pt").write_bytes((tmp_path / "last.pt").read_bytes())
+    with pytest.raises(CheckpointError, match=r"already holds a run .*--resume"):
+        _run(tmp_path, loader_kind="trainguard", epochs=1)
+    model = _model()
+    fit(model, make_loader(_dataset(), batch_size=8, train=True, seed=3), None,
+        torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), epochs=1,
+        device="cpu", run_dir=tmp_path, force=True, progress="none", plot=False)
+    # the old run's step checkpoint is gone: a later fallback cannot resume the wrong run
+    assert sorted(p.name for p in tmp_path.glob("*.pt")) == ["last.pt"]

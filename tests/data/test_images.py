@@ -145,3 +145,11 @@ def test_batched_fetch_equals_per_item_fetch(digits_pngs):
     for i, (x, y) in zip(idx, batch):
         torch.testing.assert_close(x, train[i][0], rtol=0, atol=1e-6)
         assert y == train[i][1]
+
+
+def test_a_label_that_skips_classes_is_caught_unless_num_classes_says_so(tmp_path, digits_pngs):
+    root, _, rows = digits_pngs
+    csv = write_csv(tmp_path / "typo.csv", rows + [(rows[0][0], 12)])
+    with pytest.raises(DataError, match=r"no row has label\(s\) \[10, 11\].*--num-classes 13"):
+        read_csv_dataset(csv, root, ImageSpec())
+    assert read_csv_dataset(csv, root, ImageSpec(), num_classes=13).num_classes == 13

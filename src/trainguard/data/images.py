@@ -144,6 +144,13 @@ def read_csv_dataset(csv_path: str | Path, root: str | Path, spec: ImageSpec, *,
         images.append(_decode(root / rel, spec, where))
         names.append(where)
     k = num_classes if num_classes is not None else max(labels) + 1
+    if num_classes is None:
+        empty = sorted(set(range(k)) - set(labels))
+        if empty:
+            raise DataError(
+                f"{csv_path}: no row has label(s) {empty[:10]}{' ...' if len(empty) > 10 else ''}"
+                f", yet the largest label {k - 1} makes {k} classes; a mistyped label? Fix it, or "
+                f"pass --num-classes {k} if those classes are meant to be empty")
     return ImageTensorDataset(_stack(images, names, spec), torch.tensor(labels), scale=1 / 255,
                               mean=torch.zeros(spec.channels), std=torch.ones(spec.channels),
                               classes=[str(i) for i in range(k)])

@@ -116,7 +116,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--resume", metavar="RUN_DIR",
                    help="continue the run in RUN_DIR from its newest good checkpoint")
     r.add_argument("--force", action="store_true",
-                   help="resume even if settings differ from the checkpoint's")
+                   help="resume even if settings differ from the checkpoint's; without "
+                   "--resume, start over in a --run-dir that holds another run (deleting its "
+                   "checkpoints)")
     r.add_argument("--progress", choices=["auto", "bar", "plain", "none"], default="auto")
     r.add_argument("--guard", action="store_true",
                    help="also watch the run with trainguard's sanitizer")

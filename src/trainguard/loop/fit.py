@@ -359,7 +359,9 @@ def fit(
         keep_last: keep the last K ``step-*.pt`` checkpoints.
         resume: a checkpoint file or run directory to continue from (bit-exact, see
             ``docs/checkpoints.md``).
-        force: resume even when the configuration differs from the checkpoint's.
+        force: resume even when the configuration differs from the checkpoint's; without
+            ``resume``, start over in a ``run_dir`` that holds another run's checkpoints
+            (they are deleted).
         progress: ``"auto"``, ``"bar"``, ``"plain"`` or ``"none"``.
         log_every_steps: progress refresh interval in optimizer steps (each reads the loss:
             one host sync).
@@ -403,6 +405,8 @@ def fit(
                 checkpoint_every_steps=checkpoint_every_steps, keep_last=keep_last,
                 run_dir=run_dir, monitor_mode=monitor_mode, optimizer=optimizer,
                 loss_fn=loss_fn, model=model)
+    if run_dir is not None and resume is None:
+        _claim_run_dir(Path(run_dir), force=force, remove=ddp.is_main)
     if seed is not None:
         seed_everything(ddp.rank_seed(seed))
     model.to(dev)
@@ -425,6 +429,26 @@ def fit(
         if resume is not None:
             loop.resume(resume, force=force)
         return loop.run(signals)
+
+
+def _claim_run_dir(run_dir: Path, *, force: bool, remove: bool) -> None:
+    """Refuse to start a new run over another run's checkpoints, or, with ``force``, clear them
+    (and its metrics) so that no stale checkpoint can be resumed later.
+
+    Raises:
+        CheckpointError: ``run_dir`` holds checkpoints and ``force`` is False.
+    """
+    old = sorted(p.name for p in run_dir.glob("*.pt")) if run_dir.is_dir() else []
+    if not old:
+        return
+    if not force:
+        raise CheckpointError(
+            f"{run_dir} already holds a run ({', '.join(old[:4])}{', ...' if len(old) > 4 else ''}"
+            f"); continue it with --resume {run_dir} (resume=...), choose another --run-dir, or "
+            "pass --force (force=True) to start over there, which deletes its checkpoints")
+    if remove:
+        for name in [*old, "metrics.csv", "summary.json", "curves.png"]:
+            (run_dir / name).unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
