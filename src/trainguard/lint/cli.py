@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.flush()
     except BrokenPipeError:  # `trainguard lint . | head`: the reader left, the status stands
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (silences the flush at exit)
-    if args.format == "text" and (outcome.fixed or args.fix):
+    if args.format == "text" and (outcome.fixed or args.fix) and not args.diff:
         print(f"trainguard lint: fixed {outcome.fixed} finding(s)", file=sys.stderr)
     if args.diff:
         return exitcodes.FINDINGS if outcome.diff or outcome.findings else exitcodes.CLEAN

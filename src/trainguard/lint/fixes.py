@@ -41,4 +41,5 @@ def apply_edits(text: str, edits: list[Edit]) -> tuple[str, int]:
 def unified_diff(path: str, before: str, after: str) -> str:
     return "".join(difflib.unified_diff(before.splitlines(keepends=True),
                                         after.splitlines(keepends=True),
-                                        fromfile=f"a/{path}", tofile=f"b/{path}"))
+                                        fromfile=f"a/{path.lstrip('/')}",
+                                        tofile=f"b/{path.lstrip('/')}"))
