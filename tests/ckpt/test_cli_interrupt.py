@@ -120,7 +120,9 @@ def _last_logged_step(log: Path) -> int:
 
 @pytest.mark.slow
 def test_sigkill_at_random_moments_never_loses_a_completed_checkpoint(tmp_path):
-    flags = ["--epochs", "3", "--model", "mlp", "--checkpoint-every-steps", "1", "--keep-last",
+    # long enough (30 epochs x 45 steps, a checkpoint every step) that 20 short-lived
+    # processes cannot finish it, however fast the machine
+    flags = ["--epochs", "30", "--model", "mlp", "--checkpoint-every-steps", "1", "--keep-last",
              "2", "--progress", "none"]
     ref = tmp_path / "ref"
     assert run_cli("train", *flags, "--run-dir", str(ref)).returncode == 0
@@ -138,12 +140,12 @@ def test_sigkill_at_random_moments_never_loses_a_completed_checkpoint(tmp_path):
                 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
         if kills % 2:  # aim at a checkpoint write: kill as soon as a temporary file appears
-            until = time.monotonic() + rng.uniform(0.0, 1.0)
-            while proc.poll() is None and time.monotonic() < until + 5:
+            until = time.monotonic() + rng.uniform(0.0, 0.25)
+            while proc.poll() is None and time.monotonic() < until + 2:
                 if time.monotonic() > until and any(run.glob(".*.tmp-*")):
                     break
         else:
-            time.sleep(rng.uniform(0.0, 1.5))
+            time.sleep(rng.uniform(0.0, 0.25))
         writing = any(run.glob(".*.tmp-*"))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
