@@ -22,18 +22,12 @@ skorch-dev/skorch#218.
 
 from __future__ import annotations
 
-from typing import Any
-
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.state import ForwardCall, Unreached, first_tensor
+from trainguard.sanitize.checks._unreached import UnreachedOutputs
+from trainguard.sanitize.state import ForwardCall, first_tensor
 
 
-class EvalWithGrad(Check):
+class EvalWithGrad(UnreachedOutputs):
     code = "TG103"
-
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
-        self.pending = Unreached(self.state)
 
     def on_root_forward(self, call: ForwardCall) -> None:
         self._resolve()
@@ -45,22 +39,11 @@ class EvalWithGrad(Check):
         for tensor in outputs:
             self.pending.add(tensor, (call.where, type(call.module).__name__, shapes))
 
-    def on_step(self, optimizer: Any) -> None:
-        self._resolve()
-
-    def on_backward_done(self, call: Any) -> None:
-        self._resolve()
-
-    def on_exit(self) -> None:
-        self._resolve(final=True)
-
-    def _resolve(self, final: bool = False) -> None:
-        if not self.pending:
-            return
-        for where, name, shapes in self.pending.resolve(final=final):
-            self.report(
-                f"{name} ran in eval mode with grad enabled: its output (shape {shapes}) carries a "
-                "grad_fn, but no backward ever reached it, so the forward kept activations for "
-                "nothing",
-                fix="wrap evaluation in `with torch.no_grad():` (or torch.inference_mode())",
-                where=where)
+    def report_unreached(self, key: tuple) -> None:
+        where, name, shapes = key
+        self.report(
+            f"{name} ran in eval mode with grad enabled: its output (shape {shapes}) carries a "
+            "grad_fn, but no backward ever reached it, so the forward kept activations for "
+            "nothing",
+            fix="wrap evaluation in `with torch.no_grad():` (or torch.inference_mode())",
+            where=where)

@@ -22,18 +22,12 @@ disabling gradient computation"
 
 from __future__ import annotations
 
-from typing import Any
-
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.state import ForwardCall, Unreached, first_tensor
+from trainguard.sanitize.checks._unreached import UnreachedOutputs
+from trainguard.sanitize.state import ForwardCall, first_tensor
 
 
-class GradReenabled(Check):
+class GradReenabled(UnreachedOutputs):
     code = "TG104"
-
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
-        self.pending = Unreached(self.state)
 
     def on_root_forward(self, call: ForwardCall) -> None:
         self._resolve()
@@ -45,26 +39,15 @@ class GradReenabled(Check):
             if tensor.grad_fn is not None:
                 self.pending.add(tensor, (where, type(call.module).__name__, call.where))
 
-    def on_step(self, optimizer: Any) -> None:
-        self._resolve()
-
-    def on_backward_done(self, call: Any) -> None:
-        self._resolve()
-
-    def on_exit(self) -> None:
-        self._resolve(final=True)
-
-    def _resolve(self, final: bool = False) -> None:
-        if not self.pending:
-            return
+    def report_unreached(self, key: tuple) -> None:
         import os
 
-        for where, name, forward_at in self.pending.resolve(final=final):
-            at = f"{os.path.basename(forward_at[0])}:{forward_at[1]}" if forward_at else "?"
-            self.report(
-                f"grad mode was turned back on here inside a torch.no_grad() region: {name}'s "
-                f"forward at {at} built a graph (its output carries a grad_fn) that no backward "
-                "ever used",
-                fix="remove torch.enable_grad()/set_grad_enabled(True) from the evaluation code, "
-                    "or keep it only around the part that needs gradients",
-                where=where)
+        where, name, forward_at = key
+        at = f"{os.path.basename(forward_at[0])}:{forward_at[1]}" if forward_at else "?"
+        self.report(
+            f"grad mode was turned back on here inside a torch.no_grad() region: {name}'s "
+            f"forward at {at} built a graph (its output carries a grad_fn) that no backward "
+            "ever used",
+            fix="remove torch.enable_grad()/set_grad_enabled(True) from the evaluation code, "
+                "or keep it only around the part that needs gradients",
+            where=where)

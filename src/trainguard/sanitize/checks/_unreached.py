@@ -1,0 +1,37 @@
+"""Shared base of the checks that follow forward outputs until a backward reaches them (not a
+check itself: discovery only takes classes defined in ``tg*.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainguard.sanitize.checks import Check
+from trainguard.sanitize.state import Unreached
+
+
+class UnreachedOutputs(Check):
+    """Follows outputs added to ``self.pending`` and calls :meth:`report_unreached` with the key
+    of every group whose graphs died, or are still alive at exit, with no backward reaching them.
+    Pending graphs are settled after each optimizer step, each backward and at exit."""
+
+    def __init__(self, watcher: Any) -> None:
+        super().__init__(watcher)
+        self.pending = Unreached(self.state)
+
+    def on_step(self, optimizer: Any) -> None:
+        self._resolve()
+
+    def on_backward_done(self, call: Any) -> None:
+        self._resolve()
+
+    def on_exit(self) -> None:
+        self._resolve(final=True)
+
+    def _resolve(self, final: bool = False) -> None:
+        if not self.pending:
+            return
+        for key in self.pending.resolve(final=final):
+            self.report_unreached(key)
+
+    def report_unreached(self, key: Any) -> None:
+        raise NotImplementedError
