@@ -16,13 +16,13 @@ import os
 import pickle
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Callable
 
 import torch
 
 from trainguard.errors import CheckpointError
 
-__all__ = ["atomic_save", "verify_checkpoint", "load_verified", "atomic_link"]
+__all__ = ["atomic_write", "atomic_save", "verify_checkpoint", "load_verified", "atomic_link"]
 
 FORMAT = "trainguard-checkpoint"
 FORMAT_VERSION = 1
@@ -39,8 +39,10 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def atomic_save(payload: dict[str, Any], path: str | Path) -> Path:
-    """Write ``payload`` with ``torch.save`` to ``path`` atomically (temporary file, fsync, rename).
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], Any]) -> Path:
+    """Write a file atomically: ``write(fh)`` fills a temporary file in the same folder, which is
+    flushed, fsynced and renamed over ``path``; the folder is fsynced. On failure the temporary
+    file is removed and ``path`` keeps its old content.
 
     Returns:
         The path written.
@@ -50,7 +52,7 @@ def atomic_save(payload: dict[str, Any], path: str | Path) -> Path:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as fh:
-            torch.save(payload, fh)
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -59,6 +61,11 @@ def atomic_save(payload: dict[str, Any], path: str | Path) -> Path:
             tmp.unlink()
     _fsync_dir(path.parent)
     return path
+
+
+def atomic_save(payload: dict[str, Any], path: str | Path) -> Path:
+    """Write ``payload`` with ``torch.save`` to ``path`` atomically (see :func:`atomic_write`)."""
+    return atomic_write(path, lambda fh: torch.save(payload, fh))
 
 
 def atomic_link(source: str | Path, target: str | Path) -> Path:

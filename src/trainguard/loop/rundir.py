@@ -6,11 +6,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from trainguard.ckpt.io import atomic_write
 
 __all__ = ["RunDir", "default_run_dir", "atomic_write_text"]
 
@@ -23,12 +23,7 @@ def default_run_dir() -> Path:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8", newline="") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, lambda fh: fh.write(text.encode("utf-8")))
 
 
 class RunDir:
@@ -92,16 +87,10 @@ class RunDir:
             ax.grid(alpha=0.3)
             ax.xaxis.get_major_locator().set_params(integer=True)
         fig.tight_layout()
-        target = self.path / "curves.png"
-        tmp = self.path / f".curves.png.tmp-{os.getpid()}.png"
-        fig.savefig(tmp, dpi=100)
+        target = atomic_write(self.path / "curves.png",
+                              lambda fh: fig.savefig(fh, format="png", dpi=100))
         plt.close(fig)
-        os.replace(tmp, target)
         return target
 
     def close(self) -> None:
         self._log.close()
-
-
-def now_s() -> float:
-    return time.perf_counter()
