@@ -112,6 +112,29 @@ def test_a_check_that_raises_becomes_tg002_and_the_script_finishes(tmp_path):
     assert any(c.code == "TG101" for c, _ in watcher.handlers["on_root_forward"])
 
 
+def test_a_failing_wrapper_reports_tg002_and_the_run_computes_the_same(monkeypatch):
+    """The wrappers' own bookkeeping (not only the checks) must never reach the user's code: here
+    every location look-up raises, which every wrapper needs."""
+    from trainguard.sanitize import hooks
+
+    def broken(*args, **kwargs):
+        raise LookupError("location table corrupted")
+
+    plain = _train()
+    monkeypatch.setattr(hooks, "user_location", broken)
+    with watch(summary=False) as w:
+        watched = _train()
+    for key in plain:
+        assert torch.equal(plain[key], watched[key]), key
+    # One finding per line (the forward and backward of line 40 merge), each counted.
+    lines = {f.line: f for f in w.findings}
+    assert all(f.code == "TG002" for f in w.findings)
+    assert set(lines) == {40, 44}
+    assert "wrapper of nn.Module.__call__ raised LookupError: location table corrupted" in (
+        lines[40].message)
+    assert lines[40].count >= 24  # 12 forwards and 12 backwards, each ran unobserved
+
+
 class _Explains(Check):
     code = "TG204"
 

@@ -22,6 +22,7 @@ _STDLIB = {os.path.abspath(p) for p in
            {sysconfig.get_paths().get("stdlib", ""), sysconfig.get_paths().get("platstdlib", "")} if p}
 _is_user_code: dict[CodeType, bool] = {}
 _positions: dict[CodeType, list] = {}
+_locations: dict[tuple[CodeType, int], tuple[str, int, int]] = {}
 
 
 def is_user_file(filename: str) -> bool:
@@ -64,23 +65,34 @@ def user_frame(start: FrameType | None = None) -> FrameType | None:
 
 def user_location(start: FrameType | None = None) -> Location | None:
     """``(path, line, col)`` of the innermost user frame, or None when the stack has none."""
-    frame = user_frame(start if start is not None else sys._getframe(1))
-    if frame is None:
-        return None
-    return frame_location(frame)
+    frame = start if start is not None else sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        known = _is_user_code.get(code)
+        if known is None:
+            known = _is_user_code[code] = is_user_file(code.co_filename)
+        if known:
+            return frame_location(frame)
+        frame = frame.f_back
+    return None
 
 
 def frame_location(frame: FrameType) -> Location:
-    """``(path, line, col)`` of the expression a frame is executing (column 1 when unknown)."""
-    col = 1
+    """``(path, line, col)`` of the expression a frame is executing (column 1 when unknown);
+    cached per (code object, instruction offset)."""
     code = frame.f_code
-    try:
-        positions = _positions.get(code)
-        if positions is None:
-            positions = _positions[code] = list(code.co_positions())
-        pos = positions[frame.f_lasti // 2]
-        if pos[0] == frame.f_lineno and pos[2] is not None:
-            col = pos[2] + 1
-    except (AttributeError, IndexError):
-        pass
-    return (frame.f_code.co_filename, frame.f_lineno, col)
+    key = (code, frame.f_lasti)
+    found = _locations.get(key)
+    if found is None:
+        col = 1
+        try:
+            positions = _positions.get(code)
+            if positions is None:
+                positions = _positions[code] = list(code.co_positions())
+            pos = positions[frame.f_lasti // 2]
+            if pos[0] == frame.f_lineno and pos[2] is not None:
+                col = pos[2] + 1
+        except (AttributeError, IndexError):
+            pass
+        found = _locations[key] = (code.co_filename, frame.f_lineno, col)
+    return found

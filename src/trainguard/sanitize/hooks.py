@@ -73,56 +73,60 @@ def install(w: "Watcher") -> list[Undo]:
     original_call = nn.Module.__call__
 
     def module_call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if is_compiling():
+        if is_compiling() or (modules and not isinstance(self, full_types)):
+            # Traced by torch.compile, or an inner module no check asked about: straight to
+            # PyTorch's own call (a failure is located from the traceback by the outermost call).
             return original_call(self, *args, **kwargs)
-        depth = len(modules)
-        if depth and not isinstance(self, full_types):
-            # An inner module no check asked about: keep PyTorch's fast path, note failures only.
-            modules.append(self)
-            try:
-                return original_call(self, *args, **kwargs)
-            except BaseException:
-                if state.failed_module is None:
-                    state.failed_module = self
-                    state.failed_inputs = _inputs(args)
-                raise
-            finally:
-                modules.pop()
-        if depth == 0:
-            caller = sys._getframe(1)
-            call = ForwardCall(self, args, 0, self.training, is_grad_enabled(),
-                               user_location(caller))
-            call.direct = is_user_code(caller.f_code)
-            call.reenabled = state.no_grad_depth > 0 and call.grad_enabled
-            state.failed_module = None
-        else:
-            call = ForwardCall(self, args, depth, self.training, is_grad_enabled(), None)
+        try:
+            depth = len(modules)
+            if depth == 0:
+                caller = sys._getframe(1)
+                call = ForwardCall(self, args, 0, self.training, is_grad_enabled(),
+                                   user_location(caller))
+                call.direct = is_user_code(caller.f_code)
+                call.reenabled = state.no_grad_depth > 0 and call.grad_enabled
+                state.failed_module = None
+            else:
+                call = ForwardCall(self, args, depth, self.training, is_grad_enabled(), None)
+            if h["on_forward_pre"]:
+                w.emit_module("on_forward_pre", call)
+        except Exception as exc:
+            w.hook_failed("nn.Module.__call__", exc)
+            return original_call(self, *args, **kwargs)
         modules.append(self)
         stack.append(call)
         try:
-            if h["on_forward_pre"]:
-                w.emit_module("on_forward_pre", call)
             output = original_call(self, *args, **kwargs)
-        except BaseException:
-            call.failed = True
-            if state.failed_module is None:
-                state.failed_module = self
-                state.failed_inputs = _inputs(args)
-            if depth == 0:
-                state.failed_root = self
-            if h["on_forward"]:
-                w.emit_module("on_forward", call)
+        except BaseException as exc:
+            try:
+                call.failed = True
+                if depth == 0:
+                    state.failed_root = self
+                    _locate_failure(state, exc, self, args)
+                if h["on_forward"]:
+                    w.emit_module("on_forward", call)
+            except Exception as err:
+                w.hook_failed("nn.Module.__call__", err)
             raise
         finally:
             modules.pop()
             stack.pop()
+        try:
+            _after_forward(call, output, depth, kwargs)
+        except Exception as exc:
+            w.hook_failed("nn.Module.__call__", exc)
+        return output
+
+    def _after_forward(call: ForwardCall, output: Any, depth: int, kwargs: dict) -> None:
+        self = call.module
         call.output = output
         if h["on_forward"]:
             w.emit_module("on_forward", call)
         if isinstance(self, _Loss):
             if h["on_loss"]:
-                where = call.where or user_location(sys._getframe(1))
-                w.emit("on_loss", LossCall(type(self).__name__, args, kwargs, output, self, where))
+                where = call.where or user_location(sys._getframe(2))
+                w.emit("on_loss", LossCall(type(self).__name__, call.args, kwargs, output, self,
+                                           where))
         elif depth == 0:
             state.root_forwards += 1
             state.models.add(self)
@@ -137,66 +141,83 @@ def install(w: "Watcher") -> list[Undo]:
                         node.metadata[MADE] = made
             if h["on_root_forward"]:
                 w.emit("on_root_forward", call)
-        return output
 
     _patch(nn.Module, "__call__", lambda orig: module_call, undo)
 
     def step_pre(optimizer: Any, args: tuple, kwargs: dict) -> None:
         if is_compiling():
             return None
-        state.in_step += 1
-        state.optimizers.add(optimizer)
-        if h["on_step_pre"]:
-            w.emit("on_step_pre", optimizer)
+        try:
+            state.in_step += 1
+            state.optimizers.add(optimizer)
+            if h["on_step_pre"]:
+                w.emit("on_step_pre", optimizer)
+        except Exception as exc:
+            w.hook_failed("Optimizer.step", exc)
         return None
 
     def step_post(optimizer: Any, args: tuple, kwargs: dict) -> None:
         if is_compiling():
             return None
-        state.in_step = max(0, state.in_step - 1)
-        state.step += 1
-        if h["on_step"]:
-            w.emit("on_step", optimizer)
+        try:
+            state.in_step = max(0, state.in_step - 1)
+            state.step += 1
+            if h["on_step"]:
+                w.emit("on_step", optimizer)
+        except Exception as exc:
+            w.hook_failed("Optimizer.step", exc)
         return None
 
     undo.append(optim_mod.register_optimizer_step_pre_hook(step_pre).remove)
     undo.append(optim_mod.register_optimizer_step_post_hook(step_post).remove)
+
+    backwards = state.backwards
 
     def make_backward(original: Any) -> Any:
         def backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
                      create_graph: bool = False, *args: Any, **kwargs: Any) -> Any:
             if is_compiling():
                 return original(tensors, grad_tensors, retain_graph, create_graph, *args, **kwargs)
-            if isinstance(tensors, torch.Tensor):
-                roots: tuple = (tensors,)
-            elif isinstance(tensors, (list, tuple)):
-                roots = tuple(t for t in tensors if isinstance(t, torch.Tensor))
-            else:
-                roots = ()
-            retain = create_graph if retain_graph is None else bool(retain_graph)
-            call = BackwardCall(roots, retain, bool(create_graph),
-                                user_location(sys._getframe(1)), state.backward_count, state.step)
-            if h["on_backward"]:
-                w.emit("on_backward", call)
+            try:
+                if isinstance(tensors, torch.Tensor):
+                    roots: tuple = (tensors,)
+                elif isinstance(tensors, (list, tuple)):
+                    roots = tuple(t for t in tensors if isinstance(t, torch.Tensor))
+                else:
+                    roots = ()
+                retain = create_graph if retain_graph is None else bool(retain_graph)
+                call = BackwardCall(roots, retain, bool(create_graph),
+                                    user_location(sys._getframe(1)), state.backward_count,
+                                    state.step)
+                if h["on_backward"]:
+                    w.emit("on_backward", call)
+            except Exception as exc:
+                w.hook_failed("torch.autograd.backward", exc)
+                return original(tensors, grad_tensors, retain_graph, create_graph, *args, **kwargs)
             state.in_backward += 1
             try:
                 result = original(tensors, grad_tensors, retain_graph, create_graph,
                                   *args, **kwargs)
             except BaseException as exc:
-                call.failed = True
-                if h["on_backward_failed"]:
-                    w.emit("on_backward_failed", call, exc)
-                call.tensors = ()
-                state.backwards.append(call)
+                try:
+                    call.failed = True
+                    if h["on_backward_failed"]:
+                        w.emit("on_backward_failed", call, exc)
+                    call.tensors = ()
+                    backwards.append(call)
+                except Exception as err:
+                    w.hook_failed("torch.autograd.backward", err)
                 raise
             finally:
                 state.in_backward -= 1
-            state.backward_count += 1
-            if h["on_backward_done"]:
-                w.emit("on_backward_done", call)
-            call.tensors = ()  # keep no reference to the user's graph
-            state.backwards.append(call)
-            del state.backwards[:-8]
+            try:
+                state.backward_count += 1
+                if h["on_backward_done"]:
+                    w.emit("on_backward_done", call)
+                call.tensors = ()  # keep no reference to the user's graph
+                backwards.append(call)
+            except Exception as exc:
+                w.hook_failed("torch.autograd.backward", exc)
             return result
         return backward
 
@@ -208,7 +229,10 @@ def install(w: "Watcher") -> list[Undo]:
         def make_zero_grad(original: Any) -> Any:
             def zero_grad(self: Any, set_to_none: bool = True) -> Any:
                 if not is_compiling():
-                    w.emit("on_zero_grad", self, bool(set_to_none))
+                    try:
+                        w.emit("on_zero_grad", self, bool(set_to_none))
+                    except Exception as exc:
+                        w.hook_failed("zero_grad", exc)
                 return original(self, set_to_none)
             return zero_grad
         _patch(torch.optim.Optimizer, "zero_grad", make_zero_grad, undo)
@@ -219,7 +243,7 @@ def install(w: "Watcher") -> list[Undo]:
     if h["on_load"]:
         def make_load(original: Any) -> Any:
             def load(f: Any, *args: Any, **kwargs: Any) -> Any:
-                w.emit("on_load", f, kwargs)
+                w.emit("on_load", f, kwargs)  # emit never raises: a failing check becomes TG002
                 return original(f, *args, **kwargs)
             return load
         _patch(torch, "load", make_load, undo)
@@ -245,6 +269,29 @@ def install(w: "Watcher") -> list[Undo]:
         for name in ("clip_grad_norm_", "clip_grad_value_"):
             _patch(torch.nn.utils, name, lambda orig, name=name: _clip(w, name, orig), undo)
     return undo
+
+
+def _locate_failure(state: Any, exc: BaseException, root: Any, args: tuple) -> None:
+    """Set ``state.failed_module``/``failed_inputs`` to the innermost module whose call the
+    exception passed through, read from its traceback (``Module._call_impl`` frames hold the
+    module as ``self`` and its positional inputs as ``args``). Never raises."""
+    try:
+        from torch import nn
+
+        impl = (nn.Module._call_impl.__code__, nn.Module._wrapped_call_impl.__code__)
+        module, inputs = root, args
+        tb = exc.__traceback__
+        while tb is not None:
+            frame = tb.tb_frame
+            if frame.f_code in impl:
+                found = frame.f_locals.get("self")
+                if isinstance(found, nn.Module):
+                    module, inputs = found, frame.f_locals.get("args", ())
+            tb = tb.tb_next
+        state.failed_module = module
+        state.failed_inputs = _inputs(inputs if isinstance(inputs, tuple) else ())
+    except Exception:  # a diagnosis aid only: never in the way of the user's error
+        state.failed_module, state.failed_inputs = root, []
 
 
 def _inputs(args: tuple) -> list[tuple[tuple[int, ...], str]]:
@@ -280,11 +327,14 @@ def _install_grad_mode(w: "Watcher", undo: list[Undo]) -> None:
         def __enter__(self: Any) -> Any:
             was = is_grad_enabled()
             result = original(self)
-            frame = sys._getframe(1)
-            if not was and is_user_code(frame.f_code):
-                state.enable_grad_at.append(user_location(frame))
-            else:
-                state.enable_grad_at.append(None)
+            try:
+                frame = sys._getframe(1)
+                if not was and is_user_code(frame.f_code):
+                    state.enable_grad_at.append(user_location(frame))
+                else:
+                    state.enable_grad_at.append(None)
+            except Exception as exc:
+                w.hook_failed("torch.enable_grad", exc)
             return result
         return __enter__
 
@@ -312,7 +362,7 @@ def _clip(w: "Watcher", name: str, original: Any) -> Any:
         if is_compiling():
             return original(parameters, *args, **kwargs)
         params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
-        w.emit("on_clip", name, params)
+        w.emit("on_clip", name, params)  # emit never raises: a failing check becomes TG002
         return original(params, *args, **kwargs)
     return clip
 
@@ -333,9 +383,12 @@ def _patch_schedulers(w: "Watcher", undo: list[Undo]) -> None:
 
     def make(original: Any) -> Any:
         def step(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if (depth[0] == 0 and not is_compiling()
-                    and is_user_file(sys._getframe(1).f_code.co_filename)):
-                w.emit("on_scheduler_step", self)
+            try:
+                if (depth[0] == 0 and not is_compiling()
+                        and is_user_file(sys._getframe(1).f_code.co_filename)):
+                    w.emit("on_scheduler_step", self)
+            except Exception as exc:
+                w.hook_failed("LRScheduler.step", exc)
             depth[0] += 1
             try:
                 return original(self, *args, **kwargs)
@@ -365,9 +418,12 @@ def _functional_loss(w: "Watcher", name: str, original: Any, loss_type: type) ->
         # A loss module calls this function itself; its own event covers it.
         if is_compiling() or (stack and isinstance(stack[-1].module, loss_type)):
             return output
-        call = LossCall(name, args, kwargs, output, None, None, sys._getframe(1))
-        w.emit("on_loss", call)
-        call._frame = None
+        try:
+            call = LossCall(name, args, kwargs, output, None, None, sys._getframe(1))
+            w.emit("on_loss", call)
+            call._frame = None
+        except Exception as exc:
+            w.hook_failed(f"F.{name}", exc)
         return output
     return loss
 
@@ -377,8 +433,14 @@ def _functional(w: "Watcher", name: str, original: Any) -> Any:
 
     is_compiling = torch.compiler.is_compiling
 
+    state = w.state
+
     def observed(*args: Any, **kwargs: Any) -> Any:
         if not is_compiling():
-            w.emit("on_functional", name, args, kwargs)
+            state.functional_caller = sys._getframe(1)
+            try:
+                w.emit("on_functional", name, args, kwargs)
+            finally:
+                state.functional_caller = None
         return original(*args, **kwargs)
     return observed

@@ -10,9 +10,10 @@ backward (``backward()`` or ``torch.autograd.grad``) runs through it.
 from __future__ import annotations
 
 import weakref
+from collections import deque
 from typing import Any
 
-from trainguard.sanitize.frames import Location
+from trainguard.sanitize.frames import Location, user_location
 
 MADE = "trainguard.made"
 """Metadata key on the ``grad_fn`` of outermost module outputs (when ``State.stamp_outputs``); the
@@ -100,8 +101,6 @@ class LossCall:
     @property
     def where(self) -> Location | None:
         if self._where is None and self._frame is not None:
-            from trainguard.sanitize.frames import user_location
-
             self._where = user_location(self._frame)
             self._frame = None
         return self._where
@@ -268,7 +267,9 @@ class State:
         root_forwards: outermost module calls completed.
         in_backward: a backward is running (forwards now are recomputation, e.g. checkpointing).
         in_step: an optimizer step is running (forwards now come from an LBFGS-style closure).
-        modules: every module whose call is in progress, outermost first.
+        modules: the modules whose calls are in progress and were watched (outermost calls, loss
+            modules, the module types checks asked for), outermost first; inner modules of
+            other types are not tracked (they keep PyTorch's fast path).
         stack: the :class:`ForwardCall` records in progress (outermost calls, loss modules and the
             module types checks asked for), outermost first.
         failed_module: the innermost module whose call raised, for explaining errors;
@@ -293,13 +294,14 @@ class State:
         self.failed_module: Any = None
         self.failed_inputs: list[tuple[tuple[int, ...], str]] = []
         self.failed_root: Any = None
-        self.backwards: list[BackwardCall] = []
+        self.backwards: deque[BackwardCall] = deque(maxlen=8)
         self.models = _Seen()
         self.optimizers = _Seen()
         self._tracks: list[GraphTrack] = []
         self.stamp_outputs = False  # a check asked for MADE stamps on outermost outputs
         self.no_grad_depth = 0
         self.enable_grad_at: list[Location | None] = []
+        self.functional_caller: Any = None  # during on_functional: the frame that called it
 
     def track_graph(self, tensor: Any, info: Any = None) -> GraphTrack | None:
         """Follow the graph behind ``tensor`` (None when it has no ``grad_fn``)."""

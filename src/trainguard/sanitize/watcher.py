@@ -121,6 +121,19 @@ class Watcher:
                     fix=f"report this with the message above; {check.code} was not checked after "
                         "this point")
 
+    def hook_failed(self, hook: str, exc: Exception) -> None:
+        """A wrapper's own bookkeeping raised: report TG002 (once per wrapper and line) and let the
+        user's call go on unobserved. Never raises."""
+        try:
+            frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+            inside = f" at {os.path.basename(frame.filename)}:{frame.lineno}" if frame else ""
+            self.report("TG002", f"trainguard's wrapper of {hook} raised {type(exc).__name__}: "
+                        f"{exc}{inside}; the call itself ran unobserved",
+                        fix="report this with the message above; findings that depend on this "
+                            "call may be missing")
+        except Exception:  # reporting itself failed: stay out of the user's way
+            pass
+
     # ---- findings --------------------------------------------------------------------------
     def report(self, code: str, message: str, *, fix: str | None = None,
                where: tuple | None = None, extra: dict | None = None,

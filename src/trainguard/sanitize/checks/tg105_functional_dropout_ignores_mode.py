@@ -23,6 +23,19 @@ from typing import Any
 from trainguard.sanitize.checks import Check
 
 
+def _calling_module(frame: Any, *, depth: int = 4) -> Any:
+    """The module whose method (``forward`` or a helper it calls) made the call: the first
+    ``self`` that is an ``nn.Module`` within ``depth`` frames of the caller, else None."""
+    from torch import nn
+
+    while frame is not None and depth > 0:
+        found = frame.f_locals.get("self")
+        if isinstance(found, nn.Module):
+            return found
+        frame, depth = frame.f_back, depth - 1
+    return None
+
+
 class FunctionalDropoutIgnoresMode(Check):
     code = "TG105"
 
@@ -30,8 +43,8 @@ class FunctionalDropoutIgnoresMode(Check):
         if len(args) >= 3 or "training" in kwargs or not self.state.modules:
             return
         p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
-        module = self.state.modules[-1]
-        if module.training or not p:
+        module = _calling_module(self.state.functional_caller)
+        if module is None or module.training or not p:
             return
         self.report(
             f"F.{name}(..., p={p}) in {type(module).__name__}.forward uses its default "
