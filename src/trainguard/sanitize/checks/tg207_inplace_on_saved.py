@@ -26,7 +26,6 @@ import linecache
 import os
 import re
 from types import CodeType
-from typing import Any
 
 from trainguard.sanitize.checks import Check, Diagnosis
 from trainguard.sanitize.frames import is_user_file
@@ -180,8 +179,8 @@ class InplaceOnSaved(Check):
                 f"{m.group('index')} of {op}), but an in-place operation changed it afterwards "
                 f"({times} change{'s' if times != 1 else ''}: version {m.group('then')} -> "
                 f"{m.group('now')})")
-        fix = (f"make that operation out of place (h = h + 1 instead of h += 1, x = x.clamp(...) "
-               f"instead of x.clamp_(...), inplace=False), or clone the tensor before "
+        fix = ("make that operation out of place (h = h + 1 instead of h += 1, x = x.clamp(...) "
+               "instead of x.clamp_(...), inplace=False), or clone the tensor before "
                "changing it")
         failed = next((b for b in reversed(self.state.backwards) if b.failed), None)
         if best is None and len(candidates) == 1:
