@@ -218,3 +218,50 @@ def test_two_ranks_merge_into_one_report(monkeypatch, tmp_path):
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["ranks"] == {"world_size": 2, "reported": [0, 1],
                                "steps": {"0": 8, "1": 8}, "missing": []}
+
+
+def _same_shards_rank(rank: int, *, extra_step: bool, reload: bool) -> None:
+    """Both ranks see identical data (row 2k equals row 2k+1), so they stay replicas, until rank 1
+    takes one more optimizer step at the end (``extra_step``) or rank 0 reloads its first weights
+    after training (``reload``, legitimate: a final test with the best weights)."""
+    torch.manual_seed(0)
+    x, y = torch.randn(16, 4).repeat_interleave(2, 0), torch.randint(0, 2, (16,)).repeat_interleave(2)
+    data = TensorDataset(x, y)
+    loader = DataLoader(data, batch_size=4,
+                        sampler=DistributedSampler(data, num_replicas=2, rank=rank, shuffle=False))
+    model = nn.Linear(4, 2)
+    first = {k: v.clone() for k, v in model.state_dict().items()}
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    if extra_step and rank == 1:
+        optimizer.step()
+    if reload and rank == 0:
+        model.load_state_dict(first)
+
+
+@pytest.mark.parametrize("extra_step,reload,fires", [(True, False, True), (False, True, False),
+                                                     (False, False, False)])
+def test_replicas_compared_at_exit(extra_step, reload, fires, monkeypatch):
+    store = dist.HashStore()
+    watchers = []
+    for rank in (1, 0):
+        for key, value in _env(rank).items():
+            monkeypatch.setenv(key, value)
+        watcher = Watcher(config=Config(), stream=io.StringIO())
+        watcher.ranks._store = dist.PrefixStore("test/", store)
+        watcher.ranks._hello_sent = True
+        watcher.start()
+        try:
+            _same_shards_rank(rank, extra_step=extra_step, reload=reload)
+        finally:
+            watcher.stop()
+        watchers.append(watcher)
+    findings = [f for f in watchers[1].findings if f.code == "TG604"]
+    assert len(findings) == int(fires)
+    if fires:
+        assert findings[0].message.startswith(
+            "at exit (rank 0: 4 steps, rank 1: 5 steps) the replicas differ: rank 1 holds")
+        assert findings[0].ranks == [0, 1]

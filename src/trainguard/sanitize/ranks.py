@@ -373,6 +373,7 @@ def exit_guard(link: RankLink | None) -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        # None: the previous handler was not installed from Python; the default is the closest
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
         if link.terminated:
             signal.raise_signal(signal.SIGTERM)

@@ -3,7 +3,10 @@
 # share gradient updates") and pytorch/pytorch#31771 (https://github.com/pytorch/pytorch/issues/31771:
 # a DistributedSampler without set_epoch repeats its order every epoch). Fixed twin: the model is
 # wrapped in DistributedDataParallel and the sampler's epoch is set every epoch; the evaluation
-# sampler (shuffle=False) needs no set_epoch, and rank 0 alone prints.
+# sampler (shuffle=False) needs no set_epoch. At the end rank 0 alone loads the best epoch's weights
+# for a final test and prints: parameters changed on one rank after training are not divergence.
+import copy
+
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -25,11 +28,16 @@ for epoch in range(3):
         loss = nn.functional.cross_entropy(model(x), y)
         loss.backward()
         optimizer.step()
+    if epoch == 1:
+        best = copy.deepcopy(model.module.state_dict())
 val_loader = DataLoader(data, batch_size=64, sampler=DistributedSampler(data, shuffle=False))
 model.eval()
 with torch.no_grad():
     for epoch in range(2):
         correct = sum((model(x).argmax(1) == y).sum().item() for x, y in val_loader)
 if dist.get_rank() == 0:
-    print(f"loss {loss.item():.3f} correct {correct}")
+    model.module.load_state_dict(best)
+    with torch.no_grad():
+        test_loss = nn.functional.cross_entropy(model.module(data.tensors[0]), data.tensors[1])
+    print(f"loss {loss.item():.3f} correct {correct} test loss {test_loss.item():.3f}")
 dist.destroy_process_group()
