@@ -54,7 +54,7 @@ def test_link_reads_rank_world_and_timeout():
     assert link.prefix.startswith("trainguard/job7/3/") and link.note is None
 
 
-@pytest.mark.parametrize("raw", ["soon", "0", "-3"])
+@pytest.mark.parametrize("raw", ["soon", "0", "-3", "inf", "nan"])
 def test_a_bad_timeout_falls_back_to_the_default_and_says_so(raw):
     link = RankLink.from_env(_env(0, TRAINGUARD_RANK_TIMEOUT_S=raw))
     assert link.timeout_s == DEFAULT_TIMEOUT_S
@@ -265,3 +265,21 @@ def test_replicas_compared_at_exit(extra_step, reload, fires, monkeypatch):
         assert findings[0].message.startswith(
             "at exit (rank 0: 4 steps, rank 1: 5 steps) the replicas differ: rank 1 holds")
         assert findings[0].ranks == [0, 1]
+
+
+def test_a_rank_that_cannot_send_prints_its_own_table(monkeypatch, tmp_path):
+    for key, value in _env(1).items():
+        monkeypatch.setenv(key, value)
+    watcher = Watcher(config=Config(), stream=io.StringIO())
+    watcher.ranks._store = _FailingStore()
+    watcher.ranks._hello_sent = True
+    watcher.start()
+    try:
+        _train_rank(1, tmp_path)
+    finally:
+        watcher.stop()
+    assert not watcher.ranks.sent
+    text = watcher.summary()
+    assert text.startswith("trainguard: rank 1: could not send to rank 0 (the c10d store failed: "
+                           "RuntimeError: Connection reset by peer); this rank's findings:")
+    assert "TG601  sampler-epoch-not-set  1" in text

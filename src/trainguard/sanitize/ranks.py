@@ -29,7 +29,9 @@ worker environment (https://pytorch.org/docs/stable/elastic/run.html#environment
 from __future__ import annotations
 
 import datetime
+import functools
 import json
+import math
 import os
 import signal
 import socket
@@ -75,6 +77,9 @@ class RankLink:
         missing: after the merge on rank 0, the ranks that sent no report.
         steps: optimizer steps each rank watched (rank 0, after the merge).
         sent: a non-zero rank's report reached the store.
+        terminated: a SIGTERM arrived while the watcher was ending (see :func:`exit_guard`).
+        note: a remark for the summary (a malformed ``TRAINGUARD_RANK_TIMEOUT_S``).
+        prefix: the store keys' prefix, ``trainguard/<run id>/<restart>/<watcher n>/``.
     """
 
     rank: int
@@ -110,7 +115,7 @@ class RankLink:
         if raw is not None:
             try:
                 timeout_s = float(raw)
-                if not timeout_s > 0:
+                if not (timeout_s > 0 and math.isfinite(timeout_s)):
                     raise ValueError
             except ValueError:
                 timeout_s = DEFAULT_TIMEOUT_S
@@ -123,7 +128,7 @@ class RankLink:
                    agent=env.get("TORCHELASTIC_USE_AGENT_STORE") == "True",
                    prefix=f"trainguard/{run_id}/{restart}/{_watchers_made[0]}/", note=note)
 
-    def attach(self, watcher: "Watcher") -> list[Callable[[], None]]:
+    def attach(self) -> list[Callable[[], None]]:
         """Connect (agent store) and say hello; without the agent's store, keep the default
         group's store before ``destroy_process_group`` drops it. Returns undo actions."""
         undo: list[Callable[[], None]] = []
@@ -134,6 +139,7 @@ class RankLink:
             if dist.is_available():
                 original = dist.destroy_process_group
 
+                @functools.wraps(original)
                 def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
                     self.store()  # keep a reference: the store outlives the group for us
                     return original(*args, **kwargs)
@@ -187,7 +193,10 @@ class RankLink:
     def ready(self, keys: list[str]) -> list[Any] | None:
         """The decoded values of ``keys`` when all are present now, else None (never waits)."""
         raw = self._call(lambda s: [s.get(k) for k in keys] if s.check(keys) else None)
-        return None if raw is None else [json.loads(v) for v in raw]
+        try:
+            return None if raw is None else [json.loads(v) for v in raw]
+        except ValueError:  # not written by this version of trainguard: ignore it
+            return None
 
     def _hello(self) -> None:
         if self._hello_sent:
@@ -199,6 +208,14 @@ class RankLink:
     def finish(self, watcher: "Watcher") -> None:
         """Send this rank's report; on rank 0, gather the others', merge, run the cross-rank
         checks. Called by the watcher after ``on_exit``; never raises."""
+        try:
+            self._finish(watcher)
+        except Exception as exc:  # malformed data from another rank: keep this rank's findings
+            self.broken = f"the merge failed: {type(exc).__name__}: {exc}"
+
+    def _finish(self, watcher: "Watcher") -> None:
+        for finding in watcher.findings:
+            finding.ranks = finding.ranks or [self.rank]
         facts = _collect_facts(watcher)
         mine = {"rank": self.rank, "host": self.host, "pid": os.getpid(),
                 "steps": watcher.state.step, "facts": facts,
@@ -287,6 +304,8 @@ class RankLink:
         lines = [rank_table(watcher.findings, self.world_size, watcher.state.step,
                             reported=self.world_size - len(self.missing))]
         lines += missing_lines(self.missing)
+        if self.broken and not self.missing:
+            lines.append(f"trainguard: the exchange between ranks stopped: {self.broken}")
         if self.note:
             lines.append(f"trainguard: {self.note}")
         return "\n".join(lines)

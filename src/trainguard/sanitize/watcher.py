@@ -75,7 +75,7 @@ class Watcher:
             raise RuntimeError("this Watcher is already started")
         self._undo = install(self)
         if self.ranks is not None:
-            self._undo += self.ranks.attach(self)
+            self._undo += self.ranks.attach()
         self._started = True
         return self
 
