@@ -3,6 +3,7 @@
     trainguard run train.py --epochs 3
     trainguard run -m mypkg.train --epochs 3
     trainguard run --strict --report findings.json train.py
+    torchrun --nproc-per-node 2 -m trainguard run --report findings.json train.py
 
 Exit status: the script's own (0 when it returns), 1 with ``--strict`` when the script succeeded
 but findings were reported, 2 for a usage error, 3 for an internal error of trainguard.
@@ -30,7 +31,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--ignore", metavar="CODES",
                         help="comma-separated code prefixes not to report")
     parser.add_argument("--report", metavar="FILE",
-                        help='write the findings as JSON {"findings": [...]} to FILE')
+                        help='write the findings as JSON {"findings": [...]} to FILE (under '
+                             'torchrun, rank 0 writes every rank\'s findings, merged)')
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 when the script succeeds but findings were reported")
     parser.add_argument("target", nargs="?", metavar="SCRIPT", help="the script to run")

@@ -17,6 +17,7 @@ from trainguard.config import Config, is_suppressed, load_config
 from trainguard.findings import Finding
 from trainguard.sanitize.checks import EVENTS, Check, Diagnosis, discover
 from trainguard.sanitize.frames import user_location
+from trainguard.sanitize.ranks import RankLink, exit_guard
 from trainguard.sanitize.state import State
 
 __all__ = ["Watcher", "watch"]
@@ -41,6 +42,7 @@ class Watcher:
         self.config = config if config is not None else Config()
         self.stream = stream
         self.state = State()
+        self.ranks = RankLink.from_env()  # None outside torchrun (WORLD_SIZE unset or 1)
         if checks is None:
             checks = discover()
         self.checks = [cls(self) for cls in checks]
@@ -72,6 +74,8 @@ class Watcher:
         if self._started:
             raise RuntimeError("this Watcher is already started")
         self._undo = install(self)
+        if self.ranks is not None:
+            self._undo += self.ranks.attach()
         self._started = True
         return self
 
@@ -81,6 +85,8 @@ class Watcher:
             return
         try:
             self.emit("on_exit")
+            if self.ranks is not None:
+                self.ranks.finish(self)  # send this rank's findings; rank 0 merges every rank's
         finally:
             for undo in reversed(self._undo):
                 undo()
@@ -158,7 +164,8 @@ class Watcher:
                                message=message, fix=fix, extra=extra or {})
         self._by_key[key] = finding
         if not quiet:
-            self._print(finding.format())
+            tag = f"[rank {self.ranks.rank}] " if self.ranks is not None else ""
+            self._print(tag + finding.format())
         return finding
 
     def explain(self, exc: BaseException) -> list[Finding]:
@@ -189,6 +196,8 @@ class Watcher:
 
     def summary(self) -> str:
         """The table printed at exit: one row per finding, with its count."""
+        if self.ranks is not None:
+            return self.ranks.summary(self)
         findings = self.findings
         if not findings:
             return (f"trainguard: no findings ({len(self.checks)} checks; "
@@ -209,13 +218,16 @@ class Watcher:
         self._print(self.summary())
 
     def write_json(self, path: str | os.PathLike[str]) -> None:
-        """Write ``{"findings": [...]}`` to ``path`` (atomically)."""
+        """Write ``{"findings": [...]}`` to ``path`` (atomically); under torchrun rank 0 adds
+        ``"ranks"``: world size, the ranks that reported, their step counts and the missing ones."""
         import json
 
         target = Path(path)
         tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(json.dumps({"findings": [f.to_dict() for f in self.findings]}, indent=2)
-                       + "\n", encoding="utf-8")
+        data: dict = {"findings": [f.to_dict() for f in self.findings]}
+        if self.ranks is not None:
+            data["ranks"] = self.ranks.report_section()
+        tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, target)
 
 
@@ -287,8 +299,9 @@ def watch(*, select: str | list[str] | None = None, ignore: str | list[str] | No
         raise
     finally:
         _active = None
-        watcher.stop()
-        if summary:
-            watcher.print_summary()
-        if report is not None:
-            watcher.write_json(report)
+        with exit_guard(watcher.ranks):  # under torchrun: a SIGTERM now waits for the report
+            watcher.stop()
+            if summary:
+                watcher.print_summary()
+            if report is not None and (watcher.ranks is None or watcher.ranks.rank == 0):
+                watcher.write_json(report)  # under torchrun, rank 0 writes the merged report

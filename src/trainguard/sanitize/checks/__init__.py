@@ -55,6 +55,17 @@ Events (arguments are what PyTorch passed; nothing is copied):
 - ``on_error(exc)``: the script dies of ``exc``; return a :class:`Diagnosis` to explain a
   PyTorch error, or None.
 
+Under ``torchrun`` (``WORLD_SIZE`` > 1), two more methods take part in rank 0's merged report
+(``sanitize/ranks.py``); they are not events and are called once, at exit, after ``on_exit``:
+
+- ``rank_facts()``: on every rank, JSON-ready data this rank contributes (None: nothing); sent to
+  rank 0 with the rank's findings. A check that uses it must also listen to some event.
+- ``on_ranks(facts)``: on rank 0 only, with ``{rank: that rank's rank_facts()}`` for every rank
+  whose report arrived (rank 0 included); reports with ``self._watcher.report(...)`` and may set
+  the returned finding's ``ranks``. ``self._watcher.ranks`` is the
+  :class:`~trainguard.sanitize.ranks.RankLink` (``rank``, ``world_size``, ``put``/``ready`` for
+  non-blocking use of the c10d store during the run), or None in a single process.
+
 ``self.state`` is the watcher's shared :class:`~trainguard.sanitize.state.State`: the optimizer
 step count, backward count, the stack of module calls in progress, whether a backward is running,
 the models seen, and helpers to follow an autograd graph's lifetime without keeping it alive.
@@ -134,6 +145,10 @@ class Check:
     def on_load(self, f: Any, kwargs: dict) -> None: ...
     def on_exit(self) -> None: ...
     def on_error(self, exc: BaseException) -> Diagnosis | None: ...
+
+    # Cross-rank methods (under torchrun, at exit; see the module docstring).
+    def rank_facts(self) -> Any: ...
+    def on_ranks(self, facts: dict[int, Any]) -> None: ...
 
 
 def discover() -> list[type[Check]]:
