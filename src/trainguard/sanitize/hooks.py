@@ -88,13 +88,13 @@ def install(w: "Watcher") -> list[Undo]:
                 state.failed_module = None
             else:
                 call = ForwardCall(self, args, depth, self.training, is_grad_enabled(), None)
-            if h["on_forward_pre"]:
-                w.emit_module("on_forward_pre", call)
         except Exception as exc:
             w.hook_failed("nn.Module.__call__", exc)
             return original_call(self, *args, **kwargs)
         modules.append(self)
         stack.append(call)
+        if h["on_forward_pre"]:
+            w.emit_module("on_forward_pre", call)  # never raises: a failing check becomes TG002
         try:
             output = original_call(self, *args, **kwargs)
         except BaseException as exc:
