@@ -59,6 +59,7 @@ class Script:
         self.aliases: dict[str, str] = {}
         self.functions: dict[str, list[Func]] = {}
         self.classes: dict[str, ast.ClassDef] = {}
+        stars: list[ast.ImportFrom] = []
         for node in self.nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -68,15 +69,43 @@ class Script:
                         self.aliases.setdefault(a.name.split(".")[0], a.name.split(".")[0])
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 for a in node.names:
-                    self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                    if a.name == "*":
+                        stars.append(node)
+                    else:
+                        self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions.setdefault(node.name, []).append(node)
             elif isinstance(node, ast.ClassDef):
                 self.classes[node.name] = node
+        if stars:
+            self._star_aliases(stars)
         self._sites: dict[int, list[ast.Call]] | None = None
         self._grad_memo: dict[int, bool] = {}
         self._qual_memo: dict[int, str | None] = {}
         self._backward_memo: dict[int, bool] = {}
+
+    def _star_aliases(self, stars: list[ast.ImportFrom]) -> None:
+        """Resolve the names ``from torch.nn.functional import *`` (or ``torch``, ``torch.nn``,
+        ``torch.optim``, ...) binds: ``softmax`` -> ``torch.nn.functional.softmax``. The later
+        star import wins, as in Python; names the file imports explicitly or binds itself
+        (``def softmax``, ``softmax = ...``, a parameter) keep their own meaning."""
+        from trainguard.lint.torch_exports import EXPORTS
+
+        star_names: dict[str, str] = {}
+        for node in sorted(stars, key=lambda n: (n.lineno, n.col_offset)):
+            for name in EXPORTS.get(node.module or "", ()):
+                star_names[name] = f"{node.module}.{name}"
+        if not star_names:
+            return
+        bound = set(self.functions) | set(self.classes)
+        for node in self.nodes:
+            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                bound.add(node.id)
+            elif isinstance(node, ast.arg):
+                bound.add(node.arg)
+        for name, full in star_names.items():
+            if name not in self.aliases and name not in bound:
+                self.aliases[name] = full
 
     @cached_property
     def _segment_lines(self) -> list[str]:
