@@ -46,8 +46,7 @@ from trainguard.sanitize.state import ForwardCall, GraphTrack, LossCall, Unreach
 
 
 class _Candidate:
-    __slots__ = ("outputs", "where", "model_name", "active", "grad_enabled", "fired",
-                 "__weakref__")
+    __slots__ = ("outputs", "where", "model_name", "active", "grad_enabled", "fired")
 
     def __init__(self, outputs: list[Any], where: Any, model_name: str, active: list[Any],
                  grad_enabled: bool) -> None:
@@ -77,11 +76,12 @@ class EvalInTrainMode(Check):
         if not active:
             return
         outputs = first_tensor(call.output)
+        if not outputs:
+            return
         cand = _Candidate(outputs, call.where, type(call.module).__name__, active,
                           call.grad_enabled)
-        if outputs:
-            self.candidates.append(cand)
-            del self.candidates[:-8]
+        self.candidates.append(cand)
+        del self.candidates[:-8]
         uses = self.sites.uses(call.where)
         if uses is None or (uses.metric is None and uses.loss is None):
             return
