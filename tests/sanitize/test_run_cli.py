@@ -138,3 +138,29 @@ def test_usage_errors_exit_2(tmp_path, monkeypatch, capsys, args, needle):
     err = capsys.readouterr().err
     assert status == 2, err
     assert needle in err
+
+
+SHOW_PATHS = textwrap.dedent("""\
+    import os, sys
+    print("file", repr(__file__), "argv0", repr(sys.argv[0]), "path0", repr(sys.path[0]))
+    print("code", repr(sys._getframe().f_code.co_filename))
+    os.chdir(os.path.dirname(os.path.dirname(__file__)))
+    print("still readable after chdir", os.path.isfile(__file__))
+""")
+
+
+@pytest.mark.parametrize("typed", ["sub/show.py", "./sub/show.py", "sub/../sub/show.py"])
+def test_file_and_argv0_are_what_python_gives(tmp_path, typed):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "sub").mkdir()
+    write(tmp_path / "sub", SHOW_PATHS, name="show.py")
+    plain = subprocess.run([sys.executable, typed], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=60)
+    watched = run_tg("run", typed, cwd=tmp_path)
+    assert plain.returncode == 0 and watched.returncode == 0, watched.stderr
+    absolute = os.path.join(str(tmp_path), typed)  # not normalized, as CPython joins them
+    assert f"file {absolute!r} argv0 {typed!r}" in plain.stdout
+    assert watched.stdout == plain.stdout

@@ -17,7 +17,9 @@ Mode = Literal["train", "eval", "unknown"]
 def mode_before(script: Script, node: ast.AST) -> tuple[Mode, str]:
     """The mode when ``node`` starts and why: the last ``.train()``/``.eval()`` before it in its
     function or module (same-file calls followed), else a training loop that ran earlier, else
-    a model built earlier in the same scope (modules start in train mode)."""
+    a model built earlier in the same scope (modules start in train mode) by a same-file class,
+    a zoo constructor, or a class or factory of another project file that does not set the mode
+    itself."""
     state: Mode = "unknown"
     reason = ""
     trained_at = None
@@ -50,7 +52,8 @@ def _built_before(script: Script, node: ast.AST) -> int | None:
     module_classes = {n for n, c in script.classes.items()
                       if any(isinstance(b, ast.FunctionDef) and b.name == "forward"
                              for b in c.body)}
-    for key in script.models:
+    keys = script.models | script.project_model_keys if script.mode_dependent else script.models
+    for key in keys:
         for value in script.assignments.get(key, []):
             if not isinstance(value, ast.Call) or value.lineno >= node.lineno:  # type: ignore
                 continue
@@ -60,4 +63,7 @@ def _built_before(script: Script, node: ast.AST) -> int | None:
             if dotted(value.func) in module_classes or q.startswith(
                     ("torchvision.models.", "timm.create_model")):
                 return value.lineno
+            builder = script.model_builders.get(id(value)) if script.mode_dependent else None
+            if builder is not None and builder.mode_dependent and not builder.sets_mode:
+                return value.lineno  # a class or factory of another project file
     return None

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from functools import cached_property
 
 from trainguard.lint.astutil import (SCOPES, dotted, is_false, is_true, parent, set_parents,
                                      walk_local)
+from trainguard.lint.project import MODE_DEPENDENT as _MODE_DEPENDENT
+from trainguard.lint.project import Builder
 
 __all__ = ["Script"]
 
@@ -41,9 +44,12 @@ _MODEL_CALLS = {"train", "eval", "parameters", "named_parameters", "state_dict",
 _MODEL_CTOR = re.compile(r"^(torchvision\.models\.|timm\.create_model|torch\.nn\.Sequential|"
                          r"torch\.nn\.parallel\.DistributedDataParallel|torch\.nn\.DataParallel|"
                          r"torch\.compile$)|\.from_pretrained$|^(DDP|FSDP)$")
-_MODE_DEPENDENT = re.compile(
-    r"Dropout|BatchNorm|dropout|torchvision|timm|from_pretrained|transformers|resnet|vgg|"
-    r"densenet|efficientnet|mobilenet|inception|SyncBatchNorm|InstanceNorm\w*\([^)]*track_running")
+# Top-level packages that are never a file of the user's project: the standard library and the
+# libraries training scripts import most.
+_NOT_PROJECT = frozenset(sys.stdlib_module_names) | {
+    "torch", "torchvision", "torchaudio", "torchtext", "timm", "transformers", "numpy", "np",
+    "pandas", "sklearn", "scipy", "matplotlib", "PIL", "cv2", "tqdm", "wandb", "lightning",
+    "pytorch_lightning", "accelerate", "datasets", "einops", "yaml", "hydra", "omegaconf"}
 
 
 class Script:
@@ -59,6 +65,7 @@ class Script:
         self.aliases: dict[str, str] = {}
         self.functions: dict[str, list[Func]] = {}
         self.classes: dict[str, ast.ClassDef] = {}
+        stars: list[ast.ImportFrom] = []
         for node in self.nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -68,15 +75,43 @@ class Script:
                         self.aliases.setdefault(a.name.split(".")[0], a.name.split(".")[0])
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 for a in node.names:
-                    self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                    if a.name == "*":
+                        stars.append(node)
+                    else:
+                        self.aliases[a.asname or a.name] = f"{node.module}.{a.name}"
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions.setdefault(node.name, []).append(node)
             elif isinstance(node, ast.ClassDef):
                 self.classes[node.name] = node
+        if stars:
+            self._star_aliases(stars)
         self._sites: dict[int, list[ast.Call]] | None = None
         self._grad_memo: dict[int, bool] = {}
         self._qual_memo: dict[int, str | None] = {}
         self._backward_memo: dict[int, bool] = {}
+
+    def _star_aliases(self, stars: list[ast.ImportFrom]) -> None:
+        """Resolve the names ``from torch.nn.functional import *`` (or ``torch``, ``torch.nn``,
+        ``torch.optim``, ...) binds: ``softmax`` -> ``torch.nn.functional.softmax``. The later
+        star import wins, as in Python; names the file imports explicitly or binds itself
+        (``def softmax``, ``softmax = ...``, a parameter) keep their own meaning."""
+        from trainguard.lint.torch_exports import EXPORTS
+
+        star_names: dict[str, str] = {}
+        for node in sorted(stars, key=lambda n: (n.lineno, n.col_offset)):
+            for name in EXPORTS.get(node.module or "", ()):
+                star_names[name] = f"{node.module}.{name}"
+        if not star_names:
+            return
+        bound = set(self.functions) | set(self.classes)
+        for node in self.nodes:
+            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                bound.add(node.id)
+            elif isinstance(node, ast.arg):
+                bound.add(node.arg)
+        for name, full in star_names.items():
+            if name not in self.aliases and name not in bound:
+                self.aliases[name] = full
 
     @cached_property
     def _segment_lines(self) -> list[str]:
@@ -223,8 +258,71 @@ class Script:
 
     @cached_property
     def mode_dependent(self) -> bool:
-        """Whether the file shows modules whose behaviour depends on train/eval mode."""
-        return bool(_MODE_DEPENDENT.search(self.source))
+        """Whether the file shows modules whose behaviour depends on train/eval mode, itself or
+        through a model built by a class or function of another file of the project
+        (``model = make()`` with ``from models import make``)."""
+        if _MODE_DEPENDENT.search(self.source):
+            return True
+        return any(b.mode_dependent for b in self.model_builders.values())
+
+    @property
+    def model_builders(self) -> dict[int, Builder]:
+        """``id(value)`` -> the same-project class or function it builds a model with, for the
+        values assigned to model keys (``model = make()``, ``net = models.Net().to(device)``)."""
+        return self._project_models[0]
+
+    @property
+    def project_model_keys(self) -> set[str]:
+        """The keys assigned a model built by a class or function of another project file."""
+        return self._project_models[1]
+
+    @cached_property
+    def _project_models(self) -> tuple[dict[int, Builder], set[str]]:
+        from trainguard.lint.project import imported_builder, import_specs
+
+        wanted: list[tuple[str, ast.expr, list[str]]] = []
+        for key, values in self.assignments.items():
+            if not self.is_model(key):
+                continue
+            for value in values:
+                names = [n for n in (dotted(c.func) for c in ast.walk(value)
+                                     if isinstance(c, ast.Call)) if n and "(" not in n]
+                if names:
+                    wanted.append((key, value, names))
+        found: dict[int, Builder] = {}
+        keys: set[str] = set()
+        if not wanted:
+            return found, keys
+        imports = {name: spec for name, spec in import_specs(
+            n for n in self.nodes if isinstance(n, (ast.Import, ast.ImportFrom))).items()
+            if spec[0] > 0 or spec[1].split(".")[0] not in _NOT_PROJECT}
+        known: dict[str, Builder | None] = {}
+        for key, value, names in wanted:
+            for name in names:
+                if name.split(".")[0] not in imports:
+                    continue
+                if name not in known:
+                    known[name] = imported_builder(self.path, imports, name)
+                if known[name] is not None:
+                    found[id(value)] = known[name]  # type: ignore[assignment]
+                    keys.add(key)
+                    break
+        return found, keys
+        known: dict[str, Builder | None] = {}
+        for key, values in self.assignments.items():
+            for value in values:
+                for call in (n for n in ast.walk(value) if isinstance(n, ast.Call)):
+                    name = dotted(call.func)
+                    if name is None or name.split(".")[0] not in imports:
+                        continue
+                    if name not in known:
+                        known[name] = imported_builder(self.path, imports, name)
+                    builder = known[name]
+                    if builder is not None and (builder.kind == "class" or self.is_model(key)):
+                        found[id(value)] = builder
+                        keys.add(key)
+                        break
+        return found, keys
 
     # -- functions and calls -----------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """Run a script or module as ``python`` would, under the watcher.
 
 ``sys.argv``, ``sys.path[0]`` and ``__main__`` are what ``python script.py args`` or
-``python -m pkg.mod args`` would give the script; its exit status is passed through: 0 when it
+``python -m pkg.mod args`` would give the script (``__file__`` absolute, ``sys.argv[0]`` as typed,
+as CPython does since 3.9); its exit status is passed through: 0 when it
 returns, its ``SystemExit`` code, 1 when it dies of an exception (after the traceback, which carries
 any diagnosis), 130/143 when interrupted by SIGINT/SIGTERM.
 """
@@ -64,6 +65,37 @@ def _chained(report: traceback.TracebackException) -> list[traceback.TracebackEx
         out.append(current)
 
 
+def _main_file(target: str) -> str:
+    """The ``__file__`` CPython gives a script run as ``python target``: since Python 3.9 the
+    current directory joined to the path as typed, not normalized (``./a.py`` gives
+    ``/cwd/./a.py``) and symlinks kept (https://docs.python.org/3/whatsnew/3.9.html#other-language-changes).
+    Its code objects carry the same name, so tracebacks and findings stay right after
+    ``os.chdir``."""
+    return target if os.path.isabs(target) else os.path.join(os.getcwd(), target)
+
+
+def _run_file(path: str) -> None:
+    """Run the file at ``path`` as ``__main__``, as ``python path`` does. Not ``runpy.run_path``: it
+    sets ``sys.argv[0]`` to the path it is given, whereas ``python`` keeps it as typed."""
+    import builtins
+    import io
+    import types
+
+    with io.open_code(path) as f:
+        source = f.read()
+    code = compile(source, path, "exec", dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=path, __cached__=None, __loader__=None, __package__=None,
+                         __spec__=None, __builtins__=builtins)
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main  # pickle and multiprocessing find the script's classes here
+    try:
+        exec(code, main.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
 def run_target(target: str, args: list[str], *, kind: Literal["path", "module"],
                on_error: "callable | None" = None) -> int:
     """Run ``target`` with ``args`` as its ``sys.argv[1:]``; returns its exit status.
@@ -85,6 +117,7 @@ def run_target(target: str, args: list[str], *, kind: Literal["path", "module"],
                              f"(give a .py file, or -m package.module)")
         sys.argv = [target, *args]
         sys.path.insert(0, str(script.resolve().parent))
+        run_path = _main_file(target)
     else:
         import importlib.util
 
@@ -111,7 +144,7 @@ def run_target(target: str, args: list[str], *, kind: Literal["path", "module"],
         previous_term = None
     try:
         if kind == "path":
-            runpy.run_path(target, run_name="__main__")
+            _run_file(run_path)
         else:
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         return 0

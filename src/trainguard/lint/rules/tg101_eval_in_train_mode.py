@@ -3,9 +3,10 @@
 Dropout keeps dropping and BatchNorm normalizes with batch statistics (and updates its running
 statistics) unless ``model.eval()`` runs first; see
 https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval.
-Fires only when the file shows mode-dependent modules (Dropout, BatchNorm, zoo models) and the
-mode before the evaluation is known to be train: a ``.train()`` call, a training loop, or a
-freshly built model, with no ``.eval()`` in between.
+Fires only when the file shows mode-dependent modules (Dropout, BatchNorm, zoo models), itself or
+in the class or factory of another project file that builds the model (``trainguard.lint.project``),
+and the mode before the evaluation is known to be train: a ``.train()`` call, a training loop, or
+a freshly built model, with no ``.eval()`` in between.
 """
 
 from __future__ import annotations

@@ -83,6 +83,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
+    from trainguard.findings import Finding
     from trainguard.sanitize.state import BackwardCall, ForwardCall, LossCall, State
     from trainguard.sanitize.watcher import Watcher
 
@@ -122,9 +123,14 @@ class Check:
         self.state: State = watcher.state
 
     def report(self, message: str, *, fix: str | None = None,
-               where: tuple[str, int] | None = None, **extra: Any) -> None:
-        """Report this check's finding at ``where`` (default: the user's current line)."""
-        self._watcher.report(self.code, message, fix=fix, where=where, extra=extra or None)
+               where: tuple[str, int] | None = None, **extra: Any) -> "Finding | None":
+        """Report this check's finding at ``where`` (default: the user's current line).
+
+        Returns the recorded :class:`~trainguard.findings.Finding` (the earlier one when this
+        place was already reported), or None when it is suppressed or not selected. A check may
+        update its ``message`` later (at ``on_exit``) so the final report gives final counts.
+        """
+        return self._watcher.report(self.code, message, fix=fix, where=where, extra=extra or None)
 
     # Event methods; the watcher only calls the ones a subclass overrides.
     def on_forward_pre(self, call: ForwardCall) -> None: ...

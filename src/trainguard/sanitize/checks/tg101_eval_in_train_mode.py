@@ -3,24 +3,35 @@
 What it watches: outermost module calls made directly from user code (not from a library such as
 ``torch.optim.swa_utils.update_bn``, nor recomputation during backward) while ``model.training`` is
 True and the model has mode-dependent submodules active (Dropout with ``p > 0``, BatchNorm tracking
-running statistics), and the losses computed from their outputs (loss modules and the functional
-losses ``F.cross_entropy``, ``F.mse_loss``, ...).
+running statistics). Two signs that such a call is an evaluation:
 
-When it fires: such an output feeds a loss that no backward will use: the loss was computed under
-``torch.no_grad()``/``inference_mode``, or its graph died (or the run ended) without any backward
-(``backward()`` or ``torch.autograd.grad``) reaching it. That is an evaluation or metric, computed
-with Dropout dropping and BatchNorm using (and updating) batch statistics. Reported at the line
-that called the model.
+- its output is passed to a loss (a loss module or ``F.cross_entropy``, ``F.mse_loss``, ...) that
+  no backward will use: the loss was computed under ``torch.no_grad()``/``inference_mode``, or its
+  graph died (or the run ended) without any backward (``backward()`` or ``torch.autograd.grad``)
+  reaching it;
+- the caller's source sends the output to a metric (``pred == y``, ``accuracy_score(...)``,
+  ``correct += ....item()``, a ``return`` from ``evaluate()``/``predict()``; see
+  :mod:`._output_uses`, read once per call site), and no backward can reach the output: it was
+  made under ``no_grad``/``inference_mode`` (then the finding comes at once), or its graph died
+  unreached. Outputs that, by the source, also feed a loss inside a training iteration (a loop
+  that calls ``backward`` or a ``step``) are left to the first sign: a teacher's output used as a
+  target is training, not evaluation.
 
-Silent on: training forwards (a backward reaches the loss); BatchNorm recalibration and
-``update_bn`` (outputs feed no loss); activation checkpointing's recomputation (runs inside
-backward); models without Dropout/BatchNorm; evaluation after ``model.eval()``; RL rollouts whose
-outputs feed no loss.
+Either way this is an evaluation or metric computed with Dropout dropping and BatchNorm using (and
+updating) batch statistics. Reported at the line that called the model, once per call.
+
+Silent on: training forwards (a backward reaches the output or the loss); BatchNorm recalibration
+and ``update_bn`` (the output is discarded, or the call is made by a library); activation
+checkpointing's recomputation (runs inside backward); RL rollouts (the output goes to
+``env.step``, not to a metric); Monte Carlo dropout with the model in eval mode and only its
+Dropout modules switched to train; models without Dropout/BatchNorm; evaluation after
+``model.eval()``.
 
 Reference: ``torch.nn.Module.eval`` docs
 (https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval); GitHub
 princeton-vl/pytorch_stacked_hourglass#44 (validation run in train mode updated BatchNorm's running
-statistics) and nshaud/DeepHyperX#51.
+statistics), nshaud/DeepHyperX#51 and sinhasam/vaal#2 (test accuracy from ``argmax`` of a VGG with
+BatchNorm and Dropout left in train mode).
 """
 
 from __future__ import annotations
@@ -29,20 +40,22 @@ import weakref
 from typing import Any
 
 from trainguard.sanitize.checks import Check
+from trainguard.sanitize.checks._output_uses import SiteReader
 from trainguard.sanitize.modes import active_in_training, describe
-from trainguard.sanitize.state import ForwardCall, GraphTrack, LossCall, first_tensor
+from trainguard.sanitize.state import ForwardCall, GraphTrack, LossCall, Unreached, first_tensor
 
 
 class _Candidate:
-    __slots__ = ("outputs", "where", "model_name", "active", "grad_enabled")
+    __slots__ = ("outputs", "where", "model_name", "active", "grad_enabled", "fired")
 
-    def __init__(self, outputs: list[Any], where: Any, model_name: str, active: str,
+    def __init__(self, outputs: list[Any], where: Any, model_name: str, active: list[Any],
                  grad_enabled: bool) -> None:
         self.outputs = [weakref.ref(t) for t in outputs]
         self.where = where
         self.model_name = model_name
-        self.active = active
+        self.active = active  # the mode-dependent submodules in train mode at the call
         self.grad_enabled = grad_enabled
+        self.fired = False
 
 
 class EvalInTrainMode(Check):
@@ -51,20 +64,37 @@ class EvalInTrainMode(Check):
     def __init__(self, watcher: Any) -> None:
         super().__init__(watcher)
         self.candidates: list[_Candidate] = []
-        self.pending: list[GraphTrack] = []
+        self.pending: list[GraphTrack] = []  # losses made from candidates' outputs
+        self.metric_outputs = Unreached(self.state)  # outputs the source sends to a metric
+        self.sites = SiteReader()
 
     def on_root_forward(self, call: ForwardCall) -> None:
+        self._resolve()
         if not call.training or self.state.in_backward or not call.direct:
             return
         active = active_in_training(call.module)
         if not active:
             return
         outputs = first_tensor(call.output)
-        if outputs:
-            self.candidates.append(_Candidate(outputs, call.where, type(call.module).__name__,
-                                              describe(active), call.grad_enabled))
-            del self.candidates[:-8]
-        self._resolve()
+        if not outputs:
+            return
+        cand = _Candidate(outputs, call.where, type(call.module).__name__, active,
+                          call.grad_enabled)
+        self.candidates.append(cand)
+        del self.candidates[:-8]
+        uses = self.sites.uses(call.where)
+        if uses is None or (uses.metric is None and uses.loss is None):
+            return
+        if uses.loss is not None and uses.trains:
+            return  # e.g. a teacher's output as the target of a loss that is backpropagated
+        fed = f"was {uses.metric}" if uses.metric else f"fed {uses.loss}"
+        graphs = [t for t in outputs if t.grad_fn is not None]
+        if not graphs:
+            mode = "under torch.no_grad()" if not call.grad_enabled else "without a graph"
+            self._fire(cand, f"{mode}, and its output {fed}")
+            return
+        for tensor in graphs:
+            self.metric_outputs.add(tensor, (cand, fed))
 
     def _from_candidate(self, tensor: Any) -> _Candidate | None:
         for cand in reversed(self.candidates):
@@ -74,12 +104,12 @@ class EvalInTrainMode(Check):
 
     def on_loss(self, call: LossCall) -> None:
         cand = self._from_candidate(call.input)
-        if cand is None:
+        if cand is None or cand.fired:
             return
         loss = call.output
         if getattr(loss, "grad_fn", None) is None:
             mode = "under torch.no_grad()" if not cand.grad_enabled else "without a graph"
-            self._fire(cand, call.name, mode)
+            self._fire(cand, f"{mode}, and its output fed {call.name}")
             return
         track = self.state.track_graph(loss, info=(cand, call.name))
         if track is not None:
@@ -88,10 +118,18 @@ class EvalInTrainMode(Check):
     def on_step(self, optimizer: Any) -> None:
         self._resolve()
 
+    def on_backward_done(self, call: Any) -> None:
+        if self.metric_outputs:
+            self._resolve()
+
     def on_exit(self) -> None:
         self._resolve(final=True)
 
     def _resolve(self, final: bool = False) -> None:
+        if self.metric_outputs:
+            for cand, fed in self.metric_outputs.resolve(final=final):
+                self._fire(cand, "with grad enabled, and no backward reached its output, which "
+                                 + fed)
         if not self.pending:
             return
         keep = []
@@ -101,16 +139,21 @@ class EvalInTrainMode(Check):
             elif not track.alive or final:
                 cand, loss_name = track.info
                 track.release()
-                self._fire(cand, loss_name, "with grad enabled, and no backward reached the loss")
+                self._fire(cand, f"with grad enabled, and its output fed {loss_name}, which no "
+                                 "backward reached")
             else:
                 keep.append(track)
         self.pending = keep
 
-    def _fire(self, cand: _Candidate, loss_name: str, mode: str) -> None:
+    def _fire(self, cand: _Candidate, how: str) -> None:
+        if cand.fired:
+            return
+        cand.fired = True
         self.report(
-            f"{cand.model_name} ran in training mode ({cand.active} active) {mode}, and its output "
-            f"fed {loss_name}: this is an evaluation, computed with Dropout dropping and BatchNorm "
-            "using and updating batch statistics",
+            f"{cand.model_name} ran in training mode ({describe(cand.active)} active) {how}: this is an "
+            "evaluation, computed with Dropout dropping and BatchNorm using and updating batch "
+            "statistics",
             fix="call model.eval() before evaluating (and model.train() before training again)",
             where=cand.where,
         )
+

@@ -7,7 +7,8 @@ each, up to eight of its trainable parameters: whether a backward since the prev
 
 When it fires: two full cycles of ``zero_grad`` -> backward reaching the optimizer's parameters ->
 ``zero_grad`` again, while ``optimizer.step()`` was never called and the parameters never changed.
-Reported at the last backward's line.
+Reported at the last backward's line; the counts in the message are brought up to date when the
+run ends (or when the optimizer finally steps), so the final report gives the whole run's.
 
 Silent on: optimizers that step (also after a few steps skipped by a ``GradScaler``: gradients with
 inf/NaN do not count as a cycle), manual SGD (``p -= lr * p.grad`` changes the version counter),
@@ -31,13 +32,18 @@ _CYCLES = 2
 
 
 class _Followed:
-    __slots__ = ("params", "versions", "backwards", "cycles")
+    __slots__ = ("params", "versions", "start", "backwards", "cycles", "optimizer", "finding",
+                 "shapes")
 
-    def __init__(self, params: list[Any], backwards: int) -> None:
+    def __init__(self, optimizer: Any, params: list[Any], backwards: int) -> None:
+        self.optimizer = weakref.ref(optimizer)
         self.params = [weakref.ref(p) for p in params]
         self.versions = [p._version for p in params]
-        self.backwards = backwards
-        self.cycles = 0
+        self.start = backwards  # backward calls completed when it was first zeroed
+        self.backwards = backwards  # ... when it was last zeroed after a backward
+        self.cycles = 0  # zero_grad calls that cleared gradients a backward had filled
+        self.finding: Any = None  # the finding, once reported (its message is kept up to date)
+        self.shapes = ""
 
 
 class StepMissing(Check):
@@ -47,24 +53,41 @@ class StepMissing(Check):
         super().__init__(watcher)
         self.followed: "weakref.WeakKeyDictionary[Any, _Followed]" = weakref.WeakKeyDictionary()
         self.done: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self.reported: list[tuple[_Followed, str]] = []  # with the optimizer's class name
 
     def on_zero_grad(self, owner: Any, set_to_none: bool) -> None:
         if not hasattr(owner, "param_groups") or owner in self.done:
             return
         if owner in self.state.optimizers:  # it has stepped: nothing to watch any more
             self.done.add(owner)
-            self.followed.pop(owner, None)
+            followed = self.followed.pop(owner, None)
+            if followed is not None and followed.finding is not None:
+                self._final_message(followed, type(owner).__name__, stepped=True)
             return
         followed = self.followed.get(owner)
         count = self.state.backward_count
         if followed is None:
             params = [p for g in owner.param_groups for p in g["params"] if p.requires_grad]
             if params:
-                self.followed[owner] = _Followed(params[:_SAMPLE], count)
+                self.followed[owner] = _Followed(owner, params[:_SAMPLE], count)
             return
         if count == followed.backwards:
             return
+        if followed.finding is not None:  # reported already: only keep the counts
+            followed.backwards = count
+            followed.cycles += 1
+            return
         self._cycle(owner, followed)
+
+    def on_exit(self) -> None:
+        for followed, name in self.reported:
+            if followed.finding is None:
+                continue
+            optimizer = followed.optimizer()
+            stepped = optimizer is not None and optimizer in self.state.optimizers
+            if not stepped:
+                followed.backwards = self.state.backward_count
+            self._final_message(followed, name, stepped=stepped)
 
     def _cycle(self, optimizer: Any, followed: _Followed) -> None:
         import torch
@@ -86,13 +109,32 @@ class StepMissing(Check):
         followed.cycles += 1
         if followed.cycles < _CYCLES:
             return
-        self.done.add(optimizer)
         last = self.state.backwards[-1].where if self.state.backwards else None
-        shapes = ", ".join(str(tuple(p.shape)) for p in params[:3])
-        self.report(
-            f"{self.state.backward_count} backward calls filled the gradients of "
-            f"{type(optimizer).__name__}'s parameters (shapes {shapes}) and zero_grad() cleared "
-            f"them {followed.cycles + 1} times, but {type(optimizer).__name__}.step() was never "
-            "called: the parameters have not changed",
+        followed.shapes = ", ".join(str(tuple(p.shape)) for p in params[:3])
+        name = type(optimizer).__name__
+        followed.finding = self.report(
+            _message(followed, name, stepped=False),
             fix="call optimizer.step() after loss.backward() in every training step",
             where=last)
+        if followed.finding is None:  # suppressed or not selected
+            self.done.add(optimizer)
+            return
+        self.reported.append((followed, name))
+
+    def _final_message(self, followed: _Followed, name: str, *, stepped: bool) -> None:
+        """Give the finding the counts as they stand now (it was printed with the first ones)."""
+        followed.finding.message = _message(followed, name, stepped=stepped)
+        followed.finding = None
+
+
+def _message(followed: _Followed, name: str, *, stepped: bool) -> str:
+    backwards = followed.backwards - followed.start
+    cycles = followed.cycles
+    if stepped:
+        tail = (f"before {name}.step() was first called: the gradients of those "
+                f"{cycles} step{'s' if cycles != 1 else ''} were thrown away")
+    else:
+        tail = f"and {name}.step() was never called: the parameters have not changed"
+    return (f"{backwards} backward call{'s' if backwards != 1 else ''} filled the gradients of "
+            f"{name}'s parameters (shapes {followed.shapes}) and zero_grad() cleared them "
+            f"{cycles} time{'s' if cycles != 1 else ''}, {tail}")

@@ -1,0 +1,257 @@
+"""Models built by code in another file of the same project.
+
+``model = make()`` with ``from models import make`` (or ``from .models import make``,
+``import models`` then ``models.Net()``) says nothing about Dropout or BatchNorm in the linted
+file itself. :func:`imported_builder` resolves the name the model is built with to a file of the
+same project, as Python would find it when the script runs: relative imports from the file's
+package, absolute ones from the file's folder (``sys.path[0]`` of ``python train.py``) and the
+folders above it up to the project root (the first folder holding ``pyproject.toml``,
+``setup.py``, ``setup.cfg`` or ``.git``). Installed packages are never read.
+
+In that file it reads the class or function itself, the same-file classes and functions it
+uses, and, two imports deep, the same-project names they import: a builder is mode-dependent when
+that code shows Dropout, BatchNorm or a model zoo (the same signs the linter looks for in a
+script). Files are parsed once per process (cached by path and modification time), and only when
+a rule asks about a script whose own text shows no such module; torch is never imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["Builder", "imported_builder", "import_specs", "MODE_DEPENDENT"]
+
+MODE_DEPENDENT = re.compile(
+    r"Dropout|BatchNorm|dropout|torchvision|timm|from_pretrained|transformers|resnet|vgg|"
+    r"densenet|efficientnet|mobilenet|inception|SyncBatchNorm|InstanceNorm\w*\([^)]*track_running")
+"""Text that shows a module whose behaviour depends on train/eval mode."""
+
+_ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+_MAX_UP = 4  # folders above the file searched for an absolute import's package
+_IMPORT_DEPTH = 2  # same-project imports followed from the builder's file
+_SETS_MODE = re.compile(r"\.(eval|train)\s*\(")
+
+
+@dataclass(frozen=True)
+class Builder:
+    """A class or function of another project file that a model is built with.
+
+    Attributes:
+        path: the file that defines it.
+        name: its name there.
+        kind: ``"class"`` or ``"function"``.
+        mode_dependent: its code (or what it uses) shows Dropout, BatchNorm or a model zoo.
+        sets_mode: it calls ``.eval()``/``.train()`` itself (a loader returning an eval model),
+            so the mode of what it returns is not "freshly built, train".
+    """
+
+    path: str
+    name: str
+    kind: Literal["class", "function"]
+    mode_dependent: bool
+    sets_mode: bool
+
+
+class _Module:
+    """A parsed project file: its top-level definitions and the names it imports."""
+
+    def __init__(self, path: Path, text: str, tree: ast.Module) -> None:
+        self.path = path
+        self.text = text
+        self.lines = text.splitlines(keepends=True)
+        self.defs: dict[str, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.imports: dict[str, tuple[int, str, str | None]] = {}  # name -> (level, module, attr)
+        for node in tree.body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.defs[node.name] = node
+        self.imports = _imports(tree)
+
+    def segment(self, node: ast.AST) -> str:
+        first = node.lineno - 1  # type: ignore[attr-defined]
+        last = node.end_lineno or node.lineno  # type: ignore[attr-defined]
+        return "".join(self.lines[first:last])
+
+
+_cache: dict[str, tuple[int, _Module | None]] = {}
+
+
+def _load(path: Path) -> _Module | None:
+    key = str(path)
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        return None
+    known = _cache.get(key)
+    if known is not None and known[0] == mtime:
+        return known[1]
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        module: _Module | None = _Module(path, text, ast.parse(text, filename=key))
+    except (OSError, SyntaxError, ValueError):
+        module = None
+    _cache[key] = (mtime, module)
+    return module
+
+
+def _imports(tree: ast.Module) -> dict[str, tuple[int, str, str | None]]:
+    return import_specs(n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)))
+
+
+def import_specs(nodes: Iterable[ast.AST]) -> dict[str, tuple[int, str, str | None]]:
+    """Names bound by these import statements -> (level, module, imported attribute or None)."""
+    out: dict[str, tuple[int, str, str | None]] = {}
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname:
+                    out[a.asname] = (0, a.name, None)
+                else:
+                    head = a.name.split(".")[0]
+                    out.setdefault(head, (0, head, None))
+        elif isinstance(node, ast.ImportFrom):
+            for a in node.names:
+                if a.name != "*":
+                    out[a.asname or a.name] = (node.level, node.module or "", a.name)
+    return out
+
+
+def _project_root(folder: Path) -> Path:
+    for candidate in [folder, *list(folder.parents)[:_MAX_UP]]:
+        if any((candidate / m).exists() for m in _ROOT_MARKERS):
+            return candidate
+    return folder
+
+
+def _module_file(base: Path, dotted: str) -> Path | None:
+    if not dotted:
+        init = base / "__init__.py"
+        return init if init.is_file() else None
+    parts = dotted.split(".")
+    stem = base.joinpath(*parts)
+    for candidate in (stem.with_suffix(".py"), stem / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _search_bases(importer: Path, level: int) -> list[Path]:
+    folder = importer.parent
+    if level > 0:
+        for _ in range(level - 1):
+            folder = folder.parent
+        return [folder]
+    root = _project_root(folder)
+    bases = [folder]
+    while folder != root and folder.parent != folder:
+        folder = folder.parent
+        bases.append(folder)
+    return bases
+
+
+def _resolve(importer: Path, level: int, module: str, attr: str | None
+             ) -> tuple[Path, str | None] | None:
+    """The project file an import names, and the name to read in it (None: the whole module).
+
+    ``from pkg import models`` may name a submodule (``pkg/models.py``) or a name defined in
+    ``pkg/__init__.py``; the submodule is tried first, as Python does when the package does not
+    define the name itself."""
+    for base in _search_bases(importer, level):
+        if attr is not None:
+            sub = _module_file(base, f"{module}.{attr}" if module else attr)
+            if sub is not None:
+                return sub, None
+        found = _module_file(base, module)
+        if found is not None and found != importer:
+            return found, attr
+    return None
+
+
+def _shows(module: _Module, name: str | None, depth: int, seen: set[tuple[str, str | None]]
+           ) -> bool:
+    """Whether ``name`` in ``module`` (the whole file when None) shows mode-dependent modules."""
+    mark = (str(module.path), name)
+    if mark in seen:
+        return False
+    seen.add(mark)
+    if name is None:
+        return bool(MODE_DEPENDENT.search(module.text))
+    node = module.defs.get(name)
+    if node is None:
+        return _through_import(module, name, depth, seen)
+    if MODE_DEPENDENT.search(module.segment(node)):
+        return True
+    used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    for other in sorted(used):
+        if other in module.defs and other != name:
+            if _shows(module, other, depth, seen):
+                return True
+        elif other in module.imports and _through_import(module, other, depth, seen):
+            return True
+    return False
+
+
+def _through_import(module: _Module, name: str, depth: int,
+                    seen: set[tuple[str, str | None]]) -> bool:
+    if depth <= 0 or name not in module.imports:
+        return False
+    level, target, attr = module.imports[name]
+    resolved = _resolve(module.path, level, target, attr)
+    if resolved is None:
+        return False
+    other = _load(resolved[0])
+    return other is not None and _shows(other, resolved[1], depth - 1, seen)
+
+
+def imported_builder(path: str, imports: dict[str, tuple[int, str, str | None]],
+                     dotted_name: str) -> Builder | None:
+    """The same-project class or function that ``dotted_name`` (``make``, ``models.Net``) names
+    in the file at ``path``, whose imports are ``imports`` (see :func:`import_specs`).
+
+    Returns None when the name is not imported from a file of the same project (a library, a
+    name defined in the file itself, a path that is not a file on disk).
+    """
+    if not path or path.startswith("<") or path == "-":
+        return None
+    head, _, rest = dotted_name.partition(".")
+    if head not in imports:
+        return None
+    importer = Path(os.path.abspath(path))
+    if not importer.is_file():
+        return None
+    level, module, attr = imports[head]
+    if attr is None:  # `import models` then `models.Net()`
+        if not rest:
+            return None
+        module, _, rest = f"{module}.{rest}".rpartition(".")
+        attr = rest
+    elif rest:  # `from pkg import models` then `models.Net()`
+        module, attr = (f"{module}.{attr}" if module else attr), rest
+    resolved = _resolve(importer, level, module, attr)
+    if resolved is None or resolved[1] is None:
+        return None
+    target = _load(resolved[0])
+    if target is None:
+        return None
+    name = resolved[1]
+    node = target.defs.get(name)
+    if node is None:  # re-exported (`from .nets import Net` in a package's __init__)
+        if name not in target.imports:
+            return None
+        again = _resolve(target.path, *target.imports[name])
+        if again is None or again[1] is None or (target := _load(again[0])) is None:
+            return None
+        name = again[1]
+        node = target.defs.get(name)
+        if node is None:
+            return None
+    kind: Literal["class", "function"] = "class" if isinstance(node, ast.ClassDef) else "function"
+    return Builder(path=str(target.path), name=name, kind=kind,
+                   mode_dependent=_shows(target, name, _IMPORT_DEPTH, set()),
+                   sets_mode=bool(_SETS_MODE.search(target.segment(node))))
+

@@ -1,0 +1,397 @@
+"""Where a model call's output goes, read from the source of the function that made the call.
+
+A runtime check sees that a model ran, in which mode and grad mode, but not what the caller did with
+the output afterwards (``pred = model(x).argmax(1); correct += (pred == y).sum().item()`` runs no
+hook at all). :func:`output_uses` answers that from the caller's source, once per call site: it
+parses the file (``linecache``, so notebooks and ``python -c`` files without source just answer
+None), finds the call at the frame's line and column, and follows the value through attribute and
+method calls, ``torch``/NumPy functions, operators, assignments (to names, tuples, attributes) and
+list ``append``/``extend`` within the same function, until it reaches:
+
+- a *metric*: an ``==``/``!=`` comparison with something that is not a constant (``pred == y``,
+  ``.eq(y)``, ``torch.eq``), a call whose name says metric (``accuracy_score``, ``f1``,
+  ``metric.update``, ``count_correct``, ...), a ``+=`` of a value that went through ``.item()``, or
+  a ``return`` from a function whose name says evaluation (``evaluate``, ``validate``, ``test``,
+  ``predict``, ``infer``);
+- a *loss*: a call whose name says loss (``criterion``, ``loss_fn``, ``F.cross_entropy``);
+- nothing of either: the output is discarded (``model(x)`` as a statement, BatchNorm
+  recalibration), or goes to code whose purpose the name does not tell (``env.step(action)``).
+
+It also says whether the call runs in a *training iteration*: the innermost loop around the call
+(or, outside any loop, the function around it) calls ``backward``, ``torch.autograd.grad`` or a
+``step``. A :class:`SiteReader` caches the answer per ``(path, line, column)``; the cost on the
+hot path is one dict look-up.
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import re
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["SiteReader", "Uses", "output_uses"]
+
+
+@dataclass(frozen=True)
+class Uses:
+    """What the output of one call site feeds.
+
+    Attributes:
+        metric: how it feeds a metric (``"compared with `y` (==)"``), or None.
+        loss: the loss call it feeds (``"criterion()"``), or None.
+        trains: the call sits in a training iteration (its loop calls backward or a step).
+    """
+
+    metric: str | None
+    loss: str | None
+    trains: bool
+
+
+_METRIC = frozenset((
+    "acc", "accuracy", "metric", "metrics", "score", "scores", "f1", "fbeta", "precision",
+    "recall", "auc", "auroc", "roc", "iou", "miou", "jaccard", "dice", "correct", "confusion",
+    "top1", "top5", "psnr", "ssim", "bleu", "rouge", "wer", "cer", "mae", "rmse",
+))
+_LOSS = frozenset(("loss", "losses", "criterion", "nll", "nllloss", "crossentropy"))
+_FUNCTIONAL_LOSSES = frozenset((
+    "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
+))
+_EQ_CALLS = frozenset(("eq", "ne", "equal", "__eq__", "__ne__"))
+_PASS_ROOTS = frozenset(("torch", "F", "nn", "np", "numpy", "math", "functional"))
+_PASS_BUILTINS = frozenset((
+    "max", "min", "sum", "abs", "round", "float", "int", "bool", "list", "tuple", "sorted",
+    "reversed", "zip", "enumerate", "map", "iter", "next",
+))
+_CONTAINER_ADD = frozenset(("append", "extend", "add", "insert", "appendleft"))
+_EVAL_FUNCTION = re.compile(
+    r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|testing|predict|"
+    r"prediction|predictions|infer|inference|score|accuracy|metrics?)(_|$)")
+_TRAIN_CALLS = frozenset(("backward", "step", "manual_backward"))
+_MAX_HOPS = 6
+
+
+class SiteReader:
+    """Answers :meth:`uses` for call sites, parsing each file once (one reader per watcher, so an
+    edited script is read afresh on the next run)."""
+
+    def __init__(self) -> None:
+        self._sites: dict[tuple[str, int, int], Uses | None] = {}
+        self._files: dict[str, _File | None] = {}
+
+    def uses(self, where: tuple[str, int, int] | None) -> Uses | None:
+        """What the value of the call at ``where`` (``(path, line, 1-based column)``) feeds.
+
+        Returns None when the source is not available or no call starts at that line and column.
+        """
+        if where is None:
+            return None
+        try:
+            return self._sites[where]
+        except KeyError:
+            pass
+        try:
+            found = self._analyse(where)
+        except (RecursionError, ValueError, SyntaxError):
+            found = None
+        self._sites[where] = found
+        return found
+
+    def _analyse(self, where: tuple[str, int, int]) -> Uses | None:
+        path, line, col = where
+        if path not in self._files:
+            self._files[path] = _File.load(path)
+        file = self._files[path]
+        if file is None:
+            return None
+        call = file.call_at(line, col - 1)
+        if call is None:
+            return None
+        return _Flow(file, call).uses()
+
+
+def output_uses(where: tuple[str, int, int] | None) -> Uses | None:
+    """:meth:`SiteReader.uses` with a fresh reader (no caching across calls)."""
+    return SiteReader().uses(where)
+
+
+class _File:
+    """A parsed source file: parents of every node and the calls indexed by position."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.parents: dict[ast.AST, ast.AST] = {}
+        self.calls: dict[tuple[int, int], list[ast.Call]] = {}
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+            if isinstance(node, ast.Call):
+                self.calls.setdefault((node.lineno, node.col_offset), []).append(node)
+
+    @classmethod
+    def load(cls, path: str) -> "_File | None":
+        linecache.checkcache(path)
+        source = "".join(linecache.getlines(path))
+        if not source:
+            return None
+        try:
+            return cls(ast.parse(source, filename=path))
+        except (SyntaxError, ValueError):
+            return None
+
+    def call_at(self, line: int, col0: int) -> ast.Call | None:
+        """The innermost call starting at ``line``/``col0`` (``model(x)`` in ``model(x).argmax()``,
+        which starts at the same place)."""
+        found = self.calls.get((line, col0))
+        if not found:
+            return None
+        return min(found, key=lambda c: ((c.end_lineno or 0) - c.lineno, c.end_col_offset or 0))
+
+    def scope(self, node: ast.AST) -> ast.AST:
+        """The function (or module) whose body holds ``node``."""
+        cur = self.parents.get(node)
+        while cur is not None and not isinstance(
+                cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)):
+            cur = self.parents.get(cur)
+        return cur if cur is not None else node
+
+    def loop(self, node: ast.AST, scope: ast.AST) -> ast.AST | None:
+        """The innermost ``for``/``while`` around ``node`` inside ``scope``."""
+        cur = self.parents.get(node)
+        while cur is not None and cur is not scope:
+            if isinstance(cur, (ast.For, ast.AsyncFor, ast.While)):
+                return cur
+            cur = self.parents.get(cur)
+        return None
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _tokens(name: str) -> set[str]:
+    return {t for t in re.split(r"[._]", name.lower()) if t}
+
+
+def _short(node: ast.AST, limit: int = 30) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _not_constant(nodes: list[ast.AST]) -> ast.AST | None:
+    for node in nodes:
+        if not isinstance(node, ast.Constant):
+            return node
+    return None
+
+
+class _Flow:
+    """Follows the value of one call through its function."""
+
+    def __init__(self, file: _File, call: ast.Call) -> None:
+        self.file = file
+        self.call = call
+        self.scope = file.scope(call)
+        self.metric: str | None = None
+        self.loss: str | None = None
+        self.seen: set[tuple[str, int]] = set()
+
+    def uses(self) -> Uses:
+        self._follow(self.call, 0)
+        return Uses(self.metric, self.loss, self._trains())
+
+    def _trains(self) -> bool:
+        region = self.file.loop(self.call, self.scope)
+        if region is None:
+            if isinstance(self.scope, ast.Module):
+                return False
+            region = self.scope
+        for node in ast.walk(region):
+            if isinstance(node, ast.Call):
+                name = _dotted(node.func) or ""
+                last = name.rsplit(".", 1)[-1]
+                if last in _TRAIN_CALLS or name.endswith("autograd.grad"):
+                    return True
+        return False
+
+    def _follow(self, node: ast.AST, hops: int, scalar: bool = False) -> None:
+        """Walk up from ``node`` (an expression holding the value) to where the value ends."""
+        parents = self.file.parents
+        cur = node
+        while True:
+            p = parents.get(cur)
+            if p is None:
+                return
+            if isinstance(p, ast.Attribute):
+                if p.attr == "item":
+                    scalar = True
+                cur = p
+                continue
+            if isinstance(p, ast.Call):
+                if cur is p.func:
+                    if isinstance(cur, ast.Attribute) and cur.attr in _EQ_CALLS:
+                        other = _not_constant([*p.args, *(k.value for k in p.keywords)])
+                        if other is not None:
+                            self._note_metric(f"compared with `{_short(other)}` (.{cur.attr})")
+                            return
+                    cur = p
+                    continue
+                if not self._argument(p, cur, hops):
+                    return
+                cur = p
+                continue
+            if isinstance(p, ast.keyword):
+                cur = p
+                continue
+            if isinstance(p, ast.Subscript):
+                if cur is not p.value:
+                    return
+                cur = p
+                continue
+            if isinstance(p, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.IfExp, ast.Starred,
+                              ast.ListComp, ast.GeneratorExp, ast.Await)):
+                cur = p
+                continue
+            if isinstance(p, (ast.Tuple, ast.List)) and isinstance(p.ctx, ast.Load):
+                cur = p
+                continue
+            if isinstance(p, ast.Compare):
+                if any(isinstance(op, (ast.Eq, ast.NotEq)) for op in p.ops):
+                    other = _not_constant([x for x in [p.left, *p.comparators] if x is not cur])
+                    if other is not None:
+                        self._note_metric(f"compared with `{_short(other)}` (==)")
+                        return
+                cur = p
+                continue
+            if isinstance(p, (ast.Assign, ast.AnnAssign, ast.NamedExpr)):
+                targets = p.targets if isinstance(p, ast.Assign) else [p.target]
+                for target in targets:
+                    self._follow_target(target, p, hops)
+                if isinstance(p, ast.NamedExpr):
+                    cur = p
+                    continue
+                return
+            if isinstance(p, ast.AugAssign):
+                if cur is p.value:
+                    if scalar:
+                        self._note_metric(f"accumulated into `{_short(p.target)}` (+= .item())")
+                        return
+                    self._follow_target(p.target, p, hops)
+                return
+            if isinstance(p, (ast.Return, ast.Yield, ast.YieldFrom)):
+                name = getattr(self.scope, "name", "")
+                if name and _EVAL_FUNCTION.search(name.lower()):
+                    self._note_metric(f"returned from {name}()")
+                return
+            return
+
+    def _note_metric(self, how: str) -> None:
+        if self.metric is None:
+            self.metric = how
+
+    def _argument(self, call: ast.Call, arg: ast.AST, hops: int) -> bool:
+        """The value is an argument of ``call``: note a metric or loss, follow a container it is
+        added to; True when the value flows on through the call's result."""
+        name = _dotted(call.func)
+        if name is None:
+            return False
+        root, _, _ = name.partition(".")
+        last = name.rsplit(".", 1)[-1]
+        last_tokens = _tokens(last)
+        if last in _EQ_CALLS and root in _PASS_ROOTS:
+            others = [a for a in call.args if a is not arg]
+            other = _not_constant(others)
+            if other is not None:
+                self._note_metric(f"compared with `{_short(other)}` ({name})")
+            return False
+        if last in _FUNCTIONAL_LOSSES or last_tokens & _LOSS:
+            self.loss = self.loss or f"{name}()"
+            return False
+        if last_tokens & _METRIC:
+            self._note_metric(f"passed to {name}()")
+            return False
+        if root in _PASS_ROOTS or name in _PASS_BUILTINS:
+            return True
+        tokens = _tokens(name)
+        if tokens & _METRIC:
+            self._note_metric(f"passed to {name}()")
+            return False
+        if tokens & _LOSS:
+            self.loss = self.loss or f"{name}()"
+            return False
+        if last in _CONTAINER_ADD and isinstance(call.func, ast.Attribute):
+            statement = self._statement(call)
+            if statement is not None:
+                self._follow_target(call.func.value, statement, hops)
+        return False
+
+    def _statement(self, node: ast.AST) -> ast.stmt | None:
+        cur: ast.AST | None = node
+        while cur is not None and not isinstance(cur, ast.stmt):
+            cur = self.file.parents.get(cur)
+        return cur
+
+    def _follow_target(self, target: ast.AST, statement: ast.AST, hops: int) -> None:
+        """Follow every later read of the names (or attributes) that ``target`` binds."""
+        if hops >= _MAX_HOPS:
+            return
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self._follow_target(element, statement, hops)
+            return
+        if isinstance(target, ast.Starred):
+            self._follow_target(target.value, statement, hops)
+            return
+        if isinstance(target, ast.Subscript):
+            self._follow_target(target.value, statement, hops)
+            return
+        if isinstance(target, ast.Name):
+            if target.id == "_":
+                return
+            key = target.id
+        elif isinstance(target, ast.Attribute):
+            key = ast.unparse(target)
+        else:
+            return
+        mark = (key, id(statement))
+        if mark in self.seen:
+            return
+        self.seen.add(mark)
+        for use in self._reads(key, statement):
+            self._follow(use, hops + 1)
+
+    def _reads(self, key: str, statement: ast.AST) -> list[ast.AST]:
+        """Reads of ``key`` in the scope after ``statement``, or anywhere in the loop around it."""
+        end = (getattr(statement, "end_lineno", 0) or 0, getattr(statement, "end_col_offset", 0) or 0)
+        loop = self.file.loop(statement, self.scope)
+        attr = key.rsplit(".", 1)[-1] if "." in key else None
+        found = []
+        for node in ast.walk(self.scope):
+            if attr is None:
+                if not (isinstance(node, ast.Name) and node.id == key
+                        and isinstance(node.ctx, ast.Load)):
+                    continue
+            elif not (isinstance(node, ast.Attribute) and node.attr == attr
+                      and isinstance(node.ctx, ast.Load) and ast.unparse(node) == key):
+                continue
+            if (node.lineno, node.col_offset) >= end or (loop is not None
+                                                         and self._inside(node, loop)):
+                found.append(node)
+        found.sort(key=lambda n: (n.lineno, n.col_offset))
+        return found
+
+    def _inside(self, node: ast.AST, outer: ast.AST) -> bool:
+        cur: Any = node
+        while cur is not None:
+            if cur is outer:
+                return True
+            cur = self.file.parents.get(cur)
+        return False

@@ -1,0 +1,3 @@
+from .nets import Net
+
+__all__ = ["Net"]
