@@ -80,13 +80,13 @@ class UnseededRun(Check):
     def on_step(self, optimizer: Any) -> None:
         step = self.state.step
         if step & (step - 1) == 0:  # 1, 2, 4, 8, ...
-            self._check_all(f"by optimizer step {step}")
+            self._check_all(f"by the end of optimizer step {step}")
 
     def on_loader_iter(self, loader: Any) -> None:
-        self._check_all("by the start of a pass over a DataLoader")
+        self._check_all("when a pass over a DataLoader started")
 
     def on_exit(self) -> None:
-        self._check_all("by the end of the run")
+        self._check_all("at the end of the run")
 
     def _drawn(self, family: Family) -> bool:
         before = self.ref.get(family)
@@ -109,7 +109,7 @@ class UnseededRun(Check):
             what = f"seeds {', '.join(seeded)}" if seeded else "asks to be reproducible"
             self.report(
                 f"this run {what} ({self.asked_by} here) but drew from {DESCRIBE[family]} "
-                f"unseeded {moment}: runs differ even with the same seed",
+                f"without seeding it (seen {moment}): runs differ even with the same seed",
                 fix=f"seed {family} too ({HOW[family]}) next to this call, or call "
                     "trainguard.seed_everything(seed)",
                 where=self.asked_at)
