@@ -82,6 +82,22 @@ def call_text(name: str, value: Any) -> str:
     return f"{short}({shown if value is not None else ''})"
 
 
+def watched_from_start() -> bool:
+    """True when the running script was started by trainguard's runner (``trainguard run``,
+    ``trainguard check``) under a watcher that was already installed, so every seeding call of the
+    script was seen. A ``trainguard.watch()`` block (or ``fit(guard=True)``) opened by a script
+    that is already running may follow seeding calls it never saw."""
+    from trainguard.sanitize.runner import run_target
+
+    target = run_target.__code__
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is target:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def snapshot(family: Family) -> Any:
     """The generator's current state, cheap to compare (tens of microseconds); None when the
     library is not imported."""

@@ -13,6 +13,11 @@ reproducible: runs differ even with the same seed. Reported once per generator, 
 that first asked (where the missing seed belongs). When the run seeds that generator later, the
 finding points at that late seed instead: the draws before it differ every run.
 
+Under a ``trainguard.watch()`` block opened by a script that is already running (and
+``fit(guard=True)``), seeding calls made before the block are not seen: a generator is then
+presumed seeded unless the block itself reseeds it from the OS. ``trainguard run``/``check`` see
+the whole script.
+
 Silent on: runs that seed nothing and set no determinism flag (they have not asked); generators
 the run seeds before using them; generators never drawn from (a script that seeds torch and never
 touches numpy); draws made before the first seed (a run may draw its own seed, e.g.
@@ -34,7 +39,8 @@ from typing import Any
 
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.checks._repro import (DESCRIBE, FAMILIES, HOW, SEEDS, Family, asks,
-                                               call_text, fixes_seed, reseeded_unseen, snapshot)
+                                               call_text, fixes_seed, reseeded_unseen, snapshot,
+                                               watched_from_start)
 from trainguard.sanitize.frames import Location, user_location
 
 
@@ -46,6 +52,7 @@ class UnseededRun(Check):
         self.asked_at: Location | None = None  # the user's line of the first ask
         self.asked_by = ""  # that call, as text
         self.seeded: dict[Family, bool] = {f: False for f in FAMILIES}
+        self.observed: set[Family] = set()  # generators whose seeding calls were seen
         self.ref: dict[Family, Any] = {}  # snapshot of each unseeded generator since the ask
         self.done: set[Family] = set()
 
@@ -68,12 +75,16 @@ class UnseededRun(Check):
         fixed = family is not None and fixes_seed(name, value)
         if family is not None:
             self.seeded[family] = fixed
+            self.observed.add(family)
             if not fixed and self.asked_at is not None:
                 self.ref[family] = snapshot(family)  # reseeded from the OS: draws from now count
         if self.asked_at is None and asks(name, value):
             self.asked_at = user_location()
             self.asked_by = call_text(name, value)
+            fresh = watched_from_start()
             for f in FAMILIES:
+                if not fresh and f not in self.observed:
+                    self.seeded[f] = True  # may have been seeded before the watcher started
                 if not self.seeded[f]:
                     self.ref[f] = snapshot(f)
 
