@@ -24,7 +24,8 @@ When it fires (once each):
   ``EmbeddingBag`` backward kernels (atomicAdd) while deterministic algorithms are off. Reported at
   the first ask, naming the module types found.
 
-Silent on: runs that never ask to be reproducible (``benchmark = True`` for speed); runs where
+Silent on: runs that never ask to be reproducible (``benchmark = True`` for speed);
+``cudnn.enabled = False``; runs where
 benchmark is True only inside a block that ends before any step (a timing phase); CUDA models made
 only of layers with deterministic kernels (``Linear``, ``Embedding``, normalization, activations);
 runs with ``use_deterministic_algorithms(True)`` (and ``cudnn.deterministic`` for convolutions).
@@ -84,13 +85,15 @@ class NondeterministicAlgorithms(Check):
     def _check_benchmark(self) -> None:
         import torch
 
-        if "benchmark" in self.done or self.asked_at is None or not torch.backends.cudnn.benchmark:
+        cudnn = torch.backends.cudnn
+        if ("benchmark" in self.done or self.asked_at is None or not cudnn.benchmark
+                or not cudnn.enabled):
             return
         self.done.add("benchmark")
         cuda = any(_on_cuda(m) for m in self.state.models)
-        seen = ("this run uses CUDA" if cuda else
-                "this run did not use CUDA, where the flag has no effect, but the same script on "
-                "a GPU will")
+        seen = ("this run's model is on CUDA" if cuda else
+                "this run's models are not on CUDA, so the flag changes nothing here, but it will "
+                "when the script runs on a GPU")
         where = self.benchmark_at or self.asked_at
         ask = (f"{self.asked_by} here" if where == self.asked_at
                else f"{self.asked_by} at line {self.asked_at[1]}")
