@@ -103,13 +103,20 @@ def _datasets(dataset: Any, path: str, depth: int = 0) -> list[tuple[str, Any]]:
     if dataset is None or depth > 4:
         return []
     out = [(path, dataset)]
-    inner = getattr(dataset, "dataset", None)
+    inner, inner_list = _attribute(dataset, "dataset"), _attribute(dataset, "datasets")
     if inner is not None and inner is not dataset:
         out += _datasets(inner, f"{path}.dataset", depth + 1)
-    inner_list = getattr(dataset, "datasets", None)
     for i, item in enumerate(inner_list if isinstance(inner_list, (list, tuple)) else ()):
         out += _datasets(item, f"{path}.datasets[{i}]", depth + 1)
     return out
+
+
+def _attribute(obj: Any, name: str) -> Any:
+    """``obj.name``, or None when reading it fails (a property of a third-party dataset)."""
+    try:
+        return getattr(obj, name, None)
+    except Exception:
+        return None
 
 
 def _rng_kind(value: Any) -> str | None:
