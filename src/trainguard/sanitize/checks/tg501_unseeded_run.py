@@ -61,7 +61,7 @@ class UnseededRun(Check):
     def on_repro_pre(self, name: str, value: Any) -> None:
         family = SEEDS.get(name)
         if (family is None or self.asked_at is None or self.seeded[family]
-                or not fixes_seed(name, value)):
+                or family in self.done or not fixes_seed(name, value)):
             return
         if self._drawn(family):
             self.done.add(family)
@@ -120,7 +120,7 @@ class UnseededRun(Check):
             if family in self.done or self.seeded[family] or not self._drawn(family):
                 continue
             self.done.add(family)
-            seeded = [f for f in FAMILIES if self.seeded[f]]
+            seeded = [f for f in FAMILIES if self.seeded[f] and f in self.observed]
             what = f"seeds {', '.join(seeded)}" if seeded else "asks to be reproducible"
             self.report(
                 f"this run {what} ({self.asked_by} here) but drew from {DESCRIBE[family]} "
