@@ -252,3 +252,32 @@ def test_tg503_worker_init_fn_that_seeds_only_globals_is_named():
 def test_tg503_silent_without_workers_or_with_a_generator_rebuilt_per_item():
     assert _tg503(DataLoader(_Jitter(np.random.default_rng(0)), num_workers=0)) == []
     assert _tg503(DataLoader(_PerItem(), num_workers=2)) == []
+
+
+def _seed_in_worker(worker_id):
+    random.seed(worker_id)  # a seeding call in the worker process: no event there
+
+
+def test_seeding_in_dataloader_workers_is_not_an_event(tmp_path):
+    import os
+
+    from trainguard.sanitize.checks import Check
+
+    log = tmp_path / "events.txt"
+
+    class Recorder(Check):
+        code = "TG501"
+
+        def on_repro(self, name, value):
+            with open(log, "a") as f:
+                f.write(f"{os.getpid()} {name}\n")
+
+    w = Watcher(config=Config(), stream=io.StringIO(), checks=[Recorder]).start()
+    try:
+        random.seed(0)
+        loader = DataLoader(list(range(8)), batch_size=2, num_workers=2,
+                            worker_init_fn=_seed_in_worker)
+        assert sorted(int(x) for batch in loader for x in batch) == list(range(8))
+    finally:
+        w.stop()
+    assert log.read_text().splitlines() == [f"{os.getpid()} random.seed"]
