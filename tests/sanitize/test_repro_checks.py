@@ -1,5 +1,5 @@
 """TG501-TG503 beyond the case folders: the seeding wrappers come off and change no number, the
-seeding paths TG501 must tell apart, TG502's CUDA rule (on a CPU machine, with the device probe
+seeding paths TG501 must tell apart, TG502's CUDA rule (without a GPU, with the device probe
 replaced), and how TG503 reads datasets and worker_init_fn."""
 
 from __future__ import annotations
