@@ -28,16 +28,40 @@ def main_in_process(*args: str) -> int:
 
 
 def run_in_process(script: Path, *args: str):
-    """Run ``script`` under a fresh watcher in this process; returns (watcher, status, stderr)."""
+    """Run ``script`` under a fresh watcher in this process; returns (watcher, status, stderr).
+
+    The process-wide determinism flags a script may set (``cudnn.benchmark``/``deterministic``,
+    ``use_deterministic_algorithms``) are restored afterwards, as if each script had its own
+    process, as under ``trainguard run``.
+    """
     from trainguard.config import Config
     from trainguard.sanitize.runner import run_target
     from trainguard.sanitize.watcher import Watcher
 
     stream = io.StringIO()
+    restore = _determinism_flags()
     watcher = Watcher(config=Config(), stream=stream).start()
     try:
         status = run_target(str(script), list(args), kind="path", on_error=watcher.explain)
     finally:
         watcher.stop()
+        restore()
     return watcher, status, stream.getvalue()
+
+
+def _determinism_flags():
+    """Save torch's global determinism flags; returns a function that restores them."""
+    import torch
+
+    cudnn = torch.backends.cudnn
+    saved = (cudnn.benchmark, cudnn.deterministic, torch.are_deterministic_algorithms_enabled(),
+             torch.is_deterministic_algorithms_warn_only_enabled())
+
+    def restore() -> None:
+        cudnn.benchmark, cudnn.deterministic = saved[0], saved[1]
+        if (torch.are_deterministic_algorithms_enabled(),
+                torch.is_deterministic_algorithms_warn_only_enabled()) != saved[2:]:
+            # (the first call imports torch._inductor: seconds, so only when a script changed it)
+            torch.use_deterministic_algorithms(saved[2], warn_only=saved[3])
+    return restore
 

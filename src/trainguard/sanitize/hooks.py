@@ -12,7 +12,8 @@
   forward with grad on inside one is known to be re-enabled), ``torch.autograd.backward`` (``Tensor.backward`` calls it),
   ``Optimizer.zero_grad``,
   ``Module.zero_grad``, ``torch.save``, ``torch.load`` and a few ``torch.nn.functional`` functions
-  (losses and dropout), installed only when a check listens to them.
+  (losses and dropout), installed only when a check listens to them;
+- the seeding calls, determinism flags and ``DataLoader.__iter__`` (``repro_hooks.py``), likewise.
 
 No ``TorchFunctionMode`` or dispatch mode: those see every op and cost 1.1-2.5x a training step.
 Every hook returns at once while ``torch.compile`` traces (``torch.compiler.is_compiling()``), so
@@ -26,6 +27,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable
 
 from trainguard.sanitize.frames import is_user_code, is_user_file, user_location
+from trainguard.sanitize.repro_hooks import install_loader_iter, install_repro
 from trainguard.sanitize.state import (MADE, BackwardCall, ForwardCall, LossCall, Made,
                                        first_tensor)
 
@@ -268,6 +270,11 @@ def install(w: "Watcher") -> list[Undo]:
     if h["on_clip"]:
         for name in ("clip_grad_norm_", "clip_grad_value_"):
             _patch(torch.nn.utils, name, lambda orig, name=name: _clip(w, name, orig), undo)
+    # Seeding calls, determinism flags and DataLoader passes (TG501-TG503): repro_hooks.py.
+    if h["on_repro_pre"] or h["on_repro"]:
+        install_repro(w, undo)
+    if h["on_loader_iter"]:
+        install_loader_iter(w, undo)
     return undo
 
 

@@ -48,6 +48,16 @@ Events (arguments are what PyTorch passed; nothing is copied):
   to run; ``params`` is the list of tensors it clips.
 - ``on_sampler_iter(sampler)``: a ``DistributedSampler`` starts an epoch's iteration (its
   ``__iter__`` body runs; with a DataLoader, at the first batch of that epoch).
+- ``on_repro_pre(name, value)`` / ``on_repro(name, value)``: a call that seeds or restores a global
+  random generator, or sets a determinism flag, is about to run / returned. ``name`` is one of
+  ``"random.seed"``, ``"random.setstate"``, ``"numpy.random.seed"``, ``"numpy.random.set_state"``,
+  ``"torch.manual_seed"``, ``"torch.seed"``, ``"torch.set_rng_state"``, ``"torch.cuda.manual_seed"``,
+  ``"torch.cuda.manual_seed_all"``, ``"torch.use_deterministic_algorithms"``,
+  ``"torch.set_deterministic_debug_mode"``, ``"cudnn.benchmark"``, ``"cudnn.deterministic"``;
+  ``value`` is the seed, state, mode or flag passed (None for a seed from the OS). Calls torch
+  makes itself (``fork_rng``, DataLoader workers seeding themselves) are not events.
+- ``on_loader_iter(loader)``: ``DataLoader.__iter__`` was called (once per pass over a DataLoader,
+  before any worker starts).
 - ``on_functional(name, args, kwargs)``: a watched ``torch.nn.functional`` function other than a
   loss (``"dropout"``, ``"dropout2d"``, ...).
 - ``on_save(obj, f)`` / ``on_load(f, kwargs)``: ``torch.save`` / ``torch.load`` was called.
@@ -93,7 +103,7 @@ EVENTS = (
     "on_forward_pre", "on_forward", "on_root_forward", "on_loss", "on_backward",
     "on_backward_done", "on_backward_failed", "on_step_pre", "on_step", "on_zero_grad",
     "on_functional", "on_save", "on_load", "on_exit", "on_error", "on_scheduler_step", "on_clip",
-    "on_sampler_iter",
+    "on_sampler_iter", "on_repro_pre", "on_repro", "on_loader_iter",
 )
 
 
@@ -146,6 +156,9 @@ class Check:
     def on_scheduler_step(self, scheduler: Any) -> None: ...
     def on_clip(self, name: str, params: list) -> None: ...
     def on_sampler_iter(self, sampler: Any) -> None: ...
+    def on_repro_pre(self, name: str, value: Any) -> None: ...
+    def on_repro(self, name: str, value: Any) -> None: ...
+    def on_loader_iter(self, loader: Any) -> None: ...
     def on_functional(self, name: str, args: tuple, kwargs: dict) -> None: ...
     def on_save(self, obj: Any, f: Any) -> None: ...
     def on_load(self, f: Any, kwargs: dict) -> None: ...

@@ -1,0 +1,130 @@
+"""TG501 unseeded-run: a run that asks to be reproducible draws from a generator it never seeded.
+
+What it watches: the calls that seed or restore the three global generators (``random``, numpy's
+``np.random``, torch's default CPU generator) and the determinism switches (``on_repro``). From the
+first call that asks for a reproducible run (a fixed seed, a restored state,
+``use_deterministic_algorithms(True)``, ``cudnn.deterministic = True``) it keeps a snapshot of each
+generator that is not seeded, and compares it with the generator's state at cheap moments: optimizer
+steps 1, 2, 4, 8, ..., DataLoader passes 1, 2, 4, ..., a later seeding call of that generator, and
+the end of the run (a comparison costs 5-100 us). A changed state means the run drew from that
+generator. No drawing function is wrapped.
+
+When it fires: a generator the run did not seed was drawn from after the run asked to be
+reproducible: runs differ even with the same seed. Reported once per generator, at the user's line
+that first asked (where the missing seed belongs). When the run seeds that generator later, the
+finding points at that late seed instead: the draws before it differ every run.
+
+Under a ``trainguard.watch()`` block opened by a script that is already running (and
+``fit(guard=True)``), seeding calls made before the block are not seen: a generator is then
+presumed seeded unless the block itself reseeds it from the OS. ``trainguard run``/``check`` see
+the whole script.
+
+Silent on: runs that seed nothing and set no determinism flag (they have not asked); generators
+the run seeds before using them; generators never drawn from (a script that seeds torch and never
+touches numpy); draws made before the first seed (a run may draw its own seed, e.g.
+``seed = random.randint(...)``, then seed with it and log it); draws in DataLoader workers, which
+PyTorch seeds from the base seed it draws from torch (``torch/utils/data/_utils/worker.py``); a
+``random.seed()`` / ``np.random.seed()`` with no argument counts as unseeding.
+
+Not seen: generator objects (``np.random.default_rng()``, ``random.Random()``), the CUDA generators
+(they start from a fixed seed), seeding that bypasses the wrapped module functions.
+
+Reference: PyTorch's reproducibility notes, "Controlling sources of randomness"
+(https://pytorch.org/docs/stable/notes/randomness.html); Novartis/scar#97 (seeding torch alone, or
+numpy alone, does not make training reproducible, https://github.com/Novartis/scar/issues/97).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainguard.sanitize.checks import Check
+from trainguard.sanitize.checks._repro import (DESCRIBE, FAMILIES, HOW, SEEDS, Family, asks,
+                                               call_text, fixes_seed, reseeded_unseen, snapshot,
+                                               watched_from_start)
+from trainguard.sanitize.frames import Location, user_location
+
+
+class UnseededRun(Check):
+    code = "TG501"
+
+    def __init__(self, watcher: Any) -> None:
+        super().__init__(watcher)
+        self.asked_at: Location | None = None  # the user's line of the first ask
+        self.asked_by = ""  # that call, as text
+        self.seeded: dict[Family, bool] = {f: False for f in FAMILIES}
+        self.observed: set[Family] = set()  # generators whose seeding calls were seen
+        self.ref: dict[Family, Any] = {}  # snapshot of each unseeded generator since the ask
+        self.done: set[Family] = set()
+        self.passes = 0  # DataLoader passes seen
+
+    def on_repro_pre(self, name: str, value: Any) -> None:
+        family = SEEDS.get(name)
+        if (family is None or self.asked_at is None or self.seeded[family]
+                or family in self.done or not fixes_seed(name, value)):
+            return
+        if self._drawn(family):
+            self.done.add(family)
+            self.report(
+                f"{DESCRIBE[family]} was drawn from after this run asked to be reproducible "
+                f"({self.asked_by} at line {self.asked_at[1]}) but before this "
+                f"{call_text(name, value)}: those draws differ every run",
+                fix=f"seed {family} before its first use, next to {self.asked_by} "
+                    f"(line {self.asked_at[1]}), or call trainguard.seed_everything(seed) there")
+
+    def on_repro(self, name: str, value: Any) -> None:
+        family = SEEDS.get(name)
+        fixed = family is not None and fixes_seed(name, value)
+        if family is not None:
+            self.seeded[family] = fixed
+            self.observed.add(family)
+            if not fixed and self.asked_at is not None:
+                self.ref[family] = snapshot(family)  # reseeded from the OS: draws from now count
+        if self.asked_at is None and asks(name, value):
+            self.asked_at = user_location()
+            self.asked_by = call_text(name, value)
+            fresh = watched_from_start()
+            for f in FAMILIES:
+                if not fresh and f not in self.observed:
+                    self.seeded[f] = True  # may have been seeded before the watcher started
+                if not self.seeded[f]:
+                    self.ref[f] = snapshot(f)
+
+    def on_step(self, optimizer: Any) -> None:
+        step = self.state.step
+        if step & (step - 1) == 0:  # 1, 2, 4, 8, ...
+            self._check_all(f"by the end of optimizer step {step}")
+
+    def on_loader_iter(self, loader: Any) -> None:
+        self.passes += 1
+        if self.passes & (self.passes - 1) == 0:  # passes 1, 2, 4, ... (some loops iter() per step)
+            self._check_all("when a pass over a DataLoader started")
+
+    def on_exit(self) -> None:
+        self._check_all("at the end of the run")
+
+    def _drawn(self, family: Family) -> bool:
+        before = self.ref.get(family)
+        if before is None:
+            return False
+        now = snapshot(family)
+        if reseeded_unseen(family, before, now):
+            self.seeded[family] = True
+            return False
+        return now != before
+
+    def _check_all(self, moment: str) -> None:
+        if self.asked_at is None:
+            return
+        for family in FAMILIES:
+            if family in self.done or self.seeded[family] or not self._drawn(family):
+                continue
+            self.done.add(family)
+            seeded = [f for f in FAMILIES if self.seeded[f] and f in self.observed]
+            what = f"seeds {', '.join(seeded)}" if seeded else "asks to be reproducible"
+            self.report(
+                f"this run {what} ({self.asked_by} here) but drew from {DESCRIBE[family]} "
+                f"without seeding it (seen {moment}): runs differ even with the same seed",
+                fix=f"seed {family} too ({HOW[family]}) next to this call, or call "
+                    "trainguard.seed_everything(seed)",
+                where=self.asked_at)

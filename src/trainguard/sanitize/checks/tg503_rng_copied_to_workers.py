@@ -1,0 +1,207 @@
+"""TG503 rng-copied-to-workers: a generator object stored on a Dataset is copied into every
+DataLoader worker, so all workers draw the same numbers.
+
+What it watches: each pass over a DataLoader (``on_loader_iter``, once per epoch) with
+``num_workers > 0``. It looks at the dataset (and the datasets inside a ``Subset``,
+``ConcatDataset`` or any wrapper's ``dataset``/``datasets``) for attributes holding a generator
+object: ``numpy.random.Generator`` (``np.random.default_rng``), ``numpy.random.RandomState``,
+``random.Random`` or ``torch.Generator``. It reads the bytecode of the class's ``__getitem__``
+(``__iter__`` for an ``IterableDataset``) and of the methods it calls on ``self``, once per class.
+
+When it fires: such an attribute is read in ``__getitem__`` and never reassigned there, neither
+``__getitem__`` nor the DataLoader's ``worker_init_fn`` touches it (or calls
+``torch.utils.data.get_worker_info`` on the dataset, or ``torch.initial_seed``). Each worker
+process gets a copy of the dataset with the generator's state as it was when the workers started,
+so every worker draws the same sequence: with 4 workers, 4 consecutive batches get the same
+"random" crops. Reported once per dataset class and attribute, at the user's line that iterates
+the DataLoader.
+
+Silent on: ``num_workers=0``; the global functions (``np.random.rand``, ``random.random``,
+``torch.rand``) in ``__getitem__``: PyTorch reseeds ``random``, torch and (since 1.9, pytorch#56488)
+numpy's global generator in every worker from ``base_seed + worker_id``
+(``torch/utils/data/_utils/worker.py``); generators the dataset never draws from in
+``__getitem__``; a ``random.SystemRandom`` (drawn from the OS); datasets that build their
+generator per worker (``get_worker_info().seed``) or per item; a ``worker_init_fn`` that reseeds
+the attribute.
+
+Not seen: a generator held one level down (inside a transform object the dataset calls).
+
+Reference: "Randomness in multi-process data loading"
+(https://pytorch.org/docs/stable/data.html#randomness-in-multi-process-data-loading); the FAQ "My
+data loader workers return identical random numbers"
+(https://pytorch.org/docs/stable/notes/faq.html); wolny/pytorch-3dunet#32; TorchDSP/torchsig#343.
+"""
+
+from __future__ import annotations
+
+import dis
+import sys
+from types import CodeType, FunctionType
+from typing import Any
+
+from trainguard.sanitize.checks import Check
+
+_RESEEDS_PER_WORKER = {"get_worker_info", "initial_seed"}
+_FIX = {
+    "numpy Generator": "np.random.default_rng(info.seed)",
+    "numpy RandomState": "np.random.RandomState(info.seed % 2**32)",
+    "random.Random": "random.Random(info.seed)",
+    "torch.Generator": "torch.Generator().manual_seed(info.seed)",
+}
+
+
+class RngCopiedToWorkers(Check):
+    code = "TG503"
+
+    def __init__(self, watcher: Any) -> None:
+        super().__init__(watcher)
+        self.names: dict[type, tuple[str, set[str], set[str]]] = {}  # per dataset class
+        self.reported: set[tuple[type, str]] = set()
+
+    def on_loader_iter(self, loader: Any) -> None:
+        workers = getattr(loader, "num_workers", 0) or 0
+        if workers <= 0:
+            return
+        init_names = _callable_names(getattr(loader, "worker_init_fn", None))
+        for path, dataset in _datasets(getattr(loader, "dataset", None), "info.dataset"):
+            try:
+                attributes = vars(dataset)
+            except TypeError:
+                continue
+            rngs = [(a, k) for a, v in attributes.items() if (k := _rng_kind(v)) is not None]
+            if not rngs:
+                continue
+            cls = type(dataset)
+            if cls not in self.names:
+                self.names[cls] = _entry_names(cls)
+            entry, loaded, stored = self.names[cls]
+            if not entry or loaded & _RESEEDS_PER_WORKER:
+                continue
+            for attr, kind in rngs:
+                if (cls, attr) in self.reported or attr not in loaded or attr in stored:
+                    continue
+                if init_names is not None and (
+                        attr in init_names or {"get_worker_info", "dataset"} <= init_names):
+                    continue
+                self.reported.add((cls, attr))
+                init = ("" if init_names is None else
+                        f"; its worker_init_fn {_name(loader.worker_init_fn)} does not reseed it")
+                self.report(
+                    f"DataLoader(num_workers={workers}) gives every worker a copy of "
+                    f"{cls.__name__}.{attr} (a {kind} made before the workers start), and "
+                    f"{cls.__name__}.{entry} draws from it{init}: all {workers} workers draw the "
+                    "same numbers, so the random augmentations repeat across workers",
+                    fix=f"reseed it in each worker with a worker_init_fn that runs `info = "
+                        f"torch.utils.data.get_worker_info(); {path}.{attr} = {_FIX[kind]}`, "
+                        "or draw from the np.random.* / torch.* global functions, which PyTorch "
+                        "reseeds in every worker")
+
+
+def _datasets(dataset: Any, path: str, depth: int = 0) -> list[tuple[str, Any]]:
+    """``(path, dataset)`` for ``dataset`` and the datasets it wraps (``Subset.dataset``,
+    ``ConcatDataset.datasets``); ``path`` is how a worker reaches it from ``info.dataset``."""
+    if dataset is None or depth > 4:
+        return []
+    out = [(path, dataset)]
+    inner, inner_list = _attribute(dataset, "dataset"), _attribute(dataset, "datasets")
+    if inner is not None and inner is not dataset:
+        out += _datasets(inner, f"{path}.dataset", depth + 1)
+    for i, item in enumerate(inner_list if isinstance(inner_list, (list, tuple)) else ()):
+        out += _datasets(item, f"{path}.datasets[{i}]", depth + 1)
+    return out
+
+
+def _attribute(obj: Any, name: str) -> Any:
+    """``obj.name``, or None when reading it fails (a property of a third-party dataset)."""
+    try:
+        return getattr(obj, name, None)
+    except Exception:
+        return None
+
+
+def _rng_kind(value: Any) -> str | None:
+    """The kind of a generator object that a worker would copy, or None (PyTorch reseeds the
+    global instances in every worker)."""
+    import random
+
+    import torch
+
+    if isinstance(value, random.Random):
+        if isinstance(value, random.SystemRandom) or value is getattr(random, "_inst", None):
+            return None
+        return "random.Random"
+    if isinstance(value, torch.Generator):
+        return None if value is torch.default_generator else "torch.Generator"
+    np = sys.modules.get("numpy")
+    if np is not None:
+        if isinstance(value, np.random.Generator):
+            return "numpy Generator"
+        if isinstance(value, np.random.RandomState):
+            return None if value is getattr(np.random.mtrand, "_rand", None) else \
+                "numpy RandomState"
+    return None
+
+
+def _entry_names(cls: type) -> tuple[str, set[str], set[str]]:
+    """(entry method name, names it and the methods it calls on the class load, attributes they
+    store); ``("", ...)`` when the class has no Python entry method."""
+    from torch.utils.data import IterableDataset
+
+    entry = "__iter__" if issubclass(cls, IterableDataset) else "__getitem__"
+    function = getattr(cls, entry, None)
+    if not isinstance(function, FunctionType) or function.__module__.startswith("torch."):
+        return "", set(), set()
+    loaded: set[str] = set()
+    stored: set[str] = set()
+    pending: list[CodeType] = [function.__code__]
+    seen: set[CodeType] = set()
+    while pending:
+        code = pending.pop()
+        if code in seen:
+            continue
+        seen.add(code)
+        for ins in dis.get_instructions(code):
+            if ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "LOAD_GLOBAL", "LOAD_NAME"):
+                name = ins.argval if isinstance(ins.argval, str) else str(ins.argval)
+                loaded.add(name)
+                method = getattr(cls, name, None) if ins.opname != "LOAD_GLOBAL" else None
+                method = getattr(method, "__func__", method)  # classmethod / staticmethod
+                if isinstance(method, FunctionType) and not method.__module__.startswith("torch."):
+                    pending.append(method.__code__)
+            elif ins.opname == "STORE_ATTR":
+                stored.add(ins.argval)
+        pending.extend(c for c in code.co_consts if isinstance(c, CodeType))
+    return entry, loaded, stored
+
+
+def _callable_names(fn: Any) -> set[str] | None:
+    """Names a ``worker_init_fn`` (and the functions of the user's module it calls) loads or
+    stores; None when there is none. A callable whose code cannot be read counts as touching
+    everything."""
+    if fn is None:
+        return None
+    fn = getattr(fn, "func", fn)  # functools.partial
+    if not isinstance(fn, FunctionType):
+        fn = getattr(getattr(fn, "__call__", None), "__func__", None)
+    if not isinstance(fn, FunctionType):
+        return {"get_worker_info", "dataset"}
+    names: set[str] = set()
+    pending: list[tuple[CodeType, dict]] = [(fn.__code__, fn.__globals__)]
+    seen: set[CodeType] = set()
+    while pending:
+        code, scope = pending.pop()
+        if code in seen or len(seen) > 64:
+            continue
+        seen.add(code)
+        names.update(code.co_names)
+        pending.extend((c, scope) for c in code.co_consts if isinstance(c, CodeType))
+        for name in code.co_names:
+            called = scope.get(name)
+            if isinstance(called, FunctionType) and called.__globals__ is scope:
+                pending.append((called.__code__, scope))
+    return names
+
+
+def _name(fn: Any) -> str:
+    fn = getattr(fn, "func", fn)
+    return getattr(fn, "__qualname__", None) or type(fn).__name__

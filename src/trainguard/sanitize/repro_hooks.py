@@ -1,0 +1,133 @@
+"""Narrow wrappers for the reproducibility checks (TG501-TG503), each undone on exit.
+
+- the calls that seed or restore a global random generator (``random.seed``/``setstate``,
+  ``numpy.random.seed``/``set_state``, ``torch.manual_seed``/``seed``/``set_rng_state``,
+  ``torch.cuda.manual_seed``/``manual_seed_all``) and the determinism switches
+  (``torch.use_deterministic_algorithms``, ``torch.set_deterministic_debug_mode``, assignments to
+  ``torch.backends.cudnn.benchmark``/``deterministic``) become ``on_repro_pre``/``on_repro``
+  events. Scripts call these a handful of times, so the wrappers cost nothing measurable; the
+  functions that draw random numbers are never wrapped.
+- ``DataLoader.__iter__`` becomes ``on_loader_iter`` (once per pass over a DataLoader).
+
+Calls made by torch itself (``torch.random.fork_rng`` restoring a state, ``torch.manual_seed``
+seeding the CUDA generators, a DataLoader worker seeding itself) are not events, and nothing is
+emitted in another process than the one that installed the wrappers (forked DataLoader workers
+inherit them). A wrapper passes its arguments through unchanged and returns what the original
+returns.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from trainguard.sanitize.watcher import Watcher
+
+__all__ = ["install_repro", "install_loader_iter"]
+
+Undo = Callable[[], None]
+
+# (owner module, attribute, event name, keyword that carries the value)
+_TORCH_CALLS = (
+    ("torch", "manual_seed", "torch.manual_seed", "seed"),
+    ("torch.random", "manual_seed", "torch.manual_seed", "seed"),
+    ("torch", "seed", "torch.seed", None),
+    ("torch.random", "seed", "torch.seed", None),
+    ("torch", "set_rng_state", "torch.set_rng_state", "new_state"),
+    ("torch.random", "set_rng_state", "torch.set_rng_state", "new_state"),
+    ("torch.cuda", "manual_seed", "torch.cuda.manual_seed", "seed"),
+    ("torch.cuda", "manual_seed_all", "torch.cuda.manual_seed_all", "seed"),
+    ("torch", "use_deterministic_algorithms", "torch.use_deterministic_algorithms", "mode"),
+    ("torch", "set_deterministic_debug_mode", "torch.set_deterministic_debug_mode", "debug_mode"),
+)
+_OTHER_CALLS = (
+    ("random", "seed", "random.seed", "a"),
+    ("random", "setstate", "random.setstate", "state"),
+    ("numpy.random", "seed", "numpy.random.seed", "seed"),
+    ("numpy.random", "set_state", "numpy.random.set_state", "state"),
+)
+_CUDNN_FLAGS = ("benchmark", "deterministic")
+
+
+def _from_torch(frame: FrameType | None) -> bool:
+    """True when the calling frame is torch's own code."""
+    name = frame.f_globals.get("__name__", "") if frame is not None else ""
+    return name == "torch" or name.startswith("torch.")
+
+
+def install_repro(w: "Watcher", undo: list[Undo]) -> None:
+    """Wrap the seeding calls and determinism switches (see the module docstring)."""
+    import importlib
+
+    import torch
+
+    is_compiling = torch.compiler.is_compiling
+    pid = os.getpid()
+
+    def emit(event: str, name: str, value: Any) -> None:
+        if w.handlers[event]:
+            w.emit(event, name, value)
+
+    def observed(original: Any, name: str, key: str | None, depth: int) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if (is_compiling() or os.getpid() != pid
+                    or _from_torch(sys._getframe(depth))):
+                return original(*args, **kwargs)
+            value = args[0] if args else kwargs.get(key) if key else None
+            emit("on_repro_pre", name, value)
+            result = original(*args, **kwargs)
+            emit("on_repro", name, value)
+            return result
+        functools.update_wrapper(call, original)
+        return call
+
+    wrapped: dict[int, Any] = {}  # one wrapper per original, shared by its aliases
+    for module_name, attr, name, key in (*_TORCH_CALLS, *_OTHER_CALLS):
+        try:
+            owner = importlib.import_module(module_name)  # numpy: torch has imported it already
+        except ImportError:
+            owner = None
+        original = getattr(owner, attr, None) if owner is not None else None
+        if original is None:
+            continue
+        wrapper = wrapped.get(id(original))
+        if wrapper is None:
+            wrapper = wrapped[id(original)] = observed(original, name, key, 1)
+        setattr(owner, attr, wrapper)
+        undo.append(lambda owner=owner, attr=attr, original=original:
+                    setattr(owner, attr, original))
+
+    # ``torch.backends.cudnn.benchmark = True`` goes through a ``ContextProp`` descriptor on the
+    # module's class, which calls its ``setter``: wrap that (two frames below the user's line).
+    cudnn_type = type(torch.backends.cudnn)
+    for flag in _CUDNN_FLAGS:
+        prop = cudnn_type.__dict__.get(flag)
+        if prop is None or not hasattr(prop, "setter"):
+            continue
+        original_setter = prop.setter
+        prop.setter = observed(original_setter, f"cudnn.{flag}", None, 2)
+        undo.append(lambda prop=prop, original=original_setter:
+                    setattr(prop, "setter", original))
+
+
+def install_loader_iter(w: "Watcher", undo: list[Undo]) -> None:
+    """Wrap ``DataLoader.__iter__``: one ``on_loader_iter`` event per pass over a DataLoader."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    is_compiling = torch.compiler.is_compiling
+    pid = os.getpid()
+    original = DataLoader.__iter__
+
+    def __iter__(self: Any) -> Any:
+        if not is_compiling() and os.getpid() == pid:
+            w.emit("on_loader_iter", self)
+        return original(self)
+
+    __iter__.__wrapped__ = original  # type: ignore[attr-defined]
+    DataLoader.__iter__ = __iter__  # type: ignore[method-assign]
+    undo.append(lambda: setattr(DataLoader, "__iter__", original))
