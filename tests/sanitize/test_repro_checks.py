@@ -143,10 +143,11 @@ def _conv_pool():
 
 
 def test_tg502_cuda_model_with_nondeterministic_kernels(monkeypatch):
-    (message,) = _tg502_run(monkeypatch, _conv_pool)
-    assert "Conv2d, AdaptiveAvgPool2d on CUDA" in message
-    assert "torch.manual_seed(0) here" in message
+    # A seed alone does not ask for deterministic kernels (seeded runs that time kernels for
+    # speed are common and deliberate).
+    assert _tg502_run(monkeypatch, _conv_pool) == []
     (message,) = _tg502_run(monkeypatch, _conv_pool, cudnn_deterministic=True)
+    assert "torch.backends.cudnn.deterministic = True" in message
     assert "runs AdaptiveAvgPool2d on CUDA" in message  # cudnn.deterministic covers convolutions
     assert _tg502_run(monkeypatch, _conv_pool, cudnn_deterministic=True, algorithms=True) == []
 

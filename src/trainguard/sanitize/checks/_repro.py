@@ -71,6 +71,15 @@ def asks(name: str, value: Any) -> bool:
     return False
 
 
+def asks_determinism(name: str, value: Any) -> bool:
+    """True when the call ``name(value)`` asks for deterministic kernels (not only a seed)."""
+    if name in _ASK_FLAGS:
+        return bool(value)
+    if name == "torch.set_deterministic_debug_mode":
+        return value not in (0, "default", None)
+    return False
+
+
 def call_text(name: str, value: Any) -> str:
     """How the call reads in a message: ``torch.manual_seed(0)``, ``cudnn.deterministic = True``."""
     short = name.replace("numpy.", "np.")

@@ -11,8 +11,10 @@ would change which kernels run, and so the numbers).
 
 When it fires (once each):
 
-- ``cudnn.benchmark`` is True in a run that asks to be reproducible (a fixed seed, a restored
-  state, ``use_deterministic_algorithms(True)``, ``cudnn.deterministic = True``): cuDNN times
+- ``cudnn.benchmark`` is True in a run that asks for deterministic results
+  (``use_deterministic_algorithms(True)``, ``cudnn.deterministic = True``, a non-default
+  ``set_deterministic_debug_mode``; a seed alone does not ask: seeding for a reproducible
+  initialization while timing kernels for speed is common and deliberate): cuDNN times
   several convolution algorithms for each new input shape and keeps the fastest, and the choice can
   differ between runs (it also overrides ``cudnn.deterministic = True``, pytorch/pytorch#6351).
   Reported at the line that set it (else at the first ask). It fires on a CPU-only run as well,
@@ -24,7 +26,8 @@ When it fires (once each):
   ``EmbeddingBag`` backward kernels (atomicAdd) while deterministic algorithms are off. Reported at
   the first ask, naming the module types found.
 
-Silent on: runs that never ask to be reproducible (``benchmark = True`` for speed);
+Silent on: runs that never ask for deterministic results (``benchmark = True`` for speed, with
+or without a seed);
 ``cudnn.enabled = False``; runs where
 benchmark is True only inside a block that ends before any step (a timing phase); CUDA models made
 only of layers with deterministic kernels (``Linear``, ``Embedding``, normalization, activations);
@@ -43,7 +46,7 @@ import itertools
 from typing import Any
 
 from trainguard.sanitize.checks import Check
-from trainguard.sanitize.checks._repro import asks, call_text
+from trainguard.sanitize.checks._repro import asks_determinism, call_text
 from trainguard.sanitize.frames import Location, user_location
 
 # Module types whose CUDA kernels are nondeterministic (torch.use_deterministic_algorithms docs).
@@ -68,7 +71,7 @@ class NondeterministicAlgorithms(Check):
     def on_repro(self, name: str, value: Any) -> None:
         if name == "cudnn.benchmark":
             self.benchmark_at = user_location() if value else None
-        elif self.asked_at is None and asks(name, value):
+        elif self.asked_at is None and asks_determinism(name, value):
             self.asked_at = user_location()
             self.asked_by = call_text(name, value)
 
