@@ -23,6 +23,9 @@ from trainguard.sanitize.state import State
 __all__ = ["Watcher", "watch"]
 
 _active: "Watcher | None" = None
+# Events a check may listen to only while armed: the wrappers behind them are always installed.
+_ON_DEMAND = frozenset({"on_root_forward", "on_backward", "on_backward_done", "on_step_pre",
+                        "on_step"})
 
 
 class Watcher:
@@ -47,6 +50,7 @@ class Watcher:
             checks = discover()
         self.checks = [cls(self) for cls in checks]
         self.handlers: dict[str, list[tuple[Check, Any]]] = {e: [] for e in EVENTS}
+        self._off: set[Check] = set()  # checks switched off after raising
         for check in self.checks:
             self._subscribe(check)
         self.module_types: tuple[type, ...] = tuple(
@@ -61,10 +65,25 @@ class Watcher:
         return list(self._by_key.values())
 
     def _subscribe(self, check: Check) -> None:
+        bad = set(check.on_demand) - _ON_DEMAND
+        if bad:
+            raise RuntimeError(f"{check.code}: on_demand events must be among {sorted(_ON_DEMAND)}, "
+                               f"not {sorted(bad)}")
         for event in EVENTS:
             method = getattr(type(check), event)
-            if method is not getattr(Check, event):
+            if method is not getattr(Check, event) and event not in check.on_demand:
                 self.handlers[event].append((check, getattr(check, event)))
+
+    def listen(self, check: Check, events: tuple[str, ...], on: bool) -> None:
+        """Subscribe ``check`` to ``events`` (``on``) or unsubscribe it. The lists are replaced,
+        not changed in place, so an event being dispatched finishes with the list it started."""
+        if check in self._off:
+            return
+        for event in events:
+            rest = [(c, m) for c, m in self.handlers[event] if c is not check]
+            if on:
+                rest.append((check, getattr(check, event)))
+            self.handlers[event] = rest
 
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> "Watcher":
@@ -118,8 +137,9 @@ class Watcher:
                     self._check_failed(check, event, exc)
 
     def _check_failed(self, check: Check, event: str, exc: Exception) -> None:
-        for handlers in self.handlers.values():
-            handlers[:] = [(c, m) for c, m in handlers if c is not check]
+        self._off.add(check)
+        for event, handlers in list(self.handlers.items()):
+            self.handlers[event] = [(c, m) for c, m in handlers if c is not check]
         frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         inside = f" at {os.path.basename(frame.filename)}:{frame.lineno}" if frame else ""
         self.report("TG002", f"check {check.code} raised {type(exc).__name__}: {exc}{inside} "

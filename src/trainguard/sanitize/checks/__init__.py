@@ -21,6 +21,9 @@ Add ``checks/tgNNN_short_name.py`` defining one subclass of :class:`Check` (it i
 - keeps its own state on ``self`` (one instance per ``watch()``), never references user tensors
   strongly beyond the event (use ``weakref`` or :meth:`State.track_graph`), and never changes
   values the user computes;
+- may set ``on_demand`` to events it needs only while something is pending (e.g. ``on_step`` to
+  settle followed graphs) and call :meth:`Check.arm`/:meth:`Check.disarm`: unarmed, those events
+  do not call it at all, which keeps a correct run's steps cheap;
 - may raise: the exception is caught, reported as TG002 check-failed, and the check is switched off
   for the rest of the run; the user's code never sees it.
 
@@ -127,10 +130,27 @@ class Check:
 
     code: ClassVar[str] = ""
     module_types: ClassVar[tuple[type, ...]] = ()
+    on_demand: ClassVar[tuple[str, ...]] = ()
+    """Events this check listens to only while armed (see :meth:`arm`); one of
+    ``on_root_forward``, ``on_backward``, ``on_backward_done``, ``on_step_pre``, ``on_step``."""
 
     def __init__(self, watcher: "Watcher") -> None:
         self._watcher = watcher
         self.state: State = watcher.state
+        self._armed = False
+
+    def arm(self) -> None:
+        """Start receiving the :attr:`on_demand` events (e.g. once something is pending).
+        A check with nothing pending costs nothing on those events."""
+        if not self._armed:
+            self._armed = True
+            self._watcher.listen(self, self.on_demand, True)
+
+    def disarm(self) -> None:
+        """Stop receiving the :attr:`on_demand` events until the next :meth:`arm`."""
+        if self._armed:
+            self._armed = False
+            self._watcher.listen(self, self.on_demand, False)
 
     def report(self, message: str, *, fix: str | None = None,
                where: tuple[str, int] | None = None, **extra: Any) -> "Finding | None":

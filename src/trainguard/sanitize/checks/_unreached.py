@@ -12,7 +12,10 @@ from trainguard.sanitize.state import Unreached
 class UnreachedOutputs(Check):
     """Follows outputs added to ``self.pending`` and calls :meth:`report_unreached` with the key
     of every group whose graphs died, or are still alive at exit, with no backward reaching them.
-    Pending graphs are settled after each optimizer step, each backward and at exit."""
+    Pending graphs are settled after each optimizer step, each backward and at exit; with nothing
+    pending, steps and backwards do not call the check at all (:meth:`follow` arms it)."""
+
+    on_demand = ("on_step", "on_backward_done")
 
     def __init__(self, watcher: Any) -> None:
         super().__init__(watcher)
@@ -27,11 +30,19 @@ class UnreachedOutputs(Check):
     def on_exit(self) -> None:
         self._resolve(final=True)
 
+    def follow(self, tensor: Any, key: Any) -> None:
+        """Follow ``tensor``'s graph under ``key`` until a backward reaches it or it dies."""
+        self.pending.add(tensor, key)
+        if self.pending:
+            self.arm()
+
     def _resolve(self, final: bool = False) -> None:
         if not self.pending:
             return
         for key in self.pending.resolve(final=final):
             self.report_unreached(key)
+        if not self.pending:
+            self.disarm()
 
     def report_unreached(self, key: Any) -> None:
         raise NotImplementedError

@@ -60,6 +60,7 @@ class _Candidate:
 
 class EvalInTrainMode(Check):
     code = "TG101"
+    on_demand = ("on_step", "on_backward_done")  # only while graphs are followed
 
     def __init__(self, watcher: Any) -> None:
         super().__init__(watcher)
@@ -95,6 +96,7 @@ class EvalInTrainMode(Check):
             return
         for tensor in graphs:
             self.metric_outputs.add(tensor, (cand, fed))
+        self.arm()
 
     def _from_candidate(self, tensor: Any) -> _Candidate | None:
         for cand in reversed(self.candidates):
@@ -114,6 +116,7 @@ class EvalInTrainMode(Check):
         track = self.state.track_graph(loss, info=(cand, call.name))
         if track is not None:
             self.pending.append(track)
+            self.arm()
 
     def on_step(self, optimizer: Any) -> None:
         self._resolve()
@@ -131,6 +134,8 @@ class EvalInTrainMode(Check):
                 self._fire(cand, "with grad enabled, and no backward reached its output, which "
                                  + fed)
         if not self.pending:
+            if not self.metric_outputs:
+                self.disarm()
             return
         keep = []
         for track in self.pending:
@@ -144,6 +149,8 @@ class EvalInTrainMode(Check):
             else:
                 keep.append(track)
         self.pending = keep
+        if not keep and not self.metric_outputs:
+            self.disarm()
 
     def _fire(self, cand: _Candidate, how: str) -> None:
         if cand.fired:

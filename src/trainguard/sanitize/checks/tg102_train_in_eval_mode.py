@@ -32,6 +32,7 @@ from trainguard.sanitize.state import ForwardCall, GraphTrack, first_tensor
 
 class TrainInEvalMode(Check):
     code = "TG102"
+    on_demand = ("on_step_pre",)  # only while outputs of an eval-mode model are followed
 
     def __init__(self, watcher: Any) -> None:
         super().__init__(watcher)
@@ -49,12 +50,18 @@ class TrainInEvalMode(Check):
                               weakref.ref(call.module)))
             if track is not None:
                 self.pending.append(track)
+                self.arm()
         if len(self.pending) > 64:
             for t in self.pending[:-64]:
                 t.release()
             del self.pending[:-64]
 
     def on_step_pre(self, optimizer: Any) -> None:
+        self._settle(optimizer)
+        if not self.pending:
+            self.disarm()
+
+    def _settle(self, optimizer: Any) -> None:
         if not self.pending:
             return
         reached = [t for t in self.pending if t.reached]

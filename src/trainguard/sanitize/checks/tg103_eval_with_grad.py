@@ -37,7 +37,7 @@ class EvalWithGrad(UnreachedOutputs):
         outputs = [t for t in first_tensor(call.output) if t.grad_fn is not None]
         shapes = ", ".join(str(tuple(t.shape)) for t in outputs[:2])
         for tensor in outputs:
-            self.pending.add(tensor, (call.where, type(call.module).__name__, shapes))
+            self.follow(tensor, (call.where, type(call.module).__name__, shapes))
 
     def report_unreached(self, key: tuple) -> None:
         where, name, shapes = key

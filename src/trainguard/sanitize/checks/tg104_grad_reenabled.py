@@ -37,7 +37,7 @@ class GradReenabled(UnreachedOutputs):
         where = opened[-1] if opened else call.where
         for tensor in first_tensor(call.output):
             if tensor.grad_fn is not None:
-                self.pending.add(tensor, (where, type(call.module).__name__, call.where))
+                self.follow(tensor, (where, type(call.module).__name__, call.where))
 
     def report_unreached(self, key: tuple) -> None:
         import os

@@ -57,6 +57,7 @@ class _Retained:
 
 class RetainGraphLeak(Check):
     code = "TG203"
+    on_demand = ("on_root_forward", "on_step")  # only while a retained graph is followed
 
     def __init__(self, watcher: Any) -> None:
         super().__init__(watcher)
@@ -84,6 +85,7 @@ class RetainGraphLeak(Check):
         record = _Retained(call.where, call.step, (trunk.where, trunk.module) if trunk else None)
         record.handles = [node.register_prehook(record) for node in nodes]
         self.retained.append(record)
+        self.arm()
 
     def on_root_forward(self, call: ForwardCall) -> None:
         if not self.retained:
@@ -98,6 +100,11 @@ class RetainGraphLeak(Check):
         self._settle(list(self.retained))
 
     def _settle(self, records: list[_Retained]) -> None:
+        self._report_settled(records)
+        if not self.retained:
+            self.disarm()
+
+    def _report_settled(self, records: list[_Retained]) -> None:
         for record in records:
             record.release()
             self.retained.remove(record)

@@ -39,6 +39,7 @@ from trainguard.sanitize.frames import user_location
 
 class ClipBeforeUnscale(Check):
     code = "TG306"
+    on_demand = ("on_step_pre", "on_step")  # only while a clip of scaled gradients is pending
 
     def __init__(self, watcher: Any) -> None:
         super().__init__(watcher)
@@ -71,6 +72,7 @@ class ClipBeforeUnscale(Check):
         unscaled = {oid for oid, st in scaler._per_optimizer_states.items()
                     if getattr(st.get("stage"), "name", "") == "UNSCALED"}
         self.clips.append(({id(p) for p in params}, unscaled, user_location(sys._getframe(1)), name))
+        self.arm()
 
     def on_step_pre(self, optimizer: Any) -> None:
         if not self.clips:
@@ -90,6 +92,8 @@ class ClipBeforeUnscale(Check):
     def on_step(self, optimizer: Any) -> None:
         if len(self.clips) > 16:
             del self.clips[:-16]
+        if not self.clips:
+            self.disarm()
 
 
 def _find_scaler() -> Any:
