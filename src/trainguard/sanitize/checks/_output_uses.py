@@ -193,6 +193,19 @@ def _not_constant(nodes: list[ast.AST]) -> ast.AST | None:
     return None
 
 
+def _module_method(file: "_File", scope: ast.AST) -> bool:
+    """True when ``scope`` is a method of a model class (its class derives from something named
+    ``...Module`` or defines ``forward``): ``ActorCritic.evaluate`` in PPO code returns values for
+    the policy update, not a metric."""
+    cls = file.parents.get(scope)
+    if not isinstance(cls, ast.ClassDef):
+        return False
+    if any((_dotted(b) or "").rsplit(".", 1)[-1].endswith("Module") for b in cls.bases):
+        return True
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "forward"
+               for n in cls.body)
+
+
 class _Flow:
     """Follows the value of one call through its function."""
 
@@ -288,7 +301,8 @@ class _Flow:
                 return
             if isinstance(p, (ast.Return, ast.Yield, ast.YieldFrom)):
                 name = getattr(self.scope, "name", "")
-                if name and _EVAL_FUNCTION.search(name.lower()):
+                if (name and _EVAL_FUNCTION.search(name.lower())
+                        and not _module_method(self.file, self.scope)):
                     self._note_metric(f"returned from {name}()")
                 return
             return

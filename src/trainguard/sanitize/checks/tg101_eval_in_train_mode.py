@@ -20,7 +20,9 @@ running statistics). Two signs that such a call is an evaluation:
 Either way this is an evaluation or metric computed with Dropout dropping and BatchNorm using (and
 updating) batch statistics. Reported at the line that called the model, once per call.
 
-Silent on: training forwards (a backward reaches the output or the loss); BatchNorm recalibration
+Silent on: training forwards (a backward reaches the output; a second loss of the same output
+that is only logged does not make it an evaluation); forwards in a loop that calls backward or a
+step (by the source: a batch skipped on purpose, hard-example mining under ``no_grad``); BatchNorm recalibration
 and ``update_bn`` (the output is discarded, or the call is made by a library); activation
 checkpointing's recomputation (runs inside backward); RL rollouts (the output goes to
 ``env.step``, not to a metric); Monte Carlo dropout with the model in eval mode and only its
@@ -42,11 +44,12 @@ from typing import Any
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.checks._output_uses import SiteReader
 from trainguard.sanitize.modes import active_in_training, describe
-from trainguard.sanitize.state import ForwardCall, GraphTrack, LossCall, Unreached, first_tensor
+from trainguard.sanitize.state import ForwardCall, LossCall, Unreached, first_tensor
 
 
 class _Candidate:
-    __slots__ = ("outputs", "where", "model_name", "active", "grad_enabled", "fired")
+    __slots__ = ("outputs", "where", "model_name", "active", "grad_enabled", "fired", "trains",
+                 "followed")
 
     def __init__(self, outputs: list[Any], where: Any, model_name: str, active: list[Any],
                  grad_enabled: bool) -> None:
@@ -56,6 +59,8 @@ class _Candidate:
         self.active = active  # the mode-dependent submodules in train mode at the call
         self.grad_enabled = grad_enabled
         self.fired = False
+        self.trains = False  # by the source: the call sits in a loop that calls backward/step
+        self.followed = False  # its outputs' graphs are followed (they fed a loss)
 
 
 class EvalInTrainMode(Check):
@@ -65,7 +70,7 @@ class EvalInTrainMode(Check):
     def __init__(self, watcher: Any) -> None:
         super().__init__(watcher)
         self.candidates: list[_Candidate] = []
-        self.pending: list[GraphTrack] = []  # losses made from candidates' outputs
+        self.pending = Unreached(self.state)  # outputs that fed a loss
         self.metric_outputs = Unreached(self.state)  # outputs the source sends to a metric
         self.sites = SiteReader()
 
@@ -84,7 +89,10 @@ class EvalInTrainMode(Check):
         self.candidates.append(cand)
         del self.candidates[:-8]
         uses = self.sites.uses(call.where)
-        if uses is None or (uses.metric is None and uses.loss is None):
+        if uses is None:
+            return
+        cand.trains = uses.trains
+        if uses.metric is None and uses.loss is None:
             return
         if uses.loss is not None and uses.trains:
             return  # e.g. a teacher's output as the target of a loss that is backpropagated
@@ -106,16 +114,22 @@ class EvalInTrainMode(Check):
 
     def on_loss(self, call: LossCall) -> None:
         cand = self._from_candidate(call.input)
-        if cand is None or cand.fired:
+        if cand is None or cand.fired or cand.trains or cand.followed:
+            # A forward in a loop that trains (by the source) may skip backward on purpose
+            # (an easy batch, an extra loss only logged): not an evaluation.
             return
-        loss = call.output
-        if getattr(loss, "grad_fn", None) is None:
-            mode = "under torch.no_grad()" if not cand.grad_enabled else "without a graph"
-            self._fire(cand, f"{mode}, and its output fed {call.name}")
+        if not cand.grad_enabled:
+            self._fire(cand, f"under torch.no_grad(), and its output fed {call.name}")
             return
-        track = self.state.track_graph(loss, info=(cand, call.name))
-        if track is not None:
-            self.pending.append(track)
+        # Whether this was training is decided by the model's output, not by this loss: another
+        # loss of the same output may be the one backpropagated (a logged MAE next to the
+        # training loss, co-teaching's per-sample losses).
+        cand.followed = True
+        for ref in cand.outputs:  # one key: reaching any of its outputs makes it training
+            tensor = ref()
+            if tensor is not None:
+                self.pending.add(tensor, (cand, call.name))
+        if self.pending:
             self.arm()
 
     def on_step(self, optimizer: Any) -> None:
@@ -133,23 +147,11 @@ class EvalInTrainMode(Check):
             for cand, fed in self.metric_outputs.resolve(final=final):
                 self._fire(cand, "with grad enabled, and no backward reached its output, which "
                                  + fed)
-        if not self.pending:
-            if not self.metric_outputs:
-                self.disarm()
-            return
-        keep = []
-        for track in self.pending:
-            if track.reached:
-                track.release()
-            elif not track.alive or final:
-                cand, loss_name = track.info
-                track.release()
-                self._fire(cand, f"with grad enabled, and its output fed {loss_name}, which no "
-                                 "backward reached")
-            else:
-                keep.append(track)
-        self.pending = keep
-        if not keep and not self.metric_outputs:
+        if self.pending:
+            for cand, loss_name in self.pending.resolve(final=final):
+                self._fire(cand, f"with grad enabled, and its output fed {loss_name}, but no "
+                                 "backward ever reached the output")
+        if not self.pending and not self.metric_outputs:
             self.disarm()
 
     def _fire(self, cand: _Candidate, how: str) -> None:
