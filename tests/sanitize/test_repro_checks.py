@@ -29,7 +29,8 @@ def _wrapped_names():
             torch.random.manual_seed, torch.seed, torch.set_rng_state, torch.cuda.manual_seed,
             torch.cuda.manual_seed_all, torch.use_deterministic_algorithms,
             torch.set_deterministic_debug_mode, cudnn_type.__dict__["benchmark"].setter,
-            cudnn_type.__dict__["deterministic"].setter, DataLoader.__iter__)
+            cudnn_type.__dict__["deterministic"].setter, DataLoader.__iter__,
+            torch.random.fork_rng)
 
 
 def _draws():

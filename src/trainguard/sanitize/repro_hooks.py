@@ -8,6 +8,10 @@
   events. Scripts call these a handful of times, so the wrappers cost nothing measurable; the
   functions that draw random numbers are never wrapped.
 - ``DataLoader.__iter__`` becomes ``on_loader_iter`` (once per pass over a DataLoader).
+- ``torch.random.fork_rng`` counts the open blocks that fork torch's generators: a torch seeding
+  call made inside one (``with torch.random.fork_rng(): torch.manual_seed(1234); X_val = ...``)
+  is no event, since the block restores torch's state on exit; it neither seeds the run nor asks
+  for a reproducible one. Seeds of ``random`` and numpy inside the block (not restored) stay events.
 
 Calls made by torch itself (``torch.random.fork_rng`` restoring a state, ``torch.manual_seed``
 seeding the CUDA generators, a DataLoader worker seeding itself) are not events, and nothing is
@@ -18,6 +22,7 @@ returns.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -27,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable
 if TYPE_CHECKING:
     from trainguard.sanitize.watcher import Watcher
 
-__all__ = ["install_repro", "install_loader_iter"]
+__all__ = ["install_repro", "install_loader_iter", "in_fork_rng"]
 
 Undo = Callable[[], None]
 
@@ -51,6 +56,16 @@ _OTHER_CALLS = (
     ("numpy.random", "set_state", "numpy.random.set_state", "state"),
 )
 _CUDNN_FLAGS = ("benchmark", "deterministic")
+# the seeding calls whose effect ``torch.random.fork_rng`` undoes when its block ends
+_FORKED = {"torch.manual_seed", "torch.seed", "torch.set_rng_state", "torch.cuda.manual_seed",
+           "torch.cuda.manual_seed_all"}
+_fork_depth = [0]  # ``fork_rng`` blocks open now (that fork the generators)
+
+
+def in_fork_rng() -> bool:
+    """True inside a ``torch.random.fork_rng()`` block that forks the generators: torch's
+    generator state seen now is restored when the block ends."""
+    return _fork_depth[0] > 0
 
 
 def _from_torch(frame: FrameType | None) -> bool:
@@ -74,7 +89,7 @@ def install_repro(w: "Watcher", undo: list[Undo]) -> None:
 
     def observed(original: Any, name: str, key: str | None, depth: int) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
-            if (is_compiling() or os.getpid() != pid
+            if (is_compiling() or os.getpid() != pid or (_fork_depth[0] and name in _FORKED)
                     or _from_torch(sys._getframe(depth))):
                 return original(*args, **kwargs)
             value = args[0] if args else kwargs.get(key) if key else None
@@ -101,6 +116,8 @@ def install_repro(w: "Watcher", undo: list[Undo]) -> None:
         undo.append(lambda owner=owner, attr=attr, original=original:
                     setattr(owner, attr, original))
 
+    _wrap_fork_rng(torch, undo)
+
     # ``torch.backends.cudnn.benchmark = True`` goes through a ``ContextProp`` descriptor on the
     # module's class, which calls its ``setter``: wrap that (two frames below the user's line).
     cudnn_type = type(torch.backends.cudnn)
@@ -112,6 +129,30 @@ def install_repro(w: "Watcher", undo: list[Undo]) -> None:
         prop.setter = observed(original_setter, f"cudnn.{flag}", None, 2)
         undo.append(lambda prop=prop, original=original_setter:
                     setattr(prop, "setter", original))
+
+
+def _wrap_fork_rng(torch: Any, undo: list[Undo]) -> None:
+    """Wrap ``torch.random.fork_rng`` (and ``torch.fork_rng`` where that alias exists) to count
+    its open blocks. ``enabled=False`` and ``device_type="meta"`` fork nothing: not counted."""
+    original = torch.random.fork_rng
+
+    @contextlib.contextmanager
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        enabled = kwargs.get("enabled", args[1] if len(args) > 1 else True)
+        device_type = kwargs.get("device_type", args[5] if len(args) > 5 else None)
+        forks = bool(enabled) and device_type != "meta"
+        with original(*args, **kwargs):
+            _fork_depth[0] += forks
+            try:
+                yield
+            finally:
+                _fork_depth[0] -= forks
+
+    fork_rng = functools.update_wrapper(counted, original)
+    for owner in (torch.random, torch):
+        if getattr(owner, "fork_rng", None) is original:
+            owner.fork_rng = fork_rng
+            undo.append(lambda owner=owner: setattr(owner, "fork_rng", original))
 
 
 def install_loader_iter(w: "Watcher", undo: list[Undo]) -> None:

@@ -5,16 +5,18 @@ has stepped once is dropped at once, so a working loop pays one set look-up per 
 each, up to eight of its trainable parameters: whether a backward since the previous
 ``zero_grad`` gave them a gradient, and their version counters (every in-place update bumps them).
 
-When it fires: two full cycles of ``zero_grad`` -> backward reaching the optimizer's parameters ->
-``zero_grad`` again, while ``optimizer.step()`` was never called and the parameters never changed.
-Reported at the last backward's line; the counts in the message are brought up to date when the
-run ends (or when the optimizer finally steps), so the final report gives the whole run's.
+When it fires: at the end of the run, for an optimizer that went through at least two full cycles
+of ``zero_grad`` -> backward reaching its parameters -> ``zero_grad`` again, whose parameters never
+changed in those cycles, and whose ``step()`` was not called once in the whole watched run.
+Reported at the line of the backward that completed the second cycle, with the whole run's counts.
 
-Silent on: optimizers that step (also after a few steps skipped by a ``GradScaler``: gradients with
-inf/NaN do not count as a cycle), manual SGD (``p -= lr * p.grad`` changes the version counter),
-gradient accumulation (zeroed at the step), saliency maps and attacks that call backward without
-an optimizer or zero with ``model.zero_grad()``, backward passes that do not reach this optimizer's
-parameters (another model's).
+Silent on: optimizers that step, however late (a backbone optimizer zeroed every step but stepped
+only after a warm-up epoch; a gradient probe that uses the training optimizer's ``zero_grad``
+before training starts), steps skipped by a ``GradScaler`` (gradients with inf/NaN do not count as
+a cycle), manual SGD (``p -= lr * p.grad`` changes the version counter), gradient accumulation
+(zeroed at the step), saliency maps and attacks that call backward without an optimizer or zero
+with ``model.zero_grad()``, backward passes that do not reach this optimizer's parameters
+(another model's).
 
 Reference: ``torch.optim`` "Taking an optimization step"
 (https://pytorch.org/docs/stable/optim.html#taking-an-optimization-step).
@@ -22,47 +24,51 @@ Reference: ``torch.optim`` "Taking an optimization step"
 
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import Any
 
 from trainguard.sanitize.checks import Check
+from trainguard.sanitize.frames import user_location
 
 _SAMPLE = 8
 _CYCLES = 2
 
 
 class _Followed:
-    __slots__ = ("params", "versions", "start", "backwards", "cycles", "optimizer", "finding",
-                 "shapes")
+    __slots__ = ("params", "versions", "start", "backwards", "cycles", "optimizer", "name",
+                 "shapes", "where")
 
     def __init__(self, optimizer: Any, params: list[Any], backwards: int) -> None:
         self.optimizer = weakref.ref(optimizer)
+        self.name = type(optimizer).__name__
         self.params = [weakref.ref(p) for p in params]
         self.versions = [p._version for p in params]
         self.start = backwards  # backward calls completed when it was first zeroed
         self.backwards = backwards  # ... when it was last zeroed after a backward
         self.cycles = 0  # zero_grad calls that cleared gradients a backward had filled
-        self.finding: Any = None  # the finding, once reported (its message is kept up to date)
         self.shapes = ""
+        self.where: Any = None  # the backward line that completed the second cycle
 
 
 class StepMissing(Check):
     code = "TG303"
+    # listened to only while some optimizer has gone two cycles without a step, so that one
+    # stepping after its last zero_grad (or dying before the end) is known to have stepped
+    on_demand = ("on_step",)
 
     def __init__(self, watcher: Any) -> None:
         super().__init__(watcher)
         self.followed: "weakref.WeakKeyDictionary[Any, _Followed]" = weakref.WeakKeyDictionary()
         self.done: "weakref.WeakSet[Any]" = weakref.WeakSet()
-        self.reported: list[tuple[_Followed, str]] = []  # with the optimizer's class name
+        # candidates: two cycles without a step so far, keyed by the optimizer's id
+        self.pending: dict[int, _Followed] = {}
 
     def on_zero_grad(self, owner: Any, set_to_none: bool) -> None:
         if not hasattr(owner, "param_groups") or owner in self.done:
             return
         if owner in self.state.optimizers:  # it has stepped: nothing to watch any more
-            self.done.add(owner)
-            followed = self.followed.pop(owner, None)
-            if followed is not None and followed.finding is not None:
-                self._final_message(followed, type(owner).__name__, stepped=True)
+            self._stepped(owner)
             return
         followed = self.followed.get(owner)
         count = self.state.backward_count
@@ -73,21 +79,33 @@ class StepMissing(Check):
             return
         if count == followed.backwards:
             return
-        if followed.finding is not None:  # reported already: only keep the counts
+        if followed.where is not None:  # a candidate already: only keep the counts
             followed.backwards = count
             followed.cycles += 1
             return
         self._cycle(owner, followed)
 
+    def on_step(self, optimizer: Any) -> None:
+        if id(optimizer) in self.pending:
+            self._stepped(optimizer)
+
     def on_exit(self) -> None:
-        for followed, name in self.reported:
-            if followed.finding is None:
-                continue
+        for followed in list(self.pending.values()):
             optimizer = followed.optimizer()
-            stepped = optimizer is not None and optimizer in self.state.optimizers
-            if not stepped:
-                followed.backwards = self.state.backward_count
-            self._final_message(followed, name, stepped=stepped)
+            if optimizer is not None and optimizer in self.state.optimizers:
+                continue
+            followed.backwards = self.state.backward_count
+            self.report(_message(followed),
+                        fix="call optimizer.step() after loss.backward() in every training step",
+                        where=followed.where)
+        self.pending.clear()
+        self.disarm()
+
+    def _stepped(self, optimizer: Any) -> None:
+        self.done.add(optimizer)
+        self.followed.pop(optimizer, None)
+        if self.pending.pop(id(optimizer), None) is not None and not self.pending:
+            self.disarm()
 
     def _cycle(self, optimizer: Any, followed: _Followed) -> None:
         import torch
@@ -110,31 +128,17 @@ class StepMissing(Check):
         if followed.cycles < _CYCLES:
             return
         last = self.state.backwards[-1].where if self.state.backwards else None
+        followed.where = last if last is not None else user_location(sys._getframe(1))
         followed.shapes = ", ".join(str(tuple(p.shape)) for p in params[:3])
-        name = type(optimizer).__name__
-        followed.finding = self.report(
-            _message(followed, name, stepped=False),
-            fix="call optimizer.step() after loss.backward() in every training step",
-            where=last)
-        if followed.finding is None:  # suppressed or not selected
-            self.done.add(optimizer)
-            return
-        self.reported.append((followed, name))
-
-    def _final_message(self, followed: _Followed, name: str, *, stepped: bool) -> None:
-        """Give the finding the counts as they stand now (it was printed with the first ones)."""
-        followed.finding.message = _message(followed, name, stepped=stepped)
-        followed.finding = None
+        self.pending[id(optimizer)] = followed
+        self.arm()
 
 
-def _message(followed: _Followed, name: str, *, stepped: bool) -> str:
+def _message(followed: _Followed) -> str:
     backwards = followed.backwards - followed.start
     cycles = followed.cycles
-    if stepped:
-        tail = (f"before {name}.step() was first called: the gradients of those "
-                f"{cycles} step{'s' if cycles != 1 else ''} were thrown away")
-    else:
-        tail = f"and {name}.step() was never called: the parameters have not changed"
+    name = followed.name
     return (f"{backwards} backward call{'s' if backwards != 1 else ''} filled the gradients of "
             f"{name}'s parameters (shapes {followed.shapes}) and zero_grad() cleared them "
-            f"{cycles} time{'s' if cycles != 1 else ''}, {tail}")
+            f"{cycles} time{'s' if cycles != 1 else ''}, and {name}.step() was never called in "
+            f"the whole run: the parameters have not changed")

@@ -26,8 +26,16 @@ touches numpy); draws made before the first seed (a run may draw its own seed, e
 PyTorch seeds from the base seed it draws from torch (``torch/utils/data/_utils/worker.py``); a
 ``random.seed()`` / ``np.random.seed()`` with no argument counts as unseeding.
 
+Seeding that bypasses the wrapped functions is still seen for torch: ``torch.initial_seed()`` is
+noted when the watcher starts (and after each seeding call seen) and compared at the first ask and
+at the check moments, so ``torch.default_generator.manual_seed(0)`` counts as seeding torch. Torch
+seeding calls inside a ``torch.random.fork_rng()`` block are ignored (the block restores torch's
+state: a fixed validation set drawn there does not seed the run nor ask for reproducibility), and
+no check moment is taken inside one.
+
 Not seen: generator objects (``np.random.default_rng()``, ``random.Random()``), the CUDA generators
-(they start from a fixed seed), seeding that bypasses the wrapped module functions.
+(they start from a fixed seed), seeding of numpy or random that bypasses the wrapped module
+functions.
 
 Reference: PyTorch's reproducibility notes, "Controlling sources of randomness"
 (https://pytorch.org/docs/stable/notes/randomness.html); Novartis/scar#97 (seeding torch alone, or
@@ -36,6 +44,7 @@ numpy alone, does not make training reproducible, https://github.com/Novartis/sc
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from trainguard.sanitize.checks import Check
@@ -43,6 +52,13 @@ from trainguard.sanitize.checks._repro import (DESCRIBE, FAMILIES, HOW, SEEDS, F
                                                call_text, fixes_seed, reseeded_unseen, snapshot,
                                                watched_from_start)
 from trainguard.sanitize.frames import Location, user_location
+from trainguard.sanitize.repro_hooks import in_fork_rng
+
+
+def _initial_seed() -> int | None:
+    """``torch.initial_seed()``, or None when torch is not imported."""
+    torch = sys.modules.get("torch")
+    return torch.initial_seed() if torch is not None else None
 
 
 class UnseededRun(Check):
@@ -57,6 +73,10 @@ class UnseededRun(Check):
         self.ref: dict[Family, Any] = {}  # snapshot of each unseeded generator since the ask
         self.done: set[Family] = set()
         self.passes = 0  # DataLoader passes seen
+        # torch's initial seed when the watcher started, or after the last seeding call seen: a
+        # different one later means torch was seeded by a path no wrapper sees
+        # (``torch.default_generator.manual_seed(0)``)
+        self.torch_seed = _initial_seed()
 
     def on_repro_pre(self, name: str, value: Any) -> None:
         family = SEEDS.get(name)
@@ -78,12 +98,17 @@ class UnseededRun(Check):
         if family is not None:
             self.seeded[family] = fixed
             self.observed.add(family)
+            if family == "torch":
+                self.torch_seed = _initial_seed()
             if not fixed and self.asked_at is not None:
                 self.ref[family] = snapshot(family)  # reseeded from the OS: draws from now count
         if self.asked_at is None and asks(name, value):
             self.asked_at = user_location()
             self.asked_by = call_text(name, value)
             fresh = watched_from_start()
+            if not self.seeded["torch"] and _initial_seed() != self.torch_seed:
+                self.seeded["torch"] = True  # seeded through the generator object
+                self.observed.add("torch")
             for f in FAMILIES:
                 if not fresh and f not in self.observed:
                     self.seeded[f] = True  # may have been seeded before the watcher started
@@ -114,7 +139,7 @@ class UnseededRun(Check):
         return now != before
 
     def _check_all(self, moment: str) -> None:
-        if self.asked_at is None:
+        if self.asked_at is None or in_fork_rng():  # torch's state is restored when it ends
             return
         for family in FAMILIES:
             if family in self.done or self.seeded[family] or not self._drawn(family):

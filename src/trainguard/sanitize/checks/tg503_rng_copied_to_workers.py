@@ -14,15 +14,17 @@ When it fires: such an attribute is read in ``__getitem__`` and never reassigned
 process gets a copy of the dataset with the generator's state as it was when the workers started,
 so every worker draws the same sequence: with 4 workers, 4 consecutive batches get the same
 "random" crops. Reported once per dataset class and attribute, at the user's line that iterates
-the DataLoader.
+the DataLoader; when several are reported at one line, its message names them all.
 
 Silent on: ``num_workers=0``; the global functions (``np.random.rand``, ``random.random``,
 ``torch.rand``) in ``__getitem__``: PyTorch reseeds ``random``, torch and (since 1.9, pytorch#56488)
 numpy's global generator in every worker from ``base_seed + worker_id``
 (``torch/utils/data/_utils/worker.py``); generators the dataset never draws from in
 ``__getitem__``; a ``random.SystemRandom`` (drawn from the OS); datasets that build their
-generator per worker (``get_worker_info().seed``) or per item; a ``worker_init_fn`` that reseeds
-the attribute.
+generator per worker (``get_worker_info().seed``) or per item, or reseed it per item in the
+scanned code (``self.rs.seed(1000 + i)``, ``self.g.manual_seed(i)``, ``set_state``/``setstate``,
+``self.rng.bit_generator.state = ...``: each item's draws are then fixed by the item, whatever the
+worker); a ``worker_init_fn`` that reseeds the attribute.
 
 Not seen: a generator held one level down (inside a transform object the dataset calls).
 
@@ -42,6 +44,7 @@ from typing import Any
 from trainguard.sanitize.checks import Check
 
 _RESEEDS_PER_WORKER = {"get_worker_info", "initial_seed"}
+_RESEED_METHODS = {"seed", "manual_seed", "set_state", "setstate"}
 _FIX = {
     "numpy Generator": "np.random.default_rng(info.seed)",
     "numpy RandomState": "np.random.RandomState(info.seed % 2**32)",
@@ -57,6 +60,8 @@ class RngCopiedToWorkers(Check):
         super().__init__(watcher)
         self.names: dict[type, tuple[str, set[str], set[str]]] = {}  # per dataset class
         self.reported: set[tuple[type, str]] = set()
+        # per finding (by id): its first message and the class.attribute pairs it stands for
+        self.places: dict[int, tuple[str, list[str]]] = {}
 
     def on_loader_iter(self, loader: Any) -> None:
         workers = getattr(loader, "num_workers", 0) or 0
@@ -86,7 +91,7 @@ class RngCopiedToWorkers(Check):
                 self.reported.add((cls, attr))
                 init = ("" if init_names is None else
                         f"; its worker_init_fn {_name(loader.worker_init_fn)} does not reseed it")
-                self.report(
+                finding = self.report(
                     f"DataLoader(num_workers={workers}) gives every worker a copy of "
                     f"{cls.__name__}.{attr} (a {kind} made before the workers start), and "
                     f"{cls.__name__}.{entry} draws from it{init}: all {workers} workers draw the "
@@ -95,6 +100,19 @@ class RngCopiedToWorkers(Check):
                         f"torch.utils.data.get_worker_info(); {path}.{attr} = {_FIX[kind]}`, "
                         "or draw from the np.random.* / torch.* global functions, which PyTorch "
                         "reseeds in every worker")
+                self._merge(finding, f"{cls.__name__}.{attr}")
+
+    def _merge(self, finding: Any, pair: str) -> None:
+        """Name every dataset class and attribute reported at one line in that line's message
+        (findings at the same place are merged into the first one)."""
+        if finding is None:
+            return
+        first, pairs = self.places.setdefault(id(finding), (finding.message, []))
+        if pair not in pairs:
+            pairs.append(pair)
+        if len(pairs) > 1:
+            finding.message = (f"{first}; the same for {', '.join(pairs[1:])} iterated at this "
+                               "line")
 
 
 def _datasets(dataset: Any, path: str, depth: int = 0) -> list[tuple[str, Any]]:
@@ -144,7 +162,9 @@ def _rng_kind(value: Any) -> str | None:
 
 def _entry_names(cls: type) -> tuple[str, set[str], set[str]]:
     """(entry method name, names it and the methods it calls on the class load, attributes they
-    store); ``("", ...)`` when the class has no Python entry method."""
+    store or reseed); ``("", ...)`` when the class has no Python entry method. Reseeding is a call
+    of ``seed``/``manual_seed``/``set_state``/``setstate`` on the attribute, or an assignment to
+    its ``bit_generator.state``: every draw that follows is fixed by the item, not by the worker."""
     from torch.utils.data import IterableDataset
 
     entry = "__iter__" if issubclass(cls, IterableDataset) else "__getitem__"
@@ -160,7 +180,19 @@ def _entry_names(cls: type) -> tuple[str, set[str], set[str]]:
         if code in seen:
             continue
         seen.add(code)
+        # the attribute names of the ``self.a.b`` chain being loaded (None: not from a local)
+        chain: list[str] | None = None
         for ins in dis.get_instructions(code):
+            if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and chain is not None:
+                if ins.argval in _RESEED_METHODS and chain:
+                    stored.add(chain[-1])  # ``self.rs.seed(1000 + i)``: reseeded per item
+                chain.append(ins.argval)
+            elif (ins.opname == "STORE_ATTR" and ins.argval == "state" and chain
+                  and len(chain) > 1 and chain[-1] == "bit_generator"):
+                stored.add(chain[-2])  # ``self.rng.bit_generator.state = ...``
+                chain = None
+            else:
+                chain = [] if ins.opname in ("LOAD_FAST", "LOAD_DEREF") else None
             if ins.opname in ("LOAD_ATTR", "LOAD_METHOD", "LOAD_GLOBAL", "LOAD_NAME"):
                 name = ins.argval if isinstance(ins.argval, str) else str(ins.argval)
                 loaded.add(name)
