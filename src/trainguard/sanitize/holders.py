@@ -99,6 +99,33 @@ def find_holder(is_old: Callable[[list[Any]], bool], start: FrameType | None = N
     return None
 
 
+def graphs_released(value: Any, *, nodes: int = 64) -> bool:
+    """True when the graphs under ``value`` (a tensor or a container of tensors) were run through
+    by a backward that freed their saved tensors (no ``retain_graph``): reading a node's
+    ``_saved_*`` attribute then raises "... saved tensors after they have already been freed".
+    Only the node objects remain, not the activations. Reads at most ``nodes`` nodes per tensor
+    (of up to 4 tensors); never raises."""
+    try:
+        for tensor in _tensors_in(value)[:4]:
+            stack, seen = [tensor.grad_fn], 0
+            while stack and seen < nodes:
+                node = stack.pop()
+                if node is None:
+                    continue
+                seen += 1
+                for attr in dir(node):
+                    if attr.startswith("_saved_"):
+                        try:
+                            getattr(node, attr)
+                        except RuntimeError as exc:
+                            if "freed" in str(exc):
+                                return True
+                stack.extend(fn for fn, _ in node.next_functions)
+    except Exception:  # a diagnosis aid: any surprise means "not known to be released"
+        return False
+    return False
+
+
 _ACCUMULATING_METHODS = {"append", "extend", "insert", "add", "appendleft"}
 
 

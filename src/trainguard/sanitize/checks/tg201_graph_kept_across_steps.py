@@ -28,7 +28,7 @@ import weakref
 from typing import Any
 
 from trainguard.sanitize.checks import Check
-from trainguard.sanitize.holders import ROOT, accumulation_line, find_holder
+from trainguard.sanitize.holders import ROOT, accumulation_line, find_holder, graphs_released
 from trainguard.sanitize.state import BackwardCall, ForwardCall, Made
 
 _MIN_ITERATIONS = 3  # distinct old iterations whose graphs are alive at once
@@ -96,7 +96,14 @@ class GraphKeptAcrossSteps(Check):
                 where = line
             holder = f"`{name}` holds them" + (" (a tensor that keeps a grad_fn)" if kind == "tensor"
                                                else " (tensors with grad_fn)")
-            message = f"{seen}: {holder}, so every step's graph and activations stay in memory"
+            if graphs_released(frame.f_locals.get(name)):
+                # backward already freed the saved activations: the autograd history (node
+                # objects, and a running sum's own graph) still grows every step (PyTorch FAQ).
+                message = (f"{seen}: {holder}, so every step's autograd history stays alive (a "
+                           "backward already freed their saved activations, so memory grows "
+                           "slowly, but it grows every step)")
+            else:
+                message = f"{seen}: {holder}, so every step's graph and activations stay in memory"
         else:
             message = (f"{seen}, first made by the {oldest_what} here: something keeps these "
                        "tensors with their grad_fn across iterations, so memory grows every step")
