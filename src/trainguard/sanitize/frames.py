@@ -48,33 +48,18 @@ def is_user_code(code: CodeType) -> bool:
     return known
 
 
-def _user(code: CodeType) -> bool:
-    known = _is_user_code.get(code)
-    if known is None:
-        known = _is_user_code[code] = is_user_file(code.co_filename)
-    return known
-
-
 def user_frame(start: FrameType | None = None) -> FrameType | None:
     """The innermost frame of user code at or above ``start`` (default: the caller)."""
     frame = start if start is not None else sys._getframe(1)
-    while frame is not None and not _user(frame.f_code):
+    while frame is not None and not is_user_code(frame.f_code):
         frame = frame.f_back
     return frame
 
 
 def user_location(start: FrameType | None = None) -> Location | None:
     """``(path, line, col)`` of the innermost user frame, or None when the stack has none."""
-    frame = start if start is not None else sys._getframe(1)
-    while frame is not None:
-        code = frame.f_code
-        known = _is_user_code.get(code)
-        if known is None:
-            known = _is_user_code[code] = is_user_file(code.co_filename)
-        if known:
-            return frame_location(frame)
-        frame = frame.f_back
-    return None
+    frame = user_frame(start if start is not None else sys._getframe(1))
+    return frame_location(frame) if frame is not None else None
 
 
 def frame_location(frame: FrameType) -> Location:

@@ -14,7 +14,7 @@ import ast
 import linecache
 import sys
 from types import CodeType, FrameType
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from trainguard.sanitize.frames import Location, user_frame
 
@@ -25,12 +25,9 @@ ROOT = "trainguard.root"
 """Metadata key on a backward root's ``grad_fn``; the value is a :class:`~trainguard.sanitize.state.Made`."""
 
 
-def graph_stamps(node: Any, *, limit: int = 20000) -> list[Any]:
-    """The :class:`Made` stamps (outermost outputs and backward roots) in the graph below ``node``
-    (at most ``limit`` nodes visited)."""
-    from trainguard.sanitize.state import MADE
-
-    found: list[Any] = []
+def graph_nodes(node: Any, *, limit: int = 20000) -> Iterator[Any]:
+    """The autograd nodes of the graph below ``node`` (``node`` first), each once, at most
+    ``limit`` of them."""
     seen: set[int] = set()
     frontier = [node]
     keep: list[Any] = []  # keep wrappers alive so that ids stay unique during the walk
@@ -40,6 +37,19 @@ def graph_stamps(node: Any, *, limit: int = 20000) -> list[Any]:
             continue
         seen.add(id(current))
         keep.append(current)
+        yield current
+        for nxt, _ in getattr(current, "next_functions", ()):
+            if nxt is not None:
+                frontier.append(nxt)
+
+
+def graph_stamps(node: Any, *, limit: int = 20000) -> list[Any]:
+    """The :class:`Made` stamps (outermost outputs and backward roots) in the graph below ``node``
+    (at most ``limit`` nodes visited)."""
+    from trainguard.sanitize.state import MADE
+
+    found: list[Any] = []
+    for current in graph_nodes(node, limit=limit):
         try:
             meta = current.metadata
         except (AttributeError, RuntimeError):
@@ -48,9 +58,6 @@ def graph_stamps(node: Any, *, limit: int = 20000) -> list[Any]:
             for key in (MADE, ROOT):
                 if key in meta:
                     found.append(meta[key])
-        for nxt, _ in getattr(current, "next_functions", ()):
-            if nxt is not None:
-                frontier.append(nxt)
     return found
 
 
@@ -107,12 +114,7 @@ def graphs_released(value: Any, *, nodes: int = 64) -> bool:
     (of up to 4 tensors); never raises."""
     try:
         for tensor in _tensors_in(value)[:4]:
-            stack, seen = [tensor.grad_fn], 0
-            while stack and seen < nodes:
-                node = stack.pop()
-                if node is None:
-                    continue
-                seen += 1
+            for node in graph_nodes(tensor.grad_fn, limit=nodes):
                 for attr in dir(node):
                     if attr.startswith("_saved_"):
                         try:
@@ -120,7 +122,6 @@ def graphs_released(value: Any, *, nodes: int = 64) -> bool:
                         except RuntimeError as exc:
                             if "freed" in str(exc):
                                 return True
-                stack.extend(fn for fn, _ in node.next_functions)
     except Exception:  # a diagnosis aid: any surprise means "not known to be released"
         return False
     return False

@@ -160,15 +160,16 @@ def install_loader_iter(w: "Watcher", undo: list[Undo]) -> None:
     import torch
     from torch.utils.data import DataLoader
 
+    from trainguard.sanitize.hooks import _patch
+
     is_compiling = torch.compiler.is_compiling
     pid = os.getpid()
-    original = DataLoader.__iter__
 
-    def __iter__(self: Any) -> Any:
-        if not is_compiling() and os.getpid() == pid:
-            w.emit("on_loader_iter", self)
-        return original(self)
+    def make(original: Any) -> Any:
+        def __iter__(self: Any) -> Any:
+            if not is_compiling() and os.getpid() == pid:
+                w.emit("on_loader_iter", self)
+            return original(self)
+        return __iter__
 
-    __iter__.__wrapped__ = original  # type: ignore[attr-defined]
-    DataLoader.__iter__ = __iter__  # type: ignore[method-assign]
-    undo.append(lambda: setattr(DataLoader, "__iter__", original))
+    _patch(DataLoader, "__iter__", make, undo)

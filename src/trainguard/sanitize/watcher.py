@@ -140,8 +140,7 @@ class Watcher:
         self._off.add(check)
         for event, handlers in list(self.handlers.items()):
             self.handlers[event] = [(c, m) for c, m in handlers if c is not check]
-        frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-        inside = f" at {os.path.basename(frame.filename)}:{frame.lineno}" if frame else ""
+        inside = _raised_at(exc)
         self.report("TG002", f"check {check.code} raised {type(exc).__name__}: {exc}{inside} "
                     f"while handling {event}; it was switched off and the run went on",
                     fix=f"report this with the message above; {check.code} was not checked after "
@@ -151,8 +150,7 @@ class Watcher:
         """A wrapper's own bookkeeping raised: report TG002 (once per wrapper and line) and let the
         user's call go on unobserved. Never raises."""
         try:
-            frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-            inside = f" at {os.path.basename(frame.filename)}:{frame.lineno}" if frame else ""
+            inside = _raised_at(exc)
             self.report("TG002", f"trainguard's wrapper of {hook} raised {type(exc).__name__}: "
                         f"{exc}{inside}; the call itself ran unobserved",
                         fix="report this with the message above; findings that depend on this "
@@ -249,6 +247,12 @@ class Watcher:
             data["ranks"] = self.ranks.report_section()
         tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, target)
+
+
+def _raised_at(exc: BaseException) -> str:
+    """`` at file.py:LINE`` of the innermost frame ``exc`` was raised in ("" without a traceback)."""
+    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    return f" at {os.path.basename(frame.filename)}:{frame.lineno}" if frame else ""
 
 
 def _display_path(path: str) -> str:
