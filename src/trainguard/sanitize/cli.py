@@ -33,6 +33,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--report", metavar="FILE",
                         help='write the findings as JSON {"findings": [...]} to FILE (under '
                              'torchrun, rank 0 writes every rank\'s findings, merged)')
+    parser.add_argument("--every-step", action="store_true",
+                        help="check every optimizer step; by default, once the training loop "
+                             "repeats the same calls, one step in 16 is checked in full")
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 when the script succeeds but findings were reported")
     parser.add_argument("target", nargs="?", metavar="SCRIPT", help="the script to run")
@@ -55,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         raise UsageError("give a script to run (trainguard run train.py) or a module "
                          "(trainguard run -m package.module)")
-    with watch(select=args.select, ignore=args.ignore, report=args.report) as watcher:
+    with watch(select=args.select, ignore=args.ignore, report=args.report,
+               every_step=args.every_step) as watcher:
         status = run_target(target, rest, kind=kind, on_error=watcher.explain)
     if args.strict and status == 0 and watcher.findings:
         return exitcodes.FINDINGS

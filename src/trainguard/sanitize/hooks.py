@@ -16,8 +16,12 @@
 - the seeding calls, determinism flags and ``DataLoader.__iter__`` (``repro_hooks.py``), likewise.
 
 No ``TorchFunctionMode`` or dispatch mode: those see every op and cost 1.1-2.5x a training step.
-Every hook returns at once while ``torch.compile`` traces (``torch.compiler.is_compiling()``), so
+Every hook returns at once while ``torch.compile`` traces (``torch.compiler.is_dynamo_compiling()``,
+which Dynamo folds to True, and ``is_compiling()`` where ``torch.export`` may trace too), so
 compiled graphs are unchanged. Hooks observe and return None: they never replace a value.
+
+Each call that can repeat every step also gives a key (``Cadence.see``, ``cadence.py``): once the
+loop has settled, a call matching the settled cycle only updates the counters and skips the checks.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ import functools
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
-from trainguard.sanitize.frames import is_user_code, is_user_file, user_location
+from trainguard.sanitize.frames import (frame_location, is_user_code, is_user_file, user_frame,
+                                       user_location)
 from trainguard.sanitize.repro_hooks import install_loader_iter, install_repro
 from trainguard.sanitize.state import (MADE, BackwardCall, ForwardCall, LossCall, Made,
                                        first_tensor)
@@ -64,36 +69,70 @@ def install(w: "Watcher") -> list[Undo]:
     from torch.optim import optimizer as optim_mod
 
     is_compiling = torch.compiler.is_compiling
+    is_dynamo_compiling = torch.compiler.is_dynamo_compiling
     is_grad_enabled = torch.is_grad_enabled
     state = w.state
+    seen_models = state.models
+    seen_ids = seen_models._refs  # id -> weak reference; read directly on the settled path
     stack = state.stack
     modules = state.modules
     undo: list[Undo] = []
     h = w.handlers
+    cadence = w.cadence
+    see = cadence.see
 
     full_types = (_Loss, *w.module_types)
     original_call = nn.Module.__call__
 
     def module_call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if is_compiling() or (modules and not isinstance(self, full_types)):
-            # Traced by torch.compile, or an inner module no check asked about: straight to
-            # PyTorch's own call (a failure is located from the traceback by the outermost call).
+        if is_dynamo_compiling() or (modules and not isinstance(self, full_types)):
+            # Traced by torch.compile (Dynamo folds the test to True, so it puts no guard on the
+            # watcher's state), or an inner module no check asked about: straight to PyTorch's own
+            # call (a failure is located from the traceback by the outermost call).
+            return original_call(self, *args, **kwargs)
+        if is_compiling():  # traced by torch.export
             return original_call(self, *args, **kwargs)
         try:
             depth = len(modules)
+            call: ForwardCall | None
             if depth == 0:
                 caller = sys._getframe(1)
-                call = ForwardCall(self, args, 0, self.training, is_grad_enabled(),
-                                   user_location(caller))
-                call.direct = is_user_code(caller.f_code)
-                call.reenabled = state.no_grad_depth > 0 and call.grad_enabled
+                grad = is_grad_enabled()
+                key: tuple = ("F", id(self), caller.f_code, caller.f_lasti, self.training, grad,
+                              state.no_grad_depth, state.in_backward, state.in_step)
+                if isinstance(self, _Loss):
+                    key += (_sig(args, kwargs, 0), _sig(args, kwargs, 1))
+                if see(key):
+                    call = ForwardCall(self, args, 0, self.training, grad, user_location(caller))
+                    call.direct = is_user_code(caller.f_code)
+                    call.reenabled = state.no_grad_depth > 0 and grad
+                else:
+                    call = None  # a settled step: counters only
                 state.failed_module = None
+            elif isinstance(self, _Loss) and not see(("L", id(self), _sig(args, kwargs, 0),
+                                                      _sig(args, kwargs, 1))):
+                call = None
             else:
                 call = ForwardCall(self, args, depth, self.training, is_grad_enabled(), None)
         except Exception as exc:
             w.hook_failed("nn.Module.__call__", exc)
             return original_call(self, *args, **kwargs)
         modules.append(self)
+        if call is None:
+            try:
+                output = original_call(self, *args, **kwargs)
+            except BaseException as exc:
+                if depth == 0:
+                    state.failed_root = self
+                    _locate_failure(state, exc, self, args)
+                raise
+            finally:
+                modules.pop()
+            if depth == 0:
+                state.root_forwards += 1
+                if id(self) not in seen_ids:
+                    seen_models.add(self)
+            return output
         stack.append(call)
         if h["on_forward_pre"]:
             w.emit_module("on_forward_pre", call)  # never raises: a failing check becomes TG002
@@ -146,26 +185,32 @@ def install(w: "Watcher") -> list[Undo]:
 
     _patch(nn.Module, "__call__", lambda orig: module_call, undo)
 
+    # Optimizer steps, backward and zero_grad are never traced by torch.export, so Dynamo's own
+    # test (one call, folded to True while Dynamo traces) is enough for them.
     def step_pre(optimizer: Any, args: tuple, kwargs: dict) -> None:
-        if is_compiling():
+        if is_dynamo_compiling():
             return None
         try:
             state.in_step += 1
             state.optimizers.add(optimizer)
-            if h["on_step_pre"]:
+            if see(("S", id(optimizer))) and h["on_step_pre"]:
                 w.emit("on_step_pre", optimizer)
         except Exception as exc:
             w.hook_failed("Optimizer.step", exc)
         return None
 
     def step_post(optimizer: Any, args: tuple, kwargs: dict) -> None:
-        if is_compiling():
+        if is_dynamo_compiling():
             return None
         try:
             state.in_step = max(0, state.in_step - 1)
             state.step += 1
-            if h["on_step"]:
-                w.emit("on_step", optimizer)
+            if see(("s", id(optimizer))):
+                if h["on_step"]:
+                    w.emit("on_step", optimizer)
+            elif w.always["on_step"]:
+                w.emit_always("on_step", optimizer)
+            cadence.boundary(optimizer, w.reports, bool(w.armed))
         except Exception as exc:
             w.hook_failed("Optimizer.step", exc)
         return None
@@ -178,7 +223,7 @@ def install(w: "Watcher") -> list[Undo]:
     def make_backward(original: Any) -> Any:
         def backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
                      create_graph: bool = False, *args: Any, **kwargs: Any) -> Any:
-            if is_compiling():
+            if is_dynamo_compiling():
                 return original(tensors, grad_tensors, retain_graph, create_graph, *args, **kwargs)
             try:
                 if isinstance(tensors, torch.Tensor):
@@ -188,11 +233,21 @@ def install(w: "Watcher") -> list[Undo]:
                 else:
                     roots = ()
                 retain = create_graph if retain_graph is None else bool(retain_graph)
-                call = BackwardCall(roots, retain, bool(create_graph),
-                                    user_location(sys._getframe(1)), state.backward_count,
-                                    state.step)
-                if h["on_backward"]:
-                    w.emit("on_backward", call)
+                caller = user_frame(sys._getframe(1))  # Tensor.backward's caller, usually
+                if caller is None:
+                    checked = see(("B", None, -1, retain, bool(create_graph), len(roots)))
+                    where = None
+                else:
+                    checked = see(("B", caller.f_code, caller.f_lasti, retain,
+                                   bool(create_graph), len(roots)))
+                    where = frame_location(caller)
+                call = BackwardCall(roots, retain, bool(create_graph), where,
+                                    state.backward_count, state.step)
+                if checked:
+                    if h["on_backward"]:
+                        w.emit("on_backward", call)
+                elif w.always["on_backward"]:
+                    w.emit_always("on_backward", call)
             except Exception as exc:
                 w.hook_failed("torch.autograd.backward", exc)
                 return original(tensors, grad_tensors, retain_graph, create_graph, *args, **kwargs)
@@ -214,7 +269,7 @@ def install(w: "Watcher") -> list[Undo]:
                 state.in_backward -= 1
             try:
                 state.backward_count += 1
-                if h["on_backward_done"]:
+                if checked and h["on_backward_done"]:
                     w.emit("on_backward_done", call)
                 call.tensors = ()  # keep no reference to the user's graph
                 backwards.append(call)
@@ -230,9 +285,11 @@ def install(w: "Watcher") -> list[Undo]:
     if h["on_zero_grad"]:
         def make_zero_grad(original: Any) -> Any:
             def zero_grad(self: Any, set_to_none: bool = True) -> Any:
-                if not is_compiling():
+                if not is_dynamo_compiling():
                     try:
-                        w.emit("on_zero_grad", self, bool(set_to_none))
+                        caller = sys._getframe(1)
+                        if see(("Z", id(self), bool(set_to_none), caller.f_code, caller.f_lasti)):
+                            w.emit("on_zero_grad", self, bool(set_to_none))
                     except Exception as exc:
                         w.hook_failed("zero_grad", exc)
                 return original(self, set_to_none)
@@ -301,6 +358,13 @@ def _locate_failure(state: Any, exc: BaseException, root: Any, args: tuple) -> N
         state.failed_module, state.failed_inputs = root, []
 
 
+def _sig(args: tuple, kwargs: dict, i: int) -> Any:
+    """Shape and dtype of a loss call's input (``i`` 0) or target (``i`` 1), for a cycle key."""
+    value = args[i] if len(args) > i else kwargs.get(("input", "target")[i])
+    shape = getattr(value, "shape", None)
+    return type(value) if shape is None else (shape, getattr(value, "dtype", None))
+
+
 def _inputs(args: tuple) -> list[tuple[tuple[int, ...], str]]:
     """``(shape, device)`` of the tensor arguments of a call that raised."""
     import torch
@@ -365,8 +429,13 @@ def _clip(w: "Watcher", name: str, original: Any) -> Any:
 
     is_compiling = torch.compiler.is_compiling
 
+    see = w.cadence.see
+
     def clip(parameters: Any, *args: Any, **kwargs: Any) -> Any:
         if is_compiling():
+            return original(parameters, *args, **kwargs)
+        caller = sys._getframe(1)
+        if not see(("C", name, caller.f_code, caller.f_lasti)):
             return original(parameters, *args, **kwargs)
         params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
         w.emit("on_clip", name, params)  # emit never raises: a failing check becomes TG002
@@ -387,12 +456,15 @@ def _patch_schedulers(w: "Watcher", undo: list[Undo]) -> None:
     classes = [c for c in vars(lrs).values() if isinstance(c, type)
                and issubclass(c, lrs.LRScheduler) and "step" in c.__dict__]
     depth = [0]
+    see = w.cadence.see
 
     def make(original: Any) -> Any:
         def step(self: Any, *args: Any, **kwargs: Any) -> Any:
             try:
+                caller = sys._getframe(1)
                 if (depth[0] == 0 and not is_compiling()
-                        and is_user_file(sys._getframe(1).f_code.co_filename)):
+                        and is_user_file(caller.f_code.co_filename)
+                        and see(("R", id(self), caller.f_code, caller.f_lasti))):
                     w.emit("on_scheduler_step", self)
             except Exception as exc:
                 w.hook_failed("LRScheduler.step", exc)
@@ -418,15 +490,26 @@ def _functional_loss(w: "Watcher", name: str, original: Any, loss_type: type) ->
     import torch
 
     is_compiling = torch.compiler.is_compiling
-    stack = w.state.stack
+    modules = w.state.modules
+    see = w.cadence.see
 
     def loss(*args: Any, **kwargs: Any) -> Any:
         output = original(*args, **kwargs)
         # A loss module calls this function itself; its own event covers it.
-        if is_compiling() or (stack and isinstance(stack[-1].module, loss_type)):
+        if is_compiling() or (modules and isinstance(modules[-1], loss_type)):
             return output
         try:
-            call = LossCall(name, args, kwargs, output, None, None, sys._getframe(1))
+            caller = sys._getframe(1)
+            if len(args) > 1:
+                given, target = args[0], args[1]
+            else:
+                given = args[0] if args else kwargs.get("input")
+                target = kwargs.get("target")
+            if not see(("L", name, caller.f_code, caller.f_lasti, getattr(given, "shape", None),
+                        getattr(given, "dtype", None), getattr(target, "shape", None),
+                        getattr(target, "dtype", None))):
+                return output
+            call = LossCall(name, args, kwargs, output, None, None, caller)
             w.emit("on_loss", call)
             call._frame = None
         except Exception as exc:
@@ -441,10 +524,14 @@ def _functional(w: "Watcher", name: str, original: Any) -> Any:
     is_compiling = torch.compiler.is_compiling
 
     state = w.state
+    see = w.cadence.see
 
     def observed(*args: Any, **kwargs: Any) -> Any:
         if not is_compiling():
-            state.functional_caller = sys._getframe(1)
+            caller = sys._getframe(1)
+            if not see(("D", name, caller.f_code, caller.f_lasti)):
+                return original(*args, **kwargs)
+            state.functional_caller = caller
             try:
                 w.emit("on_functional", name, args, kwargs)
             finally:

@@ -17,6 +17,7 @@ from trainguard.config import Config, is_suppressed, load_config
 from trainguard.findings import Finding
 from trainguard.sanitize.checks import EVENTS, Check, Diagnosis, discover
 from trainguard.sanitize.frames import user_location
+from trainguard.sanitize.cadence import Cadence
 from trainguard.sanitize.ranks import RankLink, exit_guard
 from trainguard.sanitize.state import State
 
@@ -26,6 +27,10 @@ _active: "Watcher | None" = None
 # Events a check may listen to only while armed: the wrappers behind them are always installed.
 _ON_DEMAND = frozenset({"on_root_forward", "on_backward", "on_backward_done", "on_step_pre",
                         "on_step"})
+
+
+# Events a check may also receive on settled steps (``Check.always``).
+_ALWAYS = frozenset({"on_backward", "on_step"})
 
 
 class Watcher:
@@ -41,10 +46,14 @@ class Watcher:
     """
 
     def __init__(self, *, config: Config | None = None, stream: TextIO | None = None,
-                 checks: list[type[Check]] | None = None) -> None:
+                 checks: list[type[Check]] | None = None, every_step: bool = False) -> None:
         self.config = config if config is not None else Config()
         self.stream = stream
         self.state = State()
+        # Settled steps (see cadence.py) skip the checks; ``every_step`` checks every step.
+        self.cadence = Cadence(enabled=not every_step, resume=self._resume)
+        self.reports = 0  # report() calls so far: a step with one never settles
+        self.armed: set[Check] = set()  # checks following something across steps
         self.ranks = RankLink.from_env()  # None outside torchrun (WORLD_SIZE unset or 1)
         if checks is None:
             checks = discover()
@@ -53,6 +62,9 @@ class Watcher:
         self._off: set[Check] = set()  # checks switched off after raising
         for check in self.checks:
             self._subscribe(check)
+        # the checks that need an event on settled steps too (``Check.always``), per event
+        self.always: dict[str, list[tuple[Check, Any]]] = {
+            e: [(c, getattr(c, e)) for c in self.checks if e in c.always] for e in _ALWAYS}
         self.module_types: tuple[type, ...] = tuple(
             {t: None for c in self.checks for t in c.module_types})
         self._by_key: dict[tuple[str, str, int], Finding] = {}
@@ -65,6 +77,8 @@ class Watcher:
         return list(self._by_key.values())
 
     def _subscribe(self, check: Check) -> None:
+        if set(check.always) - _ALWAYS:
+            raise RuntimeError(f"{check.code}: always events must be among {sorted(_ALWAYS)}")
         bad = set(check.on_demand) - _ON_DEMAND
         if bad:
             raise RuntimeError(f"{check.code}: on_demand events must be among {sorted(_ON_DEMAND)}, "
@@ -79,6 +93,10 @@ class Watcher:
         not changed in place, so an event being dispatched finishes with the list it started."""
         if check in self._off:
             return
+        if on:
+            self.armed.add(check)
+        else:
+            self.armed.discard(check)
         for event in events:
             rest = [(c, m) for c, m in self.handlers[event] if c is not check]
             if on:
@@ -126,6 +144,19 @@ class Watcher:
             except Exception as exc:  # a bug in a check must never break the user's run
                 self._check_failed(check, event, exc)
 
+    def emit_always(self, event: str, *args: Any) -> None:
+        """``event`` on a settled step, for the checks whose ``always`` lists it."""
+        for check, method in self.always[event]:
+            if check not in self._off:
+                try:
+                    method(*args)
+                except Exception as exc:
+                    self._check_failed(check, event, exc)
+
+    def _resume(self, boundary: bool) -> None:
+        """The checks resume after settled calls they did not see (see cadence.py)."""
+        self.emit("on_resume", boundary)
+
     def emit_module(self, event: str, call: Any) -> None:
         """``emit`` for per-module events: only checks whose ``module_types`` match the module."""
         module = call.module
@@ -138,6 +169,7 @@ class Watcher:
 
     def _check_failed(self, check: Check, event: str, exc: Exception) -> None:
         self._off.add(check)
+        self.armed.discard(check)
         for event, handlers in list(self.handlers.items()):
             self.handlers[event] = [(c, m) for c, m in handlers if c is not check]
         inside = _raised_at(exc)
@@ -163,6 +195,7 @@ class Watcher:
                where: tuple | None = None, extra: dict | None = None,
                quiet: bool = False) -> Finding | None:
         """Record a finding at ``where`` (default: the user's current line); merge repeats."""
+        self.reports += 1
         if where is None:
             where = user_location(sys._getframe(1))
         path, line, col = (where + (1,))[:3] if where else ("<unknown>", 0, 1)
@@ -220,17 +253,25 @@ class Watcher:
         if not findings:
             return (f"trainguard: no findings ({len(self.checks)} checks; "
                     f"{self.state.step} optimizer steps, {self.state.backward_count} backward "
-                    f"calls watched)")
+                    f"calls watched{self._sampled()})")
         rows = [("count", "code", "name", "where")]
         rows += [(str(f.count), f.code, f.name, f"{f.path}:{f.line}") for f in findings]
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
         steps = self.state.step
         lines = [f"trainguard: {len(findings)} finding{'s' if len(findings) != 1 else ''} "
-                 f"({steps} optimizer step{'s' if steps != 1 else ''} watched)"]
+                 f"({steps} optimizer step{'s' if steps != 1 else ''} watched"
+                 f"{self._sampled()})"]
         for r in rows:
             lines.append("  " + "  ".join([r[0].rjust(widths[0])]
                                          + [r[i].ljust(widths[i]) for i in (1, 2)] + [r[3]]))
         return "\n".join(lines)
+
+    def _sampled(self) -> str:
+        skipped = self.cadence.steps_skipped
+        if not skipped:
+            return ""
+        return (f"; {skipped} settled step{'s' if skipped != 1 else ''} repeated a checked one "
+                "and were not checked in full (--every-step checks all)")
 
     def print_summary(self) -> None:
         self._print(self.summary())
@@ -278,7 +319,7 @@ def _innermost_user_location(exc: BaseException) -> tuple | None:
 @contextmanager
 def watch(*, select: str | list[str] | None = None, ignore: str | list[str] | None = None,
           report: str | os.PathLike[str] | None = None, summary: bool = True,
-          stream: TextIO | None = None) -> Iterator[Watcher]:
+          stream: TextIO | None = None, every_step: bool = False) -> Iterator[Watcher]:
     """Run the runtime checks around a block of code.
 
     Findings are printed to ``stream`` (default stderr) as first seen and as a table when the block
@@ -292,6 +333,9 @@ def watch(*, select: str | list[str] | None = None, ignore: str | list[str] | No
         report: write ``{"findings": [...]}`` as JSON to this file at exit.
         summary: print the summary table at exit.
         stream: text stream for findings (default ``sys.stderr``).
+        every_step: check every optimizer step. By default, once the loop repeats the same calls
+            from the same lines in the same modes with nothing to report, only one step in 16 is
+            checked in full until a call differs (``sanitize/cadence.py``).
 
     Yields:
         the :class:`Watcher`; ``watcher.findings`` holds the findings.
@@ -313,7 +357,7 @@ def watch(*, select: str | list[str] | None = None, ignore: str | list[str] | No
     config = load_config(Path.cwd())
     to_str = (lambda v: ",".join(v) if isinstance(v, list) else v)
     config = config.with_overrides(select=to_str(select), ignore=to_str(ignore))
-    watcher = Watcher(config=config, stream=stream).start()
+    watcher = Watcher(config=config, stream=stream, every_step=every_step).start()
     _active = watcher
     try:
         yield watcher

@@ -64,6 +64,13 @@ Events (arguments are what PyTorch passed; nothing is copied):
 - ``on_functional(name, args, kwargs)``: a watched ``torch.nn.functional`` function other than a
   loss (``"dropout"``, ``"dropout2d"``, ...).
 - ``on_save(obj, f)`` / ``on_load(f, kwargs)``: ``torch.save`` / ``torch.load`` was called.
+- ``on_resume(boundary)``: once the training loop has settled, steps that repeat the settled cycle
+  exactly are not checked (``sanitize/cadence.py``): one in 16 is, and the first call that differs
+  goes to the checks again. Before a check sees calls again after calls it did not see, it gets
+  ``on_resume``: ``boundary`` True at the start of a cycle (right after the boundary optimizer's
+  ``step()``), False in the middle of one (the calls of that cycle so far were not seen). The
+  counters in ``self.state`` stay exact throughout; a check that compares them across events must
+  not read a gap as a missing call.
 - ``on_exit()``: the watched block or script ends, normally or not.
 - ``on_error(exc)``: the script dies of ``exc``; return a :class:`Diagnosis` to explain a
   PyTorch error, or None.
@@ -106,7 +113,7 @@ EVENTS = (
     "on_forward_pre", "on_forward", "on_root_forward", "on_loss", "on_backward",
     "on_backward_done", "on_backward_failed", "on_step_pre", "on_step", "on_zero_grad",
     "on_functional", "on_save", "on_load", "on_exit", "on_error", "on_scheduler_step", "on_clip",
-    "on_sampler_iter", "on_repro_pre", "on_repro", "on_loader_iter",
+    "on_sampler_iter", "on_repro_pre", "on_repro", "on_loader_iter", "on_resume",
 )
 
 
@@ -130,6 +137,10 @@ class Check:
 
     code: ClassVar[str] = ""
     module_types: ClassVar[tuple[type, ...]] = ()
+    always: tuple[str, ...] = ()
+    """Events this check needs on settled steps too (see ``sanitize/cadence.py``): ``on_step``
+    and ``on_backward`` are supported. May be set per instance in ``__init__``. The check reads
+    ``self._watcher.cadence.skipping`` to know whether the step is a settled one."""
     on_demand: ClassVar[tuple[str, ...]] = ()
     """Events this check listens to only while armed (see :meth:`arm`); one of
     ``on_root_forward``, ``on_backward``, ``on_backward_done``, ``on_step_pre``, ``on_step``."""
@@ -145,6 +156,11 @@ class Check:
         if not self._armed:
             self._armed = True
             self._watcher.listen(self, self.on_demand, True)
+
+    def hold(self) -> None:
+        """Keep the steps checked in full: call it from an event while evidence builds up over
+        several steps (see ``sanitize/cadence.py``); the cycle in progress then cannot settle."""
+        self._watcher.cadence.hold()
 
     def disarm(self) -> None:
         """Stop receiving the :attr:`on_demand` events until the next :meth:`arm`."""
@@ -179,6 +195,7 @@ class Check:
     def on_repro_pre(self, name: str, value: Any) -> None: ...
     def on_repro(self, name: str, value: Any) -> None: ...
     def on_loader_iter(self, loader: Any) -> None: ...
+    def on_resume(self, boundary: bool) -> None: ...
     def on_functional(self, name: str, args: tuple, kwargs: dict) -> None: ...
     def on_save(self, obj: Any, f: Any) -> None: ...
     def on_load(self, f: Any, kwargs: dict) -> None: ...

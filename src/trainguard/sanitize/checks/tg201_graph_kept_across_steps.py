@@ -34,6 +34,7 @@ from trainguard.sanitize.state import BackwardCall, ForwardCall, Made
 _MIN_ITERATIONS = 3  # distinct old iterations whose graphs are alive at once
 _MIN_AGE = 2         # iterations a graph must have outlived
 _KEEP = 512          # stamps followed at most
+_HOLD_AGE = 4        # steps the oldest live graph may have outlived before the steps stay checked
 
 
 class GraphKeptAcrossSteps(Check):
@@ -70,7 +71,7 @@ class GraphKeptAcrossSteps(Check):
     def _inspect(self) -> None:
         state = self.state
         self.followed = [(ref, what) for ref, what in self.followed if ref() is not None]
-        if len(self.followed) < _MIN_ITERATIONS:  # the usual case: last step's graphs only
+        if len(self.followed) < 2:  # the usual case: last step's graphs only
             return
         clock = state.step if state.step else state.root_forwards
         alive = [(ref(), what) for ref, what in self.followed]
@@ -78,6 +79,11 @@ class GraphKeptAcrossSteps(Check):
         limit = clock - _MIN_AGE
         old = [(made, what) for made, what in alive if self._clock(made) <= limit]
         ages = {self._clock(made) for made, _ in old}
+        if len(ages) >= 2 and clock - min(ages) > _HOLD_AGE:
+            # graphs of two earlier steps, one of them older than a GAN's or an accumulation's
+            # overlap, still alive: the start of a leak (on a settled run, seen on its sampled
+            # steps). Keep the next steps checked in full so that it is stamped at every step.
+            self.hold()
         if len(ages) < _MIN_ITERATIONS:
             del self.followed[:-_KEEP]
             return

@@ -84,3 +84,10 @@ class ZeroGradBeforeStep(Check):
     def on_step(self, optimizer: Any) -> None:
         self.backwards_at_step = self.state.backward_count
         self.pending = None
+
+    def on_resume(self, boundary: bool) -> None:
+        # Settled steps went unseen: whatever backward happened in them was followed by its step.
+        # In the middle of a cycle the last backward may be this cycle's own, so a zero_grad after
+        # it goes unjudged once rather than be misread.
+        self.backwards_at_step = self.state.backward_count
+        self.pending = None

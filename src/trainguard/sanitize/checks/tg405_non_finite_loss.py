@@ -24,6 +24,11 @@ by looking once for a live enabled ``GradScaler`` (``gc``); with one, the unscal
 of the last loss module or functional loss, weakly held) must be non-finite too, and without a
 loss call nothing is reported.
 
+Settled steps (``sanitize/cadence.py``): the loss of every backward is still read, so the finding
+names the exact step; the forward of a settled step is not recorded, so that finding names no
+cause, and under a ``GradScaler`` a non-finite root on a settled step is not confirmed (a NaN that
+reaches the weights shows again on the next checked step).
+
 Silent on: finite losses, scaled losses that overflow while the loss itself is finite. Gradients that overflow while the loss is finite (fp16 with a
 ``GradScaler`` skipping steps) are not this check's concern.
 
@@ -46,6 +51,7 @@ _MAX_ROOT = 1  # only scalar roots: a loss
 
 class NonFiniteLoss(Check):
     code = "TG405"
+    always = ("on_backward",)  # every loss is looked at, on settled steps too
 
     def __init__(self, watcher: Any) -> None:
         super().__init__(watcher)
@@ -75,6 +81,10 @@ class NonFiniteLoss(Check):
     def on_backward(self, call: Any) -> None:
         if self.done:
             return
+        if self._watcher.cadence.skipping:
+            # a settled step: its forward was not recorded, so a non-finite loss found now is
+            # reported at its exact step, without a re-run of a stale forward
+            self.last = None
         if self.pending:
             self._poll()
         roots = call.tensors

@@ -72,6 +72,7 @@ class UnseededRun(Check):
         self.observed: set[Family] = set()  # generators whose seeding calls were seen
         self.ref: dict[Family, Any] = {}  # snapshot of each unseeded generator since the ask
         self.done: set[Family] = set()
+        self.next_step = 1  # looked at steps 1, 2, 4, 8, ... (the first checked one from each)
         self.passes = 0  # DataLoader passes seen
         # torch's initial seed when the watcher started, or after the last seeding call seen: a
         # different one later means torch was seeded by a path no wrapper sees
@@ -117,7 +118,8 @@ class UnseededRun(Check):
 
     def on_step(self, optimizer: Any) -> None:
         step = self.state.step
-        if step & (step - 1) == 0:  # 1, 2, 4, 8, ...
+        if step >= self.next_step:  # 1, 2, 4, 8, ... or the first checked step after one
+            self.next_step = 1 << step.bit_length()
             self._check_all(f"by the end of optimizer step {step}")
 
     def on_loader_iter(self, loader: Any) -> None:

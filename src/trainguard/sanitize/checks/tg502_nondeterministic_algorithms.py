@@ -67,6 +67,7 @@ class NondeterministicAlgorithms(Check):
         self.asked_by = ""
         self.benchmark_at: Location | None = None
         self.done: set[str] = set()
+        self.next_step = 1  # looked at steps 1, 2, 4, 8, ... (the first checked one from each)
 
     def on_repro(self, name: str, value: Any) -> None:
         if name == "cudnn.benchmark":
@@ -77,7 +78,8 @@ class NondeterministicAlgorithms(Check):
 
     def on_step(self, optimizer: Any) -> None:
         step = self.state.step
-        if step & (step - 1) == 0:  # 1, 2, 4, 8, ...
+        if step >= self.next_step:  # 1, 2, 4, 8, ... or the first checked step after one
+            self.next_step = 1 << step.bit_length()
             self._check_benchmark()
             self._check_cuda(training=True)
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainguard.sanitize.checks import Check
+from trainguard.sanitize.frames import user_location
 
 SMALL_BATCH = 16  # samples per rank; below it BatchNorm's statistics degrade (GroupNorm paper)
 FORWARDS_MEASURED = 3
@@ -71,7 +72,8 @@ class BatchNormNotSynced(Check):
         model = self.models.get(root)
         if model is None:
             group = getattr(root, "process_group", None)
-            model = self.models[root] = _Model(self.state.stack[0].where,
+            stack = self.state.stack  # empty on a settled step: the BatchNorm's own line
+            model = self.models[root] = _Model(stack[0].where if stack else user_location(),
                                                group.size() if group is not None else 1)
         if model.decided:
             return

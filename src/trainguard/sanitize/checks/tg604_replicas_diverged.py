@@ -66,6 +66,8 @@ class ReplicasDiverged(Check):
     def __init__(self, watcher: Any) -> None:
         super().__init__(watcher)
         self.link = watcher.ranks
+        # fingerprints are compared at the same steps on every rank: settled steps included
+        self.always = ("on_step",) if self.link is not None else ()
         self.sharded = False
         self.plan: Plan | None = None
         self.scanned: list[Any] | None = None

@@ -1,0 +1,167 @@
+"""Which optimizer steps the checks see: every step until the loop settles, then a sample.
+
+A training loop repeats one cycle of calls per optimizer step: ``zero_grad``, the model's forward,
+the loss, ``backward``, ``step``. Once that cycle has run ``settle_after`` times in a row with the
+same calls from the same lines in the same modes, and the checks reported nothing during them and
+follow nothing (no check armed), the steps that repeat it exactly are *settled*: their calls still
+go through the wrappers, which keep the watcher's counters exact (steps, backward calls, forwards)
+and compare each call's key with the settled cycle, but the checks are not called. One cycle in
+``every`` is checked in full, so what only data reveals (a loss turning non-finite, gradients
+that stop being zeroed) is still seen, at most ``every`` steps late.
+
+The first call that differs from the settled cycle (an evaluation pass, ``model.eval()``, a forward
+under ``torch.no_grad()``, a new line, other loss shapes, a call raising) ends the settled state
+before the checks would have seen it: that call and every later one go to the checks, until the loop
+settles again. Checks are told with ``on_resume(boundary)`` that they did not see some calls:
+``boundary`` is True when they resume at the start of a cycle, False when the calls of the cycle
+in progress up to this one were not seen.
+
+A step in which any check reports or holds (``Check.hold``: it is gathering evidence over several
+steps, such as graphs of earlier steps still alive), or a cycle that differs from the one before,
+never settles: a bug that shows on every step is reported on every step, so counts stay exact. The
+first ``settle_after`` (8) steps of a loop are always checked, which covers the checks that decide
+within their first steps (a cut gradient path in 3 steps, parameters outside the optimizer at
+step 6).
+
+The cycle boundary is the end of ``step()`` of one optimizer (the first one seen stepping), so a
+GAN's two optimizers or gradient accumulation over micro-batches make one cycle.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["Cadence"]
+
+_LONGEST = 4096  # keys in one cycle at most; a longer "cycle" has no step boundary worth settling
+
+
+class Cadence:
+    """The settle / sample state machine the wrappers consult (``see``) on every keyed call.
+
+    Args:
+        settle_after: identical clean cycles in a row before steps are settled.
+        every: while settled, one cycle in ``every`` is checked in full.
+        enabled: False checks every step (``trainguard run --every-step``).
+        resume: called with ``boundary`` when the checks resume after calls they did not see.
+
+    Attributes:
+        skipping: the current cycle repeats the settled one so far; its calls are not checked.
+        steps_skipped: optimizer steps (of the boundary optimizer) that were not checked.
+    """
+
+    def __init__(self, *, settle_after: int = 8, every: int = 16, enabled: bool = True,
+                 resume: Callable[[bool], None] | None = None) -> None:
+        if settle_after < 1 or every < 1:
+            raise ValueError("settle_after and every must be at least 1")
+        self.enabled = enabled
+        self.settle_after = settle_after
+        self.every = every
+        self._resume = resume
+        self.skipping = False
+        self.steps_skipped = 0
+        self.settled = 0  # times the loop settled (for the summary and tests)
+        self._ref: list[Any] = []  # the settled cycle's keys
+        self._pos = 0  # keys of the settled cycle matched so far in this one
+        self._cur: list[Any] = []  # keys of the cycle in progress while checking
+        self._last: list[Any] | None = None  # the previous complete cycle's keys
+        self._streak = 0
+        self._clean = True  # no call of this cycle went unseen
+        self._sampling = False  # this cycle is a settled run's sample
+        self._countdown = 0
+        self._primary: int | None = None
+        self._reports_at = 0
+
+    def see(self, key: Any) -> bool:
+        """Whether the call ``key`` describes goes to the checks (True) or is settled (False)."""
+        if self.skipping:
+            ref = self._ref
+            pos = self._pos
+            if pos < len(ref) and ref[pos] == key:
+                self._pos = pos + 1
+                return False
+            self._unsettle(key)
+            return True
+        if self.enabled:
+            cur = self._cur
+            cur.append(key)
+            if len(cur) > _LONGEST:
+                del cur[:]
+                self._clean = False
+        return True
+
+    def hold(self) -> None:
+        """A check gathers evidence across steps: the cycle in progress does not count as clean."""
+        self._clean = False
+
+    def _unsettle(self, key: Any) -> None:
+        boundary = self._pos == 0
+        self._cur = self._ref[:self._pos] + [key]
+        self.skipping = False
+        self._sampling = False
+        self._clean = boundary  # a cycle whose start went unseen never counts as clean
+        self._streak = 0
+        self._pos = 0
+        if self._resume is not None:
+            self._resume(boundary)
+
+    def boundary(self, optimizer: Any, reports: int, armed: bool) -> None:
+        """``optimizer.step()`` returned (after its ``on_step`` went to the checks, if it did).
+
+        ``reports``: the watcher's count of report calls so far; ``armed``: some check follows
+        something (it must see the next steps).
+        """
+        if not self.enabled:
+            return
+        key = id(optimizer)
+        if self._primary is None:
+            self._primary = key
+        if key != self._primary:
+            if not self.skipping and len(self._cur) >= _LONGEST // 2:
+                self._primary = key  # the first optimizer is gone (a new one per fold)
+            return
+        if self.skipping:
+            if self._pos != len(self._ref):  # this cycle made fewer calls than the settled one
+                self._unsettle(("end", key))
+                self._cur = []
+                self._reports_at = reports
+                return
+            self.steps_skipped += 1
+            self._pos = 0
+            self._countdown -= 1
+            if self._countdown <= 0:
+                self.skipping = False
+                self._sampling = True
+                self._cur = []
+                self._clean = True
+                self._reports_at = reports
+                if self._resume is not None:
+                    self._resume(True)
+            return
+        cycle, self._cur = self._cur, []
+        clean = self._clean and reports == self._reports_at and not armed
+        self._clean = True
+        self._reports_at = reports
+        if self._sampling:
+            self._sampling = False
+            if clean and cycle == self._ref:
+                self._settle()
+                return
+            self._streak = 0
+        if clean and cycle == self._last:
+            self._streak += 1
+        else:
+            self._streak = 1 if clean else 0
+            self._last = cycle
+        if self._streak >= self.settle_after:
+            self._ref = cycle
+            self.settled += 1
+            self._settle()
+
+    def _settle(self) -> None:
+        self.skipping = True
+        self._pos = 0
+        self._countdown = self.every - 1
+        if self._countdown <= 0:  # every == 1: check every cycle, yet keep the bookkeeping
+            self.skipping = False
+            self._sampling = True

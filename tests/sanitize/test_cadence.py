@@ -1,0 +1,280 @@
+"""Settled steps (sanitize/cadence.py): which steps the checks see, and that bugs appearing after a
+loop has settled are still found where they happen."""
+
+from __future__ import annotations
+
+import io
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from trainguard.config import Config
+from trainguard.sanitize.cadence import Cadence
+from trainguard.sanitize.checks import Check
+from trainguard.sanitize.watcher import Watcher
+
+CYCLE = [("Z", 1), ("F", 2), ("L", 3), ("B", 4), ("S", 5), ("s", 5)]
+
+
+class _Loop:
+    """Feeds a Cadence cycles of keys; records what went to the checks and every resume."""
+
+    def __init__(self, **kwargs) -> None:
+        self.resumes: list[bool] = []
+        self.cadence = Cadence(resume=self.resumes.append, **kwargs)
+        self.reports = 0
+        self.armed = False
+
+    def cycle(self, keys=CYCLE, optimizer: object = "opt") -> list[bool]:
+        seen = [self.cadence.see(k) for k in keys]
+        self.cadence.boundary(optimizer, self.reports, self.armed)
+        return seen
+
+
+def test_settles_after_eight_identical_clean_cycles_then_checks_one_in_sixteen():
+    loop = _Loop()
+    checked = [all(loop.cycle()) for _ in range(8)]
+    assert checked == [True] * 8 and loop.cadence.skipping
+    after = [loop.cycle() for _ in range(40)]
+    full = [i for i, seen in enumerate(after) if all(seen)]
+    assert all(not any(seen) for i, seen in enumerate(after) if i not in full)
+    assert full == [15, 31]  # the 16th and 32nd cycles after settling
+    assert loop.resumes == [True, True]  # told before each sampled cycle
+    assert loop.cadence.steps_skipped == 38
+
+
+@pytest.mark.parametrize("spoil", ["report", "armed", "hold", "different"])
+def test_a_cycle_with_a_report_an_armed_check_a_hold_or_other_calls_never_settles(spoil):
+    loop = _Loop()
+    for i in range(30):
+        keys = CYCLE
+        if spoil == "report":
+            loop.reports += 1
+        elif spoil == "armed":
+            loop.armed = True
+        elif spoil == "hold":
+            loop.cadence.hold()
+        elif i % 2:
+            keys = CYCLE[:2] + [("F", 9)] + CYCLE[2:]
+        assert all(loop.cycle(keys))
+    assert not loop.cadence.skipping and loop.cadence.steps_skipped == 0
+
+
+def test_a_differing_call_goes_to_the_checks_after_a_resume_and_resettles_later():
+    loop = _Loop()
+    for _ in range(10):
+        loop.cycle()
+    assert loop.cadence.skipping
+    # an evaluation forward right after a step: a resume at the boundary
+    assert loop.cadence.see(("F", 2, "eval")) is True
+    assert loop.resumes == [True] and not loop.cadence.skipping
+    loop.cycle()  # the rest of that cycle (its keys are recorded, not skipped)
+    # in the middle of a cycle: the calls before it in this cycle were not seen
+    for _ in range(8):
+        loop.cycle()
+    assert loop.cadence.skipping
+    seen = loop.cycle(CYCLE[:3] + [("B", 99)] + CYCLE[4:])
+    assert seen == [False, False, False, True, True, True]
+    assert loop.resumes == [True, False]
+    # a partial cycle is not clean: eight more are needed before settling again
+    assert all(loop.cycle())
+    for _ in range(6):
+        loop.cycle()
+    assert not loop.cadence.skipping
+    loop.cycle()
+    assert loop.cadence.skipping
+
+
+def test_two_optimizers_make_one_cycle_and_every_step_disables_settling():
+    loop = _Loop()
+    for _ in range(12):  # a GAN: D steps, then G steps
+        seen = [loop.cadence.see(k) for k in CYCLE]
+        loop.cadence.boundary("D", 0, False)
+        seen += [loop.cadence.see(k) for k in CYCLE]
+        loop.cadence.boundary("G", 0, False)
+    assert loop.cadence.skipping and not any(seen)
+    off = _Loop(enabled=False)
+    assert all(all(off.cycle()) for _ in range(40)) and off.cadence.steps_skipped == 0
+
+
+# ---- with PyTorch ---------------------------------------------------------------------------
+
+class _Counts(Check):
+    code = "TG201"  # any catalogue code: this check only counts what it is given
+
+    def __init__(self, watcher) -> None:
+        super().__init__(watcher)
+        self.steps = 0
+        self.forwards = 0
+        self.resumes: list[bool] = []
+
+    def on_step(self, optimizer) -> None:
+        self.steps += 1
+
+    def on_root_forward(self, call) -> None:
+        self.forwards += 1
+
+    def on_resume(self, boundary: bool) -> None:
+        self.resumes.append(boundary)
+
+
+def _train(steps: int, watcher: Watcher | None) -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.1), nn.Linear(16, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    if watcher is not None:
+        watcher.start()
+    try:
+        for _ in range(steps):
+            x, y = torch.randn(16, 8), torch.randint(0, 3, (16,))
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+    finally:
+        if watcher is not None:
+            watcher.stop()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def test_a_settled_loop_keeps_exact_counters_and_the_same_weights():
+    plain = _train(200, None)
+    watcher = Watcher(config=Config(), stream=io.StringIO(), checks=[_Counts])
+    watched = _train(200, watcher)
+    assert all(torch.equal(a, b) for a, b in zip(plain, watched))
+    counts = watcher.checks[0]
+    skipped = watcher.cadence.steps_skipped
+    assert watcher.state.step == 200 and watcher.state.root_forwards == 200
+    assert watcher.state.backward_count == 200
+    assert skipped == 200 - counts.steps and counts.forwards == counts.steps
+    assert 8 + (200 - 8) // 16 <= counts.steps <= 8 + (200 - 8) // 16 + 1
+    assert counts.resumes and set(counts.resumes) == {True}
+    assert "settled steps repeated a checked one" in watcher.summary()
+
+
+def test_every_step_checks_every_step():
+    watcher = Watcher(config=Config(), stream=io.StringIO(), checks=[_Counts], every_step=True)
+    _train(60, watcher)
+    assert watcher.checks[0].steps == 60 and watcher.cadence.steps_skipped == 0
+
+
+# Bugs that start after the loop has settled, each with its fixed twin (which must stay silent).
+# Modelled on "Why is my validation accuracy changing between runs?"-style forum reports
+# (https://discuss.pytorch.org/t/model-eval-vs-with-torch-no-grad/19615): validation after an
+# epoch of training, without model.eval().
+LATE = {
+    "eval_without_eval_mode": ("""
+        for epoch in range(3):
+            model.train()
+            for i in range(40):
+                x, y = xs[i], ys[i]
+                optimizer.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                optimizer.step()
+            FIX_EVAL
+            correct = 0
+            with torch.no_grad():
+                for i in range(5):
+                    out = model(xs[i])  # expect: TG101
+                    correct += (out.argmax(1) == ys[i]).sum().item()
+    """, "model.eval()"),
+    # the loss turns NaN at step 150 of 200 (a corrupt sample), long after the loop settled
+    "nan_input_late": ("""
+        for i in range(200):
+            x, y = xs[i % 40].clone(), ys[i % 40]
+            if i == 150:
+                x[0, 0] = BAD
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()  # expect: TG405
+            optimizer.step()
+    """, None),
+    # losses kept as tensors from step 100 on (a plot added mid-run), with their graphs; the
+    # steps' calls do not change, so the leak is first seen on sampled steps
+    "leak_starts_late": ("""
+        history = []
+        for i in range(200):
+            x, y = xs[i % 40], ys[i % 40]
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            if i >= 100:
+                history.append(KEEP)  # expect: TG201
+    """, None),
+    # zero_grad dropped after step 100 (a refactor that moved it under a condition)
+    "zero_grad_stops": ("""
+        for i in range(160):
+            x, y = xs[i % 40], ys[i % 40]
+            if i < 100 or FIX_ALWAYS:
+                optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()  # expect: TG301
+    """, None),
+}
+
+PRELUDE = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, 3))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+xs = [torch.randn(16, 8) for _ in range(40)]
+ys = [torch.randint(0, 3, (16,)) for _ in range(40)]
+"""
+
+
+def _script(name: str, fixed: bool) -> str:
+    body, fix = LATE[name]
+    body = textwrap.dedent(body)
+    body = body.replace("FIX_EVAL", fix if fixed and fix else "pass")
+    body = body.replace("BAD", "0.0" if fixed else "float('nan')")
+    body = body.replace("FIX_ALWAYS", "True" if fixed else "False")
+    body = body.replace("KEEP", "loss.item()" if fixed else "loss")
+    return PRELUDE + body
+
+
+@pytest.mark.parametrize("name", sorted(LATE))
+def test_a_bug_that_starts_after_the_loop_settled_is_found_at_its_line(name, tmp_path):
+    from sanitize_helpers import run_in_process
+
+    for fixed in (False, True):
+        source = _script(name, fixed)
+        path = tmp_path / f"{name}_{'fixed' if fixed else 'buggy'}.py"
+        path.write_text(source)
+        watcher, status, stderr = run_in_process(path)
+        assert status == 0, stderr
+        got = {(f.code, f.line) for f in watcher.findings}
+        expected = set() if fixed else {
+            (line.split("# expect: ")[1].strip(), n)
+            for n, line in enumerate(source.splitlines(), 1) if "# expect: " in line}
+        assert got == expected, (name, fixed, [f.format() for f in watcher.findings])
+        if not fixed:
+            assert watcher.cadence.settled >= 1  # the bug came after the loop had settled
+    if name == "nan_input_late":
+        watcher, _, _ = run_in_process(tmp_path / f"{name}_buggy.py")
+        assert "at optimizer step 151" in watcher.findings[0].message
+
+
+def test_cli_every_step_flag(tmp_path):
+    from sanitize_helpers import run_tg
+
+    script = tmp_path / "loop.py"
+    script.write_text(PRELUDE + textwrap.dedent("""
+        for i in range(60):
+            optimizer.zero_grad()
+            F.cross_entropy(model(xs[i % 40]), ys[i % 40]).backward()
+            optimizer.step()
+    """))
+    sampled = run_tg("run", str(script), cwd=tmp_path)
+    every = run_tg("run", "--every-step", str(script), cwd=tmp_path)
+    assert sampled.returncode == every.returncode == 0, sampled.stderr + every.stderr
+    assert "settled steps repeated a checked one" in sampled.stderr
+    assert "no findings" in every.stderr and "settled" not in every.stderr
