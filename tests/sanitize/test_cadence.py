@@ -121,17 +121,18 @@ class _Counts(Check):
         self.resumes.append(boundary)
 
 
-def _train(steps: int, watcher: Watcher | None) -> list[torch.Tensor]:
+def _train(steps: int, watcher: Watcher | None, loss_module: bool = False) -> list[torch.Tensor]:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.1), nn.Linear(16, 3))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    criterion = nn.CrossEntropyLoss() if loss_module else F.cross_entropy
     if watcher is not None:
         watcher.start()
     try:
         for _ in range(steps):
             x, y = torch.randn(16, 8), torch.randint(0, 3, (16,))
             optimizer.zero_grad()
-            loss = F.cross_entropy(model(x), y)
+            loss = criterion(model(x), y)
             loss.backward()
             optimizer.step()
     finally:
@@ -140,13 +141,15 @@ def _train(steps: int, watcher: Watcher | None) -> list[torch.Tensor]:
     return [p.detach().clone() for p in model.parameters()]
 
 
-def test_a_settled_loop_keeps_exact_counters_and_the_same_weights():
-    plain = _train(200, None)
+@pytest.mark.parametrize("loss_module", [False, True], ids=["functional", "module"])
+def test_a_settled_loop_keeps_exact_counters_and_the_same_weights(loss_module):
+    plain = _train(200, None, loss_module)
     watcher = Watcher(config=Config(), stream=io.StringIO(), checks=[_Counts])
-    watched = _train(200, watcher)
+    watched = _train(200, watcher, loss_module)
     assert all(torch.equal(a, b) for a, b in zip(plain, watched))
     counts = watcher.checks[0]
     skipped = watcher.cadence.steps_skipped
+    # a loss module's call is not a model's forward, settled or not
     assert watcher.state.step == 200 and watcher.state.root_forwards == 200
     assert watcher.state.backward_count == 200
     assert skipped == 200 - counts.steps and counts.forwards == counts.steps
@@ -206,6 +209,61 @@ LATE = {
             if i >= 100:
                 history.append(KEEP)  # expect: TG201
     """, None),
+    # a gradient-norm probe every 50 steps that clears the gradients it just measured, between
+    # backward and step ("optimizer.zero_grad() in the wrong place", a classic forum answer)
+    "probe_zeroes_before_step": ("""
+        for i in range(200):
+            x, y = xs[i % 40], ys[i % 40]
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            if i % 50 == 49:
+                norm = torch.cat([p.grad.flatten() for p in model.parameters()]).norm().item()
+                PROBE_ZERO
+            optimizer.step()  # expect: TG302
+    """, None),
+    # every 50th step takes a separate branch (a checkpoint step) that forgets zero_grad
+    "branch_without_zero_grad": ("""
+        for i in range(200):
+            x, y = xs[i % 40], ys[i % 40]
+            if i % 50 == 49:
+                BRANCH_ZERO
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                optimizer.step()  # expect: TG301
+                continue
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+    """, None),
+    # a loss kept as a tensor every 50th step (for a plot), with its graph
+    "sparse_leak": ("""
+        history = []
+        for i in range(260):
+            x, y = xs[i % 40], ys[i % 40]
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            if i % 50 == 0:
+                history.append(KEEP)  # expect: TG201
+    """, None),
+    # mixed precision with a GradScaler: a corrupt batch at step 151 gives a NaN loss, the scaler
+    # skips that step, so the weights stay finite and no later step shows it
+    "scaler_nan_once": ("""
+        scaler = torch.amp.GradScaler("cpu")
+        for i in range(200):
+            x, y = xs[i % 40].clone(), ys[i % 40]
+            if i == 150:
+                x[0, 0] = BAD
+            optimizer.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = F.cross_entropy(model(x), y)
+            scaler.scale(loss).backward()  # expect: TG405
+            scaler.step(optimizer)
+            scaler.update()
+    """, None),
     # zero_grad dropped after step 100 (a refactor that moved it under a condition)
     "zero_grad_stops": ("""
         for i in range(160):
@@ -238,6 +296,8 @@ def _script(name: str, fixed: bool) -> str:
     body = body.replace("BAD", "0.0" if fixed else "float('nan')")
     body = body.replace("FIX_ALWAYS", "True" if fixed else "False")
     body = body.replace("KEEP", "loss.item()" if fixed else "loss")
+    body = body.replace("PROBE_ZERO", "pass" if fixed else "model.zero_grad()")
+    body = body.replace("BRANCH_ZERO", "optimizer.zero_grad()" if fixed else "pass")
     return PRELUDE + body
 
 
@@ -258,9 +318,10 @@ def test_a_bug_that_starts_after_the_loop_settled_is_found_at_its_line(name, tmp
         assert got == expected, (name, fixed, [f.format() for f in watcher.findings])
         if not fixed:
             assert watcher.cadence.settled >= 1  # the bug came after the loop had settled
-    if name == "nan_input_late":
+    if name in ("nan_input_late", "scaler_nan_once"):  # the exact step, and its cause
         watcher, _, _ = run_in_process(tmp_path / f"{name}_buggy.py")
-        assert "at optimizer step 151" in watcher.findings[0].message
+        message = watcher.findings[0].message
+        assert "at optimizer step 151" in message and "already holds NaN" in message, message
 
 
 def test_cli_every_step_flag(tmp_path):

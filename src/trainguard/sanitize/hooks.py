@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from trainguard.sanitize.frames import (frame_location, is_user_code, is_user_file, user_frame,
@@ -94,6 +95,7 @@ def install(w: "Watcher") -> list[Undo]:
             return original_call(self, *args, **kwargs)
         try:
             depth = len(modules)
+            model = False  # an outermost call of a model (not of a loss module)
             call: ForwardCall | None
             if depth == 0:
                 caller = sys._getframe(1)
@@ -102,6 +104,8 @@ def install(w: "Watcher") -> list[Undo]:
                               state.no_grad_depth, state.in_backward, state.in_step)
                 if isinstance(self, _Loss):
                     key += (_sig(args, kwargs, 0), _sig(args, kwargs, 1))
+                else:
+                    model = True
                 if see(key):
                     call = ForwardCall(self, args, 0, self.training, grad, user_location(caller))
                     call.direct = is_user_code(caller.f_code)
@@ -128,10 +132,18 @@ def install(w: "Watcher") -> list[Undo]:
                 raise
             finally:
                 modules.pop()
-            if depth == 0:
-                state.root_forwards += 1
-                if id(self) not in seen_ids:
-                    seen_models.add(self)
+            if not model:  # a loss module
+                return output
+            state.root_forwards += 1
+            if id(self) not in seen_ids:
+                seen_models.add(self)
+            where = user_location(caller)
+            if state.stamp_outputs and grad:  # stamped on settled steps too (TG201/202/203)
+                stamp(self, output, where)
+            if always_root:
+                settled = ForwardCall(self, args, 0, self.training, grad, where)
+                settled.output = output
+                w.emit_always("on_root_forward", settled)
             return output
         stack.append(call)
         if h["on_forward_pre"]:
@@ -158,6 +170,25 @@ def install(w: "Watcher") -> list[Undo]:
             w.hook_failed("nn.Module.__call__", exc)
         return output
 
+    stamps = state.stamps
+    always_root = w.always["on_root_forward"]
+
+    def stamp(module: Any, output: Any, where: Any) -> Made | None:
+        """Stamp the ``grad_fn`` of an outermost output (``State.stamps`` follows it)."""
+        made = None
+        for tensor in ((output,) if isinstance(output, torch.Tensor) else first_tensor(output)):
+            node = tensor.grad_fn
+            if node is not None:
+                if made is None:
+                    made = Made(state.backward_count, state.step, where, type(module).__name__,
+                                state.root_forwards)
+                node.metadata[MADE] = made
+        if made is not None and not state.in_backward:
+            stamps.append((weakref.ref(made), f"output of {made.module}"))
+            if len(stamps) > 2048:  # no check reads them (TG201 switched off): keep the newest
+                del stamps[:-1024]
+        return made
+
     def _after_forward(call: ForwardCall, output: Any, depth: int, kwargs: dict) -> None:
         self = call.module
         call.output = output
@@ -172,14 +203,7 @@ def install(w: "Watcher") -> list[Undo]:
             state.root_forwards += 1
             state.models.add(self)
             if state.stamp_outputs and call.grad_enabled:
-                made = None
-                for tensor in first_tensor(output):
-                    node = tensor.grad_fn
-                    if node is not None:
-                        if made is None:
-                            made = call.made = Made(state.backward_count, state.step, call.where,
-                                                    type(self).__name__, state.root_forwards)
-                        node.metadata[MADE] = made
+                call.made = stamp(self, output, call.where)
             if h["on_root_forward"]:
                 w.emit("on_root_forward", call)
 
@@ -205,6 +229,8 @@ def install(w: "Watcher") -> list[Undo]:
         try:
             state.in_step = max(0, state.in_step - 1)
             state.step += 1
+            state.backwards_at_step = state.backward_count
+            state.last_stepped = id(optimizer)
             if see(("s", id(optimizer))):
                 if h["on_step"]:
                     w.emit("on_step", optimizer)

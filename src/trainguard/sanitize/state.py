@@ -286,6 +286,8 @@ class State:
     def __init__(self) -> None:
         self.step = 0
         self.backward_count = 0
+        self.backwards_at_step = 0  # backward_count when the last optimizer step returned
+        self.last_stepped = 0  # id() of the optimizer whose step returned last
         self.root_forwards = 0
         self.in_backward = 0
         self.in_step = 0
@@ -299,6 +301,9 @@ class State:
         self.optimizers = _Seen()
         self._tracks: list[GraphTrack] = []
         self.stamp_outputs = False  # a check asked for MADE stamps on outermost outputs
+        # (weakref to a Made, what it stamps) for each stamped outermost output made outside a
+        # backward, settled steps included; TG201 reads and trims it
+        self.stamps: list[tuple[Any, str]] = []
         self.no_grad_depth = 0
         self.enable_grad_at: list[Location | None] = []
         self.functional_caller: Any = None  # during on_functional: the frame that called it

@@ -30,7 +30,7 @@ _ON_DEMAND = frozenset({"on_root_forward", "on_backward", "on_backward_done", "o
 
 
 # Events a check may also receive on settled steps (``Check.always``).
-_ALWAYS = frozenset({"on_backward", "on_step"})
+_ALWAYS = frozenset({"on_root_forward", "on_backward", "on_step"})
 
 
 class Watcher:
@@ -170,8 +170,8 @@ class Watcher:
     def _check_failed(self, check: Check, event: str, exc: Exception) -> None:
         self._off.add(check)
         self.armed.discard(check)
-        for event, handlers in list(self.handlers.items()):
-            self.handlers[event] = [(c, m) for c, m in handlers if c is not check]
+        for name, handlers in list(self.handlers.items()):
+            self.handlers[name] = [(c, m) for c, m in handlers if c is not check]
         inside = _raised_at(exc)
         self.report("TG002", f"check {check.code} raised {type(exc).__name__}: {exc}{inside} "
                     f"while handling {event}; it was switched off and the run went on",

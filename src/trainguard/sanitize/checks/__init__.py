@@ -138,8 +138,8 @@ class Check:
     code: ClassVar[str] = ""
     module_types: ClassVar[tuple[type, ...]] = ()
     always: tuple[str, ...] = ()
-    """Events this check needs on settled steps too (see ``sanitize/cadence.py``): ``on_step``
-    and ``on_backward`` are supported. May be set per instance in ``__init__``. The check reads
+    """Events this check needs on settled steps too (see ``sanitize/cadence.py``):
+    ``on_root_forward``, ``on_backward`` and ``on_step`` are supported. May be set per instance in ``__init__``. The check reads
     ``self._watcher.cadence.skipping`` to know whether the step is a settled one."""
     on_demand: ClassVar[tuple[str, ...]] = ()
     """Events this check listens to only while armed (see :meth:`arm`); one of

@@ -29,7 +29,7 @@ from typing import Any
 
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.holders import ROOT, accumulation_line, find_holder, graphs_released
-from trainguard.sanitize.state import BackwardCall, ForwardCall, Made
+from trainguard.sanitize.state import BackwardCall, Made
 
 _MIN_ITERATIONS = 3  # distinct old iterations whose graphs are alive at once
 _MIN_AGE = 2         # iterations a graph must have outlived
@@ -43,7 +43,9 @@ class GraphKeptAcrossSteps(Check):
     def __init__(self, watcher: Any) -> None:
         super().__init__(watcher)
         self.state.stamp_outputs = True
-        self.followed: list[tuple[Any, str]] = []  # (weakref to a Made, what it stamps)
+        # (weakref to a Made, what it stamps): the watcher adds every stamped outermost output,
+        # on settled steps too, so a graph kept only now and then is still seen
+        self.followed: list[tuple[Any, str]] = self.state.stamps
 
     def _clock(self, made: Made) -> int:
         return made.step if self.state.step else made.order
@@ -57,10 +59,6 @@ class GraphKeptAcrossSteps(Check):
             call.tensors[0].grad_fn.metadata[ROOT] = made
             self.followed.append((weakref.ref(made), "backward root"))
 
-    def on_root_forward(self, call: ForwardCall) -> None:
-        if call.made is not None and not self.state.in_backward:
-            self.followed.append((weakref.ref(call.made), f"output of {call.made.module}"))
-
     def on_step(self, optimizer: Any) -> None:
         self._inspect()
 
@@ -70,7 +68,7 @@ class GraphKeptAcrossSteps(Check):
 
     def _inspect(self) -> None:
         state = self.state
-        self.followed = [(ref, what) for ref, what in self.followed if ref() is not None]
+        self.followed[:] = [(ref, what) for ref, what in self.followed if ref() is not None]
         if len(self.followed) < 2:  # the usual case: last step's graphs only
             return
         clock = state.step if state.step else state.root_forwards
@@ -115,6 +113,6 @@ class GraphKeptAcrossSteps(Check):
                        "tensors with their grad_fn across iterations, so memory grows every step")
         # Forget what was seen so that the same graphs are not counted again.
         old_ids = {id(m) for m, _ in old}
-        self.followed = [(weakref.ref(m), w) for m, w in alive if id(m) not in old_ids][-_KEEP:]
+        self.followed[:] = [(weakref.ref(m), w) for m, w in alive if id(m) not in old_ids][-_KEEP:]
         del alive, old
         self.report(message, where=where, iterations=sorted(ages)[:8], clock=clock)

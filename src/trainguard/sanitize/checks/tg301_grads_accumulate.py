@@ -129,7 +129,19 @@ class GradsAccumulate(Check):
                     "`# trainguard: ignore[TG301]`",
             )
 
+    def on_resume(self, boundary: bool) -> None:
+        # Right after a settled step (nothing ran since): follow the gradients that step used, as
+        # on_step would have, so the first step of a changed loop is judged. In the middle of a
+        # cycle a backward may already have added into them: follow nothing new.
+        if boundary:
+            for optimizer in list(self.state.optimizers):
+                if id(optimizer) == self.state.last_stepped:
+                    self._follow(optimizer)
+
     def on_step(self, optimizer: Any) -> None:
+        self._follow(optimizer)
+
+    def _follow(self, optimizer: Any) -> None:
         for pid in self._sample(optimizer):
             ref, watched = self.params[pid]
             p = ref()

@@ -43,13 +43,14 @@ class ZeroGradBeforeStep(Check):
 
     def __init__(self, watcher: Any) -> None:
         super().__init__(watcher)
-        self.backwards_at_step = 0
         # (weakref(owner), backward count at the zero_grad, its location, set_to_none)
         self.pending: tuple | None = None
 
     def on_zero_grad(self, owner: Any, set_to_none: bool) -> None:
         state = self.state
-        if state.in_step or state.backward_count <= self.backwards_at_step:
+        # state.backwards_at_step is kept on settled steps too, so a zero_grad that breaks a
+        # settled loop is judged like any other
+        if state.in_step or state.backward_count <= state.backwards_at_step:
             return  # zeroing before the backward or after the step: the usual, correct places
         self.pending = (weakref.ref(owner), state.backward_count,
                         user_location(sys._getframe(1)), set_to_none)
@@ -82,12 +83,7 @@ class ZeroGradBeforeStep(Check):
         self.pending = None
 
     def on_step(self, optimizer: Any) -> None:
-        self.backwards_at_step = self.state.backward_count
         self.pending = None
 
     def on_resume(self, boundary: bool) -> None:
-        # Settled steps went unseen: whatever backward happened in them was followed by its step.
-        # In the middle of a cycle the last backward may be this cycle's own, so a zero_grad after
-        # it goes unjudged once rather than be misread.
-        self.backwards_at_step = self.state.backward_count
-        self.pending = None
+        self.pending = None  # a zero_grad noted before settled steps is no longer pending

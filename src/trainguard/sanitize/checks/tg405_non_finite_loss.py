@@ -25,9 +25,9 @@ of the last loss module or functional loss, weakly held) must be non-finite too,
 loss call nothing is reported.
 
 Settled steps (``sanitize/cadence.py``): the loss of every backward is still read, so the finding
-names the exact step; the forward of a settled step is not recorded, so that finding names no
-cause, and under a ``GradScaler`` a non-finite root on a settled step is not confirmed (a NaN that
-reaches the weights shows again on the next checked step).
+names the exact step, with its cause. Under a ``GradScaler`` no loss call of a settled step is recorded either; the root is
+``loss * scale`` with a finite positive scale, so a NaN root is a NaN loss, and an infinite root
+counts only in float32/64 (where the product overflows only for a loss beyond about 1e33).
 
 Silent on: finite losses, scaled losses that overflow while the loss itself is finite. Gradients that overflow while the loss is finite (fp16 with a
 ``GradScaler`` skipping steps) are not this check's concern.
@@ -51,7 +51,7 @@ _MAX_ROOT = 1  # only scalar roots: a loss
 
 class NonFiniteLoss(Check):
     code = "TG405"
-    always = ("on_backward",)  # every loss is looked at, on settled steps too
+    always = ("on_root_forward", "on_backward")  # every step is looked at, settled ones too
 
     def __init__(self, watcher: Any) -> None:
         super().__init__(watcher)
@@ -81,10 +81,6 @@ class NonFiniteLoss(Check):
     def on_backward(self, call: Any) -> None:
         if self.done:
             return
-        if self._watcher.cadence.skipping:
-            # a settled step: its forward was not recorded, so a non-finite loss found now is
-            # reported at its exact step, without a re-run of a stale forward
-            self.last = None
         if self.pending:
             self._poll()
         roots = call.tensors
@@ -95,10 +91,10 @@ class NonFiniteLoss(Check):
             self._queue(root, call)
             return
         value = root.item()
-        if not math.isfinite(value) and self._loss_is_non_finite():
+        if not math.isfinite(value) and self._loss_is_non_finite(root):
             self._found(value, self.state.step + 1, call.where)
 
-    def _loss_is_non_finite(self) -> bool:
+    def _loss_is_non_finite(self, root: Any = None) -> bool:
         """Under a GradScaler, whether the unscaled loss is non-finite too (rare path only)."""
         if self.scaled is None:
             self.scaled = _scaler_in_use()
@@ -106,6 +102,16 @@ class NonFiniteLoss(Check):
             return True
         import torch
 
+        if root is not None and self._watcher.cadence.skipping:
+            # A settled step: no loss call was recorded. GradScaler.scale() made the root as
+            # loss * scale (scale finite and positive), so a NaN root means a NaN loss; an infinite
+            # float32/64 root means a loss beyond ~1e33, while a float16/bfloat16 product may
+            # overflow by design.
+            node = root.grad_fn
+            if node is None or type(node).__name__ != "MulBackward0":
+                return False
+            value = root.item()
+            return math.isnan(value) or root.dtype in (torch.float32, torch.float64)
         loss = self.last_loss() if self.last_loss is not None else None
         if loss is None or not loss.is_floating_point() or loss.numel() != 1:
             return False
