@@ -137,7 +137,8 @@ def install(w: "Watcher") -> list[Undo]:
             state.root_forwards += 1
             if id(self) not in seen_ids:
                 seen_models.add(self)
-            where = user_location(caller)
+            where = (frame_location(caller) if is_user_code(caller.f_code)
+                     else user_location(caller))
             if state.stamp_outputs and grad:  # stamped on settled steps too (TG201/202/203)
                 stamp(self, output, where)
             if always_root:

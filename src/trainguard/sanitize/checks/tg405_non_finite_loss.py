@@ -66,12 +66,14 @@ class NonFiniteLoss(Check):
             return
         import torch
 
-        args = call.args
-        if not all(isinstance(a, torch.Tensor) for a in args):
-            self.last = None
-            return
+        refs = []  # (a plain loop: this runs on every step, settled ones too)
+        for a in call.args:
+            if not isinstance(a, torch.Tensor):
+                self.last = None
+                return
+            refs.append(weakref.ref(a))
         out = call.output
-        self.last = (weakref.ref(call.module), [weakref.ref(a) for a in args],
+        self.last = (weakref.ref(call.module), refs,
                      weakref.ref(out) if isinstance(out, torch.Tensor) else None, call.where)
 
     def on_loss(self, call: Any) -> None:
