@@ -58,8 +58,13 @@ def user_frame(start: FrameType | None = None) -> FrameType | None:
 
 def user_location(start: FrameType | None = None) -> Location | None:
     """``(path, line, col)`` of the innermost user frame, or None when the stack has none."""
-    frame = user_frame(start if start is not None else sys._getframe(1))
-    return frame_location(frame) if frame is not None else None
+    frame = start if start is not None else sys._getframe(1)
+    # the common case on hot paths, a call made by the user's own code, costs one look-up
+    if not _is_user_code.get(frame.f_code, False):
+        frame = user_frame(frame)
+        if frame is None:
+            return None
+    return frame_location(frame)
 
 
 def frame_location(frame: FrameType) -> Location:

@@ -103,7 +103,7 @@ def install(w: "Watcher") -> list[Undo]:
                 key: tuple = ("F", id(self), caller.f_code, caller.f_lasti, self.training, grad,
                               state.no_grad_depth, state.in_backward, state.in_step)
                 if isinstance(self, _Loss):
-                    key += (_sig(args, kwargs, 0), _sig(args, kwargs, 1))
+                    key += _loss_sig(args, kwargs)
                 else:
                     model = True
                 if see(key):
@@ -113,8 +113,7 @@ def install(w: "Watcher") -> list[Undo]:
                 else:
                     call = None  # a settled step: counters only
                 state.failed_module = None
-            elif isinstance(self, _Loss) and not see(("L", id(self), _sig(args, kwargs, 0),
-                                                      _sig(args, kwargs, 1))):
+            elif isinstance(self, _Loss) and not see(("L", id(self), *_loss_sig(args, kwargs))):
                 call = None
             else:
                 call = ForwardCall(self, args, depth, self.training, is_grad_enabled(), None)
@@ -137,8 +136,7 @@ def install(w: "Watcher") -> list[Undo]:
             state.root_forwards += 1
             if id(self) not in seen_ids:
                 seen_models.add(self)
-            where = (frame_location(caller) if is_user_code(caller.f_code)
-                     else user_location(caller))
+            where = user_location(caller)
             if state.stamp_outputs and grad:  # stamped on settled steps too (TG201/202/203)
                 stamp(self, output, where)
             if always_root:
@@ -185,7 +183,7 @@ def install(w: "Watcher") -> list[Undo]:
                                 state.root_forwards)
                 node.metadata[MADE] = made
         if made is not None and not state.in_backward:
-            stamps.append((weakref.ref(made), f"output of {made.module}"))
+            stamps.append(weakref.ref(made))
             if len(stamps) > 2048:  # no check reads them (TG201 switched off): keep the newest
                 del stamps[:-1024]
         return made
@@ -385,11 +383,15 @@ def _locate_failure(state: Any, exc: BaseException, root: Any, args: tuple) -> N
         state.failed_module, state.failed_inputs = root, []
 
 
-def _sig(args: tuple, kwargs: dict, i: int) -> Any:
-    """Shape and dtype of a loss call's input (``i`` 0) or target (``i`` 1), for a cycle key."""
-    value = args[i] if len(args) > i else kwargs.get(("input", "target")[i])
-    shape = getattr(value, "shape", None)
-    return type(value) if shape is None else (shape, getattr(value, "dtype", None))
+def _loss_sig(args: tuple, kwargs: dict) -> tuple:
+    """Shapes and dtypes of a loss call's input and target, for a cycle key."""
+    if len(args) > 1:
+        given, target = args[0], args[1]
+    else:
+        given = args[0] if args else kwargs.get("input")
+        target = kwargs.get("target")
+    return (getattr(given, "shape", None), getattr(given, "dtype", None),
+            getattr(target, "shape", None), getattr(target, "dtype", None))
 
 
 def _inputs(args: tuple) -> list[tuple[tuple[int, ...], str]]:
@@ -527,14 +529,7 @@ def _functional_loss(w: "Watcher", name: str, original: Any, loss_type: type) ->
             return output
         try:
             caller = sys._getframe(1)
-            if len(args) > 1:
-                given, target = args[0], args[1]
-            else:
-                given = args[0] if args else kwargs.get("input")
-                target = kwargs.get("target")
-            if not see(("L", name, caller.f_code, caller.f_lasti, getattr(given, "shape", None),
-                        getattr(given, "dtype", None), getattr(target, "shape", None),
-                        getattr(target, "dtype", None))):
+            if not see(("L", name, caller.f_code, caller.f_lasti, *_loss_sig(args, kwargs))):
                 return output
             call = LossCall(name, args, kwargs, output, None, None, caller)
             w.emit("on_loss", call)

@@ -301,9 +301,9 @@ class State:
         self.optimizers = _Seen()
         self._tracks: list[GraphTrack] = []
         self.stamp_outputs = False  # a check asked for MADE stamps on outermost outputs
-        # (weakref to a Made, what it stamps) for each stamped outermost output made outside a
-        # backward, settled steps included; TG201 reads and trims it
-        self.stamps: list[tuple[Any, str]] = []
+        # a weak reference to the Made of each stamped outermost output made outside a backward,
+        # settled steps included; TG201 reads and trims it
+        self.stamps: list[Any] = []
         self.no_grad_depth = 0
         self.enable_grad_at: list[Location | None] = []
         self.functional_caller: Any = None  # during on_functional: the frame that called it

@@ -147,11 +147,10 @@ class Watcher:
     def emit_always(self, event: str, *args: Any) -> None:
         """``event`` on a settled step, for the checks whose ``always`` lists it."""
         for check, method in self.always[event]:
-            if check not in self._off:
-                try:
-                    method(*args)
-                except Exception as exc:
-                    self._check_failed(check, event, exc)
+            try:
+                method(*args)
+            except Exception as exc:
+                self._check_failed(check, event, exc)
 
     def _resume(self, boundary: bool) -> None:
         """The checks resume after settled calls they did not see (see cadence.py)."""
@@ -170,8 +169,9 @@ class Watcher:
     def _check_failed(self, check: Check, event: str, exc: Exception) -> None:
         self._off.add(check)
         self.armed.discard(check)
-        for name, handlers in list(self.handlers.items()):
-            self.handlers[name] = [(c, m) for c, m in handlers if c is not check]
+        for table in (self.handlers, self.always):
+            for name, handlers in list(table.items()):
+                table[name] = [(c, m) for c, m in handlers if c is not check]
         inside = _raised_at(exc)
         self.report("TG002", f"check {check.code} raised {type(exc).__name__}: {exc}{inside} "
                     f"while handling {event}; it was switched off and the run went on",

@@ -139,8 +139,9 @@ class Check:
     module_types: ClassVar[tuple[type, ...]] = ()
     always: tuple[str, ...] = ()
     """Events this check needs on settled steps too (see ``sanitize/cadence.py``):
-    ``on_root_forward``, ``on_backward`` and ``on_step`` are supported. May be set per instance in ``__init__``. The check reads
-    ``self._watcher.cadence.skipping`` to know whether the step is a settled one."""
+    ``on_root_forward``, ``on_backward`` and ``on_step`` are supported. May be set per instance
+    in ``__init__``. The check reads ``self._watcher.cadence.skipping`` to know whether the step
+    is a settled one."""
     on_demand: ClassVar[tuple[str, ...]] = ()
     """Events this check listens to only while armed (see :meth:`arm`); one of
     ``on_root_forward``, ``on_backward``, ``on_backward_done``, ``on_step_pre``, ``on_step``."""

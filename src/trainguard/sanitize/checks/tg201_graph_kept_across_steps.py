@@ -43,9 +43,9 @@ class GraphKeptAcrossSteps(Check):
     def __init__(self, watcher: Any) -> None:
         super().__init__(watcher)
         self.state.stamp_outputs = True
-        # (weakref to a Made, what it stamps): the watcher adds every stamped outermost output,
-        # on settled steps too, so a graph kept only now and then is still seen
-        self.followed: list[tuple[Any, str]] = self.state.stamps
+        # weak references to Made stamps: the watcher adds every stamped outermost output, on
+        # settled steps too, so a graph kept only now and then is still seen
+        self.followed: list[Any] = self.state.stamps
 
     def _clock(self, made: Made) -> int:
         return made.step if self.state.step else made.order
@@ -57,7 +57,7 @@ class GraphKeptAcrossSteps(Check):
             made = Made(call.index, self.state.step, call.where, "backward root",
                         self.state.root_forwards)
             call.tensors[0].grad_fn.metadata[ROOT] = made
-            self.followed.append((weakref.ref(made), "backward root"))
+            self.followed.append(weakref.ref(made))
 
     def on_step(self, optimizer: Any) -> None:
         self._inspect()
@@ -68,15 +68,14 @@ class GraphKeptAcrossSteps(Check):
 
     def _inspect(self) -> None:
         state = self.state
-        self.followed[:] = [(ref, what) for ref, what in self.followed if ref() is not None]
+        self.followed[:] = [ref for ref in self.followed if ref() is not None]
         if len(self.followed) < 2:  # the usual case: last step's graphs only
             return
         clock = state.step if state.step else state.root_forwards
-        alive = [(ref(), what) for ref, what in self.followed]
-        alive = [(made, what) for made, what in alive if made is not None]
+        alive = [made for made in (ref() for ref in self.followed) if made is not None]
         limit = clock - _MIN_AGE
-        old = [(made, what) for made, what in alive if self._clock(made) <= limit]
-        ages = {self._clock(made) for made, _ in old}
+        old = [made for made in alive if self._clock(made) <= limit]
+        ages = {self._clock(made) for made in old}
         if len(ages) >= 2 and clock - min(ages) > _HOLD_AGE:
             # graphs of two earlier steps, one of them older than a GAN's or an accumulation's
             # overlap, still alive: the start of a leak (on a settled run, seen on its sampled
@@ -86,7 +85,9 @@ class GraphKeptAcrossSteps(Check):
             del self.followed[:-_KEEP]
             return
         unit = "optimizer step" if state.step else "forward"
-        oldest, oldest_what = min(old, key=lambda mw: self._clock(mw[0]))
+        oldest = min(old, key=self._clock)
+        oldest_what = oldest.module if oldest.module == "backward root" else \
+            f"output of {oldest.module}"
         held = find_holder(
             lambda stamps: len({self._clock(s) for s in stamps if self._clock(s) <= limit})
             >= _MIN_ITERATIONS, sys._getframe(1))
@@ -112,7 +113,7 @@ class GraphKeptAcrossSteps(Check):
             message = (f"{seen}, first made by the {oldest_what} here: something keeps these "
                        "tensors with their grad_fn across iterations, so memory grows every step")
         # Forget what was seen so that the same graphs are not counted again.
-        old_ids = {id(m) for m, _ in old}
-        self.followed[:] = [(weakref.ref(m), w) for m, w in alive if id(m) not in old_ids][-_KEEP:]
+        old_ids = {id(m) for m in old}
+        self.followed[:] = [weakref.ref(m) for m in alive if id(m) not in old_ids][-_KEEP:]
         del alive, old
         self.report(message, where=where, iterations=sorted(ages)[:8], clock=clock)

@@ -24,10 +24,11 @@ by looking once for a live enabled ``GradScaler`` (``gc``); with one, the unscal
 of the last loss module or functional loss, weakly held) must be non-finite too, and without a
 loss call nothing is reported.
 
-Settled steps (``sanitize/cadence.py``): the loss of every backward is still read, so the finding
-names the exact step, with its cause. Under a ``GradScaler`` no loss call of a settled step is recorded either; the root is
-``loss * scale`` with a finite positive scale, so a NaN root is a NaN loss, and an infinite root
-counts only in float32/64 (where the product overflows only for a loss beyond about 1e33).
+Settled steps (``sanitize/cadence.py``): every forward is recorded and the loss of every backward
+read, so the finding names the exact step, with its cause. Under a ``GradScaler`` no loss call of
+a settled step is recorded; the root is ``loss * scale`` with a finite positive scale, so a NaN
+root is a NaN loss, and an infinite root counts only in float32/64 (where the product overflows
+only for a loss beyond about 1e33).
 
 Silent on: finite losses, scaled losses that overflow while the loss itself is finite. Gradients that overflow while the loss is finite (fp16 with a
 ``GradScaler`` skipping steps) are not this check's concern.
@@ -93,11 +94,12 @@ class NonFiniteLoss(Check):
             self._queue(root, call)
             return
         value = root.item()
-        if not math.isfinite(value) and self._loss_is_non_finite(root):
+        if not math.isfinite(value) and self._loss_is_non_finite(root, value):
             self._found(value, self.state.step + 1, call.where)
 
-    def _loss_is_non_finite(self, root: Any = None) -> bool:
-        """Under a GradScaler, whether the unscaled loss is non-finite too (rare path only)."""
+    def _loss_is_non_finite(self, root: Any = None, value: float = 0.0) -> bool:
+        """Under a GradScaler, whether the unscaled loss is non-finite too (rare path only).
+        ``root``/``value``: the CPU backward root and its value, read by the caller."""
         if self.scaled is None:
             self.scaled = _scaler_in_use()
         if not self.scaled:
@@ -112,7 +114,6 @@ class NonFiniteLoss(Check):
             node = root.grad_fn
             if node is None or type(node).__name__ != "MulBackward0":
                 return False
-            value = root.item()
             return math.isnan(value) or root.dtype in (torch.float32, torch.float64)
         loss = self.last_loss() if self.last_loss is not None else None
         if loss is None or not loss.is_floating_point() or loss.numel() != 1:
