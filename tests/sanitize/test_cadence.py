@@ -322,6 +322,10 @@ def test_a_bug_that_starts_after_the_loop_settled_is_found_at_its_line(name, tmp
         watcher, _, _ = run_in_process(tmp_path / f"{name}_buggy.py")
         message = watcher.findings[0].message
         assert "at optimizer step 151" in message and "already holds NaN" in message, message
+        # without a scaler the weights turn NaN; a GradScaler skips the step instead
+        scaled = name == "scaler_nan_once"
+        assert ("GradScaler skips every step" in message) == scaled, message
+        assert ("every step after it trains on NaN" in message) == (not scaled), message
 
 
 def test_cli_every_step_flag(tmp_path):

@@ -150,9 +150,13 @@ class NonFiniteLoss(Check):
         self.done = True
         what = f"the loss is {value}" if exact else "the loss is NaN or Inf"
         cause = self._cause(exact)
+        # Without a scaler the step writes NaN into the weights, so every later step is NaN too;
+        # a GradScaler finds the non-finite gradients and skips that step instead.
+        after = ("the GradScaler skips every step whose gradients are not finite, so such batches "
+                 "do not train the model, and each skip lowers the scale" if self.scaled
+                 else "every step after it trains on NaN")
         self.report(
-            f"{what} at optimizer step {step} (backward at {_short(where)}){cause}; every step "
-            "after it trains on NaN",
+            f"{what} at optimizer step {step} (backward at {_short(where)}){cause}; {after}",
             fix="lower the learning rate or clip gradients, check the named module and the inputs "
                 "for NaN/Inf, add an epsilon inside log/sqrt/division",
             where=where)
