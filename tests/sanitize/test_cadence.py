@@ -100,6 +100,36 @@ def test_two_optimizers_make_one_cycle_and_every_step_disables_settling():
     assert all(all(off.cycle()) for _ in range(40)) and off.cadence.steps_skipped == 0
 
 
+class _Optimizer:
+    """Stands in for an optimizer: the cadence only needs its identity and a weak reference."""
+
+
+def test_a_new_optimizer_per_phase_bounds_the_cycles_once_the_first_is_freed():
+    loop = _Loop()
+    first = _Optimizer()
+    for _ in range(10):
+        loop.cycle(optimizer=first)
+    assert loop.cadence.skipping
+    second = _Optimizer()  # phase 2 (or the next fold) builds its own optimizer ...
+    del first  # ... and the first one is freed
+    phase2 = CYCLE[:4] + [("S", 6), ("s", 6)]
+    seen = [loop.cycle(phase2, optimizer=second) for _ in range(14)]
+    assert seen[0] == [False] * 4 + [True] * 2  # checked from its first differing call
+    # the boundary moves to its steps; the next cycle is not counted clean (the one it ends began
+    # unseen), then 8 clean cycles settle the loop
+    assert all(all(cycle) for cycle in seen[1:10])
+    assert loop.cadence.skipping and not any(any(cycle) for cycle in seen[10:])
+    # while the first optimizer lives on (it merely stopped stepping), the second one takes over
+    # only after a long stretch of calls without it
+    kept = _Loop()
+    third = _Optimizer()
+    for _ in range(10):
+        kept.cycle(optimizer=third)
+    fourth = _Optimizer()
+    seen = [kept.cycle(phase2, optimizer=fourth) for _ in range(40)]
+    assert all(all(cycle) for cycle in seen[1:]) and not kept.cadence.skipping
+
+
 # ---- with PyTorch ---------------------------------------------------------------------------
 
 class _Counts(Check):

@@ -24,11 +24,14 @@ within their first steps (a cut gradient path in 3 steps, parameters outside the
 step 6).
 
 The cycle boundary is the end of ``step()`` of one optimizer (the first one seen stepping), so a
-GAN's two optimizers or gradient accumulation over micro-batches make one cycle.
+GAN's two optimizers or gradient accumulation over micro-batches make one cycle. When that optimizer
+is freed (a new one per training phase or per fold), or has not stepped for half of ``_LONGEST``
+calls, the next optimizer that steps takes its place.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable
 
 __all__ = ["Cadence"]
@@ -70,6 +73,7 @@ class Cadence:
         self._sampling = False  # this cycle is a settled run's sample
         self._countdown = 0
         self._primary: int | None = None
+        self._primary_ref: Any = None  # weak reference to that optimizer
         self._reports_at = 0
 
     def see(self, key: Any) -> bool:
@@ -115,10 +119,14 @@ class Cadence:
             return
         key = id(optimizer)
         if self._primary is None:
-            self._primary = key
+            self._adopt(optimizer)
         if key != self._primary:
-            if not self.skipping and len(self._cur) >= _LONGEST // 2:
-                self._primary = key  # the first optimizer is gone (a new one per fold)
+            if self._primary_ref() is None or (not self.skipping
+                                               and len(self._cur) >= _LONGEST // 2):
+                # the first optimizer is gone (a new one per phase or per fold), or no longer
+                # steps: this one bounds the cycles from now on, from its next step
+                self._adopt(optimizer)
+                self._cur = []
             return
         if self.skipping:
             if self._pos != len(self._ref):  # this cycle made fewer calls than the settled one
@@ -157,6 +165,13 @@ class Cadence:
             self._ref = cycle
             self.settled += 1
             self._settle()
+
+    def _adopt(self, optimizer: Any) -> None:
+        self._primary = id(optimizer)
+        try:
+            self._primary_ref = weakref.ref(optimizer)
+        except TypeError:  # an optimizer-like object without weak references: never seen dead
+            self._primary_ref = lambda: optimizer
 
     def _settle(self) -> None:
         self.skipping = True
