@@ -108,3 +108,118 @@ def test_gradients_left_over_from_an_earlier_phase_stay_silent(tmp_path):
     # the unchanged leftovers are kept as noted, not noted afresh at each look (which would keep
     # the loop from settling): phase 2 settles like phase 1
     assert watcher.cadence.steps_skipped > 200, watcher.cadence.steps_skipped
+
+
+SILENT = {
+    # a backbone optimizer that exists from the start but steps only after a warm-up
+    "delayed_optimizer": """
+        backbone, head = nn.Sequential(nn.Linear(8, 16), nn.Tanh()), nn.Linear(16, 3)
+        model = nn.Sequential(backbone, head)
+        head_opt = torch.optim.Adam(head.parameters(), lr=1e-2)
+        backbone_opt = torch.optim.Adam(backbone.parameters(), lr=1e-3)
+        for step in range(120):
+            head_opt.zero_grad()
+            backbone_opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            head_opt.step()
+            if step >= 60:
+                backbone_opt.step()
+    """,
+    # a Lagrange multiplier kept as a parameter of the model and updated by hand
+    "dual_variable": """
+        class Constrained(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(8, 3)
+                self.lam = nn.Parameter(torch.tensor(0.0))
+            def forward(self, x):
+                return self.net(x)
+        model = Constrained()
+        optimizer = torch.optim.Adam(model.net.parameters(), lr=1e-2)
+        for step in range(120):
+            logits = model(x)
+            loss = nn.functional.cross_entropy(logits, y) + model.lam * (logits.abs().mean() - 1)
+            optimizer.zero_grad()
+            model.lam.grad = None
+            loss.backward()
+            optimizer.step()
+            with torch.no_grad():
+                model.lam.add_(0.05 * model.lam.grad).clamp_(min=0.0)
+    """,
+    # one optimizer per task head, stepped every iteration (idle heads have no gradient), and a
+    # fixed feature network left trainable
+    "idle_head_optimizers": """
+        encoder = nn.Sequential(nn.Linear(8, 16), nn.Tanh())
+        heads = nn.ModuleList(nn.Linear(16, 3) for _ in range(4))
+        features = nn.Linear(3, 4)
+        optimizers = [torch.optim.Adam(encoder.parameters(), lr=1e-3)]
+        optimizers += [torch.optim.Adam(h.parameters(), lr=1e-2) for h in heads]
+        target = torch.randn(64, 3)
+        for step in range(120):
+            for o in optimizers:
+                o.zero_grad()
+            pred = heads[step % 4](encoder(x))
+            loss = nn.functional.mse_loss(pred, target)
+            loss = loss + 0.1 * nn.functional.mse_loss(features(pred), features(target))
+            loss.backward()
+            for o in optimizers:
+                o.step()
+    """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SILENT))
+def test_parameters_trained_some_other_way_stay_silent(name, tmp_path):
+    path = tmp_path / f"{name}.py"
+    path.write_text(PRELUDE + textwrap.dedent(SILENT[name]))
+    watcher, status, stderr = run_in_process(path)
+    assert status == 0, stderr
+    assert watcher.findings == [], [f.format() for f in watcher.findings]
+
+
+def test_layers_kept_in_a_plain_list(tmp_path):
+    source = PRELUDE + textwrap.dedent("""
+        class MLP(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inp = nn.Linear(8, 16)
+                self.hidden = [nn.Linear(16, 16)]  # not registered: should be nn.ModuleList
+                self.out = nn.Linear(16, 3)
+            def forward(self, x):
+                h = self.inp(x).tanh()
+                for layer in self.hidden:
+                    h = layer(h).tanh()
+                return self.out(h)
+        model = MLP()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+        for step in range(40):
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()  # expect: TG304
+    """)
+    path = tmp_path / "plain_list.py"
+    path.write_text(source)
+    watcher, status, stderr = run_in_process(path)
+    assert status == 0, stderr
+    assert {(f.code, f.line) for f in watcher.findings} == _expected(source)
+    message = watcher.findings[0].message
+    assert message.startswith("2 parameters of MLP (272 values: `hidden[0].weight` (16, 16)")
+    assert "plain Python container `hidden`" in message, message
+
+
+def test_one_parameter_is_worded_in_the_singular(tmp_path):
+    source = PRELUDE + textwrap.dedent("""
+        model = nn.Linear(8, 3)
+        optimizer = torch.optim.SGD([model.weight], lr=0.05)
+        for step in range(40):
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()  # expect: TG304
+    """)
+    path = tmp_path / "bias_left_out.py"
+    path.write_text(source)
+    watcher, status, stderr = run_in_process(path)
+    assert {(f.code, f.line) for f in watcher.findings} == _expected(source), stderr
+    assert watcher.findings[0].message.startswith(
+        "1 parameter of Linear (3 values: `bias` (3,)) receives gradients but no optimizer "
+        "holds it, so it never changes"), watcher.findings[0]

@@ -2,30 +2,38 @@
 
 What it watches: just before optimizer steps 1, 6, 12, 24, 48 and then every 32 steps (on a settled
 loop, the first checked step from each), the parameters of each model seen (the outermost modules
-called): those that require grad and hold a gradient are compared with the parameters of every
-optimizer that has stepped. A suspect is reported when, 5 steps later (or at the end
-of the run), no optimizer known then holds it and it has received a gradient since (a ``.grad``
-left over from an earlier phase of training does not count). While a suspect waits, the loop is
-not settled.
+called, and modules they keep in a plain list, tuple or dict attribute): those that require grad
+and hold a gradient are compared with the parameters of every optimizer that has stepped. Each
+such suspect gets a post-accumulate-grad hook (``Tensor.register_post_accumulate_grad_hook``) and a
+note of its value (version counter and sum). Five steps later (or at the end of the run) it is
+reported when it received a gradient since (a ``.grad`` left over from an earlier phase does not
+count), its value did not change (a parameter updated by hand is being trained), and no optimizer
+holds it: neither one that has stepped nor, looked up once with ``gc`` on this rare path, one that
+exists but has not stepped yet (a backbone optimizer that starts after a warm-up). While a suspect
+waits, the loop is not settled.
 
 When it fires: a model trained by an optimizer (some of its parameters are in one) has parameters
 that receive gradients but that no optimizer holds: a head added after the optimizer was built, a
 layer replaced (``model.fc = nn.Linear(...)``) after ``optimizer = Adam(model.parameters())``, a
 submodule kept in a plain list instead of ``nn.ModuleList``, a frozen backbone unfrozen
-(``requires_grad=True``) later in the run without ``add_param_group``. Backward fills their
-``.grad`` and they never change. Also: a model no optimizer holds receives gradients while the
-optimizer that steps has no gradient on any of its parameters (None, or zeros): an optimizer built
-once for the first model of a k-fold or hyper-parameter loop that builds a new model each time.
+(``requires_grad=True``) later in the run without ``add_param_group``, a part left out of the
+optimizer but not frozen. Backward fills their ``.grad`` and they never change. Also: a model no
+optimizer holds receives gradients while no optimizer that steps has a gradient on any of its
+parameters (None, or zeros): an optimizer built once for the first model of a k-fold or
+hyper-parameter loop that builds a new model each time.
 
 Silent on: frozen parameters (``requires_grad=False``), parameters that never get a gradient
-(unused branches, EMA teachers), models no optimizer trains at all (evaluation, feature
-extraction, a teacher left trainable) while the stepping optimizer's own parameters have
-gradients, GANs and other multi-optimizer setups where each part has its optimizer. Frozen
-parameters that an optimizer holds are harmless (no gradient, no update) and are not reported.
+(unused branches, EMA teachers), parameters updated by other means (by hand, a dual variable),
+separate models no optimizer trains at all (evaluation, feature extraction, a teacher left
+trainable) while some stepping optimizer's own parameters have gradients, GANs and other
+multi-optimizer setups where each part has its optimizer. Frozen parameters that an optimizer
+holds are harmless (no gradient, no update) and are not reported.
 
 Reference: ``torch.optim`` "Constructing it" (the optimizer holds the tensors it was given)
 https://pytorch.org/docs/stable/optim.html#constructing-it; guide
-https://runebook.dev/en/docs/pytorch/generated/torch.optim.adafactor/torch.optim.Adafactor.add_param_group.
+https://runebook.dev/en/docs/pytorch/generated/torch.optim.adafactor/torch.optim.Adafactor.add_param_group;
+"Freezing base model weights" (unfreezing mid-training with the same optimizer)
+https://theneuralbase.com/pytorch/learn/intermediate/freezing-base-model-weights/.
 """
 
 from __future__ import annotations
@@ -42,23 +50,44 @@ _EVERY = 32  # the most steps between two looks
 
 
 class _Suspect:
-    """A parameter found missing from every optimizer, and its gradient at that moment."""
+    """A parameter found missing from every optimizer: what it was then, and whether backward has
+    accumulated a gradient into it since (a hook, so this is known even after it is freed)."""
 
-    __slots__ = ("ref", "name", "model", "stale", "grad", "version")
+    __slots__ = ("ref", "name", "shape", "numel", "model", "stale", "listed", "trained",
+                 "handle", "version", "total")
 
-    def __init__(self, p: Any, name: str, model: str, stale: str) -> None:
+    def __init__(self, p: Any, name: str, model: str, stale: str, listed: str) -> None:
         self.ref = weakref.ref(p)
         self.name = name
+        self.shape = tuple(p.shape)
+        self.numel = p.numel()
         self.model = model  # the model's class name
-        self.stale = stale  # the class of an optimizer stepping without gradients, or ""
-        self.grad = weakref.ref(p.grad)
-        self.version = p.grad._version
+        self.stale = stale  # the class of the optimizer stepping without gradients, or ""
+        self.listed = listed  # the plain list/dict attribute that keeps its module, or ""
+        self.trained = [False]
+        self.handle: Any = None
+        self.version = p._version
+        self.total = _total(p)
 
-    def trained_since(self, p: Any) -> bool:
-        """Whether ``p`` got a gradient since it was noted (a new ``.grad``, or one accumulated
-        into in place): a ``.grad`` merely left over from earlier training does not count."""
-        grad = p.grad
-        return grad is not None and (grad is not self.grad() or grad._version != self.version)
+    def watch(self) -> None:
+        flag = self.trained
+
+        def accumulated(_: Any) -> None:
+            flag[0] = True
+
+        try:
+            self.handle = self.ref().register_post_accumulate_grad_hook(accumulated)
+        except (RuntimeError, AttributeError):  # not a leaf: fall back to "always trained"
+            flag[0] = True
+
+    def release(self) -> None:
+        if self.handle is not None:
+            self.handle.remove()
+            self.handle = None
+
+    def changed(self, p: Any) -> bool:
+        """Whether ``p``'s value changed since it was noted (something else updates it)."""
+        return p._version != self.version or _total(p) != self.total
 
 
 class ParamsNotInOptimizer(Check):
@@ -68,8 +97,10 @@ class ParamsNotInOptimizer(Check):
         super().__init__(watcher)
         self.next_step = 1  # the step before which the next look is made
         self.suspects: dict[int, _Suspect] = {}  # id(param): noted at the last look
-        # id(param) -> weakref: ids are reused once a parameter is freed (a new model per fold)
-        self.reported: dict[int, Any] = {}
+        # id(param) -> weakref, for parameters reported or found trained some other way; ids are
+        # reused once a parameter is freed (a new model per fold), so the weakref must match
+        self.done: dict[int, Any] = {}
+        self.idle: weakref.WeakSet[Any] = weakref.WeakSet()  # optimizers found by gc, not stepped
         self.where: Any = None  # the step line where the suspects were noted
 
     def on_step_pre(self, optimizer: Any) -> None:
@@ -82,15 +113,24 @@ class ParamsNotInOptimizer(Check):
         self.suspects = {}
         new = False
         for k, v in found.items():
-            old = noted.get(k)
+            old = noted.pop(k, None)
             p = v.ref()
             if old is None or old.ref() is not p:
+                if old is not None:
+                    old.release()
+                v.watch()
                 self.suspects[k] = v
                 new = True
-            elif old.trained_since(p):
-                confirmed.append(v)
-            else:  # a .grad left over, unchanged since: kept as noted, looked at again later
+            elif not old.trained[0]:  # a .grad left over, no new one: looked at again later
                 self.suspects[k] = old
+            else:
+                old.release()
+                if old.changed(p):
+                    self._done(p)  # updated by other means: trained after all
+                else:
+                    confirmed.append(old)
+        for old in noted.values():
+            old.release()
         if new:
             self.where = user_location(sys._getframe(1))
             self.hold()  # check the next steps in full, so the look 5 steps on is made
@@ -99,67 +139,104 @@ class ParamsNotInOptimizer(Check):
         self.next_step = step + (_CONFIRM_AFTER if new
                                  else max(_CONFIRM_AFTER, min(step, _EVERY)))
         if confirmed:
-            self._report(confirmed)
+            self._report(self._not_held_by_idle(confirmed))
 
     def on_exit(self) -> None:
-        """Suspects noted at the last look are reported when they are alive, got a gradient since,
-        and no optimizer took them meanwhile."""
-        if not self.suspects:
-            return
-        held = self._held()
+        """Suspects noted at the last look that got a gradient since are reported, unless an
+        optimizer holds them now or their value changed. One already freed (the script's names
+        are gone by now) was never held: an optimizer would have kept it alive."""
+        suspects, self.suspects = self.suspects, {}
         still = []
-        for k, v in self.suspects.items():
+        held = self._held()
+        for k, v in suspects.items():
+            v.release()
             p = v.ref()
-            if p is not None and k not in held and v.trained_since(p):
+            if v.trained[0] and (p is None or (k not in held and not v.changed(p))):
                 still.append(v)
-        self.suspects = {}
         if still:
-            self._report(still, where=self.where or self._where())
+            self._report(self._not_held_by_idle(still), where=self.where or self._where())
 
     def _held(self) -> set[int]:
-        return {id(p) for o in list(self.state.optimizers) for g in o.param_groups
+        return {id(p) for o in [*self.state.optimizers, *self.idle] for g in o.param_groups
                 for p in g["params"]}
 
     def _missing(self, optimizer: Any) -> dict[int, _Suspect]:
         """Parameters that require grad and hold a gradient, of a model some optimizer trains
-        (or of any model, when ``optimizer`` is stepping without a single gradient), that no
-        optimizer seen stepping holds."""
+        (or of any model, when no optimizer that steps has a single gradient), that no optimizer
+        holds."""
         held = self._held()
         stale: bool | None = None  # worked out only when a model no optimizer trains has grads
         out = {}
         for model in list(self.state.models):
-            named = list(model.named_parameters())
+            named = [(n, p, "") for n, p in model.named_parameters()]
+            named += _unregistered(model)
             cause = ""
-            if not any(id(p) in held for _, p in named):
+            if not any(id(p) in held for _, p, _ in named):
                 # No optimizer trains this model: evaluation, a frozen teacher, feature extraction
                 # -- or an optimizer left holding an earlier model's parameters.
-                if not any(p.requires_grad and p.grad is not None for _, p in named):
+                if not any(p.requires_grad and p.grad is not None for _, p, _ in named):
                     continue
                 if stale is None:
-                    stale = _without_gradients(optimizer)
+                    stale = _stale(list(self.state.optimizers))
                 if not stale:
                     continue
                 cause = type(optimizer).__name__
-            for name, p in named:
+            for name, p, listed in named:
                 if (p.requires_grad and p.grad is not None and id(p) not in held
-                        and not self._reported(p)):
-                    out[id(p)] = _Suspect(p, name, type(model).__name__, cause)
+                        and not self._is_done(p)):
+                    out[id(p)] = _Suspect(p, name, type(model).__name__, cause, listed)
         return out
 
-    def _reported(self, p: Any) -> bool:
-        ref = self.reported.get(id(p))
+    def _not_held_by_idle(self, still: list[_Suspect]) -> list[_Suspect]:
+        """Leave out parameters an optimizer that has not stepped yet holds (``gc``, once per
+        confirmation; the optimizers found count as holding from then on)."""
+        import gc
+
+        from torch.optim import Optimizer
+
+        for o in gc.get_objects():  # by type(): isinstance() may touch lazy module attributes
+            if Optimizer in type(o).__mro__ and o not in self.idle:
+                self.idle.add(o)
+        held = self._held()
+        out = []
+        for v in still:
+            p = v.ref()
+            if p is not None and id(p) in held:
+                continue
+            out.append(v)
+        return out
+
+    def _done(self, p: Any) -> None:
+        self.done[id(p)] = weakref.ref(p)
+
+    def _is_done(self, p: Any) -> bool:
+        ref = self.done.get(id(p))
         return ref is not None and ref() is p
 
     def _report(self, still: list[_Suspect], where: Any = None) -> None:
+        if not still:
+            return
         for v in still:
-            self.reported[id(v.ref())] = v.ref
-        params = [v.ref() for v in still]
-        total = sum(p.numel() for p in params)
-        names = ", ".join(f"`{v.name}` {tuple(p.shape)}" for v, p in zip(still[:4], params))
+            p = v.ref()
+            if p is not None:
+                self._done(p)
+        total = sum(v.numel for v in still)
+        names = ", ".join(f"`{v.name}` {v.shape}" for v in still[:4])
         more = f" and {len(still) - 4} more" if len(still) > 4 else ""
-        head = (f"{len(still)} parameters of {still[0].model} ({total} values: {names}{more}) "
-                "receive gradients but no optimizer holds them, so they never change")
-        if still[0].stale:
+        n = len(still)
+        them, s = ("it", "s") if n == 1 else ("them", "")
+        head = (f"{n} parameter{'s' if n != 1 else ''} of {still[0].model} ({total} "
+                f"value{'s' if total != 1 else ''}: {names}{more}) receive{s} gradients but no "
+                f"optimizer holds {them}, so {them.replace('them', 'they')} never change{s}")
+        listed = next((v.listed for v in still if v.listed), "")
+        if listed:
+            self.report(
+                f"{head}: their modules are kept in the plain Python container `{listed}`, which "
+                "nn.Module does not register, so model.parameters() does not list them",
+                fix="keep submodules in nn.ModuleList / nn.ModuleDict (or register them), then "
+                    "build the optimizer",
+                where=where)
+        elif still[0].stale:
             self.report(
                 f"{head}; the {still[0].stale} that steps holds parameters none of which has a "
                 "gradient (it was built for an earlier model, e.g. once before a loop that builds "
@@ -167,21 +244,58 @@ class ParamsNotInOptimizer(Check):
                 fix="build the optimizer (and scheduler) after the model, each time a new model "
                     "is built",
                 where=where)
-            return
-        self.report(
-            f"{head} (the optimizer was built before they were added, replaced or unfrozen)",
-            fix="build the optimizer after the model is complete (after replacing layers or "
-                "moving it); for parameters unfrozen later (requires_grad=True), add them with "
-                "optimizer.add_param_group({'params': [...]}) or build a new optimizer",
-            where=where)
+        else:
+            self.report(
+                f"{head} (the optimizer was built before they were added, replaced or unfrozen, "
+                "or they were left out of it without being frozen)",
+                fix="to train them, build the optimizer after the model is complete, or add them "
+                    "with optimizer.add_param_group({'params': [...]}); to keep them fixed, call "
+                    "requires_grad_(False) on them (no gradient is then computed)",
+                where=where)
 
     def _where(self) -> Any:
         last = self.state.backwards[-1] if self.state.backwards else None
         return last.where if last is not None else None
 
 
-def _without_gradients(optimizer: Any) -> bool:
-    """True when none of ``optimizer``'s parameters holds a non-zero gradient (None, or zeros
-    left by ``zero_grad(set_to_none=False)``)."""
-    grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
-    return all(not g.is_sparse and not bool(g.any()) for g in grads)
+def _total(p: Any) -> float:
+    """A value fingerprint of ``p``: the sum of its elements (a sync on CUDA; suspects only)."""
+    import torch
+
+    with torch.no_grad():
+        return float(p.detach().sum(dtype=torch.float64)) if p.numel() else 0.0
+
+
+def _stale(optimizers: list[Any]) -> bool:
+    """Whether none of ``optimizers`` holds a non-zero gradient (None, or zeros left by
+    ``zero_grad(set_to_none=False)``)."""
+    for o in optimizers:
+        for g in o.param_groups:
+            for p in g["params"]:
+                grad = p.grad
+                if grad is not None and (grad.is_sparse or bool(grad.any())):
+                    return False
+    return bool(optimizers)
+
+
+def _unregistered(model: Any) -> list[tuple[str, Any, str]]:
+    """Parameters of modules that ``model`` or its submodules keep in plain list, tuple or dict
+    attributes (not registered, so ``model.parameters()`` misses them), as (name, param,
+    attribute)."""
+    from torch import nn
+
+    out = []
+    for prefix, module in model.named_modules():
+        for attr, value in vars(module).items():
+            if attr.startswith("_") or not isinstance(value, (list, tuple, dict)) or not value:
+                continue
+            first = next(iter(value.values())) if isinstance(value, dict) else value[0]
+            if not isinstance(first, nn.Module):
+                continue  # a container of other things (kept on a model: look no further)
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                if isinstance(item, nn.Module) and item is not model:
+                    where = f"{prefix}.{attr}" if prefix else attr
+                    for name, p in item.named_parameters():
+                        out.append((f"{where}[{key!r}].{name}", p, where))
+    return out
