@@ -48,14 +48,19 @@ def _expected(source: str) -> set[tuple[str, int]]:
             for n, line in enumerate(source.splitlines(), 1) if "# expect: " in line}
 
 
+def _watch(source: str, path):
+    """Run ``source`` as the script ``path`` under a fresh watcher; it must exit 0."""
+    path.write_text(source)
+    watcher, status, stderr = run_in_process(path)
+    assert status == 0, stderr
+    return watcher
+
+
 @pytest.mark.parametrize("fix", ["", "optimizer.add_param_group({'params': backbone.parameters()})",
                                  "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)"])
 def test_unfrozen_after_the_loop_settled(fix, tmp_path):
     source = PRELUDE + UNFREEZE.replace("FIX", fix or "pass")
-    path = tmp_path / "unfreeze.py"
-    path.write_text(source)
-    watcher, status, stderr = run_in_process(path)
-    assert status == 0, stderr
+    watcher = _watch(source, tmp_path / "unfreeze.py")
     got = {(f.code, f.line) for f in watcher.findings}
     assert got == (set() if fix else _expected(source)), [f.format() for f in watcher.findings]
     assert watcher.cadence.settled >= 1
@@ -68,10 +73,7 @@ def test_unfrozen_after_the_loop_settled(fix, tmp_path):
 @pytest.mark.parametrize("fixed", [False, True])
 def test_optimizer_built_once_for_folds_with_zeroed_grads(fixed, tmp_path):
     source = PRELUDE + KFOLD.replace("FIXED", str(fixed))
-    path = tmp_path / "kfold.py"
-    path.write_text(source)
-    watcher, status, stderr = run_in_process(path)
-    assert status == 0, stderr
+    watcher = _watch(source, tmp_path / "kfold.py")
     got = {(f.code, f.line) for f in watcher.findings}
     assert got == (set() if fixed else _expected(source)), [f.format() for f in watcher.findings]
     if not fixed:
@@ -100,10 +102,7 @@ def test_gradients_left_over_from_an_earlier_phase_stay_silent(tmp_path):
             optimizer.step()
         assert model[0].weight.grad is not None
     """)
-    path = tmp_path / "phases.py"
-    path.write_text(source)
-    watcher, status, stderr = run_in_process(path)
-    assert status == 0, stderr
+    watcher = _watch(source, tmp_path / "phases.py")
     assert watcher.findings == [], [f.format() for f in watcher.findings]
     # the unchanged leftovers are kept as noted, not noted afresh at each look (which would keep
     # the loop from settling): phase 2 settles like phase 1
@@ -170,10 +169,7 @@ SILENT = {
 
 @pytest.mark.parametrize("name", sorted(SILENT))
 def test_parameters_trained_some_other_way_stay_silent(name, tmp_path):
-    path = tmp_path / f"{name}.py"
-    path.write_text(PRELUDE + textwrap.dedent(SILENT[name]))
-    watcher, status, stderr = run_in_process(path)
-    assert status == 0, stderr
+    watcher = _watch(PRELUDE + textwrap.dedent(SILENT[name]), tmp_path / f"{name}.py")
     assert watcher.findings == [], [f.format() for f in watcher.findings]
 
 
@@ -197,10 +193,7 @@ def test_layers_kept_in_a_plain_list(tmp_path):
             nn.functional.cross_entropy(model(x), y).backward()
             optimizer.step()  # expect: TG304
     """)
-    path = tmp_path / "plain_list.py"
-    path.write_text(source)
-    watcher, status, stderr = run_in_process(path)
-    assert status == 0, stderr
+    watcher = _watch(source, tmp_path / "plain_list.py")
     assert {(f.code, f.line) for f in watcher.findings} == _expected(source)
     message = watcher.findings[0].message
     assert message.startswith("2 parameters of MLP (272 values: `hidden[0].weight` (16, 16)")
@@ -216,10 +209,8 @@ def test_one_parameter_is_worded_in_the_singular(tmp_path):
             nn.functional.cross_entropy(model(x), y).backward()
             optimizer.step()  # expect: TG304
     """)
-    path = tmp_path / "bias_left_out.py"
-    path.write_text(source)
-    watcher, status, stderr = run_in_process(path)
-    assert {(f.code, f.line) for f in watcher.findings} == _expected(source), stderr
+    watcher = _watch(source, tmp_path / "bias_left_out.py")
+    assert {(f.code, f.line) for f in watcher.findings} == _expected(source)
     assert watcher.findings[0].message.startswith(
         "1 parameter of Linear (3 values: `bias` (3,)) receives gradients but no optimizer "
         "holds it, so it never changes"), watcher.findings[0]
