@@ -64,21 +64,19 @@ class _Suspect:
         self.model = model  # the model's class name
         self.stale = stale  # the class of the optimizer stepping without gradients, or ""
         self.listed = listed  # the plain list/dict attribute that keeps its module, or ""
-        self.trained = [False]
+        self.trained = False  # set by the hook
         self.handle: Any = None
         self.version = p._version
         self.total = _total(p)
 
     def watch(self) -> None:
-        flag = self.trained
-
         def accumulated(_: Any) -> None:
-            flag[0] = True
+            self.trained = True
 
         try:
             self.handle = self.ref().register_post_accumulate_grad_hook(accumulated)
         except (RuntimeError, AttributeError):  # not a leaf: fall back to "always trained"
-            flag[0] = True
+            self.trained = True
 
     def release(self) -> None:
         if self.handle is not None:
@@ -112,16 +110,16 @@ class ParamsNotInOptimizer(Check):
         confirmed: list[_Suspect] = []
         self.suspects = {}
         new = False
-        for k, v in found.items():
+        for k, (p, *described) in found.items():
             old = noted.pop(k, None)
-            p = v.ref()
             if old is None or old.ref() is not p:
                 if old is not None:
                     old.release()
+                v = _Suspect(p, *described)  # its value is read only now, when first noted
                 v.watch()
                 self.suspects[k] = v
                 new = True
-            elif not old.trained[0]:  # a .grad left over, no new one: looked at again later
+            elif not old.trained:  # a .grad left over, no new one: looked at again later
                 self.suspects[k] = old
             else:
                 old.release()
@@ -151,7 +149,7 @@ class ParamsNotInOptimizer(Check):
         for k, v in suspects.items():
             v.release()
             p = v.ref()
-            if v.trained[0] and (p is None or (k not in held and not v.changed(p))):
+            if v.trained and (p is None or (k not in held and not v.changed(p))):
                 still.append(v)
         if still:
             self._report(self._not_held_by_idle(still), where=self.where or self._where())
@@ -160,10 +158,10 @@ class ParamsNotInOptimizer(Check):
         return {id(p) for o in [*self.state.optimizers, *self.idle] for g in o.param_groups
                 for p in g["params"]}
 
-    def _missing(self, optimizer: Any) -> dict[int, _Suspect]:
+    def _missing(self, optimizer: Any) -> dict[int, tuple[Any, str, str, str, str]]:
         """Parameters that require grad and hold a gradient, of a model some optimizer trains
         (or of any model, when no optimizer that steps has a single gradient), that no optimizer
-        holds."""
+        holds: ``id(p) -> (p, name, model class, stale optimizer's class or "", container)``."""
         held = self._held()
         stale: bool | None = None  # worked out only when a model no optimizer trains has grads
         out = {}
@@ -184,7 +182,7 @@ class ParamsNotInOptimizer(Check):
             for name, p, listed in named:
                 if (p.requires_grad and p.grad is not None and id(p) not in held
                         and not self._is_done(p)):
-                    out[id(p)] = _Suspect(p, name, type(model).__name__, cause, listed)
+                    out[id(p)] = (p, name, type(model).__name__, cause, listed)
         return out
 
     def _not_held_by_idle(self, still: list[_Suspect]) -> list[_Suspect]:
