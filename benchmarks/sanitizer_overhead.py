@@ -16,10 +16,15 @@ Models (inputs: the 8x8 digits of ``sklearn.datasets.load_digits``, scaled to [0
   batch 64, input (64, 1, 8, 8);
 - ``mlp``: Linear(64, 32) - ReLU - Linear(32, 10), batch 32, input (32, 64).
 
+``--script-lines N`` runs the same steps as the module-level code of a generated script of about
+``N`` lines (a training loop written at the top level of a file, as many scripts are), instead of
+inside a function: the hooks then see the script's module code as the caller of every call.
+
 Usage::
 
     python benchmarks/sanitizer_overhead.py                 # both models, 1 thread, 100 rounds
     python benchmarks/sanitizer_overhead.py --rounds 80 --steps 25 --threads 1 --json out.json
+    python benchmarks/sanitizer_overhead.py --models cnn --modes sanitizer --script-lines 800
 """
 
 from __future__ import annotations
@@ -77,6 +82,38 @@ def step_fn(kind: str) -> Callable[[int], None]:
     return step
 
 
+_SCRIPT_STEP = """\
+for i in range(offset, offset + steps):
+    start = (i * batch) % n
+    xb, yb = x[start:start + batch], y[start:start + batch]
+    optimizer.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(model(xb), yb)
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def script_fn(kind: str, lines: int) -> Callable[[int, int], None]:
+    """``run(offset, steps)``: the steps of :func:`step_fn` as the module-level code of a script of
+    about ``lines`` lines (helper functions first, never called, then the loop)."""
+    torch.manual_seed(0)
+    x, y = digits()
+    model, batch = make(kind)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    helpers = "".join(f"    def helper_{k}(value, scale={k}):\n        shifted = value * scale + 1\n"
+                      f"        return shifted - scale\n\n" for k in range(max(0, lines - 10) // 4))
+    source = f"def _helpers():\n{helpers}    return None\n\n\n" + _SCRIPT_STEP
+    code = compile(source, str(Path(__file__).with_name("train_script.py")), "exec")
+    scope = {"F": F, "x": x, "y": y, "model": model, "optimizer": optimizer, "batch": batch,
+             "n": x.shape[0] - batch}
+
+    def run(offset: int, steps: int) -> None:
+        scope["offset"], scope["steps"] = offset, steps
+        exec(code, scope)
+
+    return run
+
+
 def _block(step: Callable[[int], None], steps: int, offset: int,
            clock: Callable[[], float] = time.perf_counter) -> float:
     """Seconds per step over ``steps`` steps, after one untimed step (the first step after the
@@ -88,11 +125,29 @@ def _block(step: Callable[[int], None], steps: int, offset: int,
     return (clock() - t0) / steps
 
 
+def _script_block(run: Callable[[int, int], None], steps: int, offset: int,
+                  clock: Callable[[], float] = time.perf_counter) -> float:
+    """:func:`_block` for a script's module-level loop."""
+    run(offset, 1)
+    t0 = clock()
+    run(offset, steps)
+    return (clock() - t0) / steps
+
+
 def measure(kind: str, mode: str, *, rounds: int, steps: int,
             clock: Callable[[], float] = time.perf_counter,
-            every_step: bool = False) -> dict[str, float]:
-    """Paired ratios of ``mode`` ("sanitizer" or "anomaly") against plain steps."""
-    step = step_fn(kind)
+            every_step: bool = False, script_lines: int = 0) -> dict[str, float]:
+    """Paired ratios of ``mode`` ("sanitizer" or "anomaly") against plain steps; with
+    ``script_lines``, the steps run as a script's module-level loop (:func:`script_fn`)."""
+    if script_lines:
+        run = script_fn(kind, script_lines)
+        block: Callable[..., float] = _script_block
+
+        def step(i: int) -> None:
+            run(i, 1)
+    else:
+        step = step_fn(kind)
+        block = _block
     for i in range(steps * 2):  # warm-up: allocator, kernels, first-call caches
         step(i)
     # One watcher for the whole run, as in a real one: started and stopped around each watched
@@ -108,18 +163,18 @@ def measure(kind: str, mode: str, *, rounds: int, steps: int,
         results = {}
         for side in (("plain", mode) if r % 2 == 0 else (mode, "plain")):
             if side == "plain":
-                results[side] = _block(step, steps, r * steps, clock)
+                results[side] = block(run if script_lines else step, steps, r * steps, clock)
             elif mode == "sanitizer":
                 watcher.start()
                 try:
-                    results[side] = _block(step, steps, r * steps, clock)
+                    results[side] = block(run if script_lines else step, steps, r * steps, clock)
                 finally:
                     watcher.stop()
                 if watcher.findings:
                     raise SystemExit(f"the benchmark step itself has findings: {watcher.findings}")
             else:
                 with torch.autograd.set_detect_anomaly(True):
-                    results[side] = _block(step, steps, r * steps, clock)
+                    results[side] = block(run if script_lines else step, steps, r * steps, clock)
         plain.append(results["plain"])
         other.append(results[mode])
         ratios.append(results[mode] / results["plain"])
@@ -128,7 +183,7 @@ def measure(kind: str, mode: str, *, rounds: int, steps: int,
     return {"model": kind, "mode": mode, "plain_ms": statistics.median(plain) * 1e3,
             "other_ms": statistics.median(other) * 1e3, "ratio": statistics.median(ratios),
             "ratio_p25": q[0], "ratio_p75": q[2], "added_us": statistics.median(added) * 1e6,
-            "rounds": rounds, "steps": steps}
+            "rounds": rounds, "steps": steps, "script_lines": script_lines}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,20 +199,25 @@ def main(argv: list[str] | None = None) -> int:
                              "process's own CPU time, steadier on a machine other jobs share")
     parser.add_argument("--every-step", action="store_true",
                         help="check every step in full (no settled steps)")
+    parser.add_argument("--script-lines", type=int, default=0, metavar="N",
+                        help="run the steps as the module-level loop of a generated script of "
+                             "about N lines (default 0: the steps run inside a function)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     rows = []
     print(f"torch {torch.__version__}, {args.threads} thread(s), {args.rounds} rounds x "
           f"{args.steps} steps per side, {args.clock} clock"
-          + (", every step checked" if args.every_step else ""))
+          + (", every step checked" if args.every_step else "")
+          + (f", module-level loop of a {args.script_lines}-line script" if args.script_lines
+             else ""))
     print(f"{'model':5} {'mode':9} {'plain ms':>9} {'other ms':>9} {'ratio':>6} {'p25-p75':>13} "
           f"{'added us':>9}")
     for kind in args.models.split(","):
         for mode in args.modes.split(","):
             row = measure(kind, mode, rounds=args.rounds, steps=args.steps,
                           clock=time.perf_counter if args.clock == "wall" else time.process_time,
-                          every_step=args.every_step)
+                          every_step=args.every_step, script_lines=args.script_lines)
             row["clock"] = args.clock
             row["every_step"] = args.every_step
             rows.append(row)
