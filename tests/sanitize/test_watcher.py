@@ -200,6 +200,30 @@ def test_compiled_model_trains_identically_and_is_still_watched():
     torch._dynamo.reset()
 
 
+def test_torch_export_traces_the_same_graph_and_no_event_is_recorded_while_it_traces():
+    class WithLoss(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 3)
+
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return F.cross_entropy(self.lin(x), y)
+
+    model = WithLoss()
+    args = (torch.randn(5, 4), torch.tensor([0, 1, 2, 0, 1]))
+    plain = torch.export.export(model, args, strict=False)
+    watcher = Watcher(config=Config(), stream=io.StringIO()).start()
+    try:
+        non_strict = torch.export.export(model, args, strict=False)
+        strict = torch.export.export(model, args)
+    finally:
+        watcher.stop()
+    assert str(non_strict.graph) == str(plain.graph) == str(strict.graph)
+    # the traced calls are not the user's forwards: none was counted, nothing reported
+    assert watcher.state.root_forwards == 0 and watcher.findings == []
+    torch._dynamo.reset()
+
+
 def test_a_watcher_can_be_stopped_and_started_again_on_the_same_run():
     torch.manual_seed(0)
     model = nn.Linear(4, 2)

@@ -69,7 +69,7 @@ def install(w: "Watcher") -> list[Undo]:
     from torch.nn.modules.loss import _Loss
     from torch.optim import optimizer as optim_mod
 
-    is_compiling = torch.compiler.is_compiling
+    is_compiling = _export_tracing(torch)  # only after is_dynamo_compiling() said False
     is_dynamo_compiling = torch.compiler.is_dynamo_compiling
     is_grad_enabled = torch.is_grad_enabled
     state = w.state
@@ -208,6 +208,8 @@ def install(w: "Watcher") -> list[Undo]:
 
     _patch(nn.Module, "__call__", lambda orig: module_call, undo)
 
+    stepped_ids = state.optimizers._refs  # id -> weak reference, as seen_ids
+
     # Optimizer steps, backward and zero_grad are never traced by torch.export, so Dynamo's own
     # test (one call, folded to True while Dynamo traces) is enough for them.
     def step_pre(optimizer: Any, args: tuple, kwargs: dict) -> None:
@@ -215,7 +217,8 @@ def install(w: "Watcher") -> list[Undo]:
             return None
         try:
             state.in_step += 1
-            state.optimizers.add(optimizer)
+            if id(optimizer) not in stepped_ids:
+                state.optimizers.add(optimizer)
             if see(("S", id(optimizer))) and h["on_step_pre"]:
                 w.emit("on_step_pre", optimizer)
         except Exception as exc:
@@ -226,7 +229,8 @@ def install(w: "Watcher") -> list[Undo]:
         if is_dynamo_compiling():
             return None
         try:
-            state.in_step = max(0, state.in_step - 1)
+            if state.in_step > 0:
+                state.in_step -= 1
             state.step += 1
             state.backwards_at_step = state.backward_count
             state.last_stepped = id(optimizer)
@@ -358,6 +362,18 @@ def install(w: "Watcher") -> list[Undo]:
     if h["on_loader_iter"]:
         install_loader_iter(w, undo)
     return undo
+
+
+def _export_tracing(torch: Any) -> Callable[[], bool]:
+    """``torch.compiler.is_compiling()`` for code that has already found
+    ``is_dynamo_compiling()`` False (so nothing here is traced by Dynamo): a read of the flag behind
+    it (set while ``torch.export`` traces) without its two Python calls, where this torch keeps that
+    flag; the function itself elsewhere."""
+    import torch.compiler as compiler
+
+    if isinstance(vars(compiler).get("_is_compiling_flag"), bool):
+        return functools.partial(getattr, compiler, "_is_compiling_flag")
+    return torch.compiler.is_compiling
 
 
 def _locate_failure(state: Any, exc: BaseException, root: Any, args: tuple) -> None:
@@ -518,14 +534,16 @@ def _observer(w: "Watcher", event: str, original: Any, nargs: int) -> Any:
 def _functional_loss(w: "Watcher", name: str, original: Any, loss_type: type) -> Any:
     import torch
 
-    is_compiling = torch.compiler.is_compiling
+    is_dynamo_compiling = torch.compiler.is_dynamo_compiling
+    is_compiling = _export_tracing(torch)
     modules = w.state.modules
     see = w.cadence.see
 
     def loss(*args: Any, **kwargs: Any) -> Any:
         output = original(*args, **kwargs)
         # A loss module calls this function itself; its own event covers it.
-        if is_compiling() or (modules and isinstance(modules[-1], loss_type)):
+        if (is_dynamo_compiling() or is_compiling()
+                or (modules and isinstance(modules[-1], loss_type))):
             return output
         try:
             caller = sys._getframe(1)

@@ -61,21 +61,23 @@ class NonFiniteLoss(Check):
         self.pending: list[tuple] = []  # CUDA: (host flag, event, step, where)
         self.scaled: bool | None = None  # a GradScaler is in use (looked up at the first non-finite root)
         self.last_loss: Any = None  # weakref to the last loss output, used under a GradScaler
+        import torch
+
+        self.tensor_type = torch.Tensor  # (no import statement on the per-step path)
 
     def on_root_forward(self, call: Any) -> None:
         if self.done or not call.grad_enabled:
             return
-        import torch
-
+        tensor = self.tensor_type
         refs = []  # (a plain loop: this runs on every step, settled ones too)
         for a in call.args:
-            if not isinstance(a, torch.Tensor):
+            if not isinstance(a, tensor):
                 self.last = None
                 return
             refs.append(weakref.ref(a))
         out = call.output
         self.last = (weakref.ref(call.module), refs,
-                     weakref.ref(out) if isinstance(out, torch.Tensor) else None, call.where)
+                     weakref.ref(out) if isinstance(out, tensor) else None, call.where)
 
     def on_loss(self, call: Any) -> None:
         out = call.output
