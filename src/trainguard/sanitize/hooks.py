@@ -69,7 +69,7 @@ def install(w: "Watcher") -> list[Undo]:
     from torch.nn.modules.loss import _Loss
     from torch.optim import optimizer as optim_mod
 
-    is_compiling = _export_tracing(torch)  # only after is_dynamo_compiling() said False
+    is_compiling = torch.compiler.is_compiling
     is_dynamo_compiling = torch.compiler.is_dynamo_compiling
     is_grad_enabled = torch.is_grad_enabled
     state = w.state
@@ -364,18 +364,6 @@ def install(w: "Watcher") -> list[Undo]:
     return undo
 
 
-def _export_tracing(torch: Any) -> Callable[[], bool]:
-    """``torch.compiler.is_compiling()`` for code that has already found
-    ``is_dynamo_compiling()`` False (so nothing here is traced by Dynamo): a read of the flag behind
-    it (set while ``torch.export`` traces) without its two Python calls, where this torch keeps that
-    flag; the function itself elsewhere."""
-    import torch.compiler as compiler
-
-    if isinstance(vars(compiler).get("_is_compiling_flag"), bool):
-        return functools.partial(getattr, compiler, "_is_compiling_flag")
-    return torch.compiler.is_compiling
-
-
 def _locate_failure(state: Any, exc: BaseException, root: Any, args: tuple) -> None:
     """Set ``state.failed_module``/``failed_inputs`` to the innermost module whose call the
     exception passed through, read from its traceback (``Module._call_impl`` frames hold the
@@ -534,16 +522,14 @@ def _observer(w: "Watcher", event: str, original: Any, nargs: int) -> Any:
 def _functional_loss(w: "Watcher", name: str, original: Any, loss_type: type) -> Any:
     import torch
 
-    is_dynamo_compiling = torch.compiler.is_dynamo_compiling
-    is_compiling = _export_tracing(torch)
+    is_compiling = torch.compiler.is_compiling
     modules = w.state.modules
     see = w.cadence.see
 
     def loss(*args: Any, **kwargs: Any) -> Any:
         output = original(*args, **kwargs)
         # A loss module calls this function itself; its own event covers it.
-        if (is_dynamo_compiling() or is_compiling()
-                or (modules and isinstance(modules[-1], loss_type))):
+        if is_compiling() or (modules and isinstance(modules[-1], loss_type)):
             return output
         try:
             caller = sys._getframe(1)
