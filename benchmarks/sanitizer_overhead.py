@@ -64,12 +64,20 @@ def make(kind: str) -> tuple[nn.Module, int]:
     return nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10)), 32
 
 
-def step_fn(kind: str) -> Callable[[int], None]:
+def _setup(kind: str) -> dict:
+    """What a step uses: data, model, optimizer, batch size, and ``n`` (the last batch start)."""
     torch.manual_seed(0)
     x, y = digits()
     model, batch = make(kind)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    n = x.shape[0] - batch
+    return {"F": F, "x": x, "y": y, "model": model, "optimizer": optimizer, "batch": batch,
+            "n": x.shape[0] - batch}
+
+
+def step_fn(kind: str) -> Callable[[int], None]:
+    scope = _setup(kind)
+    x, y, model, optimizer, batch, n = (scope[k] for k in ("x", "y", "model", "optimizer",
+                                                           "batch", "n"))
 
     def step(i: int) -> None:
         start = (i * batch) % n
@@ -96,16 +104,11 @@ for i in range(offset, offset + steps):
 def script_fn(kind: str, lines: int) -> Callable[[int, int], None]:
     """``run(offset, steps)``: the steps of :func:`step_fn` as the module-level code of a script of
     about ``lines`` lines (helper functions first, never called, then the loop)."""
-    torch.manual_seed(0)
-    x, y = digits()
-    model, batch = make(kind)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     helpers = "".join(f"    def helper_{k}(value, scale={k}):\n        shifted = value * scale + 1\n"
                       f"        return shifted - scale\n\n" for k in range(max(0, lines - 10) // 4))
     source = f"def _helpers():\n{helpers}    return None\n\n\n" + _SCRIPT_STEP
     code = compile(source, str(Path(__file__).with_name("train_script.py")), "exec")
-    scope = {"F": F, "x": x, "y": y, "model": model, "optimizer": optimizer, "batch": batch,
-             "n": x.shape[0] - batch}
+    scope = _setup(kind)
 
     def run(offset: int, steps: int) -> None:
         scope["offset"], scope["steps"] = offset, steps
@@ -142,11 +145,12 @@ def measure(kind: str, mode: str, *, rounds: int, steps: int,
     if script_lines:
         run = script_fn(kind, script_lines)
         block: Callable[..., float] = _script_block
+        timed: Callable[..., None] = run
 
         def step(i: int) -> None:
             run(i, 1)
     else:
-        step = step_fn(kind)
+        step = timed = step_fn(kind)
         block = _block
     for i in range(steps * 2):  # warm-up: allocator, kernels, first-call caches
         step(i)
@@ -163,18 +167,18 @@ def measure(kind: str, mode: str, *, rounds: int, steps: int,
         results = {}
         for side in (("plain", mode) if r % 2 == 0 else (mode, "plain")):
             if side == "plain":
-                results[side] = block(run if script_lines else step, steps, r * steps, clock)
+                results[side] = block(timed, steps, r * steps, clock)
             elif mode == "sanitizer":
                 watcher.start()
                 try:
-                    results[side] = block(run if script_lines else step, steps, r * steps, clock)
+                    results[side] = block(timed, steps, r * steps, clock)
                 finally:
                     watcher.stop()
                 if watcher.findings:
                     raise SystemExit(f"the benchmark step itself has findings: {watcher.findings}")
             else:
                 with torch.autograd.set_detect_anomaly(True):
-                    results[side] = block(run if script_lines else step, steps, r * steps, clock)
+                    results[side] = block(timed, steps, r * steps, clock)
         plain.append(results["plain"])
         other.append(results[mode])
         ratios.append(results[mode] / results["plain"])
