@@ -49,7 +49,7 @@ def test_a_library_frame_is_skipped_for_the_user_frame_above_it():
     seen = []
 
     def user_caller():
-        # torch.no_grad's __enter__ runs in torch; its caller is this function
+        # the probe's forward runs under Module._call_impl (torch); the user frame is this one
         class Probe(torch.nn.Module):
             def forward(self, x):
                 seen.append(frames.user_location(sys._getframe(1)))  # Module._call_impl's frame

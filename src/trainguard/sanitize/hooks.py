@@ -208,8 +208,6 @@ def install(w: "Watcher") -> list[Undo]:
 
     _patch(nn.Module, "__call__", lambda orig: module_call, undo)
 
-    stepped_ids = state.optimizers._refs  # id -> weak reference, as seen_ids
-
     # Optimizer steps, backward and zero_grad are never traced by torch.export, so Dynamo's own
     # test (one call, folded to True while Dynamo traces) is enough for them.
     def step_pre(optimizer: Any, args: tuple, kwargs: dict) -> None:
@@ -217,8 +215,7 @@ def install(w: "Watcher") -> list[Undo]:
             return None
         try:
             state.in_step += 1
-            if id(optimizer) not in stepped_ids:
-                state.optimizers.add(optimizer)
+            state.optimizers.add(optimizer)
             if see(("S", id(optimizer))) and h["on_step_pre"]:
                 w.emit("on_step_pre", optimizer)
         except Exception as exc:
@@ -229,8 +226,7 @@ def install(w: "Watcher") -> list[Undo]:
         if is_dynamo_compiling():
             return None
         try:
-            if state.in_step > 0:
-                state.in_step -= 1
+            state.in_step = max(0, state.in_step - 1)
             state.step += 1
             state.backwards_at_step = state.backward_count
             state.last_stepped = id(optimizer)
