@@ -24,12 +24,16 @@ class _Loop:
 
     def __init__(self, **kwargs) -> None:
         self.resumes: list[bool] = []
-        self.cadence = Cadence(resume=self.resumes.append, **kwargs)
+        self.settles: list[int] = []  # cycles run when the cadence said it settled
+        self.cycles = 0
+        self.cadence = Cadence(resume=self.resumes.append,
+                               settle=lambda: self.settles.append(self.cycles), **kwargs)
         self.reports = 0
         self.armed = False
 
     def cycle(self, keys=CYCLE, optimizer: object = "opt") -> list[bool]:
         seen = [self.cadence.see(k) for k in keys]
+        self.cycles += 1
         self.cadence.boundary(optimizer, self.reports, self.armed)
         return seen
 
@@ -43,7 +47,10 @@ def test_settles_after_eight_identical_clean_cycles_then_checks_one_in_sixteen()
     assert all(not any(seen) for i, seen in enumerate(after) if i not in full)
     assert full == [15, 31]  # the 16th and 32nd cycles after settling
     assert loop.resumes == [True, True]  # told before each sampled cycle
+    assert loop.settles == [8, 24, 40]  # told when it settled, and again after each sample
     assert loop.cadence.steps_skipped == 38
+    every = _Loop(every=1)  # checks every cycle: never says it settled
+    assert all(all(every.cycle()) for _ in range(30)) and every.settles == []
 
 
 @pytest.mark.parametrize("spoil", ["report", "armed", "hold", "different"])
@@ -373,3 +380,35 @@ def test_cli_every_step_flag(tmp_path):
     assert sampled.returncode == every.returncode == 0, sampled.stderr + every.stderr
     assert "settled steps repeated a checked one" in sampled.stderr
     assert "no findings" in every.stderr and "settled" not in every.stderr
+
+
+def test_tg301_takes_its_hooks_off_while_settled_and_puts_them_back_to_check():
+    """Settled steps are not judged, so their backward calls must not call TG301's
+    post-accumulate-grad hooks; checked steps (samples, a changed loop) must carry them."""
+    from trainguard.sanitize.checks.tg301_grads_accumulate import GradsAccumulate
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    watcher = Watcher(config=Config(), stream=io.StringIO(), checks=[GradsAccumulate])
+    first = next(model.parameters())
+    seen = []  # (settled after this step, the followed parameter carries a hook)
+    with_zero_grad = True
+    watcher.start()
+    try:
+        for i in range(120):
+            if i == 90:
+                with_zero_grad = False  # the bug starts after the loop settled
+            if with_zero_grad:
+                optimizer.zero_grad()
+            F.cross_entropy(model(torch.randn(16, 8)), torch.randint(0, 3, (16,))).backward()
+            optimizer.step()
+            seen.append((watcher.cadence.skipping, bool(first._post_accumulate_grad_hooks)))
+    finally:
+        watcher.stop()
+    settled = [hooked for skipping, hooked in seen if skipping]
+    checked = [hooked for skipping, hooked in seen[1:] if not skipping]
+    assert len(settled) > 50 and not any(settled)
+    assert len(checked) > 10 and all(checked)
+    assert [f.code for f in watcher.findings] == ["TG301"]
+    assert not first._post_accumulate_grad_hooks  # and none is left after the run

@@ -47,6 +47,8 @@ class Cadence:
         every: while settled, one cycle in ``every`` is checked in full.
         enabled: False checks every step (``trainguard run --every-step``).
         resume: called with ``boundary`` when the checks resume after calls they did not see.
+        settle: called when the checks stop seeing calls: the loop settles, or settles again after
+            a sampled cycle.
 
     Attributes:
         skipping: the current cycle repeats the settled one so far; its calls are not checked.
@@ -54,13 +56,15 @@ class Cadence:
     """
 
     def __init__(self, *, settle_after: int = 8, every: int = 16, enabled: bool = True,
-                 resume: Callable[[bool], None] | None = None) -> None:
+                 resume: Callable[[bool], None] | None = None,
+                 settle: Callable[[], None] | None = None) -> None:
         if settle_after < 1 or every < 1:
             raise ValueError("settle_after and every must be at least 1")
         self.enabled = enabled
         self.settle_after = settle_after
         self.every = every
         self._resume = resume
+        self._on_settle = settle
         self.skipping = False
         self.steps_skipped = 0
         self.settled = 0  # times the loop settled (for the summary and tests)
@@ -174,9 +178,11 @@ class Cadence:
             self._primary_ref = lambda: optimizer
 
     def _settle(self) -> None:
-        self.skipping = True
         self._pos = 0
         self._countdown = self.every - 1
         if self._countdown <= 0:  # every == 1: check every cycle, yet keep the bookkeeping
-            self.skipping = False
             self._sampling = True
+            return
+        self.skipping = True
+        if self._on_settle is not None:
+            self._on_settle()

@@ -51,7 +51,8 @@ class Watcher:
         self.stream = stream
         self.state = State()
         # Settled steps (see cadence.py) skip the checks; ``every_step`` checks every step.
-        self.cadence = Cadence(enabled=not every_step, resume=self._resume)
+        self.cadence = Cadence(enabled=not every_step, resume=self._resume,
+                               settle=self._settle)
         self.reports = 0  # report() calls so far: a step with one never settles
         self.armed: set[Check] = set()  # checks following something across steps
         self.ranks = RankLink.from_env()  # None outside torchrun (WORLD_SIZE unset or 1)
@@ -155,6 +156,10 @@ class Watcher:
     def _resume(self, boundary: bool) -> None:
         """The checks resume after settled calls they did not see (see cadence.py)."""
         self.emit("on_resume", boundary)
+
+    def _settle(self) -> None:
+        """The loop settled: the checks see no call until they get ``on_resume``."""
+        self.emit("on_settle")
 
     def emit_module(self, event: str, call: Any) -> None:
         """``emit`` for per-module events: only checks whose ``module_types`` match the module."""

@@ -71,6 +71,10 @@ Events (arguments are what PyTorch passed; nothing is copied):
   ``step()``), False in the middle of one (the calls of that cycle so far were not seen). The
   counters in ``self.state`` stay exact throughout; a check that compares them across events must
   not read a gap as a missing call.
+- ``on_settle()``: the loop has just settled (or settled again after a sampled cycle): the calls
+  that follow are not seen until the next ``on_resume``. A check that keeps hooks on tensors for
+  its own use removes them here, so settled steps do not pay for them, and puts them back in
+  ``on_resume``.
 - ``on_exit()``: the watched block or script ends, normally or not.
 - ``on_error(exc)``: the script dies of ``exc``; return a :class:`Diagnosis` to explain a
   PyTorch error, or None.
@@ -113,7 +117,7 @@ EVENTS = (
     "on_forward_pre", "on_forward", "on_root_forward", "on_loss", "on_backward",
     "on_backward_done", "on_backward_failed", "on_step_pre", "on_step", "on_zero_grad",
     "on_functional", "on_save", "on_load", "on_exit", "on_error", "on_scheduler_step", "on_clip",
-    "on_sampler_iter", "on_repro_pre", "on_repro", "on_loader_iter", "on_resume",
+    "on_sampler_iter", "on_repro_pre", "on_repro", "on_loader_iter", "on_resume", "on_settle",
 )
 
 
@@ -197,6 +201,7 @@ class Check:
     def on_repro(self, name: str, value: Any) -> None: ...
     def on_loader_iter(self, loader: Any) -> None: ...
     def on_resume(self, boundary: bool) -> None: ...
+    def on_settle(self) -> None: ...
     def on_functional(self, name: str, args: tuple, kwargs: dict) -> None: ...
     def on_save(self, obj: Any, f: Any) -> None: ...
     def on_load(self, f: Any, kwargs: dict) -> None: ...

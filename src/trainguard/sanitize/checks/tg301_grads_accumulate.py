@@ -3,7 +3,8 @@
 What it watches: after each ``optimizer.step()``, up to two of the optimizer's parameters that
 have a gradient: the gradient tensor (weakly) and its version counter. A post-accumulate-grad hook
 on those parameters (``Tensor.register_post_accumulate_grad_hook``) sees the first backward that
-adds into each gradient after the step.
+adds into each gradient after the step. The hooks are taken off while the loop is settled (its
+steps are not judged, ``on_settle``) and put back when checking resumes.
 
 When it fires: that first backward added onto the very tensor the previous step used, untouched
 in between (the same object, its version advanced by exactly this accumulation): nothing zeroed it,
@@ -129,7 +130,22 @@ class GradsAccumulate(Check):
                     "`# trainguard: ignore[TG301]`",
             )
 
+    def on_settle(self) -> None:
+        # Settled steps are not judged: take the hooks off, so their backward calls do not pay
+        # for a call into Python per followed parameter, and follow nothing until on_resume.
+        for _, watched in self.params.values():
+            watched.first_seen = True
+            watched.polluted = False
+            if watched.handle is not None:
+                watched.handle.remove()
+                watched.handle = None
+        self.polluted_by = {}
+
     def on_resume(self, boundary: bool) -> None:
+        for ref, watched in self.params.values():  # two per optimizer: put back their hooks
+            p = ref()
+            if p is not None and watched.handle is None:
+                watched.handle = p.register_post_accumulate_grad_hook(self._make_hook(watched))
         # Right after a settled step (nothing ran since): follow the gradients that step used, as
         # on_step would have, so the first step of a changed loop is judged. In the middle of a
         # cycle a backward may already have added into them: follow nothing new.
