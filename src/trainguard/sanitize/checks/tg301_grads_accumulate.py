@@ -144,7 +144,9 @@ class GradsAccumulate(Check):
     def on_resume(self, boundary: bool) -> None:
         for ref, watched in self.params.values():  # two per optimizer: put back their hooks
             p = ref()
-            if p is not None and watched.handle is None:
+            # one frozen since (requires_grad_(False)) takes no hook and gets no gradient; it is
+            # hooked again at a later resume if it is unfrozen
+            if p is not None and watched.handle is None and p.requires_grad:
                 watched.handle = p.register_post_accumulate_grad_hook(self._make_hook(watched))
         # Right after a settled step (nothing ran since): follow the gradients that step used, as
         # on_step would have, so the first step of a changed loop is judged. In the middle of a
