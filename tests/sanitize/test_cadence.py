@@ -412,3 +412,51 @@ def test_tg301_takes_its_hooks_off_while_settled_and_puts_them_back_to_check():
     assert len(checked) > 10 and all(checked)
     assert [f.code for f in watcher.findings] == ["TG301"]
     assert not first._post_accumulate_grad_hooks  # and none is left after the run
+
+
+def test_a_loss_module_built_inside_the_loop_settles():
+    """``nn.CrossEntropyLoss()(logits, y)`` makes a new module every step: the cycle key names the
+    loss by its type, so the loop still settles."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    watcher = Watcher(config=Config(), stream=io.StringIO())
+    with_module = []
+    watcher.start()
+    try:
+        for _ in range(100):
+            optimizer.zero_grad()
+            criterion = nn.CrossEntropyLoss()
+            with_module.append(criterion)  # kept alive: each step's module has its own id
+            criterion(model(torch.randn(16, 8)), torch.randint(0, 3, (16,))).backward()
+            optimizer.step()
+    finally:
+        watcher.stop()
+    assert watcher.findings == []
+    assert watcher.cadence.settled >= 1 and watcher.cadence.steps_skipped > 60
+
+
+def test_tg301_puts_back_no_hook_on_a_parameter_frozen_while_settled():
+    """Phases that freeze one part and train the other (``requires_grad_`` toggled per epoch, one
+    optimizer over all): a followed parameter frozen while the loop was settled cannot take a hook
+    when checking resumes, and must not make TG301 fail (TG002)."""
+    torch.manual_seed(0)
+    enc, dec = nn.Sequential(nn.Linear(16, 32), nn.ReLU()), nn.Linear(32, 1)
+    model = nn.Sequential(enc, dec)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    x = torch.randn(512, 16)
+    y = x[:, :4].sum(1, keepdim=True)
+    watcher = Watcher(config=Config(), stream=io.StringIO())
+    watcher.start()
+    try:
+        for epoch in range(8):
+            enc.requires_grad_(epoch % 2 == 0)
+            dec.requires_grad_(epoch % 2 == 1)
+            for i in range(0, 512, 32):
+                optimizer.zero_grad(set_to_none=True)
+                F.mse_loss(model(x[i:i + 32]), y[i:i + 32]).backward()
+                optimizer.step()
+    finally:
+        watcher.stop()
+    assert watcher.findings == [], [f.format() for f in watcher.findings]
+    assert watcher.cadence.steps_skipped > 60

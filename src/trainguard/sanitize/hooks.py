@@ -100,12 +100,15 @@ def install(w: "Watcher") -> list[Undo]:
             if depth == 0:
                 caller = sys._getframe(1)
                 grad = is_grad_enabled()
-                key: tuple = ("F", id(self), caller.f_code, caller.f_lasti, self.training, grad,
-                              state.no_grad_depth, state.in_backward, state.in_step)
                 if isinstance(self, _Loss):
-                    key += _loss_sig(args, kwargs)
+                    # by type: a loss module built inside the loop is a new object every step
+                    key: tuple = ("F", type(self), caller.f_code, caller.f_lasti, self.training,
+                                  grad, state.no_grad_depth, state.in_backward, state.in_step,
+                                  *_loss_sig(args, kwargs))
                 else:
                     model = True
+                    key = ("F", id(self), caller.f_code, caller.f_lasti, self.training, grad,
+                           state.no_grad_depth, state.in_backward, state.in_step)
                 if see(key):
                     call = ForwardCall(self, args, 0, self.training, grad, user_location(caller))
                     call.direct = is_user_code(caller.f_code)
@@ -113,7 +116,7 @@ def install(w: "Watcher") -> list[Undo]:
                 else:
                     call = None  # a settled step: counters only
                 state.failed_module = None
-            elif isinstance(self, _Loss) and not see(("L", id(self), *_loss_sig(args, kwargs))):
+            elif isinstance(self, _Loss) and not see(("L", type(self), *_loss_sig(args, kwargs))):
                 call = None
             else:
                 call = ForwardCall(self, args, depth, self.training, is_grad_enabled(), None)
@@ -180,7 +183,7 @@ def install(w: "Watcher") -> list[Undo]:
             if node is not None:
                 if made is None:
                     made = Made(state.backward_count, state.step, where, type(module).__name__,
-                                state.root_forwards)
+                                state.root_forwards, id(module))
                 node.metadata[MADE] = made
         if made is not None and not state.in_backward:
             stamps.append(weakref.ref(made))
