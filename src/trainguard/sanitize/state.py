@@ -33,17 +33,19 @@ class Made:
         where: the user's ``(path, line, col)``.
         module: the module's class name (``"backward root"`` for a loss).
         order: outermost module calls completed (a clock for runs without optimizer steps).
+        model_id: ``id()`` of the module whose call made it (None for a loss).
     """
 
-    __slots__ = ("backward_count", "step", "where", "module", "order", "__weakref__")
+    __slots__ = ("backward_count", "step", "where", "module", "order", "model_id", "__weakref__")
 
     def __init__(self, backward_count: int, step: int, where: Any, module: str,
-                 order: int) -> None:
+                 order: int, model_id: int | None = None) -> None:
         self.backward_count = backward_count
         self.step = step
         self.where = where
         self.module = module
         self.order = order
+        self.model_id = model_id
 
 __all__ = ["MADE", "Made", "State", "ForwardCall", "LossCall", "BackwardCall", "GraphTrack", "Unreached",
            "first_tensor"]

@@ -17,20 +17,27 @@ that receive gradients but that no optimizer holds: a head added after the optim
 layer replaced (``model.fc = nn.Linear(...)``) after ``optimizer = Adam(model.parameters())``, a
 submodule kept in a plain list instead of ``nn.ModuleList``, a frozen backbone unfrozen
 (``requires_grad=True``) later in the run without ``add_param_group``, a part left out of the
-optimizer but not frozen. Backward fills their ``.grad`` and they never change. Also: a model no
-optimizer holds receives gradients while no optimizer that steps has a gradient on any of its
-parameters (None, or zeros): an optimizer built once for the first model of a k-fold or
-hyper-parameter loop that builds a new model each time.
+optimizer but not frozen. Backward fills their ``.grad`` and they never change. Also: a separate
+model in series with a trained one on the way to the loss that no optimizer holds (a classifier
+called on an encoder's output, a decoder, an embedding table in front of the model, with the
+optimizer built over one of them only), in training mode: a trained model's outermost call took its
+output, or it took a trained model's output and a loss was computed on its output while the trained
+model's output went to no loss directly (``Made`` stamps on outermost outputs, read on checked
+steps since the last look). Also: a model no optimizer holds receives gradients while no
+optimizer that steps has a gradient on any of its parameters (None, or zeros): an optimizer built
+once for the first model of a k-fold or hyper-parameter loop that builds a new model each time.
 
 Silent on: frozen parameters (``requires_grad=False``), parameters that never get a gradient
 (unused branches, EMA teachers), parameters updated by other means (by hand, a dual variable),
 separate models no optimizer trains at all (evaluation, feature extraction, a teacher left
-trainable) while some stepping optimizer's own parameters have gradients, GANs and other
+trainable beside the model, a loss network applied to a prediction that is itself a loss's input,
+a module in eval mode) while some stepping optimizer's own parameters have gradients, GANs and other
 multi-optimizer setups where each part has its optimizer. Frozen parameters that an optimizer
 holds are harmless (no gradient, no update) and are not reported.
 
 Reference: ``torch.optim`` "Constructing it" (the optimizer holds the tensors it was given)
-https://pytorch.org/docs/stable/optim.html#constructing-it; guide
+https://pytorch.org/docs/stable/optim.html#constructing-it; an encoder and a separate classifier
+with the optimizer built over both (https://r2d.info/2019/01/15/pytorch/); guide
 https://runebook.dev/en/docs/pytorch/generated/torch.optim.adafactor/torch.optim.Adafactor.add_param_group;
 "Freezing base model weights" (unfreezing mid-training with the same optimizer)
 https://theneuralbase.com/pytorch/learn/intermediate/freezing-base-model-weights/.
@@ -53,10 +60,11 @@ class _Suspect:
     """A parameter found missing from every optimizer: what it was then, and whether backward has
     accumulated a gradient into it since (a hook, so this is known even after it is freed)."""
 
-    __slots__ = ("ref", "name", "shape", "numel", "model", "stale", "listed", "trained",
+    __slots__ = ("ref", "name", "shape", "numel", "model", "stale", "listed", "series", "trained",
                  "handle", "version", "total")
 
-    def __init__(self, p: Any, name: str, model: str, stale: str, listed: str) -> None:
+    def __init__(self, p: Any, name: str, model: str, stale: str, listed: str,
+                 series: str = "") -> None:
         self.ref = weakref.ref(p)
         self.name = name
         self.shape = tuple(p.shape)
@@ -64,6 +72,7 @@ class _Suspect:
         self.model = model  # the model's class name
         self.stale = stale  # the class of the optimizer stepping without gradients, or ""
         self.listed = listed  # the plain list/dict attribute that keeps its module, or ""
+        self.series = series  # how its separate model is chained to a trained one, or ""
         self.trained = False  # set by the hook
         self.handle: Any = None
         self.version = p._version
@@ -100,6 +109,24 @@ class ParamsNotInOptimizer(Check):
         self.done: dict[int, Any] = {}
         self.idle: weakref.WeakSet[Any] = weakref.WeakSet()  # optimizers found by gc, not stepped
         self.where: Any = None  # the step line where the suspects were noted
+        # Since the last look, on checked steps: id(model) -> ids of the models whose outputs its
+        # outermost call took as input, and the ids of the models whose outputs a loss took.
+        self.consumed: dict[int, set[int]] = {}
+        self.loss_inputs: set[int] = set()
+        self.state.stamp_outputs = True  # outputs carry Made stamps naming their model
+
+    def on_root_forward(self, call: Any) -> None:
+        if not call.grad_enabled:
+            return
+        for a in call.args:
+            if getattr(a, "grad_fn", None) is not None:
+                made_by = _stamped_models(a) - {id(call.module)}
+                if made_by:
+                    self.consumed.setdefault(id(call.module), set()).update(made_by)
+
+    def on_loss(self, call: Any) -> None:
+        if getattr(call.input, "grad_fn", None) is not None:
+            self.loss_inputs |= _stamped_models(call.input)
 
     def on_step_pre(self, optimizer: Any) -> None:
         step = self.state.step
@@ -129,6 +156,7 @@ class ParamsNotInOptimizer(Check):
                     confirmed.append(old)
         for old in noted.values():
             old.release()
+        self.consumed, self.loss_inputs = {}, set()
         if new:
             self.where = user_location(sys._getframe(1))
             self.hold()  # check the next steps in full, so the look 5 steps on is made
@@ -165,25 +193,50 @@ class ParamsNotInOptimizer(Check):
         held = self._held()
         stale: bool | None = None  # worked out only when a model no optimizer trains has grads
         out = {}
-        for model in list(self.state.models):
-            named = [(n, p, "") for n, p in model.named_parameters()]
-            named += _unregistered(model)
-            cause = ""
-            if not any(id(p) in held for _, p, _ in named):
+        models = list(self.state.models)
+        params = {id(m): [(n, p, "") for n, p in m.named_parameters()] + _unregistered(m)
+                  for m in models}
+        trained = {id(m): m for m in models if any(id(p) in held for _, p, _ in params[id(m)])}
+        for model in models:
+            named = params[id(model)]
+            cause = series = ""
+            if id(model) not in trained:
                 # No optimizer trains this model: evaluation, a frozen teacher, feature extraction
-                # -- or an optimizer left holding an earlier model's parameters.
+                # -- or an optimizer left holding an earlier model's parameters, or a separate
+                # module in series with a trained model that was never given to an optimizer.
                 if not any(p.requires_grad and p.grad is not None for _, p, _ in named):
                     continue
-                if stale is None:
-                    stale = _stale(list(self.state.optimizers))
-                if not stale:
-                    continue
-                cause = type(optimizer).__name__
+                series = self._series(model, trained)
+                if not series:
+                    if stale is None:
+                        stale = _stale(list(self.state.optimizers))
+                    if not stale:
+                        continue
+                    cause = type(optimizer).__name__
             for name, p, listed in named:
                 if (p.requires_grad and p.grad is not None and id(p) not in held
                         and not self._is_done(p)):
-                    out[id(p)] = (p, name, type(model).__name__, cause, listed)
+                    out[id(p)] = (p, name, type(model).__name__, cause, listed, series)
         return out
+
+    def _series(self, model: Any, trained: dict[int, Any]) -> str:
+        """How ``model`` (which no optimizer holds) sits in series with a trained model on the way
+        to the loss, as a phrase for the finding, or "" when it does not (a teacher or a feature
+        network beside the model, a loss network applied to a prediction that is itself a loss's
+        input, a module in eval mode)."""
+        if not model.training:
+            return ""
+        key = id(model)
+        feeds = [m for k, m in trained.items() if key in self.consumed.get(k, ())]
+        if feeds:  # a trained model takes its output: an embedding or an encoder before it
+            return (f"its output is the input of {type(feeds[0]).__name__}, which an optimizer "
+                    "trains")
+        takes = [m for k, m in trained.items() if k in self.consumed.get(key, ())]
+        if takes and key in self.loss_inputs and not any(id(m) in self.loss_inputs for m in takes):
+            # a head or decoder: the trained model's output reaches the loss only through it
+            return (f"it takes the output of {type(takes[0]).__name__}, which an optimizer trains, "
+                    "and the loss is computed on its output")
+        return ""
 
     def _not_held_by_idle(self, still: list[_Suspect]) -> list[_Suspect]:
         """Leave out parameters an optimizer that has not stepped yet holds (``gc``, once per
@@ -227,7 +280,17 @@ class ParamsNotInOptimizer(Check):
                 f"value{'s' if total != 1 else ''}: {names}{more}) receive{s} gradients but no "
                 f"optimizer holds {them}, so {them.replace('them', 'they')} never change{s}")
         listed = next((v.listed for v in still if v.listed), "")
-        if listed:
+        series = next((v.series for v in still if v.series), "")
+        if series:
+            self.report(
+                f"{head}: {still[0].model} is a separate module ({series}), and its parameters "
+                "were never given to an optimizer",
+                fix="build the optimizer over both modules' parameters (e.g. "
+                    "Adam([*model.parameters(), *head.parameters()])) or make it a submodule of "
+                    "the model; to keep it fixed, call requires_grad_(False) on it (no gradient is "
+                    "then computed for it)",
+                where=where)
+        elif listed:
             self.report(
                 f"{head}: their modules are kept in the plain Python container `{listed}`, which "
                 "nn.Module does not register, so model.parameters() does not list them",
@@ -297,3 +360,29 @@ def _unregistered(model: Any) -> list[tuple[str, Any, str]]:
                     for name, p in item.named_parameters():
                         out.append((f"{where}[{key!r}].{name}", p, where))
     return out
+
+
+def _stamped_models(tensor: Any, limit: int = 32) -> set[int]:
+    """``id()`` of the models whose outermost outputs ``tensor`` was computed from most directly:
+    the ``Made`` stamps nearest to its ``grad_fn`` (the walk stops at each stamp, and after
+    ``limit`` nodes)."""
+    from trainguard.sanitize.state import MADE
+
+    found: set[int] = set()
+    todo = [tensor.grad_fn]
+    seen: set[int] = set()
+    while todo and len(seen) < limit:
+        node = todo.pop(0)
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        try:
+            made = node.metadata.get(MADE)
+        except (AttributeError, RuntimeError):  # a node type without metadata: look past it
+            made = None
+        if made is not None:
+            if made.model_id is not None:
+                found.add(made.model_id)
+            continue
+        todo.extend(fn for fn, _ in node.next_functions)
+    return found
