@@ -240,3 +240,39 @@ def test_a_watcher_can_be_stopped_and_started_again_on_the_same_run():
             watcher.stop()
     assert not watcher.findings, [f.format() for f in watcher.findings]
     assert watcher.state.step == 6
+
+
+def test_a_check_switched_off_after_raising_takes_its_hooks_off_the_parameters():
+    """TG002: a check that raised gets no event again, ``on_exit`` included, so it must not leave
+    its post-accumulate-grad hooks on the user's parameters for the rest of the run."""
+    import io
+
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    from trainguard.config import Config
+    from trainguard.sanitize.checks.tg301_grads_accumulate import GradsAccumulate
+    from trainguard.sanitize.watcher import Watcher
+
+    class Failing(GradsAccumulate):
+        def on_zero_grad(self, owner, set_to_none):
+            if self.state.step >= 3:
+                raise ValueError("an internal error")
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    watcher = Watcher(config=Config(), stream=io.StringIO(), checks=[Failing])
+    hooked = []
+    watcher.start()
+    try:
+        for _ in range(6):
+            optimizer.zero_grad()
+            F.cross_entropy(model(torch.randn(8, 4)), torch.randint(0, 2, (8,))).backward()
+            optimizer.step()
+            hooked.append(bool(model.weight._post_accumulate_grad_hooks))
+        assert [f.code for f in watcher.findings] == ["TG002"]
+        assert hooked[:3] == [True] * 3 and hooked[3:] == [False] * 3  # off while still running
+    finally:
+        watcher.stop()

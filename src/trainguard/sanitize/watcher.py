@@ -177,6 +177,10 @@ class Watcher:
         for table in (self.handlers, self.always):
             for name, handlers in list(table.items()):
                 table[name] = [(c, m) for c, m in handlers if c is not check]
+        try:
+            check.release()  # its hooks on the user's tensors go with it
+        except Exception:  # a check already failing: what it cannot remove dies with the tensors
+            pass
         inside = _raised_at(exc)
         self.report("TG002", f"check {check.code} raised {type(exc).__name__}: {exc}{inside} "
                     f"while handling {event}; it was switched off and the run went on",

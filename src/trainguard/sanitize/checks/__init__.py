@@ -173,6 +173,11 @@ class Check:
             self._armed = False
             self._watcher.listen(self, self.on_demand, False)
 
+    def release(self) -> None:
+        """Remove the hooks this check put on the user's tensors. Called when the check is
+        switched off after raising (TG002: it gets no event after that, ``on_exit`` included);
+        a check that installs such hooks overrides it and calls it from ``on_exit`` too."""
+
     def report(self, message: str, *, fix: str | None = None,
                where: tuple[str, int] | None = None, **extra: Any) -> "Finding | None":
         """Report this check's finding at ``where`` (default: the user's current line).

@@ -130,15 +130,19 @@ class GradsAccumulate(Check):
                     "`# trainguard: ignore[TG301]`",
             )
 
-    def on_settle(self) -> None:
-        # Settled steps are not judged: take the hooks off, so their backward calls do not pay
-        # for a call into Python per followed parameter, and follow nothing until on_resume.
+    def release(self) -> None:
         for _, watched in self.params.values():
-            watched.first_seen = True
-            watched.polluted = False
             if watched.handle is not None:
                 watched.handle.remove()
                 watched.handle = None
+
+    def on_settle(self) -> None:
+        # Settled steps are not judged: take the hooks off, so their backward calls do not pay
+        # for a call into Python per followed parameter, and follow nothing until on_resume.
+        self.release()
+        for _, watched in self.params.values():
+            watched.first_seen = True
+            watched.polluted = False
         self.polluted_by = {}
 
     def on_resume(self, boundary: bool) -> None:
@@ -173,9 +177,7 @@ class GradsAccumulate(Check):
             watched.opt_key = id(optimizer)
 
     def on_exit(self) -> None:
-        for _, watched in self.params.values():
-            if watched.handle is not None:
-                watched.handle.remove()
+        self.release()
         self.params.clear()
         self.sampled = {}
         self.polluted_by = {}

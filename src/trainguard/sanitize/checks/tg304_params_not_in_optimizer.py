@@ -167,6 +167,11 @@ class ParamsNotInOptimizer(Check):
         if confirmed:
             self._report(self._not_held_by_idle(confirmed))
 
+    def release(self) -> None:
+        for v in self.suspects.values():
+            v.release()
+        self.suspects = {}
+
     def on_exit(self) -> None:
         """Suspects noted at the last look that got a gradient since are reported, unless an
         optimizer holds them now or their value changed. One already freed (the script's names
