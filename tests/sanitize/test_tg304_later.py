@@ -21,8 +21,8 @@ UNFREEZE = textwrap.dedent("""
     model = nn.Sequential(backbone, nn.Linear(16, 3))
     backbone.requires_grad_(False)
     optimizer = torch.optim.SGD(model[1].parameters(), lr=0.05)
-    for step in range(400):
-        if step == 300:
+    for step in range(STEPS):
+        if step == AT:
             backbone.requires_grad_(True)
             FIX
         optimizer.zero_grad()
@@ -59,7 +59,8 @@ def _watch(source: str, path):
 @pytest.mark.parametrize("fix", ["", "optimizer.add_param_group({'params': backbone.parameters()})",
                                  "optimizer = torch.optim.SGD(model.parameters(), lr=0.01)"])
 def test_unfrozen_after_the_loop_settled(fix, tmp_path):
-    source = PRELUDE + UNFREEZE.replace("FIX", fix or "pass")
+    source = PRELUDE + UNFREEZE.replace("FIX", fix or "pass").replace("STEPS", "400").replace(
+        "AT", "300")
     watcher = _watch(source, tmp_path / "unfreeze.py")
     got = {(f.code, f.line) for f in watcher.findings}
     assert got == (set() if fix else _expected(source)), [f.format() for f in watcher.findings]
@@ -68,6 +69,18 @@ def test_unfrozen_after_the_loop_settled(fix, tmp_path):
         message = watcher.findings[0].message
         assert "2 parameters of Sequential (144 values: `0.0.weight` (16, 8)" in message, message
         assert "unfrozen" in message
+
+
+@pytest.mark.parametrize("fix", ["", "optimizer.add_param_group({'params': backbone.parameters()})"])
+def test_unfrozen_in_the_last_steps_of_a_run(fix, tmp_path):
+    """Unfrozen at step 100 of 115 ("fine-tune everything at the end"): the look after step 112
+    is made although the loop is settled, and the run's end confirms it."""
+    source = PRELUDE + UNFREEZE.replace("FIX", fix or "pass").replace("STEPS", "115").replace(
+        "AT", "100")
+    watcher = _watch(source, tmp_path / "unfreeze_late.py")
+    got = {(f.code, f.line) for f in watcher.findings}
+    assert got == (set() if fix else _expected(source)), [f.format() for f in watcher.findings]
+    assert watcher.cadence.steps_skipped > 80
 
 
 @pytest.mark.parametrize("fixed", [False, True])

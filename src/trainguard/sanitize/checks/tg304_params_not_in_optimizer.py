@@ -1,7 +1,7 @@
 """TG304 params-not-in-optimizer: parameters that receive gradients but no optimizer updates.
 
-What it watches: just before optimizer steps 1, 6, 12, 24, 48 and then every 32 steps (on a settled
-loop, the first checked step from each), the parameters of each model seen (the outermost modules
+What it watches: at the end of optimizer steps 2, 7, 13, 25, 49 and then every 32 steps (settled
+steps included: ``on_step`` is one of its ``always`` events), the parameters of each model seen (the outermost modules
 called, and modules they keep in a plain list, tuple or dict attribute): those that require grad
 and hold a gradient are compared with the parameters of every optimizer that has stepped. Each
 such suspect gets a post-accumulate-grad hook (``Tensor.register_post_accumulate_grad_hook``) and a
@@ -22,8 +22,8 @@ model in series with a trained one on the way to the loss that no optimizer hold
 called on an encoder's output, a decoder, an embedding table in front of the model, with the
 optimizer built over one of them only), in training mode: a trained model's outermost call took its
 output, or it took a trained model's output and a loss was computed on its output while the trained
-model's output went to no loss directly (``Made`` stamps on outermost outputs, read on checked
-steps since the last look). Also: a model no optimizer holds receives gradients while no
+model's output went to no loss directly (``Made`` stamps on outermost outputs, read on the latest
+checked steps). Also: a model no optimizer holds receives gradients while no
 optimizer that steps has a gradient on any of its parameters (None, or zeros): an optimizer built
 once for the first model of a k-fold or hyper-parameter loop that builds a new model each time.
 
@@ -99,6 +99,9 @@ class _Suspect:
 
 class ParamsNotInOptimizer(Check):
     code = "TG304"
+    # Looks are made on their schedule whether or not the step is settled: a change late in a run
+    # (an unfreeze in its last 30 steps) is then still looked at before the run ends.
+    always = ("on_step",)
 
     def __init__(self, watcher: Any) -> None:
         super().__init__(watcher)
@@ -109,11 +112,18 @@ class ParamsNotInOptimizer(Check):
         self.done: dict[int, Any] = {}
         self.idle: weakref.WeakSet[Any] = weakref.WeakSet()  # optimizers found by gc, not stepped
         self.where: Any = None  # the step line where the suspects were noted
-        # Since the last look, on checked steps: id(model) -> ids of the models whose outputs its
-        # outermost call took as input, and the ids of the models whose outputs a loss took.
+        # Seen on checked steps: id(model) -> ids of the models whose outputs its outermost call
+        # took as input, and the ids of the models whose outputs a loss took. Replaced at each
+        # look after which checked steps brought new ones (a settled loop repeats the same calls).
         self.consumed: dict[int, set[int]] = {}
         self.loss_inputs: set[int] = set()
+        self.fresh: tuple[dict[int, set[int]], set[int]] | None = None  # since the last look
         self.state.stamp_outputs = True  # outputs carry Made stamps naming their model
+
+    def _records(self) -> tuple[dict[int, set[int]], set[int]]:
+        if self.fresh is None:
+            self.fresh = ({}, set())
+        return self.fresh
 
     def on_root_forward(self, call: Any) -> None:
         if not call.grad_enabled:
@@ -122,16 +132,18 @@ class ParamsNotInOptimizer(Check):
             if getattr(a, "grad_fn", None) is not None:
                 made_by = _stamped_models(a) - {id(call.module)}
                 if made_by:
-                    self.consumed.setdefault(id(call.module), set()).update(made_by)
+                    self._records()[0].setdefault(id(call.module), set()).update(made_by)
 
     def on_loss(self, call: Any) -> None:
         if getattr(call.input, "grad_fn", None) is not None:
-            self.loss_inputs |= _stamped_models(call.input)
+            self._records()[1].update(_stamped_models(call.input))
 
-    def on_step_pre(self, optimizer: Any) -> None:
-        step = self.state.step
+    def on_step(self, optimizer: Any) -> None:
+        step = self.state.step - 1  # steps completed before this one
         if step < self.next_step:
             return
+        if self.fresh is not None:
+            (self.consumed, self.loss_inputs), self.fresh = self.fresh, None
         found = self._missing(optimizer)
         noted = self.suspects
         confirmed: list[_Suspect] = []
@@ -156,12 +168,11 @@ class ParamsNotInOptimizer(Check):
                     confirmed.append(old)
         for old in noted.values():
             old.release()
-        self.consumed, self.loss_inputs = {}, set()
         if new:
             self.where = user_location(sys._getframe(1))
-            self.hold()  # check the next steps in full, so the look 5 steps on is made
-        # Steps 1, 6, 12, 24, 48, then every 32 (on a settled loop the first checked step from
-        # each); a new suspect is looked at again 5 steps later.
+            self.hold()  # check the next steps in full while it waits
+        # After 1, 6, 12, 24, 48 completed steps, then every 32; a new suspect is looked at again
+        # 5 steps later.
         self.next_step = step + (_CONFIRM_AFTER if new
                                  else max(_CONFIRM_AFTER, min(step, _EVERY)))
         if confirmed:
