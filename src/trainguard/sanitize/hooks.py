@@ -111,6 +111,7 @@ def install(w: "Watcher") -> list[Undo]:
                            state.no_grad_depth, state.in_backward, state.in_step)
                 if see(key):
                     call = ForwardCall(self, args, 0, self.training, grad, user_location(caller))
+                    call.kwargs = kwargs
                     call.direct = is_user_code(caller.f_code)
                     call.reenabled = state.no_grad_depth > 0 and grad
                 else:

@@ -51,19 +51,23 @@ __all__ = ["MADE", "Made", "State", "ForwardCall", "LossCall", "BackwardCall", "
            "first_tensor"]
 
 
+_NO_KWARGS: dict = {}
+
+
 class ForwardCall:
     """One module call. ``output`` is set when it returns; ``failed`` when it raised.
 
     ``where`` (the user's line) and ``direct`` are set for outermost calls only.
     """
 
-    __slots__ = ("module", "args", "output", "depth", "training", "grad_enabled", "where",
-                 "direct", "reenabled", "failed", "made", "__weakref__")
+    __slots__ = ("module", "args", "kwargs", "output", "depth", "training", "grad_enabled",
+                 "where", "direct", "reenabled", "failed", "made", "__weakref__")
 
     def __init__(self, module: Any, args: tuple, depth: int, training: bool,
                  grad_enabled: bool, where: Location | None) -> None:
         self.module = module
         self.args = args
+        self.kwargs: dict = _NO_KWARGS  # keyword arguments (outermost calls checked in full)
         self.output: Any = None
         self.depth = depth
         self.training = training

@@ -21,9 +21,11 @@ optimizer but not frozen. Backward fills their ``.grad`` and they never change. 
 model in series with a trained one on the way to the loss that no optimizer holds (a classifier
 called on an encoder's output, a decoder, an embedding table in front of the model, with the
 optimizer built over one of them only), in training mode: a trained model's outermost call took its
-output, or it took a trained model's output and a loss was computed on its output while the trained
-model's output went to no loss directly (``Made`` stamps on outermost outputs, read on the latest
-checked steps). Also: a model no optimizer holds receives gradients while no
+output (directly or through other modules), or it took a trained model's output (likewise) and a
+loss was computed on its output or a later module's, while the trained model's output went to no
+loss directly and no loss compared two of its outputs (a perceptual-style loss network). Read from
+the ``Made`` stamps on outermost outputs, found from positional and keyword arguments, on the
+latest checked steps. Also: a model no optimizer holds receives gradients while no
 optimizer that steps has a gradient on any of its parameters (None, or zeros): an optimizer built
 once for the first model of a k-fold or hyper-parameter loop that builds a new model each time.
 
@@ -117,33 +119,35 @@ class ParamsNotInOptimizer(Check):
         # look after which checked steps brought new ones (a settled loop repeats the same calls).
         self.consumed: dict[int, set[int]] = {}
         self.loss_inputs: set[int] = set()
-        self.fresh: tuple[dict[int, set[int]], set[int]] | None = None  # since the last look
+        self.loss_targets: set[int] = set()  # models whose outputs a loss took as its target
+        self.fresh: tuple[dict[int, set[int]], set[int], set[int]] | None = None  # since the last look
         self.state.stamp_outputs = True  # outputs carry Made stamps naming their model
 
-    def _records(self) -> tuple[dict[int, set[int]], set[int]]:
+    def _records(self) -> tuple[dict[int, set[int]], set[int], set[int]]:
         if self.fresh is None:
-            self.fresh = ({}, set())
+            self.fresh = ({}, set(), set())
         return self.fresh
 
     def on_root_forward(self, call: Any) -> None:
         if not call.grad_enabled:
             return
-        for a in call.args:
-            if getattr(a, "grad_fn", None) is not None:
-                made_by = _stamped_models(a) - {id(call.module)}
-                if made_by:
-                    self._records()[0].setdefault(id(call.module), set()).update(made_by)
+        for a in _tensors(call.args, call.kwargs):
+            made_by = _stamped_models(a) - {id(call.module)}
+            if made_by:
+                self._records()[0].setdefault(id(call.module), set()).update(made_by)
 
     def on_loss(self, call: Any) -> None:
         if getattr(call.input, "grad_fn", None) is not None:
             self._records()[1].update(_stamped_models(call.input))
+        if getattr(call.target, "grad_fn", None) is not None:
+            self._records()[2].update(_stamped_models(call.target))
 
     def on_step(self, optimizer: Any) -> None:
         step = self.state.step - 1  # steps completed before this one
         if step < self.next_step:
             return
         if self.fresh is not None:
-            (self.consumed, self.loss_inputs), self.fresh = self.fresh, None
+            (self.consumed, self.loss_inputs, self.loss_targets), self.fresh = self.fresh, None
         found = self._missing(optimizer)
         noted = self.suspects
         confirmed: list[_Suspect] = []
@@ -243,16 +247,34 @@ class ParamsNotInOptimizer(Check):
         if not model.training:
             return ""
         key = id(model)
-        feeds = [m for k, m in trained.items() if key in self.consumed.get(k, ())]
+        feeds = self._after(key) & trained.keys()
         if feeds:  # a trained model takes its output: an embedding or an encoder before it
-            return (f"its output is the input of {type(feeds[0]).__name__}, which an optimizer "
-                    "trains")
-        takes = [m for k, m in trained.items() if k in self.consumed.get(key, ())]
-        if takes and key in self.loss_inputs and not any(id(m) in self.loss_inputs for m in takes):
-            # a head or decoder: the trained model's output reaches the loss only through it
-            return (f"it takes the output of {type(takes[0]).__name__}, which an optimizer trains, "
-                    "and the loss is computed on its output")
-        return ""
+            name = type(trained[next(iter(feeds))]).__name__
+            return f"its output goes into {name}, which an optimizer trains"
+        takes = [k for k in trained if key in self._after(k)]
+        if not takes or any(k in self.loss_inputs for k in takes):
+            return ""  # beside the trained models, or applied to a prediction a loss takes itself
+        # a head, a neck or a decoder: the trained model's output reaches the loss only through
+        # it -- unless a loss compares its outputs with each other (a loss network applied to the
+        # prediction and to the target)
+        down = self._after(key) | {key}
+        if not down & self.loss_inputs or down & self.loss_targets:
+            return ""
+        return (f"it takes the output of {type(trained[takes[0]]).__name__}, which an optimizer "
+                "trains, on the way to the loss")
+
+    def _after(self, key: int) -> set[int]:
+        """``id()`` of the models that take ``key``'s output, directly or through other models."""
+        out: set[int] = set()
+        todo = [key]
+        while todo:
+            k = todo.pop()
+            for later, earlier in self.consumed.items():
+                if k in earlier and later not in out:
+                    out.add(later)
+                    todo.append(later)
+        out.discard(key)
+        return out
 
     def _not_held_by_idle(self, still: list[_Suspect]) -> list[_Suspect]:
         """Leave out parameters an optimizer that has not stepped yet holds (``gc``, once per
@@ -292,19 +314,22 @@ class ParamsNotInOptimizer(Check):
         more = f" and {len(still) - 4} more" if len(still) > 4 else ""
         n = len(still)
         them, s = ("it", "s") if n == 1 else ("them", "")
-        head = (f"{n} parameter{'s' if n != 1 else ''} of {still[0].model} ({total} "
+        models = " and ".join(dict.fromkeys(v.model for v in still))
+        head = (f"{n} parameter{'s' if n != 1 else ''} of {models} ({total} "
                 f"value{'s' if total != 1 else ''}: {names}{more}) receive{s} gradients but no "
                 f"optimizer holds {them}, so {them.replace('them', 'they')} never change{s}")
         listed = next((v.listed for v in still if v.listed), "")
         series = next((v.series for v in still if v.series), "")
         if series:
             self.report(
-                f"{head}: {still[0].model} is a separate module ({series}), and its parameters "
-                "were never given to an optimizer",
-                fix="build the optimizer over both modules' parameters (e.g. "
-                    "Adam([*model.parameters(), *head.parameters()])) or make it a submodule of "
-                    "the model; to keep it fixed, call requires_grad_(False) on it (no gradient is "
-                    "then computed for it)",
+                f"{head}: {still[0].model} is a separate module ({series}), and "
+                f"{'their' if len({v.model for v in still}) > 1 else 'its'} parameters were never "
+                "given to an optimizer",
+                fix=f"to train it, add its parameters to the optimizer (e.g. Adam([*model."
+                    f"parameters(), *{still[0].model.lower()}.parameters()])) or make it a "
+                    "submodule of the model; if it is meant to stay fixed (a feature or loss "
+                    "network), call requires_grad_(False) on it instead (no gradient is then "
+                    "computed for it)",
                 where=where)
         elif listed:
             self.report(
@@ -375,6 +400,16 @@ def _unregistered(model: Any) -> list[tuple[str, Any, str]]:
                     where = f"{prefix}.{attr}" if prefix else attr
                     for name, p in item.named_parameters():
                         out.append((f"{where}[{key!r}].{name}", p, where))
+    return out
+
+
+def _tensors(args: tuple, kwargs: dict) -> list[Any]:
+    """The tensors with a ``grad_fn`` among a call's arguments, keyword arguments included, and
+    one level into the tuples, lists and dicts among them (``head((a, b))``)."""
+    out = []
+    for a in (*args, *kwargs.values()):
+        items = a.values() if isinstance(a, dict) else a if isinstance(a, (list, tuple)) else (a,)
+        out.extend(t for t in items if getattr(t, "grad_fn", None) is not None)
     return out
 
 
