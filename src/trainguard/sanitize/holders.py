@@ -18,16 +18,18 @@ from typing import Any, Callable, Iterator
 
 from trainguard.sanitize.frames import Location, user_frame
 
-__all__ = ["ROOT", "graph_stamps", "find_holder", "accumulation_line", "graph_metadata",
-           "tensor_holding", "traceback_user_frames", "carried_names"]
+__all__ = ["ROOT", "graph_nodes", "node_metadata", "graph_stamps", "find_holder",
+           "accumulation_line", "graph_metadata", "tensor_holding", "traceback_user_frames",
+           "carried_names"]
 
 ROOT = "trainguard.root"
 """Metadata key on a backward root's ``grad_fn``; the value is a :class:`~trainguard.sanitize.state.Made`."""
 
 
-def graph_nodes(node: Any, *, limit: int = 20000) -> Iterator[Any]:
+def graph_nodes(node: Any, *, limit: int = 20000,
+                stop: Callable[[Any], bool] | None = None) -> Iterator[Any]:
     """The autograd nodes of the graph below ``node`` (``node`` first), each once, at most
-    ``limit`` of them."""
+    ``limit`` of them; the walk does not go past a node for which ``stop(node)`` is true."""
     seen: set[int] = set()
     frontier = [node]
     keep: list[Any] = []  # keep wrappers alive so that ids stay unique during the walk
@@ -38,9 +40,19 @@ def graph_nodes(node: Any, *, limit: int = 20000) -> Iterator[Any]:
         seen.add(id(current))
         keep.append(current)
         yield current
+        if stop is not None and stop(current):
+            continue
         for nxt, _ in getattr(current, "next_functions", ()):
             if nxt is not None:
                 frontier.append(nxt)
+
+
+def node_metadata(node: Any) -> dict | None:
+    """``node.metadata`` (created empty on first access), or None for a node type without it."""
+    try:
+        return node.metadata
+    except (AttributeError, RuntimeError):
+        return None
 
 
 def graph_stamps(node: Any, *, limit: int = 20000) -> list[Any]:
@@ -50,10 +62,7 @@ def graph_stamps(node: Any, *, limit: int = 20000) -> list[Any]:
 
     found: list[Any] = []
     for current in graph_nodes(node, limit=limit):
-        try:
-            meta = current.metadata
-        except (AttributeError, RuntimeError):
-            meta = None
+        meta = node_metadata(current)
         if meta:
             for key in (MADE, ROOT):
                 if key in meta:
@@ -183,24 +192,10 @@ def accumulation_line(code: CodeType, name: str) -> Location | None:
 def graph_metadata(node: Any, key: str, *, limit: int = 20000) -> list[Any]:
     """The values stored under ``key`` in the metadata of the nodes below ``node``."""
     found: list[Any] = []
-    seen: set[int] = set()
-    frontier = [node]
-    keep: list[Any] = []
-    while frontier and len(seen) < limit:
-        current = frontier.pop()
-        if current is None or id(current) in seen:
-            continue
-        seen.add(id(current))
-        keep.append(current)
-        try:
-            meta = current.metadata
-        except (AttributeError, RuntimeError):
-            meta = None
+    for current in graph_nodes(node, limit=limit):
+        meta = node_metadata(current)
         if meta and key in meta:
             found.append(meta[key])
-        for nxt, _ in getattr(current, "next_functions", ()):
-            if nxt is not None:
-                frontier.append(nxt)
     return found
 
 

@@ -53,6 +53,8 @@ from typing import Any
 
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import user_location
+from trainguard.sanitize.holders import graph_nodes, node_metadata
+from trainguard.sanitize.state import MADE
 
 _CONFIRM_AFTER = 5  # steps between noting a suspect and confirming it
 _EVERY = 32  # the most steps between two looks
@@ -99,6 +101,30 @@ class _Suspect:
         return p._version != self.version or _total(p) != self.total
 
 
+class _Flow:
+    """Which models' outputs went where on checked steps (each model by ``id()``)."""
+
+    __slots__ = ("consumed", "loss_inputs", "loss_targets")
+
+    def __init__(self) -> None:
+        self.consumed: dict[int, set[int]] = {}  # model -> models whose outputs its call took
+        self.loss_inputs: set[int] = set()  # models whose outputs a loss took as its input
+        self.loss_targets: set[int] = set()  # ... as its target
+
+    def after(self, key: int) -> set[int]:
+        """The models that take ``key``'s output, directly or through other models."""
+        out: set[int] = set()
+        todo = [key]
+        while todo:
+            k = todo.pop()
+            for later, earlier in self.consumed.items():
+                if k in earlier and later not in out:
+                    out.add(later)
+                    todo.append(later)
+        out.discard(key)
+        return out
+
+
 class ParamsNotInOptimizer(Check):
     code = "TG304"
     # Looks are made on their schedule whether or not the step is settled: a change late in a run
@@ -114,18 +140,15 @@ class ParamsNotInOptimizer(Check):
         self.done: dict[int, Any] = {}
         self.idle: weakref.WeakSet[Any] = weakref.WeakSet()  # optimizers found by gc, not stepped
         self.where: Any = None  # the step line where the suspects were noted
-        # Seen on checked steps: id(model) -> ids of the models whose outputs its outermost call
-        # took as input, and the ids of the models whose outputs a loss took. Replaced at each
-        # look after which checked steps brought new ones (a settled loop repeats the same calls).
-        self.consumed: dict[int, set[int]] = {}
-        self.loss_inputs: set[int] = set()
-        self.loss_targets: set[int] = set()  # models whose outputs a loss took as its target
-        self.fresh: tuple[dict[int, set[int]], set[int], set[int]] | None = None  # since the last look
+        # What the looks read, replaced at each look after which checked steps brought a new
+        # record (a settled loop repeats the same calls), and that record.
+        self.flow = _Flow()
+        self.fresh: _Flow | None = None
         self.state.stamp_outputs = True  # outputs carry Made stamps naming their model
 
-    def _records(self) -> tuple[dict[int, set[int]], set[int], set[int]]:
+    def _records(self) -> _Flow:
         if self.fresh is None:
-            self.fresh = ({}, set(), set())
+            self.fresh = _Flow()
         return self.fresh
 
     def on_root_forward(self, call: Any) -> None:
@@ -134,20 +157,20 @@ class ParamsNotInOptimizer(Check):
         for a in _tensors(call.args, call.kwargs):
             made_by = _stamped_models(a) - {id(call.module)}
             if made_by:
-                self._records()[0].setdefault(id(call.module), set()).update(made_by)
+                self._records().consumed.setdefault(id(call.module), set()).update(made_by)
 
     def on_loss(self, call: Any) -> None:
         if getattr(call.input, "grad_fn", None) is not None:
-            self._records()[1].update(_stamped_models(call.input))
+            self._records().loss_inputs.update(_stamped_models(call.input))
         if getattr(call.target, "grad_fn", None) is not None:
-            self._records()[2].update(_stamped_models(call.target))
+            self._records().loss_targets.update(_stamped_models(call.target))
 
     def on_step(self, optimizer: Any) -> None:
         step = self.state.step - 1  # steps completed before this one
         if step < self.next_step:
             return
         if self.fresh is not None:
-            (self.consumed, self.loss_inputs, self.loss_targets), self.fresh = self.fresh, None
+            self.flow, self.fresh = self.fresh, None
         found = self._missing(optimizer)
         noted = self.suspects
         confirmed: list[_Suspect] = []
@@ -246,35 +269,23 @@ class ParamsNotInOptimizer(Check):
         input, a module in eval mode)."""
         if not model.training:
             return ""
-        key = id(model)
-        feeds = self._after(key) & trained.keys()
+        flow, key = self.flow, id(model)
+        down = flow.after(key)
+        feeds = down & trained.keys()
         if feeds:  # a trained model takes its output: an embedding or an encoder before it
             name = type(trained[next(iter(feeds))]).__name__
             return f"its output goes into {name}, which an optimizer trains"
-        takes = [k for k in trained if key in self._after(k)]
-        if not takes or any(k in self.loss_inputs for k in takes):
+        takes = [k for k in trained if key in flow.after(k)]
+        if not takes or any(k in flow.loss_inputs for k in takes):
             return ""  # beside the trained models, or applied to a prediction a loss takes itself
         # a head, a neck or a decoder: the trained model's output reaches the loss only through
         # it -- unless a loss compares its outputs with each other (a loss network applied to the
         # prediction and to the target)
-        down = self._after(key) | {key}
-        if not down & self.loss_inputs or down & self.loss_targets:
+        down.add(key)
+        if not down & flow.loss_inputs or down & flow.loss_targets:
             return ""
         return (f"it takes the output of {type(trained[takes[0]]).__name__}, which an optimizer "
                 "trains, on the way to the loss")
-
-    def _after(self, key: int) -> set[int]:
-        """``id()`` of the models that take ``key``'s output, directly or through other models."""
-        out: set[int] = set()
-        todo = [key]
-        while todo:
-            k = todo.pop()
-            for later, earlier in self.consumed.items():
-                if k in earlier and later not in out:
-                    out.add(later)
-                    todo.append(later)
-        out.discard(key)
-        return out
 
     def _not_held_by_idle(self, still: list[_Suspect]) -> list[_Suspect]:
         """Leave out parameters an optimizer that has not stepped yet holds (``gc``, once per
@@ -417,23 +428,17 @@ def _stamped_models(tensor: Any, limit: int = 32) -> set[int]:
     """``id()`` of the models whose outermost outputs ``tensor`` was computed from most directly:
     the ``Made`` stamps nearest to its ``grad_fn`` (the walk stops at each stamp, and after
     ``limit`` nodes)."""
-    from trainguard.sanitize.state import MADE
-
     found: set[int] = set()
-    todo = [tensor.grad_fn]
-    seen: set[int] = set()
-    while todo and len(seen) < limit:
-        node = todo.pop(0)
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        try:
-            made = node.metadata.get(MADE)
-        except (AttributeError, RuntimeError):  # a node type without metadata: look past it
-            made = None
-        if made is not None:
-            if made.model_id is not None:
-                found.add(made.model_id)
-            continue
-        todo.extend(fn for fn, _ in node.next_functions)
+
+    def stamped(node: Any) -> bool:
+        meta = node_metadata(node)  # a node type without metadata: looked past
+        made = meta.get(MADE) if meta else None
+        if made is None:
+            return False
+        if made.model_id is not None:
+            found.add(made.model_id)
+        return True
+
+    for _ in graph_nodes(tensor.grad_fn, limit=limit, stop=stamped):
+        pass
     return found
