@@ -301,6 +301,45 @@ LATE = {
             scaler.step(optimizer)
             scaler.update()
     """, None),
+    # one validation batch every 50 steps through the training loop's own `compute_loss()`,
+    # without model.eval(): the model call and the loss repeat the settled cycle's lines and modes,
+    # only the line that called compute_loss() differs
+    "shared_compute_loss_one_val_batch": ("""
+        def compute_loss(x, y):
+            return F.cross_entropy(model(x), y)  # expect: TG101
+
+        for i in range(200):
+            x, y = xs[i % 40], ys[i % 40]
+            loss = compute_loss(x, y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            if i % 50 == 45:
+                FIX_EVAL
+                val_loss = compute_loss(xs[0], ys[0])
+                model.train()
+                torch.set_grad_enabled(True)
+                print(i, val_loss.item())
+    """, "model.eval(); torch.set_grad_enabled(False)"),
+    # one validation batch per epoch through a step function that trains when asked to
+    "shared_step_one_val_batch": ("""
+        def run_batch(x, y, train):
+            out = model(x)  # expect: TG101
+            loss = F.cross_entropy(out, y)
+            if train:
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            return loss.item()
+
+        for epoch in range(4):
+            model.train()
+            for i in range(37):
+                run_batch(xs[i], ys[i], True)
+            FIX_EVAL
+            print(epoch, run_batch(xs[0], ys[0], False))
+            torch.set_grad_enabled(True)
+    """, "model.eval(); torch.set_grad_enabled(False)"),
     # zero_grad dropped after step 100 (a refactor that moved it under a condition)
     "zero_grad_stops": ("""
         for i in range(160):

@@ -187,6 +187,7 @@ class Unreached:
     ``add(tensor, key)`` follows one output; ``resolve(final=False)`` returns the keys all of
     whose graphs died (or, with ``final``, are still alive) without any backward reaching any of
     them, and forgets every settled key. Keys are hashable descriptions (line, model name, ...).
+    ``resolve(reached=some_list)`` also appends the keys a backward reached to that list.
     """
 
     def __init__(self, state: "State", *, limit: int = 256) -> None:
@@ -206,7 +207,7 @@ class Unreached:
                 t.release()
             del self.tracks[:-self.limit]
 
-    def resolve(self, *, final: bool = False) -> list[Any]:
+    def resolve(self, *, final: bool = False, reached: list[Any] | None = None) -> list[Any]:
         groups: dict[Any, list[GraphTrack]] = {}
         for track in self.tracks:
             groups.setdefault(track.info, []).append(track)
@@ -215,6 +216,8 @@ class Unreached:
         for key, tracks in groups.items():
             if any(t.reached for t in tracks):
                 settled = True
+                if reached is not None:
+                    reached.append(key)
             elif final or not any(t.alive for t in tracks):
                 settled = True
                 unreached.append(key)

@@ -17,12 +17,35 @@ running statistics). Two signs that such a call is an evaluation:
   that calls ``backward`` or a ``step``) are left to the first sign: a teacher's output used as a
   target is training, not evaluation.
 
+A forward inside a function that trains (by the source: its loop, or the function itself, calls
+``backward`` or a ``step``) may skip backward on purpose, so the first sign alone says nothing
+there. Such a call that fed a loss is followed with the chain of user lines that called the
+function (``run_batch(x, y, train=False)`` from the validation loop, ``run_batch(x, y, True)``
+from the training loop). It is an evaluation when it ran under ``no_grad`` while the same model
+line is trained elsewhere (the phase loop of PyTorch's transfer-learning tutorial without its
+``model.eval()``), or when no backward reached any call from its chain of callers while calls of
+the same line from another chain were trained, decided at the next trained call (the evaluation
+ended and training went on) or at the end of the run. Batches skipped on purpose come from the
+same callers as the trained ones.
+
+A forward inside a function that trains (by the source: its loop, or the function itself, calls
+``backward`` or a ``step``) may skip backward on purpose, so the first sign alone says nothing
+there. Such a call that fed a loss is followed with the chain of user lines that called the
+function (``run_batch(x, y, train=False)`` from the validation loop, ``run_batch(x, y, True)``
+from the training loop). It is an evaluation when it ran under ``no_grad`` while the same model
+line is trained elsewhere (the phase loop of PyTorch's transfer-learning tutorial without its
+``model.eval()``), or when no backward reached any call from its chain of callers while calls of
+the same line from another chain were trained, decided at the next trained call (the evaluation
+ended and training went on) or at the end of the run. Batches skipped on purpose come from the
+same callers as the trained ones.
+
 Either way this is an evaluation or metric computed with Dropout dropping and BatchNorm using (and
 updating) batch statistics. Reported at the line that called the model, once per call.
 
 Silent on: training forwards (a backward reaches the output; a second loss of the same output
 that is only logged does not make it an evaluation); forwards in a loop that calls backward or a
-step (by the source: a batch skipped on purpose, hard-example mining under ``no_grad``); BatchNorm recalibration
+step (by the source: a batch skipped on purpose, hard-example mining under ``no_grad``), unless
+the callers tell an evaluation as above; BatchNorm recalibration
 and ``update_bn`` (the output is discarded, or the call is made by a library); activation
 checkpointing's recomputation (runs inside backward); RL rollouts (the output goes to
 ``env.step``, not to a metric); Monte Carlo dropout with the model in eval mode and only its
@@ -31,6 +54,8 @@ Dropout modules switched to train; models without Dropout/BatchNorm; evaluation 
 
 Reference: ``torch.nn.Module.eval`` docs
 (https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval); GitHub
+wolny/pytorch-3dunet#53 (a trainer's validation through its training forward, no ``eval()``),
+wolny/pytorch-3dunet#53 (a trainer's validation through its training forward, no ``eval()``),
 princeton-vl/pytorch_stacked_hourglass#44 (validation run in train mode updated BatchNorm's running
 statistics), nshaud/DeepHyperX#51 and sinhasam/vaal#2 (test accuracy from ``argmax`` of a VGG with
 BatchNorm and Dropout left in train mode).
@@ -38,18 +63,20 @@ BatchNorm and Dropout left in train mode).
 
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import Any
 
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.checks._output_uses import SiteReader
+from trainguard.sanitize.frames import frame_location, is_user_code
 from trainguard.sanitize.modes import active_in_training, describe
 from trainguard.sanitize.state import ForwardCall, LossCall, Unreached, first_tensor
 
 
 class _Candidate:
     __slots__ = ("outputs", "where", "model_name", "active", "grad_enabled", "fired", "trains",
-                 "followed")
+                 "followed", "callers", "loss")
 
     def __init__(self, outputs: list[Any], where: Any, model_name: str, active: list[Any],
                  grad_enabled: bool) -> None:
@@ -61,6 +88,8 @@ class _Candidate:
         self.fired = False
         self.trains = False  # by the source: the call sits in a loop that calls backward/step
         self.followed = False  # its outputs' graphs are followed (they fed a loss)
+        self.callers: tuple = ()  # a training function's call: the user lines that called it
+        self.loss = ""  # ... and the loss its output goes to, by the source
 
 
 class EvalInTrainMode(Check):
@@ -73,6 +102,11 @@ class EvalInTrainMode(Check):
         self.pending = Unreached(self.state)  # outputs that fed a loss
         self.metric_outputs = Unreached(self.state)  # outputs the source sends to a metric
         self.sites = SiteReader()
+        # Calls made inside a function that trains (by the source), followed on checked steps:
+        self.trainers = Unreached(self.state)
+        self.trained: dict[Any, set[tuple]] = {}  # model line -> callers whose output a backward reached
+        self.idle: dict[tuple, list] = {}  # (model line, callers) -> calls no backward reached
+        self.evaluating: set[tuple] = set()  # (model line, callers) found to evaluate
 
     def on_root_forward(self, call: ForwardCall) -> None:
         self._resolve()
@@ -92,6 +126,8 @@ class EvalInTrainMode(Check):
         if uses is None:
             return
         cand.trains = uses.trains
+        if uses.trains:
+            cand.callers = _callers(call.where)
         if uses.metric is None and uses.loss is None:
             return
         if uses.loss is not None and uses.trains:
@@ -106,6 +142,71 @@ class EvalInTrainMode(Check):
             self.metric_outputs.add(tensor, (cand, fed))
         self.arm()
 
+    def _follow_trainer(self, cand: _Candidate, loss: str) -> None:
+        """A forward inside a function that trains (by the source) fed a loss.
+
+        It is an evaluation through the training code when the same line is trained (a backward
+        reaches its output) from other callers, and either this call ran under ``no_grad`` or
+        no backward ever reached an output of a call from these callers. A call made at a
+        script's top level has no callers to tell apart and stays silent.
+        """
+        cand.followed = True
+        cand.loss = loss
+        if not cand.grad_enabled:
+            trained = self.trained.get(cand.where)
+            if trained and cand.callers in trained:  # a phase loop: one line, both phases
+                self._fire(cand, f"under torch.no_grad(), and its output fed {loss}, while the "
+                                 "same line with grad enabled trains the model")
+            elif trained:
+                self._fire(cand, f"under torch.no_grad() when called from "
+                                 f"{_line(_differing(cand.callers, trained))}, and its output fed "
+                                 f"{loss}, while the same line trains the model when called from "
+                                 f"{_line(_differing(next(iter(trained)), (cand.callers,)))}")
+            return
+        for ref in cand.outputs:
+            tensor = ref()
+            if tensor is not None:
+                self.trainers.add(tensor, cand)
+        if self.trainers:
+            self.arm()
+
+    def _resolve_trainers(self, final: bool) -> None:
+        """Calls from callers that never trained, once training resumes from other callers.
+
+        A chain of callers whose calls no backward reached is an evaluation when the same model
+        line is trained from another chain afterwards (the evaluation ended and training went on)
+        or when the run ends: batches skipped on purpose at the start of a new phase are followed
+        by trained batches from the same chain, which clear them.
+        """
+        reached: list[_Candidate] = []
+        for cand in self.trainers.resolve(final=final, reached=reached):
+            key = (cand.where, cand.callers)
+            if key in self.evaluating:
+                self._fire_trainer(cand)
+                continue
+            cands = self.idle.setdefault(key, [])
+            if len(cands) < 64:
+                cands.append(cand)
+        for cand in reached:
+            self.trained.setdefault(cand.where, set()).add(cand.callers)
+            self.idle.pop((cand.where, cand.callers), None)
+        for (where, callers), cands in list(self.idle.items()):
+            trained = self.trained.get(where)
+            if not trained or callers in trained:
+                continue
+            if final or any(c.where == where for c in reached):
+                del self.idle[(where, callers)]
+                self.evaluating.add((where, callers))
+                for cand in cands:
+                    self._fire_trainer(cand)
+
+    def _fire_trainer(self, cand: _Candidate) -> None:
+        trained = self.trained.get(cand.where, ())
+        self._fire(cand, f"when called from {_line(_differing(cand.callers, trained))}, and "
+                         f"its output fed {cand.loss}, but no backward reached it, while the same "
+                         f"line trains the model when called from "
+                         f"{_line(_differing(next(iter(trained)), (cand.callers,)))}")
+
     def _from_candidate(self, tensor: Any) -> _Candidate | None:
         for cand in reversed(self.candidates):
             if any(ref() is tensor for ref in cand.outputs):
@@ -114,9 +215,13 @@ class EvalInTrainMode(Check):
 
     def on_loss(self, call: LossCall) -> None:
         cand = self._from_candidate(call.input)
-        if cand is None or cand.fired or cand.trains or cand.followed:
+        if cand is None or cand.fired or cand.followed:
+            return
+        if cand.trains:
             # A forward in a loop that trains (by the source) may skip backward on purpose
-            # (an easy batch, an extra loss only logged): not an evaluation.
+            # (an easy batch, an extra loss only logged): an evaluation only by its callers.
+            if cand.callers:
+                self._follow_trainer(cand, call.name)
             return
         if not cand.grad_enabled:
             self._fire(cand, f"under torch.no_grad(), and its output fed {call.name}")
@@ -136,13 +241,15 @@ class EvalInTrainMode(Check):
         self._resolve()
 
     def on_backward_done(self, call: Any) -> None:
-        if self.metric_outputs:
+        if self.metric_outputs or self.trainers:
             self._resolve()
 
     def on_exit(self) -> None:
         self._resolve(final=True)
 
     def _resolve(self, final: bool = False) -> None:
+        if self.trainers or (final and self.idle):
+            self._resolve_trainers(final)
         if self.metric_outputs:
             for cand, fed in self.metric_outputs.resolve(final=final):
                 self._fire(cand, "with grad enabled, and no backward reached its output, which "
@@ -151,7 +258,7 @@ class EvalInTrainMode(Check):
             for cand, loss_name in self.pending.resolve(final=final):
                 self._fire(cand, f"with grad enabled, and its output fed {loss_name}, but no "
                                  "backward ever reached the output")
-        if not self.pending and not self.metric_outputs:
+        if not self.pending and not self.metric_outputs and not self.trainers:
             self.disarm()
 
     def _fire(self, cand: _Candidate, how: str) -> None:
@@ -166,3 +273,37 @@ class EvalInTrainMode(Check):
             where=cand.where,
         )
 
+
+def _callers(where: Any, depth: int = 6) -> tuple | None:
+    """The user lines that called the function holding the model call at ``where``, innermost
+    first (at most ``depth``); None when the call is made at a script's top level."""
+    frame = sys._getframe(2)
+    for _ in range(64):  # up to the user's frame that made the model call
+        if frame is None:
+            return None
+        if is_user_code(frame.f_code) and frame_location(frame) == where:
+            break
+        frame = frame.f_back
+    else:
+        return None
+    if frame.f_code.co_name == "<module>":
+        return None
+    callers = []
+    frame = frame.f_back
+    while frame is not None and len(callers) < depth:
+        if is_user_code(frame.f_code):
+            callers.append(frame_location(frame))
+        frame = frame.f_back
+    return tuple(callers) if callers else None
+
+
+def _differing(callers: tuple, others: Any) -> Any:
+    """The innermost of ``callers`` that no chain in ``others`` has at the same place."""
+    for i, loc in enumerate(callers):
+        if all(len(other) <= i or other[i] != loc for other in others):
+            return loc
+    return callers[0]
+
+
+def _line(loc: Any) -> str:
+    return f"line {loc[1]}" if loc else "elsewhere"
