@@ -23,9 +23,11 @@ called on an encoder's output, a decoder, an embedding table in front of the mod
 optimizer built over one of them only), in training mode: a trained model's outermost call took its
 output (directly or through other modules), or it took a trained model's output (likewise) and a
 loss was computed on its output or a later module's, while the trained model's output went to no
-loss directly and no loss compared two of its outputs (a perceptual-style loss network). Read from
-the ``Made`` stamps on outermost outputs, found from positional and keyword arguments, on the
-latest checked steps. Also: a model no optimizer holds receives gradients while no
+loss directly and no loss compared two of its outputs (a perceptual-style loss network); or losses
+of a trained model's outputs were computed inside its call or passed to it, and its own parameters
+are applied after them in its output (learned multi-task loss weights, ifzhang/FairMOT#19). Read
+from the ``Made`` stamps on outermost outputs and a mark on the ``grad_fn`` of each watched loss's
+output, found from positional and keyword arguments, on the latest checked steps. Also: a model no optimizer holds receives gradients while no
 optimizer that steps has a gradient on any of its parameters (None, or zeros): an optimizer built
 once for the first model of a k-fold or hyper-parameter loop that builds a new model each time.
 
@@ -54,9 +56,10 @@ from typing import Any
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import user_location
 from trainguard.sanitize.holders import graph_nodes, node_metadata
-from trainguard.sanitize.state import MADE
+from trainguard.sanitize.state import MADE, first_tensor
 
 _CONFIRM_AFTER = 5  # steps between noting a suspect and confirming it
+_LOSS_OUT = "trainguard.loss"  # node metadata: the grad_fn of a watched loss's output
 _EVERY = 32  # the most steps between two looks
 
 
@@ -104,10 +107,11 @@ class _Suspect:
 class _Flow:
     """Which models' outputs went where on checked steps (each model by ``id()``)."""
 
-    __slots__ = ("consumed", "loss_inputs", "loss_targets")
+    __slots__ = ("consumed", "loss_inputs", "loss_targets", "weighs")
 
     def __init__(self) -> None:
         self.consumed: dict[int, set[int]] = {}  # model -> models whose outputs its call took
+        self.weighs: dict[int, set[int]] = {}  # model -> models whose losses its call took
         self.loss_inputs: set[int] = set()  # models whose outputs a loss took as its input
         self.loss_targets: set[int] = set()  # ... as its target
 
@@ -145,6 +149,8 @@ class ParamsNotInOptimizer(Check):
         self.flow = _Flow()
         self.fresh: _Flow | None = None
         self.state.stamp_outputs = True  # outputs carry Made stamps naming their model
+        # outermost call -> models whose outputs the losses computed inside it took
+        self.inner_losses: dict[int, set[int]] = {}
 
     def _records(self) -> _Flow:
         if self.fresh is None:
@@ -154,12 +160,33 @@ class ParamsNotInOptimizer(Check):
     def on_root_forward(self, call: Any) -> None:
         if not call.grad_enabled:
             return
+        key = id(call.module)
+        behind_losses = self.inner_losses.pop(key, set())  # losses computed inside this call
         for a in _tensors(call.args, call.kwargs):
-            made_by = _stamped_models(a) - {id(call.module)}
+            losses: list[bool] = []
+            made_by = _stamped_models(a, losses=losses) - {key}
             if made_by:
-                self._records().consumed.setdefault(id(call.module), set()).update(made_by)
+                self._records().consumed.setdefault(key, set()).update(made_by)
+                if losses:  # it took a loss (or something computed from one)
+                    behind_losses |= made_by
+        if behind_losses and _weighs_losses(call.output, key):
+            # its own parameters enter after the losses: learned loss weights (uncertainty
+            # weighting) or a loss module with parameters
+            self._records().weighs.setdefault(key, set()).update(behind_losses)
 
     def on_loss(self, call: Any) -> None:
+        node = getattr(call.output, "grad_fn", None)
+        if node is not None:
+            meta = node_metadata(node)
+            if meta is not None:
+                meta[_LOSS_OUT] = True
+            modules = self.state.modules
+            if modules and modules[0] is not call.module and call.input is not None:
+                # computed inside an outermost call (a multi-task loss module)
+                made_by = _stamped_models(call.input) if getattr(
+                    call.input, "grad_fn", None) is not None else set()
+                if made_by:
+                    self.inner_losses.setdefault(id(modules[0]), set()).update(made_by)
         if getattr(call.input, "grad_fn", None) is not None:
             self._records().loss_inputs.update(_stamped_models(call.input))
         if getattr(call.target, "grad_fn", None) is not None:
@@ -276,6 +303,10 @@ class ParamsNotInOptimizer(Check):
             name = type(trained[next(iter(feeds))]).__name__
             return f"its output goes into {name}, which an optimizer trains"
         takes = [k for k in trained if key in flow.after(k)]
+        weighs = flow.weighs.get(key, set()) & trained.keys()
+        if weighs:  # its parameters weigh the losses of a trained model (uncertainty weighting)
+            return (f"it takes the losses of {type(trained[next(iter(weighs))]).__name__}, which "
+                    "an optimizer trains, and its output is backpropagated")
         if not takes or any(k in flow.loss_inputs for k in takes):
             return ""  # beside the trained models, or applied to a prediction a loss takes itself
         # a head, a neck or a decoder: the trained model's output reaches the loss only through
@@ -424,15 +455,48 @@ def _tensors(args: tuple, kwargs: dict) -> list[Any]:
     return out
 
 
-def _stamped_models(tensor: Any, limit: int = 32) -> set[int]:
+def _weighs_losses(output: Any, model_id: int, limit: int = 64) -> bool:
+    """Whether the graph of a tensor in ``output`` (an outermost call's) combines a watched loss's
+    output with a leaf that requires grad (a parameter) used after it: the walk stops at loss
+    outputs and at other models' outputs."""
+    for tensor in first_tensor(output):
+        if tensor.grad_fn is None:
+            continue
+        found = {"loss": False, "leaf": False}
+
+        def stop(node: Any, found: dict = found) -> bool:
+            meta = node_metadata(node)
+            if meta:
+                if meta.get(_LOSS_OUT):
+                    found["loss"] = True
+                    return True
+                made = meta.get(MADE)
+                if made is not None and made.model_id != model_id:
+                    return True
+            if hasattr(node, "variable"):  # AccumulateGrad: a leaf's gradient
+                found["leaf"] = True
+            return False
+
+        for _ in graph_nodes(tensor.grad_fn, limit=limit, stop=stop):
+            pass
+        if found["loss"] and found["leaf"]:
+            return True
+    return False
+
+
+def _stamped_models(tensor: Any, limit: int = 32, losses: list[bool] | None = None) -> set[int]:
     """``id()`` of the models whose outermost outputs ``tensor`` was computed from most directly:
     the ``Made`` stamps nearest to its ``grad_fn`` (the walk stops at each stamp, and after
-    ``limit`` nodes)."""
+    ``limit`` nodes). A watched loss's output met on the way appends True to ``losses``."""
     found: set[int] = set()
 
     def stamped(node: Any) -> bool:
         meta = node_metadata(node)  # a node type without metadata: looked past
-        made = meta.get(MADE) if meta else None
+        if not meta:
+            return False
+        if losses is not None and not losses and meta.get(_LOSS_OUT):
+            losses.append(True)
+        made = meta.get(MADE)
         if made is None:
             return False
         if made.model_id is not None:
