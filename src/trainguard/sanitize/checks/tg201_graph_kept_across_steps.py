@@ -8,7 +8,8 @@ which graphs are still alive without keeping any alive.
 
 When it fires: after an optimizer step (or at exit, for a run without steps, counting outermost
 forwards instead), graphs made at three or more distinct earlier iterations, each at least two
-iterations old, are all still alive. Something holds them: ``total += loss``,
+iterations old, are all still alive. An iteration is one optimizer step, or, with several
+optimizers alive that have stepped, one step of each (a GAN's two steps make one). Something holds them: ``total += loss``,
 ``losses.append(loss)``, ``preds.append(out)``. The finding names the variable found in the user's
 frames that holds them and points at the line that accumulates into it (else at the line that made
 the oldest graph).
@@ -46,9 +47,12 @@ class GraphKeptAcrossSteps(Check):
         # weak references to Made stamps: the watcher adds every stamped outermost output, on
         # settled steps too, so a graph kept only now and then is still seen
         self.followed: list[Any] = self.state.stamps
+        # optimizer steps per iteration: the optimizers alive that have stepped (a GAN's two make
+        # one iteration, so a loss kept until the next iteration is not two steps old)
+        self.per = 1
 
     def _clock(self, made: Made) -> int:
-        return made.step if self.state.step else made.order
+        return made.step // self.per if self.state.step else made.order
 
     def on_backward(self, call: BackwardCall) -> None:
         # Module outputs are stamped by the watcher, and a loss's graph holds its model's output:
@@ -71,7 +75,8 @@ class GraphKeptAcrossSteps(Check):
         self.followed[:] = [ref for ref in self.followed if ref() is not None]
         if len(self.followed) < 2:  # the usual case: last step's graphs only
             return
-        clock = state.step if state.step else state.root_forwards
+        self.per = max(1, len(state.optimizers))
+        clock = state.step // self.per if state.step else state.root_forwards
         alive = [made for made in (ref() for ref in self.followed) if made is not None]
         limit = clock - _MIN_AGE
         old = [made for made in alive if self._clock(made) <= limit]
@@ -84,7 +89,7 @@ class GraphKeptAcrossSteps(Check):
         if len(ages) < _MIN_ITERATIONS:
             del self.followed[:-_KEEP]
             return
-        unit = "optimizer step" if state.step else "forward"
+        unit = "forward" if not state.step else "optimizer step" if self.per == 1 else "iteration"
         oldest = min(old, key=self._clock)
         oldest_what = oldest.module if oldest.module == "backward root" else \
             f"output of {oldest.module}"
@@ -94,6 +99,8 @@ class GraphKeptAcrossSteps(Check):
         where = oldest.where
         seen = (f"the graphs of {len(ages)} earlier {unit}s (from {unit} {min(ages)} on) are "
                 f"still alive at {unit} {clock}")
+        if unit == "iteration":
+            seen += f" (an iteration: one step of each of the {self.per} optimizers)"
         if held is not None:
             frame, name, kind = held
             line = accumulation_line(frame.f_code, name)
