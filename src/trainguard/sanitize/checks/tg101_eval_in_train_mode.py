@@ -23,10 +23,11 @@ there. Such a call that fed a loss is followed with the chain of user lines that
 function (``run_batch(x, y, train=False)`` from the validation loop, ``run_batch(x, y, True)``
 from the training loop). It is an evaluation when it ran under ``no_grad`` while the same model
 line is trained elsewhere (the phase loop of PyTorch's transfer-learning tutorial without its
-``model.eval()``), or when no backward reached any call from its chain of callers while calls of
-the same line from another chain were trained, decided at the next trained call (the evaluation
-ended and training went on) or at the end of the run. Batches skipped on purpose come from the
-same callers as the trained ones.
+``model.eval()``; reported at once), or, decided at the end of the run, when no backward reached
+any call from its chain of callers, calls of the same line from another chain were trained, and
+no backward ran between it and the next model call (a loss only logged inside a training step is
+followed by that step's backward). Batches skipped on purpose come from the same callers as the
+trained ones, or from callers that train later.
 
 A forward inside a function that trains (by the source: its loop, or the function itself, calls
 ``backward`` or a ``step``) may skip backward on purpose, so the first sign alone says nothing
@@ -34,10 +35,11 @@ there. Such a call that fed a loss is followed with the chain of user lines that
 function (``run_batch(x, y, train=False)`` from the validation loop, ``run_batch(x, y, True)``
 from the training loop). It is an evaluation when it ran under ``no_grad`` while the same model
 line is trained elsewhere (the phase loop of PyTorch's transfer-learning tutorial without its
-``model.eval()``), or when no backward reached any call from its chain of callers while calls of
-the same line from another chain were trained, decided at the next trained call (the evaluation
-ended and training went on) or at the end of the run. Batches skipped on purpose come from the
-same callers as the trained ones.
+``model.eval()``; reported at once), or, decided at the end of the run, when no backward reached
+any call from its chain of callers, calls of the same line from another chain were trained, and
+no backward ran between it and the next model call (a loss only logged inside a training step is
+followed by that step's backward). Batches skipped on purpose come from the same callers as the
+trained ones, or from callers that train later.
 
 Either way this is an evaluation or metric computed with Dropout dropping and BatchNorm using (and
 updating) batch statistics. Reported at the line that called the model, once per call.
@@ -76,7 +78,7 @@ from trainguard.sanitize.state import ForwardCall, LossCall, Unreached, first_te
 
 class _Candidate:
     __slots__ = ("outputs", "where", "model_name", "active", "grad_enabled", "fired", "trains",
-                 "followed", "callers", "loss")
+                 "followed", "callers", "loss", "backwards", "quiet")
 
     def __init__(self, outputs: list[Any], where: Any, model_name: str, active: list[Any],
                  grad_enabled: bool) -> None:
@@ -89,7 +91,9 @@ class _Candidate:
         self.trains = False  # by the source: the call sits in a loop that calls backward/step
         self.followed = False  # its outputs' graphs are followed (they fed a loss)
         self.callers: tuple = ()  # a training function's call: the user lines that called it
-        self.loss = ""  # ... and the loss its output goes to, by the source
+        self.loss = ""  # ... and the loss its output goes to
+        self.backwards = 0  # backward calls completed before it
+        self.quiet: bool | None = None  # no backward ran before the next model call
 
 
 class EvalInTrainMode(Check):
@@ -105,10 +109,13 @@ class EvalInTrainMode(Check):
         # Calls made inside a function that trains (by the source), followed on checked steps:
         self.trainers = Unreached(self.state)
         self.trained: dict[Any, set[tuple]] = {}  # model line -> callers whose output a backward reached
-        self.idle: dict[tuple, list] = {}  # (model line, callers) -> calls no backward reached
-        self.evaluating: set[tuple] = set()  # (model line, callers) found to evaluate
+        # (model line, callers) -> [calls no backward reached and none followed, the first one]
+        self.idle: dict[tuple, list] = {}
+        self.waiting: list[_Candidate] = []  # followed calls before the next model call
 
     def on_root_forward(self, call: ForwardCall) -> None:
+        if self.waiting:
+            self._settle_waiting()
         self._resolve()
         if not call.training or self.state.in_backward or not call.direct:
             return
@@ -163,6 +170,8 @@ class EvalInTrainMode(Check):
                                  f"{loss}, while the same line trains the model when called from "
                                  f"{_line(_differing(next(iter(trained)), (cand.callers,)))}")
             return
+        cand.backwards = self.state.backward_count
+        self.waiting.append(cand)
         for ref in cand.outputs:
             tensor = ref()
             if tensor is not None:
@@ -170,42 +179,45 @@ class EvalInTrainMode(Check):
         if self.trainers:
             self.arm()
 
-    def _resolve_trainers(self, final: bool) -> None:
-        """Calls from callers that never trained, once training resumes from other callers.
+    def _settle_waiting(self) -> None:
+        for cand in self.waiting:
+            if cand.quiet is None:
+                cand.quiet = self.state.backward_count == cand.backwards
+        self.waiting = []
 
-        A chain of callers whose calls no backward reached is an evaluation when the same model
-        line is trained from another chain afterwards (the evaluation ended and training went on)
-        or when the run ends: batches skipped on purpose at the start of a new phase are followed
-        by trained batches from the same chain, which clear them.
+    def _resolve_trainers(self, final: bool) -> None:
+        """Calls from callers that never trained, decided at the end of the run.
+
+        A chain of callers is an evaluation when no backward reached any of its calls, calls of the
+        same model line from another chain were trained, and its calls were each followed by the
+        next model call with no backward in between (a loss only logged inside a training step
+        is followed by that step's backward). Only the end of the run tells: a sparsely labelled
+        stream whose first batches are skipped trains later from the same chain.
         """
         reached: list[_Candidate] = []
         for cand in self.trainers.resolve(final=final, reached=reached):
-            key = (cand.where, cand.callers)
-            if key in self.evaluating:
-                self._fire_trainer(cand)
-                continue
-            cands = self.idle.setdefault(key, [])
-            if len(cands) < 64:
-                cands.append(cand)
+            if cand.quiet is None:
+                cand.quiet = self.state.backward_count == cand.backwards
+            if cand.quiet:
+                entry = self.idle.setdefault((cand.where, cand.callers), [0, cand])
+                entry[0] += 1
         for cand in reached:
             self.trained.setdefault(cand.where, set()).add(cand.callers)
             self.idle.pop((cand.where, cand.callers), None)
-        for (where, callers), cands in list(self.idle.items()):
+        if not final:
+            return
+        idle, self.idle = self.idle, {}
+        for (where, callers), (count, first) in idle.items():
             trained = self.trained.get(where)
-            if not trained or callers in trained:
-                continue
-            if final or any(c.where == where for c in reached):
-                del self.idle[(where, callers)]
-                self.evaluating.add((where, callers))
-                for cand in cands:
-                    self._fire_trainer(cand)
+            if trained and callers not in trained:
+                self._fire_trainer(first, count)
 
-    def _fire_trainer(self, cand: _Candidate) -> None:
-        trained = self.trained.get(cand.where, ())
+    def _fire_trainer(self, cand: _Candidate, count: int) -> None:
+        trained = self.trained[cand.where]
         self._fire(cand, f"when called from {_line(_differing(cand.callers, trained))}, and "
                          f"its output fed {cand.loss}, but no backward reached it, while the same "
                          f"line trains the model when called from "
-                         f"{_line(_differing(next(iter(trained)), (cand.callers,)))}")
+                         f"{_line(_differing(next(iter(trained)), (cand.callers,)))}", count=count)
 
     def _from_candidate(self, tensor: Any) -> _Candidate | None:
         for cand in reversed(self.candidates):
@@ -261,17 +273,19 @@ class EvalInTrainMode(Check):
         if not self.pending and not self.metric_outputs and not self.trainers:
             self.disarm()
 
-    def _fire(self, cand: _Candidate, how: str) -> None:
+    def _fire(self, cand: _Candidate, how: str, count: int = 1) -> None:
         if cand.fired:
             return
         cand.fired = True
-        self.report(
+        finding = self.report(
             f"{cand.model_name} ran in training mode ({describe(cand.active)} active) {how}: this is an "
             "evaluation, computed with Dropout dropping and BatchNorm using and updating batch "
             "statistics",
             fix="call model.eval() before evaluating (and model.train() before training again)",
             where=cand.where,
         )
+        if finding is not None and count > 1:  # calls decided together: one report each
+            finding.count += count - 1
 
 
 def _callers(where: Any, depth: int = 6) -> tuple | None:
