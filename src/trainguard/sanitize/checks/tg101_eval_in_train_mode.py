@@ -78,7 +78,7 @@ from trainguard.sanitize.state import ForwardCall, LossCall, Unreached, first_te
 
 class _Candidate:
     __slots__ = ("outputs", "where", "model_name", "active", "grad_enabled", "fired", "trains",
-                 "followed", "callers", "loss", "backwards", "quiet")
+                 "followed", "callers", "loader", "loss", "backwards", "quiet")
 
     def __init__(self, outputs: list[Any], where: Any, model_name: str, active: list[Any],
                  grad_enabled: bool) -> None:
@@ -91,6 +91,7 @@ class _Candidate:
         self.trains = False  # by the source: the call sits in a loop that calls backward/step
         self.followed = False  # its outputs' graphs are followed (they fed a loss)
         self.callers: tuple = ()  # a training function's call: the user lines that called it
+        self.loader = 0  # ... and the DataLoader iterated last (a serial number; 0: none)
         self.loss = ""  # ... and the loss its output goes to
         self.backwards = 0  # backward calls completed before it
         self.quiet: bool | None = None  # no backward ran before the next model call
@@ -108,10 +109,16 @@ class EvalInTrainMode(Check):
         self.sites = SiteReader()
         # Calls made inside a function that trains (by the source), followed on checked steps:
         self.trainers = Unreached(self.state)
-        self.trained: dict[Any, set[tuple]] = {}  # model line -> callers whose output a backward reached
-        # (model line, callers) -> [calls no backward reached and none followed, the first one]
+        # model line -> (callers, loader) of calls whose output a backward reached
+        self.trained: dict[Any, set[tuple]] = {}
+        # (model line, callers, loader) -> [calls no backward reached and none followed, the first]
         self.idle: dict[tuple, list] = {}
         self.waiting: list[_Candidate] = []  # followed calls before the next model call
+        # DataLoaders by serial number (ids are reused once a loader per epoch is freed), and a
+        # description of each ("batch_size=32, 384 samples")
+        self.loaders: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self.loader_desc: dict[int, str] = {}
+        self.loader = 0
 
     def on_root_forward(self, call: ForwardCall) -> None:
         if self.waiting:
@@ -135,6 +142,7 @@ class EvalInTrainMode(Check):
         cand.trains = uses.trains
         if uses.trains:
             cand.callers = _callers(call.where)
+            cand.loader = self.loader
         if uses.metric is None and uses.loss is None:
             return
         if uses.loss is not None and uses.trains:
@@ -160,7 +168,7 @@ class EvalInTrainMode(Check):
         cand.followed = True
         cand.loss = loss
         if not cand.grad_enabled:
-            trained = self.trained.get(cand.where)
+            trained = {callers for callers, _ in self.trained.get(cand.where, ())}
             if trained and cand.callers in trained:  # a phase loop: one line, both phases
                 self._fire(cand, f"under torch.no_grad(), and its output fed {loss}, while the "
                                  "same line with grad enabled trains the model")
@@ -188,36 +196,57 @@ class EvalInTrainMode(Check):
     def _resolve_trainers(self, final: bool) -> None:
         """Calls from callers that never trained, decided at the end of the run.
 
-        A chain of callers is an evaluation when no backward reached any of its calls, calls of the
-        same model line from another chain were trained, and its calls were each followed by the
-        next model call with no backward in between (a loss only logged inside a training step
-        is followed by that step's backward). Only the end of the run tells: a sparsely labelled
-        stream whose first batches are skipped trains later from the same chain.
+        A chain of callers (with the DataLoader iterated last) is an evaluation when no backward
+        reached any of its calls, calls of the same model line from another chain or another
+        DataLoader were trained, and its calls were each followed by the next model call with no
+        backward in between (a loss only logged inside a training step is followed by that
+        step's backward). Only the end of the run tells: a sparsely labelled stream whose first
+        batches are skipped trains later from the same chain.
         """
         reached: list[_Candidate] = []
         for cand in self.trainers.resolve(final=final, reached=reached):
             if cand.quiet is None:
                 cand.quiet = self.state.backward_count == cand.backwards
             if cand.quiet:
-                entry = self.idle.setdefault((cand.where, cand.callers), [0, cand])
+                entry = self.idle.setdefault((cand.where, cand.callers, cand.loader), [0, cand])
                 entry[0] += 1
         for cand in reached:
-            self.trained.setdefault(cand.where, set()).add(cand.callers)
-            self.idle.pop((cand.where, cand.callers), None)
+            self.trained.setdefault(cand.where, set()).add((cand.callers, cand.loader))
+            self.idle.pop((cand.where, cand.callers, cand.loader), None)
         if not final:
             return
         idle, self.idle = self.idle, {}
-        for (where, callers), (count, first) in idle.items():
+        for (where, callers, loader), (count, first) in idle.items():
             trained = self.trained.get(where)
-            if trained and callers not in trained:
-                self._fire_trainer(first, count)
+            if trained and (callers, loader) not in trained:
+                self._fire_trainer(first, trained, count)
 
-    def _fire_trainer(self, cand: _Candidate, count: int) -> None:
-        trained = self.trained[cand.where]
-        self._fire(cand, f"when called from {_line(_differing(cand.callers, trained))}, and "
-                         f"its output fed {cand.loss}, but no backward reached it, while the same "
-                         f"line trains the model when called from "
-                         f"{_line(_differing(next(iter(trained)), (cand.callers,)))}", count=count)
+    def _fire_trainer(self, cand: _Candidate, trained: set[tuple], count: int) -> None:
+        callers = {c for c, _ in trained}
+        if cand.callers in callers:  # the same lines, batches of another DataLoader
+            mine = self.loader_desc.get(cand.loader, "no DataLoader")
+            theirs = next((self.loader_desc.get(loader, "no DataLoader")
+                           for c, loader in trained if c == cand.callers), "another")
+            how = (f"on the batches of a DataLoader ({mine}), and its output fed {cand.loss}, "
+                   f"but no backward reached it, while the same line trains the model on the "
+                   f"batches of another ({theirs})")
+        else:
+            how = (f"when called from {_line(_differing(cand.callers, callers))}, and its output "
+                   f"fed {cand.loss}, but no backward reached it, while the same line trains the "
+                   f"model when called from "
+                   f"{_line(_differing(next(iter(callers)), (cand.callers,)))}")
+        self._fire(cand, how, count=count)
+
+    def on_loader_iter(self, loader: Any) -> None:
+        serial = self.loaders.get(loader)
+        if serial is None:
+            serial = self.loaders[loader] = len(self.loader_desc) + 1
+            try:
+                desc = f"batch_size={loader.batch_size}, {len(loader.dataset)} samples"
+            except Exception:  # an iterable dataset has no length
+                desc = f"batch_size={getattr(loader, 'batch_size', None)}"
+            self.loader_desc[serial] = desc
+        self.loader = serial
 
     def _from_candidate(self, tensor: Any) -> _Candidate | None:
         for cand in reversed(self.candidates):
