@@ -20,26 +20,15 @@ running statistics). Two signs that such a call is an evaluation:
 A forward inside a function that trains (by the source: its loop, or the function itself, calls
 ``backward`` or a ``step``) may skip backward on purpose, so the first sign alone says nothing
 there. Such a call that fed a loss is followed with the chain of user lines that called the
-function (``run_batch(x, y, train=False)`` from the validation loop, ``run_batch(x, y, True)``
-from the training loop). It is an evaluation when it ran under ``no_grad`` while the same model
+function (``run_batch(x, y, train=False)`` from the validation loop, ``run_batch(x, y, True)`` from
+the training loop) and the DataLoader iterated last (one ``run_epoch()`` line for both phases of a
+phase loop, on two loaders). It is an evaluation when it ran under ``no_grad`` while the same model
 line is trained elsewhere (the phase loop of PyTorch's transfer-learning tutorial without its
 ``model.eval()``; reported at once), or, decided at the end of the run, when no backward reached
-any call from its chain of callers, calls of the same line from another chain were trained, and
-no backward ran between it and the next model call (a loss only logged inside a training step is
-followed by that step's backward). Batches skipped on purpose come from the same callers as the
-trained ones, or from callers that train later.
-
-A forward inside a function that trains (by the source: its loop, or the function itself, calls
-``backward`` or a ``step``) may skip backward on purpose, so the first sign alone says nothing
-there. Such a call that fed a loss is followed with the chain of user lines that called the
-function (``run_batch(x, y, train=False)`` from the validation loop, ``run_batch(x, y, True)``
-from the training loop). It is an evaluation when it ran under ``no_grad`` while the same model
-line is trained elsewhere (the phase loop of PyTorch's transfer-learning tutorial without its
-``model.eval()``; reported at once), or, decided at the end of the run, when no backward reached
-any call from its chain of callers, calls of the same line from another chain were trained, and
-no backward ran between it and the next model call (a loss only logged inside a training step is
-followed by that step's backward). Batches skipped on purpose come from the same callers as the
-trained ones, or from callers that train later.
+any call from its chain of callers, calls of the same line from another chain (or DataLoader) were
+trained, and no backward ran between it and the next model call (a loss only logged inside a
+training step is followed by that step's backward). Batches skipped on purpose come from the same
+callers as the trained ones, or from callers that train later.
 
 Either way this is an evaluation or metric computed with Dropout dropping and BatchNorm using (and
 updating) batch statistics. Reported at the line that called the model, once per call.
@@ -57,9 +46,8 @@ Dropout modules switched to train; models without Dropout/BatchNorm; evaluation 
 Reference: ``torch.nn.Module.eval`` docs
 (https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval); GitHub
 wolny/pytorch-3dunet#53 (a trainer's validation through its training forward, no ``eval()``),
-wolny/pytorch-3dunet#53 (a trainer's validation through its training forward, no ``eval()``),
-princeton-vl/pytorch_stacked_hourglass#44 (validation run in train mode updated BatchNorm's running
-statistics), nshaud/DeepHyperX#51 and sinhasam/vaal#2 (test accuracy from ``argmax`` of a VGG with
+princeton-vl/pytorch_stacked_hourglass#44 (one function runs both phases; validation in train
+mode updated BatchNorm's running statistics), nshaud/DeepHyperX#51 and sinhasam/vaal#2 (test accuracy from ``argmax`` of a VGG with
 BatchNorm and Dropout left in train mode).
 """
 
