@@ -46,9 +46,9 @@ Dropout modules switched to train; models without Dropout/BatchNorm; evaluation 
 Reference: ``torch.nn.Module.eval`` docs
 (https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval); GitHub
 wolny/pytorch-3dunet#53 (a trainer's validation through its training forward, no ``eval()``),
-princeton-vl/pytorch_stacked_hourglass#44 (one function runs both phases; validation in train
-mode updated BatchNorm's running statistics), nshaud/DeepHyperX#51 and sinhasam/vaal#2 (test accuracy from ``argmax`` of a VGG with
-BatchNorm and Dropout left in train mode).
+princeton-vl/pytorch_stacked_hourglass#44 (one function runs both phases; validation in train mode
+updated BatchNorm's running statistics), nshaud/DeepHyperX#51 and sinhasam/vaal#2 (test accuracy
+from ``argmax`` of a VGG with BatchNorm and Dropout left in train mode).
 """
 
 from __future__ import annotations
