@@ -107,13 +107,15 @@ def install(w: "Watcher") -> list[Undo]:
                                   *_loss_sig(args, kwargs))
                 else:
                     model = True
-                    # the caller's own call site too: a training step's function called from
-                    # another line (a validation pass through it) is not the settled cycle
+                    # the caller's own call site and the DataLoader iterated last too: a training
+                    # step's function called from another line or on another loader (a
+                    # validation pass through it) is not the settled cycle
                     back = caller.f_back
                     key = ("F", id(self), caller.f_code, caller.f_lasti,
                            back.f_code if back is not None else None,
-                           back.f_lasti if back is not None else -1, self.training, grad,
-                           state.no_grad_depth, state.in_backward, state.in_step)
+                           back.f_lasti if back is not None else -1, state.loader_id,
+                           self.training, grad, state.no_grad_depth, state.in_backward,
+                           state.in_step)
                 if see(key):
                     call = ForwardCall(self, args, 0, self.training, grad, user_location(caller))
                     call.kwargs = kwargs

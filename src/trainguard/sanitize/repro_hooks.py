@@ -168,6 +168,7 @@ def install_loader_iter(w: "Watcher", undo: list[Undo]) -> None:
     def make(original: Any) -> Any:
         def __iter__(self: Any) -> Any:
             if not is_compiling() and os.getpid() == pid:
+                w.state.loader_id = id(self)  # part of a model call's cadence key
                 w.emit("on_loader_iter", self)
             return original(self)
         return __iter__

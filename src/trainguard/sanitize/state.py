@@ -310,6 +310,7 @@ class State:
         self.optimizers = _Seen()
         self._tracks: list[GraphTrack] = []
         self.stamp_outputs = False  # a check asked for MADE stamps on outermost outputs
+        self.loader_id = 0  # id() of the DataLoader whose __iter__ ran last (0: none seen)
         # a weak reference to the Made of each stamped outermost output made outside a backward,
         # settled steps included; TG201 reads and trims it
         self.stamps: list[Any] = []
