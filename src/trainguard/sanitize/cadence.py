@@ -3,7 +3,7 @@
 A training loop repeats one cycle of calls per optimizer step: ``zero_grad``, the model's forward,
 the loss, ``backward``, ``step``. Once that cycle has run ``settle_after`` times in a row with the
 same calls from the same lines in the same modes (for a model call, also the line that called the
-function making it), and the checks reported nothing during them and
+function making it and the DataLoader iterated last), and the checks reported nothing during them and
 follow nothing (no check armed), the steps that repeat it exactly are *settled*: their calls still
 go through the wrappers, which keep the watcher's counters exact (steps, backward calls, forwards)
 and compare each call's key with the settled cycle, but the checks are not called. One cycle in
