@@ -1,8 +1,11 @@
-# Near miss for TG205 (and TG101): staged multi-task training with an auxiliary head (auxiliary-task
+# Near miss for TG205 and TG101: staged multi-task training with an auxiliary head (auxiliary-task
 # schedules, e.g. "Adaptive Auxiliary Task Weighting", https://arxiv.org/abs/1910.12271). During a
 # warm-up the auxiliary loss is only logged, so the auxiliary head gets no gradient in the first
-# steps; joint training then trains it. Its parameters do get gradients during the run: no cut
-# path. The warm-up calls are training steps of the main task, not an evaluation.
+# steps; joint training then trains it (no cut path: its parameters do get gradients during the
+# run); at the end the main task is fine-tuned alone and the auxiliary loss is logged again. The
+# warm-up and fine-tuning calls come from their own lines and no backward reaches their auxiliary
+# output, but each is part of a training step (the main loss's backward follows): training, not
+# an evaluation.
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -36,3 +39,5 @@ for epoch in range(2):
 for epoch in range(2):
     logs = [train_step(x, ya, yb, 0.5) for x, ya, yb in data]  # joint training
     print("joint", epoch, round(sum(b for _, b in logs) / len(logs), 3))
+logs = [train_step(x, ya, yb, 0.0) for x, ya, yb in data]  # main task alone: auxiliary loss logged
+print("main only", round(sum(b for _, b in logs) / len(logs), 3))
