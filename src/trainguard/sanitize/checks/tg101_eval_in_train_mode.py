@@ -148,10 +148,10 @@ class EvalInTrainMode(Check):
     def _follow_trainer(self, cand: _Candidate, loss: str) -> None:
         """A forward inside a function that trains (by the source) fed a loss.
 
-        It is an evaluation through the training code when the same line is trained (a backward
-        reaches its output) from other callers, and either this call ran under ``no_grad`` or
-        no backward ever reached an output of a call from these callers. A call made at a
-        script's top level has no callers to tell apart and stays silent.
+        Under ``no_grad`` it is reported at once when the same model line is trained (a backward
+        reached an output of one of its calls); with grad on, its outputs are followed and
+        :meth:`_resolve_trainers` decides at the end of the run. A call made at a script's top
+        level has no callers to tell apart and is not followed (``on_loss`` checks that).
         """
         cand.followed = True
         cand.loss = loss
