@@ -120,10 +120,14 @@ def script_fn(kind: str, lines: int) -> Callable[[int, int], None]:
 def _block(step: Callable[[int], None], steps: int, offset: int,
            clock: Callable[[], float] = time.perf_counter) -> float:
     """Seconds per step over ``steps`` steps, after one untimed step (the first step after the
-    watcher starts sets up what a real run sets up once: sampled parameters, their hooks)."""
-    step(offset)
-    t0 = clock()
-    for i in range(steps):
+    watcher starts sets up what a real run sets up once: sampled parameters, their hooks). The
+    untimed step is made from the same line as the timed ones: a model call's cadence key names
+    the line that called the step function, so a first step called from another line would
+    start every block with calls that differ from the settled cycle, as no real loop does."""
+    t0 = 0.0
+    for i in range(steps + 1):
+        if i == 1:
+            t0 = clock()
         step(offset + i)
     return (clock() - t0) / steps
 
@@ -143,24 +147,18 @@ def measure(kind: str, mode: str, *, rounds: int, steps: int,
     """Paired ratios of ``mode`` ("sanitizer" or "anomaly") against plain steps; with
     ``script_lines``, the steps run as a script's module-level loop (:func:`script_fn`)."""
     if script_lines:
-        run = script_fn(kind, script_lines)
         block: Callable[..., float] = _script_block
-        timed: Callable[..., None] = run
-
-        def step(i: int) -> None:
-            run(i, 1)
+        timed: Callable[..., None] = script_fn(kind, script_lines)
     else:
-        step = timed = step_fn(kind)
         block = _block
-    for i in range(steps * 2):  # warm-up: allocator, kernels, first-call caches
-        step(i)
+        timed = step_fn(kind)
+    block(timed, steps * 2, 0, clock)  # warm-up: allocator, kernels, first-call caches
     # One watcher for the whole run, as in a real one: started and stopped around each watched
     # block (outside the timing), so per-step cost is measured, not the first steps' set-up.
     watcher = Watcher(config=Config(), stream=None, every_step=every_step)
     if mode == "sanitizer":
         watcher.start()
-        for i in range(steps * 2):
-            step(i)
+        block(timed, steps * 2, 0, clock)  # the loop settles, from the timed blocks' own lines
         watcher.stop()
     plain, other, ratios, added = [], [], [], []
     for r in range(rounds):
