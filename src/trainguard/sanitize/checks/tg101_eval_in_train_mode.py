@@ -177,9 +177,14 @@ class EvalInTrainMode(Check):
 
     def _settle_waiting(self) -> None:
         for cand in self.waiting:
-            if cand.quiet is None:
-                cand.quiet = self.state.backward_count == cand.backwards
+            self._note_quiet(cand)
         self.waiting = []
+
+    def _note_quiet(self, cand: _Candidate) -> None:
+        """Decide, once, whether a backward ran between ``cand`` and the next model call (or
+        now, when its graph is resolved before that call)."""
+        if cand.quiet is None:
+            cand.quiet = self.state.backward_count == cand.backwards
 
     def _resolve_trainers(self, final: bool) -> None:
         """Calls from callers that never trained, decided at the end of the run.
@@ -193,8 +198,7 @@ class EvalInTrainMode(Check):
         """
         reached: list[_Candidate] = []
         for cand in self.trainers.resolve(final=final, reached=reached):
-            if cand.quiet is None:
-                cand.quiet = self.state.backward_count == cand.backwards
+            self._note_quiet(cand)
             if cand.quiet:
                 entry = self.idle.setdefault((cand.where, cand.callers, cand.loader), [0, cand])
                 entry[0] += 1

@@ -9,10 +9,10 @@ which graphs are still alive without keeping any alive.
 When it fires: after an optimizer step (or at exit, for a run without steps, counting outermost
 forwards instead), graphs made at three or more distinct earlier iterations, each at least two
 iterations old, are all still alive. An iteration is one optimizer step, or, with several
-optimizers alive that have stepped, one step of each (a GAN's two steps make one). Something holds them: ``total += loss``,
-``losses.append(loss)``, ``preds.append(out)``. The finding names the variable found in the user's
-frames that holds them and points at the line that accumulates into it (else at the line that made
-the oldest graph).
+optimizers alive that have stepped, one step of each (a GAN's two steps make one). Something holds
+them: ``total += loss``, ``losses.append(loss)``, ``preds.append(out)``. The finding names the
+variable found in the user's frames that holds them and points at the line that accumulates into it
+(else at the line that made the oldest graph).
 
 Silent on: a list of losses summed and backpropagated in the same iteration (graphs die at the end
 of the step); gradient accumulation over micro-batches (one optimizer step); one output kept for

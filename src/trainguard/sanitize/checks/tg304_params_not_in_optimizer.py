@@ -175,20 +175,19 @@ class ParamsNotInOptimizer(Check):
             self._records().weighs.setdefault(key, set()).update(behind_losses)
 
     def on_loss(self, call: Any) -> None:
+        made_by: set[int] = set()
+        if getattr(call.input, "grad_fn", None) is not None:
+            made_by = _stamped_models(call.input)
+            self._records().loss_inputs.update(made_by)
         node = getattr(call.output, "grad_fn", None)
         if node is not None:
             meta = node_metadata(node)
             if meta is not None:
                 meta[_LOSS_OUT] = True
             modules = self.state.modules
-            if modules and modules[0] is not call.module and call.input is not None:
+            if made_by and modules and modules[0] is not call.module:
                 # computed inside an outermost call (a multi-task loss module)
-                made_by = _stamped_models(call.input) if getattr(
-                    call.input, "grad_fn", None) is not None else set()
-                if made_by:
-                    self.inner_losses.setdefault(id(modules[0]), set()).update(made_by)
-        if getattr(call.input, "grad_fn", None) is not None:
-            self._records().loss_inputs.update(_stamped_models(call.input))
+                self.inner_losses.setdefault(id(modules[0]), set()).update(made_by)
         if getattr(call.target, "grad_fn", None) is not None:
             self._records().loss_targets.update(_stamped_models(call.target))
 
