@@ -19,7 +19,7 @@ import sysconfig
 from types import CodeType, FrameType
 
 __all__ = ["Location", "user_frame", "user_location", "frame_location", "is_user_file",
-           "is_user_code"]
+           "is_user_code", "USER_CODE", "LOCATIONS"]
 
 Location = tuple[str, int, int]  # (path, 1-based line, 1-based column)
 
@@ -30,6 +30,9 @@ _is_user_code: dict[int, bool] = {}  # id(code) -> the answer
 _codes: dict[int, CodeType] = {}  # id(code) -> code: holds every code object a cache is keyed by
 _positions: dict[int, list] = {}
 _locations: dict[tuple[int, int], tuple[str, int, int]] = {}
+# The two caches, for hot paths that look up without a call (a miss falls back to the functions):
+USER_CODE = _is_user_code  # id(code) -> is_user_code(code), for codes seen so far
+LOCATIONS = _locations  # (id(code), f_lasti) -> frame_location(frame), for positions seen so far
 
 
 def is_user_file(filename: str) -> bool:

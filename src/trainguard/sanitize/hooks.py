@@ -31,8 +31,8 @@ import sys
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
-from trainguard.sanitize.frames import (frame_location, is_user_code, is_user_file, user_frame,
-                                       user_location)
+from trainguard.sanitize.frames import (LOCATIONS, USER_CODE, frame_location, is_user_code,
+                                       is_user_file, user_location)
 from trainguard.sanitize.repro_hooks import install_loader_iter, install_repro
 from trainguard.sanitize.state import (MADE, BackwardCall, ForwardCall, LossCall, Made,
                                        first_tensor)
@@ -147,13 +147,18 @@ def install(w: "Watcher") -> list[Undo]:
             state.root_forwards += 1
             if id(self) not in seen_ids:
                 seen_models.add(self)
-            where = user_location(caller)
+            code = caller.f_code
+            where = ((LOCATIONS.get((id(code), caller.f_lasti)) if USER_CODE.get(id(code))
+                      else None) or user_location(caller))
             if state.stamp_outputs and grad:  # stamped on settled steps too (TG201/202/203)
                 stamp(self, output, where)
             if always_root:
-                settled = ForwardCall(self, args, 0, self.training, grad, where)
-                settled.output = output
-                w.emit_always("on_root_forward", settled)
+                # one record serves every settled call: the checks read it during the event only
+                rec = settled
+                rec.module, rec.args, rec.output = self, args, output
+                rec.training, rec.grad_enabled, rec.where = self.training, grad, where
+                w.emit_always("on_root_forward", rec)
+                rec.module = rec.args = rec.output = None
             return output
         stack.append(call)
         if h["on_forward_pre"]:
@@ -182,6 +187,7 @@ def install(w: "Watcher") -> list[Undo]:
 
     stamps = state.stamps
     always_root = w.always["on_root_forward"]
+    settled = ForwardCall(None, (), 0, True, True, None)
 
     def stamp(module: Any, output: Any, where: Any) -> Made | None:
         """Stamp the ``grad_fn`` of an outermost output (``State.stamps`` follows it)."""
@@ -221,12 +227,16 @@ def install(w: "Watcher") -> list[Undo]:
 
     # Optimizer steps, backward and zero_grad are never traced by torch.export, so Dynamo's own
     # test (one call, folded to True while Dynamo traces) is enough for them.
+    stepped_ids = state.optimizers._refs
+    always = w.always  # event -> the checks' always handlers (lists are replaced, not the dict)
+
     def step_pre(optimizer: Any, args: tuple, kwargs: dict) -> None:
         if is_dynamo_compiling():
             return None
         try:
             state.in_step += 1
-            state.optimizers.add(optimizer)
+            if id(optimizer) not in stepped_ids:
+                state.optimizers.add(optimizer)
             if see(("S", id(optimizer))) and h["on_step_pre"]:
                 w.emit("on_step_pre", optimizer)
         except Exception as exc:
@@ -237,14 +247,15 @@ def install(w: "Watcher") -> list[Undo]:
         if is_dynamo_compiling():
             return None
         try:
-            state.in_step = max(0, state.in_step - 1)
+            if state.in_step:
+                state.in_step -= 1
             state.step += 1
             state.backwards_at_step = state.backward_count
             state.last_stepped = id(optimizer)
             if see(("s", id(optimizer))):
                 if h["on_step"]:
                     w.emit("on_step", optimizer)
-            elif w.always["on_step"]:
+            elif always["on_step"]:
                 w.emit_always("on_step", optimizer)
             cadence.boundary(optimizer, w.reports, bool(w.armed))
         except Exception as exc:
@@ -269,20 +280,26 @@ def install(w: "Watcher") -> list[Undo]:
                 else:
                     roots = ()
                 retain = create_graph if retain_graph is None else bool(retain_graph)
-                caller = user_frame(sys._getframe(1))  # Tensor.backward's caller, usually
+                caller = sys._getframe(1)  # Tensor.backward, whose caller is usually the user's
+                while caller is not None:
+                    code = caller.f_code
+                    known = USER_CODE.get(id(code))
+                    if known or (known is None and is_user_code(code)):
+                        break
+                    caller = caller.f_back
                 if caller is None:
                     checked = see(("B", None, -1, retain, bool(create_graph), len(roots)))
                     where = None
                 else:
-                    checked = see(("B", caller.f_code, caller.f_lasti, retain,
-                                   bool(create_graph), len(roots)))
-                    where = frame_location(caller)
+                    lasti = caller.f_lasti
+                    checked = see(("B", code, lasti, retain, bool(create_graph), len(roots)))
+                    where = LOCATIONS.get((id(code), lasti)) or frame_location(caller)
                 call = BackwardCall(roots, retain, bool(create_graph), where,
                                     state.backward_count, state.step)
                 if checked:
                     if h["on_backward"]:
                         w.emit("on_backward", call)
-                elif w.always["on_backward"]:
+                elif always["on_backward"]:
                     w.emit_always("on_backward", call)
             except Exception as exc:
                 w.hook_failed("torch.autograd.backward", exc)
