@@ -38,6 +38,7 @@ from typing import Any, Callable
 __all__ = ["Cadence"]
 
 _LONGEST = 4096  # keys in one cycle at most; a longer "cycle" has no step boundary worth settling
+_END = object()  # ends the settled cycle in ``Cadence._match``: equal to no key
 
 
 class Cadence:
@@ -70,6 +71,7 @@ class Cadence:
         self.steps_skipped = 0
         self.settled = 0  # times the loop settled (for the summary and tests)
         self._ref: list[Any] = []  # the settled cycle's keys
+        self._match: list[Any] = [_END]  # the same, then _END (``see`` needs no bounds test)
         self._pos = 0  # keys of the settled cycle matched so far in this one
         self._cur: list[Any] = []  # keys of the cycle in progress while checking
         self._last: list[Any] | None = None  # the previous complete cycle's keys
@@ -84,9 +86,8 @@ class Cadence:
     def see(self, key: Any) -> bool:
         """Whether the call ``key`` describes goes to the checks (True) or is settled (False)."""
         if self.skipping:
-            ref = self._ref
             pos = self._pos
-            if pos < len(ref) and ref[pos] == key:
+            if self._match[pos] == key:
                 self._pos = pos + 1
                 return False
             self._unsettle(key)
@@ -168,6 +169,7 @@ class Cadence:
             self._last = cycle
         if self._streak >= self.settle_after:
             self._ref = cycle
+            self._match = [*cycle, _END]
             self.settled += 1
             self._settle()
 

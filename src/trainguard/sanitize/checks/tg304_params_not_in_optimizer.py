@@ -421,6 +421,9 @@ def _stale(optimizers: list[Any]) -> bool:
     return bool(optimizers)
 
 
+_TORCH_CLASS: dict[type, bool] = {}  # module class -> defined by PyTorch itself
+
+
 def _unregistered(model: Any) -> list[tuple[str, Any, str]]:
     """Parameters of modules that ``model`` or its submodules keep in plain list, tuple or dict
     attributes (not registered, so ``model.parameters()`` misses them), as (name, param,
@@ -429,6 +432,12 @@ def _unregistered(model: Any) -> list[tuple[str, Any, str]]:
 
     out = []
     for prefix, module in model.named_modules():
+        cls = type(module)
+        own = _TORCH_CLASS.get(cls)
+        if own is None:
+            own = _TORCH_CLASS[cls] = cls.__module__.startswith("torch.")
+        if own:  # PyTorch's own modules register every submodule they hold
+            continue
         for attr, value in vars(module).items():
             if attr.startswith("_") or not isinstance(value, (list, tuple, dict)) or not value:
                 continue
