@@ -90,7 +90,9 @@ def install(w: "Watcher") -> list[Undo]:
             # Traced by torch.compile (Dynamo folds the test to True, so it puts no guard on the
             # watcher's state), or an inner module no check asked about: straight to PyTorch's own
             # call (a failure is located from the traceback by the outermost call).
-            return original_call(self, *args, **kwargs)
+            if kwargs:
+                return original_call(self, *args, **kwargs)
+            return original_call(self, *args)  # (most calls: no keyword dict to rebuild)
         if is_compiling():  # traced by torch.export
             return original_call(self, *args, **kwargs)
         try:
