@@ -499,3 +499,33 @@ def test_tg301_puts_back_no_hook_on_a_parameter_frozen_while_settled():
         watcher.stop()
     assert watcher.findings == [], [f.format() for f in watcher.findings]
     assert watcher.cadence.steps_skipped > 60
+
+
+@pytest.mark.parametrize("init_scale, bad, expected", [
+    # a huge scale: loss * scale overflows on every step while the loss (about 3.1) stays finite
+    (3.0e38, "1.0", set()),
+    # the default scale: the loss itself turns infinite at step 151, on a settled step
+    (65536.0, "float('inf')", {"TG405"}),
+])
+def test_tg405_a_scaled_loss_counts_as_infinite_only_when_the_loss_must_be(init_scale, bad, expected,
+                                                                            tmp_path):
+    from sanitize_helpers import run_in_process
+
+    path = tmp_path / "scaled.py"
+    path.write_text(PRELUDE + textwrap.dedent(f"""
+        scaler = torch.amp.GradScaler("cpu", init_scale={init_scale})
+        for i in range(200):
+            x, y = xs[i % 40], ys[i % 40]
+            optimizer.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = (F.cross_entropy(model(x), y) + 2.0) * ({bad} if i == 150 else 1.0)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+    """))
+    watcher, status, stderr = run_in_process(path)
+    assert status == 0, stderr
+    assert {f.code for f in watcher.findings} == expected, [f.format() for f in watcher.findings]
+    assert watcher.cadence.settled >= 1  # step 151 and most others were settled steps
+    if expected:
+        assert "at optimizer step 151" in watcher.findings[0].message, watcher.findings[0].message

@@ -27,8 +27,10 @@ loss call nothing is reported.
 Settled steps (``sanitize/cadence.py``): every forward is recorded and the loss of every backward
 read, so the finding names the exact step, with its cause. Under a ``GradScaler`` no loss call of
 a settled step is recorded; the root is ``loss * scale`` with a finite positive scale, so a NaN
-root is a NaN loss, and an infinite root counts only in float32/64 (where the product overflows
-only for a loss beyond about 1e33).
+root is a NaN loss, and an infinite root counts only in float32/64 and only when the loss must
+exceed 1e30 for the product to overflow (the dtype's largest value divided by the scale, read from
+the product's saved factor: about 5e33 with the default scale of 65536; a huge ``init_scale`` such
+as 3e38 overflows with a loss of 1.2, and is not reported).
 
 Silent on: finite losses, scaled losses that overflow while the loss itself is finite. Gradients that overflow while the loss is finite (fp16 with a
 ``GradScaler`` skipping steps) are not this check's concern.
@@ -48,6 +50,7 @@ from typing import Any
 from trainguard.sanitize.checks import Check
 
 _MAX_ROOT = 1  # only scalar roots: a loss
+_HUGE_LOSS = 1e30  # a scaled loss that overflowed counts as an infinite loss when the loss must exceed this
 
 
 class NonFiniteLoss(Check):
@@ -110,13 +113,22 @@ class NonFiniteLoss(Check):
 
         if root is not None and self._watcher.cadence.skipping:
             # A settled step: no loss call was recorded. GradScaler.scale() made the root as
-            # loss * scale (scale finite and positive), so a NaN root means a NaN loss; an infinite
-            # float32/64 root means a loss beyond ~1e33, while a float16/bfloat16 product may
-            # overflow by design.
+            # loss * scale (scale finite and positive), so a NaN root means a NaN loss. An infinite
+            # root means a loss beyond the dtype's largest value divided by the scale: with the
+            # default scale (65536) and float32, beyond ~5e33, an infinite loss in all but name;
+            # with a huge scale (or float16/bfloat16) the product may overflow by design.
             node = root.grad_fn
             if node is None or type(node).__name__ != "MulBackward0":
                 return False
-            return math.isnan(value) or root.dtype in (torch.float32, torch.float64)
+            if math.isnan(value):
+                return True
+            if root.dtype not in (torch.float32, torch.float64):
+                return False
+            scale = getattr(node, "_saved_other", None)  # the scale tensor, saved by the product
+            if isinstance(scale, torch.Tensor) and scale.numel() == 1:
+                factor = float(scale)
+                return factor > 0 and torch.finfo(root.dtype).max / factor > _HUGE_LOSS
+            return True
         loss = self.last_loss() if self.last_loss is not None else None
         if loss is None or not loss.is_floating_point() or loss.numel() != 1:
             return False
