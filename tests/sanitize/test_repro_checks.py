@@ -70,6 +70,22 @@ def test_tg501_torch_reseeded_from_the_os_is_unseeded(tmp_path):
     assert "by the end of the run" not in found[0][2] and "at the end of the run" in found[0][2]
 
 
+def test_tg501_two_unseeded_generators_found_together_make_one_finding_naming_both(tmp_path):
+    # torch seeded; shuffling with numpy and augmenting with random, neither seeded
+    found = _script(tmp_path, """\
+        import random
+        import numpy as np
+        import torch
+        torch.manual_seed(42)
+        order = np.random.permutation(10)
+        scale = random.uniform(0.9, 1.1)
+    """)
+    assert [(c, line) for c, line, _ in found] == [("TG501", 4)]
+    message = found[0][2]
+    assert "numpy's global generator" in message and "Python's random module" in message, message
+    assert "without seeding them" in message, message
+
+
 def test_tg501_cuda_seed_alone_leaves_the_cpu_generator_unseeded(tmp_path):
     found = _script(tmp_path, """\
         import torch

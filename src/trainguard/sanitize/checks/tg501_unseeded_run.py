@@ -143,15 +143,20 @@ class UnseededRun(Check):
     def _check_all(self, moment: str) -> None:
         if self.asked_at is None or in_fork_rng():  # torch's state is restored when it ends
             return
-        for family in FAMILIES:
-            if family in self.done or self.seeded[family] or not self._drawn(family):
-                continue
-            self.done.add(family)
-            seeded = [f for f in FAMILIES if self.seeded[f] and f in self.observed]
-            what = f"seeds {', '.join(seeded)}" if seeded else "asks to be reproducible"
-            self.report(
-                f"this run {what} ({self.asked_by} here) but drew from {DESCRIBE[family]} "
-                f"without seeding it (seen {moment}): runs differ even with the same seed",
-                fix=f"seed {family} too ({HOW[family]}) next to this call, or call "
-                    "trainguard.seed_everything(seed)",
-                where=self.asked_at)
+        # every generator found at this moment goes into one finding: findings at one line merge,
+        # and a second one's message would be lost in the count
+        found = [f for f in FAMILIES
+                 if f not in self.done and not self.seeded[f] and self._drawn(f)]
+        if not found:
+            return
+        self.done.update(found)
+        seeded = [f for f in FAMILIES if self.seeded[f] and f in self.observed]
+        what = f"seeds {', '.join(seeded)}" if seeded else "asks to be reproducible"
+        self.report(
+            f"this run {what} ({self.asked_by} here) but drew from "
+            f"{' and from '.join(DESCRIBE[f] for f in found)} without seeding "
+            f"{'it' if len(found) == 1 else 'them'} (seen {moment}): runs differ even with the "
+            "same seed",
+            fix=f"seed {' and '.join(found)} too ({', '.join(HOW[f] for f in found)}) next to this "
+                "call, or call trainguard.seed_everything(seed)",
+            where=self.asked_at)
