@@ -4,6 +4,8 @@ written and selected as the catalogue says, and exit statuses pass through."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -164,3 +166,23 @@ def test_file_and_argv0_are_what_python_gives(tmp_path, typed):
     absolute = os.path.join(str(tmp_path), typed)  # not normalized, as CPython joins them
     assert f"file {absolute!r} argv0 {typed!r}" in plain.stdout
     assert watched.stdout == plain.stdout
+
+
+def test_pytorchs_warnings_name_the_scripts_line_not_the_wrapper(tmp_path):
+    # F.mse_loss warns about the (N,1) target with stacklevel=2, which names its caller: under the
+    # watcher that caller is the wrapper, and the warning must still show the script's line
+    write(tmp_path, textwrap.dedent("""\
+        import torch
+        import torch.nn.functional as F
+        pred = torch.zeros(8, requires_grad=True)
+        loss = F.mse_loss(pred, torch.ones(8, 1))
+        loss.backward()
+    """))
+    plain = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=120)
+    watched = run_tg("run", "train.py", cwd=tmp_path)
+    assert watched.returncode == 0 == plain.returncode, watched.stderr
+    shown = [line for line in watched.stderr.splitlines() if "UserWarning" in line]
+    expected = [line for line in plain.stderr.splitlines() if "UserWarning" in line]
+    assert len(shown) == 1 and shown == expected, watched.stderr
+    assert shown[0].split(": UserWarning")[0].endswith("train.py:4"), shown

@@ -382,12 +382,48 @@ def install(w: "Watcher") -> list[Undo]:
     if h["on_clip"]:
         for name in ("clip_grad_norm_", "clip_grad_value_"):
             _patch(torch.nn.utils, name, lambda orig, name=name: _clip(w, name, orig), undo)
+    _install_warning_location(undo)
     # Seeding calls, determinism flags and DataLoader passes (TG501-TG503): repro_hooks.py.
     if h["on_repro_pre"] or h["on_repro"]:
         install_repro(w, undo)
     if h["on_loader_iter"]:
         install_loader_iter(w, undo)
     return undo
+
+
+def _install_warning_location(undo: list[Undo]) -> None:
+    """Show PyTorch's warnings at the user's line, as without the watcher.
+
+    A warning issued with ``stacklevel=2`` inside a wrapped function (``F.mse_loss``'s size warning,
+    the scheduler-before-optimizer warning of ``LRScheduler.step``) names its caller, which is now
+    the wrapper. ``warnings.showwarning`` (called only for a warning that is shown) is wrapped to
+    put the innermost user frame in its place. Warnings recorded by ``catch_warnings(record=True)``
+    still carry the wrapper's line."""
+    import os
+    import warnings
+
+    from trainguard.sanitize.frames import user_frame
+
+    own = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    original = warnings.showwarning
+
+    def showwarning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                    line: Any = None) -> None:
+        try:
+            if os.path.abspath(filename).startswith(own):
+                frame = user_frame(sys._getframe(1))
+                if frame is not None:
+                    filename, lineno, line = frame.f_code.co_filename, frame.f_lineno, None
+        except Exception:  # never in the way of the warning itself
+            pass
+        return original(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = showwarning
+
+    def restore() -> None:
+        if warnings.showwarning is showwarning:  # left alone when something replaced it since
+            warnings.showwarning = original
+    undo.append(restore)
 
 
 def _locate_failure(state: Any, exc: BaseException, root: Any, args: tuple) -> None:
