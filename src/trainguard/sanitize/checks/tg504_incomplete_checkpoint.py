@@ -9,6 +9,10 @@ run is alive and its ``state_dict()`` (momentum, Adam moments, step counts) is n
 Resuming from it restarts the optimizer from zero: the loss jumps and the run is not the one that
 would have continued.
 
+Where: the ``torch.save`` line, or, when ``torch.save`` sits in a helper that was handed the dict
+(the ImageNet example's ``save_checkpoint(state, is_best, filename)``), the user's line that
+called the helper with it, where the dict is built and the optimizer's state belongs.
+
 Silent on: a bare ``model.state_dict()`` (an export for inference), dicts without a progress
 counter, checkpoints that include ``optimizer.state_dict()`` (or the optimizer object), runs without
 an optimizer step.
@@ -21,10 +25,12 @@ issue https://github.com/NVlabs/stylegan2-ada-pytorch/issues/108.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 from trainguard.sanitize.checks import Check
+from trainguard.sanitize.frames import frame_location, is_user_code, user_frame
 
 _PROGRESS = re.compile(r"epoch|step|iter", re.IGNORECASE)
 
@@ -49,7 +55,26 @@ class IncompleteCheckpoint(Check):
             f"{progress[0]!r}) leaves out the state of the live {'/'.join(live)} optimizer: "
             "resuming restarts its momentum/moment estimates and step counts from zero",
             fix="add 'optimizer': optimizer.state_dict() (and the scheduler's and GradScaler's "
-                "state_dict(), RNG states) to the checkpoint and load them when resuming")
+                "state_dict(), RNG states) to the checkpoint and load them when resuming",
+            where=_built_at(obj, sys._getframe(1)))
+
+
+def _built_at(obj: Any, start: Any) -> Any:
+    """Where the checkpoint dict was built: the line of ``torch.save``, or, when ``torch.save``
+    sits in a helper that was handed the dict (``save_checkpoint(state, ...)``), the line of the
+    user's code that called the helper with it (outermost such caller). None: the default line."""
+    frame = user_frame(start)
+    while frame is not None:
+        code = frame.f_code
+        params = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+        local = frame.f_locals
+        if not any(local.get(name) is obj for name in params):
+            break  # built in this function
+        caller = frame.f_back
+        if caller is None or not is_user_code(caller.f_code):
+            break
+        frame = caller
+    return frame_location(frame) if frame is not None else None
 
 
 def _is_model_state(value: Any) -> bool:
