@@ -70,8 +70,8 @@ class Cadence:
         self.skipping = False
         self.steps_skipped = 0
         self.settled = 0  # times the loop settled (for the summary and tests)
-        self._ref: list[Any] = []  # the settled cycle's keys
-        self._match: list[Any] = [_END]  # the same, then _END (``see`` needs no bounds test)
+        self._match: list[Any] = [_END]  # the settled cycle's keys, then _END (``see`` needs no
+        # bounds test)
         self._pos = 0  # keys of the settled cycle matched so far in this one
         self._cur: list[Any] = []  # keys of the cycle in progress while checking
         self._last: list[Any] | None = None  # the previous complete cycle's keys
@@ -106,7 +106,7 @@ class Cadence:
 
     def _unsettle(self, key: Any) -> None:
         boundary = self._pos == 0
-        self._cur = self._ref[:self._pos] + [key]
+        self._cur = self._match[:self._pos] + [key]
         self.skipping = False
         self._sampling = False
         self._clean = boundary  # a cycle whose start went unseen never counts as clean
@@ -135,7 +135,7 @@ class Cadence:
                 self._cur = []
             return
         if self.skipping:
-            if self._pos != len(self._ref):  # this cycle made fewer calls than the settled one
+            if self._pos != len(self._match) - 1:  # fewer calls than the settled cycle made
                 self._unsettle(("end", key))
                 self._cur = []
                 self._reports_at = reports
@@ -158,7 +158,7 @@ class Cadence:
         self._reports_at = reports
         if self._sampling:
             self._sampling = False
-            if clean and cycle == self._ref:
+            if clean and cycle == self._match[:-1]:
                 self._settle()
                 return
             self._streak = 0
@@ -168,7 +168,6 @@ class Cadence:
             self._streak = 1 if clean else 0
             self._last = cycle
         if self._streak >= self.settle_after:
-            self._ref = cycle
             self._match = [*cycle, _END]
             self.settled += 1
             self._settle()

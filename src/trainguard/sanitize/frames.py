@@ -19,7 +19,7 @@ import sysconfig
 from types import CodeType, FrameType
 
 __all__ = ["Location", "user_frame", "user_location", "frame_location", "is_user_file",
-           "is_user_code", "USER_CODE", "LOCATIONS"]
+           "is_user_code", "is_trainguard_file"]
 
 Location = tuple[str, int, int]  # (path, 1-based line, 1-based column)
 
@@ -30,9 +30,11 @@ _is_user_code: dict[int, bool] = {}  # id(code) -> the answer
 _codes: dict[int, CodeType] = {}  # id(code) -> code: holds every code object a cache is keyed by
 _positions: dict[int, list] = {}
 _locations: dict[tuple[int, int], tuple[str, int, int]] = {}
-# The two caches, for hot paths that look up without a call (a miss falls back to the functions):
-USER_CODE = _is_user_code  # id(code) -> is_user_code(code), for codes seen so far
-LOCATIONS = _locations  # (id(code), f_lasti) -> frame_location(frame), for positions seen so far
+
+
+def is_trainguard_file(filename: str) -> bool:
+    """True for a file of trainguard itself."""
+    return os.path.abspath(filename).startswith(_TRAINGUARD + os.sep)
 
 
 def is_user_file(filename: str) -> bool:
@@ -42,7 +44,7 @@ def is_user_file(filename: str) -> bool:
     path = os.path.abspath(filename)
     if "site-packages" in path or "dist-packages" in path:
         return False
-    if path.startswith(_TRAINGUARD + os.sep):
+    if is_trainguard_file(path):
         return False
     if any(path.startswith(s + os.sep) for s in _STDLIB):
         return False
@@ -62,16 +64,26 @@ def is_user_code(code: CodeType) -> bool:
 def user_frame(start: FrameType | None = None) -> FrameType | None:
     """The innermost frame of user code at or above ``start`` (default: the caller)."""
     frame = start if start is not None else sys._getframe(1)
-    while frame is not None and not is_user_code(frame.f_code):
+    while frame is not None:
+        code = frame.f_code
+        known = _is_user_code.get(id(code))  # (a hot path: no call for a code seen before)
+        if known or (known is None and is_user_code(code)):
+            return frame
         frame = frame.f_back
-    return frame
+    return None
 
 
 def user_location(start: FrameType | None = None) -> Location | None:
     """``(path, line, col)`` of the innermost user frame, or None when the stack has none."""
     frame = start if start is not None else sys._getframe(1)
-    # the common case on hot paths, a call made by the user's own code, costs one look-up
-    if not _is_user_code.get(id(frame.f_code), False):
+    # the common case on hot paths, a call made by the user's own code at a position seen before,
+    # costs two look-ups and no call
+    code = frame.f_code
+    if _is_user_code.get(id(code), False):
+        found = _locations.get((id(code), frame.f_lasti))
+        if found is not None:
+            return found
+    else:
         frame = user_frame(frame)
         if frame is None:
             return None

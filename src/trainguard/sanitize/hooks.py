@@ -31,8 +31,8 @@ import sys
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
-from trainguard.sanitize.frames import (LOCATIONS, USER_CODE, frame_location, is_user_code,
-                                       is_user_file, user_location)
+from trainguard.sanitize.frames import (frame_location, is_trainguard_file, is_user_code,
+                                       is_user_file, user_frame, user_location)
 from trainguard.sanitize.repro_hooks import install_loader_iter, install_repro
 from trainguard.sanitize.state import (MADE, BackwardCall, ForwardCall, LossCall, Made,
                                        first_tensor)
@@ -149,9 +149,7 @@ def install(w: "Watcher") -> list[Undo]:
             state.root_forwards += 1
             if id(self) not in seen_ids:
                 seen_models.add(self)
-            code = caller.f_code
-            where = ((LOCATIONS.get((id(code), caller.f_lasti)) if USER_CODE.get(id(code))
-                      else None) or user_location(caller))
+            where = user_location(caller)
             if state.stamp_outputs and grad:  # stamped on settled steps too (TG201/202/203)
                 stamp(self, output, where)
             if always_root:
@@ -282,20 +280,14 @@ def install(w: "Watcher") -> list[Undo]:
                 else:
                     roots = ()
                 retain = create_graph if retain_graph is None else bool(retain_graph)
-                caller = sys._getframe(1)  # Tensor.backward, whose caller is usually the user's
-                while caller is not None:
-                    code = caller.f_code
-                    known = USER_CODE.get(id(code))
-                    if known or (known is None and is_user_code(code)):
-                        break
-                    caller = caller.f_back
+                caller = user_frame(sys._getframe(1))  # Tensor.backward's caller, usually
                 if caller is None:
                     checked = see(("B", None, -1, retain, bool(create_graph), len(roots)))
                     where = None
                 else:
-                    lasti = caller.f_lasti
-                    checked = see(("B", code, lasti, retain, bool(create_graph), len(roots)))
-                    where = LOCATIONS.get((id(code), lasti)) or frame_location(caller)
+                    checked = see(("B", caller.f_code, caller.f_lasti, retain,
+                                   bool(create_graph), len(roots)))
+                    where = frame_location(caller)
                 call = BackwardCall(roots, retain, bool(create_graph), where,
                                     state.backward_count, state.step)
                 if checked:
@@ -399,18 +391,14 @@ def _install_warning_location(undo: list[Undo]) -> None:
     the wrapper. ``warnings.showwarning`` (called only for a warning that is shown) is wrapped to
     put the innermost user frame in its place. Warnings recorded by ``catch_warnings(record=True)``
     still carry the wrapper's line."""
-    import os
     import warnings
 
-    from trainguard.sanitize.frames import user_frame
-
-    own = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     original = warnings.showwarning
 
     def showwarning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
                     line: Any = None) -> None:
         try:
-            if os.path.abspath(filename).startswith(own):
+            if is_trainguard_file(filename):
                 frame = user_frame(sys._getframe(1))
                 if frame is not None:
                     filename, lineno, line = frame.f_code.co_filename, frame.f_lineno, None
