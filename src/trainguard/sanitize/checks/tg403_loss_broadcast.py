@@ -11,6 +11,11 @@ warning is easy to miss in a log.
 Silent on: equal shapes; a target that broadcasts into the input without growing it (a scalar
 target); ``BCELoss``/``BCEWithLogitsLoss``, which raise on a size mismatch themselves.
 
+PyTorch's own error, explained: when ``BCELoss``/``BCEWithLogitsLoss`` (or their functional forms)
+raise on such a mismatch ("Using a target size (torch.Size([64])) that is different to the input
+size (torch.Size([64, 1]))", "Target size ... must be the same as input size ..."), the diagnosis
+names the two shapes and which one to squeeze or unsqueeze.
+
 Reference: ``MSELoss`` docs (input and target of the same shape)
 https://pytorch.org/docs/stable/generated/torch.nn.MSELoss.html; GitHub issue
 https://github.com/deepset-ai/FARM/issues/229.
@@ -18,11 +23,17 @@ https://github.com/deepset-ai/FARM/issues/229.
 
 from __future__ import annotations
 
+import re
 from math import prod
 from typing import Any
 
-from trainguard.sanitize.checks import Check
+from trainguard.sanitize.checks import Check, Diagnosis
 
+_SIZE = r"torch\.Size\(\[([\d, ]*)\]\)"
+# binary_cross_entropy / binary_cross_entropy_with_logits (torch/nn/functional.py)
+_BCE_SIZES = (re.compile(rf"Using a target size \({_SIZE}\) that is different to the input size "
+                         rf"\({_SIZE}\)"),
+              re.compile(rf"Target size \({_SIZE}\) must be the same as input size \({_SIZE}\)"))
 _NAMES = ("MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
           "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
 
@@ -51,3 +62,38 @@ class LossBroadcast(Check):
             fix="give input and target the same shape, e.g. output.squeeze(-1) or "
                 "target.unsqueeze(-1)",
             where=call.where)
+
+    def on_error(self, exc: BaseException) -> Diagnosis | None:
+        if not isinstance(exc, ValueError):
+            return None
+        for pattern in _BCE_SIZES:
+            m = pattern.search(str(exc))
+            if m:
+                break
+        else:
+            return None
+        target, given = _dims(m.group(1)), _dims(m.group(2))  # both messages: target first
+        return Diagnosis(
+            f"the binary cross-entropy loss got input {given} and target {target}: PyTorch needs "
+            "the same shape (an elementwise loss would otherwise compare every prediction with "
+            "every target)",
+            fix=_fix(given, target))
+
+
+def _dims(text: str) -> tuple[int, ...]:
+    return tuple(int(d) for d in text.split(",") if d.strip())
+
+
+def _fix(given: tuple[int, ...], target: tuple[int, ...]) -> str:
+    """How to make ``given`` (the input) and ``target`` the same shape."""
+    if given == (*target, 1):
+        return "squeeze the model's output with `output.squeeze(-1)` (or `target.unsqueeze(-1)`)"
+    if target == (*given, 1):
+        return "squeeze the target with `target.squeeze(-1)` (or `output.unsqueeze(-1)`)"
+    if len(given) == len(target) + 1 and given[:-1] == target and given[-1] > 1:
+        return (f"the input holds {given[-1]} values per sample and the target one: for one "
+                f"label out of {given[-1]} classes use CrossEntropyLoss with integer class "
+                "targets; for a binary label give the model one output and squeeze it")
+    if prod(given) == prod(target):
+        return "reshape the target with `target.view_as(output)`"
+    return "give input and target the same shape"
