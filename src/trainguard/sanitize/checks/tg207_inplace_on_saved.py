@@ -10,13 +10,18 @@ changed the tensor: the in-place statements (``x += ...``, ``x[i] = ...``, ``x.a
 function that called backward) are searched, preferring one that modifies a variable assigned from
 that op (``h = torch.sigmoid(...)`` then ``h += 1``); modules built with ``inplace=True`` are named.
 When the line cannot be told, the finding stays on the backward line and lists the candidates.
+When the changed tensor is a parameter of a model seen (same shape and version, or its transpose:
+``Linear`` saves ``weight.t()``, a view sharing the version counter), the diagnosis names it, the
+optimizer holding it and the line of that optimizer's latest checked ``step()`` (recorded per
+checked step), at the failing backward line.
 
 Silent on: runs without this error; in-place ops on tensors autograd did not save.
 
 Reference: autograd notes "In-place operations with autograd"
 (https://pytorch.org/docs/stable/notes/autograd.html#in-place-operations-with-autograd); GitHub
 JDAI-CV/LIO#9 ("output 0 of SubBackward0, is at version 1"), Seanny123/da-rnn#14 (``+=`` on a saved
-tensor), pytorch/pytorch#96265.
+tensor), pytorch/pytorch#96265; pytorch/pytorch#39141 (a GAN's ``opt_D.step()`` before the
+generator's backward through D).
 """
 
 from __future__ import annotations
@@ -26,9 +31,10 @@ import linecache
 import os
 import re
 from types import CodeType
+from typing import Any
 
 from trainguard.sanitize.checks import Check, Diagnosis
-from trainguard.sanitize.frames import is_user_file
+from trainguard.sanitize.frames import is_user_file, user_location
 from trainguard.sanitize.holders import traceback_user_frames
 
 _MESSAGE = re.compile(
@@ -116,15 +122,41 @@ def _assigned_from(func: ast.AST, name: str, op: str) -> bool:
 class InplaceOnSaved(Check):
     code = "TG207"
 
-    def _parameter(self, m: re.Match) -> str | None:
-        """``"weight_hh_l0 (6, 6) of RNN"`` when the changed tensor is a parameter of a model seen."""
+    def __init__(self, watcher: Any) -> None:
+        super().__init__(watcher)
+        # id(optimizer) -> the user's line of its latest checked step() (for the diagnosis)
+        self.stepped_at: dict[int, Any] = {}
+
+    def on_step(self, optimizer: Any) -> None:
+        self.stepped_at[id(optimizer)] = user_location()
+
+    def _parameter(self, m: re.Match) -> tuple[str, Any] | None:
+        """``("`weight_hh_l0` (6, 6) of RNN", parameter)`` when the changed tensor is a parameter
+        of a model seen, or its transpose (``Linear`` saves ``weight.t()``, a view sharing the
+        parameter's version counter)."""
         shape = tuple(int(d) for d in m.group("shape").replace(" ", "").split(",") if d)
         now = int(m.group("now"))
+        found = None
         for model in list(self.state.models):
             for name, p in model.named_parameters():
-                if tuple(p.shape) == shape and p._version == now:
-                    return f"`{name}` {shape} of {type(model).__name__}"
-        return None
+                if p._version != now:
+                    continue
+                if tuple(p.shape) == shape:
+                    return f"`{name}` {shape} of {type(model).__name__}", p
+                if found is None and len(shape) == 2 and tuple(p.shape) == shape[::-1]:
+                    found = (f"`{name}` {tuple(p.shape)} of {type(model).__name__} (saved "
+                             f"transposed, {shape})", p)
+        return found
+
+    def _stepped_by(self, param: Any) -> str:
+        """``" by Adam.step() at gan.py:16"``: the optimizer holding ``param``, and the line of its
+        latest step seen."""
+        for optimizer in list(self.state.optimizers):
+            if any(p is param for g in optimizer.param_groups for p in g["params"]):
+                where = self.stepped_at.get(id(optimizer))
+                at = f" at {os.path.basename(where[0])}:{where[1]}" if where else ""
+                return f" by {type(optimizer).__name__}.step(){at}"
+        return ""
 
     def on_error(self, exc: BaseException) -> Diagnosis | None:
         if not isinstance(exc, RuntimeError):
@@ -133,17 +165,19 @@ class InplaceOnSaved(Check):
         if m is None:
             return None
         op = m.group("op").replace("Backward", "").rstrip("0123456789")
-        param = self._parameter(m)
-        if param is not None:
+        found = self._parameter(m)
+        if found is not None:
+            param, tensor = found
             failed = next((b for b in reversed(self.state.backwards) if b.failed), None)
             return Diagnosis(
                 f"backward needs the parameter {param} as it was when this graph was built, but "
-                f"an optimizer step updated it in place since (version {m.group('then')} -> "
-                f"{m.group('now')}): this backward runs through a graph made before the last "
-                "optimizer.step(), kept by a tensor carried across iterations or by "
-                "retain_graph=True",
-                fix="detach what is carried to the next iteration (hidden = hidden.detach()) and "
-                    "call backward through each graph before optimizer.step()",
+                f"it was updated in place since{self._stepped_by(tensor)} (version "
+                f"{m.group('then')} -> {m.group('now')}): this backward runs through a graph made "
+                "before that optimizer step, kept by a tensor carried across iterations or by "
+                "retain_graph=True (a GAN stepping D before the generator's backward through D)",
+                fix="call backward through each graph before the optimizer.step() that updates its "
+                    "parameters (or recompute the forward after the step), and detach what is "
+                    "carried to the next iteration (hidden = hidden.detach())",
                 where=failed.where if failed is not None else None)
         shape = f"({m.group('shape')})"
         times = int(m.group("now")) - int(m.group("then"))
