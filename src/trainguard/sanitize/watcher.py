@@ -228,6 +228,16 @@ class Watcher:
             self._print(tag + finding.format())
         return finding
 
+    def amend(self, finding: Finding, message: str, fix: str | None = None) -> None:
+        """Add a second observation to ``finding`` (another pitfall of the same code found on the
+        same line): its message and fix grow, its count does not; the amended finding is shown
+        again."""
+        finding.message = f"{finding.message}. Also: {message}"
+        if fix and fix not in (finding.fix or ""):
+            finding.fix = f"{finding.fix}; {fix}" if finding.fix else fix
+        tag = f"[rank {self.ranks.rank}] " if self.ranks is not None else ""
+        self._print(tag + finding.format())
+
     def explain(self, exc: BaseException) -> list[Finding]:
         """Ask the checks to explain ``exc``; record their diagnoses as findings and add each to the
         exception as a note (PEP 678), so it is printed after the original traceback."""

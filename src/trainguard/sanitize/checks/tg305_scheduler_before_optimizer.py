@@ -11,17 +11,21 @@ When it fires:
   warm-up's smallest) is never used, and with a per-iteration ``scheduler.step()`` placed before
   ``optimizer.step()`` every step uses the next step's rate;
 - a ``StepLR``, ``MultiStepLR`` or ``ExponentialLR`` (schedules written in epochs: "divide by 10
-  every 30 epochs") is stepped per batch, and its decay period is shorter than one pass over the
-  data, so the learning rate is cut several times per epoch and soon reaches nothing. Per batch:
-  two of its steps fall within one pass over a DataLoader of ``L`` >= 2 batches (a pass that has
-  not yet seen more than ``L`` optimizer steps), with at least one scheduler step per two
-  optimizer steps between them (an "epoch" of a few batches drawn from one long pass steps far
-  less often). The period: ``step_size``, the first milestone, or for ``ExponentialLR`` the steps
-  it takes to halve the rate (``log(0.5) / log(gamma)``); it must be under ``L`` and at most 1000
-  steps. Without a running DataLoader pass (batches sliced by hand), the scheduler must have
-  stepped at every optimizer step since it was first seen (8 steps at least) and the learning
-  rate must have fallen below a millionth of its initial value. Reported at the scheduler's
-  ``step()`` line, once per scheduler.
+  every 30 epochs") is stepped per batch, so the learning rate is cut several times per epoch and
+  soon reaches nothing. Its period (``step_size``, the first milestone, or the steps
+  ``ExponentialLR`` takes to halve the rate) must be at most 1000 steps. Two checked ``step()``
+  calls must fall within one DataLoader pass (a pass counts as running until it has seen as many
+  optimizer steps as its loader has batches), with at least one scheduler step per two optimizer
+  steps between them (an "epoch" of a few batches drawn from one long pass steps far less
+  often). The epoch is the shortest pass running now (a validation pass made inside the batch
+  loop, or ``zip()`` of two loaders, is longer), and the scheduler's steps per epoch are its
+  length times scheduler steps per outermost forward (fewer with gradient accumulation or several
+  model calls per batch). It fires when that many steps cut the rate twice or more (``StepLR``,
+  ``MultiStepLR``) or halve it (``ExponentialLR``) in one epoch. Without a DataLoader to compare
+  with (batches sliced by hand), it fires once the scheduler has stepped at every optimizer step
+  since it was first seen (8 steps at least) and the rate has fallen below 1e-9 of its initial
+  value. Reported at the scheduler's ``step()`` line, once per scheduler; on a line already
+  reported for stepping before the optimizer, the one finding says both.
 
 Silent on: the canonical order (``optimizer.step()`` then ``scheduler.step()``), OneCycle/Cyclic/
 warm-up schedulers stepped per batch (per-batch stepping is their design; only the order is
@@ -29,13 +33,15 @@ checked), and the first steps of an AMP run whose ``GradScaler`` skipped ``optim
 because of inf/NaN gradients (PyTorch's own warning misfires there): a live ``GradScaler`` whose
 scale has backed off below its initial value, or that has stepped this optimizer, means a skip.
 
-Silent on schedules written in iterations and stepped per batch: a period of at least one pass
-(``step_size=30 * len(loader)``, milestones in the thousands on a small dataset, ``ExponentialLR``
-with a gamma near 1), ``CosineAnnealingLR``, ``LambdaLR`` and ``LinearLR`` warm-ups (torchvision's
-detection reference steps a warm-up per iteration in the first epoch, then a ``MultiStepLR`` per
-epoch), and a DataLoader of a single batch (per batch is then per epoch). A schedule that is
-itself in iterations yet decays faster than once per pass over the data (a period under ``len(loader)``)
-is reported: it is indistinguishable from the mistake.
+Silent on schedules written in iterations and stepped per batch: a period of at least half an
+epoch (``step_size=30 * len(loader)``, milestones in the thousands on a small dataset,
+``len(dataset) // batch_size``, a period in optimizer steps with gradient accumulation),
+``ExponentialLR`` with a gamma near 1, ``CosineAnnealingLR``, ``LambdaLR`` and ``LinearLR``
+warm-ups (torchvision's detection reference steps a warm-up per iteration in the first epoch, then
+a ``MultiStepLR`` per epoch), a DataLoader of a single batch (per batch is then per epoch), and
+full-batch training (a step is an epoch) until the rate is below 1e-9 of its initial value.
+A schedule that is itself in iterations yet cuts the rate twice per epoch is reported: it cannot
+be told from the mistake.
 
 Reference: ``torch.optim`` "How to adjust learning rate" (call ``scheduler.step()`` after
 ``optimizer.step()``) https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate; GitHub
@@ -52,6 +58,7 @@ import weakref
 from typing import Any
 
 from trainguard.sanitize.checks import Check
+from trainguard.sanitize.frames import user_location
 
 
 class SchedulerBeforeOptimizer(Check):
@@ -64,23 +71,29 @@ class SchedulerBeforeOptimizer(Check):
 
         self.epoch_types = (lrs.StepLR, lrs.MultiStepLR, lrs.ExponentialLR)
         self.passes = 0  # DataLoader passes started
-        self.pass_len: int | None = None  # len() of the DataLoader of the latest pass
-        self.pass_start = 0  # optimizer steps completed when it started
-        # epoch schedulers -> (pass number, last_epoch, optimizer steps completed) at their
-        # latest step seen, and (last_epoch, optimizer steps completed) at the first
-        self.latest: "weakref.WeakKeyDictionary[Any, tuple[int, int, int]]" = \
-            weakref.WeakKeyDictionary()
-        self.first: "weakref.WeakKeyDictionary[Any, tuple[int, int]]" = \
-            weakref.WeakKeyDictionary()
+        # the latest passes: (pass number, len(loader), optimizer steps completed at its start)
+        self.recent: list[tuple[int, int, int]] = []
+        # epoch schedulers -> what their latest and their first checked step saw
+        self.latest: "weakref.WeakKeyDictionary[Any, _Seen]" = weakref.WeakKeyDictionary()
+        self.first: "weakref.WeakKeyDictionary[Any, _Seen]" = weakref.WeakKeyDictionary()
         self.reported: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        # scheduler -> (its scheduler-before-optimizer finding, the line reported), if any
+        self.order: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
 
     def on_loader_iter(self, loader: Any) -> None:
         self.passes += 1
-        self.pass_start = self.state.step
         try:
-            self.pass_len = len(loader)
+            length = len(loader)
         except TypeError:  # an IterableDataset without __len__
-            self.pass_len = None
+            return
+        self.recent.append((self.passes, length, self.state.step))
+        del self.recent[:-_RECENT]
+
+    def _running(self) -> dict[int, int]:
+        """``{pass number: len(loader)}`` of the passes that may still be running: those that have
+        not seen more optimizer steps than their loader has batches."""
+        done = self.state.step
+        return {n: length for n, length, start in self.recent if done - start <= length}
 
     def on_scheduler_step(self, scheduler: Any) -> None:
         if isinstance(scheduler, self.epoch_types) and scheduler not in self.reported:
@@ -94,60 +107,94 @@ class SchedulerBeforeOptimizer(Check):
         if _scaler_skipped(optimizer):
             return
         lrs = [g.get("lr") for g in optimizer.param_groups]
-        self.report(
+        where = user_location()
+        finding = self.report(
             f"{type(scheduler).__name__}.step() ran before the first "
             f"{type(optimizer).__name__}.step() (learning rate now {lrs[0]:.3g}): the schedule's "
             "first value is skipped, and when the two are called every iteration in this order "
             "each step uses the next step's learning rate",
             fix="call optimizer.step() first and scheduler.step() after it (per batch for "
-                "OneCycle/Cyclic/warm-up, per epoch for StepLR/MultiStepLR/CosineAnnealingLR)")
+                "OneCycle/Cyclic/warm-up, per epoch for StepLR/MultiStepLR/CosineAnnealingLR)",
+            where=where)
+        if finding is not None and where is not None:
+            self.order[scheduler] = (finding, where)
 
     def _per_batch(self, scheduler: Any) -> None:
         """Report an epoch schedule stepped per batch (before this ``step()`` runs)."""
         period = _period(scheduler)
         if period is None or period > _MAX_PERIOD:
             return
-        steps, done = int(getattr(scheduler, "last_epoch", 0)), self.state.step
-        first = self.first.setdefault(scheduler, (steps, done))
-        earlier = self.latest.get(scheduler)
-        length = self.pass_len
-        # the latest DataLoader pass may still be running: it has not made more batches than it has
-        running = length is not None and done - self.pass_start <= length
-        self.latest[scheduler] = (self.passes, steps, done)
+        state = self.state
+        now = _Seen(self._running(), int(getattr(scheduler, "last_epoch", 0)), state.step,
+                    state.root_forwards)
+        first = self.first.setdefault(scheduler, now)
+        earlier, self.latest[scheduler] = self.latest.get(scheduler), now
         lrs = [float(g["lr"]) for g in scheduler.optimizer.param_groups]
         initial = [float(b) for b in getattr(scheduler, "base_lrs", [])]
-        if running:
-            # per batch: it stepped since, at least once per two optimizer steps (a GAN's two
-            # optimizers); an "epoch" of a few batches drawn from a long pass steps far less often
-            if (earlier is None or earlier[0] != self.passes or steps <= earlier[1]
-                    or 2 * (steps - earlier[1]) < done - earlier[2]
-                    or length is None or length < 2 or period >= length):
+        ratio = min((lr / b for lr, b in zip(lrs, initial) if b), default=1.0)
+        seen = ""
+        if earlier is not None and now.steps > earlier.steps:
+            stepped, optimizer_steps = now.steps - earlier.steps, now.done - earlier.done
+            # a pass running at both steps: the scheduler stepped twice during it. The shortest
+            # pass running now stands for the training epoch (beside a validation pass made inside
+            # the batch loop, or zip() of two loaders, which stops at the shorter)
+            both = now.running.keys() & earlier.running.keys()
+            length = min(now.running.values(), default=0)
+            # per batch: at least once per two optimizer steps (a GAN's two optimizers); an
+            # "epoch" of a few batches drawn from one long pass steps far less often
+            if both and 2 * stepped >= optimizer_steps and length >= 2:
+                # scheduler steps per pass: one per batch, or fewer with gradient accumulation (or
+                # several model calls per batch), from the outermost forwards since its first step
+                # (not since the last: an epoch's short last accumulation is one batch per step)
+                calls, forwards = now.steps - first.steps, now.forwards - first.forwards
+                per_pass = length * min(1.0, calls / forwards) if forwards > 0 else length
+                if _too_fast(scheduler, _per_pass_factor(scheduler, per_pass)):
+                    unit = "batches" if forwards <= calls else "optimizer steps"
+                    seen = (f"it steps about {_num(per_pass)} times per pass over a DataLoader "
+                            f"of {length} batches, so {_pace(scheduler, unit)}: one epoch "
+                            f"multiplies the rate by {_num(_per_pass_factor(scheduler, per_pass))}"
+                            f" instead of at most {scheduler.gamma:g}")
+        if not seen:
+            # no DataLoader to compare with (batches sliced by hand), or not enough to tell:
+            # stepped at every optimizer step since first seen, and the rate has collapsed
+            calls, optimizer_steps = now.steps - first.steps + 1, now.done - first.done + 1
+            if calls < max(_MIN_STEPS, optimizer_steps) or ratio >= _COLLAPSED:
                 return
-            seen = (f"it stepped twice within one pass over a DataLoader of {length} batches, so "
-                    f"{_pace(scheduler, 'batches')}: one epoch multiplies the rate by "
-                    f"{_num(_factor(scheduler, length))} instead of at most {scheduler.gamma:g}")
-        else:
-            # batches sliced by hand (no DataLoader pass running): only a schedule stepped at every
-            # optimizer step whose rate has collapsed tells the units apart
-            calls, optimizer_steps = steps - first[0] + 1, done - first[1] + 1
-            if (calls < max(_MIN_STEPS, optimizer_steps) or not lrs or not initial
-                    or min(lr / b if b else 1.0 for lr, b in zip(lrs, initial)) >= _COLLAPSED):
-                return
-            seen = (f"it has stepped at every optimizer step ({calls} times), so "
+            seen = (f"it has stepped at every optimizer step ({calls} times) and the rate has "
+                    f"fallen to {ratio:.2g} of its initial value: if these steps are batches, "
                     f"{_pace(scheduler, 'steps')}")
         self.reported.add(scheduler)
-        start = f" (initial {initial[0]:.3g})" if initial else ""
-        self.report(
-            f"{_describe(scheduler)} is a per-epoch schedule stepped per batch: {seen}; the "
-            f"learning rate is now {lrs[0]:.3g}{start}",
-            fix="call scheduler.step() once per epoch, after the batch loop; for a schedule in "
-                "iterations, give its period in batches (step_size=30 * len(loader), milestones "
-                "times len(loader))")
+        now_lr = f"; the learning rate is now {lrs[0]:.3g} (initial {initial[0]:.3g})" \
+            if initial and ratio < 1.0 else ""
+        message = f"{_describe(scheduler)} is a per-epoch schedule stepped per batch: {seen}{now_lr}"
+        fix = ("call scheduler.step() once per epoch, after the batch loop; for a schedule in "
+               "iterations, give its period in batches (step_size=30 * len(loader), milestones "
+               "times len(loader))")
+        where = user_location()
+        order, order_at = self.order.get(scheduler, (None, None))
+        if order is not None and where is not None and order_at[:2] == where[:2]:
+            # this line was reported as stepping before the optimizer: the same finding says both
+            self._watcher.amend(order, message, fix)
+        else:
+            self.report(message, fix=fix, where=where)
+
+
+class _Seen:
+    """What one checked ``step()`` of an epoch scheduler saw."""
+
+    __slots__ = ("running", "steps", "done", "forwards")
+
+    def __init__(self, running: dict[int, int], steps: int, done: int, forwards: int) -> None:
+        self.running = running  # passes that may be running: {pass number: len(loader)}
+        self.steps = steps  # the scheduler's last_epoch
+        self.done = done  # optimizer steps completed
+        self.forwards = forwards  # outermost forwards so far
 
 
 _MAX_PERIOD = 1000  # a longer period is a schedule in iterations
-_MIN_STEPS = 8  # scheduler steps before a collapse without a DataLoader counts
-_COLLAPSED = 1e-6  # learning rate / initial learning rate below which a schedule has collapsed
+_MIN_STEPS = 8  # scheduler steps before a collapse counts
+_COLLAPSED = 1e-9  # learning rate / initial learning rate below which a schedule has collapsed
+_RECENT = 16  # DataLoader passes remembered
 
 
 def _period(scheduler: Any) -> float | None:
@@ -181,16 +228,17 @@ def _pace(scheduler: Any, unit: str) -> str:
             f"{_every(half, unit)} instead of {_every(half, 'epochs')}")
 
 
-def _factor(scheduler: Any, steps: int) -> float:
-    """What ``steps`` steps from the start multiply the rate by."""
+def _per_pass_factor(scheduler: Any, steps: float) -> float:
+    """What the first ``steps`` steps multiply the rate by, counting a fractional last step as
+    none (``ExponentialLR``: every step)."""
     from torch.optim import lr_scheduler as lrs
 
-    gamma = float(scheduler.gamma)
+    gamma, whole = float(scheduler.gamma), int(steps)
     if isinstance(scheduler, lrs.StepLR):
-        return gamma ** (steps // scheduler.step_size)
+        return gamma ** (whole // scheduler.step_size)
     if isinstance(scheduler, lrs.MultiStepLR):
-        return gamma ** sum(n for m, n in scheduler.milestones.items() if m <= steps)
-    return gamma ** steps
+        return gamma ** sum(n for m, n in scheduler.milestones.items() if m <= whole)
+    return gamma ** whole
 
 
 def _every(n: float, unit: str) -> str:
@@ -198,7 +246,18 @@ def _every(n: float, unit: str) -> str:
     return f"every {_SINGULAR[unit]}" if n == 1 else f"every {n:g} {unit}"
 
 
-_SINGULAR = {"batches": "batch", "steps": "step", "epochs": "epoch"}
+_SINGULAR = {"batches": "batch", "steps": "step", "epochs": "epoch",
+             "optimizer steps": "optimizer step"}
+
+
+def _too_fast(scheduler: Any, factor: float) -> bool:
+    """Whether one pass multiplying the rate by ``factor`` is beyond a per-epoch schedule: two
+    decays or more (``StepLR``/``MultiStepLR``), the rate halved or less (``ExponentialLR``)."""
+    from torch.optim import lr_scheduler as lrs
+
+    if isinstance(scheduler, lrs.ExponentialLR):
+        return factor <= 0.5
+    return factor <= float(scheduler.gamma) ** 2
 
 
 def _describe(scheduler: Any) -> str:

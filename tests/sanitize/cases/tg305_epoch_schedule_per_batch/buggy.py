@@ -4,7 +4,8 @@
 # epoch, not after every iteration"): a StepLR meant as "divide by 10 every 7 epochs" (the transfer
 # learning tutorial's schedule) is stepped after every optimizer step, so the rate is divided by 10
 # every 7 batches. A second run slices its batches by hand (no DataLoader) with an ExponentialLR
-# meant per epoch, stepped per batch until the rate is gone.
+# meant per epoch, stepped per batch until the rate is gone; a third accumulates gradients over 4
+# batches and steps its per-epoch StepLR with each optimizer step.
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -37,3 +38,14 @@ for epoch in range(4):
         head_opt.step()
         decay.step()  # expect: TG305
 print(f"head lr: {decay.get_last_lr()[0]:.3g}")
+
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+accumulated = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
+for epoch in range(2):
+    for i, (inputs, labels) in enumerate(loader):
+        loss = nn.functional.cross_entropy(model(inputs), labels) / 4
+        loss.backward()
+        if (i + 1) % 4 == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+            accumulated.step()  # expect: TG305

@@ -1,0 +1,83 @@
+# Correct programs that step StepLR/ExponentialLR per iteration, as many repositories do with a
+# schedule written in iterations (https://github.com/crowsonkb/k-diffusion/issues/50: "the LR
+# scheduler ... is being used in the per step mode rather than per epoch"), each of which once looked
+# like a per-epoch schedule stepped per batch: validation over a long batch-size-1 loader inside the
+# batch loop, zip() of a short labeled and a long unlabeled loader (an epoch is the shorter),
+# gradient accumulation with a period in optimizer steps, a period of len(dataset) // batch_size
+# batches (one short of len(loader)), and full-batch training, where a step is an epoch.
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(11)
+x, y = torch.randn(384, 10), torch.randint(0, 3, (384,))
+train = DataLoader(TensorDataset(x, y), batch_size=32, shuffle=True)  # 12 batches
+val = DataLoader(TensorDataset(x[:100], y[:100]), batch_size=1)  # 100 batches
+unlabeled = DataLoader(TensorDataset(torch.randn(1000, 10)), batch_size=16)  # 63 batches
+model = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 3))
+
+
+def batch_step(optimizer, inputs, labels, scale=1.0):
+    loss = nn.functional.cross_entropy(model(inputs), labels) * scale
+    loss.backward()
+    return loss
+
+
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+iterations = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30, gamma=0.5)
+it = 0
+while it < 60:
+    for inputs, labels in train:
+        optimizer.zero_grad()
+        batch_step(optimizer, inputs, labels)
+        optimizer.step()
+        iterations.step()
+        it += 1
+        if it % 10 == 0:
+            model.eval()
+            with torch.no_grad():
+                accuracy = sum((model(v).argmax(1) == t).sum().item() for v, t in val) / 100
+            model.train()
+        if it >= 60:
+            break
+
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+two_epochs = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2 * 12, gamma=0.5)
+for epoch in range(3):
+    for (inputs, labels), (extra,) in zip(train, unlabeled):
+        optimizer.zero_grad()
+        probs = model(extra).softmax(1)
+        entropy = -(probs * probs.clamp_min(1e-8).log()).sum(1).mean()
+        loss = nn.functional.cross_entropy(model(inputs), labels) + 0.1 * entropy
+        loss.backward()
+        optimizer.step()
+        two_epochs.step()
+
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+updates = torch.optim.lr_scheduler.StepLR(optimizer, step_size=6, gamma=0.5)  # 2 epochs of 3
+for epoch in range(3):
+    for i, (inputs, labels) in enumerate(train):
+        batch_step(optimizer, inputs, labels, scale=0.25)
+        if (i + 1) % 4 == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+            updates.step()
+
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+per_epoch = torch.optim.lr_scheduler.StepLR(optimizer, step_size=len(x) // 40, gamma=0.8)
+floor = DataLoader(TensorDataset(x, y), batch_size=40)  # 10 batches, the last one short
+for epoch in range(3):
+    for inputs, labels in floor:
+        optimizer.zero_grad()
+        batch_step(optimizer, inputs, labels)
+        optimizer.step()
+        per_epoch.step()
+
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+decay = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=0.995)
+for epoch in range(1200):  # full batch: one optimizer step per epoch
+    optimizer.zero_grad()
+    batch_step(optimizer, x, y)
+    optimizer.step()
+    decay.step()
+print(f"final lr {decay.get_last_lr()[0]:.3g}")

@@ -1,0 +1,44 @@
+"""TG305's two findings on one line: a per-epoch scheduler stepped per batch *and* before the first
+optimizer step is one finding (same code, same line) whose message says both, counted once."""
+
+from __future__ import annotations
+
+import textwrap
+
+from sanitize_helpers import run_in_process
+
+SCRIPT = textwrap.dedent("""\
+    import warnings
+
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    warnings.simplefilter("ignore", UserWarning)  # PyTorch's own order warning
+    torch.manual_seed(0)
+    loader = DataLoader(TensorDataset(torch.randn(320, 4), torch.randn(320, 1)), batch_size=8)
+    model = nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=5, gamma=0.5)
+    for epoch in range(2):
+        for x, y in loader:
+            optimizer.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            scheduler.step()
+            optimizer.step()
+    """)
+
+
+def test_order_and_per_batch_on_one_line_make_one_finding_that_says_both(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    watcher, status, stream = run_in_process(script)
+    assert status == 0
+    (finding,) = watcher.findings
+    assert (finding.code, finding.line, finding.count) == ("TG305", 17, 1)
+    assert finding.message.startswith("StepLR.step() ran before the first SGD.step()")
+    assert ". Also: StepLR(step_size=5, gamma=0.5) is a per-epoch schedule stepped per batch: it " \
+           "steps about 40 times per pass over a DataLoader of 40 batches" in finding.message
+    assert "one epoch multiplies the rate by 0.00391 instead of at most 0.5" in finding.message
+    assert "once per epoch, after the batch loop" in finding.fix
+    assert stream.count("TG305") == 2  # shown when first seen, and again when amended
