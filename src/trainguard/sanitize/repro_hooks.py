@@ -26,6 +26,7 @@ import contextlib
 import functools
 import os
 import sys
+import weakref
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -156,7 +157,9 @@ def _wrap_fork_rng(torch: Any, undo: list[Undo]) -> None:
 
 
 def install_loader_iter(w: "Watcher", undo: list[Undo]) -> None:
-    """Wrap ``DataLoader.__iter__``: one ``on_loader_iter`` event per pass over a DataLoader."""
+    """Wrap ``DataLoader.__iter__``: one ``on_loader_iter`` event per pass over a DataLoader, and
+    the pass's iterator noted in ``State.loader_passes`` (its ``_num_yielded`` counts the batches
+    it has given, with no per-batch hook)."""
     import torch
     from torch.utils.data import DataLoader
 
@@ -165,12 +168,26 @@ def install_loader_iter(w: "Watcher", undo: list[Undo]) -> None:
     is_compiling = torch.compiler.is_compiling
     pid = os.getpid()
 
+    passes = [0]
+
     def make(original: Any) -> Any:
         def __iter__(self: Any) -> Any:
-            if not is_compiling() and os.getpid() == pid:
+            watched = not is_compiling() and os.getpid() == pid
+            if watched:
                 w.state.loader_id = id(self)  # part of a model call's cadence key
                 w.emit("on_loader_iter", self)
-            return original(self)
+            iterator = original(self)
+            if watched:
+                try:
+                    passes[0] += 1
+                    try:
+                        length: int | None = len(self)
+                    except TypeError:  # an IterableDataset without __len__
+                        length = None
+                    w.state.loader_passes.append((passes[0], weakref.ref(iterator), length))
+                except Exception as exc:  # (an iterator without weak references)
+                    w.hook_failed("DataLoader.__iter__", exc)
+            return iterator
         return __iter__
 
     _patch(DataLoader, "__iter__", make, undo)

@@ -2,8 +2,10 @@
 or a per-epoch scheduler stepped per batch.
 
 What it watches: the ``step()`` calls user code makes on LR schedulers (the first one on each
-scheduler, then those of the checked steps), whether the scheduler's optimizer has stepped by then,
-and each pass over a DataLoader (``DataLoader.__iter__``) with its length.
+scheduler, then those of the checked steps; for ``SequentialLR``/``ChainedScheduler``, their
+children), whether the scheduler's optimizer has stepped by then, and each DataLoader pass: the
+iterator its ``__iter__`` returned (weakly held), whose ``_num_yielded`` counts the batches it has
+given, so no hook runs per batch.
 
 When it fires:
 - the scheduler stepped while its optimizer never had, and no ``GradScaler`` skipped that
@@ -13,19 +15,20 @@ When it fires:
 - a ``StepLR``, ``MultiStepLR`` or ``ExponentialLR`` (schedules written in epochs: "divide by 10
   every 30 epochs") is stepped per batch, so the learning rate is cut several times per epoch and
   soon reaches nothing. Its period (``step_size``, the first milestone, or the steps
-  ``ExponentialLR`` takes to halve the rate) must be at most 1000 steps. Two checked ``step()``
-  calls must fall within one DataLoader pass (a pass counts as running until it has seen as many
-  optimizer steps as its loader has batches), with at least one scheduler step per two optimizer
-  steps between them (an "epoch" of a few batches drawn from one long pass steps far less
-  often). The epoch is the shortest pass running now (a validation pass made inside the batch
-  loop, or ``zip()`` of two loaders, is longer), and the scheduler's steps per epoch are its
-  length times scheduler steps per outermost forward (fewer with gradient accumulation or several
-  model calls per batch). It fires when that many steps cut the rate twice or more (``StepLR``,
-  ``MultiStepLR``) or halve it (``ExponentialLR``) in one epoch. Without a DataLoader to compare
-  with (batches sliced by hand), it fires once the scheduler has stepped at every optimizer step
-  since it was first seen (8 steps at least) and the rate has fallen below 1e-9 of its initial
-  value. Reported at the scheduler's ``step()`` line, once per scheduler; on a line already
-  reported for stepping before the optimizer, the one finding says both.
+  ``ExponentialLR`` takes to halve the rate) must be at most 200 steps. Between two checked
+  ``step()`` calls it must have stepped at least once per two optimizer steps (an "epoch" of a few
+  batches drawn from one long pass steps far less often), while one DataLoader pass with a length
+  (not restarted in between) gave at least one batch per scheduler step: that pass is the
+  training epoch (of several, as with ``zip()`` of two loaders, the shortest). Its length times
+  the scheduler steps per batch given, summed over the checked steps (fewer than one with
+  gradient accumulation), is the scheduler's steps per epoch. It fires when those steps cut the
+  rate twice or more (``StepLR``, ``MultiStepLR``) or halve it (``ExponentialLR``) in one epoch, or
+  cut it at least once with the rate already below 1e-3 of its initial value. Without such a pass
+  (batches sliced by hand, a loader without a length, ``itertools.cycle``), it fires once the
+  scheduler has stepped at every optimizer step since it was first seen (8 steps at least) and the
+  rate is below 1e-9 of its initial value. Reported at the scheduler's ``step()`` line, once per
+  scheduler; on a line already reported for stepping before the optimizer, the one finding says
+  both.
 
 Silent on: the canonical order (``optimizer.step()`` then ``scheduler.step()``), OneCycle/Cyclic/
 warm-up schedulers stepped per batch (per-batch stepping is their design; only the order is
@@ -33,15 +36,16 @@ checked), and the first steps of an AMP run whose ``GradScaler`` skipped ``optim
 because of inf/NaN gradients (PyTorch's own warning misfires there): a live ``GradScaler`` whose
 scale has backed off below its initial value, or that has stepped this optimizer, means a skip.
 
-Silent on schedules written in iterations and stepped per batch: a period of at least half an
-epoch (``step_size=30 * len(loader)``, milestones in the thousands on a small dataset,
-``len(dataset) // batch_size``, a period in optimizer steps with gradient accumulation),
-``ExponentialLR`` with a gamma near 1, ``CosineAnnealingLR``, ``LambdaLR`` and ``LinearLR``
-warm-ups (torchvision's detection reference steps a warm-up per iteration in the first epoch, then
-a ``MultiStepLR`` per epoch), a DataLoader of a single batch (per batch is then per epoch), and
-full-batch training (a step is an epoch) until the rate is below 1e-9 of its initial value.
-A schedule that is itself in iterations yet cuts the rate twice per epoch is reported: it cannot
-be told from the mistake.
+Silent on schedules written in iterations and stepped per batch: a period over 200 steps
+(``step_size=30 * len(loader)``, milestones in the thousands, ``ExponentialLR`` with a gamma near
+1), a period of at least half an epoch (``len(dataset) // batch_size``, a period in optimizer steps
+with gradient accumulation), ``CosineAnnealingLR``, ``LambdaLR`` and ``LinearLR`` warm-ups
+(torchvision's detection reference steps a warm-up per iteration in the first epoch, then a
+``MultiStepLR`` per epoch); validation passes read inside the batch loop, whole or in part; a
+DataLoader of a single batch (per batch is then per epoch); full-batch training (a step is an
+epoch) until the rate is below 1e-9 of its initial value. A schedule that is itself in iterations,
+with a period of 200 steps or less, that cuts the rate twice per epoch is reported: it cannot be
+told from the mistake.
 
 Reference: ``torch.optim`` "How to adjust learning rate" (call ``scheduler.step()`` after
 ``optimizer.step()``) https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate; GitHub
@@ -69,35 +73,39 @@ class SchedulerBeforeOptimizer(Check):
         self.checked: "weakref.WeakSet[Any]" = weakref.WeakSet()
         from torch.optim import lr_scheduler as lrs
 
-        self.epoch_types = (lrs.StepLR, lrs.MultiStepLR, lrs.ExponentialLR)
-        self.passes = 0  # DataLoader passes started
-        # the latest passes: (pass number, len(loader), optimizer steps completed at its start)
-        self.recent: list[tuple[int, int, int]] = []
+        self.epoch_types = (lrs.StepLR, lrs.MultiStepLR, lrs.ExponentialLR)  # ExponentialLR last
+        self.wrappers = (lrs.SequentialLR, lrs.ChainedScheduler)
         # epoch schedulers -> what their latest and their first checked step saw
         self.latest: "weakref.WeakKeyDictionary[Any, _Seen]" = weakref.WeakKeyDictionary()
         self.first: "weakref.WeakKeyDictionary[Any, _Seen]" = weakref.WeakKeyDictionary()
+        # epoch schedulers -> [scheduler steps, batches of the pass feeding them] between checked
+        # steps, summed
+        self.fed: "weakref.WeakKeyDictionary[Any, list[int]]" = weakref.WeakKeyDictionary()
         self.reported: "weakref.WeakSet[Any]" = weakref.WeakSet()
         # scheduler -> (its scheduler-before-optimizer finding, the line reported), if any
         self.order: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
 
     def on_loader_iter(self, loader: Any) -> None:
-        self.passes += 1
-        try:
-            length = len(loader)
-        except TypeError:  # an IterableDataset without __len__
-            return
-        self.recent.append((self.passes, length, self.state.step))
-        del self.recent[:-_RECENT]
+        """Nothing to do here: listening installs the DataLoader wrapper, which notes each pass's
+        iterator in ``State.loader_passes``."""
 
-    def _running(self) -> dict[int, int]:
-        """``{pass number: len(loader)}`` of the passes that may still be running: those that have
-        not seen more optimizer steps than their loader has batches."""
-        done = self.state.step
-        return {n: length for n, length, start in self.recent if done - start <= length}
+    def _passes(self) -> dict[int, tuple[int, int]]:
+        """``{pass number: (batches given so far, len(loader))}`` of the noted DataLoader passes
+        whose iterator is alive and whose loader has a length."""
+        out = {}
+        for number, ref, length in list(self.state.loader_passes):
+            iterator = ref()
+            if iterator is not None and length:
+                out[number] = (int(getattr(iterator, "_num_yielded", 0)), length)
+        return out
 
     def on_scheduler_step(self, scheduler: Any) -> None:
         if isinstance(scheduler, self.epoch_types) and scheduler not in self.reported:
             self._per_batch(scheduler)
+        elif isinstance(scheduler, self.wrappers):  # the steps it gives its children are no events
+            for child in getattr(scheduler, "_schedulers", ()):
+                if isinstance(child, self.epoch_types) and child not in self.reported:
+                    self._per_batch(child)
         if scheduler in self.checked:
             return
         self.checked.add(scheduler)
@@ -124,39 +132,18 @@ class SchedulerBeforeOptimizer(Check):
         period = _period(scheduler)
         if period is None or period > _MAX_PERIOD:
             return
-        state = self.state
-        now = _Seen(self._running(), int(getattr(scheduler, "last_epoch", 0)), state.step,
-                    state.root_forwards)
+        now = _Seen(self._passes(), int(getattr(scheduler, "last_epoch", 0)), self.state.step)
         first = self.first.setdefault(scheduler, now)
         earlier, self.latest[scheduler] = self.latest.get(scheduler), now
         lrs = [float(g["lr"]) for g in scheduler.optimizer.param_groups]
         initial = [float(b) for b in getattr(scheduler, "base_lrs", [])]
         ratio = min((lr / b for lr, b in zip(lrs, initial) if b), default=1.0)
         seen = ""
-        if earlier is not None and now.steps > earlier.steps:
-            stepped, optimizer_steps = now.steps - earlier.steps, now.done - earlier.done
-            # a pass running at both steps: the scheduler stepped twice during it. The shortest
-            # pass running now stands for the training epoch (beside a validation pass made inside
-            # the batch loop, or zip() of two loaders, which stops at the shorter)
-            both = now.running.keys() & earlier.running.keys()
-            length = min(now.running.values(), default=0)
-            # per batch: at least once per two optimizer steps (a GAN's two optimizers); an
-            # "epoch" of a few batches drawn from one long pass steps far less often
-            if both and 2 * stepped >= optimizer_steps and length >= 2:
-                # scheduler steps per pass: one per batch, or fewer with gradient accumulation (or
-                # several model calls per batch), from the outermost forwards since its first step
-                # (not since the last: an epoch's short last accumulation is one batch per step)
-                calls, forwards = now.steps - first.steps, now.forwards - first.forwards
-                per_pass = length * min(1.0, calls / forwards) if forwards > 0 else length
-                if _too_fast(scheduler, _per_pass_factor(scheduler, per_pass)):
-                    unit = "batches" if forwards <= calls else "optimizer steps"
-                    seen = (f"it steps about {_num(per_pass)} times per pass over a DataLoader "
-                            f"of {length} batches, so {_pace(scheduler, unit)}: one epoch "
-                            f"multiplies the rate by {_num(_per_pass_factor(scheduler, per_pass))}"
-                            f" instead of at most {scheduler.gamma:g}")
+        if earlier is not None:
+            seen = self._against_loader(scheduler, earlier, now, ratio)
         if not seen:
-            # no DataLoader to compare with (batches sliced by hand), or not enough to tell:
-            # stepped at every optimizer step since first seen, and the rate has collapsed
+            # no DataLoader pass to compare with (batches sliced by hand, a loader without a
+            # length): stepped at every optimizer step since first seen, and the rate collapsed
             calls, optimizer_steps = now.steps - first.steps + 1, now.done - first.done + 1
             if calls < max(_MIN_STEPS, optimizer_steps) or ratio >= _COLLAPSED:
                 return
@@ -179,22 +166,55 @@ class SchedulerBeforeOptimizer(Check):
             self.report(message, fix=fix, where=where)
 
 
+    def _against_loader(self, scheduler: Any, earlier: "_Seen", now: "_Seen",
+                        ratio: float) -> str:
+        """What shows the scheduler stepped per batch of a DataLoader pass, or ""."""
+        stepped, optimizer_steps = now.steps - earlier.steps, now.done - earlier.done
+        # per batch: at least once per two optimizer steps (a GAN's two optimizers); an "epoch" of
+        # a few batches drawn from one long pass steps far less often
+        if stepped < 1 or 2 * stepped < optimizer_steps:
+            return ""
+        # the training pass: one running at both steps (not restarted since) that gave at least a
+        # batch per scheduler step in between; of several (zip() of two loaders), the shortest
+        fed = [(length, given - earlier.passes[n][0]) for n, (given, length) in now.passes.items()
+               if n in earlier.passes and given - earlier.passes[n][0] >= stepped]
+        if not fed:
+            return ""
+        length, batches = min(fed)
+        # scheduler steps per epoch: fewer than batches with gradient accumulation, counted over
+        # every checked step so far (an epoch's last, short accumulation is one batch per step)
+        total = self.fed.setdefault(scheduler, [0, 0])
+        total[0] += stepped
+        total[1] += batches
+        per_pass = length * total[0] / total[1]
+        factor = _per_pass_factor(scheduler, per_pass)
+        if length < 2 or per_pass < 2 or not (
+                _too_fast(scheduler, factor)
+                or (factor < 1.0 and ratio <= _DECAYED)):  # a cut per epoch, and 1000x down
+            return ""
+        unit = "batches" if total[0] == total[1] else "optimizer steps"
+        seen = (f"it steps about {per_pass:.0f} times per pass over a DataLoader of {length} "
+                f"batches, so {_pace(scheduler, unit)}")
+        if _too_fast(scheduler, factor):
+            seen += f": one epoch multiplies the rate by {_num(factor)}"
+        return seen
+
+
 class _Seen:
     """What one checked ``step()`` of an epoch scheduler saw."""
 
-    __slots__ = ("running", "steps", "done", "forwards")
+    __slots__ = ("passes", "steps", "done")
 
-    def __init__(self, running: dict[int, int], steps: int, done: int, forwards: int) -> None:
-        self.running = running  # passes that may be running: {pass number: len(loader)}
+    def __init__(self, passes: dict[int, tuple[int, int]], steps: int, done: int) -> None:
+        self.passes = passes  # DataLoader passes alive: {pass number: (batches given, len)}
         self.steps = steps  # the scheduler's last_epoch
         self.done = done  # optimizer steps completed
-        self.forwards = forwards  # outermost forwards so far
 
 
-_MAX_PERIOD = 1000  # a longer period is a schedule in iterations
+_MAX_PERIOD = 200  # a longer period is a schedule in iterations
 _MIN_STEPS = 8  # scheduler steps before a collapse counts
 _COLLAPSED = 1e-9  # learning rate / initial learning rate below which a schedule has collapsed
-_RECENT = 16  # DataLoader passes remembered
+_DECAYED = 1e-3  # ... and below which one cut per epoch is enough, with a DataLoader to compare
 
 
 def _period(scheduler: Any) -> float | None:

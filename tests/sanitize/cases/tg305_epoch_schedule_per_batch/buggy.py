@@ -5,7 +5,9 @@
 # learning tutorial's schedule) is stepped after every optimizer step, so the rate is divided by 10
 # every 7 batches. A second run slices its batches by hand (no DataLoader) with an ExponentialLR
 # meant per epoch, stepped per batch until the rate is gone; a third accumulates gradients over 4
-# batches and steps its per-epoch StepLR with each optimizer step.
+# batches and steps its per-epoch StepLR with each optimizer step; a fourth is torchvision's
+# detection recipe (a LinearLR warm-up, then MultiStepLR(milestones=[8, 11]) meant in epochs) chained
+# by SequentialLR and stepped every batch, with an encoder and a decoder called per batch.
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -49,3 +51,16 @@ for epoch in range(2):
             optimizer.step()
             optimizer.zero_grad()
             accumulated.step()  # expect: TG305
+
+encoder, decoder = nn.Sequential(nn.Linear(10, 16), nn.ReLU()), nn.Linear(16, 3)
+params = [*encoder.parameters(), *decoder.parameters()]
+optimizer = torch.optim.SGD(params, lr=0.02, momentum=0.9)
+warmup = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.1, total_iters=3)
+steps = torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=[8, 11], gamma=0.1)
+recipe = torch.optim.lr_scheduler.SequentialLR(optimizer, [warmup, steps], milestones=[3])
+for epoch in range(2):
+    for inputs, labels in loader:
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(decoder(encoder(inputs)), labels).backward()
+        optimizer.step()
+        recipe.step()  # expect: TG305

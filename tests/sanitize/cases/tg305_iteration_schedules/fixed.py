@@ -4,7 +4,12 @@
 # like a per-epoch schedule stepped per batch: validation over a long batch-size-1 loader inside the
 # batch loop, zip() of a short labeled and a long unlabeled loader (an epoch is the shorter),
 # gradient accumulation with a period in optimizer steps, a period of len(dataset) // batch_size
-# batches (one short of len(loader)), and full-batch training, where a step is an epoch.
+# batches (one short of len(loader)), full-batch training, where a step is an epoch, training
+# through itertools.cycle() with a few validation batches read now and then (islice), a model of
+# plain tensors whose validation pass makes no optimizer step, and a StepLR of 300 iterations on a
+# loader of 1000 batches that the run leaves before its end.
+import itertools
+
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -81,3 +86,41 @@ for epoch in range(1200):  # full batch: one optimizer step per epoch
     optimizer.step()
     decay.step()
 print(f"final lr {decay.get_last_lr()[0]:.3g}")
+
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+cycled = torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=[30, 45], gamma=0.1)
+for it, (inputs, labels) in enumerate(itertools.cycle(train)):
+    optimizer.zero_grad()
+    batch_step(optimizer, inputs, labels)
+    optimizer.step()
+    cycled.step()
+    if it % 20 == 0:
+        with torch.no_grad():
+            probe = [model(v) for v, _ in itertools.islice(val, 5)]
+    if it == 60:
+        break
+
+weight = torch.zeros(10, 3, requires_grad=True)
+optimizer = torch.optim.SGD([weight], lr=0.1)
+per_epoch = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.9)
+small = DataLoader(TensorDataset(x[:64], y[:64]), batch_size=32)
+for epoch in range(6):
+    for inputs, labels in small:
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(inputs @ weight, labels).backward()
+        optimizer.step()
+    with torch.no_grad():
+        accuracy = sum((v @ weight).argmax(1).eq(t).sum().item() for v, t in small)
+    per_epoch.step()
+
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+short_run = torch.optim.lr_scheduler.StepLR(optimizer, step_size=300, gamma=0.5)
+big = DataLoader(TensorDataset(torch.randn(32000, 10), torch.randint(0, 3, (32000,))),
+                 batch_size=32)
+for it, (inputs, labels) in enumerate(big):
+    optimizer.zero_grad()
+    batch_step(optimizer, inputs, labels)
+    optimizer.step()
+    short_run.step()
+    if it == 90:
+        break
