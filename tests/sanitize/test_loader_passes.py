@@ -28,6 +28,8 @@ def test_each_pass_is_noted_with_its_iterator_and_length():
         passes = list(watcher.state.loader_passes)
     finally:
         watcher.stop()
-    assert [(n, length) for n, _, length in passes] == [(1, 4), (2, 4), (3, None)]
-    assert [ref() for _, ref, _ in passes] == [first, second, stream]
+    # (pass number, len(loader), whether that DataLoader had a pass before)
+    assert [(n, length, again) for n, _, length, again in passes] == [
+        (1, 4, False), (2, 4, True), (3, None, False)]
+    assert [ref() for _, ref, _, _ in passes] == [first, second, stream]
     assert (first._num_yielded, second._num_yielded) == (2, 1)

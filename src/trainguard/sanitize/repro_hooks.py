@@ -169,6 +169,7 @@ def install_loader_iter(w: "Watcher", undo: list[Undo]) -> None:
     pid = os.getpid()
 
     passes = [0]
+    iterated: "weakref.WeakSet[Any]" = weakref.WeakSet()  # DataLoaders with a pass so far
 
     def make(original: Any) -> Any:
         def __iter__(self: Any) -> Any:
@@ -184,7 +185,9 @@ def install_loader_iter(w: "Watcher", undo: list[Undo]) -> None:
                         length: int | None = len(self)
                     except TypeError:  # an IterableDataset without __len__
                         length = None
-                    w.state.loader_passes.append((passes[0], weakref.ref(iterator), length))
+                    again = self in iterated  # a DataLoader iterated once more: per epoch
+                    iterated.add(self)
+                    w.state.loader_passes.append((passes[0], weakref.ref(iterator), length, again))
                 except Exception as exc:  # (an iterator without weak references)
                     w.hook_failed("DataLoader.__iter__", exc)
             return iterator

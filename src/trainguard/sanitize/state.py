@@ -312,8 +312,9 @@ class State:
         self.stamp_outputs = False  # a check asked for MADE stamps on outermost outputs
         self.loader_id = 0  # id() of the DataLoader whose __iter__ ran last (0: none seen)
         # the latest DataLoader passes: (pass number, weak reference to the iterator its __iter__
-        # returned, len(loader) or None); the iterator's ``_num_yielded`` counts its batches
-        self.loader_passes: deque[tuple[int, Any, int | None]] = deque(maxlen=16)
+        # returned, len(loader) or None, whether that DataLoader had a pass before); the
+        # iterator's ``_num_yielded`` counts its batches
+        self.loader_passes: deque[tuple[int, Any, int | None, bool]] = deque(maxlen=16)
         # a weak reference to the Made of each stamped outermost output made outside a backward,
         # settled steps included; TG201 reads and trims it
         self.stamps: list[Any] = []

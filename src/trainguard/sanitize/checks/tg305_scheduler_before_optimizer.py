@@ -16,19 +16,22 @@ When it fires:
   every 30 epochs") is stepped per batch, so the learning rate is cut several times per epoch and
   soon reaches nothing. Its period (``step_size``, the first milestone, or the steps
   ``ExponentialLR`` takes to halve the rate) must be at most 200 steps. Between two checked
-  ``step()`` calls it must have stepped at least once per two optimizer steps (an "epoch" of a few
-  batches drawn from one long pass steps far less often), while one DataLoader pass with a length
-  (not restarted in between) gave at least one batch per scheduler step: that pass is the
-  training epoch (of several, as with ``zip()`` of two loaders, the shortest). Its length times
-  the scheduler steps per batch given, summed over the checked steps (fewer than one with
-  gradient accumulation), is the scheduler's steps per epoch. It fires when those steps cut the
-  rate twice or more (``StepLR``, ``MultiStepLR``) or halve it (``ExponentialLR``) in one epoch, or
-  cut it at least once with the rate already below 1e-3 of its initial value. Without such a pass
-  (batches sliced by hand, a loader without a length, ``itertools.cycle``), it fires once the
-  scheduler has stepped at every optimizer step since it was first seen (8 steps at least) and the
-  rate is below 1e-9 of its initial value. Reported at the scheduler's ``step()`` line, once per
-  scheduler; on a line already reported for stepping before the optimizer, the one finding says
-  both.
+  ``step()`` calls, one DataLoader pass with a length (not restarted in between) must have given
+  at least one batch per scheduler step, and the scheduler must have stepped with every optimizer
+  step or (a GAN's two optimizers) with every batch of that pass: that pass is the training epoch
+  (of several, as with ``zip()`` of two loaders, the shortest). Its length times the scheduler
+  steps per batch given, summed over the checked steps (fewer than one with gradient
+  accumulation), is the scheduler's steps per epoch. It fires when those steps cut the rate twice
+  or more (``StepLR``, ``MultiStepLR``) or halve it (``ExponentialLR``) in one epoch and the
+  DataLoader had a pass before (it is iterated per epoch) or the rate is already below 1e-3 of
+  its initial value; or when they cut it once, with a period under 0.8 of the epoch, and the rate
+  is below 1e-3. Without such a pass (batches sliced by hand, a loader without a length,
+  ``itertools.cycle``), it fires once the scheduler has stepped at every optimizer step since it
+  was first seen (8 steps at least) and the rate is below 1e-9 of its initial value. Reported at
+  the scheduler's ``step()`` line, once per scheduler; on a line already reported for stepping
+  before the optimizer, the one finding says both. Two checked steps must fall within one pass:
+  with settled steps checked one in 16, an epoch of fewer than 16 optimizer steps is seen only by
+  the 1e-3 rule, or from the second epoch with ``--every-step``.
 
 Silent on: the canonical order (``optimizer.step()`` then ``scheduler.step()``), OneCycle/Cyclic/
 warm-up schedulers stepped per batch (per-batch stepping is their design; only the order is
@@ -41,9 +44,10 @@ Silent on schedules written in iterations and stepped per batch: a period over 2
 1), a period of at least half an epoch (``len(dataset) // batch_size``, a period in optimizer steps
 with gradient accumulation), ``CosineAnnealingLR``, ``LambdaLR`` and ``LinearLR`` warm-ups
 (torchvision's detection reference steps a warm-up per iteration in the first epoch, then a
-``MultiStepLR`` per epoch); validation passes read inside the batch loop, whole or in part; a
-DataLoader of a single batch (per batch is then per epoch); full-batch training (a step is an
-epoch) until the rate is below 1e-9 of its initial value. A schedule that is itself in iterations,
+``MultiStepLR`` per epoch); validation passes read inside the batch loop, whole or in part; an
+iterator kept across epochs and read a batch or two per epoch (a monitoring batch, a
+domain-adaptation target stream); a DataLoader of a single batch (per batch is then per epoch);
+full-batch training (a step is an epoch) until the rate is below 1e-9 of its initial value. A schedule that is itself in iterations,
 with a period of 200 steps or less, that cuts the rate twice per epoch is reported: it cannot be
 told from the mistake.
 
@@ -89,14 +93,14 @@ class SchedulerBeforeOptimizer(Check):
         """Nothing to do here: listening installs the DataLoader wrapper, which notes each pass's
         iterator in ``State.loader_passes``."""
 
-    def _passes(self) -> dict[int, tuple[int, int]]:
-        """``{pass number: (batches given so far, len(loader))}`` of the noted DataLoader passes
-        whose iterator is alive and whose loader has a length."""
+    def _passes(self) -> dict[int, tuple[int, int, bool]]:
+        """``{pass number: (batches given so far, len(loader), whether its DataLoader had a pass
+        before)}`` of the noted passes whose iterator is alive and whose loader has a length."""
         out = {}
-        for number, ref, length in list(self.state.loader_passes):
+        for number, ref, length, again in list(self.state.loader_passes):
             iterator = ref()
             if iterator is not None and length:
-                out[number] = (int(getattr(iterator, "_num_yielded", 0)), length)
+                out[number] = (int(getattr(iterator, "_num_yielded", 0)), length, again)
         return out
 
     def on_scheduler_step(self, scheduler: Any) -> None:
@@ -170,17 +174,21 @@ class SchedulerBeforeOptimizer(Check):
                         ratio: float) -> str:
         """What shows the scheduler stepped per batch of a DataLoader pass, or ""."""
         stepped, optimizer_steps = now.steps - earlier.steps, now.done - earlier.done
-        # per batch: at least once per two optimizer steps (a GAN's two optimizers); an "epoch" of
-        # a few batches drawn from one long pass steps far less often
-        if stepped < 1 or 2 * stepped < optimizer_steps:
+        if stepped < 1:
             return ""
         # the training pass: one running at both steps (not restarted since) that gave at least a
         # batch per scheduler step in between; of several (zip() of two loaders), the shortest
-        fed = [(length, given - earlier.passes[n][0]) for n, (given, length) in now.passes.items()
+        fed = [(length, given - earlier.passes[n][0], again)
+               for n, (given, length, again) in now.passes.items()
                if n in earlier.passes and given - earlier.passes[n][0] >= stepped]
         if not fed:
             return ""
-        length, batches = min(fed)
+        length, batches, again = min(fed)
+        # per batch: with every optimizer step, or (a GAN's two optimizers) with every batch; an
+        # "epoch" of a few batches, drawn from one long pass or beside a long-lived stream, steps
+        # far less often than either
+        if stepped < optimizer_steps and stepped < batches:
+            return ""
         # scheduler steps per epoch: fewer than batches with gradient accumulation, counted over
         # every checked step so far (an epoch's last, short accumulation is one batch per step)
         total = self.fed.setdefault(scheduler, [0, 0])
@@ -188,9 +196,16 @@ class SchedulerBeforeOptimizer(Check):
         total[1] += batches
         per_pass = length * total[0] / total[1]
         factor = _per_pass_factor(scheduler, per_pass)
-        if length < 2 or per_pass < 2 or not (
-                _too_fast(scheduler, factor)
-                or (factor < 1.0 and ratio <= _DECAYED)):  # a cut per epoch, and 1000x down
+        if length < 2 or per_pass < 2:
+            return ""
+        # A DataLoader iterated once more is iterated per epoch: what one pass would do is enough.
+        # A first pass may be an iterator kept across epochs and read a batch at a time (a
+        # monitoring batch per epoch, a domain-adaptation target stream): the rate must already be
+        # 1000x down. Either way one cut per epoch counts only with the rate that far down and a
+        # period clearly under the epoch (step_size=len(loader) per batch is per epoch).
+        decayed = ratio <= _DECAYED * (1 + 1e-6)  # (0.1 ** 3 is a little over 1e-3)
+        fast = _too_fast(scheduler, factor) and (again or decayed)
+        if not fast and not (decayed and _period(scheduler) <= 0.8 * per_pass):
             return ""
         unit = "batches" if total[0] == total[1] else "optimizer steps"
         seen = (f"it steps about {per_pass:.0f} times per pass over a DataLoader of {length} "
@@ -205,8 +220,8 @@ class _Seen:
 
     __slots__ = ("passes", "steps", "done")
 
-    def __init__(self, passes: dict[int, tuple[int, int]], steps: int, done: int) -> None:
-        self.passes = passes  # DataLoader passes alive: {pass number: (batches given, len)}
+    def __init__(self, passes: dict[int, tuple[int, int, bool]], steps: int, done: int) -> None:
+        self.passes = passes  # DataLoader passes alive: {number: (batches given, len, again)}
         self.steps = steps  # the scheduler's last_epoch
         self.done = done  # optimizer steps completed
 

@@ -6,8 +6,9 @@
 # gradient accumulation with a period in optimizer steps, a period of len(dataset) // batch_size
 # batches (one short of len(loader)), full-batch training, where a step is an epoch, training
 # through itertools.cycle() with a few validation batches read now and then (islice), a model of
-# plain tensors whose validation pass makes no optimizer step, and a StepLR of 300 iterations on a
-# loader of 1000 batches that the run leaves before its end.
+# plain tensors whose validation pass makes no optimizer step, a StepLR of 300 iterations on a
+# loader of 1000 batches that the run leaves before its end, and a domain-adaptation loop drawing
+# a target batch per source batch from a long-lived iterator, with a StepLR per source epoch.
 import itertools
 
 import torch
@@ -124,3 +125,22 @@ for it, (inputs, labels) in enumerate(big):
     short_run.step()
     if it == 90:
         break
+
+source = DataLoader(TensorDataset(x[:64], y[:64]), batch_size=32, drop_last=True)  # 2 batches
+target = DataLoader(TensorDataset(torch.randn(400, 10)), batch_size=8, drop_last=True)  # 50
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+per_source_epoch = torch.optim.lr_scheduler.StepLR(optimizer, step_size=5, gamma=0.5)
+stream = iter(target)
+for epoch in range(40):
+    for inputs, labels in source:
+        try:
+            (unlabeled,) = next(stream)
+        except StopIteration:
+            stream = iter(target)
+            (unlabeled,) = next(stream)
+        optimizer.zero_grad()
+        probs = model(unlabeled).softmax(1)
+        entropy = -(probs * probs.clamp_min(1e-8).log()).sum(1).mean()
+        (nn.functional.cross_entropy(model(inputs), labels) + 0.1 * entropy).backward()
+        optimizer.step()
+    per_source_epoch.step()
