@@ -77,7 +77,7 @@ class SchedulerBeforeOptimizer(Check):
         self.checked: "weakref.WeakSet[Any]" = weakref.WeakSet()
         from torch.optim import lr_scheduler as lrs
 
-        self.epoch_types = (lrs.StepLR, lrs.MultiStepLR, lrs.ExponentialLR)  # ExponentialLR last
+        self.epoch_types = (lrs.StepLR, lrs.MultiStepLR, lrs.ExponentialLR)
         self.wrappers = (lrs.SequentialLR, lrs.ChainedScheduler)
         # epoch schedulers -> what their latest and their first checked step saw
         self.latest: "weakref.WeakKeyDictionary[Any, _Seen]" = weakref.WeakKeyDictionary()
@@ -144,7 +144,7 @@ class SchedulerBeforeOptimizer(Check):
         ratio = min((lr / b for lr, b in zip(lrs, initial) if b), default=1.0)
         seen = ""
         if earlier is not None:
-            seen = self._against_loader(scheduler, earlier, now, ratio)
+            seen = self._against_loader(scheduler, period, earlier, now, ratio)
         if not seen:
             # no DataLoader pass to compare with (batches sliced by hand, a loader without a
             # length): stepped at every optimizer step since first seen, and the rate collapsed
@@ -169,8 +169,7 @@ class SchedulerBeforeOptimizer(Check):
         else:
             self.report(message, fix=fix, where=where)
 
-
-    def _against_loader(self, scheduler: Any, earlier: "_Seen", now: "_Seen",
+    def _against_loader(self, scheduler: Any, period: float, earlier: "_Seen", now: "_Seen",
                         ratio: float) -> str:
         """What shows the scheduler stepped per batch of a DataLoader pass, or ""."""
         stepped, optimizer_steps = now.steps - earlier.steps, now.done - earlier.done
@@ -204,13 +203,13 @@ class SchedulerBeforeOptimizer(Check):
         # 1000x down. Either way one cut per epoch counts only with the rate that far down and a
         # period clearly under the epoch (step_size=len(loader) per batch is per epoch).
         decayed = ratio <= _DECAYED * (1 + 1e-6)  # (0.1 ** 3 is a little over 1e-3)
-        fast = _too_fast(scheduler, factor) and (again or decayed)
-        if not fast and not (decayed and _period(scheduler) <= 0.8 * per_pass):
+        too_fast = _too_fast(scheduler, factor)
+        if not (too_fast and (again or decayed)) and not (decayed and period <= 0.8 * per_pass):
             return ""
         unit = "batches" if total[0] == total[1] else "optimizer steps"
         seen = (f"it steps about {per_pass:.0f} times per pass over a DataLoader of {length} "
                 f"batches, so {_pace(scheduler, unit)}")
-        if _too_fast(scheduler, factor):
+        if too_fast:
             seen += f": one epoch multiplies the rate by {_num(factor)}"
         return seen
 
