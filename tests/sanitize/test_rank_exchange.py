@@ -161,6 +161,26 @@ def test_sigterm_during_the_exit_is_held_until_the_report_is_written():
         signal.signal(signal.SIGTERM, previous)
 
 
+def test_a_stop_that_follows_a_ranks_exit_names_the_exit():
+    # torchrun stops rank 0 because rank 1 died: the reason is rank 1's exit, not the stop
+    store = dist.HashStore()
+    pid, proc = _exited_pid(reap=True)
+    one = _link(store, 1)
+    one.put("hello/1", {"host": one.host, "pid": pid})
+    alive = RankLink.from_env(_env(2, world=3))  # a rank still running (this process) gets the stop as its reason
+    alive._store = dist.PrefixStore("test/", store)
+    alive.put("hello/2", {"host": alive.host, "pid": os.getpid()})
+    zero = RankLink.from_env(_env(0, world=3, TRAINGUARD_RANK_TIMEOUT_S="60"))
+    zero.prefix = "test/"
+    zero._store = dist.PrefixStore(zero.prefix, store)
+    zero.terminated = True
+    assert zero.gather() == {}
+    reasons = {m.rank: m.reason for m in zero.missing}
+    assert f"its process ({pid} on {one.host}) exited first" in reasons[1]
+    assert reasons[2] == "not waited for: rank 0 was asked to stop while waiting"
+    proc.wait()
+
+
 # ---- two ranks in one process, end to end -------------------------------------------------------
 def _train_rank(rank: int, tmp_path, *, wrapped: bool = False) -> None:
     """A rank's script: a sampler without set_epoch, an unwrapped model, a save to one path."""

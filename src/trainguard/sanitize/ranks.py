@@ -266,8 +266,10 @@ class RankLink:
         except KeyboardInterrupt:
             self.terminated = True
         if self.terminated:
+            # torchrun stops rank 0 because another rank exited: say so for a rank that is gone
             for r in sorted(waiting):
-                gone[r] = "not waited for: rank 0 was asked to stop while waiting"
+                gone[r] = (self._gone(r)
+                           or "not waited for: rank 0 was asked to stop while waiting")
             waiting.clear()
         for r in sorted(waiting):
             gone[r] = (f"nothing arrived within {self.timeout_s:g} s (still running, hung, or gone "
