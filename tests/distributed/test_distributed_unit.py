@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import warnings
+import weakref
 
 import pytest
 import torch
@@ -94,3 +96,30 @@ def test_training_shards_step_equally_often():
     lengths = {len(make_loader(_data(11), batch_size=2, train=True, seed=0, num_replicas=3,
                                rank=r)) for r in range(3)}
     assert lengths == {2}  # ceil(11 / 3) = 4 samples per rank, padded like DistributedSampler
+
+
+def test_the_tensors_of_the_loops_collectives_outlive_the_call(monkeypatch):
+    # gloo's worker thread must never free them: at exit it could not take the GIL and would
+    # abort the rank (see Distributed._all_reduce)
+    reduced = []
+
+    class Work:
+        def wait(self) -> bool:
+            return True
+
+    def all_reduce(tensor, op=None, group=None, async_op=False):
+        assert async_op  # waited for by the caller, which keeps the work
+        reduced.append(weakref.ref(tensor))
+        return Work()
+
+    monkeypatch.setattr(torch.distributed, "all_reduce", all_reduce)
+
+    class Sums:
+        sums, count = {"accuracy": 3.0}, 4
+
+    d = Distributed(rank=0, world_size=2, enabled=True)
+    assert d.agreed_signal(None) is None
+    assert d.mean(torch.tensor(6.0), 4) == 1.5
+    assert d.reduce_means(Sums(), torch.device("cpu")) == {"accuracy": 0.75}
+    gc.collect()
+    assert len(reduced) == 3 and all(ref() is not None for ref in reduced)

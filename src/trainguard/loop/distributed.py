@@ -19,6 +19,7 @@ the loop (after the same optimizer step), which is what keeps them from hanging.
 from __future__ import annotations
 
 import atexit
+import collections
 import datetime
 import os
 import warnings
@@ -77,6 +78,9 @@ class Distributed:
     local_rank: int = 0
     enabled: bool = False
     _flag_group: Any = field(default=None, repr=False)
+    # the latest all_reduce works and their tensors, kept past the call: see _all_reduce
+    _held: collections.deque = field(default_factory=lambda: collections.deque(maxlen=8),
+                                     repr=False)
 
     @property
     def is_main(self) -> bool:
@@ -154,7 +158,7 @@ class Distributed:
         if not self.enabled:
             return received
         flag = torch.tensor([received or 0], dtype=torch.int32)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._flag_group)
+        self._all_reduce(flag, op=dist.ReduceOp.MAX, group=self._flag_group)
         value = int(flag.item())
         return value or None
 
@@ -165,7 +169,7 @@ class Distributed:
         both = torch.stack([total.detach().to(torch.float64).reshape(()),
                             torch.tensor(float(count), dtype=torch.float64,
                                          device=total.device)])
-        dist.all_reduce(both)
+        self._all_reduce(both)
         summed, n = both.tolist()
         return summed / n if n else float("nan")
 
@@ -176,9 +180,26 @@ class Distributed:
         names = sorted(sums.sums)
         values = [float(sums.sums[k]) for k in names] + [float(sums.count)]
         summed = torch.tensor(values, dtype=torch.float64, device=device)
-        dist.all_reduce(summed)
+        self._all_reduce(summed)
         *totals, n = summed.tolist()
         return {k: v / n for k, v in zip(names, totals)} if n else {}
+
+    def _all_reduce(self, tensor: torch.Tensor, **kwargs: Any) -> None:
+        """``dist.all_reduce(tensor, **kwargs)``, keeping the work and ``tensor`` referenced
+        until 8 later calls (or the interpreter's own clean-up).
+
+        gloo's worker thread may drop its reference to a finished work after ``wait()`` returned.
+        When that is the last reference to a tensor made in Python, the thread must take the GIL
+        to free it, and a process that is exiting by then aborts with "terminate called without
+        an active exception" (SIGABRT, so torchrun reports the rank as failed). The stop flag
+        after the last epoch is the last collective of most runs, so a finished run could end
+        that way; holding the references here leaves the worker thread nothing to free.
+        PyTorch's account of the same shutdown race:
+        https://github.com/pytorch/pytorch/pull/179291.
+        """
+        work = dist.all_reduce(tensor, async_op=True, **kwargs)
+        work.wait()
+        self._held.append((work, tensor))
 
     def sync_buffers(self, model: nn.Module) -> None:
         """Broadcast rank 0's buffers (BatchNorm running statistics) to every rank.
