@@ -16,7 +16,11 @@ and then looks once for the cause (only now, never on a healthy step):
   touched, so the backward about to run is unaffected), and with forward hooks that name the
   first module whose output is non-finite, saying whether its own parameters were already
   non-finite.
-Reported once per run (every later step is non-finite too).
+Reported once per run (every later step is non-finite too). On the CPU the first and the latest
+finite loss are kept (two numbers), so a loss that grew by 1000x, or beyond 1e6, before it overflowed is
+said to have diverged (too large a learning rate, inputs or targets on large scales), and a finite
+output too large to square in its dtype (above 1.8e19 in float32) is named as what overflowed,
+instead of the log/division/sqrt causes.
 
 With a ``GradScaler`` the root of backward is the scaled loss, which may overflow by design (the
 scaler then skips the step and lowers its scale). So a non-finite root is confirmed, only then,
@@ -50,6 +54,8 @@ from typing import Any
 from trainguard.sanitize.checks import Check
 
 _MAX_ROOT = 1  # only scalar roots: a loss
+_DIVERGED_AT = 1e6  # a finite loss this large before the overflow: the run diverged
+_DIVERGED_GROWTH = 1e3  # ... or one that grew this much since the first step
 _HUGE_LOSS = 1e30  # a scaled loss that overflowed counts as an infinite loss when the loss must exceed this
 
 
@@ -64,6 +70,8 @@ class NonFiniteLoss(Check):
         self.pending: list[tuple] = []  # CUDA: (host flag, event, step, where)
         self.scaled: bool | None = None  # a GradScaler is in use (looked up at the first non-finite root)
         self.last_loss: Any = None  # weakref to the last loss output, used under a GradScaler
+        self.first: tuple | None = None  # CPU: (optimizer step, value, backward line), first finite loss
+        self.latest: tuple | None = None  # ... and the latest one
         import torch
 
         self.tensor_type = torch.Tensor  # (no import statement on the per-step path)
@@ -99,7 +107,11 @@ class NonFiniteLoss(Check):
             self._queue(root, call)
             return
         value = root.item()
-        if not math.isfinite(value) and self._loss_is_non_finite(root, value):
+        if math.isfinite(value):
+            self.latest = (self.state.step + 1, value, call.where)
+            if self.first is None:
+                self.first = self.latest
+        elif self._loss_is_non_finite(root, value):
             self._found(value, self.state.step + 1, call.where)
 
     def _loss_is_non_finite(self, root: Any = None, value: float = 0.0) -> bool:
@@ -164,17 +176,37 @@ class NonFiniteLoss(Check):
         self.done = True
         what = f"the loss is {value}" if exact else "the loss is NaN or Inf"
         cause = self._cause(exact)
+        diverged = self._diverged(where)
         # Without a scaler the step writes NaN into the weights, so every later step is NaN too;
         # a GradScaler finds the non-finite gradients and skips that step instead.
         after = ("the GradScaler skips every step whose gradients are not finite, so such batches "
                  "do not train the model, and each skip lowers the scale" if self.scaled
                  else "every step after it trains on NaN")
+        if diverged:
+            fix = ("lower the learning rate, normalize the inputs and regression targets (zero mean, "
+                   "unit variance), or clip gradients")
+        else:
+            fix = ("lower the learning rate or clip gradients, check the named module and the "
+                   "inputs for NaN/Inf, add an epsilon inside log/sqrt/division")
         self.report(
-            f"{what} at optimizer step {step} (backward at {_short(where)}){cause}; {after}",
-            fix="lower the learning rate or clip gradients, check the named module and the inputs "
-                "for NaN/Inf, add an epsilon inside log/sqrt/division",
-            where=where)
+            f"{what} at optimizer step {step} (backward at {_short(where)}){diverged}{cause}; "
+            f"{after}", fix=fix, where=where)
         self.last = None
+
+    def _diverged(self, where: Any) -> str:
+        """The loss's growth before it overflowed, when it grew by 1000x or beyond 1e6 (CPU
+        losses of the same backward line only, so a GAN's two losses are not compared; without a
+        GradScaler, whose scaled roots change by design); else ""."""
+        if self.first is None or self.latest is None or self.scaled:
+            return ""
+        (s0, v0, w0), (s1, v1, w1) = self.first, self.latest
+        if not w0 == w1 == where:
+            return ""
+        if abs(v1) < _DIVERGED_AT and abs(v1) < _DIVERGED_GROWTH * max(abs(v0), 1e-12):
+            return ""
+        if s0 == s1:
+            return f", after a loss of {v1:.3g} at step {s1}: training diverged"
+        return f", after the loss grew from {v0:.3g} at step {s0} to {v1:.3g} at step {s1}: training diverged"
 
     def _cause(self, same_forward: bool) -> str:
         import torch
@@ -191,15 +223,18 @@ class NonFiniteLoss(Check):
                 return f"; the input batch given to {name} at {_short(fwd_where)} already holds NaN/Inf"
             out = out_ref() if out_ref is not None else None
             if out is not None and out.is_floating_point() and bool(torch.isfinite(out).all()):
-                return (f"; {name}'s output at {_short(fwd_where)} was finite, so the loss "
-                        "computation made it non-finite (log of 0, division by zero, sqrt of a "
-                        "negative)")
+                return _finite_output(f"{name}'s output at {_short(fwd_where)} was finite", out)
         self.state.modules.append(model)  # inner calls of the re-run are not outermost forwards
         try:
-            found = _rerun(model, arg_refs)
+            found, output = _rerun(model, arg_refs)
         finally:
             self.state.modules.pop()
         if found is None:
+            # the output itself was freed (a temporary passed on): the re-run's stands for it
+            if isinstance(output, torch.Tensor) and output.is_floating_point() \
+                    and bool(torch.isfinite(output).all()):
+                return _finite_output(f"re-running {name}'s forward from {_short(fwd_where)} on "
+                                      "the same batch gives a finite output", output)
             return ""
         module_name, kind, params_bad = found
         whose = " whose own parameters are already non-finite" if params_bad else ""
@@ -217,9 +252,24 @@ def _scaler_in_use() -> bool:
     return any(GradScaler in type(o).__mro__ and o.is_enabled() for o in gc.get_objects())
 
 
-def _rerun(model: Any, args: list[Any]) -> tuple[str, str, bool] | None:
-    """Run ``model`` once more on ``args`` without grad, RNG forked and buffers swapped for copies; return
-    the first module (execution order) whose output is non-finite."""
+def _finite_output(said: str, out: Any) -> str:
+    """The cause when the model's output ``out`` was finite: too large to square in its dtype,
+    or else made non-finite by the loss computation."""
+    import torch
+
+    largest = float(out.detach().abs().max()) if out.numel() else 0.0
+    limit = math.sqrt(torch.finfo(out.dtype).max)
+    if largest > limit:
+        return (f"; {said} but reached {largest:.3g} in magnitude: the loss computation "
+                f"overflowed ({out.dtype} squares only values up to {limit:.2g})")
+    return (f"; {said}, so the loss computation made it non-finite (log of 0, division by zero, "
+            "sqrt of a negative)")
+
+
+def _rerun(model: Any, args: list[Any]) -> tuple[tuple[str, str, bool] | None, Any]:
+    """Run ``model`` once more on ``args`` without grad, RNG forked and buffers swapped for copies;
+    return the first module (execution order) whose output is non-finite, or None, and the
+    re-run's output (None when it raised)."""
     import torch
 
     first: list[tuple[str, str, bool]] = []
@@ -248,15 +298,15 @@ def _rerun(model: Any, args: list[Any]) -> tuple[str, str, bool] | None:
             for qual, module in model.named_modules():
                 if module is not model:
                     handles.append(module.register_forward_hook(make_hook(qual)))
-            type(model)._call_impl(model, *args)
+            output = type(model)._call_impl(model, *args)
     except Exception:
-        return None
+        return None, None
     finally:
         for h in handles:
             h.remove()
         for module, name, buf in swapped:
             module._buffers[name] = buf
-    return first[0] if first else None
+    return (first[0] if first else None), output
 
 
 def _short(where: Any) -> str:
