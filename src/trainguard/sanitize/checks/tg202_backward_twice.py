@@ -7,9 +7,13 @@ and the line that made them. Nothing else runs per step.
 When it fires: the script dies of PyTorch's "Trying to backward through the graph a second time".
 The failing backward's graph is searched for stamped outputs made before the last successful
 backward: those graphs were freed by it. The diagnosis names the module output and the line that
-made it, the earlier backward (its line and step) that freed it, whether it was the same step (two
-backward calls through one graph: sum the losses) or an earlier one (a tensor carried across
-iterations, such as an RNN hidden state: detach it), and the variable still holding it.
+made it, the earlier backward (its line and step) that freed it, whether it was the same iteration
+(two backward calls through one graph: sum the losses, or detach the output for the first one, as
+a GAN's discriminator step must) or an earlier one (a tensor carried across iterations, such as an
+RNN hidden state: detach it), and the variable still holding it. The same iteration is the same
+optimizer step, or a freed output whose line made no newer output that the failing graph holds (a
+GAN's generator output, used by the discriminator's backward and, after ``opt_d.step()``, by the
+generator's); a carried tensor's line made a newer one this iteration.
 
 Silent on: any run that does not raise this error; ``retain_graph=True`` backwards.
 
@@ -51,8 +55,13 @@ class BackwardTwice(Check):
                 stamps += graph_metadata(tensor.grad_fn, _KEY)
         freed = [s for s in stamps if s.backward_count < call.index]
         # The earliest made is the shared trunk (an encoder, the first chunk's state).
-        call.facts["tg202_freed"] = (min(freed, key=lambda s: (s.backward_count, s.order))
-                                     if freed else None)
+        first = min(freed, key=lambda s: (s.backward_count, s.order)) if freed else None
+        call.facts["tg202_freed"] = first
+        # A carried tensor (an RNN's hidden state) is one whose line made a newer output that
+        # this graph also holds; a GAN's generator output used by the discriminator's backward
+        # and then the generator's is the latest output of its line.
+        call.facts["tg202_renewed"] = first is not None and any(
+            s.where == first.where and s.backward_count > first.backward_count for s in stamps)
 
     def on_error(self, exc: BaseException) -> Diagnosis | None:
         if not isinstance(exc, RuntimeError) or _MESSAGE not in str(exc):
@@ -76,12 +85,19 @@ class BackwardTwice(Check):
         carried = carried_names(made_where)
         held = (f"; `{carried[0]}` is passed back into the call that made it"
                 if carried else "")
-        if same_step:
+        if same_step or not failed.facts.get("tg202_renewed", True):
+            # not remade since the backward that freed it: used twice in one iteration, even
+            # when an optimizer step ran between the two backward calls (a GAN's D and G steps)
+            when = ("in the same step" if same_step else
+                    "in the same iteration (an optimizer step ran between the two backward calls, "
+                    f"and {_short(made_where)} made no newer output)")
             return Diagnosis(
                 f"this backward runs through {what}, whose saved tensors {before} already freed "
-                f"in the same step: two backward calls through one graph",
-                fix="add the losses and call backward once (loss = loss_a + loss_b), or pass "
-                    "retain_graph=True to the first of the two backward calls",
+                f"{when}: two backward calls through one graph",
+                fix="add the losses and call backward once (loss = loss_a + loss_b); when the "
+                    f"first backward should not reach {module} (a GAN's discriminator step), give "
+                    "it the output detached (D(fake.detach())); or pass retain_graph=True to the "
+                    "first of the two backward calls",
                 where=failed.where)
         return Diagnosis(
             f"this backward (optimizer step {failed.step + 1}) runs through {what} during "
