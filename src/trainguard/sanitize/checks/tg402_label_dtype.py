@@ -60,14 +60,22 @@ class LabelDtype(Check):
         with torch.no_grad():
             if name in _CE and t.is_floating_point() and t.shape == x.shape and x.dim() >= 2:
                 lo, hi = float(t.min()), float(t.max())
-                row_err = float((t.sum(dim=1) - 1).abs().max())
-                if lo < 0 or hi > 1 or row_err > 1e-3:
+                sums = t.sum(dim=1)
+                row_lo, row_hi = float(sums.min()), float(sums.max())
+                if lo < 0 or hi > 1 or max(abs(row_lo - 1), abs(row_hi - 1)) > 1e-3:
+                    multi_hot = lo == 0 and hi == 1 and row_hi > 1 \
+                        and bool(((t == 0) | (t == 1)).all())
                     self.report(
                         f"{name} got float targets of the input's shape {tuple(x.shape)}, which it "
-                        f"reads as class probabilities, but they are not: values in "
-                        f"[{lo:.3g}, {hi:.3g}], rows summing to 1 +/- {row_err:.3g}",
-                        fix="pass class indices (a long tensor of shape (N,)), or normalize the "
-                            "soft targets (e.g. softmax over dim 1)",
+                        f"reads as class probabilities (each row summing to 1), but they are not: "
+                        f"values in [{lo:.3g}, {hi:.3g}], row sums from {row_lo:.3g} to "
+                        f"{row_hi:.3g}" + ("; rows with several 1s are multi-label targets"
+                                           if multi_hot else ""),
+                        fix=("for multi-label targets use BCEWithLogitsLoss on the logits; for "
+                             "one class per sample pass class indices (a long tensor of shape (N,))"
+                             if multi_hot else
+                             "pass class indices (a long tensor of shape (N,)), or normalize the "
+                             "soft targets (e.g. softmax over dim 1)"),
                         where=call.where)
             elif name in _BINARY and t.is_floating_point() and t.numel():
                 lo, hi = float(t.min()), float(t.max())
