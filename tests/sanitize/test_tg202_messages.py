@@ -34,3 +34,31 @@ def test_two_losses_of_one_step_are_still_the_same_step():
     finding = _diagnosis("tg202_two_losses")
     assert "already freed in the same step: two backward calls through one graph" in \
         finding.message, finding.message
+
+
+CACHED = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+encoder, head = nn.Linear(4, 8), nn.Linear(8, 2)
+opt = torch.optim.SGD([*encoder.parameters(), *head.parameters()], lr=0.1)
+x, y = torch.randn(32, 4), torch.randint(0, 2, (32,))
+feats = encoder(x)  # computed once, before the loop
+for i in range(4):
+    opt.zero_grad()
+    loss = nn.functional.cross_entropy(head(feats[i * 8:(i + 1) * 8]), y[i * 8:(i + 1) * 8])
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_an_output_computed_once_before_the_loop_is_carried_not_one_iteration(tmp_path):
+    # the same backward line freed it: the loop came round, so this is not a GAN's two backwards
+    script = tmp_path / "cached.py"
+    script.write_text(CACHED)
+    watcher, status, _ = run_in_process(script)
+    assert status != 0
+    [finding] = [f for f in watcher.findings if f.code == "TG202"]
+    assert "carried across iterations" in finding.message, finding.message
+    assert "compute it again inside the loop" in finding.fix

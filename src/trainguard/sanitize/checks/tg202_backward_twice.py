@@ -11,9 +11,10 @@ made it, the earlier backward (its line and step) that freed it, whether it was 
 (two backward calls through one graph: sum the losses, or detach the output for the first one, as
 a GAN's discriminator step must) or an earlier one (a tensor carried across iterations, such as an
 RNN hidden state: detach it), and the variable still holding it. The same iteration is the same
-optimizer step, or a freed output whose line made no newer output that the failing graph holds (a
-GAN's generator output, used by the discriminator's backward and, after ``opt_d.step()``, by the
-generator's); a carried tensor's line made a newer one this iteration.
+optimizer step, or a freed output whose line made no newer output that the failing graph holds,
+freed by a backward on another line (a GAN's generator output, used by the discriminator's backward
+and, after ``opt_d.step()``, by the generator's); a carried tensor's line made a newer one this
+iteration, or the same backward line freed it (an output computed once before the loop).
 
 Silent on: any run that does not raise this error; ``retain_graph=True`` backwards.
 
@@ -85,9 +86,11 @@ class BackwardTwice(Check):
         carried = carried_names(made_where)
         held = (f"; `{carried[0]}` is passed back into the call that made it"
                 if carried else "")
-        if same_step or not failed.facts.get("tg202_renewed", True):
-            # not remade since the backward that freed it: used twice in one iteration, even
-            # when an optimizer step ran between the two backward calls (a GAN's D and G steps)
+        renewed = failed.facts.get("tg202_renewed", True)
+        if same_step or (not renewed and earlier is not None and earlier.where != failed.where):
+            # not remade since another backward line freed it: used twice in one iteration, even
+            # when an optimizer step ran between the two backward calls (a GAN's D and G steps);
+            # the same backward line again is the loop come round (an output cached before it)
             when = ("in the same step" if same_step else
                     "in the same iteration (an optimizer step ran between the two backward calls, "
                     f"and {_short(made_where)} made no newer output)")
