@@ -27,7 +27,7 @@ def _global_state():
         len(module_mod._global_forward_hooks), len(module_mod._global_forward_pre_hooks),
         len(optim_mod._global_optimizer_pre_hooks), len(optim_mod._global_optimizer_post_hooks),
         nn.Module.__call__, torch.autograd.backward, torch.save, torch.load, F.cross_entropy, F.dropout,
-        torch.optim.Optimizer.zero_grad, nn.Module.zero_grad, warnings.showwarning,
+        torch.optim.Optimizer.zero_grad, nn.Module.zero_grad, nn.Module.train, warnings.showwarning,
     )
 
 
@@ -132,9 +132,11 @@ def test_a_failing_wrapper_reports_tg002_and_the_run_computes_the_same(monkeypat
     source, first = inspect.getsourcelines(_train)
     train = first + next(i for i, text in enumerate(source) if ".backward()" in text)
     evaluate = first + next(i for i, text in enumerate(source) if "model(torch.randn(4, 6))" in text)
+    to_eval = first + next(i for i, text in enumerate(source) if "model.eval()" in text)
     lines = {f.line: f for f in w.findings}
     assert all(f.code == "TG002" for f in w.findings)
-    assert set(lines) == {train, evaluate}
+    assert set(lines) == {train, evaluate, to_eval}
+    assert "wrapper of nn.Module.train raised LookupError" in lines[to_eval].message
     assert "wrapper of nn.Module.__call__ raised LookupError: location table corrupted" in (
         lines[train].message)
     assert lines[train].count >= 24  # 12 forwards and 12 backwards, each ran unobserved

@@ -328,6 +328,7 @@ def install(w: "Watcher") -> list[Undo]:
     _patch(torch.autograd, "backward", make_backward, undo)
 
     _install_grad_mode(w, undo)
+    _install_mode_calls(w, undo)
 
     if h["on_zero_grad"]:
         def make_zero_grad(original: Any) -> Any:
@@ -453,6 +454,38 @@ def _inputs(args: tuple) -> list[tuple[tuple[int, ...], str]]:
     import torch
 
     return [(tuple(a.shape), str(a.device)) for a in args if isinstance(a, torch.Tensor)]
+
+
+def _install_mode_calls(w: "Watcher", undo: list[Undo]) -> None:
+    """Note where user code puts a module in eval mode (``State.eval_at``), for the messages of
+    the mode checks. Only the outermost ``train``/``eval`` call counts (``Module.train`` calls
+    itself on every child); a run calls them per epoch, not per step."""
+    from torch import nn
+
+    state = w.state
+    eval_at = state.eval_at
+
+    def make_train(original: Any) -> Any:
+        def train(self: Any, mode: bool = True) -> Any:
+            if state.train_depth == 0:
+                try:
+                    if mode:
+                        eval_at.pop(id(self), None)
+                    else:
+                        eval_at[id(self)] = (weakref.ref(self), user_location(sys._getframe(1)))
+                        if len(eval_at) > 256:  # modules put in eval mode and dropped
+                            for key in [k for k, (ref, _) in eval_at.items() if ref() is None]:
+                                del eval_at[key]
+                except Exception as exc:
+                    w.hook_failed("nn.Module.train", exc)
+            state.train_depth += 1
+            try:
+                return original(self, mode)
+            finally:
+                state.train_depth -= 1
+        return train
+
+    _patch(nn.Module, "train", make_train, undo)
 
 
 def _install_grad_mode(w: "Watcher", undo: list[Undo]) -> None:

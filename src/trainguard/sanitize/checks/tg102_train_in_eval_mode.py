@@ -8,7 +8,8 @@ When it fires: a backward reaches that output and then an optimizer step updates
 that model: a training step taken in evaluation mode (typically ``model.train()`` once before the
 epoch loop and ``model.eval()`` inside it, so every epoch after the first trains in eval mode).
 BatchNorm then neither learns batch statistics nor normalises with them, and Dropout does not
-regularise. Reported at the line that called the model.
+regularise. Reported at the line that called the model, naming the line of the ``eval()`` call
+still in effect (the watcher notes where user code last put each module in eval mode).
 
 Silent on: BatchNorm frozen on purpose (``model.train()`` then ``bn.eval()``: the model itself is in
 training mode); models without Dropout/BatchNorm; eval-mode forwards with backward but no step on
@@ -22,6 +23,7 @@ HuiZeng/Grid-Anchor-based-Image-Cropping-Pytorch#2 (``net.eval()`` in the test f
 
 from __future__ import annotations
 
+import os
 import weakref
 from typing import Any
 
@@ -73,9 +75,13 @@ class TrainInEvalMode(Check):
             where, name, frozen, model_ref = track.info
             model = model_ref()
             if model is not None and any(id(p) in stepped for p in model.parameters()):
+                set_at = self.state.eval_at.get(id(model))
+                since = (f"; eval() at {os.path.basename(set_at[1][0])}:{set_at[1][1]} is still in "
+                         "effect" if set_at is not None and set_at[0]() is model and set_at[1]
+                         else "")
                 self.report(
                     f"{name} is in eval mode (model.training=False; {frozen} in eval mode) during "
-                    f"this training forward: a backward reached its output and "
+                    f"this training forward{since}: a backward reached its output and "
                     f"{type(optimizer).__name__}.step() updated its parameters, so BatchNorm "
                     "learns no batch statistics and Dropout does not regularise",
                     fix="call model.train() at the start of every training epoch (after any "

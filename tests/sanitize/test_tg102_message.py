@@ -1,0 +1,38 @@
+"""TG102 names the line of the ``eval()`` call still in effect, and a module put back in train
+mode is forgotten (pytorch/tutorials#1624: ``model.train()`` once before the epochs,
+``model.eval()`` inside them)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from sanitize_helpers import CASES, run_in_process
+from trainguard.sanitize.watcher import Watcher
+
+
+def test_the_finding_names_the_eval_call_still_in_effect():
+    script = CASES / "tg102_train_once_eval_inside" / "buggy.py"
+    eval_line = next(n for n, text in enumerate(script.read_text().splitlines(), start=1)
+                     if text.strip() == "net.eval()")
+    watcher, status, _ = run_in_process(script)
+    assert status == 0
+    [finding] = [f for f in watcher.findings if f.code == "TG102"]
+    assert f"eval() at buggy.py:{eval_line} is still in effect" in finding.message, finding.message
+
+
+def test_only_the_outermost_mode_call_is_noted_and_train_forgets_it():
+    model = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5))
+    watcher = Watcher(stream=None).start()
+    try:
+        model.eval()
+        noted = dict(watcher.state.eval_at)
+        model[1].train()
+        model.train()
+        after = dict(watcher.state.eval_at)
+    finally:
+        watcher.stop()
+    assert list(noted) == [id(model)]  # not each child that Module.train recursed into
+    assert noted[id(model)][0]() is model and noted[id(model)][1][1] > 0
+    assert after == {}
+    assert model.training and torch.is_grad_enabled()
