@@ -9,6 +9,13 @@ When it fires: at the end of the run, some parameters never received a gradient 
 ran: the path from the loss to them is cut (``.detach()``, ``.data``, ``.item()``, a numpy round
 trip, an integer cast) or their module is never used in the forward. The finding names the
 parameters (by their names in the models seen) and is reported at the ``optimizer.step()`` line.
+Where the cut is: once the suspects are found, the largest modules whose trainable parameters are
+all suspects (a submodule such as ``encoder``, or a whole model) get a forward hook, which notes
+their output's ``grad_fn`` and the user line that called them; at the next backward that trains
+the optimizer's other parameters (a GAN's other loss is skipped, up to 8 backward calls) the
+loss's graph is searched for those nodes (once). An output the loss does not reach is named with its line ("the cut is
+after it": ``self.encoder(x).detach()``), an output made with grad disabled is named as such, and
+a submodule not called in that step is said to be unused.
 
 Silent on: parameters of a module that was replaced after the optimizer was built (no model
 seen holds them: TG304 reports that); frozen parameters (``requires_grad=False``); parameters that
@@ -29,8 +36,11 @@ from typing import Any
 
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import user_location
+from trainguard.sanitize.holders import graph_nodes
+from trainguard.sanitize.state import first_tensor
 
 _STEPS = 3  # steps over which a parameter must never get a gradient
+_PROBE_WAIT = 8  # backward calls a probe waits for one that trains its optimizer's other parameters
 
 
 class _Suspects:
@@ -38,7 +48,7 @@ class _Suspects:
     the run by post-accumulate-grad hooks (``Tensor.register_post_accumulate_grad_hook``): any
     gradient later clears them (a head trained after a warm-up, a task sampled later)."""
 
-    __slots__ = ("optimizer", "total", "names", "where", "got", "handles")
+    __slots__ = ("optimizer", "total", "names", "where", "got", "handles", "cut")
 
     def __init__(self, optimizer: str, total: int, names: dict[int, str], where: Any) -> None:
         self.optimizer = optimizer
@@ -47,6 +57,7 @@ class _Suspects:
         self.where = where
         self.got: set[int] = set()
         self.handles: list[Any] = []
+        self.cut = ""  # where the path is cut, when found
 
     def follow(self, params: list[Any]) -> None:
         for p in params:
@@ -63,14 +74,96 @@ class _Suspects:
         self.handles = []
 
 
+class _Probe:
+    """One step's look at the submodules holding a suspect optimizer's parameters: their outputs'
+    ``grad_fn`` (held until the next backward, then dropped) and the lines that called them."""
+
+    def __init__(self, suspects: _Suspects, modules: dict[str, Any], others: set[int]) -> None:
+        self.suspects = suspects
+        self.others = others  # ids of the optimizer's parameters that do get gradients
+        self.waited = 0  # backward calls that reached none of them (another model's loss)
+        self.calls: dict[str, tuple[Any, Any, bool]] = {}  # name -> (grad_fn, line, grad on)
+        self.handles = [module.register_forward_hook(self._hook(name))
+                        for name, module in modules.items()]
+        self.names = list(modules)
+
+    def _hook(self, name: str) -> Any:
+        import torch
+
+        def seen(module: Any, inputs: Any, output: Any) -> None:
+            if name in self.calls:
+                return
+            out = output if isinstance(output, torch.Tensor) else next(
+                iter(first_tensor(output, limit=1)), None)
+            if out is not None:
+                self.calls[name] = (out.grad_fn, user_location(sys._getframe(1)),
+                                    torch.is_grad_enabled())
+        return seen
+
+    def judge(self, roots: tuple) -> str | None:
+        """Where the path to the suspects' modules is cut, from the backward's ``roots``; None
+        when this backward trains none of the optimizer's other parameters (a GAN's other loss):
+        it says nothing about this optimizer's loss."""
+        reached, variables = set(), set()
+        for root in roots:
+            node = getattr(root, "grad_fn", None)
+            if node is not None:
+                for n in graph_nodes(node):
+                    reached.add(id(n))
+                    variable = getattr(n, "variable", None)  # AccumulateGrad: a leaf
+                    if variable is not None:
+                        variables.add(id(variable))
+        if not variables & self.others:
+            return None  # the outputs noted stay for the backward of this optimizer's loss
+        self.release()
+        parts = []
+        for name in self.names:
+            call = self.calls.get(name)
+            if call is None:
+                parts.append(f"`{name}` was not called in the step looked at (unused in forward)")
+                continue
+            node, where, grad = call
+            at = _short(where)
+            if node is None:
+                parts.append(f"`{name}`'s output at {at} carries no grad_fn"
+                             + ("" if grad else " (computed with grad disabled)"))
+            elif id(node) not in reached:
+                parts.append(f"`{name}`'s output at {at} does not reach the loss: the cut is "
+                             "after it, on that line or later")
+        self.calls.clear()
+        return "; ".join(parts)
+
+    def release(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+
+
 class GradientCut(Check):
     code = "TG205"
+    on_demand = ("on_backward",)  # only while a probe waits for the next backward
 
     def __init__(self, watcher: Any) -> None:
         super().__init__(watcher)
         # id(optimizer) -> [steps seen, ids of params that never had a grad so far]
         self.seen: dict[int, list] = {}
         self.suspects: list[_Suspects] = []
+        self.probes: list[_Probe] = []
+
+    def on_backward(self, call: Any) -> None:
+        waiting = []
+        for probe in self.probes:
+            cut = probe.judge(call.tensors)
+            if cut is not None:
+                probe.suspects.cut = cut
+            elif probe.waited < _PROBE_WAIT:
+                probe.waited += 1
+                waiting.append(probe)
+            else:
+                probe.release()
+        self.probes = waiting
+        if not waiting:
+            self.disarm()
 
     def on_step_pre(self, optimizer: Any) -> None:
         record = self.seen.get(id(optimizer))
@@ -92,14 +185,45 @@ class GradientCut(Check):
                                  user_location(sys._getframe(1)))
             suspects.follow([p for p in params if id(p) in never])
             self.suspects.append(suspects)
+            modules = self._holders(never)
+            if modules:
+                others = {id(p) for p in params if id(p) not in never}
+                self.probes.append(_Probe(suspects, modules, others))
+                self.arm()
 
     def release(self) -> None:
         for suspects in self.suspects:
             suspects.release()
         self.suspects = []
+        for probe in self.probes:
+            probe.release()
+        self.probes = []
+
+    def _holders(self, ids: set[int]) -> dict[str, Any]:
+        """The largest modules (at most 4) of the models seen whose trainable parameters are all
+        in ``ids``: a whole model (named by its class: a GAN's generator) or a submodule (by its
+        qualified name)."""
+        found: dict[str, Any] = {}
+        for model in list(self.state.models):
+            prefixes: list[str] = []
+            for name, module in model.named_modules():
+                if any(name.startswith(p) for p in prefixes):
+                    continue
+                own = [p for p in module.parameters() if p.requires_grad]
+                if own and all(id(p) in ids for p in own):
+                    found[name or type(module).__name__] = module
+                    if not name:
+                        break  # the whole model: none of its parts is named
+                    prefixes.append(f"{name}.")
+                    if len(found) == 4:
+                        return found
+        return found
 
     def on_exit(self) -> None:
         """Report the parameters that still never received a gradient, at the step line."""
+        for probe in self.probes:
+            probe.release()
+        self.probes = []
         suspects, self.suspects = self.suspects, []
         for s in suspects:
             s.release()
@@ -114,7 +238,7 @@ class GradientCut(Check):
                 f"step{'s' if steps != 1 else ''}; {', '.join(names[:4])}"
                 f"{', ...' if len(names) > 4 else ''}): the path from the loss to them is cut "
                 "(.detach(), .data, .item(), numpy, an integer cast) or their module is not used "
-                "in forward",
+                "in forward" + (f"; {s.cut}" if s.cut else ""),
                 fix="find where the output of those modules stops carrying grad_fn and compute "
                     "it with torch operations; freeze (requires_grad_(False)) what is unused on "
                     "purpose",
@@ -139,3 +263,9 @@ class GradientCut(Check):
         for key in ids - names.keys():
             names[key] = "an unnamed parameter"
         return names
+
+
+def _short(where: Any) -> str:
+    import os
+
+    return f"{os.path.basename(where[0])}:{where[1]}" if where else "an unknown line"

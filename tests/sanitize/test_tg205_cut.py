@@ -1,0 +1,82 @@
+"""TG205 names where the path is cut: the submodules holding the parameters without gradient are
+looked at for one step (their output's grad_fn and the line that called them), and the loss of the
+next backward that trains the same optimizer is searched for those outputs."""
+
+from __future__ import annotations
+
+import io
+
+import torch
+from torch import nn
+
+from sanitize_helpers import CASES, run_in_process
+from trainguard.config import Config
+from trainguard.sanitize.checks.tg205_gradient_cut import GradientCut
+from trainguard.sanitize.watcher import Watcher
+
+
+def _findings(run) -> list:
+    watcher = Watcher(config=Config(), stream=io.StringIO(), checks=[GradientCut]).start()
+    try:
+        run()
+    finally:
+        watcher.stop()
+    return watcher.findings
+
+
+def test_the_detached_branch_case_names_the_line_of_the_cut():
+    script = CASES / "tg205_detached_branch" / "buggy.py"
+    line = next(n for n, text in enumerate(script.read_text().splitlines(), start=1)
+                if ".detach()" in text)
+    watcher, status, _ = run_in_process(script)
+    [finding] = [f for f in watcher.findings if f.code == "TG205"]
+    assert f"`weights_head`'s output at buggy.py:{line} does not reach the loss" in \
+        finding.message, finding.message
+
+
+class _Twin(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.used, self.spare = nn.Linear(3, 2), nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.used(x)  # `spare` is never called
+
+
+def test_a_submodule_never_called_is_said_to_be_unused():
+    def run() -> None:
+        torch.manual_seed(0)
+        model = _Twin()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(5):
+            optimizer.zero_grad()
+            model(torch.randn(4, 3)).sum().backward()
+            optimizer.step()
+
+    [finding] = _findings(run)
+    assert "`spare` was not called in the step looked at (unused in forward)" in finding.message
+
+
+def test_a_gan_whose_generator_loss_detaches_is_judged_on_the_generators_loss():
+    # the discriminator's backward (on fake.detach(), correctly) trains none of G's parameters
+    # and must not be taken for G's loss; G's own loss detaches too (the bug)
+    def run() -> None:
+        torch.manual_seed(0)
+        G = nn.Sequential(nn.Linear(2, 4), nn.Tanh(), nn.Linear(4, 2))
+        D = nn.Linear(2, 1)
+        bias = nn.Parameter(torch.zeros(2))  # G's optimizer also holds a parameter that trains
+        opt_g = torch.optim.Adam([*G.parameters(), bias], lr=1e-3)
+        opt_d = torch.optim.Adam(D.parameters(), lr=1e-3)
+        for _ in range(6):
+            fake = G(torch.randn(8, 2))
+            opt_d.zero_grad()
+            D(fake.detach()).mean().backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            (-D(fake.detach() + bias).mean()).backward()
+            opt_g.step()
+
+    [finding] = _findings(run)
+    assert "given to Adam" in finding.message
+    assert "`0`" not in finding.message  # G itself is the holder, not one of its layers
+    assert "does not reach the loss: the cut is after it" in finding.message, finding.message
