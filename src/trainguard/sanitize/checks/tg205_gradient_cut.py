@@ -82,7 +82,7 @@ class _Probe:
         self.suspects = suspects
         self.others = others  # ids of the optimizer's parameters that do get gradients
         self.waited = 0  # backward calls that reached none of them (another model's loss)
-        self.calls: dict[str, tuple[Any, Any, bool]] = {}  # name -> (grad_fn, line, grad on)
+        self.calls: dict[str, tuple[Any, Any, bool] | None] = {}  # name -> (grad_fn, line, grad on)
         self.handles = [module.register_forward_hook(self._hook(name))
                         for name, module in modules.items()]
         self.names = list(modules)
@@ -93,11 +93,14 @@ class _Probe:
         def seen(module: Any, inputs: Any, output: Any) -> None:
             if name in self.calls:
                 return
-            out = output if isinstance(output, torch.Tensor) else next(
-                iter(first_tensor(output, limit=1)), None)
-            if out is not None:
-                self.calls[name] = (out.grad_fn, user_location(sys._getframe(1)),
-                                    torch.is_grad_enabled())
+            try:  # a hook on the user's module: it must never raise into the forward
+                out = output if isinstance(output, torch.Tensor) else next(
+                    iter(first_tensor(output, limit=1)), None)
+                if out is not None:
+                    self.calls[name] = (out.grad_fn, user_location(sys._getframe(1)),
+                                        torch.is_grad_enabled())
+            except Exception:
+                self.calls[name] = None  # seen, but not readable: nothing is said about it
         return seen
 
     def judge(self, roots: tuple) -> str | None:
@@ -118,9 +121,11 @@ class _Probe:
         self.release()
         parts = []
         for name in self.names:
-            call = self.calls.get(name)
-            if call is None:
+            if name not in self.calls:
                 parts.append(f"`{name}` was not called in the step looked at (unused in forward)")
+                continue
+            call = self.calls[name]
+            if call is None:
                 continue
             node, where, grad = call
             at = _short(where)
