@@ -100,7 +100,7 @@ def test_training_shards_step_equally_often():
 
 def test_the_tensors_of_the_loops_collectives_outlive_the_call(monkeypatch):
     # gloo's worker thread must never free them: at exit it could not take the GIL and would
-    # abort the rank (see Distributed._all_reduce)
+    # abort the rank (see Distributed._all_reduce and _keep_at_exit)
     reduced = []
 
     class Work:

@@ -78,9 +78,6 @@ class Distributed:
     local_rank: int = 0
     enabled: bool = False
     _flag_group: Any = field(default=None, repr=False)
-    # the latest all_reduce works and their tensors, kept past the call: see _all_reduce
-    _held: collections.deque = field(default_factory=lambda: collections.deque(maxlen=8),
-                                     repr=False)
 
     @property
     def is_main(self) -> bool:
@@ -186,20 +183,20 @@ class Distributed:
 
     def _all_reduce(self, tensor: torch.Tensor, **kwargs: Any) -> None:
         """``dist.all_reduce(tensor, **kwargs)``, keeping the work and ``tensor`` referenced
-        until 8 later calls (or the interpreter's own clean-up).
+        until 8 later calls, and past the interpreter's end (see :func:`_keep_at_exit`).
 
         gloo's worker thread may drop its reference to a finished work after ``wait()`` returned.
         When that is the last reference to a tensor made in Python, the thread must take the GIL
         to free it, and a process that is exiting by then aborts with "terminate called without
         an active exception" (SIGABRT, so torchrun reports the rank as failed). The stop flag
         after the last epoch is the last collective of most runs, so a finished run could end
-        that way; holding the references here leaves the worker thread nothing to free.
+        that way; with the references held, the worker thread has nothing to free.
         PyTorch's account of the same shutdown race:
         https://github.com/pytorch/pytorch/pull/179291.
         """
         work = dist.all_reduce(tensor, async_op=True, **kwargs)
         work.wait()
-        self._held.append((work, tensor))
+        _HELD.append((work, tensor))
 
     def sync_buffers(self, model: nn.Module) -> None:
         """Broadcast rank 0's buffers (BatchNorm running statistics) to every rank.
@@ -256,6 +253,24 @@ class Distributed:
 
 
 SINGLE = Distributed()
+
+# The latest all_reduce works of the loop and their tensors (Distributed._all_reduce).
+_HELD: collections.deque = collections.deque(maxlen=8)
+
+
+def _keep_at_exit() -> None:
+    """At exit (before the interpreter clears modules), give the held works and tensors one
+    reference that is never dropped: the interpreter's clean-up could otherwise free them before
+    gloo's worker thread drops its own, which would then free them without a live interpreter.
+    The process is ending; the memory (a few scalars) goes back with it."""
+    import ctypes
+
+    for pair in _HELD:
+        for obj in pair:
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+
+
+atexit.register(_keep_at_exit)
 
 _current: Distributed | None = None
 
