@@ -98,9 +98,9 @@ def test_training_shards_step_equally_often():
     assert lengths == {2}  # ceil(11 / 3) = 4 samples per rank, padded like DistributedSampler
 
 
-def test_the_tensors_of_the_loops_collectives_outlive_the_call(monkeypatch):
-    # gloo's worker thread must never free them: at exit it could not take the GIL and would
-    # abort the rank (see Distributed._all_reduce and _keep_at_exit)
+def test_the_loops_collectives_reduce_tensors_that_live_as_long_as_the_process(monkeypatch):
+    # a backend thread (gloo's worker, NCCL's watchdog) must never free them: at exit it could not
+    # take the GIL and would abort the rank (see loop/distributed.py, _BUFFERS)
     reduced = []
 
     class Work:
@@ -108,18 +108,21 @@ def test_the_tensors_of_the_loops_collectives_outlive_the_call(monkeypatch):
             return True
 
     def all_reduce(tensor, op=None, group=None, async_op=False):
-        assert async_op  # waited for by the caller, which keeps the work
+        assert async_op  # the caller waits and keeps the work
         reduced.append(weakref.ref(tensor))
         return Work()
 
     monkeypatch.setattr(torch.distributed, "all_reduce", all_reduce)
 
     class Sums:
-        sums, count = {"accuracy": 3.0}, 4
+        sums, count = {"accuracy": 3.0, "loss": 2.0}, 4
 
     d = Distributed(rank=0, world_size=2, enabled=True)
-    assert d.agreed_signal(None) is None
-    assert d.mean(torch.tensor(6.0), 4) == 1.5
-    assert d.reduce_means(Sums(), torch.device("cpu")) == {"accuracy": 0.75}
+    for _ in range(2):
+        assert d.agreed_signal(None) is None and d.agreed_signal(15) == 15
+        assert d.mean(torch.tensor(6.0), 4) == 1.5
+        assert d.reduce_means(Sums(), torch.device("cpu")) == {"accuracy": 0.75, "loss": 0.5}
     gc.collect()
-    assert len(reduced) == 3 and all(ref() is not None for ref in reduced)
+    assert len(reduced) == 8 and all(ref() is not None for ref in reduced)
+    # one tensor per kind, reused by every call: nothing new for a backend thread to free
+    assert len({id(ref()) for ref in reduced}) == 3

@@ -19,7 +19,6 @@ the loop (after the same optimizer step), which is what keeps them from hanging.
 from __future__ import annotations
 
 import atexit
-import collections
 import datetime
 import os
 import warnings
@@ -154,8 +153,8 @@ class Distributed:
         """
         if not self.enabled:
             return received
-        flag = torch.tensor([received or 0], dtype=torch.int32)
-        self._all_reduce(flag, op=dist.ReduceOp.MAX, group=self._flag_group)
+        flag = _buffer(torch.int32, torch.device("cpu"), 1).fill_(received or 0)
+        _all_reduce(flag, op=dist.ReduceOp.MAX, group=self._flag_group)
         value = int(flag.item())
         return value or None
 
@@ -163,10 +162,10 @@ class Distributed:
         """``sum(total) / sum(count)`` over ranks (one host sync); ``nan`` when nothing counted."""
         if not self.enabled:
             return total.item() / count if count else float("nan")
-        both = torch.stack([total.detach().to(torch.float64).reshape(()),
-                            torch.tensor(float(count), dtype=torch.float64,
-                                         device=total.device)])
-        self._all_reduce(both)
+        both = _buffer(torch.float64, total.device, 2)
+        both[0] = total.detach().reshape(())
+        both[1] = float(count)
+        _all_reduce(both)
         summed, n = both.tolist()
         return summed / n if n else float("nan")
 
@@ -176,27 +175,11 @@ class Distributed:
             return sums.means()
         names = sorted(sums.sums)
         values = [float(sums.sums[k]) for k in names] + [float(sums.count)]
-        summed = torch.tensor(values, dtype=torch.float64, device=device)
-        self._all_reduce(summed)
+        summed = _buffer(torch.float64, device, len(values))
+        summed.copy_(torch.tensor(values, dtype=torch.float64))
+        _all_reduce(summed)
         *totals, n = summed.tolist()
         return {k: v / n for k, v in zip(names, totals)} if n else {}
-
-    def _all_reduce(self, tensor: torch.Tensor, **kwargs: Any) -> None:
-        """``dist.all_reduce(tensor, **kwargs)``, keeping the work and ``tensor`` referenced
-        until 8 later calls, and past the interpreter's end (see :func:`_keep_at_exit`).
-
-        gloo's worker thread may drop its reference to a finished work after ``wait()`` returned.
-        When that is the last reference to a tensor made in Python, the thread must take the GIL
-        to free it, and a process that is exiting by then aborts with "terminate called without
-        an active exception" (SIGABRT, so torchrun reports the rank as failed). The stop flag
-        after the last epoch is the last collective of most runs, so a finished run could end
-        that way; with the references held, the worker thread has nothing to free.
-        PyTorch's account of the same shutdown race:
-        https://github.com/pytorch/pytorch/pull/179291.
-        """
-        work = dist.all_reduce(tensor, async_op=True, **kwargs)
-        work.wait()
-        _HELD.append((work, tensor))
 
     def sync_buffers(self, model: nn.Module) -> None:
         """Broadcast rank 0's buffers (BatchNorm running statistics) to every rank.
@@ -254,20 +237,48 @@ class Distributed:
 
 SINGLE = Distributed()
 
-# The latest all_reduce works of the loop and their tensors (Distributed._all_reduce).
-_HELD: collections.deque = collections.deque(maxlen=8)
+# The tensors the loop's all_reduce calls reduce, one per (dtype, device, length), made once and
+# reused for the whole run.
+#
+# A collective's work keeps its tensors, and the backend's own thread (gloo's worker, NCCL's
+# watchdog) may drop the work after ``wait()`` returned. If that drop were the last reference to a
+# tensor made in Python, the thread would need the GIL to free it; in a process that is exiting by
+# then, it cannot, and the rank aborts with "terminate called without an active exception"
+# (SIGABRT: torchrun reports the rank as failed). The stop flag after the last epoch is the last
+# collective of most runs. Tensors that live as long as the process leave that thread nothing to
+# free; PyTorch's account of the same shutdown race: https://github.com/pytorch/pytorch/pull/179291.
+_BUFFERS: dict[tuple[torch.dtype, torch.device, int], torch.Tensor] = {}
+# The works of those calls, likewise never left for the backend's thread to free last: the latest
+# 32 to 64 are kept (the oldest 32 are dropped together, long after that thread is done with them).
+_WORKS: list[Any] = []
+
+
+def _all_reduce(tensor: torch.Tensor, **kwargs: Any) -> None:
+    """``dist.all_reduce(tensor, **kwargs)``, its work kept in :data:`_WORKS`."""
+    work = dist.all_reduce(tensor, async_op=True, **kwargs)
+    work.wait()
+    _WORKS.append(work)
+    if len(_WORKS) >= 64:
+        del _WORKS[:32]
+
+
+def _buffer(dtype: torch.dtype, device: torch.device, length: int) -> torch.Tensor:
+    """The reused all_reduce tensor of shape ``(length,)`` (its values are the caller's to set)."""
+    key = (dtype, torch.device(device), length)
+    buf = _BUFFERS.get(key)
+    if buf is None:
+        buf = _BUFFERS[key] = torch.zeros(length, dtype=dtype, device=device)
+    return buf
 
 
 def _keep_at_exit() -> None:
-    """At exit (before the interpreter clears modules), give the held works and tensors one
-    reference that is never dropped: the interpreter's clean-up could otherwise free them before
-    gloo's worker thread drops its own, which would then free them without a live interpreter.
-    The process is ending; the memory (a few scalars) goes back with it."""
+    """At exit, before the interpreter clears modules (and with them :data:`_BUFFERS` and
+    :data:`_WORKS`), give each a reference that is never dropped, so that nothing a backend thread
+    still holds is freed by it. The process is ending; a few scalars go back to the OS with it."""
     import ctypes
 
-    for pair in _HELD:
-        for obj in pair:
-            ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+    for obj in [*_BUFFERS.values(), *_WORKS]:
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
 
 
 atexit.register(_keep_at_exit)
