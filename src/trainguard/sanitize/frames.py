@@ -18,8 +18,8 @@ import sys
 import sysconfig
 from types import CodeType, FrameType
 
-__all__ = ["Location", "user_frame", "user_location", "frame_location", "is_user_file",
-           "is_user_code", "is_trainguard_file"]
+__all__ = ["Location", "user_frame", "user_location", "frame_location", "short_location",
+           "is_user_file", "is_user_code", "is_trainguard_file"]
 
 Location = tuple[str, int, int]  # (path, 1-based line, 1-based column)
 
@@ -110,3 +110,8 @@ def frame_location(frame: FrameType) -> Location:
             pass
         found = _locations[key] = (code.co_filename, frame.f_lineno, col)
     return found
+
+
+def short_location(where: Location | None, unknown: str = "an unknown line") -> str:
+    """``file.py:line`` of a location for a finding's message (``unknown`` when there is none)."""
+    return f"{os.path.basename(where[0])}:{where[1]}" if where else unknown

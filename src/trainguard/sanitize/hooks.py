@@ -462,12 +462,12 @@ def _install_mode_calls(w: "Watcher", undo: list[Undo]) -> None:
     itself on every child); a run calls them per epoch, not per step."""
     from torch import nn
 
-    state = w.state
-    eval_at = state.eval_at
+    eval_at = w.state.eval_at
+    depth = [0]  # nn.Module.train calls in progress (it recurses into children)
 
     def make_train(original: Any) -> Any:
         def train(self: Any, mode: bool = True) -> Any:
-            if state.train_depth == 0:
+            if depth[0] == 0:
                 try:
                     if mode:
                         eval_at.pop(id(self), None)
@@ -478,11 +478,11 @@ def _install_mode_calls(w: "Watcher", undo: list[Undo]) -> None:
                                 del eval_at[key]
                 except Exception as exc:
                     w.hook_failed("nn.Module.train", exc)
-            state.train_depth += 1
+            depth[0] += 1
             try:
                 return original(self, mode)
             finally:
-                state.train_depth -= 1
+                depth[0] -= 1
         return train
 
     _patch(nn.Module, "train", make_train, undo)

@@ -324,7 +324,6 @@ class State:
         # id(module) -> (weak reference, line): where user code last put that module in eval mode
         # (an outermost ``eval()``/``train(False)``), until it calls ``train()`` on it again
         self.eval_at: dict[int, tuple[Any, Location | None]] = {}
-        self.train_depth = 0  # nn.Module.train calls in progress (it recurses into children)
 
     def track_graph(self, tensor: Any, info: Any = None) -> GraphTrack | None:
         """Follow the graph behind ``tensor`` (None when it has no ``grad_fn``)."""

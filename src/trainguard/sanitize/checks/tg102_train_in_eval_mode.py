@@ -23,11 +23,11 @@ HuiZeng/Grid-Anchor-based-Image-Cropping-Pytorch#2 (``net.eval()`` in the test f
 
 from __future__ import annotations
 
-import os
 import weakref
 from typing import Any
 
 from trainguard.sanitize.checks import Check
+from trainguard.sanitize.frames import short_location
 from trainguard.sanitize.modes import describe, inactive
 from trainguard.sanitize.state import ForwardCall, GraphTrack, first_tensor
 
@@ -76,9 +76,8 @@ class TrainInEvalMode(Check):
             model = model_ref()
             if model is not None and any(id(p) in stepped for p in model.parameters()):
                 set_at = self.state.eval_at.get(id(model))
-                since = (f"; eval() at {os.path.basename(set_at[1][0])}:{set_at[1][1]} is still in "
-                         "effect" if set_at is not None and set_at[0]() is model and set_at[1]
-                         else "")
+                since = (f"; eval() at {short_location(set_at[1])} is still in effect"
+                         if set_at is not None and set_at[0]() is model and set_at[1] else "")
                 self.report(
                     f"{name} is in eval mode (model.training=False; {frozen} in eval mode) during "
                     f"this training forward{since}: a backward reached its output and "

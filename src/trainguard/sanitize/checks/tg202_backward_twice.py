@@ -28,16 +28,11 @@ from __future__ import annotations
 from typing import Any
 
 from trainguard.sanitize.checks import Check, Diagnosis
+from trainguard.sanitize.frames import short_location
 from trainguard.sanitize.holders import carried_names, graph_metadata
 from trainguard.sanitize.state import MADE as _KEY
 from trainguard.sanitize.state import BackwardCall
 _MESSAGE = "backward through the graph a second time"
-
-
-def _short(where: Any) -> str:
-    import os
-
-    return f"{os.path.basename(where[0])}:{where[1]}" if where else "an unknown line"
 
 
 class BackwardTwice(Check):
@@ -72,7 +67,8 @@ class BackwardTwice(Check):
         if failed is None:
             return None
         made = failed.facts.get("tg202_freed")
-        before = (f"the backward at {_short(earlier.where)} (optimizer step {earlier.step + 1})"
+        before = (f"the backward at {short_location(earlier.where)} "
+                  f"(optimizer step {earlier.step + 1})"
                   if earlier is not None else "an earlier backward")
         if made is None:
             return Diagnosis(
@@ -82,7 +78,7 @@ class BackwardTwice(Check):
                 where=failed.where)
         made_step, made_where, module = made.step, made.where, made.module
         same_step = earlier is not None and made_step == earlier.step == failed.step
-        what = f"the output of {module} made at {_short(made_where)}"
+        what = f"the output of {module} made at {short_location(made_where)}"
         carried = carried_names(made_where)
         held = (f"; `{carried[0]}` is passed back into the call that made it"
                 if carried else "")
@@ -93,7 +89,7 @@ class BackwardTwice(Check):
             # the same backward line again is the loop come round (an output cached before it)
             when = ("in the same step" if same_step else
                     "in the same iteration (an optimizer step ran between the two backward calls, "
-                    f"and {_short(made_where)} made no newer output)")
+                    f"and {short_location(made_where)} made no newer output)")
             return Diagnosis(
                 f"this backward runs through {what}, whose saved tensors {before} already freed "
                 f"{when}: two backward calls through one graph",

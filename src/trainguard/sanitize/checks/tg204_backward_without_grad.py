@@ -22,11 +22,11 @@ https://deepinout.com/pytorch/pytorch-questions/75_pytorch_runtime_error_element
 
 from __future__ import annotations
 
-import os
 import weakref
 from typing import Any
 
 from trainguard.sanitize.checks import Check, Diagnosis
+from trainguard.sanitize.frames import short_location
 from trainguard.sanitize.state import BackwardCall, ForwardCall
 
 _MESSAGE = "does not require grad and does not have a grad_fn"
@@ -98,7 +98,8 @@ class BackwardWithoutGrad(Check):
             fix = "compute the loss and call backward outside the torch.no_grad() block"
         elif forward is not None and (not forward[2] or forward[3]):
             how = "torch.inference_mode()" if forward[3] else "torch.no_grad()"
-            why = (f"{seen} comes from {forward[0]}'s forward at {_short(forward[1])}, which ran "
+            why = (f"{seen} comes from {forward[0]}'s forward at {short_location(forward[1])}, "
+                   "which ran "
                    f"under {how} (grad mode off), so its output has no grad_fn")
             fix = f"run the training forward outside {how}"
         elif frozen := self._frozen_model():
@@ -110,7 +111,3 @@ class BackwardWithoutGrad(Check):
                    "torch.tensor(loss), or .data")
             fix = "compute the loss with torch operations on the model's output, without detaching"
         return Diagnosis(why, fix=fix, where=failed.where)
-
-
-def _short(where: Any) -> str:  # noqa: D103
-    return f"{os.path.basename(where[0])}:{where[1]}" if where else "an unknown line"

@@ -13,9 +13,9 @@ Where the cut is: once the suspects are found, the largest modules whose trainab
 all suspects (a submodule such as ``encoder``, or a whole model) get a forward hook, which notes
 their output's ``grad_fn`` and the user line that called them; at the next backward that trains
 the optimizer's other parameters (a GAN's other loss is skipped, up to 8 backward calls) the
-loss's graph is searched for those nodes (once). An output the loss does not reach is named with its line ("the cut is
-after it": ``self.encoder(x).detach()``), an output made with grad disabled is named as such, and
-a submodule not called in that step is said to be unused.
+loss's graph is searched for those nodes (once). An output the loss does not reach is named with
+its line ("the cut is after it": ``self.encoder(x).detach()``), an output made with grad disabled
+is named as such, and a submodule not called in that step is said to be unused.
 
 Silent on: parameters of a module that was replaced after the optimizer was built (no model
 seen holds them: TG304 reports that); frozen parameters (``requires_grad=False``); parameters that
@@ -35,7 +35,7 @@ import weakref
 from typing import Any
 
 from trainguard.sanitize.checks import Check
-from trainguard.sanitize.frames import user_location
+from trainguard.sanitize.frames import short_location, user_location
 from trainguard.sanitize.holders import graph_nodes
 from trainguard.sanitize.state import first_tensor
 
@@ -128,7 +128,7 @@ class _Probe:
             if call is None:
                 continue
             node, where, grad = call
-            at = _short(where)
+            at = short_location(where)
             if node is None:
                 parts.append(f"`{name}`'s output at {at} carries no grad_fn"
                              + ("" if grad else " (computed with grad disabled)"))
@@ -268,9 +268,3 @@ class GradientCut(Check):
         for key in ids - names.keys():
             names[key] = "an unnamed parameter"
         return names
-
-
-def _short(where: Any) -> str:
-    import os
-
-    return f"{os.path.basename(where[0])}:{where[1]}" if where else "an unknown line"

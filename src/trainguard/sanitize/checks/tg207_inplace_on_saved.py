@@ -34,7 +34,7 @@ from types import CodeType
 from typing import Any
 
 from trainguard.sanitize.checks import Check, Diagnosis
-from trainguard.sanitize.frames import is_user_file, user_location
+from trainguard.sanitize.frames import is_user_file, short_location, user_location
 from trainguard.sanitize.holders import traceback_user_frames
 
 _MESSAGE = re.compile(
@@ -154,7 +154,7 @@ class InplaceOnSaved(Check):
         for optimizer in list(self.state.optimizers):
             if any(p is param for g in optimizer.param_groups for p in g["params"]):
                 where = self.stepped_at.get(id(optimizer))
-                at = f" at {os.path.basename(where[0])}:{where[1]}" if where else ""
+                at = f" at {short_location(where)}" if where else ""
                 return f" by {type(optimizer).__name__}.step(){at}"
         return ""
 

@@ -21,13 +21,12 @@ Reference: ``torch.optim.Optimizer.zero_grad``
 
 from __future__ import annotations
 
-import os
 import sys
 import weakref
 from typing import Any
 
 from trainguard.sanitize.checks import Check
-from trainguard.sanitize.frames import user_location
+from trainguard.sanitize.frames import short_location, user_location
 
 _SAMPLE = 8
 
@@ -70,7 +69,7 @@ class ZeroGradBeforeStep(Check):
         if any(p.grad is not None and bool(p.grad.any()) for p in mine):
             return  # gradients were set again (by hand or torch.autograd.grad) after zeroing
         where = pending[2]
-        at = f"{os.path.basename(where[0])}:{where[1]}" if where else "an earlier line"
+        at = short_location(where, "an earlier line")
         owner_name = type(owner).__name__
         how = "set them to None, so step() skips every parameter" if pending[3] else \
             "filled them with zeros, so step() moves the parameters by momentum and weight decay only"

@@ -47,9 +47,9 @@ with gradient accumulation), ``CosineAnnealingLR``, ``LambdaLR`` and ``LinearLR`
 ``MultiStepLR`` per epoch); validation passes read inside the batch loop, whole or in part; an
 iterator kept across epochs and read a batch or two per epoch (a monitoring batch, a
 domain-adaptation target stream); a DataLoader of a single batch (per batch is then per epoch);
-full-batch training (a step is an epoch) until the rate is below 1e-9 of its initial value. A schedule that is itself in iterations,
-with a period of 200 steps or less, that cuts the rate twice per epoch is reported: it cannot be
-told from the mistake.
+full-batch training (a step is an epoch) until the rate is below 1e-9 of its initial value. A
+schedule that is itself in iterations, with a period of 200 steps or less, that cuts the rate
+twice per epoch is reported: it cannot be told from the mistake.
 
 Reference: ``torch.optim`` "How to adjust learning rate" (call ``scheduler.step()`` after
 ``optimizer.step()``) https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate; GitHub

@@ -17,10 +17,10 @@ and then looks once for the cause (only now, never on a healthy step):
   first module whose output is non-finite, saying whether its own parameters were already
   non-finite.
 Reported once per run (every later step is non-finite too). On the CPU the first and the latest
-finite loss are kept (two numbers), so a loss that grew by 1000x, or beyond 1e6, before it overflowed is
-said to have diverged (too large a learning rate, inputs or targets on large scales), and a finite
-output too large to square in its dtype (above 1.8e19 in float32) is named as what overflowed,
-instead of the log/division/sqrt causes.
+finite loss are kept (two numbers), so a loss that grew by 1000x, or beyond 1e6, before it
+overflowed is said to have diverged (too large a learning rate, inputs or targets on large
+scales), and a finite output too large to square in its dtype (above 1.8e19 in float32) is named
+as what overflowed, instead of the log/division/sqrt causes.
 
 With a ``GradScaler`` the root of backward is the scaled loss, which may overflow by design (the
 scaler then skips the step and lowers its scale). So a non-finite root is confirmed, only then,
@@ -47,11 +47,11 @@ https://github.com/karpathy/nanoGPT/issues/136.
 from __future__ import annotations
 
 import math
-import os
 import weakref
 from typing import Any
 
 from trainguard.sanitize.checks import Check
+from trainguard.sanitize.frames import short_location
 
 _MAX_ROOT = 1  # only scalar roots: a loss
 _DIVERGED_AT = 1e6  # a finite loss this large before the overflow: the run diverged
@@ -70,7 +70,8 @@ class NonFiniteLoss(Check):
         self.pending: list[tuple] = []  # CUDA: (host flag, event, step, where)
         self.scaled: bool | None = None  # a GradScaler is in use (looked up at the first non-finite root)
         self.last_loss: Any = None  # weakref to the last loss output, used under a GradScaler
-        self.first: tuple | None = None  # CPU: (optimizer step, value, backward line), first finite loss
+        # CPU: (optimizer step, value, backward line) of the first finite loss
+        self.first: tuple | None = None
         self.latest: tuple | None = None  # ... and the latest one
         import torch
 
@@ -183,14 +184,14 @@ class NonFiniteLoss(Check):
                  "do not train the model, and each skip lowers the scale" if self.scaled
                  else "every step after it trains on NaN")
         if diverged:
-            fix = ("lower the learning rate, normalize the inputs and regression targets (zero mean, "
-                   "unit variance), or clip gradients")
+            fix = ("lower the learning rate, normalize the inputs and regression targets (zero "
+                   "mean, unit variance), or clip gradients")
         else:
             fix = ("lower the learning rate or clip gradients, check the named module and the "
                    "inputs for NaN/Inf, add an epsilon inside log/sqrt/division")
         self.report(
-            f"{what} at optimizer step {step} (backward at {_short(where)}){diverged}{cause}; "
-            f"{after}", fix=fix, where=where)
+            f"{what} at optimizer step {step} (backward at {short_location(where)}){diverged}"
+            f"{cause}; {after}", fix=fix, where=where)
         self.last = None
 
     def _diverged(self, where: Any) -> str:
@@ -206,7 +207,8 @@ class NonFiniteLoss(Check):
             return ""
         if s0 == s1:
             return f", after a loss of {v1:.3g} at step {s1}: training diverged"
-        return f", after the loss grew from {v0:.3g} at step {s0} to {v1:.3g} at step {s1}: training diverged"
+        return (f", after the loss grew from {v0:.3g} at step {s0} to {v1:.3g} at step {s1}: "
+                "training diverged")
 
     def _cause(self, same_forward: bool) -> str:
         import torch
@@ -220,10 +222,12 @@ class NonFiniteLoss(Check):
         name = type(model).__name__
         with torch.no_grad():
             if any(a.is_floating_point() and not bool(torch.isfinite(a).all()) for a in arg_refs):
-                return f"; the input batch given to {name} at {_short(fwd_where)} already holds NaN/Inf"
+                return (f"; the input batch given to {name} at {short_location(fwd_where)} "
+                        "already holds NaN/Inf")
             out = out_ref() if out_ref is not None else None
             if out is not None and out.is_floating_point() and bool(torch.isfinite(out).all()):
-                return _finite_output(f"{name}'s output at {_short(fwd_where)} was finite", out)
+                return _finite_output(
+                    f"{name}'s output at {short_location(fwd_where)} was finite", out)
         self.state.modules.append(model)  # inner calls of the re-run are not outermost forwards
         try:
             found, output = _rerun(model, arg_refs)
@@ -233,13 +237,15 @@ class NonFiniteLoss(Check):
             # the output itself was freed (a temporary passed on): the re-run's stands for it
             if isinstance(output, torch.Tensor) and output.is_floating_point() \
                     and bool(torch.isfinite(output).all()):
-                return _finite_output(f"re-running {name}'s forward from {_short(fwd_where)} on "
-                                      "the same batch gives a finite output", output)
+                return _finite_output(
+                    f"re-running {name}'s forward from {short_location(fwd_where)} on the same "
+                    "batch gives a finite output", output)
             return ""
         module_name, kind, params_bad = found
         whose = " whose own parameters are already non-finite" if params_bad else ""
-        return (f"; re-running {name}'s forward from {_short(fwd_where)} on the same batch, the "
-                f"first module whose output is non-finite is `{module_name}` ({kind}){whose}")
+        return (f"; re-running {name}'s forward from {short_location(fwd_where)} on the same "
+                f"batch, the first module whose output is non-finite is `{module_name}` "
+                f"({kind}){whose}")
 
 
 def _scaler_in_use() -> bool:
@@ -307,7 +313,3 @@ def _rerun(model: Any, args: list[Any]) -> tuple[tuple[str, str, bool] | None, A
         for module, name, buf in swapped:
             module._buffers[name] = buf
     return (first[0] if first else None), output
-
-
-def _short(where: Any) -> str:
-    return f"{os.path.basename(where[0])}:{where[1]}" if where else "an unknown line"
