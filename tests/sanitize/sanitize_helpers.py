@@ -20,6 +20,19 @@ def run_tg(*args: str, cwd: str | Path | None = None, timeout: float = 120
                           env=cli_env(), capture_output=True, text=True, timeout=timeout)
 
 
+def findings_of(run, *checks) -> list:
+    """The findings of ``checks`` (Check classes) while ``run()`` runs under a fresh watcher."""
+    from trainguard.config import Config
+    from trainguard.sanitize.watcher import Watcher
+
+    watcher = Watcher(config=Config(), stream=io.StringIO(), checks=list(checks)).start()
+    try:
+        run()
+    finally:
+        watcher.stop()
+    return watcher.findings
+
+
 def main_in_process(*args: str) -> int:
     """``trainguard ARGS`` in this process (``trainguard.cli.main``)."""
     from trainguard.cli import main

@@ -4,24 +4,11 @@ next backward that trains the same optimizer is searched for those outputs."""
 
 from __future__ import annotations
 
-import io
-
 import torch
 from torch import nn
 
-from sanitize_helpers import CASES, run_in_process
-from trainguard.config import Config
+from sanitize_helpers import CASES, findings_of, run_in_process
 from trainguard.sanitize.checks.tg205_gradient_cut import GradientCut
-from trainguard.sanitize.watcher import Watcher
-
-
-def _findings(run) -> list:
-    watcher = Watcher(config=Config(), stream=io.StringIO(), checks=[GradientCut]).start()
-    try:
-        run()
-    finally:
-        watcher.stop()
-    return watcher.findings
 
 
 def test_the_detached_branch_case_names_the_line_of_the_cut():
@@ -53,7 +40,7 @@ def test_a_submodule_never_called_is_said_to_be_unused():
             model(torch.randn(4, 3)).sum().backward()
             optimizer.step()
 
-    [finding] = _findings(run)
+    [finding] = findings_of(run, GradientCut)
     assert "`spare` was not called in the step looked at (unused in forward)" in finding.message
 
 
@@ -76,7 +63,7 @@ def test_a_gan_whose_generator_loss_detaches_is_judged_on_the_generators_loss():
             (-D(fake.detach() + bias).mean()).backward()
             opt_g.step()
 
-    [finding] = _findings(run)
+    [finding] = findings_of(run, GradientCut)
     assert "given to Adam" in finding.message
     assert "`0`" not in finding.message  # G itself is the holder, not one of its layers
     assert "does not reach the loss: the cut is after it" in finding.message, finding.message

@@ -5,24 +5,19 @@ https://discuss.pytorch.org/t/is-there-an-example-for-multi-class-multilabel-cla
 
 from __future__ import annotations
 
-import io
-
 import torch
 from torch import nn
 
-from trainguard.config import Config
+from sanitize_helpers import findings_of
 from trainguard.sanitize.checks.tg402_label_dtype import LabelDtype
-from trainguard.sanitize.watcher import Watcher
 
 
 def _finding(target: torch.Tensor):
-    watcher = Watcher(config=Config(), stream=io.StringIO(), checks=[LabelDtype]).start()
-    try:
+    def run() -> None:
         logits = torch.randn(*target.shape, requires_grad=True)
         nn.CrossEntropyLoss()(logits, target).backward()
-    finally:
-        watcher.stop()
-    return watcher.findings
+
+    return findings_of(run, LabelDtype)
 
 
 def test_multi_hot_rows_are_named_multi_label_with_bce_as_the_fix():

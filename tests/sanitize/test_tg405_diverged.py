@@ -5,15 +5,12 @@ says that the loss grew and what overflowed, not log/division/sqrt. Modelled on 
 
 from __future__ import annotations
 
-import io
-
 import pytest
 import torch
 from torch import nn
 
-from trainguard.config import Config
+from sanitize_helpers import findings_of
 from trainguard.sanitize.checks.tg405_non_finite_loss import NonFiniteLoss
-from trainguard.sanitize.watcher import Watcher
 
 
 def _regression(lr: float, scale: float) -> None:
@@ -29,18 +26,8 @@ def _regression(lr: float, scale: float) -> None:
         optimizer.step()
 
 
-def _watch(run) -> Watcher:
-    watcher = Watcher(config=Config(), stream=io.StringIO(), checks=[NonFiniteLoss]).start()
-    try:
-        run()
-    finally:
-        watcher.stop()
-    return watcher
-
-
 def test_a_diverging_regression_is_called_divergence_with_the_overflowing_output():
-    watcher = _watch(lambda: _regression(lr=0.01, scale=300.0))
-    [finding] = watcher.findings
+    [finding] = findings_of(lambda: _regression(lr=0.01, scale=300.0), NonFiniteLoss)
     message = finding.message
     assert finding.code == "TG405" and "the loss is inf" in message, message
     assert "training diverged" in message and "after the loss grew from " in message, message
@@ -65,7 +52,7 @@ def test_a_loss_made_non_finite_by_a_log_of_zero_is_not_called_divergence():
             loss.backward()
             optimizer.step()
 
-    [finding] = _watch(run).findings
+    [finding] = findings_of(run, NonFiniteLoss)
     assert "training diverged" not in finding.message, finding.message
     assert "log of 0" in finding.message and "finite but reached" not in finding.message
     assert finding.fix.startswith("lower the learning rate or clip gradients")
