@@ -31,6 +31,7 @@ import sys
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
+from trainguard.sanitize import frames
 from trainguard.sanitize.frames import (frame_location, is_trainguard_file, is_user_code,
                                        is_user_file, user_frame, user_location)
 from trainguard.sanitize.repro_hooks import install_loader_iter, install_repro
@@ -53,6 +54,28 @@ FUNCTIONAL_WATCHED = (
 Undo = Callable[[], None]
 
 
+class _CompilingFlag:
+    """``_is_compiling_flag`` read through ``torch.compiler.is_compiling()`` (for a torch without
+    the module attribute)."""
+
+    @property
+    def _is_compiling_flag(self) -> bool:
+        import torch
+
+        return torch.compiler.is_compiling()
+
+
+def _compiling_flags() -> Any:
+    """An object whose ``_is_compiling_flag`` attribute answers ``torch.compiler.is_compiling()``
+    outside Dynamo's tracing: torch.compiler itself where it keeps that module attribute (read
+    without a call on hot paths), else a stand-in that calls the function."""
+    import torch
+
+    if isinstance(getattr(torch.compiler, "_is_compiling_flag", None), bool):
+        return torch.compiler
+    return _CompilingFlag()
+
+
 def _patch(owner: Any, name: str, make: Callable[[Any], Any], undo: list[Undo]) -> None:
     original = getattr(owner, name)
     wrapper = make(original)
@@ -69,9 +92,13 @@ def install(w: "Watcher") -> list[Undo]:
     from torch.nn.modules.loss import _Loss
     from torch.optim import optimizer as optim_mod
 
-    is_compiling = torch.compiler.is_compiling
     is_dynamo_compiling = torch.compiler.is_dynamo_compiling
+    # torch.compiler.is_compiling() without its call (True while torch.export traces): every
+    # hook below has returned already when Dynamo traces, so the flag alone answers
+    compiling = _compiling_flags()
     is_grad_enabled = torch.is_grad_enabled
+    user_codes = frames._is_user_code  # id(code) -> bool, read directly on the settled path
+    locations = frames._locations  # (id(code), f_lasti) -> location, likewise
     state = w.state
     seen_models = state.models
     seen_ids = seen_models._refs  # id -> weak reference; read directly on the settled path
@@ -84,16 +111,24 @@ def install(w: "Watcher") -> list[Undo]:
 
     full_types = (_Loss, *w.module_types)
     original_call = nn.Module.__call__
+    # ``Module.__call__`` is ``_wrapped_call_impl``: ``self._compiled_call_impl`` (set by
+    # ``module.compile()``) when there is one, else ``self._call_impl``. Outside Dynamo's tracing the
+    # wrapper makes that choice itself, so a call costs one Python frame less than through the
+    # original (a torch whose ``__call__`` is something else gets the original every time).
+    direct = original_call is getattr(nn.Module, "_wrapped_call_impl", None)
 
     def module_call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if is_dynamo_compiling() or (modules and not isinstance(self, full_types)):
+        if is_dynamo_compiling():
             # Traced by torch.compile (Dynamo folds the test to True, so it puts no guard on the
-            # watcher's state), or an inner module no check asked about: straight to PyTorch's own
-            # call (a failure is located from the traceback by the outermost call).
-            if kwargs:
+            # watcher's state): PyTorch's own call, as without the watcher.
+            return original_call(self, *args, **kwargs)
+        if modules and not isinstance(self, full_types):
+            # An inner module no check asked about: straight to PyTorch's call (a failure is
+            # located from the traceback by the outermost call).
+            if kwargs or not direct or self._compiled_call_impl is not None:
                 return original_call(self, *args, **kwargs)
-            return original_call(self, *args)  # (most calls: no keyword dict to rebuild)
-        if is_compiling():  # traced by torch.export
+            return self._call_impl(*args)  # (most calls: no keyword dict to rebuild)
+        if compiling._is_compiling_flag:  # traced by torch.export
             return original_call(self, *args, **kwargs)
         try:
             depth = len(modules)
@@ -136,7 +171,10 @@ def install(w: "Watcher") -> list[Undo]:
         modules.append(self)
         if call is None:
             try:
-                output = original_call(self, *args, **kwargs)
+                if direct and self._compiled_call_impl is None:  # (original_call, one frame less)
+                    output = self._call_impl(*args, **kwargs)
+                else:
+                    output = original_call(self, *args, **kwargs)
             except BaseException as exc:
                 if depth == 0:
                     state.failed_root = self
@@ -149,15 +187,24 @@ def install(w: "Watcher") -> list[Undo]:
             state.root_forwards += 1
             if id(self) not in seen_ids:
                 seen_models.add(self)
-            where = user_location(caller)
+            code = caller.f_code  # (user_location's cached case, without the call)
+            where = locations.get((id(code), caller.f_lasti)) if user_codes.get(id(code)) \
+                else None
+            if where is None:
+                where = user_location(caller)
             if state.stamp_outputs and grad:  # stamped on settled steps too (TG201/202/203)
-                stamp(self, output, where)
-            if always_root:
+                stamp(self, output, where, args)
+            handlers = always["on_root_forward"]
+            if handlers:
                 # one record serves every settled call: the checks read it during the event only
                 rec = settled
                 rec.module, rec.args, rec.output = self, args, output
                 rec.training, rec.grad_enabled, rec.where = self.training, grad, where
-                w.emit_always("on_root_forward", rec)
+                for check, method in handlers:  # (Watcher.emit_always, inlined)
+                    try:
+                        method(rec)
+                    except Exception as exc:
+                        w._check_failed(check, "on_root_forward", exc)
                 rec.module = rec.args = rec.output = None
             return output
         stack.append(call)
@@ -186,21 +233,44 @@ def install(w: "Watcher") -> list[Undo]:
         return output
 
     stamps = state.stamps
-    always_root = w.always["on_root_forward"]
+    always = w.always  # event -> the checks' always handlers (lists are replaced, not the dict)
     settled = ForwardCall(None, (), 0, True, True, None)
+    tensor_type = torch.Tensor
 
-    def stamp(module: Any, output: Any, where: Any) -> Made | None:
+    ref = weakref.ref
+
+    def input_refs(args: tuple) -> list[Any] | None:
+        """Weak references to ``args``, or None when one is not a tensor (``Made.inputs``)."""
+        refs = []  # (a plain loop: this runs on every step, settled ones too)
+        for a in args:
+            if not isinstance(a, tensor_type):
+                return None
+            refs.append(ref(a))
+        return refs
+
+    def stamp(module: Any, output: Any, where: Any, args: tuple) -> Made | None:
         """Stamp the ``grad_fn`` of an outermost output (``State.stamps`` follows it)."""
         made = None
-        for tensor in ((output,) if isinstance(output, torch.Tensor) else first_tensor(output)):
-            node = tensor.grad_fn
-            if node is not None:
-                if made is None:
-                    made = Made(state.backward_count, state.step, where, type(module).__name__,
-                                state.root_forwards, id(module))
-                node.metadata[MADE] = made
+        if isinstance(output, tensor_type):  # (most models: one tensor, no list to build)
+            node = output.grad_fn
+            if node is None:
+                return None
+            inputs = input_refs(args) if state.stamp_inputs else None
+            made = Made(state.backward_count, state.step, where, type(module).__name__,
+                        state.root_forwards, id(module), inputs,
+                        ref(output) if inputs is not None else None)
+            node.metadata[MADE] = made
+        else:
+            for tensor in first_tensor(output):
+                node = tensor.grad_fn
+                if node is not None:
+                    if made is None:
+                        made = Made(state.backward_count, state.step, where,
+                                    type(module).__name__, state.root_forwards, id(module),
+                                    input_refs(args) if state.stamp_inputs else None)
+                    node.metadata[MADE] = made
         if made is not None and not state.in_backward:
-            stamps.append(weakref.ref(made))
+            stamps.append(ref(made))
             if len(stamps) > 2048:  # no check reads them (TG201 switched off): keep the newest
                 del stamps[:-1024]
         return made
@@ -219,7 +289,7 @@ def install(w: "Watcher") -> list[Undo]:
             state.root_forwards += 1
             state.models.add(self)
             if state.stamp_outputs and call.grad_enabled:
-                call.made = stamp(self, output, call.where)
+                call.made = stamp(self, output, call.where, call.args)
             if h["on_root_forward"]:
                 w.emit("on_root_forward", call)
 
@@ -228,7 +298,6 @@ def install(w: "Watcher") -> list[Undo]:
     # Optimizer steps, backward and zero_grad are never traced by torch.export, so Dynamo's own
     # test (one call, folded to True while Dynamo traces) is enough for them.
     stepped_ids = state.optimizers._refs
-    always = w.always  # event -> the checks' always handlers (lists are replaced, not the dict)
 
     def step_pre(optimizer: Any, args: tuple, kwargs: dict) -> None:
         if is_dynamo_compiling():
@@ -255,8 +324,12 @@ def install(w: "Watcher") -> list[Undo]:
             if see(("s", id(optimizer))):
                 if h["on_step"]:
                     w.emit("on_step", optimizer)
-            elif always["on_step"]:
-                w.emit_always("on_step", optimizer)
+            else:
+                for check, method in always["on_step"]:  # (Watcher.emit_always, inlined)
+                    try:
+                        method(optimizer)
+                    except Exception as exc:
+                        w._check_failed(check, "on_step", exc)
             cadence.boundary(optimizer, w.reports, bool(w.armed))
         except Exception as exc:
             w.hook_failed("Optimizer.step", exc)
@@ -266,6 +339,7 @@ def install(w: "Watcher") -> list[Undo]:
     undo.append(optim_mod.register_optimizer_step_post_hook(step_post).remove)
 
     backwards = state.backwards
+    tensor_backward = torch.Tensor.backward.__code__
 
     def make_backward(original: Any) -> Any:
         def backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
@@ -280,21 +354,31 @@ def install(w: "Watcher") -> list[Undo]:
                 else:
                     roots = ()
                 retain = create_graph if retain_graph is None else bool(retain_graph)
-                caller = user_frame(sys._getframe(1))  # Tensor.backward's caller, usually
+                # the innermost user frame: Tensor.backward's caller, usually (found without
+                # user_frame's call when that caller is user code seen before)
+                caller = sys._getframe(1)
+                if caller.f_code is tensor_backward:
+                    caller = caller.f_back
+                if caller is not None and not user_codes.get(id(caller.f_code)):
+                    caller = user_frame(caller)
                 if caller is None:
                     checked = see(("B", None, -1, retain, bool(create_graph), len(roots)))
                     where = None
                 else:
-                    checked = see(("B", caller.f_code, caller.f_lasti, retain,
-                                   bool(create_graph), len(roots)))
-                    where = frame_location(caller)
+                    code, lasti = caller.f_code, caller.f_lasti
+                    checked = see(("B", code, lasti, retain, bool(create_graph), len(roots)))
+                    where = locations.get((id(code), lasti)) or frame_location(caller)
                 call = BackwardCall(roots, retain, bool(create_graph), where,
                                     state.backward_count, state.step)
                 if checked:
                     if h["on_backward"]:
                         w.emit("on_backward", call)
-                elif always["on_backward"]:
-                    w.emit_always("on_backward", call)
+                else:
+                    for check, method in always["on_backward"]:  # (Watcher.emit_always)
+                        try:
+                            method(call)
+                        except Exception as exc:
+                            w._check_failed(check, "on_backward", exc)
             except Exception as exc:
                 w.hook_failed("torch.autograd.backward", exc)
                 return original(tensors, grad_tensors, retain_graph, create_graph, *args, **kwargs)
@@ -442,6 +526,10 @@ def _loss_sig(args: tuple, kwargs: dict) -> tuple:
     """Shapes and dtypes of a loss call's input and target, for a cycle key."""
     if len(args) > 1:
         given, target = args[0], args[1]
+        try:  # (the usual call: two tensors, no getattr calls)
+            return (given.shape, given.dtype, target.shape, target.dtype)
+        except AttributeError:
+            pass
     else:
         given = args[0] if args else kwargs.get("input")
         target = kwargs.get("target")
@@ -605,18 +693,21 @@ def _observer(w: "Watcher", event: str, original: Any, nargs: int) -> Any:
 def _functional_loss(w: "Watcher", name: str, original: Any, loss_type: type) -> Any:
     import torch
 
-    is_compiling = torch.compiler.is_compiling
+    # torch.compiler.is_compiling(), one call cheaper: Dynamo folds the first test to True
+    is_dynamo_compiling = torch.compiler.is_dynamo_compiling
+    compiling = _compiling_flags()
     modules = w.state.modules
     see = w.cadence.see
 
     def loss(*args: Any, **kwargs: Any) -> Any:
         output = original(*args, **kwargs)
         # A loss module calls this function itself; its own event covers it.
-        if is_compiling() or (modules and isinstance(modules[-1], loss_type)):
+        if is_dynamo_compiling() or compiling._is_compiling_flag or (
+                modules and isinstance(modules[-1], loss_type)):
             return output
         try:
             caller = sys._getframe(1)
-            if not see(("L", name, caller.f_code, caller.f_lasti, *_loss_sig(args, kwargs))):
+            if not see(("L", name, caller.f_code, caller.f_lasti, _loss_sig(args, kwargs))):
                 return output
             call = LossCall(name, args, kwargs, output, None, None, caller)
             w.emit("on_loss", call)

@@ -34,18 +34,26 @@ class Made:
         module: the module's class name (``"backward root"`` for a loss).
         order: outermost module calls completed (a clock for runs without optimizer steps).
         model_id: ``id()`` of the module whose call made it (None for a loss).
+        inputs: weak references to the call's positional arguments, all tensors (when
+            ``State.stamp_inputs``; else, or when an argument is not a tensor, None).
+        output: a weak reference to the output tensor the stamp is on (when ``inputs`` is set
+            and the output is one tensor; else None).
     """
 
-    __slots__ = ("backward_count", "step", "where", "module", "order", "model_id", "__weakref__")
+    __slots__ = ("backward_count", "step", "where", "module", "order", "model_id", "inputs",
+                 "output", "__weakref__")
 
     def __init__(self, backward_count: int, step: int, where: Any, module: str,
-                 order: int, model_id: int | None = None) -> None:
+                 order: int, model_id: int | None = None, inputs: list[Any] | None = None,
+                 output: Any = None) -> None:
         self.backward_count = backward_count
         self.step = step
         self.where = where
         self.module = module
         self.order = order
         self.model_id = model_id
+        self.inputs = inputs
+        self.output = output
 
 __all__ = ["MADE", "Made", "State", "ForwardCall", "LossCall", "BackwardCall", "GraphTrack", "Unreached",
            "first_tensor"]
@@ -310,6 +318,7 @@ class State:
         self.optimizers = _Seen()
         self._tracks: list[GraphTrack] = []
         self.stamp_outputs = False  # a check asked for MADE stamps on outermost outputs
+        self.stamp_inputs = False  # ... holding weak references to the call's tensor arguments
         self.loader_id = 0  # id() of the DataLoader whose __iter__ ran last (0: none seen)
         # the latest DataLoader passes: (pass number, weak reference to the iterator its __iter__
         # returned, len(loader) or None, whether that DataLoader had a pass before); the

@@ -263,8 +263,7 @@ class ParamsNotInOptimizer(Check):
         stale: bool | None = None  # worked out only when a model no optimizer trains has grads
         out = {}
         models = list(self.state.models)
-        params = {id(m): [(n, p, "") for n, p in m.named_parameters()] + _unregistered(m)
-                  for m in models}
+        params = {id(m): _parameters(m) for m in models}
         trained = {id(m): m for m in models if any(id(p) in held for _, p, _ in params[id(m)])}
         for model in models:
             named = params[id(model)]
@@ -424,33 +423,47 @@ def _stale(optimizers: list[Any]) -> bool:
 _TORCH_CLASS: dict[type, bool] = {}  # module class -> defined by PyTorch itself
 
 
-def _unregistered(model: Any) -> list[tuple[str, Any, str]]:
-    """Parameters of modules that ``model`` or its submodules keep in plain list, tuple or dict
-    attributes (not registered, so ``model.parameters()`` misses them), as (name, param,
-    attribute)."""
+def _parameters(model: Any) -> list[tuple[str, Any, str]]:
+    """``(name, param, "")`` for each of ``model.named_parameters()``, then the parameters of
+    modules that ``model`` or its submodules keep in plain list, tuple or dict attributes (not
+    registered, so ``model.parameters()`` misses them) as ``(name, param, attribute)``: one walk
+    over the modules."""
+    out: list[tuple[str, Any, str]] = []
+    extra: list[tuple[str, Any, str]] = []
+    memo: set[int] = set()  # as named_parameters(): a parameter shared by two modules once
+    for prefix, module in model.named_modules():
+        for name, p in module._parameters.items():
+            if p is None or id(p) in memo:
+                continue
+            memo.add(id(p))
+            out.append((f"{prefix}.{name}" if prefix else name, p, ""))
+        _unregistered_in(model, prefix, module, extra)
+    return out + extra
+
+
+def _unregistered_in(model: Any, prefix: str, module: Any, out: list[tuple[str, Any, str]]) -> None:
+    """The parameters of modules that ``module`` (one of ``model``'s, named ``prefix``) keeps in
+    plain list, tuple or dict attributes, appended to ``out`` as ``(name, param, attribute)``."""
     from torch import nn
 
-    out = []
-    for prefix, module in model.named_modules():
-        cls = type(module)
-        own = _TORCH_CLASS.get(cls)
-        if own is None:
-            own = _TORCH_CLASS[cls] = cls.__module__.startswith("torch.")
-        if own:  # PyTorch's own modules register every submodule they hold
+    cls = type(module)
+    own = _TORCH_CLASS.get(cls)
+    if own is None:
+        own = _TORCH_CLASS[cls] = cls.__module__.startswith("torch.")
+    if own:  # PyTorch's own modules register every submodule they hold
+        return
+    for attr, value in vars(module).items():
+        if attr.startswith("_") or not isinstance(value, (list, tuple, dict)) or not value:
             continue
-        for attr, value in vars(module).items():
-            if attr.startswith("_") or not isinstance(value, (list, tuple, dict)) or not value:
-                continue
-            first = next(iter(value.values())) if isinstance(value, dict) else value[0]
-            if not isinstance(first, nn.Module):
-                continue  # a container of other things (kept on a model: look no further)
-            items = value.items() if isinstance(value, dict) else enumerate(value)
-            for key, item in items:
-                if isinstance(item, nn.Module) and item is not model:
-                    where = f"{prefix}.{attr}" if prefix else attr
-                    for name, p in item.named_parameters():
-                        out.append((f"{where}[{key!r}].{name}", p, where))
-    return out
+        first = next(iter(value.values())) if isinstance(value, dict) else value[0]
+        if not isinstance(first, nn.Module):
+            continue  # a container of other things (kept on a model: look no further)
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if isinstance(item, nn.Module) and item is not model:
+                where = f"{prefix}.{attr}" if prefix else attr
+                for name, p in item.named_parameters():
+                    out.append((f"{where}[{key!r}].{name}", p, where))
 
 
 def _tensors(args: tuple, kwargs: dict) -> list[Any]:

@@ -3,15 +3,16 @@
 What it watches: the root of every ``backward()`` when it is a single value (the loss). On the CPU
 its value is read (``.item()``, about a microsecond). On CUDA a ``torch.isfinite`` flag is copied
 to pinned memory without blocking, and read at a later backward once its CUDA event has completed,
-so the check never waits for the GPU. Each outermost training forward leaves weak references to its
-tensor arguments and its output.
+so the check never waits for the GPU. The watcher's stamp on each outermost training output (its
+``grad_fn``'s ``Made``) holds weak references to the call's tensor arguments and to the output.
 
 When it fires: the first non-finite loss. The finding names the optimizer step and backward line,
 and then looks once for the cause (only now, never on a healthy step):
 - the input batch already holds NaN/Inf;
 - the model's output was finite, so the loss computation itself made the value (``log(0)``, a
   division by zero, a target out of range);
-- otherwise the same forward is re-run once on the same batch under ``torch.no_grad()``, with the
+- otherwise the forward that made the loss's input (the latest outermost call whose stamped output
+  the loss's graph holds) is re-run once on the same batch under ``torch.no_grad()``, with the
   RNG state forked and every buffer (BatchNorm running statistics) swapped for a copy (the originals are never
   touched, so the backward about to run is unaffected), and with forward hooks that name the
   first module whose output is non-finite, saying whether its own parameters were already
@@ -52,6 +53,8 @@ from typing import Any
 
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import short_location
+from trainguard.sanitize.holders import graph_nodes, node_metadata
+from trainguard.sanitize.state import MADE
 
 _MAX_ROOT = 1  # only scalar roots: a loss
 _DIVERGED_AT = 1e6  # a finite loss this large before the overflow: the run diverged
@@ -61,35 +64,20 @@ _HUGE_LOSS = 1e30  # a scaled loss that overflowed counts as an infinite loss wh
 
 class NonFiniteLoss(Check):
     code = "TG405"
-    always = ("on_root_forward", "on_backward")  # every step is looked at, settled ones too
+    always = ("on_backward",)  # every step is looked at, settled ones too
 
     def __init__(self, watcher: Any) -> None:
         super().__init__(watcher)
         self.done = False
-        self.last: tuple | None = None  # (model ref, arg refs, output ref, where)
+        # the stamps on outermost outputs hold weak references to the call's tensor arguments and
+        # output (Made.inputs, Made.output), for the re-run
+        self.state.stamp_outputs = self.state.stamp_inputs = True
         self.pending: list[tuple] = []  # CUDA: (host flag, event, step, where)
         self.scaled: bool | None = None  # a GradScaler is in use (looked up at the first non-finite root)
         self.last_loss: Any = None  # weakref to the last loss output, used under a GradScaler
         # CPU: (optimizer step, value, backward line) of the first finite loss
         self.first: tuple | None = None
         self.latest: tuple | None = None  # ... and the latest one
-        import torch
-
-        self.tensor_type = torch.Tensor  # (no import statement on the per-step path)
-
-    def on_root_forward(self, call: Any) -> None:
-        if self.done or not call.grad_enabled:
-            return
-        tensor = self.tensor_type
-        refs = []  # (a plain loop: this runs on every step, settled ones too)
-        for a in call.args:
-            if not isinstance(a, tensor):
-                self.last = None
-                return
-            refs.append(weakref.ref(a))
-        out = call.output
-        self.last = (weakref.ref(call.module), refs,
-                     weakref.ref(out) if isinstance(out, tensor) else None, call.where)
 
     def on_loss(self, call: Any) -> None:
         out = call.output
@@ -101,19 +89,24 @@ class NonFiniteLoss(Check):
         if self.pending:
             self._poll()
         roots = call.tensors
-        if len(roots) != 1 or roots[0].numel() != _MAX_ROOT or not roots[0].is_floating_point():
+        if len(roots) != 1:
             return
         root = roots[0]
+        if root.numel() != _MAX_ROOT:
+            return
         if root.is_cuda:
-            self._queue(root, call)
+            if root.is_floating_point():
+                self._queue(root, call)
             return
         value = root.item()
-        if math.isfinite(value):
+        if type(value) is not float:  # a complex root (backward roots are never integers)
+            return
+        if value - value == 0.0:  # finite (inf - inf and NaN - NaN are NaN): math.isfinite
             self.latest = (self.state.step + 1, value, call.where)
             if self.first is None:
                 self.first = self.latest
         elif self._loss_is_non_finite(root, value):
-            self._found(value, self.state.step + 1, call.where)
+            self._found(value, self.state.step + 1, call.where, root=root)
 
     def _loss_is_non_finite(self, root: Any = None, value: float = 0.0) -> bool:
         """Under a GradScaler, whether the unscaled loss is non-finite too (rare path only).
@@ -173,10 +166,11 @@ class NonFiniteLoss(Check):
             self._poll()
         self.pending.clear()
 
-    def _found(self, value: float, step: int, where: Any, *, exact: bool = True) -> None:
+    def _found(self, value: float, step: int, where: Any, *, exact: bool = True,
+               root: Any = None) -> None:
         self.done = True
         what = f"the loss is {value}" if exact else "the loss is NaN or Inf"
-        cause = self._cause(exact)
+        cause = self._cause(root) if exact else ""  # (on CUDA the graph is gone by now)
         diverged = self._diverged(where)
         # Without a scaler the step writes NaN into the weights, so every later step is NaN too;
         # a GradScaler finds the non-finite gradients and skips that step instead.
@@ -192,7 +186,6 @@ class NonFiniteLoss(Check):
         self.report(
             f"{what} at optimizer step {step} (backward at {short_location(where)}){diverged}"
             f"{cause}; {after}", fix=fix, where=where)
-        self.last = None
 
     def _diverged(self, where: Any) -> str:
         """The loss's growth before it overflowed, when it grew by 1000x or beyond 1e6 (CPU
@@ -210,15 +203,21 @@ class NonFiniteLoss(Check):
         return (f", after the loss grew from {v0:.3g} at step {s0} to {v1:.3g} at step {s1}: "
                 "training diverged")
 
-    def _cause(self, same_forward: bool) -> str:
+    def _cause(self, root: Any) -> str:
+        """Why the loss ``root`` (a CPU backward root whose graph is intact) is non-finite, from
+        the latest outermost call whose stamped output its graph holds; "" when none is found."""
         import torch
 
-        last = self.last
-        if last is None or not same_forward:
+        made = _latest_made(root)
+        if made is None or made.inputs is None:
             return ""
-        model, arg_refs, out_ref, fwd_where = last[0](), [r() for r in last[1]], last[2], last[3]
-        if model is None or any(a is None for a in arg_refs):
+        ref = self.state.models._refs.get(made.model_id)
+        model = ref() if ref is not None else None
+        arg_refs = [r() for r in made.inputs]
+        if (model is None or type(model).__name__ != made.module
+                or any(a is None for a in arg_refs)):
             return ""
+        out_ref, fwd_where = made.output, made.where
         name = type(model).__name__
         with torch.no_grad():
             if any(a.is_floating_point() and not bool(torch.isfinite(a).all()) for a in arg_refs):
@@ -246,6 +245,27 @@ class NonFiniteLoss(Check):
         return (f"; re-running {name}'s forward from {short_location(fwd_where)} on the same "
                 f"batch, the first module whose output is non-finite is `{module_name}` "
                 f"({kind}){whose}")
+
+
+def _latest_made(root: Any, limit: int = 256) -> Any:
+    """The :class:`~trainguard.sanitize.state.Made` stamp of the latest outermost module call
+    whose output the graph of ``root`` holds (the walk stops at each stamp and after ``limit``
+    nodes), or None."""
+    found = []
+
+    def stamped(node: Any) -> bool:
+        meta = node_metadata(node)
+        made = meta.get(MADE) if meta else None
+        if made is None or made.model_id is None:
+            return False
+        found.append(made)
+        return True
+
+    if root is None or root.grad_fn is None:
+        return None
+    for _ in graph_nodes(root.grad_fn, limit=limit, stop=stamped):
+        pass
+    return max(found, key=lambda made: made.order) if found else None
 
 
 def _scaler_in_use() -> bool:
