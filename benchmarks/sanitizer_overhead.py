@@ -7,8 +7,9 @@ round so drift in machine speed hits both sides equally. Each round gives one pa
 prints the median ratio and its spread (25th-75th percentile), the median added microseconds per
 step, and the median ms/step of each side. One watcher serves the whole run (started and stopped
 around each watched block, outside the timing), as in a real run: after its first 8 steps the loop
-is settled, so the watched steps are settled ones with one in 16 checked in full, in the proportion
-a real run has (``--every-step`` measures every step checked in full instead).
+is settled, so the watched steps are settled ones with one in 16 checked in full (one in 32 after
+8 clean samples in a row), in the proportion a long run has (``--every-step`` measures every step
+checked in full instead).
 
 Models (inputs: the 8x8 digits of ``sklearn.datasets.load_digits``, scaled to [0, 1]):
 

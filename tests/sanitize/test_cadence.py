@@ -53,6 +53,22 @@ def test_settles_after_eight_identical_clean_cycles_then_checks_one_in_sixteen()
     assert all(all(every.cycle()) for _ in range(30)) and every.settles == []
 
 
+def test_after_eight_clean_samples_one_cycle_in_thirty_two_until_it_settles_again():
+    loop = _Loop()
+    for _ in range(8):
+        loop.cycle()
+    after = [all(loop.cycle()) for _ in range(8 * 16 + 3 * 32)]
+    full = [i for i, seen in enumerate(after) if seen]
+    # eight samples 16 cycles apart, then 32 apart
+    assert full == [16 * k - 1 for k in range(1, 9)] + [128 + 32 * k - 1 for k in range(1, 4)]
+    # a cycle that differs ends the settled stretch: once it settles again, one in 16 again
+    loop.cycle(CYCLE[:4] + [("S", 9), ("s", 9)])
+    for _ in range(8):
+        loop.cycle()
+    again = [all(loop.cycle()) for _ in range(40)]
+    assert [i for i, seen in enumerate(again) if seen] == [15, 31]
+
+
 @pytest.mark.parametrize("spoil", ["report", "armed", "hold", "different"])
 def test_a_cycle_with_a_report_an_armed_check_a_hold_or_other_calls_never_settles(spoil):
     loop = _Loop()
@@ -190,7 +206,9 @@ def test_a_settled_loop_keeps_exact_counters_and_the_same_weights(loss_module):
     assert watcher.state.step == 200 and watcher.state.root_forwards == 200
     assert watcher.state.backward_count == 200
     assert skipped == 200 - counts.steps and counts.forwards == counts.steps
-    assert 8 + (200 - 8) // 16 <= counts.steps <= 8 + (200 - 8) // 16 + 1
+    # the first 8 steps, then one in 16 for 8 clean samples (128 steps), then one in 32
+    expected = 8 + 8 + (200 - 8 - 8 * 16) // 32
+    assert expected <= counts.steps <= expected + 1
     assert counts.resumes and set(counts.resumes) == {True}
     assert "settled steps repeated a checked one" in watcher.summary()
 

@@ -7,8 +7,12 @@ function making it and the DataLoader iterated last), and the checks reported no
 follow nothing (no check armed), the steps that repeat it exactly are *settled*: their calls still
 go through the wrappers, which keep the watcher's counters exact (steps, backward calls, forwards)
 and compare each call's key with the settled cycle, but the checks are not called. One cycle in
-``every`` is checked in full, so what only data reveals (a loss turning non-finite, gradients
-that stop being zeroed) is still seen, at most ``every`` steps late.
+``every`` (16) is checked in full, so what only data reveals (gradients that stop being zeroed, a
+per-epoch schedule stepped per batch) is still seen, at most ``every`` steps late; after
+``later_after`` (8) such samples in a row found nothing and the same cycle, one in
+``every_later`` (32), until the loop settles again after checked cycles (an evaluation pass, a new
+epoch's first steps when they differ). A sampled cycle costs several settled ones: over a long
+settled stretch this halves that part of the cost.
 
 The first call that differs from the settled cycle (an evaluation pass, ``model.eval()``, a forward
 under ``torch.no_grad()``, a new line, other loss shapes, a call raising) ends the settled state
@@ -46,7 +50,11 @@ class Cadence:
 
     Args:
         settle_after: identical clean cycles in a row before steps are settled.
-        every: while settled, one cycle in ``every`` is checked in full.
+        every: while settled, one cycle in ``every`` is checked in full...
+        every_later: ... and one in ``every_later`` (default ``2 * every``; 1 when ``every`` is 1)
+            once ``later_after`` samples in a row found the settled cycle clean and unchanged (a
+            long settled stretch; it starts over whenever the loop settles again after checked
+            cycles).
         enabled: False checks every step (``trainguard run --every-step``).
         resume: called with ``boundary`` when the checks resume after calls they did not see.
         settle: called when the checks stop seeing calls: the loop settles, or settles again after
@@ -57,14 +65,21 @@ class Cadence:
         steps_skipped: optimizer steps (of the boundary optimizer) that were not checked.
     """
 
-    def __init__(self, *, settle_after: int = 8, every: int = 16, enabled: bool = True,
+    def __init__(self, *, settle_after: int = 8, every: int = 16, every_later: int | None = None,
+                 later_after: int = 8, enabled: bool = True,
                  resume: Callable[[bool], None] | None = None,
                  settle: Callable[[], None] | None = None) -> None:
-        if settle_after < 1 or every < 1:
-            raise ValueError("settle_after and every must be at least 1")
+        if every_later is None:  # twice as sparse (every == 1 stays 1: every cycle checked)
+            every_later = 2 * every if every > 1 else 1
+        if settle_after < 1 or every < 1 or every_later < 1 or later_after < 0:
+            raise ValueError("settle_after, every and every_later must be at least 1, "
+                             "later_after at least 0")
         self.enabled = enabled
         self.settle_after = settle_after
         self.every = every
+        self.every_later = every_later
+        self.later_after = later_after
+        self._samples = 0  # clean samples in a row since the loop last settled after a streak
         self._resume = resume
         self._on_settle = settle
         self.skipping = False
@@ -159,6 +174,7 @@ class Cadence:
         if self._sampling:
             self._sampling = False
             if clean and cycle == self._match[:-1]:
+                self._samples += 1
                 self._settle()
                 return
             self._streak = 0
@@ -170,6 +186,7 @@ class Cadence:
         if self._streak >= self.settle_after:
             self._match = [*cycle, _END]
             self.settled += 1
+            self._samples = 0
             self._settle()
 
     def _adopt(self, optimizer: Any) -> None:
@@ -181,7 +198,8 @@ class Cadence:
 
     def _settle(self) -> None:
         self._pos = 0
-        self._countdown = self.every - 1
+        self._countdown = (self.every if self._samples < self.later_after
+                           else self.every_later) - 1
         if self._countdown <= 0:  # every == 1: check every cycle, yet keep the bookkeeping
             self._sampling = True
             return

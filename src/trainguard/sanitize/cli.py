@@ -35,7 +35,8 @@ def register(subparsers: Any) -> None:
                              'torchrun, rank 0 writes every rank\'s findings, merged)')
     parser.add_argument("--every-step", action="store_true",
                         help="check every optimizer step; by default, once the training loop "
-                             "repeats the same calls, one step in 16 is checked in full")
+                             "repeats the same calls, one step in 16 is checked in full (one "
+                             "in 32 once 8 such samples in a row found nothing)")
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 when the script succeeds but findings were reported")
     parser.add_argument("target", nargs="?", metavar="SCRIPT", help="the script to run")

@@ -52,6 +52,7 @@ FUNCTIONAL_WATCHED = (
 )
 
 Undo = Callable[[], None]
+_NO_INPUTS = object()  # the backward wrapper got other arguments: ``inputs`` is in its kwargs
 
 
 class _CompilingFlag:
@@ -255,7 +256,12 @@ def install(w: "Watcher") -> list[Undo]:
             node = output.grad_fn
             if node is None:
                 return None
-            inputs = input_refs(args) if state.stamp_inputs else None
+            inputs = None
+            if state.stamp_inputs:
+                if len(args) == 1 and isinstance(args[0], tensor_type):  # (no call, no loop)
+                    inputs = [ref(args[0])]
+                else:
+                    inputs = input_refs(args)
             made = Made(state.backward_count, state.step, where, type(module).__name__,
                         state.root_forwards, id(module), inputs,
                         ref(output) if inputs is not None else None)
@@ -321,7 +327,9 @@ def install(w: "Watcher") -> list[Undo]:
             state.step += 1
             state.backwards_at_step = state.backward_count
             state.last_stepped = id(optimizer)
-            if see(("s", id(optimizer))):
+            # No key of its own: the step's pre-hook key (and those of any calls its closure made)
+            # already placed it in the cycle, so it is checked exactly when they were
+            if not cadence.skipping:
                 if h["on_step"]:
                     w.emit("on_step", optimizer)
             else:
@@ -343,9 +351,17 @@ def install(w: "Watcher") -> list[Undo]:
 
     def make_backward(original: Any) -> Any:
         def backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
-                     create_graph: bool = False, *args: Any, **kwargs: Any) -> Any:
+                     create_graph: bool = False, *args: Any, inputs: Any = None,
+                     **kwargs: Any) -> Any:
+            # (``inputs`` by name: ``Tensor.backward`` passes it so, and a call without a
+            # keyword dict to build is the cheaper one)
+            if args or kwargs:
+                if inputs is not None:
+                    kwargs["inputs"] = inputs
+                inputs = _NO_INPUTS
             if is_dynamo_compiling():
-                return original(tensors, grad_tensors, retain_graph, create_graph, *args, **kwargs)
+                return call_original(original, tensors, grad_tensors, retain_graph, create_graph,
+                                     inputs, args, kwargs)
             try:
                 if isinstance(tensors, torch.Tensor):
                     roots: tuple = (tensors,)
@@ -381,11 +397,16 @@ def install(w: "Watcher") -> list[Undo]:
                             w._check_failed(check, "on_backward", exc)
             except Exception as exc:
                 w.hook_failed("torch.autograd.backward", exc)
-                return original(tensors, grad_tensors, retain_graph, create_graph, *args, **kwargs)
+                return call_original(original, tensors, grad_tensors, retain_graph, create_graph,
+                                     inputs, args, kwargs)
             state.in_backward += 1
             try:
-                result = original(tensors, grad_tensors, retain_graph, create_graph,
-                                  *args, **kwargs)
+                if inputs is _NO_INPUTS:
+                    result = original(tensors, grad_tensors, retain_graph, create_graph, *args,
+                                      **kwargs)
+                else:
+                    result = original(tensors, grad_tensors, retain_graph, create_graph,
+                                      inputs=inputs)
             except BaseException as exc:
                 try:
                     call.failed = True
@@ -408,6 +429,12 @@ def install(w: "Watcher") -> list[Undo]:
                 w.hook_failed("torch.autograd.backward", exc)
             return result
         return backward
+
+    def call_original(original: Any, tensors: Any, grad_tensors: Any, retain_graph: Any,
+                      create_graph: Any, inputs: Any, args: tuple, kwargs: dict) -> Any:
+        if inputs is _NO_INPUTS:
+            return original(tensors, grad_tensors, retain_graph, create_graph, *args, **kwargs)
+        return original(tensors, grad_tensors, retain_graph, create_graph, inputs=inputs)
 
     _patch(torch.autograd, "backward", make_backward, undo)
 
@@ -707,7 +734,12 @@ def _functional_loss(w: "Watcher", name: str, original: Any, loss_type: type) ->
             return output
         try:
             caller = sys._getframe(1)
-            if not see(("L", name, caller.f_code, caller.f_lasti, _loss_sig(args, kwargs))):
+            try:  # (_loss_sig's usual case, without its call: input and target as tensors)
+                given, target = args[0], args[1]
+                sig: tuple = (given.shape, given.dtype, target.shape, target.dtype)
+            except (IndexError, AttributeError):
+                sig = _loss_sig(args, kwargs)
+            if not see(("L", name, caller.f_code, caller.f_lasti, sig)):
                 return output
             call = LossCall(name, args, kwargs, output, None, None, caller)
             w.emit("on_loss", call)

@@ -354,7 +354,8 @@ def watch(*, select: str | list[str] | None = None, ignore: str | list[str] | No
         stream: text stream for findings (default ``sys.stderr``).
         every_step: check every optimizer step. By default, once the loop repeats the same calls
             from the same lines in the same modes with nothing to report, only one step in 16 is
-            checked in full until a call differs (``sanitize/cadence.py``).
+            checked in full (one in 32 after 8 clean samples in a row) until a call differs
+            (``sanitize/cadence.py``).
 
     Yields:
         the :class:`Watcher`; ``watcher.findings`` holds the findings.

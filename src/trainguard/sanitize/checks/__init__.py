@@ -65,7 +65,8 @@ Events (arguments are what PyTorch passed; nothing is copied):
   loss (``"dropout"``, ``"dropout2d"``, ...).
 - ``on_save(obj, f)`` / ``on_load(f, kwargs)``: ``torch.save`` / ``torch.load`` was called.
 - ``on_resume(boundary)``: once the training loop has settled, steps that repeat the settled cycle
-  exactly are not checked (``sanitize/cadence.py``): one in 16 is, and the first call that differs
+  exactly are not checked (``sanitize/cadence.py``): one in 16 is (one in 32 after 8 clean
+  samples in a row), and the first call that differs
   goes to the checks again. Before a check sees calls again after calls it did not see, it gets
   ``on_resume``: ``boundary`` True at the start of a cycle (right after the boundary optimizer's
   ``step()``), False in the middle of one (the calls of that cycle so far were not seen). The

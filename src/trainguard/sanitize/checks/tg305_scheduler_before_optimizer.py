@@ -30,8 +30,9 @@ When it fires:
   was first seen (8 steps at least) and the rate is below 1e-9 of its initial value. Reported at
   the scheduler's ``step()`` line, once per scheduler; on a line already reported for stepping
   before the optimizer, the one finding says both. Two checked steps must fall within one pass:
-  with settled steps checked one in 16, an epoch of fewer than 16 optimizer steps is seen only by
-  the 1e-3 rule, or from the second epoch with ``--every-step``.
+  with settled steps checked one in 16 (then one in 32), an epoch of fewer than 16 optimizer steps
+  (32 on a long settled stretch) is seen only by the 1e-3 rule, or from the second epoch with
+  ``--every-step``.
 
 Silent on: the canonical order (``optimizer.step()`` then ``scheduler.step()``), OneCycle/Cyclic/
 warm-up schedulers stepped per batch (per-batch stepping is their design; only the order is
