@@ -49,3 +49,52 @@ def test_rerun_changes_no_weight_buffer_or_rng_state():
     for key, value in plain_state.items():
         assert torch.equal(value, watched_state[key]) or (
             value.isnan().any() and torch.equal(value.isnan(), watched_state[key].isnan())), key
+
+
+def _settled_run(poison_at: int, tuple_output: bool) -> Watcher:
+    """A loop that settles (every check installed), then a batch of step ``poison_at`` has a
+    negative value that the model's first module turns into NaN."""
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.log = _Log()
+            self.head = nn.Linear(4, 1)
+
+        def forward(self, x):
+            out = self.head(self.log(x))
+            return (out, out.detach()) if tuple_output else out
+
+    torch.manual_seed(5)
+    model = Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    watcher = Watcher(config=Config(), stream=io.StringIO()).start()
+    try:
+        for step in range(poison_at + 1):
+            x = torch.rand(16, 4) + 0.1
+            if step == poison_at:
+                x[0, 0] = -1.0
+            optimizer.zero_grad()
+            out = model(x)
+            loss = (out[0] if tuple_output else out).mean()
+            loss.backward()
+            optimizer.step()
+        assert watcher.cadence.steps_skipped > 0  # the poisoned step came after settled ones
+    finally:
+        watcher.stop()
+    return watcher
+
+
+def test_the_cause_is_named_on_a_settled_step_from_the_outputs_stamp():
+    # step 30: settled after step 8, not a sampled step (those come 16 apart)
+    findings = [f for f in _settled_run(30, False).findings if f.code == "TG405"]
+    assert len(findings) == 1
+    message = findings[0].message
+    assert "at optimizer step 31" in message
+    assert "re-running Net's forward" in message and "is `log` (_Log)" in message
+
+
+def test_the_cause_is_named_for_a_model_that_returns_a_tuple():
+    findings = [f for f in _settled_run(30, True).findings if f.code == "TG405"]
+    assert len(findings) == 1
+    assert "is `log` (_Log)" in findings[0].message, findings[0].message
