@@ -98,3 +98,36 @@ def test_the_cause_is_named_for_a_model_that_returns_a_tuple():
     findings = [f for f in _settled_run(30, True).findings if f.code == "TG405"]
     assert len(findings) == 1
     assert "is `log` (_Log)" in findings[0].message, findings[0].message
+
+
+def test_the_cause_is_named_when_the_loss_uses_an_output_that_carries_no_stamp():
+    # Only the first four tensors of a tuple or dict output are stamped: a loss on the fifth head
+    # is traced to the latest training forward instead.
+    class Heads(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.log = _Log()
+            self.heads = nn.ModuleList(nn.Linear(4, 1) for _ in range(5))
+
+        def forward(self, x):
+            h = self.log(x)
+            return {f"h{i}": head(h) for i, head in enumerate(self.heads)}
+
+    torch.manual_seed(3)
+    model = Heads()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    watcher = Watcher(config=Config(), stream=io.StringIO(), checks=[NonFiniteLoss]).start()
+    try:
+        for step in range(12):
+            x = torch.rand(8, 4) + 0.1
+            if step == 11:
+                x[0, 0] = -1.0
+            optimizer.zero_grad()
+            loss = model(x)["h4"].mean()
+            loss.backward()
+            optimizer.step()
+    finally:
+        watcher.stop()
+    assert [f.code for f in watcher.findings] == ["TG405"]
+    assert "re-running Heads's forward" in watcher.findings[0].message
+    assert "is `log` (_Log)" in watcher.findings[0].message

@@ -275,6 +275,11 @@ def install(w: "Watcher") -> list[Undo]:
                                     type(module).__name__, state.root_forwards, id(module),
                                     input_refs(args) if state.stamp_inputs else None)
                     node.metadata[MADE] = made
+            if made is not None and made.inputs is not None:
+                # only the first few tensors of a tuple or dict are stamped: what TG405 needs to
+                # re-run this call when a loss comes from another one (no reference to the stamp,
+                # which must die with the graph)
+                state.last_multi = (made.order, made.model_id, made.module, made.where, made.inputs)
         if made is not None and not state.in_backward:
             stamps.append(ref(made))
             if len(stamps) > 2048:  # no check reads them (TG201 switched off): keep the newest

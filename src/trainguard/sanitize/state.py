@@ -319,6 +319,9 @@ class State:
         self._tracks: list[GraphTrack] = []
         self.stamp_outputs = False  # a check asked for MADE stamps on outermost outputs
         self.stamp_inputs = False  # ... holding weak references to the call's tensor arguments
+        # with stamp_inputs, the latest outermost call whose output is a tuple, list or dict:
+        # (order, id(module), class name, where, weak references to its tensor arguments)
+        self.last_multi: tuple | None = None
         self.loader_id = 0  # id() of the DataLoader whose __iter__ ran last (0: none seen)
         # the latest DataLoader passes: (pass number, weak reference to the iterator its __iter__
         # returned, len(loader) or None, whether that DataLoader had a pass before); the

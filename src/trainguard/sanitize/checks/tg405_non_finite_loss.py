@@ -12,7 +12,8 @@ and then looks once for the cause (only now, never on a healthy step):
 - the model's output was finite, so the loss computation itself made the value (``log(0)``, a
   division by zero, a target out of range);
 - otherwise the forward that made the loss's input (the latest outermost call whose stamped output
-  the loss's graph holds) is re-run once on the same batch under ``torch.no_grad()``, with the
+  the loss's graph holds; when it holds none, the latest outermost training forward) is re-run
+  once on the same batch under ``torch.no_grad()``, with the
   RNG state forked and every buffer (BatchNorm running statistics) swapped for a copy (the originals are never
   touched, so the backward about to run is unaffected), and with forward hooks that name the
   first module whose output is non-finite, saying whether its own parameters were already
@@ -54,7 +55,7 @@ from typing import Any
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import short_location
 from trainguard.sanitize.holders import graph_nodes, node_metadata
-from trainguard.sanitize.state import MADE
+from trainguard.sanitize.state import MADE, Made
 
 _MAX_ROOT = 1  # only scalar roots: a loss
 _DIVERGED_AT = 1e6  # a finite loss this large before the overflow: the run diverged
@@ -205,10 +206,11 @@ class NonFiniteLoss(Check):
 
     def _cause(self, root: Any) -> str:
         """Why the loss ``root`` (a CPU backward root whose graph is intact) is non-finite, from
-        the latest outermost call whose stamped output its graph holds; "" when none is found."""
+        the latest outermost call whose stamped output its graph holds (else the latest outermost
+        training forward); "" when none is found."""
         import torch
 
-        made = _latest_made(root)
+        made = _latest_made(root, self.state)
         if made is None or made.inputs is None:
             return ""
         ref = self.state.models._refs.get(made.model_id)
@@ -247,10 +249,12 @@ class NonFiniteLoss(Check):
                 f"({kind}){whose}")
 
 
-def _latest_made(root: Any, limit: int = 256) -> Any:
+def _latest_made(root: Any, state: Any) -> Any:
     """The :class:`~trainguard.sanitize.state.Made` stamp of the latest outermost module call
-    whose output the graph of ``root`` holds (the walk stops at each stamp and after ``limit``
-    nodes), or None."""
+    whose output the graph of ``root`` holds (the walk stops at each stamp). When the graph holds
+    none (a loss on a tuple's or dict's output beyond the few that are stamped), the latest
+    outermost training forward: the latest live stamp, or ``State.last_multi`` when that call is
+    later. None when there is neither. Run once, at the first non-finite loss."""
     found = []
 
     def stamped(node: Any) -> bool:
@@ -261,11 +265,18 @@ def _latest_made(root: Any, limit: int = 256) -> Any:
         found.append(made)
         return True
 
-    if root is None or root.grad_fn is None:
-        return None
-    for _ in graph_nodes(root.grad_fn, limit=limit, stop=stamped):
-        pass
-    return max(found, key=lambda made: made.order) if found else None
+    if root is not None and root.grad_fn is not None:
+        for _ in graph_nodes(root.grad_fn, stop=stamped):
+            pass
+    if found:
+        return max(found, key=lambda made: made.order)
+    latest = next((made for made in (ref() for ref in reversed(state.stamps))
+                   if made is not None and made.model_id is not None), None)
+    multi = state.last_multi
+    if multi is not None and (latest is None or multi[0] > latest.order):
+        order, model_id, module, where, inputs = multi
+        return Made(0, 0, where, module, order, model_id, inputs)
+    return latest
 
 
 def _scaler_in_use() -> bool:
