@@ -131,3 +131,118 @@ def test_the_cause_is_named_when_the_loss_uses_an_output_that_carries_no_stamp()
     assert [f.code for f in watcher.findings] == ["TG405"]
     assert "re-running Heads's forward" in watcher.findings[0].message
     assert "is `log` (_Log)" in watcher.findings[0].message
+
+
+def _message(loop) -> str:
+    """The TG405 message of ``loop()`` run under a watcher with TG405 alone."""
+    torch.manual_seed(4)
+    watcher = Watcher(config=Config(), stream=io.StringIO(), checks=[NonFiniteLoss]).start()
+    try:
+        loop()
+    finally:
+        watcher.stop()
+    assert [f.code for f in watcher.findings] == ["TG405"]
+    return watcher.findings[0].message
+
+
+class _Masked(nn.Module):
+    """Attention pooling; a row masked out entirely gives softmax NaN."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.score = nn.Linear(4, 1)
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, x, mask=None):
+        s = self.score(x).squeeze(-1)
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf"))
+        return self.head((s.softmax(-1).unsqueeze(-1) * x).sum(1))
+
+
+def test_the_rerun_passes_the_calls_keyword_arguments():
+    # Re-run without mask=..., the forward is finite and the loss would be blamed.
+    model = _Masked()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def loop():
+        for step in range(12):
+            mask = torch.ones(8, 5, dtype=torch.bool)
+            if step == 11:
+                mask[2] = False
+            optimizer.zero_grad()
+            model(torch.randn(8, 5, 4), mask=mask).pow(2).mean().backward()
+            optimizer.step()
+
+    message = _message(loop)
+    assert "re-running _Masked's forward" in message and "is `head` (Linear)" in message, message
+
+
+def test_of_two_calls_in_one_loss_the_one_that_made_the_nan_is_named():
+    # Two views through one model: the later call is finite, the earlier one is not (softplus of
+    # a large negative value is 0, and its log -inf).
+    model = nn.Sequential(nn.Linear(4, 4), nn.Softplus(), _Log(), nn.Linear(4, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def loop():
+        for step in range(12):
+            x = torch.rand(8, 4) + 0.5
+            bad = x.clone()
+            if step == 11:
+                bad[0] = -1e4
+            optimizer.zero_grad()
+            z1, z2 = model(bad), model(x)
+            ((z1 - z2) ** 2).mean().backward()
+            optimizer.step()
+
+    message = _message(loop)
+    assert "at optimizer step 12 " in message
+    assert "is `2` (_Log)" in message, message
+    assert "was finite" not in message
+
+
+def test_a_nan_input_made_by_another_model_is_traced_to_that_model():
+    encoder = nn.Sequential(nn.Linear(4, 4), nn.Softplus(), _Log())
+    decoder = nn.Linear(4, 1)
+    optimizer = torch.optim.SGD([*encoder.parameters(), *decoder.parameters()], lr=1e-3)
+
+    def loop():
+        for step in range(12):
+            x = torch.rand(8, 4) + 0.5
+            if step == 11:
+                x[0] = -1e4
+            optimizer.zero_grad()
+            z = encoder(x)
+            decoder(z).mean().backward()
+            optimizer.step()
+
+    message = _message(loop)
+    assert "at optimizer step 12 " in message
+    assert "the input batch given to Linear" in message
+    assert "it is Sequential's output at test_tg405_rerun.py:" in message
+    assert "re-running Sequential's forward" in message and "is `2` (_Log)" in message, message
+
+
+def test_a_detached_generator_output_is_traced_to_the_generator():
+    generator = nn.Sequential(nn.Linear(4, 4), nn.Softplus(), _Log())
+    critic = nn.Linear(4, 1)
+    opt_g = torch.optim.SGD(generator.parameters(), lr=1e-3)
+    opt_d = torch.optim.SGD(critic.parameters(), lr=1e-3)
+
+    def loop():
+        for step in range(12):
+            z = torch.rand(8, 4) + 0.5
+            if step == 11:
+                z[0] = -1e4
+            fake = generator(z)
+            opt_d.zero_grad()
+            critic(fake.detach()).mean().backward()  # the first non-finite loss: D's
+            opt_d.step()
+            opt_g.zero_grad()
+            (-critic(fake).mean()).backward()
+            opt_g.step()
+
+    message = _message(loop)
+    assert "at optimizer step 23 " in message  # (both optimizers' steps are counted)
+    assert "it is Sequential's output at test_tg405_rerun.py:" in message and ", detached" in message
+    assert "is `2` (_Log)" in message, message

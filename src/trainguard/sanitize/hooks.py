@@ -194,7 +194,7 @@ def install(w: "Watcher") -> list[Undo]:
             if where is None:
                 where = user_location(caller)
             if state.stamp_outputs and grad:  # stamped on settled steps too (TG201/202/203)
-                stamp(self, output, where, args)
+                stamp(self, output, where, args, kwargs)
             handlers = always["on_root_forward"]
             if handlers:
                 # one record serves every settled call: the checks read it during the event only
@@ -249,37 +249,59 @@ def install(w: "Watcher") -> list[Undo]:
             refs.append(ref(a))
         return refs
 
-    def stamp(module: Any, output: Any, where: Any, args: tuple) -> Made | None:
+    def keyword_refs(kwargs: dict) -> dict[str, Any] | None:
+        """``Made.kwargs``: tensors as weak references, None, bools, numbers and strings as they
+        are; None when another value would have to be kept alive."""
+        out: dict[str, Any] = {}
+        for key, value in kwargs.items():
+            if isinstance(value, tensor_type):
+                out[key] = ref(value)
+            elif value is None or isinstance(value, (bool, int, float, str)):
+                out[key] = value
+            else:
+                return None
+        return out
+
+    def stamp(module: Any, output: Any, where: Any, args: tuple, kwargs: dict) -> Made | None:
         """Stamp the ``grad_fn`` of an outermost output (``State.stamps`` follows it)."""
         made = None
         if isinstance(output, tensor_type):  # (most models: one tensor, no list to build)
             node = output.grad_fn
             if node is None:
                 return None
-            inputs = None
+            inputs = named = None
             if state.stamp_inputs:
                 if len(args) == 1 and isinstance(args[0], tensor_type):  # (no call, no loop)
                     inputs = [ref(args[0])]
                 else:
                     inputs = input_refs(args)
+                if kwargs:
+                    named = keyword_refs(kwargs)
+                    if named is None:
+                        inputs = None
             made = Made(state.backward_count, state.step, where, type(module).__name__,
                         state.root_forwards, id(module), inputs,
-                        ref(output) if inputs is not None else None)
+                        ref(output) if inputs is not None else None, named)
             node.metadata[MADE] = made
         else:
             for tensor in first_tensor(output):
                 node = tensor.grad_fn
                 if node is not None:
                     if made is None:
+                        inputs = input_refs(args) if state.stamp_inputs else None
+                        named = keyword_refs(kwargs) if inputs is not None and kwargs else None
+                        if kwargs and named is None:
+                            inputs = None
                         made = Made(state.backward_count, state.step, where,
                                     type(module).__name__, state.root_forwards, id(module),
-                                    input_refs(args) if state.stamp_inputs else None)
+                                    inputs, None, named)
                     node.metadata[MADE] = made
             if made is not None and made.inputs is not None:
                 # only the first few tensors of a tuple or dict are stamped: what TG405 needs to
                 # re-run this call when a loss comes from another one (no reference to the stamp,
                 # which must die with the graph)
-                state.last_multi = (made.order, made.model_id, made.module, made.where, made.inputs)
+                state.last_multi = (made.order, made.model_id, made.module, made.where, made.inputs,
+                                    made.kwargs)
         if made is not None and not state.in_backward:
             stamps.append(ref(made))
             if len(stamps) > 2048:  # no check reads them (TG201 switched off): keep the newest
@@ -300,7 +322,7 @@ def install(w: "Watcher") -> list[Undo]:
             state.root_forwards += 1
             state.models.add(self)
             if state.stamp_outputs and call.grad_enabled:
-                call.made = stamp(self, output, call.where, call.args)
+                call.made = stamp(self, output, call.where, call.args, kwargs)
             if h["on_root_forward"]:
                 w.emit("on_root_forward", call)
 

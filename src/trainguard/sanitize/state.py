@@ -38,14 +38,16 @@ class Made:
             ``State.stamp_inputs``; else, or when an argument is not a tensor, None).
         output: a weak reference to the output tensor the stamp is on (when ``inputs`` is set
             and the output is one tensor; else None).
+        kwargs: with ``inputs``, the call's keyword arguments (tensors as weak references), or
+            None when it had none.
     """
 
     __slots__ = ("backward_count", "step", "where", "module", "order", "model_id", "inputs",
-                 "output", "__weakref__")
+                 "output", "kwargs", "__weakref__")
 
     def __init__(self, backward_count: int, step: int, where: Any, module: str,
                  order: int, model_id: int | None = None, inputs: list[Any] | None = None,
-                 output: Any = None) -> None:
+                 output: Any = None, kwargs: dict[str, Any] | None = None) -> None:
         self.backward_count = backward_count
         self.step = step
         self.where = where
@@ -54,6 +56,7 @@ class Made:
         self.model_id = model_id
         self.inputs = inputs
         self.output = output
+        self.kwargs = kwargs
 
 __all__ = ["MADE", "Made", "State", "ForwardCall", "LossCall", "BackwardCall", "GraphTrack", "Unreached",
            "first_tensor"]
@@ -320,7 +323,8 @@ class State:
         self.stamp_outputs = False  # a check asked for MADE stamps on outermost outputs
         self.stamp_inputs = False  # ... holding weak references to the call's tensor arguments
         # with stamp_inputs, the latest outermost call whose output is a tuple, list or dict:
-        # (order, id(module), class name, where, weak references to its tensor arguments)
+        # (order, id(module), class name, where, weak references to its tensor arguments, its
+        # keyword arguments as Made.kwargs)
         self.last_multi: tuple | None = None
         self.loader_id = 0  # id() of the DataLoader whose __iter__ ran last (0: none seen)
         # the latest DataLoader passes: (pass number, weak reference to the iterator its __iter__

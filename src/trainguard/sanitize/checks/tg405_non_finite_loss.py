@@ -7,17 +7,18 @@ so the check never waits for the GPU. The watcher's stamp on each outermost trai
 ``grad_fn``'s ``Made``) holds weak references to the call's tensor arguments and to the output.
 
 When it fires: the first non-finite loss. The finding names the optimizer step and backward line,
-and then looks once for the cause (only now, never on a healthy step):
-- the input batch already holds NaN/Inf;
+and then looks once for the cause (only now, never on a healthy step), in the outermost calls
+whose stamped outputs the loss's graph holds, from the latest on (when it holds none, the latest
+outermost training forward), naming the first that made a non-finite value:
+- the input batch already holds NaN/Inf; when that input is another outermost call's output (an
+  encoder's, a generator's, also detached: the same memory), that call is examined in turn;
 - the model's output was finite, so the loss computation itself made the value (``log(0)``, a
-  division by zero, a target out of range);
-- otherwise the forward that made the loss's input (the latest outermost call whose stamped output
-  the loss's graph holds; when it holds none, the latest outermost training forward) is re-run
-  once on the same batch under ``torch.no_grad()``, with the
-  RNG state forked and every buffer (BatchNorm running statistics) swapped for a copy (the originals are never
-  touched, so the backward about to run is unaffected), and with forward hooks that name the
-  first module whose output is non-finite, saying whether its own parameters were already
-  non-finite.
+  division by zero, a target out of range), said when no call made a non-finite value;
+- otherwise the call's forward is re-run once on the same batch (its keyword arguments too) under
+  ``torch.no_grad()``, with the RNG state forked and every buffer (BatchNorm running statistics)
+  swapped for a copy (the originals are never touched, so the backward about to run is
+  unaffected), and with forward hooks that name the first module whose output is non-finite,
+  saying whether its own parameters were already non-finite.
 Reported once per run (every later step is non-finite too). On the CPU the first and the latest
 finite loss are kept (two numbers), so a loss that grew by 1000x, or beyond 1e6, before it
 overflowed is said to have diverged (too large a learning rate, inputs or targets on large
@@ -58,6 +59,8 @@ from trainguard.sanitize.holders import graph_nodes, node_metadata
 from trainguard.sanitize.state import MADE, Made
 
 _MAX_ROOT = 1  # only scalar roots: a loss
+_CALLS = 4  # outermost calls in the loss's graph examined at most
+_UPSTREAM = 2  # levels of calls whose output was another's non-finite input followed at most
 _DIVERGED_AT = 1e6  # a finite loss this large before the overflow: the run diverged
 _DIVERGED_GROWTH = 1e3  # ... or one that grew this much since the first step
 _HUGE_LOSS = 1e30  # a scaled loss that overflowed counts as an infinite loss when the loss must exceed this
@@ -205,33 +208,62 @@ class NonFiniteLoss(Check):
                 "training diverged")
 
     def _cause(self, root: Any) -> str:
-        """Why the loss ``root`` (a CPU backward root whose graph is intact) is non-finite, from
-        the latest outermost call whose stamped output its graph holds (else the latest outermost
-        training forward); "" when none is found."""
+        """Why the loss ``root`` (a CPU backward root whose graph is intact) is non-finite: the
+        outermost calls whose stamped outputs its graph holds are examined from the latest on
+        (else the latest outermost training forward), and the first that made a non-finite value
+        is named; when none did, what the latest one says (its output was finite). "" when nothing
+        is found."""
+        first = ""
+        for made in _stamped_calls(root, self.state)[:_CALLS]:
+            said, non_finite = self._explain(made, _UPSTREAM)
+            if non_finite:
+                return said
+            first = first or said
+        return first
+
+    def _explain(self, made: Any, upstream: int) -> tuple[str, bool]:
+        """What the outermost call that ``made`` stamps tells about the non-finite loss, and
+        whether that call itself made a non-finite value: its input (when that input is another
+        stamped call's output, that call is examined in turn, ``upstream`` levels at most), its
+        output, or a re-run of its forward."""
         import torch
 
-        made = _latest_made(root, self.state)
         if made is None or made.inputs is None:
-            return ""
+            return "", False
         ref = self.state.models._refs.get(made.model_id)
         model = ref() if ref is not None else None
         arg_refs = [r() for r in made.inputs]
+        named = {k: (v() if isinstance(v, weakref.ref) else v)
+                 for k, v in (made.kwargs or {}).items()}
         if (model is None or type(model).__name__ != made.module
-                or any(a is None for a in arg_refs)):
-            return ""
+                or any(a is None for a in arg_refs)
+                or any(v is None and isinstance(made.kwargs[k], weakref.ref)
+                       for k, v in named.items())):
+            return "", False
         out_ref, fwd_where = made.output, made.where
         name = type(model).__name__
+        tensors = [*arg_refs, *(v for v in named.values() if isinstance(v, torch.Tensor))]
         with torch.no_grad():
-            if any(a.is_floating_point() and not bool(torch.isfinite(a).all()) for a in arg_refs):
-                return (f"; the input batch given to {name} at {short_location(fwd_where)} "
+            bad = [a for a in tensors
+                   if a.is_floating_point() and not bool(torch.isfinite(a).all())]
+            if bad:
+                said = (f"; the input batch given to {name} at {short_location(fwd_where)} "
                         "already holds NaN/Inf")
+                earlier = _stamp_of(bad[0]) or _stamp_by_storage(bad[0], self.state.stamps)
+                if upstream > 0 and earlier is not None and earlier is not made:
+                    why, found = self._explain(earlier, upstream - 1)
+                    if found:
+                        return (f"{said}: it is {earlier.module}'s output at "
+                                f"{short_location(earlier.where)}"
+                                f"{'' if bad[0].grad_fn is not None else ', detached'}{why}"), True
+                return said, True
             out = out_ref() if out_ref is not None else None
             if out is not None and out.is_floating_point() and bool(torch.isfinite(out).all()):
                 return _finite_output(
-                    f"{name}'s output at {short_location(fwd_where)} was finite", out)
+                    f"{name}'s output at {short_location(fwd_where)} was finite", out), False
         self.state.modules.append(model)  # inner calls of the re-run are not outermost forwards
         try:
-            found, output = _rerun(model, arg_refs)
+            found, output = _rerun(model, arg_refs, named)
         finally:
             self.state.modules.pop()
         if found is None:
@@ -240,22 +272,22 @@ class NonFiniteLoss(Check):
                     and bool(torch.isfinite(output).all()):
                 return _finite_output(
                     f"re-running {name}'s forward from {short_location(fwd_where)} on the same "
-                    "batch gives a finite output", output)
-            return ""
+                    "batch gives a finite output", output), False
+            return "", False
         module_name, kind, params_bad = found
         whose = " whose own parameters are already non-finite" if params_bad else ""
         return (f"; re-running {name}'s forward from {short_location(fwd_where)} on the same "
                 f"batch, the first module whose output is non-finite is `{module_name}` "
-                f"({kind}){whose}")
+                f"({kind}){whose}"), True
 
 
-def _latest_made(root: Any, state: Any) -> Any:
-    """The :class:`~trainguard.sanitize.state.Made` stamp of the latest outermost module call
-    whose output the graph of ``root`` holds (the walk stops at each stamp). When the graph holds
-    none (a loss on a tuple's or dict's output beyond the few that are stamped), the latest
-    outermost training forward: the latest live stamp, or ``State.last_multi`` when that call is
-    later. None when there is neither. Run once, at the first non-finite loss."""
-    found = []
+def _stamped_calls(root: Any, state: Any) -> list[Any]:
+    """The :class:`~trainguard.sanitize.state.Made` stamps of the outermost module calls whose
+    outputs the graph of ``root`` holds (the walk stops at each stamp), latest first. When the
+    graph holds none (a loss on a tuple's or dict's output beyond the few that are stamped), the
+    latest outermost training forward alone: the latest live stamp, or ``State.last_multi`` when
+    that call is later. Run once, at the first non-finite loss."""
+    found: list[Any] = []
 
     def stamped(node: Any) -> bool:
         meta = node_metadata(node)
@@ -269,14 +301,40 @@ def _latest_made(root: Any, state: Any) -> Any:
         for _ in graph_nodes(root.grad_fn, stop=stamped):
             pass
     if found:
-        return max(found, key=lambda made: made.order)
+        return sorted(found, key=lambda made: made.order, reverse=True)
     latest = next((made for made in (ref() for ref in reversed(state.stamps))
                    if made is not None and made.model_id is not None), None)
     multi = state.last_multi
     if multi is not None and (latest is None or multi[0] > latest.order):
-        order, model_id, module, where, inputs = multi
-        return Made(0, 0, where, module, order, model_id, inputs)
-    return latest
+        order, model_id, module, where, inputs, named = multi
+        return [Made(0, 0, where, module, order, model_id, inputs, None, named)]
+    return [latest] if latest is not None else []
+
+
+def _stamp_by_storage(tensor: Any, stamps: list[Any], limit: int = 64) -> Any:
+    """The latest of the last ``limit`` live stamps whose output ``tensor`` shares its memory
+    with (``tensor`` is that output detached: ``D(fake.detach())``), or None."""
+    try:
+        ptr = tensor.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # a tensor without storage
+        return None
+    for ref in reversed(stamps[-limit:]):
+        made = ref()
+        out = made.output() if made is not None and made.output is not None else None
+        if out is not None and out.shape == tensor.shape and made.model_id is not None:
+            try:
+                if out.untyped_storage().data_ptr() == ptr:
+                    return made
+            except (RuntimeError, NotImplementedError):
+                continue
+    return None
+
+
+def _stamp_of(tensor: Any) -> Any:
+    """The stamp on ``tensor``'s ``grad_fn``: the outermost call whose output it is, or None."""
+    meta = node_metadata(tensor.grad_fn) if tensor.grad_fn is not None else None
+    made = meta.get(MADE) if meta else None
+    return made if made is not None and made.model_id is not None else None
 
 
 def _scaler_in_use() -> bool:
@@ -303,8 +361,10 @@ def _finite_output(said: str, out: Any) -> str:
             "sqrt of a negative)")
 
 
-def _rerun(model: Any, args: list[Any]) -> tuple[tuple[str, str, bool] | None, Any]:
-    """Run ``model`` once more on ``args`` without grad, RNG forked and buffers swapped for copies;
+def _rerun(model: Any, args: list[Any],
+           kwargs: dict[str, Any] | None = None) -> tuple[tuple[str, str, bool] | None, Any]:
+    """Run ``model`` once more on ``args`` (and ``kwargs``) without grad, RNG forked and buffers
+    swapped for copies;
     return the first module (execution order) whose output is non-finite, or None, and the
     re-run's output (None when it raised)."""
     import torch
@@ -335,7 +395,7 @@ def _rerun(model: Any, args: list[Any]) -> tuple[tuple[str, str, bool] | None, A
             for qual, module in model.named_modules():
                 if module is not model:
                     handles.append(module.register_forward_hook(make_hook(qual)))
-            output = type(model)._call_impl(model, *args)
+            output = type(model)._call_impl(model, *args, **(kwargs or {}))
     except Exception:
         return None, None
     finally:
