@@ -42,3 +42,35 @@ def test_order_and_per_batch_on_one_line_make_one_finding_that_says_both(tmp_pat
     assert "every 5 epochs: one epoch multiplies the rate by 0.00391" in finding.message
     assert "once per epoch, after the batch loop" in finding.fix
     assert stream.count("TG305") == 2  # shown when first seen, and again when amended
+
+
+SHORT_EPOCHS = textwrap.dedent("""\
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(0)
+    loader = DataLoader(TensorDataset(torch.randn(80, 4), torch.randn(80, 1)), batch_size=8)
+    model = nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=5, gamma=0.5)
+    for epoch in range(16):
+        for x, y in loader:
+            optimizer.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            optimizer.step()
+            scheduler.step()
+    """)
+
+
+def test_a_rate_about_to_collapse_keeps_the_steps_checked_so_a_short_run_is_reported(tmp_path):
+    # Epochs of 10 batches are too short for two sampled steps in one pass, and the rate falls
+    # below 1e-9 of its start at about step 150, after the last sampled step of this 160-step
+    # run (one in 32 by then). Seen coming at a sample, the steps before it are checked.
+    script = tmp_path / "train.py"
+    script.write_text(SHORT_EPOCHS)
+    watcher, status, _ = run_in_process(script)
+    assert status == 0
+    (finding,) = watcher.findings
+    assert (finding.code, finding.line) == ("TG305", 15)
+    assert "it steps about 10 times per pass over a DataLoader of 10 batches" in finding.message

@@ -32,7 +32,10 @@ When it fires:
   before the optimizer, the one finding says both. Two checked steps must fall within one pass:
   with settled steps checked one in 16 (then one in 32), an epoch of fewer than 16 optimizer steps
   (32 on a long settled stretch) is seen only by the 1e-3 rule, or from the second epoch with
-  ``--every-step``.
+  ``--every-step``. A checked step that finds the rate will fall below 1e-9 of its initial value
+  within the next 40 steps (the scheduler having stepped at every optimizer step) keeps those steps
+  checked (``Check.hold``): the fall is seen where it happens, with two checked steps in one pass,
+  even in a run that ends soon after.
 
 Silent on: the canonical order (``optimizer.step()`` then ``scheduler.step()``), OneCycle/Cyclic/
 warm-up schedulers stepped per batch (per-batch stepping is their design; only the order is
@@ -140,29 +143,38 @@ class SchedulerBeforeOptimizer(Check):
         now = _Seen(self._passes(), int(getattr(scheduler, "last_epoch", 0)), self.state.step)
         first = self.first.setdefault(scheduler, now)
         earlier, self.latest[scheduler] = self.latest.get(scheduler), now
-        lrs = [float(g["lr"]) for g in scheduler.optimizer.param_groups]
-        initial = [float(b) for b in getattr(scheduler, "base_lrs", [])]
-        ratio = min((lr / b for lr, b in zip(lrs, initial) if b), default=1.0)
+        ratio = _ratio(scheduler)
         seen = ""
         if earlier is not None:
             seen = self._against_loader(scheduler, period, earlier, now, ratio)
         if not seen:
             # no DataLoader pass to compare with (batches sliced by hand, a loader without a
             # length): stepped at every optimizer step since first seen, and the rate collapsed
+            # (the step about to run is counted: one more call, its optimizer step done)
             calls, optimizer_steps = now.steps - first.steps + 1, now.done - first.done + 1
-            if calls < max(_MIN_STEPS, optimizer_steps) or ratio >= _COLLAPSED:
+            seen = _collapsed(scheduler, calls, optimizer_steps, ratio)
+            if not seen:
+                if calls >= optimizer_steps and \
+                        ratio * _factor_ahead(scheduler, now.steps, _AHEAD) < _COLLAPSED:
+                    # the rate falls below the line within the next steps: keep them checked
+                    # (settled steps are checked one in 16 or 32), so that the step where it
+                    # does is seen, even when the run ends soon after
+                    self.hold()
                 return
-            seen = (f"it has stepped at every optimizer step ({calls} times) and the rate has "
-                    f"fallen to {ratio:.2g} of its initial value: if these steps are batches, "
-                    f"{_pace(scheduler, 'steps')}")
+        self._per_batch_found(scheduler, seen, ratio, user_location())
+
+    def _per_batch_found(self, scheduler: Any, seen: str, ratio: float, where: Any) -> None:
+        """Report ``scheduler`` as an epoch schedule stepped per batch (``seen``: the evidence),
+        at ``where``, its ``step()`` line."""
         self.reported.add(scheduler)
+        lrs = [float(g["lr"]) for g in scheduler.optimizer.param_groups]
+        initial = [float(b) for b in getattr(scheduler, "base_lrs", [])]
         now_lr = f"; the learning rate is now {lrs[0]:.3g} (initial {initial[0]:.3g})" \
             if initial and ratio < 1.0 else ""
         message = f"{_describe(scheduler)} is a per-epoch schedule stepped per batch: {seen}{now_lr}"
         fix = ("call scheduler.step() once per epoch, after the batch loop; for a schedule in "
                "iterations, give its period in batches (step_size=30 * len(loader), milestones "
                "times len(loader))")
-        where = user_location()
         order, order_at = self.order.get(scheduler, (None, None))
         if order is not None and where is not None and order_at[:2] == where[:2]:
             # this line was reported as stepping before the optimizer: the same finding says both
@@ -229,7 +241,38 @@ class _Seen:
 _MAX_PERIOD = 200  # a longer period is a schedule in iterations
 _MIN_STEPS = 8  # scheduler steps before a collapse counts
 _COLLAPSED = 1e-9  # learning rate / initial learning rate below which a schedule has collapsed
+_AHEAD = 40  # steps looked ahead for a collapse (more than settled steps are apart: 32)
 _DECAYED = 1e-3  # ... and below which one cut per epoch is enough, with a DataLoader to compare
+
+
+def _ratio(scheduler: Any) -> float:
+    """The smallest learning rate of ``scheduler``'s optimizer over its initial one."""
+    lrs = [float(g["lr"]) for g in scheduler.optimizer.param_groups]
+    initial = [float(b) for b in getattr(scheduler, "base_lrs", [])]
+    return min((lr / b for lr, b in zip(lrs, initial) if b), default=1.0)
+
+
+def _collapsed(scheduler: Any, calls: int, optimizer_steps: int, ratio: float) -> str:
+    """The evidence when ``scheduler`` made ``calls`` steps, one at each of ``optimizer_steps``
+    optimizer steps at least (8 at least), and the rate fell below 1e-9 of its initial value; else
+    ""."""
+    if calls < max(_MIN_STEPS, optimizer_steps) or ratio >= _COLLAPSED:
+        return ""
+    return (f"it has stepped at every optimizer step ({calls} times) and the rate has fallen to "
+            f"{ratio:.2g} of its initial value: if these steps are batches, "
+            f"{_pace(scheduler, 'steps')}")
+
+
+def _factor_ahead(scheduler: Any, done: int, steps: int) -> float:
+    """What the ``steps`` steps after the first ``done`` multiply the rate by."""
+    from torch.optim import lr_scheduler as lrs
+
+    gamma = float(scheduler.gamma)
+    if isinstance(scheduler, lrs.StepLR):
+        return gamma ** ((done + steps) // scheduler.step_size - done // scheduler.step_size)
+    if isinstance(scheduler, lrs.MultiStepLR):
+        return gamma ** sum(n for m, n in scheduler.milestones.items() if done < m <= done + steps)
+    return gamma ** steps
 
 
 def _period(scheduler: Any) -> float | None:
