@@ -249,6 +249,15 @@ def install(w: "Watcher") -> list[Undo]:
             refs.append(ref(a))
         return refs
 
+    def call_refs(args: tuple, kwargs: dict) -> tuple[list[Any] | None, dict[str, Any] | None]:
+        """``(Made.inputs, Made.kwargs)`` of a call, or ``(None, None)`` when it has an argument
+        that would have to be kept alive."""
+        inputs = input_refs(args)
+        if inputs is None or not kwargs:
+            return inputs, None
+        named = keyword_refs(kwargs)
+        return (inputs, named) if named is not None else (None, None)
+
     def keyword_refs(kwargs: dict) -> dict[str, Any] | None:
         """``Made.kwargs``: tensors as weak references, None, bools, numbers and strings as they
         are; None when another value would have to be kept alive."""
@@ -271,14 +280,10 @@ def install(w: "Watcher") -> list[Undo]:
                 return None
             inputs = named = None
             if state.stamp_inputs:
-                if len(args) == 1 and isinstance(args[0], tensor_type):  # (no call, no loop)
-                    inputs = [ref(args[0])]
+                if not kwargs and len(args) == 1 and isinstance(args[0], tensor_type):
+                    inputs = [ref(args[0])]  # (the usual call: no call, no loop)
                 else:
-                    inputs = input_refs(args)
-                if kwargs:
-                    named = keyword_refs(kwargs)
-                    if named is None:
-                        inputs = None
+                    inputs, named = call_refs(args, kwargs)
             made = Made(state.backward_count, state.step, where, type(module).__name__,
                         state.root_forwards, id(module), inputs,
                         ref(output) if inputs is not None else None, named)
@@ -288,10 +293,8 @@ def install(w: "Watcher") -> list[Undo]:
                 node = tensor.grad_fn
                 if node is not None:
                     if made is None:
-                        inputs = input_refs(args) if state.stamp_inputs else None
-                        named = keyword_refs(kwargs) if inputs is not None and kwargs else None
-                        if kwargs and named is None:
-                            inputs = None
+                        inputs, named = call_refs(args, kwargs) if state.stamp_inputs \
+                            else (None, None)
                         made = Made(state.backward_count, state.step, where,
                                     type(module).__name__, state.root_forwards, id(module),
                                     inputs, None, named)
@@ -428,12 +431,8 @@ def install(w: "Watcher") -> list[Undo]:
                                      inputs, args, kwargs)
             state.in_backward += 1
             try:
-                if inputs is _NO_INPUTS:
-                    result = original(tensors, grad_tensors, retain_graph, create_graph, *args,
-                                      **kwargs)
-                else:
-                    result = original(tensors, grad_tensors, retain_graph, create_graph,
-                                      inputs=inputs)
+                result = call_original(original, tensors, grad_tensors, retain_graph,
+                                       create_graph, inputs, args, kwargs)
             except BaseException as exc:
                 try:
                     call.failed = True
@@ -459,6 +458,8 @@ def install(w: "Watcher") -> list[Undo]:
 
     def call_original(original: Any, tensors: Any, grad_tensors: Any, retain_graph: Any,
                       create_graph: Any, inputs: Any, args: tuple, kwargs: dict) -> Any:
+        """``original`` with the backward wrapper's arguments (``inputs`` by name, or, when the
+        wrapper got other arguments, ``_NO_INPUTS`` and everything in ``args``/``kwargs``)."""
         if inputs is _NO_INPUTS:
             return original(tensors, grad_tensors, retain_graph, create_graph, *args, **kwargs)
         return original(tensors, grad_tensors, retain_graph, create_graph, inputs=inputs)
@@ -761,12 +762,7 @@ def _functional_loss(w: "Watcher", name: str, original: Any, loss_type: type) ->
             return output
         try:
             caller = sys._getframe(1)
-            try:  # (_loss_sig's usual case, without its call: input and target as tensors)
-                given, target = args[0], args[1]
-                sig: tuple = (given.shape, given.dtype, target.shape, target.dtype)
-            except (IndexError, AttributeError):
-                sig = _loss_sig(args, kwargs)
-            if not see(("L", name, caller.f_code, caller.f_lasti, sig)):
+            if not see(("L", name, caller.f_code, caller.f_lasti, _loss_sig(args, kwargs))):
                 return output
             call = LossCall(name, args, kwargs, output, None, None, caller)
             w.emit("on_loss", call)
