@@ -55,7 +55,8 @@ def run_in_process(script: Path, *args: str):
     restore = _determinism_flags()
     watcher = Watcher(config=Config(), stream=stream).start()
     try:
-        status = run_target(str(script), list(args), kind="path", on_error=watcher.explain)
+        status = run_target(str(script), list(args), kind="path", on_error=watcher.explain,
+                            on_interrupt="raise")
     finally:
         watcher.stop()
         restore()

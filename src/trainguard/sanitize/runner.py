@@ -97,7 +97,8 @@ def _run_file(path: str) -> None:
 
 
 def run_target(target: str, args: list[str], *, kind: Literal["path", "module"],
-               on_error: "callable | None" = None) -> int:
+               on_error: "callable | None" = None,
+               on_interrupt: Literal["status", "raise"] = "status") -> int:
     """Run ``target`` with ``args`` as its ``sys.argv[1:]``; returns its exit status.
 
     Args:
@@ -105,6 +106,9 @@ def run_target(target: str, args: list[str], *, kind: Literal["path", "module"],
         args: the script's own arguments.
         kind: how to run it.
         on_error: called with the exception before its traceback is printed (to add notes).
+        on_interrupt: what a ``KeyboardInterrupt`` (Ctrl-C) does: ``"status"`` returns 130, as
+            ``python script.py`` exits; ``"raise"`` re-raises it, so that a caller running
+            scripts in its own process (a test suite) stops at the first Ctrl-C.
 
     Raises:
         UsageError: the script does not exist or the module cannot be found.
@@ -151,6 +155,8 @@ def run_target(target: str, args: list[str], *, kind: Literal["path", "module"],
     except SystemExit as exc:
         return _exit_status(exc.code)
     except KeyboardInterrupt:
+        if on_interrupt == "raise":
+            raise
         traceback.print_exception(KeyboardInterrupt, KeyboardInterrupt(), None)
         return 128 + signal.SIGINT
     except BaseException as exc:
