@@ -23,6 +23,7 @@ _SUBCOMMANDS = [
     "trainguard.check",
     "trainguard.explain.cli",
     "trainguard.env",
+    "trainguard.rule",
 ]
 
 
