@@ -80,8 +80,8 @@ def page(code_or_name: str) -> str:
     from importlib.resources import files
 
     code = lookup(code_or_name).code
-    # an installed wheel: the copy made at build time (setup.py); a source checkout or an
-    # editable install: the repository's docs/rules/ itself
+    # an installed wheel: the copy made at build time (pyproject's force-include); a source
+    # checkout or an editable install: the repository's docs/rules/ itself
     installed = files("trainguard").joinpath("docs", "rules", f"{code}.md")
     if installed.is_file():
         return installed.read_text(encoding="utf-8")
