@@ -65,7 +65,8 @@ BAD_INPUTS = [
     (["explain", "syn.py", "--tensor", "loss"], "syn.py:2: "),
     (["explain", "latin.py", "--tensor", "loss"], "latin.py: cannot read it as Python source"),
     (["explain", "ok.py", "--tensor", "loss", "--model", "net"], "--model net: ok.py has no"),
-    (["explain", "fails.py", "--tensor", "loss"], "fails.py raised ValueError: the data is missing"),
+    (["explain", "fails.py", "--tensor", "loss"],
+     "fails.py raised ValueError: the data is missing"),
     (["explain", "ok.py", "--tensor", "loss", "--args", "a\\"],
      "argument --args: cannot split"),
     # env

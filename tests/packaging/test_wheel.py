@@ -58,7 +58,8 @@ def test_readme_commands_and_ci_install_the_torch_extra() -> None:
     readme = (ROOT / "README.md").read_text()
     commands = re.findall(r"```bash\n(python -m pip install torch==2\.13\.0 && .*)\n```", readme)
     assert commands == [
-        'python -m pip install torch==2.13.0 && python -m pip install ".[torch]" && trainguard train',
+        'python -m pip install torch==2.13.0 && python -m pip install ".[torch]" '
+        "&& trainguard train",
         'python -m pip install torch==2.13.0 && python -m pip install -e ".[torch,dev]" '
         "&& python -m pytest",
     ]

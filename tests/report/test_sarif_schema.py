@@ -81,7 +81,8 @@ def test_lint_sarif_validates_and_points_notebook_findings_at_the_cell(validator
 
     cell = by_uri["nb.ipynb"]["locations"][0]
     # cell 3 (the markdown cell is cell 1), line 7 of that cell: `    total += loss`
-    assert cell["logicalLocations"] == [{"name": "cell 3", "fullyQualifiedName": "nb.ipynb[cell 3]"}]
+    assert cell["logicalLocations"] == [{"name": "cell 3",
+                                         "fullyQualifiedName": "nb.ipynb[cell 3]"}]
     assert cell["properties"] == {"cell": 3, "cellLine": 7, "cellColumn": 5, "cellEndLine": 7,
                                   "cellEndColumn": 18}
     region = cell["physicalLocation"]["region"]
