@@ -16,6 +16,7 @@ import importlib
 import importlib.util
 import sys
 import traceback
+from typing import Any
 
 from trainguard import __version__, exitcodes
 from trainguard.errors import UsageError
@@ -49,7 +50,9 @@ class HelpFormatter(argparse.HelpFormatter):
 class _Parser(argparse.ArgumentParser):
     """Subcommand parsers use :class:`HelpFormatter` unless they choose their own."""
 
-    def __init__(self, *args, formatter_class=HelpFormatter, **kwargs) -> None:  # noqa: ANN001
+    def __init__(self, *args: Any,
+                 formatter_class: type[argparse.HelpFormatter] = HelpFormatter,
+                 **kwargs: Any) -> None:
         super().__init__(*args, formatter_class=formatter_class, **kwargs)
 
 
