@@ -54,7 +54,8 @@ def test_finding_text_and_json_shape():
         "(fix: accumulate loss.item() or loss.detach() instead of the tensor)"
     )
     d = f.to_dict()
-    assert d["name"] == "graph-kept-across-steps" and d["docs"] == "docs/rules/TG201.md"
+    assert d["name"] == "graph-kept-across-steps" and d["docs"] == "trainguard rule TG201"
+    assert d["helpUri"].endswith("/docs/rules/TG201.md")
     assert "cell" not in d and d["count"] == 1
 
 

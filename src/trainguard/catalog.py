@@ -2,15 +2,18 @@
 
 Codes are stable: a code is never renumbered or reused; a retired code stays here marked retired.
 Each entry's long-form docs live in ``docs/rules/<code>.md`` (What it does, Why is this bad,
-Example, Use instead, References). This module imports nothing heavy: the linter uses it.
+Example, Use instead, References), which the wheel ships as ``trainguard/docs/rules/<code>.md``:
+:func:`page` reads it, ``trainguard rule TG201`` prints it, and :attr:`Entry.help_uri` is its
+published copy. This module imports nothing heavy: the linter uses it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
-__all__ = ["Entry", "CATALOG", "lookup", "docs_path"]
+__all__ = ["Entry", "CATALOG", "lookup", "docs_path", "page"]
 
 Layer = Literal["lint", "run"]
 
@@ -41,12 +44,52 @@ class Entry:
 
     @property
     def docs(self) -> str:
-        return docs_path(self.code)
+        """The command that prints this entry from the installed package."""
+        return f"trainguard rule {self.code}"
+
+    @property
+    def help_uri(self) -> str | None:
+        """The entry's published page (``[project.urls] Documentation``), or None if unset."""
+        from trainguard.urls import rule_url
+
+        return rule_url(self.code)
+
+    @property
+    def layers(self) -> tuple[str, ...]:
+        """The layers expected to catch it: ``("lint", "run")``, ``("lint",)`` or ``("run",)``."""
+        return tuple(name for name, on in (("lint", self.static), ("run", self.runtime)) if on)
 
 
 def docs_path(code: str) -> str:
-    """Where a code's docs entry lives, relative to the project root."""
+    """Where a code's docs entry lives in trainguard's repository, relative to its root."""
     return f"docs/rules/{code}.md"
+
+
+def page(code_or_name: str) -> str:
+    """The docs entry of a code or name as Markdown, read from the installed package.
+
+    Example::
+
+        from trainguard.catalog import page
+        print(page("TG201"))   # or, in a shell: trainguard rule TG201
+
+    Raises:
+        KeyError: no such code or name.
+        FileNotFoundError: the package was built without its rule pages (a broken install).
+    """
+    from importlib.resources import files
+
+    code = lookup(code_or_name).code
+    # an installed wheel: the copy made at build time (pyproject's force-include); a source
+    # checkout or an editable install: the repository's docs/rules/ itself
+    installed = files("trainguard").joinpath("docs", "rules", f"{code}.md")
+    if installed.is_file():
+        return installed.read_text(encoding="utf-8")
+    checkout = Path(__file__).resolve().parents[2] / docs_path(code)
+    if checkout.is_file():
+        return checkout.read_text(encoding="utf-8")
+    raise FileNotFoundError(f"{code}'s docs entry is not installed with trainguard "
+                            f"({Path(__file__).parent}); reinstall trainguard")
 
 
 _ENTRIES = [

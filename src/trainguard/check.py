@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trainguard.cliargs import output_file
+
 __all__ = ["register", "run"]
 
 
@@ -26,7 +28,7 @@ def register(subparsers: Any) -> None:
                     "the findings of both in one place.")
     parser.add_argument("--select", metavar="CODES", help="code prefixes to report, e.g. TG2")
     parser.add_argument("--ignore", metavar="CODES", help="code prefixes not to report")
-    parser.add_argument("--report", metavar="FILE",
+    parser.add_argument("--report", metavar="FILE", type=output_file(),
                         help='write every finding as JSON {"findings": [...]} to FILE')
     parser.add_argument("target", metavar="SCRIPT", help="the script to lint and run")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")

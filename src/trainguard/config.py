@@ -18,12 +18,17 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import tomllib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainguard.catalog import CATALOG
 from trainguard.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI (a dependency there)
+    import tomli as tomllib
 
 __all__ = ["Config", "load_config", "suppressed_codes", "is_suppressed", "parse_code_list"]
 
@@ -41,6 +46,9 @@ def parse_code_list(value: str | list[str] | None, *, where: str) -> list[str]:
     """
     if value is None:
         return []
+    if not isinstance(value, (str, list)):
+        raise UsageError(f"{where}: expected a list of code prefixes such as [\"TG2\"], got "
+                         f"{value!r}")
     items = value.split(",") if isinstance(value, str) else list(value)
     out: list[str] = []
     for item in items:
@@ -164,6 +172,10 @@ def load_config(start: str | Path = ".") -> Config:
             f"(known: {', '.join(sorted(known))})"
         )
     where = f"{pyproject} [tool.trainguard]"
+    if not isinstance(table.get("per-file-ignores", {}), dict):
+        raise UsageError(f"{where}: per-file-ignores must be a table of glob patterns to code "
+                         f"lists, e.g. {{ \"tests/*\" = [\"TG206\"] }}, got "
+                         f"{table['per-file-ignores']!r}")
     per_file = {
         pattern: parse_code_list(codes, where=f"{where} per-file-ignores[{pattern!r}]")
         for pattern, codes in table.get("per-file-ignores", {}).items()

@@ -381,7 +381,9 @@ def register(subparsers: Any) -> None:
         description="Report the torch build, CUDA runtime, NVIDIA driver (and whether it is new "
         "enough), cuDNN, GPUs vs the build's compiled architectures, threads and determinism "
         "flags, with a verdict. Exit 0 when everything fits, 1 when something does not.")
-    parser.add_argument("--format", choices=["text", "json"], default="text")
+    parser.add_argument("--format", choices=["text", "json"], default="text",
+                        help="text: one line per check and a verdict; json: the facts and checks "
+                        "as data")
     parser.set_defaults(func=run)
 
 

@@ -2,7 +2,9 @@
 
 The JSON keys are the catalogue's finding shape: ``code``, ``name``, ``layer`` (``"lint"`` or
 ``"run"``), ``path``, ``line``, ``col`` (1-based, characters), optional ``end_line``/``end_col``,
-``cell`` (notebooks), ``message``, ``why``, ``fix``, ``count``, ``ranks``, ``docs``. The text form is
+``cell`` (notebooks), ``message``, ``why``, ``fix``, ``count``, ``ranks``, ``docs`` (the command
+that prints the code's docs entry, ``trainguard rule TG201``) and, in JSON, ``helpUri`` (the
+entry's published page, from ``[project.urls] Documentation``). The text form is
 ``path:line:col: TG201 graph-kept-across-steps: message (fix: ...)``.
 """
 
@@ -89,6 +91,9 @@ class Finding:
         for key in ("end_line", "end_col", "cell", "ranks"):
             if data[key] is None:
                 del data[key]
+        help_uri = lookup(self.code).help_uri
+        if help_uri:
+            data["helpUri"] = help_uri
         if extra:
             data["extra"] = extra
         return data

@@ -103,7 +103,7 @@ def test_known_cut_is_found(cut, names, reason, kind, op, marker):
         assert found.module == ("enc" if cut == "no_grad" else "Net")
     text = str(report)
     assert f"does NOT reach {len(names)}" in text and names[0] in text
-    assert "see TG205 gradient-cut (docs/rules/TG205.md)" in text
+    assert "see TG205 gradient-cut (trainguard rule TG205)" in text
     assert report.to_dict()["unreached"][0]["reason"] == reason
 
 

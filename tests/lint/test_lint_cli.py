@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import cli_env, run_cli
+from trainguard.catalog import lookup
 
 LEAK = textwrap.dedent("""\
     import torch
@@ -58,7 +59,8 @@ def test_json_keeps_the_catalogue_shape(project: Path) -> None:
     assert {k: f[k] for k in ("code", "name", "layer", "path", "line", "col", "count")} == {
         "code": "TG201", "name": "graph-kept-across-steps", "layer": "lint", "path": "train.py",
         "line": 10, "col": 5, "count": 1}
-    assert f["docs"] == "docs/rules/TG201.md" and f["why"] and f["fix"]
+    assert f["docs"] == "trainguard rule TG201" and f["why"] and f["fix"]
+    assert f["helpUri"] == lookup("TG201").help_uri and f["helpUri"].startswith("https://")
 
 
 def test_sarif_and_github(project: Path) -> None:

@@ -56,7 +56,8 @@ def test_report_json_has_the_catalogue_shape_and_strict_exits_1(tmp_path, monkey
     assert {k: finding[k] for k in ("code", "name", "layer", "path", "line", "col")} == {
         "code": "TG201", "name": "graph-kept-across-steps", "layer": "run",
         "path": "train.py", "line": 12, "col": 5}
-    assert finding["count"] >= 1 and finding["docs"] == "docs/rules/TG201.md"
+    assert finding["count"] >= 1 and finding["docs"] == "trainguard rule TG201"
+    assert finding["helpUri"].endswith("/rules/TG201.md")
     assert finding["why"] and finding["fix"] and "step" in finding["message"]
 
 

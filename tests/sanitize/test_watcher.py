@@ -167,7 +167,7 @@ def test_a_diagnosis_is_added_after_the_traceback_and_the_error_is_unchanged(tmp
     original = text.index("RuntimeError: element 0 of tensors does not require grad")
     diagnosis = text.index("train.py:3:1: TG204 backward-without-grad: the loss has no grad_fn")
     assert original < diagnosis and "(fix: build it with grad enabled)" in text
-    assert "docs: docs/rules/TG204.md" in text
+    assert "docs: trainguard rule TG204" in text
     (finding,) = watcher.findings
     assert (finding.code, finding.line) == ("TG204", 3)
 

@@ -11,19 +11,24 @@ variable ``NAME`` from its namespace when it ends, and name parameters from the 
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
+import tokenize
 import traceback
 from pathlib import Path
 from typing import Any
 
+from trainguard.cliargs import int_at_least, output_file, shell_words
 from trainguard.errors import UsageError
+
+GRAPH_SUFFIXES = (".dot", ".gv", ".svg", ".png", ".pdf")
 
 
 def _script_arguments(parser: argparse.ArgumentParser, tensor_help: str) -> None:
     parser.add_argument("script", help="the Python script to run")
-    parser.add_argument("--args", default="", metavar="'ARGS'", dest="script_args",
-                        help="arguments for the script, one quoted string (split like a shell)")
+    parser.add_argument("--args", type=shell_words, default=[], metavar="'ARGS'",
+                        dest="script_args",
+                        help="arguments for the script, one quoted string (split like a shell; "
+                        "default: none)")
     parser.add_argument("--tensor", required=True, metavar="NAME", help=tensor_help)
     parser.add_argument("--model", metavar="NAME",
                         help="global nn.Module naming the parameters (default: every global module)")
@@ -38,7 +43,8 @@ def register(subparsers: Any) -> None:
         "model parameters it reaches and, for those it does not, where the path was cut. For an "
         "nn.Module: train/eval flags of mode-dependent submodules, frozen parameter counts.")
     _script_arguments(parser, "global variable holding the tensor (e.g. loss) or an nn.Module")
-    parser.add_argument("--format", choices=["text", "json"], default="text")
+    parser.add_argument("--format", choices=["text", "json"], default="text",
+                        help="text: a report to read; json: the same as data")
     parser.set_defaults(func=run_explain)
 
     parser = subparsers.add_parser(
@@ -48,24 +54,28 @@ def register(subparsers: Any) -> None:
         "marked; repeated blocks folded. Writes DOT to stdout unless -o is given; .svg/.png/.pdf "
         "need Graphviz's `dot` (apt install graphviz / conda install graphviz).")
     _script_arguments(parser, "global variable holding the tensor, e.g. loss")
-    parser.add_argument("--depth", type=int, metavar="N",
-                        help="draw nodes at most N edges from the tensor")
-    parser.add_argument("--max-nodes", type=int, default=150, metavar="N",
-                        help="summarize graphs larger than this (default 150)")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write .dot, .svg, .png or .pdf")
+    parser.add_argument("--depth", type=int_at_least(1), metavar="N",
+                        help="draw nodes at most N edges from the tensor (default: all, unless "
+                        "more than --max-nodes)")
+    parser.add_argument("--max-nodes", type=int_at_least(2), default=150, metavar="N",
+                        help="summarize graphs larger than this")
+    parser.add_argument("-o", "--output", type=output_file(*GRAPH_SUFFIXES), metavar="FILE",
+                        help="write .dot, .gv, .svg, .png or .pdf (default: DOT text to stdout)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainguard.explain.graph import graph
+    import shutil
+
+    from trainguard.explain.graph import GRAPHVIZ_HINT, graph
     from trainguard.explain.recording import record
 
     path = _script_path(args.script)
-    if args.output and Path(args.output).suffix.lower() not in (".dot", ".gv", ".svg", ".png",
-                                                                  ".pdf"):
-        raise UsageError(f"-o {args.output}: use a .dot, .svg, .png or .pdf file name")
+    rendered = args.output and Path(args.output).suffix.lower() in (".svg", ".png", ".pdf")
+    if rendered and shutil.which("dot") is None:  # say so before the script runs, not after
+        raise UsageError(f"-o {args.output}: {GRAPHVIZ_HINT}")
     with record() as rec:
-        namespace = _run_script(path, shlex.split(args.script_args))
+        namespace = _run_script(path, args.script_args)
     tensor = _pick_tensor(namespace, args.tensor, path)
     model = _pick_model(namespace, args.model, path)
     result = graph(tensor, model=model, recording=rec, depth=args.depth,
@@ -95,7 +105,7 @@ def run_explain(args: argparse.Namespace) -> int:
 
     path = _script_path(args.script)
     with record() as rec:
-        namespace = _run_script(path, shlex.split(args.script_args))
+        namespace = _run_script(path, args.script_args)
     value = namespace.get(args.tensor)
     if isinstance(value, torch.nn.Module):
         report = explain(value)
@@ -115,7 +125,15 @@ def _script_path(script: str) -> Path:
 
 def _run_script(path: Path, argv: list[str]) -> dict[str, Any]:
     namespace: dict[str, Any] = {"__name__": "__main__", "__file__": str(path)}
-    code = compile(path.read_text(), str(path), "exec")
+    try:
+        with tokenize.open(path) as file:  # honours a `# -*- coding: ... -*-` line, like python
+            code = compile(file.read(), str(path), "exec")
+    except SyntaxError as exc:
+        where = f"{path}:{exc.lineno}" if exc.lineno else str(path)
+        raise UsageError(f"{where}: {exc.msg}; fix the script's syntax so that it can run") \
+            from None
+    except (UnicodeDecodeError, ValueError) as exc:  # bytes not in the file's encoding
+        raise UsageError(f"{path}: cannot read it as Python source: {exc}") from None
     old_argv, old_path = sys.argv, list(sys.path)
     sys.argv = [str(path), *argv]
     sys.path.insert(0, str(path.parent.resolve()))

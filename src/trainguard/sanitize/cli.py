@@ -12,7 +12,10 @@ but findings were reported, 2 for a usage error, 3 for an internal error of trai
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
+
+from trainguard.cliargs import output_file
 
 __all__ = ["register", "run"]
 
@@ -30,7 +33,7 @@ def register(subparsers: Any) -> None:
                         help="comma-separated code prefixes to report, e.g. TG2,TG301")
     parser.add_argument("--ignore", metavar="CODES",
                         help="comma-separated code prefixes not to report")
-    parser.add_argument("--report", metavar="FILE",
+    parser.add_argument("--report", metavar="FILE", type=output_file(),
                         help='write the findings as JSON {"findings": [...]} to FILE (under '
                              'torchrun, rank 0 writes every rank\'s findings, merged)')
     parser.add_argument("--every-step", action="store_true",
@@ -39,7 +42,8 @@ def register(subparsers: Any) -> None:
                              "in 32 once 8 such samples in a row found nothing)")
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 when the script succeeds but findings were reported")
-    parser.add_argument("target", nargs="?", metavar="SCRIPT", help="the script to run")
+    parser.add_argument("target", nargs="?", metavar="SCRIPT",
+                        help="the script to run (or -m MODULE)")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
     parser.set_defaults(func=run)
 
@@ -56,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         kind, target, rest = "module", args.module[0], args.module[1:]
     elif args.target:
         kind, target, rest = "path", args.target, args.args
+        if not Path(target).is_file():  # before the watcher starts: nothing ran, nothing to sum up
+            raise UsageError(f"no such script {target!r} (give a .py file, or -m package.module)")
     else:
         raise UsageError("give a script to run (trainguard run train.py) or a module "
                          "(trainguard run -m package.module)")
