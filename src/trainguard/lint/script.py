@@ -14,11 +14,15 @@ import ast
 import re
 import sys
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from trainguard.lint.astutil import (SCOPES, dotted, is_false, is_true, parent, set_parents,
                                      walk_local)
 from trainguard.lint.project import MODE_DEPENDENT as _MODE_DEPENDENT
 from trainguard.lint.project import Builder
+
+if TYPE_CHECKING:
+    from trainguard.lint.callgraph import CallGraph, Target
 
 __all__ = ["Script"]
 
@@ -85,7 +89,6 @@ class Script:
                 self.classes[node.name] = node
         if stars:
             self._star_aliases(stars)
-        self._sites: dict[int, list[ast.Call]] | None = None
         self._grad_memo: dict[int, bool] = {}
         self._qual_memo: dict[int, str | None] = {}
         self._backward_memo: dict[int, bool] = {}
@@ -265,6 +268,24 @@ class Script:
             return True
         return any(b.mode_dependent for b in self.model_builders.values())
 
+    @cached_property
+    def project_imports(self) -> dict[str, tuple[int, str, str | None]]:
+        """Names the file imports from modules that may be files of its own project
+        (relative imports, and absolute ones outside the standard library and common
+        libraries): name -> (level, module, imported attribute or None)."""
+        from trainguard.lint.project import import_specs
+
+        return {name: spec for name, spec in import_specs(
+            n for n in self.nodes if isinstance(n, (ast.Import, ast.ImportFrom))).items()
+            if spec[0] > 0 or spec[1].split(".")[0] not in _NOT_PROJECT}
+
+    @cached_property
+    def graph(self) -> "CallGraph":
+        """Receiver types and call targets (:mod:`trainguard.lint.callgraph`)."""
+        from trainguard.lint.callgraph import CallGraph
+
+        return CallGraph(self)
+
     @property
     def model_builders(self) -> dict[int, Builder]:
         """``id(value)`` -> the same-project class or function it builds a model with, for the
@@ -278,7 +299,7 @@ class Script:
 
     @cached_property
     def _project_models(self) -> tuple[dict[int, Builder], set[str]]:
-        from trainguard.lint.project import imported_builder, import_specs
+        from trainguard.lint.project import imported_builder
 
         wanted: list[tuple[str, ast.expr, list[str]]] = []
         for key, values in self.assignments.items():
@@ -293,9 +314,7 @@ class Script:
         keys: set[str] = set()
         if not wanted:
             return found, keys
-        imports = {name: spec for name, spec in import_specs(
-            n for n in self.nodes if isinstance(n, (ast.Import, ast.ImportFrom))).items()
-            if spec[0] > 0 or spec[1].split(".")[0] not in _NOT_PROJECT}
+        imports = self.project_imports
         known: dict[str, Builder | None] = {}
         for key, value, names in wanted:
             for name in names:
@@ -308,46 +327,23 @@ class Script:
                     keys.add(key)
                     break
         return found, keys
-        known: dict[str, Builder | None] = {}
-        for key, values in self.assignments.items():
-            for value in values:
-                for call in (n for n in ast.walk(value) if isinstance(n, ast.Call)):
-                    name = dotted(call.func)
-                    if name is None or name.split(".")[0] not in imports:
-                        continue
-                    if name not in known:
-                        known[name] = imported_builder(self.path, imports, name)
-                    builder = known[name]
-                    if builder is not None and (builder.kind == "class" or self.is_model(key)):
-                        found[id(value)] = builder
-                        keys.add(key)
-                        break
-        return found, keys
 
     # -- functions and calls -----------------------------------------------------------------
 
     def callee(self, call: ast.Call) -> Func | None:
-        """The same-file function a call runs, if it can be told: ``f(...)`` or ``self.f(...)``."""
-        f = call.func
-        if isinstance(f, ast.Name):
-            defs = [d for d in self.functions.get(f.id, ()) if self.enclosing_class(d) is None]
-            return defs[0] if len(defs) == 1 else None
-        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
-            cls = self.enclosing_class(call)
-            if cls is not None:
-                for b in cls.body:
-                    if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and b.name == f.attr:
-                        return b
-        return None
+        """The same-file function a call runs, if there is one: ``f(...)``, ``self.f(...)``
+        (inherited methods too), ``obj.f(...)`` on an object of a same-file class
+        (``trainer.fit()``, ``self.model.predict(x)``), ``super().f(...)``. Calling a module
+        instance (``model(x)``) is a forward, not a call of a helper: see ``targets``."""
+        found = [t for t in self.graph.targets(call) if t.script is self and not t.instance]
+        return found[0].func if len(found) == 1 else None
+
+    def targets(self, call: ast.Call) -> list["Target"]:
+        """Every function ``call`` may run, in this file or another file of the project."""
+        return self.graph.targets(call)
 
     def call_sites(self, func: Func) -> list[ast.Call]:
-        if self._sites is None:
-            self._sites = {}
-            for call in self.calls:
-                target = self.callee(call)
-                if target is not None:
-                    self._sites.setdefault(id(target), []).append(call)
-        return self._sites.get(id(func), [])
+        return [c for c in self.graph.sites(func) if self.callee(c) is func]
 
     def reachable(self, node: ast.AST, *, depth: int = 4) -> list[ast.AST]:
         """``node`` and the same-file functions it calls, transitively (``depth`` levels)."""
@@ -368,7 +364,19 @@ class Script:
     def calls_reached(self, node: ast.AST) -> list[ast.Call]:
         return [c for n in self.reachable(node) for c in walk_local(n) if isinstance(c, ast.Call)]
 
+    def may_reach(self, word: str) -> bool:
+        """Whether ``word`` is in this file or in a project file it imports: code that no call
+        can reach needs no call graph (``backward`` for training loops)."""
+        memo = self.__dict__.setdefault("_tg_may_reach", {})
+        if word not in memo:
+            from trainguard.lint.project import imports_mention
+
+            memo[word] = word in self.source or imports_mention(self, word)
+        return memo[word]
+
     def has_backward(self, node: ast.AST) -> bool:
+        if not self.may_reach("backward"):
+            return False
         k = id(node)
         if k not in self._backward_memo:
             self._backward_memo[k] = any(is_backward(c) for c in self.calls_reached(node))
