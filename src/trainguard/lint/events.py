@@ -20,7 +20,7 @@ from trainguard.lint.script import Script, is_backward
 __all__ = ["Event", "events", "Kind"]
 
 Kind = Literal["backward", "step", "zero", "sched", "train", "eval", "mode?", "unscale", "clip",
-               "forward", "loop"]
+               "forward", "loop", "setgrad"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,10 +103,18 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
     return None
 
 
-def _grad_none(stmt: ast.stmt) -> bool:
-    """``p.grad = None`` (or ``param.grad = None`` in a loop): gradients zeroed by hand."""
-    return isinstance(stmt, ast.Assign) and any(
-        isinstance(t, ast.Attribute) and t.attr == "grad" for t in stmt.targets)
+def _grad_assign(stmt: ast.stmt) -> Kind | None:
+    """``p.grad = None`` (or zeros) zeroes gradients by hand: ``zero``; ``p.grad = g`` sets
+    them (clipped, averaged, copied from another model): ``setgrad``."""
+    if not (isinstance(stmt, ast.Assign) and any(
+            isinstance(t, ast.Attribute) and t.attr == "grad" for t in stmt.targets)):
+        return None
+    v = stmt.value
+    if isinstance(v, ast.Constant) and v.value is None:
+        return "zero"
+    if isinstance(v, ast.Call) and (dotted(v.func) or "").endswith(("zeros_like", "zeros")):
+        return "zero"
+    return "setgrad"
 
 
 def _calls_in_order(stmt: ast.AST) -> list[ast.Call]:
@@ -153,8 +161,9 @@ def _events(root: Script, script: Script, stmts: list[ast.stmt], rename: dict[st
     for stmt in stmts:
         if isinstance(stmt, SCOPES):
             continue
-        if _grad_none(stmt):
-            out.append(Event("zero", "*", stmt, via, foreign))
+        grad_kind = _grad_assign(stmt)
+        if grad_kind is not None:
+            out.append(Event(grad_kind, "*", stmt, via, foreign))
         for call in _calls_in_order(stmt):
             ev = _classify(script, call, rename)
             if ev is not None:

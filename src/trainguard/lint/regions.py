@@ -148,7 +148,7 @@ def _region_loop(script: Script, loop: ast.AST) -> bool:
         return False
     if _inside_module_class(script, loop):
         return False
-    forwards = forward_calls(script, loop)
+    forwards = [f for f in forward_calls(script, loop) if _output_used(f, loop)]
     if not forwards or script.has_backward(loop) or _rollout(script, loop):
         return False
     if not _DATA_ITER.search(script.segment(loop.iter) or "") and \
@@ -158,6 +158,19 @@ def _region_loop(script: Script, loop: ast.AST) -> bool:
         return False  # a training loop whose backward happens in a helper (loss_scaler(...))
     text = script.segment(loop) or ""
     return bool(_METRIC_HINT.search(text))
+
+
+def _output_used(call: ast.Call, region: ast.AST) -> bool:
+    """The forward's output is read: not a bare statement (``model(x)`` run only so that
+    BatchNorm updates its statistics) nor a name nothing reads (``out = model(x)``)."""
+    p = parent(call)
+    if isinstance(p, ast.Expr):
+        return False
+    if isinstance(p, ast.Assign) and all(isinstance(t, ast.Name) for t in p.targets):
+        names = {t.id for t in p.targets} - {"_"}  # type: ignore[attr-defined]
+        return any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
+                   for n in walk_local(region))
+    return True
 
 
 def _fed_by_target(loop: ast.For | ast.AsyncFor, forwards: list[ast.Call]) -> bool:

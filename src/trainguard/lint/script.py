@@ -46,6 +46,9 @@ _MODEL_CALLS = {"train", "eval", "parameters", "named_parameters", "state_dict",
                 "load_state_dict", "zero_grad", "requires_grad_", "modules", "named_modules",
                 "children", "forward", "generate"}
 _MODEL_CTOR = re.compile(r"^(torchvision\.models\.|timm\.create_model|torch\.nn\.Sequential|"
+                         r"torch\.nn\.(Linear|Bilinear|LazyLinear|Conv[123]d|ConvTranspose[123]d|"
+                         r"LSTM|GRU|RNN|Embedding|EmbeddingBag|Transformer\w*|"
+                         r"MultiheadAttention)$|"
                          r"torch\.nn\.parallel\.DistributedDataParallel|torch\.nn\.DataParallel|"
                          r"torch\.compile$)|\.from_pretrained$|^(DDP|FSDP)$")
 # Top-level packages that are never a file of the user's project: the standard library and the
@@ -250,6 +253,15 @@ class Script:
                 k = self.key(f.value)
                 if k and _MODEL_NAME.match(k):
                     keys.add(k)
+            q = self.call_qualname(call) or ""
+            if _OPTIM_CLASS.search(q) or _OPTIM_CLASS.search(q.rsplit(".", 1)[-1]):
+                # whatever hands its parameters to an optimizer is a model being trained
+                for arg in ast.walk(call):
+                    if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and \
+                            arg.func.attr in ("parameters", "named_parameters"):
+                        k = self.key(arg.func.value)
+                        if k and "[]" not in k:
+                            keys.add(k)
         bad = self.optimizers | set(self.schedulers) | self.scalers
         return {k for k in keys if k not in bad and not self.is_optimizer(k)}
 

@@ -45,8 +45,8 @@ def check(script: Script) -> Iterator[Hit]:
 
 def _next_step(evs: list[Event]) -> Event | None:
     for e in evs:
-        if e.kind == "backward":
-            return None
+        if e.kind in ("backward", "setgrad"):
+            return None  # new gradients (a backward, or set by hand) before the step
         if e.kind == "step":
             return e
     return None
