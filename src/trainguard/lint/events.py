@@ -20,7 +20,7 @@ from trainguard.lint.script import Script, is_backward
 __all__ = ["Event", "events", "Kind"]
 
 Kind = Literal["backward", "step", "zero", "sched", "train", "eval", "mode?", "unscale", "clip",
-               "forward", "loop", "setgrad"]
+               "forward", "loop", "setgrad", "autograd"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +65,8 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
 
     if is_backward(call):
         return Event("backward", None, call)
+    if (script.call_qualname(call) or "").endswith("autograd.grad"):
+        return Event("autograd", None, call)  # a pass through the graph that sets no .grad
     if not isinstance(f, ast.Attribute):
         q = script.call_qualname(call) or ""
         if q.endswith(("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm")):

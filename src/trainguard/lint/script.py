@@ -272,11 +272,30 @@ class Script:
             and not self.is_scheduler(key)
 
     @cached_property
+    def _code_words(self) -> str:
+        """The names the code uses (identifiers, attributes, keywords, imports), without
+        comments and strings: ``# no Dropout here`` shows no Dropout."""
+        words = set()
+        for n in self.nodes:
+            if isinstance(n, ast.Name):
+                words.add(n.id)
+            elif isinstance(n, ast.Attribute):
+                words.add(n.attr)
+            elif isinstance(n, ast.keyword) and n.arg:
+                words.add(f"{n.arg}=")
+            elif isinstance(n, ast.alias):
+                words.add(n.name)
+            if isinstance(n, ast.Call) and "InstanceNorm" in (dotted(n.func) or "") and \
+                    any(k.arg == "track_running_stats" for k in n.keywords):
+                words.add("InstanceNorm(track_running")
+        return " ".join(sorted(words))
+
+    @cached_property
     def mode_dependent(self) -> bool:
         """Whether the file shows modules whose behaviour depends on train/eval mode, itself or
         through a model built by a class or function of another file of the project
         (``model = make()`` with ``from models import make``)."""
-        if _MODE_DEPENDENT.search(self.source):
+        if _MODE_DEPENDENT.search(self.source) and _MODE_DEPENDENT.search(self._code_words):
             return True
         return any(b.mode_dependent for b in self.model_builders.values())
 
