@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["CallGraph", "ClassRef", "Target"]
 
 # Module methods that return the module itself (``Net().to(device)`` is still a ``Net``).
-_RETURNS_SELF = {"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval",
+RETURNS_SELF = {"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval",
                  "requires_grad_", "share_memory", "type", "apply", "to_empty"}
 _COPIES = {"copy.deepcopy", "copy.copy"}
 _MAX_TYPES = 6
@@ -217,7 +217,7 @@ class CallGraph:
             q = s.call_qualname(expr) or ""
             if q in _COPIES and expr.args:
                 return self.types(expr.args[0], params=params, _depth=depth - 1)
-            if isinstance(f, ast.Attribute) and f.attr in _RETURNS_SELF:
+            if isinstance(f, ast.Attribute) and f.attr in RETURNS_SELF:
                 return self.types(f.value, params=params, _depth=depth - 1)
             out = []
             for t in self.targets(expr, params=params, _depth=depth - 1):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from trainguard.lint.astutil import SCOPES, children, dotted, is_false, is_true
+from trainguard.lint.callgraph import RETURNS_SELF
 from trainguard.lint.script import Script, is_backward
 
 __all__ = ["Event", "events", "Kind"]
@@ -55,6 +56,9 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
     f = call.func
 
     def key(node: ast.AST) -> str | None:
+        while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in RETURNS_SELF:  # model.to(device).train()
+            node = node.func.value
         k = script.key(node)
         if k is None:
             return None
