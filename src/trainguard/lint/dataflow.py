@@ -10,7 +10,7 @@ from trainguard.lint.astutil import SCOPES, dotted, parent, walk_local
 from trainguard.lint.script import Script, is_backward
 
 __all__ = ["scope_of", "last_assignment", "graph_names", "is_loss_call", "carries_graph",
-           "numeric_only", "CUTS"]
+           "numeric_only", "returns_graph", "CUTS"]
 
 _LOSS_FN = re.compile(r"(loss|criterion|crit)\w*$|^(cross_entropy|nll_loss|mse_loss|l1_loss|"
                       r"binary_cross_entropy\w*|smooth_l1_loss|kl_div|huber_loss|ctc_loss)$",
@@ -90,6 +90,8 @@ def graph_names(script: Script, loop: ast.AST) -> set[str]:
                 for t in a.targets:
                     if isinstance(t, ast.Name):
                         names.add(t.id)
+                    elif isinstance(t, ast.Tuple):  # logits, loss = model(x, y)
+                        names.update(e.id for e in t.elts if isinstance(e, ast.Name))
     return names
 
 
@@ -110,6 +112,9 @@ def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
         f = expr.func
         k = script.key(f)
         if k and script.is_model(k) and k != "self":
+            return True
+        target = script.callee(expr)
+        if target is not None and returns_graph(script, target):
             return True
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
                 f.value.id in names and f.attr in ("sum", "mean", "squeeze", "view", "reshape",
@@ -149,3 +154,23 @@ def _numeric_use(script: Script, node: ast.AST, scope: ast.AST, depth: int) -> b
             isinstance(p.targets[0], ast.Name):
         return numeric_only(script, p.targets[0].id, scope, set(), depth=depth - 1)
     return False
+
+
+def returns_graph(script: Script, func: ast.AST) -> bool:
+    """Whether a same-file function returns a tensor that carries a graph (a loss it computed
+    and backpropagated, a model output), grad enabled: ``loss = self.discriminator_step(...)``."""
+    memo = script.__dict__.setdefault("_tg_returns_graph", {})
+    if id(func) in memo:
+        return memo[id(func)]
+    memo[id(func)] = False  # a recursive function: assume not while deciding
+    found = False
+    if not script.grad_disabled(func):
+        names = graph_names(script, func)
+        for r in walk_local(func):
+            if isinstance(r, ast.Return) and r.value is not None:
+                values = r.value.elts if isinstance(r.value, ast.Tuple) else [r.value]
+                if any(carries_graph(script, v, names) for v in values):
+                    found = True
+                    break
+    memo[id(func)] = found
+    return found

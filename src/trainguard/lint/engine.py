@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from trainguard.config import Config, is_suppressed
 from trainguard.findings import Finding
+from trainguard.lint.project import cached_script, remember_script
 from trainguard.lint.rules import Edit, Hit, all_rules
 from trainguard.lint.script import Script
 from trainguard.lint.source import Source
@@ -54,15 +55,18 @@ def lint_text(text: str, *, path: str = "<string>", config: Config | None = None
 def lint_source(source: Source, *, config: Config | None = None) -> LintResult:
     config = config or Config()
     result = LintResult(source)
-    try:
-        tree = ast.parse(source.text, filename=source.path)
-    except (SyntaxError, ValueError) as exc:
-        line = getattr(exc, "lineno", None) or 1
-        col = getattr(exc, "offset", None) or 1
-        msg = getattr(exc, "msg", None) or str(exc)
-        _add(result, config, "TG001", line, col, f"cannot parse: {msg}", None, None, None)
-        return result
-    script = Script(source=source.text, path=source.path, tree=tree)
+    script = cached_script(source.path, source.text)
+    if script is None:
+        try:
+            tree = ast.parse(source.text, filename=source.path)
+        except (SyntaxError, ValueError) as exc:
+            line = getattr(exc, "lineno", None) or 1
+            col = getattr(exc, "offset", None) or 1
+            msg = getattr(exc, "msg", None) or str(exc)
+            _add(result, config, "TG001", line, col, f"cannot parse: {msg}", None, None, None)
+            return result
+        script = Script(source=source.text, path=source.path, tree=tree)
+        remember_script(source.path, script)
     seen: set[tuple[str, int, int]] = set()
     in_tests = is_test_file(source.path)
     for code, rule in all_rules().items():

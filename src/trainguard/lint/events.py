@@ -10,16 +10,18 @@ parameters to the caller's arguments, so that ``validate(net, loader)`` contribu
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import dataclass
 from typing import Literal
 
 from trainguard.lint.astutil import SCOPES, children, dotted, is_false, is_true
+from trainguard.lint.callgraph import RETURNS_SELF
 from trainguard.lint.script import Script, is_backward
 
 __all__ = ["Event", "events", "Kind"]
 
 Kind = Literal["backward", "step", "zero", "sched", "train", "eval", "mode?", "unscale", "clip",
-               "forward", "loop"]
+               "forward", "loop", "setgrad", "autograd"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,12 +33,32 @@ class Event:
     key: str | None
     node: ast.AST
     via: ast.Call | None = None
+    foreign: str | None = None  # the other project file that holds ``node`` (via ``via``)
+
+    @property
+    def site(self) -> ast.AST:
+        """Where to report it in the linted file: the node, or the call that reached another
+        file's code."""
+        return self.via if self.foreign and self.via is not None else self.node
+
+    @property
+    def line(self) -> int:
+        return self.site.lineno  # type: ignore[attr-defined]
+
+    @property
+    def place(self) -> str:
+        """``line 12``, or ``helpers.py line 12`` for code in another file."""
+        line = self.node.lineno  # type: ignore[attr-defined]
+        return f"{os.path.basename(self.foreign)} line {line}" if self.foreign else f"line {line}"
 
 
 def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event | None:
     f = call.func
 
     def key(node: ast.AST) -> str | None:
+        while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in RETURNS_SELF:  # model.to(device).train()
+            node = node.func.value
         k = script.key(node)
         if k is None:
             return None
@@ -47,6 +69,8 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
 
     if is_backward(call):
         return Event("backward", None, call)
+    if (script.call_qualname(call) or "").endswith("autograd.grad"):
+        return Event("autograd", None, call)  # a pass through the graph that sets no .grad
     if not isinstance(f, ast.Attribute):
         q = script.call_qualname(call) or ""
         if q.endswith(("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm")):
@@ -85,10 +109,18 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
     return None
 
 
-def _grad_none(stmt: ast.stmt) -> bool:
-    """``p.grad = None`` (or ``param.grad = None`` in a loop): gradients zeroed by hand."""
-    return isinstance(stmt, ast.Assign) and any(
-        isinstance(t, ast.Attribute) and t.attr == "grad" for t in stmt.targets)
+def _grad_assign(stmt: ast.stmt) -> Kind | None:
+    """``p.grad = None`` (or zeros) zeroes gradients by hand: ``zero``; ``p.grad = g`` sets
+    them (clipped, averaged, copied from another model): ``setgrad``."""
+    if not (isinstance(stmt, ast.Assign) and any(
+            isinstance(t, ast.Attribute) and t.attr == "grad" for t in stmt.targets)):
+        return None
+    v = stmt.value
+    if isinstance(v, ast.Constant) and v.value is None:
+        return "zero"
+    if isinstance(v, ast.Call) and (dotted(v.func) or "").endswith(("zeros_like", "zeros")):
+        return "zero"
+    return "setgrad"
 
 
 def _calls_in_order(stmt: ast.AST) -> list[ast.Call]:
@@ -108,8 +140,10 @@ def _calls_in_order(stmt: ast.AST) -> list[ast.Call]:
 
 def events(script: Script, stmts: list[ast.stmt], *, rename: dict[str, str] | None = None,
            depth: int = 3, via: ast.Call | None = None,
-           _stack: tuple[int, ...] = ()) -> list[Event]:
-    """The events of ``stmts`` in running order, with same-file calls inlined ``depth`` deep."""
+           _stack: tuple[int, ...] = (), _src: Script | None = None) -> list[Event]:
+    """The events of ``stmts`` in running order, with calls of functions of the same file or
+    project inlined ``depth`` deep (every target of a call whose receiver may be of several
+    classes, in turn). ``_src`` is the script that holds ``stmts`` when it is another file."""
     rename = rename or {}
     if not stmts:
         return []
@@ -117,44 +151,52 @@ def events(script: Script, stmts: list[ast.stmt], *, rename: dict[str, str] | No
     key = (id(stmts[0]), len(stmts), tuple(sorted(rename.items())), depth, id(via), _stack)
     found = memo.get(key)
     if found is None:
-        found = memo[key] = _events(script, stmts, rename, depth, via, _stack)
+        found = memo[key] = _events(script, _src or script, stmts, rename, depth, via, _stack)
     return found
 
 
-def _events(script: Script, stmts: list[ast.stmt], rename: dict[str, str], depth: int,
-            via: ast.Call | None, _stack: tuple[int, ...]) -> list[Event]:
+def _events(root: Script, script: Script, stmts: list[ast.stmt], rename: dict[str, str],
+            depth: int, via: ast.Call | None, _stack: tuple[int, ...]) -> list[Event]:
     out: list[Event] = []
+    foreign = script.path if script is not root else None
+
+    def sub(block: list[ast.stmt]) -> list[Event]:
+        return events(root, block, rename=rename, depth=depth, via=via, _stack=_stack,
+                      _src=script)
+
     for stmt in stmts:
         if isinstance(stmt, SCOPES):
             continue
-        if _grad_none(stmt):
-            out.append(Event("zero", "*", stmt, via))
+        grad_kind = _grad_assign(stmt)
+        if grad_kind is not None:
+            out.append(Event(grad_kind, "*", stmt, via, foreign))
         for call in _calls_in_order(stmt):
             ev = _classify(script, call, rename)
             if ev is not None:
-                out.append(Event(ev.kind, ev.key, ev.node, via or None))
+                out.append(Event(ev.kind, ev.key, ev.node, via or None, foreign))
                 continue
-            target = script.callee(call)
-            if target is not None and depth > 0 and id(target) not in _stack:
-                inner = _bind(script, target, call, rename)
-                out.extend(events(script, target.body, rename=inner, depth=depth - 1,
-                                  via=via or call, _stack=_stack + (id(target),)))
+            if depth <= 0:
+                continue
+            for target in script.targets(call):
+                if target.instance or id(target.func) in _stack:
+                    continue
+                inner = _bind(script, target.func, call, rename)
+                out.extend(events(root, target.func.body, rename=inner, depth=depth - 1,
+                                  via=via or call, _stack=_stack + (id(target.func),),
+                                  _src=target.script))
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
-            out.append(Event("loop", None, stmt, via))
+            out.append(Event("loop", None, stmt, via, foreign))
         for field in ("body", "handlers", "orelse", "finalbody"):
             block = getattr(stmt, field, None)
             if isinstance(block, list):
                 if field == "handlers":
                     for h in block:
-                        out.extend(events(script, h.body, rename=rename, depth=depth, via=via,
-                                          _stack=_stack))
+                        out.extend(sub(h.body))
                 else:
-                    out.extend(events(script, block, rename=rename, depth=depth, via=via,
-                                      _stack=_stack))
+                    out.extend(sub(block))
         if isinstance(stmt, ast.Match):
             for case in stmt.cases:
-                out.extend(events(script, case.body, rename=rename, depth=depth, via=via,
-                                  _stack=_stack))
+                out.extend(sub(case.body))
     return out
 
 

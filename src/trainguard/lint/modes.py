@@ -1,4 +1,4 @@
-"""The train/eval mode a model is in at a point of a script, as far as the file tells."""
+"""The train/eval mode a model is in at a point of a script, as far as the code tells."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import ast
 from typing import Literal
 
 from trainguard.lint.astutil import dotted
+from trainguard.lint.events import Event
 from trainguard.lint.regions import preceding_events
 from trainguard.lint.script import Script
 
@@ -14,29 +15,31 @@ __all__ = ["mode_before"]
 Mode = Literal["train", "eval", "unknown"]
 
 
-def mode_before(script: Script, node: ast.AST) -> tuple[Mode, str]:
-    """The mode when ``node`` starts and why: the last ``.train()``/``.eval()`` before it in its
-    function or module (same-file calls followed), else a training loop that ran earlier, else
-    a model built earlier in the same scope (modules start in train mode) by a same-file class,
-    a zoo constructor, or a class or factory of another project file that does not set the mode
-    itself."""
-    state: Mode = "unknown"
-    reason = ""
-    trained_at = None
-    for e in preceding_events(script, node):
-        line = (e.via or e.node).lineno  # type: ignore[attr-defined]
-        where = f"line {e.node.lineno}" + (  # type: ignore[attr-defined]
-            f", in the call at line {e.via.lineno}" if e.via is not None else "")
-        if e.kind == "train":
-            state, reason = "train", f"{e.key}.train() at {where}"
-        elif e.kind == "eval":
-            state, reason = "eval", f"{e.key}.eval() at {where}"
-        elif e.kind == "mode?":
-            state, reason = "unknown", ""
-        elif e.kind == "step" and trained_at is None:
-            trained_at = line
-    if state != "unknown" or reason:
+def mode_before(script: Script, node: ast.AST, *, _depth: int = 3) -> tuple[Mode, str]:
+    """The mode when ``node`` starts and why.
+
+    The events before it in its function (calls of same-file and same-project functions
+    followed) are walked in order, keeping the last ``.train()``/``.eval()``; inside a loop, the
+    next pass is walked too (the loop's body has run once more), so an ``eval()`` at the end of
+    an epoch and a ``train()`` only before the loop are both seen. When the function itself
+    says nothing, the mode is the one at its call sites (train at any of them is train). At
+    the top: a training loop that ran earlier, else a model built earlier in the same scope
+    (modules start in train mode) by a same-file class, a zoo constructor, or a class or
+    factory of another project file that does not set the mode itself."""
+    first = _walk(preceding_events(script, node))
+    state, reason, trained_at, decided = first
+    if decided and state != "train" and script.enclosing_loops(node):
+        second = _walk(preceding_events(script, node, again=True))
+        if second[0] == "train":
+            return "train", f"{second[1]}, on the loop's next pass"
+    if decided:
         return state, reason
+    func = script.enclosing_function(node)
+    if func is not None and _depth > 0:
+        for site in script.call_sites(func):
+            mode, why = mode_before(script, site, _depth=_depth - 1)
+            if mode == "train":
+                return "train", f"{why}; {func.name}() is called at line {site.lineno}"
     if trained_at is not None:
         return "train", f"the model has been in train mode since it was built; " \
                         f"it was trained just before (optimizer step at line {trained_at})"
@@ -45,6 +48,27 @@ def mode_before(script: Script, node: ast.AST) -> tuple[Mode, str]:
         return "train", f"modules start in train mode and the model built at line {built} " \
                         f"was never switched to eval"
     return "unknown", ""
+
+
+def _walk(evs: list[Event]) -> tuple[Mode, str, int | None, bool]:
+    """(mode, why, line of the first optimizer step, whether a mode event decided it)."""
+    state: Mode = "unknown"
+    reason = ""
+    decided = False
+    trained_at = None
+    for e in evs:
+        where = e.place + (
+            f", in the call at line {e.via.lineno}" if e.via is not None
+            else "")
+        if e.kind == "train":
+            state, reason, decided = "train", f"{e.key}.train() at {where}", True
+        elif e.kind == "eval":
+            state, reason, decided = "eval", f"{e.key}.eval() at {where}", True
+        elif e.kind == "mode?":
+            state, reason, decided = "unknown", "", True
+        elif e.kind == "step" and trained_at is None:
+            trained_at = e.line if e.via is None else e.via.lineno
+    return state, reason, trained_at, decided
 
 
 def _built_before(script: Script, node: ast.AST) -> int | None:

@@ -18,14 +18,20 @@ a rule asks about a script whose own text shows no such module; torch is never i
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-__all__ = ["Builder", "imported_builder", "import_specs", "MODE_DEPENDENT"]
+if TYPE_CHECKING:
+    from trainguard.lint.script import Script
+
+__all__ = ["Builder", "imported_builder", "import_specs", "MODE_DEPENDENT", "project_script",
+           "foreign_definition"]
 
 MODE_DEPENDENT = re.compile(
     r"Dropout|BatchNorm|dropout|torchvision|timm|from_pretrained|transformers|resnet|vgg|"
@@ -66,11 +72,15 @@ class _Module:
         self.text = text
         self.lines = text.splitlines(keepends=True)
         self.defs: dict[str, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef] = {}
-        self.imports: dict[str, tuple[int, str, str | None]] = {}  # name -> (level, module, attr)
         for node in tree.body:
             if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.defs[node.name] = node
-        self.imports = _imports(tree)
+        self.tree = tree
+
+    @cached_property
+    def imports(self) -> dict[str, tuple[int, str, str | None]]:
+        """name -> (level, module, imported attribute or None)."""
+        return _imports(self.tree)
 
     def segment(self, node: ast.AST) -> str:
         first = node.lineno - 1  # type: ignore[attr-defined]
@@ -79,6 +89,7 @@ class _Module:
 
 
 _cache: dict[str, tuple[int, _Module | None]] = {}
+_MAX_MODULES = 32  # parsed project files kept (the most recently used)
 
 
 def _load(path: Path) -> _Module | None:
@@ -87,16 +98,18 @@ def _load(path: Path) -> _Module | None:
         mtime = path.stat().st_mtime_ns
     except OSError:
         return None
-    known = _cache.get(key)
-    if known is not None and known[0] == mtime:
-        return known[1]
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-        module: _Module | None = _Module(path, text, ast.parse(text, filename=key))
-    except (OSError, SyntaxError, ValueError):
-        module = None
-    _cache[key] = (mtime, module)
-    return module
+    known = _cache.pop(key, None)
+    if known is None or known[0] != mtime:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            module: _Module | None = _Module(path, text, ast.parse(text, filename=key))
+        except (OSError, SyntaxError, ValueError):
+            module = None
+        known = (mtime, module)
+    _cache[key] = known  # most recent last; the least recently used goes first
+    while len(_cache) > _MAX_MODULES:
+        del _cache[next(iter(_cache))]
+    return known[1]
 
 
 def _imports(tree: ast.Module) -> dict[str, tuple[int, str, str | None]]:
@@ -121,6 +134,7 @@ def import_specs(nodes: Iterable[ast.AST]) -> dict[str, tuple[int, str, str | No
     return out
 
 
+@functools.lru_cache(maxsize=512)
 def _project_root(folder: Path) -> Path:
     for candidate in [folder, *list(folder.parents)[:_MAX_UP]]:
         if any((candidate / m).exists() for m in _ROOT_MARKERS):
@@ -255,3 +269,187 @@ def imported_builder(path: str, imports: dict[str, tuple[int, str, str | None]],
                    mode_dependent=_shows(target, name, _IMPORT_DEPTH, set()),
                    sets_mode=bool(_SETS_MODE.search(target.segment(node))))
 
+
+
+_scripts: dict[str, tuple[int, object]] = {}
+_MAX_SCRIPTS = 8  # parsed project files kept (the most recently used)
+
+
+def project_script(path: Path) -> "Script | None":
+    """The :class:`~trainguard.lint.script.Script` of another project file, parsed once per
+    modification time (None when it cannot be read or parsed)."""
+    from trainguard.lint.script import Script
+
+    key = str(path)
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        return None
+    known = _scripts.pop(key, None)
+    if known is None or known[0] != mtime:
+        module = _load(path)
+        script = None if module is None else Script(source=module.text, path=key,
+                                                    tree=module.tree)
+        known = (mtime, script)
+    _scripts[key] = known  # most recent last
+    while len(_scripts) > _MAX_SCRIPTS:
+        del _scripts[next(iter(_scripts))]
+    return known[1]  # type: ignore[return-value]
+
+
+_texts: dict[str, tuple[int, str]] = {}
+
+
+def imports_mention(script: "Script", word: str) -> bool:
+    """Whether a project file the script imports (read as text, not parsed) contains
+    ``word``: a cheap test before following calls into other files."""
+    path = script.path
+    if not path or path.startswith("<") or path == "-" or not script.project_imports:
+        return False
+    importer = Path(os.path.abspath(path))
+    files = script.__dict__.get("_tg_import_files")
+    if files is None:
+        files = set()
+        for level, module, attr in script.project_imports.values():
+            resolved = _resolve(importer, level, module, attr)
+            if resolved is not None:
+                files.add(resolved[0])
+        script.__dict__["_tg_import_files"] = files
+    for file in files:
+        key = str(file)
+        try:
+            mtime = file.stat().st_mtime_ns
+        except OSError:
+            continue
+        known = _texts.get(key)
+        if known is None or known[0] != mtime:
+            try:
+                known = (mtime, file.read_text(encoding="utf-8", errors="replace"))
+            except OSError:
+                continue
+            _texts[key] = known
+        if word in known[1]:
+            return True
+    return False
+
+
+def cached_script(path: str, text: str) -> "Script | None":
+    """The Script of the file at ``path`` if it was parsed already from this very text (a
+    file that another linted file imports is then parsed once)."""
+    key = _disk_key(path)
+    known = _scripts.get(key) if key else None
+    if known is None or known[1] is None or known[1].source != text:  # type: ignore[attr-defined]
+        return None
+    try:
+        if Path(key).stat().st_mtime_ns != known[0]:  # type: ignore[arg-type]
+            return None
+    except OSError:
+        return None
+    return known[1]  # type: ignore[return-value]
+
+
+def remember_script(path: str, script: "Script") -> None:
+    """Keep the Script of a linted ``.py`` file for the files that import it."""
+    key = _disk_key(path)
+    if not key or not key.endswith(".py"):
+        return
+    try:
+        mtime = Path(key).stat().st_mtime_ns
+    except OSError:
+        return
+    if Path(key).read_bytes().decode("utf-8", errors="replace") != script.source:
+        return  # the text linted is not the file on disk (standard input named after it)
+    _scripts.pop(key, None)
+    _scripts[key] = (mtime, script)
+    while len(_scripts) > _MAX_SCRIPTS:
+        del _scripts[next(iter(_scripts))]
+
+
+def _disk_key(path: str) -> str | None:
+    if not path or path.startswith("<") or path == "-":
+        return None
+    return os.path.abspath(path)
+
+
+def _foreign_node(script: "Script", dotted_name: str, *, full: bool
+                  ) -> tuple[Path, object, ast.AST] | None:
+    """(file, its Script or _Module, the top-level class or function) that ``dotted_name``
+    names in ``script`` through an import of another project file. ``full`` builds the
+    file's :class:`Script`; otherwise only its parse is read (cheaper)."""
+    path = script.path
+    if not path or path.startswith("<") or path == "-":
+        return None
+    imports = script.project_imports
+    head, _, rest = dotted_name.partition(".")
+    if head not in imports:
+        return None
+    importer = Path(os.path.abspath(path))
+    level, module, attr = imports[head]
+    if attr is None:
+        if not rest:
+            return None
+        module, _, attr = f"{module}.{rest}".rpartition(".")
+    elif rest:
+        if "." in rest:
+            return None
+        module, attr = (f"{module}.{attr}" if module else attr), rest
+    for _ in range(3):  # follow re-exports (`from .nets import Net` in a package __init__)
+        resolved = _resolve(importer, level, module, attr)
+        if resolved is None or resolved[1] is None:
+            return None
+        parsed = _load(resolved[0])
+        if parsed is None:
+            return None
+        name = resolved[1]
+        node = parsed.defs.get(name)
+        if node is not None:
+            return resolved[0], (project_script(resolved[0]) if full else parsed), node
+        spec = parsed.imports.get(name)
+        if spec is None:
+            return None
+        importer = resolved[0]
+        level, module, attr = spec
+        if attr is None:
+            return None
+    return None
+
+
+def foreign_method_names(script: "Script", dotted_name: str, _depth: int = 3) -> set[str]:
+    """Method names of the project class ``dotted_name`` names (and of its bases in its own
+    file), read from the parse alone."""
+    found = _foreign_node(script, dotted_name, full=False)
+    if found is None or not isinstance(found[2], ast.ClassDef):
+        return set()
+    module = found[1]
+    out: set[str] = set()
+    todo = [found[2]]
+    seen: set[int] = set()
+    while todo and len(seen) < 8:
+        cls = todo.pop()
+        if id(cls) in seen:
+            continue
+        seen.add(id(cls))
+        out.update(b.name for b in cls.body if isinstance(b, (ast.FunctionDef,
+                                                              ast.AsyncFunctionDef)))
+        for base in cls.bases:
+            other = module.defs.get(base.id) if isinstance(base, ast.Name) else None  # type: ignore
+            if isinstance(other, ast.ClassDef):
+                todo.append(other)
+    return out
+
+
+def foreign_definition(script: "Script", dotted_name: str) -> object:
+    """The class (as a ``ClassRef``) or function (as a ``Target``) that ``dotted_name`` names
+    in ``script`` through an import of another file of the same project, or None."""
+    from trainguard.lint.callgraph import ClassRef, Target
+
+    found = _foreign_node(script, dotted_name, full=True)
+    if found is None or found[1] is None:
+        return None
+    other, node = found[1], found[2]
+    if isinstance(node, ast.ClassDef):
+        return ClassRef(other, other.classes.get(node.name, node))  # type: ignore[union-attr]
+    defs = [d for d in other.functions.get(node.name, ())  # type: ignore[union-attr,attr-defined]
+            if other.enclosing_class(d) is None  # type: ignore[union-attr]
+            and other.enclosing_function(d) is None]  # type: ignore[union-attr]
+    return Target(other, defs[0]) if len(defs) == 1 else None

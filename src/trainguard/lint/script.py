@@ -14,11 +14,15 @@ import ast
 import re
 import sys
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from trainguard.lint.astutil import (SCOPES, dotted, is_false, is_true, parent, set_parents,
                                      walk_local)
 from trainguard.lint.project import MODE_DEPENDENT as _MODE_DEPENDENT
 from trainguard.lint.project import Builder
+
+if TYPE_CHECKING:
+    from trainguard.lint.callgraph import CallGraph, Target
 
 __all__ = ["Script"]
 
@@ -42,6 +46,9 @@ _MODEL_CALLS = {"train", "eval", "parameters", "named_parameters", "state_dict",
                 "load_state_dict", "zero_grad", "requires_grad_", "modules", "named_modules",
                 "children", "forward", "generate"}
 _MODEL_CTOR = re.compile(r"^(torchvision\.models\.|timm\.create_model|torch\.nn\.Sequential|"
+                         r"torch\.nn\.(Linear|Bilinear|LazyLinear|Conv[123]d|ConvTranspose[123]d|"
+                         r"LSTM|GRU|RNN|Embedding|EmbeddingBag|Transformer\w*|"
+                         r"MultiheadAttention)$|"
                          r"torch\.nn\.parallel\.DistributedDataParallel|torch\.nn\.DataParallel|"
                          r"torch\.compile$)|\.from_pretrained$|^(DDP|FSDP)$")
 # Top-level packages that are never a file of the user's project: the standard library and the
@@ -85,7 +92,6 @@ class Script:
                 self.classes[node.name] = node
         if stars:
             self._star_aliases(stars)
-        self._sites: dict[int, list[ast.Call]] | None = None
         self._grad_memo: dict[int, bool] = {}
         self._qual_memo: dict[int, str | None] = {}
         self._backward_memo: dict[int, bool] = {}
@@ -247,6 +253,15 @@ class Script:
                 k = self.key(f.value)
                 if k and _MODEL_NAME.match(k):
                     keys.add(k)
+            q = self.call_qualname(call) or ""
+            if _OPTIM_CLASS.search(q) or _OPTIM_CLASS.search(q.rsplit(".", 1)[-1]):
+                # whatever hands its parameters to an optimizer is a model being trained
+                for arg in ast.walk(call):
+                    if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and \
+                            arg.func.attr in ("parameters", "named_parameters"):
+                        k = self.key(arg.func.value)
+                        if k and "[]" not in k:
+                            keys.add(k)
         bad = self.optimizers | set(self.schedulers) | self.scalers
         return {k for k in keys if k not in bad and not self.is_optimizer(k)}
 
@@ -257,13 +272,50 @@ class Script:
             and not self.is_scheduler(key)
 
     @cached_property
+    def _code_words(self) -> str:
+        """The names the code uses (identifiers, attributes, keywords, imports), without
+        comments and strings: ``# no Dropout here`` shows no Dropout."""
+        words = set()
+        for n in self.nodes:
+            if isinstance(n, ast.Name):
+                words.add(n.id)
+            elif isinstance(n, ast.Attribute):
+                words.add(n.attr)
+            elif isinstance(n, ast.keyword) and n.arg:
+                words.add(f"{n.arg}=")
+            elif isinstance(n, ast.alias):
+                words.add(n.name)
+            if isinstance(n, ast.Call) and "InstanceNorm" in (dotted(n.func) or "") and \
+                    any(k.arg == "track_running_stats" for k in n.keywords):
+                words.add("InstanceNorm(track_running")
+        return " ".join(sorted(words))
+
+    @cached_property
     def mode_dependent(self) -> bool:
         """Whether the file shows modules whose behaviour depends on train/eval mode, itself or
         through a model built by a class or function of another file of the project
         (``model = make()`` with ``from models import make``)."""
-        if _MODE_DEPENDENT.search(self.source):
+        if _MODE_DEPENDENT.search(self.source) and _MODE_DEPENDENT.search(self._code_words):
             return True
         return any(b.mode_dependent for b in self.model_builders.values())
+
+    @cached_property
+    def project_imports(self) -> dict[str, tuple[int, str, str | None]]:
+        """Names the file imports from modules that may be files of its own project
+        (relative imports, and absolute ones outside the standard library and common
+        libraries): name -> (level, module, imported attribute or None)."""
+        from trainguard.lint.project import import_specs
+
+        return {name: spec for name, spec in import_specs(
+            n for n in self.nodes if isinstance(n, (ast.Import, ast.ImportFrom))).items()
+            if spec[0] > 0 or spec[1].split(".")[0] not in _NOT_PROJECT}
+
+    @cached_property
+    def graph(self) -> "CallGraph":
+        """Receiver types and call targets (:mod:`trainguard.lint.callgraph`)."""
+        from trainguard.lint.callgraph import CallGraph
+
+        return CallGraph(self)
 
     @property
     def model_builders(self) -> dict[int, Builder]:
@@ -278,7 +330,7 @@ class Script:
 
     @cached_property
     def _project_models(self) -> tuple[dict[int, Builder], set[str]]:
-        from trainguard.lint.project import imported_builder, import_specs
+        from trainguard.lint.project import imported_builder
 
         wanted: list[tuple[str, ast.expr, list[str]]] = []
         for key, values in self.assignments.items():
@@ -293,9 +345,7 @@ class Script:
         keys: set[str] = set()
         if not wanted:
             return found, keys
-        imports = {name: spec for name, spec in import_specs(
-            n for n in self.nodes if isinstance(n, (ast.Import, ast.ImportFrom))).items()
-            if spec[0] > 0 or spec[1].split(".")[0] not in _NOT_PROJECT}
+        imports = self.project_imports
         known: dict[str, Builder | None] = {}
         for key, value, names in wanted:
             for name in names:
@@ -308,46 +358,23 @@ class Script:
                     keys.add(key)
                     break
         return found, keys
-        known: dict[str, Builder | None] = {}
-        for key, values in self.assignments.items():
-            for value in values:
-                for call in (n for n in ast.walk(value) if isinstance(n, ast.Call)):
-                    name = dotted(call.func)
-                    if name is None or name.split(".")[0] not in imports:
-                        continue
-                    if name not in known:
-                        known[name] = imported_builder(self.path, imports, name)
-                    builder = known[name]
-                    if builder is not None and (builder.kind == "class" or self.is_model(key)):
-                        found[id(value)] = builder
-                        keys.add(key)
-                        break
-        return found, keys
 
     # -- functions and calls -----------------------------------------------------------------
 
     def callee(self, call: ast.Call) -> Func | None:
-        """The same-file function a call runs, if it can be told: ``f(...)`` or ``self.f(...)``."""
-        f = call.func
-        if isinstance(f, ast.Name):
-            defs = [d for d in self.functions.get(f.id, ()) if self.enclosing_class(d) is None]
-            return defs[0] if len(defs) == 1 else None
-        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
-            cls = self.enclosing_class(call)
-            if cls is not None:
-                for b in cls.body:
-                    if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) and b.name == f.attr:
-                        return b
-        return None
+        """The same-file function a call runs, if there is one: ``f(...)``, ``self.f(...)``
+        (inherited methods too), ``obj.f(...)`` on an object of a same-file class
+        (``trainer.fit()``, ``self.model.predict(x)``), ``super().f(...)``. Calling a module
+        instance (``model(x)``) is a forward, not a call of a helper: see ``targets``."""
+        found = [t for t in self.graph.targets(call) if t.script is self and not t.instance]
+        return found[0].func if len(found) == 1 else None
+
+    def targets(self, call: ast.Call) -> list["Target"]:
+        """Every function ``call`` may run, in this file or another file of the project."""
+        return self.graph.targets(call)
 
     def call_sites(self, func: Func) -> list[ast.Call]:
-        if self._sites is None:
-            self._sites = {}
-            for call in self.calls:
-                target = self.callee(call)
-                if target is not None:
-                    self._sites.setdefault(id(target), []).append(call)
-        return self._sites.get(id(func), [])
+        return [c for c in self.graph.sites(func) if self.callee(c) is func]
 
     def reachable(self, node: ast.AST, *, depth: int = 4) -> list[ast.AST]:
         """``node`` and the same-file functions it calls, transitively (``depth`` levels)."""
@@ -368,7 +395,19 @@ class Script:
     def calls_reached(self, node: ast.AST) -> list[ast.Call]:
         return [c for n in self.reachable(node) for c in walk_local(n) if isinstance(c, ast.Call)]
 
+    def may_reach(self, word: str) -> bool:
+        """Whether ``word`` is in this file or in a project file it imports: code that no call
+        can reach needs no call graph (``backward`` for training loops)."""
+        memo = self.__dict__.setdefault("_tg_may_reach", {})
+        if word not in memo:
+            from trainguard.lint.project import imports_mention
+
+            memo[word] = word in self.source or imports_mention(self, word)
+        return memo[word]
+
     def has_backward(self, node: ast.AST) -> bool:
+        if not self.may_reach("backward"):
+            return False
         k = id(node)
         if k not in self._backward_memo:
             self._backward_memo[k] = any(is_backward(c) for c in self.calls_reached(node))

@@ -32,20 +32,35 @@ def check(script: Script) -> Iterator[Hit]:
         body = region.node.body  # type: ignore[attr-defined]
         if any(e.kind in ("eval", "mode?") for e in events(script, body)):
             continue
-        fwd = dotted(region.forwards[0].func) or "the model"
+        first = region.forwards[0]
+        fwd = dotted(first.func) or "the model"
         if isinstance(region.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            trained = []
             for site in script.call_sites(region.node):
                 mode, why = mode_before(script, site)
                 if mode == "train":
-                    yield Hit(site, f"{region.label} runs {fwd}(...) in train mode ({why}); "
-                                    f"Dropout and BatchNorm act as in training",
-                              fix=f"call model.eval() before {region.label}, and model.train() "
-                                  f"before training again")
-        else:
-            mode, why = mode_before(script, region.node)
-            if mode == "train":
-                yield Hit(region.forwards[0],
-                          f"evaluation loop runs {fwd}(...) in train mode ({why}); Dropout and "
-                          f"BatchNorm act as in training",
-                          fix="call model.eval() before this loop, and model.train() before "
-                              "training again")
+                    trained.append((site, why))
+            if not trained:
+                continue
+            if len(trained) == 1:
+                site, why = trained[0]
+                yield Hit(site, f"{region.label} runs {fwd}(...) in train mode ({why}); "
+                                f"Dropout and BatchNorm act as in training",
+                          fix=f"call model.eval() before {region.label}, and model.train() "
+                              f"before training again")
+                continue
+            # Every caller leaves the model training: the evaluation function is the one place
+            # where model.eval() fixes them all.
+            lines = ", ".join(str(s.lineno) for s, _ in trained)
+            yield Hit(first, f"{region.label} runs {fwd}(...) in train mode at each of its "
+                             f"calls (lines {lines}; {trained[0][1]}); Dropout and BatchNorm "
+                             f"act as in training",
+                      fix=f"call model.eval() at the start of {region.label}, and "
+                          f"model.train() before training again")
+            continue
+        mode, why = mode_before(script, first)
+        if mode == "train":
+            yield Hit(first, f"{region.label} runs {fwd}(...) in train mode ({why}); Dropout "
+                             f"and BatchNorm act as in training",
+                      fix="call model.eval() before this loop, and model.train() before "
+                          "training again")

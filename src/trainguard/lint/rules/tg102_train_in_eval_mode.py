@@ -33,11 +33,10 @@ def check(script: Script) -> Iterator[Hit]:
         last = modes[-1]
         step = evs[first_step]
         where = last.via or last.node
-        step_line = step.node.lineno  # type: ignore[attr-defined]
         inside = f" (inside the call at line {last.via.lineno})" if last.via else ""
         yield Hit(where,
-                  f"{last.key}.eval() at line {last.node.lineno}{inside} is still in effect when "
-                  f"the next iteration's optimizer step (line {step_line}) runs: no "
+                  f"{last.key}.eval() at {last.place}{inside} is still in effect when "
+                  f"the next iteration's optimizer step ({step.place}) runs: no "
                   f"{last.key}.train() comes before it in the loop at line "
                   f"{loop.lineno}",  # type: ignore[attr-defined]
                   fix=f"call {last.key}.train() at the start of every training epoch, before "

@@ -2,8 +2,10 @@
 
 ``torch.nn.functional.dropout(input, p=0.5, training=True)`` defaults to ``training=True``
 (https://pytorch.org/docs/stable/generated/torch.nn.functional.dropout.html), so it keeps
-dropping after ``model.eval()``. Silent under ``if self.training:``, when ``training`` is passed
-(by keyword or position) as anything but the literal ``True``, and when ``p`` is the literal 0.
+dropping after ``model.eval()``. Silent under ``if self.training:``, when ``training`` is given by
+name (``training=True`` by name is a stated choice: Tacotron 2 keeps its pre-net dropout on at
+inference), when it is passed by position as anything but the literal ``True``, and when ``p``
+is the literal 0.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ def check(script: Script) -> Iterator[Hit]:
         if _guarded_by_training(call, func):
             continue
         training = kwarg(call, "training")
-        if training is None and len(call.args) >= 3:
+        if training is not None:
+            continue  # stated by name (even True: Tacotron 2 keeps its pre-net dropout on)
+        if len(call.args) >= 3:
             training = call.args[2]
         if training is not None and not is_true(training):
             continue

@@ -15,7 +15,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import walk_local
+from trainguard.lint.astutil import dotted, walk_local
+from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.dataflow import (carries_graph, graph_names, is_loss_call, last_assignment,
                                       numeric_only, scope_of)
 from trainguard.lint.regions import training_loops
@@ -27,17 +28,42 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 
 
 def check(script: Script) -> Iterator[Hit]:
+    seen: set[int] = set()
     for loop in training_loops(script):
         names = graph_names(script, loop)
         for node in walk_local(loop):
             found = _accumulation(script, node, names)
             if found is None:
+                found = _meter_update(script, node, names)
+                if found is not None and id(node) not in seen:
+                    seen.add(id(node))
+                    yield found
                 continue
             acc, value, verb = found
-            if script.grad_disabled(node) or not _outlives(acc, loop) or \
-                    _reaches_backward(acc, scope_of(loop)):
+            if script.grad_disabled(node) or id(node) in seen:
                 continue
+            if acc.startswith("self."):
+                if _self_reaches_backward(script, node, acc):
+                    continue
+            elif not _outlives(acc, loop) or _reaches_backward(acc, scope_of(loop)):
+                continue
+            seen.add(id(node))
             yield _hit(script, node, acc, value, verb, _is_scalar_loss(script, value, names))
+        # a step function the loop calls that keeps its graph on the object
+        # (``self.loss_history.append(task_loss)``): the object outlives every iteration
+        for func in script.reachable(loop)[1:]:
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            inner = graph_names(script, func)
+            for node in walk_local(func):
+                found = _accumulation(script, node, inner)
+                if found is None or id(node) in seen or not found[0].startswith("self."):
+                    continue
+                acc, value, verb = found
+                if script.grad_disabled(node) or _self_reaches_backward(script, node, acc):
+                    continue
+                seen.add(id(node))
+                yield _hit(script, node, acc, value, verb, _is_scalar_loss(script, value, inner))
 
 
 def _accumulation(script: Script, node: ast.AST, names: set[str]):  # type: ignore[no-untyped-def]
@@ -45,13 +71,14 @@ def _accumulation(script: Script, node: ast.AST, names: set[str]):  # type: igno
         target = node.target
         if isinstance(target, ast.Subscript):  # epoch_losses[key] += loss[key]
             target = target.value
-        if not isinstance(target, ast.Name):
+        acc = _acc_name(target)
+        if acc is None:
             return None
         value = node.value
         if isinstance(value, ast.List) and len(value.elts) == 1:
             value = value.elts[0]
         if carries_graph(script, value, names):
-            return target.id, value, "+="
+            return acc, value, "+="
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
             isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.BinOp) and \
             isinstance(node.value.op, ast.Add):
@@ -62,10 +89,89 @@ def _accumulation(script: Script, node: ast.AST, names: set[str]):  # type: igno
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
         call = node.value
         f = call.func
-        if isinstance(f, ast.Attribute) and f.attr == "append" and \
-                isinstance(f.value, ast.Name) and len(call.args) == 1 and \
-                carries_graph(script, call.args[0], names):
-            return f.value.id, call.args[0], "append"
+        if isinstance(f, ast.Attribute) and f.attr == "append" and len(call.args) == 1:
+            acc = _acc_name(f.value)
+            if acc is not None and carries_graph(script, call.args[0], names):
+                return acc, call.args[0], "append"
+    return None
+
+
+def _acc_name(node: ast.AST) -> str | None:
+    """``total`` or ``self.history`` (an attribute of the object, which outlives the loop)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+            node.value.id == "self":
+        return f"self.{node.attr}"
+    return None
+
+
+def _self_reaches_backward(script: Script, node: ast.AST, acc: str) -> bool:
+    """``self.losses`` is reset in the same function, or a backward in its class reads it
+    (losses collected over micro-batches, then summed and backpropagated)."""
+    func = script.enclosing_function(node)
+    if func is not None:
+        for sub in walk_local(func):
+            if isinstance(sub, ast.Assign) and sub.lineno < node.lineno and any(  # type: ignore
+                    dotted(t) == acc for t in sub.targets):
+                return True  # rebuilt on every call: it does not outlive the iteration
+    cls = script.enclosing_class(node)
+    scope = cls if cls is not None else script.tree
+    for call in ast.walk(scope):
+        if is_backward(call) and any(dotted(n) == acc for n in ast.walk(call)):
+            return True
+        if isinstance(call, ast.Assign) and any(dotted(n) == acc for n in ast.walk(call.value)) \
+                and any(is_backward(c) for c in ast.walk(scope)
+                        if isinstance(c, ast.Call) and any(
+                            isinstance(x, ast.Name) and any(isinstance(t, ast.Name) and
+                                                            t.id == x.id
+                                                            for t in call.targets)
+                            for x in ast.walk(c))):
+            return True
+    return False
+
+
+def _meter_update(script: Script, node: ast.AST, names: set[str]) -> Hit | None:
+    """``meter.update(loss, n)`` where the method adds its argument into an attribute
+    (``self.sum += val * n``): an AverageMeter fed the loss tensor keeps every graph."""
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        return None
+    call = node.value
+    if script.grad_disabled(node):
+        return None
+    for target in script.targets(call):
+        func = target.func
+        params = [a.arg for a in func.args.posonlyargs + func.args.args]
+        if target.bound and params:
+            params = params[1:]
+        for param, arg in bind_arguments(params, call).items():
+            if not carries_graph(script, arg, names):
+                continue
+            kept = _kept_attr(func, param)
+            if kept is None:
+                continue
+            text = script.segment(arg) or "loss"
+            owner = script.segment(call.func) or "update"
+            return Hit(call, f"`{owner}({text}, ...)` hands a tensor with a grad_fn to "
+                             f"{func.name}(), which keeps it in `{kept}` across iterations: "
+                             f"every step's autograd graph stays alive",
+                       fix=f"pass {text}.item() (or {text}.detach())")
+    return None
+
+
+def _kept_attr(func: ast.AST, param: str) -> str | None:
+    for sub in ast.walk(func):
+        value = None
+        target = None
+        if isinstance(sub, ast.AugAssign):
+            value, target = sub.value, sub.target
+        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                sub.func.attr == "append" and sub.args:
+            value, target = sub.args[0], sub.func.value
+        if value is None or not (dotted(target) or "").startswith("self."):
+            continue
+        if any(isinstance(n, ast.Name) and n.id == param for n in ast.walk(value)):
+            return dotted(target)
     return None
 
 
@@ -79,8 +185,9 @@ def _outlives(acc: str, loop: ast.AST) -> bool:
                 return False
     scope = scope_of(loop)
     return any(isinstance(sub, (ast.Assign, ast.AnnAssign)) and sub.lineno < loop.lineno
-               and any(isinstance(t, ast.Name) and t.id == acc
-                       for t in (sub.targets if isinstance(sub, ast.Assign) else [sub.target]))
+               and any(isinstance(n, ast.Name) and n.id == acc
+                       for t in (sub.targets if isinstance(sub, ast.Assign) else [sub.target])
+                       for n in ast.walk(t))
                for sub in walk_local(scope))
 
 

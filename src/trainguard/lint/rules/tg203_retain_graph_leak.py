@@ -4,7 +4,8 @@
 can run through it (https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html). With
 no second backward in the same iteration, those buffers outlive the step; a common cargo-cult
 fix for "Trying to backward through the graph a second time" that hides a missing ``detach()``.
-Silent when another backward follows in the same iteration (GAN discriminator/generator steps).
+Silent when another backward or ``torch.autograd.grad`` follows in the same iteration (GAN
+discriminator/generator steps, GradNorm's gradient norms).
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 
 def check(script: Script) -> Iterator[Hit]:
     for loop in training_loops(script):
-        evs = [e for e in events(script, loop.body) if e.kind == "backward"]  # type: ignore
+        evs = [e for e in events(script, loop.body)  # type: ignore[attr-defined]
+               if e.kind in ("backward", "autograd")]
         for i, e in enumerate(evs):
             call = e.node
             assert isinstance(call, ast.Call)
-            if not is_true(kwarg(call, "retain_graph")) or i + 1 < len(evs):
-                continue
+            if e.kind != "backward" or not is_true(kwarg(call, "retain_graph")) or \
+                    i + 1 < len(evs):
+                continue  # a later backward or autograd.grad passes through the graph again
             edits = []
             if len(call.keywords) == 1 and not call.args:
                 f = call.func

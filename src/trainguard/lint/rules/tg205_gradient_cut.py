@@ -78,6 +78,21 @@ def _trace(script: Script, expr: ast.AST, at: ast.AST, depth: int):  # type: ign
         k = script.key(expr.func)
         if k and k != "self" and script.is_model(k):
             return True, []
+        called = script.targets(expr)
+        if called:
+            # a helper (``gan_loss(D, fake, True)``): what it returns, with its parameters
+            # taken as connected (the caller's arguments are traced on their own)
+            target = called[0]
+            if target.script is not script:
+                return True, []
+            rets = [n for n in ast.walk(target.func) if isinstance(n, ast.Return)
+                    and n.value is not None]
+            any_uncut, all_cuts = not rets, []
+            for r in rets:
+                uncut, cuts = _trace(script, r.value, r, depth - 1)
+                any_uncut |= uncut
+                all_cuts.extend(cuts)
+            return any_uncut, all_cuts
         if isinstance(expr.func, ast.Attribute) and expr.func.attr in ("parameters",
                                                                        "named_parameters"):
             return True, []

@@ -1,13 +1,24 @@
-"""TG206 data-attribute: ``.data`` used to read or write a tensor.
+"""TG206 data-attribute: a write through ``.data`` where autograd needed to see it.
 
-``.data`` gives a tensor that autograd does not track: in-place changes through it are invisible
-to the version counter, so backward can silently use wrong values
-(https://pytorch.org/docs/stable/notes/autograd.html; the 0.4 migration guide asks for
-``.detach()`` and ``torch.no_grad()`` instead). Fires only on tensors: parameters (loops over
-``parameters()``), ``.weight``/``.bias``, model outputs, losses and ``torch`` factories. Silent on
-``dataset.data`` and other non-tensors, under ``torch.no_grad()``, in ``__init__`` and
-initialization functions, outside loops that run backward (initialization, e.g. loading
-pretrained embeddings), and on ``.grad.data``.
+``.data`` gives a tensor that autograd does not track: an in-place change through it is
+invisible to the version counter (https://pytorch.org/docs/stable/notes/autograd.html; the 0.4
+migration guide asks for ``.detach()`` and ``torch.no_grad()`` instead). That is harmless when no
+graph holds the tensor and wrong when one does. So it fires on the writes that meet a graph:
+
+- inside a module's ``forward`` (or a function it calls), outside ``torch.no_grad()``: the
+  forward runs while the graph is recorded, so the write happens behind the graph's back every
+  step (``self.fc.weight.data = self.fc.weight * mask``);
+- in a training iteration between the forward and the backward (a saved tensor changes before
+  backward reads it);
+- ``p.data = q.data`` (or ``= q``) with ``q`` a parameter of another module, outside
+  initialization: ``p`` then shares ``q``'s storage, so an optimizer step on one model writes
+  into the other (a copy, ``p.data.copy_(q.data)``, is silent).
+
+Silent: reads (``loss.data``, ``p.data.norm()``), parameter (re)initialization before training
+(``p.data.normal_()``, ``w = p.data; w.zero_()``, in ``__init__``, ``init*``/``reset*``
+functions), updates after backward (manual SGD ``p.data.add_(p.grad, alpha=-lr)``, weight
+clipping, EMA), ``.data`` of things that are not tensors (``dataset.data``), and anything under
+``torch.no_grad()``.
 """
 
 from __future__ import annotations
@@ -16,53 +27,59 @@ import ast
 import re
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import parent, walk_local
-from trainguard.lint.dataflow import is_loss_call, last_assignment
-from trainguard.lint.rules import Edit, Hit
+from trainguard.lint.astutil import dotted, parent, walk_local
+from trainguard.lint.regions import forward_calls, training_loops
+from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
 
 CODE = "TG206"
-_INIT_FUNC = re.compile(r"init|reset_parameters|_reset", re.I)
-_TENSOR_ATTRS = {"weight", "bias", "running_mean", "running_var"}
+_INIT_FUNC = re.compile(r"init|reset", re.I)
+_TENSOR_ATTRS = {"weight", "bias"}
 _PARAM_ITER = re.compile(r"\.(named_)?parameters\(|\[['\"]params['\"]\]")
-_FACTORIES = re.compile(r"^torch\.(tensor|randn|rand|zeros|ones|empty|full|arange|randint|"
-                        r"nn\.Parameter|nn\.parameter\.Parameter)")
+_INPLACE = re.compile(r"^(?!_)\w+_$")
 
 
 def check(script: Script) -> Iterator[Hit]:
+    if ".data" not in script.source:
+        return
     params = _parameter_names(script)
-    backwarded = {c.func.value.id for c in script.calls  # type: ignore[attr-defined]
-                  if is_backward(c) and isinstance(c.func.value, ast.Name)}  # type: ignore
     for node in script.nodes:
-        if not (isinstance(node, ast.Attribute) and node.attr == "data"):
+        if not (isinstance(node, ast.Attribute) and node.attr == "data") or not _is_write(node):
             continue
         recv = node.value
-        if not _tensorish(script, recv, params, backwarded, node):
+        if not _tensorish(recv, params):
+            continue
+        if script.grad_disabled(node):
             continue
         func = script.enclosing_function(node)
+        text = script.segment(recv) or "x"
+        alias = _aliased_parameter(script, node, params)
+        if alias is not None and (func is None or not _INIT_FUNC.search(func.name)):
+            yield Hit(node, f"`{text}.data = {alias}` makes {text} share {alias}'s storage: "
+                            f"an optimizer step on one model writes into the other's "
+                            f"parameters, behind autograd's back",
+                      fix=f"copy the values instead: `with torch.no_grad(): "
+                          f"{text}.copy_({alias.removesuffix('.data')})`, or load_state_dict()")
+            continue
         if func is not None and _INIT_FUNC.search(func.name):
             continue
-        if script.grad_disabled(node) or not _in_backward_loop(script, node):
+        where = _in_forward(script, node) or _before_backward(script, node)
+        if where is None:
             continue
-        write = _is_write(node)
-        text = script.segment(recv) or "x"
-        edits = []
-        if not write:
-            edits = [Edit(node.lineno, node.col_offset, node.end_lineno or node.lineno,
-                          node.end_col_offset or 0, f"{text}.detach()")]
-        yield Hit(node,
-                  f"`{text}.data` {'writes to' if write else 'reads'} a tensor behind autograd's "
-                  f"back" + (": the change is invisible to backward" if write else ""),
-                  fix=("do the in-place update under `with torch.no_grad():` on the tensor itself"
-                       if write else f"use {text}.detach()"),
-                  edits=edits, safe=not write)
+        yield Hit(node, f"`{text}.data` is written {where}: autograd does not see the change, "
+                        f"so the graph and the gradients use values the parameter no longer "
+                        f"has",
+                  fix="compute the masked or updated value as part of the graph (e.g. "
+                      "F.linear(x, w * mask)), or change it under `with torch.no_grad():` "
+                      "outside the forward")
 
 
 def _is_write(node: ast.Attribute) -> bool:
     p = parent(node)
     if isinstance(node.ctx, ast.Store):
         return True
-    if isinstance(p, ast.Attribute) and p.attr.endswith("_") and not p.attr.startswith("_"):
+    if isinstance(p, ast.Attribute) and _INPLACE.match(p.attr) and \
+            isinstance(parent(p), ast.Call) and parent(p).func is p:  # type: ignore[union-attr]
         return True
     if isinstance(p, ast.Subscript) and isinstance(p.ctx, ast.Store):
         return True
@@ -71,54 +88,72 @@ def _is_write(node: ast.Attribute) -> bool:
     return False
 
 
-def _tensorish(script: Script, recv: ast.AST, params: set[str], backwarded: set[str],
-               at: ast.AST) -> bool:
+def _tensorish(recv: ast.AST, params: set[str]) -> bool:
     if isinstance(recv, ast.Attribute):
-        if recv.attr == "grad":
-            return False
         return recv.attr in _TENSOR_ATTRS
-    if not isinstance(recv, ast.Name):
-        return False
-    if recv.id in params or recv.id in backwarded:
-        return True
-    value = last_assignment(recv.id, at)
-    if value is None:
-        return False
-    if is_loss_call(script, value):
-        return True
-    if isinstance(value, ast.Call):
-        k = script.key(value.func)
-        if k and k != "self" and script.is_model(k):
-            return True
-        return bool(_FACTORIES.match(script.call_qualname(value) or ""))
-    return False
+    return isinstance(recv, ast.Name) and recv.id in params
+
+
+def _aliased_parameter(script: Script, node: ast.Attribute, params: set[str]) -> str | None:
+    """For ``p.data = q.data`` / ``p.data = q``: the parameter ``q`` whose storage ``p`` takes."""
+    stmt = parent(node)
+    if not (isinstance(stmt, ast.Assign) and node in stmt.targets):
+        return None
+    value = stmt.value
+    inner = value.value if isinstance(value, ast.Attribute) and value.attr == "data" else value
+    if isinstance(inner, ast.Name) and inner.id in params:
+        return script.segment(value)
+    if isinstance(inner, ast.Attribute) and inner.attr in _TENSOR_ATTRS:
+        return script.segment(value)
+    return None
+
+
+def _in_forward(script: Script, node: ast.AST) -> str | None:
+    func = script.enclosing_function(node)
+    if func is None:
+        return None
+    if func.name == "forward" and script.enclosing_class(node) is not None:
+        return "inside forward()"
+    for site in script.call_sites(func)[:4]:
+        outer = script.enclosing_function(site)
+        if outer is not None and outer.name == "forward" and \
+                script.enclosing_class(site) is not None:
+            return f"in {func.name}(), which forward() calls (line {site.lineno})"
+    return None
+
+
+def _before_backward(script: Script, node: ast.AST) -> str | None:
+    """Between a forward and the backward of the same iteration of a training loop."""
+    line = node.lineno  # type: ignore[attr-defined]
+    for loop in training_loops(script):
+        if not any(n is node for n in walk_local(loop)):
+            continue
+        backwards = [c.lineno for c in walk_local(loop) if is_backward(c)]
+        forwards = [c.lineno for c in forward_calls(script, loop)]
+        if any(f < line for f in forwards) and any(b > line for b in backwards):
+            b = min(b for b in backwards if b > line)
+            return f"after the forward and before backward() at line {b}"
+    return None
 
 
 def _parameter_names(script: Script) -> set[str]:
-    """Loop variables over ``X.parameters()``, ``X.named_parameters()`` or ``group['params']``."""
+    """Loop variables over ``X.parameters()``, ``X.named_parameters()`` or ``group['params']``
+    (``zip(a.parameters(), b.parameters())`` binds two)."""
     out: set[str] = set()
     for node in script.nodes:
         if not isinstance(node, (ast.For, ast.comprehension)):
             continue
-        if not _PARAM_ITER.search(ast.unparse(node.iter)):
-            continue
-        target = node.target
-        if isinstance(target, ast.Tuple) and len(target.elts) == 2:
-            target = target.elts[1]
-        if isinstance(target, ast.Name):
-            out.add(target.id)
+        it = node.iter
+        if isinstance(it, ast.Call) and dotted(it.func) == "zip":
+            pairs = list(zip(node.target.elts, it.args)) \
+                if isinstance(node.target, ast.Tuple) else []
+        else:
+            pairs = [(node.target, it)]
+        for target, source in pairs:
+            if not _PARAM_ITER.search(script.segment(source) or ""):
+                continue
+            if isinstance(target, ast.Tuple) and len(target.elts) == 2:
+                target = target.elts[1]
+            if isinstance(target, ast.Name):
+                out.add(target.id)
     return out
-
-
-def _in_backward_loop(script: Script, node: ast.AST) -> bool:
-    """Inside a loop that runs backward, or a function such a loop calls: outside training,
-    a ``.data`` write is initialization (loading pretrained embeddings) and is left alone."""
-    inside = script.__dict__.get("_tg_backward_loop_nodes")
-    if inside is None:
-        inside = set()
-        for loop in script.nodes:
-            if isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) and script.has_backward(loop):
-                for n in script.reachable(loop):
-                    inside.update(id(x) for x in walk_local(n))
-        script.__dict__["_tg_backward_loop_nodes"] = inside
-    return id(node) in inside

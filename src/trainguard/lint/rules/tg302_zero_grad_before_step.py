@@ -34,6 +34,8 @@ def check(script: Script) -> Iterator[Hit]:
             step = _next_step(evs[i + 1:])
             if step is None or not _related(script, e, step, steppers):
                 continue
+            if not e.foreign and not step.foreign and _exclusive(e.node, step.node):
+                continue  # `if frozen: zero_grad() else: step()` never runs both
             yield Hit(e.node,
                       f"gradients are zeroed at line {e.node.lineno} after backward() and before "
                       f"{step.key or 'the optimizer'}.step() at line "
@@ -43,8 +45,8 @@ def check(script: Script) -> Iterator[Hit]:
 
 def _next_step(evs: list[Event]) -> Event | None:
     for e in evs:
-        if e.kind == "backward":
-            return None
+        if e.kind in ("backward", "setgrad"):
+            return None  # new gradients (a backward, or set by hand) before the step
         if e.kind == "step":
             return e
     return None
@@ -66,3 +68,19 @@ def _leaves_iteration(node: ast.AST, loop: ast.AST) -> bool:
                 return True
         n = p
     return False
+
+
+def _branches(node: ast.AST) -> dict[int, str]:
+    out = {}
+    n = node
+    while (p := parent(n)) is not None:
+        if isinstance(p, ast.If):
+            out[id(p)] = "body" if n in p.body else "orelse" if n in p.orelse else "test"
+        n = p
+    return out
+
+
+def _exclusive(a: ast.AST, b: ast.AST) -> bool:
+    """``a`` and ``b`` sit in opposite branches of one ``if``."""
+    ba, bb = _branches(a), _branches(b)
+    return any(k in bb and ba[k] != bb[k] for k in ba)

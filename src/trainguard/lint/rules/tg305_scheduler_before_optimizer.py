@@ -15,7 +15,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import const_value, walk_local
+from trainguard.lint.astutil import dotted, kwarg, walk_local
+from trainguard.lint.consts import UNKNOWN, const_eval
 from trainguard.lint.events import events
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
@@ -40,18 +41,56 @@ def check(script: Script) -> Iterator[Hit]:
                           fix=f"call {e.key}.step() after optimizer.step()")
                 break
     for loop in loops:
-        if not any(isinstance(p, (ast.For, ast.While)) for p in script.enclosing_loops(loop)):
-            continue
+        outer = next((p for p in script.enclosing_loops(loop)
+                      if isinstance(p, (ast.For, ast.AsyncFor, ast.While))), None)
+        if not isinstance(outer, (ast.For, ast.AsyncFor)):
+            continue  # no epoch loop around it (a `while step < N` loop counts iterations)
+        epochs = _epoch_count(outer)
         for call in walk_local(loop):
             if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
                     call.func.attr == "step" and _inner_most(script, call, loop):
                 key = script.key(call.func.value)
                 cls = script.schedulers.get(key or "")
-                if cls in _EPOCH_SCHEDULERS and _literal_schedule(script, key or ""):
-                    yield Hit(call, f"{key} is a {cls}, a per-epoch schedule, but it is stepped "
-                                    f"inside the batch loop at line {loop.lineno}: it runs "
-                                    f"once per batch",
-                              fix=f"call {key}.step() once per epoch, after the batch loop")
+                if cls not in _EPOCH_SCHEDULERS or not _literal_schedule(script, key or ""):
+                    continue
+                length = _schedule_length(script, key or "")
+                if length is not UNKNOWN and epochs is not UNKNOWN and length > epochs:
+                    continue  # longer than the run in epochs: it counts batches
+                sized = "" if length is UNKNOWN or epochs is UNKNOWN else \
+                    f" (its schedule spans {length} steps, the run {epochs} epochs)"
+                yield Hit(call, f"{key} is a {cls}, a per-epoch schedule{sized}, but it is "
+                                f"stepped inside the batch loop at line {loop.lineno}: it runs "
+                                f"once per batch",
+                          fix=f"call {key}.step() once per epoch, after the batch loop")
+
+
+def _epoch_count(loop: ast.For | ast.AsyncFor) -> object:
+    """N for ``for epoch in range(N)`` (or ``range(start, N)``) when the file fixes N."""
+    it = loop.iter
+    if isinstance(it, ast.Call) and dotted(it.func) == "range" and it.args:
+        stop = const_eval(it.args[-1] if len(it.args) <= 2 else it.args[1])
+        start = const_eval(it.args[0]) if len(it.args) >= 2 else 0
+        if isinstance(stop, int) and isinstance(start, int):
+            return stop - start
+    return UNKNOWN
+
+
+def _schedule_length(script: Script, key: str) -> object:
+    """How many steps the schedule spans: StepLR's step_size, MultiStepLR's last milestone."""
+    for value in script.assignments.get(key, []):
+        if not isinstance(value, ast.Call):
+            continue
+        cls = (script.call_qualname(value) or "").rsplit(".", 1)[-1]
+        if cls == "StepLR":
+            arg = kwarg(value, "step_size") or (value.args[1] if len(value.args) > 1 else None)
+            v = const_eval(arg)
+            return v if isinstance(v, (int, float)) else UNKNOWN
+        if cls == "MultiStepLR":
+            arg = kwarg(value, "milestones") or (value.args[1] if len(value.args) > 1 else None)
+            v = const_eval(arg)
+            return max(v) if isinstance(v, list) and v and all(
+                isinstance(x, (int, float)) for x in v) else UNKNOWN
+    return UNKNOWN
 
 
 def _inner_most(script: Script, call: ast.AST, loop: ast.AST) -> bool:
@@ -60,15 +99,11 @@ def _inner_most(script: Script, call: ast.AST, loop: ast.AST) -> bool:
 
 
 def _literal_schedule(script: Script, key: str) -> bool:
+    """Every argument after the optimizer is fixed by the file (a literal, or a constant the
+    file computes: ``milestones=[int(0.6 * EPOCHS)]``)."""
     for value in script.assignments.get(key, []):
         if not isinstance(value, ast.Call):
             continue
         args = [*value.args[1:], *(k.value for k in value.keywords if k.arg != "optimizer")]
-        for a in args:
-            if isinstance(a, (ast.List, ast.Tuple)):
-                if not all(const_value(x) is not ... for x in a.elts):
-                    return False
-            elif const_value(a) is ...:
-                return False
-        return True
+        return all(const_eval(a) is not UNKNOWN for a in args)
     return False

@@ -41,7 +41,8 @@ def check(script: Script) -> Iterator[Hit]:
                 continue
             for t in node.targets:
                 attr = dotted(t) or ""
-                if attr.startswith("self.") and _used_elsewhere(cls, init, attr[5:]):
+                if attr.startswith("self.") and _used_elsewhere(cls, init, attr[5:]) and \
+                        not _reseeded(cls, init, attr[5:]):
                     yield Hit(node.value,
                               f"{cls.name}.__init__ stores a {q.rsplit('.', 1)[-1]} in {attr}: "
                               f"every DataLoader worker gets a copy with the same state and "
@@ -54,6 +55,26 @@ def _workers_without_init(script: Script) -> bool:
             workers = kwarg(call, "num_workers")
             if workers is not None and const_value(workers) != 0 and \
                     kwarg(call, "worker_init_fn") is None:
+                return True
+    return False
+
+
+_RESEED = {"manual_seed", "seed", "setstate", "set_state"}
+
+
+def _reseeded(cls: ast.ClassDef, init: ast.AST, attr: str) -> bool:
+    """A method other than ``__init__`` reseeds or replaces the RNG (``self.g.manual_seed(i)``,
+    ``self.rs.seed(...)``, ``self.rng.bit_generator.state = ...``, ``self.rng = ...``): its
+    draws then depend on what that method sets, not on the copied state."""
+    for method in cls.body:
+        if method is init or not isinstance(method, ast.FunctionDef):
+            continue
+        for sub in ast.walk(method):
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                    sub.func.attr in _RESEED and dotted(sub.func.value) == f"self.{attr}":
+                return True
+            if isinstance(sub, ast.Assign) and any(
+                    (dotted(t) or "").startswith(f"self.{attr}") for t in sub.targets):
                 return True
     return False
 
