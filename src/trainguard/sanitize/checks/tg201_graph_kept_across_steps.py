@@ -102,13 +102,13 @@ class GraphKeptAcrossSteps(Check):
         if unit == "iteration":
             seen += f" (an iteration: one step of each of the {self.per} optimizers)"
         if held is not None:
-            frame, name, kind = held
-            line = accumulation_line(frame.f_code, name)
+            line = accumulation_line(held.frame.f_code, held.name)
             if line is not None:
                 where = line
-            holder = f"`{name}` holds them" + (" (a tensor that keeps a grad_fn)" if kind == "tensor"
-                                               else " (tensors with grad_fn)")
-            if graphs_released(frame.f_locals.get(name)):
+            holder = f"`{held.path}` holds them" + (
+                " (a tensor that keeps a grad_fn)" if held.kind == "tensor"
+                else " (tensors with grad_fn)")
+            if graphs_released(held.tensors):
                 # backward already freed the saved activations: the autograd history (node
                 # objects, and a running sum's own graph) still grows every step (PyTorch FAQ).
                 message = (f"{seen}: {holder}, so every step's autograd history stays alive (a "
@@ -122,5 +122,5 @@ class GraphKeptAcrossSteps(Check):
         # Forget what was seen so that the same graphs are not counted again.
         old_ids = {id(m) for m in old}
         self.followed[:] = [weakref.ref(m) for m in alive if id(m) not in old_ids][-_KEEP:]
-        del alive, old
+        del alive, old, held
         self.report(message, where=where, iterations=sorted(ages)[:8], clock=clock)
