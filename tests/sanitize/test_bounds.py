@@ -73,3 +73,9 @@ def test_graphs_held_only_by_a_reference_cycle_are_reported_without_a_holder():
     found = {(f.code, f.line) for f in watcher.findings}
     assert found == {("TG201", _line_of(script, "Exp.apply(model(x))"))}, stderr
     assert "holds them" not in watcher.findings[0].message
+
+
+def test_a_model_trained_on_the_meta_device_gives_no_finding():
+    watcher, status, stderr = _in_thread(lambda: run_in_process(STRESS / "meta_device.py"))
+    assert status == 0, stderr
+    assert watcher.findings == [], stderr

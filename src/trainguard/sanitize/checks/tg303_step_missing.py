@@ -30,6 +30,7 @@ from typing import Any
 
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import user_location
+from trainguard.sanitize.values import readable
 
 _SAMPLE = 8
 _CYCLES = 2
@@ -121,6 +122,8 @@ class StepMissing(Check):
         grads = [p.grad for p in params if p.grad is not None]
         if not grads:
             return  # that backward did not reach this optimizer's parameters
+        if not readable(*grads):
+            return  # values that cannot be read (meta): the cycle is not counted
         # note: a CUDA sync, only while this optimizer has never stepped
         if not all(bool(torch.isfinite(g).all()) for g in grads):
             return  # a GradScaler skips steps whose gradients overflowed

@@ -57,6 +57,7 @@ from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import user_location
 from trainguard.sanitize.holders import graph_nodes, node_metadata
 from trainguard.sanitize.state import MADE, first_tensor
+from trainguard.sanitize.values import readable
 
 _CONFIRM_AFTER = 5  # steps between noting a suspect and confirming it
 _LOSS_OUT = "trainguard.loss"  # node metadata: the grad_fn of a watched loss's output
@@ -400,10 +401,13 @@ class ParamsNotInOptimizer(Check):
         return last.where if last is not None else None
 
 
-def _total(p: Any) -> float:
-    """A value fingerprint of ``p``: the sum of its elements (a sync on CUDA; suspects only)."""
+def _total(p: Any) -> float | None:
+    """A value fingerprint of ``p``: the sum of its elements (a sync on CUDA; suspects only), or
+    None on a device whose values are not read (meta: then its version counter alone tells)."""
     import torch
 
+    if not readable(p):
+        return None
     with torch.no_grad():
         return float(p.detach().sum(dtype=torch.float64)) if p.numel() else 0.0
 
@@ -415,8 +419,9 @@ def _stale(optimizers: list[Any]) -> bool:
         for g in o.param_groups:
             for p in g["params"]:
                 grad = p.grad
-                if grad is not None and (grad.is_sparse or bool(grad.any())):
-                    return False
+                if grad is not None and (grad.is_sparse or not readable(grad)
+                                         or bool(grad.any())):
+                    return False  # (a gradient whose values cannot be read counts as one)
     return bool(optimizers)
 
 

@@ -29,6 +29,7 @@ import re
 from typing import Any
 
 from trainguard.sanitize.checks import Check, Diagnosis
+from trainguard.sanitize.values import readable
 
 _CE = ("CrossEntropyLoss", "cross_entropy")
 _BINARY = ("BCELoss", "BCEWithLogitsLoss", "binary_cross_entropy", "binary_cross_entropy_with_logits")
@@ -55,6 +56,8 @@ class LabelDtype(Check):
         x, t = call.input, call.target
         if not hasattr(t, "is_floating_point") or not hasattr(x, "shape"):
             return
+        if not readable(t):
+            return  # targets whose values cannot be read (meta)
         import torch
 
         with torch.no_grad():

@@ -1,9 +1,10 @@
 """TG405 non-finite-loss: the loss became NaN or Inf.
 
-What it watches: the root of every ``backward()`` when it is a single value (the loss). On the CPU
-its value is read (``.item()``, about a microsecond). On CUDA a ``torch.isfinite`` flag is copied
-to pinned memory without blocking, and read at a later backward once its CUDA event has completed,
-so the check never waits for the GPU. The watcher's stamp on each outermost training output (its
+What it watches: the root of every ``backward()`` when it is a single value (the loss), read by its
+device type (``sanitize/values.py``). On the CPU its value is read (``.item()``, about a
+microsecond). On CUDA a ``torch.isfinite`` flag is copied to pinned memory without blocking, and
+read at a later backward once its CUDA event has completed, so the check never waits for the GPU.
+On any other device (``meta``, which has no values; ``xla``) the loss is not read. The watcher's stamp on each outermost training output (its
 ``grad_fn``'s ``Made``) holds weak references to the call's tensor arguments and to the output.
 
 When it fires: the first non-finite loss. The finding names the optimizer step and backward line,
@@ -57,6 +58,7 @@ from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import short_location
 from trainguard.sanitize.holders import graph_nodes, node_metadata
 from trainguard.sanitize.state import MADE, Made
+from trainguard.sanitize.values import READ_LATER, READ_NOW, reading
 
 _MAX_ROOT = 1  # only scalar roots: a loss
 _CALLS = 4  # outermost calls in the loss's graph examined at most
@@ -98,10 +100,11 @@ class NonFiniteLoss(Check):
         root = roots[0]
         if root.numel() != _MAX_ROOT:
             return
-        if root.is_cuda:
-            if root.is_floating_point():
+        how = reading(root)
+        if how != READ_NOW:
+            if how == READ_LATER and root.is_floating_point():
                 self._queue(root, call)
-            return
+            return  # (meta and other devices: no value to read)
         value = root.item()
         if type(value) is not float:  # a complex root (backward roots are never integers)
             return

@@ -38,6 +38,7 @@ from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import user_location
 from trainguard.sanitize.replicas import (Plan, decode, encode, fingerprint, first_difference,
                                           is_checkpoint, live_ddps, plan_replicas)
+from trainguard.sanitize.values import readable
 
 _PENDING = 8  # rank 0 keeps its own fingerprints of the last few checkpoints until peers' arrive
 
@@ -94,6 +95,8 @@ class ReplicasDiverged(Check):
             if not plan.params:
                 return
             self.versions = (plan.params[0]._version, plan.params[-1]._version)
+        if not readable(*plan.params):
+            return  # parameters whose values cannot be read (meta)
         values = fingerprint(plan.params)
         self.where = user_location()
         self.link.put(f"fp/{step}/{self.link.rank}", {"shapes": plan.digest, "fp": encode(values)})
