@@ -289,7 +289,9 @@ class Watcher:
         skipped = self.cadence.steps_skipped
         if not skipped:
             return ""
-        return (f"; {skipped} settled step{'s' if skipped != 1 else ''} repeated a checked one "
+        # a loop without optimizer steps is bounded by its backward (or forward) calls
+        unit = "step" if self.state.step else "iteration"
+        return (f"; {skipped} settled {unit}{'s' if skipped != 1 else ''} repeated a checked one "
                 "and were not checked in full (--every-step checks all)")
 
     def print_summary(self) -> None:
