@@ -10,6 +10,7 @@ the suite."""
 from __future__ import annotations
 
 import _thread
+import gc
 import os
 import sysconfig
 from pathlib import Path
@@ -68,7 +69,10 @@ def test_losses_kept_in_a_list_of_dicts_are_found_and_the_run_ends():
 
 def test_graphs_held_only_by_a_reference_cycle_are_reported_without_a_holder():
     script = STRESS / "hold_cycle.py"
-    watcher, status, stderr = _in_thread(lambda: run_in_process(script))
+    try:
+        watcher, status, stderr = _in_thread(lambda: run_in_process(script))
+    finally:
+        gc.enable()  # the script turns the collector off while it trains
     assert status == 0, stderr
     found = {(f.code, f.line) for f in watcher.findings}
     assert found == {("TG201", _line_of(script, "Exp.apply(model(x))"))}, stderr

@@ -46,6 +46,7 @@ def graph_nodes(node: Any, *, limit: int = GRAPH_NODES,
     ``limit`` of them (and at most what ``budget`` has left, which the walk spends); the walk does
     not go past a node for which ``stop(node)`` is true. Past the bound it ends (``budget.spent``
     says so) with what it has yielded."""
+    check_deadline()  # (also between many small walks)
     if budget is not None:
         limit = min(limit, budget.left)
     seen: set[int] = set()
@@ -313,10 +314,12 @@ def accumulation_line(code: CodeType, name: str) -> Location | None:
     return (code.co_filename, best.lineno, best.col_offset + 1)  # type: ignore[attr-defined]
 
 
-def graph_metadata(node: Any, key: str, *, limit: int = GRAPH_NODES) -> list[Any]:
-    """The values stored under ``key`` in the metadata of the nodes below ``node``."""
+def graph_metadata(node: Any, key: str, *, limit: int = GRAPH_NODES,
+                   budget: Budget | None = None) -> list[Any]:
+    """The values stored under ``key`` in the metadata of the nodes below ``node`` (at most
+    ``limit`` nodes visited, and what ``budget`` allows)."""
     found: list[Any] = []
-    for current in graph_nodes(node, limit=limit):
+    for current in graph_nodes(node, limit=limit, budget=budget):
         meta = node_metadata(current)
         if meta and key in meta:
             found.append(meta[key])

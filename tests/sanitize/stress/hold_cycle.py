@@ -2,8 +2,8 @@
 its output on ``ctx`` instead of ``ctx.save_for_backward``, so output -> grad_fn (ctx) -> output,
 freed only when the garbage collector runs (the memory leak the save_for_backward docs warn of,
 https://pytorch.org/docs/stable/generated/torch.autograd.function.FunctionCtx.save_for_backward.html).
-No variable of the script holds the old graphs; the garbage collector is off (as in scripts that
-collect by hand between epochs), so only the end of the run frees them."""
+No variable of the script holds the old graphs; the garbage collector is off during training (as in
+scripts that collect by hand between epochs), so only its end frees them."""
 
 import gc
 
@@ -35,4 +35,5 @@ for step in range(300):
     loss = Exp.apply(model(x)).mean()
     loss.backward()
     optimizer.step()
+gc.enable()
 save(model)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainguard.sanitize.bounds import GRAPH_NODES, Budget
 from trainguard.sanitize.checks import Check, Diagnosis
 from trainguard.sanitize.frames import short_location
 from trainguard.sanitize.holders import carried_names, graph_metadata
@@ -46,9 +47,10 @@ class BackwardTwice(Check):
         if _MESSAGE not in str(exc):
             return
         stamps = []
+        budget = Budget(GRAPH_NODES)  # the roots' graphs together
         for tensor in call.tensors:
             if tensor.grad_fn is not None:
-                stamps += graph_metadata(tensor.grad_fn, _KEY)
+                stamps += graph_metadata(tensor.grad_fn, _KEY, budget=budget)
         freed = [s for s in stamps if s.backward_count < call.index]
         # The earliest made is the shared trunk (an encoder, the first chunk's state).
         first = min(freed, key=lambda s: (s.backward_count, s.order)) if freed else None

@@ -34,6 +34,7 @@ import sys
 import weakref
 from typing import Any
 
+from trainguard.sanitize.bounds import GRAPH_NODES, Budget
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import short_location, user_location
 from trainguard.sanitize.holders import graph_nodes
@@ -108,10 +109,11 @@ class _Probe:
         when this backward trains none of the optimizer's other parameters (a GAN's other loss):
         it says nothing about this optimizer's loss."""
         reached, variables = set(), set()
+        budget = Budget(GRAPH_NODES)  # the roots' graphs together
         for root in roots:
             node = getattr(root, "grad_fn", None)
             if node is not None:
-                for n in graph_nodes(node):
+                for n in graph_nodes(node, budget=budget):
                     reached.add(id(n))
                     variable = getattr(n, "variable", None)  # AccumulateGrad: a leaf
                     if variable is not None:
@@ -132,7 +134,7 @@ class _Probe:
             if node is None:
                 parts.append(f"`{name}`'s output at {at} carries no grad_fn"
                              + ("" if grad else " (computed with grad disabled)"))
-            elif id(node) not in reached:
+            elif id(node) not in reached and not budget.spent:  # (a graph walked in part: unknown)
                 parts.append(f"`{name}`'s output at {at} does not reach the loss: the cut is "
                              "after it, on that line or later")
         self.calls.clear()

@@ -27,12 +27,12 @@ generator's backward through D).
 from __future__ import annotations
 
 import ast
-import linecache
 import os
 import re
 from types import CodeType
 from typing import Any
 
+from trainguard.sanitize.bounds import parse_file
 from trainguard.sanitize.checks import Check, Diagnosis
 from trainguard.sanitize.frames import is_user_file, short_location, user_location
 from trainguard.sanitize.holders import traceback_user_frames
@@ -44,10 +44,8 @@ _MESSAGE = re.compile(
 
 
 def _function_node(code: CodeType) -> ast.AST | None:
-    source = "".join(linecache.getlines(code.co_filename))
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
+    tree = parse_file(code.co_filename)
+    if tree is None:
         return None
     if code.co_name == "<module>":
         return tree

@@ -53,6 +53,7 @@ import sys
 import weakref
 from typing import Any
 
+from trainguard.sanitize.bounds import live_objects
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import user_location
 from trainguard.sanitize.holders import graph_nodes, node_metadata
@@ -320,12 +321,11 @@ class ParamsNotInOptimizer(Check):
     def _not_held_by_idle(self, still: list[_Suspect]) -> list[_Suspect]:
         """Leave out parameters an optimizer that has not stepped yet holds (``gc``, once per
         confirmation; the optimizers found count as holding from then on)."""
-        import gc
-
         from torch.optim import Optimizer
 
-        for o in gc.get_objects():  # by type(): isinstance() may touch lazy module attributes
-            if Optimizer in type(o).__mro__ and o not in self.idle:
+        # by type(): isinstance() may touch lazy module attributes
+        for o in live_objects(lambda o: Optimizer in type(o).__mro__):
+            if o not in self.idle:
                 self.idle.add(o)
         held = self._held()
         out = []

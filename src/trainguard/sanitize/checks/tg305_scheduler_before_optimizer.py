@@ -69,6 +69,7 @@ import math
 import weakref
 from typing import Any
 
+from trainguard.sanitize.bounds import live_objects
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import user_location
 
@@ -355,14 +356,12 @@ def _num(x: float) -> str:
 
 def _scaler_skipped(optimizer: Any) -> bool:
     """A live, enabled ``GradScaler`` that has skipped (or stepped) ``optimizer``."""
-    import gc
-
     try:
         from torch.amp import GradScaler
     except ImportError:  # very old torch
         return False
-    for obj in gc.get_objects():
-        if GradScaler not in type(obj).__mro__ or not obj.is_enabled():
+    for obj in live_objects(lambda o: GradScaler in type(o).__mro__):
+        if not obj.is_enabled():
             continue
         if getattr(obj, "_scale", None) is None:
             continue  # never used

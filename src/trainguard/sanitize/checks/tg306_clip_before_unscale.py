@@ -33,6 +33,7 @@ import sys
 import weakref
 from typing import Any
 
+from trainguard.sanitize.bounds import live_objects
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import user_location
 
@@ -97,13 +98,11 @@ class ClipBeforeUnscale(Check):
 
 
 def _find_scaler() -> Any:
-    import gc
-
     try:
         from torch.amp import GradScaler
     except ImportError:
         return None
-    for obj in gc.get_objects():
-        if GradScaler in type(obj).__mro__ and obj.is_enabled():
+    for obj in live_objects(lambda o: GradScaler in type(o).__mro__):
+        if obj.is_enabled():
             return obj
     return None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from trainguard.sanitize.bounds import live_objects
 from trainguard.sanitize.checks import Check, Diagnosis
 
 _MESSAGE = "Expected more than 1 value per channel when training"
@@ -64,13 +65,10 @@ def _layer_name(state: Any) -> str:
 
 
 def _partial_loader() -> str | None:
-    import gc
-
     from torch.utils.data import DataLoader
 
-    for obj in gc.get_objects():
-        if DataLoader not in type(obj).__mro__:  # type(), not isinstance: some objects warn on __class__
-            continue
+    # type(), not isinstance: some objects warn on __class__
+    for obj in live_objects(lambda o: DataLoader in type(o).__mro__):
         size = obj.batch_size
         try:
             n = len(obj.dataset)  # type: ignore[arg-type]

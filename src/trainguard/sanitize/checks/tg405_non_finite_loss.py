@@ -54,6 +54,7 @@ import math
 import weakref
 from typing import Any
 
+from trainguard.sanitize.bounds import live_objects
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import short_location
 from trainguard.sanitize.holders import graph_nodes, node_metadata
@@ -341,13 +342,11 @@ def _stamp_of(tensor: Any) -> Any:
 
 
 def _scaler_in_use() -> bool:
-    import gc
-
     try:
         from torch.amp import GradScaler
     except ImportError:
         return False
-    return any(GradScaler in type(o).__mro__ and o.is_enabled() for o in gc.get_objects())
+    return any(o.is_enabled() for o in live_objects(lambda o: GradScaler in type(o).__mro__))
 
 
 def _finite_output(said: str, out: Any) -> str:
