@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import functools
 import sys
+import time
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from trainguard.sanitize import frames
+from trainguard.sanitize.bounds import Overrun
 from trainguard.sanitize.cadence import BACKWARD, FORWARD
 from trainguard.sanitize.frames import (frame_location, is_trainguard_file, is_user_code,
                                        is_user_file, user_frame, user_location)
@@ -207,6 +209,8 @@ def install(w: "Watcher") -> list[Undo]:
                         method(rec)
                     except Exception as exc:
                         w._check_failed(check, "on_root_forward", exc)
+                    except Overrun:  # (no deadline on settled calls: never, in practice)
+                        w._overran(check, "on_root_forward", time.perf_counter())
                 rec.module = rec.args = rec.output = None
             if cadence.level <= FORWARD and not state.in_step and not state.in_backward:
                 forward_end(self, where)  # (an inference loop: its forward bounds the cycles)
@@ -380,6 +384,8 @@ def install(w: "Watcher") -> list[Undo]:
                         method(optimizer)
                     except Exception as exc:
                         w._check_failed(check, "on_step", exc)
+                    except Overrun:  # (no deadline on settled calls: never, in practice)
+                        w._overran(check, "on_step", time.perf_counter())
             cadence.boundary(optimizer, w.reports, bool(w.armed))
         except Exception as exc:
             w.hook_failed("Optimizer.step", exc)
@@ -439,6 +445,8 @@ def install(w: "Watcher") -> list[Undo]:
                             method(call)
                         except Exception as exc:
                             w._check_failed(check, "on_backward", exc)
+                        except Overrun:  # (no deadline on settled calls: never, in practice)
+                            w._overran(check, "on_backward", time.perf_counter())
             except Exception as exc:
                 w.hook_failed("torch.autograd.backward", exc)
                 return call_original(original, tensors, grad_tensors, retain_graph, create_graph,

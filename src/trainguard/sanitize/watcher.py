@@ -8,6 +8,7 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+import time
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,11 +16,14 @@ from typing import Any, Iterator, TextIO
 
 from trainguard.config import Config, is_suppressed, load_config
 from trainguard.findings import Finding
+from trainguard.sanitize.bounds import Overrun
+from trainguard.sanitize.bounds import deadline as clock
+from trainguard.sanitize.cadence import Cadence
 from trainguard.sanitize.checks import EVENTS, Check, Diagnosis, discover
 from trainguard.sanitize.frames import user_location
-from trainguard.sanitize.cadence import Cadence
 from trainguard.sanitize.ranks import RankLink, exit_guard
 from trainguard.sanitize.state import State
+from trainguard.sanitize.watchdog import EXIT_S, Watchdog
 
 __all__ = ["Watcher", "watch"]
 
@@ -43,6 +47,8 @@ class Watcher:
 
     Attributes:
         findings: the findings so far, in the order first seen, each with its count.
+        watchdog: the checks' own time (``watchdog.py``); ``watchdog.exit_s`` is what the exit
+            work took (the exit analyses; with :func:`watch`, also the summary and the report).
     """
 
     def __init__(self, *, config: Config | None = None, stream: TextIO | None = None,
@@ -72,6 +78,8 @@ class Watcher:
         self._silenced: set[tuple[str, str, int]] = set()
         self._undo: list[Any] = []
         self._started = False
+        self.watchdog = Watchdog()
+        self._stopped_at_exit: list[tuple[Check, str, float]] = []  # the watchdog's, at exit
 
     @property
     def findings(self) -> list[Finding]:
@@ -115,17 +123,21 @@ class Watcher:
         if self.ranks is not None:
             self._undo += self.ranks.attach()
         self._started = True
+        self.watchdog = Watchdog()
         return self
 
     def stop(self) -> None:
         """Tell the checks the run ended, then remove every hook and wrapper."""
         if not self._started:
             return
+        self.watchdog.begin_exit()
         try:
             self.emit("on_exit")
+            self._report_exit_overrun()
             if self.ranks is not None:
                 self.ranks.finish(self)  # send this rank's findings; rank 0 merges every rank's
         finally:
+            self.watchdog.exit_s = time.perf_counter() - (self.watchdog.exit_start or 0.0)
             for undo in reversed(self._undo):
                 undo()
             self._undo.clear()
@@ -138,18 +150,43 @@ class Watcher:
 
     # ---- events ----------------------------------------------------------------------------
     def emit(self, event: str, *args: Any) -> None:
-        """Call every check listening to ``event``; a check that raises becomes TG002."""
+        """Call every check listening to ``event``; a check that raises becomes TG002, one that
+        runs past its deadline is stopped (see :meth:`call`)."""
         for check, method in self.handlers[event]:
-            try:
-                method(*args)
-            except Exception as exc:  # a bug in a check must never break the user's run
-                self._check_failed(check, event, exc)
+            self.call(check, event, method, args)
+
+    def call(self, check: Check, event: str, method: Any, args: tuple) -> Any:
+        """``method(*args)`` for ``check``, timed by the watchdog under its deadline; returns what
+        it returns (None when it raised or was stopped). Never raises (but KeyboardInterrupt)."""
+        dog = self.watchdog
+        start = time.perf_counter()
+        outer = clock.deadline  # (an event sent while another one runs keeps the outer deadline)
+        clock.deadline = min(outer, dog.deadline(start))
+        try:
+            return method(*args)
+        except Overrun:
+            self._overran(check, event, time.perf_counter())
+        except Exception as exc:  # a bug in a check must never break the user's run
+            self._check_failed(check, event, exc)
+        finally:
+            clock.deadline = outer
+            now = time.perf_counter()
+            dog.charge(check, now - start)
+            if dog.overrun(now) and check not in self._off:
+                # past the deadline without a walk to stop it: stopped now (during the run, the
+                # check that took the most time)
+                heaviest = check if dog.exit_start is not None else dog.heaviest()
+                if heaviest is not None and heaviest not in self._off:
+                    self._overran(heaviest, event, now)
+        return None
 
     def emit_always(self, event: str, *args: Any) -> None:
         """``event`` on a settled step, for the checks whose ``always`` lists it."""
         for check, method in self.always[event]:
             try:
                 method(*args)
+            except Overrun:  # (no deadline on settled calls: never, in practice)
+                self._overran(check, event, time.perf_counter())
             except Exception as exc:
                 self._check_failed(check, event, exc)
 
@@ -166,21 +203,52 @@ class Watcher:
         module = call.module
         for check, method in self.handlers[event]:
             if isinstance(module, check.module_types):
-                try:
-                    method(call)
-                except Exception as exc:
-                    self._check_failed(check, event, exc)
+                self.call(check, event, method, (call,))
 
-    def _check_failed(self, check: Check, event: str, exc: Exception) -> None:
+    def _switch_off(self, check: Check) -> None:
+        """No more events for ``check``; its hooks on the user's tensors come off."""
         self._off.add(check)
         self.armed.discard(check)
         for table in (self.handlers, self.always):
             for name, handlers in list(table.items()):
                 table[name] = [(c, m) for c, m in handlers if c is not check]
         try:
-            check.release()  # its hooks on the user's tensors go with it
+            check.release()
         except Exception:  # a check already failing: what it cannot remove dies with the tensors
             pass
+
+    def _overran(self, check: Check, event: str, now: float) -> None:
+        """The watchdog stops ``check``: during the run TG002 at once, at exit one TG002 for all
+        the checks stopped (:meth:`_report_exit_overrun`)."""
+        dog = self.watchdog
+        self._switch_off(check)
+        if dog.exit_start is not None:
+            self._stopped_at_exit.append((check, event, now - dog.exit_start))
+            return
+        wall, spent = dog.wall(now), dog.spent.get(check, 0.0)
+        self.report("TG002", f"check {check.code} took {spent:.1f} s of the run's first "
+                    f"{wall:.1f} s ({100 * dog.total / max(wall, 1e-9):.0f}% for all checks, "
+                    f"more than half) while handling {event}; it was switched off and the run "
+                    "went on", fix=f"report this with the message above; {check.code} was not "
+                    "checked after this point")
+
+    def _report_exit_overrun(self) -> None:
+        stopped, self._stopped_at_exit = self._stopped_at_exit, []
+        if not stopped:
+            return
+        names = ", ".join(f"{c.code} (stopped at {t:.1f} s, in {e})" for c, e, t in stopped)
+        self.report("TG002", f"trainguard's own work at exit ran past {EXIT_S:.0f} s: {names}; "
+                    "what those checks would have found at exit is missing, the run itself is "
+                    "unchanged", fix="report this with the message above",
+                    where=self._last_location())
+
+    def _last_location(self) -> tuple | None:
+        """The last backward's line (a place in the script for exit-time notes), or None."""
+        last = self.state.backwards[-1] if self.state.backwards else None
+        return last.where if last is not None else None
+
+    def _check_failed(self, check: Check, event: str, exc: Exception) -> None:
+        self._switch_off(check)
         inside = _raised_at(exc)
         self.report("TG002", f"check {check.code} raised {type(exc).__name__}: {exc}{inside} "
                     f"while handling {event}; it was switched off and the run went on",
@@ -243,12 +311,9 @@ class Watcher:
         exception as a note (PEP 678), so it is printed after the original traceback."""
         out: list[Finding] = []
         where_default = _innermost_user_location(exc)
+        self.watchdog.begin_exit()
         for check, method in list(self.handlers["on_error"]):
-            try:
-                diagnosis: Diagnosis | None = method(exc)
-            except Exception as err:
-                self._check_failed(check, "on_error", err)
-                continue
+            diagnosis: Diagnosis | None = self.call(check, "on_error", method, (exc,))
             if diagnosis is None:
                 continue
             before = len(self._by_key)
@@ -395,3 +460,5 @@ def watch(*, select: str | list[str] | None = None, ignore: str | list[str] | No
                 watcher.print_summary()
             if report is not None and (watcher.ranks is None or watcher.ranks.rank == 0):
                 watcher.write_json(report)  # under torchrun, rank 0 writes the merged report
+            dog = watcher.watchdog
+            dog.exit_s = time.perf_counter() - (dog.exit_start or time.perf_counter())
