@@ -30,12 +30,11 @@ from __future__ import annotations
 
 import ast
 import linecache
-import math
 import time
 from typing import Any, Callable, Iterator
 
 __all__ = ["GRAPH_NODES", "FRAMES", "CONTAINER_ITEMS", "CONTAINER_NEWEST", "CONTAINER_DEPTH",
-           "SOURCE_CHARS", "HEAP_OBJECTS", "Budget", "Overrun", "check_deadline", "deadline",
+           "SOURCE_CHARS", "HEAP_OBJECTS", "Budget", "Overrun", "check_deadline", "clock",
            "parse_file", "live_objects"]
 
 GRAPH_NODES = 20_000  # autograd nodes per walk (a 10^5-node graph is walked in part)
@@ -57,19 +56,23 @@ class Overrun(BaseException):
 
 
 class _Clock:
-    __slots__ = ("deadline",)
+    """The event the watcher is sending now: when it started (``perf_counter()``, None between
+    events and on settled steps) and the watchdog that knows its deadline."""
+
+    __slots__ = ("start", "dog")
 
     def __init__(self) -> None:
-        self.deadline = math.inf  # perf_counter() time; inf: no deadline (settled steps)
+        self.start: float | None = None
+        self.dog: Any = None  # a Watchdog, with deadline(start) -> perf_counter() time
 
 
-deadline = _Clock()
-"""The running check's deadline (``deadline.deadline``), set by the watcher around each event."""
+clock = _Clock()
 
 
 def check_deadline() -> None:
-    """Raise :class:`Overrun` when the running check is past its deadline."""
-    if time.perf_counter() > deadline.deadline:
+    """Raise :class:`Overrun` when the event running now is past its deadline."""
+    start = clock.start
+    if start is not None and time.perf_counter() > clock.dog.deadline(start):
         raise Overrun()
 
 

@@ -205,6 +205,12 @@ class Cadence:
                 self._adopt(optimizer)
                 self._cur = []
             return
+        if self.skipping and self._countdown > 1 and self._pos == len(self._match) - 1:
+            # a settled cycle like the one before (the usual case, kept without a call)
+            self.steps_skipped += 1
+            self._pos = 0
+            self._countdown -= 1
+            return
         self._end(("end", key), reports, armed)
 
     def call_end(self, level: int, key: Any, reports: int, armed: bool) -> None:

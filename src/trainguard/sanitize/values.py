@@ -26,13 +26,13 @@ READ_LATER = "cuda"
 def reading(tensor: Any) -> str:
     """How ``tensor``'s values may be read: :data:`READ_NOW` (``"cpu"``), :data:`READ_LATER`
     (``"cuda"``: without blocking, or directly on a rare path), or ``""`` (skip the value check)."""
-    kind = tensor.device.type
-    return kind if kind == READ_NOW or kind == READ_LATER else ""
+    # (is_cpu/is_cuda: flags read without building a torch.device, on every step's loss)
+    return READ_NOW if tensor.is_cpu else READ_LATER if tensor.is_cuda else ""
 
 
 def readable(*tensors: Any) -> bool:
     """Whether every one of ``tensors`` lives on the CPU or a CUDA device (values can be read)."""
-    return all(t.device.type in (READ_NOW, READ_LATER) for t in tensors)
+    return all(t.is_cpu or t.is_cuda for t in tensors)
 
 
 def as_bool(tensor: Any) -> bool | None:

@@ -10,8 +10,10 @@ explanation of an error) and gives it a deadline (``bounds.deadline``) that the 
   (2 s) for all of it together.
 
 A check past its deadline is stopped where it is (its walk raises ``bounds.Overrun``), or, if it
-does not walk, as soon as the event returns; it is switched off for the rest of the run and named
-in one TG002 with its time. The user's run, its output and its exit code are unchanged. Events on
+does not walk, once the event returns (the check that took the most time: an event slower than
+:data:`SLOW_S` has its checks timed one by one from its next occurrence, ``Check.spent_s``; the
+others cost one reading of the clock per event); it is switched off for the rest of the run and
+named in one TG002 with its time. The user's run, its output and its exit code are unchanged. Events on
 settled steps (``Check.always``) are not timed: each is constant work (one loss read, a look at
 the parameters every 32 steps).
 """
@@ -21,59 +23,52 @@ from __future__ import annotations
 import time
 from typing import Any
 
-__all__ = ["Watchdog", "SHARE", "FLOOR_S", "EXIT_S"]
+__all__ = ["Watchdog", "SHARE", "FLOOR_S", "EXIT_S", "SLOW_S"]
 
 SHARE = 0.5  # the checks may take at most this share of the run's wall time...
 FLOOR_S = 2.0  # ... once they have taken this much in all (seconds)
 EXIT_S = 2.0  # the exit analyses and the error's explanation together, at most (seconds)
+SLOW_S = 0.001  # an event that took longer has its checks timed one by one the next time
 
 
 class Watchdog:
-    """The time each check has taken, and the deadline of the event running now.
+    """The checks' time during the run, and when the exit work began.
+
+    Each check's own time in slow events is ``check.spent_s`` (seconds).
 
     Attributes:
         started: ``perf_counter()`` when the watcher started.
-        spent: seconds taken per check (by the check object), events during the run.
-        total: the sum of ``spent``.
+        total: seconds all the checks have taken (events the watcher timed).
         exit_start: ``perf_counter()`` when the exit work began, or None before it.
         exit_s: seconds the exit work took (set by the watcher when it is over).
     """
 
     def __init__(self) -> None:
         self.started = time.perf_counter()
-        self.spent: dict[Any, float] = {}
         self.total = 0.0
         self.exit_start: float | None = None
         self.exit_s = 0.0
+        self.slow: set[str] = set()  # events whose last occurrence took more than SLOW_S
 
     def begin_exit(self) -> None:
         """The exit work begins now (once: the error's explanation, then the exit analyses)."""
         if self.exit_start is None:
             self.exit_start = time.perf_counter()
 
-    def deadline(self, now: float) -> float:
-        """The time an event starting at ``now`` must be over by."""
+    def deadline(self, start: float) -> float:
+        """The time an event that started at ``start`` must be over by: during the run, when the
+        checks' share would pass SHARE (once they have FLOOR_S in all), solving
+        ``total + (t - start) > SHARE * (t - started)`` for ``t``; at exit, EXIT_S after it began."""
         if self.exit_start is not None:
             return self.exit_start + EXIT_S
-        # (total + t - now) > SHARE * (t - started) and > FLOOR_S: solved for t
-        share = (now - self.total - SHARE * self.started) / (1.0 - SHARE)
-        return max(now + FLOOR_S - self.total, share)
-
-    def charge(self, check: Any, seconds: float) -> None:
-        """Add ``seconds`` to ``check``'s time (during the run)."""
-        if self.exit_start is None:
-            self.spent[check] = self.spent.get(check, 0.0) + seconds
-            self.total += seconds
+        by_share = (start - self.total - SHARE * self.started) / (1.0 - SHARE)
+        return max(start + FLOOR_S - self.total, by_share)
 
     def overrun(self, now: float) -> bool:
         """Whether the checks are past their share of the run (or the exit work past its time)."""
         if self.exit_start is not None:
             return now > self.exit_start + EXIT_S
         return self.total > FLOOR_S and self.total > SHARE * (now - self.started)
-
-    def heaviest(self) -> Any:
-        """The check that has taken the most time during the run (None before any)."""
-        return max(self.spent, key=self.spent.__getitem__) if self.spent else None
 
     def wall(self, now: float) -> float:
         """Seconds since the watcher started."""

@@ -10,20 +10,21 @@ import os
 import sys
 import time
 import traceback
+from time import perf_counter
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 from trainguard.config import Config, is_suppressed, load_config
 from trainguard.findings import Finding
-from trainguard.sanitize.bounds import Overrun
-from trainguard.sanitize.bounds import deadline as clock
+from trainguard.sanitize.bounds import Overrun, clock
 from trainguard.sanitize.cadence import Cadence
 from trainguard.sanitize.checks import EVENTS, Check, Diagnosis, discover
 from trainguard.sanitize.frames import user_location
 from trainguard.sanitize.ranks import RankLink, exit_guard
 from trainguard.sanitize.state import State
-from trainguard.sanitize.watchdog import EXIT_S, Watchdog
+from trainguard.sanitize import watchdog
+from trainguard.sanitize.watchdog import EXIT_S, SLOW_S, Watchdog
 
 __all__ = ["Watcher", "watch"]
 
@@ -124,6 +125,7 @@ class Watcher:
             self._undo += self.ranks.attach()
         self._started = True
         self.watchdog = Watchdog()
+        clock.dog = self.watchdog  # (the deadline's walks read)
         return self
 
     def stop(self) -> None:
@@ -132,7 +134,8 @@ class Watcher:
             return
         self.watchdog.begin_exit()
         try:
-            self.emit("on_exit")
+            for check, method in list(self.handlers["on_exit"]):  # one by one: each timed
+                self._emit("on_exit", [(check, method)], ())
             self._report_exit_overrun()
             if self.ranks is not None:
                 self.ranks.finish(self)  # send this rank's findings; rank 0 merges every rank's
@@ -150,35 +153,90 @@ class Watcher:
 
     # ---- events ----------------------------------------------------------------------------
     def emit(self, event: str, *args: Any) -> None:
-        """Call every check listening to ``event``; a check that raises becomes TG002, one that
-        runs past its deadline is stopped (see :meth:`call`)."""
-        for check, method in self.handlers[event]:
-            self.call(check, event, method, args)
+        """Call every check listening to ``event``, timed by the watchdog under one deadline; a
+        check that raises becomes TG002, one that runs past the deadline is stopped (TG002)."""
+        handlers = self.handlers[event]
+        if handlers:
+            self._emit(event, handlers, args)
+
+    def _emit(self, event: str, handlers: list[tuple[Check, Any]], args: tuple) -> None:
+        dog = self.watchdog
+        start = perf_counter()
+        outer = clock.start  # (an event sent while another runs keeps the outer one's deadline)
+        if outer is None:
+            clock.start = start
+        try:
+            if event in dog.slow:
+                self._timed(event, handlers, args)
+            else:  # (the usual case: the clock read twice for the whole event)
+                for check, method in handlers:
+                    try:
+                        method(*args)
+                    except Overrun:
+                        self._overran(check, event, perf_counter())
+                    except Exception as exc:  # a bug in a check must never break the user's run
+                        self._check_failed(check, event, exc)
+        finally:
+            clock.start = outer
+        took = perf_counter() - start
+        dog.total += took
+        if took > SLOW_S or dog.total > watchdog.FLOOR_S:  # (rare)
+            self._judge(event, handlers, start, took)
+
+    def _timed(self, event: str, handlers: list[tuple[Check, Any]], args: tuple) -> None:
+        """The handlers of a slow event, each timed (``Check.spent_s``)."""
+        start = now = perf_counter()
+        for check, method in handlers:
+            try:
+                method(*args)
+            except Overrun:
+                self._overran(check, event, perf_counter())
+            except Exception as exc:
+                self._check_failed(check, event, exc)
+            later = perf_counter()
+            check.spent_s += later - now
+            now = later
+        if now - start <= SLOW_S:
+            self.watchdog.slow.discard(event)
+
+    def _judge(self, event: str, handlers: list[tuple[Check, Any]], start: float,
+               took: float) -> None:
+        """After an event slower than SLOW_S, or once the checks have FLOOR_S in all: its checks
+        are timed one by one from its next occurrence, and a check past the deadline is
+        stopped."""
+        dog = self.watchdog
+        now = start + took
+        if took > SLOW_S:
+            dog.slow.add(event)
+        if dog.exit_start is None:
+            if dog.overrun(now):
+                self._past_deadline(event, handlers, now)
+        elif start <= dog.exit_start + watchdog.EXIT_S < now:  # (it crossed the line)
+            self._past_deadline(event, handlers, now)
+
+    def _past_deadline(self, event: str, handlers: list, now: float) -> None:
+        """The event ran past its deadline without a walk to stop it: the check that took the
+        most time in slow events is stopped (a single handler: that one; none timed yet: the
+        next time, when this event is timed handler by handler); at exit, the one whose event
+        crossed the line (exit events go one check at a time)."""
+        dog = self.watchdog
+        if not dog.overrun(now):
+            return
+        live = [c for c, _ in handlers if c not in self._off]
+        if dog.exit_start is not None or len(live) == 1:
+            check = live[-1] if live else None
+        else:
+            check = max((c for c in self.checks if c not in self._off and c.spent_s),
+                        key=lambda c: c.spent_s, default=None)
+        if check is not None:
+            self._overran(check, event, now)
 
     def call(self, check: Check, event: str, method: Any, args: tuple) -> Any:
-        """``method(*args)`` for ``check``, timed by the watchdog under its deadline; returns what
-        it returns (None when it raised or was stopped). Never raises (but KeyboardInterrupt)."""
-        dog = self.watchdog
-        start = time.perf_counter()
-        outer = clock.deadline  # (an event sent while another one runs keeps the outer deadline)
-        clock.deadline = min(outer, dog.deadline(start))
-        try:
-            return method(*args)
-        except Overrun:
-            self._overran(check, event, time.perf_counter())
-        except Exception as exc:  # a bug in a check must never break the user's run
-            self._check_failed(check, event, exc)
-        finally:
-            clock.deadline = outer
-            now = time.perf_counter()
-            dog.charge(check, now - start)
-            if dog.overrun(now) and check not in self._off:
-                # past the deadline without a walk to stop it: stopped now (during the run, the
-                # check that took the most time)
-                heaviest = check if dog.exit_start is not None else dog.heaviest()
-                if heaviest is not None and heaviest not in self._off:
-                    self._overran(heaviest, event, now)
-        return None
+        """``method(*args)`` for ``check`` alone, as :meth:`emit` calls it; returns what it
+        returns (None when it raised or was stopped). Never raises (but KeyboardInterrupt)."""
+        found: list[Any] = []
+        self._emit(event, [(check, lambda *a: found.append(method(*a)))], args)
+        return found[0] if found else None
 
     def emit_always(self, event: str, *args: Any) -> None:
         """``event`` on a settled step, for the checks whose ``always`` lists it."""
@@ -201,9 +259,9 @@ class Watcher:
     def emit_module(self, event: str, call: Any) -> None:
         """``emit`` for per-module events: only checks whose ``module_types`` match the module."""
         module = call.module
-        for check, method in self.handlers[event]:
-            if isinstance(module, check.module_types):
-                self.call(check, event, method, (call,))
+        handlers = [(c, m) for c, m in self.handlers[event] if isinstance(module, c.module_types)]
+        if handlers:
+            self._emit(event, handlers, (call,))
 
     def _switch_off(self, check: Check) -> None:
         """No more events for ``check``; its hooks on the user's tensors come off."""
@@ -225,7 +283,7 @@ class Watcher:
         if dog.exit_start is not None:
             self._stopped_at_exit.append((check, event, now - dog.exit_start))
             return
-        wall, spent = dog.wall(now), dog.spent.get(check, 0.0)
+        wall, spent = dog.wall(now), check.spent_s
         self.report("TG002", f"check {check.code} took {spent:.1f} s of the run's first "
                     f"{wall:.1f} s ({100 * dog.total / max(wall, 1e-9):.0f}% for all checks, "
                     f"more than half) while handling {event}; it was switched off and the run "

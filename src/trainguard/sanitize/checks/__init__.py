@@ -148,6 +148,8 @@ class Check:
     in ``__init__``. The check reads ``self._watcher.cadence.skipping`` to know whether the step
     is a settled one. On a settled step ``on_root_forward`` gets one record reused for every
     settled call (emptied after the event): read it during the event, never keep it."""
+    spent_s: float = 0.0
+    """Seconds this check took in events slower than ``watchdog.SLOW_S`` (``watchdog.py``)."""
     on_demand: ClassVar[tuple[str, ...]] = ()
     """Events this check listens to only while armed (see :meth:`arm`); one of
     ``on_root_forward``, ``on_backward``, ``on_backward_done``, ``on_step_pre``, ``on_step``."""

@@ -59,7 +59,7 @@ from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import short_location
 from trainguard.sanitize.holders import graph_nodes, node_metadata
 from trainguard.sanitize.state import MADE, Made
-from trainguard.sanitize.values import READ_LATER, READ_NOW, reading
+from trainguard.sanitize.values import READ_LATER, reading
 
 _MAX_ROOT = 1  # only scalar roots: a loss
 _CALLS = 4  # outermost calls in the loss's graph examined at most
@@ -101,9 +101,8 @@ class NonFiniteLoss(Check):
         root = roots[0]
         if root.numel() != _MAX_ROOT:
             return
-        how = reading(root)
-        if how != READ_NOW:
-            if how == READ_LATER and root.is_floating_point():
+        if not root.is_cpu:  # (the usual case first: reading() without a call)
+            if reading(root) == READ_LATER and root.is_floating_point():
                 self._queue(root, call)
             return  # (meta and other devices: no value to read)
         value = root.item()
