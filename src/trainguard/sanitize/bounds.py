@@ -8,9 +8,10 @@ Each kind of walk has one bound, named here so that the checks and their docs gi
 - the stack: at most :data:`FRAMES` user frames per search
   (:func:`~trainguard.sanitize.frames.user_frames`); a walk up to the nearest user frame is bounded
   by the stack's own depth (the ``f_back`` chain ends);
-- user variables and what they hold: at most :data:`CONTAINER_ITEMS` values per search, the newest
-  :data:`CONTAINER_NEWEST` items of each list, tuple, dict or set, :data:`CONTAINER_DEPTH` levels
-  deep (:func:`~trainguard.sanitize.holders.find_holder`);
+- user variables and what they hold: at most :data:`CONTAINER_ITEMS` values per search, of each
+  list, tuple, deque or dict the newest :data:`CONTAINER_NEWEST` items and older ones at doubling
+  distances from the end (about 40 more for a million items), :data:`CONTAINER_DEPTH` levels deep
+  (:func:`~trainguard.sanitize.holders.find_holder`);
 - source files: a file longer than :data:`SOURCE_CHARS` characters is not parsed; parsed trees are
   cached (:func:`parse_file`);
 - the heap (``gc.get_objects()``, on rare paths only): at most :data:`HEAP_OBJECTS` objects looked
@@ -40,7 +41,7 @@ __all__ = ["GRAPH_NODES", "FRAMES", "CONTAINER_ITEMS", "CONTAINER_NEWEST", "CONT
 GRAPH_NODES = 20_000  # autograd nodes per walk (a 10^5-node graph is walked in part)
 FRAMES = 32  # user frames per search of the stack
 CONTAINER_ITEMS = 4_096  # values looked at per search of user variables
-CONTAINER_NEWEST = 64  # items of one list/tuple/dict/set looked at: the newest (last) ones
+CONTAINER_NEWEST = 16  # newest items of one list/tuple/dict/set looked at (then older ones, spread)
 CONTAINER_DEPTH = 4  # containers and object attributes followed inside one variable
 SOURCE_CHARS = 2_000_000  # longer source files are not parsed (about 50,000 lines)
 HEAP_OBJECTS = 5_000_000  # objects of gc.get_objects() looked at per scan

@@ -47,6 +47,7 @@ def graph_nodes(node: Any, *, limit: int = GRAPH_NODES,
     not go past a node for which ``stop(node)`` is true. Past the bound it ends (``budget.spent``
     says so) with what it has yielded."""
     check_deadline()  # (also between many small walks)
+    by_budget = budget is not None and budget.left <= limit  # (the budget, not limit, ends it)
     if budget is not None:
         limit = min(limit, budget.left)
     seen: set[int] = set()
@@ -58,8 +59,8 @@ def graph_nodes(node: Any, *, limit: int = GRAPH_NODES,
             if current is None or id(current) in seen:
                 continue
             if len(seen) >= limit:
-                if budget is not None:
-                    budget.spent = True
+                if by_budget:
+                    budget.spent = True  # type: ignore[union-attr]
                 return
             seen.add(id(current))
             if not len(seen) % _CLOCK_EVERY:
@@ -84,14 +85,15 @@ def node_metadata(node: Any) -> dict | None:
         return None
 
 
-def graph_stamps(node: Any, *, limit: int = GRAPH_NODES, budget: Budget | None = None
-                 ) -> list[Any]:
+def graph_stamps(node: Any, *, limit: int = GRAPH_NODES, budget: Budget | None = None,
+                 stop: Callable[[Any], bool] | None = None) -> list[Any]:
     """The :class:`Made` stamps (outermost outputs and backward roots) in the graph below ``node``
-    (at most ``limit`` nodes visited, and what ``budget`` allows)."""
+    (at most ``limit`` nodes visited, and what ``budget`` allows; not past a node for which
+    ``stop`` is true)."""
     from trainguard.sanitize.state import MADE
 
     found: list[Any] = []
-    for current in graph_nodes(node, limit=limit, budget=budget):
+    for current in graph_nodes(node, limit=limit, budget=budget, stop=stop):
         meta = node_metadata(current)
         if meta:
             for key in (MADE, ROOT):
@@ -139,27 +141,44 @@ class Holder(NamedTuple):
 # Values whose insides are never searched: code, classes, modules, and the watcher's own objects.
 _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
            types.CodeType, types.FrameType, str, bytes, int, float, complex, bool, type(None))
+_NEAR_NODES = 2_000  # nodes of one tensor's graph walked at most (a 10^5-node graph in part)
+
+
+def _spread(n: int) -> list[int]:
+    """Indices into a sequence of length ``n``: the newest :data:`CONTAINER_NEWEST`, then older
+    ones at doubling distances from the end (-24, -32, -48, -64, -96, ...), so that a log with
+    many entries per step still shows several steps."""
+    newest = CONTAINER_NEWEST
+    out = list(range(n - 1, max(n - newest, 0) - 1, -1))
+    back = newest
+    while back < n:
+        for i in (n - back - back // 2, n - 2 * back):
+            if 0 <= i < n - newest and (not out or i < out[-1]):
+                out.append(i)
+        back *= 2
+    return out
 
 
 def _inside(value: Any) -> Iterator[tuple[Any, str]]:
-    """The values directly inside ``value``, newest first, at most :data:`CONTAINER_NEWEST`, each
-    with the attribute name it was reached by ("" for a container item). Read without running
-    user code (the built-in types' own methods, ``vars()``)."""
-    newest = CONTAINER_NEWEST
-    if isinstance(value, list):
-        for item in reversed(list.__getitem__(value, slice(-newest, None))):
-            yield item, ""
-    elif isinstance(value, tuple):
-        for item in reversed(tuple.__getitem__(value, slice(-newest, None))):
-            yield item, ""
+    """The values directly inside ``value``, newest first (:func:`_spread`), each with the
+    attribute name it was reached by ("" for a container item). Read without running user code
+    (the built-in types' own methods, ``vars()``)."""
+    if isinstance(value, (list, tuple, deque)):
+        get = list.__getitem__ if isinstance(value, list) else \
+            tuple.__getitem__ if isinstance(value, tuple) else deque.__getitem__
+        for i in _spread(len(value)):
+            yield get(value, i), ""
     elif isinstance(value, dict):
-        for item in itertools.islice(reversed(dict.values(value)), newest):
-            yield item, ""
-    elif isinstance(value, deque):
-        for item in itertools.islice(reversed(value), newest):
-            yield item, ""
+        n = dict.__len__(value)
+        if n <= 100_000:
+            items = list(dict.values(value))
+            for i in _spread(n):
+                yield items[i], ""
+        else:  # (a huge dict: its newest items only, without a list of all of them)
+            for item in itertools.islice(reversed(dict.values(value)), CONTAINER_NEWEST):
+                yield item, ""
     elif isinstance(value, (set, frozenset)):
-        for item in itertools.islice(value, newest):
+        for item in itertools.islice(value, CONTAINER_NEWEST):
             yield item, ""
     elif not isinstance(value, _OPAQUE):
         if type(value).__module__.startswith("trainguard."):
@@ -169,7 +188,7 @@ def _inside(value: Any) -> Iterator[tuple[Any, str]]:
         except TypeError:  # no __dict__ (slots, C types)
             return
         if isinstance(attrs, dict):
-            for key, item in itertools.islice(reversed(dict.items(attrs)), newest):
+            for key, item in itertools.islice(reversed(dict.items(attrs)), CONTAINER_NEWEST * 4):
                 if isinstance(key, str) and not key.startswith("__"):
                     yield item, key
 
@@ -178,9 +197,11 @@ def _frame_tensors(frame: FrameType, values: Budget) -> Iterator[tuple[str, str,
     """``(name, path, tensor, direct)`` for the tensors with a ``grad_fn`` in ``frame``'s
     variables, breadth first over all of them (every variable's own value before anything inside
     one), at most :data:`CONTAINER_DEPTH` levels deep, each container or object once, while
-    ``values`` lasts; ``direct``: the variable is that tensor itself."""
+    ``values`` lasts; ``direct``: the variable is that tensor itself. Tensors without a
+    ``grad_fn`` and plain values are passed over without spending the budget."""
     import torch
 
+    tensor_type = torch.Tensor
     level: list[tuple[str, str, Any]] = []
     seen: set[int] = set()
     for name, value in list(frame.f_locals.items()):
@@ -191,16 +212,17 @@ def _frame_tensors(frame: FrameType, values: Budget) -> Iterator[tuple[str, str,
         for name, path, value in level:
             if not values.take():
                 return
-            if isinstance(value, torch.Tensor):
-                if value.grad_fn is not None:
-                    yield name, path, value, depth == 0
+            if isinstance(value, tensor_type):
+                yield name, path, value, depth == 0
                 continue
             if id(value) in seen or depth == CONTAINER_DEPTH:
                 continue
             seen.add(id(value))
             for item, attr in _inside(value):
-                if not isinstance(item, _OPAQUE):
-                    below.append((name, f"{path}.{attr}" if attr else path, item))
+                if isinstance(item, _OPAQUE) or (isinstance(item, tensor_type)
+                                                and item.grad_fn is None):
+                    continue
+                below.append((name, f"{path}.{attr}" if attr else path, item))
         if not below:
             return
         level = below
@@ -210,10 +232,13 @@ def find_holder(is_old: Callable[[list[Any]], bool], start: FrameType | None = N
                 ) -> Holder | None:
     """The innermost user frame with a variable whose graphs carry old stamps.
 
-    Bounded: at most :data:`~trainguard.sanitize.bounds.FRAMES` user frames,
-    :data:`~trainguard.sanitize.bounds.CONTAINER_ITEMS` values looked at in their variables and
-    :data:`~trainguard.sanitize.bounds.GRAPH_NODES` graph nodes in all (the graphs of a variable's
-    newest tensors first). When a bound is hit, what was found so far decides.
+    Two passes over the user frames (innermost first): the first walks each tensor's graph down
+    to its nearest stamps (a loss's model output, a backward root: a list of losses, a running
+    sum), the second, when the first found nothing, below them too (a graph carried from step to
+    step). Bounded: at most :data:`~trainguard.sanitize.bounds.FRAMES` user frames and
+    :data:`~trainguard.sanitize.bounds.CONTAINER_ITEMS` values looked at in their variables per
+    pass, :data:`~trainguard.sanitize.bounds.GRAPH_NODES` graph nodes in all and 2,000 per
+    tensor. When a bound is hit, what was found so far decides.
 
     Args:
         is_old: given the :class:`Made` stamps found under one variable, whether they prove it
@@ -223,21 +248,40 @@ def find_holder(is_old: Callable[[list[Any]], bool], start: FrameType | None = N
     Returns:
         the :class:`Holder`, or None when no user variable is found holding them.
     """
-    values, nodes = Budget(CONTAINER_ITEMS), Budget(GRAPH_NODES)
-    for frame in user_frames(start if start is not None else sys._getframe(1), limit=FRAMES):
+    start = start if start is not None else sys._getframe(1)
+    nodes = Budget(GRAPH_NODES)
+    for nearest in (True, False):
+        found = _search(is_old, start, nodes, nearest)
+        if found is not None or nodes.spent:
+            return found
+    return None
+
+
+def _search(is_old: Callable[[list[Any]], bool], start: FrameType, nodes: Budget,
+            nearest: bool) -> Holder | None:
+    """One pass of :func:`find_holder`."""
+    from trainguard.sanitize.state import MADE
+
+    def stamped(node: Any) -> bool:  # (the first pass stops at a model's output)
+        meta = node_metadata(node)
+        return bool(meta) and MADE in meta
+
+    values = Budget(CONTAINER_ITEMS)
+    for frame in user_frames(start, limit=FRAMES):
         stamps: dict[str, list[Any]] = {}
-        found: dict[str, list[Any]] = {}
+        held_by: dict[str, list[Any]] = {}
         seen: set[int] = set()
         for name, path, tensor, direct in _frame_tensors(frame, values):
             if id(tensor) in seen:
                 continue
             seen.add(id(tensor))
-            mine = stamps.setdefault(name, [])
-            more = graph_stamps(tensor.grad_fn, budget=nodes)
+            more = graph_stamps(tensor.grad_fn, limit=_NEAR_NODES, budget=nodes,
+                                stop=stamped if nearest else None)
             if not more:
                 continue
+            mine = stamps.setdefault(name, [])
             mine += more
-            held = found.setdefault(name, [])
+            held = held_by.setdefault(name, [])
             if len(held) < 4:
                 held.append(tensor)
             if is_old(mine):
@@ -245,7 +289,7 @@ def find_holder(is_old: Callable[[list[Any]], bool], start: FrameType | None = N
                 return Holder(frame, name, path, kind, held)
             if nodes.spent:
                 return None
-        if values.spent or nodes.spent:
+        if values.spent:
             return None
     return None
 
