@@ -15,12 +15,11 @@ import os
 import sysconfig
 from pathlib import Path
 
-from sanitize_helpers import run_in_process
+from sanitize_helpers import STRESS, run_in_process
 
 from trainguard.sanitize import frames
 from trainguard.sanitize.holders import find_holder
 
-STRESS = Path(__file__).resolve().parent / "stress"
 _LIMIT_S = 300  # a hang guard, not a timing: each script runs in seconds
 
 
