@@ -18,6 +18,11 @@ Silent on: a list of losses summed and backpropagated in the same iteration (gra
 of the step); gradient accumulation over micro-batches (one optimizer step); one output kept for
 later (one graph is not a growing leak); accumulating ``loss.item()`` or ``loss.detach()``.
 
+Cost: per checked optimizer step (and at exit), one pass over the followed stamps (weak references,
+2,048 at most); only when graphs of 3 earlier iterations are alive, one holder search
+(``holders.find_holder``: 32 user frames, 4,096 values, 20,000 graph nodes), one parse of the
+frame's file (``bounds.parse_file``) and 4 x 64 nodes read for freed buffers.
+
 Reference: PyTorch FAQ, "My model reports cuda runtime error(2): out of memory" — "Don't accumulate
 history across your training loop" (https://pytorch.org/docs/stable/notes/faq.html).
 """

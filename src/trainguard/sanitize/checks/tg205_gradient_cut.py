@@ -23,6 +23,11 @@ got a gradient at any step (branches used only sometimes, a head trained after a
 sampled per batch); several optimizers (each is judged on its own steps); optimizers that never
 step.
 
+Cost: at each of an optimizer's first 3 steps, one pass over its parameters; once suspects are
+found, one pass over the models' modules (4 holders at most) and, at each of the next 8 backward
+calls at most, one walk of the loss's graph, 20,000 nodes in all (a walk cut short names no cut);
+at exit, one pass over the suspects.
+
 Reference: GitHub yifita/deep_cage#16 (a ``.detach()`` left a loss term without effect) and
 isayev/ReLeaSE#39 (a loss rebuilt through ``.item()``/numpy left every grad None); autograd notes
 (https://pytorch.org/docs/stable/notes/autograd.html).

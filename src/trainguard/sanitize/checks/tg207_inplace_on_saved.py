@@ -17,6 +17,9 @@ checked step), at the failing backward line.
 
 Silent on: runs without this error; in-place ops on tensors autograd did not save.
 
+Cost: only at PyTorch's in-place error: one pass over the models' parameters and modules, and one
+parse of each user frame's file in the traceback (``bounds.parse_file``).
+
 Reference: autograd notes "In-place operations with autograd"
 (https://pytorch.org/docs/stable/notes/autograd.html#in-place-operations-with-autograd); GitHub
 JDAI-CV/LIO#9 ("output 0 of SubBackward0, is at version 1"), Seanny123/da-rnn#14 (``+=`` on a saved

@@ -13,6 +13,10 @@ Silent on: ``zero_grad`` before backward or after step, ``p.grad = None``, LBFGS
 inside ``step``), GANs whose other optimizer is zeroed in between (its parameters are not this
 optimizer's), gradients set by hand after zeroing (they are not zero), declared accumulation.
 
+Cost: per checked ``zero_grad``, two counters; at the next step, only after a ``zero_grad`` between
+backward and step, 8 gradients read at most (skipped on devices whose values are not read:
+``values.py``).
+
 Reference: ``torch.optim.Optimizer.zero_grad``
 (https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html) and the
 "Optimizing Model Parameters" tutorial's step order

@@ -39,6 +39,12 @@ a module in eval mode) while some stepping optimizer's own parameters have gradi
 multi-optimizer setups where each part has its optimizer. Frozen parameters that an optimizer
 holds are harmless (no gradient, no update) and are not reported.
 
+Cost: at optimizer steps 2, 7, 13, 25, 49 and then every 32 (settled ones too), one pass over the
+models' modules and parameters and the optimizers' parameter ids; per checked outermost forward and
+loss, 32 graph nodes per input tensor and 64 per output tensor (4) at most; only to confirm a
+suspect, one scan of the heap for optimizers that have not stepped (``bounds.live_objects``:
+5,000,000 objects at most).
+
 Reference: ``torch.optim`` "Constructing it" (the optimizer holds the tensors it was given)
 https://pytorch.org/docs/stable/optim.html#constructing-it; an encoder and a separate classifier
 with the optimizer built over both (https://r2d.info/2019/01/15/pytorch/); guide

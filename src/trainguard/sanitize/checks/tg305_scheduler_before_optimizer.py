@@ -55,6 +55,10 @@ full-batch training (a step is an epoch) until the rate is below 1e-9 of its ini
 schedule that is itself in iterations, with a period of 200 steps or less, that cuts the rate
 twice per epoch is reported: it cannot be told from the mistake.
 
+Cost: per scheduler step the user makes (checked), the optimizer's learning rates and the last 16
+DataLoader passes; on the rare path of a first scheduler step before any optimizer step, one scan
+of the heap for a GradScaler (``bounds.live_objects``).
+
 Reference: ``torch.optim`` "How to adjust learning rate" (call ``scheduler.step()`` after
 ``optimizer.step()``) https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate; GitHub
 issues https://github.com/gjy3035/C-3-Framework/issues/96 and, for the GradScaler false alarm,

@@ -22,6 +22,10 @@ clipped in turn.
 Not seen: clipping functions imported by name before the watcher started
 (``from torch.nn.utils import clip_grad_norm_``).
 
+Cost: per checked backward, one look at its root's node; per checked clip, a set of the clipped
+parameter ids (one scan of the heap for a GradScaler per run, ``bounds.live_objects``); 16 pending
+clips at most.
+
 Reference: "Automatic Mixed Precision examples: Gradient clipping"
 https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-clipping; GitHub issue
 https://github.com/princeton-vl/RAFT/issues/104 (a loop in the right order).

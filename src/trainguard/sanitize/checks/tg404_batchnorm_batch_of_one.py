@@ -14,6 +14,9 @@ the layer and, where found, the loader (``len(dataset) % batch_size == 1``) and 
 Silent on: ``BatchNorm2d`` on ``(1, C, H, W)`` with ``H * W > 1`` and ``BatchNorm1d`` on
 ``(1, C, L)`` with ``L > 1`` (several values per channel: PyTorch trains on them), evaluation mode.
 
+Cost: only at PyTorch's batch-of-one error: one pass over the models' modules and one scan of the
+heap for DataLoaders (``bounds.live_objects``).
+
 Reference: ``BatchNorm1d`` docs https://pytorch.org/docs/stable/generated/torch.nn.BatchNorm1d.html;
 forum thread https://discuss.pytorch.org/t/batch-norm-training-when-batch-size-1/102979.
 """

@@ -23,6 +23,10 @@ over every rank; parameters changed on one rank after its last step (loading the
 rank 0 for a final test); an optimizer stepped inside another's step (``ZeroRedundancyOptimizer``
 broadcasts after its inner step); a single process.
 
+Cost: under torchrun, at the fingerprint steps (``replicas.is_checkpoint``), two sums per planned
+parameter (one device sync) and one store message; rank 0 keeps 8 pending fingerprints at most; one
+heap scan for DDP models per run (``bounds.live_objects``).
+
 Reference: ``DistributedDataParallel`` (replicas start from rank 0's state and stay in sync by
 gradient averaging) https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html;
 GitHub NCAR/miles-credit#153 (the trainer dropped the DDP wrapper: independent models per GPU)
