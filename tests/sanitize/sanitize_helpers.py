@@ -11,6 +11,7 @@ from cliutil import cli_env
 
 HERE = Path(__file__).resolve().parent
 CASES = HERE / "cases"
+STRESS = HERE / "stress"  # scripts that stress the sanitizer itself (test_stress.py, benchmarks)
 
 
 def run_tg(*args: str, cwd: str | Path | None = None, timeout: float = 120

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainguard.config import Config
-from trainguard.sanitize.cadence import Cadence
+from trainguard.sanitize.cadence import BACKWARD, FORWARD, STEP, Cadence
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.watcher import Watcher
 
@@ -547,3 +547,113 @@ def test_tg405_a_scaled_loss_counts_as_infinite_only_when_the_loss_must_be(init_
     assert watcher.cadence.settled >= 1  # step 151 and most others were settled steps
     if expected:
         assert "at optimizer step 151" in watcher.findings[0].message, watcher.findings[0].message
+
+
+# ---- loops without an optimizer step, and closures -------------------------------------------
+
+def _bounded_by(loop: _Loop, level: int, keys, end) -> list[bool]:
+    """One cycle of ``keys`` ended by a call of ``level`` (BACKWARD or FORWARD) from ``end``."""
+    seen = [loop.cadence.see(k) for k in keys]
+    loop.cycles += 1
+    loop.cadence.call_end(level, end, loop.reports, loop.armed)
+    return seen
+
+
+@pytest.mark.parametrize("level", [BACKWARD, FORWARD], ids=["backward", "forward"])
+def test_a_loop_without_optimizer_steps_settles_on_its_repeated_backward_or_forward(level):
+    keys = [("Z", 1), ("F", 2), ("L", 3), ("B", 4)] if level == BACKWARD else [("F", 2)]
+    loop = _Loop()
+    checked = 0
+    while not loop.cadence.skipping and checked < 20:
+        assert all(_bounded_by(loop, level, keys, "line 9"))
+        checked += 1
+    # the first end of that line only names it; the second ends the first cycle (the calls of
+    # both iterations: alike for a backward-ended block, which counts once), then eight alike
+    # settle the loop
+    assert checked == (9 if level == BACKWARD else 10) and loop.cadence.level == level
+    after = [all(_bounded_by(loop, level, keys, "line 9")) for _ in range(40)]
+    assert [i for i, seen in enumerate(after) if seen] == [15, 31]
+    assert loop.resumes == [True, True]
+    # another line's calls are not the boundary; a weaker kind of call is ignored
+    loop.cadence.call_end(level, "line 12", 0, False)
+    loop.cadence.call_end(FORWARD - 1 + (level == BACKWARD), "line 2", 0, False)
+    assert loop.cadence.skipping
+
+
+def test_the_first_optimizer_step_takes_the_boundary_over():
+    loop = _Loop()
+    for _ in range(12):
+        _bounded_by(loop, BACKWARD, CYCLE[:4], "backward line")
+    assert loop.cadence.skipping and loop.cadence.level == BACKWARD
+    seen = loop.cycle()  # now an optimizer steps after the backward
+    assert seen[-2:] == [True, True] and loop.cadence.level == STEP
+    for _ in range(9):
+        loop.cycle()
+        loop.cadence.call_end(BACKWARD, "backward line", 0, False)  # ignored from now on
+    assert loop.cadence.skipping
+
+
+def test_closure_evaluations_count_once_whatever_their_number():
+    # an LBFGS step: the step's pre-hook, then the closure (zero_grad, forward, loss, backward)
+    # evaluated from 2 to 20 times
+    def step(evaluations: int) -> list:
+        return [("S", 1)] + [("Z", 1), ("F", 2), ("L", 3), ("B", 4)] * evaluations
+
+    loop = _Loop()
+    for n in [20, 20, 13, 2, 20, 17, 11, 20]:
+        assert all(loop.cycle(step(n)))
+    assert loop.cadence.skipping  # eight cycles alike once the repeats count once
+    assert not any(any(loop.cycle(step(n))) for n in [20, 3, 14, 20, 5])
+    # a different block ends the settled state
+    seen = loop.cycle([("S", 1), ("Z", 1), ("F", 2), ("L", 3), ("B", 4), ("F", 7), ("B", 4)])
+    assert seen[:5] == [False] * 5 and seen[5] is True and not loop.cadence.skipping
+
+
+def _manual_sgd(iterations: int, watcher: Watcher | None, eval_at: int | None = None
+                ) -> list[torch.Tensor]:
+    """word_language_model's update: no optimizer, ``p.data.add_(p.grad, alpha=-lr)``."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.1), nn.Linear(16, 3))
+    if watcher is not None:
+        watcher.start()
+    try:
+        for i in range(iterations):
+            x, y = torch.randn(16, 8), torch.randint(0, 3, (16,))
+            model.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+            for p in model.parameters():
+                p.data.add_(p.grad, alpha=-0.1)
+            if i == eval_at:  # an evaluation without model.eval()
+                correct = 0
+                with torch.no_grad():
+                    for _ in range(5):
+                        x, y = torch.randn(16, 8), torch.randint(0, 3, (16,))
+                        correct += (model(x).argmax(1) == y).sum().item()
+    finally:
+        if watcher is not None:
+            watcher.stop()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def test_a_manual_sgd_loop_is_sampled_like_an_optimizer_loop_with_exact_counters():
+    plain = _manual_sgd(200, None)
+    watcher = Watcher(config=Config(), stream=io.StringIO(), checks=[_Counts])
+    watched = _manual_sgd(200, watcher)
+    assert all(torch.equal(a, b) for a, b in zip(plain, watched))
+    counts = watcher.checks[0]
+    assert watcher.state.backward_count == 200 and watcher.state.root_forwards == 200
+    assert watcher.cadence.level == BACKWARD
+    # settled from the 10th iteration (the first end of the line names it), then 1 in 16 / 32
+    assert 20 <= counts.forwards <= 22 and watcher.cadence.steps_skipped == 200 - counts.forwards
+    assert "settled iterations repeated a checked one" in watcher.summary()
+
+
+def test_an_evaluation_after_a_manual_sgd_loop_settled_is_still_checked():
+    from trainguard.sanitize.checks.tg101_eval_in_train_mode import EvalInTrainMode
+
+    watcher = Watcher(config=Config(), stream=io.StringIO(), checks=[EvalInTrainMode])
+    _manual_sgd(120, watcher, eval_at=100)
+    assert watcher.cadence.steps_skipped > 60
+    assert [f.code for f in watcher.findings] == ["TG101"]

@@ -32,6 +32,20 @@ The cycle boundary is the end of ``step()`` of one optimizer (the first one seen
 GAN's two optimizers or gradient accumulation over micro-batches make one cycle. When that optimizer
 is freed (a new one per training phase or per fold), or has not stepped for half of ``_LONGEST``
 calls, the next optimizer that steps takes its place.
+
+A loop without an optimizer step has a boundary too, so every loop shape gets the same sampling:
+a loop that updates its parameters by hand (``p.data.add_(p.grad, alpha=-lr)``, pytorch/examples'
+word_language_model) is bounded by the end of its backward, once a backward from the same line
+has run twice with no optimizer step between them; an inference loop (no backward at all) by the
+end of its model's outermost forward, likewise. The first optimizer step takes the boundary over
+(``level``: forward < backward < optimizer step). A stretch of ``_LONGEST`` calls without the
+boundary drops it, so that, say, a long evaluation pass after training is bounded by its forward.
+Calls made inside ``optimizer.step()`` (an LBFGS closure) never bound a cycle: the step does.
+
+Inside a cycle, blocks of calls that end with a backward and repeat back to back (the closure
+evaluations of one LBFGS step, the micro-batches of gradient accumulation) count once, whatever the
+number of repeats: an LBFGS step that evaluates its closure 14 times repeats one that evaluated it
+20 times, and settled steps match any number of repeats of the block.
 """
 
 from __future__ import annotations
@@ -39,10 +53,40 @@ from __future__ import annotations
 import weakref
 from typing import Any, Callable
 
-__all__ = ["Cadence"]
+__all__ = ["Cadence", "FORWARD", "BACKWARD", "STEP"]
 
 _LONGEST = 4096  # keys in one cycle at most; a longer "cycle" has no step boundary worth settling
 _END = object()  # ends the settled cycle in ``Cadence._match``: equal to no key
+FORWARD, BACKWARD, STEP = 1, 2, 3  # what bounds the cycles (``Cadence.level``), weakest first
+
+
+def _compressed(keys: list[Any]) -> tuple[list[Any], dict[int, int]]:
+    """``keys`` with back-to-back repeats of a block ending with a backward (a key ``("B", ...)``)
+    kept once, and ``{index after such a block: index of its start}`` in the result (where a
+    settled cycle may go back for another repeat)."""
+    blocks: list[list[Any]] = []
+    block: list[Any] = []
+    for key in keys:
+        block.append(key)
+        if type(key) is tuple and key and key[0] == "B":
+            blocks.append(block)
+            block = []
+    if len(blocks) < 2:
+        return keys, {}
+    flat: list[Any] = []
+    loops: dict[int, int] = {}
+    i = 0
+    while i < len(blocks):
+        j = i + 1
+        while j < len(blocks) and blocks[j] == blocks[i]:
+            j += 1
+        start = len(flat)
+        flat.extend(blocks[i])
+        if j - i > 1:
+            loops[len(flat)] = start
+        i = j
+    flat.extend(block)
+    return flat, loops
 
 
 class Cadence:
@@ -62,7 +106,9 @@ class Cadence:
 
     Attributes:
         skipping: the current cycle repeats the settled one so far; its calls are not checked.
-        steps_skipped: optimizer steps (of the boundary optimizer) that were not checked.
+        level: what bounds the cycles: 0 (nothing yet), ``FORWARD``, ``BACKWARD`` or ``STEP``.
+        steps_skipped: cycles that were not checked (optimizer steps of the boundary optimizer;
+            in a loop without one, its backward or forward calls).
     """
 
     def __init__(self, *, settle_after: int = 8, every: int = 16, every_later: int | None = None,
@@ -83,10 +129,13 @@ class Cadence:
         self._resume = resume
         self._on_settle = settle
         self.skipping = False
+        self.level = 0  # what bounds the cycles: 0 (nothing yet), FORWARD, BACKWARD or STEP
         self.steps_skipped = 0
         self.settled = 0  # times the loop settled (for the summary and tests)
         self._match: list[Any] = [_END]  # the settled cycle's keys, then _END (``see`` needs no
         # bounds test)
+        self._loops: dict[int, int] = {}  # in _match: end of a repeatable block -> its start
+        self._last_loops: dict[int, int] = {}
         self._pos = 0  # keys of the settled cycle matched so far in this one
         self._cur: list[Any] = []  # keys of the cycle in progress while checking
         self._last: list[Any] | None = None  # the previous complete cycle's keys
@@ -94,8 +143,9 @@ class Cadence:
         self._clean = True  # no call of this cycle went unseen
         self._sampling = False  # this cycle is a settled run's sample
         self._countdown = 0
-        self._primary: int | None = None
+        self._primary: Any = None  # the boundary: id() of the optimizer, or a call's key
         self._primary_ref: Any = None  # weak reference to that optimizer
+        self._candidates: dict[int, Any] = {}  # level -> the key that ended a cycle last
         self._reports_at = 0
 
     def see(self, key: Any) -> bool:
@@ -105,6 +155,10 @@ class Cadence:
             if self._match[pos] == key:
                 self._pos = pos + 1
                 return False
+            back = self._loops.get(pos) if self._loops else None
+            if back is not None and self._match[back] == key:  # the block repeats once more
+                self._pos = back + 1
+                return False
             self._unsettle(key)
             return True
         if self.enabled:
@@ -113,6 +167,8 @@ class Cadence:
             if len(cur) > _LONGEST:
                 del cur[:]
                 self._clean = False
+                self.level = 0  # no boundary in that long: the next one to repeat bounds cycles
+                self._candidates.clear()
         return True
 
     def hold(self) -> None:
@@ -139,7 +195,7 @@ class Cadence:
         if not self.enabled:
             return
         key = id(optimizer)
-        if self._primary is None:
+        if self.level < STEP:
             self._adopt(optimizer)
         if key != self._primary:
             if self._primary_ref() is None or (not self.skipping
@@ -149,9 +205,43 @@ class Cadence:
                 self._adopt(optimizer)
                 self._cur = []
             return
+        if self.skipping and self._countdown > 1 and self._pos == len(self._match) - 1:
+            # a settled cycle like the one before (the usual case, kept without a call)
+            self.steps_skipped += 1
+            self._pos = 0
+            self._countdown -= 1
+            return
+        self._end(("end", key), reports, armed)
+
+    def call_end(self, level: int, key: Any, reports: int, armed: bool) -> None:
+        """A call that may bound cycles in a loop without optimizer steps returned: a backward
+        (``level`` BACKWARD) or a model's outermost forward (FORWARD), made from the place ``key``
+        names. The wrappers call it only while ``self.level <= level`` and outside
+        ``optimizer.step()``."""
+        if not self.enabled or self.level > level:
+            return
+        if self.level == level:
+            if key == self._primary:
+                self._end(("end", key), reports, armed)
+            elif not self.skipping and len(self._cur) >= _LONGEST // 2:
+                self._primary = key  # another line bounds them now, from its next call
+                self._cur = []
+            return
+        # A call of this kind ended twice from one place with nothing stronger between: it
+        # bounds the cycles from now on, the calls since its first end being the first cycle
+        if self._candidates.get(level) == key:
+            self.level, self._primary = level, key
+            self._primary_ref = None
+            self._candidates.clear()
+            self._end(("end", key), reports, armed)
+        else:
+            self._candidates[level] = key
+
+    def _end(self, end: Any, reports: int, armed: bool) -> None:
+        """The boundary call returned: a cycle ended (``end`` is its key for a cycle cut short)."""
         if self.skipping:
             if self._pos != len(self._match) - 1:  # fewer calls than the settled cycle made
-                self._unsettle(("end", key))
+                self._unsettle(end)
                 self._cur = []
                 self._reports_at = reports
                 return
@@ -171,25 +261,32 @@ class Cadence:
         clean = self._clean and reports == self._reports_at and not armed
         self._clean = True
         self._reports_at = reports
+        # (cycles that differ only in how often a block repeats are alike; the settled cycle may
+        # repeat every block that repeated in one of them)
+        cycle, loops = _compressed(cycle)
         if self._sampling:
             self._sampling = False
             if clean and cycle == self._match[:-1]:
+                self._loops = {**self._loops, **loops}
                 self._samples += 1
                 self._settle()
                 return
             self._streak = 0
         if clean and cycle == self._last:
             self._streak += 1
+            self._last_loops = {**self._last_loops, **loops}
         else:
             self._streak = 1 if clean else 0
-            self._last = cycle
+            self._last, self._last_loops = cycle, loops
         if self._streak >= self.settle_after:
             self._match = [*cycle, _END]
+            self._loops = self._last_loops
             self.settled += 1
             self._samples = 0
             self._settle()
 
     def _adopt(self, optimizer: Any) -> None:
+        self.level = STEP
         self._primary = id(optimizer)
         try:
             self._primary_ref = weakref.ref(optimizer)

@@ -1,8 +1,10 @@
 """Where a finding happened: the first stack frame in the user's own code.
 
 A frame is the user's when its file is outside torch, trainguard, the standard library's
-``runpy``/``contextlib`` and every installed package (``site-packages``/``dist-packages``). The answer
-is cached per code object, so walking the stack costs a few dict look-ups per frame.
+``runpy``/``contextlib``, every installed package (``site-packages``/``dist-packages``) and the
+interpreter's scripts folder (``bin/``: the ``trainguard``, ``torchrun`` or ``pytest`` console script
+that started the process). The answer is cached per code object, so walking the stack costs a few
+dict look-ups per frame.
 
 The caches are keyed by ``id(code)``, not by the code object: a code object's hash is not cached
 and covers its constants, which hold every nested function's code, so hashing a script's module
@@ -17,15 +19,22 @@ import os
 import sys
 import sysconfig
 from types import CodeType, FrameType
+from typing import Iterator
 
-__all__ = ["Location", "user_frame", "user_location", "frame_location", "short_location",
-           "is_user_file", "is_user_code", "is_trainguard_file"]
+from trainguard.sanitize.bounds import FRAMES
+
+__all__ = ["Location", "user_frame", "user_frames", "user_location", "frame_location",
+           "short_location", "is_user_file", "is_user_code", "is_trainguard_file"]
 
 Location = tuple[str, int, int]  # (path, 1-based line, 1-based column)
 
 _TRAINGUARD = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _STDLIB = {os.path.abspath(p) for p in
            {sysconfig.get_paths().get("stdlib", ""), sysconfig.get_paths().get("platstdlib", "")} if p}
+# console scripts (``bin/trainguard``, ``bin/torchrun``): the folders pip installs entry points into
+_SCRIPTS = {os.path.abspath(p) for p in
+            {sysconfig.get_paths().get("scripts", ""), os.path.dirname(sys.executable),
+             os.path.join(sys.prefix, "bin"), os.path.join(sys.prefix, "Scripts")} if p}
 _is_user_code: dict[int, bool] = {}  # id(code) -> the answer
 _codes: dict[int, CodeType] = {}  # id(code) -> code: holds every code object a cache is keyed by
 _positions: dict[int, list] = {}
@@ -48,6 +57,8 @@ def is_user_file(filename: str) -> bool:
         return False
     if any(path.startswith(s + os.sep) for s in _STDLIB):
         return False
+    if os.path.dirname(path) in _SCRIPTS:  # a console script's entry point
+        return False
     parts = path.split(os.sep)
     return "torch" not in parts and "functorch" not in parts
 
@@ -62,7 +73,9 @@ def is_user_code(code: CodeType) -> bool:
 
 
 def user_frame(start: FrameType | None = None) -> FrameType | None:
-    """The innermost frame of user code at or above ``start`` (default: the caller)."""
+    """The innermost frame of user code at or above ``start`` (default: the caller); the walk ends
+    with the stack. ``start=None`` means the caller, not "past the outermost frame": to walk on
+    from a frame's ``f_back``, use :func:`user_frames`."""
     frame = start if start is not None else sys._getframe(1)
     while frame is not None:
         code = frame.f_code
@@ -71,6 +84,18 @@ def user_frame(start: FrameType | None = None) -> FrameType | None:
             return frame
         frame = frame.f_back
     return None
+
+
+def user_frames(start: FrameType | None, *, limit: int = FRAMES) -> Iterator[FrameType]:
+    """The frames of user code from ``start`` outwards, innermost first, at most ``limit`` of them;
+    none when ``start`` is None. The walk ends with the stack (the outermost frame's ``f_back`` is
+    None)."""
+    frame = start
+    while frame is not None and limit > 0:
+        if is_user_code(frame.f_code):
+            yield frame
+            limit -= 1
+        frame = frame.f_back
 
 
 def user_location(start: FrameType | None = None) -> Location | None:

@@ -2,49 +2,79 @@
 accumulates into it.
 
 Used when a check has seen that graphs outlive their step: the live user frames are searched for a
-variable (a tensor, or a list/tuple/dict of tensors) whose autograd graph carries a node stamped by
-the watcher (``node.metadata``, a ``Made``) at an earlier step; then the frame's source is searched for the
-statement that accumulates into that variable (``name += ...``, ``name = name + ...``,
-``name.append(...)``/``extend``/``insert``, also through ``name[...]``/``name.attr``).
+variable whose autograd graphs carry a node stamped by the watcher (``node.metadata``, a ``Made``)
+at earlier steps: a tensor, or tensors inside it (lists, tuples, dicts, sets, deques and the
+attributes of objects, nested: ``history.append({"loss": loss})``, ``self.losses.append(loss)``);
+then the frame's source is searched for the statement that accumulates into that variable
+(``name += ...``, ``name = name + ...``, ``name.append(...)``/``extend``/``insert``, also through
+``name[...]``/``name.attr``).
+
+Every walk here is bounded (``bounds.py``): graphs by :data:`~trainguard.sanitize.bounds.GRAPH_NODES`
+nodes, the stack by :data:`~trainguard.sanitize.bounds.FRAMES` user frames, variables by
+:data:`~trainguard.sanitize.bounds.CONTAINER_ITEMS` values, source files by
+:data:`~trainguard.sanitize.bounds.SOURCE_CHARS` characters.
 """
 
 from __future__ import annotations
 
 import ast
-import linecache
+import itertools
 import sys
+import types
+from collections import deque
 from types import CodeType, FrameType
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
-from trainguard.sanitize.frames import Location, user_frame
+from trainguard.sanitize.bounds import (CONTAINER_DEPTH, CONTAINER_ITEMS, CONTAINER_NEWEST,
+                                        FRAMES, GRAPH_NODES, Budget, check_deadline, parse_file)
+from trainguard.sanitize.frames import Location, user_frames
 
-__all__ = ["ROOT", "graph_nodes", "node_metadata", "graph_stamps", "find_holder",
+__all__ = ["ROOT", "Holder", "graph_nodes", "node_metadata", "graph_stamps", "find_holder",
            "accumulation_line", "graph_metadata", "tensor_holding", "traceback_user_frames",
            "carried_names"]
 
 ROOT = "trainguard.root"
 """Metadata key on a backward root's ``grad_fn``; the value is a :class:`~trainguard.sanitize.state.Made`."""
 
+_CLOCK_EVERY = 256  # nodes between two readings of the watchdog's clock
 
-def graph_nodes(node: Any, *, limit: int = 20000,
-                stop: Callable[[Any], bool] | None = None) -> Iterator[Any]:
+
+def graph_nodes(node: Any, *, limit: int = GRAPH_NODES,
+                stop: Callable[[Any], bool] | None = None,
+                budget: Budget | None = None) -> Iterator[Any]:
     """The autograd nodes of the graph below ``node`` (``node`` first), each once, at most
-    ``limit`` of them; the walk does not go past a node for which ``stop(node)`` is true."""
+    ``limit`` of them (and at most what ``budget`` has left, which the walk spends); the walk does
+    not go past a node for which ``stop(node)`` is true. Past the bound it ends (``budget.spent``
+    says so) with what it has yielded."""
+    check_deadline()  # (also between many small walks)
+    by_budget = budget is not None and budget.left <= limit  # (the budget, not limit, ends it)
+    if budget is not None:
+        limit = min(limit, budget.left)
     seen: set[int] = set()
     frontier = [node]
     keep: list[Any] = []  # keep wrappers alive so that ids stay unique during the walk
-    while frontier and len(seen) < limit:
-        current = frontier.pop()
-        if current is None or id(current) in seen:
-            continue
-        seen.add(id(current))
-        keep.append(current)
-        yield current
-        if stop is not None and stop(current):
-            continue
-        for nxt, _ in getattr(current, "next_functions", ()):
-            if nxt is not None:
-                frontier.append(nxt)
+    try:
+        while frontier:
+            current = frontier.pop()
+            if current is None or id(current) in seen:
+                continue
+            if len(seen) >= limit:
+                if by_budget:
+                    budget.spent = True  # type: ignore[union-attr]
+                return
+            seen.add(id(current))
+            if not len(seen) % _CLOCK_EVERY:
+                check_deadline()
+            keep.append(current)
+            yield current
+            if stop is not None and stop(current):
+                continue
+            for nxt, _ in getattr(current, "next_functions", ()):
+                if nxt is not None:
+                    frontier.append(nxt)
+    finally:
+        if budget is not None:
+            budget.left -= len(seen)
 
 
 def node_metadata(node: Any) -> dict | None:
@@ -55,13 +85,15 @@ def node_metadata(node: Any) -> dict | None:
         return None
 
 
-def graph_stamps(node: Any, *, limit: int = 20000) -> list[Any]:
+def graph_stamps(node: Any, *, limit: int = GRAPH_NODES, budget: Budget | None = None,
+                 stop: Callable[[Any], bool] | None = None) -> list[Any]:
     """The :class:`Made` stamps (outermost outputs and backward roots) in the graph below ``node``
-    (at most ``limit`` nodes visited)."""
+    (at most ``limit`` nodes visited, and what ``budget`` allows; not past a node for which
+    ``stop`` is true)."""
     from trainguard.sanitize.state import MADE
 
     found: list[Any] = []
-    for current in graph_nodes(node, limit=limit):
+    for current in graph_nodes(node, limit=limit, budget=budget, stop=stop):
         meta = node_metadata(current)
         if meta:
             for key in (MADE, ROOT):
@@ -86,32 +118,179 @@ def _tensors_in(value: Any, limit: int = 256) -> list[Any]:
     return [t for t in items if isinstance(t, torch.Tensor)]
 
 
+class Holder(NamedTuple):
+    """A user variable found holding old graphs.
+
+    Attributes:
+        frame: the user frame whose variable it is.
+        name: the variable's name in that frame.
+        path: how the tensors are reached from it, for messages: ``name``, or ``name.attr`` through
+            an object's attributes (``self.history``).
+        kind: ``"tensor"`` (the variable is one tensor that keeps a ``grad_fn``) or ``"list"``
+            (tensors inside a container or object).
+        tensors: a few of the tensors found (the caller drops them after use).
+    """
+
+    frame: FrameType
+    name: str
+    path: str
+    kind: str
+    tensors: list[Any]
+
+
+# Values whose insides are never searched: code, classes, modules, and the watcher's own objects.
+_OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+           types.CodeType, types.FrameType, str, bytes, int, float, complex, bool, type(None))
+_NEAR_NODES = 2_000  # nodes of one tensor's graph walked at most (a 10^5-node graph in part)
+
+
+def _spread(n: int) -> list[int]:
+    """Indices into a sequence of length ``n``: the newest :data:`CONTAINER_NEWEST`, then older
+    ones at doubling distances from the end (-24, -32, -48, -64, -96, ...), so that a log with
+    many entries per step still shows several steps."""
+    newest = CONTAINER_NEWEST
+    out = list(range(n - 1, max(n - newest, 0) - 1, -1))
+    back = newest
+    while back < n:
+        for i in (n - back - back // 2, n - 2 * back):
+            if 0 <= i < n - newest and (not out or i < out[-1]):
+                out.append(i)
+        back *= 2
+    return out
+
+
+def _inside(value: Any) -> Iterator[tuple[Any, str]]:
+    """The values directly inside ``value``, newest first (:func:`_spread`), each with the
+    attribute name it was reached by ("" for a container item). Read without running user code
+    (the built-in types' own methods, ``vars()``)."""
+    if isinstance(value, (list, tuple, deque)):
+        get = list.__getitem__ if isinstance(value, list) else \
+            tuple.__getitem__ if isinstance(value, tuple) else deque.__getitem__
+        for i in _spread(len(value)):
+            yield get(value, i), ""
+    elif isinstance(value, dict):
+        n = dict.__len__(value)
+        if n <= 100_000:
+            items = list(dict.values(value))
+            for i in _spread(n):
+                yield items[i], ""
+        else:  # (a huge dict: its newest items only, without a list of all of them)
+            for item in itertools.islice(reversed(dict.values(value)), CONTAINER_NEWEST):
+                yield item, ""
+    elif isinstance(value, (set, frozenset)):
+        for item in itertools.islice(value, CONTAINER_NEWEST):
+            yield item, ""
+    elif not isinstance(value, _OPAQUE):
+        if type(value).__module__.startswith("trainguard."):
+            return
+        try:
+            attrs = vars(value)
+        except TypeError:  # no __dict__ (slots, C types)
+            return
+        if isinstance(attrs, dict):
+            for key, item in itertools.islice(reversed(dict.items(attrs)), CONTAINER_NEWEST * 4):
+                if isinstance(key, str) and not key.startswith("__"):
+                    yield item, key
+
+
+def _frame_tensors(frame: FrameType, values: Budget) -> Iterator[tuple[str, str, Any, bool]]:
+    """``(name, path, tensor, direct)`` for the tensors with a ``grad_fn`` in ``frame``'s
+    variables, breadth first over all of them (every variable's own value before anything inside
+    one), at most :data:`CONTAINER_DEPTH` levels deep, each container or object once, while
+    ``values`` lasts; ``direct``: the variable is that tensor itself. Tensors without a
+    ``grad_fn`` and plain values are passed over without spending the budget."""
+    import torch
+
+    tensor_type = torch.Tensor
+    level: list[tuple[str, str, Any]] = []
+    seen: set[int] = set()
+    for name, value in list(frame.f_locals.items()):
+        if not name.startswith("__") and not isinstance(value, _OPAQUE):
+            level.append((name, name, value))
+    for depth in range(CONTAINER_DEPTH + 1):
+        below: list[tuple[str, str, Any]] = []
+        for name, path, value in level:
+            if not values.take():
+                return
+            if isinstance(value, tensor_type):
+                yield name, path, value, depth == 0
+                continue
+            if id(value) in seen or depth == CONTAINER_DEPTH:
+                continue
+            seen.add(id(value))
+            for item, attr in _inside(value):
+                if isinstance(item, _OPAQUE) or (isinstance(item, tensor_type)
+                                                and item.grad_fn is None):
+                    continue
+                below.append((name, f"{path}.{attr}" if attr else path, item))
+        if not below:
+            return
+        level = below
+
+
 def find_holder(is_old: Callable[[list[Any]], bool], start: FrameType | None = None
-                ) -> tuple[FrameType, str, str] | None:
+                ) -> Holder | None:
     """The innermost user frame with a variable whose graphs carry old stamps.
 
+    Two passes over the user frames (innermost first): the first walks each tensor's graph down
+    to its nearest stamps (a loss's model output, a backward root: a list of losses, a running
+    sum), the second, when the first found nothing, below them too (a graph carried from step to
+    step). Bounded: at most :data:`~trainguard.sanitize.bounds.FRAMES` user frames and
+    :data:`~trainguard.sanitize.bounds.CONTAINER_ITEMS` values looked at in their variables per
+    pass, :data:`~trainguard.sanitize.bounds.GRAPH_NODES` graph nodes in all and 2,000 per
+    tensor. When a bound is hit, what was found so far decides.
+
     Args:
-        is_old: given the :class:`Made` stamps found under one value, whether they prove it keeps
-            old graphs.
-        start: the frame to search from (default: the caller).
+        is_old: given the :class:`Made` stamps found under one variable, whether they prove it
+            keeps old graphs.
+        start: the frame to search from, outwards (default: the caller).
 
     Returns:
-        ``(frame, variable name, "tensor" | "list")`` or None when no user variable holds them.
+        the :class:`Holder`, or None when no user variable is found holding them.
     """
-    frame = user_frame(start if start is not None else sys._getframe(1))
-    while frame is not None:
-        names = frame.f_locals
-        for name, value in list(names.items()):
-            if name.startswith("__"):
+    start = start if start is not None else sys._getframe(1)
+    nodes = Budget(GRAPH_NODES)
+    for nearest in (True, False):
+        found = _search(is_old, start, nodes, nearest)
+        if found is not None or nodes.spent:
+            return found
+    return None
+
+
+def _search(is_old: Callable[[list[Any]], bool], start: FrameType, nodes: Budget,
+            nearest: bool) -> Holder | None:
+    """One pass of :func:`find_holder`."""
+    from trainguard.sanitize.state import MADE
+
+    def stamped(node: Any) -> bool:  # (the first pass stops at a model's output)
+        meta = node_metadata(node)
+        return bool(meta) and MADE in meta
+
+    values = Budget(CONTAINER_ITEMS)
+    for frame in user_frames(start, limit=FRAMES):
+        stamps: dict[str, list[Any]] = {}
+        held_by: dict[str, list[Any]] = {}
+        seen: set[int] = set()
+        for name, path, tensor, direct in _frame_tensors(frame, values):
+            if id(tensor) in seen:
                 continue
-            tensors = _tensors_in(value)
-            stamps: list[Any] = []
-            for t in tensors:
-                if t.grad_fn is not None:
-                    stamps += graph_stamps(t.grad_fn, limit=5000 if len(tensors) > 1 else 20000)
-            if stamps and is_old(stamps):
-                return frame, name, "tensor" if len(tensors) == 1 and tensors[0] is value else "list"
-        frame = user_frame(frame.f_back)
+            seen.add(id(tensor))
+            more = graph_stamps(tensor.grad_fn, limit=_NEAR_NODES, budget=nodes,
+                                stop=stamped if nearest else None)
+            if not more:
+                continue
+            mine = stamps.setdefault(name, [])
+            mine += more
+            held = held_by.setdefault(name, [])
+            if len(held) < 4:
+                held.append(tensor)
+            if is_old(mine):
+                kind = "tensor" if direct and len(held) == 1 else "list"
+                return Holder(frame, name, path, kind, held)
+            if nodes.spent:
+                return None
+        if values.spent:
+            return None
     return None
 
 
@@ -145,19 +324,9 @@ def _root_name(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _parse(filename: str) -> ast.Module | None:
-    source = "".join(linecache.getlines(filename))
-    if not source:
-        return None
-    try:
-        return ast.parse(source)
-    except SyntaxError:
-        return None
-
-
 def accumulation_line(code: CodeType, name: str) -> Location | None:
     """The first statement inside ``code`` that accumulates into variable ``name``."""
-    tree = _parse(code.co_filename)
+    tree = parse_file(code.co_filename)
     if tree is None:
         return None
     lines = [line for _, _, line in code.co_lines() if line is not None]
@@ -189,10 +358,12 @@ def accumulation_line(code: CodeType, name: str) -> Location | None:
     return (code.co_filename, best.lineno, best.col_offset + 1)  # type: ignore[attr-defined]
 
 
-def graph_metadata(node: Any, key: str, *, limit: int = 20000) -> list[Any]:
-    """The values stored under ``key`` in the metadata of the nodes below ``node``."""
+def graph_metadata(node: Any, key: str, *, limit: int = GRAPH_NODES,
+                   budget: Budget | None = None) -> list[Any]:
+    """The values stored under ``key`` in the metadata of the nodes below ``node`` (at most
+    ``limit`` nodes visited, and what ``budget`` allows)."""
     found: list[Any] = []
-    for current in graph_nodes(node, limit=limit):
+    for current in graph_nodes(node, limit=limit, budget=budget):
         meta = node_metadata(current)
         if meta and key in meta:
             found.append(meta[key])
@@ -231,7 +402,7 @@ def carried_names(where: Location | None) -> list[str]:
     """Names both passed to and assigned from the call at ``where``: ``out, h = rnn(x, h)``."""
     if where is None:
         return []
-    tree = _parse(where[0])
+    tree = parse_file(where[0])
     if tree is None:
         return []
     for node in ast.walk(tree):

@@ -28,10 +28,13 @@ from __future__ import annotations
 
 import functools
 import sys
+import time
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from trainguard.sanitize import frames
+from trainguard.sanitize.bounds import Overrun
+from trainguard.sanitize.cadence import BACKWARD, FORWARD
 from trainguard.sanitize.frames import (frame_location, is_trainguard_file, is_user_code,
                                        is_user_file, user_frame, user_location)
 from trainguard.sanitize.repro_hooks import install_loader_iter, install_repro
@@ -206,7 +209,11 @@ def install(w: "Watcher") -> list[Undo]:
                         method(rec)
                     except Exception as exc:
                         w._check_failed(check, "on_root_forward", exc)
+                    except Overrun:  # (no deadline on settled calls: never, in practice)
+                        w._overran(check, "on_root_forward", time.perf_counter())
                 rec.module = rec.args = rec.output = None
+            if cadence.level <= FORWARD and not state.in_step and not state.in_backward:
+                forward_end(self, where)  # (an inference loop: its forward bounds the cycles)
             return output
         stack.append(call)
         if h["on_forward_pre"]:
@@ -232,6 +239,13 @@ def install(w: "Watcher") -> list[Undo]:
         except Exception as exc:
             w.hook_failed("nn.Module.__call__", exc)
         return output
+
+    def forward_end(module: Any, where: Any) -> None:
+        """A model's outermost call returned in a loop bounded by forwards (or by nothing yet)."""
+        try:
+            cadence.call_end(FORWARD, (id(module), where), w.reports, bool(w.armed))
+        except Exception as exc:
+            w.hook_failed("nn.Module.__call__", exc)
 
     stamps = state.stamps
     always = w.always  # event -> the checks' always handlers (lists are replaced, not the dict)
@@ -328,6 +342,8 @@ def install(w: "Watcher") -> list[Undo]:
                 call.made = stamp(self, output, call.where, call.args, kwargs)
             if h["on_root_forward"]:
                 w.emit("on_root_forward", call)
+            if cadence.level <= FORWARD and not state.in_step and not state.in_backward:
+                forward_end(self, call.where)
 
     _patch(nn.Module, "__call__", lambda orig: module_call, undo)
 
@@ -368,6 +384,8 @@ def install(w: "Watcher") -> list[Undo]:
                         method(optimizer)
                     except Exception as exc:
                         w._check_failed(check, "on_step", exc)
+                    except Overrun:  # (no deadline on settled calls: never, in practice)
+                        w._overran(check, "on_step", time.perf_counter())
             cadence.boundary(optimizer, w.reports, bool(w.armed))
         except Exception as exc:
             w.hook_failed("Optimizer.step", exc)
@@ -414,6 +432,8 @@ def install(w: "Watcher") -> list[Undo]:
                     code, lasti = caller.f_code, caller.f_lasti
                     checked = see(("B", code, lasti, retain, bool(create_graph), len(roots)))
                     where = locations.get((id(code), lasti)) or frame_location(caller)
+                # the end of this backward may bound the cycles of a loop without an optimizer
+                bounds = cadence.level <= BACKWARD and not state.in_step
                 call = BackwardCall(roots, retain, bool(create_graph), where,
                                     state.backward_count, state.step)
                 if checked:
@@ -425,6 +445,8 @@ def install(w: "Watcher") -> list[Undo]:
                             method(call)
                         except Exception as exc:
                             w._check_failed(check, "on_backward", exc)
+                        except Overrun:  # (no deadline on settled calls: never, in practice)
+                            w._overran(check, "on_backward", time.perf_counter())
             except Exception as exc:
                 w.hook_failed("torch.autograd.backward", exc)
                 return call_original(original, tensors, grad_tensors, retain_graph, create_graph,
@@ -451,6 +473,8 @@ def install(w: "Watcher") -> list[Undo]:
                     w.emit("on_backward_done", call)
                 call.tensors = ()  # keep no reference to the user's graph
                 backwards.append(call)
+                if bounds:
+                    cadence.call_end(BACKWARD, where, w.reports, bool(w.armed))
             except Exception as exc:
                 w.hook_failed("torch.autograd.backward", exc)
             return result

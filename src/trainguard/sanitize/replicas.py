@@ -168,9 +168,9 @@ def _group_size(ddp: Any) -> int:
 def live_ddps() -> list[Any]:
     """Every ``DistributedDataParallel`` object alive now (one walk over the garbage collector's
     objects: done once per run, when no DDP model was called)."""
-    import gc
-
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    from trainguard.sanitize.bounds import live_objects
+
     # type(), not isinstance: some objects warn when their __class__ is read
-    return [o for o in gc.get_objects() if DDP in type(o).__mro__]
+    return list(live_objects(lambda o: DDP in type(o).__mro__))

@@ -8,18 +8,23 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+import time
 import traceback
+from time import perf_counter
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 from trainguard.config import Config, is_suppressed, load_config
 from trainguard.findings import Finding
+from trainguard.sanitize.bounds import Overrun, clock
+from trainguard.sanitize.cadence import Cadence
 from trainguard.sanitize.checks import EVENTS, Check, Diagnosis, discover
 from trainguard.sanitize.frames import user_location
-from trainguard.sanitize.cadence import Cadence
 from trainguard.sanitize.ranks import RankLink, exit_guard
 from trainguard.sanitize.state import State
+from trainguard.sanitize import watchdog
+from trainguard.sanitize.watchdog import EXIT_S, SLOW_S, Watchdog
 
 __all__ = ["Watcher", "watch"]
 
@@ -43,6 +48,8 @@ class Watcher:
 
     Attributes:
         findings: the findings so far, in the order first seen, each with its count.
+        watchdog: the checks' own time (``watchdog.py``); ``watchdog.exit_s`` is what the exit
+            work took (the exit analyses; with :func:`watch`, also the summary and the report).
     """
 
     def __init__(self, *, config: Config | None = None, stream: TextIO | None = None,
@@ -72,6 +79,8 @@ class Watcher:
         self._silenced: set[tuple[str, str, int]] = set()
         self._undo: list[Any] = []
         self._started = False
+        self.watchdog = Watchdog()
+        self._stopped_at_exit: list[tuple[Check, str, float]] = []  # the watchdog's, at exit
 
     @property
     def findings(self) -> list[Finding]:
@@ -115,17 +124,23 @@ class Watcher:
         if self.ranks is not None:
             self._undo += self.ranks.attach()
         self._started = True
+        self.watchdog = Watchdog()
+        clock.dog = self.watchdog  # (the deadline's walks read)
         return self
 
     def stop(self) -> None:
         """Tell the checks the run ended, then remove every hook and wrapper."""
         if not self._started:
             return
+        self.watchdog.begin_exit()
         try:
-            self.emit("on_exit")
+            for check, method in list(self.handlers["on_exit"]):  # one by one: each timed
+                self._emit("on_exit", [(check, method)], ())
+            self._report_exit_overrun()
             if self.ranks is not None:
                 self.ranks.finish(self)  # send this rank's findings; rank 0 merges every rank's
         finally:
+            self.watchdog.exit_s = time.perf_counter() - (self.watchdog.exit_start or 0.0)
             for undo in reversed(self._undo):
                 undo()
             self._undo.clear()
@@ -138,18 +153,98 @@ class Watcher:
 
     # ---- events ----------------------------------------------------------------------------
     def emit(self, event: str, *args: Any) -> None:
-        """Call every check listening to ``event``; a check that raises becomes TG002."""
-        for check, method in self.handlers[event]:
+        """Call every check listening to ``event``, timed by the watchdog under one deadline; a
+        check that raises becomes TG002, one that runs past the deadline is stopped (TG002)."""
+        handlers = self.handlers[event]
+        if handlers:
+            self._emit(event, handlers, args)
+
+    def _emit(self, event: str, handlers: list[tuple[Check, Any]], args: tuple) -> None:
+        dog = self.watchdog
+        start = perf_counter()
+        outer = clock.start  # (an event sent while another runs keeps the outer one's deadline)
+        if outer is None:
+            clock.start = start
+        try:
+            if event in dog.slow:
+                self._timed(event, handlers, args)
+            else:  # (the usual case: the clock read twice for the whole event)
+                for check, method in handlers:
+                    try:
+                        method(*args)
+                    except Overrun:
+                        self._overran(check, event, perf_counter())
+                    except Exception as exc:  # a bug in a check must never break the user's run
+                        self._check_failed(check, event, exc)
+        finally:
+            clock.start = outer
+        took = perf_counter() - start
+        dog.total += took
+        if took > SLOW_S or dog.total > watchdog.FLOOR_S:  # (rare)
+            self._judge(event, handlers, start, took)
+
+    def _timed(self, event: str, handlers: list[tuple[Check, Any]], args: tuple) -> None:
+        """The handlers of a slow event, each timed (``Check.spent_s``)."""
+        start = now = perf_counter()
+        for check, method in handlers:
             try:
                 method(*args)
-            except Exception as exc:  # a bug in a check must never break the user's run
+            except Overrun:
+                self._overran(check, event, perf_counter())
+            except Exception as exc:
                 self._check_failed(check, event, exc)
+            later = perf_counter()
+            check.spent_s += later - now
+            now = later
+        if now - start <= SLOW_S:
+            self.watchdog.slow.discard(event)
+
+    def _judge(self, event: str, handlers: list[tuple[Check, Any]], start: float,
+               took: float) -> None:
+        """After an event slower than SLOW_S, or once the checks have FLOOR_S in all: its checks
+        are timed one by one from its next occurrence, and a check past the deadline is
+        stopped."""
+        dog = self.watchdog
+        now = start + took
+        if took > SLOW_S:
+            dog.slow.add(event)
+        if dog.exit_start is None:
+            if dog.overrun(now):
+                self._past_deadline(event, handlers, now)
+        elif start <= dog.exit_start + watchdog.EXIT_S < now:  # (it crossed the line)
+            self._past_deadline(event, handlers, now)
+
+    def _past_deadline(self, event: str, handlers: list, now: float) -> None:
+        """The event ran past its deadline without a walk to stop it: the check that took the
+        most time in slow events is stopped (a single handler: that one; none timed yet: the
+        next time, when this event is timed handler by handler); at exit, the one whose event
+        crossed the line (exit events go one check at a time)."""
+        dog = self.watchdog
+        if not dog.overrun(now):
+            return
+        live = [c for c, _ in handlers if c not in self._off]
+        if dog.exit_start is not None or len(live) == 1:
+            check = live[-1] if live else None
+        else:
+            check = max((c for c in self.checks if c not in self._off and c.spent_s),
+                        key=lambda c: c.spent_s, default=None)
+        if check is not None:
+            self._overran(check, event, now)
+
+    def call(self, check: Check, event: str, method: Any, args: tuple) -> Any:
+        """``method(*args)`` for ``check`` alone, as :meth:`emit` calls it; returns what it
+        returns (None when it raised or was stopped). Never raises (but KeyboardInterrupt)."""
+        found: list[Any] = []
+        self._emit(event, [(check, lambda *a: found.append(method(*a)))], args)
+        return found[0] if found else None
 
     def emit_always(self, event: str, *args: Any) -> None:
         """``event`` on a settled step, for the checks whose ``always`` lists it."""
         for check, method in self.always[event]:
             try:
                 method(*args)
+            except Overrun:  # (no deadline on settled calls: never, in practice)
+                self._overran(check, event, time.perf_counter())
             except Exception as exc:
                 self._check_failed(check, event, exc)
 
@@ -164,23 +259,54 @@ class Watcher:
     def emit_module(self, event: str, call: Any) -> None:
         """``emit`` for per-module events: only checks whose ``module_types`` match the module."""
         module = call.module
-        for check, method in self.handlers[event]:
-            if isinstance(module, check.module_types):
-                try:
-                    method(call)
-                except Exception as exc:
-                    self._check_failed(check, event, exc)
+        handlers = [(c, m) for c, m in self.handlers[event] if isinstance(module, c.module_types)]
+        if handlers:
+            self._emit(event, handlers, (call,))
 
-    def _check_failed(self, check: Check, event: str, exc: Exception) -> None:
+    def _switch_off(self, check: Check) -> None:
+        """No more events for ``check``; its hooks on the user's tensors come off."""
         self._off.add(check)
         self.armed.discard(check)
         for table in (self.handlers, self.always):
             for name, handlers in list(table.items()):
                 table[name] = [(c, m) for c, m in handlers if c is not check]
         try:
-            check.release()  # its hooks on the user's tensors go with it
+            check.release()
         except Exception:  # a check already failing: what it cannot remove dies with the tensors
             pass
+
+    def _overran(self, check: Check, event: str, now: float) -> None:
+        """The watchdog stops ``check``: during the run TG002 at once, at exit one TG002 for all
+        the checks stopped (:meth:`_report_exit_overrun`)."""
+        dog = self.watchdog
+        self._switch_off(check)
+        if dog.exit_start is not None:
+            self._stopped_at_exit.append((check, event, now - dog.exit_start))
+            return
+        wall, spent = dog.wall(now), check.spent_s
+        self.report("TG002", f"check {check.code} took {spent:.1f} s of the run's first "
+                    f"{wall:.1f} s ({100 * dog.total / max(wall, 1e-9):.0f}% for all checks, "
+                    f"more than half) while handling {event}; it was switched off and the run "
+                    "went on", fix=f"report this with the message above; {check.code} was not "
+                    "checked after this point")
+
+    def _report_exit_overrun(self) -> None:
+        stopped, self._stopped_at_exit = self._stopped_at_exit, []
+        if not stopped:
+            return
+        names = ", ".join(f"{c.code} (stopped at {t:.1f} s, in {e})" for c, e, t in stopped)
+        self.report("TG002", f"trainguard's own work at exit ran past {EXIT_S:.0f} s: {names}; "
+                    "what those checks would have found at exit is missing, the run itself is "
+                    "unchanged", fix="report this with the message above",
+                    where=self._last_location())
+
+    def _last_location(self) -> tuple | None:
+        """The last backward's line (a place in the script for exit-time notes), or None."""
+        last = self.state.backwards[-1] if self.state.backwards else None
+        return last.where if last is not None else None
+
+    def _check_failed(self, check: Check, event: str, exc: Exception) -> None:
+        self._switch_off(check)
         inside = _raised_at(exc)
         self.report("TG002", f"check {check.code} raised {type(exc).__name__}: {exc}{inside} "
                     f"while handling {event}; it was switched off and the run went on",
@@ -243,12 +369,9 @@ class Watcher:
         exception as a note (PEP 678), so it is printed after the original traceback."""
         out: list[Finding] = []
         where_default = _innermost_user_location(exc)
+        self.watchdog.begin_exit()
         for check, method in list(self.handlers["on_error"]):
-            try:
-                diagnosis: Diagnosis | None = method(exc)
-            except Exception as err:
-                self._check_failed(check, "on_error", err)
-                continue
+            diagnosis: Diagnosis | None = self.call(check, "on_error", method, (exc,))
             if diagnosis is None:
                 continue
             before = len(self._by_key)
@@ -289,7 +412,9 @@ class Watcher:
         skipped = self.cadence.steps_skipped
         if not skipped:
             return ""
-        return (f"; {skipped} settled step{'s' if skipped != 1 else ''} repeated a checked one "
+        # a loop without optimizer steps is bounded by its backward (or forward) calls
+        unit = "step" if self.state.step else "iteration"
+        return (f"; {skipped} settled {unit}{'s' if skipped != 1 else ''} repeated a checked one "
                 "and were not checked in full (--every-step checks all)")
 
     def print_summary(self) -> None:
@@ -393,3 +518,5 @@ def watch(*, select: str | list[str] | None = None, ignore: str | list[str] | No
                 watcher.print_summary()
             if report is not None and (watcher.ranks is None or watcher.ranks.rank == 0):
                 watcher.write_json(report)  # under torchrun, rank 0 writes the merged report
+            dog = watcher.watchdog
+            dog.exit_s = time.perf_counter() - (dog.exit_start or time.perf_counter())

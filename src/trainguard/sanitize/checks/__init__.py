@@ -7,7 +7,17 @@ Add ``checks/tgNNN_short_name.py`` defining one subclass of :class:`Check` (it i
 
 - sets ``code`` to its catalogue code (``"TG201"``); name, why and fix come from the catalogue;
 - has a docstring that says what it watches, when it fires, what must stay silent (the catalogue's
-  "Precision" section) and the PyTorch doc or issue the rule comes from;
+  "Precision" section), what it costs ("Cost:": its work per checked step and at exit, with the
+  bound of every walk) and the PyTorch doc or issue the rule comes from;
+- walks graphs, frames, containers, source and the heap only through the bounded helpers
+  (``holders.graph_nodes``/``find_holder``, ``frames.user_frames``, ``bounds.parse_file``,
+  ``bounds.live_objects``; limits in ``sanitize/bounds.py``): when a bound is hit it goes on with
+  what it found (or reports nothing) and never searches on. The watcher's watchdog
+  (``sanitize/watchdog.py``) stops a check whose events take more than half the run's wall time
+  (once the checks have taken 2 s), or whose exit work runs past 2 s in all: TG002 names it and
+  its time;
+- reads tensor values only through ``sanitize/values.py`` (CPU now, CUDA without blocking or on a
+  rare path, no other device: ``meta`` tensors have no values);
 - overrides only the ``on_*`` methods it needs. The watcher calls a method only when the check
   overrides it, so an unused event costs nothing;
 - sets ``module_types`` (a tuple of ``nn.Module`` subclasses, e.g. ``(nn.BatchNorm1d,)``) when it
@@ -69,7 +79,9 @@ Events (arguments are what PyTorch passed; nothing is copied):
   samples in a row), and the first call that differs
   goes to the checks again. Before a check sees calls again after calls it did not see, it gets
   ``on_resume``: ``boundary`` True at the start of a cycle (right after the boundary optimizer's
-  ``step()``), False in the middle of one (the calls of that cycle so far were not seen). The
+  ``step()``; in a loop without optimizer steps, right after its repeated backward, or forward
+  for an inference loop), False in the middle of one (the calls of that cycle so far were not
+  seen). The
   counters in ``self.state`` stay exact throughout; a check that compares them across events must
   not read a gap as a missing call.
 - ``on_settle()``: the loop has just settled (or settled again after a sampled cycle): the calls
@@ -148,6 +160,8 @@ class Check:
     in ``__init__``. The check reads ``self._watcher.cadence.skipping`` to know whether the step
     is a settled one. On a settled step ``on_root_forward`` gets one record reused for every
     settled call (emptied after the event): read it during the event, never keep it."""
+    spent_s: float = 0.0
+    """Seconds this check took in events slower than ``watchdog.SLOW_S`` (``watchdog.py``)."""
     on_demand: ClassVar[tuple[str, ...]] = ()
     """Events this check listens to only while armed (see :meth:`arm`); one of
     ``on_root_forward``, ``on_backward``, ``on_backward_done``, ``on_step_pre``, ``on_step``."""

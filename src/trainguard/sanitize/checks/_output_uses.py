@@ -31,6 +31,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from trainguard.sanitize.bounds import parse_file
+
 __all__ = ["SiteReader", "Uses", "output_uses"]
 
 
@@ -131,14 +133,11 @@ class _File:
 
     @classmethod
     def load(cls, path: str) -> "_File | None":
+        """The file at ``path`` parsed (None when it has no source, is not valid Python or is
+        longer than ``bounds.SOURCE_CHARS``)."""
         linecache.checkcache(path)
-        source = "".join(linecache.getlines(path))
-        if not source:
-            return None
-        try:
-            return cls(ast.parse(source, filename=path))
-        except (SyntaxError, ValueError):
-            return None
+        tree = parse_file(path)
+        return cls(tree) if tree is not None else None
 
     def call_at(self, line: int, col0: int) -> ast.Call | None:
         """The innermost call starting at ``line``/``col0`` (``model(x)`` in ``model(x).argmax()``,

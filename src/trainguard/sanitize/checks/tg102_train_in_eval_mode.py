@@ -15,6 +15,10 @@ Silent on: BatchNorm frozen on purpose (``model.train()`` then ``bn.eval()``: th
 training mode); models without Dropout/BatchNorm; eval-mode forwards with backward but no step on
 the model's parameters (adversarial examples, saliency maps, style transfer optimising an image).
 
+Cost: per checked outermost forward of a model in eval mode, one output followed (64 at most); at
+the next optimizer step, one pass over the parameters of the models whose outputs a backward
+reached.
+
 Reference: ``torch.nn.Module.train`` docs
 (https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.train); GitHub
 HuiZeng/Grid-Anchor-based-Image-Cropping-Pytorch#2 (``net.eval()`` in the test function and no

@@ -14,6 +14,9 @@ forwards whose output a backward reaches (adversarial examples, saliency, input 
 frozen models whose output has no ``grad_fn``; forwards inside a ``torch.enable_grad()`` region opened
 under ``no_grad`` (TG104 reports those).
 
+Cost: per checked outermost forward in eval mode with grad on, its output's first 4 tensors
+followed (256 at most, ``Unreached``); resolved at each forward and at exit.
+
 Reference: autograd notes "Locally disabling gradient computation"
 (https://pytorch.org/docs/stable/notes/autograd.html#locally-disabling-gradient-computation); GitHub
 hszhao/semseg#60 ("out of memory" during validation without ``torch.no_grad()``) and

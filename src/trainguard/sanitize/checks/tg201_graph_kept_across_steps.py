@@ -18,6 +18,11 @@ Silent on: a list of losses summed and backpropagated in the same iteration (gra
 of the step); gradient accumulation over micro-batches (one optimizer step); one output kept for
 later (one graph is not a growing leak); accumulating ``loss.item()`` or ``loss.detach()``.
 
+Cost: per checked optimizer step (and at exit), one pass over the followed stamps (weak references,
+2,048 at most); only when graphs of 3 earlier iterations are alive, one holder search
+(``holders.find_holder``: 32 user frames, 4,096 values, 20,000 graph nodes), one parse of the
+frame's file (``bounds.parse_file``) and 4 x 64 nodes read for freed buffers.
+
 Reference: PyTorch FAQ, "My model reports cuda runtime error(2): out of memory" — "Don't accumulate
 history across your training loop" (https://pytorch.org/docs/stable/notes/faq.html).
 """
@@ -102,13 +107,13 @@ class GraphKeptAcrossSteps(Check):
         if unit == "iteration":
             seen += f" (an iteration: one step of each of the {self.per} optimizers)"
         if held is not None:
-            frame, name, kind = held
-            line = accumulation_line(frame.f_code, name)
+            line = accumulation_line(held.frame.f_code, held.name)
             if line is not None:
                 where = line
-            holder = f"`{name}` holds them" + (" (a tensor that keeps a grad_fn)" if kind == "tensor"
-                                               else " (tensors with grad_fn)")
-            if graphs_released(frame.f_locals.get(name)):
+            holder = f"`{held.path}` holds them" + (
+                " (a tensor that keeps a grad_fn)" if held.kind == "tensor"
+                else " (tensors with grad_fn)")
+            if graphs_released(held.tensors):
                 # backward already freed the saved activations: the autograd history (node
                 # objects, and a running sum's own graph) still grows every step (PyTorch FAQ).
                 message = (f"{seen}: {holder}, so every step's autograd history stays alive (a "
@@ -122,5 +127,5 @@ class GraphKeptAcrossSteps(Check):
         # Forget what was seen so that the same graphs are not counted again.
         old_ids = {id(m) for m in old}
         self.followed[:] = [weakref.ref(m) for m in alive if id(m) not in old_ids][-_KEEP:]
-        del alive, old
+        del alive, old, held
         self.report(message, where=where, iterations=sorted(ages)[:8], clock=clock)

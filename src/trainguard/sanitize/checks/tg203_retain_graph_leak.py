@@ -15,6 +15,9 @@ Silent on: two losses through one graph with ``retain_graph=True`` on the first;
 generator output is backpropagated again by the generator's loss in the same iteration;
 ``create_graph=True`` (higher-order gradients).
 
+Cost: per checked backward with ``retain_graph``, 512 nodes of its graph hooked at most; per
+forward and step while such graphs are followed, one pass over them.
+
 Reference: ``torch.Tensor.backward`` docs ("retain_graph ... in nearly all cases setting this option
 to True is not needed and often can be worked around in a much more efficient way")
 (https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html); forum thread

@@ -14,6 +14,9 @@ the loss was cut from the graph (``.detach()``, ``.item()``/``.numpy()`` and bac
 
 Silent on: runs without this error.
 
+Cost: per checked outermost forward, two flags; only at a failed backward, one pass over the
+models' parameters.
+
 Reference: ``torch.autograd`` docs "Locally disabling gradient computation"
 (https://pytorch.org/docs/stable/notes/autograd.html#locally-disabling-gradient-computation); the
 error's usual causes as collected in

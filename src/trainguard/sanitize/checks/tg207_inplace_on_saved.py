@@ -17,6 +17,9 @@ checked step), at the failing backward line.
 
 Silent on: runs without this error; in-place ops on tensors autograd did not save.
 
+Cost: only at PyTorch's in-place error: one pass over the models' parameters and modules, and one
+parse of each user frame's file in the traceback (``bounds.parse_file``).
+
 Reference: autograd notes "In-place operations with autograd"
 (https://pytorch.org/docs/stable/notes/autograd.html#in-place-operations-with-autograd); GitHub
 JDAI-CV/LIO#9 ("output 0 of SubBackward0, is at version 1"), Seanny123/da-rnn#14 (``+=`` on a saved
@@ -27,12 +30,12 @@ generator's backward through D).
 from __future__ import annotations
 
 import ast
-import linecache
 import os
 import re
 from types import CodeType
 from typing import Any
 
+from trainguard.sanitize.bounds import parse_file
 from trainguard.sanitize.checks import Check, Diagnosis
 from trainguard.sanitize.frames import is_user_file, short_location, user_location
 from trainguard.sanitize.holders import traceback_user_frames
@@ -44,10 +47,8 @@ _MESSAGE = re.compile(
 
 
 def _function_node(code: CodeType) -> ast.AST | None:
-    source = "".join(linecache.getlines(code.co_filename))
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
+    tree = parse_file(code.co_filename)
+    if tree is None:
         return None
     if code.co_name == "<module>":
         return tree

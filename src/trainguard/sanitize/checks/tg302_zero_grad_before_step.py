@@ -13,6 +13,10 @@ Silent on: ``zero_grad`` before backward or after step, ``p.grad = None``, LBFGS
 inside ``step``), GANs whose other optimizer is zeroed in between (its parameters are not this
 optimizer's), gradients set by hand after zeroing (they are not zero), declared accumulation.
 
+Cost: per checked ``zero_grad``, two counters; at the next step, only after a ``zero_grad`` between
+backward and step, 8 gradients read at most (skipped on devices whose values are not read:
+``values.py``).
+
 Reference: ``torch.optim.Optimizer.zero_grad``
 (https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html) and the
 "Optimizing Model Parameters" tutorial's step order
@@ -27,6 +31,7 @@ from typing import Any
 
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import short_location, user_location
+from trainguard.sanitize.values import readable
 
 _SAMPLE = 8
 
@@ -65,8 +70,11 @@ class ZeroGradBeforeStep(Check):
         mine = [p for p in _params(optimizer) if id(p) in zeroed and p.requires_grad][:_SAMPLE]
         if not mine:
             return  # another optimizer's (or model's) gradients were zeroed: a GAN's pattern
+        grads = [p.grad for p in mine if p.grad is not None]
+        if not readable(*grads):
+            return  # values that cannot be read (meta): nothing is known
         # note: a sync on CUDA, paid only on this already-suspicious path
-        if any(p.grad is not None and bool(p.grad.any()) for p in mine):
+        if any(bool(g.any()) for g in grads):
             return  # gradients were set again (by hand or torch.autograd.grad) after zeroing
         where = pending[2]
         at = short_location(where, "an earlier line")

@@ -18,6 +18,10 @@ a cycle), manual SGD (``p -= lr * p.grad`` changes the version counter), gradien
 with ``model.zero_grad()``, backward passes that do not reach this optimizer's parameters
 (another model's).
 
+Cost: per ``zero_grad`` of an optimizer that never stepped, 8 parameters' version counters and
+gradients (finiteness read on CPU and CUDA only); one set look-up once it has stepped; at exit, one
+pass over the candidates.
+
 Reference: ``torch.optim`` "Taking an optimization step"
 (https://pytorch.org/docs/stable/optim.html#taking-an-optimization-step).
 """
@@ -30,6 +34,7 @@ from typing import Any
 
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import user_location
+from trainguard.sanitize.values import readable
 
 _SAMPLE = 8
 _CYCLES = 2
@@ -121,6 +126,8 @@ class StepMissing(Check):
         grads = [p.grad for p in params if p.grad is not None]
         if not grads:
             return  # that backward did not reach this optimizer's parameters
+        if not readable(*grads):
+            return  # values that cannot be read (meta): the cycle is not counted
         # note: a CUDA sync, only while this optimizer has never stepped
         if not all(bool(torch.isfinite(g).all()) for g in grads):
             return  # a GradScaler skips steps whose gradients overflowed

@@ -22,6 +22,10 @@ clipped in turn.
 Not seen: clipping functions imported by name before the watcher started
 (``from torch.nn.utils import clip_grad_norm_``).
 
+Cost: per checked backward, one look at its root's node; per checked clip, a set of the clipped
+parameter ids (one scan of the heap for a GradScaler per run, ``bounds.live_objects``); 16 pending
+clips at most.
+
 Reference: "Automatic Mixed Precision examples: Gradient clipping"
 https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-clipping; GitHub issue
 https://github.com/princeton-vl/RAFT/issues/104 (a loop in the right order).
@@ -33,6 +37,7 @@ import sys
 import weakref
 from typing import Any
 
+from trainguard.sanitize.bounds import live_objects
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import user_location
 
@@ -97,13 +102,11 @@ class ClipBeforeUnscale(Check):
 
 
 def _find_scaler() -> Any:
-    import gc
-
     try:
         from torch.amp import GradScaler
     except ImportError:
         return None
-    for obj in gc.get_objects():
-        if GradScaler in type(obj).__mro__ and obj.is_enabled():
+    for obj in live_objects(lambda o: GradScaler in type(o).__mro__):
+        if obj.is_enabled():
             return obj
     return None

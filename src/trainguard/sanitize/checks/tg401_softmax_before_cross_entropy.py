@@ -12,6 +12,8 @@ Silent on: logits, ``log_softmax`` output, ``torch.log(softmax(x))`` for ``NLLLo
 for the *target* (distillation), and losses computed under ``torch.no_grad()`` (no ``grad_fn`` to
 read; the training loss is checked).
 
+Cost: per checked loss call, one look at its input's ``grad_fn``.
+
 Reference: ``CrossEntropyLoss`` docs ("The input is expected to contain the unnormalized logits")
 https://pytorch.org/docs/stable/generated/torch.nn.CrossEntropyLoss.html;
 https://jamesmccaffreyblog.com/2020/06/11/pytorch-crossentropyloss-vs-nllloss-cross-entropy-loss-vs-negative-log-likelihood-loss/.

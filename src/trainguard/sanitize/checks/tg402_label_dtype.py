@@ -18,6 +18,9 @@ When it fires:
 Silent on: integer class indices in range (``ignore_index`` included), one-hot or label-smoothed
 float probabilities, binary targets in [0, 1] (soft labels included).
 
+Cost: per loss line, once: the targets' minimum, maximum and row sums (values read on CPU and CUDA
+only: ``values.py``); at PyTorch's error, the failing call's arguments.
+
 Reference: ``CrossEntropyLoss`` docs (target: class indices in [0, C) or class probabilities)
 https://pytorch.org/docs/stable/generated/torch.nn.CrossEntropyLoss.html; GitHub issue
 https://github.com/qubvel-org/segmentation_models.pytorch/issues/197.
@@ -29,6 +32,7 @@ import re
 from typing import Any
 
 from trainguard.sanitize.checks import Check, Diagnosis
+from trainguard.sanitize.values import readable
 
 _CE = ("CrossEntropyLoss", "cross_entropy")
 _BINARY = ("BCELoss", "BCEWithLogitsLoss", "binary_cross_entropy", "binary_cross_entropy_with_logits")
@@ -55,6 +59,8 @@ class LabelDtype(Check):
         x, t = call.input, call.target
         if not hasattr(t, "is_floating_point") or not hasattr(x, "shape"):
             return
+        if not readable(t):
+            return  # targets whose values cannot be read (meta)
         import torch
 
         with torch.no_grad():

@@ -16,6 +16,8 @@ raise on such a mismatch ("Using a target size (torch.Size([64])) that is differ
 size (torch.Size([64, 1]))", "Target size ... must be the same as input size ..."), the diagnosis
 names the two shapes and which one to squeeze or unsqueeze.
 
+Cost: per checked loss call, a comparison of two shapes; at PyTorch's size error, its message.
+
 Reference: ``MSELoss`` docs (input and target of the same shape)
 https://pytorch.org/docs/stable/generated/torch.nn.MSELoss.html; GitHub issue
 https://github.com/deepset-ai/FARM/issues/229.

@@ -14,6 +14,9 @@ the layer and, where found, the loader (``len(dataset) % batch_size == 1``) and 
 Silent on: ``BatchNorm2d`` on ``(1, C, H, W)`` with ``H * W > 1`` and ``BatchNorm1d`` on
 ``(1, C, L)`` with ``L > 1`` (several values per channel: PyTorch trains on them), evaluation mode.
 
+Cost: only at PyTorch's batch-of-one error: one pass over the models' modules and one scan of the
+heap for DataLoaders (``bounds.live_objects``).
+
 Reference: ``BatchNorm1d`` docs https://pytorch.org/docs/stable/generated/torch.nn.BatchNorm1d.html;
 forum thread https://discuss.pytorch.org/t/batch-norm-training-when-batch-size-1/102979.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from trainguard.sanitize.bounds import live_objects
 from trainguard.sanitize.checks import Check, Diagnosis
 
 _MESSAGE = "Expected more than 1 value per channel when training"
@@ -64,13 +68,10 @@ def _layer_name(state: Any) -> str:
 
 
 def _partial_loader() -> str | None:
-    import gc
-
     from torch.utils.data import DataLoader
 
-    for obj in gc.get_objects():
-        if DataLoader not in type(obj).__mro__:  # type(), not isinstance: some objects warn on __class__
-            continue
+    # type(), not isinstance: some objects warn on __class__
+    for obj in live_objects(lambda o: DataLoader in type(o).__mro__):
         size = obj.batch_size
         try:
             n = len(obj.dataset)  # type: ignore[arg-type]

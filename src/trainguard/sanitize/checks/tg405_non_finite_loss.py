@@ -1,9 +1,10 @@
 """TG405 non-finite-loss: the loss became NaN or Inf.
 
-What it watches: the root of every ``backward()`` when it is a single value (the loss). On the CPU
-its value is read (``.item()``, about a microsecond). On CUDA a ``torch.isfinite`` flag is copied
-to pinned memory without blocking, and read at a later backward once its CUDA event has completed,
-so the check never waits for the GPU. The watcher's stamp on each outermost training output (its
+What it watches: the root of every ``backward()`` when it is a single value (the loss), read by its
+device type (``sanitize/values.py``). On the CPU its value is read (``.item()``, about a
+microsecond). On CUDA a ``torch.isfinite`` flag is copied to pinned memory without blocking, and
+read at a later backward once its CUDA event has completed, so the check never waits for the GPU.
+On any other device (``meta``, which has no values; ``xla``) the loss is not read. The watcher's stamp on each outermost training output (its
 ``grad_fn``'s ``Made``) holds weak references to the call's tensor arguments and to the output.
 
 When it fires: the first non-finite loss. The finding names the optimizer step and backward line,
@@ -42,6 +43,12 @@ as 3e38 overflows with a loss of 1.2, and is not reported).
 Silent on: finite losses, scaled losses that overflow while the loss itself is finite. Gradients that overflow while the loss is finite (fp16 with a
 ``GradScaler`` skipping steps) are not this check's concern.
 
+Cost: per backward, settled steps too, one value read (CPU) or one non-blocking copy of a flag
+(CUDA, 64 pending at most); no read on other devices. Once, at the first non-finite loss: one walk
+of the loss's graph down to the stamps of the calls it holds (20,000 nodes at most), 4 calls
+examined (2 levels upstream each), each at most one re-run of its forward, 64 stamps compared by
+storage, and one scan of the heap for a GradScaler (``bounds.live_objects``).
+
 Reference: ``torch.autograd.detect_anomaly`` (the expensive way to find the op)
 https://pytorch.org/docs/stable/autograd.html#anomaly-detection; GitHub issue
 https://github.com/karpathy/nanoGPT/issues/136.
@@ -53,10 +60,12 @@ import math
 import weakref
 from typing import Any
 
+from trainguard.sanitize.bounds import live_objects
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import short_location
 from trainguard.sanitize.holders import graph_nodes, node_metadata
 from trainguard.sanitize.state import MADE, Made
+from trainguard.sanitize.values import READ_LATER, reading
 
 _MAX_ROOT = 1  # only scalar roots: a loss
 _CALLS = 4  # outermost calls in the loss's graph examined at most
@@ -98,10 +107,10 @@ class NonFiniteLoss(Check):
         root = roots[0]
         if root.numel() != _MAX_ROOT:
             return
-        if root.is_cuda:
-            if root.is_floating_point():
+        if not root.is_cpu:  # (the usual case first: reading() without a call)
+            if reading(root) == READ_LATER and root.is_floating_point():
                 self._queue(root, call)
-            return
+            return  # (meta and other devices: no value to read)
         value = root.item()
         if type(value) is not float:  # a complex root (backward roots are never integers)
             return
@@ -338,13 +347,11 @@ def _stamp_of(tensor: Any) -> Any:
 
 
 def _scaler_in_use() -> bool:
-    import gc
-
     try:
         from torch.amp import GradScaler
     except ImportError:
         return False
-    return any(GradScaler in type(o).__mro__ and o.is_enabled() for o in gc.get_objects())
+    return any(o.is_enabled() for o in live_objects(lambda o: GradScaler in type(o).__mro__))
 
 
 def _finite_output(said: str, out: Any) -> str:

@@ -11,6 +11,8 @@ and the gradients vanish.
 Silent on: logits; ``sigmoid`` output given to ``BCELoss`` (that is its contract); losses computed
 under ``torch.no_grad()`` (no ``grad_fn`` to read).
 
+Cost: per checked loss call, one look at its input's ``grad_fn``.
+
 Reference: ``BCEWithLogitsLoss`` docs ("combines a Sigmoid layer and the BCELoss in one single
 class") https://pytorch.org/docs/stable/generated/torch.nn.BCEWithLogitsLoss.html; GitHub issue
 https://github.com/lopuhin/kaggle-imet-2019/issues/3.

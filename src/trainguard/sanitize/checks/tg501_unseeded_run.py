@@ -37,6 +37,9 @@ Not seen: generator objects (``np.random.default_rng()``, ``random.Random()``), 
 (they start from a fixed seed), seeding of numpy or random that bypasses the wrapped module
 functions.
 
+Cost: at optimizer steps 1, 2, 4, 8, ... and DataLoader passes 1, 2, 4, ..., one snapshot of each
+generator's state (a few kilobytes compared); per seeding call, one snapshot.
+
 Reference: PyTorch's reproducibility notes, "Controlling sources of randomness"
 (https://pytorch.org/docs/stable/notes/randomness.html); Novartis/scar#97 (seeding torch alone, or
 numpy alone, does not make training reproducible, https://github.com/Novartis/scar/issues/97).

@@ -33,6 +33,9 @@ benchmark is True only inside a block that ends before any step (a timing phase)
 only of layers with deterministic kernels (``Linear``, ``Embedding``, normalization, activations);
 runs with ``use_deterministic_algorithms(True)`` (and ``cudnn.deterministic`` for convolutions).
 
+Cost: at optimizer steps 1, 2, 4, 8, ... and at exit, one pass over the models' modules (only while
+a determinism flag is set).
+
 Reference: PyTorch's reproducibility notes, "CUDA convolution benchmarking" and "Avoiding
 nondeterministic algorithms" (https://pytorch.org/docs/stable/notes/randomness.html);
 ``torch.use_deterministic_algorithms``

@@ -28,6 +28,9 @@ worker); a ``worker_init_fn`` that reseeds the attribute.
 
 Not seen: a generator held one level down (inside a transform object the dataset calls).
 
+Cost: per DataLoader pass with workers, the dataset's attributes (wrapped datasets 5 levels deep)
+and the bytecode of its class's ``__getitem__``/``__iter__`` (cached per class).
+
 Reference: "Randomness in multi-process data loading"
 (https://pytorch.org/docs/stable/data.html#randomness-in-multi-process-data-loading); the FAQ "My
 data loader workers return identical random numbers"

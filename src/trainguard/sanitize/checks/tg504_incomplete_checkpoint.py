@@ -17,6 +17,9 @@ Silent on: a bare ``model.state_dict()`` (an export for inference), dicts withou
 counter, checkpoints that include ``optimizer.state_dict()`` (or the optimizer object), runs without
 an optimizer step.
 
+Cost: per ``torch.save`` of a dict, one pass over its items (a state_dict's tensors checked by
+type) and the user frames that passed the dict down.
+
 Reference: PyTorch recipe "Saving and loading a general checkpoint"
 https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html; GitHub
 issue https://github.com/NVlabs/stylegan2-ada-pytorch/issues/108.

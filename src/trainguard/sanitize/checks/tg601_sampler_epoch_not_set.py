@@ -12,6 +12,8 @@ too (``DistributedSampler(ds, num_replicas=1, rank=0)``).
 Silent on: ``shuffle=False`` samplers (validation); samplers whose ``epoch`` changes between passes
 (``set_epoch`` called, or trainguard's loop, which calls it); a sampler iterated once.
 
+Cost: per ``DistributedSampler`` pass, two integers compared.
+
 Reference: the ``DistributedSampler`` docs ("calling the set_epoch() method at the beginning of
 each epoch before creating the DataLoader iterator is necessary to make shuffling work properly
 across multiple epochs", https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler).

@@ -17,6 +17,9 @@ call (``torch.distributed.checkpoint.save`` writes one file per rank), a single 
 path on two hosts is not reported: on local disks those are two files (a shared filesystem makes
 it a miss).
 
+Cost: per ``torch.save`` under torchrun, one dict update (256 paths at most); at exit, the ranks'
+lists merged on rank 0.
+
 Reference: DDP tutorial, "Save and Load Checkpoints" (save from one process)
 https://pytorch.org/tutorials/intermediate/ddp_tutorial.html#save-and-load-checkpoints; GitHub
 DLLXW/baby-llama2-chinese#56 (both ranks save to one file, ``torch.load`` then fails)

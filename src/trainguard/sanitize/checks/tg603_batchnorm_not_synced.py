@@ -17,6 +17,9 @@ Silent on: ``SyncBatchNorm`` (converted models), BatchNorm in ``eval()`` mode (f
 16 or more samples per rank, models not wrapped in DDP, a DDP group of one rank, a single process.
 Only the first three forwards are measured, so a short last batch of an epoch never fires it.
 
+Cost: per checked BatchNorm call under DDP, its batch size, for the first 3 forwards of each model;
+at exit, one pass over each such model's modules.
+
 Reference: ``torch.nn.SyncBatchNorm`` https://pytorch.org/docs/stable/generated/torch.nn.SyncBatchNorm.html;
 Wu and He, "Group Normalization" (2018) https://arxiv.org/abs/1803.08494; GitHub
 fundamentalvision/BEVFormer#136 (one sample per GPU without SyncBatchNorm)

@@ -23,6 +23,10 @@ over every rank; parameters changed on one rank after its last step (loading the
 rank 0 for a final test); an optimizer stepped inside another's step (``ZeroRedundancyOptimizer``
 broadcasts after its inner step); a single process.
 
+Cost: under torchrun, at the fingerprint steps (``replicas.is_checkpoint``), two sums per planned
+parameter (one device sync) and one store message; rank 0 keeps 8 pending fingerprints at most; one
+heap scan for DDP models per run (``bounds.live_objects``).
+
 Reference: ``DistributedDataParallel`` (replicas start from rank 0's state and stay in sync by
 gradient averaging) https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html;
 GitHub NCAR/miles-credit#153 (the trainer dropped the DDP wrapper: independent models per GPU)
@@ -38,6 +42,7 @@ from trainguard.sanitize.checks import Check
 from trainguard.sanitize.frames import user_location
 from trainguard.sanitize.replicas import (Plan, decode, encode, fingerprint, first_difference,
                                           is_checkpoint, live_ddps, plan_replicas)
+from trainguard.sanitize.values import readable
 
 _PENDING = 8  # rank 0 keeps its own fingerprints of the last few checkpoints until peers' arrive
 
@@ -94,6 +99,8 @@ class ReplicasDiverged(Check):
             if not plan.params:
                 return
             self.versions = (plan.params[0]._version, plan.params[-1]._version)
+        if not readable(*plan.params):
+            return  # parameters whose values cannot be read (meta)
         values = fingerprint(plan.params)
         self.where = user_location()
         self.link.put(f"fp/{step}/{self.link.rank}", {"shapes": plan.digest, "fp": encode(values)})

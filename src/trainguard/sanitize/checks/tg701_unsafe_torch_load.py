@@ -12,6 +12,9 @@ shared drive) runs whatever code it carries.
 Silent on: ``weights_only=True`` or the torch >= 2.6 default; files written earlier in this run;
 scripts that save their own checkpoints (resuming from one's own file); file objects and buffers.
 
+Cost: per ``torch.load``, its keyword arguments and one scan of the calling script's lines for
+``torch.save(``.
+
 Reference: ``torch.load`` docs (warning on ``weights_only=False``)
 https://pytorch.org/docs/stable/generated/torch.load.html; PyTorch's security policy
 https://github.com/pytorch/pytorch/blob/main/SECURITY.md#untrusted-models.

@@ -12,6 +12,9 @@ the parameters of `Linear` `0` on cuda:0, so the user sees which side to move.
 
 Silent on: runs without this error.
 
+Cost: only at PyTorch's device-mismatch error: the locals of the two user frames of the traceback
+and their models' modules and parameters.
+
 Reference: "CUDA semantics" https://pytorch.org/docs/stable/notes/cuda.html; forum thread
 https://discuss.pytorch.org/t/expected-all-tensors-to-be-on-the-same-device-but-found-at-least-two-devices-cuda-0-and-cpu-error/151314.
 """

@@ -1,0 +1,75 @@
+"""The watchdog: the checks' own time, and when a check must stop.
+
+The watcher times every event it sends a check (``Watcher.emit``: the checked steps, the exit, the
+explanation of an error) and gives it a deadline (``bounds.deadline``) that the checks' walks read:
+
+- during the run, the time at which the checks' share of the run's wall time (since the watcher
+  started) would pass :data:`SHARE` (50%), once they have spent :data:`FLOOR_S` (2 s) in all, so
+  that a short script whose first steps are all checked is not cut short;
+- at exit (the exit analyses, the explanation of the error the script died of), :data:`EXIT_S`
+  (2 s) for all of it together.
+
+A check past its deadline is stopped where it is (its walk raises ``bounds.Overrun``), or, if it
+does not walk, once the event returns (the check that took the most time: an event slower than
+:data:`SLOW_S` has its checks timed one by one from its next occurrence, ``Check.spent_s``; the
+others cost one reading of the clock per event); it is switched off for the rest of the run and
+named in one TG002 with its time. The user's run, its output and its exit code are unchanged. Events on
+settled steps (``Check.always``) are not timed: each is constant work (one loss read, a look at
+the parameters every 32 steps).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+__all__ = ["Watchdog", "SHARE", "FLOOR_S", "EXIT_S", "SLOW_S"]
+
+SHARE = 0.5  # the checks may take at most this share of the run's wall time...
+FLOOR_S = 2.0  # ... once they have taken this much in all (seconds)
+EXIT_S = 2.0  # the exit analyses and the error's explanation together, at most (seconds)
+SLOW_S = 0.001  # an event that took longer has its checks timed one by one the next time
+
+
+class Watchdog:
+    """The checks' time during the run, and when the exit work began.
+
+    Each check's own time in slow events is ``check.spent_s`` (seconds).
+
+    Attributes:
+        started: ``perf_counter()`` when the watcher started.
+        total: seconds all the checks have taken (events the watcher timed).
+        exit_start: ``perf_counter()`` when the exit work began, or None before it.
+        exit_s: seconds the exit work took (set by the watcher when it is over).
+    """
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.total = 0.0
+        self.exit_start: float | None = None
+        self.exit_s = 0.0
+        self.slow: set[str] = set()  # events whose last occurrence took more than SLOW_S
+
+    def begin_exit(self) -> None:
+        """The exit work begins now (once: the error's explanation, then the exit analyses)."""
+        if self.exit_start is None:
+            self.exit_start = time.perf_counter()
+
+    def deadline(self, start: float) -> float:
+        """The time an event that started at ``start`` must be over by: during the run, when the
+        checks' share would pass SHARE (once they have FLOOR_S in all), solving
+        ``total + (t - start) > SHARE * (t - started)`` for ``t``; at exit, EXIT_S after it began."""
+        if self.exit_start is not None:
+            return self.exit_start + EXIT_S
+        by_share = (start - self.total - SHARE * self.started) / (1.0 - SHARE)
+        return max(start + FLOOR_S - self.total, by_share)
+
+    def overrun(self, now: float) -> bool:
+        """Whether the checks are past their share of the run (or the exit work past its time)."""
+        if self.exit_start is not None:
+            return now > self.exit_start + EXIT_S
+        return self.total > FLOOR_S and self.total > SHARE * (now - self.started)
+
+    def wall(self, now: float) -> float:
+        """Seconds since the watcher started."""
+        return now - self.started
