@@ -1,7 +1,7 @@
 """Where metrics go: ``metrics.csv`` (always, by default) and TensorBoard event files.
 
-A logger is an object with ``log_step(step, values)``, ``log_epoch(step, row, rows)`` and
-``close()``; ``fit(loggers=[...])`` takes the names ``"csv"`` and ``"tensorboard"`` or such
+A logger is an object with ``log_epoch(step, row, rows)`` and, optionally,
+``log_step(step, values)`` and ``close()`` (see :class:`Logger`); ``fit(loggers=[...])`` takes the names ``"csv"`` and ``"tensorboard"`` or such
 objects. Loggers run on rank 0 only.
 """
 
@@ -74,6 +74,15 @@ class TensorBoardLogger(Logger):
         self.writer.close()
 
 
+class _Given(Logger):
+    """A logger object of the user's: the methods it lacks do nothing."""
+
+    def __init__(self, logger: Any) -> None:
+        for name in ("log_step", "log_epoch", "close"):
+            if callable(getattr(logger, name, None)):
+                setattr(self, name, getattr(logger, name))
+
+
 def tensorboard_writer() -> Any:
     """``torch.utils.tensorboard.SummaryWriter``.
 
@@ -115,7 +124,7 @@ def make_loggers(names: Sequence[Any], run_dir: RunDir | None, *,
     out: list[Logger] = []
     for item in names:
         if not isinstance(item, str):
-            out.append(item)
+            out.append(_Given(item))
         elif run_dir is None:
             continue
         elif item == "csv":
