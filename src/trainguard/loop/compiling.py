@@ -71,11 +71,30 @@ class CompiledForward:
     def _give_up(self, exc: BaseException) -> None:
         if self.fallback.cause is not None:
             return
-        cause = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}"
-        self.fallback.cause = cause[:400]
+        self.fallback.cause = describe(exc)
         warnings.warn(f"torch.compile failed, so the run goes on without it ({self.fallback.cause})"
                       "; fit(compile=False) / no --compile skips compiling",
                       CompileFallbackWarning, stacklevel=3)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}".strip()
+
+
+def describe(exc: BaseException) -> str:
+    """The failure in one line: the exception and, when it wraps one (a backend's error inside
+    ``BackendCompilerFailed``), the innermost cause."""
+    root = exc
+    while True:
+        inner = getattr(root, "inner_exception", None) or root.__cause__
+        if inner is None or inner is root:
+            break
+        root = inner
+    text = _first_line(exc)
+    if root is not exc:
+        text += f" ... caused by {_first_line(root)}"
+    return text[:500]
 
 
 def is_compile_error(exc: BaseException) -> bool:
