@@ -99,7 +99,7 @@ def test_compiled_and_eager_runs_resume_each_other(tmp_path, first, then):
 def test_compile_trains_the_digits_and_its_checkpoint_resumes_eagerly(tmp_path):
     run = tmp_path / "compiled"
     proc = run_cli("train", "--compile", "--run-dir", str(run), "--progress", "none",
-                   "--checkpoint-every-steps", "270", "--keep-last", "1")
+                   "--checkpoint-every-steps", "270", "--keep-last", "2")
     assert proc.returncode == 0, proc.stderr
     assert "CompileFallbackWarning" not in proc.stderr  # inductor compiled on this machine
     summary = json.loads((run / "summary.json").read_text())
