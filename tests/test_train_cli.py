@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 
 import pytest
 
@@ -107,11 +108,41 @@ def test_bad_input_exit_status_of_the_real_process(tmp_path):
     assert "trainguard train: error: CSV file not found" in proc.stderr
 
 
-@pytest.mark.parametrize("args", [["--epochs", "0"], ["--batch-size", "x"], ["--channels", "2"],
-                                  ["--image-size", "0"], ["--data", "parquet"]])
-def test_bad_flags_exit_2(args, capsys):
+@pytest.mark.parametrize("args,named", [
+    (["--epochs", "0"], "--epochs"), (["--batch-size", "x"], "--batch-size"),
+    (["--channels", "2"], "--channels"), (["--image-size", "0"], "--image-size"),
+    (["--data", "parquet"], "--data"), (["--lr", "0"], "--lr"), (["--lr", "fast"], "--lr"),
+    (["--weight-decay", "-1"], "--weight-decay"), (["--accumulate", "0"], "--accumulate"),
+    (["--clip-grad-norm", "-0.5"], "--clip-grad-norm"), (["--precision", "8"], "--precision"),
+    (["--patience", "0"], "--patience"), (["--min-delta", "-0.1"], "--min-delta"),
+    (["--log-every-steps", "-1"], "--log-every-steps"), (["--keep-last", "-2"], "--keep-last"),
+    (["--mean", "a,b"], "--mean"), (["--monitor", "val_f1"], "--monitor"),
+    (["--progress", "fancy"], "--progress"), (["--num-workers", "-1"], "--num-workers"),
+    (["--checkpoint-every-steps", "0"], "--checkpoint-every-steps"),
+    (["--seed", "1.5"], "--seed"), (["--scheduler", "step"], "--scheduler"),
+])
+def test_bad_flags_exit_2_naming_the_flag(args, named, capsys):
     assert main(["train", *args]) == 2
-    assert "error" in capsys.readouterr().err
+    assert f"argument {named}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["train", "predict"])
+def test_help_shows_each_default_once_and_every_flag_has_help(command, capsys):
+    import argparse
+
+    from trainguard.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    parser = sub.choices[command]
+    for action in parser._actions:
+        assert action.help and action.help != argparse.SUPPRESS, action.option_strings
+    assert main([command, "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "(default: None)" not in text
+    blocks = re.split(r"\n(?=  -)", text)  # one block per flag
+    assert len(blocks) > (20 if command == "train" else 6)
+    for block in blocks:
+        assert block.count("default") <= 1, block
 
 
 def _cuda() -> bool:
