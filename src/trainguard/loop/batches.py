@@ -65,6 +65,11 @@ def windows(batches: Iterator[Any], size: int) -> Iterator[Window]:
     """Accumulation windows of ``size`` micro-batches; the epoch's last window may be shorter
     and still steps. Each micro-batch's share is its samples over the window's, so the window's
     gradient is that of one batch holding all of them."""
+    if size == 1:  # the common case, without the bookkeeping below
+        for batch in batches:
+            pair = split_batch(batch)
+            yield [(pair, batch_size(pair[1]), 1.0)]
+        return
     window: list[tuple[Any, Any]] = []
     for batch in batches:
         window.append(split_batch(batch))

@@ -33,11 +33,14 @@ def resolve_device(device: str | torch.device) -> torch.device:
 
 
 def to_device(obj: Any, device: torch.device) -> Any:
-    """``obj`` with every tensor in it (also inside lists, tuples and dicts) on ``device``."""
+    """``obj`` with every tensor in it (also inside lists, tuples and dicts) on ``device``;
+    tensors already there are returned as they are (what ``Tensor.to`` would return)."""
     if isinstance(obj, torch.Tensor):
-        return obj.to(device, non_blocking=True)
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(to_device(o, device) for o in obj)
+        return obj if obj.device == device else obj.to(device, non_blocking=True)
+    if isinstance(obj, tuple):
+        return tuple([to_device(o, device) for o in obj])
+    if isinstance(obj, list):
+        return [to_device(o, device) for o in obj]
     if isinstance(obj, dict):
         return {k: to_device(v, device) for k, v in obj.items()}
     return obj
