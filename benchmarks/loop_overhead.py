@@ -39,6 +39,17 @@ from trainguard.data.build import DataConfig, build_datasets
 from trainguard.data.loaders import make_loader
 from trainguard.models import build_model
 
+FSYNCS = [0]
+_fsync = os.fsync
+
+
+def _counted_fsync(fd: int) -> None:
+    FSYNCS[0] += 1
+    _fsync(fd)
+
+
+os.fsync = _counted_fsync  # both loops' fsyncs (files and folders) are counted per epoch
+
 # wall: what a user waits (fsync waits included); cpu: this process's CPU time, which other
 # processes on a shared machine disturb less (but which leaves out waiting for the disk)
 CLOCK = [time.perf_counter]
@@ -111,9 +122,10 @@ def with_fit(name: str, epochs: int, data, out: Path) -> float:
 
 
 def measure(name: str, rounds: int, short: int, long: int, data) -> dict[str, dict]:
-    """Wall (or CPU) seconds of every run: ``{loop: {epochs: [seconds per round]}}``."""
-    seconds: dict[str, dict[int, list[float]]] = {"hand": {short: [], long: []},
-                                                  "fit": {short: [], long: []}}
+    """Wall (or CPU) seconds of every run: ``{loop: {epochs: [seconds per round]}}``, and
+    ``{loop: {"fsyncs": {epochs: count}}}``."""
+    seconds: dict[str, dict] = {"hand": {short: [], long: [], "fsyncs": {}},
+                                "fit": {short: [], long: [], "fsyncs": {}}}
     loops = [("hand", hand), ("fit", with_fit)]
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds + 1):
@@ -121,7 +133,9 @@ def measure(name: str, rounds: int, short: int, long: int, data) -> dict[str, di
                 for epochs in ((short, long) if r % 4 < 2 else (long, short)):
                     out = Path(tmp) / f"{name}-{label}-{r}-{epochs}"
                     out.mkdir()
+                    before = FSYNCS[0]
                     took = fn(name, epochs, data, out)
+                    seconds[label]["fsyncs"][epochs] = FSYNCS[0] - before
                     if r:  # round 0 warms up
                         seconds[label][epochs].append(took)
     return seconds
@@ -155,8 +169,11 @@ def main() -> None:
         rounds = [((fl - fs) / (hl - hs)) for fl, fs, hl, hs in zip(
             runs["fit"][args.long], runs["fit"][args.short], runs["hand"][args.long],
             runs["hand"][args.short])]
+        fsyncs = {label: (runs[label]["fsyncs"][args.long] - runs[label]["fsyncs"][args.short])
+                  / (args.long - args.short) for label in ("hand", "fit")}
         print(f"{name}: " + "; ".join(lines) + "; per round: "
-              + " ".join(f"{r:.3f}" for r in rounds), flush=True)
+              + " ".join(f"{r:.3f}" for r in rounds)
+              + f"; fsyncs per epoch: hand {fsyncs['hand']:g}, fit {fsyncs['fit']:g}", flush=True)
 
 
 if __name__ == "__main__":

@@ -44,13 +44,13 @@ class StepLosses(Callback):
         self.losses[state.step] = loss.item()
 
 
-def _fit(run_dir, *, callbacks=(), resume=None, epochs=3):
+def _fit(run_dir, *, callbacks=(), resume=None, epochs=3, loggers=("csv", "tensorboard")):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     return fit(model, DataLoader(_data(), batch_size=8), DataLoader(_data(16, 1), batch_size=8),
                opt, nn.CrossEntropyLoss(), epochs=epochs, device="cpu", progress="none",
-               run_dir=run_dir, loggers=["csv", "tensorboard"], log_every_steps=2, plot=False,
+               run_dir=run_dir, loggers=list(loggers), log_every_steps=2, plot=False,
                scheduler=torch.optim.lr_scheduler.StepLR(opt, 1, 0.5), callbacks=list(callbacks),
                resume=resume)
 
@@ -141,3 +141,34 @@ def test_a_logger_object_receives_every_epoch(tmp_path):
                   torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(),
                   epochs=2, device="cpu", loggers=[rows], progress="none")
     assert rows.seen == [(6, history.rows[0]), (12, history.rows[1]), "closed"]
+
+
+def _expected_csv(history_rows):
+    import io
+
+    from trainguard.loop.rundir import RunDir
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=RunDir.metric_columns(history_rows), restval="",
+                            lineterminator="\n")
+    writer.writeheader()
+    writer.writerows([{k: (int(v) if k == "epoch" else v) for k, v in r.items()}
+                      for r in history_rows])
+    return buf.getvalue()
+
+
+def test_metrics_csv_appended_per_epoch_equals_the_whole_history_and_a_resume_rewrites_it(
+        tmp_path):
+    torch.manual_seed(0)
+    model = nn.Linear(6, 3)
+    history = fit(model, DataLoader(_data(), batch_size=8), DataLoader(_data(16, 1), batch_size=8),
+                  torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), epochs=3,
+                  device="cpu", progress="none", run_dir=tmp_path / "a", plot=False)
+    assert (tmp_path / "a" / "metrics.csv").read_text() == _expected_csv(history.rows)
+    # a run stopped after epoch 1's checkpoint, whose metrics.csv holds a row past it
+    with pytest.raises(CallbackError):
+        _fit(tmp_path / "b", callbacks=[StepLosses(fail_at=11)], loggers=["csv"])
+    with open(tmp_path / "b" / "metrics.csv", "a") as fh:
+        fh.write("2,0.5,0.5,0.5,0.1,1.0\n3,0.4")  # a stale row and one cut short
+    resumed = _fit(tmp_path / "b", resume=tmp_path / "b", loggers=["csv"])
+    assert (tmp_path / "b" / "metrics.csv").read_text() == _expected_csv(resumed.rows)

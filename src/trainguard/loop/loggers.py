@@ -34,13 +34,22 @@ class Logger:
 
 
 class CSVLogger(Logger):
-    """``metrics.csv`` in the run directory, rewritten atomically after each epoch."""
+    """``metrics.csv`` in the run directory: written whole, atomically, at this process's first
+    epoch (after a resume it may hold rows of epochs past the checkpoint) and whenever the
+    columns change; otherwise each epoch appends its row."""
 
     def __init__(self, run_dir: RunDir) -> None:
         self.run_dir = run_dir
+        self._columns: list[str] | None = None
+        self._written = 0
 
     def log_epoch(self, step: int, row: dict[str, float], rows: list[dict[str, float]]) -> None:
-        self.run_dir.write_metrics(rows)
+        columns = self.run_dir.metric_columns(rows)
+        if columns == self._columns and self._written == len(rows) - 1:
+            self.run_dir.append_metrics(row, columns)
+        else:
+            self.run_dir.write_metrics(rows)
+        self._columns, self._written = columns, len(rows)
 
 
 class TensorBoardLogger(Logger):
