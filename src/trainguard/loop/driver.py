@@ -22,7 +22,18 @@ __all__ = ["Loop"]
 
 
 class Loop:
-    """Everything one ``fit`` call holds; built by :func:`trainguard.loop.setup.build_loop`."""
+    """Everything one ``fit`` call holds; built by :func:`trainguard.loop.setup.build_loop`.
+
+    Attributes (set there): ``model`` (as trained: DDP-wrapped under torchrun),
+    ``train_forward``/``eval_forward`` (what the forwards call: the model, or it through
+    ``torch.compile``), ``train_loader``, ``val_loader``, ``optimizer``, ``loss_fn``,
+    ``scheduler``, ``scheduler_interval``, ``device``, ``epochs``, ``accumulate``,
+    ``clip_grad_norm``, ``precision``, ``amp``, ``metrics``, ``state`` (:class:`LoopState`),
+    ``dist``, ``monitor``, ``mode``, ``checkpoint_every_steps``, ``log_every_steps``, ``plot``,
+    ``progress``, ``run_dir`` (rank 0), ``ckpt``, ``generators``, ``epoch_start_rng``,
+    ``resumed_rng``, ``config``, ``data_info``, ``resumed``, ``callbacks``, ``logger_names``,
+    ``signals``, ``view`` (the callbacks' :class:`LoopView`).
+    """
 
     def __init__(self, **parts: Any) -> None:
         self.__dict__.update(parts)

@@ -100,8 +100,8 @@ def fit(
             ``resume``, start over in a ``run_dir`` that holds another run's checkpoints
             (they are deleted).
         progress: ``"auto"``, ``"bar"``, ``"plain"`` or ``"none"``.
-        log_every_steps: progress refresh interval in optimizer steps (each reads the loss:
-            one host sync).
+        log_every_steps: interval in optimizer steps of the progress line and of the loggers'
+            step values (each reads the loss: one host sync); 0: never.
         handle_signals: on SIGINT/SIGTERM finish the step, checkpoint and raise
             :class:`TrainingInterrupted` (main thread only).
         plot: draw ``curves.png`` at the end of the run (needs matplotlib).
