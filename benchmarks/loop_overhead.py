@@ -15,8 +15,11 @@ per run, ``summary.json``, ``curves.png`` and the weights' fingerprint.
 Set-up and the one-time work are taken out by differencing: each loop runs ``--short`` and
 ``--long`` epochs, and an epoch's steady-state cost is ``(T_long - T_short) / (long - short)``,
 taken from the medians of the rounds (and, as a check less sensitive to other processes on a
-shared machine, from their minima). Rounds alternate which loop and which length goes first;
-torch uses one thread. Prints, per model, both estimates and each round's own ratio.
+shared machine, from their minima). A third estimate times each whole epoch of the long runs
+from its start to the next epoch's start (epochs 2 to long-1: no set-up, no warm-up, no final
+plot) and takes the median over all of them, which a burst of load on a shared machine moves
+least. Rounds alternate which loop and which length goes first; torch uses one thread. Prints,
+per model, the three estimates, each round's own ratio and the fsyncs per epoch.
 
     python benchmarks/loop_overhead.py [--rounds 9] [--short 2] [--long 8] [--models cnn mlp]
         [--clock wall|cpu]
@@ -79,12 +82,23 @@ def _save_durably(payload: dict, path: Path) -> None:
         os.close(fd)
 
 
+STARTS: list[float] = []  # the clock at each epoch's start, for the second estimate
+
+
+class EpochStarts:
+    """Notes when each of fit's epochs starts (a callback without per-step hooks: free)."""
+
+    def on_epoch_start(self, state) -> None:
+        STARTS.append(CLOCK[0]())
+
+
 def hand(name: str, epochs: int, data, out: Path) -> float:
     """The careful hand-written loop; returns its wall time in seconds."""
     model, opt, sched, loader, val_loader = _setup(name, epochs, data)
     loss_fn = nn.CrossEntropyLoss()
     t0 = CLOCK[0]()
     for epoch in range(epochs):
+        STARTS.append(CLOCK[0]())
         loader.batch_sampler.set_epoch(epoch)
         model.train()
         total, n = torch.zeros(()), 0
@@ -117,15 +131,16 @@ def with_fit(name: str, epochs: int, data, out: Path) -> float:
     model, opt, sched, loader, val_loader = _setup(name, epochs, data)
     t0 = CLOCK[0]()
     trainguard.fit(model, loader, val_loader, opt, nn.CrossEntropyLoss(), epochs=epochs,
-                   scheduler=sched, device="cpu", run_dir=out, progress="none")
+                   scheduler=sched, device="cpu", run_dir=out, progress="none",
+                   callbacks=[EpochStarts()])
     return CLOCK[0]() - t0
 
 
 def measure(name: str, rounds: int, short: int, long: int, data) -> dict[str, dict]:
     """Wall (or CPU) seconds of every run: ``{loop: {epochs: [seconds per round]}}``, and
     ``{loop: {"fsyncs": {epochs: count}}}``."""
-    seconds: dict[str, dict] = {"hand": {short: [], long: [], "fsyncs": {}},
-                                "fit": {short: [], long: [], "fsyncs": {}}}
+    seconds: dict[str, dict] = {"hand": {short: [], long: [], "fsyncs": {}, "epochs": []},
+                                "fit": {short: [], long: [], "fsyncs": {}, "epochs": []}}
     loops = [("hand", hand), ("fit", with_fit)]
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds + 1):
@@ -134,8 +149,12 @@ def measure(name: str, rounds: int, short: int, long: int, data) -> dict[str, di
                     out = Path(tmp) / f"{name}-{label}-{r}-{epochs}"
                     out.mkdir()
                     before = FSYNCS[0]
+                    STARTS.clear()
                     took = fn(name, epochs, data, out)
                     seconds[label]["fsyncs"][epochs] = FSYNCS[0] - before
+                    if r and epochs == long:  # whole epochs 2 .. long-1, start to start
+                        seconds[label]["epochs"] += [b - a for a, b in zip(STARTS[1:],
+                                                                           STARTS[2:])]
                     if r:  # round 0 warms up
                         seconds[label][epochs].append(took)
     return seconds
@@ -169,6 +188,9 @@ def main() -> None:
         rounds = [((fl - fs) / (hl - hs)) for fl, fs, hl, hs in zip(
             runs["fit"][args.long], runs["fit"][args.short], runs["hand"][args.long],
             runs["hand"][args.short])]
+        hand_e, fit_e = (statistics.median(runs[k]["epochs"]) for k in ("hand", "fit"))
+        lines.append(f"median epoch (start to start): hand {hand_e * 1000:.1f} ms, fit "
+                     f"{fit_e * 1000:.1f} ms, ratio fit/hand {fit_e / hand_e:.3f}")
         fsyncs = {label: (runs[label]["fsyncs"][args.long] - runs[label]["fsyncs"][args.short])
                   / (args.long - args.short) for label in ("hand", "fit")}
         print(f"{name}: " + "; ".join(lines) + "; per round: "
