@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 
 import pytest
 
@@ -107,14 +108,143 @@ def test_bad_input_exit_status_of_the_real_process(tmp_path):
     assert "trainguard train: error: CSV file not found" in proc.stderr
 
 
-@pytest.mark.parametrize("args", [["--epochs", "0"], ["--batch-size", "x"], ["--channels", "2"],
-                                  ["--image-size", "0"], ["--data", "parquet"]])
-def test_bad_flags_exit_2(args, capsys):
+@pytest.mark.parametrize("args,named", [
+    (["--epochs", "0"], "--epochs"), (["--batch-size", "x"], "--batch-size"),
+    (["--channels", "2"], "--channels"), (["--image-size", "0"], "--image-size"),
+    (["--data", "parquet"], "--data"), (["--lr", "0"], "--lr"), (["--lr", "fast"], "--lr"),
+    (["--weight-decay", "-1"], "--weight-decay"), (["--accumulate", "0"], "--accumulate"),
+    (["--clip-grad-norm", "-0.5"], "--clip-grad-norm"), (["--precision", "8"], "--precision"),
+    (["--patience", "0"], "--patience"), (["--min-delta", "-0.1"], "--min-delta"),
+    (["--log-every-steps", "-1"], "--log-every-steps"), (["--keep-last", "-2"], "--keep-last"),
+    (["--mean", "a,b"], "--mean"), (["--monitor", "val_f1"], "--monitor"),
+    (["--progress", "fancy"], "--progress"), (["--num-workers", "-1"], "--num-workers"),
+    (["--checkpoint-every-steps", "0"], "--checkpoint-every-steps"),
+    (["--seed", "1.5"], "--seed"), (["--scheduler", "step"], "--scheduler"),
+])
+def test_bad_flags_exit_2_naming_the_flag(args, named, capsys):
     assert main(["train", *args]) == 2
-    assert "error" in capsys.readouterr().err
+    assert f"argument {named}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["train", "predict"])
+def test_help_shows_each_default_once_and_every_flag_has_help(command, capsys):
+    import argparse
+
+    from trainguard.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    parser = sub.choices[command]
+    for action in parser._actions:
+        assert action.help and action.help != argparse.SUPPRESS, action.option_strings
+    assert main([command, "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "(default: None)" not in text
+    blocks = re.split(r"\n(?=  -)", text)  # one block per flag
+    assert len(blocks) > (20 if command == "train" else 6)
+    for block in blocks:
+        assert block.count("default") <= 1, block
 
 
 def _cuda() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+CALLBACKS = '''
+import json
+from trainguard import Callback
+
+
+class LogToList(Callback):
+    """Logs every step's loss and every epoch's row to a list, written out at the end."""
+
+    def __init__(self):
+        self.log = []
+
+    def on_step_end(self, state, loss):
+        self.log.append(["step", state.step, loss.item()])
+
+    def on_epoch_end(self, state, row):
+        self.log.append(["epoch", state.epoch, row])
+
+    def on_fit_end(self, state):
+        (state.run_dir / "log.json").write_text(json.dumps(self.log))
+
+
+class Boom(Callback):
+    def on_step_end(self, state, loss):
+        if state.step == 50:
+            raise RuntimeError("the callback broke")
+'''
+
+MLP = ["--model", "mlp", "--progress", "none"]
+
+
+@pytest.mark.slow
+def test_patience_stops_early_and_resume_trains_no_further(tmp_path, capsys):
+    run = tmp_path / "run"
+    # a learning rate too small to move the validation loss by --min-delta: no improvement
+    # after epoch 1, so --patience 1 stops after epoch 2
+    assert main(["train", *MLP, "--epochs", "8", "--lr", "1e-9", "--patience", "1",
+                 "--min-delta", "0.01", "--run-dir", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "stopped early at epoch 2: EarlyStopping: val_loss did not improve" in out
+    summary = json.loads((run / "summary.json").read_text())
+    assert (summary["stopped_early"], summary["stopped_epoch"], summary["steps"]) == (True, 2, 90)
+    assert len(list(csv.DictReader((run / "metrics.csv").open()))) == 2
+    files = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    assert main(["train", "--resume", str(run)]) == 0
+    err = capsys.readouterr().err
+    assert f"{run} is stopped at epoch 2 (EarlyStopping: val_loss" in err
+    assert "nothing to do" in err
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == files
+
+
+@pytest.mark.slow
+def test_a_callback_of_ones_own_logs_to_a_list(tmp_path, capsys):
+    (tmp_path / "my_callbacks.py").write_text(CALLBACKS)
+    run = tmp_path / "run"
+    assert main(["train", *MLP, "--epochs", "2", "--run-dir", str(run),
+                 "--callback", f"{tmp_path / 'my_callbacks.py'}:LogToList"]) == 0
+    log = json.loads((run / "log.json").read_text())
+    steps = [entry for entry in log if entry[0] == "step"]
+    epochs = [entry[2] for entry in log if entry[0] == "epoch"]
+    assert [s[1] for s in steps] == list(range(1, 91)) and all(s[2] > 0 for s in steps)
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    assert [float(r["val_loss"]) for r in rows] == [e["val_loss"] for e in epochs]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["config"]["cli"]["callback"] == [f"{tmp_path / 'my_callbacks.py'}:LogToList"]
+
+
+@pytest.mark.slow
+def test_a_callback_that_raises_exits_2_naming_it_and_the_last_checkpoint_stays(tmp_path,
+                                                                                 capsys):
+    (tmp_path / "my_callbacks.py").write_text(CALLBACKS)
+    run = tmp_path / "run"
+    code = main(["train", *MLP, "--epochs", "2", "--run-dir", str(run),
+                 "--callback", f"{tmp_path / 'my_callbacks.py'}:Boom"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "callback Boom.on_step_end raised RuntimeError: the callback broke" in err
+    assert "raise RuntimeError" in err  # the callback's own traceback
+    assert f"trainguard train --resume {run}" in err
+    from trainguard.ckpt.checkpoint import load_checkpoint
+
+    assert load_checkpoint(run / "last.pt")["step"] == 45  # epoch 1's checkpoint
+    assert not (run / "summary.json").exists()
+
+
+@pytest.mark.parametrize("spec,needle", [
+    ("nothing_here", "expected MODULE:NAME or FILE.py:NAME"),
+    ("{tmp}/missing.py:Cb", "file not found"),
+    ("{tmp}/my_callbacks.py:Nope", "has no 'Nope' (it defines Boom, Callback, LogToList"),
+    ("no_such_module_xyz:Cb", "cannot import module 'no_such_module_xyz'"),
+])
+def test_bad_callback_flags_exit_2_before_training(tmp_path, capsys, spec, needle):
+    (tmp_path / "my_callbacks.py").write_text(CALLBACKS)
+    code = main(["train", *MLP, "--run-dir", str(tmp_path / "run"), "--callback",
+                 spec.format(tmp=tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and "--callback" in err, err
+    assert not (tmp_path / "run").exists()

@@ -18,6 +18,8 @@ _EXPORTS = {
     "fit": "trainguard.loop.fit",
     "init_distributed": "trainguard.loop.distributed",
     "History": "trainguard.loop.history",
+    "Callback": "trainguard.loop.callbacks",
+    "EarlyStopping": "trainguard.loop.callbacks",
     "evaluate": "trainguard.loop.fit",
     "TrainingInterrupted": "trainguard.loop.fit",
     "seed_everything": "trainguard.ckpt.seeding",

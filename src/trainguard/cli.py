@@ -24,6 +24,7 @@ from trainguard.errors import UsageError
 # Order is the order shown in --help.
 _SUBCOMMANDS = [
     "trainguard.loop.cli",
+    "trainguard.loop.predict_cli",
     "trainguard.sanitize.cli",
     "trainguard.lint.cli",
     "trainguard.check",

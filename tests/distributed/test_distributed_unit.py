@@ -1,4 +1,5 @@
-"""The pieces of ``loop/distributed.py`` that need no second process."""
+"""The pieces of ``loop/distributed.py``, ``ddp.py`` and ``collectives.py`` that need no second
+process."""
 
 from __future__ import annotations
 
@@ -100,7 +101,7 @@ def test_training_shards_step_equally_often():
 
 def test_the_loops_collectives_reduce_tensors_that_live_as_long_as_the_process(monkeypatch):
     # a backend thread (gloo's worker, NCCL's watchdog) must never free them: at exit it could not
-    # take the GIL and would abort the rank (see loop/distributed.py, _BUFFERS)
+    # take the GIL and would abort the rank (see loop/collectives.py, _BUFFERS)
     reduced = []
 
     class Work:

@@ -25,7 +25,8 @@ from typing import Any
 import torch
 
 from trainguard.ckpt.fingerprint import strip_wrapper_prefixes
-from trainguard.ckpt.io import FORMAT, FORMAT_VERSION, atomic_link, atomic_save, load_verified
+from trainguard.ckpt.io import (FORMAT, FORMAT_VERSION, atomic_link, atomic_save, fsync_folder,
+                                load_verified)
 from trainguard.errors import CheckpointError
 
 __all__ = ["load_checkpoint", "CheckpointManager", "find_resume_checkpoint",
@@ -165,12 +166,15 @@ class CheckpointManager:
         pruned only after the new one is in place, so no completed checkpoint is lost.
         """
         payload = {"format": FORMAT, "format_version": FORMAT_VERSION, **payload}
-        last = atomic_save(payload, self.folder / "last.pt")
+        last = atomic_save(payload, self.folder / "last.pt", fsync_dir=False)
         if is_best:
-            atomic_link(last, self.folder / "best.pt")
+            atomic_link(last, self.folder / "best.pt", fsync_dir=False)
         if step_file and self.keep_last > 0:
-            atomic_link(last, self.folder / f"step-{int(payload['step']):09d}.pt")
-            self._prune()
+            atomic_link(last, self.folder / f"step-{int(payload['step']):09d}.pt",
+                        fsync_dir=False)
+        fsync_folder(self.folder)  # once, for every rename above
+        if step_file and self.keep_last > 0:
+            self._prune()  # only once the new names are durable
         return last
 
     def remove_partial_files(self) -> list[Path]:

@@ -22,13 +22,15 @@ import torch
 
 from trainguard.errors import CheckpointError
 
-__all__ = ["atomic_write", "atomic_save", "verify_checkpoint", "load_verified", "atomic_link"]
+__all__ = ["atomic_write", "atomic_save", "verify_checkpoint", "load_verified", "atomic_link",
+           "fsync_folder"]
 
 FORMAT = "trainguard-checkpoint"
 FORMAT_VERSION = 1
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_folder(folder: Path) -> None:
+    """fsync a folder: its renames are durable once this returns."""
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:  # e.g. Windows cannot open folders; the rename is still atomic there
@@ -39,10 +41,16 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str | Path, write: Callable[[BinaryIO], Any]) -> Path:
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], Any], *, fsync: bool = True,
+                 fsync_dir: bool = True) -> Path:
     """Write a file atomically: ``write(fh)`` fills a temporary file in the same folder, which is
     flushed, fsynced and renamed over ``path``; the folder is fsynced. On failure the temporary
     file is removed and ``path`` keeps its old content.
+
+    Args:
+        fsync: fsync the file before the rename (what makes its content durable).
+        fsync_dir: fsync the folder after the rename (what makes the rename durable); off when
+            the caller renames several files and fsyncs the folder once (:func:`fsync_dir`).
 
     Returns:
         The path written.
@@ -54,21 +62,23 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], Any]) -> Path:
         with open(tmp, "wb") as fh:
             write(fh)
             fh.flush()
-            os.fsync(fh.fileno())
+            if fsync:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
-    _fsync_dir(path.parent)
+    if fsync_dir:
+        fsync_folder(path.parent)
     return path
 
 
-def atomic_save(payload: dict[str, Any], path: str | Path) -> Path:
+def atomic_save(payload: dict[str, Any], path: str | Path, *, fsync_dir: bool = True) -> Path:
     """Write ``payload`` with ``torch.save`` to ``path`` atomically (see :func:`atomic_write`)."""
-    return atomic_write(path, lambda fh: torch.save(payload, fh))
+    return atomic_write(path, lambda fh: torch.save(payload, fh), fsync_dir=fsync_dir)
 
 
-def atomic_link(source: str | Path, target: str | Path) -> Path:
+def atomic_link(source: str | Path, target: str | Path, *, fsync_dir: bool = True) -> Path:
     """Make ``target`` a second name of the finished file ``source``, atomically (a hard link
     renamed into place; a copy where hard links are not supported)."""
     source, target = Path(source), Path(target)
@@ -86,7 +96,8 @@ def atomic_link(source: str | Path, target: str | Path) -> Path:
     finally:
         if tmp.exists():
             tmp.unlink()
-    _fsync_dir(target.parent)
+    if fsync_dir:
+        fsync_folder(target.parent)
     return target
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.utils.data import Dataset
@@ -70,6 +71,15 @@ class ImageTensorDataset(Dataset):
     def with_stats(self, mean: torch.Tensor, std: torch.Tensor) -> "ImageTensorDataset":
         return ImageTensorDataset(self.images, self.labels, scale=self.scale, mean=mean, std=std,
                                   classes=self.classes)
+
+    def describe(self) -> dict[str, Any]:
+        """What predicting with a model trained on this data needs, as plain values:
+        ``classes`` (index ``i`` names label ``i``), ``input_shape`` ``[C, H, W]`` and
+        ``normalization``: ``{"mean": [...], "std": [...]}`` per channel of pixels scaled to
+        ``[0, 1]`` (an input is ``(x - mean) / std``)."""
+        return {"classes": list(self.classes), "input_shape": list(self.input_shape),
+                "normalization": {"mean": self.mean.view(-1).tolist(),
+                                  "std": self.std.view(-1).tolist()}}
 
     def signature(self) -> dict[str, int | str]:
         """A cheap fingerprint of the data (size, shape, label checksum) stored in checkpoints so

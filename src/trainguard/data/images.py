@@ -17,11 +17,12 @@ import torch
 from trainguard.data.dataset import ImageTensorDataset
 from trainguard.errors import DataError
 
-__all__ = ["ImageSpec", "read_csv_dataset", "read_folder_dataset", "IMAGE_EXTENSIONS"]
+__all__ = ["ImageSpec", "read_csv_dataset", "read_folder_dataset", "decode_image",
+           "IMAGE_EXTENSIONS", "PATH_COLUMNS"]
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm",
                     ".pgm")
-_PATH_COLUMNS = ("path", "image", "file", "filename", "filepath", "image_path")
+PATH_COLUMNS = ("path", "image", "file", "filename", "filepath", "image_path")
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class ImageSpec:
     image_size: tuple[int, int] | None = None
 
 
-def _decode(path: Path, spec: ImageSpec, where: str) -> torch.Tensor:
+def decode_image(path: Path, spec: ImageSpec, where: str) -> torch.Tensor:
     """Open and fully decode one image as ``(C, H, W)`` ``uint8``; ``where`` names it in errors."""
     from PIL import Image, UnidentifiedImageError
 
@@ -120,10 +121,10 @@ def read_csv_dataset(csv_path: str | Path, root: str | Path, spec: ImageSpec, *,
                         "and one row per image")
     header = [h.strip() for h in rows[0]]
     if path_column is None:
-        path_column = next((c for c in _PATH_COLUMNS if c in header), None)
+        path_column = next((c for c in PATH_COLUMNS if c in header), None)
         if path_column is None:
             raise DataError(f"{csv_path}: no image path column in header {header}; expected one "
-                            f"of {list(_PATH_COLUMNS)} (or pass --path-column)")
+                            f"of {list(PATH_COLUMNS)} (or pass --path-column)")
     for needed, flag in ((path_column, "--path-column"), (label_column, "--label-column")):
         if needed not in header:
             raise DataError(f"{csv_path}: column {needed!r} not in header {header} "
@@ -141,7 +142,7 @@ def read_csv_dataset(csv_path: str | Path, root: str | Path, spec: ImageSpec, *,
         if not rel:
             raise DataError(f"{where}: empty image path in column {path_column!r}")
         labels.append(_label(row[l_idx], where, num_classes))
-        images.append(_decode(root / rel, spec, where))
+        images.append(decode_image(root / rel, spec, where))
         names.append(where)
     k = num_classes if num_classes is not None else max(labels) + 1
     if num_classes is None:
@@ -192,7 +193,7 @@ def read_folder_dataset(root: str | Path, spec: ImageSpec, *,
             raise DataError(f"{folder}: class folder holds no images "
                             f"({', '.join(IMAGE_EXTENSIONS)})")
         for path in files:
-            images.append(_decode(path, spec, str(path)))
+            images.append(decode_image(path, spec, str(path)))
             labels.append(label)
             names.append(str(path))
     return ImageTensorDataset(_stack(images, names, spec), torch.tensor(labels), scale=1 / 255,

@@ -19,6 +19,10 @@ class History:
         best: ``{"monitor", "mode", "value", "epoch"}`` of the best epoch so far, or ``None``.
         weights_sha256: fingerprint of the final weights (:func:`trainguard.weights_sha256`).
         step: optimizer steps taken in the whole run.
+        stopped_early: a callback (e.g. :class:`trainguard.EarlyStopping`) ended the run before
+            its last epoch.
+        stopped_epoch: the 1-based epoch the run stopped in, or ``None``.
+        stop_reason: what the callback said, or ``None``.
 
     Example::
 
@@ -31,6 +35,9 @@ class History:
     best: dict[str, Any] | None = None
     weights_sha256: str | None = None
     step: int = 0
+    stopped_early: bool = False
+    stopped_epoch: int | None = None
+    stop_reason: str | None = None
 
     def __getitem__(self, key: str) -> list[float]:
         if not self.rows or key not in self.rows[-1]:
@@ -43,4 +50,5 @@ class History:
 
     def to_dict(self) -> dict[str, Any]:
         return {"rows": self.rows, "best": self.best, "weights_sha256": self.weights_sha256,
-                "step": self.step}
+                "step": self.step, "stopped_early": self.stopped_early,
+                "stopped_epoch": self.stopped_epoch, "stop_reason": self.stop_reason}
