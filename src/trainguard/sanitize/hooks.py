@@ -624,12 +624,14 @@ def _inputs(args: tuple) -> list[tuple[tuple[int, ...], str]]:
 
 
 def _install_mode_calls(w: "Watcher", undo: list[Undo]) -> None:
-    """Note where user code puts a module in eval mode (``State.eval_at``), for the messages of
-    the mode checks. Only the outermost ``train``/``eval`` call counts (``Module.train`` calls
-    itself on every child); a run calls them per epoch, not per step."""
+    """Note where user code puts a module in eval mode (``State.eval_at``) and back in training
+    mode (``State.train_at``), so the mode checks can report at the call that left the mode
+    wrong. Only the outermost ``train``/``eval`` call counts (``Module.train`` calls itself on
+    every child); a run calls them per epoch, not per step."""
     from torch import nn
 
-    eval_at = w.state.eval_at
+    state = w.state
+    eval_at, train_at = state.eval_at, state.train_at
     depth = [0]  # nn.Module.train calls in progress (it recurses into children)
 
     def make_train(original: Any) -> Any:
@@ -638,6 +640,19 @@ def _install_mode_calls(w: "Watcher", undo: list[Undo]) -> None:
                 try:
                     if mode:
                         eval_at.pop(id(self), None)
+                        # switched: it left eval mode here, or a call that did so came earlier
+                        # with no backward since (a train() repeated per batch keeps that line)
+                        prev = train_at.get(id(self))
+                        if (prev is not None and prev[3] and prev[2] == state.backward_count
+                                and prev[0]() is self):
+                            pass
+                        else:
+                            train_at[id(self)] = (weakref.ref(self),
+                                                  user_location(sys._getframe(1)),
+                                                  state.backward_count, not self.training)
+                        if len(train_at) > 256:
+                            for key in [k for k, v in train_at.items() if v[0]() is None]:
+                                del train_at[key]
                     else:
                         eval_at[id(self)] = (weakref.ref(self), user_location(sys._getframe(1)))
                         if len(eval_at) > 256:  # modules put in eval mode and dropped

@@ -31,7 +31,10 @@ training step is followed by that step's backward). Batches skipped on purpose c
 callers as the trained ones, or from callers that train later.
 
 Either way this is an evaluation or metric computed with Dropout dropping and BatchNorm using (and
-updating) batch statistics. Reported at the line that called the model, once per call.
+updating) batch statistics. Reported once per call at the cause: a ``train()`` call that switched
+the model out of eval mode with no backward between it and the evaluation (``validate()`` calling
+``model.train()`` before its metrics are computed; the watcher notes each user ``train()`` call),
+else the line that called the model (no ``eval()`` before it).
 
 Silent on: training forwards (a backward reaches the output; a second loss of the same output
 that is only logged does not make it an evaluation); forwards in a loop that calls backward or a
@@ -64,14 +67,14 @@ from typing import Any
 
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.checks._output_uses import SiteReader
-from trainguard.sanitize.frames import frame_location, is_user_code
+from trainguard.sanitize.frames import frame_location, is_user_code, short_location
 from trainguard.sanitize.modes import active_in_training, describe
 from trainguard.sanitize.state import ForwardCall, LossCall, Unreached, first_tensor
 
 
 class _Candidate:
     __slots__ = ("outputs", "where", "model_name", "active", "grad_enabled", "fired", "trains",
-                 "followed", "callers", "loader", "loss", "backwards", "quiet")
+                 "followed", "callers", "loader", "loss", "backwards", "quiet", "restored")
 
     def __init__(self, outputs: list[Any], where: Any, model_name: str, active: list[Any],
                  grad_enabled: bool) -> None:
@@ -88,6 +91,9 @@ class _Candidate:
         self.loss = ""  # ... and the loss its output goes to
         self.backwards = 0  # backward calls completed before it
         self.quiet: bool | None = None  # no backward ran before the next model call
+        # the line of a ``train()`` that switched the model out of eval mode with no backward
+        # between it and this call: the evaluation's mode was restored too early
+        self.restored: Any = None
 
 
 class EvalInTrainMode(Check):
@@ -127,6 +133,10 @@ class EvalInTrainMode(Check):
             return
         cand = _Candidate(outputs, call.where, type(call.module).__name__, active,
                           call.grad_enabled)
+        trained = self.state.train_at.get(id(call.module))
+        if (trained is not None and trained[3] and trained[2] == self.state.backward_count
+                and trained[0]() is call.module):
+            cand.restored = trained[1]
         self.candidates.append(cand)
         del self.candidates[:-8]
         uses = self.sites.uses(call.where)
@@ -303,13 +313,27 @@ class EvalInTrainMode(Check):
         if cand.fired:
             return
         cand.fired = True
-        finding = self.report(
-            f"{cand.model_name} ran in training mode ({describe(cand.active)} active) {how}: this is an "
-            "evaluation, computed with Dropout dropping and BatchNorm using and updating batch "
-            "statistics",
-            fix="call model.eval() before evaluating (and model.train() before training again)",
-            where=cand.where,
-        )
+        if cand.restored is not None:
+            # the cause: a train() that switched the model back from eval mode before this
+            # evaluation, with no backward in between
+            finding = self.report(
+                f"this train() put {cand.model_name} back in training mode before the evaluation "
+                f"forward at {short_location(cand.where)} ran ({describe(cand.active)} active) "
+                f"{how}: it is computed with Dropout dropping and BatchNorm using and updating "
+                "batch statistics",
+                fix="call model.train() only after the evaluation is done (at the start of the "
+                    "next training epoch)",
+                where=cand.restored,
+            )
+        else:
+            finding = self.report(
+                f"{cand.model_name} ran in training mode ({describe(cand.active)} active) {how}: "
+                "this is an evaluation, computed with Dropout dropping and BatchNorm using and "
+                "updating batch statistics",
+                fix="call model.eval() before evaluating (and model.train() before training "
+                    "again)",
+                where=cand.where,
+            )
         if finding is not None and count > 1:  # calls decided together: one report each
             finding.count += count - 1
 
