@@ -284,8 +284,8 @@ LATE = {
             if i % 50 == 49:
                 BRANCH_ZERO
                 loss = F.cross_entropy(model(x), y)
-                loss.backward()
-                optimizer.step()  # expect: TG301
+                loss.backward()  # expect: TG301
+                optimizer.step()
                 continue
             optimizer.zero_grad()
             loss = F.cross_entropy(model(x), y)
@@ -365,8 +365,8 @@ LATE = {
             if i < 100 or FIX_ALWAYS:
                 optimizer.zero_grad()
             loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            optimizer.step()  # expect: TG301
+            loss.backward()  # expect: TG301
+            optimizer.step()
     """, None),
 }
 
