@@ -8,8 +8,9 @@ post-accumulate-grad hook that notes a gradient received later.
 When it fires: at the end of the run, some parameters never received a gradient although backward
 ran: the path from the loss to them is cut (``.detach()``, ``.data``, ``.item()``, a numpy round
 trip, an integer cast) or their module is never used in the forward. The finding names the
-parameters (by their names in the models seen) and is reported at the ``optimizer.step()`` line.
-Where the cut is: once the suspects are found, the largest modules whose trainable parameters are
+parameters (by their names in the models seen) and is reported at the cause when the probe below
+finds it (the line of the first output named), else at the ``optimizer.step()`` line. Where the
+cut is: once the suspects are found, the largest modules whose trainable parameters are
 all suspects (a submodule such as ``encoder``, or a whole model) get a forward hook, which notes
 their output's ``grad_fn`` and the user line that called them; at the next backward that trains
 the optimizer's other parameters (a GAN's other loss is skipped, up to 8 backward calls) the
@@ -54,7 +55,7 @@ class _Suspects:
     the run by post-accumulate-grad hooks (``Tensor.register_post_accumulate_grad_hook``): any
     gradient later clears them (a head trained after a warm-up, a task sampled later)."""
 
-    __slots__ = ("optimizer", "total", "names", "where", "got", "handles", "cut")
+    __slots__ = ("optimizer", "total", "names", "where", "got", "handles", "cut", "cut_at")
 
     def __init__(self, optimizer: str, total: int, names: dict[int, str], where: Any) -> None:
         self.optimizer = optimizer
@@ -64,6 +65,7 @@ class _Suspects:
         self.got: set[int] = set()
         self.handles: list[Any] = []
         self.cut = ""  # where the path is cut, when found
+        self.cut_at: Any = None  # ... and the user line of the first cut output named
 
     def follow(self, params: list[Any]) -> None:
         for p in params:
@@ -142,6 +144,10 @@ class _Probe:
             elif id(node) not in reached and not budget.spent:  # (a graph walked in part: unknown)
                 parts.append(f"`{name}`'s output at {at} does not reach the loss: the cut is "
                              "after it, on that line or later")
+            else:
+                continue
+            if self.suspects.cut_at is None:
+                self.suspects.cut_at = where
         self.calls.clear()
         return "; ".join(parts)
 
@@ -250,11 +256,12 @@ class GradientCut(Check):
                 f"step{'s' if steps != 1 else ''}; {', '.join(names[:4])}"
                 f"{', ...' if len(names) > 4 else ''}): the path from the loss to them is cut "
                 "(.detach(), .data, .item(), numpy, an integer cast) or their module is not used "
-                "in forward" + (f"; {s.cut}" if s.cut else ""),
+                f"in forward (optimizer step at {short_location(s.where)})"
+                + (f"; {s.cut}" if s.cut else ""),
                 fix="find where the output of those modules stops carrying grad_fn and compute "
                     "it with torch operations; freeze (requires_grad_(False)) what is unused on "
                     "purpose",
-                where=s.where)
+                where=s.cut_at or s.where)
 
     def _in_models(self, ids: set[int]) -> set[int]:
         """Leave out parameters no watched model holds any more: a module replaced after the
