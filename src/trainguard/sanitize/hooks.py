@@ -672,8 +672,9 @@ def _install_mode_calls(w: "Watcher", undo: list[Undo]) -> None:
 
 def _install_grad_mode(w: "Watcher", undo: list[Undo]) -> None:
     """Count open ``torch.no_grad()`` blocks, and note where user code enters ``enable_grad`` with
-    grad mode off. ``torch.set_grad_enabled`` is left alone: every ``optimizer.step()`` calls it
-    twice, and a forward with grad on inside an open ``no_grad`` block is re-enabled either way."""
+    grad mode off (``State.enable_grad_at``) or calls ``set_grad_enabled(True)`` inside an open
+    ``no_grad`` block (``State.grad_on_at``; ``optimizer.step()`` calls it with False, which
+    costs one test)."""
     import torch
     from torch.autograd import grad_mode
 
@@ -689,6 +690,8 @@ def _install_grad_mode(w: "Watcher", undo: list[Undo]) -> None:
     def make_no_grad_exit(original: Any) -> Any:
         def __exit__(self: Any, *exc: Any) -> Any:
             state.no_grad_depth = max(0, state.no_grad_depth - 1)
+            if not state.no_grad_depth:
+                state.grad_on_at = None
             return original(self, *exc)
         return __exit__
 
@@ -697,15 +700,25 @@ def _install_grad_mode(w: "Watcher", undo: list[Undo]) -> None:
             was = is_grad_enabled()
             result = original(self)
             try:
-                frame = sys._getframe(1)
-                if not was and is_user_code(frame.f_code):
-                    state.enable_grad_at.append(user_location(frame))
-                else:
-                    state.enable_grad_at.append(None)
+                state.enable_grad_at.append(None if was else _grad_opener(sys._getframe(1)))
             except Exception as exc:
                 w.hook_failed("torch.enable_grad", exc)
             return result
         return __enter__
+
+    def make_set_grad_enabled(original: Any) -> Any:
+        # ``torch.set_grad_enabled(mode)`` sets the mode in ``__init__`` (as a function, as a
+        # context manager and, through ``clone()``, as a decorator); ``optimizer.step()`` calls it
+        # with False, which returns after one test
+        def __init__(self: Any, mode: bool) -> None:
+            was = is_grad_enabled()
+            original(self, mode)
+            if mode and not was and state.no_grad_depth:
+                try:
+                    state.grad_on_at = _grad_opener(sys._getframe(1))
+                except Exception as exc:
+                    w.hook_failed("torch.set_grad_enabled", exc)
+        return __init__
 
     def make_enable_exit(original: Any) -> Any:
         def __exit__(self: Any, *exc: Any) -> Any:
@@ -718,6 +731,29 @@ def _install_grad_mode(w: "Watcher", undo: list[Undo]) -> None:
     _patch(grad_mode.no_grad, "__exit__", make_no_grad_exit, undo)
     _patch(grad_mode.enable_grad, "__enter__", make_enable_enter, undo)
     _patch(grad_mode.enable_grad, "__exit__", make_enable_exit, undo)
+    _patch(grad_mode.set_grad_enabled, "__init__", make_set_grad_enabled, undo)
+
+
+def _grad_opener(frame: Any) -> Any:
+    """The user's line that turned grad mode on from ``frame`` (the caller of ``enable_grad``'s
+    ``__enter__`` or ``set_grad_enabled``'s ``__init__``): that frame's line when it is user code;
+    for a decorated function (``@torch.enable_grad()``, torch's ``decorate_context`` runs the
+    context), the decorator line (a decorated function's ``co_firstlineno``); else None (PyTorch's
+    own re-enabling, an LBFGS closure)."""
+    for _ in range(3):  # set_grad_enabled as a decorator: __init__ <- clone <- decorate_context
+        if frame is None:
+            return None
+        code = frame.f_code
+        if is_user_code(code):
+            return user_location(frame)
+        if code.co_name == "decorate_context":
+            func = frame.f_locals.get("func")
+            inner = getattr(func, "__code__", None)
+            if inner is not None and is_user_code(inner):
+                return (inner.co_filename, inner.co_firstlineno, 1)
+            return None
+        frame = frame.f_back
+    return None
 
 
 def _clip(w: "Watcher", name: str, original: Any) -> Any:

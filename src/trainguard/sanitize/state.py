@@ -336,6 +336,9 @@ class State:
         self.stamps: list[Any] = []
         self.no_grad_depth = 0
         self.enable_grad_at: list[Location | None] = []
+        # the user's line of the latest ``set_grad_enabled(True)`` made inside an open no_grad
+        # block with grad mode off (None once every no_grad block is closed)
+        self.grad_on_at: Location | None = None
         self.functional_caller: Any = None  # during on_functional: the frame that called it
         # id(module) -> (weak reference, line): where user code last put that module in eval mode
         # (an outermost ``eval()``/``train(False)``), until it calls ``train()`` on it again
