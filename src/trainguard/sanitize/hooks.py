@@ -26,7 +26,6 @@ loop has settled, a call matching the settled cycle only updates the counters an
 
 from __future__ import annotations
 
-import functools
 import sys
 import time
 import weakref
@@ -37,6 +36,8 @@ from trainguard.sanitize.bounds import Overrun
 from trainguard.sanitize.cadence import BACKWARD, FORWARD
 from trainguard.sanitize.frames import (frame_location, is_trainguard_file, is_user_code,
                                        is_user_file, user_frame, user_location)
+from trainguard.sanitize.probes.patch import Undo, compiling_flags as _compiling_flags
+from trainguard.sanitize.probes.patch import patch as _patch
 from trainguard.sanitize.repro_hooks import install_loader_iter, install_repro
 from trainguard.sanitize.state import (MADE, BackwardCall, ForwardCall, LossCall, Made,
                                        first_tensor)
@@ -54,38 +55,7 @@ FUNCTIONAL_WATCHED = (
     "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
 )
 
-Undo = Callable[[], None]
 _NO_INPUTS = object()  # the backward wrapper got other arguments: ``inputs`` is in its kwargs
-
-
-class _CompilingFlag:
-    """``_is_compiling_flag`` read through ``torch.compiler.is_compiling()`` (for a torch without
-    the module attribute)."""
-
-    @property
-    def _is_compiling_flag(self) -> bool:
-        import torch
-
-        return torch.compiler.is_compiling()
-
-
-def _compiling_flags() -> Any:
-    """An object whose ``_is_compiling_flag`` attribute answers ``torch.compiler.is_compiling()``
-    outside Dynamo's tracing: torch.compiler itself where it keeps that module attribute (read
-    without a call on hot paths), else a stand-in that calls the function."""
-    import torch
-
-    if isinstance(getattr(torch.compiler, "_is_compiling_flag", None), bool):
-        return torch.compiler
-    return _CompilingFlag()
-
-
-def _patch(owner: Any, name: str, make: Callable[[Any], Any], undo: list[Undo]) -> None:
-    original = getattr(owner, name)
-    wrapper = make(original)
-    functools.update_wrapper(wrapper, original)
-    setattr(owner, name, wrapper)
-    undo.append(lambda: setattr(owner, name, original))
 
 
 def install(w: "Watcher") -> list[Undo]:

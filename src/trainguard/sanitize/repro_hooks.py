@@ -30,12 +30,14 @@ import weakref
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Callable
 
+from trainguard.sanitize.probes.patch import Undo
+from trainguard.sanitize.probes.patch import patch as _patch
+
 if TYPE_CHECKING:
     from trainguard.sanitize.watcher import Watcher
 
 __all__ = ["install_repro", "install_loader_iter", "in_fork_rng"]
 
-Undo = Callable[[], None]
 
 # (owner module, attribute, event name, keyword that carries the value)
 _TORCH_CALLS = (
@@ -162,8 +164,6 @@ def install_loader_iter(w: "Watcher", undo: list[Undo]) -> None:
     it has given, with no per-batch hook)."""
     import torch
     from torch.utils.data import DataLoader
-
-    from trainguard.sanitize.hooks import _patch
 
     is_compiling = torch.compiler.is_compiling
     pid = os.getpid()
