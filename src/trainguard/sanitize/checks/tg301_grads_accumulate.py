@@ -31,14 +31,13 @@ call zero_grad() in PyTorch?" (https://flisks.com/python-why-do-we-need-to-call-
 
 from __future__ import annotations
 
-import linecache
 import sys
 import weakref
 from typing import Any
 
-from trainguard.config import is_suppressed
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.frames import short_location, user_location
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.frames import short_location, user_location
+from trainguard.sanitize.core.source import marked
 
 _SAMPLE = 2  # parameters followed per optimizer (one polluted gradient is proof)
 
@@ -59,8 +58,8 @@ class _Watched:
 class GradsAccumulate(Check):
     code = "TG301"
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         # id(param) -> (weakref(param), _Watched)
         self.params: dict[int, tuple[Any, _Watched]] = {}
         # keyed by id(optimizer): a WeakKeyDictionary would build a weak reference per look-up
@@ -137,8 +136,7 @@ class GradsAccumulate(Check):
             # (the last 8 backward calls are kept; else at this step)
             where = next((b.where for b in self.state.backwards if b.index == backward), None)
             step_at = user_location(sys._getframe(1)) if where is not None else None
-            if step_at is not None and is_suppressed(
-                    self.code, linecache.getline(step_at[0], step_at[1])):
+            if step_at is not None and marked(self.code, step_at):
                 return  # declared accumulation, marked on the step line as documented before
             lead = ("this backward added onto gradients that still held the previous step's, "
                     "and " if where is not None else "")

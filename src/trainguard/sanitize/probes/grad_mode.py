@@ -1,0 +1,164 @@
+"""The grad-mode probe: ``torch.no_grad``/``enable_grad``/``set_grad_enabled`` and ``Module.train``/``eval``.
+
+Facts kept (``State``):
+
+- ``no_grad_depth``: ``torch.no_grad()`` blocks open now (a forward with grad on inside one is
+  re-enabled);
+- ``enable_grad_at``: for each open ``torch.enable_grad()`` block, the user's line that opened it
+  with grad mode off, or None;
+- ``grad_on_at``: the user's line of the latest ``torch.set_grad_enabled(True)`` made inside an
+  open ``no_grad`` block with grad mode off (``optimizer.step()`` calls it with False, which costs
+  one test); for ``enable_grad``/``set_grad_enabled`` used as a decorator, the decorator's line;
+- ``eval_at``: where user code last put a module in eval mode (an outermost
+  ``eval()``/``train(False)``), until it calls ``train()`` on it again; ``train_at``: where user
+  code last called ``train()`` on it, and whether that call switched it out of eval mode; only
+  the outermost call counts (``Module.train`` calls itself on every child), and a run calls these
+  per epoch, not per step. The mode checks report at these lines (the cause).
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from trainguard.sanitize.core import frames
+from trainguard.sanitize.probes.patch import Undo, patch
+
+if TYPE_CHECKING:
+    from trainguard.sanitize.core.bus import Bus
+
+__all__ = ["attach"]
+
+
+def attach(bus: "Bus") -> list[Undo]:
+    """Wrap the grad-mode blocks and ``Module.train``; returns the undo actions."""
+    undo: list[Undo] = []
+    _grad_mode(bus, undo)
+    _mode_calls(bus, undo)
+    return undo
+
+
+def _grad_mode(bus: "Bus", undo: list[Undo]) -> None:
+    import torch
+    from torch.autograd import grad_mode
+
+    state = bus.state
+    is_grad_enabled = torch.is_grad_enabled
+
+    def make_no_grad_enter(original: Any) -> Any:
+        def __enter__(self: Any) -> Any:
+            state.no_grad_depth += 1
+            return original(self)
+        return __enter__
+
+    def make_no_grad_exit(original: Any) -> Any:
+        def __exit__(self: Any, *exc: Any) -> Any:
+            state.no_grad_depth = max(0, state.no_grad_depth - 1)
+            if not state.no_grad_depth:
+                state.grad_on_at = None
+            return original(self, *exc)
+        return __exit__
+
+    def make_enable_enter(original: Any) -> Any:
+        def __enter__(self: Any) -> Any:
+            was = is_grad_enabled()
+            result = original(self)
+            try:
+                state.enable_grad_at.append(None if was else _grad_opener(sys._getframe(1)))
+            except Exception as exc:
+                bus.hook_failed("torch.enable_grad", exc)
+            return result
+        return __enter__
+
+    def make_set_grad_enabled(original: Any) -> Any:
+        # ``torch.set_grad_enabled(mode)`` sets the mode in ``__init__`` (as a function, as a
+        # context manager and, through ``clone()``, as a decorator); ``optimizer.step()`` calls it
+        # with False, which returns after one test
+        def __init__(self: Any, mode: bool) -> None:
+            was = is_grad_enabled()
+            original(self, mode)
+            if mode and not was and state.no_grad_depth:
+                try:
+                    state.grad_on_at = _grad_opener(sys._getframe(1))
+                except Exception as exc:
+                    bus.hook_failed("torch.set_grad_enabled", exc)
+        return __init__
+
+    def make_enable_exit(original: Any) -> Any:
+        def __exit__(self: Any, *exc: Any) -> Any:
+            if state.enable_grad_at:
+                state.enable_grad_at.pop()
+            return original(self, *exc)
+        return __exit__
+
+    patch(grad_mode.no_grad, "__enter__", make_no_grad_enter, undo)
+    patch(grad_mode.no_grad, "__exit__", make_no_grad_exit, undo)
+    patch(grad_mode.enable_grad, "__enter__", make_enable_enter, undo)
+    patch(grad_mode.enable_grad, "__exit__", make_enable_exit, undo)
+    patch(grad_mode.set_grad_enabled, "__init__", make_set_grad_enabled, undo)
+
+
+def _grad_opener(frame: Any) -> Any:
+    """The user's line that turned grad mode on from ``frame`` (the caller of ``enable_grad``'s
+    ``__enter__`` or ``set_grad_enabled``'s ``__init__``): that frame's line when it is user code;
+    for a decorated function (``@torch.enable_grad()``: torch's ``decorate_context`` runs the
+    context), the decorator line (a decorated function's ``co_firstlineno``); else None (PyTorch's
+    own re-enabling, an LBFGS closure)."""
+    for _ in range(3):  # set_grad_enabled as a decorator: __init__ <- clone <- decorate_context
+        if frame is None:
+            return None
+        code = frame.f_code
+        if frames.is_user_code(code):
+            return frames.user_location(frame)
+        if code.co_name == "decorate_context":
+            inner = getattr(frame.f_locals.get("func"), "__code__", None)
+            if inner is not None and frames.is_user_code(inner):
+                return (inner.co_filename, inner.co_firstlineno, 1)
+            return None
+        frame = frame.f_back
+    return None
+
+
+def _mode_calls(bus: "Bus", undo: list[Undo]) -> None:
+    from torch import nn
+
+    state = bus.state
+    eval_at, train_at = state.eval_at, state.train_at
+    depth = [0]  # nn.Module.train calls in progress (it recurses into children)
+
+    def note_train(module: Any, frame: Any) -> None:
+        # switched: it left eval mode here, or a call that did so came earlier with no backward
+        # since (a train() repeated per batch keeps that line)
+        prev = train_at.get(id(module))
+        if prev is not None and prev[3] and prev[2] == state.backward_count and prev[0]() is module:
+            return
+        train_at[id(module)] = (weakref.ref(module), frames.user_location(frame),
+                                state.backward_count, not module.training)
+        if len(train_at) > 256:
+            for key in [k for k, v in train_at.items() if v[0]() is None]:
+                del train_at[key]
+
+    def make_train(original: Any) -> Any:
+        def train(self: Any, mode: bool = True) -> Any:
+            if depth[0] == 0:
+                try:
+                    if mode:
+                        eval_at.pop(id(self), None)
+                        note_train(self, sys._getframe(1))
+                    else:
+                        eval_at[id(self)] = (weakref.ref(self),
+                                             frames.user_location(sys._getframe(1)))
+                        if len(eval_at) > 256:  # modules put in eval mode and dropped
+                            for key in [k for k, (ref, _) in eval_at.items() if ref() is None]:
+                                del eval_at[key]
+                except Exception as exc:
+                    bus.hook_failed("nn.Module.train", exc)
+            depth[0] += 1
+            try:
+                return original(self, mode)
+            finally:
+                depth[0] -= 1
+        return train
+
+    patch(nn.Module, "train", make_train, undo)
