@@ -313,7 +313,7 @@ def watch(*, select: str | list[str] | None = None, ignore: str | list[str] | No
         every_step: check every optimizer step. By default, once the loop repeats the same calls
             from the same lines in the same modes with nothing to report, only one step in 16 is
             checked in full (one in 32 after 8 clean samples in a row) until a call differs
-            (``sanitize/cadence.py``).
+            (``sanitize/core/cadence.py``).
 
     Yields:
         the :class:`Watcher`; ``watcher.findings`` holds the findings.

@@ -1,7 +1,7 @@
 """TG405 non-finite-loss: the loss became NaN or Inf.
 
 What it watches: the root of every ``backward()`` when it is a single value (the loss), read by its
-device type (``sanitize/values.py``). On the CPU its value is read (``.item()``, about a
+device type (``sanitize/core/values.py``). On the CPU its value is read (``.item()``, about a
 microsecond). On CUDA a ``torch.isfinite`` flag is copied to pinned memory without blocking, and
 read at a later backward once its CUDA event has completed, so the check never waits for the GPU.
 On any other device (``meta``, which has no values; ``xla``) the loss is not read. The watcher's stamp on each outermost training output (its
@@ -32,7 +32,7 @@ by looking once for a live enabled ``GradScaler`` (``gc``); with one, the unscal
 of the last loss module or functional loss, weakly held) must be non-finite too, and without a
 loss call nothing is reported.
 
-Settled steps (``sanitize/cadence.py``): every forward is recorded and the loss of every backward
+Settled steps (``sanitize/core/cadence.py``): every forward is recorded and the loss of every backward
 read, so the finding names the exact step, with its cause. Under a ``GradScaler`` no loss call of
 a settled step is recorded; the root is ``loss * scale`` with a finite positive scale, so a NaN
 root is a NaN loss, and an infinite root counts only in float32/64 and only when the loss must

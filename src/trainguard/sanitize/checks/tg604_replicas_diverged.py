@@ -2,7 +2,7 @@
 
 What it watches: under ``torchrun`` only, after optimizer steps 1, 2, 5, 10, 20, 50, 100, ... (a
 1-2-5 series) and at exit, a fingerprint of the parameters that should be replicas (two float64
-sums per parameter, see ``sanitize/replicas.py``): those of the models wrapped in
+sums per parameter, see ``sanitize/core/replicas.py``): those of the models wrapped in
 ``DistributedDataParallel``, or, without DDP, the optimizers' parameters when a
 ``DistributedSampler`` shards the data over every rank. Each rank puts its fingerprint in the c10d
 store (never a collective); rank 0 compares the others' with its own as they arrive, without

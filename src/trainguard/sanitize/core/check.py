@@ -11,12 +11,12 @@ Add ``checks/tgNNN_short_name.py`` defining one subclass of :class:`Check` (it i
   bound of every walk) and the PyTorch doc or issue the rule comes from;
 - walks graphs, frames, containers, source and the heap only through the bounded helpers
   (``holders.graph_nodes``/``find_holder``, ``frames.user_frames``, ``bounds.parse_file``,
-  ``bounds.live_objects``; limits in ``sanitize/bounds.py``): when a bound is hit it goes on with
+  ``bounds.live_objects``; limits in ``sanitize/core/bounds.py``): when a bound is hit it goes on with
   what it found (or reports nothing) and never searches on. The watcher's watchdog
-  (``sanitize/watchdog.py``) stops a check whose events take more than half the run's wall time
+  (``sanitize/core/watchdog.py``) stops a check whose events take more than half the run's wall time
   (once the checks have taken 2 s), or whose exit work runs past 2 s in all: TG002 names it and
   its time;
-- reads tensor values only through ``sanitize/values.py`` (CPU now, CUDA without blocking or on a
+- reads tensor values only through ``sanitize/core/values.py`` (CPU now, CUDA without blocking or on a
   rare path, no other device: ``meta`` tensors have no values);
 - overrides only the ``on_*`` methods it needs. The watcher calls a method only when the check
   overrides it, so an unused event costs nothing;
@@ -75,7 +75,7 @@ Events (arguments are what PyTorch passed; nothing is copied):
   loss (``"dropout"``, ``"dropout2d"``, ...).
 - ``on_save(obj, f)`` / ``on_load(f, kwargs)``: ``torch.save`` / ``torch.load`` was called.
 - ``on_resume(boundary)``: once the training loop has settled, steps that repeat the settled cycle
-  exactly are not checked (``sanitize/cadence.py``): one in 16 is (one in 32 after 8 clean
+  exactly are not checked (``sanitize/core/cadence.py``): one in 16 is (one in 32 after 8 clean
   samples in a row), and the first call that differs
   goes to the checks again. Before a check sees calls again after calls it did not see, it gets
   ``on_resume``: ``boundary`` True at the start of a cycle (right after the boundary optimizer's
@@ -93,7 +93,7 @@ Events (arguments are what PyTorch passed; nothing is copied):
   PyTorch error, or None.
 
 Under ``torchrun`` (``WORLD_SIZE`` > 1), two more methods take part in rank 0's merged report
-(``sanitize/ranks.py``); they are not events and are called once, at exit, after ``on_exit``:
+(``sanitize/ranks/link.py``); they are not events and are called once, at exit, after ``on_exit``:
 
 - ``rank_facts()``: on every rank, JSON-ready data this rank contributes (None: nothing); sent to
   rank 0 with the rank's findings. A check that uses it must also listen to some event.
@@ -160,7 +160,7 @@ class Check:
     stamp also holds weak references to the call's tensor arguments (``probes/stamps.py``).
     Stamping costs a few microseconds per outermost call: ask only when the check reads them."""
     always: tuple[str, ...] = ()
-    """Events this check needs on settled steps too (see ``sanitize/cadence.py``):
+    """Events this check needs on settled steps too (see ``sanitize/core/cadence.py``):
     ``on_root_forward``, ``on_backward`` and ``on_step`` are supported. May be set per instance
     in ``__init__``. The check reads ``self.bus.cadence.skipping`` to know whether the step
     is a settled one. On a settled step ``on_root_forward`` gets one record reused for every
@@ -185,7 +185,7 @@ class Check:
 
     def hold(self) -> None:
         """Keep the steps checked in full: call it from an event while evidence builds up over
-        several steps (see ``sanitize/cadence.py``); the cycle in progress then cannot settle."""
+        several steps (see ``sanitize/core/cadence.py``); the cycle in progress then cannot settle."""
         self.bus.cadence.hold()
 
     def disarm(self) -> None:
