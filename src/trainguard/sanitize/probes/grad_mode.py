@@ -1,4 +1,4 @@
-"""The grad-mode probe: ``torch.no_grad``/``enable_grad``/``set_grad_enabled`` and ``Module.train``/``eval``.
+"""The grad-mode probe: ``no_grad``/``enable_grad``/``set_grad_enabled``, ``Module.train``/``eval``.
 
 Facts kept (``State``):
 
