@@ -148,7 +148,8 @@ class State:
         stack: the :class:`ForwardCall` records in progress (outermost calls, loss modules and the
             module types checks asked for), outermost first.
         failed_module: the innermost module whose call raised, for explaining errors;
-            ``failed_inputs`` the ``(shape, device)`` of its tensor arguments and ``failed_root``
+            ``failed_inputs`` the ``(where, shape, device)`` of its tensor arguments (also inside
+            tuples, lists and dicts: ``"input 1[0]"``) and ``failed_root``
             the outermost module of that call.
         backwards: the last few backward calls, newest last.
         models: root modules seen, weakly held (``list(state.models)`` gives them).
@@ -169,7 +170,7 @@ class State:
         self.modules: list[Any] = []
         self.stack: list[ForwardCall] = []
         self.failed_module: Any = None
-        self.failed_inputs: list[tuple[tuple[int, ...], str]] = []
+        self.failed_inputs: list[tuple[str, tuple[int, ...], str]] = []
         self.failed_root: Any = None
         self.backwards: deque[BackwardCall] = deque(maxlen=8)
         self.models = _Seen()
