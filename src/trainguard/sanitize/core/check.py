@@ -71,8 +71,9 @@ Events (arguments are what PyTorch passed; nothing is copied):
   makes itself (``fork_rng``, DataLoader workers seeding themselves) are not events.
 - ``on_loader_iter(loader)``: ``DataLoader.__iter__`` was called (once per pass over a DataLoader,
   before any worker starts).
-- ``on_built(obj, where)``: user code built a ``DataLoader``, a ``DistributedSampler`` or an
-  optimizer (``torch.optim.Optimizer.__init__`` returned); ``where`` is the user's line.
+- ``on_built(obj, where)``: user code built a ``DataLoader``, a ``DistributedSampler``, an
+  optimizer (``torch.optim.Optimizer.__init__`` returned), an ``nn.Softmax``/``nn.Softmax2d`` or
+  an ``nn.Sigmoid``; ``where`` is the user's line.
 - ``on_functional(name, args, kwargs)``: a watched ``torch.nn.functional`` function other than a
   loss (``"dropout"``, ``"dropout2d"``, ...).
 - ``on_save(obj, f)`` / ``on_load(f, kwargs)``: ``torch.save`` / ``torch.load`` was called.

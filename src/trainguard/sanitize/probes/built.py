@@ -1,12 +1,12 @@
-"""The construction probe: where user code built a DataLoader, a DistributedSampler or an optimizer.
+"""The construction probe: where user code built a DataLoader, a sampler, an optimizer or an activation.
 
-``DataLoader.__init__``, ``DistributedSampler.__init__`` and ``torch.optim.Optimizer.__init__``
-(which every PyTorch optimizer's constructor calls) become ``on_built(obj, where)`` once the
-original constructor has returned, with ``where`` the user's line that built it. Checks that
-report a fault whose fix belongs where the object was built (a DataLoader without
-``drop_last``, a sampler never given ``set_epoch``, an optimizer built before the model was
-complete) keep the line themselves. Installed only when a check listens; a run builds these a few
-times, never per step.
+``DataLoader.__init__``, ``DistributedSampler.__init__``, ``torch.optim.Optimizer.__init__``
+(which every PyTorch optimizer's constructor calls) and the constructors of ``nn.Softmax``,
+``nn.Softmax2d`` and ``nn.Sigmoid`` become ``on_built(obj, where)`` once the original constructor
+has returned, with ``where`` the user's line that built it. Checks that report a fault whose fix
+belongs where the object was built (a DataLoader without ``drop_last``, a sampler never given
+``set_epoch``, a model ending in ``nn.Softmax`` before ``CrossEntropyLoss``) keep the line
+themselves. Installed only when a check listens; a run builds these a few times, never per step.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def attach(bus: "Bus") -> list[Undo]:
                 bus.hook_failed(f"{type(self).__name__}.__init__", exc)
         return __init__
 
-    for cls in (DataLoader, DistributedSampler, torch.optim.Optimizer):
+    for cls in (DataLoader, DistributedSampler, torch.optim.Optimizer, torch.nn.Softmax,
+                torch.nn.Softmax2d, torch.nn.Sigmoid):
         patch(cls, "__init__", make, undo)
     return undo
 
