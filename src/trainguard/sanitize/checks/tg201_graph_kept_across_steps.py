@@ -34,7 +34,9 @@ import weakref
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.holders import ROOT, accumulation_line, find_holder, graphs_released
+from trainguard.sanitize.core.holders import (ROOT, accumulation_line,
+                                              attribute_accumulation_line, find_holder,
+                                              graphs_released)
 from trainguard.sanitize.core.records import BackwardCall, Made
 
 _MIN_ITERATIONS = 3  # distinct old iterations whose graphs are alive at once
@@ -107,7 +109,10 @@ class GraphKeptAcrossSteps(Check):
         if unit == "iteration":
             seen += f" (an iteration: one step of each of the {self.per} optimizers)"
         if held is not None:
-            line = accumulation_line(held.frame.f_code, held.name)
+            # at the line that grows it: in the holder's class (``self.sum += loss`` in a meter,
+            # ``self.trace.append(h)``), else in the frame that holds it
+            line = attribute_accumulation_line(held) or accumulation_line(held.frame.f_code,
+                                                                          held.name)
             if line is not None:
                 where = line
             holder = f"`{held.path}` holds them" + (
