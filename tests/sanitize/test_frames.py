@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import types
 
-from trainguard.sanitize import frames
+from trainguard.sanitize.core import frames
 
 
 class _CountsHashes:

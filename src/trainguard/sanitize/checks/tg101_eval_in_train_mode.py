@@ -62,11 +62,12 @@ import sys
 import weakref
 from typing import Any
 
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.checks._output_uses import SiteReader
-from trainguard.sanitize.frames import frame_location, is_user_code
-from trainguard.sanitize.modes import active_in_training, describe
-from trainguard.sanitize.state import ForwardCall, LossCall, Unreached, first_tensor
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.sites import SiteReader
+from trainguard.sanitize.core.frames import frame_location, is_user_code
+from trainguard.sanitize.core.modes import active_in_training, describe
+from trainguard.sanitize.core.records import ForwardCall, LossCall, first_tensor
+from trainguard.sanitize.core.state import Unreached
 
 
 class _Candidate:
@@ -94,8 +95,8 @@ class EvalInTrainMode(Check):
     code = "TG101"
     on_demand = ("on_step", "on_backward_done")  # only while graphs are followed
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         self.candidates: list[_Candidate] = []
         self.pending = Unreached(self.state)  # outputs that fed a loss
         self.metric_outputs = Unreached(self.state)  # outputs the source sends to a metric

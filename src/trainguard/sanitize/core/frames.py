@@ -21,7 +21,7 @@ import sysconfig
 from types import CodeType, FrameType
 from typing import Iterator
 
-from trainguard.sanitize.bounds import FRAMES
+from trainguard.sanitize.core.bounds import FRAMES
 
 __all__ = ["Location", "user_frame", "user_frames", "user_location", "frame_location",
            "short_location", "is_user_file", "is_user_code", "is_trainguard_file"]
