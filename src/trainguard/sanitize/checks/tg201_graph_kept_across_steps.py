@@ -34,9 +34,8 @@ import weakref
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.holders import (ROOT, accumulation_line,
-                                              attribute_accumulation_line, find_holder,
-                                              graphs_released)
+from trainguard.sanitize.core.growth import attribute_accumulation_line
+from trainguard.sanitize.core.holders import ROOT, accumulation_line, find_holder, graphs_released
 from trainguard.sanitize.core.records import BackwardCall, Made
 
 _MIN_ITERATIONS = 3  # distinct old iterations whose graphs are alive at once
