@@ -274,8 +274,8 @@ LATE = {
             loss.backward()
             if i % 50 == 49:
                 norm = torch.cat([p.grad.flatten() for p in model.parameters()]).norm().item()
-                PROBE_ZERO
-            optimizer.step()  # expect: TG302
+                PROBE_ZERO  # expect: TG302
+            optimizer.step()
     """, None),
     # every 50th step takes a separate branch (a checkpoint step) that forgets zero_grad
     "branch_without_zero_grad": ("""

@@ -1,3 +1,4 @@
+# Report: https://github.com/visionml/pytracking/pull/313
 # Modelled on GitHub visionml/pytracking#313 ("Fix memory leak in LTRTrainer._update_stats()"):
 # the trainer keeps a dict of AverageMeter objects and updates them with the loss tensors
 # themselves, so each meter's running sum chains every step's autograd graph for the whole run.

@@ -1,3 +1,4 @@
+# Report: https://github.com/isayev/ReLeaSE/issues/39
 # Modelled on GitHub isayev/ReLeaSE#39 (a loss rebuilt through .item() left every gradient None):
 # a contrastive image-text model learns its temperature with its own optimizer, but the helper
 # that scales the similarities rebuilds the temperature as a new tensor from .item(), so the

@@ -1,3 +1,4 @@
+# Report: https://github.com/llSourcell/pytorch_in_5_minutes/issues/1
 # Modelled on llSourcell/pytorch_in_5_minutes#1 ("when to call grad.data.zero_()?", zeroing
 # placed right after loss.backward()): a node classifier logs per-layer gradient norms in a
 # helper called between backward and step, and the helper clears the gradients it just read, so

@@ -1,3 +1,4 @@
+# Report: https://github.com/eriklindernoren/PyTorch-YOLOv3/issues/325
 # Modelled on GitHub eriklindernoren/PyTorch-YOLOv3#325 ("Gradient accumulations not working as
 # expected"): the step sits with zero_grad under `if batches_done % accumulations:`, which with
 # accumulations = 1 is never true, so the optimizer never steps (and is never zeroed) while

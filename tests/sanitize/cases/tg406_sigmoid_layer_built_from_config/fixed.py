@@ -1,3 +1,4 @@
+# Report: https://github.com/lopuhin/kaggle-imet-2019/issues/3
 # Modelled on GitHub lopuhin/kaggle-imet-2019#3 ("Sigmoid before BCEWithLogitsLoss"): a
 # multi-label tagger is assembled from a config whose output activation is "sigmoid", while the
 # criterion is BCEWithLogitsLoss, which applies the sigmoid again; predictions stay within

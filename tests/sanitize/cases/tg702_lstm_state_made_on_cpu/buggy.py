@@ -1,3 +1,4 @@
+# Report: https://github.com/Lightning-AI/pytorch-lightning/issues/3738
 # Modelled on GitHub Lightning-AI/pytorch-lightning#3738 ("RuntimeError: Input and hidden tensors
 # are not at the same device"): a character-level LSTM generator builds its initial hidden and cell
 # state with torch.zeros(...) and no device inside forward, so they stay on the CPU while the model
