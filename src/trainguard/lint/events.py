@@ -16,9 +16,10 @@ from typing import Literal
 
 from trainguard.lint.astutil import SCOPES, children, dotted, is_false, is_true
 from trainguard.lint.callgraph import RETURNS_SELF
+from trainguard.lint.consts import module_constants_trusted, truth
 from trainguard.lint.script import Script, is_backward
 
-__all__ = ["Event", "events", "Kind"]
+__all__ = ["Event", "events", "Kind", "branch_taken"]
 
 Kind = Literal["backward", "step", "zero", "sched", "train", "eval", "mode?", "unscale", "clip",
                "forward", "loop", "setgrad", "autograd"]
@@ -186,7 +187,10 @@ def _events(root: Script, script: Script, stmts: list[ast.stmt], rename: dict[st
                                   _src=target.script))
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
             out.append(Event("loop", None, stmt, via, foreign))
+        taken = branch_taken(script, stmt) if isinstance(stmt, ast.If) else None
         for field in ("body", "handlers", "orelse", "finalbody"):
+            if taken is not None and field == ("orelse" if taken else "body"):
+                continue  # `if DEBUG:` with DEBUG = False: that branch never runs
             block = getattr(stmt, field, None)
             if isinstance(block, list):
                 if field == "handlers":
@@ -198,6 +202,19 @@ def _events(root: Script, script: Script, stmts: list[ast.stmt], rename: dict[st
             for case in stmt.cases:
                 out.extend(sub(case.body))
     return out
+
+
+def branch_taken(script: Script, stmt: ast.If) -> bool | None:
+    """True when the file's constants make ``stmt``'s test always true, False when always
+    false, None when they do not decide it."""
+    memo = script.__dict__.setdefault("_tg_branch", {})
+    if id(stmt) not in memo:
+        trusted = script.__dict__.get("_tg_consts_trusted")
+        if trusted is None:
+            trusted = script.__dict__["_tg_consts_trusted"] = module_constants_trusted(
+                script.tree, script.source)
+        memo[id(stmt)] = truth(stmt.test) if trusted else None
+    return memo[id(stmt)]
 
 
 def _bind(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call,
