@@ -184,9 +184,15 @@ class Script:
             else:
                 continue
             for t in targets:
-                k = self.key(t)
-                if k:
-                    out.setdefault(k, []).append(value)
+                if isinstance(t, (ast.Tuple, ast.List)) and \
+                        isinstance(value, (ast.Tuple, ast.List)) and len(t.elts) == len(value.elts):
+                    pairs = list(zip(t.elts, value.elts))  # self.model, self.opt = model, opt
+                else:
+                    pairs = [(t, value)]
+                for target, v in pairs:
+                    k = self.key(target)
+                    if k:
+                        out.setdefault(k, []).append(v)
         return out
 
     def _keys_built_by(self, pattern: re.Pattern[str]) -> set[str]:
