@@ -20,7 +20,7 @@ from trainguard.lint.astutil import SCOPES, dotted, parent, walk_local
 from trainguard.lint.events import Event, events
 from trainguard.lint.script import Script
 
-__all__ = ["EvalRegion", "training_loops", "eval_regions", "preceding_events", "forward_calls",
+__all__ = ["EvalRegion", "training_loops", "loop_label", "eval_regions", "preceding_events", "forward_calls",
            "EVAL_NAME"]
 
 EVAL_NAME = re.compile(r"^_*(eval|evaluate|evaluation|validate|validation|valid|val|"
@@ -54,17 +54,143 @@ def forward_calls(script: Script, node: ast.AST) -> list[ast.Call]:
 
 
 def training_loops(script: Script) -> list[ast.AST]:
-    """Loops whose body runs backward and an optimizer step (following same-file calls)."""
+    """Every place one training iteration repeats, as a loop whose ``body`` is the iteration:
+
+    - a ``for``/``while`` whose body runs backward and an optimizer step (following calls);
+    - a comprehension or ``map`` whose element does (``[train_step(b) for b in loader]``,
+      ``sum(map(train_batch, loader))``), as a ``for`` made for it (see :func:`_comprehension`);
+    - a function that does, and that no such loop runs (a step function handed to an engine
+      or a callback list, ``def update(engine, batch)``): one call is one iteration. Functions
+      called only outside loops of their file run once and are left out.
+    """
     if not script.may_reach("backward"):
         return []
-    return _cached(script, "_tg_training_loops", lambda: [
-        n for n in script.nodes if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
-        and _trains(script, n)])
+    return _cached(script, "_tg_training_loops", lambda: _find_training_loops(script))
+
+
+def _find_training_loops(script: Script) -> list[ast.AST]:
+    loops: list[ast.AST] = [n for n in script.nodes
+                            if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
+                            and _trains(script, n)]
+    for node in script.nodes:
+        made = _comprehension(node)
+        if made is not None and _trains(script, made):
+            loops.append(made)
+    covered: set[int] = set()
+    for loop in loops:
+        covered.update(_functions_run(script, loop.body))  # type: ignore[attr-defined]
+    steps = []
+    for funcs in script.functions.values():
+        for func in funcs:
+            if id(func) in covered or not _own_step(script, func) or \
+                    not _trains(script, func) or _only_called_once(script, func):
+                continue
+            if any(isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and id(n) in
+                   {id(x) for x in loops} for n in walk_local(func)):
+                continue
+            steps.append(func)
+    inner: set[int] = set()
+    for func in steps:
+        inner.update(f for f in _functions_run(script, func.body) if f != id(func))
+    return loops + [f for f in steps if id(f) not in inner]
+
+
+def loop_label(loop: ast.AST) -> str:
+    """How a message names a training loop: ``the loop at line 12``, ``the comprehension at
+    line 12``, ``train_step() (one iteration per call)``."""
+    if isinstance(loop, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return f"{loop.name}() (one iteration per call)"
+    if getattr(loop, "_tg_parent", None) is not None and \
+            getattr(parent(loop), "_tg_loop", None) is loop:
+        kind = "map" if isinstance(parent(loop), ast.Call) else "comprehension"
+        return f"the {kind} at line {loop.lineno}"  # type: ignore[attr-defined]
+    return f"the loop at line {loop.lineno}"  # type: ignore[attr-defined]
 
 
 def _trains(script: Script, loop: ast.AST) -> bool:
     kinds = {e.kind for e in events(script, loop.body)}  # type: ignore[attr-defined]
     return "backward" in kinds and "step" in kinds
+
+
+def _functions_run(script: Script, body: list[ast.stmt]) -> set[int]:
+    """ids of the functions of this file whose code the events of ``body`` come from."""
+    out = set()
+    for e in events(script, body):
+        if e.foreign is None:
+            func = script.enclosing_function(e.node)
+            if func is not None:
+                out.add(id(func))
+    return out
+
+
+def _own_step(script: Script, func: ast.AST) -> bool:
+    """The function itself calls backward or a ``.step()`` (cheap test before its events)."""
+    for sub in walk_local(func):
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                sub.func.attr in ("backward", "step"):
+            return True
+    return False
+
+
+def _only_called_once(script: Script, func: ast.AST) -> bool:
+    """Every call of ``func`` in the file runs outside loops and comprehensions (a script that
+    takes one step); a function the file never calls is run by others, as often as they like."""
+    sites = script.call_sites(func)  # type: ignore[arg-type]
+    if not sites:
+        return False
+    for site in sites:
+        n = site
+        while (n := parent(n)) is not None and not isinstance(n, SCOPES):
+            if isinstance(n, (ast.For, ast.AsyncFor, ast.While, ast.comprehension,
+                              ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+                return False
+        if script.enclosing_function(site) is not None:
+            return False  # called from another function, which may itself run in a loop
+    return True
+
+
+def _comprehension(node: ast.AST) -> ast.For | None:
+    """A ``for`` standing for a comprehension's element or a ``map``'s calls, so that the rules
+    read them like any loop: ``[step(b) for b in loader]`` is ``for b in loader: step(b)``;
+    ``map(step, loader)`` is ``for _item in loader: step(_item)``. The element keeps its own
+    nodes and parents (findings point into the comprehension); the made ``for`` hangs below
+    the comprehension, so that what encloses the comprehension encloses it. Made once per
+    node and kept on it."""
+    made = getattr(node, "_tg_loop", None)
+    if made is not None or getattr(node, "_tg_no_loop", False):
+        return made
+    elt: ast.expr | None = None
+    target: ast.expr | None = None
+    it: ast.expr | None = None
+    if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+        elt, target, it = node.elt, node.generators[0].target, node.generators[0].iter
+    elif isinstance(node, ast.DictComp):
+        elt, target, it = node.value, node.generators[0].target, node.generators[0].iter
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+            node.func.id == "map" and len(node.args) == 2 and \
+            isinstance(node.args[0], (ast.Name, ast.Attribute)):
+        target = ast.Name(id="_item", ctx=ast.Store())
+        it = node.args[1]
+        elt = ast.Call(func=node.args[0], args=[ast.Name(id="_item", ctx=ast.Load())],
+                       keywords=[])
+    if elt is None or "(" not in ast.unparse(elt):
+        node._tg_no_loop = True  # type: ignore[attr-defined]
+        return None
+    stmt = ast.Expr(value=elt)
+    loop = ast.For(target=target, iter=it, body=[stmt], orelse=[], type_comment=None)
+    for made_node in (loop, stmt, target, elt):
+        if not hasattr(made_node, "lineno"):
+            ast.copy_location(made_node, node)
+    loop._tg_parent = node  # type: ignore[attr-defined]
+    stmt._tg_parent = loop  # type: ignore[attr-defined]
+    if isinstance(node, ast.Call):  # the made call and its argument belong to the loop
+        elt._tg_parent = stmt  # type: ignore[attr-defined]
+        for a in elt.args:  # type: ignore[attr-defined]
+            ast.copy_location(a, node)
+            a._tg_parent = elt  # type: ignore[attr-defined]
+        target._tg_parent = loop  # type: ignore[attr-defined]
+    node._tg_loop = loop  # type: ignore[attr-defined]
+    return loop
 
 
 def _cached(script: Script, attr: str, make):  # type: ignore[no-untyped-def]

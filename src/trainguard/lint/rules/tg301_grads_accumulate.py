@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from trainguard.lint.astutil import walk_local
 from trainguard.lint.events import events
 from trainguard.lint.optimizers import cleared, held_modules, zero_covers
-from trainguard.lint.regions import training_loops
+from trainguard.lint.regions import loop_label, training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
@@ -52,8 +52,8 @@ def check(script: Script) -> Iterator[Hit]:
                       fix=f"call it: {ast.unparse(uncalled)}()")
             continue
         yield Hit(step.node,
-                  f"{step.key or 'the optimizer'}.step() runs every iteration of the loop at "
-                  f"line {loop.lineno} but gradients are never zeroed inside it: each step "
+                  f"{step.key or 'the optimizer'}.step() runs in every iteration of "
+                  f"{loop_label(loop)}, but gradients are never zeroed there: each step "
                   f"uses the sum of all earlier gradients",
                   fix=f"call {step.key or 'optimizer'}.zero_grad(set_to_none=True) once per step "
                       f"(before backward or after step)")
@@ -80,7 +80,7 @@ def _partial_zeroing(script: Script, loop: ast.AST, evs: list, zeros: list) -> H
         wrong = before[-1] if before else partial[-1]
         names = ", ".join(sorted({f"{z.key}.zero_grad()" for z in zeros}))
         return Hit(wrong.site,
-                   f"the loop at line {loop.lineno} zeroes gradients only through {names}, "  # type: ignore
+                   f"{loop_label(loop)} zeroes gradients only through {names}, "
                    f"which leaves those of {missing} uncleared: {step.key}.step() "
                    f"({step.place}) updates them with the sum of all earlier gradients",
                    fix=f"call {step.key}.zero_grad(set_to_none=True) once per step: it clears "
