@@ -240,6 +240,10 @@ class CallGraph:
         s = self.script
         scope = _scope(name)
         out: list[ClassRef] = []
+        if name.id == "self" and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            cls = s.enclosing_class(name)  # `return self` from fit(): the estimator itself
+            if cls is not None:
+                return [ClassRef(s, cls)]
         for value in _assigned(scope, name.id):
             out.extend(self.types(value, params=params, _depth=depth - 1))
         for loop in _loops_binding(scope, name.id):

@@ -20,7 +20,7 @@ from trainguard.lint.astutil import SCOPES, dotted, parent, walk_local
 from trainguard.lint.events import Event, events
 from trainguard.lint.script import Script
 
-__all__ = ["EvalRegion", "training_loops", "loop_label", "eval_regions", "preceding_events", "forward_calls",
+__all__ = ["EvalRegion", "training_loops", "loop_label", "inference_calls", "INFERENCE_METHODS", "eval_regions", "preceding_events", "forward_calls",
            "EVAL_NAME"]
 
 EVAL_NAME = re.compile(r"^_*(eval|evaluate|evaluation|validate|validation|valid|val|"
@@ -228,8 +228,11 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
                 not _inside_module_class(script, node):
             fwd = forward_calls(script, node)
             text = script.segment(node) or ""
-            if fwd and _METRIC_HINT.search(text) and not script.has_backward(node) and \
-                    not _rollout(script, node):
+            # an evaluation function feeds a metric, or runs its forwards with grad disabled
+            # (``predict_proba`` returning probabilities under no_grad is inference too)
+            inference = bool(fwd) and all(_disabled_here(script, f, node) for f in fwd)
+            if fwd and (_METRIC_HINT.search(text) or inference) and \
+                    not script.has_backward(node) and not _rollout(script, node):
                 regions.append(EvalRegion(node, fwd))
                 covered.update(id(n) for n in walk_local(node))
     for node in script.nodes:
@@ -244,6 +247,51 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
                 continue
             regions.append(EvalRegion(node, forward_calls(script, node)))
     return regions
+
+
+def _disabled_here(script: Script, node: ast.AST, func: ast.AST) -> bool:
+    """``node`` runs with grad disabled by a ``with`` block or a decorator of ``func`` itself."""
+    n = node
+    while (p := parent(n)) is not None:
+        if isinstance(p, (ast.With, ast.AsyncWith)) and n in p.body and any(
+                script.grad_context(i.context_expr) is True for i in p.items):
+            return True
+        if p is func:
+            return any(script.grad_context(d) is True
+                       for d in func.decorator_list)  # type: ignore[attr-defined]
+        n = p
+    return False
+
+
+INFERENCE_METHODS = frozenset({
+    "generate", "predict", "predict_proba", "infer", "inference", "transcribe", "translate",
+    "sample", "beam_search", "greedy_decode", "caption", "detect"})
+
+
+def inference_calls(script: Script) -> list[ast.Call]:
+    """Calls of a model's inference method (``model.generate(idx)``, ``net.predict(x)``) made
+    with grad disabled, outside training loops: inference entry points, whatever the function
+    around them is called."""
+    def find() -> list[ast.Call]:
+        in_training = {id(n) for loop in training_loops(script) for n in walk_local(loop)}
+        out = []
+        for call in script.calls:
+            f = call.func
+            if not (isinstance(f, ast.Attribute) and f.attr in INFERENCE_METHODS):
+                continue
+            k = script.key(f.value)
+            if not k or k == "self" or not script.is_model(k) or id(call) in in_training:
+                continue
+            if not (script.grad_disabled(call) or any(
+                    any(script.grad_context(d) is True for d in t.func.decorator_list)
+                    for t in script.targets(call))):
+                continue
+            func = script.enclosing_function(call)
+            if func is not None and (_rollout(script, func) or script.has_backward(func)):
+                continue
+            out.append(call)
+        return out
+    return _cached(script, "_tg_inference_calls", find)
 
 
 def _ancestors(node: ast.AST):  # type: ignore[no-untyped-def]
