@@ -15,7 +15,7 @@ from typing import Any
 
 from trainguard.lint.astutil import SCOPES, children, dotted, parent
 
-__all__ = ["const_eval", "truth", "UNKNOWN"]
+__all__ = ["const_eval", "truth", "resolve", "UNKNOWN"]
 
 UNKNOWN: Any = ...
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -165,6 +165,37 @@ def _link(node: ast.AST, up: ast.AST | None) -> None:
     node._tg_parent = up  # type: ignore[attr-defined]
     for child in ast.iter_child_nodes(node):
         _link(child, node)
+
+
+def resolve(script: Any, expr: ast.AST | None) -> Any:
+    """``const_eval``, and also ``self.x`` set once in the class from an ``__init__`` parameter:
+    the parameter's value at every instantiation in the file (or its default) when they agree
+    (``ExponentialLR(opt, gamma=self.gamma)`` with ``def __init__(self, gamma=0.8)``)."""
+    value = const_eval(expr)
+    if value is not UNKNOWN or not (isinstance(expr, ast.Attribute) and
+                                    isinstance(expr.value, ast.Name) and expr.value.id == "self"):
+        return value
+    from trainguard.lint.callgraph import _param, _self_assigned
+
+    cls = script.enclosing_class(expr)
+    if cls is None:
+        return UNKNOWN
+    assigned = _self_assigned(cls, expr.attr)
+    if len(assigned) != 1:
+        return UNKNOWN
+    value = assigned[0]
+    if not isinstance(value, ast.Name):
+        return const_eval(value)
+    init = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "__init__"),
+                None)
+    arg = _param(init, value.id) if init is not None else None
+    if arg is None:
+        return const_eval(value)
+    found = {repr(const_eval(v)) for v in script.graph._param_values(init, arg)}
+    values = [const_eval(v) for v in script.graph._param_values(init, arg)]
+    if len(found) == 1 and values and values[0] is not UNKNOWN:
+        return values[0]
+    return UNKNOWN
 
 
 def _number(v: Any) -> bool:

@@ -236,7 +236,27 @@ class Script:
             not _SCHED_NAME.search(key)
 
     def is_scheduler(self, key: str | None) -> bool:
-        return bool(key) and (key in self.schedulers or bool(_SCHED_NAME.search(key or "")))
+        """A learning-rate scheduler: built by a ``torch.optim.lr_scheduler`` class (or a
+        known scheduler factory), or named like one when the file never builds it (a
+        parameter). A name like ``schedule`` bound to anything else (a pipeline-parallel
+        schedule, a noise schedule) is not one."""
+        if not key:
+            return False
+        if key in self.schedulers:
+            return True
+        if not _SCHED_NAME.search(key):
+            return False
+        values = list(self.assignments.get(key, []))
+        while any(isinstance(v, ast.IfExp) for v in values):  # X(...) if flag else None
+            values = [w for v in values for w in ((v.body, v.orelse) if isinstance(v, ast.IfExp)
+                                                  else (v,))]
+        for v in values:
+            if not isinstance(v, ast.Call):
+                continue
+            name = (self.call_qualname(v) or "").rsplit(".", 1)[-1]
+            if name[:1].isupper():
+                return False  # built by a class that is not a learning-rate scheduler
+        return True  # a parameter, or a factory (build_scheduler(opt, cfg)) named for one
 
     @cached_property
     def models(self) -> set[str]:

@@ -7,7 +7,11 @@ first value of the schedule is skipped
 ``MultiStepLR`` or ``ExponentialLR`` with literal epoch counts stepped inside the batch loop of
 an epoch loop runs its schedule once per batch. OneCycleLR, CyclicLR and warmup (Lambda)
 schedulers are per batch by design and stay silent; so do schedules sized from the loader
-(``step_size=len(loader) * 30``), and ``ReduceLROnPlateau``, which steps on a metric.
+(``step_size=len(loader) * 30``), ``ExponentialLR`` with ``gamma >= 0.99`` (a per-iteration
+decay), and ``ReduceLROnPlateau``, which steps on a metric. The schedule's arguments may come
+from constants or from an estimator's ``__init__`` defaults (``gamma=self.gamma``). Only
+learning-rate schedulers count: a ``schedule`` built by anything else (a pipeline-parallel
+schedule) is not one.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, kwarg, walk_local
-from trainguard.lint.consts import UNKNOWN, const_eval
+from trainguard.lint.consts import UNKNOWN, const_eval, resolve
 from trainguard.lint.events import events
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
@@ -105,5 +109,11 @@ def _literal_schedule(script: Script, key: str) -> bool:
         if not isinstance(value, ast.Call):
             continue
         args = [*value.args[1:], *(k.value for k in value.keywords if k.arg != "optimizer")]
-        return all(const_eval(a) is not UNKNOWN for a in args)
+        if not all(resolve(script, a) is not UNKNOWN for a in args):
+            return False
+        gamma = kwarg(value, "gamma") or (value.args[1] if len(value.args) > 1 else None)
+        if (script.call_qualname(value) or "").endswith("ExponentialLR") and \
+                isinstance(resolve(script, gamma), (int, float)) and resolve(script, gamma) >= 0.99:
+            return False  # a decay per iteration by design (gamma 0.999 per batch)
+        return True
     return False
