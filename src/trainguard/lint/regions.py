@@ -73,6 +73,9 @@ def _find_training_loops(script: Script) -> list[ast.AST]:
                             if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
                             and _trains(script, n)]
     for node in script.nodes:
+        if not isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp,
+                                 ast.Call)) or not _may_step(script, node):
+            continue
         made = _comprehension(node)
         if made is not None and _trains(script, made):
             loops.append(made)
@@ -110,6 +113,25 @@ def loop_label(loop: ast.AST) -> str:
 def _trains(script: Script, loop: ast.AST) -> bool:
     kinds = {e.kind for e in events(script, loop.body)}  # type: ignore[attr-defined]
     return "backward" in kinds and "step" in kinds
+
+
+def _may_step(script: Script, node: ast.AST) -> bool:
+    """Cheap test before a comprehension's events: its element calls a function of the file or
+    project (or ``map`` names one), or calls ``backward``/``step`` itself."""
+    if isinstance(node, ast.Call):
+        if not (isinstance(node.func, ast.Name) and node.func.id == "map" and node.args):
+            return False
+        f = node.args[0]
+        return isinstance(f, ast.Name) and (f.id in script.functions or
+                                            f.id in script.project_imports) or \
+            isinstance(f, ast.Attribute)
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call):
+            if isinstance(sub.func, ast.Attribute) and sub.func.attr in ("backward", "step"):
+                return True
+            if script.targets(sub):
+                return True
+    return False
 
 
 def _functions_run(script: Script, body: list[ast.stmt]) -> set[int]:
