@@ -213,8 +213,20 @@ def branch_taken(script: Script, stmt: ast.If) -> bool | None:
         if trusted is None:
             trusted = script.__dict__["_tg_consts_trusted"] = module_constants_trusted(
                 script.tree, script.source)
-        memo[id(stmt)] = truth(stmt.test) if trusted else None
+        memo[id(stmt)] = truth(stmt.test) if trusted and _constant_test(script, stmt.test) \
+            else None
     return memo[id(stmt)]
+
+
+def _constant_test(script: Script, test: ast.AST) -> bool:
+    """A test the constants may decide: literals, and names the file assigns exactly once
+    (a cheap look-up before the evaluator reads the scopes)."""
+    for n in ast.walk(test):
+        if isinstance(n, ast.Name) and len(script.assignments.get(n.id, ())) != 1:
+            return False
+        if isinstance(n, (ast.Call, ast.Attribute, ast.Subscript)):
+            return False
+    return True
 
 
 def _bind(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call,

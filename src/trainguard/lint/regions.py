@@ -125,12 +125,20 @@ def _may_step(script: Script, node: ast.AST) -> bool:
         return isinstance(f, ast.Name) and (f.id in script.functions or
                                             f.id in script.project_imports) or \
             isinstance(f, ast.Attribute)
+    methods = None
     for sub in ast.walk(node):
         if isinstance(sub, ast.Call):
-            if isinstance(sub.func, ast.Attribute) and sub.func.attr in ("backward", "step"):
+            f = sub.func
+            if isinstance(f, ast.Attribute) and f.attr in ("backward", "step"):
                 return True
-            if script.targets(sub):
+            if isinstance(f, ast.Name) and (f.id in script.functions or
+                                            f.id in script.project_imports):
                 return True
+            if isinstance(f, ast.Attribute):
+                if methods is None:
+                    methods = script.graph.method_names()
+                if f.attr in methods:
+                    return True
     return False
 
 
@@ -146,12 +154,10 @@ def _functions_run(script: Script, body: list[ast.stmt]) -> set[int]:
 
 
 def _own_step(script: Script, func: ast.AST) -> bool:
-    """The function itself calls backward or a ``.step()`` (cheap test before its events)."""
-    for sub in walk_local(func):
-        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
-                sub.func.attr in ("backward", "step"):
-            return True
-    return False
+    """The function itself calls ``backward`` (cheap test before its events; the step may sit
+    in a helper it calls: ``self.optimizer_step()``)."""
+    return any(isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and
+               sub.func.attr == "backward" for sub in walk_local(func))
 
 
 def _only_called_once(script: Script, func: ast.AST) -> bool:
@@ -295,14 +301,16 @@ def inference_calls(script: Script) -> list[ast.Call]:
     with grad disabled, outside training loops: inference entry points, whatever the function
     around them is called."""
     def find() -> list[ast.Call]:
-        in_training = {id(n) for loop in training_loops(script) for n in walk_local(loop)}
+        candidates = [c for c in script.calls if isinstance(c.func, ast.Attribute) and
+                      c.func.attr in INFERENCE_METHODS]
+        if not candidates:
+            return []
+        loops = {id(loop) for loop in training_loops(script)}
         out = []
-        for call in script.calls:
+        for call in candidates:
             f = call.func
-            if not (isinstance(f, ast.Attribute) and f.attr in INFERENCE_METHODS):
-                continue
-            k = script.key(f.value)
-            if not k or k == "self" or not script.is_model(k) or id(call) in in_training:
+            k = script.key(f.value)  # type: ignore[attr-defined]
+            if not k or k == "self" or not script.is_model(k) or _inside(call, loops):
                 continue
             if not (script.grad_disabled(call) or any(
                     any(script.grad_context(d) is True for d in t.func.decorator_list)
@@ -314,6 +322,16 @@ def inference_calls(script: Script) -> list[ast.Call]:
             out.append(call)
         return out
     return _cached(script, "_tg_inference_calls", find)
+
+
+def _inside(node: ast.AST, loops: set[int]) -> bool:
+    """``node`` lies in one of the training loops (a made comprehension loop counts through
+    its comprehension)."""
+    n = node
+    while (n := parent(n)) is not None:
+        if id(n) in loops or id(getattr(n, "_tg_loop", None)) in loops:
+            return True
+    return False
 
 
 def _ancestors(node: ast.AST):  # type: ignore[no-untyped-def]

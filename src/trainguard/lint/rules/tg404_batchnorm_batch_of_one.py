@@ -35,10 +35,11 @@ _POOL_TO_ONE = ("AdaptiveAvgPool2d", "AdaptiveMaxPool2d")
 
 
 def check(script: Script) -> Iterator[Hit]:
-    if "DataLoader" not in script.source or not training_loops(script):
+    if "DataLoader" not in script.source or "BatchNorm" not in script.source and \
+            not script.model_builders:
         return
     norm = _one_value_norm(script)
-    if norm is None:
+    if norm is None or not training_loops(script):
         return
     for call in script.calls:
         if not (script.call_qualname(call) or "").endswith("DataLoader") or \
