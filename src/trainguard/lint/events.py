@@ -46,11 +46,12 @@ class Event:
     def line(self) -> int:
         return self.site.lineno  # type: ignore[attr-defined]
 
-    @property
-    def place(self) -> str:
-        """``line 12``, or ``helpers.py line 12`` for code in another file."""
+    def place(self, script: Script) -> str:
+        """``line 12`` (``cell 3, line 4`` in a notebook), or ``helpers.py line 12`` for code in
+        another file."""
         line = self.node.lineno  # type: ignore[attr-defined]
-        return f"{os.path.basename(self.foreign)} line {line}" if self.foreign else f"line {line}"
+        return f"{os.path.basename(self.foreign)} line {line}" if self.foreign else \
+            script.at(line)
 
 
 def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event | None:

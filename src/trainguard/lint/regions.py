@@ -98,7 +98,7 @@ def _find_training_loops(script: Script) -> list[ast.AST]:
     return loops + [f for f in steps if id(f) not in inner]
 
 
-def loop_label(loop: ast.AST) -> str:
+def loop_label(script: Script, loop: ast.AST) -> str:
     """How a message names a training loop: ``the loop at line 12``, ``the comprehension at
     line 12``, ``train_step() (one iteration per call)``."""
     if isinstance(loop, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -106,8 +106,8 @@ def loop_label(loop: ast.AST) -> str:
     if getattr(loop, "_tg_parent", None) is not None and \
             getattr(parent(loop), "_tg_loop", None) is loop:
         kind = "map" if isinstance(parent(loop), ast.Call) else "comprehension"
-        return f"the {kind} at line {loop.lineno}"  # type: ignore[attr-defined]
-    return f"the loop at line {loop.lineno}"  # type: ignore[attr-defined]
+        return f"the {kind} at {script.at(loop.lineno)}"  # type: ignore[attr-defined]
+    return f"the loop at {script.at(loop.lineno)}"  # type: ignore[attr-defined]
 
 
 def _trains(script: Script, loop: ast.AST) -> bool:
@@ -231,16 +231,18 @@ def _cached(script: Script, attr: str, make):  # type: ignore[no-untyped-def]
 
 @dataclass(frozen=True, slots=True)
 class EvalRegion:
-    """An evaluation function or loop; ``forwards`` are its model calls."""
+    """An evaluation function or loop; ``forwards`` are its model calls; ``label`` names it in
+    messages (``validate()``, ``the loop at line 40``)."""
 
     node: ast.AST
     forwards: list[ast.Call]
+    label: str
 
-    @property
-    def label(self) -> str:
-        if isinstance(self.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return f"{self.node.name}()"
-        return f"the loop at line {self.node.lineno}"  # type: ignore[attr-defined]
+
+def _region(script: Script, node: ast.AST, forwards: list[ast.Call]) -> EvalRegion:
+    label = f"{node.name}()" if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+        else f"the loop at {script.at(node.lineno)}"  # type: ignore[attr-defined]
+    return EvalRegion(node, forwards, label)
 
 
 def eval_regions(script: Script) -> list[EvalRegion]:
@@ -261,7 +263,7 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
             inference = bool(fwd) and all(_disabled_here(script, f, node) for f in fwd)
             if fwd and (_METRIC_HINT.search(text) or inference) and \
                     not script.has_backward(node) and not _rollout(script, node):
-                regions.append(EvalRegion(node, fwd))
+                regions.append(_region(script, node, fwd))
                 covered.update(id(n) for n in walk_local(node))
     for node in script.nodes:
         if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)) or id(node) in covered:
@@ -273,7 +275,7 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
             func = script.enclosing_function(node)
             if func is not None and _FRAMEWORK_HOOK.match(func.name):
                 continue
-            regions.append(EvalRegion(node, forward_calls(script, node)))
+            regions.append(_region(script, node, forward_calls(script, node)))
     return regions
 
 

@@ -20,6 +20,7 @@ from trainguard.lint.astutil import (SCOPES, dotted, is_false, is_true, parent, 
                                      walk_local)
 from trainguard.lint.project import MODE_DEPENDENT as _MODE_DEPENDENT
 from trainguard.lint.project import Builder
+from trainguard.lint.source import cell_line
 
 if TYPE_CHECKING:
     from trainguard.lint.callgraph import CallGraph, Target
@@ -62,9 +63,11 @@ _NOT_PROJECT = frozenset(sys.stdlib_module_names) | {
 class Script:
     """A parsed script. ``lines`` are the source lines (0-based list); nodes know their parent."""
 
-    def __init__(self, *, source: str, path: str, tree: ast.Module) -> None:
+    def __init__(self, *, source: str, path: str, tree: ast.Module,
+                 cells: list[tuple[int, int]] | None = None) -> None:
         self.source = source
         self.path = path
+        self.cells = cells or []  # a notebook's (first joined line, cell number) per code cell
         self.tree = tree
         self.lines = source.splitlines()
         self.nodes = set_parents(tree)
@@ -95,6 +98,20 @@ class Script:
         self._grad_memo: dict[int, bool] = {}
         self._qual_memo: dict[int, str | None] = {}
         self._backward_memo: dict[int, bool] = {}
+
+    def at(self, line: int) -> str:
+        """How a message names a line of this file: ``line 12``, or in a notebook the cell and
+        the line within it (``cell 3, line 4``), as the finding's own place is printed; the
+        joined script's line numbers exist in no cell."""
+        cell, shown = cell_line(self.cells, line)
+        return f"line {shown}" if cell is None else f"cell {cell}, line {shown}"
+
+    def at_lines(self, lines: list[int]) -> str:
+        """Several lines: ``lines 12, 30``, or ``cell 2, line 5 and cell 4, line 1``."""
+        if not self.cells:
+            return f"line {lines[0]}" if len(lines) == 1 else \
+                "lines " + ", ".join(str(n) for n in lines)
+        return " and ".join(self.at(n) for n in lines)
 
     def _star_aliases(self, stars: list[ast.ImportFrom]) -> None:
         """Resolve the names ``from torch.nn.functional import *`` (or ``torch``, ``torch.nn``,

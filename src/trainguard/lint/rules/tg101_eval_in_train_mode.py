@@ -55,9 +55,9 @@ def check(script: Script) -> Iterator[Hit]:
                 continue
             # Every caller leaves the model training: the evaluation function is the one place
             # where model.eval() fixes them all.
-            lines = ", ".join(str(s.lineno) for s, _ in trained)
+            lines = script.at_lines([s.lineno for s, _ in trained])
             yield Hit(first, f"{region.label} runs {fwd}(...) in train mode at each of its "
-                             f"calls (lines {lines}; {trained[0][1]}); Dropout and BatchNorm "
+                             f"calls ({lines}; {trained[0][1]}); Dropout and BatchNorm "
                              f"act as in training",
                       fix=f"call model.eval() at the start of {region.label}, and "
                           f"model.train() before training again")

@@ -59,7 +59,7 @@ def check(script: Script) -> Iterator[Hit]:
         if not inside and region is None:
             continue
         if isinstance(caller, ast.Call):
-            where = f"a torch.no_grad() region (the call at line {caller.lineno})"
+            where = f"a torch.no_grad() region (the call at {script.at(caller.lineno)})"
         elif inside:
             where = "a torch.no_grad() region"
         else:

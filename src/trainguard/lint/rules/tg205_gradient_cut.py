@@ -44,8 +44,8 @@ def check(script: Script) -> Iterator[Hit]:
             uncut, cuts = _trace(script, target, call, depth=5)
             if cuts and not uncut:
                 cut, how = cuts[0]
-                yield Hit(cut, f"the loss that backward() runs on at line {call.lineno} reaches "
-                               f"the model only through {how}: no gradient flows to the "
+                yield Hit(cut, f"the loss that backward() runs on at {script.at(call.lineno)} "
+                               f"reaches the model only through {how}: no gradient flows to the "
                                f"parameters, so they never change")
 
 

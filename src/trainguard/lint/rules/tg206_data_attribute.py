@@ -131,7 +131,7 @@ def _in_forward(script: Script, node: ast.AST) -> str | None:
         outer = script.enclosing_function(site)
         if outer is not None and outer.name == "forward" and \
                 script.enclosing_class(site) is not None:
-            return f"in {func.name}(), which forward() calls (line {site.lineno})"
+            return f"in {func.name}(), which forward() calls ({script.at(site.lineno)})"
     return None
 
 
@@ -145,7 +145,7 @@ def _before_backward(script: Script, node: ast.AST) -> str | None:
         forwards = [c.lineno for c in forward_calls(script, loop)]
         if any(f < line for f in forwards) and any(b > line for b in backwards):
             b = min(b for b in backwards if b > line)
-            return f"after the forward and before backward() at line {b}"
+            return f"after the forward and before backward() at {script.at(b)}"
     return None
 
 

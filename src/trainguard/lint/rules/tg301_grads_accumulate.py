@@ -53,7 +53,7 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         yield Hit(step.node,
                   f"{step.key or 'the optimizer'}.step() runs in every iteration of "
-                  f"{loop_label(loop)}, but gradients are never zeroed there: each step "
+                  f"{loop_label(script, loop)}, but gradients are never zeroed there: each step "
                   f"uses the sum of all earlier gradients",
                   fix=f"call {step.key or 'optimizer'}.zero_grad(set_to_none=True) once per step "
                       f"(before backward or after step)")
@@ -80,9 +80,9 @@ def _partial_zeroing(script: Script, loop: ast.AST, evs: list, zeros: list) -> H
         wrong = before[-1] if before else partial[-1]
         names = ", ".join(sorted({f"{z.key}.zero_grad()" for z in zeros}))
         return Hit(wrong.site,
-                   f"{loop_label(loop)} zeroes gradients only through {names}, "
+                   f"{loop_label(script, loop)} zeroes gradients only through {names}, "
                    f"which leaves those of {missing} uncleared: {step.key}.step() "
-                   f"({step.place}) updates them with the sum of all earlier gradients",
+                   f"({step.place(script)}) updates them with the sum of all earlier gradients",
                    fix=f"call {step.key}.zero_grad(set_to_none=True) once per step: it clears "
                        f"every parameter the optimizer holds")
     return None

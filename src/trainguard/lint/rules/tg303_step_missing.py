@@ -30,7 +30,8 @@ def check(script: Script) -> Iterator[Hit]:
         if _hands_optimizer(script, loop) or not _scope_has_optimizer(script, loop):
             continue
         names = ", ".join(sorted(script.optimizers))
-        yield Hit(call, f"backward() runs in the loop at line {loop.lineno} but "  # type: ignore
+        at = script.at(loop.lineno)  # type: ignore[attr-defined]
+        yield Hit(call, f"backward() runs in the loop at {at} but "
                         f"{names}.step() is never called: the parameters never change",
                   fix=f"call {sorted(script.optimizers)[0]}.step() after backward()")
         return

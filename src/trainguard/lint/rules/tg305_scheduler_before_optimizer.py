@@ -40,8 +40,8 @@ def check(script: Script) -> Iterator[Hit]:
             if e.kind == "sched" and script.schedulers.get(e.key or "") != "ReduceLROnPlateau":
                 yield Hit(e.node,
                           f"{e.key}.step() runs before the first {evs[first_step].key}.step() "
-                          f"(line {evs[first_step].node.lineno}): the schedule's first learning "
-                          f"rate is skipped",
+                          f"({evs[first_step].place(script)}): the schedule's first "
+                          f"learning rate is skipped",
                           fix=f"call {e.key}.step() after optimizer.step()")
                 break
     for loop in loops:
@@ -63,8 +63,8 @@ def check(script: Script) -> Iterator[Hit]:
                 sized = "" if length is UNKNOWN or epochs is UNKNOWN else \
                     f" (its schedule spans {length} steps, the run {epochs} epochs)"
                 yield Hit(call, f"{key} is a {cls}, a per-epoch schedule{sized}, but it is "
-                                f"stepped inside the batch loop at line {loop.lineno}: it runs "
-                                f"once per batch",
+                                f"stepped inside the batch loop at "
+                                f"{script.at(loop.lineno)}: it runs once per batch",
                           fix=f"call {key}.step() once per epoch, after the batch loop")
 
 

@@ -45,12 +45,12 @@ def check(script: Script) -> Iterator[Hit]:
                 edits = [Edit(act.lineno, act.col_offset, act.end_lineno or act.lineno,
                               act.end_col_offset or 0, text)]
         if kind == "CrossEntropyLoss":
-            msg = (f"this softmax's output is fed to {kind} at line {call.lineno}, which "
+            msg = (f"this softmax's output is fed to {kind} at {script.at(call.lineno)}, which "
                    f"applies log_softmax itself: softmax is applied twice and the loss "
                    f"saturates")
             fix = "pass the raw logits to the loss"
         else:
-            msg = (f"this softmax's output is fed to NLLLoss at line {call.lineno}, which "
+            msg = (f"this softmax's output is fed to NLLLoss at {script.at(call.lineno)}, which "
                    f"expects log-probabilities")
             fix = "use log_softmax before NLLLoss, or raw logits with CrossEntropyLoss"
         # reported at the softmax: the line to change (its loss is named in the message)

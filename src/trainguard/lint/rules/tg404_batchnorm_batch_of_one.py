@@ -56,7 +56,7 @@ def check(script: Script) -> Iterator[Hit]:
                 continue
             if not _training_loader(script, call, env):
                 continue
-            at = f" (called at line {site.lineno})" if site is not None else ""
+            at = f" (called at {script.at(site.lineno)})" if site is not None else ""
             if size == 1:
                 yield Hit(size_node or call,
                           f"batch_size=1{at} gives {norm} one value per channel in every "

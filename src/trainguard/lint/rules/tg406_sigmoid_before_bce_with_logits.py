@@ -42,7 +42,7 @@ def check(script: Script) -> Iterator[Hit]:
             if text:
                 edits = [Edit(act.lineno, act.col_offset, act.end_lineno or act.lineno,
                               act.end_col_offset or 0, text)]
-        yield Hit(act, f"this sigmoid's output is fed to BCEWithLogitsLoss at line "
-                       f"{call.lineno}, which applies the sigmoid itself: the sigmoid is applied "
-                       f"twice and gradients vanish",
+        yield Hit(act, f"this sigmoid's output is fed to BCEWithLogitsLoss at "
+                       f"{script.at(call.lineno)}, which applies the sigmoid itself: the "
+                       f"sigmoid is applied twice and gradients vanish",
                   edits=edits, safe=False)

@@ -78,7 +78,7 @@ def _train_argument(script: Script, node: ast.AST) -> tuple[ast.AST, str] | None
     if not found:
         return None
     site, why = found[0]
-    return site, f"{why}, passed as `{node.id}` to {func.name}() at line {site.lineno}"
+    return site, f"{why}, passed as `{node.id}` to {func.name}() at {script.at(site.lineno)}"
 
 
 def _train_metric(script: Script, node: ast.AST, depth: int = 2) -> str | None:
