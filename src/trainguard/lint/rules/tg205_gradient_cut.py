@@ -6,6 +6,9 @@ The loss that ``backward()`` runs on is built from ``output.detach()``, ``output
 require grad and does not have a grad_fn", which silences the error and trains nothing:
 https://discuss.pytorch.org/t/element-0-of-tensors-does-not-require-grad-and-does-not-have-a-grad-fn/32908).
 Silent when any uncut path from the loss to a model output or to ``parameters()`` exists.
+
+Inside a module's ``forward``, a submodule with parameters whose output reaches the returned
+value only through a cut (:mod:`trainguard.lint.cuts`) never learns either: reported at the cut.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import is_true, kwarg
+from trainguard.lint.cuts import CUT_ATTRS, NEW_LEAF, forward_cuts
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
@@ -22,12 +26,7 @@ from trainguard.lint.astutil import parent, walk_local
 
 CODE = "TG205"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
-# Methods whose result carries no graph: detached copies, Python numbers, NumPy arrays, and
-# integer results (argmax and integer casts cannot require grad).
-_CUT_ATTRS = {"detach", "data", "item", "numpy", "tolist", "argmax", "argmin", "long", "int",
-              "bool", "short", "byte"}
-_NEW_LEAF = {"torch.tensor", "torch.Tensor", "torch.autograd.Variable", "torch.as_tensor",
-             "torch.from_numpy", "torch.FloatTensor"}
+_CUT_ATTRS, _NEW_LEAF = CUT_ATTRS, NEW_LEAF
 
 
 def check(script: Script) -> Iterator[Hit]:
@@ -47,6 +46,17 @@ def check(script: Script) -> Iterator[Hit]:
                 yield Hit(cut, f"the loss that backward() runs on at {script.at(call.lineno)} "
                                f"reaches the model only through {how}: no gradient flows to the "
                                f"parameters, so they never change")
+    if not script.may_reach("backward") or "forward" not in script.source:
+        return
+    for fc in forward_cuts(script):
+        names = " and ".join(f"self.{a}" for a in fc.attrs)
+        one = len(fc.attrs) == 1
+        yield Hit(fc.cut, f"{names}'s {'output reaches' if one else 'outputs reach'} what "
+                          f"{fc.cls.name}.forward() returns only through {fc.how}: no gradient "
+                          f"flows to {'its' if one else 'their'} parameters, so they never "
+                          f"change",
+                  fix=f"keep {names} in the graph (drop the cut), or freeze "
+                      f"{'it' if one else 'them'} (requires_grad_(False)) if not meant to learn")
 
 
 def _trace(script: Script, expr: ast.AST, at: ast.AST, depth: int):  # type: ignore[no-untyped-def]
