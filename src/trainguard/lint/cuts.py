@@ -127,10 +127,16 @@ class _Flow:
         self.defs: dict[str, list[tuple[ast.stmt, list]]] = {}
         self.muts: dict[str, list] = {}
         self.roots: list = []
+        self.packed = False
 
     def read(self, func: ast.FunctionDef) -> None:
         self.params = {a.arg for a in func.args.posonlyargs + func.args.args +
                        func.args.kwonlyargs}
+        # PackedSequence.data is the packed values, with their history: where forward packs
+        # sequences, ``.data`` is no cut
+        # (https://pytorch.org/docs/stable/generated/torch.nn.utils.rnn.PackedSequence.html)
+        self.packed = any(isinstance(n, ast.Call) and (self.script.call_qualname(n) or "")
+                          .startswith("torch.nn.utils.rnn.pack") for n in walk_local(func))
         for node in walk_local(func):
             if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -241,7 +247,7 @@ class _Flow:
                 found.append((("sub", node.attr, None), c))  # handed on as a module
                 continue
             if isinstance(node, ast.Attribute) and node.attr == "data":
-                stack.append((node.value, c or node))
+                stack.append((node.value, c if self.packed else c or node))
                 continue
             if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.ClassDef)):
                 continue
