@@ -149,7 +149,7 @@ def _pooled_batchnorm2d(script: Script) -> bool:
         for layer in call.args:
             name = (script.call_qualname(layer) or "").rsplit(".", 1)[-1]
             if name in _POOL_TO_ONE and isinstance(layer, ast.Call) and layer.args:
-                pooled = 1 in _possible_values(layer.args[0])
+                pooled = 1 in _possible_values(script, layer.args[0])
             elif name == "BatchNorm2d" and pooled:
                 return True
             elif name not in ("Conv2d", "ReLU", "ReLU6", "SiLU", "Identity") or \
@@ -165,7 +165,7 @@ def _pointwise(conv: ast.AST) -> bool:
     return const_eval(k) in (1, [1, 1])
 
 
-def _possible_values(expr: ast.AST) -> list:
+def _possible_values(script: Script, expr: ast.AST) -> list:
     """The values ``expr`` may take: a constant, or a loop variable over a constant list
     (``for size in (1, 2, 3, 6)``)."""
     v = const_eval(expr)
@@ -179,5 +179,42 @@ def _possible_values(expr: ast.AST) -> list:
             for g in gens:
                 if isinstance(g.target, ast.Name) and g.target.id == expr.id:
                     values = const_eval(g.iter)
+                    if values is UNKNOWN and isinstance(g.iter, ast.Name):
+                        values = _parameter_values(script, g.iter)
                     return list(values) if isinstance(values, list) else []
     return []
+
+
+def _parameter_values(script: Script, name: ast.Name) -> list | None:
+    """Every value a parameter takes: its default, and what each call in the file passes
+    (``PyramidPooling(width)`` keeps ``bins=(1, 2, 4)``); None when one is unknown."""
+    func = script.enclosing_function(name)
+    if func is None:
+        return None
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]
+    if name.id not in params:
+        return None
+    defaults = dict(zip(reversed(params), reversed(func.args.defaults)))
+    cls = script.enclosing_class(func)
+    callee = cls.name if cls is not None and func.name == "__init__" else func.name
+    index = params.index(name.id) - (1 if cls is not None else 0)
+    values: list = []
+    passed = []
+    for call in script.calls:
+        if (dotted(call.func) or "").rsplit(".", 1)[-1] != callee:
+            continue
+        given = kwarg(call, name.id) or (call.args[index] if 0 <= index < len(call.args)
+                                         else None)
+        if any(isinstance(a, ast.Starred) for a in call.args) or \
+                any(k.arg is None for k in call.keywords):
+            return None
+        passed.append(given)
+    for given in passed + ([defaults[name.id]] if name.id in defaults and
+                           (not passed or None in passed) else []):
+        if given is None:
+            continue
+        v = const_eval(given)
+        if not isinstance(v, list):
+            return None
+        values.extend(v)
+    return values or None
