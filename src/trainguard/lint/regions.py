@@ -86,7 +86,8 @@ def _find_training_loops(script: Script) -> list[ast.AST]:
     for funcs in script.functions.values():
         for func in funcs:
             if id(func) in covered or not _own_step(script, func) or \
-                    not _trains(script, func) or _only_called_once(script, func):
+                    _steps_a_parameter(func) or not _trains(script, func) or \
+                    _only_called_once(script, func):
                 continue
             if any(isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and id(n) in
                    {id(x) for x in loops} for n in walk_local(func)):
@@ -158,6 +159,25 @@ def _own_step(script: Script, func: ast.AST) -> bool:
     in a helper it calls: ``self.optimizer_step()``)."""
     return any(isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and
                sub.func.attr == "backward" for sub in walk_local(func))
+
+
+def _steps_a_parameter(func: ast.AST) -> bool:
+    """Every optimizer the function steps is handed to it (``def __call__(self, loss,
+    optimizer)`` of a loss scaler, ``backward_and_step(loss, opt)``): a helper of the caller's
+    loop, which owns the optimizer and its zeroing, not an iteration of its own."""
+    params = {a.arg for a in func.args.posonlyargs + func.args.args +  # type: ignore[attr-defined]
+              func.args.kwonlyargs} - {"self", "cls"}  # type: ignore[attr-defined]
+    stepped = []
+    for sub in walk_local(func):
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                sub.func.attr == "step":
+            roots = [sub.func.value] + sub.args[:1]  # opt.step(), scaler.step(optimizer)
+            for i, r in enumerate(roots):
+                while isinstance(r, (ast.Attribute, ast.Subscript)):
+                    r = r.value
+                roots[i] = r
+            stepped.append(any(isinstance(r, ast.Name) and r.id in params for r in roots))
+    return bool(stepped) and all(stepped)
 
 
 def _only_called_once(script: Script, func: ast.AST) -> bool:
