@@ -54,6 +54,13 @@ class Event:
             script.at(line)
 
 
+def _lr_step_signature(call: ast.Call) -> bool:
+    """``step()``, ``step(epoch)`` or ``ReduceLROnPlateau.step(metrics)``: a learning-rate
+    scheduler's step takes at most one argument and no keyword but ``epoch``/``metrics``
+    (a pipeline schedule's ``step(inputs, target=..., losses=...)`` is something else)."""
+    return len(call.args) <= 1 and all(k.arg in ("epoch", "metrics") for k in call.keywords)
+
+
 def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event | None:
     f = call.func
 
@@ -84,7 +91,7 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
         if recv in script.scalers or (recv or "").endswith("scaler"):
             arg = call.args[0] if call.args else None
             return Event("step", key(arg) if arg is not None else None, call)
-        if script.is_scheduler(recv):
+        if script.is_scheduler(recv) and _lr_step_signature(call):
             return Event("sched", recv, call)
         if script.is_optimizer(recv):
             return Event("step", recv, call)

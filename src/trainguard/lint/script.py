@@ -39,6 +39,7 @@ _OPTIM_NAME = re.compile(r"(^|[._])(optim\w*|opt|opt_\w+|\w+_opt|optimi[sz]er\w*
 _SCHED_CLASS = re.compile(r"(lr_scheduler\.|LR$|Scheduler$|ReduceLROnPlateau$|"
                           r"get_\w*schedule\w*$|schedule_with_warmup$)")
 _SCHED_NAME = re.compile(r"(^|[._])\w*(sched|scheduler|lr_policy)\w*$", re.I)
+_LR_SCHED_NAME = re.compile(r"(sched|scheduler|lr_policy)s?$|(^|[._])lr|lr([._]|$)", re.I)
 _MODEL_NAME = re.compile(
     r"^(self\.)?(model|net|network|\w+_model|model_\w+|\w*net|net\w*|encoder|decoder|classifier|"
     r"backbone|generator|discriminator|net[GD]|G|D|policy|critic|actor|student|teacher|module)$"
@@ -52,6 +53,10 @@ _MODEL_CTOR = re.compile(r"^(torchvision\.models\.|timm\.create_model|torch\.nn\
                          r"MultiheadAttention)$|"
                          r"torch\.nn\.parallel\.DistributedDataParallel|torch\.nn\.DataParallel|"
                          r"torch\.compile$)|\.from_pretrained$|^(DDP|FSDP)$")
+# Classes whose from_pretrained() builds no nn.Module (diffusers' DiffusionPipeline, the
+# transformers pipelines, tokenizers, processors, configs, diffusers' noise schedulers).
+_NOT_A_MODULE = re.compile(r"(Pipeline|Tokenizer|TokenizerFast|Processor|FeatureExtractor|"
+                           r"Config|Scheduler)\.from_pretrained$")
 # Top-level packages that are never a file of the user's project: the standard library and the
 # libraries training scripts import most.
 _NOT_PROJECT = frozenset(sys.stdlib_module_names) | {
@@ -273,13 +278,22 @@ class Script:
             name = (self.call_qualname(v) or "").rsplit(".", 1)[-1]
             if name[:1].isupper():
                 return False  # built by a class that is not a learning-rate scheduler
-        return True  # a parameter, or a factory (build_scheduler(opt, cfg)) named for one
+        # a parameter, or a factory (build_scheduler(opt, cfg)) named for one; a bare
+        # "schedule" (a noise, beta or pipeline schedule) names no learning-rate scheduler
+        return bool(_LR_SCHED_NAME.search(key))
 
     @cached_property
     def models(self) -> set[str]:
         """Keys that name a model: built by a model constructor or a same-file module class,
-        or used like one (``.train()``, ``.eval()``, ``.parameters()``) under a model-like name."""
-        keys = self._keys_built_by(_MODEL_CTOR)
+        or used like one (``.train()``, ``.eval()``, ``.parameters()``) under a model-like name.
+        ``X.from_pretrained(...)`` builds a module only when ``X`` is a model class: a
+        diffusers or transformers pipeline (its ``__call__`` runs under no_grad and returns
+        images or text), a tokenizer, processor, config or noise scheduler is no
+        ``nn.Module``."""
+        keys = {k for k, values in self.assignments.items()
+                if any((q := self.call_qualname(v)) and not _NOT_A_MODULE.search(q) and
+                       (_MODEL_CTOR.search(q) or _MODEL_CTOR.search(q.rsplit(".", 1)[-1]))
+                       for v in values)}
         module_classes = {name for name, cls in self.classes.items()
                           if any(isinstance(b, ast.FunctionDef) and b.name == "forward"
                                  for b in cls.body)}
