@@ -5,6 +5,9 @@ builds an optimizer, a loop runs backward in a function that names an optimizer,
 the file steps it: no ``.step()`` on an
 optimizer or a ``GradScaler``, no manual update from ``.grad`` (manual SGD), and no call in the
 loop that is handed the optimizer (a helper elsewhere may step it).
+
+When other optimizers step: one that the file zeroes but never steps nor hands to anything (a
+GAN's ``opt_d.step()`` left out), reported at the backward that follows its zeroing.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import walk_local
+from trainguard.lint.astutil import parent, walk_local
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
 
@@ -21,7 +24,10 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 
 
 def check(script: Script) -> Iterator[Hit]:
-    if not script.optimizers or _steps_somewhere(script) or _manual_update(script):
+    if not script.optimizers or _manual_update(script):
+        return
+    if _steps_somewhere(script):
+        yield from _one_never_stepped(script)
         return
     for call in script.calls:
         if not is_backward(call) or not script.enclosing_loops(call):
@@ -74,3 +80,53 @@ def _scope_has_optimizer(script: Script, loop: ast.AST) -> bool:
     scope = script.enclosing_function(loop) or script.tree
     return any(isinstance(n, (ast.Name, ast.Attribute)) and script.is_optimizer(script.key(n))
                for n in walk_local(scope))
+
+
+def _one_never_stepped(script: Script) -> Iterator[Hit]:
+    """An optimizer the file zeroes and never steps, while others step: the parameters it
+    holds get gradients from the backward that follows its zeroing and never change (a GAN
+    whose discriminator's ``opt_d.step()`` is missing). Silent when the optimizer is handed to
+    anything (a call, a list, a return value, another name): a helper or a framework may step
+    it."""
+    zeroed: dict[str, ast.Call] = {}
+    for call in script.calls:
+        f = call.func
+        if isinstance(f, ast.Attribute) and f.attr == "zero_grad":
+            k = script.key(f.value)
+            if script.is_optimizer(k):
+                zeroed.setdefault(k, call)  # type: ignore[arg-type]
+    for key, zero in sorted(zeroed.items()):
+        if _stepped_or_handed(script, key):
+            continue
+        scope = script.enclosing_function(zero) or script.tree
+        after = [c for c in walk_local(scope) if isinstance(c, ast.Call) and is_backward(c) and
+                 (c.lineno, c.col_offset) > (zero.lineno, zero.col_offset)]
+        if not after:
+            continue
+        backward = min(after, key=lambda c: (c.lineno, c.col_offset))
+        yield Hit(backward, f"{key}.zero_grad() at {script.at(zero.lineno)} and this backward() "
+                            f"give {key}'s parameters gradients, but {key}.step() is never "
+                            f"called: they never change",
+                  fix=f"call {key}.step() after this backward()")
+
+
+def _stepped_or_handed(script: Script, key: str) -> bool:
+    for node in script.nodes:
+        if not isinstance(node, (ast.Name, ast.Attribute)) or script.key(node) != key:
+            continue
+        p = parent(node)
+        if isinstance(p, ast.Attribute):
+            if p.attr == "step":
+                return True
+            continue  # key.zero_grad, key.param_groups, ...
+        if isinstance(p, ast.Assign) and node in p.targets or \
+                isinstance(p, (ast.Tuple, ast.List)) and isinstance(p.ctx, ast.Store):
+            continue  # where it is built or unpacked
+        ret = p if isinstance(p, ast.Return) else parent(p) if isinstance(p, ast.Tuple) else None
+        if isinstance(ret, ast.Return):
+            func = script.enclosing_function(ret)
+            if func is not None and script.call_sites(func):
+                continue  # a builder of the file: its callers' names are followed instead
+        return True  # an argument, a container element, a value returned to a framework
+        # (configure_optimizers), another name
+    return False
