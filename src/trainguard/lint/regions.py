@@ -83,14 +83,18 @@ def _find_training_loops(script: Script) -> list[ast.AST]:
     for loop in loops:
         covered.update(_functions_run(script, loop.body))  # type: ignore[attr-defined]
     steps = []
+    # functions whose own body calls backward, and those holding a training loop of their own
+    own_backward = {id(f) for c in script.calls if isinstance(c.func, ast.Attribute) and
+                    c.func.attr == "backward" and (f := script.enclosing_function(c)) is not None}
+    holds_loop = {id(f) for loop in loops
+                  if isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) and
+                  (f := script.enclosing_function(loop)) is not None}
     for funcs in script.functions.values():
         for func in funcs:
-            if id(func) in covered or not _own_step(script, func) or \
-                    _steps_a_parameter(func) or not _trains(script, func) or \
-                    _only_called_once(script, func):
-                continue
-            if any(isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and id(n) in
-                   {id(x) for x in loops} for n in walk_local(func)):
+            # cheap tests first; the function's events last
+            if id(func) in covered or id(func) not in own_backward or \
+                    id(func) in holds_loop or _steps_a_parameter(func) or \
+                    _only_called_once(script, func) or not _trains(script, func):
                 continue
             steps.append(func)
     inner: set[int] = set()
@@ -152,13 +156,6 @@ def _functions_run(script: Script, body: list[ast.stmt]) -> set[int]:
             if func is not None:
                 out.add(id(func))
     return out
-
-
-def _own_step(script: Script, func: ast.AST) -> bool:
-    """The function itself calls ``backward`` (cheap test before its events; the step may sit
-    in a helper it calls: ``self.optimizer_step()``)."""
-    return any(isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and
-               sub.func.attr == "backward" for sub in walk_local(func))
 
 
 def _steps_a_parameter(func: ast.AST) -> bool:

@@ -16,6 +16,7 @@ at the re-enabling, with the call that runs it under no_grad.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import is_true, parent, walk_local
@@ -24,10 +25,14 @@ from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
 
 CODE = "TG104"
+_ENABLES = re.compile(r"enable_grad|set_grad_enabled|"
+                      r"(inference_mode|no_grad)\(\s*(mode\s*=\s*)?False")
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
 
 
 def check(script: Script) -> Iterator[Hit]:
+    if not _ENABLES.search(script.source):
+        return  # nothing re-enables grad (an alias keeps the name in its import)
     regions = [r.node for r in eval_regions(script)
                if isinstance(r.node, (ast.FunctionDef, ast.AsyncFunctionDef))]
     for node in script.nodes:

@@ -24,10 +24,13 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 
 
 def check(script: Script) -> Iterator[Hit]:
-    if not script.optimizers or _manual_update(script):
+    if not script.optimizers:
         return
     if _steps_somewhere(script):
-        yield from _one_never_stepped(script)
+        if "zero_grad" in script.source and not _manual_update(script):
+            yield from _one_never_stepped(script)
+        return
+    if _manual_update(script):
         return
     for call in script.calls:
         if not is_backward(call) or not script.enclosing_loops(call):
@@ -54,13 +57,21 @@ def _steps_somewhere(script: Script) -> bool:
 
 
 def _manual_update(script: Script) -> bool:
+    """Some statement reads ``.grad`` to update or compute with it (manual SGD:
+    ``p.data.add_(p.grad, alpha=-lr)``); ``p.grad = None`` is zeroing, not updating."""
+    if ".grad" not in script.source:
+        return False
     for node in script.nodes:
-        if isinstance(node, (ast.AugAssign, ast.Assign, ast.Call)) and any(
-                isinstance(s, ast.Attribute) and s.attr == "grad" for s in ast.walk(node)):
-            if isinstance(node, ast.Assign) and all(
-                    isinstance(t, ast.Attribute) and t.attr == "grad" for t in node.targets):
-                continue  # p.grad = None is zeroing, not updating
-            return True
+        if not (isinstance(node, ast.Attribute) and node.attr == "grad"):
+            continue
+        n = node
+        while (n := parent(n)) is not None:
+            if isinstance(n, (ast.AugAssign, ast.Call)):
+                return True
+            if isinstance(n, ast.Assign):
+                if all(isinstance(t, ast.Attribute) and t.attr == "grad" for t in n.targets):
+                    continue
+                return True
     return False
 
 
@@ -111,8 +122,11 @@ def _one_never_stepped(script: Script) -> Iterator[Hit]:
 
 
 def _stepped_or_handed(script: Script, key: str) -> bool:
+    last = key.rsplit(".", 1)[-1]
     for node in script.nodes:
-        if not isinstance(node, (ast.Name, ast.Attribute)) or script.key(node) != key:
+        if not (isinstance(node, ast.Name) and node.id == last or
+                isinstance(node, ast.Attribute) and node.attr == last) or \
+                script.key(node) != key:
             continue
         p = parent(node)
         if isinstance(p, ast.Attribute):
