@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import walk_local
+from trainguard.lint.astutil import parent, walk_local
 from trainguard.lint.events import events
 from trainguard.lint.optimizers import cleared, held_modules, zero_covers
 from trainguard.lint.regions import loop_label, training_loops
@@ -97,11 +97,24 @@ def _zeroes_in_closure(script: Script, loop: ast.AST) -> bool:
             for arg in [*call.args, *(k.value for k in call.keywords)]:
                 if isinstance(arg, ast.Name):
                     funcs.extend(script.functions.get(arg.id, ()))
-    for f in funcs:
-        for sub in ast.walk(f):
-            if isinstance(sub, ast.Attribute) and sub.attr in ("zero_grad", "grad"):
-                return True
-    return False
+    zeroing = _zeroing_functions(script)
+    return any(id(f) in zeroing for f in funcs)
+
+
+def _zeroing_functions(script: Script) -> set[int]:
+    """ids of the functions and lambdas whose code (nested code included) names ``zero_grad``
+    or ``.grad``, read once per file."""
+    found = script.__dict__.get("_tg_zeroing_functions")
+    if found is None:
+        found = set()
+        for node in script.nodes:
+            if isinstance(node, ast.Attribute) and node.attr in ("zero_grad", "grad"):
+                n = node
+                while (n := parent(n)) is not None:
+                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                        found.add(id(n))
+        script.__dict__["_tg_zeroing_functions"] = found
+    return found
 
 
 def _uncalled_zero_grad(loop: ast.AST) -> ast.AST | None:

@@ -38,8 +38,10 @@ def check(script: Script) -> Iterator[Hit]:
     if "DataLoader" not in script.source or "BatchNorm" not in script.source and \
             not script.model_builders:
         return
+    if not training_loops(script):  # cached: the other rules read it too
+        return
     norm = _one_value_norm(script)
-    if norm is None or not training_loops(script):
+    if norm is None:
         return
     for call in script.calls:
         if not (script.call_qualname(call) or "").endswith("DataLoader") or \
