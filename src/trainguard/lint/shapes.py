@@ -22,7 +22,7 @@ from trainguard.lint.astutil import dotted, kwarg, parent, walk_local
 from trainguard.lint.consts import UNKNOWN, const_eval
 from trainguard.lint.script import Script
 
-__all__ = ["samples"]
+__all__ = ["samples", "batches"]
 
 _SIZED = {"randn", "rand", "zeros", "ones", "empty", "full", "randint"}
 # Sample counts of scikit-learn's bundled (not downloaded) datasets, from its user guide
@@ -283,3 +283,27 @@ def _dataset_class_length(script: Script, call: ast.Call) -> Any:
                 v = const_eval(rets[0].value)
                 return v if isinstance(v, int) else UNKNOWN
     return UNKNOWN
+
+
+def batches(script: Script, loader: ast.AST) -> Any:
+    """Batches per epoch of a ``DataLoader`` the file builds with sizes it fixes:
+    ``ceil(N / batch_size)``, or ``N // batch_size`` with ``drop_last=True``; else UNKNOWN."""
+    if isinstance(loader, ast.Name):
+        bound = _binding(loader)
+        if bound is None or bound[1] is not None:
+            return UNKNOWN
+        loader = bound[0].value  # type: ignore[attr-defined]
+    if not (isinstance(loader, ast.Call) and
+            (script.call_qualname(loader) or "").endswith("DataLoader")) or \
+            kwarg(loader, "batch_sampler") is not None or kwarg(loader, "sampler") is not None:
+        return UNKNOWN
+    dataset = loader.args[0] if loader.args else kwarg(loader, "dataset")
+    size_node = kwarg(loader, "batch_size") or (loader.args[1] if len(loader.args) > 1 else None)
+    size = 1 if size_node is None else const_eval(size_node)
+    n = samples(script, dataset)
+    drop = kwarg(loader, "drop_last")
+    drop_v = False if drop is None else const_eval(drop)
+    if not (isinstance(n, int) and isinstance(size, int) and size > 0 and
+            isinstance(drop_v, bool)):
+        return UNKNOWN
+    return n // size if drop_v else -(-n // size)

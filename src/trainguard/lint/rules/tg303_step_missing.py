@@ -6,6 +6,8 @@ the file steps it: no ``.step()`` on an
 optimizer or a ``GradScaler``, no manual update from ``.grad`` (manual SGD), and no call in the
 loop that is handed the optimizer (a helper elsewhere may step it).
 
+When the step exists but sits under a test on the batch index of ``enumerate(loader)`` that no
+index of an epoch satisfies (``(step + 1) % 32 == 0`` over 29 batches), reported at the test.
 When other optimizers step: one that the file zeroes but never steps nor hands to anything (a
 GAN's ``opt_d.step()`` left out), reported at the backward that follows its zeroing.
 """
@@ -27,6 +29,8 @@ def check(script: Script) -> Iterator[Hit]:
     if not script.optimizers:
         return
     if _steps_somewhere(script):
+        if "enumerate" in script.source and not _manual_update(script):
+            yield from _branch_never_taken(script)
         if "zero_grad" in script.source and not _manual_update(script):
             yield from _one_never_stepped(script)
         return
@@ -144,3 +148,67 @@ def _stepped_or_handed(script: Script, key: str) -> bool:
         return True  # an argument, a container element, a value returned to a framework
         # (configure_optimizers), another name
     return False
+
+
+def _branch_never_taken(script: Script) -> Iterator[Hit]:
+    """Every optimizer step of the file sits under an ``if`` on the batch index of
+    ``for i, batch in enumerate(loader)`` that no index of one epoch satisfies: an accumulation
+    test ``(i + 1) % 32 == 0`` over a loader of 29 batches (the index restarts every epoch), so
+    the step never runs. The loader's length comes from the file
+    (:func:`trainguard.lint.shapes.samples`, ``batch_size``, ``drop_last``)."""
+    steps = [c for c in script.calls if isinstance(c.func, ast.Attribute) and
+             c.func.attr == "step" and not script.is_scheduler(script.key(c.func.value))]
+    tests: dict[int, ast.If] = {}
+    for call in steps:
+        gate = _index_gate(script, call)
+        if gate is None:
+            return
+        tests[id(gate)] = gate
+    for gate in tests.values():
+        yield Hit(gate.test, f"this test is false for every batch index of an epoch "
+                             f"({ast.unparse(gate.test)}), so the optimizer step under it never "
+                             f"runs: backward() accumulates gradients and the parameters never "
+                             f"change",
+                  fix="count optimizer steps across epochs (a global step), or step when the "
+                      "epoch ends")
+
+
+def _index_gate(script: Script, call: ast.Call) -> ast.If | None:
+    """The ``if`` around ``call`` whose test is false for every index of the enclosing
+    ``enumerate(loader)`` loop, or None."""
+    from trainguard.lint.consts import _COMPARE, UNKNOWN, const_eval
+    from trainguard.lint.shapes import batches
+
+    n = call
+    while (p := parent(n)) is not None and not isinstance(p, (ast.FunctionDef, ast.Module)):
+        if isinstance(p, ast.If) and n in p.body:
+            loop = next((a for a in script.enclosing_loops(p)
+                         if isinstance(a, ast.For) and isinstance(a.iter, ast.Call) and
+                         isinstance(a.iter.func, ast.Name) and a.iter.func.id == "enumerate" and
+                         isinstance(a.target, ast.Tuple) and a.target.elts and
+                         isinstance(a.target.elts[0], ast.Name)), None)
+            if loop is None:
+                return None
+            index = loop.target.elts[0].id  # type: ignore[union-attr]
+            if index not in {x.id for x in ast.walk(p.test) if isinstance(x, ast.Name)}:
+                n = p
+                continue
+            args = loop.iter.args  # type: ignore[union-attr]
+            count = batches(script, args[0]) if args else UNKNOWN
+            start = const_eval(args[1]) if len(args) > 1 else 0
+            if not isinstance(count, int) or not isinstance(start, int) or count > 100_000:
+                return None
+            test = p.test
+            if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and
+                    type(test.ops[0]) in _COMPARE):
+                return None
+            for i in range(start, start + count):
+                env = {index: ast.Constant(i)}
+                left = const_eval(test.left, env=env)
+                right = const_eval(test.comparators[0], env=env)
+                if left is UNKNOWN or right is UNKNOWN or \
+                        _COMPARE[type(test.ops[0])](left, right):
+                    return None
+            return p
+        n = p
+    return None
