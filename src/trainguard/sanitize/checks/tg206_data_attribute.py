@@ -45,21 +45,20 @@ class DataAttribute(Check):
         self.reported: set[frozenset[int]] = set()  # pairs of id(param) already reported
 
     def on_step_pre(self, optimizer: Any) -> None:
-        held = {id(p) for g in optimizer.param_groups for p in g["params"]}
-        names = _names(list(self.state.models))
-        by_place: dict[tuple[str, int], Any] = {}
-        for p in _unique([p for g in optimizer.param_groups for p in g["params"]],
-                         [p for m in self.state.models for p in m.parameters()]):
+        stepped = [p for g in optimizer.param_groups for p in g["params"]]
+        held = {id(p) for p in stepped}
+        by_place: dict[tuple[Any, int], Any] = {}
+        for p in _unique(stepped, _model_parameters(self.state.models)):
             if p.numel() == 0 or p.device.type == "meta":
                 continue
-            place = (str(p.device), p.data_ptr())
+            place = (p.device, p.data_ptr())
             other = by_place.setdefault(place, p)
             if other is p or (id(p) not in held and id(other) not in held):
                 continue
             pair = frozenset((id(p), id(other)))
             if pair not in self.reported:
                 self.reported.add(pair)
-                self._report(other, p, names, held, optimizer)
+                self._report(other, p, _names(list(self.state.models)), held, optimizer)
 
     def _report(self, a: Any, b: Any, names: dict[int, tuple[str, str, int]], held: set[int],
                 optimizer: Any) -> None:
@@ -77,6 +76,13 @@ class DataAttribute(Check):
                 "torch.no_grad(), or load_state_dict); to tie weights on purpose, assign the "
                 "Parameter itself (`b.weight = a.weight`)",
             where=where)
+
+
+def _model_parameters(models: Any) -> list[Any]:
+    """The parameters registered on ``models`` and their submodules (read from each module's
+    ``_parameters``: ``model.parameters()`` without its generators, duplicates kept)."""
+    return [p for model in models for module in model.modules()
+            for p in module._parameters.values() if p is not None]
 
 
 def _unique(*groups: list[Any]) -> list[Any]:
