@@ -1,8 +1,10 @@
 """TG206 data-attribute, at run time: two parameters made to share one storage.
 
-What it watches: at each checked ``optimizer.step()`` (``on_step_pre``), the parameters the
+What it watches: at a checked ``optimizer.step()`` (``on_step_pre``), the parameters the
 stepping optimizer holds and those of every model seen, by storage address (``data_ptr()``, which
-includes the offset; no value is read, so CUDA is not synchronized).
+includes the offset; no value is read, so CUDA is not synchronized). A shared storage stays shared
+until the next ``.data`` assignment, so for each optimizer it looks at most once per
+:data:`EVERY` optimizer steps (every step during the first 8, then more and more seldom).
 
 When it fires: two distinct parameter objects, at least one of them held by the stepping
 optimizer, start at the same address of the same device. That is what ``p.data = q.data`` (or
@@ -17,7 +19,7 @@ Silent: weights tied by assigning the Parameter itself (``decoder.weight = encod
 object), copies (``p.data.copy_(q.data)``, ``load_state_dict``), views at other offsets of one
 flat buffer (FSDP's ``use_orig_params``, cuDNN's flattened RNN weights), empty parameters.
 
-Cost: on each checked step, one ``data_ptr()`` per parameter of the stepping optimizer and of the
+Cost: when it looks, one ``data_ptr()`` per parameter of the stepping optimizer and of the
 models seen (about 0.3 us each); at a finding, one parse of one source file (cached, bounded by
 ``bounds.SOURCE_CHARS``).
 
@@ -37,14 +39,24 @@ from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import Location, user_location
 
 
+EVERY = 16
+"""At most this many optimizer steps (counted over all optimizers) between two looks at one
+optimizer's parameters."""
+
+
 class DataAttribute(Check):
     code = "TG206"
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.reported: set[frozenset[int]] = set()  # pairs of id(param) already reported
+        self.next_look: dict[int, int] = {}  # id(optimizer) -> State.step of its next look
 
     def on_step_pre(self, optimizer: Any) -> None:
+        step = self.state.step
+        if step < self.next_look.get(id(optimizer), 0):
+            return
+        self.next_look[id(optimizer)] = step + min(EVERY, 1 + step // 8)
         stepped = [p for g in optimizer.param_groups for p in g["params"]]
         held = {id(p) for p in stepped}
         by_place: dict[tuple[Any, int], Any] = {}
