@@ -49,7 +49,8 @@ def is_trainguard_file(filename: str) -> bool:
 def is_user_file(filename: str) -> bool:
     """True for a file the user wrote (a script, a test, their package in a source checkout)."""
     if not filename or filename.startswith("<"):
-        return filename.startswith("<stdin") or filename.startswith("<string")
+        # (IPython names a cell's code ``<ipython-input-N-HASH>``; ipykernel, a temporary .py)
+        return filename.startswith(("<stdin", "<string", "<ipython-input-"))
     path = os.path.abspath(filename)
     if "site-packages" in path or "dist-packages" in path:
         return False

@@ -492,6 +492,7 @@ def install(w: "Watcher") -> list[Undo]:
 
     _install_grad_mode(w, undo)
     _install_mode_calls(w, undo)
+    _install_parameter_registration(w, undo)
 
     if h["on_zero_grad"]:
         def make_zero_grad(original: Any) -> Any:
@@ -638,8 +639,18 @@ def _install_mode_calls(w: "Watcher", undo: list[Undo]) -> None:
                 try:
                     if mode:
                         eval_at.pop(id(self), None)
+                        caller = _mode_caller(sys._getframe(1))
+                        if not self.training and is_user_code(caller.f_code):
+                            # user code put an eval-mode module back in training mode (TG101);
+                            # was it a library's evaluation loop that had put it in eval mode?
+                            by_library = w.state.library_eval is not None \
+                                and w.state.library_eval() is self
+                            w.state.train_at = (weakref.ref(self), frame_location(caller),
+                                                w.state.backward_count, by_library)
                     else:
                         eval_at[id(self)] = (weakref.ref(self), user_location(sys._getframe(1)))
+                        library = not is_user_code(_mode_caller(sys._getframe(1)).f_code)
+                        w.state.library_eval = weakref.ref(self) if library else None
                         if len(eval_at) > 256:  # modules put in eval mode and dropped
                             for key in [k for k, (ref, _) in eval_at.items() if ref() is None]:
                                 del eval_at[key]
@@ -653,6 +664,42 @@ def _install_mode_calls(w: "Watcher", undo: list[Undo]) -> None:
         return train
 
     _patch(nn.Module, "train", make_train, undo)
+
+
+def _mode_caller(frame: Any) -> Any:
+    """The frame that called ``train()``/``eval()``, past overrides that call ``super()``'s
+    (``transformers.PreTrainedModel.train``)."""
+    while frame.f_code.co_name in ("train", "eval") and frame.f_back is not None:
+        frame = frame.f_back
+    return frame
+
+
+def _install_parameter_registration(w: "Watcher", undo: list[Undo]) -> None:
+    """Note the user's line that adds a parameter to a module already built (``State.added_at``),
+    for TG304: a parameter registered outside a module's ``__init__`` (a head assigned after the
+    optimizer was built, a parameter created in a training hook). PyTorch's global hook
+    ``register_module_parameter_registration_hook`` runs once per registration, not per step."""
+    from torch import nn
+    from torch.nn.modules.module import register_module_parameter_registration_hook
+
+    added_at = w.state.added_at
+
+    def registered(module: Any, name: str, param: Any) -> None:
+        try:
+            if param is None:
+                return
+            frame = frames.user_frame(sys._getframe(1))
+            if frame is None or (frame.f_code.co_name == "__init__"
+                                 and isinstance(frame.f_locals.get("self"), nn.Module)):
+                return  # (built with its module)
+            added_at[id(param)] = (weakref.ref(param), frame_location(frame))
+            if len(added_at) > 4096:
+                for key in [k for k, (ref, _) in added_at.items() if ref() is None]:
+                    del added_at[key]
+        except Exception as exc:
+            w.hook_failed("parameter registration", exc)
+
+    undo.append(register_module_parameter_registration_hook(registered).remove)
 
 
 def _install_grad_mode(w: "Watcher", undo: list[Undo]) -> None:

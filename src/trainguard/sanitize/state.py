@@ -340,6 +340,13 @@ class State:
         # id(module) -> (weak reference, line): where user code last put that module in eval mode
         # (an outermost ``eval()``/``train(False)``), until it calls ``train()`` on it again
         self.eval_at: dict[int, tuple[Any, Location | None]] = {}
+        # (weak reference, line, backward calls so far, whether a library's eval() had put it in
+        # eval mode): the last ``train()`` user code called on a module that was in eval mode
+        self.train_at: tuple[Any, Location, int, bool] | None = None
+        self.library_eval: Any = None  # weak reference to the module a library last put in eval
+        # id(parameter) -> (weak reference, line): where user code added it to a module already
+        # built (outside the module's ``__init__``)
+        self.added_at: dict[int, tuple[Any, Location]] = {}
 
     def track_graph(self, tensor: Any, info: Any = None) -> GraphTrack | None:
         """Follow the graph behind ``tensor`` (None when it has no ``grad_fn``)."""

@@ -394,13 +394,28 @@ class ParamsNotInOptimizer(Check):
                     "is built",
                 where=where)
         else:
+            added = self._added_at(still)
+            why = ("the optimizer was built before they were added, replaced or unfrozen, or "
+                   "they were left out of it without being frozen")
+            if added is not None:
+                where, why = added, (f"this line added {them} to a model already built, and "
+                                     f"no optimizer was given {them} afterwards")
             self.report(
-                f"{head} (the optimizer was built before they were added, replaced or unfrozen, "
-                "or they were left out of it without being frozen)",
+                f"{head} ({why})",
                 fix="to train them, build the optimizer after the model is complete, or add them "
                     "with optimizer.add_param_group({'params': [...]}); to keep them fixed, call "
                     "requires_grad_(False) on them (no gradient is then computed)",
                 where=where)
+
+    def _added_at(self, still: list[_Suspect]) -> Any:
+        """The user's line that added the first of ``still`` to a module already built (outside
+        the module's ``__init__``; ``State.added_at``), or None."""
+        for v in still:
+            p = v.ref()
+            found = self.state.added_at.get(id(p)) if p is not None else None
+            if found is not None and found[0]() is p:
+                return found[1]
+        return None
 
     def _where(self) -> Any:
         last = self.state.backwards[-1] if self.state.backwards else None
