@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from cliutil import run_cli
+from notebook_helpers import write_notebook
 
 SETUP = """import torch
 from torch import nn
@@ -25,15 +26,6 @@ for step in range(20):
     loss.backward()
     optimizer.step()
 """
-
-
-def write_notebook(path: Path, cells: list[tuple[str, str]]) -> Path:
-    nb = {"cells": [{"cell_type": kind, "metadata": {}, "source": text.splitlines(keepends=True),
-                     **({"outputs": [], "execution_count": None} if kind == "code" else {})}
-                    for kind, text in cells],
-          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
-    path.write_text(json.dumps(nb), encoding="utf-8")
-    return path
 
 
 def notebook(path: Path, kept: str) -> Path:
