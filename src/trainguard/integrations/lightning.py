@@ -206,7 +206,8 @@ def _check_schedulers(trainer: Any, pl_module: Any, watcher: Any) -> None:
 
 
 def _interval_line(function: Any) -> tuple[str, int, int] | None:
-    """The ``"interval"`` key of a dict in ``function``'s source, else its ``def`` line."""
+    """The ``"interval"`` key of a dict in ``function``'s source (one whose value is ``"step"``
+    first), else its ``def`` line."""
     import ast
 
     from trainguard.sanitize.bounds import parse_file
@@ -217,9 +218,14 @@ def _interval_line(function: Any) -> tuple[str, int, int] | None:
     lines = [line for _, _, line in code.co_lines() if line is not None]
     low, high = (min(lines), max(lines)) if lines else (code.co_firstlineno, code.co_firstlineno)
     tree = parse_file(code.co_filename)
+    found = []  # (the value is the constant "step", line, column) of each "interval" key
     for node in ast.walk(tree) if tree is not None else ():
         if isinstance(node, ast.Dict) and low <= node.lineno <= high:
-            for key in node.keys:
+            for key, value in zip(node.keys, node.values):
                 if isinstance(key, ast.Constant) and key.value == "interval":
-                    return (code.co_filename, key.lineno, key.col_offset + 1)
+                    step = isinstance(value, ast.Constant) and value.value == "step"
+                    found.append((not step, key.lineno, key.col_offset + 1))
+    if found:
+        _, line, col = min(found)
+        return (code.co_filename, line, col)
     return (code.co_filename, code.co_firstlineno, 1)

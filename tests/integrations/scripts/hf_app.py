@@ -104,9 +104,9 @@ def build(fault, args, epochs):
         optimizers = (optimizer, torch.optim.lr_scheduler.StepLR(optimizer, step_size=1,
                                                                  gamma=0.7))
     cls = LossKeepingTrainer if fault == "graph-kept" else Trainer
-    return cls(model=model, args=training, train_dataset=Sequences(args.samples),
-               eval_dataset=Sequences(64, seed=1), data_collator=Collate(noisy=True),
-               callbacks=callbacks, optimizers=optimizers)  # cause: scheduler-per-batch
+    return cls(model=model, args=training, optimizers=optimizers,  # cause: scheduler-per-batch
+               train_dataset=Sequences(args.samples), eval_dataset=Sequences(64, seed=1),
+               data_collator=Collate(noisy=True), callbacks=callbacks)
 
 
 def main(argv=None):
