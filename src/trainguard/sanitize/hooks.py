@@ -675,31 +675,58 @@ def _mode_caller(frame: Any) -> Any:
 
 
 def _install_parameter_registration(w: "Watcher", undo: list[Undo]) -> None:
-    """Note the user's line that adds a parameter to a module already built (``State.added_at``),
-    for TG304: a parameter registered outside a module's ``__init__`` (a head assigned after the
-    optimizer was built, a parameter created in a training hook). PyTorch's global hook
-    ``register_module_parameter_registration_hook`` runs once per registration, not per step."""
+    """Note the user's line that adds parameters to a module already built (``State.added_at``),
+    for TG304: a parameter or a submodule assigned outside every module's ``__init__`` (a head
+    assigned after the optimizer was built, ``model[2] = nn.Linear(...)``, a parameter created in
+    a training hook). PyTorch's global registration hooks run once per assignment, not per step.
+    """
     from torch import nn
-    from torch.nn.modules.module import register_module_parameter_registration_hook
+    from torch.nn.modules.module import (register_module_module_registration_hook,
+                                         register_module_parameter_registration_hook)
 
     added_at = w.state.added_at
 
-    def registered(module: Any, name: str, param: Any) -> None:
+    def site(start: Any) -> Any:
+        """The user's frame that made the assignment, or None while a module is being built (an
+        ``__init__`` of a module on the way up: ``nn.Linear(...)``, ``DDP(model)``, a model's
+        own layers, weights tied in ``post_init``)."""
+        frame = start
+        for _ in range(FRAMES_TO_USER):
+            if frame is None:
+                return None
+            code = frame.f_code
+            if code.co_name == "__init__" and isinstance(frame.f_locals.get("self"), nn.Module):
+                return None
+            if is_user_code(code):
+                return frame
+            frame = frame.f_back
+        return None
+
+    def note(params: Any, start: Any, what: str) -> None:
         try:
-            if param is None:
+            frame = site(start)
+            if frame is None:
                 return
-            frame = frames.user_frame(sys._getframe(1))
-            if frame is None or (frame.f_code.co_name == "__init__"
-                                 and isinstance(frame.f_locals.get("self"), nn.Module)):
-                return  # (built with its module)
-            added_at[id(param)] = (weakref.ref(param), frame_location(frame))
+            where = frame_location(frame)
+            for param in params:
+                if param is not None:
+                    added_at[id(param)] = (weakref.ref(param), where)
             if len(added_at) > 4096:
                 for key in [k for k, (ref, _) in added_at.items() if ref() is None]:
                     del added_at[key]
         except Exception as exc:
-            w.hook_failed("parameter registration", exc)
+            w.hook_failed(what, exc)
 
-    undo.append(register_module_parameter_registration_hook(registered).remove)
+    undo.append(register_module_parameter_registration_hook(
+        lambda module, name, param: note((param,), sys._getframe(1), "parameter registration")
+    ).remove)
+    undo.append(register_module_module_registration_hook(
+        lambda module, name, sub: note(sub.parameters() if sub is not None else (),
+                                       sys._getframe(1), "submodule registration")
+    ).remove)
+
+
+FRAMES_TO_USER = 12  # frames from a registration hook up to the user's assignment, at most
 
 
 def _install_grad_mode(w: "Watcher", undo: list[Undo]) -> None:
