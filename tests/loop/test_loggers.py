@@ -172,3 +172,16 @@ def test_metrics_csv_appended_per_epoch_equals_the_whole_history_and_a_resume_re
         fh.write("2,0.5,0.5,0.5,0.1,1.0\n3,0.4")  # a stale row and one cut short
     resumed = _fit(tmp_path / "b", resume=tmp_path / "b", loggers=["csv"])
     assert (tmp_path / "b" / "metrics.csv").read_text() == _expected_csv(resumed.rows)
+
+
+def test_train_with_tensorboard_writes_the_metrics_of_metrics_csv(tmp_path):
+    pytest.importorskip("tensorboard")
+    run_dir = tmp_path / "run"
+    proc = run_cli("train", "--model", "mlp", "--epochs", "2", "--progress", "none",
+                   "--tensorboard", "--run-dir", str(run_dir))
+    assert proc.returncode == 0, proc.stderr
+    scalars = _scalars(run_dir / "tensorboard")
+    rows = list(csv.DictReader((run_dir / "metrics.csv").open()))
+    assert len(rows) == 2
+    for column in ("train_loss", "val_loss", "val_accuracy", "lr"):
+        assert [v for _, v in scalars[column]] == [_f32(r[column]) for r in rows], column

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from sanitize_helpers import STRESS, run_in_process
 
-from trainguard.sanitize import frames
-from trainguard.sanitize.holders import find_holder
+from trainguard.sanitize.core import frames
+from trainguard.sanitize.core.holders import find_holder
 
 _LIMIT_S = 300  # a hang guard, not a timing: each script runs in seconds
 

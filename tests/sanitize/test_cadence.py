@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainguard.config import Config
-from trainguard.sanitize.cadence import BACKWARD, FORWARD, STEP, Cadence
+from trainguard.sanitize.core.cadence import BACKWARD, FORWARD, STEP, Cadence
 from trainguard.sanitize.checks import Check
 from trainguard.sanitize.watcher import Watcher
 

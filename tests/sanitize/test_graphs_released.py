@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from trainguard.sanitize.holders import graphs_released
+from trainguard.sanitize.core.holders import graphs_released
 
 
 def _loss() -> torch.Tensor:

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from trainguard.sanitize.checks._output_uses import output_uses
+from trainguard.sanitize.core.sites import output_uses
 
 # (name, source with the model call on the line marked `# <-`, metric?, loss?, trains?)
 CASES = [

@@ -21,7 +21,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 from trainguard.config import Config
 from trainguard.findings import Finding
-from trainguard.sanitize.merge import merge_findings
+from trainguard.sanitize.ranks.merge import merge_findings
 from trainguard.sanitize.ranks import DEFAULT_TIMEOUT_S, RankLink, exit_guard
 from trainguard.sanitize.watcher import Watcher
 

@@ -12,7 +12,7 @@ from torch import nn
 
 from trainguard.config import Config
 from trainguard.sanitize.checks.tg603_batchnorm_not_synced import SMALL_BATCH, BatchNormNotSynced
-from trainguard.sanitize.replicas import (decode, encode, fingerprint, first_difference,
+from trainguard.sanitize.core.replicas import (decode, encode, fingerprint, first_difference,
                                           is_checkpoint, plan_replicas)
 from trainguard.sanitize.watcher import Watcher
 

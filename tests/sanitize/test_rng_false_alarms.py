@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from sanitize_helpers import run_in_process
-from trainguard.sanitize.repro_hooks import in_fork_rng
+from trainguard.sanitize.core.seeding import in_fork_rng
 from trainguard.sanitize.watcher import watch
 
 UNSEEDED_NUMPY = textwrap.dedent("""\

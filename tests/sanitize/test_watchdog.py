@@ -11,9 +11,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainguard.config import Config
-from trainguard.sanitize import watchdog
+from trainguard.sanitize.core import watchdog
 from trainguard.sanitize.checks import Check
-from trainguard.sanitize.holders import graph_nodes
+from trainguard.sanitize.core.holders import graph_nodes
 from trainguard.sanitize.watcher import Watcher
 
 

@@ -117,7 +117,7 @@ def test_a_check_that_raises_becomes_tg002_and_the_script_finishes(tmp_path):
 def test_a_failing_wrapper_reports_tg002_and_the_run_computes_the_same(monkeypatch):
     """The wrappers' own bookkeeping (not only the checks) must never reach the user's code: here
     every location look-up raises, which every wrapper needs."""
-    from trainguard.sanitize import hooks
+    from trainguard.sanitize.core import frames as hooks
 
     def broken(*args, **kwargs):
         raise LookupError("location table corrupted")

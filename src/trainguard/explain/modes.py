@@ -7,7 +7,9 @@ Dropout zeroes elements only in training
 statistics and updates its running estimates in training, and uses the running estimates in eval
 (https://pytorch.org/docs/stable/generated/torch.nn.BatchNorm2d.html); InstanceNorm does the same
 only with ``track_running_stats=True``; RNN/LSTM/GRU apply their ``dropout`` between layers only in
-training; MultiheadAttention applies its attention ``dropout`` only in training.
+training; MultiheadAttention applies its attention ``dropout`` only in training. The one
+definition of these is ``trainguard.apifacts.MODE_RULES``, with user modules whose ``forward``
+reads ``self.training``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from torch import nn
+
+from trainguard.apifacts import ModeRule
+from trainguard.sanitize.core.modes import depends_on_mode, rule_of
 
 __all__ = ["ModeEntry", "ModuleReport", "explain_module"]
 
@@ -79,21 +84,14 @@ class ModuleReport:
 
 
 def _effect(module: nn.Module) -> str | None:
-    if isinstance(module, nn.modules.dropout._DropoutNd):
-        return f"drops elements with p={module.p} in train, identity in eval" if module.p else None
-    if isinstance(module, nn.modules.batchnorm._BatchNorm):
-        if not module.track_running_stats:
-            return None  # always normalizes with batch statistics
-        return "batch statistics + running-stat updates in train, running stats in eval"
-    if isinstance(module, nn.modules.instancenorm._InstanceNorm):
-        if not module.track_running_stats:
-            return None
-        return "instance statistics + running-stat updates in train, running stats in eval"
-    if isinstance(module, nn.RNNBase) and module.dropout:
-        return f"dropout p={module.dropout} between layers in train only"
-    if isinstance(module, nn.MultiheadAttention) and module.dropout:
-        return f"attention dropout p={module.dropout} in train only"
-    return None
+    """What ``training`` changes for ``module`` (the rules of ``trainguard.apifacts``, as the
+    sanitizer applies them), or None when it behaves the same in both modes."""
+    if not depends_on_mode(module):
+        return None
+    rule = rule_of(module)
+    if isinstance(rule, ModeRule):
+        return rule.effect.format(value=getattr(module, rule.attribute, rule.default))
+    return "its forward reads self.training"
 
 
 def explain_module(module: nn.Module) -> ModuleReport:

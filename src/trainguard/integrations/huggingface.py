@@ -71,7 +71,7 @@ class TrainguardCallback(TrainerCallback):
         return watcher.findings if watcher is not None else []
 
     def on_init_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        from trainguard.sanitize.frames import user_location
+        from trainguard.sanitize.core.frames import user_location
 
         self._built_at = user_location(sys._getframe(1))
         self._attach(_calling_trainer())

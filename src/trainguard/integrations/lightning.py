@@ -144,7 +144,7 @@ def _check_seed(watcher: Any) -> None:
     """
     import torch
 
-    from trainguard.sanitize.frames import user_location
+    from trainguard.sanitize.core.frames import user_location
 
     asked = torch.are_deterministic_algorithms_enabled() or torch.backends.cudnn.deterministic
     if not asked or os.environ.get("PL_GLOBAL_SEED") or torch.initial_seed() < _OS_SEED:
@@ -210,7 +210,7 @@ def _interval_line(function: Any) -> tuple[str, int, int] | None:
     first), else its ``def`` line."""
     import ast
 
-    from trainguard.sanitize.bounds import parse_file
+    from trainguard.sanitize.core.bounds import parse_file
 
     code = getattr(function, "__code__", None)
     if code is None:

@@ -27,15 +27,25 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from trainguard.apifacts import MODE_RULES
+
 if TYPE_CHECKING:
     from trainguard.lint.script import Script
 
 __all__ = ["Builder", "imported_builder", "import_specs", "MODE_DEPENDENT", "project_script",
            "foreign_definition"]
 
-MODE_DEPENDENT = re.compile(
-    r"Dropout|BatchNorm|dropout|torchvision|timm|from_pretrained|transformers|resnet|vgg|"
-    r"densenet|efficientnet|mobilenet|inception|SyncBatchNorm|InstanceNorm\w*\([^)]*track_running")
+MODE_DEPENDENT = re.compile("|".join((
+    # mode-dependent as constructed by default (trainguard.apifacts, shared with run and explain)
+    *sorted({c for rule in MODE_RULES if rule.depends(rule.default) for c in rule.classes}),
+    # ... or by a probability passed to the constructor (LSTM/GRU/MultiheadAttention dropout=)
+    *sorted({rule.attribute for rule in MODE_RULES
+             if rule.positive and not rule.depends(rule.default)}),
+    r"InstanceNorm\w*\([^)]*track_running",  # (its flag is off by default)
+    "BatchNorm",  # (the stem: user subclasses of _BatchNorm, FrozenBatchNorm-like names)
+    # model zoos, whose models hold such modules
+    "torchvision", "timm", "from_pretrained", "transformers", "resnet", "vgg", "densenet",
+    "efficientnet", "mobilenet", "inception")))
 """Text that shows a module whose behaviour depends on train/eval mode."""
 
 _ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")

@@ -34,7 +34,7 @@ def _exit_status(code: object) -> int:
 
 def _trim(tb: TracebackType | None) -> TracebackType | None:
     """Drop the leading frames of runpy and trainguard, as ``python script.py`` would show."""
-    from trainguard.sanitize.frames import is_user_file
+    from trainguard.sanitize.core.frames import is_user_file
 
     while tb is not None and not is_user_file(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next

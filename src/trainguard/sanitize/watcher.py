@@ -10,24 +10,29 @@ import os
 import re
 import sys
 import time
-import traceback
-from time import perf_counter
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
 from trainguard.config import Config, is_suppressed, load_config
 from trainguard.findings import Finding
-from trainguard.sanitize.bounds import Overrun, clock
-from trainguard.sanitize.cadence import Cadence
-from trainguard.sanitize.checks import EVENTS, Check, Diagnosis, discover
-from trainguard.sanitize.frames import user_location
-from trainguard.sanitize.ranks import RankLink, exit_guard
-from trainguard.sanitize.state import State
-from trainguard.sanitize import watchdog
-from trainguard.sanitize.watchdog import EXIT_S, SLOW_S, Watchdog
+from trainguard.sanitize.checks import discover
+from trainguard.sanitize.core.bounds import clock
+from trainguard.sanitize.core.cadence import Cadence
+from trainguard.sanitize.core.check import EVENTS, Check, Diagnosis
+from trainguard.sanitize.core.frames import user_location
+from trainguard.sanitize.core.state import State
+from trainguard.sanitize.core.watchdog import EXIT_S, Watchdog
+from trainguard.sanitize.dispatch import Dispatch
+from trainguard.sanitize.probes import (backward, data, functional, grad_mode, io, module_call,
+                                        optim, registration, repro, warning_line)
+from trainguard.sanitize.ranks.link import RankLink, exit_guard
 
 __all__ = ["Watcher", "watch"]
+
+# Each probe wraps one PyTorch API family (``probes/``); attached in this order, undone in reverse.
+PROBES = (module_call, optim, backward, grad_mode, registration, io, functional, data,
+          warning_line, repro)
 
 _active: "Watcher | None" = None
 # the file name a notebook's cell runs under (``trainguard/notebook.py``): ``nb.ipynb[cell 4]``
@@ -41,7 +46,7 @@ _ON_DEMAND = frozenset({"on_root_forward", "on_backward", "on_backward_done", "o
 _ALWAYS = frozenset({"on_root_forward", "on_backward", "on_step"})
 
 
-class Watcher:
+class Watcher(Dispatch):
     """Runs the runtime checks while it is started.
 
     Args:
@@ -101,29 +106,14 @@ class Watcher:
             if method is not getattr(Check, event) and event not in check.on_demand:
                 self.handlers[event].append((check, getattr(check, event)))
 
-    def listen(self, check: Check, events: tuple[str, ...], on: bool) -> None:
-        """Subscribe ``check`` to ``events`` (``on``) or unsubscribe it. The lists are replaced,
-        not changed in place, so an event being dispatched finishes with the list it started."""
-        if check in self._off:
-            return
-        if on:
-            self.armed.add(check)
-        else:
-            self.armed.discard(check)
-        for event in events:
-            rest = [(c, m) for c, m in self.handlers[event] if c is not check]
-            if on:
-                rest.append((check, getattr(check, event)))
-            self.handlers[event] = rest
-
     # ---- lifecycle -------------------------------------------------------------------------
     def start(self) -> "Watcher":
         """Install the hooks. Raises RuntimeError when already started."""
-        from trainguard.sanitize.hooks import install
-
         if self._started:
             raise RuntimeError("this Watcher is already started")
-        self._undo = install(self)
+        self._undo = []
+        for probe in PROBES:
+            self._undo += probe.attach(self)
         if self.ranks is not None:
             self._undo += self.ranks.attach()
         self._started = True
@@ -155,101 +145,6 @@ class Watcher:
             self._started = False
 
     # ---- events ----------------------------------------------------------------------------
-    def emit(self, event: str, *args: Any) -> None:
-        """Call every check listening to ``event``, timed by the watchdog under one deadline; a
-        check that raises becomes TG002, one that runs past the deadline is stopped (TG002)."""
-        handlers = self.handlers[event]
-        if handlers:
-            self._emit(event, handlers, args)
-
-    def _emit(self, event: str, handlers: list[tuple[Check, Any]], args: tuple) -> None:
-        dog = self.watchdog
-        start = perf_counter()
-        outer = clock.start  # (an event sent while another runs keeps the outer one's deadline)
-        if outer is None:
-            clock.start = start
-        try:
-            if event in dog.slow:
-                self._timed(event, handlers, args)
-            else:  # (the usual case: the clock read twice for the whole event)
-                for check, method in handlers:
-                    try:
-                        method(*args)
-                    except Overrun:
-                        self._overran(check, event, perf_counter())
-                    except Exception as exc:  # a bug in a check must never break the user's run
-                        self._check_failed(check, event, exc)
-        finally:
-            clock.start = outer
-        took = perf_counter() - start
-        dog.total += took
-        if took > SLOW_S or dog.total > watchdog.FLOOR_S:  # (rare)
-            self._judge(event, handlers, start, took)
-
-    def _timed(self, event: str, handlers: list[tuple[Check, Any]], args: tuple) -> None:
-        """The handlers of a slow event, each timed (``Check.spent_s``)."""
-        start = now = perf_counter()
-        for check, method in handlers:
-            try:
-                method(*args)
-            except Overrun:
-                self._overran(check, event, perf_counter())
-            except Exception as exc:
-                self._check_failed(check, event, exc)
-            later = perf_counter()
-            check.spent_s += later - now
-            now = later
-        if now - start <= SLOW_S:
-            self.watchdog.slow.discard(event)
-
-    def _judge(self, event: str, handlers: list[tuple[Check, Any]], start: float,
-               took: float) -> None:
-        """After an event slower than SLOW_S, or once the checks have FLOOR_S in all: its checks
-        are timed one by one from its next occurrence, and a check past the deadline is
-        stopped."""
-        dog = self.watchdog
-        now = start + took
-        if took > SLOW_S:
-            dog.slow.add(event)
-        if dog.exit_start is None:
-            if dog.overrun(now):
-                self._past_deadline(event, handlers, now)
-        elif start <= dog.exit_start + watchdog.EXIT_S < now:  # (it crossed the line)
-            self._past_deadline(event, handlers, now)
-
-    def _past_deadline(self, event: str, handlers: list, now: float) -> None:
-        """The event ran past its deadline without a walk to stop it: the check that took the
-        most time in slow events is stopped (a single handler: that one; none timed yet: the
-        next time, when this event is timed handler by handler); at exit, the one whose event
-        crossed the line (exit events go one check at a time)."""
-        dog = self.watchdog
-        if not dog.overrun(now):
-            return
-        live = [c for c, _ in handlers if c not in self._off]
-        if dog.exit_start is not None or len(live) == 1:
-            check = live[-1] if live else None
-        else:
-            check = max((c for c in self.checks if c not in self._off and c.spent_s),
-                        key=lambda c: c.spent_s, default=None)
-        if check is not None:
-            self._overran(check, event, now)
-
-    def call(self, check: Check, event: str, method: Any, args: tuple) -> Any:
-        """``method(*args)`` for ``check`` alone, as :meth:`emit` calls it; returns what it
-        returns (None when it raised or was stopped). Never raises (but KeyboardInterrupt)."""
-        found: list[Any] = []
-        self._emit(event, [(check, lambda *a: found.append(method(*a)))], args)
-        return found[0] if found else None
-
-    def emit_always(self, event: str, *args: Any) -> None:
-        """``event`` on a settled step, for the checks whose ``always`` lists it."""
-        for check, method in self.always[event]:
-            try:
-                method(*args)
-            except Overrun:  # (no deadline on settled calls: never, in practice)
-                self._overran(check, event, time.perf_counter())
-            except Exception as exc:
-                self._check_failed(check, event, exc)
 
     def _resume(self, boundary: bool) -> None:
         """The checks resume after settled calls they did not see (see cadence.py)."""
@@ -259,40 +154,6 @@ class Watcher:
         """The loop settled: the checks see no call until they get ``on_resume``."""
         self.emit("on_settle")
 
-    def emit_module(self, event: str, call: Any) -> None:
-        """``emit`` for per-module events: only checks whose ``module_types`` match the module."""
-        module = call.module
-        handlers = [(c, m) for c, m in self.handlers[event] if isinstance(module, c.module_types)]
-        if handlers:
-            self._emit(event, handlers, (call,))
-
-    def _switch_off(self, check: Check) -> None:
-        """No more events for ``check``; its hooks on the user's tensors come off."""
-        self._off.add(check)
-        self.armed.discard(check)
-        for table in (self.handlers, self.always):
-            for name, handlers in list(table.items()):
-                table[name] = [(c, m) for c, m in handlers if c is not check]
-        try:
-            check.release()
-        except Exception:  # a check already failing: what it cannot remove dies with the tensors
-            pass
-
-    def _overran(self, check: Check, event: str, now: float) -> None:
-        """The watchdog stops ``check``: during the run TG002 at once, at exit one TG002 for all
-        the checks stopped (:meth:`_report_exit_overrun`)."""
-        dog = self.watchdog
-        self._switch_off(check)
-        if dog.exit_start is not None:
-            self._stopped_at_exit.append((check, event, now - dog.exit_start))
-            return
-        wall, spent = dog.wall(now), check.spent_s
-        self.report("TG002", f"check {check.code} took {spent:.1f} s of the run's first "
-                    f"{wall:.1f} s ({100 * dog.total / max(wall, 1e-9):.0f}% for all checks, "
-                    f"more than half) while handling {event}; it was switched off and the run "
-                    "went on", fix=f"report this with the message above; {check.code} was not "
-                    "checked after this point")
-
     def _report_exit_overrun(self) -> None:
         stopped, self._stopped_at_exit = self._stopped_at_exit, []
         if not stopped:
@@ -301,34 +162,8 @@ class Watcher:
         self.report("TG002", f"trainguard's own work at exit ran past {EXIT_S:.0f} s: {names}; "
                     "what those checks would have found at exit is missing, the run itself is "
                     "unchanged", fix="report this with the message above",
-                    where=self._last_location())
+                    where=self.state.last_backward_where())
 
-    def _last_location(self) -> tuple | None:
-        """The last backward's line (a place in the script for exit-time notes), or None."""
-        last = self.state.backwards[-1] if self.state.backwards else None
-        return last.where if last is not None else None
-
-    def _check_failed(self, check: Check, event: str, exc: Exception) -> None:
-        self._switch_off(check)
-        inside = _raised_at(exc)
-        self.report("TG002", f"check {check.code} raised {type(exc).__name__}: {exc}{inside} "
-                    f"while handling {event}; it was switched off and the run went on",
-                    fix=f"report this with the message above; {check.code} was not checked after "
-                        "this point")
-
-    def hook_failed(self, hook: str, exc: Exception) -> None:
-        """A wrapper's own bookkeeping raised: report TG002 (once per wrapper and line) and let the
-        user's call go on unobserved. Never raises."""
-        try:
-            inside = _raised_at(exc)
-            self.report("TG002", f"trainguard's wrapper of {hook} raised {type(exc).__name__}: "
-                        f"{exc}{inside}; the call itself ran unobserved",
-                        fix="report this with the message above; findings that depend on this "
-                            "call may be missing")
-        except Exception:  # reporting itself failed: stay out of the user's way
-            pass
-
-    # ---- findings --------------------------------------------------------------------------
     def report(self, code: str, message: str, *, fix: str | None = None,
                where: tuple | None = None, extra: dict | None = None,
                quiet: bool = False) -> Finding | None:
@@ -360,6 +195,11 @@ class Watcher:
             tag = f"[rank {self.ranks.rank}] " if self.ranks is not None else ""
             self._print(tag + finding.format())
         return finding
+
+    def keep(self, finding: Finding) -> Finding:
+        """Add a finding another rank reported (not printed); an earlier one at the same place
+        wins."""
+        return self._by_key.setdefault((finding.code, finding.path, finding.line), finding)
 
     def amend(self, finding: Finding, message: str, fix: str | None = None) -> None:
         """Add a second observation to ``finding`` (another pitfall of the same code found on the
@@ -443,12 +283,6 @@ class Watcher:
         os.replace(tmp, target)
 
 
-def _raised_at(exc: BaseException) -> str:
-    """`` at file.py:LINE`` of the innermost frame ``exc`` was raised in ("" without a traceback)."""
-    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-    return f" at {os.path.basename(frame.filename)}:{frame.lineno}" if frame else ""
-
-
 def _display_path(path: str) -> str:
     try:
         rel = os.path.relpath(path)
@@ -458,7 +292,7 @@ def _display_path(path: str) -> str:
 
 
 def _innermost_user_location(exc: BaseException) -> tuple | None:
-    from trainguard.sanitize.frames import is_user_file
+    from trainguard.sanitize.core.frames import is_user_file
 
     tb = exc.__traceback__
     found = None
@@ -489,7 +323,7 @@ def watch(*, select: str | list[str] | None = None, ignore: str | list[str] | No
         every_step: check every optimizer step. By default, once the loop repeats the same calls
             from the same lines in the same modes with nothing to report, only one step in 16 is
             checked in full (one in 32 after 8 clean samples in a row) until a call differs
-            (``sanitize/cadence.py``).
+            (``sanitize/core/cadence.py``).
 
     Yields:
         the :class:`Watcher`; ``watcher.findings`` holds the findings.

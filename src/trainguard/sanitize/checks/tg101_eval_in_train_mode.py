@@ -31,10 +31,9 @@ training step is followed by that step's backward). Batches skipped on purpose c
 callers as the trained ones, or from callers that train later.
 
 Either way this is an evaluation or metric computed with Dropout dropping and BatchNorm using (and
-updating) batch statistics. Reported at the line that called the model, once per call; when the
-model (or a module holding it) was in eval mode until user code called ``train()`` on it, with no
-backward since, at that ``train()`` line: the cause is a ``self.train()`` left in an evaluation
-hook (a LightningModule's ``validation_step``), not a missing ``eval()``.
+updating) batch statistics. Reported at the line that called the model, once per call; when user
+code's ``train()`` undid an ``eval()`` of the model with no backward since, at that ``train()``
+(a ``self.train()`` left in a LightningModule's ``validation_step``: not a missing ``eval()``).
 
 Silent on: training forwards (a backward reaches the output; a second loss of the same output
 that is only logged does not make it an evaluation); forwards in a loop that calls backward or a
@@ -65,11 +64,12 @@ import sys
 import weakref
 from typing import Any
 
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.checks._output_uses import SiteReader
-from trainguard.sanitize.frames import frame_location, is_user_code
-from trainguard.sanitize.modes import active_in_training, describe
-from trainguard.sanitize.state import ForwardCall, LossCall, Unreached, first_tensor
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.sites import SiteReader
+from trainguard.sanitize.core.frames import frame_location, is_user_code
+from trainguard.sanitize.core.modes import active_in_training, describe
+from trainguard.sanitize.core.records import ForwardCall, LossCall, ModeCall, first_tensor
+from trainguard.sanitize.core.state import Unreached
 
 
 class _Candidate:
@@ -98,8 +98,8 @@ class EvalInTrainMode(Check):
     code = "TG101"
     on_demand = ("on_step", "on_backward_done")  # only while graphs are followed
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         self.candidates: list[_Candidate] = []
         self.pending = Unreached(self.state)  # outputs that fed a loss
         self.metric_outputs = Unreached(self.state)  # outputs the source sends to a metric
@@ -116,6 +116,9 @@ class EvalInTrainMode(Check):
         self.loaders: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self.loader_desc: dict[int, str] = {}
         self.loader = 0
+        # (weak reference, line, backward calls then, after a library's eval()): the last train()
+        # user code called on a module in eval mode (``on_mode``)
+        self.train_at: tuple[Any, Any, int, bool] | None = None
 
     def on_root_forward(self, call: ForwardCall) -> None:
         if self.waiting:
@@ -124,7 +127,7 @@ class EvalInTrainMode(Check):
         if not call.training or self.state.in_backward:
             return
         if not call.direct:  # (a library's call: only the user's own train() is the cause)
-            if not call.grad_enabled and self.state.train_at is not None:
+            if not call.grad_enabled and self.train_at is not None:
                 self._library_eval(call)
             return
         active = active_in_training(call.module)
@@ -135,7 +138,7 @@ class EvalInTrainMode(Check):
             return
         cand = _Candidate(outputs, call.where, type(call.module).__name__, active,
                           call.grad_enabled)
-        cand.reverted = _reverted_at(self.state, call.module)
+        cand.reverted = self._reverted_at(call.module)
         self.candidates.append(cand)
         del self.candidates[:-8]
         uses = self.sites.uses(call.where)
@@ -159,16 +162,19 @@ class EvalInTrainMode(Check):
             self.metric_outputs.add(tensor, (cand, fed))
         self.arm()
 
+    def on_mode(self, call: ModeCall) -> None:
+        if call.mode and not call.was_training and call.direct:  # a train() undoing an eval()
+            self.train_at = (weakref.ref(call.module), call.where, self.state.backward_count,
+                             call.after_library_eval)
+
     def _library_eval(self, call: ForwardCall) -> None:
-        """A library's evaluation loop (a Hugging Face ``Trainer``'s ``prediction_step``) called
-        the model under ``no_grad`` after user code (a callback) put it back in training mode,
-        which that library had put in eval mode: reported at the user's ``train()``. A library
-        call after the user's own ``eval()``/``train()`` (``swa_utils.update_bn`` recalibrating
-        BatchNorm) is not an evaluation."""
-        found = self.state.train_at
+        """A library's evaluation loop (a ``Trainer``'s ``prediction_step``) called the model under
+        ``no_grad`` after user code (a callback) undid that loop's ``eval()``: reported at the
+        user's ``train()``. ``swa_utils.update_bn`` after the user's own ``eval()`` is silent."""
+        found = self.train_at
         if found is None or not found[3]:  # (a library other than an evaluation loop: update_bn)
             return
-        reverted = _reverted_at(self.state, call.module)
+        reverted = self._reverted_at(call.module)
         active = active_in_training(call.module) if reverted is not None else None
         if not active:
             return
@@ -348,18 +354,15 @@ class EvalInTrainMode(Check):
         if finding is not None and count > 1:  # calls decided together: one report each
             finding.count += count - 1
 
-
-def _reverted_at(state: Any, module: Any) -> Any:
-    """The line of the user's ``train()`` call that put ``module`` (or a module holding it) back
-    in training mode from eval mode, when no backward ran since (so this forward is part of the
-    same evaluation); None otherwise."""
-    found = state.train_at
-    if found is None or found[2] != state.backward_count:
-        return None
-    owner = found[0]()
-    if owner is None or not (owner is module or any(m is module for m in owner.modules())):
-        return None
-    return found[1]
+    def _reverted_at(self, module: Any) -> Any:
+        """The line of the user's ``train()`` that put ``module`` (or a module holding it) back in
+        training mode from eval mode, with no backward since (the same evaluation), or None."""
+        found = self.train_at
+        if found is None or found[2] != self.state.backward_count:
+            return None
+        owner = found[0]()
+        return found[1] if owner is not None and (
+            owner is module or any(m is module for m in owner.modules())) else None
 
 
 def _callers(where: Any, depth: int = 6) -> tuple | None:

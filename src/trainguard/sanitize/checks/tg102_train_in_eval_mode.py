@@ -30,18 +30,19 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.frames import short_location
-from trainguard.sanitize.modes import describe, inactive
-from trainguard.sanitize.state import ForwardCall, GraphTrack, first_tensor
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.frames import short_location
+from trainguard.sanitize.core.modes import describe, inactive
+from trainguard.sanitize.core.records import ForwardCall, first_tensor
+from trainguard.sanitize.core.state import GraphTrack
 
 
 class TrainInEvalMode(Check):
     code = "TG102"
     on_demand = ("on_step_pre",)  # only while outputs of an eval-mode model are followed
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         self.pending: list[GraphTrack] = []
 
     def on_root_forward(self, call: ForwardCall) -> None:

@@ -25,8 +25,8 @@ skorch-dev/skorch#218.
 
 from __future__ import annotations
 
-from trainguard.sanitize.checks._unreached import UnreachedOutputs
-from trainguard.sanitize.state import ForwardCall, first_tensor
+from trainguard.sanitize.core.unreached import UnreachedOutputs
+from trainguard.sanitize.core.records import ForwardCall, first_tensor
 
 
 class EvalWithGrad(UnreachedOutputs):

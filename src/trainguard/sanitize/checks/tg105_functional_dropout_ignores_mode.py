@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainguard.sanitize.checks import Check
+from trainguard.sanitize.core.check import Check
 
 
 def _calling_module(frame: Any, *, depth: int = 4) -> Any:

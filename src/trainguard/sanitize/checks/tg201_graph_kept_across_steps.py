@@ -1,7 +1,7 @@
 """TG201 graph-kept-across-steps: graphs of earlier steps kept alive by an accumulator.
 
 What it watches: every outermost module output that carries a ``grad_fn`` (and, for models that
-are not ``nn.Module``s, every backward root). Each root node carries a :class:`~trainguard.sanitize.state.Made` stamp in its own
+are not ``nn.Module``s, every backward root). Each root node carries a :class:`~trainguard.sanitize.core.records.Made` stamp in its own
 ``metadata`` dict (the watcher stamps module outputs; this check stamps backward roots), and the
 check keeps only a weak reference to the stamp: the stamp dies with the node, so the check knows
 which graphs are still alive without keeping any alive.
@@ -38,12 +38,12 @@ import sys
 import weakref
 from typing import Any
 
-from trainguard.sanitize.bounds import parse_file
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.frames import Location, is_user_code
-from trainguard.sanitize.holders import (ROOT, _ACCUMULATING_METHODS, Holder, accumulation_line,
-                                         find_holder, graphs_released)
-from trainguard.sanitize.state import BackwardCall, Made
+from trainguard.sanitize.core.bounds import parse_file
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.frames import Location, is_user_code
+from trainguard.sanitize.core.holders import (ROOT, _ACCUMULATING_METHODS, Holder,
+                                              accumulation_line, find_holder, graphs_released)
+from trainguard.sanitize.core.records import BackwardCall, Made
 
 _MIN_ITERATIONS = 3  # distinct old iterations whose graphs are alive at once
 _MIN_AGE = 2         # iterations a graph must have outlived
@@ -53,10 +53,10 @@ _HOLD_AGE = 4        # steps the oldest live graph may have outlived before the 
 
 class GraphKeptAcrossSteps(Check):
     code = "TG201"
+    stamps = "outputs"
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
-        self.state.stamp_outputs = True
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         # weak references to Made stamps: the watcher adds every stamped outermost output, on
         # settled steps too, so a graph kept only now and then is still seen
         self.followed: list[Any] = self.state.stamps

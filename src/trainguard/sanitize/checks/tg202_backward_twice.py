@@ -30,21 +30,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainguard.sanitize.bounds import GRAPH_NODES, Budget
-from trainguard.sanitize.checks import Check, Diagnosis
-from trainguard.sanitize.frames import short_location
-from trainguard.sanitize.holders import carried_names, graph_metadata
-from trainguard.sanitize.state import MADE as _KEY
-from trainguard.sanitize.state import BackwardCall
+from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget
+from trainguard.sanitize.core.check import Check, Diagnosis
+from trainguard.sanitize.core.frames import short_location
+from trainguard.sanitize.core.holders import carried_names, graph_metadata
+from trainguard.sanitize.core.records import MADE as _KEY
+from trainguard.sanitize.core.records import BackwardCall
 _MESSAGE = "backward through the graph a second time"
 
 
 class BackwardTwice(Check):
     code = "TG202"
+    stamps = "outputs"
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
-        self.state.stamp_outputs = True
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
 
     def on_backward_failed(self, call: BackwardCall, exc: BaseException) -> None:
         if _MESSAGE not in str(exc):

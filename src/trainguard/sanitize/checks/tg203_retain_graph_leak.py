@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.state import MADE, BackwardCall, ForwardCall
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.records import MADE, BackwardCall, ForwardCall
 
 _MAX_NODES = 512
 
@@ -60,11 +60,11 @@ class _Retained:
 
 class RetainGraphLeak(Check):
     code = "TG203"
+    stamps = "outputs"
     on_demand = ("on_root_forward", "on_step")  # only while a retained graph is followed
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
-        self.state.stamp_outputs = True
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         self.retained: list[_Retained] = []
 
     def on_backward_done(self, call: BackwardCall) -> None:

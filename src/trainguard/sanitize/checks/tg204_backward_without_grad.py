@@ -28,9 +28,9 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from trainguard.sanitize.checks import Check, Diagnosis
-from trainguard.sanitize.frames import short_location
-from trainguard.sanitize.state import BackwardCall, ForwardCall
+from trainguard.sanitize.core.check import Check, Diagnosis
+from trainguard.sanitize.core.frames import short_location
+from trainguard.sanitize.core.records import BackwardCall, ForwardCall
 
 _MESSAGE = "does not require grad and does not have a grad_fn"
 
@@ -38,8 +38,8 @@ _MESSAGE = "does not require grad and does not have a grad_fn"
 class BackwardWithoutGrad(Check):
     code = "TG204"
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         self.last_forward: tuple | None = None
 
     def on_root_forward(self, call: ForwardCall) -> None:

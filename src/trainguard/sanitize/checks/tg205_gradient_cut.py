@@ -39,11 +39,11 @@ import sys
 import weakref
 from typing import Any
 
-from trainguard.sanitize.bounds import GRAPH_NODES, Budget
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.frames import short_location, user_location
-from trainguard.sanitize.holders import graph_nodes
-from trainguard.sanitize.state import first_tensor
+from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.frames import short_location, user_location
+from trainguard.sanitize.core.graph import graph_nodes
+from trainguard.sanitize.core.records import first_tensor
 
 _STEPS = 3  # steps over which a parameter must never get a gradient
 _PROBE_WAIT = 8  # backward calls a probe waits for one that trains its optimizer's other parameters
@@ -155,8 +155,8 @@ class GradientCut(Check):
     code = "TG205"
     on_demand = ("on_backward",)  # only while a probe waits for the next backward
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         # id(optimizer) -> [steps seen, ids of params that never had a grad so far]
         self.seen: dict[int, list] = {}
         self.suspects: list[_Suspects] = []

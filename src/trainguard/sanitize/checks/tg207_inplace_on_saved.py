@@ -35,10 +35,10 @@ import re
 from types import CodeType
 from typing import Any
 
-from trainguard.sanitize.bounds import parse_file
-from trainguard.sanitize.checks import Check, Diagnosis
-from trainguard.sanitize.frames import is_user_file, short_location, user_location
-from trainguard.sanitize.holders import traceback_user_frames
+from trainguard.sanitize.core.bounds import parse_file
+from trainguard.sanitize.core.check import Check, Diagnosis
+from trainguard.sanitize.core.frames import is_user_file, short_location, user_location
+from trainguard.sanitize.core.holders import traceback_user_frames
 
 _MESSAGE = re.compile(
     r"modified by an inplace operation: \[(?P<type>[\w.]+) \[(?P<shape>[\d, ]*)\]\], which is "
@@ -123,8 +123,8 @@ def _assigned_from(func: ast.AST, name: str, op: str) -> bool:
 class InplaceOnSaved(Check):
     code = "TG207"
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         # id(optimizer) -> the user's line of its latest checked step() (for the diagnosis)
         self.stepped_at: dict[int, Any] = {}
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from trainguard.sanitize.checks import Check
+from trainguard.sanitize.core.check import Check
 
 _SAMPLE = 2  # parameters followed per optimizer (one polluted gradient is proof)
 
@@ -52,8 +52,8 @@ class _Watched:
 class GradsAccumulate(Check):
     code = "TG301"
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         # id(param) -> (weakref(param), _Watched)
         self.params: dict[int, tuple[Any, _Watched]] = {}
         # keyed by id(optimizer): a WeakKeyDictionary would build a weak reference per look-up

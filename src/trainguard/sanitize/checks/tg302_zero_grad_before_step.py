@@ -29,9 +29,9 @@ import sys
 import weakref
 from typing import Any
 
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.frames import short_location, user_location
-from trainguard.sanitize.values import readable
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.frames import short_location, user_location
+from trainguard.sanitize.core.values import readable
 
 _SAMPLE = 8
 
@@ -45,8 +45,8 @@ def _params(owner: Any) -> list[Any]:
 class ZeroGradBeforeStep(Check):
     code = "TG302"
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         # (weakref(owner), backward count at the zero_grad, its location, set_to_none)
         self.pending: tuple | None = None
 

@@ -32,9 +32,9 @@ import sys
 import weakref
 from typing import Any
 
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.frames import user_location
-from trainguard.sanitize.values import readable
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.frames import user_location
+from trainguard.sanitize.core.values import readable
 
 _SAMPLE = 8
 _CYCLES = 2
@@ -62,8 +62,8 @@ class StepMissing(Check):
     # stepping after its last zero_grad (or dying before the end) is known to have stepped
     on_demand = ("on_step",)
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         self.followed: "weakref.WeakKeyDictionary[Any, _Followed]" = weakref.WeakKeyDictionary()
         self.done: "weakref.WeakSet[Any]" = weakref.WeakSet()
         # candidates: two cycles without a step so far, keyed by the optimizer's id

@@ -59,15 +59,15 @@ import sys
 import weakref
 from typing import Any
 
-from trainguard.sanitize.bounds import live_objects
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.frames import user_location
-from trainguard.sanitize.holders import graph_nodes, node_metadata
-from trainguard.sanitize.state import MADE, first_tensor
-from trainguard.sanitize.values import readable
+from trainguard.sanitize.core.bounds import live_objects
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.frames import user_location
+from trainguard.sanitize.core.graph import LOSS_OUT, node_metadata, stamped_models, weighs_losses
+from trainguard.sanitize.core.params import (ParamMap, all_parameters, held_ids, no_gradients,
+                                             value_sum)
+from trainguard.sanitize.core.records import graph_tensors
 
 _CONFIRM_AFTER = 5  # steps between noting a suspect and confirming it
-_LOSS_OUT = "trainguard.loss"  # node metadata: the grad_fn of a watched loss's output
 _EVERY = 32  # the most steps between two looks
 
 
@@ -91,7 +91,7 @@ class _Suspect:
         self.trained = False  # set by the hook
         self.handle: Any = None
         self.version = p._version
-        self.total = _total(p)
+        self.total = value_sum(p)
 
     def watch(self) -> None:
         def accumulated(_: Any) -> None:
@@ -109,7 +109,7 @@ class _Suspect:
 
     def changed(self, p: Any) -> bool:
         """Whether ``p``'s value changed since it was noted (something else updates it)."""
-        return p._version != self.version or _total(p) != self.total
+        return p._version != self.version or value_sum(p) != self.total
 
 
 class _Flow:
@@ -139,24 +139,23 @@ class _Flow:
 
 class ParamsNotInOptimizer(Check):
     code = "TG304"
+    stamps = "outputs"  # outputs carry Made stamps naming their model
     # Looks are made on their schedule whether or not the step is settled: a change late in a run
     # (an unfreeze in its last 30 steps) is then still looked at before the run ends.
     always = ("on_step",)
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         self.next_step = 1  # the step before which the next look is made
         self.suspects: dict[int, _Suspect] = {}  # id(param): noted at the last look
-        # id(param) -> weakref, for parameters reported or found trained some other way; ids are
-        # reused once a parameter is freed (a new model per fold), so the weakref must match
-        self.done: dict[int, Any] = {}
+        self.done = ParamMap()  # parameters reported, or found trained some other way
+        self.added_at = ParamMap()  # parameter -> the user's line that added it (on_params_added)
         self.idle: weakref.WeakSet[Any] = weakref.WeakSet()  # optimizers found by gc, not stepped
         self.where: Any = None  # the step line where the suspects were noted
         # What the looks read, replaced at each look after which checked steps brought a new
         # record (a settled loop repeats the same calls), and that record.
         self.flow = _Flow()
         self.fresh: _Flow | None = None
-        self.state.stamp_outputs = True  # outputs carry Made stamps naming their model
         # outermost call -> models whose outputs the losses computed inside it took
         self.inner_losses: dict[int, set[int]] = {}
 
@@ -170,14 +169,14 @@ class ParamsNotInOptimizer(Check):
             return
         key = id(call.module)
         behind_losses = self.inner_losses.pop(key, set())  # losses computed inside this call
-        for a in _tensors(call.args, call.kwargs):
+        for a in graph_tensors(call.args, call.kwargs):
             losses: list[bool] = []
-            made_by = _stamped_models(a, losses=losses) - {key}
+            made_by = stamped_models(a, losses=losses) - {key}
             if made_by:
                 self._records().consumed.setdefault(key, set()).update(made_by)
                 if losses:  # it took a loss (or something computed from one)
                     behind_losses |= made_by
-        if behind_losses and _weighs_losses(call.output, key):
+        if behind_losses and weighs_losses(call.output, key):
             # its own parameters enter after the losses: learned loss weights (uncertainty
             # weighting) or a loss module with parameters
             self._records().weighs.setdefault(key, set()).update(behind_losses)
@@ -185,19 +184,19 @@ class ParamsNotInOptimizer(Check):
     def on_loss(self, call: Any) -> None:
         made_by: set[int] = set()
         if getattr(call.input, "grad_fn", None) is not None:
-            made_by = _stamped_models(call.input)
+            made_by = stamped_models(call.input)
             self._records().loss_inputs.update(made_by)
         node = getattr(call.output, "grad_fn", None)
         if node is not None:
             meta = node_metadata(node)
             if meta is not None:
-                meta[_LOSS_OUT] = True
+                meta[LOSS_OUT] = True
             modules = self.state.modules
             if made_by and modules and modules[0] is not call.module:
                 # computed inside an outermost call (a multi-task loss module)
                 self.inner_losses.setdefault(id(modules[0]), set()).update(made_by)
         if getattr(call.target, "grad_fn", None) is not None:
-            self._records().loss_targets.update(_stamped_models(call.target))
+            self._records().loss_targets.update(stamped_models(call.target))
 
     def on_step(self, optimizer: Any) -> None:
         step = self.state.step - 1  # steps completed before this one
@@ -224,7 +223,7 @@ class ParamsNotInOptimizer(Check):
             else:
                 old.release()
                 if old.changed(p):
-                    self._done(p)  # updated by other means: trained after all
+                    self.done[p] = True  # updated by other means: trained after all
                 else:
                     confirmed.append(old)
         for old in noted.values():
@@ -239,6 +238,10 @@ class ParamsNotInOptimizer(Check):
         if confirmed:
             self._report(self._not_held_by_idle(confirmed))
 
+    def on_params_added(self, module: Any, params: list, where: Any) -> None:
+        for p in params:  # (a head assigned to a model already built, a parameter made in a hook)
+            self.added_at[p] = where
+
     def release(self) -> None:
         for v in self.suspects.values():
             v.release()
@@ -250,28 +253,25 @@ class ParamsNotInOptimizer(Check):
         are gone by now) was never held: an optimizer would have kept it alive."""
         suspects, self.suspects = self.suspects, {}
         still = []
-        held = self._held()
+        held = held_ids([*self.state.optimizers, *self.idle])
         for k, v in suspects.items():
             v.release()
             p = v.ref()
             if v.trained and (p is None or (k not in held and not v.changed(p))):
                 still.append(v)
         if still:
-            self._report(self._not_held_by_idle(still), where=self.where or self._where())
-
-    def _held(self) -> set[int]:
-        return {id(p) for o in [*self.state.optimizers, *self.idle] for g in o.param_groups
-                for p in g["params"]}
+            where = self.where or self.state.last_backward_where()
+            self._report(self._not_held_by_idle(still), where=where)
 
     def _missing(self, optimizer: Any) -> dict[int, tuple[Any, str, str, str, str]]:
         """Parameters that require grad and hold a gradient, of a model some optimizer trains
         (or of any model, when no optimizer that steps has a single gradient), that no optimizer
         holds: ``id(p) -> (p, name, model class, stale optimizer's class or "", container)``."""
-        held = self._held()
+        held = held_ids([*self.state.optimizers, *self.idle])
         stale: bool | None = None  # worked out only when a model no optimizer trains has grads
         out = {}
         models = list(self.state.models)
-        params = {id(m): _parameters(m) for m in models}
+        params = {id(m): all_parameters(m) for m in models}
         trained = {id(m): m for m in models if any(id(p) in held for _, p, _ in params[id(m)])}
         for model in models:
             named = params[id(model)]
@@ -285,13 +285,13 @@ class ParamsNotInOptimizer(Check):
                 series = self._series(model, trained)
                 if not series:
                     if stale is None:
-                        stale = _stale(list(self.state.optimizers))
+                        stale = no_gradients(list(self.state.optimizers))
                     if not stale:
                         continue
                     cause = type(optimizer).__name__
             for name, p, listed in named:
                 if (p.requires_grad and p.grad is not None and id(p) not in held
-                        and not self._is_done(p)):
+                        and p not in self.done):
                     out[id(p)] = (p, name, type(model).__name__, cause, listed, series)
         return out
 
@@ -333,21 +333,8 @@ class ParamsNotInOptimizer(Check):
         for o in live_objects(lambda o: Optimizer in type(o).__mro__):
             if o not in self.idle:
                 self.idle.add(o)
-        held = self._held()
-        out = []
-        for v in still:
-            p = v.ref()
-            if p is not None and id(p) in held:
-                continue
-            out.append(v)
-        return out
-
-    def _done(self, p: Any) -> None:
-        self.done[id(p)] = weakref.ref(p)
-
-    def _is_done(self, p: Any) -> bool:
-        ref = self.done.get(id(p))
-        return ref is not None and ref() is p
+        held = held_ids([*self.state.optimizers, *self.idle])
+        return [v for v in still if id(v.ref()) not in held]  # (a freed one: id(None))
 
     def _report(self, still: list[_Suspect], where: Any = None) -> None:
         if not still:
@@ -355,7 +342,7 @@ class ParamsNotInOptimizer(Check):
         for v in still:
             p = v.ref()
             if p is not None:
-                self._done(p)
+                self.done[p] = True
         total = sum(v.numel for v in still)
         names = ", ".join(f"`{v.name}` {v.shape}" for v in still[:4])
         more = f" and {len(still) - 4} more" if len(still) > 4 else ""
@@ -394,10 +381,10 @@ class ParamsNotInOptimizer(Check):
                     "is built",
                 where=where)
         else:
-            added = self._added_at(still)
             why = ("the optimizer was built before they were added, replaced or unfrozen, or "
                    "they were left out of it without being frozen")
-            if added is not None:
+            added = next((a for a in (self.added_at.get(v.ref()) for v in still) if a), None)
+            if added is not None:  # the cause: the line that added them
                 where, why = added, (f"this line added {them} to a model already built, and "
                                      f"no optimizer was given {them} afterwards")
             self.report(
@@ -406,150 +393,3 @@ class ParamsNotInOptimizer(Check):
                     "with optimizer.add_param_group({'params': [...]}); to keep them fixed, call "
                     "requires_grad_(False) on them (no gradient is then computed)",
                 where=where)
-
-    def _added_at(self, still: list[_Suspect]) -> Any:
-        """The user's line that added the first of ``still`` to a module already built (outside
-        the module's ``__init__``; ``State.added_at``), or None."""
-        for v in still:
-            p = v.ref()
-            found = self.state.added_at.get(id(p)) if p is not None else None
-            if found is not None and found[0]() is p:
-                return found[1]
-        return None
-
-    def _where(self) -> Any:
-        last = self.state.backwards[-1] if self.state.backwards else None
-        return last.where if last is not None else None
-
-
-def _total(p: Any) -> float | None:
-    """A value fingerprint of ``p``: the sum of its elements (a sync on CUDA; suspects only), or
-    None on a device whose values are not read (meta: then its version counter alone tells)."""
-    import torch
-
-    if not readable(p):
-        return None
-    with torch.no_grad():
-        return float(p.detach().sum(dtype=torch.float64)) if p.numel() else 0.0
-
-
-def _stale(optimizers: list[Any]) -> bool:
-    """Whether none of ``optimizers`` holds a non-zero gradient (None, or zeros left by
-    ``zero_grad(set_to_none=False)``)."""
-    for o in optimizers:
-        for g in o.param_groups:
-            for p in g["params"]:
-                grad = p.grad
-                if grad is not None and (grad.is_sparse or not readable(grad)
-                                         or bool(grad.any())):
-                    return False  # (a gradient whose values cannot be read counts as one)
-    return bool(optimizers)
-
-
-_TORCH_CLASS: dict[type, bool] = {}  # module class -> defined by PyTorch itself
-
-
-def _parameters(model: Any) -> list[tuple[str, Any, str]]:
-    """``(name, param, "")`` for each of ``model.named_parameters()``, then the parameters of
-    modules that ``model`` or its submodules keep in plain list, tuple or dict attributes (not
-    registered, so ``model.parameters()`` misses them) as ``(name, param, attribute)``: one walk
-    over the modules."""
-    out: list[tuple[str, Any, str]] = []
-    extra: list[tuple[str, Any, str]] = []
-    memo: set[int] = set()  # as named_parameters(): a parameter shared by two modules once
-    for prefix, module in model.named_modules():
-        for name, p in module._parameters.items():
-            if p is None or id(p) in memo:
-                continue
-            memo.add(id(p))
-            out.append((f"{prefix}.{name}" if prefix else name, p, ""))
-        _unregistered_in(model, prefix, module, extra)
-    return out + extra
-
-
-def _unregistered_in(model: Any, prefix: str, module: Any, out: list[tuple[str, Any, str]]) -> None:
-    """The parameters of modules that ``module`` (one of ``model``'s, named ``prefix``) keeps in
-    plain list, tuple or dict attributes, appended to ``out`` as ``(name, param, attribute)``."""
-    from torch import nn
-
-    cls = type(module)
-    own = _TORCH_CLASS.get(cls)
-    if own is None:
-        own = _TORCH_CLASS[cls] = cls.__module__.startswith("torch.")
-    if own:  # PyTorch's own modules register every submodule they hold
-        return
-    for attr, value in vars(module).items():
-        if attr.startswith("_") or not isinstance(value, (list, tuple, dict)) or not value:
-            continue
-        first = next(iter(value.values())) if isinstance(value, dict) else value[0]
-        if not isinstance(first, nn.Module):
-            continue  # a container of other things (kept on a model: look no further)
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        for key, item in items:
-            if isinstance(item, nn.Module) and item is not model:
-                where = f"{prefix}.{attr}" if prefix else attr
-                for name, p in item.named_parameters():
-                    out.append((f"{where}[{key!r}].{name}", p, where))
-
-
-def _tensors(args: tuple, kwargs: dict) -> list[Any]:
-    """The tensors with a ``grad_fn`` among a call's arguments, keyword arguments included, and
-    one level into the tuples, lists and dicts among them (``head((a, b))``)."""
-    out = []
-    for a in (*args, *kwargs.values()):
-        items = a.values() if isinstance(a, dict) else a if isinstance(a, (list, tuple)) else (a,)
-        out.extend(t for t in items if getattr(t, "grad_fn", None) is not None)
-    return out
-
-
-def _weighs_losses(output: Any, model_id: int, limit: int = 64) -> bool:
-    """Whether the graph of a tensor in ``output`` (an outermost call's) combines a watched loss's
-    output with a leaf that requires grad (a parameter) used after it: the walk stops at loss
-    outputs and at other models' outputs."""
-    for tensor in first_tensor(output):
-        if tensor.grad_fn is None:
-            continue
-        found = {"loss": False, "leaf": False}
-
-        def stop(node: Any, found: dict = found) -> bool:
-            meta = node_metadata(node)
-            if meta:
-                if meta.get(_LOSS_OUT):
-                    found["loss"] = True
-                    return True
-                made = meta.get(MADE)
-                if made is not None and made.model_id != model_id:
-                    return True
-            if hasattr(node, "variable"):  # AccumulateGrad: a leaf's gradient
-                found["leaf"] = True
-            return False
-
-        for _ in graph_nodes(tensor.grad_fn, limit=limit, stop=stop):
-            pass
-        if found["loss"] and found["leaf"]:
-            return True
-    return False
-
-
-def _stamped_models(tensor: Any, limit: int = 32, losses: list[bool] | None = None) -> set[int]:
-    """``id()`` of the models whose outermost outputs ``tensor`` was computed from most directly:
-    the ``Made`` stamps nearest to its ``grad_fn`` (the walk stops at each stamp, and after
-    ``limit`` nodes). A watched loss's output met on the way appends True to ``losses``."""
-    found: set[int] = set()
-
-    def stamped(node: Any) -> bool:
-        meta = node_metadata(node)  # a node type without metadata: looked past
-        if not meta:
-            return False
-        if losses is not None and not losses and meta.get(_LOSS_OUT):
-            losses.append(True)
-        made = meta.get(MADE)
-        if made is None:
-            return False
-        if made.model_id is not None:
-            found.add(made.model_id)
-        return True
-
-    for _ in graph_nodes(tensor.grad_fn, limit=limit, stop=stamped):
-        pass
-    return found

@@ -73,16 +73,16 @@ import math
 import weakref
 from typing import Any
 
-from trainguard.sanitize.bounds import live_objects
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.frames import user_location
+from trainguard.sanitize.core.bounds import live_objects
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.frames import user_location
 
 
 class SchedulerBeforeOptimizer(Check):
     code = "TG305"
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         self.checked: "weakref.WeakSet[Any]" = weakref.WeakSet()
         from torch.optim import lr_scheduler as lrs
 
@@ -183,7 +183,7 @@ class SchedulerBeforeOptimizer(Check):
         order, order_at = self.order.get(scheduler, (None, None))
         if order is not None and where is not None and order_at[:2] == where[:2]:
             # this line was reported as stepping before the optimizer: the same finding says both
-            self._watcher.amend(order, message, fix)
+            self.bus.amend(order, message, fix)
         else:
             self.report(message, fix=fix, where=where)
 

@@ -37,17 +37,17 @@ import sys
 import weakref
 from typing import Any
 
-from trainguard.sanitize.bounds import live_objects
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.frames import user_location
+from trainguard.sanitize.core.bounds import live_objects
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.frames import user_location
 
 
 class ClipBeforeUnscale(Check):
     code = "TG306"
     on_demand = ("on_step_pre", "on_step")  # only while a clip of scaled gradients is pending
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         self.scaler: Any = None  # weakref to the GradScaler, False when the run has none
         self.clips: list[tuple[set[int], set[int], Any, str]] = []  # (param ids, unscaled, where, name)
         self.scaled_by: int | None = None  # data_ptr of the factor of the last backward's Mul root

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.checks._producer import producer, shape
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.producer import producer, shape
 
 _CE = ("CrossEntropyLoss", "cross_entropy")
 _NLL = ("NLLLoss", "nll_loss")

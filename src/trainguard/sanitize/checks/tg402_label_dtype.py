@@ -31,8 +31,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from trainguard.sanitize.checks import Check, Diagnosis
-from trainguard.sanitize.values import readable
+from trainguard.sanitize.core.check import Check, Diagnosis
+from trainguard.sanitize.core.values import readable
 
 _CE = ("CrossEntropyLoss", "cross_entropy")
 _BINARY = ("BCELoss", "BCEWithLogitsLoss", "binary_cross_entropy", "binary_cross_entropy_with_logits")
@@ -44,8 +44,8 @@ _OUT_OF_BOUNDS = re.compile(r"Target (-?\d+) is out of bounds")
 class LabelDtype(Check):
     code = "TG402"
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         self.seen: set[Any] = set()
 
     def on_loss(self, call: Any) -> None:

@@ -29,7 +29,7 @@ import re
 from math import prod
 from typing import Any
 
-from trainguard.sanitize.checks import Check, Diagnosis
+from trainguard.sanitize.core.check import Check, Diagnosis
 
 _SIZE = r"torch\.Size\(\[([\d, ]*)\]\)"
 # binary_cross_entropy / binary_cross_entropy_with_logits (torch/nn/functional.py)

@@ -26,8 +26,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from trainguard.sanitize.bounds import live_objects
-from trainguard.sanitize.checks import Check, Diagnosis
+from trainguard.sanitize.core.bounds import live_objects
+from trainguard.sanitize.core.check import Check, Diagnosis
 
 _MESSAGE = "Expected more than 1 value per channel when training"
 _SIZE = re.compile(r"input size torch\.Size\(\[([\d, ]*)\]\)")

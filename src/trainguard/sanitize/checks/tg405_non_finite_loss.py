@@ -1,7 +1,7 @@
 """TG405 non-finite-loss: the loss became NaN or Inf.
 
 What it watches: the root of every ``backward()`` when it is a single value (the loss), read by its
-device type (``sanitize/values.py``). On the CPU its value is read (``.item()``, about a
+device type (``sanitize/core/values.py``). On the CPU its value is read (``.item()``, about a
 microsecond). On CUDA a ``torch.isfinite`` flag is copied to pinned memory without blocking, and
 read at a later backward once its CUDA event has completed, so the check never waits for the GPU.
 On any other device (``meta``, which has no values; ``xla``) the loss is not read. The watcher's stamp on each outermost training output (its
@@ -32,7 +32,7 @@ by looking once for a live enabled ``GradScaler`` (``gc``); with one, the unscal
 of the last loss module or functional loss, weakly held) must be non-finite too, and without a
 loss call nothing is reported.
 
-Settled steps (``sanitize/cadence.py``): every forward is recorded and the loss of every backward
+Settled steps (``sanitize/core/cadence.py``): every forward is recorded and the loss of every backward
 read, so the finding names the exact step, with its cause. Under a ``GradScaler`` no loss call of
 a settled step is recorded; the root is ``loss * scale`` with a finite positive scale, so a NaN
 root is a NaN loss, and an infinite root counts only in float32/64 and only when the loss must
@@ -60,12 +60,12 @@ import math
 import weakref
 from typing import Any
 
-from trainguard.sanitize.bounds import live_objects
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.frames import short_location
-from trainguard.sanitize.holders import graph_nodes, node_metadata
-from trainguard.sanitize.state import MADE, Made
-from trainguard.sanitize.values import READ_LATER, reading
+from trainguard.sanitize.core.bounds import live_objects
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.frames import short_location
+from trainguard.sanitize.core.graph import graph_nodes, node_metadata, stamp_by_storage, stamp_of
+from trainguard.sanitize.core.records import MADE, Made
+from trainguard.sanitize.core.values import READ_LATER, reading
 
 _MAX_ROOT = 1  # only scalar roots: a loss
 _CALLS = 4  # outermost calls in the loss's graph examined at most
@@ -77,14 +77,14 @@ _HUGE_LOSS = 1e30  # a scaled loss that overflowed counts as an infinite loss wh
 
 class NonFiniteLoss(Check):
     code = "TG405"
+    stamps = "inputs"  # outputs stamped, with weak references to the call's tensor arguments
     always = ("on_backward",)  # every step is looked at, settled ones too
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         self.done = False
         # the stamps on outermost outputs hold weak references to the call's tensor arguments and
         # output (Made.inputs, Made.output), for the re-run
-        self.state.stamp_outputs = self.state.stamp_inputs = True
         self.pending: list[tuple] = []  # CUDA: (host flag, event, step, where)
         self.scaled: bool | None = None  # a GradScaler is in use (looked up at the first non-finite root)
         self.last_loss: Any = None  # weakref to the last loss output, used under a GradScaler
@@ -130,7 +130,7 @@ class NonFiniteLoss(Check):
             return True
         import torch
 
-        if root is not None and self._watcher.cadence.skipping:
+        if root is not None and self.bus.cadence.skipping:
             # A settled step: no loss call was recorded. GradScaler.scale() made the root as
             # loss * scale (scale finite and positive), so a NaN root means a NaN loss. An infinite
             # root means a loss beyond the dtype's largest value divided by the scale: with the
@@ -258,7 +258,7 @@ class NonFiniteLoss(Check):
             if bad:
                 said = (f"; the input batch given to {name} at {short_location(fwd_where)} "
                         "already holds NaN/Inf")
-                earlier = _stamp_of(bad[0]) or _stamp_by_storage(bad[0], self.state.stamps)
+                earlier = stamp_of(bad[0]) or stamp_by_storage(bad[0], self.state.stamps)
                 if upstream > 0 and earlier is not None and earlier is not made:
                     why, found = self._explain(earlier, upstream - 1)
                     if found:
@@ -291,7 +291,7 @@ class NonFiniteLoss(Check):
 
 
 def _stamped_calls(root: Any, state: Any) -> list[Any]:
-    """The :class:`~trainguard.sanitize.state.Made` stamps of the outermost module calls whose
+    """The :class:`~trainguard.sanitize.core.records.Made` stamps of the outermost module calls whose
     outputs the graph of ``root`` holds (the walk stops at each stamp), latest first. When the
     graph holds none (a loss on a tuple's or dict's output beyond the few that are stamped), the
     latest outermost training forward alone: the latest live stamp, or ``State.last_multi`` when
@@ -318,32 +318,6 @@ def _stamped_calls(root: Any, state: Any) -> list[Any]:
         order, model_id, module, where, inputs, named = multi
         return [Made(0, 0, where, module, order, model_id, inputs, None, named)]
     return [latest] if latest is not None else []
-
-
-def _stamp_by_storage(tensor: Any, stamps: list[Any], limit: int = 64) -> Any:
-    """The latest of the last ``limit`` live stamps whose output ``tensor`` shares its memory
-    with (``tensor`` is that output detached: ``D(fake.detach())``), or None."""
-    try:
-        ptr = tensor.untyped_storage().data_ptr()
-    except (RuntimeError, NotImplementedError):  # a tensor without storage
-        return None
-    for ref in reversed(stamps[-limit:]):
-        made = ref()
-        out = made.output() if made is not None and made.output is not None else None
-        if out is not None and out.shape == tensor.shape and made.model_id is not None:
-            try:
-                if out.untyped_storage().data_ptr() == ptr:
-                    return made
-            except (RuntimeError, NotImplementedError):
-                continue
-    return None
-
-
-def _stamp_of(tensor: Any) -> Any:
-    """The stamp on ``tensor``'s ``grad_fn``: the outermost call whose output it is, or None."""
-    meta = node_metadata(tensor.grad_fn) if tensor.grad_fn is not None else None
-    made = meta.get(MADE) if meta else None
-    return made if made is not None and made.model_id is not None else None
 
 
 def _scaler_in_use() -> bool:

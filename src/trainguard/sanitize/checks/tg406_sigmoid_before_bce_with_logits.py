@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.checks._producer import producer, shape
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.producer import producer, shape
 
 _NAMES = ("BCEWithLogitsLoss", "binary_cross_entropy_with_logits")
 

@@ -51,12 +51,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.checks._repro import (DESCRIBE, FAMILIES, HOW, SEEDS, Family, asks,
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.seeding import (DESCRIBE, FAMILIES, HOW, SEEDS, Family, asks,
                                                call_text, fixes_seed, reseeded_unseen, snapshot,
                                                watched_from_start)
-from trainguard.sanitize.frames import Location, user_location
-from trainguard.sanitize.repro_hooks import in_fork_rng
+from trainguard.sanitize.core.frames import Location, user_location
+from trainguard.sanitize.core.seeding import in_fork_rng
 
 
 def _initial_seed() -> int | None:
@@ -68,8 +68,8 @@ def _initial_seed() -> int | None:
 class UnseededRun(Check):
     code = "TG501"
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         self.asked_at: Location | None = None  # the user's line of the first ask
         self.asked_by = ""  # that call, as text
         self.seeded: dict[Family, bool] = {f: False for f in FAMILIES}

@@ -48,9 +48,9 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.checks._repro import asks_determinism, call_text
-from trainguard.sanitize.frames import Location, user_location
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.seeding import asks_determinism, call_text
+from trainguard.sanitize.core.frames import Location, user_location
 
 # Module types whose CUDA kernels are nondeterministic (torch.use_deterministic_algorithms docs).
 _CONV = ("Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d")
@@ -64,8 +64,8 @@ _INTERPOLATING = ("linear", "bilinear", "bicubic", "trilinear")
 class NondeterministicAlgorithms(Check):
     code = "TG502"
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         self.asked_at: Location | None = None
         self.asked_by = ""
         self.benchmark_at: Location | None = None

@@ -44,7 +44,7 @@ import sys
 from types import CodeType, FunctionType
 from typing import Any
 
-from trainguard.sanitize.checks import Check
+from trainguard.sanitize.core.check import Check
 
 _RESEEDS_PER_WORKER = {"get_worker_info", "initial_seed"}
 _RESEED_METHODS = {"seed", "manual_seed", "set_state", "setstate"}
@@ -59,8 +59,8 @@ _FIX = {
 class RngCopiedToWorkers(Check):
     code = "TG503"
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         self.names: dict[type, tuple[str, set[str], set[str]]] = {}  # per dataset class
         self.reported: set[tuple[type, str]] = set()
         # per finding (by id): its first message and the class.attribute pairs it stands for

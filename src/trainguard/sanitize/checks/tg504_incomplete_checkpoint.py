@@ -33,8 +33,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.frames import frame_location, is_user_code, user_frame
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.frames import frame_location, is_user_code, user_frame
 
 _PROGRESS = re.compile(r"epoch|step|iter", re.IGNORECASE)
 

@@ -24,14 +24,14 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from trainguard.sanitize.checks import Check
+from trainguard.sanitize.core.check import Check
 
 
 class SamplerEpochNotSet(Check):
     code = "TG601"
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         self.last_epoch: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self.reported: weakref.WeakSet[Any] = weakref.WeakSet()
 

@@ -32,8 +32,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.frames import user_location
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.frames import user_location
 
 _LIMIT = 256
 
@@ -41,12 +41,12 @@ _LIMIT = 256
 class SaveOnEveryRank(Check):
     code = "TG602"
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         self.saves: dict[str, list] = {}  # real path -> [user's (path, line, col), writes]
 
     def on_save(self, obj: Any, f: Any) -> None:
-        if self._watcher.ranks is None:
+        if self.bus.ranks is None:
             return
         target = _target(f)
         if target is None:
@@ -60,7 +60,7 @@ class SaveOnEveryRank(Check):
     def rank_facts(self) -> Any:
         if not self.saves:
             return None
-        return {"host": self._watcher.ranks.host,
+        return {"host": self.bus.ranks.host,
                 "saves": [[path, where, n] for path, (where, n) in self.saves.items()]}
 
     def on_ranks(self, facts: dict[int, Any]) -> None:
@@ -73,7 +73,7 @@ class SaveOnEveryRank(Check):
             if len(ranks) < 2:
                 continue
             writes = ", ".join(f"rank {rank}: {n}x" for rank, _, n in seen)
-            finding = self._watcher.report(
+            finding = self.bus.report(
                 self.code,
                 f"{len(ranks)} ranks ({', '.join(map(str, ranks))}) on host {host} each wrote "
                 f"{_shown(path)} with torch.save ({writes}): the writes race, and a file "

@@ -32,8 +32,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.frames import user_location
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.frames import user_location
 
 SMALL_BATCH = 16  # samples per rank; below it BatchNorm's statistics degrade (GroupNorm paper)
 FORWARDS_MEASURED = 3
@@ -52,10 +52,10 @@ class _Model:
 class BatchNormNotSynced(Check):
     code = "TG603"
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         self.models: weakref.WeakKeyDictionary[Any, _Model] = weakref.WeakKeyDictionary()
-        if watcher.ranks is not None:
+        if bus.ranks is not None:
             from torch.nn.modules.batchnorm import _BatchNorm
             from torch.nn.parallel import DistributedDataParallel
 

@@ -2,7 +2,7 @@
 
 What it watches: under ``torchrun`` only, after optimizer steps 1, 2, 5, 10, 20, 50, 100, ... (a
 1-2-5 series) and at exit, a fingerprint of the parameters that should be replicas (two float64
-sums per parameter, see ``sanitize/replicas.py``): those of the models wrapped in
+sums per parameter, see ``sanitize/core/replicas.py``): those of the models wrapped in
 ``DistributedDataParallel``, or, without DDP, the optimizers' parameters when a
 ``DistributedSampler`` shards the data over every rank. Each rank puts its fingerprint in the c10d
 store (never a collective); rank 0 compares the others' with its own as they arrive, without
@@ -38,11 +38,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.frames import user_location
-from trainguard.sanitize.replicas import (Plan, decode, encode, fingerprint, first_difference,
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.frames import user_location
+from trainguard.sanitize.core.replicas import (Plan, decode, encode, fingerprint, first_difference,
                                           is_checkpoint, live_ddps, plan_replicas)
-from trainguard.sanitize.values import readable
+from trainguard.sanitize.core.values import readable
 
 _PENDING = 8  # rank 0 keeps its own fingerprints of the last few checkpoints until peers' arrive
 
@@ -68,9 +68,9 @@ _CAUSES = {
 class ReplicasDiverged(Check):
     code = "TG604"
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
-        self.link = watcher.ranks
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
+        self.link = bus.ranks
         # fingerprints are compared at the same steps on every rank: settled steps included
         self.always = ("on_step",) if self.link is not None else ()
         self.sharded = False
@@ -158,7 +158,7 @@ class ReplicasDiverged(Check):
         if steps and len(set(steps.values())) > 1:
             counted = " (" + ", ".join(f"rank {r}: {n} steps" for r, n in sorted(steps.items())) + ")"
         who = f"rank {first}" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))}"
-        finding = self._watcher.report(
+        finding = self.bus.report(
             self.code,
             f"{when}{counted} the replicas differ: {who} hold{'s' if len(ranks) == 1 else ''} "
             f"other parameters than rank 0, first `{self.plan.names[index]}` "

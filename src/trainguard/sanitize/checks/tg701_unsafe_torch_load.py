@@ -30,8 +30,8 @@ import os
 import sys
 from typing import Any
 
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.frames import is_trainguard_file, is_user_code, user_location
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.frames import is_trainguard_file, is_user_code, user_location
 
 
 def _default_is_safe() -> bool:
@@ -46,8 +46,8 @@ def _default_is_safe() -> bool:
 class UnsafeTorchLoad(Check):
     code = "TG701"
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         self.written: set[str] = set()
         self.safe_default: bool | None = None
 

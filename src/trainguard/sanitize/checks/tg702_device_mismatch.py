@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainguard.sanitize.checks import Check, Diagnosis
-from trainguard.sanitize.frames import is_user_file
+from trainguard.sanitize.core.check import Check, Diagnosis
+from trainguard.sanitize.core.frames import is_user_file
 
 _PATTERNS = ("Expected all tensors to be on the same device", "is not on the expected device",
              "should be the same or input should be a MKLDNN tensor")

@@ -8,18 +8,25 @@ code, so a sum would count each occurrence once per rank).
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Iterable
 
 from trainguard.findings import Finding
 
 if TYPE_CHECKING:
-    from trainguard.sanitize.ranks import Missing
-    from trainguard.sanitize.watcher import Watcher
+    from trainguard.sanitize.core.bus import Bus
 
-__all__ = ["merge_into", "merge_findings", "rank_table", "missing_lines"]
+__all__ = ["Missing", "merge_into", "merge_findings", "rank_table", "missing_lines"]
 
 _FIELDS = {f.name for f in fields(Finding)}
+
+
+@dataclass
+class Missing:
+    """A rank whose report did not reach rank 0, and why."""
+
+    rank: int
+    reason: str
 
 
 def merge_findings(by_rank: dict[int, list[dict[str, Any]]]) -> list[Finding]:
@@ -39,18 +46,17 @@ def merge_findings(by_rank: dict[int, list[dict[str, Any]]]) -> list[Finding]:
     return list(merged.values())
 
 
-def merge_into(watcher: "Watcher", by_rank: dict[int, list[dict[str, Any]]]) -> None:
+def merge_into(watcher: "Bus", by_rank: dict[int, list[dict[str, Any]]]) -> None:
     """Rank 0: add the other ranks' findings to ``watcher``'s, marking every finding's ranks."""
-    own = watcher._by_key
-    by_place = {(f.code, f.path, f.line): f for f in own.values()}
-    for finding in own.values():
+    by_place = {(f.code, f.path, f.line): f for f in watcher.findings}
+    for finding in by_place.values():
         finding.ranks = sorted(set(finding.ranks or [0]))
     for rank in sorted(r for r in by_rank if r != 0):
         for data in by_rank[rank]:
             finding = Finding(**{k: v for k, v in data.items() if k in _FIELDS})
             place = (finding.code, finding.path, finding.line)
             if place not in by_place:
-                own[place] = finding
+                watcher.keep(finding)
             _join(by_place, finding, rank)
 
 
@@ -87,6 +93,6 @@ def rank_table(findings: Iterable[Finding], world_size: int, steps: int,
     return "\n".join(lines)
 
 
-def missing_lines(missing: "Iterable[Missing]") -> list[str]:
+def missing_lines(missing: Iterable[Missing]) -> list[str]:
     """One line per rank whose report did not arrive."""
     return [f"trainguard: rank {m.rank} sent no report: {m.reason}" for m in missing]

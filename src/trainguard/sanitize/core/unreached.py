@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainguard.sanitize.checks import Check
-from trainguard.sanitize.state import Unreached
+from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.state import Unreached
 
 
 class UnreachedOutputs(Check):
@@ -17,8 +17,8 @@ class UnreachedOutputs(Check):
 
     on_demand = ("on_step", "on_backward_done")
 
-    def __init__(self, watcher: Any) -> None:
-        super().__init__(watcher)
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
         self.pending = Unreached(self.state)
 
     def on_step(self, optimizer: Any) -> None:

@@ -21,14 +21,15 @@ import sysconfig
 from types import CodeType, FrameType
 from typing import Iterator
 
-from trainguard.sanitize.bounds import FRAMES
+from trainguard.sanitize.core.bounds import FRAMES
 
 __all__ = ["Location", "user_frame", "user_frames", "user_location", "frame_location",
            "short_location", "is_user_file", "is_user_code", "is_trainguard_file"]
 
 Location = tuple[str, int, int]  # (path, 1-based line, 1-based column)
 
-_TRAINGUARD = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the trainguard package (this file is trainguard/sanitize/core/frames.py)
+_TRAINGUARD = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _STDLIB = {os.path.abspath(p) for p in
            {sysconfig.get_paths().get("stdlib", ""), sysconfig.get_paths().get("platstdlib", "")} if p}
 # console scripts (``bin/trainguard``, ``bin/torchrun``): the folders pip installs entry points into

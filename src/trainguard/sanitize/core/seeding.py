@@ -20,6 +20,7 @@ The three global generators a training script draws from:
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Literal
 
@@ -91,17 +92,18 @@ def call_text(name: str, value: Any) -> str:
     return f"{short}({shown if value is not None else ''})"
 
 
+_RUNNER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runner.py")
+
+
 def watched_from_start() -> bool:
     """True when the running script was started by trainguard's runner (``trainguard run``,
     ``trainguard check``) under a watcher that was already installed, so every seeding call of the
     script was seen. A ``trainguard.watch()`` block (or ``fit(guard=True)``) opened by a script
     that is already running may follow seeding calls it never saw."""
-    from trainguard.sanitize.runner import run_target
-
-    target = run_target.__code__
     frame = sys._getframe(1)
     while frame is not None:
-        if frame.f_code is target:
+        code = frame.f_code  # (runner.py's run_target, known by name: the core imports no runner)
+        if code.co_name == "run_target" and code.co_filename == _RUNNER:
             return True
         frame = frame.f_back
     return False
@@ -129,3 +131,13 @@ def reseeded_unseen(family: Family, before: Any, now: Any) -> bool:
     """True when torch's generator was seeded by a path the wrappers do not see (for example
     ``torch.default_generator.manual_seed``): its initial seed changed."""
     return family == "torch" and before is not None and now is not None and before[0] != now[0]
+
+
+fork_depth = [0]
+"""``torch.random.fork_rng`` blocks open now that fork the generators (kept by the repro probe)."""
+
+
+def in_fork_rng() -> bool:
+    """True inside a ``torch.random.fork_rng()`` block that forks the generators: torch's
+    generator state seen now is restored when the block ends."""
+    return fork_depth[0] > 0

@@ -1,4 +1,4 @@
-"""Narrow wrappers for the reproducibility checks (TG501-TG503), each undone on exit.
+"""The repro probe: seeding calls, determinism switches and ``fork_rng`` blocks (TG501-TG503).
 
 - the calls that seed or restore a global random generator (``random.seed``/``setstate``,
   ``numpy.random.seed``/``set_state``, ``torch.manual_seed``/``seed``/``set_rng_state``,
@@ -7,7 +7,6 @@
   ``torch.backends.cudnn.benchmark``/``deterministic``) become ``on_repro_pre``/``on_repro``
   events. Scripts call these a handful of times, so the wrappers cost nothing measurable; the
   functions that draw random numbers are never wrapped.
-- ``DataLoader.__iter__`` becomes ``on_loader_iter`` (once per pass over a DataLoader).
 - ``torch.random.fork_rng`` counts the open blocks that fork torch's generators: a torch seeding
   call made inside one (``with torch.random.fork_rng(): torch.manual_seed(1234); X_val = ...``)
   is no event, since the block restores torch's state on exit; it neither seeds the run nor asks
@@ -26,16 +25,17 @@ import contextlib
 import functools
 import os
 import sys
-import weakref
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
+
+from trainguard.sanitize.core.seeding import fork_depth as _fork_depth
+from trainguard.sanitize.probes.patch import Undo
 
 if TYPE_CHECKING:
-    from trainguard.sanitize.watcher import Watcher
+    from trainguard.sanitize.core.bus import Bus
 
-__all__ = ["install_repro", "install_loader_iter", "in_fork_rng"]
+__all__ = ["attach"]
 
-Undo = Callable[[], None]
 
 # (owner module, attribute, event name, keyword that carries the value)
 _TORCH_CALLS = (
@@ -60,22 +60,22 @@ _CUDNN_FLAGS = ("benchmark", "deterministic")
 # the seeding calls whose effect ``torch.random.fork_rng`` undoes when its block ends
 _FORKED = {"torch.manual_seed", "torch.seed", "torch.set_rng_state", "torch.cuda.manual_seed",
            "torch.cuda.manual_seed_all"}
-_fork_depth = [0]  # ``fork_rng`` blocks open now (that fork the generators)
-
-
-def in_fork_rng() -> bool:
-    """True inside a ``torch.random.fork_rng()`` block that forks the generators: torch's
-    generator state seen now is restored when the block ends."""
-    return _fork_depth[0] > 0
-
-
 def _from_torch(frame: FrameType | None) -> bool:
     """True when the calling frame is torch's own code."""
     name = frame.f_globals.get("__name__", "") if frame is not None else ""
     return name == "torch" or name.startswith("torch.")
 
 
-def install_repro(w: "Watcher", undo: list[Undo]) -> None:
+def attach(bus: "Bus") -> list[Undo]:
+    """Wrap the seeding calls and determinism switches when a check listens to them; returns the
+    undo actions."""
+    undo: list[Undo] = []
+    if bus.handlers["on_repro_pre"] or bus.handlers["on_repro"]:
+        _install(bus, undo)
+    return undo
+
+
+def _install(w: "Bus", undo: list[Undo]) -> None:
     """Wrap the seeding calls and determinism switches (see the module docstring)."""
     import importlib
 
@@ -154,43 +154,3 @@ def _wrap_fork_rng(torch: Any, undo: list[Undo]) -> None:
         if getattr(owner, "fork_rng", None) is original:
             owner.fork_rng = fork_rng
             undo.append(lambda owner=owner: setattr(owner, "fork_rng", original))
-
-
-def install_loader_iter(w: "Watcher", undo: list[Undo]) -> None:
-    """Wrap ``DataLoader.__iter__``: one ``on_loader_iter`` event per pass over a DataLoader, and
-    the pass's iterator noted in ``State.loader_passes`` (its ``_num_yielded`` counts the batches
-    it has given, with no per-batch hook)."""
-    import torch
-    from torch.utils.data import DataLoader
-
-    from trainguard.sanitize.hooks import _patch
-
-    is_compiling = torch.compiler.is_compiling
-    pid = os.getpid()
-
-    passes = [0]
-    iterated: "weakref.WeakSet[Any]" = weakref.WeakSet()  # DataLoaders with a pass so far
-
-    def make(original: Any) -> Any:
-        def __iter__(self: Any) -> Any:
-            watched = not is_compiling() and os.getpid() == pid
-            if watched:
-                w.state.loader_id = id(self)  # part of a model call's cadence key
-                w.emit("on_loader_iter", self)
-            iterator = original(self)
-            if watched:
-                try:
-                    passes[0] += 1
-                    try:
-                        length: int | None = len(self)
-                    except TypeError:  # an IterableDataset without __len__
-                        length = None
-                    again = self in iterated  # a DataLoader iterated once more: per epoch
-                    iterated.add(self)
-                    w.state.loader_passes.append((passes[0], weakref.ref(iterator), length, again))
-                except Exception as exc:  # (an iterator without weak references)
-                    w.hook_failed("DataLoader.__iter__", exc)
-            return iterator
-        return __iter__
-
-    _patch(DataLoader, "__iter__", make, undo)

@@ -3,15 +3,15 @@
 Each kind of walk has one bound, named here so that the checks and their docs give one number:
 
 - an autograd graph: at most :data:`GRAPH_NODES` nodes per walk
-  (:func:`~trainguard.sanitize.holders.graph_nodes`); a check that searches several graphs at once
+  (:func:`~trainguard.sanitize.core.holders.graph_nodes`); a check that searches several graphs at once
   shares one :class:`Budget` of that size between them;
 - the stack: at most :data:`FRAMES` user frames per search
-  (:func:`~trainguard.sanitize.frames.user_frames`); a walk up to the nearest user frame is bounded
+  (:func:`~trainguard.sanitize.core.frames.user_frames`); a walk up to the nearest user frame is bounded
   by the stack's own depth (the ``f_back`` chain ends);
 - user variables and what they hold: at most :data:`CONTAINER_ITEMS` values per search, of each
   list, tuple, deque or dict the newest :data:`CONTAINER_NEWEST` items and older ones at doubling
   distances from the end (about 40 more for a million items), :data:`CONTAINER_DEPTH` levels deep
-  (:func:`~trainguard.sanitize.holders.find_holder`);
+  (:func:`~trainguard.sanitize.core.holders.find_holder`);
 - source files: a file longer than :data:`SOURCE_CHARS` characters is not parsed; parsed trees are
   cached (:func:`parse_file`);
 - the heap (``gc.get_objects()``, on rare paths only): at most :data:`HEAP_OBJECTS` objects looked

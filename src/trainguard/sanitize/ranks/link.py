@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from trainguard.sanitize.merge import merge_into, missing_lines, rank_table
+from trainguard.sanitize.ranks.merge import Missing, merge_into, missing_lines, rank_table
 
 if TYPE_CHECKING:
-    from trainguard.sanitize.watcher import Watcher
+    from trainguard.sanitize.core.bus import Bus
 
 __all__ = ["RankLink", "exit_guard", "TIMEOUT_ENV", "DEFAULT_TIMEOUT_S"]
 
@@ -53,14 +53,6 @@ DEFAULT_TIMEOUT_S = 20.0
 OP_TIMEOUT_S = 5.0  # a single store call on a store we own: connect, set, get
 POLL_S = 0.05
 _watchers_made = [0]  # watchers created in this process: the n in the key prefix
-
-
-@dataclass
-class Missing:
-    """A rank whose report did not reach rank 0, and why."""
-
-    rank: int
-    reason: str
 
 
 @dataclass
@@ -205,7 +197,7 @@ class RankLink:
         self.put(f"hello/{self.rank}", {"host": self.host, "pid": os.getpid()})
 
     # ---- at exit -----------------------------------------------------------------------------
-    def finish(self, watcher: "Watcher") -> None:
+    def finish(self, watcher: "Bus") -> None:
         """Send this rank's report; on rank 0, gather the others', merge, run the cross-rank
         checks. Called by the watcher after ``on_exit``; never raises."""
         try:
@@ -213,7 +205,7 @@ class RankLink:
         except Exception as exc:  # malformed data from another rank: keep this rank's findings
             self.broken = f"the merge failed: {type(exc).__name__}: {exc}"
 
-    def _finish(self, watcher: "Watcher") -> None:
+    def _finish(self, watcher: "Bus") -> None:
         for finding in watcher.findings:
             finding.ranks = finding.ranks or [self.rank]
         facts = _collect_facts(watcher)
@@ -292,7 +284,7 @@ class RankLink:
                 "its findings are not in this report")
 
     # ---- output ------------------------------------------------------------------------------
-    def summary(self, watcher: "Watcher") -> str:
+    def summary(self, watcher: "Bus") -> str:
         """Rank 0: the merged table and the missing ranks; other ranks: a one-line note (or their
         own table when the report could not be sent)."""
         if self.rank != 0:
@@ -320,8 +312,8 @@ class RankLink:
                 "missing": [{"rank": m.rank, "reason": m.reason} for m in self.missing]}
 
 
-def _collect_facts(watcher: "Watcher") -> dict[str, Any]:
-    from trainguard.sanitize.checks import Check
+def _collect_facts(watcher: "Bus") -> dict[str, Any]:
+    from trainguard.sanitize.core.check import Check
 
     facts: dict[str, Any] = {}
     active = _active(watcher)
@@ -331,15 +323,15 @@ def _collect_facts(watcher: "Watcher") -> dict[str, Any]:
         try:
             value = check.rank_facts()
         except Exception as exc:
-            watcher._check_failed(check, "rank_facts", exc)
+            watcher.check_failed(check, "rank_facts", exc)
             continue
         if value is not None:
             facts[check.code] = value
     return facts
 
 
-def _cross_rank_checks(watcher: "Watcher", facts: dict[int, dict[str, Any]]) -> None:
-    from trainguard.sanitize.checks import Check
+def _cross_rank_checks(watcher: "Bus", facts: dict[int, dict[str, Any]]) -> None:
+    from trainguard.sanitize.core.check import Check
 
     active = _active(watcher)
     for check in watcher.checks:
@@ -348,10 +340,10 @@ def _cross_rank_checks(watcher: "Watcher", facts: dict[int, dict[str, Any]]) -> 
         try:
             check.on_ranks({r: f[check.code] for r, f in facts.items() if check.code in f})
         except Exception as exc:
-            watcher._check_failed(check, "on_ranks", exc)
+            watcher.check_failed(check, "on_ranks", exc)
 
 
-def _active(watcher: "Watcher") -> set[int]:
+def _active(watcher: "Bus") -> set[int]:
     """Checks still switched on (a check that raised was removed from every event)."""
     return {id(check) for handlers in watcher.handlers.values() for check, _ in handlers}
 

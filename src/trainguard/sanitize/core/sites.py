@@ -26,12 +26,12 @@ hot path is one dict look-up.
 from __future__ import annotations
 
 import ast
-import linecache
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from trainguard.sanitize.bounds import parse_file
+from trainguard.apifacts import FUNCTIONAL_LOSSES
+from trainguard.sanitize.core.source import SourceFile
 
 __all__ = ["SiteReader", "Uses", "output_uses"]
 
@@ -57,10 +57,6 @@ _METRIC = frozenset((
     "top1", "top5", "psnr", "ssim", "bleu", "rouge", "wer", "cer", "mae", "rmse",
 ))
 _LOSS = frozenset(("loss", "losses", "criterion", "nll", "nllloss", "crossentropy"))
-_FUNCTIONAL_LOSSES = frozenset((
-    "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
-    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
-))
 _EQ_CALLS = frozenset(("eq", "ne", "equal", "__eq__", "__ne__"))
 _PASS_ROOTS = frozenset(("torch", "F", "nn", "np", "numpy", "math", "functional"))
 _PASS_BUILTINS = frozenset((
@@ -81,7 +77,7 @@ class SiteReader:
 
     def __init__(self) -> None:
         self._sites: dict[tuple[str, int, int], Uses | None] = {}
-        self._files: dict[str, _File | None] = {}
+        self._files: dict[str, SourceFile | None] = {}
 
     def uses(self, where: tuple[str, int, int] | None) -> Uses | None:
         """What the value of the call at ``where`` (``(path, line, 1-based column)``) feeds.
@@ -104,7 +100,7 @@ class SiteReader:
     def _analyse(self, where: tuple[str, int, int]) -> Uses | None:
         path, line, col = where
         if path not in self._files:
-            self._files[path] = _File.load(path)
+            self._files[path] = SourceFile.load(path)
         file = self._files[path]
         if file is None:
             return None
@@ -117,52 +113,6 @@ class SiteReader:
 def output_uses(where: tuple[str, int, int] | None) -> Uses | None:
     """:meth:`SiteReader.uses` with a fresh reader (no caching across calls)."""
     return SiteReader().uses(where)
-
-
-class _File:
-    """A parsed source file: parents of every node and the calls indexed by position."""
-
-    def __init__(self, tree: ast.Module) -> None:
-        self.parents: dict[ast.AST, ast.AST] = {}
-        self.calls: dict[tuple[int, int], list[ast.Call]] = {}
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                self.parents[child] = node
-            if isinstance(node, ast.Call):
-                self.calls.setdefault((node.lineno, node.col_offset), []).append(node)
-
-    @classmethod
-    def load(cls, path: str) -> "_File | None":
-        """The file at ``path`` parsed (None when it has no source, is not valid Python or is
-        longer than ``bounds.SOURCE_CHARS``)."""
-        linecache.checkcache(path)
-        tree = parse_file(path)
-        return cls(tree) if tree is not None else None
-
-    def call_at(self, line: int, col0: int) -> ast.Call | None:
-        """The innermost call starting at ``line``/``col0`` (``model(x)`` in ``model(x).argmax()``,
-        which starts at the same place)."""
-        found = self.calls.get((line, col0))
-        if not found:
-            return None
-        return min(found, key=lambda c: ((c.end_lineno or 0) - c.lineno, c.end_col_offset or 0))
-
-    def scope(self, node: ast.AST) -> ast.AST:
-        """The function (or module) whose body holds ``node``."""
-        cur = self.parents.get(node)
-        while cur is not None and not isinstance(
-                cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)):
-            cur = self.parents.get(cur)
-        return cur if cur is not None else node
-
-    def loop(self, node: ast.AST, scope: ast.AST) -> ast.AST | None:
-        """The innermost ``for``/``while`` around ``node`` inside ``scope``."""
-        cur = self.parents.get(node)
-        while cur is not None and cur is not scope:
-            if isinstance(cur, (ast.For, ast.AsyncFor, ast.While)):
-                return cur
-            cur = self.parents.get(cur)
-        return None
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -192,7 +142,7 @@ def _not_constant(nodes: list[ast.AST]) -> ast.AST | None:
     return None
 
 
-def _module_method(file: "_File", scope: ast.AST) -> bool:
+def _module_method(file: "SourceFile", scope: ast.AST) -> bool:
     """True when ``scope`` is a method of a model class (its class derives from something named
     ``...Module`` or defines ``forward``): ``ActorCritic.evaluate`` in PPO code returns values for
     the policy update, not a metric."""
@@ -208,7 +158,7 @@ def _module_method(file: "_File", scope: ast.AST) -> bool:
 class _Flow:
     """Follows the value of one call through its function."""
 
-    def __init__(self, file: _File, call: ast.Call) -> None:
+    def __init__(self, file: SourceFile, call: ast.Call) -> None:
         self.file = file
         self.call = call
         self.scope = file.scope(call)
@@ -325,7 +275,7 @@ class _Flow:
             if other is not None:
                 self._note_metric(f"compared with `{_short(other)}` ({name})")
             return False
-        if last in _FUNCTIONAL_LOSSES or last_tokens & _LOSS:
+        if last in FUNCTIONAL_LOSSES or last_tokens & _LOSS:
             self.loss = self.loss or f"{name}()"
             return False
         if last_tokens & _METRIC:

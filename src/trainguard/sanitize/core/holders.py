@@ -9,10 +9,10 @@ then the frame's source is searched for the statement that accumulates into that
 (``name += ...``, ``name = name + ...``, ``name.append(...)``/``extend``/``insert``, also through
 ``name[...]``/``name.attr``).
 
-Every walk here is bounded (``bounds.py``): graphs by :data:`~trainguard.sanitize.bounds.GRAPH_NODES`
-nodes, the stack by :data:`~trainguard.sanitize.bounds.FRAMES` user frames, variables by
-:data:`~trainguard.sanitize.bounds.CONTAINER_ITEMS` values, source files by
-:data:`~trainguard.sanitize.bounds.SOURCE_CHARS` characters.
+Every walk here is bounded (``bounds.py``): graphs by :data:`~trainguard.sanitize.core.bounds.GRAPH_NODES`
+nodes, the stack by :data:`~trainguard.sanitize.core.bounds.FRAMES` user frames, variables by
+:data:`~trainguard.sanitize.core.bounds.CONTAINER_ITEMS` values, source files by
+:data:`~trainguard.sanitize.core.bounds.SOURCE_CHARS` characters.
 """
 
 from __future__ import annotations
@@ -25,82 +25,15 @@ from collections import deque
 from types import CodeType, FrameType
 from typing import Any, Callable, Iterator, NamedTuple
 
-from trainguard.sanitize.bounds import (CONTAINER_DEPTH, CONTAINER_ITEMS, CONTAINER_NEWEST,
-                                        FRAMES, GRAPH_NODES, Budget, check_deadline, parse_file)
-from trainguard.sanitize.frames import Location, user_frames
+from trainguard.sanitize.core.bounds import (CONTAINER_DEPTH, CONTAINER_ITEMS, CONTAINER_NEWEST,
+                                        FRAMES, GRAPH_NODES, Budget, parse_file)
+from trainguard.sanitize.core.frames import Location, user_frames
+from trainguard.sanitize.core.graph import (ROOT, graph_metadata, graph_nodes, graph_stamps,
+                                            node_metadata)
 
 __all__ = ["ROOT", "Holder", "graph_nodes", "node_metadata", "graph_stamps", "find_holder",
            "accumulation_line", "graph_metadata", "tensor_holding", "traceback_user_frames",
            "carried_names"]
-
-ROOT = "trainguard.root"
-"""Metadata key on a backward root's ``grad_fn``; the value is a :class:`~trainguard.sanitize.state.Made`."""
-
-_CLOCK_EVERY = 256  # nodes between two readings of the watchdog's clock
-
-
-def graph_nodes(node: Any, *, limit: int = GRAPH_NODES,
-                stop: Callable[[Any], bool] | None = None,
-                budget: Budget | None = None) -> Iterator[Any]:
-    """The autograd nodes of the graph below ``node`` (``node`` first), each once, at most
-    ``limit`` of them (and at most what ``budget`` has left, which the walk spends); the walk does
-    not go past a node for which ``stop(node)`` is true. Past the bound it ends (``budget.spent``
-    says so) with what it has yielded."""
-    check_deadline()  # (also between many small walks)
-    by_budget = budget is not None and budget.left <= limit  # (the budget, not limit, ends it)
-    if budget is not None:
-        limit = min(limit, budget.left)
-    seen: set[int] = set()
-    frontier = [node]
-    keep: list[Any] = []  # keep wrappers alive so that ids stay unique during the walk
-    try:
-        while frontier:
-            current = frontier.pop()
-            if current is None or id(current) in seen:
-                continue
-            if len(seen) >= limit:
-                if by_budget:
-                    budget.spent = True  # type: ignore[union-attr]
-                return
-            seen.add(id(current))
-            if not len(seen) % _CLOCK_EVERY:
-                check_deadline()
-            keep.append(current)
-            yield current
-            if stop is not None and stop(current):
-                continue
-            for nxt, _ in getattr(current, "next_functions", ()):
-                if nxt is not None:
-                    frontier.append(nxt)
-    finally:
-        if budget is not None:
-            budget.left -= len(seen)
-
-
-def node_metadata(node: Any) -> dict | None:
-    """``node.metadata`` (created empty on first access), or None for a node type without it."""
-    try:
-        return node.metadata
-    except (AttributeError, RuntimeError):
-        return None
-
-
-def graph_stamps(node: Any, *, limit: int = GRAPH_NODES, budget: Budget | None = None,
-                 stop: Callable[[Any], bool] | None = None) -> list[Any]:
-    """The :class:`Made` stamps (outermost outputs and backward roots) in the graph below ``node``
-    (at most ``limit`` nodes visited, and what ``budget`` allows; not past a node for which
-    ``stop`` is true)."""
-    from trainguard.sanitize.state import MADE
-
-    found: list[Any] = []
-    for current in graph_nodes(node, limit=limit, budget=budget, stop=stop):
-        meta = node_metadata(current)
-        if meta:
-            for key in (MADE, ROOT):
-                if key in meta:
-                    found.append(meta[key])
-    return found
-
 
 def _tensors_in(value: Any, limit: int = 256) -> list[Any]:
     import torch
@@ -235,9 +168,9 @@ def find_holder(is_old: Callable[[list[Any]], bool], start: FrameType | None = N
     Two passes over the user frames (innermost first): the first walks each tensor's graph down
     to its nearest stamps (a loss's model output, a backward root: a list of losses, a running
     sum), the second, when the first found nothing, below them too (a graph carried from step to
-    step). Bounded: at most :data:`~trainguard.sanitize.bounds.FRAMES` user frames and
-    :data:`~trainguard.sanitize.bounds.CONTAINER_ITEMS` values looked at in their variables per
-    pass, :data:`~trainguard.sanitize.bounds.GRAPH_NODES` graph nodes in all and 2,000 per
+    step). Bounded: at most :data:`~trainguard.sanitize.core.bounds.FRAMES` user frames and
+    :data:`~trainguard.sanitize.core.bounds.CONTAINER_ITEMS` values looked at in their variables per
+    pass, :data:`~trainguard.sanitize.core.bounds.GRAPH_NODES` graph nodes in all and 2,000 per
     tensor. When a bound is hit, what was found so far decides.
 
     Args:
@@ -260,7 +193,7 @@ def find_holder(is_old: Callable[[list[Any]], bool], start: FrameType | None = N
 def _search(is_old: Callable[[list[Any]], bool], start: FrameType, nodes: Budget,
             nearest: bool) -> Holder | None:
     """One pass of :func:`find_holder`."""
-    from trainguard.sanitize.state import MADE
+    from trainguard.sanitize.core.records import MADE
 
     def stamped(node: Any) -> bool:  # (the first pass stops at a model's output)
         meta = node_metadata(node)
@@ -358,18 +291,6 @@ def accumulation_line(code: CodeType, name: str) -> Location | None:
     return (code.co_filename, best.lineno, best.col_offset + 1)  # type: ignore[attr-defined]
 
 
-def graph_metadata(node: Any, key: str, *, limit: int = GRAPH_NODES,
-                   budget: Budget | None = None) -> list[Any]:
-    """The values stored under ``key`` in the metadata of the nodes below ``node`` (at most
-    ``limit`` nodes visited, and what ``budget`` allows)."""
-    found: list[Any] = []
-    for current in graph_nodes(node, limit=limit, budget=budget):
-        meta = node_metadata(current)
-        if meta and key in meta:
-            found.append(meta[key])
-    return found
-
-
 def tensor_holding(frames: list[FrameType], test: Callable[[Any], bool]) -> tuple[str, Location] | None:
     """A user variable (innermost frame first) holding a tensor for which ``test`` is true."""
     import torch
@@ -387,7 +308,7 @@ def tensor_holding(frames: list[FrameType], test: Callable[[Any], bool]) -> tupl
 
 def traceback_user_frames(exc: BaseException) -> list[FrameType]:
     """The user's frames in ``exc``'s traceback, innermost first."""
-    from trainguard.sanitize.frames import is_user_file
+    from trainguard.sanitize.core.frames import is_user_file
 
     frames = []
     tb = exc.__traceback__

@@ -13,138 +13,10 @@ import weakref
 from collections import deque
 from typing import Any
 
-from trainguard.sanitize.frames import Location, user_location
+from trainguard.sanitize.core.frames import Location
+from trainguard.sanitize.core.records import BackwardCall, ForwardCall
 
-MADE = "trainguard.made"
-"""Metadata key on the ``grad_fn`` of outermost module outputs (when ``State.stamp_outputs``); the
-value is a :class:`Made`."""
-
-
-class Made:
-    """When and where an outermost output (or a backward root) was made.
-
-    Stored in the output's ``grad_fn.metadata`` (which lives exactly as long as the node), so a
-    weak reference to it tells whether the graph is still alive, and a walk over a graph finds
-    where its parts came from.
-
-    Attributes:
-        backward_count: backward calls completed when it was made.
-        step: optimizer steps completed.
-        where: the user's ``(path, line, col)``.
-        module: the module's class name (``"backward root"`` for a loss).
-        order: outermost module calls completed (a clock for runs without optimizer steps).
-        model_id: ``id()`` of the module whose call made it (None for a loss).
-        inputs: weak references to the call's positional arguments, all tensors (when
-            ``State.stamp_inputs``; else, or when an argument is not a tensor, None).
-        output: a weak reference to the output tensor the stamp is on (when ``inputs`` is set
-            and the output is one tensor; else None).
-        kwargs: with ``inputs``, the call's keyword arguments (tensors as weak references), or
-            None when it had none.
-    """
-
-    __slots__ = ("backward_count", "step", "where", "module", "order", "model_id", "inputs",
-                 "output", "kwargs", "__weakref__")
-
-    def __init__(self, backward_count: int, step: int, where: Any, module: str,
-                 order: int, model_id: int | None = None, inputs: list[Any] | None = None,
-                 output: Any = None, kwargs: dict[str, Any] | None = None) -> None:
-        self.backward_count = backward_count
-        self.step = step
-        self.where = where
-        self.module = module
-        self.order = order
-        self.model_id = model_id
-        self.inputs = inputs
-        self.output = output
-        self.kwargs = kwargs
-
-__all__ = ["MADE", "Made", "State", "ForwardCall", "LossCall", "BackwardCall", "GraphTrack", "Unreached",
-           "first_tensor"]
-
-
-_NO_KWARGS: dict = {}
-
-
-class ForwardCall:
-    """One module call. ``output`` is set when it returns; ``failed`` when it raised.
-
-    ``where`` (the user's line) and ``direct`` are set for outermost calls only.
-    """
-
-    __slots__ = ("module", "args", "kwargs", "output", "depth", "training", "grad_enabled",
-                 "where", "direct", "reenabled", "failed", "made", "__weakref__")
-
-    def __init__(self, module: Any, args: tuple, depth: int, training: bool,
-                 grad_enabled: bool, where: Location | None) -> None:
-        self.module = module
-        self.args = args
-        self.kwargs: dict = _NO_KWARGS  # keyword arguments (outermost calls checked in full)
-        self.output: Any = None
-        self.depth = depth
-        self.training = training
-        self.grad_enabled = grad_enabled
-        self.where = where
-        self.direct = False  # an outermost call made by user code itself (not by a library)
-        self.reenabled = False  # grad on inside an open torch.no_grad() block (outermost calls)
-        self.failed = False
-        self.made: Made | None = None  # the stamp put on its outputs, when stamping is on
-
-
-class LossCall:
-    """A loss computed by a loss module or a watched functional loss.
-
-    Attributes:
-        name: ``"CrossEntropyLoss"`` (module) or ``"cross_entropy"`` (functional).
-        input, target: the first two arguments as passed.
-        output: the loss (None when it raised).
-        module: the loss module, or None for a functional loss.
-        where: the user's line computing it.
-    """
-
-    __slots__ = ("name", "input", "target", "output", "module", "_where", "_frame", "args", "kwargs")
-
-    def __init__(self, name: str, args: tuple, kwargs: dict, output: Any, module: Any,
-                 where: Location | None, frame: Any = None) -> None:
-        self.name = name
-        self.args = args
-        self.kwargs = kwargs
-        self.input = args[0] if args else kwargs.get("input")
-        self.target = args[1] if len(args) > 1 else kwargs.get("target")
-        self.output = output
-        self.module = module
-        self._where = where
-        self._frame = frame  # only during the event: ``where`` is found from it on first use
-
-    @property
-    def where(self) -> Location | None:
-        if self._where is None and self._frame is not None:
-            self._where = user_location(self._frame)
-            self._frame = None
-        return self._where
-
-
-class BackwardCall:
-    """A ``backward``: ``tensors`` are the roots, ``retain_graph`` as PyTorch resolves it.
-
-    ``index`` is the number of backward calls completed before this one, ``step`` the optimizer
-    steps completed; ``failed`` is set when it raised. ``tensors`` is emptied after the events, so
-    the record keeps no graph alive; ``facts`` holds what checks noted about the roots.
-    """
-
-    __slots__ = ("tensors", "retain_graph", "create_graph", "where", "index", "step", "failed",
-                 "facts")
-
-    def __init__(self, tensors: tuple, retain_graph: bool, create_graph: bool,
-                 where: Location | None, index: int, step: int) -> None:
-        self.tensors = tensors
-        self.retain_graph = retain_graph
-        self.create_graph = create_graph
-        self.where = where
-        self.index = index
-        self.step = step
-        self.failed = False
-        self.facts: dict[str, Any] = {}
-
+__all__ = ["State", "GraphTrack", "Unreached"]
 
 class _Token:
     __slots__ = ("track", "__weakref__")
@@ -243,23 +115,6 @@ class Unreached:
         return unreached
 
 
-def first_tensor(value: Any, *, limit: int = 4) -> list[Any]:
-    """Up to ``limit`` tensors found in a module output (a tensor, tuple, list or dict)."""
-    import torch
-
-    out: list[Any] = []
-    stack = [value]
-    while stack and len(out) < limit:
-        item = stack.pop()
-        if isinstance(item, torch.Tensor):
-            out.append(item)
-        elif isinstance(item, (tuple, list)):
-            stack.extend(reversed(item))
-        elif isinstance(item, dict):
-            stack.extend(reversed(list(item.values())))
-    return out
-
-
 class _Seen:
     """A weak set that is cheap to add to on every call (keyed by ``id``)."""
 
@@ -320,9 +175,7 @@ class State:
         self.models = _Seen()
         self.optimizers = _Seen()
         self._tracks: list[GraphTrack] = []
-        self.stamp_outputs = False  # a check asked for MADE stamps on outermost outputs
-        self.stamp_inputs = False  # ... holding weak references to the call's tensor arguments
-        # with stamp_inputs, the latest outermost call whose output is a tuple, list or dict:
+        # with stamps = "inputs" (probes/stamps.py), the latest outermost call whose output is a tuple, list or dict:
         # (order, id(module), class name, where, weak references to its tensor arguments, its
         # keyword arguments as Made.kwargs)
         self.last_multi: tuple | None = None
@@ -340,13 +193,6 @@ class State:
         # id(module) -> (weak reference, line): where user code last put that module in eval mode
         # (an outermost ``eval()``/``train(False)``), until it calls ``train()`` on it again
         self.eval_at: dict[int, tuple[Any, Location | None]] = {}
-        # (weak reference, line, backward calls so far, whether a library's eval() had put it in
-        # eval mode): the last ``train()`` user code called on a module that was in eval mode
-        self.train_at: tuple[Any, Location, int, bool] | None = None
-        self.library_eval: Any = None  # weak reference to the module a library last put in eval
-        # id(parameter) -> (weak reference, line): where user code added it to a module already
-        # built (outside the module's ``__init__``)
-        self.added_at: dict[int, tuple[Any, Location]] = {}
 
     def track_graph(self, tensor: Any, info: Any = None) -> GraphTrack | None:
         """Follow the graph behind ``tensor`` (None when it has no ``grad_fn``)."""
@@ -358,6 +204,12 @@ class State:
         if len(self._tracks) > 4096:
             self._tracks = [t for t in self._tracks if t.alive]
         return track
+
+    def last_backward_where(self) -> Location | None:
+        """The user's line of the last backward call (a place in the script for findings made
+        at a step or at exit), or None before any."""
+        last = self.backwards[-1] if self.backwards else None
+        return last.where if last is not None else None
 
     def release_all(self) -> None:
         for track in self._tracks:

@@ -170,7 +170,7 @@ def live_ddps() -> list[Any]:
     objects: done once per run, when no DDP model was called)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from trainguard.sanitize.bounds import live_objects
+    from trainguard.sanitize.core.bounds import live_objects
 
     # type(), not isinstance: some objects warn when their __class__ is read
     return list(live_objects(lambda o: DDP in type(o).__mro__))

@@ -1,0 +1,90 @@
+"""Facts about PyTorch's API that the linter, the sanitizer and the instruments share.
+
+Standard library only: ``trainguard lint`` imports this module and never imports torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["FUNCTIONAL_LOSSES", "ModeRule", "MODE_RULES", "MODE_CLASSES", "READS_TRAINING",
+           "mode_rule"]
+
+FUNCTIONAL_LOSSES = (
+    "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
+)
+"""The ``torch.nn.functional`` losses trainguard knows by name
+(https://pytorch.org/docs/stable/nn.functional.html#loss-functions): the sanitizer's functional
+probe wraps them, and a call of one in the user's source counts as a loss."""
+
+
+@dataclass(frozen=True)
+class ModeRule:
+    """``torch.nn`` modules whose forward depends on ``module.training`` when ``attribute`` says so.
+
+    Attributes:
+        classes: the ``torch.nn`` class names the rule covers.
+        attribute: the constructor argument, kept as an attribute of the same name, that decides.
+        default: its value when the constructor is not given it.
+        positive: the module depends on the mode when the value is > 0 (a probability); else when
+            it is true (a flag).
+        effect: what ``training`` changes, with ``{value}`` for the attribute's value.
+    """
+
+    classes: tuple[str, ...]
+    attribute: str
+    default: float | bool
+    positive: bool
+    effect: str
+
+    def depends(self, value: object) -> bool:
+        """Whether a module with this attribute value behaves differently in train and eval."""
+        if self.positive:
+            return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+        return bool(value)
+
+
+MODE_RULES = (
+    # https://pytorch.org/docs/stable/generated/torch.nn.Dropout.html (and AlphaDropout,
+    # FeatureAlphaDropout): elements are zeroed only in training
+    ModeRule(("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
+              "FeatureAlphaDropout"), "p", 0.5, True,
+             "drops elements with p={value} in train, identity in eval"),
+    # https://pytorch.org/docs/stable/generated/torch.nn.BatchNorm2d.html: batch statistics and
+    # running-stat updates in training, the running estimates in eval
+    ModeRule(("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "LazyBatchNorm1d",
+              "LazyBatchNorm2d", "LazyBatchNorm3d"), "track_running_stats", True, False,
+             "batch statistics + running-stat updates in train, running stats in eval"),
+    # https://pytorch.org/docs/stable/generated/torch.nn.InstanceNorm2d.html: the same, only with
+    # track_running_stats=True (off by default)
+    ModeRule(("InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LazyInstanceNorm1d",
+              "LazyInstanceNorm2d", "LazyInstanceNorm3d"), "track_running_stats", False, False,
+             "instance statistics + running-stat updates in train, running stats in eval"),
+    # https://pytorch.org/docs/stable/generated/torch.nn.LSTM.html: dropout between layers,
+    # "on the outputs of each LSTM layer except the last", in training only
+    ModeRule(("RNN", "LSTM", "GRU"), "dropout", 0.0, True,
+             "dropout p={value} between layers in train only"),
+    # https://pytorch.org/docs/stable/generated/torch.nn.MultiheadAttention.html: dropout on the
+    # attention weights, in training only
+    ModeRule(("MultiheadAttention",), "dropout", 0.0, True,
+             "attention dropout p={value} in train only"),
+)
+"""The ``torch.nn`` modules whose behaviour depends on train/eval mode, and when. One definition
+for the linter (constructor calls), the sanitizer (live modules) and ``trainguard explain``."""
+
+MODE_CLASSES = frozenset(name for rule in MODE_RULES for name in rule.classes)
+"""Every ``torch.nn`` class name some rule covers."""
+
+READS_TRAINING = "training"
+"""The attribute a user-defined module's ``forward`` reads when its behaviour depends on the mode
+(``if self.training: ...``): such a module counts as mode-dependent too (at run time: the name in
+``type(module).forward.__code__.co_names``)."""
+
+
+def mode_rule(class_name: str) -> ModeRule | None:
+    """The rule for a ``torch.nn`` class name (``"LSTM"``), or None."""
+    for rule in MODE_RULES:
+        if class_name in rule.classes:
+            return rule
+    return None

@@ -1,0 +1,58 @@
+"""A parsed source file for the checks that read the user's code: the parent of every node and
+the calls indexed by position (torch-free; parsed through the bounded, cached
+:func:`~trainguard.sanitize.core.bounds.parse_file`)."""
+
+from __future__ import annotations
+
+import ast
+import linecache
+
+from trainguard.sanitize.core.bounds import parse_file
+
+__all__ = ["SourceFile"]
+
+
+class SourceFile:
+    """A parsed source file: parents of every node and the calls indexed by position."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.parents: dict[ast.AST, ast.AST] = {}
+        self.calls: dict[tuple[int, int], list[ast.Call]] = {}
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[child] = node
+            if isinstance(node, ast.Call):
+                self.calls.setdefault((node.lineno, node.col_offset), []).append(node)
+
+    @classmethod
+    def load(cls, path: str) -> "SourceFile | None":
+        """The file at ``path`` parsed (None when it has no source, is not valid Python or is
+        longer than ``bounds.SOURCE_CHARS``)."""
+        linecache.checkcache(path)
+        tree = parse_file(path)
+        return cls(tree) if tree is not None else None
+
+    def call_at(self, line: int, col0: int) -> ast.Call | None:
+        """The innermost call starting at ``line``/``col0`` (``model(x)`` in ``model(x).argmax()``,
+        which starts at the same place)."""
+        found = self.calls.get((line, col0))
+        if not found:
+            return None
+        return min(found, key=lambda c: ((c.end_lineno or 0) - c.lineno, c.end_col_offset or 0))
+
+    def scope(self, node: ast.AST) -> ast.AST:
+        """The function (or module) whose body holds ``node``."""
+        cur = self.parents.get(node)
+        while cur is not None and not isinstance(
+                cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)):
+            cur = self.parents.get(cur)
+        return cur if cur is not None else node
+
+    def loop(self, node: ast.AST, scope: ast.AST) -> ast.AST | None:
+        """The innermost ``for``/``while`` around ``node`` inside ``scope``."""
+        cur = self.parents.get(node)
+        while cur is not None and cur is not scope:
+            if isinstance(cur, (ast.For, ast.AsyncFor, ast.While)):
+                return cur
+            cur = self.parents.get(cur)
+        return None

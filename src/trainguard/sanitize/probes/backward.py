@@ -1,0 +1,160 @@
+"""The backward probe: ``torch.autograd.backward`` (which ``Tensor.backward`` calls), wrapped.
+
+Events: ``on_backward`` before the backward runs, ``on_backward_done`` after it returned,
+``on_backward_failed`` when it raised. Facts kept (``State``): ``backward_count``,
+``in_backward`` (forwards during a backward are recomputation), ``backwards`` (the latest
+calls, with no reference to the graph). A backward's end may bound the cadence's cycles in a loop
+without an optimizer step. ``torch.export`` never traces a backward, so Dynamo's own test is
+enough here.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from trainguard.sanitize.core import frames
+from trainguard.sanitize.core.bounds import Overrun
+from trainguard.sanitize.core.cadence import BACKWARD
+from trainguard.sanitize.core.records import BackwardCall
+from trainguard.sanitize.probes.patch import Undo, patch
+
+if TYPE_CHECKING:
+    from trainguard.sanitize.core.bus import Bus
+
+__all__ = ["attach"]
+
+_NO_INPUTS = object()  # the wrapper got other arguments: ``inputs`` is in its kwargs
+
+
+def attach(bus: "Bus") -> list[Undo]:
+    """Wrap ``torch.autograd.backward``; returns the undo action."""
+    import torch
+
+    undo: list[Undo] = []
+    begin = _begin(bus)
+    finish = _finish(bus)
+
+    def make_backward(original: Any) -> Any:
+        def backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
+                     create_graph: bool = False, *args: Any, inputs: Any = None,
+                     **kwargs: Any) -> Any:
+            # (``inputs`` by name: ``Tensor.backward`` passes it so, and a call without a
+            # keyword dict to build is the cheaper one)
+            if args or kwargs:
+                if inputs is not None:
+                    kwargs["inputs"] = inputs
+                inputs = _NO_INPUTS
+
+            def run() -> Any:
+                if inputs is _NO_INPUTS:
+                    return original(tensors, grad_tensors, retain_graph, create_graph, *args,
+                                    **kwargs)
+                return original(tensors, grad_tensors, retain_graph, create_graph,
+                                inputs=inputs)
+            if torch.compiler.is_dynamo_compiling():
+                return run()
+            try:
+                call, checked, bounds = begin(tensors, retain_graph, create_graph)
+            except Exception as exc:
+                bus.hook_failed("torch.autograd.backward", exc)
+                return run()
+            return finish(run, call, checked, bounds)
+        return backward
+
+    patch(torch.autograd, "backward", make_backward, undo)
+    return undo
+
+
+def _begin(bus: "Bus") -> Callable:
+    """``begin(tensors, retain_graph, create_graph) -> (call, checked, bounds)``: the record, whether
+    the checks see this call, whether its end bounds the cadence's cycles; sends
+    ``on_backward``."""
+    import torch
+
+    user_codes = frames._is_user_code  # id(code) -> bool, read directly on the settled path
+    locations = frames._locations  # (id(code), f_lasti) -> location, likewise
+    tensor_backward = torch.Tensor.backward.__code__
+    state = bus.state
+    cadence = bus.cadence
+    see = cadence.see
+    h = bus.handlers
+    always = bus.always
+
+    def begin(tensors: Any, retain_graph: Any, create_graph: Any) -> tuple:
+        if isinstance(tensors, torch.Tensor):
+            roots: tuple = (tensors,)
+        elif isinstance(tensors, (list, tuple)):
+            roots = tuple(t for t in tensors if isinstance(t, torch.Tensor))
+        else:
+            roots = ()
+        retain = create_graph if retain_graph is None else bool(retain_graph)
+        # the innermost user frame: Tensor.backward's caller, usually (found without user_frame's
+        # call when that caller is user code seen before); frame 0 is this function, 1 the wrapper
+        caller = sys._getframe(2)
+        if caller.f_code is tensor_backward:
+            caller = caller.f_back
+        if caller is not None and not user_codes.get(id(caller.f_code)):
+            caller = frames.user_frame(caller)
+        if caller is None:
+            checked = see(("B", None, -1, retain, bool(create_graph), len(roots)))
+            where = None
+        else:
+            code, lasti = caller.f_code, caller.f_lasti
+            checked = see(("B", code, lasti, retain, bool(create_graph), len(roots)))
+            where = locations.get((id(code), lasti)) or frames.frame_location(caller)
+        # the end of this backward may bound the cycles of a loop without an optimizer
+        bounds = cadence.level <= BACKWARD and not state.in_step
+        call = BackwardCall(roots, retain, bool(create_graph), where, state.backward_count,
+                            state.step)
+        if checked:
+            if h["on_backward"]:
+                bus.emit("on_backward", call)
+        else:
+            for check, method in always["on_backward"]:  # (Bus.emit_settled, inlined)
+                try:
+                    method(call)
+                except Exception as exc:
+                    bus.check_failed(check, "on_backward", exc)
+                except Overrun:  # (no deadline on settled calls: never, in practice)
+                    bus.overran(check, "on_backward", time.perf_counter())
+        return call, checked, bounds
+    return begin
+
+
+def _finish(bus: "Bus") -> Callable:
+    """``finish(run, call, checked, bounds)``: run the backward, then its events and counters."""
+    state = bus.state
+    cadence = bus.cadence
+    h = bus.handlers
+    backwards = state.backwards
+
+    def finish(run: Callable[[], Any], call: BackwardCall, checked: bool, bounds: bool) -> Any:
+        state.in_backward += 1
+        try:
+            result = run()
+        except BaseException as exc:
+            try:
+                call.failed = True
+                if h["on_backward_failed"]:
+                    bus.emit("on_backward_failed", call, exc)
+                call.tensors = ()
+                backwards.append(call)
+            except Exception as err:
+                bus.hook_failed("torch.autograd.backward", err)
+            raise
+        finally:
+            state.in_backward -= 1
+        try:
+            state.backward_count += 1
+            if checked and h["on_backward_done"]:
+                bus.emit("on_backward_done", call)
+            call.tensors = ()  # keep no reference to the user's graph
+            backwards.append(call)
+            if bounds:
+                cadence.call_end(BACKWARD, call.where, bus.reports, bool(bus.armed))
+        except Exception as exc:
+            bus.hook_failed("torch.autograd.backward", exc)
+        return result
+    return finish

@@ -1,0 +1,84 @@
+"""The data probe: passes over a DataLoader and epochs of a DistributedSampler.
+
+- ``DataLoader.__iter__`` becomes ``on_loader_iter`` (once per pass over a DataLoader, before any
+  worker starts); facts kept (``State``): ``loader_id`` (the DataLoader iterated last, part of a
+  model call's cadence key) and ``loader_passes`` (the latest passes with their iterators);
+- ``DistributedSampler.__iter__`` becomes ``on_sampler_iter`` (an epoch's iteration starts).
+
+Nothing is emitted in another process than the one that installed the wrappers (forked DataLoader
+workers inherit them).
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from trainguard.sanitize.probes.patch import Undo
+from trainguard.sanitize.probes.patch import patch as _patch
+
+if TYPE_CHECKING:
+    from trainguard.sanitize.core.bus import Bus
+
+__all__ = ["attach"]
+
+
+def attach(bus: "Bus") -> list[Undo]:
+    """Wrap ``DataLoader.__iter__``/``DistributedSampler.__iter__`` when a check listens; returns
+    the undo actions."""
+    undo: list[Undo] = []
+    if bus.handlers["on_sampler_iter"]:
+        _sampler_iter(bus, undo)
+    if bus.handlers["on_loader_iter"]:
+        _loader_iter(bus, undo)
+    return undo
+
+
+def _sampler_iter(bus: "Bus", undo: list[Undo]) -> None:
+    from torch.utils.data.distributed import DistributedSampler
+
+    def make_sampler_iter(original: Any) -> Any:
+        def __iter__(self: Any) -> Any:
+            bus.emit("on_sampler_iter", self)
+            return original(self)
+        return __iter__
+    _patch(DistributedSampler, "__iter__", make_sampler_iter, undo)
+
+
+def _loader_iter(w: "Bus", undo: list[Undo]) -> None:
+    """Wrap ``DataLoader.__iter__``: one ``on_loader_iter`` event per pass over a DataLoader, and
+    the pass's iterator noted in ``State.loader_passes`` (its ``_num_yielded`` counts the batches
+    it has given, with no per-batch hook)."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    is_compiling = torch.compiler.is_compiling
+    pid = os.getpid()
+
+    passes = [0]
+    iterated: "weakref.WeakSet[Any]" = weakref.WeakSet()  # DataLoaders with a pass so far
+
+    def make(original: Any) -> Any:
+        def __iter__(self: Any) -> Any:
+            watched = not is_compiling() and os.getpid() == pid
+            if watched:
+                w.state.loader_id = id(self)  # part of a model call's cadence key
+                w.emit("on_loader_iter", self)
+            iterator = original(self)
+            if watched:
+                try:
+                    passes[0] += 1
+                    try:
+                        length: int | None = len(self)
+                    except TypeError:  # an IterableDataset without __len__
+                        length = None
+                    again = self in iterated  # a DataLoader iterated once more: per epoch
+                    iterated.add(self)
+                    w.state.loader_passes.append((passes[0], weakref.ref(iterator), length, again))
+                except Exception as exc:  # (an iterator without weak references)
+                    w.hook_failed("DataLoader.__iter__", exc)
+            return iterator
+        return __iter__
+
+    _patch(DataLoader, "__iter__", make, undo)

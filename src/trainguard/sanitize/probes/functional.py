@@ -1,0 +1,109 @@
+"""The functional probe: ``torch.nn.functional`` losses and dropout, wrapped.
+
+- the losses in :data:`FUNCTIONAL_LOSSES` become ``on_loss`` events (a loss module's own call to
+  its function is covered by the module's event, not repeated);
+- the dropout functions in :data:`FUNCTIONAL_WATCHED` become ``on_functional`` events; during
+  the event ``State.functional_caller`` is the frame that called the function.
+
+Installed only when a check listens to those events. Each call also gives a cadence key.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+from trainguard.apifacts import FUNCTIONAL_LOSSES
+from trainguard.sanitize.core.records import LossCall
+from trainguard.sanitize.probes.patch import Undo, compiling_flags, patch
+
+if TYPE_CHECKING:
+    from trainguard.sanitize.core.bus import Bus
+
+__all__ = ["attach", "FUNCTIONAL_LOSSES", "FUNCTIONAL_WATCHED", "loss_sig"]
+
+FUNCTIONAL_WATCHED = (
+    "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
+)
+"""The ``torch.nn.functional`` functions (other than losses) whose calls are ``on_functional``
+events."""
+
+
+def attach(bus: "Bus") -> list[Undo]:
+    """Wrap the functional losses (``on_loss``) and dropouts (``on_functional``) when a check
+    listens to them; returns the undo actions."""
+    import torch.nn.functional as F
+    from torch.nn.modules.loss import _Loss
+
+    undo: list[Undo] = []
+    if bus.handlers["on_loss"]:
+        for name in FUNCTIONAL_LOSSES:
+            patch(F, name, lambda orig, name=name: _functional_loss(bus, name, orig, _Loss), undo)
+    if bus.handlers["on_functional"]:
+        for name in FUNCTIONAL_WATCHED:
+            patch(F, name, lambda orig, name=name: _functional(bus, name, orig), undo)
+    return undo
+
+
+def loss_sig(args: tuple, kwargs: dict) -> tuple:
+    """Shapes and dtypes of a loss call's input and target, for a cycle key."""
+    if len(args) > 1:
+        given, target = args[0], args[1]
+        try:  # (the usual call: two tensors, no getattr calls)
+            return (given.shape, given.dtype, target.shape, target.dtype)
+        except AttributeError:
+            pass
+    else:
+        given = args[0] if args else kwargs.get("input")
+        target = kwargs.get("target")
+    return (getattr(given, "shape", None), getattr(given, "dtype", None),
+            getattr(target, "shape", None), getattr(target, "dtype", None))
+
+
+def _functional_loss(bus: "Bus", name: str, original: Any, loss_type: type) -> Any:
+    import torch
+
+    # torch.compiler.is_compiling(), one call cheaper: Dynamo folds the first test to True
+    is_dynamo_compiling = torch.compiler.is_dynamo_compiling
+    compiling = compiling_flags()
+    modules = bus.state.modules
+    see = bus.cadence.see
+
+    def loss(*args: Any, **kwargs: Any) -> Any:
+        output = original(*args, **kwargs)
+        # A loss module calls this function itself; its own event covers it.
+        if is_dynamo_compiling() or compiling._is_compiling_flag or (
+                modules and isinstance(modules[-1], loss_type)):
+            return output
+        try:
+            caller = sys._getframe(1)
+            if not see(("L", name, caller.f_code, caller.f_lasti, loss_sig(args, kwargs))):
+                return output
+            call = LossCall(name, args, kwargs, output, None, None, caller)
+            bus.emit("on_loss", call)
+            call._frame = None
+        except Exception as exc:
+            bus.hook_failed(f"F.{name}", exc)
+        return output
+    return loss
+
+
+def _functional(bus: "Bus", name: str, original: Any) -> Any:
+    import torch
+
+    is_compiling = torch.compiler.is_compiling
+    state = bus.state
+    see = bus.cadence.see
+
+    def observed(*args: Any, **kwargs: Any) -> Any:
+        if not is_compiling():
+            caller = sys._getframe(1)
+            if not see(("D", name, caller.f_code, caller.f_lasti)):
+                return original(*args, **kwargs)
+            state.functional_caller = caller
+            try:
+                bus.emit("on_functional", name, args, kwargs)
+            finally:
+                state.functional_caller = None
+        return original(*args, **kwargs)
+    return observed
