@@ -7,7 +7,7 @@ import json
 import pytest
 
 pytest.importorskip("accelerate", reason="needs the `integrations` extra: pip install "
-                                         "'trainguard[integrations]' (accelerate)")
+                                         "'trainguard[dev]' (accelerate)")
 
 from cliutil import run_cli  # noqa: E402
 from integration_helpers import SCRIPTS  # noqa: E402

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("transformers", reason="needs the `integrations` extra: pip install "
-                                           "'trainguard[integrations]' (transformers)")
+                                           "'trainguard[dev]' (transformers)")
 pytest.importorskip("accelerate", reason="the Trainer needs accelerate: pip install "
-                                         "'trainguard[integrations]'")
+                                         "'trainguard[dev]'")
 
 from integration_helpers import SCRIPTS, cause_line, findings, run_script, where  # noqa: E402
 

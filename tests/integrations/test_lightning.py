@@ -8,7 +8,7 @@ import csv
 import pytest
 
 pytest.importorskip("lightning", reason="needs the `integrations` extra: pip install "
-                                        "'trainguard[integrations]' (lightning)")
+                                        "'trainguard[dev]' (lightning)")
 
 from integration_helpers import SCRIPTS, cause_line, findings, run_script, where  # noqa: E402
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("IPython", reason="needs IPython: pip install 'trainguard[integrations]'")
+pytest.importorskip("IPython", reason="needs IPython: pip install 'trainguard[dev]'")
 
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 from IPython.utils.capture import capture_output  # noqa: E402
