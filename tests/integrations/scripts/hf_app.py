@@ -8,6 +8,7 @@ graph-kept, train-in-eval-hook, scheduler-per-batch, param-after-optimizer, unse
 """
 
 import argparse
+import resource
 import sys
 
 import numpy as np
@@ -109,6 +110,12 @@ def build(fault, args, epochs):
                data_collator=Collate(noisy=True), callbacks=callbacks)
 
 
+def _cpu_s():
+    """CPU seconds this process has used so far (user + system, all threads)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("faults", nargs="*", default=["correct"], choices=("correct",) + FAULTS)
@@ -121,9 +128,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
     for fault in args.faults:
         trainer = build(fault, args, args.epochs)
+        cpu = _cpu_s()
         result = trainer.train()
+        cpu = _cpu_s() - cpu
         print(f"{fault}: train_runtime {result.metrics['train_runtime']:.3f} s, "
-              f"{trainer.state.global_step} optimizer steps")
+              f"{trainer.state.global_step} optimizer steps, cpu_s {cpu:.3f}")
         if fault == "correct":  # resume from the Trainer's own checkpoint, one more epoch
             build(fault, args, args.epochs + 1).train(resume_from_checkpoint=True)
     return 0

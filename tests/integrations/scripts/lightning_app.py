@@ -8,6 +8,7 @@ losses-on-self.
 """
 
 import argparse
+import resource
 import sys
 import time
 
@@ -122,10 +123,10 @@ def fit(fault, args):
     model = Tiny() if fault == "losses-on-self" else Classifier(
         None if fault == "correct" else fault)
     train, val = loaders(args.samples)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_s()
     trainer.fit(model, train, val)  # cause: unseeded
     print(f"{fault}: fit_s {time.perf_counter() - start:.3f}, {trainer.global_step} optimizer "
-          "steps")
+          f"steps, cpu_s {_cpu_s() - cpu:.3f}")
     if fault == "correct":  # resume from Lightning's own checkpoint, one more epoch
         trainer = L.Trainer(
             max_epochs=args.epochs + 1, accumulate_grad_batches=2, precision="bf16-mixed",
@@ -134,6 +135,12 @@ def fit(fault, args):
             num_sanity_val_steps=0, limit_train_batches=args.batches)
         trainer.fit(Classifier(), train, val, ckpt_path=f"{root}/ckpt/last.ckpt")
     np.random.rand()  # (numpy, seeded by seed_everything, is drawn from too)
+
+
+def _cpu_s():
+    """CPU seconds this process has used so far (user + system, all threads)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main(argv=None):
