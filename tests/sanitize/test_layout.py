@@ -7,6 +7,7 @@ functions and under ``if TYPE_CHECKING:``, since each ties the two modules toget
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,35 @@ def test_checks_import_only_the_core():
         if bad:
             outside[path.name] = sorted(bad)
     assert outside == {}
+
+
+def _outside_packages(path: Path) -> set[str]:
+    """The top-level packages other than ``trainguard`` that the file at ``path`` imports."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found - {"trainguard"}
+
+
+def test_checks_import_nothing_but_torch_and_the_standard_library_besides():
+    allowed = set(sys.stdlib_module_names) | {"torch"}
+    outside = {path.name: sorted(_outside_packages(path) - allowed)
+               for path in sorted((SANITIZE / "checks").glob("tg*.py"))}
+    assert {k: v for k, v in outside.items() if v} == {}
+
+
+def test_the_import_readers_see_every_form(tmp_path):
+    source = tmp_path / "tgx.py"
+    source.write_text("import numpy.random as npr\nfrom __future__ import annotations\n"
+                      "def f():\n    from trainguard.sanitize.probes import patch\n"
+                      "    from .core.check import Check\n    import torch.nn\n")
+    known = {"trainguard.sanitize.probes.patch": source, "trainguard.sanitize.core.check": source}
+    assert _imports("trainguard.sanitize.tgx", source, known) == {
+        "trainguard.sanitize.probes.patch", "trainguard.sanitize.core.check"}
+    assert _outside_packages(source) == {"numpy", "__future__", "torch"}
 
 
 def test_only_check_files_in_checks():

@@ -6,7 +6,8 @@
     trainguard run --strict --report findings.json train.py
     torchrun --nproc-per-node 2 -m trainguard run --report findings.json train.py
 
-Exit status: the script's own (0 when it returns), 1 with ``--strict`` when the script succeeded
+Exit status: the script's own (0 when it returns; an unhandled SIGTERM kills trainguard run
+after its report, as it kills python), 1 with ``--strict`` when the script succeeded
 but findings were reported, 2 for a usage error, 3 for an internal error of trainguard.
 """
 
@@ -53,7 +54,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from trainguard import exitcodes
     from trainguard.errors import UsageError
-    from trainguard.sanitize.runner import run_target
+    from trainguard.sanitize.runner import die_of_pending_signal, run_target
     from trainguard.sanitize.watcher import watch
 
     if args.module is not None:
@@ -74,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     with watch(select=args.select, ignore=args.ignore, report=args.report,
                every_step=args.every_step) as watcher:
         status = run_target(target, rest, kind=kind, on_error=watcher.explain)
+    die_of_pending_signal()  # the report is written: an unhandled SIGTERM kills us as python
     if args.strict and status == 0 and watcher.findings:
         return exitcodes.FINDINGS
     return status
