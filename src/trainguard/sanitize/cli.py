@@ -2,6 +2,7 @@
 
     trainguard run train.py --epochs 3
     trainguard run -m mypkg.train --epochs 3
+    trainguard run notebook.ipynb    (its code cells in order)
     trainguard run --strict --report findings.json train.py
     torchrun --nproc-per-node 2 -m trainguard run --report findings.json train.py
 
@@ -44,7 +45,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 when the script succeeds but findings were reported")
     parser.add_argument("target", nargs="?", metavar="SCRIPT",
-                        help="the script to run (or -m MODULE)")
+                        help="the script to run: a .py file, or a .ipynb notebook (its code cells "
+                             "in order); or -m MODULE")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
     parser.set_defaults(func=run)
 
@@ -63,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
         kind, target, rest = "path", args.target, args.args
         if not Path(target).is_file():  # before the watcher starts: nothing ran, nothing to sum up
             raise UsageError(f"no such script {target!r} (give a .py file, or -m package.module)")
+        if target.endswith(".ipynb"):
+            from trainguard.notebook import notebook_cells
+
+            notebook_cells(target)  # (not a notebook: exit 2 before anything runs)
     else:
         raise UsageError("give a script to run (trainguard run train.py) or a module "
                          "(trainguard run -m package.module)")

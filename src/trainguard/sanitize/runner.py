@@ -111,22 +111,29 @@ def _main_file(target: str) -> str:
 
 
 def _run_file(path: str) -> None:
-    """Run the file at ``path`` as ``__main__``, as ``python path`` does. Not ``runpy.run_path``: it
+    """Run the file at ``path`` as ``__main__``, as ``python path`` does (a ``.ipynb``: its code
+    cells in order, each under the name ``nb.ipynb[cell N]``). Not ``runpy.run_path``: it
     sets ``sys.argv[0]`` to the path it is given, whereas ``python`` keeps it as typed."""
     import builtins
     import io
     import types
 
-    with io.open_code(path) as f:
-        source = f.read()
-    code = compile(source, path, "exec", dont_inherit=True)
+    if path.endswith(".ipynb"):  # a notebook's code cells, in order (``trainguard/notebook.py``)
+        from trainguard.notebook import compile_cells
+
+        codes = compile_cells(path)
+    else:
+        with io.open_code(path) as f:
+            source = f.read()
+        codes = [compile(source, path, "exec", dont_inherit=True)]
     main = types.ModuleType("__main__")
     main.__dict__.update(__file__=path, __cached__=None, __loader__=None, __package__=None,
                          __spec__=None, __builtins__=builtins)
     saved = sys.modules.get("__main__")
     sys.modules["__main__"] = main  # pickle and multiprocessing find the script's classes here
     try:
-        exec(code, main.__dict__)
+        for code in codes:
+            exec(code, main.__dict__)
     finally:
         if saved is not None:
             sys.modules["__main__"] = saved

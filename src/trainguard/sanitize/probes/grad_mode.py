@@ -11,6 +11,10 @@ Facts kept (``State``):
   counts (``Module.train`` calls itself on every child), and a run calls these per epoch, not per
   step.
 
+Event: ``on_mode`` for each outermost ``train()``/``eval()`` call, before it runs (a
+:class:`~trainguard.sanitize.core.records.ModeCall`: the module, the mode asked for and the one it
+had, whether user code made the call), sent only while a check listens.
+
 ``torch.set_grad_enabled`` is left alone: every ``optimizer.step()`` calls it twice, and a forward
 with grad on inside an open ``no_grad`` block is re-enabled either way.
 """
@@ -22,6 +26,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from trainguard.sanitize.core import frames
+from trainguard.sanitize.core.records import ModeCall
 from trainguard.sanitize.probes.patch import Undo, patch
 
 if TYPE_CHECKING:
@@ -86,10 +91,24 @@ def _grad_mode(bus: "Bus", undo: list[Undo]) -> None:
 
 
 def _mode_calls(bus: "Bus", undo: list[Undo]) -> None:
+    """Wrap ``nn.Module.train`` (``eval()`` calls it): ``State.eval_at``, and an ``on_mode`` event
+    for each outermost call when a check listens."""
     from torch import nn
 
     eval_at = bus.state.eval_at
+    h = bus.handlers
     depth = [0]  # nn.Module.train calls in progress (it recurses into children)
+    by_library: list[Any] = [None]  # a weak reference to the module a library last put in eval
+
+    def mode_call(module: Any, mode: bool, frame: Any) -> None:
+        caller = _mode_caller(frame)
+        direct = frames.is_user_code(caller.f_code)
+        call = ModeCall(module, mode, module.training, direct, caller)
+        if not mode:
+            by_library[0] = None if direct else weakref.ref(module)
+        elif by_library[0] is not None and by_library[0]() is module:
+            call.after_library_eval = True
+        bus.emit("on_mode", call)
 
     def make_train(original: Any) -> Any:
         def train(self: Any, mode: bool = True) -> Any:
@@ -103,6 +122,8 @@ def _mode_calls(bus: "Bus", undo: list[Undo]) -> None:
                         if len(eval_at) > 256:  # modules put in eval mode and dropped
                             for key in [k for k, (ref, _) in eval_at.items() if ref() is None]:
                                 del eval_at[key]
+                    if h["on_mode"]:
+                        mode_call(self, bool(mode), sys._getframe(1))
                 except Exception as exc:
                     bus.hook_failed("nn.Module.train", exc)
             depth[0] += 1
@@ -113,3 +134,11 @@ def _mode_calls(bus: "Bus", undo: list[Undo]) -> None:
         return train
 
     patch(nn.Module, "train", make_train, undo)
+
+
+def _mode_caller(frame: Any) -> Any:
+    """The frame that called ``train()``/``eval()``, past overrides that call ``super()``'s
+    (``transformers.PreTrainedModel.train``, a LightningModule's own ``train``)."""
+    while frame.f_code.co_name in ("train", "eval") and frame.f_back is not None:
+        frame = frame.f_back
+    return frame
