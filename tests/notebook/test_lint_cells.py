@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from cliutil import run_cli
 from notebook_helpers import write_notebook
 
@@ -37,8 +35,7 @@ def test_finding_is_placed_at_its_cell_and_line(tmp_path: Path) -> None:
     assert (f["code"], f["path"], f["cell"], f["line"]) == ("TG301", "nb.ipynb", 3, 4)
 
 
-@pytest.mark.xfail(strict=True, reason="lint messages still cite the line of the joined cells "
-                                       "('the loop at line 6'), not the cell's own line 1")
 def test_line_numbers_inside_the_message_are_cell_lines(tmp_path: Path) -> None:
     f = _lint(tmp_path)
-    assert "loop at line 1 " in f["message"], f["message"]
+    assert "loop at cell 3, line 1," in f["message"], f["message"]
+    assert "line 6" not in f["message"]  # (the joined cells' line of that loop)
