@@ -82,8 +82,7 @@ class Watchdog:
         on the wall clock and on the CPU clock both (the events timed so far)."""
         if self.exit_start is not None:
             return now > self.exit_start + EXIT_S and self.cpu_past(None)
-        return (self.total > FLOOR_S and self.total > SHARE * (now - self.started)
-                and self.cpu_past(None))
+        return _past_share(self.total, now - self.started) and self.cpu_past(None)
 
     def cpu_past(self, event_start_cpu: float | None) -> bool:
         """Whether the CPU clock agrees that the checks are past their share (during the run) or
@@ -93,8 +92,14 @@ class Watchdog:
         if self.exit_start is not None:
             return now - self.exit_start_cpu > EXIT_S
         spent = self.total_cpu + (now - event_start_cpu if event_start_cpu is not None else 0.0)
-        return spent > FLOOR_S and spent > SHARE * (now - self.started_cpu)
+        return _past_share(spent, now - self.started_cpu)
 
     def wall(self, now: float) -> float:
         """Seconds since the watcher started."""
         return now - self.started
+
+
+def _past_share(spent: float, elapsed: float) -> bool:
+    """Whether checks that took ``spent`` seconds of a run's ``elapsed`` (on one clock) are past
+    their share: over FLOOR_S in all and over SHARE of the run."""
+    return spent > FLOOR_S and spent > SHARE * elapsed
