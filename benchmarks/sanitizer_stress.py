@@ -10,8 +10,11 @@ watchdog's exit time (the exit analyses, the summary and the report) to a JSON f
 
 Printed per script: the median wall time of each side (seconds, the whole process: interpreter
 start, imports, the run, the exit), their ratio, whether the median watched time is within
-1.5 x plain + 2 s, whether the saved weights are identical ("-": the script saves none), the TG002
-count, the median exit time, the exit statuses and the codes reported. The last line gives the median exit time over all watched runs.
+1.5 x plain + 2 s, the ratio of the median CPU times (user + system of each run's process tree: on a
+machine shared with other work the steadier figure, as wall time also counts the waits for a
+core), whether the saved weights are identical ("-": the script saves none), the TG002 count, the
+median exit time, the exit statuses and the codes reported. The last line gives the median exit
+time over all watched runs.
 
 Usage::
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -38,7 +42,7 @@ STRESS = ROOT / "tests" / "sanitize" / "stress"
 def child(script: str, timing: str) -> int:
     """Run ``script`` as ``trainguard run`` would; write the watchdog's exit time to ``timing``."""
     sys.path.insert(0, str(ROOT / "src"))
-    from trainguard.sanitize.runner import run_target
+    from trainguard.sanitize.runner import die_of_pending_signal, run_target
     from trainguard.sanitize.watcher import watch
 
     report = timing + ".report.json"
@@ -46,15 +50,22 @@ def child(script: str, timing: str) -> int:
         status = run_target(script, [], kind="path", on_error=watcher.explain)
     with open(timing, "w", encoding="utf-8") as f:
         json.dump({"exit_s": watcher.watchdog.exit_s, "status": status}, f)
+    die_of_pending_signal()  # as trainguard run: a SIGTERM that ended the script kills us
     return status
 
 
-def _run(cmd: list[str], weights: str, timeout: float) -> tuple[float, int]:
+def _cpu_s() -> float:
+    """User + system CPU seconds of the finished child processes so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _run(cmd: list[str], weights: str, timeout: float) -> tuple[float, float, int]:
     env = dict(os.environ, STRESS_WEIGHTS=weights, PYTHONPATH=str(ROOT / "src"))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_s()
     proc = subprocess.run(cmd, cwd=STRESS, env=env, stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL, timeout=timeout)
-    return time.perf_counter() - start, proc.returncode
+    return time.perf_counter() - start, _cpu_s() - cpu, proc.returncode
 
 
 def _same_weights(a: str, b: str) -> bool | None:
@@ -69,6 +80,7 @@ def _same_weights(a: str, b: str) -> bool | None:
 
 def measure(script: Path, runs: int, timeout: float, tmp: Path) -> dict:
     plain_s, watched_s, exit_s, same, tg002, statuses = [], [], [], [], 0, set()
+    cpu_s: dict[str, list[float]] = {"plain": [], "watched": []}
     codes: set[str] = set()
     tmp = tmp / script.stem
     tmp.mkdir()
@@ -79,8 +91,9 @@ def measure(script: Path, runs: int, timeout: float, tmp: Path) -> dict:
                  ("watched", [sys.executable, __file__, "--child", str(script), str(timing)],
                   w_watched)]
         for side, cmd, weights in (sides if i % 2 == 0 else sides[::-1]):
-            seconds, status = _run(cmd, str(weights), timeout)
+            seconds, cpu, status = _run(cmd, str(weights), timeout)
             (plain_s if side == "plain" else watched_s).append(seconds)
+            cpu_s[side].append(cpu)
             statuses.add((side, status))
         if timing.exists():
             exit_s.append(json.loads(timing.read_text())["exit_s"])
@@ -91,6 +104,8 @@ def measure(script: Path, runs: int, timeout: float, tmp: Path) -> dict:
     plain, watched = statistics.median(plain_s), statistics.median(watched_s)
     return {"script": script.stem, "plain_s": plain, "watched_s": watched,
             "ratio": watched / plain, "within": watched <= 1.5 * plain + 2.0,
+            "cpu_plain_s": statistics.median(cpu_s["plain"]),
+            "cpu_watched_s": statistics.median(cpu_s["watched"]),
             "same_weights": None if None in same else all(same), "tg002": tg002,
             "statuses": sorted(statuses), "findings": sorted(codes),
             "exit_s": statistics.median(exit_s) if exit_s else None,
@@ -111,7 +126,7 @@ def main() -> int:
     scripts = [p for p in sorted(STRESS.glob("[!_]*.py")) if not names or p.stem in names]
     rows = []
     print(f"{'script':<20} {'plain s':>8} {'watched s':>9} {'ratio':>6} {'<=1.5x+2s':>9} "
-          f"{'weights':>8} {'TG002':>5} {'exit s':>7}  statuses; findings")
+          f"{'CPU ratio':>9} {'weights':>8} {'TG002':>5} {'exit s':>7}  statuses; findings")
     with tempfile.TemporaryDirectory() as tmp:
         for script in scripts:
             row = measure(script, args.runs, args.timeout, Path(tmp))
@@ -119,7 +134,8 @@ def main() -> int:
             weights = {True: "same", False: "DIFFER", None: "-"}[row["same_weights"]]
             shown = ", ".join(f"{side} {status}" for side, status in row["statuses"])
             print(f"{row['script']:<20} {row['plain_s']:8.2f} {row['watched_s']:9.2f} "
-                  f"{row['ratio']:6.2f} {'yes' if row['within'] else 'NO':>9} {weights:>8} "
+                  f"{row['ratio']:6.2f} {'yes' if row['within'] else 'NO':>9} "
+                  f"{row['cpu_watched_s'] / row['cpu_plain_s']:9.2f} {weights:>8} "
                   f"{row['tg002']:5d} {row['exit_s']:7.3f}  {shown}; "
                   f"{', '.join(row['findings']) or 'none'}", flush=True)
     every_exit = [s for row in rows for s in row["exit_all"]]

@@ -46,3 +46,11 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(__all__)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext trainguard`` in IPython/Jupyter: ``%%trainguard`` and ``%trainguard lint``
+    (see :mod:`trainguard.notebook`)."""
+    from trainguard.notebook import load_ipython_extension as load
+
+    load(ipython)

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"trainguard check: lint found {len(static)} finding(s) in {script}; running it under "
           "the sanitizer", file=sys.stderr, flush=True)
 
-    from trainguard.sanitize.runner import run_target
+    from trainguard.sanitize.runner import die_of_pending_signal, run_target
     from trainguard.sanitize.watcher import watch
 
     with watch(select=args.select, ignore=args.ignore) as watcher:
@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         Path(args.report).write_text(json.dumps({"findings": findings}, indent=2) + "\n")
     print(f"trainguard check: {len(static)} lint and {len(runtime)} runtime finding(s)",
           file=sys.stderr)
+    die_of_pending_signal()  # a SIGTERM that ended the script kills us, as it kills python
     if status != 0:
         return status
     return exitcodes.FINDINGS if static or runtime else exitcodes.CLEAN

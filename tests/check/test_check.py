@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import textwrap
 
 from cliutil import run_cli
@@ -53,6 +54,16 @@ def test_failing_script_passes_its_status_through(tmp_path):
     script = tmp_path / "fail.py"
     script.write_text("import sys\nsys.exit(7)\n")
     assert run_cli("check", str(script), cwd=tmp_path).returncode == 7
+
+
+def test_script_ended_by_sigterm_dies_of_it_after_the_report(tmp_path):
+    script = tmp_path / "term.py"
+    script.write_text("import os, signal, time\nos.kill(os.getpid(), signal.SIGTERM)\n"
+                      "time.sleep(5)\n")
+    report = tmp_path / "r.json"
+    proc = run_cli("check", "--report", str(report), str(script), cwd=tmp_path)
+    assert proc.returncode == -signal.SIGTERM, proc.stderr  # as `python term.py` dies
+    assert json.loads(report.read_text()) == {"findings": []}
 
 
 def test_missing_script_is_a_usage_error(tmp_path):

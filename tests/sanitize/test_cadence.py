@@ -61,10 +61,12 @@ def test_after_eight_clean_samples_one_cycle_in_thirty_two_until_it_settles_agai
     full = [i for i, seen in enumerate(after) if seen]
     # eight samples 16 cycles apart, then 32 apart
     assert full == [16 * k - 1 for k in range(1, 9)] + [128 + 32 * k - 1 for k in range(1, 4)]
-    # a cycle that differs ends the settled stretch: once it settles again, one in 16 again
+    # a cycle that differs ends the settled stretch: once it settles again (after two clean
+    # cycles, since it settled on that cycle before), one in 16 again
     loop.cycle(CYCLE[:4] + [("S", 9), ("s", 9)])
-    for _ in range(8):
+    for _ in range(2):
         loop.cycle()
+    assert loop.cadence.skipping
     again = [all(loop.cycle()) for _ in range(40)]
     assert [i for i, seen in enumerate(again) if seen] == [15, 31]
 
@@ -102,13 +104,41 @@ def test_a_differing_call_goes_to_the_checks_after_a_resume_and_resettles_later(
     seen = loop.cycle(CYCLE[:3] + [("B", 99)] + CYCLE[4:])
     assert seen == [False, False, False, True, True, True]
     assert loop.resumes == [True, False]
-    # a partial cycle is not clean: eight more are needed before settling again
+    # a partial cycle is not clean: two more like the cycle it had settled on are needed
+    # before settling again (eight for a cycle it never settled on)
     assert all(loop.cycle())
-    for _ in range(6):
-        loop.cycle()
     assert not loop.cadence.skipping
     loop.cycle()
     assert loop.cadence.skipping
+
+
+def test_a_cycle_settled_on_before_settles_again_after_two_clean_cycles_a_new_one_after_eight():
+    loop = _Loop()
+    for _ in range(8):
+        loop.cycle()
+    assert loop.cadence.skipping and loop.settles == [8]
+    evaluation = CYCLE[:4] + [("F", 2, "eval"), ("L", 3, "eval")] + CYCLE[4:]
+    for _ in range(3):  # an epoch: training cycles, then one with the evaluation pass in it
+        # the pass's calls and the rest of that cycle go to the checks
+        assert loop.cycle(evaluation) == [False] * 4 + [True] * 4
+        assert all(loop.cycle()) and all(loop.cycle())  # the training cycle, seen twice again
+        assert loop.cadence.skipping
+        assert not any(loop.cycle())
+    assert loop.settles == [8, 11, 15, 19]  # (an epoch here: four cycles)
+    # a new training cycle (other lines) is checked eight times, as at the start
+    other = [("Z", 1), ("F", 7), ("L", 3), ("B", 4), ("S", 5), ("s", 5)]
+    assert loop.cycle(other) == [False] + [True] * 5  # (its start matched the settled cycle)
+    assert all(all(loop.cycle(other)) for _ in range(7)) and not loop.cadence.skipping
+    assert all(loop.cycle(other)) and loop.cadence.skipping
+    assert loop.settles[-1] == 8 + 3 * 4 + 1 + 8  # (cycles run so far)
+    # with resettle_after = settle_after the old rule holds: eight every time
+    strict = _Loop(resettle_after=8)
+    for _ in range(8):
+        strict.cycle()
+    strict.cycle(evaluation)
+    assert [all(strict.cycle()) for _ in range(8)] == [True] * 8 and strict.cadence.skipping
+    with pytest.raises(ValueError):
+        Cadence(settle_after=4, resettle_after=5)
 
 
 def test_two_optimizers_make_one_cycle_and_every_step_disables_settling():

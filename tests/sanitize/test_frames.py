@@ -60,3 +60,16 @@ def test_a_library_frame_is_skipped_for_the_user_frame_above_it():
 
     line = user_caller()
     assert seen[0][0] == __file__ and seen[0][1] == line
+
+
+def test_every_file_of_trainguard_is_trainguard_not_user_code():
+    # The loop, the integrations and the notebook support call the user's model: their lines must
+    # never be taken for the user's (a finding there would point inside trainguard).
+    import trainguard
+    import trainguard.integrations.lightning as lightning_integration
+    import trainguard.loop as loop
+
+    for module in (trainguard, lightning_integration, loop, frames):
+        assert frames.is_trainguard_file(module.__file__), module.__file__
+        assert not frames.is_user_file(module.__file__), module.__file__
+    assert frames.is_user_file(__file__)

@@ -4,6 +4,7 @@ written and selected as the catalogue says, and exit statuses pass through."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import textwrap
@@ -104,10 +105,27 @@ def test_exit_status_passes_through(tmp_path, monkeypatch, capsys, body, status)
     assert main_in_process("run", "train.py") == status, capsys.readouterr().err
 
 
-def test_sigterm_exits_143(tmp_path):
-    write(tmp_path, "import os, signal, time\nos.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(5)\n")
-    proc = run_tg("run", "train.py", cwd=tmp_path)
-    assert proc.returncode == 143, proc.stderr
+def test_sigterm_dies_of_the_signal_as_python_does_after_the_report(tmp_path):
+    # `python train.py` dies of an unhandled SIGTERM (its parent sees -15, a shell $? of 143); the
+    # watched run must end the same way, once its summary and --report are written.
+    write(tmp_path, "import os, signal, time\nprint('before', flush=True)\n"
+                    "os.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(5)\n")
+    plain = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=120)
+    proc = run_tg("run", "--report", "out.json", "train.py", cwd=tmp_path)
+    assert plain.returncode == -signal.SIGTERM
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    assert proc.stdout == plain.stdout == "before\n"
+    assert "trainguard: no findings" in proc.stderr
+    assert json.loads((tmp_path / "out.json").read_text()) == {"findings": []}
+
+
+def test_sigterm_the_script_handles_keeps_its_exit_status(tmp_path):
+    write(tmp_path, "import os, signal, sys\n"
+                    "signal.signal(signal.SIGTERM, lambda *a: sys.exit(5))\n"
+                    "os.kill(os.getpid(), signal.SIGTERM)\n")
+    plain = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, timeout=120)
+    assert plain.returncode == run_tg("run", "train.py", cwd=tmp_path).returncode == 5
 
 
 def test_uncaught_exception_shows_the_scripts_traceback_and_exits_1(tmp_path):

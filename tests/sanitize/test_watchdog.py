@@ -4,6 +4,7 @@ keeps the exit waiting, is stopped and named in one TG002; the run goes on uncha
 from __future__ import annotations
 
 import io
+import re
 import time
 
 import torch
@@ -18,7 +19,9 @@ from trainguard.sanitize.watcher import Watcher
 
 
 class _SlowStep(Check):
-    """Spends 20 ms of pure Python (no walk to stop it) after every optimizer step."""
+    """Spends 20 ms of this thread's CPU time in pure Python (no walk to stop it) after every
+    optimizer step: CPU time, not wall time, so that on a loaded machine it slows down as the
+    training steps around it do, and its share of the run's wall time stays above half."""
 
     code = "TG301"
 
@@ -28,8 +31,8 @@ class _SlowStep(Check):
 
     def on_step(self, optimizer) -> None:
         self.steps += 1
-        end = time.perf_counter() + 0.02
-        while time.perf_counter() < end:
+        end = time.thread_time() + 0.02
+        while time.thread_time() < end:
             pass
 
 
@@ -107,7 +110,10 @@ def test_exit_work_past_its_time_is_stopped_and_named_once(monkeypatch):
     codes = sorted(f.code for f in watcher.findings)
     assert codes == ["TG002", "TG303"]  # the check after it still ran (and found its time out)
     [note] = [f for f in watcher.findings if f.code == "TG002"]
-    assert "own work at exit ran past 0 s: TG201 (stopped at 0.3 s, in on_exit)" in note.message
+    # stopped once 0.3 s have passed on both clocks: later on the wall clock when cores are busy
+    stopped = re.search(r"own work at exit ran past 0 s: TG201 \(stopped at ([0-9.]+) s, in on_exit\)",
+                        note.message)
+    assert stopped and float(stopped.group(1)) >= 0.3
     assert 0.3 <= watcher.watchdog.exit_s
 
 
@@ -126,3 +132,39 @@ def test_the_scripts_output_and_exit_status_stay_its_own(monkeypatch, tmp_path, 
         watcher.stop()
     assert status == 3 and capsys.readouterr().out == "trained\n"
     assert [f.code for f in watcher.findings] == ["TG002"]
+
+
+class _WaitingStep(Check):
+    """Waits 20 ms of wall time after every optimizer step without using the CPU: what a check
+    looks like on a machine whose cores are busy with other processes."""
+
+    code = "TG301"
+
+    def __init__(self, watcher) -> None:
+        super().__init__(watcher)
+        self.steps = 0
+
+    def on_step(self, optimizer) -> None:
+        self.steps += 1
+        time.sleep(0.02)
+
+
+def test_a_check_slowed_only_by_waiting_for_a_core_is_not_stopped(monkeypatch):
+    monkeypatch.setattr(watchdog, "FLOOR_S", 0.2)
+    watcher = Watcher(config=Config(), stream=io.StringIO(), checks=[_WaitingStep],
+                      every_step=True)
+    _train(150, watcher)
+    assert watcher.checks[0].steps == 150  # more than half the wall time, little CPU time
+    assert [f.code for f in watcher.findings] == []
+
+
+def test_the_share_is_judged_on_both_clocks():
+    dog = watchdog.Watchdog()
+    now = time.perf_counter()
+    dog.started, dog.total = now - 10.0, 6.0  # 60% of the wall time, past the 2 s floor
+    dog.started_cpu, dog.total_cpu = time.process_time() - 10.0, 0.5  # 5% of the CPU time
+    assert not dog.overrun(now)
+    dog.total_cpu = 6.0
+    assert dog.overrun(now)
+    dog.total = 1.0  # the wall clock disagrees: under the floor
+    assert not dog.overrun(now)

@@ -1,11 +1,19 @@
-"""What activation produced a value: ``softmax``, ``log_softmax`` or ``sigmoid``, followed through
-names, ``nn.Softmax()`` modules, ``nn.Sequential`` heads and the ``forward`` of same-file models."""
+"""What activation produced a value: ``softmax``, ``log_softmax`` or ``sigmoid``.
+
+Followed through names, through ops that keep the values (``.view``, ``.reshape``,
+``.flatten``, ``.squeeze``, ``.to``, indexing), through ``nn.Softmax()`` modules, the last layer
+of ``nn.Sequential`` heads (nested ones too), and the ``forward`` of the model's class. The model
+behind a call is found however it was built: ``Net(...).to(device)``, a factory that returns
+``nn.Sequential(..., nn.Softmax(1))``, or an attribute such as ``self.model`` whose class the
+call graph knows (``Trainer(TwoTower())``).
+"""
 
 from __future__ import annotations
 
 import ast
 from typing import Literal
 
+from trainguard.lint.callgraph import RETURNS_SELF
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.script import Script
 
@@ -23,51 +31,127 @@ _METHODS: dict[str, Activation] = {"softmax": "softmax", "log_softmax": "log_sof
                                    "sigmoid": "sigmoid"}
 _MODULES: dict[str, Activation] = {"torch.nn.Softmax": "softmax", "torch.nn.LogSoftmax":
                                    "log_softmax", "torch.nn.Sigmoid": "sigmoid"}
+# Ops whose result holds the same values, rearranged or cast: an activation before them is
+# still the activation of what they return.
+_SAME_VALUES = {"view", "reshape", "flatten", "squeeze", "unsqueeze", "permute", "transpose",
+                "contiguous", "float", "double", "half", "to", "cuda", "cpu", "clone", "t",
+                "view_as", "reshape_as"}
+_SAME_VALUES_FUNCS = {"torch.flatten", "torch.reshape", "torch.squeeze", "torch.unsqueeze",
+                      "torch.transpose", "torch.permute"}
 
 
-def activation_of(script: Script, expr: ast.AST, *,
-                  depth: int = 4) -> tuple[Activation, ast.AST] | None:
+def activation_of(script: Script, expr: ast.AST | None, *,
+                  depth: int = 5) -> tuple[Activation, ast.AST] | None:
     """The last activation applied to ``expr``'s value and the node that applied it, or None."""
-    if depth <= 0:
+    if expr is None or depth <= 0:
         return None
     if isinstance(expr, ast.Name):
         value = last_assignment(expr.id, expr)
         return activation_of(script, value, depth=depth - 1) if value is not None else None
+    if isinstance(expr, ast.Subscript):  # probs[:, :k], out[0]
+        return activation_of(script, expr.value, depth=depth - 1)
     if not isinstance(expr, ast.Call):
         return None
     q = script.call_qualname(expr) or ""
     if q in _FUNCS:
         return _FUNCS[q], expr
+    if q in _SAME_VALUES_FUNCS and expr.args:
+        return activation_of(script, expr.args[0], depth=depth - 1)
     f = expr.func
     if isinstance(f, ast.Attribute) and f.attr in _METHODS and not q.startswith("torch."):
         return _METHODS[f.attr], expr
-    if isinstance(f, ast.Call) and script.call_qualname(f) in _MODULES:
-        return _MODULES[script.call_qualname(f) or ""], expr
+    if isinstance(f, ast.Attribute) and f.attr in _SAME_VALUES and not q.startswith("torch."):
+        return activation_of(script, f.value, depth=depth - 1)
+    if isinstance(f, ast.Call):  # nn.Softmax(dim=1)(x)
+        found = _module_activation(script, f, depth - 1)
+        return (found[0], found[1] or expr) if found else None
     key = script.key(f)
-    if key:
-        for value in script.assignments.get(key, []):
-            q2 = script.call_qualname(value) or ""
-            if q2 in _MODULES:
-                return _MODULES[q2], expr
-            if q2 == "torch.nn.Sequential" and isinstance(value, ast.Call) and value.args:
-                last = value.args[-1]
-                if script.call_qualname(last) in _MODULES:
-                    return _MODULES[script.call_qualname(last) or ""], expr
-            if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
-                    value.func.id in script.classes:
-                return _from_forward(script, script.classes[value.func.id], expr, depth)
+    if key and key != "self":
+        kinds = {_module_activation(script, v, depth - 1)
+                 for v in script.assignments.get(key, [])}
+        if not kinds - {None}:  # a parameter or attribute: the classes the call graph knows
+            kinds = {_class_activation(script, ref, depth - 1)
+                     for ref in script.graph.types(f)}
+        if not kinds - {None} and isinstance(f, ast.Name):  # a parameter: the arguments
+            kinds = {_module_activation(script, v, depth - 1)
+                     for v in _argument_values(script, f)} or kinds
+        return _one(kinds, expr)
     return None
 
 
-def _from_forward(script: Script, cls: ast.ClassDef, call: ast.AST,
-                  depth: int) -> tuple[Activation, ast.AST] | None:
-    forward = next((b for b in cls.body if isinstance(b, ast.FunctionDef)
-                    and b.name == "forward"), None)
-    if forward is None:
+Found = tuple[Activation, "ast.AST | None"]
+
+
+def _argument_values(script: Script, name: ast.Name) -> list[ast.expr]:
+    """What callers pass for parameter ``name`` of the function around it (``train(net)``)."""
+    func = script.enclosing_function(name)
+    if func is None:
+        return []
+    arg = next((a for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]
+                if a.arg == name.id), None)
+    return script.graph._param_values(func, arg) if arg is not None else []
+
+
+def _one(kinds: set, at: ast.AST) -> tuple[Activation, ast.AST] | None:  # type: ignore[type-arg]
+    """The activation when every way of building the module agrees on it, with the node that
+    applies it (in this file), else the call ``at``."""
+    if None in kinds or len({k[0] for k in kinds}) != 1:
         return None
-    returns = [n for n in ast.walk(forward) if isinstance(n, ast.Return) and n.value is not None]
-    kinds = {activation_of(script, r.value, depth=depth - 1) and
-             activation_of(script, r.value, depth=depth - 1)[0] for r in returns}  # type: ignore
-    if len(kinds) == 1 and None not in kinds:
-        return kinds.pop(), call  # type: ignore[return-value]
+    kind, node = sorted(kinds, key=lambda k: getattr(k[1], "lineno", 0))[0]
+    return kind, node if node is not None else at
+
+
+def _module_activation(script: Script, value: ast.AST | None, depth: int) -> Found | None:
+    """The activation a module ends in, from the expression that builds it, and the node in
+    this file that applies it (None when that is in another file)."""
+    if value is None or depth <= 0:
+        return None
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+            value.func.attr in RETURNS_SELF:  # Net().to(device), head.cuda()
+        value = value.func.value
+    if isinstance(value, ast.Name):
+        values = script.assignments.get(value.id, [])
+        kinds = {_module_activation(script, v, depth - 1) for v in values}
+        if not kinds - {None}:
+            kinds = {_class_activation(script, ref, depth - 1)
+                     for ref in script.graph.types(value)}
+        found = _one(kinds, value)
+        return (found[0], None if found[1] is value else found[1]) if found else None
+    if not isinstance(value, ast.Call):
+        return None
+    q = script.call_qualname(value) or ""
+    if q in _MODULES:
+        return _MODULES[q], value
+    if q == "torch.nn.Sequential" and value.args:
+        return _module_activation(script, value.args[-1], depth - 1)
+    refs = script.graph.types(value)
+    if refs:
+        kinds = {_class_activation(script, ref, depth - 1) for ref in refs}
+        found = _one(kinds, value)
+        return (found[0], None if found[1] is value else found[1]) if found else None
+    for target in script.targets(value)[:2]:  # a factory: what it returns
+        rets = [n for n in ast.walk(target.func) if isinstance(n, ast.Return) and n.value]
+        kinds = {_module_activation(target.script, r.value, depth - 1) for r in rets}
+        found = _one(kinds, value)
+        if found is not None:
+            foreign = target.script is not script or found[1] is value
+            return found[0], None if foreign else found[1]
     return None
+
+
+def _class_activation(script: Script, ref: object, depth: int) -> Found | None:
+    """The activation every ``return`` of the class's ``forward`` ends in, and where."""
+    graph = ref.script.graph  # type: ignore[attr-defined]
+    target = graph.method(ref, "forward")
+    if target is None or depth <= 0:
+        return None
+    returns = [n for n in ast.walk(target.func) if isinstance(n, ast.Return)
+               and n.value is not None]
+    kinds = set()
+    for r in returns:
+        found = activation_of(target.script, r.value, depth=depth - 1)
+        kinds.add(found if found else None)
+    if None in kinds or len({k[0] for k in kinds}) != 1:
+        return None
+    kind, node = sorted(kinds, key=lambda k: getattr(k[1], "lineno", 0))[0]
+    return kind, node if target.script is script else None

@@ -240,6 +240,10 @@ class CallGraph:
         s = self.script
         scope = _scope(name)
         out: list[ClassRef] = []
+        if name.id == "self" and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            cls = s.enclosing_class(name)  # `return self` from fit(): the estimator itself
+            if cls is not None:
+                return [ClassRef(s, cls)]
         for value in _assigned(scope, name.id):
             out.extend(self.types(value, params=params, _depth=depth - 1))
         for loop in _loops_binding(scope, name.id):
@@ -567,12 +571,24 @@ def _self_assigned(cls: ast.ClassDef, attr: str) -> list[ast.expr]:
         for n in ast.walk(cls):
             if isinstance(n, (ast.Assign, ast.AnnAssign)) and getattr(n, "value", None):
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-                for t in targets:
+                for t, v in _pairs(targets, n.value):
                     if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and \
                             t.value.id == "self":
-                        table.setdefault(t.attr, []).append(n.value)
+                        table.setdefault(t.attr, []).append(v)
         cls._tg_self_values = table  # type: ignore[attr-defined]
     return table.get(attr, [])
+
+
+def _pairs(targets: list[ast.expr], value: ast.expr) -> list[tuple[ast.expr, ast.expr]]:
+    """(target, value) pairs of an assignment, element-wise for ``self.a, self.b = a, b``."""
+    out = []
+    for t in targets:
+        if isinstance(t, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+                and len(t.elts) == len(value.elts):
+            out.extend(zip(t.elts, value.elts))
+        else:
+            out.append((t, value))
+    return out
 
 
 def _param(func: "Func", name: str) -> ast.arg | None:

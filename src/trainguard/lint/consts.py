@@ -15,7 +15,7 @@ from typing import Any
 
 from trainguard.lint.astutil import SCOPES, children, dotted, parent
 
-__all__ = ["const_eval", "UNKNOWN"]
+__all__ = ["const_eval", "truth", "resolve", "UNKNOWN"]
 
 UNKNOWN: Any = ...
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -23,13 +23,66 @@ _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Pow: operator.pow}
 _FUNCS = {"int": int, "float": float, "round": round, "min": min, "max": max, "abs": abs,
           "len": len}
+_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
+            ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+            ast.Is: operator.is_, ast.IsNot: operator.is_not}
 
 
-def const_eval(expr: ast.AST | None, *, _depth: int = 8) -> Any:
-    """The value of ``expr`` if the source fixes it, else ``UNKNOWN`` (``...``)."""
+def truth(test: ast.AST | None) -> bool | None:
+    """Whether an ``if``/``while`` test is always true or always false by the file's own
+    constants (``DEBUG = False`` ... ``if DEBUG:``; ``if not USE_AMP``; ``if ACCUM == 1``), or
+    None when the file does not fix it. A file that rewrites its globals at run time
+    (``exec(open("config.py").read())``, ``globals().update(...)``) fixes nothing at module
+    level: see :func:`module_constants_trusted`."""
+    if test is None:
+        return None
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = truth(test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        values = [truth(v) for v in test.values]
+        if isinstance(test.op, ast.And):
+            if any(v is False for v in values):
+                return False
+            return True if all(v is True for v in values) else None
+        if any(v is True for v in values):
+            return True
+        return False if all(v is False for v in values) else None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARE:
+        a, b = const_eval(test.left), const_eval(test.comparators[0])
+        if a is UNKNOWN or b is UNKNOWN:
+            return None
+        try:
+            return bool(_COMPARE[type(test.ops[0])](a, b))
+        except TypeError:
+            return None
+    value = const_eval(test)
+    if value is UNKNOWN or isinstance(value, (dict, list)) and not isinstance(test, ast.Name):
+        return None
+    try:
+        return bool(value)
+    except Exception:  # a value whose truth Python itself cannot tell
+        return None
+
+
+def module_constants_trusted(tree: ast.Module, source: str) -> bool:
+    """False when the file may rebind its module-level names behind the parser's back
+    (``exec(...)`` of a config file, as nanoGPT's configurator does; ``globals()`` writes)."""
+    return "exec(" not in source and "globals()" not in source
+
+
+def const_eval(expr: ast.AST | None, *, env: dict[str, ast.expr] | None = None,
+               _depth: int = 8) -> Any:
+    """The value of ``expr`` if the source fixes it, else ``UNKNOWN`` (``...``). ``env`` binds
+    names to the expressions a caller passed for them (a function's parameters at one call
+    site: ``make_loader(x, batch_size=64)``); those are evaluated where the caller wrote them."""
     if expr is None or _depth <= 0:
         return UNKNOWN
     d = _depth - 1
+    if env and isinstance(expr, ast.Name) and expr.id in env:
+        return const_eval(env[expr.id], _depth=d)
+    if env:
+        return _with_env(expr, env, d)
     try:
         if isinstance(expr, ast.Constant):
             return expr.value
@@ -81,6 +134,70 @@ def const_eval(expr: ast.AST | None, *, _depth: int = 8) -> Any:
     return UNKNOWN
 
 
+def _with_env(expr: ast.AST, env: dict[str, ast.expr], depth: int) -> Any:
+    """``const_eval`` of an expression whose names may be bound by ``env``: the bound names
+    are replaced by their values (when known) in a copy, which is evaluated as usual."""
+    names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)} & set(env)
+    if not names:
+        return const_eval(expr, _depth=depth)
+    values = {}
+    for name in names:
+        v = const_eval(env[name], _depth=depth)
+        if v is UNKNOWN or not isinstance(v, (int, float, str, bool, type(None))):
+            return UNKNOWN
+        values[name] = v
+
+    class _Bind(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            if node.id in values:
+                return ast.copy_location(ast.Constant(values[node.id]), node)
+            return node
+
+    fresh = ast.parse(ast.unparse(expr), mode="eval").body  # a copy without parent links
+    bound = _Bind().visit(fresh)
+    _link(bound, parent(expr))
+    return const_eval(bound, _depth=depth)
+
+
+def _link(node: ast.AST, up: ast.AST | None) -> None:
+    """Parent links for a copied expression, so names left in it resolve in the original
+    scope."""
+    node._tg_parent = up  # type: ignore[attr-defined]
+    for child in ast.iter_child_nodes(node):
+        _link(child, node)
+
+
+def resolve(script: Any, expr: ast.AST | None) -> Any:
+    """``const_eval``, and also ``self.x`` set once in the class from an ``__init__`` parameter:
+    the parameter's value at every instantiation in the file (or its default) when they agree
+    (``ExponentialLR(opt, gamma=self.gamma)`` with ``def __init__(self, gamma=0.8)``)."""
+    value = const_eval(expr)
+    if value is not UNKNOWN or not (isinstance(expr, ast.Attribute) and
+                                    isinstance(expr.value, ast.Name) and expr.value.id == "self"):
+        return value
+    from trainguard.lint.callgraph import _param, _self_assigned
+
+    cls = script.enclosing_class(expr)
+    if cls is None:
+        return UNKNOWN
+    assigned = _self_assigned(cls, expr.attr)
+    if len(assigned) != 1:
+        return UNKNOWN
+    value = assigned[0]
+    if not isinstance(value, ast.Name):
+        return const_eval(value)
+    init = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "__init__"),
+                None)
+    arg = _param(init, value.id) if init is not None else None
+    if arg is None:
+        return const_eval(value)
+    found = {repr(const_eval(v)) for v in script.graph._param_values(init, arg)}
+    values = [const_eval(v) for v in script.graph._param_values(init, arg)]
+    if len(found) == 1 and values and values[0] is not UNKNOWN:
+        return values[0]
+    return UNKNOWN
+
+
 def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -122,6 +239,12 @@ def _assignment_table(scope: ast.AST) -> dict[str, list[ast.expr | None]]:
             for t in n.targets:
                 if isinstance(t, ast.Name):
                     table.setdefault(t.id, []).append(n.value)
+                elif isinstance(t, (ast.Tuple, ast.List)) and \
+                        isinstance(n.value, (ast.Tuple, ast.List)) and \
+                        len(t.elts) == len(n.value.elts) and \
+                        all(isinstance(e, ast.Name) for e in t.elts):
+                    for e, v in zip(t.elts, n.value.elts):  # N_TRAIN, N_VAL = 97, 23
+                        table.setdefault(e.id, []).append(v)  # type: ignore[union-attr]
                 else:
                     for sub in ast.walk(t):
                         if isinstance(sub, ast.Name):

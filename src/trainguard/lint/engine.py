@@ -65,7 +65,7 @@ def lint_source(source: Source, *, config: Config | None = None) -> LintResult:
             msg = getattr(exc, "msg", None) or str(exc)
             _add(result, config, "TG001", line, col, f"cannot parse: {msg}", None, None, None)
             return result
-        script = Script(source=source.text, path=source.path, tree=tree)
+        script = Script(source=source.text, path=source.path, tree=tree, cells=source.cells)
         remember_script(source.path, script)
     seen: set[tuple[str, int, int]] = set()
     in_tests = is_test_file(source.path)

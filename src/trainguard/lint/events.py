@@ -16,9 +16,10 @@ from typing import Literal
 
 from trainguard.lint.astutil import SCOPES, children, dotted, is_false, is_true
 from trainguard.lint.callgraph import RETURNS_SELF
+from trainguard.lint.consts import module_constants_trusted, truth
 from trainguard.lint.script import Script, is_backward
 
-__all__ = ["Event", "events", "Kind"]
+__all__ = ["Event", "events", "Kind", "branch_taken"]
 
 Kind = Literal["backward", "step", "zero", "sched", "train", "eval", "mode?", "unscale", "clip",
                "forward", "loop", "setgrad", "autograd"]
@@ -45,11 +46,19 @@ class Event:
     def line(self) -> int:
         return self.site.lineno  # type: ignore[attr-defined]
 
-    @property
-    def place(self) -> str:
-        """``line 12``, or ``helpers.py line 12`` for code in another file."""
+    def place(self, script: Script) -> str:
+        """``line 12`` (``cell 3, line 4`` in a notebook), or ``helpers.py line 12`` for code in
+        another file."""
         line = self.node.lineno  # type: ignore[attr-defined]
-        return f"{os.path.basename(self.foreign)} line {line}" if self.foreign else f"line {line}"
+        return f"{os.path.basename(self.foreign)} line {line}" if self.foreign else \
+            script.at(line)
+
+
+def _lr_step_signature(call: ast.Call) -> bool:
+    """``step()``, ``step(epoch)`` or ``ReduceLROnPlateau.step(metrics)``: a learning-rate
+    scheduler's step takes at most one argument and no keyword but ``epoch``/``metrics``
+    (a pipeline schedule's ``step(inputs, target=..., losses=...)`` is something else)."""
+    return len(call.args) <= 1 and all(k.arg in ("epoch", "metrics") for k in call.keywords)
 
 
 def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event | None:
@@ -82,7 +91,7 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
         if recv in script.scalers or (recv or "").endswith("scaler"):
             arg = call.args[0] if call.args else None
             return Event("step", key(arg) if arg is not None else None, call)
-        if script.is_scheduler(recv):
+        if script.is_scheduler(recv) and _lr_step_signature(call):
             return Event("sched", recv, call)
         if script.is_optimizer(recv):
             return Event("step", recv, call)
@@ -186,7 +195,10 @@ def _events(root: Script, script: Script, stmts: list[ast.stmt], rename: dict[st
                                   _src=target.script))
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
             out.append(Event("loop", None, stmt, via, foreign))
+        taken = branch_taken(script, stmt) if isinstance(stmt, ast.If) else None
         for field in ("body", "handlers", "orelse", "finalbody"):
+            if taken is not None and field == ("orelse" if taken else "body"):
+                continue  # `if DEBUG:` with DEBUG = False: that branch never runs
             block = getattr(stmt, field, None)
             if isinstance(block, list):
                 if field == "handlers":
@@ -198,6 +210,31 @@ def _events(root: Script, script: Script, stmts: list[ast.stmt], rename: dict[st
             for case in stmt.cases:
                 out.extend(sub(case.body))
     return out
+
+
+def branch_taken(script: Script, stmt: ast.If) -> bool | None:
+    """True when the file's constants make ``stmt``'s test always true, False when always
+    false, None when they do not decide it."""
+    memo = script.__dict__.setdefault("_tg_branch", {})
+    if id(stmt) not in memo:
+        trusted = script.__dict__.get("_tg_consts_trusted")
+        if trusted is None:
+            trusted = script.__dict__["_tg_consts_trusted"] = module_constants_trusted(
+                script.tree, script.source)
+        memo[id(stmt)] = truth(stmt.test) if trusted and _constant_test(script, stmt.test) \
+            else None
+    return memo[id(stmt)]
+
+
+def _constant_test(script: Script, test: ast.AST) -> bool:
+    """A test the constants may decide: literals, and names the file assigns exactly once
+    (a cheap look-up before the evaluator reads the scopes)."""
+    for n in ast.walk(test):
+        if isinstance(n, ast.Name) and len(script.assignments.get(n.id, ())) != 1:
+            return False
+        if isinstance(n, (ast.Call, ast.Attribute, ast.Subscript)):
+            return False
+    return True
 
 
 def _bind(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call,

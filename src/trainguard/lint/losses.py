@@ -18,6 +18,11 @@ _CLASSES = {"torch.nn.CrossEntropyLoss": "CrossEntropyLoss", "torch.nn.NLLLoss":
 
 
 def loss_kind(script: Script, call: ast.Call) -> str | None:
+    f = call.func
+    last = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+    if last is not None and last not in _criterion_names(script) and \
+            last not in ("cross_entropy", "nll_loss", "binary_cross_entropy_with_logits"):
+        return None  # neither a loss function nor a name a loss module is bound to
     q = script.call_qualname(call) or ""
     if q in _FUNCTIONAL:
         return _FUNCTIONAL[q]
@@ -27,6 +32,19 @@ def loss_kind(script: Script, call: ast.Call) -> str | None:
     kinds = {_CLASSES.get(script.call_qualname(v) or "") for v in script.assignments.get(key or "",
                                                                                           [])}
     return kinds.pop() if len(kinds) == 1 else None
+
+
+def _criterion_names(script: Script) -> set[str]:
+    """Last parts of the names a loss module is assigned to (``criterion``, ``self.loss_fn``),
+    with the loss classes themselves: a call by any other name computes none of these losses."""
+    found = script.__dict__.get("_tg_criterion_names")
+    if found is None:
+        found = {c.rsplit(".", 1)[-1] for c in _CLASSES}
+        for k, values in script.assignments.items():
+            if any(script.call_qualname(v) in _CLASSES for v in values):
+                found.add(k.rsplit(".", 1)[-1])
+        script.__dict__["_tg_criterion_names"] = found
+    return found
 
 
 def loss_input(call: ast.Call) -> ast.expr | None:

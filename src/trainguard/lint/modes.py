@@ -26,10 +26,10 @@ def mode_before(script: Script, node: ast.AST, *, _depth: int = 3) -> tuple[Mode
     the top: a training loop that ran earlier, else a model built earlier in the same scope
     (modules start in train mode) by a same-file class, a zoo constructor, or a class or
     factory of another project file that does not set the mode itself."""
-    first = _walk(preceding_events(script, node))
+    first = _walk(script, preceding_events(script, node))
     state, reason, trained_at, decided = first
     if decided and state != "train" and script.enclosing_loops(node):
-        second = _walk(preceding_events(script, node, again=True))
+        second = _walk(script, preceding_events(script, node, again=True))
         if second[0] == "train":
             return "train", f"{second[1]}, on the loop's next pass"
     if decided:
@@ -39,26 +39,26 @@ def mode_before(script: Script, node: ast.AST, *, _depth: int = 3) -> tuple[Mode
         for site in script.call_sites(func):
             mode, why = mode_before(script, site, _depth=_depth - 1)
             if mode == "train":
-                return "train", f"{why}; {func.name}() is called at line {site.lineno}"
+                return "train", f"{why}; {func.name}() is called at {script.at(site.lineno)}"
     if trained_at is not None:
         return "train", f"the model has been in train mode since it was built; " \
-                        f"it was trained just before (optimizer step at line {trained_at})"
+                        f"it was trained just before (optimizer step at {script.at(trained_at)})"
     built = _built_before(script, node)
     if built is not None:
-        return "train", f"modules start in train mode and the model built at line {built} " \
+        return "train", f"modules start in train mode and the model built at {script.at(built)} " \
                         f"was never switched to eval"
     return "unknown", ""
 
 
-def _walk(evs: list[Event]) -> tuple[Mode, str, int | None, bool]:
+def _walk(script: Script, evs: list[Event]) -> tuple[Mode, str, int | None, bool]:
     """(mode, why, line of the first optimizer step, whether a mode event decided it)."""
     state: Mode = "unknown"
     reason = ""
     decided = False
     trained_at = None
     for e in evs:
-        where = e.place + (
-            f", in the call at line {e.via.lineno}" if e.via is not None
+        where = e.place(script) + (
+            f", in the call at {script.at(e.via.lineno)}" if e.via is not None
             else "")
         if e.kind == "train":
             state, reason, decided = "train", f"{e.key}.train() at {where}", True

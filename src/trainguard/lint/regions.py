@@ -20,7 +20,7 @@ from trainguard.lint.astutil import SCOPES, dotted, parent, walk_local
 from trainguard.lint.events import Event, events
 from trainguard.lint.script import Script
 
-__all__ = ["EvalRegion", "training_loops", "eval_regions", "preceding_events", "forward_calls",
+__all__ = ["EvalRegion", "training_loops", "loop_label", "inference_calls", "INFERENCE_METHODS", "eval_regions", "preceding_events", "forward_calls",
            "EVAL_NAME"]
 
 EVAL_NAME = re.compile(r"^_*(eval|evaluate|evaluation|validate|validation|valid|val|"
@@ -54,17 +54,188 @@ def forward_calls(script: Script, node: ast.AST) -> list[ast.Call]:
 
 
 def training_loops(script: Script) -> list[ast.AST]:
-    """Loops whose body runs backward and an optimizer step (following same-file calls)."""
+    """Every place one training iteration repeats, as a loop whose ``body`` is the iteration:
+
+    - a ``for``/``while`` whose body runs backward and an optimizer step (following calls);
+    - a comprehension or ``map`` whose element does (``[train_step(b) for b in loader]``,
+      ``sum(map(train_batch, loader))``), as a ``for`` made for it (see :func:`_comprehension`);
+    - a function that does, and that no such loop runs (a step function handed to an engine
+      or a callback list, ``def update(engine, batch)``): one call is one iteration. Functions
+      called only outside loops of their file run once and are left out.
+    """
     if not script.may_reach("backward"):
         return []
-    return _cached(script, "_tg_training_loops", lambda: [
-        n for n in script.nodes if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
-        and _trains(script, n)])
+    return _cached(script, "_tg_training_loops", lambda: _find_training_loops(script))
+
+
+def _find_training_loops(script: Script) -> list[ast.AST]:
+    loops: list[ast.AST] = [n for n in script.nodes
+                            if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
+                            and _trains(script, n)]
+    for node in script.nodes:
+        if not isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp,
+                                 ast.Call)) or not _may_step(script, node):
+            continue
+        made = _comprehension(node)
+        if made is not None and _trains(script, made):
+            loops.append(made)
+    covered: set[int] = set()
+    for loop in loops:
+        covered.update(_functions_run(script, loop.body))  # type: ignore[attr-defined]
+    steps = []
+    # functions whose own body calls backward, and those holding a training loop of their own
+    own_backward = {id(f) for c in script.calls if isinstance(c.func, ast.Attribute) and
+                    c.func.attr == "backward" and (f := script.enclosing_function(c)) is not None}
+    holds_loop = {id(f) for loop in loops
+                  if isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) and
+                  (f := script.enclosing_function(loop)) is not None}
+    for funcs in script.functions.values():
+        for func in funcs:
+            # cheap tests first; the function's events last
+            if id(func) in covered or id(func) not in own_backward or \
+                    id(func) in holds_loop or _steps_a_parameter(func) or \
+                    _only_called_once(script, func) or not _trains(script, func):
+                continue
+            steps.append(func)
+    inner: set[int] = set()
+    for func in steps:
+        inner.update(f for f in _functions_run(script, func.body) if f != id(func))
+    return loops + [f for f in steps if id(f) not in inner]
+
+
+def loop_label(script: Script, loop: ast.AST) -> str:
+    """How a message names a training loop: ``the loop at line 12``, ``the comprehension at
+    line 12``, ``train_step() (one iteration per call)``."""
+    if isinstance(loop, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return f"{loop.name}() (one iteration per call)"
+    if getattr(loop, "_tg_parent", None) is not None and \
+            getattr(parent(loop), "_tg_loop", None) is loop:
+        kind = "map" if isinstance(parent(loop), ast.Call) else "comprehension"
+        return f"the {kind} at {script.at(loop.lineno)}"  # type: ignore[attr-defined]
+    return f"the loop at {script.at(loop.lineno)}"  # type: ignore[attr-defined]
 
 
 def _trains(script: Script, loop: ast.AST) -> bool:
     kinds = {e.kind for e in events(script, loop.body)}  # type: ignore[attr-defined]
     return "backward" in kinds and "step" in kinds
+
+
+def _may_step(script: Script, node: ast.AST) -> bool:
+    """Cheap test before a comprehension's events: its element calls a function of the file or
+    project (or ``map`` names one), or calls ``backward``/``step`` itself."""
+    if isinstance(node, ast.Call):
+        if not (isinstance(node.func, ast.Name) and node.func.id == "map" and node.args):
+            return False
+        f = node.args[0]
+        return isinstance(f, ast.Name) and (f.id in script.functions or
+                                            f.id in script.project_imports) or \
+            isinstance(f, ast.Attribute)
+    methods = None
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call):
+            f = sub.func
+            if isinstance(f, ast.Attribute) and f.attr in ("backward", "step"):
+                return True
+            if isinstance(f, ast.Name) and (f.id in script.functions or
+                                            f.id in script.project_imports):
+                return True
+            if isinstance(f, ast.Attribute):
+                if methods is None:
+                    methods = script.graph.method_names()
+                if f.attr in methods:
+                    return True
+    return False
+
+
+def _functions_run(script: Script, body: list[ast.stmt]) -> set[int]:
+    """ids of the functions of this file whose code the events of ``body`` come from."""
+    out = set()
+    for e in events(script, body):
+        if e.foreign is None:
+            func = script.enclosing_function(e.node)
+            if func is not None:
+                out.add(id(func))
+    return out
+
+
+def _steps_a_parameter(func: ast.AST) -> bool:
+    """Every optimizer the function steps is handed to it (``def __call__(self, loss,
+    optimizer)`` of a loss scaler, ``backward_and_step(loss, opt)``): a helper of the caller's
+    loop, which owns the optimizer and its zeroing, not an iteration of its own."""
+    params = {a.arg for a in func.args.posonlyargs + func.args.args +  # type: ignore[attr-defined]
+              func.args.kwonlyargs} - {"self", "cls"}  # type: ignore[attr-defined]
+    stepped = []
+    for sub in walk_local(func):
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                sub.func.attr == "step":
+            roots = [sub.func.value] + sub.args[:1]  # opt.step(), scaler.step(optimizer)
+            for i, r in enumerate(roots):
+                while isinstance(r, (ast.Attribute, ast.Subscript)):
+                    r = r.value
+                roots[i] = r
+            stepped.append(any(isinstance(r, ast.Name) and r.id in params for r in roots))
+    return bool(stepped) and all(stepped)
+
+
+def _only_called_once(script: Script, func: ast.AST) -> bool:
+    """Every call of ``func`` in the file runs outside loops and comprehensions (a script that
+    takes one step); a function the file never calls is run by others, as often as they like."""
+    sites = script.call_sites(func)  # type: ignore[arg-type]
+    if not sites:
+        return False
+    for site in sites:
+        n = site
+        while (n := parent(n)) is not None and not isinstance(n, SCOPES):
+            if isinstance(n, (ast.For, ast.AsyncFor, ast.While, ast.comprehension,
+                              ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+                return False
+        if script.enclosing_function(site) is not None:
+            return False  # called from another function, which may itself run in a loop
+    return True
+
+
+def _comprehension(node: ast.AST) -> ast.For | None:
+    """A ``for`` standing for a comprehension's element or a ``map``'s calls, so that the rules
+    read them like any loop: ``[step(b) for b in loader]`` is ``for b in loader: step(b)``;
+    ``map(step, loader)`` is ``for _item in loader: step(_item)``. The element keeps its own
+    nodes and parents (findings point into the comprehension); the made ``for`` hangs below
+    the comprehension, so that what encloses the comprehension encloses it. Made once per
+    node and kept on it."""
+    made = getattr(node, "_tg_loop", None)
+    if made is not None or getattr(node, "_tg_no_loop", False):
+        return made
+    elt: ast.expr | None = None
+    target: ast.expr | None = None
+    it: ast.expr | None = None
+    if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+        elt, target, it = node.elt, node.generators[0].target, node.generators[0].iter
+    elif isinstance(node, ast.DictComp):
+        elt, target, it = node.value, node.generators[0].target, node.generators[0].iter
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+            node.func.id == "map" and len(node.args) == 2 and \
+            isinstance(node.args[0], (ast.Name, ast.Attribute)):
+        target = ast.Name(id="_item", ctx=ast.Store())
+        it = node.args[1]
+        elt = ast.Call(func=node.args[0], args=[ast.Name(id="_item", ctx=ast.Load())],
+                       keywords=[])
+    if elt is None or "(" not in ast.unparse(elt):
+        node._tg_no_loop = True  # type: ignore[attr-defined]
+        return None
+    stmt = ast.Expr(value=elt)
+    loop = ast.For(target=target, iter=it, body=[stmt], orelse=[], type_comment=None)
+    for made_node in (loop, stmt, target, elt):
+        if not hasattr(made_node, "lineno"):
+            ast.copy_location(made_node, node)
+    loop._tg_parent = node  # type: ignore[attr-defined]
+    stmt._tg_parent = loop  # type: ignore[attr-defined]
+    if isinstance(node, ast.Call):  # the made call and its argument belong to the loop
+        elt._tg_parent = stmt  # type: ignore[attr-defined]
+        for a in elt.args:  # type: ignore[attr-defined]
+            ast.copy_location(a, node)
+            a._tg_parent = elt  # type: ignore[attr-defined]
+        target._tg_parent = loop  # type: ignore[attr-defined]
+    node._tg_loop = loop  # type: ignore[attr-defined]
+    return loop
 
 
 def _cached(script: Script, attr: str, make):  # type: ignore[no-untyped-def]
@@ -77,16 +248,18 @@ def _cached(script: Script, attr: str, make):  # type: ignore[no-untyped-def]
 
 @dataclass(frozen=True, slots=True)
 class EvalRegion:
-    """An evaluation function or loop; ``forwards`` are its model calls."""
+    """An evaluation function or loop; ``forwards`` are its model calls; ``label`` names it in
+    messages (``validate()``, ``the loop at line 40``)."""
 
     node: ast.AST
     forwards: list[ast.Call]
+    label: str
 
-    @property
-    def label(self) -> str:
-        if isinstance(self.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return f"{self.node.name}()"
-        return f"the loop at line {self.node.lineno}"  # type: ignore[attr-defined]
+
+def _region(script: Script, node: ast.AST, forwards: list[ast.Call]) -> EvalRegion:
+    label = f"{node.name}()" if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+        else f"the loop at {script.at(node.lineno)}"  # type: ignore[attr-defined]
+    return EvalRegion(node, forwards, label)
 
 
 def eval_regions(script: Script) -> list[EvalRegion]:
@@ -102,9 +275,12 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
                 not _inside_module_class(script, node):
             fwd = forward_calls(script, node)
             text = script.segment(node) or ""
-            if fwd and _METRIC_HINT.search(text) and not script.has_backward(node) and \
-                    not _rollout(script, node):
-                regions.append(EvalRegion(node, fwd))
+            # an evaluation function feeds a metric, or runs its forwards with grad disabled
+            # (``predict_proba`` returning probabilities under no_grad is inference too)
+            inference = bool(fwd) and all(_disabled_here(script, f, node) for f in fwd)
+            if fwd and (_METRIC_HINT.search(text) or inference) and \
+                    not script.has_backward(node) and not _rollout(script, node):
+                regions.append(_region(script, node, fwd))
                 covered.update(id(n) for n in walk_local(node))
     for node in script.nodes:
         if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)) or id(node) in covered:
@@ -116,8 +292,65 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
             func = script.enclosing_function(node)
             if func is not None and _FRAMEWORK_HOOK.match(func.name):
                 continue
-            regions.append(EvalRegion(node, forward_calls(script, node)))
+            regions.append(_region(script, node, forward_calls(script, node)))
     return regions
+
+
+def _disabled_here(script: Script, node: ast.AST, func: ast.AST) -> bool:
+    """``node`` runs with grad disabled by a ``with`` block or a decorator of ``func`` itself."""
+    n = node
+    while (p := parent(n)) is not None:
+        if isinstance(p, (ast.With, ast.AsyncWith)) and n in p.body and any(
+                script.grad_context(i.context_expr) is True for i in p.items):
+            return True
+        if p is func:
+            return any(script.grad_context(d) is True
+                       for d in func.decorator_list)  # type: ignore[attr-defined]
+        n = p
+    return False
+
+
+INFERENCE_METHODS = frozenset({
+    "generate", "predict", "predict_proba", "infer", "inference", "transcribe", "translate",
+    "sample", "beam_search", "greedy_decode", "caption", "detect"})
+
+
+def inference_calls(script: Script) -> list[ast.Call]:
+    """Calls of a model's inference method (``model.generate(idx)``, ``net.predict(x)``) made
+    with grad disabled, outside training loops: inference entry points, whatever the function
+    around them is called."""
+    def find() -> list[ast.Call]:
+        candidates = [c for c in script.calls if isinstance(c.func, ast.Attribute) and
+                      c.func.attr in INFERENCE_METHODS]
+        if not candidates:
+            return []
+        loops = {id(loop) for loop in training_loops(script)}
+        out = []
+        for call in candidates:
+            f = call.func
+            k = script.key(f.value)  # type: ignore[attr-defined]
+            if not k or k == "self" or not script.is_model(k) or _inside(call, loops):
+                continue
+            if not (script.grad_disabled(call) or any(
+                    any(script.grad_context(d) is True for d in t.func.decorator_list)
+                    for t in script.targets(call))):
+                continue
+            func = script.enclosing_function(call)
+            if func is not None and (_rollout(script, func) or script.has_backward(func)):
+                continue
+            out.append(call)
+        return out
+    return _cached(script, "_tg_inference_calls", find)
+
+
+def _inside(node: ast.AST, loops: set[int]) -> bool:
+    """``node`` lies in one of the training loops (a made comprehension loop counts through
+    its comprehension)."""
+    n = node
+    while (n := parent(n)) is not None:
+        if id(n) in loops or id(getattr(n, "_tg_loop", None)) in loops:
+            return True
+    return False
 
 
 def _ancestors(node: ast.AST):  # type: ignore[no-untyped-def]

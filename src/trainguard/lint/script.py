@@ -20,6 +20,7 @@ from trainguard.lint.astutil import (SCOPES, dotted, is_false, is_true, parent, 
                                      walk_local)
 from trainguard.lint.project import MODE_DEPENDENT as _MODE_DEPENDENT
 from trainguard.lint.project import Builder
+from trainguard.lint.source import cell_line
 
 if TYPE_CHECKING:
     from trainguard.lint.callgraph import CallGraph, Target
@@ -38,6 +39,7 @@ _OPTIM_NAME = re.compile(r"(^|[._])(optim\w*|opt|opt_\w+|\w+_opt|optimi[sz]er\w*
 _SCHED_CLASS = re.compile(r"(lr_scheduler\.|LR$|Scheduler$|ReduceLROnPlateau$|"
                           r"get_\w*schedule\w*$|schedule_with_warmup$)")
 _SCHED_NAME = re.compile(r"(^|[._])\w*(sched|scheduler|lr_policy)\w*$", re.I)
+_LR_SCHED_NAME = re.compile(r"(sched|scheduler|lr_policy)s?$|(^|[._])lr|lr([._]|$)", re.I)
 _MODEL_NAME = re.compile(
     r"^(self\.)?(model|net|network|\w+_model|model_\w+|\w*net|net\w*|encoder|decoder|classifier|"
     r"backbone|generator|discriminator|net[GD]|G|D|policy|critic|actor|student|teacher|module)$"
@@ -51,6 +53,10 @@ _MODEL_CTOR = re.compile(r"^(torchvision\.models\.|timm\.create_model|torch\.nn\
                          r"MultiheadAttention)$|"
                          r"torch\.nn\.parallel\.DistributedDataParallel|torch\.nn\.DataParallel|"
                          r"torch\.compile$)|\.from_pretrained$|^(DDP|FSDP)$")
+# Classes whose from_pretrained() builds no nn.Module (diffusers' DiffusionPipeline, the
+# transformers pipelines, tokenizers, processors, configs, diffusers' noise schedulers).
+_NOT_A_MODULE = re.compile(r"(Pipeline|Tokenizer|TokenizerFast|Processor|FeatureExtractor|"
+                           r"Config|Scheduler)\.from_pretrained$")
 # Top-level packages that are never a file of the user's project: the standard library and the
 # libraries training scripts import most.
 _NOT_PROJECT = frozenset(sys.stdlib_module_names) | {
@@ -62,9 +68,11 @@ _NOT_PROJECT = frozenset(sys.stdlib_module_names) | {
 class Script:
     """A parsed script. ``lines`` are the source lines (0-based list); nodes know their parent."""
 
-    def __init__(self, *, source: str, path: str, tree: ast.Module) -> None:
+    def __init__(self, *, source: str, path: str, tree: ast.Module,
+                 cells: list[tuple[int, int]] | None = None) -> None:
         self.source = source
         self.path = path
+        self.cells = cells or []  # a notebook's (first joined line, cell number) per code cell
         self.tree = tree
         self.lines = source.splitlines()
         self.nodes = set_parents(tree)
@@ -95,6 +103,20 @@ class Script:
         self._grad_memo: dict[int, bool] = {}
         self._qual_memo: dict[int, str | None] = {}
         self._backward_memo: dict[int, bool] = {}
+
+    def at(self, line: int) -> str:
+        """How a message names a line of this file: ``line 12``, or in a notebook the cell and
+        the line within it (``cell 3, line 4``), as the finding's own place is printed; the
+        joined script's line numbers exist in no cell."""
+        cell, shown = cell_line(self.cells, line)
+        return f"line {shown}" if cell is None else f"cell {cell}, line {shown}"
+
+    def at_lines(self, lines: list[int]) -> str:
+        """Several lines: ``lines 12, 30``, or ``cell 2, line 5 and cell 4, line 1``."""
+        if not self.cells:
+            return f"line {lines[0]}" if len(lines) == 1 else \
+                "lines " + ", ".join(str(n) for n in lines)
+        return " and ".join(self.at(n) for n in lines)
 
     def _star_aliases(self, stars: list[ast.ImportFrom]) -> None:
         """Resolve the names ``from torch.nn.functional import *`` (or ``torch``, ``torch.nn``,
@@ -184,9 +206,15 @@ class Script:
             else:
                 continue
             for t in targets:
-                k = self.key(t)
-                if k:
-                    out.setdefault(k, []).append(value)
+                if isinstance(t, (ast.Tuple, ast.List)) and \
+                        isinstance(value, (ast.Tuple, ast.List)) and len(t.elts) == len(value.elts):
+                    pairs = list(zip(t.elts, value.elts))  # self.model, self.opt = model, opt
+                else:
+                    pairs = [(t, value)]
+                for target, v in pairs:
+                    k = self.key(target)
+                    if k:
+                        out.setdefault(k, []).append(v)
         return out
 
     def _keys_built_by(self, pattern: re.Pattern[str]) -> set[str]:
@@ -230,13 +258,42 @@ class Script:
             not _SCHED_NAME.search(key)
 
     def is_scheduler(self, key: str | None) -> bool:
-        return bool(key) and (key in self.schedulers or bool(_SCHED_NAME.search(key or "")))
+        """A learning-rate scheduler: built by a ``torch.optim.lr_scheduler`` class (or a
+        known scheduler factory), or named like one when the file never builds it (a
+        parameter). A name like ``schedule`` bound to anything else (a pipeline-parallel
+        schedule, a noise schedule) is not one."""
+        if not key:
+            return False
+        if key in self.schedulers:
+            return True
+        if not _SCHED_NAME.search(key):
+            return False
+        values = list(self.assignments.get(key, []))
+        while any(isinstance(v, ast.IfExp) for v in values):  # X(...) if flag else None
+            values = [w for v in values for w in ((v.body, v.orelse) if isinstance(v, ast.IfExp)
+                                                  else (v,))]
+        for v in values:
+            if not isinstance(v, ast.Call):
+                continue
+            name = (self.call_qualname(v) or "").rsplit(".", 1)[-1]
+            if name[:1].isupper():
+                return False  # built by a class that is not a learning-rate scheduler
+        # a parameter, or a factory (build_scheduler(opt, cfg)) named for one; a bare
+        # "schedule" (a noise, beta or pipeline schedule) names no learning-rate scheduler
+        return bool(_LR_SCHED_NAME.search(key))
 
     @cached_property
     def models(self) -> set[str]:
         """Keys that name a model: built by a model constructor or a same-file module class,
-        or used like one (``.train()``, ``.eval()``, ``.parameters()``) under a model-like name."""
-        keys = self._keys_built_by(_MODEL_CTOR)
+        or used like one (``.train()``, ``.eval()``, ``.parameters()``) under a model-like name.
+        ``X.from_pretrained(...)`` builds a module only when ``X`` is a model class: a
+        diffusers or transformers pipeline (its ``__call__`` runs under no_grad and returns
+        images or text), a tokenizer, processor, config or noise scheduler is no
+        ``nn.Module``."""
+        keys = {k for k, values in self.assignments.items()
+                if any((q := self.call_qualname(v)) and not _NOT_A_MODULE.search(q) and
+                       (_MODEL_CTOR.search(q) or _MODEL_CTOR.search(q.rsplit(".", 1)[-1]))
+                       for v in values)}
         module_classes = {name for name, cls in self.classes.items()
                           if any(isinstance(b, ast.FunctionDef) and b.name == "forward"
                                  for b in cls.body)}

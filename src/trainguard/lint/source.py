@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from trainguard.errors import UsageError
 
-__all__ = ["Source", "read_notebook"]
+__all__ = ["Source", "read_notebook", "cell_line"]
 
 _MAGIC = re.compile(r"^\s*[%!?]|^\s*\w+\s*=\s*[!%]")
 # Cell magics whose body is still Python.
@@ -30,14 +30,20 @@ class Source:
 
     def locate(self, line: int) -> tuple[int | None, int]:
         """(cell number or None, line within that cell) for a line of ``text``."""
-        if not self.cells:
-            return None, line
-        cell, start = None, 1
-        for first, number in self.cells:
-            if first > line:
-                break
-            cell, start = number, first
-        return cell, line - start + 1
+        return cell_line(self.cells, line)
+
+
+def cell_line(cells: list[tuple[int, int]], line: int) -> tuple[int | None, int]:
+    """(cell number or None, line within that cell) for a line of a notebook's joined code;
+    ``cells`` is :attr:`Source.cells` (empty for a Python file: the line itself)."""
+    if not cells:
+        return None, line
+    cell, start = None, 1
+    for first, number in cells:
+        if first > line:
+            break
+        cell, start = number, first
+    return cell, line - start + 1
 
 
 def read_notebook(path: str, raw: str) -> Source:

@@ -2,10 +2,12 @@
 
     trainguard run train.py --epochs 3
     trainguard run -m mypkg.train --epochs 3
+    trainguard run notebook.ipynb    (its code cells in order)
     trainguard run --strict --report findings.json train.py
     torchrun --nproc-per-node 2 -m trainguard run --report findings.json train.py
 
-Exit status: the script's own (0 when it returns), 1 with ``--strict`` when the script succeeded
+Exit status: the script's own (0 when it returns; an unhandled SIGTERM kills trainguard run
+after its report, as it kills python), 1 with ``--strict`` when the script succeeded
 but findings were reported, 2 for a usage error, 3 for an internal error of trainguard.
 """
 
@@ -43,7 +45,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 when the script succeeds but findings were reported")
     parser.add_argument("target", nargs="?", metavar="SCRIPT",
-                        help="the script to run (or -m MODULE)")
+                        help="the script to run: a .py file, or a .ipynb notebook (its code cells "
+                             "in order); or -m MODULE")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
     parser.set_defaults(func=run)
 
@@ -51,7 +54,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from trainguard import exitcodes
     from trainguard.errors import UsageError
-    from trainguard.sanitize.runner import run_target
+    from trainguard.sanitize.runner import die_of_pending_signal, run_target
     from trainguard.sanitize.watcher import watch
 
     if args.module is not None:
@@ -62,12 +65,17 @@ def run(args: argparse.Namespace) -> int:
         kind, target, rest = "path", args.target, args.args
         if not Path(target).is_file():  # before the watcher starts: nothing ran, nothing to sum up
             raise UsageError(f"no such script {target!r} (give a .py file, or -m package.module)")
+        if target.endswith(".ipynb"):
+            from trainguard.notebook import notebook_cells
+
+            notebook_cells(target)  # (not a notebook: exit 2 before anything runs)
     else:
         raise UsageError("give a script to run (trainguard run train.py) or a module "
                          "(trainguard run -m package.module)")
     with watch(select=args.select, ignore=args.ignore, report=args.report,
                every_step=args.every_step) as watcher:
         status = run_target(target, rest, kind=kind, on_error=watcher.explain)
+    die_of_pending_signal()  # the report is written: an unhandled SIGTERM kills us as python
     if args.strict and status == 0 and watcher.findings:
         return exitcodes.FINDINGS
     return status

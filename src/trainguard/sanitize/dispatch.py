@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
-from time import perf_counter
+from time import perf_counter, process_time
 from typing import Any
 
 from trainguard.sanitize.core import watchdog
@@ -54,9 +54,10 @@ class Dispatch(Bus):
     def _emit(self, event: str, handlers: list[tuple[Check, Any]], args: tuple) -> None:
         dog = self.watchdog
         start = perf_counter()
-        outer = clock.start  # (an event sent while another runs keeps the outer one's deadline)
+        start_cpu = process_time()
+        outer, outer_cpu = clock.start, clock.start_cpu  # (an inner event keeps the outer deadline)
         if outer is None:
-            clock.start = start
+            clock.start, clock.start_cpu = start, start_cpu
         try:
             if event in dog.slow:
                 self._timed(event, handlers, args)
@@ -69,9 +70,10 @@ class Dispatch(Bus):
                     except Exception as exc:  # a bug in a check must never break the user's run
                         self.check_failed(check, event, exc)
         finally:
-            clock.start = outer
+            clock.start, clock.start_cpu = outer, outer_cpu
         took = perf_counter() - start
         dog.total += took
+        dog.total_cpu += process_time() - start_cpu
         if took > SLOW_S or dog.total > watchdog.FLOOR_S:  # (rare)
             self._judge(event, handlers, start, took)
 

@@ -4,7 +4,10 @@
 ``python -m pkg.mod args`` would give the script (``__file__`` absolute, ``sys.argv[0]`` as typed,
 as CPython does since 3.9); its exit status is passed through: 0 when it
 returns, its ``SystemExit`` code, 1 when it dies of an exception (after the traceback, which carries
-any diagnosis), 130/143 when interrupted by SIGINT/SIGTERM.
+any diagnosis), 130 when interrupted by SIGINT. A SIGTERM the script does not handle ends it through
+``SystemExit(143)``, so the watcher can end and write its report; the caller then calls
+:func:`die_of_pending_signal`, and the process dies of SIGTERM as ``python script.py`` would (its
+parent sees the signal, not an exit status).
 """
 
 from __future__ import annotations
@@ -20,7 +23,40 @@ from typing import Literal
 
 from trainguard.errors import UsageError
 
-__all__ = ["run_target"]
+__all__ = ["die_of_pending_signal", "run_target"]
+
+
+class _Terminated(SystemExit):
+    """The SIGTERM that ended the script (it installed no handler of its own)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
+_pending_signal: int | None = None  # the signal that ended the last run_target, until delivered
+
+
+def die_of_pending_signal() -> None:
+    """Die of the signal that ended the script, if one did: what ``python script.py`` does.
+
+    Call it once the watcher's report is written. CPython does not catch SIGTERM, so an unhandled
+    one kills ``python script.py`` (a parent sees ``-15``, a shell ``$?`` of 143); the runner turns
+    it into ``SystemExit(143)`` instead, to end the watcher, and this restores the default action
+    (``SIG_DFL``) and sends the signal again (https://docs.python.org/3/library/signal.html). It
+    returns only when no signal is pending, or when the signal is blocked in this thread.
+    """
+    global _pending_signal
+    signum, _pending_signal = _pending_signal, None
+    if signum is None:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed by the script
+            pass
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 def _exit_status(code: object) -> int:
@@ -75,22 +111,29 @@ def _main_file(target: str) -> str:
 
 
 def _run_file(path: str) -> None:
-    """Run the file at ``path`` as ``__main__``, as ``python path`` does. Not ``runpy.run_path``: it
+    """Run the file at ``path`` as ``__main__``, as ``python path`` does (a ``.ipynb``: its code
+    cells in order, each under the name ``nb.ipynb[cell N]``). Not ``runpy.run_path``: it
     sets ``sys.argv[0]`` to the path it is given, whereas ``python`` keeps it as typed."""
     import builtins
     import io
     import types
 
-    with io.open_code(path) as f:
-        source = f.read()
-    code = compile(source, path, "exec", dont_inherit=True)
+    if path.endswith(".ipynb"):  # a notebook's code cells, in order (``trainguard/notebook.py``)
+        from trainguard.notebook import compile_cells
+
+        codes = compile_cells(path)
+    else:
+        with io.open_code(path) as f:
+            source = f.read()
+        codes = [compile(source, path, "exec", dont_inherit=True)]
     main = types.ModuleType("__main__")
     main.__dict__.update(__file__=path, __cached__=None, __loader__=None, __package__=None,
                          __spec__=None, __builtins__=builtins)
     saved = sys.modules.get("__main__")
     sys.modules["__main__"] = main  # pickle and multiprocessing find the script's classes here
     try:
-        exec(code, main.__dict__)
+        for code in codes:
+            exec(code, main.__dict__)
     finally:
         if saved is not None:
             sys.modules["__main__"] = saved
@@ -113,6 +156,8 @@ def run_target(target: str, args: list[str], *, kind: Literal["path", "module"],
     Raises:
         UsageError: the script does not exist or the module cannot be found.
     """
+    global _pending_signal
+    _pending_signal = None
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
     if kind == "path":
         script = Path(target)
@@ -140,7 +185,7 @@ def run_target(target: str, args: list[str], *, kind: Literal["path", "module"],
     previous_term = signal.getsignal(signal.SIGTERM)
 
     def on_term(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
+        raise _Terminated(signum)
 
     try:
         signal.signal(signal.SIGTERM, on_term)
@@ -153,6 +198,8 @@ def run_target(target: str, args: list[str], *, kind: Literal["path", "module"],
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         return 0
     except SystemExit as exc:
+        if isinstance(exc, _Terminated):
+            _pending_signal = exc.signum
         return _exit_status(exc.code)
     except KeyboardInterrupt:
         if on_interrupt == "raise":

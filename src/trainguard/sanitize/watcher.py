@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import re
 import sys
 import time
 from contextlib import contextmanager
@@ -24,16 +25,18 @@ from trainguard.sanitize.core.state import State
 from trainguard.sanitize.core.watchdog import EXIT_S, Watchdog
 from trainguard.sanitize.dispatch import Dispatch
 from trainguard.sanitize.probes import (backward, built, data, functional, grad_mode, io,
-                                        module_call, optim, repro, warning_line)
+                                        module_call, optim, registration, repro, warning_line)
 from trainguard.sanitize.ranks.link import RankLink, exit_guard
 
 __all__ = ["Watcher", "watch"]
 
 # Each probe wraps one PyTorch API family (``probes/``); attached in this order, undone in reverse.
-PROBES = (module_call, optim, backward, grad_mode, io, functional, data, built, warning_line,
-          repro)
+PROBES = (module_call, optim, backward, grad_mode, registration, io, functional, data, built,
+          warning_line, repro)
 
 _active: "Watcher | None" = None
+# the file name a notebook's cell runs under (``trainguard/notebook.py``): ``nb.ipynb[cell 4]``
+_CELL = re.compile(r"^(.*\.ipynb)\[cell (\d+)\]$")
 # Events a check may listen to only while armed: the wrappers behind them are always installed.
 _ON_DEMAND = frozenset({"on_root_forward", "on_backward", "on_backward_done", "on_step_pre",
                         "on_step"})
@@ -177,12 +180,16 @@ class Watcher(Dispatch):
         if key in self._silenced:
             return None
         shown = _display_path(path)
+        cell = _CELL.match(shown)  # a notebook's cell run by `trainguard run nb.ipynb`
+        if cell is not None:
+            shown = cell.group(1)
         if (not self.config.wants(code, path) or self.config.excluded(path)
                 or is_suppressed(code, linecache.getline(path, line))):
             self._silenced.add(key)
             return None
         finding = Finding.make(code, layer="run", path=shown, line=line, col=col,
-                               message=message, fix=fix, extra=extra or {})
+                               message=message, fix=fix, extra=extra or {},
+                               cell=int(cell.group(2)) if cell is not None else None)
         self._by_key[key] = finding
         if not quiet:
             tag = f"[rank {self.ranks.rank}] " if self.ranks is not None else ""
@@ -237,7 +244,9 @@ class Watcher(Dispatch):
                     f"{self.state.step} optimizer steps, {self.state.backward_count} backward "
                     f"calls watched{self._sampled()})")
         rows = [("count", "code", "name", "where")]
-        rows += [(str(f.count), f.code, f.name, f"{f.path}:{f.line}") for f in findings]
+        rows += [(str(f.count), f.code, f.name,
+                  f"{f.path}{'' if f.cell is None else f'[cell {f.cell}]'}:{f.line}")
+                 for f in findings]
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
         steps = self.state.step
         lines = [f"trainguard: {len(findings)} finding{'s' if len(findings) != 1 else ''} "

@@ -1,6 +1,6 @@
 """A run ended by SIGTERM in the middle of its loop (a scheduler preempting the job): the script
 saves its weights, then the signal arrives (sent to itself here, as ``kill`` or Slurm would).
-``python`` dies of the signal; ``trainguard run`` exits 143 (128 + 15) after its report."""
+``python`` dies of the signal; so does ``trainguard run``, after its report."""
 
 import os
 import signal

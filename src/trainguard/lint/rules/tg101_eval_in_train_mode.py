@@ -6,7 +6,10 @@ https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.e
 Fires only when the file shows mode-dependent modules (Dropout, BatchNorm, zoo models), itself or
 in the class or factory of another project file that builds the model (``trainguard.lint.project``),
 and the mode before the evaluation is known to be train: a ``.train()`` call, a training loop, or
-a freshly built model, with no ``.eval()`` in between.
+a freshly built model, with no ``.eval()`` in between. Evaluation is a loop or function that feeds
+a metric, a function named for evaluation whose forwards run under no_grad (``predict_proba``),
+or a call of a model's inference method under no_grad (``model.generate(idx)``,
+``net.transcribe(audio)``) outside training loops.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Iterator
 from trainguard.lint.astutil import dotted
 from trainguard.lint.events import events
 from trainguard.lint.modes import mode_before
-from trainguard.lint.regions import eval_regions
+from trainguard.lint.regions import eval_regions, inference_calls
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
@@ -28,6 +31,7 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 def check(script: Script) -> Iterator[Hit]:
     if not script.mode_dependent:
         return
+    yield from _inference_entry_points(script)
     for region in eval_regions(script):
         body = region.node.body  # type: ignore[attr-defined]
         if any(e.kind in ("eval", "mode?") for e in events(script, body)):
@@ -51,9 +55,9 @@ def check(script: Script) -> Iterator[Hit]:
                 continue
             # Every caller leaves the model training: the evaluation function is the one place
             # where model.eval() fixes them all.
-            lines = ", ".join(str(s.lineno) for s, _ in trained)
+            lines = script.at_lines([s.lineno for s, _ in trained])
             yield Hit(first, f"{region.label} runs {fwd}(...) in train mode at each of its "
-                             f"calls (lines {lines}; {trained[0][1]}); Dropout and BatchNorm "
+                             f"calls ({lines}; {trained[0][1]}); Dropout and BatchNorm "
                              f"act as in training",
                       fix=f"call model.eval() at the start of {region.label}, and "
                           f"model.train() before training again")
@@ -64,3 +68,21 @@ def check(script: Script) -> Iterator[Hit]:
                              f"and BatchNorm act as in training",
                       fix="call model.eval() before this loop, and model.train() before "
                           "training again")
+
+
+def _inference_entry_points(script: Script) -> Iterator[Hit]:
+    """``model.generate(...)`` (or ``predict``, ``transcribe``, ...) under no_grad while the
+    model is in train mode: an inference entry point however the code around it is named."""
+    regions = [r.node for r in eval_regions(script)]
+    for call in inference_calls(script):
+        if any(call is n for r in regions for n in ast.walk(r)):
+            continue  # an evaluation region: judged below, with its mode events
+        mode, why = mode_before(script, call)
+        if mode != "train":
+            continue
+        name = dotted(call.func) or "the model's inference method"
+        yield Hit(call, f"{name}(...) runs inference with grad disabled while the model is in "
+                        f"train mode ({why}): Dropout drops and BatchNorm uses batch "
+                        f"statistics, so the output varies from call to call",
+                  fix="call model.eval() before inference, and model.train() before training "
+                      "again")

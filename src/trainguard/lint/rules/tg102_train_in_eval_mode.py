@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from trainguard.lint.events import events
-from trainguard.lint.regions import training_loops
+from trainguard.lint.regions import loop_label, training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
@@ -33,11 +33,10 @@ def check(script: Script) -> Iterator[Hit]:
         last = modes[-1]
         step = evs[first_step]
         where = last.via or last.node
-        inside = f" (inside the call at line {last.via.lineno})" if last.via else ""
+        inside = f" (inside the call at {script.at(last.via.lineno)})" if last.via else ""
         yield Hit(where,
-                  f"{last.key}.eval() at {last.place}{inside} is still in effect when "
-                  f"the next iteration's optimizer step ({step.place}) runs: no "
-                  f"{last.key}.train() comes before it in the loop at line "
-                  f"{loop.lineno}",  # type: ignore[attr-defined]
+                  f"{last.key}.eval() at {last.place(script)}{inside} is still in effect when "
+                  f"the next iteration's optimizer step ({step.place(script)}) runs: no "
+                  f"{last.key}.train() comes before it in {loop_label(script, loop)}",
                   fix=f"call {last.key}.train() at the start of every training epoch, before "
                       f"the batches")

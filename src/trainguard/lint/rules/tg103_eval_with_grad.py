@@ -5,28 +5,28 @@ Each forward records an autograd graph and keeps activations alive that nothing 
 ``with``, a decorator, or every same-file caller disables grad; for evaluation functions that
 no code in the file calls (their callers, elsewhere, may disable grad); when the region reads gradients
 (``torch.autograd.grad``, ``.grad``, ``requires_grad_``: saliency, adversarial evaluation); and
-when parameters are frozen in the file (outputs then carry no ``grad_fn``).
+when the model called is frozen whole (``teacher.requires_grad_(False)``, or
+``p.requires_grad = False`` for every ``p`` in ``teacher.parameters()``): its outputs then carry
+no ``grad_fn``. A frozen part (``model.backbone``) leaves the rest recording graphs, so it does
+not silence the forwards of ``model``.
 """
 
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, walk_local
+from trainguard.lint.astutil import dotted, is_false, walk_local
 from trainguard.lint.regions import eval_regions
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
 CODE = "TG103"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
-_FROZEN = re.compile(r"requires_grad_\(\s*False\s*\)|requires_grad\s*=\s*False")
 
 
 def check(script: Script) -> Iterator[Hit]:
-    if _FROZEN.search(script.source):
-        return
+    frozen = _frozen_models(script)
     for region in eval_regions(script):
         if _uses_gradients(script, region.node):
             continue
@@ -34,7 +34,7 @@ def check(script: Script) -> Iterator[Hit]:
                 not script.call_sites(region.node):
             continue  # called from another file, whose caller may well hold no_grad
         for fwd in region.forwards:
-            if script.grad_disabled(fwd):
+            if script.grad_disabled(fwd) or _frozen_call(script, fwd, frozen):
                 continue
             name = dotted(fwd.func) or "the model"
             yield Hit(fwd, f"{region.label} runs {name}(...) with grad enabled and never calls "
@@ -53,3 +53,55 @@ def _uses_gradients(script: Script, node: ast.AST) -> bool:
                     ("autograd.grad", "enable_grad", "set_grad_enabled")):
                 return True
     return False
+
+
+def _frozen_models(script: Script) -> set[str]:
+    """Keys of models whose every parameter is frozen: ``m.requires_grad_(False)``, or a loop
+    over ``m.parameters()`` that sets ``requires_grad = False`` (or ``requires_grad_(False)``)
+    on each, unconditionally."""
+    if "requires_grad" not in script.source:
+        return set()
+    out: set[str] = set()
+    for node in script.nodes:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "requires_grad_" and node.args and is_false(node.args[0]):
+            k = script.key(node.func.value)
+            if k:
+                out.add(k)
+        elif isinstance(node, ast.For) and isinstance(node.target, ast.Name) and \
+                isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Attribute) and \
+                node.iter.func.attr == "parameters":
+            k = script.key(node.iter.func.value)
+            p = node.target.id
+            if k and any(_freezes(s, p) for s in node.body):
+                out.add(k)
+    return out
+
+
+def _freezes(stmt: ast.stmt, p: str) -> bool:
+    """``p.requires_grad = False`` or ``p.requires_grad_(False)`` as a statement of the loop
+    body itself (not under an ``if``: that freezes only some)."""
+    if isinstance(stmt, ast.Assign) and is_false(stmt.value):
+        return any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" and
+                   dotted(t.value) == p for t in stmt.targets)
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        f = stmt.value.func
+        return isinstance(f, ast.Attribute) and f.attr == "requires_grad_" and \
+            dotted(f.value) == p and bool(stmt.value.args) and is_false(stmt.value.args[0])
+    return False
+
+
+def _frozen_call(script: Script, fwd: ast.Call, frozen: set[str]) -> bool:
+    """The forward runs a frozen model; a parameter (``evaluate(net)``) may be one when the
+    file freezes any model, so it counts as frozen then."""
+    if not frozen:
+        return False
+    f = fwd.func.value if isinstance(fwd.func, ast.Attribute) and \
+        fwd.func.attr == "forward" else fwd.func
+    k = script.key(f)
+    if k in frozen:
+        return True
+    func = script.enclosing_function(fwd)
+    head = (k or "").split(".")[0]
+    return func is not None and head in {a.arg for a in func.args.args} and \
+        head not in script.assignments

@@ -5,23 +5,34 @@ carry a ``grad_fn`` again (https://pytorch.org/docs/stable/generated/torch.enabl
 Silent when the re-enabled block reads gradients on purpose (``backward``,
 ``torch.autograd.grad``, ``.grad``: adversarial examples, saliency maps, test-time training).
 ``requires_grad_(True)`` alone under no_grad builds no graph and is not flagged.
+
+The re-enabling may be a ``with`` block, a ``set_grad_enabled(True)`` statement (one that
+"restores" grad mode unconditionally at the end of a helper) or a ``@torch.enable_grad()``
+decorator; it is inside evaluation when any call of its function is made under no_grad (a
+helper called from both training and evaluation re-enables grad for the evaluation). Reported
+at the re-enabling, with the call that runs it under no_grad.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import is_true, walk_local
+from trainguard.lint.astutil import is_true, parent, walk_local
 from trainguard.lint.regions import eval_regions, forward_calls
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
 
 CODE = "TG104"
+_ENABLES = re.compile(r"enable_grad|set_grad_enabled|"
+                      r"(inference_mode|no_grad)\(\s*(mode\s*=\s*)?False")
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
 
 
 def check(script: Script) -> Iterator[Hit]:
+    if not _ENABLES.search(script.source):
+        return  # nothing re-enables grad (an alias keeps the name in its import)
     regions = [r.node for r in eval_regions(script)
                if isinstance(r.node, (ast.FunctionDef, ast.AsyncFunctionDef))]
     for node in script.nodes:
@@ -36,17 +47,61 @@ def check(script: Script) -> Iterator[Hit]:
             if q.endswith("set_grad_enabled") and node.value.args and \
                     is_true(node.value.args[0]):
                 target, block = node.value, script.enclosing_function(node) or script.tree
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for d in node.decorator_list:  # @torch.enable_grad() on the whole function
+                if script.grad_context(d) is False:
+                    target, block = d, node
         if target is None or block is None or _reads_grads(script, block):
             continue
         if isinstance(block, (ast.With, ast.AsyncWith)) and not forward_calls(script, block):
             continue  # nothing computed in the block carries a graph (e.g. an optimizer step)
-        inside = script.grad_disabled(node)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                not forward_calls(script, node):
+            continue
+        caller = _disabled_caller(script, node)
+        inside = caller is not None
         region = next((r for r in regions if _within(node, r)), None)
         if not inside and region is None:
             continue
-        where = "a torch.no_grad() region" if inside else f"evaluation function {region.name}()"
+        if isinstance(caller, ast.Call):
+            where = f"a torch.no_grad() region (the call at {script.at(caller.lineno)})"
+        elif inside:
+            where = "a torch.no_grad() region"
+        else:
+            where = f"evaluation function {region.name}()"  # type: ignore[union-attr]
+        if isinstance(node, ast.Expr):  # a plain switch: it outlives the helper's return
+            yield Hit(target, f"torch.set_grad_enabled(True) switches grad on inside {where} "
+                              f"and leaves it on after the function returns: what the caller "
+                              f"computes next carries a grad_fn and builds graphs that "
+                              f"evaluation never uses",
+                      fix="save torch.is_grad_enabled() first and restore that value, or use "
+                          "`with torch.set_grad_enabled(False):` around the block")
+            continue
         yield Hit(target, f"grad is re-enabled inside {where}: outputs computed here carry a "
                           f"grad_fn and build graphs that evaluation never uses")
+
+
+def _disabled_caller(script: Script, node: ast.AST) -> ast.AST | bool | None:
+    """Where ``node`` runs with grad disabled: True when its own context disables it, else
+    the first call of its function made under ``torch.no_grad()`` (one such caller is
+    enough: a metric helper called from training and from evaluation re-enables grad for the
+    evaluation), else None."""
+    start = parent(node) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+            script.grad_disabled(node):
+        return True
+    func = node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
+        script.enclosing_function(start)
+    if func is None:
+        return None
+    sites = list(script.call_sites(func)[:8])
+    if func.name in ("__call__", "forward"):  # run by calling the object: scaler(x)
+        sites += [c for c in script.calls
+                  if any(t.func is func for t in script.graph.instance_targets(c))][:8]
+    for site in sites:
+        if script.grad_disabled(site):
+            return site
+    return None
 
 
 def _within(node: ast.AST, outer: ast.AST) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from trainguard.lint.astutil import is_true, kwarg
 from trainguard.lint.events import events
-from trainguard.lint.regions import training_loops
+from trainguard.lint.regions import loop_label, training_loops
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script
 
@@ -39,9 +39,9 @@ def check(script: Script) -> Iterator[Hit]:
                 edits = [Edit(f.end_lineno or f.lineno, (f.end_col_offset or 0) + 1,
                               call.end_lineno or call.lineno, (call.end_col_offset or 1) - 1, "")]
             yield Hit(call,
-                      f"backward(retain_graph=True) at line {call.lineno} is the last backward of "
-                      f"the iteration (loop at line {loop.lineno}): the graph's saved tensors "
-                      f"stay alive after the step",
+                      f"backward(retain_graph=True) at {script.at(call.lineno)} is the last "
+                      f"backward of the iteration ({loop_label(script, loop)}): the graph's "
+                      f"saved tensors stay alive after the step",
                       fix="drop retain_graph=True; if PyTorch then says 'Trying to backward "
                           "through the graph a second time', detach the state carried between "
                           "steps (e.g. hidden = hidden.detach())",

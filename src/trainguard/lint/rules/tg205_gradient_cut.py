@@ -6,6 +6,13 @@ The loss that ``backward()`` runs on is built from ``output.detach()``, ``output
 require grad and does not have a grad_fn", which silences the error and trains nothing:
 https://discuss.pytorch.org/t/element-0-of-tensors-does-not-require-grad-and-does-not-have-a-grad-fn/32908).
 Silent when any uncut path from the loss to a model output or to ``parameters()`` exists.
+
+Per model, when only some terms of the loss are cut: a model that an optimizer stepped after
+the backward holds, reached only through cuts, gets no gradient (an actor's policy mean sent
+through NumPy and summed with the critic's loss: https://discuss.pytorch.org/t/74548).
+
+Inside a module's ``forward``, a submodule with parameters whose output reaches the returned
+value only through a cut (:mod:`trainguard.lint.cuts`) never learns either: reported at the cut.
 """
 
 from __future__ import annotations
@@ -14,7 +21,10 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import is_true, kwarg
+from trainguard.lint.cuts import CUT_ATTRS, NEW_LEAF, forward_cuts
 from trainguard.lint.dataflow import last_assignment
+from trainguard.lint.events import events
+from trainguard.lint.optimizers import held_modules
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
@@ -22,12 +32,7 @@ from trainguard.lint.astutil import parent, walk_local
 
 CODE = "TG205"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
-# Methods whose result carries no graph: detached copies, Python numbers, NumPy arrays, and
-# integer results (argmax and integer casts cannot require grad).
-_CUT_ATTRS = {"detach", "data", "item", "numpy", "tolist", "argmax", "argmin", "long", "int",
-              "bool", "short", "byte"}
-_NEW_LEAF = {"torch.tensor", "torch.Tensor", "torch.autograd.Variable", "torch.as_tensor",
-             "torch.from_numpy", "torch.FloatTensor"}
+_CUT_ATTRS, _NEW_LEAF = CUT_ATTRS, NEW_LEAF
 
 
 def check(script: Script) -> Iterator[Hit]:
@@ -44,15 +49,58 @@ def check(script: Script) -> Iterator[Hit]:
             uncut, cuts = _trace(script, target, call, depth=5)
             if cuts and not uncut:
                 cut, how = cuts[0]
-                yield Hit(cut, f"the loss that backward() runs on at line {call.lineno} reaches "
-                               f"the model only through {how}: no gradient flows to the "
+                yield Hit(cut, f"the loss that backward() runs on at {script.at(call.lineno)} "
+                               f"reaches the model only through {how}: no gradient flows to the "
                                f"parameters, so they never change")
+            elif cuts:
+                yield from _cut_models(script, loop, call, target)
+    if not script.may_reach("backward") or "forward" not in script.source:
+        return
+    for fc in forward_cuts(script):
+        names = " and ".join(f"self.{a}" for a in fc.attrs)
+        one = len(fc.attrs) == 1
+        yield Hit(fc.cut, f"{names}'s {'output reaches' if one else 'outputs reach'} what "
+                          f"{fc.cls.name}.forward() returns only through {fc.how}: no gradient "
+                          f"flows to {'its' if one else 'their'} parameters, so they never "
+                          f"change",
+                  fix=f"keep {names} in the graph (drop the cut), or freeze "
+                      f"{'it' if one else 'them'} (requires_grad_(False)) if not meant to learn")
 
 
-def _trace(script: Script, expr: ast.AST, at: ast.AST, depth: int):  # type: ignore[no-untyped-def]
-    """(reaches a model output or parameters uncut, [(cut node, description)])."""
+def _cut_models(script: Script, loop: ast.AST, call: ast.Call,
+                target: ast.AST) -> Iterator[Hit]:
+    """Per model: a model that an optimizer stepped after this backward holds, reached by the
+    loss only through cuts while other terms reach other models (an actor whose policy mean
+    went through NumPy, summed with a critic's loss). A GAN's discriminator step, which
+    detaches the generator that its optimizer does not hold, stays silent."""
+    evs = events(script, loop.body)  # type: ignore[attr-defined]
+    at = next((i for i, e in enumerate(evs) if e.kind == "backward" and e.node is call), None)
+    if at is None:
+        return
+    stepped: list[str] = []
+    for e in evs[at + 1:]:
+        if e.kind == "backward":
+            break
+        if e.kind == "step" and e.key:
+            stepped.append(e.key)
+    for opt in stepped:
+        for model in sorted(held_modules(script, opt) or ()):
+            uncut, cuts = _trace(script, target, call, depth=12, focus=model)
+            if cuts and not uncut:
+                cut, how = cuts[0]
+                yield Hit(cut, f"the loss that backward() runs on at {script.at(call.lineno)} "
+                               f"reaches {model} only through {how}: {opt}.step() finds no "
+                               f"gradient for {model}'s parameters, so they never change")
+                return
+
+
+def _trace(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type: ignore[no-untyped-def]
+           focus: str | None = None):
+    """(reaches a model output or parameters uncut, [(cut node, description)]); with
+    ``focus``, only that model counts, and only a path seen to reach it: what cannot be
+    followed is taken as not reaching it."""
     if depth == 0:
-        return True, []
+        return focus is None, []
     if isinstance(expr, ast.Name):
         if expr.id in script.aliases:
             return False, []  # a module (nn, F, torch): not a value on the loss's path
@@ -60,44 +108,44 @@ def _trace(script: Script, expr: ast.AST, at: ast.AST, depth: int):  # type: ign
         if value is None:
             # a batch from the loader carries no parameters; a function parameter or a global
             # might, so it is assumed connected
-            return not _loop_target(expr.id, at), []
-        return _trace(script, value, value, depth - 1)
+            return focus is None and not _loop_target(expr.id, at), []
+        return _trace(script, value, value, depth - 1, focus)
     if isinstance(expr, ast.Call):
         q = script.call_qualname(expr) or ""
         if q in _NEW_LEAF and expr.args:
-            inner_uncut, inner_cuts = _trace(script, expr.args[0], at, depth - 1)
+            inner_uncut, inner_cuts = _trace(script, expr.args[0], at, depth - 1, focus)
             if inner_uncut or inner_cuts or is_true(kwarg(expr, "requires_grad")):
                 return False, [(expr, f"a new tensor made by {q.rsplit('.', 1)[-1]}(...)")] + \
                     inner_cuts
             return False, []
         if isinstance(expr.func, ast.Attribute) and expr.func.attr in _CUT_ATTRS:
-            uncut, cuts = _trace(script, expr.func.value, at, depth - 1)
+            uncut, cuts = _trace(script, expr.func.value, at, depth - 1, focus)
             if uncut or cuts:
                 return False, [(expr, f".{expr.func.attr}()")] + cuts
             return False, []
         k = script.key(expr.func)
         if k and k != "self" and script.is_model(k):
-            return True, []
+            return focus is None or k == focus, []
         called = script.targets(expr)
         if called:
             # a helper (``gan_loss(D, fake, True)``): what it returns, with its parameters
             # taken as connected (the caller's arguments are traced on their own)
             target = called[0]
             if target.script is not script:
-                return True, []
+                return focus is None, []
             rets = [n for n in ast.walk(target.func) if isinstance(n, ast.Return)
                     and n.value is not None]
             any_uncut, all_cuts = not rets, []
             for r in rets:
-                uncut, cuts = _trace(script, r.value, r, depth - 1)
+                uncut, cuts = _trace(script, r.value, r, depth - 1, focus)
                 any_uncut |= uncut
                 all_cuts.extend(cuts)
             return any_uncut, all_cuts
         if isinstance(expr.func, ast.Attribute) and expr.func.attr in ("parameters",
                                                                        "named_parameters"):
-            return True, []
+            return focus is None or script.key(expr.func.value) == focus, []
     if isinstance(expr, ast.Attribute) and expr.attr == "data":
-        uncut, cuts = _trace(script, expr.value, at, depth - 1)
+        uncut, cuts = _trace(script, expr.value, at, depth - 1, focus)
         if uncut or cuts:
             return False, [(expr, ".data")] + cuts
         return False, []
@@ -111,7 +159,7 @@ def _trace(script: Script, expr: ast.AST, at: ast.AST, depth: int):  # type: ign
             child = child.value if isinstance(child, ast.keyword) else None  # type: ignore
             if child is None:
                 continue
-        uncut, cuts = _trace(script, child, at, depth)
+        uncut, cuts = _trace(script, child, at, depth, focus)
         any_uncut |= uncut
         all_cuts.extend(cuts)
     return any_uncut, all_cuts

@@ -88,20 +88,33 @@ def _is_write(node: ast.Attribute) -> bool:
     return False
 
 
-def _tensorish(recv: ast.AST, params: set[str]) -> bool:
+def _tensorish(recv: ast.AST, params: dict[str, list[ast.AST]]) -> bool:
     if isinstance(recv, ast.Attribute):
         return recv.attr in _TENSOR_ATTRS
-    return isinstance(recv, ast.Name) and recv.id in params
+    return isinstance(recv, ast.Name) and _bound_as_parameter(recv, params)
 
 
-def _aliased_parameter(script: Script, node: ast.Attribute, params: set[str]) -> str | None:
+def _bound_as_parameter(name: ast.Name, params: dict[str, list[ast.AST]]) -> bool:
+    """``name`` is read inside a loop (or comprehension) that binds it to a parameter: the
+    same name elsewhere in the file may hold anything else (a ``state_dict()`` value, a plain
+    tensor)."""
+    loops = {id(loop) for loop in params.get(name.id, ())}
+    n = name
+    while (n := parent(n)) is not None:
+        if id(n) in loops:
+            return True
+    return False
+
+
+def _aliased_parameter(script: Script, node: ast.Attribute,
+                       params: dict[str, list[ast.AST]]) -> str | None:
     """For ``p.data = q.data`` / ``p.data = q``: the parameter ``q`` whose storage ``p`` takes."""
     stmt = parent(node)
     if not (isinstance(stmt, ast.Assign) and node in stmt.targets):
         return None
     value = stmt.value
     inner = value.value if isinstance(value, ast.Attribute) and value.attr == "data" else value
-    if isinstance(inner, ast.Name) and inner.id in params:
+    if isinstance(inner, ast.Name) and _bound_as_parameter(inner, params):
         return script.segment(value)
     if isinstance(inner, ast.Attribute) and inner.attr in _TENSOR_ATTRS:
         return script.segment(value)
@@ -118,7 +131,7 @@ def _in_forward(script: Script, node: ast.AST) -> str | None:
         outer = script.enclosing_function(site)
         if outer is not None and outer.name == "forward" and \
                 script.enclosing_class(site) is not None:
-            return f"in {func.name}(), which forward() calls (line {site.lineno})"
+            return f"in {func.name}(), which forward() calls ({script.at(site.lineno)})"
     return None
 
 
@@ -132,14 +145,15 @@ def _before_backward(script: Script, node: ast.AST) -> str | None:
         forwards = [c.lineno for c in forward_calls(script, loop)]
         if any(f < line for f in forwards) and any(b > line for b in backwards):
             b = min(b for b in backwards if b > line)
-            return f"after the forward and before backward() at line {b}"
+            return f"after the forward and before backward() at {script.at(b)}"
     return None
 
 
-def _parameter_names(script: Script) -> set[str]:
+def _parameter_names(script: Script) -> dict[str, list[ast.AST]]:
     """Loop variables over ``X.parameters()``, ``X.named_parameters()`` or ``group['params']``
-    (``zip(a.parameters(), b.parameters())`` binds two)."""
-    out: set[str] = set()
+    (``zip(a.parameters(), b.parameters())`` binds two), each with the loops (or
+    comprehensions) that bind it: a name is a parameter only inside them."""
+    out: dict[str, list[ast.AST]] = {}
     for node in script.nodes:
         if not isinstance(node, (ast.For, ast.comprehension)):
             continue
@@ -155,5 +169,6 @@ def _parameter_names(script: Script) -> set[str]:
             if isinstance(target, ast.Tuple) and len(target.elts) == 2:
                 target = target.elts[1]
             if isinstance(target, ast.Name):
-                out.add(target.id)
+                scope = parent(node) if isinstance(node, ast.comprehension) else node
+                out.setdefault(target.id, []).append(scope)  # type: ignore[arg-type]
     return out

@@ -5,6 +5,11 @@ without ``zero_grad()`` in the loop every step uses the sum of all earlier gradi
 counts (``optimizer.zero_grad()``, ``model.zero_grad()``, ``p.grad = None``, ``p.grad.zero_()``),
 wherever it sits in the iteration and in same-file functions the loop calls, including an LBFGS
 closure. Declared accumulation (zeroing after each conditional step) has zeroing and is silent.
+A zeroing counts only where it can run (``if DEBUG: optimizer.zero_grad()`` with ``DEBUG =
+False`` is none) and only for the modules it clears: ``netC.zero_grad()`` does not clear
+``netS``, which ``optimizerG`` steps, and ``encoder.zero_grad()`` does not clear the decoder the
+same optimizer holds (:mod:`trainguard.lint.optimizers`). A zeroing on a name the file cannot
+relate to the optimizer's modules counts as clearing them.
 """
 
 from __future__ import annotations
@@ -12,9 +17,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import walk_local
+from trainguard.lint.astutil import parent, walk_local
 from trainguard.lint.events import events
-from trainguard.lint.regions import training_loops
+from trainguard.lint.optimizers import cleared, held_modules, zero_covers
+from trainguard.lint.regions import loop_label, training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
@@ -27,7 +33,13 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 def check(script: Script) -> Iterator[Hit]:
     for loop in training_loops(script):
         evs = events(script, loop.body)  # type: ignore[attr-defined]
-        if any(e.kind == "zero" for e in evs) or _zeroes_in_closure(script, loop):
+        if _zeroes_in_closure(script, loop):
+            continue
+        zeros = [e for e in evs if e.kind == "zero"]
+        if zeros:
+            hit = _partial_zeroing(script, loop, evs, zeros)
+            if hit is not None:
+                yield hit
             continue
         if any((script.call_qualname(e.node) or "").startswith("torch.distributed.autograd")
                for e in evs if e.kind == "backward"):
@@ -40,11 +52,40 @@ def check(script: Script) -> Iterator[Hit]:
                       fix=f"call it: {ast.unparse(uncalled)}()")
             continue
         yield Hit(step.node,
-                  f"{step.key or 'the optimizer'}.step() runs every iteration of the loop at "
-                  f"line {loop.lineno} but gradients are never zeroed inside it: each step "
+                  f"{step.key or 'the optimizer'}.step() runs in every iteration of "
+                  f"{loop_label(script, loop)}, but gradients are never zeroed there: each step "
                   f"uses the sum of all earlier gradients",
                   fix=f"call {step.key or 'optimizer'}.zero_grad(set_to_none=True) once per step "
                       f"(before backward or after step)")
+
+
+def _partial_zeroing(script: Script, loop: ast.AST, evs: list, zeros: list) -> Hit | None:
+    """A loop that zeroes gradients, but not those of every module a stepped optimizer holds
+    (``netC.zero_grad()`` while ``optimizerG`` steps ``netS``; ``encoder.zero_grad()`` while the
+    optimizer also holds the decoder)."""
+    keys = [z.key for z in zeros]
+    for step in (e for e in evs if e.kind == "step"):
+        if zero_covers(script, keys, step.key):
+            continue
+        held = held_modules(script, step.key) or frozenset()
+        done: set[str] = set()
+        for z in zeros:
+            done |= cleared(script, z.key, step.key) or set()
+        missing = ", ".join(sorted(held - done))
+        # the zeroing that runs last before this step (in the iteration, or in the one before)
+        # is the one meant for it: report there
+        partial = [z for z in zeros if cleared(script, z.key, step.key) is not None]
+        at = evs.index(step)
+        before = [z for z in partial if evs.index(z) < at]
+        wrong = before[-1] if before else partial[-1]
+        names = ", ".join(sorted({f"{z.key}.zero_grad()" for z in zeros}))
+        return Hit(wrong.site,
+                   f"{loop_label(script, loop)} zeroes gradients only through {names}, "
+                   f"which leaves those of {missing} uncleared: {step.key}.step() "
+                   f"({step.place(script)}) updates them with the sum of all earlier gradients",
+                   fix=f"call {step.key}.zero_grad(set_to_none=True) once per step: it clears "
+                       f"every parameter the optimizer holds")
+    return None
 
 
 def _zeroes_in_closure(script: Script, loop: ast.AST) -> bool:
@@ -56,11 +97,24 @@ def _zeroes_in_closure(script: Script, loop: ast.AST) -> bool:
             for arg in [*call.args, *(k.value for k in call.keywords)]:
                 if isinstance(arg, ast.Name):
                     funcs.extend(script.functions.get(arg.id, ()))
-    for f in funcs:
-        for sub in ast.walk(f):
-            if isinstance(sub, ast.Attribute) and sub.attr in ("zero_grad", "grad"):
-                return True
-    return False
+    zeroing = _zeroing_functions(script)
+    return any(id(f) in zeroing for f in funcs)
+
+
+def _zeroing_functions(script: Script) -> set[int]:
+    """ids of the functions and lambdas whose code (nested code included) names ``zero_grad``
+    or ``.grad``, read once per file."""
+    found = script.__dict__.get("_tg_zeroing_functions")
+    if found is None:
+        found = set()
+        for node in script.nodes:
+            if isinstance(node, ast.Attribute) and node.attr in ("zero_grad", "grad"):
+                n = node
+                while (n := parent(n)) is not None:
+                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                        found.add(id(n))
+        script.__dict__["_tg_zeroing_functions"] = found
+    return found
 
 
 def _uncalled_zero_grad(loop: ast.AST) -> ast.AST | None:

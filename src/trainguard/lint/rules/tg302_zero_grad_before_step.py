@@ -37,9 +37,9 @@ def check(script: Script) -> Iterator[Hit]:
             if not e.foreign and not step.foreign and _exclusive(e.node, step.node):
                 continue  # `if frozen: zero_grad() else: step()` never runs both
             yield Hit(e.node,
-                      f"gradients are zeroed at line {e.node.lineno} after backward() and before "
-                      f"{step.key or 'the optimizer'}.step() at line "
-                      f"{step.node.lineno}: the step sees no gradients",  # type: ignore
+                      f"gradients are zeroed at {e.place(script)} after backward() and before "
+                      f"{step.key or 'the optimizer'}.step() at {step.place(script)}: the step "
+                      f"sees no gradients",
                       fix="move zero_grad() before backward() or after step()")
 
 

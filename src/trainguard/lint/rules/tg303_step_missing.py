@@ -5,6 +5,11 @@ builds an optimizer, a loop runs backward in a function that names an optimizer,
 the file steps it: no ``.step()`` on an
 optimizer or a ``GradScaler``, no manual update from ``.grad`` (manual SGD), and no call in the
 loop that is handed the optimizer (a helper elsewhere may step it).
+
+When the step exists but sits under a test on the batch index of ``enumerate(loader)`` that no
+index of an epoch satisfies (``(step + 1) % 32 == 0`` over 29 batches), reported at the test.
+When other optimizers step: one that the file zeroes but never steps nor hands to anything (a
+GAN's ``opt_d.step()`` left out), reported at the backward that follows its zeroing.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import walk_local
+from trainguard.lint.astutil import parent, walk_local
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
 
@@ -21,7 +26,15 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 
 
 def check(script: Script) -> Iterator[Hit]:
-    if not script.optimizers or _steps_somewhere(script) or _manual_update(script):
+    if not script.optimizers:
+        return
+    if _steps_somewhere(script):
+        if "enumerate" in script.source and not _manual_update(script):
+            yield from _branch_never_taken(script)
+        if "zero_grad" in script.source and not _manual_update(script):
+            yield from _one_never_stepped(script)
+        return
+    if _manual_update(script):
         return
     for call in script.calls:
         if not is_backward(call) or not script.enclosing_loops(call):
@@ -30,7 +43,8 @@ def check(script: Script) -> Iterator[Hit]:
         if _hands_optimizer(script, loop) or not _scope_has_optimizer(script, loop):
             continue
         names = ", ".join(sorted(script.optimizers))
-        yield Hit(call, f"backward() runs in the loop at line {loop.lineno} but "  # type: ignore
+        at = script.at(loop.lineno)  # type: ignore[attr-defined]
+        yield Hit(call, f"backward() runs in the loop at {at} but "
                         f"{names}.step() is never called: the parameters never change",
                   fix=f"call {sorted(script.optimizers)[0]}.step() after backward()")
         return
@@ -47,13 +61,21 @@ def _steps_somewhere(script: Script) -> bool:
 
 
 def _manual_update(script: Script) -> bool:
+    """Some statement reads ``.grad`` to update or compute with it (manual SGD:
+    ``p.data.add_(p.grad, alpha=-lr)``); ``p.grad = None`` is zeroing, not updating."""
+    if ".grad" not in script.source:
+        return False
     for node in script.nodes:
-        if isinstance(node, (ast.AugAssign, ast.Assign, ast.Call)) and any(
-                isinstance(s, ast.Attribute) and s.attr == "grad" for s in ast.walk(node)):
-            if isinstance(node, ast.Assign) and all(
-                    isinstance(t, ast.Attribute) and t.attr == "grad" for t in node.targets):
-                continue  # p.grad = None is zeroing, not updating
-            return True
+        if not (isinstance(node, ast.Attribute) and node.attr == "grad"):
+            continue
+        n = node
+        while (n := parent(n)) is not None:
+            if isinstance(n, (ast.AugAssign, ast.Call)):
+                return True
+            if isinstance(n, ast.Assign):
+                if all(isinstance(t, ast.Attribute) and t.attr == "grad" for t in n.targets):
+                    continue
+                return True
     return False
 
 
@@ -73,3 +95,120 @@ def _scope_has_optimizer(script: Script, loop: ast.AST) -> bool:
     scope = script.enclosing_function(loop) or script.tree
     return any(isinstance(n, (ast.Name, ast.Attribute)) and script.is_optimizer(script.key(n))
                for n in walk_local(scope))
+
+
+def _one_never_stepped(script: Script) -> Iterator[Hit]:
+    """An optimizer the file zeroes and never steps, while others step: the parameters it
+    holds get gradients from the backward that follows its zeroing and never change (a GAN
+    whose discriminator's ``opt_d.step()`` is missing). Silent when the optimizer is handed to
+    anything (a call, a list, a return value, another name): a helper or a framework may step
+    it."""
+    zeroed: dict[str, ast.Call] = {}
+    for call in script.calls:
+        f = call.func
+        if isinstance(f, ast.Attribute) and f.attr == "zero_grad":
+            k = script.key(f.value)
+            if script.is_optimizer(k):
+                zeroed.setdefault(k, call)  # type: ignore[arg-type]
+    for key, zero in sorted(zeroed.items()):
+        if _stepped_or_handed(script, key):
+            continue
+        scope = script.enclosing_function(zero) or script.tree
+        after = [c for c in walk_local(scope) if isinstance(c, ast.Call) and is_backward(c) and
+                 (c.lineno, c.col_offset) > (zero.lineno, zero.col_offset)]
+        if not after:
+            continue
+        backward = min(after, key=lambda c: (c.lineno, c.col_offset))
+        yield Hit(backward, f"{key}.zero_grad() at {script.at(zero.lineno)} and this backward() "
+                            f"give {key}'s parameters gradients, but {key}.step() is never "
+                            f"called: they never change",
+                  fix=f"call {key}.step() after this backward()")
+
+
+def _stepped_or_handed(script: Script, key: str) -> bool:
+    last = key.rsplit(".", 1)[-1]
+    for node in script.nodes:
+        if not (isinstance(node, ast.Name) and node.id == last or
+                isinstance(node, ast.Attribute) and node.attr == last) or \
+                script.key(node) != key:
+            continue
+        p = parent(node)
+        if isinstance(p, ast.Attribute):
+            if p.attr == "step":
+                return True
+            continue  # key.zero_grad, key.param_groups, ...
+        if isinstance(p, ast.Assign) and node in p.targets or \
+                isinstance(p, (ast.Tuple, ast.List)) and isinstance(p.ctx, ast.Store):
+            continue  # where it is built or unpacked
+        ret = p if isinstance(p, ast.Return) else parent(p) if isinstance(p, ast.Tuple) else None
+        if isinstance(ret, ast.Return):
+            func = script.enclosing_function(ret)
+            if func is not None and script.call_sites(func):
+                continue  # a builder of the file: its callers' names are followed instead
+        return True  # an argument, a container element, a value returned to a framework
+        # (configure_optimizers), another name
+    return False
+
+
+def _branch_never_taken(script: Script) -> Iterator[Hit]:
+    """Every optimizer step of the file sits under an ``if`` on the batch index of
+    ``for i, batch in enumerate(loader)`` that no index of one epoch satisfies: an accumulation
+    test ``(i + 1) % 32 == 0`` over a loader of 29 batches (the index restarts every epoch), so
+    the step never runs. The loader's length comes from the file
+    (:func:`trainguard.lint.shapes.samples`, ``batch_size``, ``drop_last``)."""
+    steps = [c for c in script.calls if isinstance(c.func, ast.Attribute) and
+             c.func.attr == "step" and not script.is_scheduler(script.key(c.func.value))]
+    tests: dict[int, ast.If] = {}
+    for call in steps:
+        gate = _index_gate(script, call)
+        if gate is None:
+            return
+        tests[id(gate)] = gate
+    for gate in tests.values():
+        yield Hit(gate.test, f"this test is false for every batch index of an epoch "
+                             f"({ast.unparse(gate.test)}), so the optimizer step under it never "
+                             f"runs: backward() accumulates gradients and the parameters never "
+                             f"change",
+                  fix="count optimizer steps across epochs (a global step), or step when the "
+                      "epoch ends")
+
+
+def _index_gate(script: Script, call: ast.Call) -> ast.If | None:
+    """The ``if`` around ``call`` whose test is false for every index of the enclosing
+    ``enumerate(loader)`` loop, or None."""
+    from trainguard.lint.consts import _COMPARE, UNKNOWN, const_eval
+    from trainguard.lint.shapes import batches
+
+    n = call
+    while (p := parent(n)) is not None and not isinstance(p, (ast.FunctionDef, ast.Module)):
+        if isinstance(p, ast.If) and n in p.body:
+            loop = next((a for a in script.enclosing_loops(p)
+                         if isinstance(a, ast.For) and isinstance(a.iter, ast.Call) and
+                         isinstance(a.iter.func, ast.Name) and a.iter.func.id == "enumerate" and
+                         isinstance(a.target, ast.Tuple) and a.target.elts and
+                         isinstance(a.target.elts[0], ast.Name)), None)
+            if loop is None:
+                return None
+            index = loop.target.elts[0].id  # type: ignore[union-attr]
+            if index not in {x.id for x in ast.walk(p.test) if isinstance(x, ast.Name)}:
+                n = p
+                continue
+            args = loop.iter.args  # type: ignore[union-attr]
+            count = batches(script, args[0]) if args else UNKNOWN
+            start = const_eval(args[1]) if len(args) > 1 else 0
+            if not isinstance(count, int) or not isinstance(start, int) or count > 100_000:
+                return None
+            test = p.test
+            if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and
+                    type(test.ops[0]) in _COMPARE):
+                return None
+            for i in range(start, start + count):
+                env = {index: ast.Constant(i)}
+                left = const_eval(test.left, env=env)
+                right = const_eval(test.comparators[0], env=env)
+                if left is UNKNOWN or right is UNKNOWN or \
+                        _COMPARE[type(test.ops[0])](left, right):
+                    return None
+            return p
+        n = p
+    return None

@@ -7,7 +7,11 @@ first value of the schedule is skipped
 ``MultiStepLR`` or ``ExponentialLR`` with literal epoch counts stepped inside the batch loop of
 an epoch loop runs its schedule once per batch. OneCycleLR, CyclicLR and warmup (Lambda)
 schedulers are per batch by design and stay silent; so do schedules sized from the loader
-(``step_size=len(loader) * 30``), and ``ReduceLROnPlateau``, which steps on a metric.
+(``step_size=len(loader) * 30``), ``ExponentialLR`` with ``gamma >= 0.99`` (a per-iteration
+decay), and ``ReduceLROnPlateau``, which steps on a metric. The schedule's arguments may come
+from constants or from an estimator's ``__init__`` defaults (``gamma=self.gamma``). Only
+learning-rate schedulers count: a ``schedule`` built by anything else (a pipeline-parallel
+schedule) is not one.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, kwarg, walk_local
-from trainguard.lint.consts import UNKNOWN, const_eval
+from trainguard.lint.consts import UNKNOWN, const_eval, resolve
 from trainguard.lint.events import events
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
@@ -36,8 +40,8 @@ def check(script: Script) -> Iterator[Hit]:
             if e.kind == "sched" and script.schedulers.get(e.key or "") != "ReduceLROnPlateau":
                 yield Hit(e.node,
                           f"{e.key}.step() runs before the first {evs[first_step].key}.step() "
-                          f"(line {evs[first_step].node.lineno}): the schedule's first learning "
-                          f"rate is skipped",
+                          f"({evs[first_step].place(script)}): the schedule's first "
+                          f"learning rate is skipped",
                           fix=f"call {e.key}.step() after optimizer.step()")
                 break
     for loop in loops:
@@ -59,8 +63,8 @@ def check(script: Script) -> Iterator[Hit]:
                 sized = "" if length is UNKNOWN or epochs is UNKNOWN else \
                     f" (its schedule spans {length} steps, the run {epochs} epochs)"
                 yield Hit(call, f"{key} is a {cls}, a per-epoch schedule{sized}, but it is "
-                                f"stepped inside the batch loop at line {loop.lineno}: it runs "
-                                f"once per batch",
+                                f"stepped inside the batch loop at "
+                                f"{script.at(loop.lineno)}: it runs once per batch",
                           fix=f"call {key}.step() once per epoch, after the batch loop")
 
 
@@ -105,5 +109,11 @@ def _literal_schedule(script: Script, key: str) -> bool:
         if not isinstance(value, ast.Call):
             continue
         args = [*value.args[1:], *(k.value for k in value.keywords if k.arg != "optimizer")]
-        return all(const_eval(a) is not UNKNOWN for a in args)
+        if not all(resolve(script, a) is not UNKNOWN for a in args):
+            return False
+        gamma = kwarg(value, "gamma") or (value.args[1] if len(value.args) > 1 else None)
+        if (script.call_qualname(value) or "").endswith("ExponentialLR") and \
+                isinstance(resolve(script, gamma), (int, float)) and resolve(script, gamma) >= 0.99:
+            return False  # a decay per iteration by design (gamma 0.999 per batch)
+        return True
     return False

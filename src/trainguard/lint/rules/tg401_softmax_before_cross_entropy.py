@@ -5,7 +5,10 @@
 squashes the logits, so the loss saturates and gradients shrink. ``NLLLoss`` wants
 log-probabilities, so a plain softmax before it is wrong too. ``log_softmax`` before either is
 right (harmless for CrossEntropyLoss) and stays silent. The softmax is followed through names,
-``nn.Softmax`` modules, ``nn.Sequential(..., nn.Softmax())`` and same-file ``forward`` methods.
+``.view``/``.reshape``, ``nn.Softmax`` modules, ``nn.Sequential(..., nn.Softmax())``, factories
+that return such a head, and the ``forward`` of the model's class however the model reaches the
+loss (``Net().to(device)``, ``self.model`` set from a constructor argument). Reported at the
+softmax when it is in the file (the line to change), else at the loss call.
 """
 
 from __future__ import annotations
@@ -42,14 +45,16 @@ def check(script: Script) -> Iterator[Hit]:
                 edits = [Edit(act.lineno, act.col_offset, act.end_lineno or act.lineno,
                               act.end_col_offset or 0, text)]
         if kind == "CrossEntropyLoss":
-            msg = (f"softmax output (line {act.lineno}) is fed to {kind}, which applies "
-                   f"log_softmax itself: softmax is applied twice")
+            msg = (f"this softmax's output is fed to {kind} at {script.at(call.lineno)}, which "
+                   f"applies log_softmax itself: softmax is applied twice and the loss "
+                   f"saturates")
             fix = "pass the raw logits to the loss"
         else:
-            msg = (f"softmax output (line {act.lineno}) is fed to NLLLoss, which expects "
-                   f"log-probabilities")
+            msg = (f"this softmax's output is fed to NLLLoss at {script.at(call.lineno)}, which "
+                   f"expects log-probabilities")
             fix = "use log_softmax before NLLLoss, or raw logits with CrossEntropyLoss"
-        yield Hit(call, msg, fix=fix, edits=edits, safe=False)
+        # reported at the softmax: the line to change (its loss is named in the message)
+        yield Hit(act, msg, fix=fix, edits=edits, safe=False)
 
 
 def _written_softmax(script: Script, call: ast.Call) -> bool:

@@ -1,40 +1,111 @@
 """TG404 batchnorm-batch-of-one: a training batch gives BatchNorm one value per channel.
 
 ``BatchNorm1d`` on an ``(N, C)`` batch with ``N == 1`` raises "Expected more than 1 value per
-channel when training" (https://github.com/pytorch/pytorch/issues/4534). Statically: the file
-uses ``BatchNorm1d`` and a ``DataLoader`` with the literal ``batch_size=1`` feeds a loop that runs
-backward. ``BatchNorm2d`` on ``(1, C, H, W)`` has H*W values per channel and trains, so it alone
-stays silent.
+channel when training" (https://github.com/pytorch/pytorch/issues/4534); so does
+``BatchNorm2d`` on a ``(1, C, 1, 1)`` map, as after ``AdaptiveAvgPool2d(1)``. Statically: the
+model uses such a BatchNorm (in the file, or in the project file whose class or factory builds
+the model) and a training ``DataLoader`` (it shuffles, or a training loop iterates it) has
+``batch_size=1`` (the default), or leaves a last batch of one sample: the dataset's length
+``N`` and the batch size ``B`` are fixed by the file (``N = 1025; B = 64``, a function's
+arguments at a call site: :mod:`trainguard.lint.shapes`), ``N % B == 1`` and ``drop_last`` is
+not set. Reported at the ``DataLoader`` call, where ``drop_last=True`` goes.
+
+Silent: ``BatchNorm2d`` on ``(1, C, H, W)`` with ``H*W > 1`` (it trains), ``drop_last=True``
+or a ``drop_last`` the file does not fix, loaders that do not shuffle and that no training
+loop iterates (evaluation runs BatchNorm in eval mode), sizes the file does not fix.
 """
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from pathlib import Path
 
-from trainguard.lint.astutil import const_value, kwarg, parent, walk_local
+from trainguard.lint.astutil import dotted, kwarg, parent, walk_local
+from trainguard.lint.callgraph import bind_arguments
+from trainguard.lint.consts import UNKNOWN, const_eval
+from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
+from trainguard.lint.shapes import samples
 
 CODE = "TG404"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
+_POOL_TO_ONE = ("AdaptiveAvgPool2d", "AdaptiveMaxPool2d")
 
 
 def check(script: Script) -> Iterator[Hit]:
-    if "BatchNorm1d" not in script.source:
+    if "DataLoader" not in script.source or "BatchNorm" not in script.source and \
+            not script.model_builders:
+        return
+    if not training_loops(script):  # cached: the other rules read it too
+        return
+    norm = _one_value_norm(script)
+    if norm is None:
         return
     for call in script.calls:
-        if not (script.call_qualname(call) or "").endswith("DataLoader"):
+        if not (script.call_qualname(call) or "").endswith("DataLoader") or \
+                kwarg(call, "batch_sampler") is not None:
             continue
-        size = kwarg(call, "batch_size")
-        if size is None and len(call.args) >= 2:
-            size = call.args[1]
-        if const_value(size) != 1 or not _feeds_training(script, call):
-            continue
-        yield Hit(size or call, "batch_size=1 gives BatchNorm1d one value per channel in every "
-                                "training batch: batch statistics are undefined and PyTorch "
-                                "raises 'Expected more than 1 value per channel when training'",
-                  fix="use a batch size above 1 (with drop_last=True), or GroupNorm/LayerNorm")
+        dataset = call.args[0] if call.args else kwarg(call, "dataset")
+        size_node = kwarg(call, "batch_size") or (call.args[1] if len(call.args) >= 2 else None)
+        for env, site in _contexts(script, call):
+            size = 1 if size_node is None else const_eval(size_node, env=env)
+            if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+                continue
+            drop = kwarg(call, "drop_last")
+            if drop is not None and const_eval(drop, env=env) is not False:
+                continue
+            if not _training_loader(script, call, env):
+                continue
+            at = f" (called at {script.at(site.lineno)})" if site is not None else ""
+            if size == 1:
+                yield Hit(size_node or call,
+                          f"batch_size=1{at} gives {norm} one value per channel in every "
+                          f"training batch: batch statistics are undefined and PyTorch raises "
+                          f"'Expected more than 1 value per channel when training'",
+                          fix="use a batch size above 1 (with drop_last=True), or "
+                              "GroupNorm/LayerNorm")
+                break
+            n = samples(script, dataset, env)
+            if isinstance(n, int) and n % size == 1:
+                yield Hit(call, f"this training DataLoader{at} splits {n} samples into batches "
+                                f"of {size}: the last batch of every epoch holds 1 sample, and "
+                                f"{norm} in train mode raises 'Expected more than 1 value per "
+                                f"channel when training' on it",
+                          fix="pass drop_last=True to the training DataLoader (or pick a batch "
+                              "size that leaves no remainder of 1)")
+                break
+
+
+def _contexts(script: Script, call: ast.Call) -> list[tuple[dict, ast.Call | None]]:
+    """The bindings the loader's arguments are evaluated under: none at module level or in a
+    function whose parameters it does not read, else each call site's arguments (up to 8)."""
+    func = script.enclosing_function(call)
+    if func is None:
+        return [({}, None)]
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]
+    used = {n.id for n in walk_local(call) if isinstance(n, ast.Name)} & set(params)
+    if not used:
+        return [({}, None)]
+    if params and params[0] == "self":
+        params = params[1:]
+    defaults = dict(zip(reversed([a.arg for a in func.args.args]), reversed(func.args.defaults)))
+    out = []
+    for site in script.call_sites(func)[:8]:
+        env = {k: v for k, v in defaults.items()}
+        env.update(bind_arguments(params, site))
+        out.append((env, site))
+    return out
+
+
+def _training_loader(script: Script, call: ast.Call, env: dict) -> bool:
+    shuffle = kwarg(call, "shuffle")
+    if shuffle is not None:
+        value = const_eval(shuffle, env=env)
+        if value is not UNKNOWN:
+            return bool(value)
+    return _feeds_training(script, call)
 
 
 def _feeds_training(script: Script, loader: ast.Call) -> bool:
@@ -42,11 +113,110 @@ def _feeds_training(script: Script, loader: ast.Call) -> bool:
     names = set()
     if isinstance(p, ast.Assign):
         names = {t.id for t in p.targets if isinstance(t, ast.Name)}
+    loops = {id(loop) for loop in training_loops(script)}
     for node in script.nodes:
-        if isinstance(node, (ast.For, ast.AsyncFor)):
+        if isinstance(node, (ast.For, ast.AsyncFor)) and id(node) in loops:
             it = {n.id for n in ast.walk(node.iter) if isinstance(n, ast.Name)}
-            if (names & it or node.iter is loader) and any(
-                    isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-                    and c.func.attr == "backward" for c in walk_local(node)):
+            if names & it or node.iter is loader:
                 return True
     return False
+
+
+def _one_value_norm(script: Script) -> str | None:
+    """``BatchNorm1d`` when the model may use one (in this file or in the project file that
+    builds it), ``BatchNorm2d after a pool to 1x1`` for that shape, else None."""
+    if "BatchNorm1d" in script.source:
+        return "BatchNorm1d"
+    if _pooled_batchnorm2d(script):
+        return "BatchNorm2d after a pool to 1x1"
+    from trainguard.lint.project import project_script
+
+    for builder in script.model_builders.values():
+        other = project_script(Path(builder.path))
+        if other is not None and "BatchNorm1d" in other.source:
+            return f"BatchNorm1d (in {Path(builder.path).name})"
+    return None
+
+
+def _pooled_batchnorm2d(script: Script) -> bool:
+    """``nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(c, c, 1), nn.BatchNorm2d(c), ...)``:
+    a BatchNorm2d that sees a 1x1 map (output size 1, or a bin of a pyramid whose sizes
+    include 1)."""
+    if "BatchNorm2d" not in script.source:
+        return False
+    for call in script.calls:
+        if (script.call_qualname(call) or "").rsplit(".", 1)[-1] != "Sequential":
+            continue
+        pooled = False
+        for layer in call.args:
+            name = (script.call_qualname(layer) or "").rsplit(".", 1)[-1]
+            if name in _POOL_TO_ONE and isinstance(layer, ast.Call) and layer.args:
+                pooled = 1 in _possible_values(script, layer.args[0])
+            elif name == "BatchNorm2d" and pooled:
+                return True
+            elif name not in ("Conv2d", "ReLU", "ReLU6", "SiLU", "Identity") or \
+                    name == "Conv2d" and not _pointwise(layer):
+                pooled = False
+    return False
+
+
+def _pointwise(conv: ast.AST) -> bool:
+    k = kwarg(conv, "kernel_size") if isinstance(conv, ast.Call) else None  # type: ignore
+    if k is None and isinstance(conv, ast.Call) and len(conv.args) >= 3:
+        k = conv.args[2]
+    return const_eval(k) in (1, [1, 1])
+
+
+def _possible_values(script: Script, expr: ast.AST) -> list:
+    """The values ``expr`` may take: a constant, or a loop variable over a constant list
+    (``for size in (1, 2, 3, 6)``)."""
+    v = const_eval(expr)
+    if v is not UNKNOWN:
+        return [1] if v in (1, [1, 1]) else [v]
+    if isinstance(expr, ast.Name):
+        n = expr
+        while (n := parent(n)) is not None:
+            gens = n.generators if isinstance(n, (ast.ListComp, ast.GeneratorExp)) else \
+                [n] if isinstance(n, (ast.For, ast.AsyncFor)) else []
+            for g in gens:
+                if isinstance(g.target, ast.Name) and g.target.id == expr.id:
+                    values = const_eval(g.iter)
+                    if values is UNKNOWN and isinstance(g.iter, ast.Name):
+                        values = _parameter_values(script, g.iter)
+                    return list(values) if isinstance(values, list) else []
+    return []
+
+
+def _parameter_values(script: Script, name: ast.Name) -> list | None:
+    """Every value a parameter takes: its default, and what each call in the file passes
+    (``PyramidPooling(width)`` keeps ``bins=(1, 2, 4)``); None when one is unknown."""
+    func = script.enclosing_function(name)
+    if func is None:
+        return None
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]
+    if name.id not in params:
+        return None
+    defaults = dict(zip(reversed(params), reversed(func.args.defaults)))
+    cls = script.enclosing_class(func)
+    callee = cls.name if cls is not None and func.name == "__init__" else func.name
+    index = params.index(name.id) - (1 if cls is not None else 0)
+    values: list = []
+    passed = []
+    for call in script.calls:
+        if (dotted(call.func) or "").rsplit(".", 1)[-1] != callee:
+            continue
+        given = kwarg(call, name.id) or (call.args[index] if 0 <= index < len(call.args)
+                                         else None)
+        if any(isinstance(a, ast.Starred) for a in call.args) or \
+                any(k.arg is None for k in call.keywords):
+            return None
+        passed.append(given)
+    for given in passed + ([defaults[name.id]] if name.id in defaults and
+                           (not passed or None in passed) else []):
+        if given is None:
+            continue
+        v = const_eval(given)
+        if not isinstance(v, list):
+            return None
+        values.extend(v)
+    return values or None

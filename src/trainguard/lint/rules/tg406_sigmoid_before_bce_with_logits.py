@@ -3,7 +3,9 @@
 ``BCEWithLogitsLoss`` applies the sigmoid itself
 (https://pytorch.org/docs/stable/generated/torch.nn.BCEWithLogitsLoss.html); a sigmoid before
 it squeezes predictions into (0.5, 0.73) and gradients vanish. The sigmoid is followed through
-names, ``nn.Sigmoid`` modules, ``nn.Sequential`` heads and same-file ``forward`` methods;
+names, shape ops, ``nn.Sigmoid`` modules, ``nn.Sequential`` heads, factories and the model
+class's ``forward`` (:mod:`trainguard.lint.activations`), and reported at the sigmoid when it is
+in the file;
 ``nn.BCELoss`` after a sigmoid is the right pairing and stays silent.
 """
 
@@ -40,6 +42,7 @@ def check(script: Script) -> Iterator[Hit]:
             if text:
                 edits = [Edit(act.lineno, act.col_offset, act.end_lineno or act.lineno,
                               act.end_col_offset or 0, text)]
-        yield Hit(call, f"sigmoid output (line {act.lineno}) is fed to BCEWithLogitsLoss, which "
-                        f"applies the sigmoid itself: the sigmoid is applied twice",
+        yield Hit(act, f"this sigmoid's output is fed to BCEWithLogitsLoss at "
+                       f"{script.at(call.lineno)}, which applies the sigmoid itself: the "
+                       f"sigmoid is applied twice and gradients vanish",
                   edits=edits, safe=False)

@@ -34,9 +34,9 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         flag = flags[0]
         value = node.value
-        yield Hit(node, f"cudnn.benchmark = True undoes the deterministic setting at line "
-                        f"{flag.lineno}: convolution algorithms are chosen by timing and differ "
-                        f"between runs",
+        yield Hit(node, f"cudnn.benchmark = True undoes the deterministic setting at "
+                        f"{script.at(flag.lineno)}: convolution algorithms are chosen by "
+                        f"timing and differ between runs",
                   fix="set torch.backends.cudnn.benchmark = False when the run must be "
                       "reproducible",
                   edits=[Edit(value.lineno, value.col_offset, value.end_lineno or value.lineno,

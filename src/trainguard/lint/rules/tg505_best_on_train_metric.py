@@ -3,7 +3,10 @@
 The training loss keeps falling while the model overfits, so a checkpoint chosen on it is the
 most overfit one, not the best. Fires on a comparison between a ``best*`` value and a value named
 for training (``train_loss``, ``train_acc``) or returned by a ``train*()`` function, where the
-comparison guards a save or an update of the best value.
+comparison guards a save or an update of the best value. The metric is followed through a
+plain assignment (``monitored = train_loss``, reported there) and through a parameter that
+every call fills with a training metric (``self.save(epoch, train_loss)`` into
+``def save(self, epoch, fitness)``, reported at the call).
 """
 
 from __future__ import annotations
@@ -33,21 +36,61 @@ def check(script: Script) -> Iterator[Hit]:
         if len(best) != 1:
             continue
         other = sides[1 - best[0]]
-        why = _train_metric(script, other)
-        if why is None or not _selects(node):
+        if not _selects(node):
             continue
-        yield Hit(node, f"the best model is chosen on {why}: a training metric keeps improving "
-                        f"while the model overfits",
+        why = _train_metric(script, other)
+        at: ast.AST = node
+        if why is not None and isinstance(other, ast.Name):
+            value = last_assignment(other.id, other)
+            if isinstance(value, (ast.Name, ast.Attribute)):
+                at = parent(value) or node  # `monitored = train_loss`: the line to change
+        if why is None:
+            found = _train_argument(script, other)
+            if found is None:
+                continue
+            at, why = found
+        yield Hit(at, f"the best model is chosen on {why}: a training metric keeps improving "
+                      f"while the model overfits",
                   fix="compare a validation metric (e.g. val_loss) against the best value")
 
 
-def _train_metric(script: Script, node: ast.AST) -> str | None:
+def _train_argument(script: Script, node: ast.AST) -> tuple[ast.AST, str] | None:
+    """A parameter (``def save(self, epoch, fitness)``) that every call of its function in the
+    file fills with a training metric (``self.save(epoch, train_loss)``): the call is where
+    to change it."""
+    if not isinstance(node, ast.Name):
+        return None
+    func = script.enclosing_function(node)
+    if func is None or node.id not in {a.arg for a in func.args.args}:
+        return None
+    from trainguard.lint.callgraph import bind_arguments
+
+    names = [a.arg for a in func.args.args]
+    if names and names[0] == "self":
+        names = names[1:]
+    found = []
+    for site in script.call_sites(func)[:8]:
+        arg = bind_arguments(names, site).get(node.id)
+        why = _train_metric(script, arg) if arg is not None else None
+        if why is None:
+            return None
+        found.append((site, why))
+    if not found:
+        return None
+    site, why = found[0]
+    return site, f"{why}, passed as `{node.id}` to {func.name}() at {script.at(site.lineno)}"
+
+
+def _train_metric(script: Script, node: ast.AST, depth: int = 2) -> str | None:
     name = dotted(node) or ""
     last = name.rsplit(".", 1)[-1]
     if _TRAIN.search(last) and not _VAL.search(last):
         return f"`{name}`"
     if isinstance(node, ast.Name):
         value = last_assignment(node.id, node)
+        if isinstance(value, (ast.Name, ast.Attribute)) and depth > 0:  # monitored = train_loss
+            inner = _train_metric(script, value, depth - 1)
+            return f"`{name}` (= {inner.strip('`').split('`')[0]})" if inner else None
         if isinstance(value, ast.Call):
             fname = (dotted(value.func) or "").rsplit(".", 1)[-1]
             if _TRAIN.search(fname) and not _VAL.search(fname):

@@ -2,6 +2,8 @@
 
 The sampler seeds its shuffle with ``seed + epoch``; without ``set_epoch`` every epoch uses the
 same order (https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler).
+Reported at the epoch loop (the loop around the training loop, or around the call of the
+function that holds it), where ``set_epoch`` goes; at the sampler when there is none.
 Silent for ``shuffle=False`` samplers (evaluation), when any ``set_epoch`` call is in the file,
 when the file has no training loop (the epochs run elsewhere) and when the sampler is handed to a
 helper other than ``DataLoader``.
@@ -32,9 +34,34 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         if is_false(kwarg(call, "shuffle")) or _handed_on(script, call):
             continue
-        yield Hit(call, "DistributedSampler shuffles with seed + epoch, but set_epoch() is never "
-                        "called: every epoch sees the same order",
-                  fix="call sampler.set_epoch(epoch) at the start of every epoch")
+        epoch_loop = _epoch_loop(script)
+        if epoch_loop is None:
+            yield Hit(call, "DistributedSampler shuffles with seed + epoch, but set_epoch() is "
+                            "never called: every epoch sees the same order",
+                      fix="call sampler.set_epoch(epoch) at the start of every epoch")
+        else:
+            yield Hit(epoch_loop, f"the epoch loop never calls set_epoch() on the "
+                                  f"DistributedSampler built at {script.at(call.lineno)}, which "
+                                  f"shuffles with seed + epoch: every epoch sees the same order",
+                      fix="call sampler.set_epoch(epoch) at the start of every epoch")
+        return
+
+
+def _epoch_loop(script: Script) -> ast.AST | None:
+    """The loop around the training loop (``for epoch in range(...)``), where ``set_epoch``
+    goes: the nearest loop enclosing a training loop, or enclosing a call of the function that
+    holds one."""
+    for loop in training_loops(script):
+        outer = script.enclosing_loops(loop)
+        if outer:
+            return outer[0]
+        func = loop if isinstance(loop, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
+            script.enclosing_function(loop)
+        for site in script.call_sites(func) if func is not None else []:
+            around = script.enclosing_loops(site)
+            if around:
+                return around[0]
+    return None
 
 
 def _handed_on(script: Script, sampler: ast.Call) -> bool:

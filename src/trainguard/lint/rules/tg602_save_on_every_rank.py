@@ -5,7 +5,8 @@ Under DDP every process runs the script; an unguarded ``torch.save(path)`` or Te
 log interleaved
 (https://pytorch.org/tutorials/intermediate/ddp_tutorial.html#save-and-load-checkpoints).
 Only in files that set up ``torch.distributed``. Silent for writes guarded by a rank check, a
-``master_process``/``is_main_process`` flag or an early ``return`` on non-zero ranks, inside
+``master_process``/``is_main_process`` flag, an early ``return`` on non-zero ranks or a
+``raise`` unless the world size is 1 (a single-process hook), inside
 helpers such as ``save_on_master`` or ``@rank_zero_only``, for per-rank file names, and for the
 distributed checkpoint API that every rank must call.
 """
@@ -23,6 +24,8 @@ from trainguard.lint.script import Script
 CODE = "TG602"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
 _DISTRIBUTED = re.compile(r"init_process_group|DistributedDataParallel|\bDDP\(")
+# ``if dist.get_world_size() != 1: raise ...``: what follows runs in a single process
+_WORLD = re.compile(r"world_size|num_processes|WORLD_SIZE|num_replicas", re.I)
 _GUARD = re.compile(r"rank|master|main_process|is_main|primary|zero|is_root|local_main|"
                     r"process_index|is_chief|leader|gpu_id|device_id|==\s*0\b", re.I)
 
@@ -90,7 +93,8 @@ def _early_return_block(block_owner: ast.AST, child: ast.AST) -> bool:
     if not isinstance(body, list) or child not in body:
         return False
     for s in body[:body.index(child)]:
-        if isinstance(s, ast.If) and _GUARD.search(ast.unparse(s.test)) and any(
-                isinstance(x, (ast.Return, ast.Continue)) for x in s.body):
+        if isinstance(s, ast.If) and (_GUARD.search(ast.unparse(s.test)) or
+                                      _WORLD.search(ast.unparse(s.test))) and any(
+                isinstance(x, (ast.Return, ast.Continue, ast.Raise)) for x in s.body):
             return True
     return False

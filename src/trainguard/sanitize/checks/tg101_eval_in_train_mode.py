@@ -31,10 +31,9 @@ training step is followed by that step's backward). Batches skipped on purpose c
 callers as the trained ones, or from callers that train later.
 
 Either way this is an evaluation or metric computed with Dropout dropping and BatchNorm using (and
-updating) batch statistics. Reported once per call at the cause: a ``train()`` call that switched
-the model out of eval mode with no backward between it and the evaluation (``validate()`` calling
-``model.train()`` before its metrics are computed; the watcher notes each user ``train()`` call),
-else the line that called the model (no ``eval()`` before it).
+updating) batch statistics. Reported at the line that called the model, once per call; when user
+code's ``train()`` undid an ``eval()`` of the model with no backward since, at that ``train()``
+(a ``self.train()`` left in a LightningModule's ``validation_step``: not a missing ``eval()``).
 
 Silent on: training forwards (a backward reaches the output; a second loss of the same output
 that is only logged does not make it an evaluation); forwards in a loop that calls backward or a
@@ -67,15 +66,15 @@ from typing import Any
 
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.sites import SiteReader
-from trainguard.sanitize.core.frames import frame_location, is_user_code, short_location
+from trainguard.sanitize.core.frames import frame_location, is_user_code
 from trainguard.sanitize.core.modes import active_in_training, describe
-from trainguard.sanitize.core.records import ForwardCall, LossCall, first_tensor
+from trainguard.sanitize.core.records import ForwardCall, LossCall, ModeCall, first_tensor
 from trainguard.sanitize.core.state import Unreached
 
 
 class _Candidate:
     __slots__ = ("outputs", "where", "model_name", "active", "grad_enabled", "fired", "trains",
-                 "followed", "callers", "loader", "loss", "backwards", "quiet", "restored")
+                 "followed", "callers", "loader", "loss", "backwards", "quiet", "reverted")
 
     def __init__(self, outputs: list[Any], where: Any, model_name: str, active: list[Any],
                  grad_enabled: bool) -> None:
@@ -92,9 +91,7 @@ class _Candidate:
         self.loss = ""  # ... and the loss its output goes to
         self.backwards = 0  # backward calls completed before it
         self.quiet: bool | None = None  # no backward ran before the next model call
-        # the line of a ``train()`` that switched the model out of eval mode with no backward
-        # between it and this call: the evaluation's mode was restored too early
-        self.restored: Any = None
+        self.reverted: Any = None  # the user's ``train()`` line that undid an ``eval()``
 
 
 class EvalInTrainMode(Check):
@@ -119,12 +116,19 @@ class EvalInTrainMode(Check):
         self.loaders: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self.loader_desc: dict[int, str] = {}
         self.loader = 0
+        # (weak reference, line, backward calls then, after a library's eval()): the last train()
+        # user code called on a module in eval mode (``on_mode``)
+        self.train_at: tuple[Any, Any, int, bool] | None = None
 
     def on_root_forward(self, call: ForwardCall) -> None:
         if self.waiting:
             self._settle_waiting()
         self._resolve()
-        if not call.training or self.state.in_backward or not call.direct:
+        if not call.training or self.state.in_backward:
+            return
+        if not call.direct:  # (a library's call: only the user's own train() is the cause)
+            if not call.grad_enabled and self.train_at is not None:
+                self._library_eval(call)
             return
         active = active_in_training(call.module)
         if not active:
@@ -134,10 +138,7 @@ class EvalInTrainMode(Check):
             return
         cand = _Candidate(outputs, call.where, type(call.module).__name__, active,
                           call.grad_enabled)
-        trained = self.state.train_at.get(id(call.module))
-        if (trained is not None and trained[3] and trained[2] == self.state.backward_count
-                and trained[0]() is call.module):
-            cand.restored = trained[1]
+        cand.reverted = self._reverted_at(call.module)
         self.candidates.append(cand)
         del self.candidates[:-8]
         uses = self.sites.uses(call.where)
@@ -160,6 +161,26 @@ class EvalInTrainMode(Check):
         for tensor in graphs:
             self.metric_outputs.add(tensor, (cand, fed))
         self.arm()
+
+    def on_mode(self, call: ModeCall) -> None:
+        if call.mode and not call.was_training and call.direct:  # a train() undoing an eval()
+            self.train_at = (weakref.ref(call.module), call.where, self.state.backward_count,
+                             call.after_library_eval)
+
+    def _library_eval(self, call: ForwardCall) -> None:
+        """A library's evaluation loop (a ``Trainer``'s ``prediction_step``) called the model under
+        ``no_grad`` after user code (a callback) undid that loop's ``eval()``: reported at the
+        user's ``train()``. ``swa_utils.update_bn`` after the user's own ``eval()`` is silent."""
+        found = self.train_at
+        if found is None or not found[3]:  # (a library other than an evaluation loop: update_bn)
+            return
+        reverted = self._reverted_at(call.module)
+        active = active_in_training(call.module) if reverted is not None else None
+        if not active:
+            return
+        cand = _Candidate([], call.where, type(call.module).__name__, active, False)
+        cand.reverted = reverted
+        self._fire(cand, "under torch.no_grad(), called by the library's evaluation loop")
 
     def _follow_trainer(self, cand: _Candidate, loss: str) -> None:
         """A forward inside a function that trains (by the source) fed a loss.
@@ -314,29 +335,34 @@ class EvalInTrainMode(Check):
         if cand.fired:
             return
         cand.fired = True
-        if cand.restored is not None:
-            # the cause: a train() that switched the model back from eval mode before this
-            # evaluation, with no backward in between
-            finding = self.report(
-                f"this train() put {cand.model_name} back in training mode before the evaluation "
-                f"forward at {short_location(cand.where)} ran ({describe(cand.active)} active) "
-                f"{how}: it is computed with Dropout dropping and BatchNorm using and updating "
-                "batch statistics",
-                fix="call model.train() only after the evaluation is done (at the start of the "
-                    "next training epoch)",
-                where=cand.restored,
-            )
-        else:
-            finding = self.report(
-                f"{cand.model_name} ran in training mode ({describe(cand.active)} active) {how}: "
-                "this is an evaluation, computed with Dropout dropping and BatchNorm using and "
-                "updating batch statistics",
-                fix="call model.eval() before evaluating (and model.train() before training "
-                    "again)",
-                where=cand.where,
-            )
+        fix = "call model.eval() before evaluating (and model.train() before training again)"
+        where, after = cand.where, ""
+        if cand.reverted is not None:  # the cause: a train() that undid the eval() before it
+            where, after = cand.reverted, (
+                f"; the model was in eval mode until this train() call put it back in training "
+                f"mode, and the evaluation at {_line(cand.where)} followed with no backward "
+                "in between")
+            fix = ("remove this train() call from the evaluation (the evaluation loop put the "
+                   "model in eval mode; training mode comes back before the next training step)")
+        finding = self.report(
+            f"{cand.model_name} ran in training mode ({describe(cand.active)} active) {how}: this is an "
+            "evaluation, computed with Dropout dropping and BatchNorm using and updating batch "
+            f"statistics{after}",
+            fix=fix,
+            where=where,
+        )
         if finding is not None and count > 1:  # calls decided together: one report each
             finding.count += count - 1
+
+    def _reverted_at(self, module: Any) -> Any:
+        """The line of the user's ``train()`` that put ``module`` (or a module holding it) back in
+        training mode from eval mode, with no backward since (the same evaluation), or None."""
+        found = self.train_at
+        if found is None or found[2] != self.state.backward_count:
+            return None
+        owner = found[0]()
+        return found[1] if owner is not None and (
+            owner is module or any(m is module for m in owner.modules())) else None
 
 
 def _callers(where: Any, depth: int = 6) -> tuple | None:

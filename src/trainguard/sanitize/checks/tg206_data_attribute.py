@@ -1,8 +1,10 @@
 """TG206 data-attribute, at run time: two parameters made to share one storage.
 
-What it watches: at each checked ``optimizer.step()`` (``on_step_pre``), the parameters the
+What it watches: at a checked ``optimizer.step()`` (``on_step_pre``), the parameters the
 stepping optimizer holds and those of every model seen, by storage address (``data_ptr()``, which
-includes the offset; no value is read, so CUDA is not synchronized).
+includes the offset; no value is read, so CUDA is not synchronized). A shared storage stays shared
+until the next ``.data`` assignment, so for each optimizer it looks at most once per
+:data:`EVERY` optimizer steps (every step during the first 8, then more and more seldom).
 
 When it fires: two distinct parameter objects, at least one of them held by the stepping
 optimizer, start at the same address of the same device. That is what ``p.data = q.data`` (or
@@ -17,7 +19,7 @@ Silent: weights tied by assigning the Parameter itself (``decoder.weight = encod
 object), copies (``p.data.copy_(q.data)``, ``load_state_dict``), views at other offsets of one
 flat buffer (FSDP's ``use_orig_params``, cuDNN's flattened RNN weights), empty parameters.
 
-Cost: on each checked step, one ``data_ptr()`` per parameter of the stepping optimizer and of the
+Cost: when it looks, one ``data_ptr()`` per parameter of the stepping optimizer and of the
 models seen (about 0.3 us each); at a finding, one parse of one source file (cached, bounded by
 ``bounds.SOURCE_CHARS``).
 
@@ -37,29 +39,38 @@ from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import Location, user_location
 
 
+EVERY = 16
+"""At most this many optimizer steps (counted over all optimizers) between two looks at one
+optimizer's parameters."""
+
+
 class DataAttribute(Check):
     code = "TG206"
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.reported: set[frozenset[int]] = set()  # pairs of id(param) already reported
+        self.next_look: dict[int, int] = {}  # id(optimizer) -> State.step of its next look
 
     def on_step_pre(self, optimizer: Any) -> None:
-        held = {id(p) for g in optimizer.param_groups for p in g["params"]}
-        names = _names(list(self.state.models))
-        by_place: dict[tuple[str, int], Any] = {}
-        for p in _unique([p for g in optimizer.param_groups for p in g["params"]],
-                         [p for m in self.state.models for p in m.parameters()]):
+        step = self.state.step
+        if step < self.next_look.get(id(optimizer), 0):
+            return
+        self.next_look[id(optimizer)] = step + min(EVERY, 1 + step // 8)
+        stepped = [p for g in optimizer.param_groups for p in g["params"]]
+        held = {id(p) for p in stepped}
+        by_place: dict[tuple[Any, int], Any] = {}
+        for p in _unique(stepped, _model_parameters(self.state.models)):
             if p.numel() == 0 or p.device.type == "meta":
                 continue
-            place = (str(p.device), p.data_ptr())
+            place = (p.device, p.data_ptr())
             other = by_place.setdefault(place, p)
             if other is p or (id(p) not in held and id(other) not in held):
                 continue
             pair = frozenset((id(p), id(other)))
             if pair not in self.reported:
                 self.reported.add(pair)
-                self._report(other, p, names, held, optimizer)
+                self._report(other, p, _names(list(self.state.models)), held, optimizer)
 
     def _report(self, a: Any, b: Any, names: dict[int, tuple[str, str, int]], held: set[int],
                 optimizer: Any) -> None:
@@ -77,6 +88,13 @@ class DataAttribute(Check):
                 "torch.no_grad(), or load_state_dict); to tie weights on purpose, assign the "
                 "Parameter itself (`b.weight = a.weight`)",
             where=where)
+
+
+def _model_parameters(models: Any) -> list[Any]:
+    """The parameters registered on ``models`` and their submodules (read from each module's
+    ``_parameters``: ``model.parameters()`` without its generators, duplicates kept)."""
+    return [p for model in models for module in model.modules()
+            for p in module._parameters.values() if p is not None]
 
 
 def _unique(*groups: list[Any]) -> list[Any]:

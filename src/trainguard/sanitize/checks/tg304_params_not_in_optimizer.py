@@ -63,7 +63,8 @@ from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import user_location
 from trainguard.sanitize.core.graph import LOSS_OUT, node_metadata, stamped_models, weighs_losses
-from trainguard.sanitize.core.params import all_parameters, held_ids, no_gradients, value_sum
+from trainguard.sanitize.core.params import (ParamMap, all_parameters, held_ids, no_gradients,
+                                             value_sum)
 from trainguard.sanitize.core.records import graph_tensors
 
 _CONFIRM_AFTER = 5  # steps between noting a suspect and confirming it
@@ -147,9 +148,8 @@ class ParamsNotInOptimizer(Check):
         super().__init__(bus)
         self.next_step = 1  # the step before which the next look is made
         self.suspects: dict[int, _Suspect] = {}  # id(param): noted at the last look
-        # id(param) -> weakref, for parameters reported or found trained some other way; ids are
-        # reused once a parameter is freed (a new model per fold), so the weakref must match
-        self.done: dict[int, Any] = {}
+        self.done = ParamMap()  # parameters reported, or found trained some other way
+        self.added_at = ParamMap()  # parameter -> the user's line that added it (on_params_added)
         self.idle: weakref.WeakSet[Any] = weakref.WeakSet()  # optimizers found by gc, not stepped
         self.where: Any = None  # the step line where the suspects were noted
         # What the looks read, replaced at each look after which checked steps brought a new
@@ -223,7 +223,7 @@ class ParamsNotInOptimizer(Check):
             else:
                 old.release()
                 if old.changed(p):
-                    self._done(p)  # updated by other means: trained after all
+                    self.done[p] = True  # updated by other means: trained after all
                 else:
                     confirmed.append(old)
         for old in noted.values():
@@ -237,6 +237,10 @@ class ParamsNotInOptimizer(Check):
                                  else max(_CONFIRM_AFTER, min(step, _EVERY)))
         if confirmed:
             self._report(self._not_held_by_idle(confirmed))
+
+    def on_params_added(self, module: Any, params: list, where: Any) -> None:
+        for p in params:  # (a head assigned to a model already built, a parameter made in a hook)
+            self.added_at[p] = where
 
     def release(self) -> None:
         for v in self.suspects.values():
@@ -287,7 +291,7 @@ class ParamsNotInOptimizer(Check):
                     cause = type(optimizer).__name__
             for name, p, listed in named:
                 if (p.requires_grad and p.grad is not None and id(p) not in held
-                        and not self._is_done(p)):
+                        and p not in self.done):
                     out[id(p)] = (p, name, type(model).__name__, cause, listed, series)
         return out
 
@@ -330,20 +334,7 @@ class ParamsNotInOptimizer(Check):
             if o not in self.idle:
                 self.idle.add(o)
         held = held_ids([*self.state.optimizers, *self.idle])
-        out = []
-        for v in still:
-            p = v.ref()
-            if p is not None and id(p) in held:
-                continue
-            out.append(v)
-        return out
-
-    def _done(self, p: Any) -> None:
-        self.done[id(p)] = weakref.ref(p)
-
-    def _is_done(self, p: Any) -> bool:
-        ref = self.done.get(id(p))
-        return ref is not None and ref() is p
+        return [v for v in still if id(v.ref()) not in held]  # (a freed one: id(None))
 
     def _report(self, still: list[_Suspect], where: Any = None) -> None:
         if not still:
@@ -351,7 +342,7 @@ class ParamsNotInOptimizer(Check):
         for v in still:
             p = v.ref()
             if p is not None:
-                self._done(p)
+                self.done[p] = True
         total = sum(v.numel for v in still)
         names = ", ".join(f"`{v.name}` {v.shape}" for v in still[:4])
         more = f" and {len(still) - 4} more" if len(still) > 4 else ""
@@ -390,9 +381,14 @@ class ParamsNotInOptimizer(Check):
                     "is built",
                 where=where)
         else:
+            why = ("the optimizer was built before they were added, replaced or unfrozen, or "
+                   "they were left out of it without being frozen")
+            added = next((a for a in (self.added_at.get(v.ref()) for v in still) if a), None)
+            if added is not None:  # the cause: the line that added them
+                where, why = added, (f"this line added {them} to a model already built, and "
+                                     f"no optimizer was given {them} afterwards")
             self.report(
-                f"{head} (the optimizer was built before they were added, replaced or unfrozen, "
-                "or they were left out of it without being frozen)",
+                f"{head} ({why})",
                 fix="to train them, build the optimizer after the model is complete, or add them "
                     "with optimizer.add_param_group({'params': [...]}); to keep them fixed, call "
                     "requires_grad_(False) on them (no gradient is then computed)",

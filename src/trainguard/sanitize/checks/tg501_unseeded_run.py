@@ -11,7 +11,8 @@ generator. No drawing function is wrapped.
 
 When it fires: a generator the run did not seed was drawn from after the run asked to be
 reproducible: runs differ even with the same seed. Reported once per generator, at the user's line
-that first asked (where the missing seed belongs). When the run seeds that generator later, the
+that first asked (where the missing seed belongs); when the run had seeded it and a later call
+reseeded it from the OS (``np.random.seed()`` in an epoch hook), at that call. When the run seeds that generator later, the
 finding points at that late seed instead: the draws before it differ every run.
 
 Under a ``trainguard.watch()`` block opened by a script that is already running (and
@@ -81,6 +82,8 @@ class UnseededRun(Check):
         # different one later means torch was seeded by a path no wrapper sees
         # (``torch.default_generator.manual_seed(0)``)
         self.torch_seed = _initial_seed()
+        # family -> (line, call) of a reseeding from the OS after the ask (``np.random.seed()``)
+        self.reseeded_at: dict[Family, tuple[Location | None, str]] = {}
 
     def on_repro_pre(self, name: str, value: Any) -> None:
         family = SEEDS.get(name)
@@ -106,6 +109,8 @@ class UnseededRun(Check):
                 self.torch_seed = _initial_seed()
             if not fixed and self.asked_at is not None:
                 self.ref[family] = snapshot(family)  # reseeded from the OS: draws from now count
+                # (the cause, when the run had seeded it: that seeding is undone here)
+                self.reseeded_at[family] = (user_location(), call_text(name, value))
         if self.asked_at is None and asks(name, value):
             self.asked_at = user_location()
             self.asked_by = call_text(name, value)
@@ -153,6 +158,18 @@ class UnseededRun(Check):
         if not found:
             return
         self.done.update(found)
+        for f in [f for f in found if f in self.reseeded_at]:
+            found.remove(f)
+            line, call = self.reseeded_at[f]
+            self.report(
+                f"{call} here reseeds {DESCRIBE[f]} from the OS after this run asked to be "
+                f"reproducible ({self.asked_by} at line {self.asked_at[1]}), and the run drew "
+                f"from it afterwards (seen {moment}): those draws differ every run",
+                fix=f"remove this call, or give it a seed derived from the run's seed "
+                    f"({HOW[f]})",
+                where=line)
+        if not found:
+            return
         seeded = [f for f in FAMILIES if self.seeded[f] and f in self.observed]
         what = f"seeds {', '.join(seeded)}" if seeded else "asks to be reproducible"
         self.report(

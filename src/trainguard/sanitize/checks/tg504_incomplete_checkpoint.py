@@ -14,8 +14,9 @@ Where: the ``torch.save`` line, or, when ``torch.save`` sits in a helper that wa
 called the helper with it, where the dict is built and the optimizer's state belongs.
 
 Silent on: a bare ``model.state_dict()`` (an export for inference), dicts without a progress
-counter, checkpoints that include ``optimizer.state_dict()`` (or the optimizer object), runs without
-an optimizer step.
+counter, checkpoints that include ``optimizer.state_dict()`` (or the optimizer object), also as a
+list of them (Lightning's ``optimizer_states``, one per optimizer), runs without an optimizer step.
+A checkpoint is judged by what it holds, not by its key names.
 
 Cost: per ``torch.save`` of a dict, one pass over its items (a state_dict's tensors checked by
 type) and the user frames that passed the dict down.
@@ -92,8 +93,12 @@ def _is_model_state(value: Any) -> bool:
 
 
 def _is_optimizer_state(value: Any) -> bool:
+    """An optimizer, its ``state_dict()``, or a non-empty list or tuple of them (Lightning's
+    ``optimizer_states``)."""
     import torch
 
+    if isinstance(value, (list, tuple)) and value:
+        return all(_is_optimizer_state(v) for v in value)
     if isinstance(value, torch.optim.Optimizer):
         return True
     return isinstance(value, Mapping) and "state" in value and "param_groups" in value

@@ -10,7 +10,10 @@ calls ``torch.save`` itself. A checkpoint is a pickle: loading one from elsewher
 shared drive) runs whatever code it carries.
 
 Silent on: ``weights_only=True`` or the torch >= 2.6 default; files written earlier in this run;
-scripts that save their own checkpoints (resuming from one's own file); file objects and buffers.
+scripts that save their own checkpoints (resuming from one's own file); file objects and buffers;
+loads made by a library's code (``accelerator.load_state()`` restores the objects registered for
+checkpointing with ``weights_only=False``): only a ``torch.load`` in the user's code is a line the
+user can change.
 
 Cost: per ``torch.load``, its keyword arguments and one scan of the calling script's lines for
 ``torch.save(``.
@@ -28,7 +31,7 @@ import sys
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import user_location
+from trainguard.sanitize.core.frames import is_trainguard_file, is_user_code, user_location
 
 
 def _default_is_safe() -> bool:
@@ -64,7 +67,7 @@ class UnsafeTorchLoad(Check):
             if self.safe_default:
                 return
         path = os.path.abspath(os.fspath(f))
-        if path in self.written:
+        if path in self.written or not _called_by_user(sys._getframe(1)):
             return
         where = user_location(sys._getframe(1))
         if where is not None and _saves_itself(where[0]):
@@ -78,6 +81,15 @@ class UnsafeTorchLoad(Check):
                 "torch.serialization.add_safe_globals), and load full pickles only from sources "
                 "you trust",
             where=where)
+
+
+def _called_by_user(frame: Any) -> bool:
+    """Whether the code that called ``torch.load`` (the first frame outside trainguard) is the
+    user's: a load inside a library (Accelerate's ``load_state`` of the objects registered for
+    checkpointing) is that library's choice, and the user has no line to change."""
+    while frame is not None and is_trainguard_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame is not None and is_user_code(frame.f_code)
 
 
 def _saves_itself(path: str) -> bool:

@@ -60,10 +60,11 @@ class _Clock:
     """The event the watcher is sending now: when it started (``perf_counter()``, None between
     events and on settled steps) and the watchdog that knows its deadline."""
 
-    __slots__ = ("start", "dog")
+    __slots__ = ("start", "start_cpu", "dog")
 
     def __init__(self) -> None:
         self.start: float | None = None
+        self.start_cpu = 0.0  # process_time() when that event started
         self.dog: Any = None  # a Watchdog, with deadline(start) -> perf_counter() time
 
 
@@ -73,7 +74,8 @@ clock = _Clock()
 def check_deadline() -> None:
     """Raise :class:`Overrun` when the event running now is past its deadline."""
     start = clock.start
-    if start is not None and time.perf_counter() > clock.dog.deadline(start):
+    if (start is not None and time.perf_counter() > clock.dog.deadline(start)
+            and clock.dog.cpu_past(clock.start_cpu)):
         raise Overrun()
 
 

@@ -17,7 +17,11 @@ settled stretch this halves that part of the cost.
 The first call that differs from the settled cycle (an evaluation pass, ``model.eval()``, a forward
 under ``torch.no_grad()``, a new line, other loss shapes, a call raising) ends the settled state
 before the checks would have seen it: that call and every later one go to the checks, until the loop
-settles again. Checks are told with ``on_resume(boundary)`` that they did not see some calls:
+settles again. A loop that comes back to a cycle it had settled on before (training again after an
+epoch's evaluation pass, as Lightning's and Hugging Face's trainers run every epoch) settles again
+after ``resettle_after`` (2) identical clean cycles instead of ``settle_after``: the checks saw
+that exact cycle clean ``settle_after`` times already, and any call that differs from it still
+goes to them. Checks are told with ``on_resume(boundary)`` that they did not see some calls:
 ``boundary`` is True when they resume at the start of a cycle, False when the calls of the cycle
 in progress up to this one were not seen.
 
@@ -94,6 +98,8 @@ class Cadence:
 
     Args:
         settle_after: identical clean cycles in a row before steps are settled.
+        resettle_after: the same for a cycle the loop had settled on before (at most
+            ``settle_after``).
         every: while settled, one cycle in ``every`` is checked in full...
         every_later: ... and one in ``every_later`` (default ``2 * every``; 1 when ``every`` is 1)
             once ``later_after`` samples in a row found the settled cycle clean and unchanged (a
@@ -112,16 +118,19 @@ class Cadence:
     """
 
     def __init__(self, *, settle_after: int = 8, every: int = 16, every_later: int | None = None,
-                 later_after: int = 8, enabled: bool = True,
+                 later_after: int = 8, resettle_after: int = 2, enabled: bool = True,
                  resume: Callable[[bool], None] | None = None,
                  settle: Callable[[], None] | None = None) -> None:
         if every_later is None:  # twice as sparse (every == 1 stays 1: every cycle checked)
             every_later = 2 * every if every > 1 else 1
-        if settle_after < 1 or every < 1 or every_later < 1 or later_after < 0:
+        if settle_after < 1 or every < 1 or every_later < 1 or later_after < 0 or not (
+                1 <= resettle_after <= settle_after):
             raise ValueError("settle_after, every and every_later must be at least 1, "
-                             "later_after at least 0")
+                             "later_after at least 0, resettle_after from 1 to settle_after")
         self.enabled = enabled
         self.settle_after = settle_after
+        self.resettle_after = resettle_after
+        self._known: list[list[Any]] = []  # the cycles settled on so far (the last 4)
         self.every = every
         self.every_later = every_later
         self.later_after = later_after
@@ -278,11 +287,13 @@ class Cadence:
         else:
             self._streak = 1 if clean else 0
             self._last, self._last_loops = cycle, loops
-        if self._streak >= self.settle_after:
+        if self._streak >= (self.resettle_after if cycle in self._known else self.settle_after):
             self._match = [*cycle, _END]
             self._loops = self._last_loops
             self.settled += 1
             self._samples = 0
+            if cycle not in self._known:
+                self._known = [*self._known[-3:], cycle]
             self._settle()
 
     def _adopt(self, optimizer: Any) -> None:

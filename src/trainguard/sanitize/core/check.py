@@ -76,6 +76,13 @@ Events (arguments are what PyTorch passed; nothing is copied):
   an ``nn.Sigmoid``; ``where`` is the user's line.
 - ``on_functional(name, args, kwargs)``: a watched ``torch.nn.functional`` function other than a
   loss (``"dropout"``, ``"dropout2d"``, ...).
+- ``on_mode(call)``: an outermost ``Module.train(mode)``/``eval()`` call is about to run (not the
+  calls it makes on the children); a :class:`~trainguard.sanitize.core.records.ModeCall`. Runs
+  call these once per epoch or evaluation (a Hugging Face ``Trainer``: once per step).
+- ``on_params_added(module, params, where)``: user code registered parameters (``params``, a
+  list) on ``module`` outside every module's ``__init__``: a parameter or a submodule assigned to
+  a model already built (``model.head = nn.Linear(...)``, ``model[2] = ...``, a parameter made in
+  a training hook); ``where`` is the user's line. Modules being built do not send it.
 - ``on_save(obj, f)`` / ``on_load(f, kwargs)``: ``torch.save`` / ``torch.load`` was called.
 - ``on_resume(boundary)``: once the training loop has settled, steps that repeat the settled cycle
   exactly are not checked (``sanitize/core/cadence.py``): one in 16 is (one in 32 after 8 clean
@@ -122,7 +129,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
     from trainguard.findings import Finding
-    from trainguard.sanitize.core.records import BackwardCall, ForwardCall, LossCall
+    from trainguard.sanitize.core.records import BackwardCall, ForwardCall, LossCall, ModeCall
     from trainguard.sanitize.core.state import State
     from trainguard.sanitize.core.bus import Bus
 
@@ -133,7 +140,7 @@ EVENTS = (
     "on_backward_done", "on_backward_failed", "on_step_pre", "on_step", "on_zero_grad",
     "on_functional", "on_save", "on_load", "on_exit", "on_error", "on_scheduler_step", "on_clip",
     "on_sampler_iter", "on_repro_pre", "on_repro", "on_loader_iter", "on_resume", "on_settle",
-    "on_built",
+    "on_built", "on_mode", "on_params_added",
 )
 
 
@@ -234,6 +241,8 @@ class Check:
     def on_resume(self, boundary: bool) -> None: ...
     def on_settle(self) -> None: ...
     def on_functional(self, name: str, args: tuple, kwargs: dict) -> None: ...
+    def on_mode(self, call: ModeCall) -> None: ...
+    def on_params_added(self, module: Any, params: list, where: Any) -> None: ...
     def on_save(self, obj: Any, f: Any) -> None: ...
     def on_load(self, f: Any, kwargs: dict) -> None: ...
     def on_exit(self) -> None: ...

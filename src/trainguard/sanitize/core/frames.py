@@ -28,7 +28,8 @@ __all__ = ["Location", "user_frame", "user_frames", "user_location", "frame_loca
 
 Location = tuple[str, int, int]  # (path, 1-based line, 1-based column)
 
-_TRAINGUARD = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the trainguard package (this file is trainguard/sanitize/core/frames.py)
+_TRAINGUARD = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _STDLIB = {os.path.abspath(p) for p in
            {sysconfig.get_paths().get("stdlib", ""), sysconfig.get_paths().get("platstdlib", "")} if p}
 # console scripts (``bin/trainguard``, ``bin/torchrun``): the folders pip installs entry points into
@@ -49,7 +50,8 @@ def is_trainguard_file(filename: str) -> bool:
 def is_user_file(filename: str) -> bool:
     """True for a file the user wrote (a script, a test, their package in a source checkout)."""
     if not filename or filename.startswith("<"):
-        return filename.startswith("<stdin") or filename.startswith("<string")
+        # (IPython names a cell's code ``<ipython-input-N-HASH>``; ipykernel, a temporary .py)
+        return filename.startswith(("<stdin", "<string", "<ipython-input-"))
     path = os.path.abspath(filename)
     if "site-packages" in path or "dist-packages" in path:
         return False

@@ -53,7 +53,8 @@ def _candidates(model: Any) -> list[Any]:
         return entry[1]
     found = [m for m in model.modules() if rule_of(m) is not None]
     key = id(model)
-    _cache[key] = [weakref.ref(model, lambda _, key=key: _cache.pop(key, None)), found, 0]
+    _cache[key] = [weakref.ref(model, lambda _, key=key, cache=_cache: cache.pop(key, None)),
+                   found, 0]
     return found
 
 

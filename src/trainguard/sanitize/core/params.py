@@ -5,16 +5,18 @@
   https://pytorch.org/docs/stable/generated/torch.nn.ModuleList.html says why they must be);
 - :func:`held_ids`: the ``id()`` of every parameter some optimizer holds;
 - :func:`no_gradients`: whether no optimizer holds a non-zero gradient;
-- :func:`value_sum`: a value fingerprint of one parameter.
+- :func:`value_sum`: a value fingerprint of one parameter;
+- :class:`ParamMap`: values keyed by parameter, held weakly.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from trainguard.sanitize.core.values import readable
 
-__all__ = ["all_parameters", "held_ids", "no_gradients", "value_sum"]
+__all__ = ["ParamMap", "all_parameters", "held_ids", "no_gradients", "value_sum"]
 
 
 def value_sum(p: Any) -> float | None:
@@ -90,3 +92,28 @@ def _unregistered_in(model: Any, prefix: str, module: Any, out: list[tuple[str, 
 def held_ids(optimizers: list[Any]) -> set[int]:
     """``id()`` of every parameter in the ``param_groups`` of ``optimizers``."""
     return {id(p) for o in optimizers for g in o.param_groups for p in g["params"]}
+
+
+class ParamMap:
+    """Values keyed by parameter, held weakly. ``id()`` is reused once a parameter is freed (a new
+    model per fold), so an entry counts only while its weak reference gives the same parameter;
+    entries of freed parameters are dropped once there are more than ``limit``."""
+
+    __slots__ = ("_items", "limit")
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._items: dict[int, tuple[Any, Any]] = {}
+        self.limit = limit
+
+    def __setitem__(self, p: Any, value: Any) -> None:
+        self._items[id(p)] = (weakref.ref(p), value)
+        if len(self._items) > self.limit:
+            self._items = {k: v for k, v in self._items.items() if v[0]() is not None}
+
+    def get(self, p: Any, default: Any = None) -> Any:
+        found = self._items.get(id(p))
+        return found[1] if found is not None and found[0]() is p else default
+
+    def __contains__(self, p: Any) -> bool:
+        found = self._items.get(id(p))
+        return found is not None and found[0]() is p

@@ -1,5 +1,6 @@
 """The records that events carry: :class:`ForwardCall`, :class:`LossCall`, :class:`BackwardCall`,
-and :class:`Made`, the stamp on an outermost output's ``grad_fn`` (``probes/stamps.py``)."""
+:class:`ModeCall`, and :class:`Made`, the stamp on an outermost output's ``grad_fn``
+(``probes/stamps.py``)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ class Made:
         self.output = output
         self.kwargs = kwargs
 
-__all__ = ["MADE", "Made", "ForwardCall", "LossCall", "BackwardCall", "first_tensor", "graph_tensors"]
+__all__ = ["MADE", "Made", "ForwardCall", "LossCall", "BackwardCall", "ModeCall", "first_tensor",
+           "graph_tensors"]
 
 
 _NO_KWARGS: dict = {}
@@ -135,6 +137,42 @@ class BackwardCall:
         self.step = step
         self.failed = False
         self.facts: dict[str, Any] = {}
+
+
+class ModeCall:
+    """An outermost ``Module.train(mode)`` call (``eval()`` is ``train(False)``), before it runs.
+
+    Attributes:
+        module: the module whose mode is set (its children follow).
+        mode: the mode asked for (True: training).
+        was_training: ``module.training`` before the call.
+        direct: the call was made by user code (past ``train``/``eval`` overrides that call
+            ``super()``'s, such as ``transformers.PreTrainedModel.train``), not by a library's
+            loop (Lightning's or a ``Trainer``'s evaluation loop).
+        after_library_eval: the last ``eval()`` was a library's call on this same module (an
+            evaluation loop's), and this call asks for training mode.
+        where: the user's line (found on first use; None outside user code).
+    """
+
+    __slots__ = ("module", "mode", "was_training", "direct", "after_library_eval", "_where",
+                 "_frame")
+
+    def __init__(self, module: Any, mode: bool, was_training: bool, direct: bool,
+                 frame: Any) -> None:
+        self.module = module
+        self.mode = mode
+        self.was_training = was_training
+        self.direct = direct
+        self.after_library_eval = False
+        self._where: Location | None = None
+        self._frame = frame  # only during the event: ``where`` is found from it on first use
+
+    @property
+    def where(self) -> Location | None:
+        if self._where is None and self._frame is not None:
+            self._where = user_location(self._frame)
+            self._frame = None
+        return self._where
 
 
 def first_tensor(value: Any, *, limit: int = 4) -> list[Any]:

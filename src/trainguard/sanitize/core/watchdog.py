@@ -9,6 +9,12 @@ explanation of an error) and gives it a deadline (``bounds.deadline``) that the 
 - at exit (the exit analyses, the explanation of the error the script died of), :data:`EXIT_S`
   (2 s) for all of it together.
 
+A deadline passed on the wall clock counts only if the process's CPU time says the same (the
+checks' CPU time past SHARE of the run's, or the exit work past EXIT_S of CPU time): on a machine
+whose cores are busy with other processes, waiting for a core stretches a check's wall time but
+not its CPU time, and a check is never stopped for the machine's load. A check that really
+takes the time spends it on both clocks (a run waiting on I/O keeps the wall-clock rule).
+
 A check past its deadline is stopped where it is (its walk raises ``bounds.Overrun``), or, if it
 does not walk, once the event returns (the check that took the most time: an event slower than
 :data:`SLOW_S` has its checks timed one by one from its next occurrence, ``Check.spent_s``; the
@@ -38,15 +44,21 @@ class Watchdog:
 
     Attributes:
         started: ``perf_counter()`` when the watcher started.
+        started_cpu: ``process_time()`` (CPU seconds of the process) when the watcher started.
         total: seconds all the checks have taken (events the watcher timed).
+        total_cpu: CPU seconds the same events took.
         exit_start: ``perf_counter()`` when the exit work began, or None before it.
+        exit_start_cpu: ``process_time()`` when the exit work began.
         exit_s: seconds the exit work took (set by the watcher when it is over).
     """
 
     def __init__(self) -> None:
         self.started = time.perf_counter()
+        self.started_cpu = time.process_time()
         self.total = 0.0
+        self.total_cpu = 0.0
         self.exit_start: float | None = None
+        self.exit_start_cpu = 0.0
         self.exit_s = 0.0
         self.slow: set[str] = set()  # events whose last occurrence took more than SLOW_S
 
@@ -54,6 +66,7 @@ class Watchdog:
         """The exit work begins now (once: the error's explanation, then the exit analyses)."""
         if self.exit_start is None:
             self.exit_start = time.perf_counter()
+            self.exit_start_cpu = time.process_time()
 
     def deadline(self, start: float) -> float:
         """The time an event that started at ``start`` must be over by: during the run, when the
@@ -65,11 +78,28 @@ class Watchdog:
         return max(start + FLOOR_S - self.total, by_share)
 
     def overrun(self, now: float) -> bool:
-        """Whether the checks are past their share of the run (or the exit work past its time)."""
+        """Whether the checks are past their share of the run (or the exit work past its time),
+        on the wall clock and on the CPU clock both (the events timed so far)."""
         if self.exit_start is not None:
-            return now > self.exit_start + EXIT_S
-        return self.total > FLOOR_S and self.total > SHARE * (now - self.started)
+            return now > self.exit_start + EXIT_S and self.cpu_past(None)
+        return _past_share(self.total, now - self.started) and self.cpu_past(None)
+
+    def cpu_past(self, event_start_cpu: float | None) -> bool:
+        """Whether the CPU clock agrees that the checks are past their share (during the run) or
+        the exit work past EXIT_S, counting the event running since ``event_start_cpu``
+        (``process_time()``; None: only the events already added to ``total_cpu``)."""
+        now = time.process_time()
+        if self.exit_start is not None:
+            return now - self.exit_start_cpu > EXIT_S
+        spent = self.total_cpu + (now - event_start_cpu if event_start_cpu is not None else 0.0)
+        return _past_share(spent, now - self.started_cpu)
 
     def wall(self, now: float) -> float:
         """Seconds since the watcher started."""
         return now - self.started
+
+
+def _past_share(spent: float, elapsed: float) -> bool:
+    """Whether checks that took ``spent`` seconds of a run's ``elapsed`` (on one clock) are past
+    their share: over FLOOR_S in all and over SHARE of the run."""
+    return spent > FLOOR_S and spent > SHARE * elapsed

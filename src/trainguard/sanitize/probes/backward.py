@@ -34,7 +34,10 @@ def attach(bus: "Bus") -> list[Undo]:
 
     undo: list[Undo] = []
     begin = _begin(bus)
-    finish = _finish(bus)
+    failed = _failed(bus)
+    done = _done(bus)
+    is_dynamo_compiling = torch.compiler.is_dynamo_compiling
+    state = bus.state
 
     def make_backward(original: Any) -> Any:
         def backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None,
@@ -46,25 +49,43 @@ def attach(bus: "Bus") -> list[Undo]:
                 if inputs is not None:
                     kwargs["inputs"] = inputs
                 inputs = _NO_INPUTS
-
-            def run() -> Any:
-                if inputs is _NO_INPUTS:
-                    return original(tensors, grad_tensors, retain_graph, create_graph, *args,
-                                    **kwargs)
-                return original(tensors, grad_tensors, retain_graph, create_graph,
-                                inputs=inputs)
-            if torch.compiler.is_dynamo_compiling():
-                return run()
+            if is_dynamo_compiling():
+                return _run(original, tensors, grad_tensors, retain_graph, create_graph, inputs,
+                            args, kwargs)
             try:
                 call, checked, bounds = begin(tensors, retain_graph, create_graph)
             except Exception as exc:
                 bus.hook_failed("torch.autograd.backward", exc)
-                return run()
-            return finish(run, call, checked, bounds)
+                return _run(original, tensors, grad_tensors, retain_graph, create_graph, inputs,
+                            args, kwargs)
+            state.in_backward += 1
+            try:
+                if inputs is _NO_INPUTS:
+                    result = original(tensors, grad_tensors, retain_graph, create_graph, *args,
+                                      **kwargs)
+                else:  # (the call of Tensor.backward: run here, without a helper's frame)
+                    result = original(tensors, grad_tensors, retain_graph, create_graph,
+                                      inputs=inputs)
+            except BaseException as exc:
+                failed(call, exc)
+                raise
+            finally:
+                state.in_backward -= 1
+            done(call, checked, bounds)
+            return result
         return backward
 
     patch(torch.autograd, "backward", make_backward, undo)
     return undo
+
+
+def _run(original: Any, tensors: Any, grad_tensors: Any, retain_graph: Any, create_graph: Any,
+         inputs: Any, args: tuple, kwargs: dict) -> Any:
+    """``original`` with the wrapper's arguments (``inputs`` by name, or, when the wrapper got
+    other arguments, ``_NO_INPUTS`` and everything in ``args``/``kwargs``)."""
+    if inputs is _NO_INPUTS:
+        return original(tensors, grad_tensors, retain_graph, create_graph, *args, **kwargs)
+    return original(tensors, grad_tensors, retain_graph, create_graph, inputs=inputs)
 
 
 def _begin(bus: "Bus") -> Callable:
@@ -123,29 +144,32 @@ def _begin(bus: "Bus") -> Callable:
     return begin
 
 
-def _finish(bus: "Bus") -> Callable:
-    """``finish(run, call, checked, bounds)``: run the backward, then its events and counters."""
+def _failed(bus: "Bus") -> Callable:
+    """``failed(call, exc)``: the backward raised ``exc`` (``on_backward_failed``). Never raises."""
+    h = bus.handlers
+    backwards = bus.state.backwards
+
+    def failed(call: BackwardCall, exc: BaseException) -> None:
+        try:
+            call.failed = True
+            if h["on_backward_failed"]:
+                bus.emit("on_backward_failed", call, exc)
+            call.tensors = ()
+            backwards.append(call)
+        except Exception as err:
+            bus.hook_failed("torch.autograd.backward", err)
+    return failed
+
+
+def _done(bus: "Bus") -> Callable:
+    """``done(call, checked, bounds)``: the backward returned; its events and counters. Never
+    raises."""
     state = bus.state
     cadence = bus.cadence
     h = bus.handlers
     backwards = state.backwards
 
-    def finish(run: Callable[[], Any], call: BackwardCall, checked: bool, bounds: bool) -> Any:
-        state.in_backward += 1
-        try:
-            result = run()
-        except BaseException as exc:
-            try:
-                call.failed = True
-                if h["on_backward_failed"]:
-                    bus.emit("on_backward_failed", call, exc)
-                call.tensors = ()
-                backwards.append(call)
-            except Exception as err:
-                bus.hook_failed("torch.autograd.backward", err)
-            raise
-        finally:
-            state.in_backward -= 1
+    def done(call: BackwardCall, checked: bool, bounds: bool) -> None:
         try:
             state.backward_count += 1
             if checked and h["on_backward_done"]:
@@ -156,5 +180,4 @@ def _finish(bus: "Bus") -> Callable:
                 cadence.call_end(BACKWARD, call.where, bus.reports, bool(bus.armed))
         except Exception as exc:
             bus.hook_failed("torch.autograd.backward", exc)
-        return result
-    return finish
+    return done

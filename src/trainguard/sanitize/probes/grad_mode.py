@@ -14,6 +14,10 @@ Facts kept (``State``):
   code last called ``train()`` on it, and whether that call switched it out of eval mode; only
   the outermost call counts (``Module.train`` calls itself on every child), and a run calls these
   per epoch, not per step. The mode checks report at these lines (the cause).
+
+Event: ``on_mode`` for each outermost ``train()``/``eval()`` call, before it runs (a
+:class:`~trainguard.sanitize.core.records.ModeCall`: the module, the mode asked for and the one it
+had, whether user code made the call), sent only while a check listens.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from trainguard.sanitize.core import frames
+from trainguard.sanitize.core.records import ModeCall
 from trainguard.sanitize.probes.patch import Undo, patch
 
 if TYPE_CHECKING:
@@ -121,11 +126,25 @@ def _grad_opener(frame: Any) -> Any:
 
 
 def _mode_calls(bus: "Bus", undo: list[Undo]) -> None:
+    """Wrap ``nn.Module.train`` (``eval()`` calls it): ``State.eval_at``, and an ``on_mode`` event
+    for each outermost call when a check listens."""
     from torch import nn
 
     state = bus.state
     eval_at, train_at = state.eval_at, state.train_at
+    h = bus.handlers
     depth = [0]  # nn.Module.train calls in progress (it recurses into children)
+    by_library: list[Any] = [None]  # a weak reference to the module a library last put in eval
+
+    def mode_call(module: Any, mode: bool, frame: Any) -> None:
+        caller = _mode_caller(frame)
+        direct = frames.is_user_code(caller.f_code)
+        call = ModeCall(module, mode, module.training, direct, caller)
+        if not mode:
+            by_library[0] = None if direct else weakref.ref(module)
+        elif by_library[0] is not None and by_library[0]() is module:
+            call.after_library_eval = True
+        bus.emit("on_mode", call)
 
     def note_train(module: Any, frame: Any) -> None:
         # switched: it left eval mode here, or a call that did so came earlier with no backward
@@ -152,6 +171,8 @@ def _mode_calls(bus: "Bus", undo: list[Undo]) -> None:
                         if len(eval_at) > 256:  # modules put in eval mode and dropped
                             for key in [k for k, (ref, _) in eval_at.items() if ref() is None]:
                                 del eval_at[key]
+                    if h["on_mode"]:
+                        mode_call(self, bool(mode), sys._getframe(1))
                 except Exception as exc:
                     bus.hook_failed("nn.Module.train", exc)
             depth[0] += 1
@@ -162,3 +183,11 @@ def _mode_calls(bus: "Bus", undo: list[Undo]) -> None:
         return train
 
     patch(nn.Module, "train", make_train, undo)
+
+
+def _mode_caller(frame: Any) -> Any:
+    """The frame that called ``train()``/``eval()``, past overrides that call ``super()``'s
+    (``transformers.PreTrainedModel.train``, a LightningModule's own ``train``)."""
+    while frame.f_code.co_name in ("train", "eval") and frame.f_back is not None:
+        frame = frame.f_back
+    return frame

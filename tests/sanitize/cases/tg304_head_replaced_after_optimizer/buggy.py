@@ -8,11 +8,11 @@ from torch import nn
 torch.manual_seed(19)
 model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 10))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-model[2] = nn.Linear(16, 3)  # new task: three classes
+model[2] = nn.Linear(16, 3)  # new task: three classes  # expect: TG304
 x, y = torch.randn(24, 8), torch.randint(0, 3, (24,))
 for step in range(8):
     optimizer.zero_grad()
     loss = nn.functional.cross_entropy(model(x), y)
     loss.backward()
-    optimizer.step()  # expect: TG304
+    optimizer.step()
 print(f"loss {loss.item():.3f}")

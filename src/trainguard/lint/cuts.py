@@ -1,0 +1,383 @@
+"""Gradient cuts inside a module's ``forward``: a submodule whose output reaches what
+``forward`` returns only through a cut (``.detach()``, ``.data``, ``.item()``, a NumPy round
+trip, ``torch.from_numpy``/``torch.tensor``, ``argmax`` or an integer cast) trains nothing,
+whatever the loss is ("the result will never require gradient":
+https://pytorch.org/docs/stable/generated/torch.Tensor.detach.html).
+
+A flow through the local names of ``forward`` (every statement, whichever branch runs): what
+is returned or yielded, stored on ``self``, or handed to a call whose effect is unknown reaches
+the output; assignments, subscript stores and ``append``/``update`` into local containers carry
+values along. A submodule counts as used uncut when any such path to the output has no cut, or
+when ``forward`` hands the submodule itself to a call (``self.run_layer(x, self.block)``).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from trainguard.lint.astutil import walk_local
+from trainguard.lint.callgraph import bind_arguments
+from trainguard.lint.script import Script
+
+__all__ = ["ForwardCut", "forward_cuts", "CUT_ATTRS", "NEW_LEAF"]
+
+# Methods whose result carries no graph: detached copies, Python numbers, NumPy arrays, and
+# integer results (argmax and integer casts cannot require grad).
+CUT_ATTRS = {"detach", "data", "item", "numpy", "tolist", "argmax", "argmin", "long", "int",
+             "bool", "short", "byte"}
+NEW_LEAF = {"torch.tensor", "torch.Tensor", "torch.autograd.Variable", "torch.as_tensor",
+            "torch.from_numpy", "torch.FloatTensor"}
+# torch.nn layers that hold parameters (a cut ReLU or pooling layer loses nothing).
+_PARAMETRIC = ("Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
+               "ConvTranspose2d", "ConvTranspose3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+               "LayerNorm", "GroupNorm", "Embedding", "EmbeddingBag", "LSTM", "GRU", "RNN",
+               "LSTMCell", "GRUCell", "RNNCell", "MultiheadAttention", "Transformer",
+               "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
+               "TransformerDecoderLayer", "PReLU", "RMSNorm")
+_CONTAINERS = ("Sequential", "ModuleList", "ModuleDict")
+_STORE_METHODS = {"append", "extend", "insert", "update", "add", "setdefault", "appendleft"}
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardCut:
+    """Submodules ``attrs`` of class ``cls`` reach ``forward``'s output only through ``cut``."""
+
+    cls: ast.ClassDef
+    attrs: tuple[str, ...]  # the submodules cut there
+    call: ast.Call  # a submodule's call in forward
+    cut: ast.AST
+    how: str
+
+
+def forward_cuts(script: Script) -> list[ForwardCut]:
+    out = []
+    for cls in script.classes.values():
+        methods = {b.name: b for b in cls.body if isinstance(b, ast.FunctionDef)}
+        forward, init = methods.get("forward"), methods.get("__init__")
+        if forward is None or init is None:
+            continue
+        subs = _parametric_submodules(script, init)
+        if subs:
+            out.extend(_cuts_in(script, cls, forward, subs))
+    return out
+
+
+def _parametric_submodules(script: Script, init: ast.FunctionDef) -> set[str]:
+    subs = set()
+    for node in walk_local(init):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            t = node.targets[0]
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and \
+                    t.value.id == "self" and _parametric(script, node.value, 4):
+                subs.add(t.attr)
+    return subs
+
+
+def _parametric(script: Script, value: ast.AST, depth: int) -> bool:
+    if not isinstance(value, ast.Call) or depth <= 0:
+        return False
+    q = script.call_qualname(value) or ""
+    name = q.rsplit(".", 1)[-1]
+    if q.startswith("torch.nn.") and name in _PARAMETRIC:
+        return True
+    if q.startswith("torch.nn.") and name in _CONTAINERS:
+        parts = list(value.args) + [k.value for k in value.keywords]
+        items = [e for p in parts for e in (
+            p.elts if isinstance(p, (ast.List, ast.Tuple)) else
+            [p.value.elt] if isinstance(p, ast.Starred) and isinstance(
+                p.value, (ast.ListComp, ast.GeneratorExp)) else
+            [p.elt] if isinstance(p, (ast.ListComp, ast.GeneratorExp)) else [p])]
+        return any(_parametric(script, e, depth - 1) for e in items)
+    cls = script.classes.get(q) if q else None
+    return cls is not None and any(isinstance(b, ast.FunctionDef) and b.name == "forward"
+                                   for b in cls.body)
+
+
+Source = tuple  # ("name", Name node) | ("sub", attr, call or None)
+
+
+def _cuts_in(script: Script, cls: ast.ClassDef, forward: ast.FunctionDef,
+             subs: set[str]) -> list[ForwardCut]:
+    flow = _Flow(script, subs)
+    flow.read(forward)
+    uncut, cut_at, _ = flow.reach()
+    by_cut: dict[int, list[tuple[str, ast.Call]]] = {}
+    cut_nodes: dict[int, ast.AST] = {}
+    for attr, (call, c) in cut_at.items():
+        if attr in uncut or call is None or script.grad_disabled(call) or \
+                _used_elsewhere(script, cls, attr):
+            continue
+        by_cut.setdefault(id(c), []).append((attr, call))
+        cut_nodes[id(c)] = c
+    return [ForwardCut(cls, tuple(sorted(a for a, _ in found)), found[0][1], cut_nodes[k],
+                       _describe(script, cut_nodes[k]))
+            for k, found in by_cut.items()]
+
+
+class _Flow:
+    """Where each local name's value comes from in one function: rebinding assignments (a
+    load sees the last one above it, and the ones before it while that one may not have run;
+    in a loop, the loop's later ones too), and in-place stores into containers (seen by every
+    load)."""
+
+    def __init__(self, script: Script, subs: set[str], depth: int = 3) -> None:
+        self.script, self.subs, self.depth = script, subs, depth
+        self.params: set[str] = set()
+        self.defs: dict[str, list[tuple[ast.stmt, list]]] = {}
+        self.muts: dict[str, list] = {}
+        self.roots: list = []
+        self.packed = False
+
+    def read(self, func: ast.FunctionDef) -> None:
+        self.params = {a.arg for a in func.args.posonlyargs + func.args.args +
+                       func.args.kwonlyargs}
+        # PackedSequence.data is the packed values, with their history: where forward packs
+        # sequences, ``.data`` is no cut
+        # (https://pytorch.org/docs/stable/generated/torch.nn.utils.rnn.PackedSequence.html)
+        self.packed = any(isinstance(n, ast.Call) and (self.script.call_qualname(n) or "")
+                          .startswith("torch.nn.utils.rnn.pack") for n in walk_local(func))
+        for node in walk_local(func):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                sources = self.deps(node.value)
+                if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                    sources = sources + self.deps(ast.Name(node.target.id, ast.Load(),
+                                                           lineno=node.lineno,
+                                                           col_offset=node.col_offset),
+                                                  at=node)
+                for t in targets:
+                    self.store(t, sources, node)
+            elif isinstance(node, (ast.For, ast.AsyncFor)):
+                self.store(node.target, self.deps(node.iter), node)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    if item.optional_vars is not None:
+                        self.store(item.optional_vars, self.deps(item.context_expr), node)
+            elif isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)):
+                self.roots.extend(self.deps(node.value))
+            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                f = node.value.func
+                args = list(node.value.args) + [k.value for k in node.value.keywords]
+                if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+                        f.attr in _STORE_METHODS:
+                    self.muts.setdefault(f.value.id, []).extend(
+                        d for a in args for d in self.deps(a))
+                else:  # an effect trainguard cannot see: taken as reaching the output
+                    self.roots.extend(self.deps(node.value))
+
+    def store(self, target: ast.AST, sources: list, stmt: ast.stmt) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for e in target.elts:
+                self.store(e, sources, stmt)
+        elif isinstance(target, ast.Starred):
+            self.store(target.value, sources, stmt)
+        elif isinstance(target, ast.Name):
+            self.defs.setdefault(target.id, []).append((stmt, sources))
+        elif isinstance(target, ast.Subscript):
+            base = target.value
+            while isinstance(base, ast.Subscript):
+                base = base.value
+            if isinstance(base, ast.Name):
+                self.muts.setdefault(base.id, []).extend(sources)
+            else:
+                self.roots.extend(sources)
+        else:  # self.attr = ...: kept for later, taken as reaching the output
+            self.roots.extend(sources)
+
+    def reach(self) -> tuple[set[str], dict[str, tuple[ast.Call | None, ast.AST]],
+                             dict[str, ast.AST | None]]:
+        """From the output back: (submodules reached uncut, {submodule: (its call, first cut)}
+        for those reached through a cut, {parameter: None if reached uncut, else its cut})."""
+        uncut: set[str] = set()
+        cut_at: dict[str, tuple[ast.Call | None, ast.AST]] = {}
+        params: dict[str, ast.AST | None] = {}
+        seen: set[tuple[int, bool]] = set()
+        stack = list(self.roots)
+        while stack:
+            src, c = stack.pop()
+            if src[0] == "sub":
+                if c is None:
+                    uncut.add(src[1])
+                else:
+                    cut_at.setdefault(src[1], (src[2], c))
+                continue
+            key = (id(src[1]), c is not None)
+            if key in seen:
+                continue
+            seen.add(key)
+            name = src[1].id
+            if name in self.params and name not in self.defs:
+                if c is None or name not in params:
+                    params[name] = c
+            for nxt, c2 in self.sources_of(src[1]):
+                stack.append((nxt, c or c2))
+        return uncut, cut_at, params
+
+    def sources_of(self, load: ast.Name) -> list:
+        name = load.id
+        out = list(self.muts.get(name, ()))
+        defs = self.defs.get(name, ())
+        if not defs:
+            return out
+        stmt = _statement(load)
+        here = _pos(stmt)
+        before = [d for d in defs if _pos(d[0]) < here or _encloses(d[0], stmt)]
+        for d in sorted(before, key=lambda d: _pos(d[0]), reverse=True):
+            out.extend(d[1])
+            if _dominates(d[0], stmt):
+                break
+        for loop in _loops_around(stmt):
+            out.extend(s for d in defs if _pos(d[0]) >= here and _encloses(loop, d[0])
+                       for s in d[1])
+        return out
+
+    def deps(self, expr: ast.AST | None, at: ast.AST | None = None) -> list:
+        found: list = []
+        stack: list[tuple[ast.AST, ast.AST | None]] = [(expr, None)] if expr is not None else []
+        subs, script = self.subs, self.script
+        while stack:
+            node, c = stack.pop()
+            if isinstance(node, ast.Name):
+                if at is not None:  # a synthetic load: placed at ``at``
+                    node._tg_parent = at  # type: ignore[attr-defined]
+                found.append((("name", node), c))
+                continue
+            if isinstance(node, ast.Attribute) and _self_attr(node) in subs:
+                found.append((("sub", node.attr, None), c))  # handed on as a module
+                continue
+            if isinstance(node, ast.Attribute) and node.attr == "data":
+                stack.append((node.value, c if self.packed else c or node))
+                continue
+            if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(node, ast.Call):
+                f = node.func
+                args = list(node.args) + [k.value for k in node.keywords]
+                if _self_attr(f) in subs:
+                    found.append((("sub", f.attr, node), c))  # type: ignore[union-attr]
+                    stack.extend((a, c) for a in args)
+                    continue
+                helper = self.helper(node)
+                if helper is not None:  # a same-file function: what reaches its return
+                    for arg, how in helper:
+                        stack.append((arg, c or how))
+                    continue
+                q = script.call_qualname(node) or ""
+                if isinstance(f, ast.Attribute) and f.attr in CUT_ATTRS:
+                    stack.append((f.value, c or node))
+                    stack.extend((a, c) for a in args)
+                    continue
+                if q in NEW_LEAF or q.startswith("numpy."):
+                    stack.extend((a, c or node) for a in args)
+                    continue
+                if isinstance(f, ast.Attribute):
+                    stack.append((f.value, c))
+                stack.extend((a, c) for a in args)
+                continue
+            stack.extend((child, c) for child in ast.iter_child_nodes(node))
+        return found
+
+
+    def helper(self, call: ast.Call) -> list[tuple[ast.expr, ast.AST | None]] | None:
+        """For a call of a same-file function: each argument that reaches its return, with the
+        cut on the way (None: uncut); None when the call runs no such function."""
+        func = self.script.callee(call) if self.depth > 0 else None
+        if func is None or isinstance(func, ast.AsyncFunctionDef):
+            return None
+        memo = self.script.__dict__.setdefault("_tg_param_cuts", {})
+        if id(func) not in memo:
+            memo[id(func)] = None  # recursion: unknown
+            inner = _Flow(self.script, set(), self.depth - 1)
+            inner.read(func)
+            memo[id(func)] = inner.reach()[2]
+        reached = memo[id(func)]
+        if reached is None:
+            return None
+        names = [a.arg for a in func.args.posonlyargs + func.args.args]
+        if names and names[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+            names = names[1:]
+        out = []
+        for name, arg in bind_arguments(names, call).items():
+            if name in reached:
+                out.append((arg, reached[name]))
+        out.extend((a.value, None) for a in call.args if isinstance(a, ast.Starred))
+        return out
+
+
+def _statement(node: ast.AST) -> ast.AST:
+    n = node
+    while not isinstance(n, ast.stmt) and getattr(n, "_tg_parent", None) is not None:
+        n = n._tg_parent  # type: ignore[attr-defined]
+    return n
+
+
+def _pos(node: ast.AST) -> tuple[int, int]:
+    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+
+
+def _ancestors(node: ast.AST) -> list[ast.AST]:
+    out, n = [], node
+    while (n := getattr(n, "_tg_parent", None)) is not None:
+        out.append(n)
+    return out
+
+
+def _encloses(outer: ast.AST, node: ast.AST) -> bool:
+    return outer is not node and any(a is outer for a in _ancestors(node))
+
+
+def _dominates(stmt: ast.AST, at: ast.AST) -> bool:
+    """``stmt`` runs whenever ``at`` does: its block holds ``at`` (or a block around it), and it
+    is no loop header around ``at``."""
+    block = getattr(stmt, "_tg_parent", None)
+    if isinstance(stmt, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)) and _encloses(stmt, at):
+        return True
+    if isinstance(block, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try)) and \
+            not _encloses(block, at):
+        return False
+    return block is not None and (block is getattr(at, "_tg_parent", None) or
+                                  _encloses(block, at))
+
+
+def _loops_around(stmt: ast.AST) -> list[ast.AST]:
+    out = []
+    for a in _ancestors(stmt):
+        if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            break
+        if isinstance(a, (ast.For, ast.AsyncFor, ast.While)):
+            out.append(a)
+    return out
+
+
+def _self_attr(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+            node.value.id == "self":
+        return node.attr
+    return None
+
+
+def _used_elsewhere(script: Script, cls: ast.ClassDef, attr: str) -> bool:
+    """The submodule is named anywhere but where ``__init__`` assigns it and ``forward`` calls
+    it (frozen, put in eval mode, updated as a moving average, called by another method or from
+    outside): its role is not forward's alone."""
+    forward = next(b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "forward")
+    own = {id(n) for n in ast.walk(forward)}
+    own |= {id(t) for n in ast.walk(cls) if isinstance(n, ast.Assign) for t in n.targets}
+    return any(isinstance(n, ast.Attribute) and n.attr == attr and id(n) not in own
+               for n in script.nodes) or \
+        any(isinstance(n, ast.Constant) and n.value == attr for n in script.nodes)
+
+
+def _describe(script: Script, cut: ast.AST) -> str:
+    if isinstance(cut, ast.Attribute):
+        return ".data"
+    if isinstance(cut, ast.Call):
+        f = cut.func
+        if isinstance(f, ast.Attribute) and f.attr in CUT_ATTRS:
+            return f".{f.attr}()"
+        q = script.call_qualname(cut) or ""
+        if q.startswith("numpy."):
+            return f"a NumPy round trip ({q.replace('numpy.', 'np.')}(...))"
+        return f"a new tensor made by {q.rsplit('.', 1)[-1]}(...)"
+    return "a cut"

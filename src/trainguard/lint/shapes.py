@@ -1,0 +1,309 @@
+"""How many samples a dataset holds, when the file fixes it.
+
+``TensorDataset(torch.randn(N, 8), y)`` holds ``N`` samples; so do ``x[:N]``,
+``torch.arange(N)``, ``np.random.rand(N, 3)``, a ``Dataset`` whose ``__len__`` returns ``N``,
+``torch.cat([a, b])`` (their sum) and each part of ``random_split(ds, [a, b])``, with ``N``
+computed by :func:`trainguard.lint.consts.const_eval` (module constants, arithmetic, a
+function's arguments at one call site). A function of the file or project returns what its
+``return`` builds from the arguments of the call (``tiles, masks = make_tiles(N_TILES)``).
+scikit-learn's bundled datasets have fixed sizes (``load_digits()`` holds 1797 samples), and
+``train_test_split`` splits as scikit-learn does: ``ceil(test_size * n)`` test samples, the rest
+for training (https://scikit-learn.org/stable/modules/generated/sklearn.model_selection.train_test_split.html).
+Anything else is unknown. Nothing is run.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from typing import Any
+
+from trainguard.lint.astutil import dotted, kwarg, parent, walk_local
+from trainguard.lint.consts import UNKNOWN, const_eval
+from trainguard.lint.script import Script
+
+__all__ = ["samples", "batches"]
+
+_SIZED = {"randn", "rand", "zeros", "ones", "empty", "full", "randint"}
+# Sample counts of scikit-learn's bundled (not downloaded) datasets, from its user guide
+# (https://scikit-learn.org/stable/datasets/toy_dataset.html).
+_SKLEARN_TOY = {"load_iris": 150, "load_diabetes": 442, "load_digits": 1797,
+                "load_linnerud": 20, "load_wine": 178, "load_breast_cancer": 569}
+_PER_SAMPLE = {"data", "images", "target", "frame"}
+_WRAP = {"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor",
+         "torch.FloatTensor", "torch.LongTensor", "numpy.array", "numpy.asarray"}
+_SAME_LENGTH = {"to", "float", "long", "double", "half", "int", "cuda", "cpu", "clone", "detach",
+                "contiguous", "unsqueeze", "squeeze", "requires_grad_", "astype", "copy"}
+
+
+def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | None = None, *,
+            depth: int = 14) -> Any:
+    """The number of samples (first dimension) of ``expr``, or ``UNKNOWN``."""
+    if expr is None or depth <= 0:
+        return UNKNOWN
+    d = depth - 1
+    if isinstance(expr, ast.Name):
+        if env and expr.id in env:
+            return samples(script, env[expr.id], None, depth=d)
+        bound = _binding(expr)
+        if bound is None:
+            return UNKNOWN
+        stmt, index = bound
+        if index is not None:
+            return _part(script, stmt, index, d)  # type: ignore[arg-type]
+        return samples(script, stmt.value, env, depth=d)  # type: ignore[attr-defined]
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Slice):
+        sl = expr.slice
+        if sl.step is not None:
+            return UNKNOWN
+        total = samples(script, expr.value, env, depth=d)
+        lo = 0 if sl.lower is None else const_eval(sl.lower, env=env)
+        hi = total if sl.upper is None else const_eval(sl.upper, env=env)
+        if not all(isinstance(v, int) for v in (lo, hi)):
+            return UNKNOWN
+        if (lo < 0 or hi < 0) and not isinstance(total, int):
+            return UNKNOWN
+        n = total if isinstance(total, int) else max(lo, hi)
+        return len(range(n)[lo:hi])
+    if isinstance(expr, ast.Attribute) and expr.attr in _PER_SAMPLE:
+        return samples(script, expr.value, env, depth=d)  # digits.images, bunch.target
+    if isinstance(expr, ast.BinOp) and not isinstance(expr.op, ast.MatMult):
+        for side in (expr.left, expr.right):  # x / 16.0: elementwise, same samples
+            n = samples(script, side, env, depth=d)
+            if n is not UNKNOWN:
+                return n
+        return UNKNOWN
+    if not isinstance(expr, ast.Call):
+        return UNKNOWN
+    q = script.call_qualname(expr) or ""
+    name = q.rsplit(".", 1)[-1]
+    f = expr.func
+    if q.startswith("sklearn.datasets.") and name in _SKLEARN_TOY:
+        return _SKLEARN_TOY[name]
+    if q in _WRAP and expr.args:
+        return samples(script, expr.args[0], env, depth=d)
+    if name == "TensorDataset" and expr.args:
+        return samples(script, expr.args[0], env, depth=d)
+    if isinstance(f, ast.Attribute) and f.attr in _SAME_LENGTH:
+        return samples(script, f.value, env, depth=d)
+    if q.startswith(("torch.", "numpy.")) and name in _SIZED:
+        size = kwarg(expr, "size")
+        if size is None and name == "randint":  # randint(high, size) / randint(low, high, size)
+            size = next((a for a in reversed(expr.args) if isinstance(a, (ast.Tuple, ast.List))),
+                        None)
+        elif size is None and expr.args:
+            size = expr.args[0]
+        v = const_eval(size, env=env)
+        if isinstance(v, list) and v and isinstance(v[0], int):
+            return v[0]
+        if isinstance(v, int) and not isinstance(v, bool) and name != "randint":
+            return v
+        return UNKNOWN
+    if q in ("torch.arange", "numpy.arange") and expr.args and not expr.keywords:
+        vals = [const_eval(a, env=env) for a in expr.args]
+        if all(isinstance(v, int) for v in vals):
+            return len(range(*vals))
+        return UNKNOWN
+    if q in ("torch.cat", "numpy.concatenate") and expr.args and \
+            isinstance(expr.args[0], (ast.List, ast.Tuple)) and \
+            const_eval(kwarg(expr, "dim") or kwarg(expr, "axis") or ast.Constant(0)) == 0 and \
+            len(expr.args) == 1:
+        parts = [samples(script, e, env, depth=d) for e in expr.args[0].elts]
+        return sum(parts) if all(isinstance(p, int) for p in parts) else UNKNOWN
+    returned = _returned(script, expr, None, d)
+    if returned is not UNKNOWN:
+        return returned
+    return _dataset_class_length(script, expr)
+
+
+def _returned(script: Script, call: ast.Call, index: int | None, depth: int) -> Any:
+    """The samples of what a function of the file or project returns (element ``index`` of a
+    returned tuple), its parameters bound to this call's arguments and its defaults."""
+    from trainguard.lint.callgraph import bind_arguments
+
+    found = [t for t in script.targets(call) if not t.instance]
+    if len(found) != 1 or isinstance(found[0].func, ast.Lambda):
+        return UNKNOWN
+    target = found[0]
+    func = target.func
+    rets = [r for r in walk_local(func) if isinstance(r, ast.Return) and r.value is not None]
+    if len(rets) != 1:
+        return UNKNOWN
+    value = rets[0].value
+    names = [a.arg for a in func.args.posonlyargs + func.args.args]
+    if target.bound and names:
+        names = names[1:]
+    env: dict[str, ast.expr] = dict(zip(reversed([a.arg for a in func.args.args]),
+                                        reversed(func.args.defaults)))
+    env.update(bind_arguments(names, call))
+    if index is not None:
+        if isinstance(value, ast.Call):  # return train_test_split(x, y, ...)
+            return _call_part(target.script, value, index, env, depth - 1)
+        if not isinstance(value, (ast.Tuple, ast.List)) or index >= len(value.elts):
+            return UNKNOWN
+        value = value.elts[index]
+    return samples(target.script, value, env, depth=depth)
+
+
+def _binding(name: ast.Name) -> tuple[ast.stmt, int | None] | None:
+    """The statement that gave ``name`` the value read here, and the element of a tuple it
+    unpacks (None: the whole value): the one binding of its scope, or the last one above the
+    read in a block that holds the read (``x = torch.tensor(x); x = (x - m) / s``). Item
+    stores (``images[i] = ...``) change no tensor's length and are not bindings here."""
+    from trainguard.lint.dataflow import scope_of
+
+    scope = scope_of(name)
+    while True:
+        found = _bindings(scope, name.id)
+        if found or isinstance(scope, ast.Module) or scope is name:
+            break
+        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and \
+                name.id in {a.arg for a in scope.args.posonlyargs + scope.args.args +
+                            scope.args.kwonlyargs}:
+            return None
+        scope = scope_of(scope)
+    if found is None:
+        return None
+    if len(found) > 1:
+        here = (name.lineno, name.col_offset)
+        above = [b for b in found if (b[0].lineno, b[0].col_offset) < here and
+                 not any(a is b[0] for a in _ancestors(name))]
+        if not above:
+            return None
+        last = max(above, key=lambda b: (b[0].lineno, b[0].col_offset))
+        block = parent(last[0])
+        if not any(a is block for a in _ancestors(name)) or \
+                isinstance(block, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try)) and \
+                not any(a is block for a in _ancestors(name)):
+            return None
+        found = [last]
+    stmt, index = found[0]
+    return None if stmt is None else (stmt, index)
+
+
+def _bindings(scope: ast.AST, name: str) -> list | None:
+    """(statement, tuple index or None) per binding of ``name`` in ``scope``; None when one is
+    not an assignment (a loop target, ``+=``, ``global``)."""
+    found: list = []
+    for node in walk_local(scope):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name) and t.id == name:
+                    found.append((node, None))
+                elif isinstance(t, (ast.Tuple, ast.List)) and any(
+                        isinstance(e, ast.Name) and e.id == name for e in ast.walk(t)):
+                    flat = [e.id if isinstance(e, ast.Name) else None for e in t.elts]
+                    found.append((node, flat.index(name)) if name in flat else (None, None))
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor,
+                               ast.comprehension, ast.NamedExpr)) and any(
+                isinstance(e, ast.Name) and e.id == name for e in ast.walk(node.target)):
+            found.append((None, None))
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None and any(
+                isinstance(e, ast.Name) and e.id == name for e in ast.walk(node.optional_vars)):
+            found.append((None, None))
+        elif isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
+            return [(None, None)]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
+                node.name == name:
+            found.append((None, None))
+    return found
+
+
+def _ancestors(node: ast.AST) -> list[ast.AST]:
+    out, n = [], node
+    while (n := parent(n)) is not None:
+        out.append(n)
+    return out
+
+
+def _part(script: Script, node: ast.Assign, index: int, depth: int) -> Any:
+    """Element ``index`` of a tuple assignment: ``a, b = random_split(ds, [900, 125])``,
+    ``x_tr, x_te, y_tr, y_te = train_test_split(x, y)``, ``x, y = load_digits(return_X_y=True)``,
+    ``images, masks = make_tiles(64)``, ``a, b = 97, 23``."""
+    value = node.value
+    if isinstance(value, (ast.Tuple, ast.List)):
+        return samples(script, value.elts[index], None, depth=depth) \
+            if index < len(value.elts) else UNKNOWN
+    if not isinstance(value, ast.Call):
+        return UNKNOWN
+    return _call_part(script, value, index, None, depth)
+
+
+def _call_part(script: Script, value: ast.Call, index: int, env: dict | None,
+               depth: int) -> Any:
+    q = script.call_qualname(value) or ""
+    if q.endswith("train_test_split"):
+        return _train_test_part(script, value, index, env, depth)
+    if q.startswith("sklearn.datasets.") and q.rsplit(".", 1)[-1] in _SKLEARN_TOY:
+        return _SKLEARN_TOY[q.rsplit(".", 1)[-1]]
+    if q.endswith("random_split"):
+        lengths = value.args[1] if len(value.args) > 1 else kwarg(value, "lengths")
+        v = const_eval(lengths, env=env)
+        if isinstance(v, list) and index < len(v) and all(isinstance(x, int) for x in v):
+            return v[index]
+        return UNKNOWN
+    return _returned(script, value, index, depth)
+
+
+def _train_test_part(script: Script, call: ast.Call, index: int, env: dict | None,
+                     depth: int) -> Any:
+    """Part ``index`` of ``a_train, a_test, b_train, b_test = train_test_split(a, b, ...)``."""
+    arrays = [a for a in call.args if not isinstance(a, ast.Starred)]
+    if not arrays or len(arrays) != len(call.args):
+        return UNKNOWN
+    n = samples(script, arrays[0], env, depth=depth)
+    test, train = kwarg(call, "test_size"), kwarg(call, "train_size")
+    test_v = 0.25 if test is None and train is None else \
+        None if test is None else const_eval(test, env=env)
+    train_v = None if train is None else const_eval(train, env=env)
+    if not isinstance(n, int) or test_v is UNKNOWN or train_v is UNKNOWN:
+        return UNKNOWN
+    n_test = None if test_v is None else \
+        math.ceil(test_v * n) if isinstance(test_v, float) else test_v
+    n_train = None if train_v is None else \
+        math.floor(train_v * n) if isinstance(train_v, float) else train_v
+    if n_train is None and isinstance(n_test, int):
+        n_train = n - n_test
+    if n_test is None and isinstance(n_train, int):
+        n_test = n - n_train
+    if not (isinstance(n_train, int) and isinstance(n_test, int)):
+        return UNKNOWN
+    return n_train if index % 2 == 0 else n_test
+
+
+def _dataset_class_length(script: Script, call: ast.Call) -> Any:
+    """A same-file ``Dataset`` class whose ``__len__`` returns a constant."""
+    cls = script.classes.get(dotted(call.func) or "")
+    if cls is None:
+        return UNKNOWN
+    for b in cls.body:
+        if isinstance(b, ast.FunctionDef) and b.name == "__len__":
+            rets = [r for r in ast.walk(b) if isinstance(r, ast.Return)]
+            if len(rets) == 1:
+                v = const_eval(rets[0].value)
+                return v if isinstance(v, int) else UNKNOWN
+    return UNKNOWN
+
+
+def batches(script: Script, loader: ast.AST) -> Any:
+    """Batches per epoch of a ``DataLoader`` the file builds with sizes it fixes:
+    ``ceil(N / batch_size)``, or ``N // batch_size`` with ``drop_last=True``; else UNKNOWN."""
+    if isinstance(loader, ast.Name):
+        bound = _binding(loader)
+        if bound is None or bound[1] is not None:
+            return UNKNOWN
+        loader = bound[0].value  # type: ignore[attr-defined]
+    if not (isinstance(loader, ast.Call) and
+            (script.call_qualname(loader) or "").endswith("DataLoader")) or \
+            kwarg(loader, "batch_sampler") is not None or kwarg(loader, "sampler") is not None:
+        return UNKNOWN
+    dataset = loader.args[0] if loader.args else kwarg(loader, "dataset")
+    size_node = kwarg(loader, "batch_size") or (loader.args[1] if len(loader.args) > 1 else None)
+    size = 1 if size_node is None else const_eval(size_node)
+    n = samples(script, dataset)
+    drop = kwarg(loader, "drop_last")
+    drop_v = False if drop is None else const_eval(drop)
+    if not (isinstance(n, int) and isinstance(size, int) and size > 0 and
+            isinstance(drop_v, bool)):
+        return UNKNOWN
+    return n // size if drop_v else -(-n // size)
