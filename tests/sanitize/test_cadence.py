@@ -304,8 +304,8 @@ LATE = {
             loss.backward()
             if i % 50 == 49:
                 norm = torch.cat([p.grad.flatten() for p in model.parameters()]).norm().item()
-                PROBE_ZERO
-            optimizer.step()  # expect: TG302
+                PROBE_ZERO  # expect: TG302
+            optimizer.step()
     """, None),
     # every 50th step takes a separate branch (a checkpoint step) that forgets zero_grad
     "branch_without_zero_grad": ("""
@@ -314,8 +314,8 @@ LATE = {
             if i % 50 == 49:
                 BRANCH_ZERO
                 loss = F.cross_entropy(model(x), y)
-                loss.backward()
-                optimizer.step()  # expect: TG301
+                loss.backward()  # expect: TG301
+                optimizer.step()
                 continue
             optimizer.zero_grad()
             loss = F.cross_entropy(model(x), y)
@@ -395,8 +395,8 @@ LATE = {
             if i < 100 or FIX_ALWAYS:
                 optimizer.zero_grad()
             loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            optimizer.step()  # expect: TG301
+            loss.backward()  # expect: TG301
+            optimizer.step()
     """, None),
 }
 

@@ -1,4 +1,4 @@
-"""TG102 names the line of the ``eval()`` call still in effect, and a module put back in train
+"""TG102 is reported at the ``eval()`` call still in effect, and a module put back in train
 mode is forgotten (pytorch/tutorials#1624: ``model.train()`` once before the epochs,
 ``model.eval()`` inside them)."""
 
@@ -11,14 +11,18 @@ from sanitize_helpers import CASES, run_in_process
 from trainguard.sanitize.watcher import Watcher
 
 
-def test_the_finding_names_the_eval_call_still_in_effect():
+def test_the_finding_is_at_the_eval_call_still_in_effect_and_names_the_forward():
     script = CASES / "tg102_train_once_eval_inside" / "buggy.py"
-    eval_line = next(n for n, text in enumerate(script.read_text().splitlines(), start=1)
-                     if text.strip() == "net.eval()")
+    lines = script.read_text().splitlines()
+    eval_line = next(n for n, text in enumerate(lines, start=1) if "net.eval()" in text)
+    forward_line = next(n for n, text in enumerate(lines, start=1) if "F.cross_entropy(net(" in text)
+    train_line = next(n for n, text in enumerate(lines, start=1) if text.strip() == "net.train()")
     watcher, status, _ = run_in_process(script)
     assert status == 0
     [finding] = [f for f in watcher.findings if f.code == "TG102"]
-    assert f"eval() at buggy.py:{eval_line} is still in effect" in finding.message, finding.message
+    assert finding.line == eval_line
+    assert f"the training forward at buggy.py:{forward_line}" in finding.message, finding.message
+    assert f"the last model.train() at buggy.py:{train_line} ran before it" in finding.message
 
 
 def test_only_the_outermost_mode_call_is_noted_and_train_forgets_it():
@@ -30,9 +34,13 @@ def test_only_the_outermost_mode_call_is_noted_and_train_forgets_it():
         model[1].train()
         model.train()
         after = dict(watcher.state.eval_at)
+        trained = dict(watcher.state.train_at)
     finally:
         watcher.stop()
     assert list(noted) == [id(model)]  # not each child that Module.train recursed into
     assert noted[id(model)][0]() is model and noted[id(model)][1][1] > 0
     assert after == {}
+    # train() is noted too: the child's call and the model's, each with whether it was in eval
+    assert trained[id(model)][0]() is model and trained[id(model)][3] is True
+    assert trained[id(model[1])][3] is True
     assert model.training and torch.is_grad_enabled()

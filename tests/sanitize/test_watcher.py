@@ -133,9 +133,11 @@ def test_a_failing_wrapper_reports_tg002_and_the_run_computes_the_same(monkeypat
     train = first + next(i for i, text in enumerate(source) if ".backward()" in text)
     evaluate = first + next(i for i, text in enumerate(source) if "model(torch.randn(4, 6))" in text)
     to_eval = first + next(i for i, text in enumerate(source) if "model.eval()" in text)
+    built = first + next(i for i, text in enumerate(source) if "torch.optim.Adam(" in text)
     lines = {f.line: f for f in w.findings}
     assert all(f.code == "TG002" for f in w.findings)
-    assert set(lines) == {train, evaluate, to_eval}
+    assert {train, evaluate, to_eval, built} <= set(lines)
+    assert "wrapper of Adam.__init__ raised LookupError" in lines[built].message
     assert "wrapper of nn.Module.train raised LookupError" in lines[to_eval].message
     assert "wrapper of nn.Module.__call__ raised LookupError: location table corrupted" in (
         lines[train].message)

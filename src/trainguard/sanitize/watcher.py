@@ -24,14 +24,14 @@ from trainguard.sanitize.core.frames import user_location
 from trainguard.sanitize.core.state import State
 from trainguard.sanitize.core.watchdog import EXIT_S, Watchdog
 from trainguard.sanitize.dispatch import Dispatch
-from trainguard.sanitize.probes import (backward, data, functional, grad_mode, io, module_call,
-                                        optim, registration, repro, warning_line)
+from trainguard.sanitize.probes import (backward, built, data, functional, grad_mode, io,
+                                        module_call, optim, registration, repro, warning_line)
 from trainguard.sanitize.ranks.link import RankLink, exit_guard
 
 __all__ = ["Watcher", "watch"]
 
 # Each probe wraps one PyTorch API family (``probes/``); attached in this order, undone in reverse.
-PROBES = (module_call, optim, backward, grad_mode, registration, io, functional, data,
+PROBES = (module_call, optim, backward, grad_mode, registration, io, functional, data, built,
           warning_line, repro)
 
 _active: "Watcher | None" = None

@@ -8,8 +8,11 @@ When it fires: a backward reaches that output and then an optimizer step updates
 that model: a training step taken in evaluation mode (typically ``model.train()`` once before the
 epoch loop and ``model.eval()`` inside it, so every epoch after the first trains in eval mode).
 BatchNorm then neither learns batch statistics nor normalises with them, and Dropout does not
-regularise. Reported at the line that called the model, naming the line of the ``eval()`` call
-still in effect (the watcher notes where user code last put each module in eval mode).
+regularise. Reported at the cause: the ``eval()`` call still in effect (on the model, a module
+holding it, or one of its submodules; the watcher notes where user code last put each module in
+eval mode and back in training mode), naming the training forward and the latest ``train()``
+call, which ran before it. Without such a call (``model.training = False`` set by hand, or a
+library's ``eval()``), at the line that called the model.
 
 Silent on: BatchNorm frozen on purpose (``model.train()`` then ``bn.eval()``: the model itself is in
 training mode); models without Dropout/BatchNorm; eval-mode forwards with backward but no step on
@@ -80,16 +83,49 @@ class TrainInEvalMode(Check):
             where, name, frozen, model_ref = track.info
             model = model_ref()
             if model is not None and any(id(p) in stepped for p in model.parameters()):
-                set_at = self.state.eval_at.get(id(model))
-                since = (f"; eval() at {short_location(set_at[1])} is still in effect"
-                         if set_at is not None and set_at[0]() is model and set_at[1] else "")
-                self.report(
-                    f"{name} is in eval mode (model.training=False; {frozen} in eval mode) during "
-                    f"this training forward{since}: a backward reached its output and "
-                    f"{type(optimizer).__name__}.step() updated its parameters, so BatchNorm "
-                    "learns no batch statistics and Dropout does not regularise",
-                    fix="call model.train() at the start of every training epoch (after any "
-                        "model.eval() for validation)",
-                    where=where)
+                self._report(model, where, name, frozen, optimizer)
             track.release()
         self.pending = [t for t in self.pending if t.active and t.alive]
+
+    def _report(self, model: Any, where: Any, name: str, frozen: str, optimizer: Any) -> None:
+        """Report at the ``eval()`` call still in effect (the cause), naming this training
+        forward and the latest ``train()`` call, which came before that ``eval()``."""
+        set_at = _eval_in_effect(self.state.eval_at, model)
+        forward = f"the training forward at {short_location(where)}"
+        if set_at is None:
+            self.report(
+                f"{name} is in eval mode (model.training=False; {frozen} in eval mode) during "
+                f"this training forward: a backward reached its output and "
+                f"{type(optimizer).__name__}.step() updated its parameters, so BatchNorm "
+                "learns no batch statistics and Dropout does not regularise",
+                fix="call model.train() at the start of every training epoch (after any "
+                    "model.eval() for validation)",
+                where=where)
+            return
+        trained = self.state.train_at.get(id(model))
+        before = (f"; the last model.train() at {short_location(trained[1])} ran before it"
+                  if trained is not None and trained[0]() is model and trained[1] else "")
+        self.report(
+            f"this eval() left {name} in eval mode (model.training=False; {frozen} in eval mode) "
+            f"for {forward}{before}: a backward reached that forward's output and "
+            f"{type(optimizer).__name__}.step() updated its parameters, so BatchNorm learns no "
+            "batch statistics and Dropout does not regularise",
+            fix="call model.train() at the start of every training epoch (after any "
+                "model.eval() for validation), or restore the mode after this eval()",
+            where=set_at)
+
+
+def _eval_in_effect(eval_at: dict, model: Any) -> Any:
+    """The line of the ``eval()`` still in effect on ``model``: called on the model itself, on a
+    module holding it, or on one of its submodules; None when user code made no such call."""
+    entry = eval_at.get(id(model))
+    if entry is not None and entry[0]() is model and entry[1]:
+        return entry[1]
+    inside = {id(m) for m in model.modules()}
+    for ref, where in list(eval_at.values()):
+        module = ref()
+        if module is None or not where:
+            continue
+        if id(module) in inside or any(m is model for m in module.modules()):
+            return where
+    return None

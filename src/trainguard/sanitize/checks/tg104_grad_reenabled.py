@@ -6,8 +6,11 @@ open (the watcher counts them): grad mode was turned back on inside it, by ``tor
 ``grad_fn`` are followed without keeping them alive.
 
 When it fires: those outputs die, or the run ends, without any backward reaching them: the
-evaluation region computed graphs (and kept activations) for nothing. Reported at the
-``enable_grad`` line (at the model call after ``set_grad_enabled(True)``).
+evaluation region computed graphs (and kept activations) for nothing. Reported at the cause: the
+``enable_grad``/``set_grad_enabled(True)`` line, or for a function decorated with
+``@torch.enable_grad()``/``@torch.set_grad_enabled(True)`` the decorator's line (the watcher notes
+where user code turns grad mode back on inside a ``no_grad`` block); at the model call when no
+such line is known.
 
 Silent on: re-enabled regions where a backward or ``torch.autograd.grad`` does reach the outputs
 (input gradients, saliency, test-time optimisation); ``requires_grad_(True)`` under ``no_grad``
@@ -37,7 +40,7 @@ class GradReenabled(UnreachedOutputs):
         if not call.reenabled or self.state.in_backward:
             return
         opened = [w for w in self.state.enable_grad_at if w is not None]
-        where = opened[-1] if opened else call.where
+        where = opened[-1] if opened else (self.state.grad_on_at or call.where)
         for tensor in first_tensor(call.output):
             if tensor.grad_fn is not None:
                 self.follow(tensor, (where, type(call.module).__name__, call.where))

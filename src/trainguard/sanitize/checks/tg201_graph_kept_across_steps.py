@@ -41,6 +41,7 @@ from typing import Any
 from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import Location, is_user_code
+from trainguard.sanitize.core.growth import attribute_accumulation_line
 from trainguard.sanitize.core.holders import (ROOT, _ACCUMULATING_METHODS, Holder,
                                               accumulation_line, find_holder, graphs_released)
 from trainguard.sanitize.core.records import BackwardCall, Made
@@ -115,9 +116,12 @@ class GraphKeptAcrossSteps(Check):
         if unit == "iteration":
             seen += f" (an iteration: one step of each of the {self.per} optimizers)"
         if held is not None:
-            line = accumulation_line(held.frame.f_code, held.name)
-            if line is None:
-                line = _method_accumulation(held)
+            # at the line that grows it: in the holder's class (``self.sum += loss`` in a meter,
+            # ``self.trace.append(h)``, ``self.train_losses.append(loss)``), else in the frame
+            # that holds it
+            line = (attribute_accumulation_line(held)
+                    or accumulation_line(held.frame.f_code, held.name)
+                    or _method_accumulation(held))
             if line is not None:
                 where = line
             holder = f"`{held.path}` holds them" + (

@@ -6,13 +6,16 @@ still have ``p.grad is None`` (a cheap pass over the parameters, stopped after t
 post-accumulate-grad hook that notes a gradient received later.
 
 When it fires: at the end of the run, some parameters never received a gradient although backward
-ran: the path from the loss to them is cut (``.detach()``, ``.data``, ``.item()``, a numpy round
+ran (some or all of an optimizer's: a learnable scalar turned into a new tensor through
+``.item()``, an actor whose output goes through numpy while the critic trains): the path from the loss to them is cut (``.detach()``, ``.data``, ``.item()``, a numpy round
 trip, an integer cast) or their module is never used in the forward. The finding names the
-parameters (by their names in the models seen) and is reported at the ``optimizer.step()`` line.
-Where the cut is: once the suspects are found, the largest modules whose trainable parameters are
+parameters (by their names in the models seen) and is reported at the cause when the probe below
+finds it (the line of the first output named), else at the ``optimizer.step()`` line. Where the
+cut is: once the suspects are found, the largest modules whose trainable parameters are
 all suspects (a submodule such as ``encoder``, or a whole model) get a forward hook, which notes
 their output's ``grad_fn`` and the user line that called them; at the next backward that trains
-the optimizer's other parameters (a GAN's other loss is skipped, up to 8 backward calls) the
+the optimizer's other parameters (a GAN's other loss is skipped, up to 8 backward calls; when none
+of them gets a gradient, the next backward that trains any leaf) the
 loss's graph is searched for those nodes (once). An output the loss does not reach is named with
 its line ("the cut is after it": ``self.encoder(x).detach()``), an output made with grad disabled
 is named as such, and a submodule not called in that step is said to be unused.
@@ -41,7 +44,7 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import short_location, user_location
+from trainguard.sanitize.core.frames import is_user_file, short_location, user_location
 from trainguard.sanitize.core.graph import graph_nodes
 from trainguard.sanitize.core.records import first_tensor
 
@@ -54,7 +57,7 @@ class _Suspects:
     the run by post-accumulate-grad hooks (``Tensor.register_post_accumulate_grad_hook``): any
     gradient later clears them (a head trained after a warm-up, a task sampled later)."""
 
-    __slots__ = ("optimizer", "total", "names", "where", "got", "handles", "cut")
+    __slots__ = ("optimizer", "total", "names", "where", "got", "handles", "cut", "cut_at")
 
     def __init__(self, optimizer: str, total: int, names: dict[int, str], where: Any) -> None:
         self.optimizer = optimizer
@@ -64,6 +67,7 @@ class _Suspects:
         self.got: set[int] = set()
         self.handles: list[Any] = []
         self.cut = ""  # where the path is cut, when found
+        self.cut_at: Any = None  # ... and the user line of the first cut output named
 
     def follow(self, params: list[Any]) -> None:
         for p in params:
@@ -91,6 +95,7 @@ class _Probe:
         self.calls: dict[str, tuple[Any, Any, bool] | None] = {}  # name -> (grad_fn, line, grad on)
         self.handles = [module.register_forward_hook(self._hook(name))
                         for name, module in modules.items()]
+        self.modules = modules
         self.names = list(modules)
 
     def _hook(self, name: str) -> Any:
@@ -123,8 +128,10 @@ class _Probe:
                     variable = getattr(n, "variable", None)  # AccumulateGrad: a leaf
                     if variable is not None:
                         variables.add(id(variable))
-        if not variables & self.others:
-            return None  # the outputs noted stay for the backward of this optimizer's loss
+        if not (variables & self.others if self.others else variables):
+            # the outputs noted stay for the backward of this optimizer's loss (with none of its
+            # parameters trained: for a backward that trains some leaf, the loss they should join)
+            return None
         self.release()
         parts = []
         for name in self.names:
@@ -142,13 +149,41 @@ class _Probe:
             elif id(node) not in reached and not budget.spent:  # (a graph walked in part: unknown)
                 parts.append(f"`{name}`'s output at {at} does not reach the loss: the cut is "
                              "after it, on that line or later")
+            else:
+                inside = _cut_inside(self.modules.get(name), node)
+                if inside is None:
+                    continue
+                parts.append(f"`{name}`'s output at {at} reaches the loss but not its own "
+                             f"parameters: its forward ({short_location(inside)}) cuts them")
+                where = inside
+            if self.suspects.cut_at is None:
+                self.suspects.cut_at = where
         self.calls.clear()
+        self.modules = {}
         return "; ".join(parts)
 
     def release(self) -> None:
         for handle in self.handles:
             handle.remove()
         self.handles = []
+
+
+def _cut_inside(module: Any, node: Any) -> Any:
+    """``(path, line, 0)`` of ``module``'s ``forward`` when its output's graph (``node``, walked in
+    full within the bound) holds none of the module's own trainable parameters: the forward
+    itself cuts them (``.item()``, ``.data``, ``.detach()`` of a weight); else None."""
+    if module is None:
+        return None
+    own = {id(p) for p in module.parameters() if p.requires_grad}
+    budget = Budget(GRAPH_NODES)
+    for n in graph_nodes(node, budget=budget):
+        variable = getattr(n, "variable", None)
+        if variable is not None and id(variable) in own:
+            return None
+    forward = getattr(type(module).forward, "__code__", None)
+    if budget.spent or not own or forward is None or not is_user_file(forward.co_filename):
+        return None
+    return (forward.co_filename, forward.co_firstlineno, 0)
 
 
 class GradientCut(Check):
@@ -192,7 +227,7 @@ class GradientCut(Check):
         record[0], record[1] = steps + 1, never
         if record[0] == _STEPS and never:
             never = self._in_models(never)
-        if record[0] == _STEPS and never and len(never) < len(params):
+        if record[0] == _STEPS and never:
             suspects = _Suspects(type(optimizer).__name__, len(params), self._names(never),
                                  user_location(sys._getframe(1)))
             suspects.follow([p for p in params if id(p) in never])
@@ -250,11 +285,12 @@ class GradientCut(Check):
                 f"step{'s' if steps != 1 else ''}; {', '.join(names[:4])}"
                 f"{', ...' if len(names) > 4 else ''}): the path from the loss to them is cut "
                 "(.detach(), .data, .item(), numpy, an integer cast) or their module is not used "
-                "in forward" + (f"; {s.cut}" if s.cut else ""),
+                f"in forward (optimizer step at {short_location(s.where)})"
+                + (f"; {s.cut}" if s.cut else ""),
                 fix="find where the output of those modules stops carrying grad_fn and compute "
                     "it with torch operations; freeze (requires_grad_(False)) what is unused on "
                     "purpose",
-                where=s.where)
+                where=s.cut_at or s.where)
 
     def _in_models(self, ids: set[int]) -> set[int]:
         """Leave out parameters no watched model holds any more: a module replaced after the

@@ -9,15 +9,17 @@ steps are not judged, ``on_settle``) and put back when checking resumes.
 When it fires: that first backward added onto the very tensor the previous step used, untouched
 in between (the same object, its version advanced by exactly this accumulation): nothing zeroed it,
 neither ``zero_grad()`` (which sets ``None`` or zeroes in place), ``p.grad = None`` nor
-``p.grad.zero_()``. The finding is reported at the next ``optimizer.step()`` of that optimizer,
+``p.grad.zero_()``. The finding is judged at the next ``optimizer.step()`` of that optimizer,
 unless the gradients were zeroed after that backward (a GAN's generator gradients polluted by the
-discriminator's backward, then zeroed before the generator's step).
+discriminator's backward, then zeroed before the generator's step), and reported at the cause: the
+line of the backward that added onto the stale gradients (of the last 8 backward calls; else at
+the step line), naming the step.
 
 Silent on: ``zero_grad`` before backward or at the end of the step, ``set_to_none`` either way,
 ``p.grad = None``, ``model.zero_grad()``, LBFGS closures (they zero inside ``step``), manual SGD
 without an optimizer, several optimizers, and gradient accumulation over micro-batches (zeroed after
 each step). Declared accumulation across steps is silenced with ``# trainguard: ignore[TG301]`` on
-the step line.
+the backward line or on the step line.
 
 Cost: per checked optimizer step, 2 parameters per optimizer followed (hooks taken off while the
 loop is settled); per ``zero_grad``, a set of the owner's parameter ids.
@@ -29,16 +31,19 @@ call zero_grad() in PyTorch?" (https://flisks.com/python-why-do-we-need-to-call-
 
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.frames import short_location, user_location
+from trainguard.sanitize.core.source import marked
 
 _SAMPLE = 2  # parameters followed per optimizer (one polluted gradient is proof)
 
 
 class _Watched:
-    __slots__ = ("grad_ref", "version", "first_seen", "polluted", "opt_key", "handle")
+    __slots__ = ("grad_ref", "version", "first_seen", "polluted", "opt_key", "handle", "backward")
 
     def __init__(self) -> None:
         self.grad_ref: Any = None
@@ -47,6 +52,7 @@ class _Watched:
         self.polluted = False
         self.opt_key: int | None = None
         self.handle: Any = None
+        self.backward = -1  # index of the backward that added onto the stale gradient
 
 
 class GradsAccumulate(Check):
@@ -91,6 +97,8 @@ class GradsAccumulate(Check):
                 same = watched.grad_ref is not None and watched.grad_ref() is grad
                 # exactly one in-place accumulation since the step: nothing zeroed it
                 watched.polluted = same and grad._version == watched.version + 1
+                # the backward running now: its index is the count of those completed before it
+                watched.backward = self.state.backward_count
                 if watched.polluted and watched.opt_key is not None:
                     key = watched.opt_key
                     self.polluted_by[key] = self.polluted_by.get(key, 0) + 1
@@ -111,6 +119,7 @@ class GradsAccumulate(Check):
             return
         ids = self.sampled.get(id(optimizer), [])
         still = []
+        backward = -1
         for pid in ids:
             ref, watched = self.params[pid]
             p = ref()
@@ -120,17 +129,29 @@ class GradsAccumulate(Check):
             if grad is None or watched.grad_ref() is not grad:  # set to None and rebuilt since
                 continue
             still.append(p)
+            backward = watched.backward
         self.polluted_by.pop(id(optimizer), None)
         if still:
+            # at the cause: the backward that added onto the gradients the previous step used
+            # (the last 8 backward calls are kept; else at this step)
+            where = next((b.where for b in self.state.backwards if b.index == backward), None)
+            step_at = user_location(sys._getframe(1)) if where is not None else None
+            if step_at is not None and marked(self.code, step_at):
+                return  # declared accumulation, marked on the step line as documented before
+            lead = ("this backward added onto gradients that still held the previous step's, "
+                    "and " if where is not None else "")
+            at = f" at {short_location(step_at)}" if step_at is not None else ""
             self.report(
-                f"{type(optimizer).__name__}.step() at optimizer step {self.state.step + 1} used "
+                f"{lead}{type(optimizer).__name__}.step() at optimizer step "
+                f"{self.state.step + 1}{at} used "
                 f"gradients that still hold the previous step's: {len(still)} of {len(ids)} "
                 f"followed parameters (shapes {', '.join(str(tuple(p.shape)) for p in still[:3])}) "
                 "were never zeroed between the two steps, so every backward adds onto all earlier "
                 "ones",
                 fix="call optimizer.zero_grad() once per step (before backward, or after step); "
-                    "for intended accumulation across steps, mark the step line "
+                    "for intended accumulation across steps, mark this line "
                     "`# trainguard: ignore[TG301]`",
+                where=where,
             )
 
     def release(self) -> None:

@@ -11,7 +11,9 @@ line, naming the ``zero_grad`` line.
 
 Silent on: ``zero_grad`` before backward or after step, ``p.grad = None``, LBFGS closures (they zero
 inside ``step``), GANs whose other optimizer is zeroed in between (its parameters are not this
-optimizer's), gradients set by hand after zeroing (they are not zero), declared accumulation.
+optimizer's), gradients set by hand after zeroing (they are not zero), declared accumulation,
+zeroing a part of the model on purpose (``model.embedding.zero_grad()`` to keep a layer frozen:
+the optimizer's other parameters still hold their gradients).
 
 Cost: per checked ``zero_grad``, two counters; at the next step, only after a ``zero_grad`` between
 backward and step, 8 gradients read at most (skipped on devices whose values are not read:
@@ -76,17 +78,22 @@ class ZeroGradBeforeStep(Check):
         # note: a sync on CUDA, paid only on this already-suspicious path
         if any(bool(g.any()) for g in grads):
             return  # gradients were set again (by hand or torch.autograd.grad) after zeroing
+        rest = [p.grad for p in _params(optimizer)
+                if id(p) not in zeroed and p.grad is not None][:_SAMPLE]
+        if not readable(*rest) or any(bool(g.any()) for g in rest):
+            return  # a part zeroed on purpose (a frozen layer): the step still applies the rest
         where = pending[2]
-        at = short_location(where, "an earlier line")
+        at = short_location(user_location(sys._getframe(1)), "the step")
         owner_name = type(owner).__name__
         how = "set them to None, so step() skips every parameter" if pending[3] else \
             "filled them with zeros, so step() moves the parameters by momentum and weight decay only"
         self.report(
             f"{type(optimizer).__name__}.step() at optimizer step {self.state.step + 1} ran on "
-            f"zeroed gradients: {owner_name}.zero_grad() at {at} came after the last backward and "
-            f"{how}; nothing learns from this batch",
+            f"zeroed gradients: {owner_name}.zero_grad() here came after the last backward and "
+            f"{how}; nothing learns from this batch (step at {at})",
             fix="call zero_grad() before loss.backward() (or after optimizer.step()), never between "
-                "the two")
+                "the two",
+            where=where)
         self.pending = None
 
     def on_step(self, optimizer: Any) -> None:

@@ -9,6 +9,12 @@ When it fires: at the end of the run, for an optimizer that went through at leas
 of ``zero_grad`` -> backward reaching its parameters -> ``zero_grad`` again, whose parameters never
 changed in those cycles, and whose ``step()`` was not called once in the whole watched run.
 Reported at the line of the backward that completed the second cycle, with the whole run's counts.
+Also, when the optimizer's own ``zero_grad`` never runs (it sits with the step in a branch that is
+never taken, e.g. ``if (i + 1) % accum == 0`` with fewer batches than ``accum``): for each
+optimizer user code built (noted at construction, with its parameters' version counters), at
+exit: at least two backward calls since it was built, its (sampled) parameters hold finite
+gradients not all zero, their version counters never moved, and it never stepped; reported at the
+last backward's line.
 
 Silent on: optimizers that step, however late (a backbone optimizer zeroed every step but stepped
 only after a warm-up epoch; a gradient probe that uses the training optimizer's ``zero_grad``
@@ -18,7 +24,8 @@ a cycle), manual SGD (``p -= lr * p.grad`` changes the version counter), gradien
 with ``model.zero_grad()``, backward passes that do not reach this optimizer's parameters
 (another model's).
 
-Cost: per ``zero_grad`` of an optimizer that never stepped, 8 parameters' version counters and
+Cost: per optimizer built, 8 version counters noted once; per ``zero_grad`` of an optimizer that
+never stepped, 8 parameters' version counters and
 gradients (finiteness read on CPU and CUDA only); one set look-up once it has stepped; at exit, one
 pass over the candidates.
 
@@ -42,7 +49,7 @@ _CYCLES = 2
 
 class _Followed:
     __slots__ = ("params", "versions", "start", "backwards", "cycles", "optimizer", "name",
-                 "shapes", "where")
+                 "shapes", "where", "keep")
 
     def __init__(self, optimizer: Any, params: list[Any], backwards: int) -> None:
         self.optimizer = weakref.ref(optimizer)
@@ -54,6 +61,7 @@ class _Followed:
         self.cycles = 0  # zero_grad calls that cleared gradients a backward had filled
         self.shapes = ""
         self.where: Any = None  # the backward line that completed the second cycle
+        self.keep: list[Any] = []  # the sampled parameters, held (built optimizers only)
 
 
 class StepMissing(Check):
@@ -68,6 +76,37 @@ class StepMissing(Check):
         self.done: "weakref.WeakSet[Any]" = weakref.WeakSet()
         # candidates: two cycles without a step so far, keyed by the optimizer's id
         self.pending: dict[int, _Followed] = {}
+        # optimizers user code built, noted at construction (their zero_grad may never run)
+        self.built: "weakref.WeakKeyDictionary[Any, _Followed]" = weakref.WeakKeyDictionary()
+        self.exited = False  # after on_exit a freed optimizer is not judged (nor reported)
+
+    def on_built(self, obj: Any, where: Any) -> None:
+        if not hasattr(obj, "param_groups") or where is None:
+            return
+        params = [p for g in obj.param_groups for p in g["params"] if p.requires_grad]
+        if params:
+            followed = self.built[obj] = _Followed(obj, params[:_SAMPLE],
+                                                   self.state.backward_count)
+            # the parameters are held so that an optimizer dropped before the end (built by a
+            # trainer object that is gone) is judged when it is freed
+            followed.keep = params[:_SAMPLE]
+            weakref.finalize(obj, self._freed, id(obj), followed)
+
+    def _freed(self, key: int, followed: _Followed) -> None:
+        try:
+            if key not in self.pending and followed.keep and not self.exited:
+                self._judge_built(followed)
+        finally:
+            followed.keep = []
+
+    def _judge_built(self, followed: _Followed) -> None:
+        message = self._never_stepped(followed)
+        followed.keep = []
+        if message:
+            last = self.state.backwards[-1].where if self.state.backwards else None
+            self.report(message, fix="call optimizer.step() after loss.backward() in every "
+                        "training step (a step inside a condition that is never true: check the "
+                        "counter it tests)", where=last)
 
     def on_zero_grad(self, owner: Any, set_to_none: bool) -> None:
         if not hasattr(owner, "param_groups") or owner in self.done:
@@ -95,6 +134,7 @@ class StepMissing(Check):
             self._stepped(optimizer)
 
     def on_exit(self) -> None:
+        self.exited = True
         for followed in list(self.pending.values()):
             optimizer = followed.optimizer()
             if optimizer is not None and optimizer in self.state.optimizers:
@@ -103,8 +143,42 @@ class StepMissing(Check):
             self.report(_message(followed),
                         fix="call optimizer.step() after loss.backward() in every training step",
                         where=followed.where)
+        for optimizer, followed in list(self.built.items()):
+            if (id(optimizer) in self.pending or optimizer in self.done
+                    or optimizer in self.state.optimizers):
+                followed.keep = []
+                continue
+            self._judge_built(followed)
         self.pending.clear()
+        self.built.clear()
         self.disarm()
+
+    def _never_stepped(self, followed: _Followed) -> str:
+        """For an optimizer built by user code that never stepped nor was zeroed in cycles: a
+        message when at least two backward calls ran since it was built, its (sampled)
+        parameters hold finite gradients, not all zero, and never changed; else ''."""
+        import torch
+
+        backwards = self.state.backward_count - followed.start
+        params = list(followed.keep) or [r() for r in followed.params]
+        if backwards < _CYCLES or any(p is None for p in params):
+            return ""
+        if any(p._version != v for p, v in zip(params, followed.versions)):
+            return ""  # updated some other way (manual SGD, a copy from another model)
+        grads = [p.grad for p in params if p.grad is not None]
+        if not grads or not readable(*grads):
+            return ""  # no backward reached them, or values that cannot be read (meta)
+        if not all(bool(torch.isfinite(g).all()) for g in grads) or \
+                not any(bool(g.any()) for g in grads):
+            return ""
+        name = followed.name
+        shapes = ", ".join(str(tuple(p.shape)) for p in params[:3])
+        return (f"{backwards} backward call{'s' if backwards != 1 else ''} since {name} was built "
+                f"left gradients on its parameters (shapes {shapes}), and {name}.step() was never "
+                "called in the whole run: the parameters have not changed")
+
+    def release(self) -> None:
+        self.exited = True  # switched off: freed optimizers are no longer judged
 
     def _stepped(self, optimizer: Any) -> None:
         self.done.add(optimizer)

@@ -1,18 +1,25 @@
 """TG401 softmax-before-cross-entropy: probabilities fed to a loss that expects logits or log-probs.
 
 What it watches: every ``CrossEntropyLoss``/``F.cross_entropy`` and ``NLLLoss``/``F.nll_loss`` call:
-the autograd node that made its input (one attribute read, no values, no sync).
+the autograd node that made its input (one attribute read, no values, no sync); when the input has
+no ``grad_fn`` (a validation loss under ``torch.no_grad()``), its values, on the CPU only.
 
 When it fires: the input was made by ``softmax`` (``F.softmax``, ``nn.Softmax``, ``Tensor.softmax``),
-possibly through a reshape or dtype cast. ``cross_entropy`` applies ``log_softmax`` itself, so the
-model is trained through two softmaxes and its gradients shrink; ``nll_loss`` expects
-log-probabilities, so on probabilities it is not a likelihood at all.
+possibly through a reshape or dtype cast; or, without a ``grad_fn``, it holds probabilities: two or
+more classes along dim 1, every value in [0, 1], every row summing to 1 (within 1e-3).
+``cross_entropy`` applies ``log_softmax`` itself, so the model is trained through two softmaxes
+and its gradients shrink; ``nll_loss`` expects log-probabilities, so on probabilities it is not a
+likelihood at all. Reported at the cause: after the first sighting, a window (``core/origin.py``)
+notes where softmax outputs are made until the next such loss call, which is then reported at the
+line that called softmax, or at the line that built the ``nn.Softmax`` module; the loss line is in
+the message (at the loss line when the run ends first or the value test found it).
 
 Silent on: logits, ``log_softmax`` output, ``torch.log(softmax(x))`` for ``NLLLoss``, softmax used
-for the *target* (distillation), and losses computed under ``torch.no_grad()`` (no ``grad_fn`` to
-read; the training loss is checked).
+for the *target* (distillation), log-probabilities or logits under ``torch.no_grad()``.
 
-Cost: per checked loss call, one look at its input's ``grad_fn``.
+Cost: per checked loss call, one look at its input's ``grad_fn``; without one, a min, max and row
+sum of the input on the CPU (skipped on other devices and past 1,000,000 values). After a finding,
+one Python call per torch function until the next such loss call.
 
 Reference: ``CrossEntropyLoss`` docs ("The input is expected to contain the unnormalized logits")
 https://pytorch.org/docs/stable/generated/torch.nn.CrossEntropyLoss.html;
@@ -21,35 +28,80 @@ https://jamesmccaffreyblog.com/2020/06/11/pytorch-crossentropyloss-vs-nllloss-cr
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.producer import producer, shape
+from trainguard.sanitize.core.origin import Origin, Pending
+from trainguard.sanitize.core.producer import producer_node, shape
+from trainguard.sanitize.core.values import READ_NOW, reading
 
 _CE = ("CrossEntropyLoss", "cross_entropy")
 _NLL = ("NLLLoss", "nll_loss")
+_VALUES = 1_000_000  # most values read by the test for probabilities
 
 
 class SoftmaxBeforeCrossEntropy(Check):
     code = "TG401"
 
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
+        import torch
+        import torch.nn.functional as F
+
+        self.built: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self.kinds = (torch.nn.Softmax, torch.nn.Softmax2d)
+        origin = Origin(((F, "softmax"), (torch, "softmax"), (torch.Tensor, "softmax"),
+                         (torch.special, "softmax")),
+                        self.built.get)
+        self.pending = Pending(origin, self.report, self.hold)
+
+    def on_built(self, obj: Any, where: Any) -> None:
+        if isinstance(obj, self.kinds) and where is not None:
+            self.built[obj] = where
+
     def on_loss(self, call: Any) -> None:
         name = call.name
-        if name not in _CE and name not in _NLL:
+        if (name not in _CE and name not in _NLL):
             return
-        made_by = producer(call.input)
-        if made_by is None or not made_by.startswith("SoftmaxBackward"):
+        node = producer_node(call.input)
+        if node is not None:
+            if not type(node).__name__.startswith("SoftmaxBackward"):
+                return
+            made = "made by softmax"
+        elif _probabilities(call.input):
+            made = "holding probabilities (every row sums to 1)"
+        else:
             return
         if name in _CE:
-            self.report(
-                f"{name} got an input of shape {shape(call.input)} made by softmax: it applies "
-                "log_softmax itself, so the probabilities go through a second softmax and the "
-                "gradients shrink (training stalls, the loss floors above zero)",
-                fix="pass the raw logits to the loss and apply softmax only for predictions",
-                where=call.where)
+            message = (f"{name} got an input of shape {shape(call.input)} {made}: it applies "
+                       "log_softmax itself, so the probabilities go through a second softmax and "
+                       "the gradients shrink (training stalls, the loss floors above zero)")
+            fix = "pass the raw logits to the loss and apply softmax only for predictions"
         else:
-            self.report(
-                f"{name} got an input of shape {shape(call.input)} made by softmax: it expects "
-                "log-probabilities, so on probabilities it is not a log-likelihood",
-                fix="use log_softmax before NLLLoss, or pass logits to CrossEntropyLoss",
-                where=call.where)
+            message = (f"{name} got an input of shape {shape(call.input)} {made}: it expects "
+                       "log-probabilities, so on probabilities it is not a log-likelihood")
+            fix = "use log_softmax before NLLLoss, or pass logits to CrossEntropyLoss"
+        if node is None:  # no graph to locate it by: at the loss
+            self.report(message, fix=fix, where=call.where)
+            return
+        self.pending.found(node, message, fix, call.where)
+
+    def on_exit(self) -> None:
+        self.pending.flush()
+
+    def release(self) -> None:
+        self.pending.origin.stop()
+
+
+def _probabilities(given: Any) -> bool:
+    """Whether a loss input without a graph holds probabilities along dim 1 (CPU only)."""
+    import torch
+
+    if not isinstance(given, torch.Tensor) or not given.is_floating_point() or given.dim() < 2 \
+            or given.shape[1] < 2 or given.numel() > _VALUES or reading(given) != READ_NOW:
+        return False
+    if float(given.min()) < 0.0 or float(given.max()) > 1.0:
+        return False
+    sums = given.sum(dim=1)
+    return bool(((sums - 1.0).abs() <= 1e-3).all())

@@ -6,8 +6,10 @@ the module that raised (the watcher notes the innermost failing module), its nam
 the input size from the message, and, once, the live ``DataLoader`` objects (``gc``) to find the one
 whose last batch holds a single sample.
 
-When it fires: on that error. In eager PyTorch 2.x every BatchNorm call in training mode with
-one value per channel raises this error (``BatchNorm1d`` on ``(1, C)`` or ``(1, C, 1)``,
+When it fires: on that error. Reported at the cause when it is known: the line that built the
+DataLoader whose last batch holds one sample (the watcher notes where user code builds each
+DataLoader; the one iterated last is preferred), else at the failing line. In eager PyTorch 2.x
+every BatchNorm call in training mode with one value per channel raises this error (``BatchNorm1d`` on ``(1, C)`` or ``(1, C, 1)``,
 ``BatchNorm2d`` on ``(1, C, 1, 1)``), so the error is where the pitfall shows. The diagnosis names
 the layer and, where found, the loader (``len(dataset) % batch_size == 1``) and the fix.
 
@@ -24,6 +26,7 @@ forum thread https://discuss.pytorch.org/t/batch-norm-training-when-batch-size-1
 from __future__ import annotations
 
 import re
+import weakref
 from typing import Any
 
 from trainguard.sanitize.core.bounds import live_objects
@@ -36,6 +39,14 @@ _SIZE = re.compile(r"input size torch\.Size\(\[([\d, ]*)\]\)")
 class BatchNormBatchOfOne(Check):
     code = "TG404"
 
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
+        self.built: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+    def on_built(self, obj: Any, where: Any) -> None:
+        if hasattr(obj, "drop_last") and where is not None:  # a DataLoader: where it was built
+            self.built[obj] = where
+
     def on_error(self, exc: BaseException) -> Diagnosis | None:
         if not isinstance(exc, ValueError) or _MESSAGE not in str(exc):
             return None
@@ -45,14 +56,22 @@ class BatchNormBatchOfOne(Check):
         seen = f"input size {size}" if size else "its input"
         batch = (f"a batch of {size[0]} sample{'s' if size[0] != 1 else ''}"
                  if size else "this batch")
-        loader = _partial_loader()
-        where_from = (f"; {loader} leaves a last batch of one sample" if loader else
-                      " (often the last, partial batch of an epoch)")
+        found = _partial_loader(self.state.loader_id)
+        built = self.built.get(found[0]) if found is not None else None
+        if found is None:
+            where_from = " (often the last, partial batch of an epoch)"
+        elif built is not None:
+            # at the cause: the DataLoader's construction, where drop_last belongs
+            where_from = (f"; this {found[1]} leaves a last batch of one sample, which reached "
+                          f"the model at the failing line")
+        else:
+            where_from = f"; {found[1]} leaves a last batch of one sample"
         return Diagnosis(
             f"{layer} got {seen} in training mode: {batch} gives it one value per channel, so "
             f"the batch variance is undefined{where_from}",
             fix="pass drop_last=True to the training DataLoader, use a batch size that does not "
-                "leave one sample, or use GroupNorm/LayerNorm for single-sample batches")
+                "leave one sample, or use GroupNorm/LayerNorm for single-sample batches",
+            where=built)
 
 
 def _layer_name(state: Any) -> str:
@@ -67,9 +86,12 @@ def _layer_name(state: Any) -> str:
     return kind
 
 
-def _partial_loader() -> str | None:
+def _partial_loader(last_id: int) -> tuple[Any, str] | None:
+    """A live DataLoader whose last batch holds one sample, and its description; the one
+    iterated last (``last_id``) first."""
     from torch.utils.data import DataLoader
 
+    found = []
     # type(), not isinstance: some objects warn on __class__
     for obj in live_objects(lambda o: DataLoader in type(o).__mro__):
         size = obj.batch_size
@@ -78,5 +100,6 @@ def _partial_loader() -> str | None:
         except TypeError:
             continue
         if size and not obj.drop_last and n % size == 1:
-            return f"DataLoader(batch_size={size}) over {n} samples"
-    return None
+            found.append((obj, f"DataLoader(batch_size={size}) over {n} samples"))
+    found.sort(key=lambda item: id(item[0]) != last_id)
+    return found[0] if found else None

@@ -6,12 +6,16 @@ autograd node that made its input (one attribute read, no values, no sync).
 When it fires: the input was made by ``sigmoid`` (``torch.sigmoid``, ``nn.Sigmoid``,
 ``Tensor.sigmoid``), possibly through a reshape or dtype cast. The loss then computes
 ``sigmoid(sigmoid(x))``, which lies in (0.5, 0.73): a prediction can never be confidently negative
-and the gradients vanish.
+and the gradients vanish. Reported at the cause: after the first sighting, a window
+(``core/origin.py``) notes where sigmoid outputs are made until the next such loss call, which is
+then reported at the line that called sigmoid, or at the line that built the ``nn.Sigmoid``
+module; the loss line is in the message (at the loss line when the run ends first).
 
 Silent on: logits; ``sigmoid`` output given to ``BCELoss`` (that is its contract); losses computed
 under ``torch.no_grad()`` (no ``grad_fn`` to read).
 
-Cost: per checked loss call, one look at its input's ``grad_fn``.
+Cost: per checked loss call, one look at its input's ``grad_fn``. After a finding, one Python
+call per torch function until the next such loss call.
 
 Reference: ``BCEWithLogitsLoss`` docs ("combines a Sigmoid layer and the BCELoss in one single
 class") https://pytorch.org/docs/stable/generated/torch.nn.BCEWithLogitsLoss.html; GitHub issue
@@ -20,10 +24,12 @@ https://github.com/lopuhin/kaggle-imet-2019/issues/3.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.producer import producer, shape
+from trainguard.sanitize.core.origin import Origin, Pending
+from trainguard.sanitize.core.producer import producer_node, shape
 
 _NAMES = ("BCEWithLogitsLoss", "binary_cross_entropy_with_logits")
 
@@ -31,16 +37,38 @@ _NAMES = ("BCEWithLogitsLoss", "binary_cross_entropy_with_logits")
 class SigmoidBeforeBCEWithLogits(Check):
     code = "TG406"
 
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
+        import torch
+
+        self.built: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        origin = Origin(((torch, "sigmoid"), (torch.Tensor, "sigmoid"), (torch.special, "expit"),
+                         (torch.nn.functional, "sigmoid")), self.built.get)
+        self.pending = Pending(origin, self.report, self.hold)
+
+    def on_built(self, obj: Any, where: Any) -> None:
+        import torch
+
+        if isinstance(obj, torch.nn.Sigmoid) and where is not None:
+            self.built[obj] = where
+
     def on_loss(self, call: Any) -> None:
         if call.name not in _NAMES:
             return
-        made_by = producer(call.input)
-        if made_by is None or not made_by.startswith("SigmoidBackward"):
+        node = producer_node(call.input)
+        if node is None or not type(node).__name__.startswith("SigmoidBackward"):
             return
-        self.report(
+        self.pending.found(
+            node,
             f"{call.name} got an input of shape {shape(call.input)} made by sigmoid: the loss "
             "applies the sigmoid again, so its predictions stay within (0.5, 0.73) and the "
             "gradients vanish",
-            fix="pass the raw logits to BCEWithLogitsLoss (drop the sigmoid), or keep the sigmoid "
-                "and use BCELoss",
-            where=call.where)
+            "pass the raw logits to BCEWithLogitsLoss (drop the sigmoid), or keep the sigmoid "
+            "and use BCELoss",
+            call.where)
+
+    def on_exit(self) -> None:
+        self.pending.flush()
+
+    def release(self) -> None:
+        self.pending.origin.stop()

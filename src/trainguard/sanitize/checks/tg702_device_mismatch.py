@@ -1,16 +1,21 @@
 """TG702 device-mismatch: tensors on different devices met in one operation.
 
-What it watches: nothing on a healthy step. When the run dies of PyTorch's device error
-("Expected all tensors to be on the same device", "... is not on the expected device ...", or
-"Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the same"), it
-reads the failing frames once: the module that raised (its name in the model and its parameters'
-devices), the tensors that module's ``forward`` held, and the tensors and models named in the user's
-failing line's frame.
+What it watches: nothing on a healthy step. When the run dies of an exception that passed through
+a module call, it reads the devices of the innermost failing module's own parameters and buffers
+and of the tensors it was given, also inside tuples, lists and dicts (an RNN's ``hx``, an LSTM's
+``(h0, c0)``), whatever the error's wording (an RNN says "Input and hidden tensors are not at the
+same device"). On an error outside modules it needs PyTorch's device wording ("Expected all
+tensors to be on the same device", "... is not on the expected device ...", "Input type ... and
+weight type ... should be the same"). It then also reads the failing frames once: the tensors that
+module's ``forward`` held and the tensors and models named in the user's failing line's frame.
 
-When it fires: on that error. The diagnosis names each device and what is on it: `x` on cpu,
-the parameters of `Linear` `0` on cuda:0, so the user sees which side to move.
+When it fires: the failing module's parameters and inputs span two devices (0-dim CPU tensors,
+which PyTorch lets meet any device, do not count), or the error is PyTorch's device error. The
+diagnosis names each device and what is on it: `x` on cpu, the parameters of `Linear` `0` on
+cuda:0, the GRU's `input 1` (the hidden state) on cpu, so the user sees which side to move.
 
-Silent on: runs without this error.
+Silent on: runs without an error; errors of a module whose parameters and inputs share one device
+(a shape mismatch), unless the message is the device error.
 
 Cost: only at PyTorch's device-mismatch error: the locals of the two user frames of the traceback
 and their models' modules and parameters.
@@ -21,7 +26,7 @@ https://discuss.pytorch.org/t/expected-all-tensors-to-be-on-the-same-device-but-
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import is_user_file
@@ -35,10 +40,10 @@ class DeviceMismatch(Check):
 
     def on_error(self, exc: BaseException) -> Diagnosis | None:
         text = str(exc)
-        if not any(p in text for p in _PATTERNS):
+        failed = self.state.failed_module
+        met = _call_devices(failed, self.state.failed_inputs)
+        if len(met) < 2 and not any(p in text for p in _PATTERNS):
             return None
-        import torch
-        from torch import nn
 
         by_device: dict[str, list[str]] = {}
 
@@ -47,28 +52,12 @@ class DeviceMismatch(Check):
             if what not in names and len(names) < 4:
                 names.append(what)
 
-        module_frame, user_frame = _frames(exc)
-        failed = self.state.failed_module
         models = list(self.state.models)
-        if user_frame is not None:
-            models += [v for v in user_frame.f_locals.values() if isinstance(v, nn.Module)]
-        if module_frame is not None:
-            for name, value in module_frame.f_locals.items():
-                if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
-                    note(value.device, f"`{name}` given to {type(module_frame.f_locals['self']).__name__}.forward")
-        if failed is not None:
-            for pname, p in failed.named_parameters(recurse=False):
-                note(p.device, f"{_qualified(models, failed)}.{pname}")
-        if user_frame is not None:
-            for name, value in user_frame.f_locals.items():
-                if isinstance(value, nn.Parameter):
-                    continue
-                if isinstance(value, torch.Tensor):
-                    note(value.device, f"`{name}`")
-                elif isinstance(value, nn.Module):
-                    devices = {str(p.device) for p in value.parameters()}
-                    for d in devices:
-                        note(d, f"`{name}`'s parameters")
+        if len(met) >= 2:  # the failing call itself: what met there is the diagnosis
+            for device, what in met:
+                note(device, what.replace("{name}", _qualified(models, failed)))
+        else:
+            _note_frames(note, models, failed, *_frames(exc))
         if len(by_device) < 2:
             return Diagnosis(f"two tensors of one operation are on different devices ({text.splitlines()[0]})",
                              fix="move the model and every tensor it meets to one device with "
@@ -78,6 +67,52 @@ class DeviceMismatch(Check):
             f"tensors on {len(by_device)} devices met in one operation: {parts}",
             fix="create one `device = torch.device(...)`, call `model.to(device)` once, and move each "
                 "batch with `x = x.to(device)` (tensors made inside forward: `device=x.device`)")
+
+
+def _note_frames(note: Callable[[Any, str], None], models: list[Any], failed: Any,
+                 module_frame: Any, user_frame: Any) -> None:
+    """Note the devices of the tensors the failing ``forward`` and the user's failing line held."""
+    import torch
+    from torch import nn
+
+    if user_frame is not None:
+        models += [v for v in user_frame.f_locals.values() if isinstance(v, nn.Module)]
+    if module_frame is not None:
+        for name, value in module_frame.f_locals.items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
+                note(value.device,
+                     f"`{name}` given to {type(module_frame.f_locals['self']).__name__}.forward")
+    if failed is not None:
+        for pname, p in failed.named_parameters(recurse=False):
+            note(p.device, f"{_qualified(models, failed)}.{pname}")
+    if user_frame is not None:
+        for name, value in user_frame.f_locals.items():
+            if isinstance(value, nn.Parameter):
+                continue
+            if isinstance(value, torch.Tensor):
+                note(value.device, f"`{name}`")
+            elif isinstance(value, nn.Module):
+                for d in {str(p.device) for p in value.parameters()}:
+                    note(d, f"`{name}`'s parameters")
+
+
+def _call_devices(module: Any, inputs: list[tuple[str, tuple[int, ...], str]]
+                  ) -> list[tuple[str, str]]:
+    """``(device, what)`` for the failing module's own parameters and buffers and for its tensor
+    inputs (0-dim CPU tensors left out: PyTorch lets them meet tensors on any device); empty
+    when they all share one device."""
+    found: list[tuple[str, str]] = []
+    if module is not None:
+        for pname, p in list(module.named_parameters(recurse=False))[:16]:
+            found.append((str(p.device), f"{{name}}.{pname}"))
+        for bname, b in list(module.named_buffers(recurse=False))[:16]:
+            if b.dim() > 0 or not b.is_cpu:
+                found.append((str(b.device), f"{{name}}.{bname}"))
+    kind = type(module).__name__ if module is not None else "the call"
+    for where, shape, device in inputs:
+        if shape or device != "cpu":
+            found.append((device, f"{kind}'s {where} {shape}"))
+    return found if len({d for d, _ in found}) >= 2 else []
 
 
 def _frames(exc: BaseException) -> tuple[Any, Any]:

@@ -71,6 +71,9 @@ Events (arguments are what PyTorch passed; nothing is copied):
   makes itself (``fork_rng``, DataLoader workers seeding themselves) are not events.
 - ``on_loader_iter(loader)``: ``DataLoader.__iter__`` was called (once per pass over a DataLoader,
   before any worker starts).
+- ``on_built(obj, where)``: user code built a ``DataLoader``, a ``DistributedSampler``, an
+  optimizer (``torch.optim.Optimizer.__init__`` returned), an ``nn.Softmax``/``nn.Softmax2d`` or
+  an ``nn.Sigmoid``; ``where`` is the user's line.
 - ``on_functional(name, args, kwargs)``: a watched ``torch.nn.functional`` function other than a
   loss (``"dropout"``, ``"dropout2d"``, ...).
 - ``on_mode(call)``: an outermost ``Module.train(mode)``/``eval()`` call is about to run (not the
@@ -137,7 +140,7 @@ EVENTS = (
     "on_backward_done", "on_backward_failed", "on_step_pre", "on_step", "on_zero_grad",
     "on_functional", "on_save", "on_load", "on_exit", "on_error", "on_scheduler_step", "on_clip",
     "on_sampler_iter", "on_repro_pre", "on_repro", "on_loader_iter", "on_resume", "on_settle",
-    "on_mode", "on_params_added",
+    "on_built", "on_mode", "on_params_added",
 )
 
 
@@ -234,6 +237,7 @@ class Check:
     def on_repro_pre(self, name: str, value: Any) -> None: ...
     def on_repro(self, name: str, value: Any) -> None: ...
     def on_loader_iter(self, loader: Any) -> None: ...
+    def on_built(self, obj: Any, where: Any) -> None: ...
     def on_resume(self, boundary: bool) -> None: ...
     def on_settle(self) -> None: ...
     def on_functional(self, name: str, args: tuple, kwargs: dict) -> None: ...

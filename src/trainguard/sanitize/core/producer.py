@@ -30,5 +30,18 @@ def producer(tensor: Any, *, depth: int = 4) -> str | None:
     return type(node).__name__ if node is not None else None
 
 
+def producer_node(tensor: Any, *, depth: int = 4) -> Any:
+    """The autograd node :func:`producer` names (the node itself), or None."""
+    node = getattr(tensor, "grad_fn", None)
+    for _ in range(depth):
+        if node is None:
+            return None
+        if not type(node).__name__.startswith(_PASS_THROUGH):
+            return node
+        nxt = [fn for fn, _ in node.next_functions if fn is not None]
+        node = nxt[0] if len(nxt) == 1 else None
+    return node
+
+
 def shape(tensor: Any) -> str:
     return str(tuple(tensor.shape)) if hasattr(tensor, "shape") else type(tensor).__name__

@@ -7,9 +7,17 @@ from __future__ import annotations
 import ast
 import linecache
 
+from trainguard.config import is_suppressed
 from trainguard.sanitize.core.bounds import parse_file
 
-__all__ = ["SourceFile"]
+__all__ = ["SourceFile", "marked"]
+
+
+def marked(code: str, where: tuple) -> bool:
+    """Whether the user's line at ``where`` (``(path, line, ...)``) carries a suppression comment
+    covering ``code`` (``# trainguard: ignore[TG301]``, ``# noqa: TG301``): for a check that
+    reports at the cause but honours a mark on the line where it used to report."""
+    return is_suppressed(code, linecache.getline(where[0], where[1]))
 
 
 class SourceFile:

@@ -148,7 +148,8 @@ class State:
         stack: the :class:`ForwardCall` records in progress (outermost calls, loss modules and the
             module types checks asked for), outermost first.
         failed_module: the innermost module whose call raised, for explaining errors;
-            ``failed_inputs`` the ``(shape, device)`` of its tensor arguments and ``failed_root``
+            ``failed_inputs`` the ``(where, shape, device)`` of its tensor arguments (also inside
+            tuples, lists and dicts: ``"input 1[0]"``) and ``failed_root``
             the outermost module of that call.
         backwards: the last few backward calls, newest last.
         models: root modules seen, weakly held (``list(state.models)`` gives them).
@@ -169,7 +170,7 @@ class State:
         self.modules: list[Any] = []
         self.stack: list[ForwardCall] = []
         self.failed_module: Any = None
-        self.failed_inputs: list[tuple[tuple[int, ...], str]] = []
+        self.failed_inputs: list[tuple[str, tuple[int, ...], str]] = []
         self.failed_root: Any = None
         self.backwards: deque[BackwardCall] = deque(maxlen=8)
         self.models = _Seen()
@@ -189,10 +190,17 @@ class State:
         self.stamps: list[Any] = []
         self.no_grad_depth = 0
         self.enable_grad_at: list[Location | None] = []
+        # the user's line of the latest ``set_grad_enabled(True)`` made inside an open no_grad
+        # block with grad mode off (None once every no_grad block is closed)
+        self.grad_on_at: Location | None = None
         self.functional_caller: Any = None  # during on_functional: the frame that called it
         # id(module) -> (weak reference, line): where user code last put that module in eval mode
         # (an outermost ``eval()``/``train(False)``), until it calls ``train()`` on it again
         self.eval_at: dict[int, tuple[Any, Location | None]] = {}
+        # id(module) -> (weak reference, line, backward calls completed then, whether it switched
+        # the module out of eval mode): where user code last called ``train()`` on it (a call
+        # repeated with no backward since one that switched keeps that one's line)
+        self.train_at: dict[int, tuple[Any, Location | None, int, bool]] = {}
 
     def track_graph(self, tensor: Any, info: Any = None) -> GraphTrack | None:
         """Follow the graph behind ``tensor`` (None when it has no ``grad_fn``)."""

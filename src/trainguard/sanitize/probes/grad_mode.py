@@ -1,4 +1,4 @@
-"""The grad-mode probe: ``torch.no_grad``/``torch.enable_grad`` blocks and ``Module.train``/``eval``.
+"""The grad-mode probe: ``no_grad``/``enable_grad``/``set_grad_enabled``, ``Module.train``/``eval``.
 
 Facts kept (``State``):
 
@@ -6,17 +6,18 @@ Facts kept (``State``):
   re-enabled);
 - ``enable_grad_at``: for each open ``torch.enable_grad()`` block, the user's line that opened it
   with grad mode off, or None;
+- ``grad_on_at``: the user's line of the latest ``torch.set_grad_enabled(True)`` made inside an
+  open ``no_grad`` block with grad mode off (``optimizer.step()`` calls it with False, which costs
+  one test); for ``enable_grad``/``set_grad_enabled`` used as a decorator, the decorator's line;
 - ``eval_at``: where user code last put a module in eval mode (an outermost
-  ``eval()``/``train(False)``), until it calls ``train()`` on it again; only the outermost call
-  counts (``Module.train`` calls itself on every child), and a run calls these per epoch, not per
-  step.
+  ``eval()``/``train(False)``), until it calls ``train()`` on it again; ``train_at``: where user
+  code last called ``train()`` on it, and whether that call switched it out of eval mode; only
+  the outermost call counts (``Module.train`` calls itself on every child), and a run calls these
+  per epoch, not per step. The mode checks report at these lines (the cause).
 
 Event: ``on_mode`` for each outermost ``train()``/``eval()`` call, before it runs (a
 :class:`~trainguard.sanitize.core.records.ModeCall`: the module, the mode asked for and the one it
 had, whether user code made the call), sent only while a check listens.
-
-``torch.set_grad_enabled`` is left alone: every ``optimizer.step()`` calls it twice, and a forward
-with grad on inside an open ``no_grad`` block is re-enabled either way.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def _grad_mode(bus: "Bus", undo: list[Undo]) -> None:
     def make_no_grad_exit(original: Any) -> Any:
         def __exit__(self: Any, *exc: Any) -> Any:
             state.no_grad_depth = max(0, state.no_grad_depth - 1)
+            if not state.no_grad_depth:
+                state.grad_on_at = None
             return original(self, *exc)
         return __exit__
 
@@ -67,15 +70,25 @@ def _grad_mode(bus: "Bus", undo: list[Undo]) -> None:
             was = is_grad_enabled()
             result = original(self)
             try:
-                frame = sys._getframe(1)
-                if not was and frames.is_user_code(frame.f_code):
-                    state.enable_grad_at.append(frames.user_location(frame))
-                else:
-                    state.enable_grad_at.append(None)
+                state.enable_grad_at.append(None if was else _grad_opener(sys._getframe(1)))
             except Exception as exc:
                 bus.hook_failed("torch.enable_grad", exc)
             return result
         return __enter__
+
+    def make_set_grad_enabled(original: Any) -> Any:
+        # ``torch.set_grad_enabled(mode)`` sets the mode in ``__init__`` (as a function, as a
+        # context manager and, through ``clone()``, as a decorator); ``optimizer.step()`` calls it
+        # with False, which returns after one test
+        def __init__(self: Any, mode: bool) -> None:
+            was = is_grad_enabled()
+            original(self, mode)
+            if mode and not was and state.no_grad_depth:
+                try:
+                    state.grad_on_at = _grad_opener(sys._getframe(1))
+                except Exception as exc:
+                    bus.hook_failed("torch.set_grad_enabled", exc)
+        return __init__
 
     def make_enable_exit(original: Any) -> Any:
         def __exit__(self: Any, *exc: Any) -> Any:
@@ -88,6 +101,28 @@ def _grad_mode(bus: "Bus", undo: list[Undo]) -> None:
     patch(grad_mode.no_grad, "__exit__", make_no_grad_exit, undo)
     patch(grad_mode.enable_grad, "__enter__", make_enable_enter, undo)
     patch(grad_mode.enable_grad, "__exit__", make_enable_exit, undo)
+    patch(grad_mode.set_grad_enabled, "__init__", make_set_grad_enabled, undo)
+
+
+def _grad_opener(frame: Any) -> Any:
+    """The user's line that turned grad mode on from ``frame`` (the caller of ``enable_grad``'s
+    ``__enter__`` or ``set_grad_enabled``'s ``__init__``): that frame's line when it is user code;
+    for a decorated function (``@torch.enable_grad()``: torch's ``decorate_context`` runs the
+    context), the decorator line (a decorated function's ``co_firstlineno``); else None (PyTorch's
+    own re-enabling, an LBFGS closure)."""
+    for _ in range(3):  # set_grad_enabled as a decorator: __init__ <- clone <- decorate_context
+        if frame is None:
+            return None
+        code = frame.f_code
+        if frames.is_user_code(code):
+            return frames.user_location(frame)
+        if code.co_name == "decorate_context":
+            inner = getattr(frame.f_locals.get("func"), "__code__", None)
+            if inner is not None and frames.is_user_code(inner):
+                return (inner.co_filename, inner.co_firstlineno, 1)
+            return None
+        frame = frame.f_back
+    return None
 
 
 def _mode_calls(bus: "Bus", undo: list[Undo]) -> None:
@@ -95,7 +130,8 @@ def _mode_calls(bus: "Bus", undo: list[Undo]) -> None:
     for each outermost call when a check listens."""
     from torch import nn
 
-    eval_at = bus.state.eval_at
+    state = bus.state
+    eval_at, train_at = state.eval_at, state.train_at
     h = bus.handlers
     depth = [0]  # nn.Module.train calls in progress (it recurses into children)
     by_library: list[Any] = [None]  # a weak reference to the module a library last put in eval
@@ -110,12 +146,25 @@ def _mode_calls(bus: "Bus", undo: list[Undo]) -> None:
             call.after_library_eval = True
         bus.emit("on_mode", call)
 
+    def note_train(module: Any, frame: Any) -> None:
+        # switched: it left eval mode here, or a call that did so came earlier with no backward
+        # since (a train() repeated per batch keeps that line)
+        prev = train_at.get(id(module))
+        if prev is not None and prev[3] and prev[2] == state.backward_count and prev[0]() is module:
+            return
+        train_at[id(module)] = (weakref.ref(module), frames.user_location(frame),
+                                state.backward_count, not module.training)
+        if len(train_at) > 256:
+            for key in [k for k, v in train_at.items() if v[0]() is None]:
+                del train_at[key]
+
     def make_train(original: Any) -> Any:
         def train(self: Any, mode: bool = True) -> Any:
             if depth[0] == 0:
                 try:
                     if mode:
                         eval_at.pop(id(self), None)
+                        note_train(self, sys._getframe(1))
                     else:
                         eval_at[id(self)] = (weakref.ref(self),
                                              frames.user_location(sys._getframe(1)))

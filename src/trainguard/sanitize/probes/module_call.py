@@ -288,23 +288,50 @@ def _locate_failure(state: Any, exc: BaseException, root: Any, args: tuple) -> N
         from torch import nn
 
         impl = (nn.Module._call_impl.__code__, nn.Module._wrapped_call_impl.__code__)
-        module, inputs = root, args
+        module, inputs, named = root, args, {}
         tb = exc.__traceback__
         while tb is not None:
             frame = tb.tb_frame
             if frame.f_code in impl:
                 found = frame.f_locals.get("self")
                 if isinstance(found, nn.Module):
-                    module, inputs = found, frame.f_locals.get("args", ())
+                    module = found
+                    inputs, named = frame.f_locals.get("args", ()), frame.f_locals.get("kwargs", {})
             tb = tb.tb_next
         state.failed_module = module
-        state.failed_inputs = _inputs(inputs if isinstance(inputs, tuple) else ())
+        state.failed_inputs = _inputs(inputs if isinstance(inputs, tuple) else (),
+                                      named if isinstance(named, dict) else {})
     except Exception:  # a diagnosis aid only: never in the way of the user's error
         state.failed_module, state.failed_inputs = root, []
 
 
-def _inputs(args: tuple) -> list[tuple[tuple[int, ...], str]]:
-    """``(shape, device)`` of the tensor arguments of a call that raised."""
+_INPUT_DEPTH, _INPUT_WIDTH = 3, 16  # how far into nested arguments a failure is read
+
+
+def _inputs(args: tuple, kwargs: dict) -> list[tuple[str, tuple[int, ...], str]]:
+    """``(where, shape, device)`` of the tensors among the arguments of a call that raised, also
+    inside tuples, lists and dicts (an RNN's ``(h0, c0)``), 3 levels and 16 items per level at
+    most; ``where`` is ``"input 1"``, ``"input 1[0]"``, ``"hx"``."""
     import torch
 
-    return [(tuple(a.shape), str(a.device)) for a in args if isinstance(a, torch.Tensor)]
+    found: list[tuple[str, tuple[int, ...], str]] = []
+
+    def visit(value: Any, where: str, depth: int) -> None:
+        if isinstance(value, torch.Tensor):
+            found.append((where, tuple(value.shape), str(value.device)))
+        elif depth < _INPUT_DEPTH and isinstance(value, (tuple, list)):
+            for i, item in enumerate(value[:_INPUT_WIDTH]):
+                visit(item, f"{where}[{i}]", depth + 1)
+        elif depth < _INPUT_DEPTH and isinstance(value, dict):
+            for i, (key, item) in enumerate(value.items()):
+                if i >= _INPUT_WIDTH:
+                    break
+                visit(item, f"{where}[{key!r}]", depth + 1)
+
+    for i, a in enumerate(args[:_INPUT_WIDTH]):
+        visit(a, f"input {i}", 1)
+    for i, (key, a) in enumerate(kwargs.items()):
+        if i >= _INPUT_WIDTH:
+            break
+        visit(a, str(key), 1)
+    return found

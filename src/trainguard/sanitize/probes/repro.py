@@ -60,8 +60,20 @@ _CUDNN_FLAGS = ("benchmark", "deterministic")
 # the seeding calls whose effect ``torch.random.fork_rng`` undoes when its block ends
 _FORKED = {"torch.manual_seed", "torch.seed", "torch.set_rng_state", "torch.cuda.manual_seed",
            "torch.cuda.manual_seed_all"}
+# Modules of torch's pass-through wrappers: ``import torch._dynamo`` (torchvision and
+# ``torch.compile`` import it) replaces ``torch.manual_seed`` by ``torch._disable_dynamo(...)``
+# when it is the same object as ``torch.random.manual_seed`` (torch/_dynamo/__init__.py), so a
+# user's seed call then reaches the wrapper through these frames: they are looked past.
+_PASS_THROUGH = ("torch._compile", "torch._dynamo.eval_frame")
+_PASS_THROUGH_FRAMES = 4  # at most this many of them above the wrapper
+
+
 def _from_torch(frame: FrameType | None) -> bool:
-    """True when the calling frame is torch's own code."""
+    """True when the calling frame is torch's own code (past torch's pass-through wrappers)."""
+    for _ in range(_PASS_THROUGH_FRAMES):
+        if frame is None or frame.f_globals.get("__name__", "") not in _PASS_THROUGH:
+            break
+        frame = frame.f_back
     name = frame.f_globals.get("__name__", "") if frame is not None else ""
     return name == "torch" or name.startswith("torch.")
 

@@ -13,7 +13,7 @@ optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
 
 
 def test() -> float:
-    net.eval()
+    net.eval()  # expect: TG102
     with torch.no_grad():
         return (net(x).argmax(1) == y).float().mean().item()
 
@@ -22,7 +22,7 @@ net.train()
 for epoch in range(3):
     for start in range(0, 40, 10):
         optimizer.zero_grad()
-        loss = F.cross_entropy(net(x[start:start + 10]), y[start:start + 10])  # expect: TG102
+        loss = F.cross_entropy(net(x[start:start + 10]), y[start:start + 10])
         loss.backward()
         optimizer.step()
     print(epoch, test())

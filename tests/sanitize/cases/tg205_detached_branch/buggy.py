@@ -15,7 +15,7 @@ class CageNet(nn.Module):
 
     def forward(self, x):
         h = torch.relu(self.encoder(x))
-        weights = torch.softmax(self.weights_head(h), dim=1).detach()
+        weights = torch.softmax(self.weights_head(h), dim=1).detach()  # expect: TG205
         return weights * 2.0 + self.offset_head(h)
 
 
@@ -26,4 +26,4 @@ for step in range(4):
     x, target = torch.randn(8, 6), torch.randn(8, 4)
     optimizer.zero_grad()
     F.mse_loss(model(x), target).backward()
-    optimizer.step()  # expect: TG205
+    optimizer.step()

@@ -14,6 +14,6 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 for step in range(6):
     batch = slice(step * 8, step * 8 + 8)
     loss = nn.functional.mse_loss(model(x[batch]), y[batch])
-    loss.backward()
-    optimizer.step()  # expect: TG301
+    loss.backward()  # expect: TG301
+    optimizer.step()
 print(f"final loss {loss.item():.3f}")

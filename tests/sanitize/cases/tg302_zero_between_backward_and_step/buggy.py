@@ -15,6 +15,6 @@ loss_fn = nn.MSELoss()
 for step in range(5):
     loss = loss_fn(model(x), y)
     loss.backward()
-    optimizer.zero_grad()
-    optimizer.step()  # expect: TG302
+    optimizer.zero_grad()  # expect: TG302
+    optimizer.step()
 print(f"loss {loss.item():.3f} (does not go down)")

@@ -10,13 +10,13 @@ from torch import nn
 torch.manual_seed(7)
 x = torch.randn(64, 10)
 y = torch.randint(0, 4, (64,))
-model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 4), nn.Softmax(dim=1))
+model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 4), nn.Softmax(dim=1))  # expect: TG401
 optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
 criterion = nn.CrossEntropyLoss()
 
 for step in range(3):
     optimizer.zero_grad()
-    loss = criterion(model(x), y)  # expect: TG401
+    loss = criterion(model(x), y)
     loss.backward()
     optimizer.step()
 

@@ -8,11 +8,11 @@ from torch.utils.data import DataLoader, TensorDataset
 
 torch.manual_seed(15)
 data = TensorDataset(torch.randn(33, 6), torch.randint(0, 2, (33,)))
-loader = DataLoader(data, batch_size=8, shuffle=True)
+loader = DataLoader(data, batch_size=8, shuffle=True)  # expect: TG404
 model = nn.Sequential(nn.Linear(6, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 2))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 for x, y in loader:
     optimizer.zero_grad()
-    loss = nn.functional.cross_entropy(model(x), y)  # expect: TG404
+    loss = nn.functional.cross_entropy(model(x), y)
     loss.backward()
     optimizer.step()

@@ -1,0 +1,157 @@
+"""Where a tensor was made: a short window in which chosen torch functions note the user's line.
+
+A check that has found a fault in a value (a loss fed probabilities) knows the autograd node that
+made it but not the line of code: ``grad_fn`` carries no source position unless anomaly mode was
+on. :class:`Origin` wraps the few functions that make such values (``F.softmax``,
+``Tensor.softmax``, ``torch.sigmoid``, ...) for a short window, from the event that found the
+fault to the next one that sees the same kind of value (usually one step): each call notes the
+node of its output with the user's line that made it, or, when the call ran inside the
+``forward`` of a module the check was told about (``nn.Softmax``, ``nn.Sigmoid``), the line that
+built that module. The window costs one Python call per call of those functions while it is open
+and nothing once closed; values are never touched, and the originals are put back at its end.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections import deque
+from typing import Any, Callable
+
+from trainguard.sanitize.core import frames
+
+__all__ = ["Origin"]
+
+_KEPT = 16  # outputs noted per window (the newest kept): their nodes are held until it closes
+_FRAMES_UP = 6  # frames above a watched call searched for a module's forward
+
+
+class Origin:
+    """Notes where the outputs of ``functions`` are made while open.
+
+    Args:
+        functions: ``(owner, name)`` of the torch callables to watch (``(torch, "sigmoid")``,
+            ``(torch.Tensor, "sigmoid")``, ...); each is replaced by a noting wrapper while open.
+        built: ``module -> (path, line, col)`` where a module was built, or None; consulted when a
+            watched call runs inside a module's ``forward``.
+    """
+
+    def __init__(self, functions: tuple[tuple[Any, str], ...],
+                 built: Callable[[Any], Any]) -> None:
+        self.functions = functions
+        self.built = built
+        self.noted: deque[tuple[Any, Any, str]] = deque(maxlen=_KEPT)
+        self.undo: list[Callable[[], None]] = []
+
+    @property
+    def open(self) -> bool:
+        return bool(self.undo)
+
+    def start(self) -> None:
+        """Open the window (no-op when open)."""
+        if self.undo:
+            return
+        for owner, name in self.functions:
+            original = getattr(owner, name, None)
+            if original is None:
+                continue
+            setattr(owner, name, self._wrap(original))
+            self.undo.append(lambda owner=owner, name=name, original=original:
+                             setattr(owner, name, original))
+
+    def stop(self) -> None:
+        """Close the window and drop what was noted. Safe to call more than once."""
+        undo, self.undo = self.undo, []
+        for action in reversed(undo):
+            action()
+        self.noted.clear()
+
+    def where(self, node: Any) -> tuple[Any, str] | None:
+        """``(location, how)`` for an output whose ``grad_fn`` is ``node``, noted in the window;
+        ``how`` is ``"call"`` or the module class built at the location."""
+        for noted, where, how in reversed(self.noted):
+            if noted is node:
+                return where, how
+        return None
+
+    def _wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def noting(*args: Any, **kwargs: Any) -> Any:
+            out = original(*args, **kwargs)
+            try:
+                self._note(out)
+            except Exception:  # a locating aid only: never in the way of the user's op
+                pass
+            return out
+        functools.update_wrapper(noting, original)
+        return noting
+
+    def _note(self, output: Any) -> None:
+        node = getattr(output, "grad_fn", None)
+        if node is None or any(noted is node for noted, _, _ in self.noted):
+            return
+        frame = sys._getframe(2)
+        start = frame
+        for _ in range(_FRAMES_UP):
+            if frame is None:
+                break
+            owner = frame.f_locals.get("self") if frame.f_code.co_name == "forward" else None
+            if owner is not None:
+                built = self.built(owner)
+                if built is not None:
+                    self.noted.append((node, built, type(owner).__name__))
+                    return
+            frame = frame.f_back
+        where = frames.user_location(start)
+        if where is not None:
+            self.noted.append((node, where, "call"))
+
+
+class Pending:
+    """Findings about an operation's output, each held back for one window so that it is
+    reported where the operation was made (the cause) rather than where the output was used.
+
+    ``found(node, message, fix, used_at)``: the first sighting at a use opens the window
+    (``Origin.start``), keeps the finding and calls ``hold`` (the cadence keeps the next steps
+    checked); the next sighting at that use reports it at the line the window noted for its node
+    (or, if not noted, at the use). A sighting at another use first reports the held finding at
+    its use. Each use is reported once. ``flush()`` (at exit) reports what is still held at its use
+    and closes the window.
+    """
+
+    def __init__(self, origin: Origin, report: Callable[..., Any],
+                 hold: Callable[[], None]) -> None:
+        self.origin = origin
+        self.report = report
+        self.hold = hold
+        self.held: tuple[str, str, Any] | None = None  # (message, fix, used at)
+        self.reported: set[Any] = set()  # the uses reported
+
+    def found(self, node: Any, message: str, fix: str, used_at: Any) -> None:
+        if used_at in self.reported:
+            return
+        if self.held is not None and self.held[2] != used_at:
+            self._emit(*self.held)
+        if self.held is None:
+            self.held = (message, fix, used_at)
+            self.origin.start()
+            self.hold()
+            return
+        made = self.origin.where(node) if node is not None else None
+        if made is None:
+            self._emit(message, fix, used_at)
+            return
+        where, how = made
+        built = f"the {how} built here" if how != "call" else "made here"
+        self._emit(f"{message} ({built}; used at {frames.short_location(used_at)})", fix, where,
+                   used_at)
+
+    def flush(self) -> None:
+        if self.held is not None:
+            self._emit(*self.held)
+        self.origin.stop()
+
+    def _emit(self, message: str, fix: str, where: Any, used_at: Any = None) -> None:
+        self.reported.add(used_at if used_at is not None else where)
+        self.held = None
+        self.origin.stop()
+        self.report(message, fix=fix, where=where)
