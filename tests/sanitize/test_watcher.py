@@ -136,7 +136,9 @@ def test_a_failing_wrapper_reports_tg002_and_the_run_computes_the_same(monkeypat
     built = first + next(i for i, text in enumerate(source) if "torch.optim.Adam(" in text)
     lines = {f.line: f for f in w.findings}
     assert all(f.code == "TG002" for f in w.findings)
-    assert {train, evaluate, to_eval, built} <= set(lines)
+    # (the seeding and step wrappers also report, depending on which tests ran before: every
+    # finding is still a line of _train)
+    assert {train, evaluate, to_eval, built} <= set(lines) <= set(range(first, first + len(source)))
     assert "wrapper of Adam.__init__ raised LookupError" in lines[built].message
     assert "wrapper of nn.Module.train raised LookupError" in lines[to_eval].message
     assert "wrapper of nn.Module.__call__ raised LookupError: location table corrupted" in (
