@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import math
+import sys
 from typing import Any
 
 from trainguard.sanitize.core.bounds import parse_file
@@ -33,8 +34,6 @@ def argument_line(where: Any, keyword: str, position: int, value: float) -> Any:
     the line of the same file (then of ``__main__``'s) that gives that name the number ``value``:
     a dict entry, an assignment, a class field, ``add_argument("--lr", default=...)``. None when
     none is found."""
-    import __main__
-
     tree = parse_file(where[0]) if where else None
     given = None
     for node in ast.walk(tree) if tree is not None else ():
@@ -54,7 +53,7 @@ def argument_line(where: Any, keyword: str, position: int, value: float) -> Any:
     names |= {n.value for n in ast.walk(given) if isinstance(n, ast.Constant)
               and isinstance(n.value, str)}
     files = [where[0]]
-    main = getattr(__main__, "__file__", None)
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
     if main and main not in files:
         files.append(main)
     for path in files:
