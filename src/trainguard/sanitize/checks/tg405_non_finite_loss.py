@@ -40,10 +40,8 @@ type test (``.item()`` only for a scalar with a graph); per checked step one for
 the gradients (CPU). Once, at the finding: one graph walk (20,000 nodes at most), 4 calls
 examined, each re-run at most once, one heap scan for a GradScaler, one parse of a file.
 
-Reference: ``torch.autograd.detect_anomaly`` (the expensive way to find the op)
-https://pytorch.org/docs/stable/autograd.html#anomaly-detection; autograd's gradients at
-non-differentiable points https://pytorch.org/docs/stable/notes/autograd.html; GitHub issues
-https://github.com/karpathy/nanoGPT/issues/136, https://github.com/pytorch/pytorch/issues/2421.
+Reference: ``torch.autograd.detect_anomaly`` https://pytorch.org/docs/stable/autograd.html;
+https://pytorch.org/docs/stable/notes/autograd.html; karpathy/nanoGPT#136, pytorch/pytorch#2421.
 """
 
 from __future__ import annotations
@@ -145,8 +143,7 @@ class NonFiniteLoss(Check):
             self._found(value, self.state.step + 1, call.where, root=root)
 
     def on_step_pre(self, optimizer: Any) -> None:
-        # Checked steps only: a gradient that is NaN/Inf while the loss was finite (a derivative
-        # that is infinite or 0/0 at the values seen: sqrt at 0, the norm of a zero vector).
+        # Checked steps only: a NaN/Inf gradient while the loss was finite (a singular derivative)
         if self.done or self.scaled:
             return
         grads = [p.grad for group in optimizer.param_groups for p in group["params"]
@@ -156,7 +153,11 @@ class NonFiniteLoss(Check):
             return
         import torch
         norms = torch._foreach_norm(grads, float("inf"))  # max |g|: NaN or inf only if one is
-        if bool(torch.isfinite(torch.stack([n.to(grads[0].dtype) for n in norms])).all()):
+        dtype = grads[0].dtype
+        if any(g.dtype != dtype for g in grads):
+            norms = [n.to(dtype) for n in norms]
+        total = torch.stack(norms).sum().item()  # note: a sync on a checked step only (CPU)
+        if total - total == 0.0:  # finite (an overflowing sum is confirmed per tensor below)
             return
         if self.scaled is None:
             self.scaled = scaler_in_use()
@@ -233,8 +234,10 @@ class NonFiniteLoss(Check):
         """Report gradients that are NaN/Inf before ``optimizer``'s step while the loss was finite;
         the cause: the latest outermost call re-run, naming the first op evaluated where its
         derivative is infinite or undefined (its line is the place), else the backward line."""
-        self.done = True
         bad = non_finite_grads(optimizer, self.state.models._refs.values())
+        if not bad:  # only the sum of the largest magnitudes overflowed
+            return
+        self.done = True
         self.cause_at = None
         cause = ""
         for made in stamped_calls(None, self.state)[:1]:
