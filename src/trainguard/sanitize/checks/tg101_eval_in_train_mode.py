@@ -64,9 +64,10 @@ import sys
 import weakref
 from typing import Any
 
+from trainguard.sanitize.core.callstack import Stack, cause_line, user_stack
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.sites import SiteReader
-from trainguard.sanitize.core.frames import frame_location, is_user_code
+from trainguard.sanitize.core.frames import frame_location, is_user_code, short_location
 from trainguard.sanitize.core.modes import active_in_training, describe
 from trainguard.sanitize.core.records import ForwardCall, LossCall, ModeCall, first_tensor
 from trainguard.sanitize.core.state import Unreached
@@ -74,7 +75,8 @@ from trainguard.sanitize.core.state import Unreached
 
 class _Candidate:
     __slots__ = ("outputs", "where", "model_name", "active", "grad_enabled", "fired", "trains",
-                 "followed", "callers", "loader", "loss", "backwards", "quiet", "reverted")
+                 "followed", "callers", "loader", "loss", "backwards", "quiet", "reverted",
+                 "module", "stack")
 
     def __init__(self, outputs: list[Any], where: Any, model_name: str, active: list[Any],
                  grad_enabled: bool) -> None:
@@ -92,6 +94,8 @@ class _Candidate:
         self.backwards = 0  # backward calls completed before it
         self.quiet: bool | None = None  # no backward ran before the next model call
         self.reverted: Any = None  # the user's ``train()`` line that undid an ``eval()``
+        self.module: Any = None  # a weak reference to the model
+        self.stack: Stack | None = None  # the user's stack at the call (when it may be reported)
 
 
 class EvalInTrainMode(Check):
@@ -119,6 +123,14 @@ class EvalInTrainMode(Check):
         # (weak reference, line, backward calls then, after a library's eval()): the last train()
         # user code called on a module in eval mode (``on_mode``)
         self.train_at: tuple[Any, Any, int, bool] | None = None
+        # Where each model was put in its mode, for the cause of a missing eval(): id(module) ->
+        # (weak reference, order, the user's stack at its latest train() that was not a function
+        # restoring the mode its own eval() changed); id(module) -> (weak reference, frame id,
+        # code, line) of the latest eval(); the user's stack at the latest checked backward
+        self.trained_at: dict[int, tuple[Any, int, Stack]] = {}
+        self.evals: dict[int, tuple[Any, int, Any, int]] = {}
+        self.backward_stack: Stack | None = None
+        self.mode_calls = 0
 
     def on_root_forward(self, call: ForwardCall) -> None:
         if self.waiting:
@@ -139,6 +151,7 @@ class EvalInTrainMode(Check):
         cand = _Candidate(outputs, call.where, type(call.module).__name__, active,
                           call.grad_enabled)
         cand.reverted = self._reverted_at(call.module)
+        cand.module = weakref.ref(call.module)
         self.candidates.append(cand)
         del self.candidates[:-8]
         uses = self.sites.uses(call.where)
@@ -149,12 +162,15 @@ class EvalInTrainMode(Check):
             cand.callers = _callers(call.where)
             cand.loader = self.loader
         if uses.metric is None and uses.loss is None:
+            if not call.grad_enabled and uses.used and not uses.trains:
+                self._used_without_graph(cand)
             return
         if uses.loss is not None and uses.trains:
             return  # e.g. a teacher's output as the target of a loss that is backpropagated
         fed = f"was {uses.metric}" if uses.metric else f"fed {uses.loss}"
         graphs = [t for t in outputs if t.grad_fn is not None]
         if not graphs:
+            cand.stack = user_stack(methods=True)
             mode = "under torch.no_grad()" if not call.grad_enabled else "without a graph"
             self._fire(cand, f"{mode}, and its output {fed}")
             return
@@ -162,10 +178,49 @@ class EvalInTrainMode(Check):
             self.metric_outputs.add(tensor, (cand, fed))
         self.arm()
 
+    def _used_without_graph(self, cand: _Candidate) -> None:
+        """A forward under ``no_grad``/``inference_mode`` whose output is used, outside any
+        training iteration: no backward can ever reach it, so it is an evaluation or inference
+        (``model.generate(...)``, ``transcribe()``, an index built from embeddings, an argmax),
+        whatever its result is called. Silent when a caller's line sits in a training iteration
+        (a rollout or a target computed for the update that follows) and when the output is
+        dropped (BatchNorm recalibration)."""
+        stack = user_stack(methods=True)
+        for entry in reversed(stack[-7:-1]):  # the callers, innermost first
+            caller = self.sites.uses(entry[2])
+            if caller is not None and caller.trains:
+                return
+        cand.stack = stack
+        import torch
+
+        mode = ("torch.inference_mode()" if torch.is_inference_mode_enabled()
+                else "torch.no_grad()")
+        self._fire(cand, f"under {mode}, and its output is used outside any training step, "
+                         "so no backward can reach it")
+
+    def on_backward(self, call: Any) -> None:
+        self.backward_stack = user_stack()
+
     def on_mode(self, call: ModeCall) -> None:
         if call.mode and not call.was_training and call.direct:  # a train() undoing an eval()
             self.train_at = (weakref.ref(call.module), call.where, self.state.backward_count,
                              call.after_library_eval)
+        frame = call._frame
+        if not call.direct or frame is None:
+            return
+        key = id(call.module)
+        if not call.mode:
+            self.evals[key] = (weakref.ref(call.module), id(frame), frame.f_code, frame.f_lineno)
+            return
+        before = self.evals.pop(key, None)
+        if (before is not None and before[0]() is call.module and before[1] == id(frame)
+                and before[2] is frame.f_code and before[3] < frame.f_lineno):
+            return  # the function that called eval() restores the mode: no mode of its own
+        self.mode_calls += 1
+        self.trained_at[key] = (weakref.ref(call.module), self.mode_calls, user_stack(frame))
+        if len(self.trained_at) > 64:
+            for k in [k for k, v in self.trained_at.items() if v[0]() is None]:
+                del self.trained_at[k]
 
     def _library_eval(self, call: ForwardCall) -> None:
         """A library's evaluation loop (a ``Trainer``'s ``prediction_step``) called the model under
@@ -294,6 +349,7 @@ class EvalInTrainMode(Check):
                 self._follow_trainer(cand, call.name)
             return
         if not cand.grad_enabled:
+            cand.stack = user_stack(methods=True)
             self._fire(cand, f"under torch.no_grad(), and its output fed {call.name}")
             return
         # Whether this was training is decided by the model's output, not by this loss: another
@@ -337,6 +393,13 @@ class EvalInTrainMode(Check):
         cand.fired = True
         fix = "call model.eval() before evaluating (and model.train() before training again)"
         where, after = cand.where, ""
+        cause = self._missing_eval_at(cand) if cand.reverted is None else None
+        if cause is not None and cause[:2] != cand.where[:2]:
+            where, after = cause, (
+                f"; the evaluation's model call is at {short_location(cand.where)}, and "
+                "model.eval() belongs before this line")
+            fix = ("call model.eval() before this evaluation (and model.train() before training "
+                   "again)")
         if cand.reverted is not None:  # the cause: a train() that undid the eval() before it
             where, after = cand.reverted, (
                 f"; the model was in eval mode until this train() call put it back in training "
@@ -353,6 +416,26 @@ class EvalInTrainMode(Check):
         )
         if finding is not None and count > 1:  # calls decided together: one report each
             finding.count += count - 1
+
+    def _missing_eval_at(self, cand: _Candidate) -> Any:
+        """Where the missing ``eval()`` belongs: the evaluation's line in the deepest frame it
+        shares with the model's latest ``train()`` (or, without one, the latest backward); inside
+        the evaluation's own function when training sets its mode in a function of its own
+        (``train_one_epoch()`` calls ``model.train()``). See :mod:`..core.callstack`."""
+        model = cand.module() if cand.module is not None else None
+        if cand.stack is None or model is None:
+            return None
+        ref, latest = self.backward_stack, -1
+        for owner_ref, order, stack in self.trained_at.values():
+            owner = owner_ref()
+            if owner is None or order <= latest:
+                continue
+            if owner is model or any(m is model for m in owner.modules()) or any(
+                    m is owner for m in model.modules()):
+                ref, latest = stack, order
+        if not ref:
+            return None
+        return cause_line(cand.stack, ref, into_phase=True)
 
     def _reverted_at(self, module: Any) -> Any:
         """The line of the user's ``train()`` that put ``module`` (or a module holding it) back in

@@ -17,6 +17,9 @@ list ``append``/``extend`` within the same function, until it reaches:
 - nothing of either: the output is discarded (``model(x)`` as a statement, BatchNorm
   recalibration), or goes to code whose purpose the name does not tell (``env.step(action)``).
 
+Whether the output is *used* at all: not when the call is a statement of its own (``model(x)``,
+``model(x).mean()``) or is only assigned to names that nothing reads afterwards (``_ = model(x)``).
+
 It also says whether the call runs in a *training iteration*: the innermost loop around the call
 (or, outside any loop, the function around it) calls ``backward``, ``torch.autograd.grad`` or a
 ``step``. A :class:`SiteReader` caches the answer per ``(path, line, column)``; the cost on the
@@ -44,11 +47,14 @@ class Uses:
         metric: how it feeds a metric (``"compared with `y` (==)"``), or None.
         loss: the loss call it feeds (``"criterion()"``), or None.
         trains: the call sits in a training iteration (its loop calls backward or a step).
+        used: something reads the output (False: a statement of its own, or assigned to names
+            nothing reads).
     """
 
     metric: str | None
     loss: str | None
     trains: bool
+    used: bool = True
 
 
 _METRIC = frozenset((
@@ -168,7 +174,31 @@ class _Flow:
 
     def uses(self) -> Uses:
         self._follow(self.call, 0)
-        return Uses(self.metric, self.loss, self._trains())
+        return Uses(self.metric, self.loss, self._trains(), not self._discarded())
+
+    def _discarded(self) -> bool:
+        """The value is dropped: the call (through attribute, method and index chains) is a
+        statement of its own, or is assigned only to names that nothing reads afterwards."""
+        parents = self.file.parents
+        cur: ast.AST = self.call
+        while True:
+            p = parents.get(cur)
+            if isinstance(p, ast.Attribute) or (isinstance(p, ast.Call) and cur is p.func) or (
+                    isinstance(p, ast.Subscript) and cur is p.value):
+                cur = p
+                continue
+            break
+        if isinstance(p, ast.Expr):
+            return True
+        if not isinstance(p, ast.Assign):
+            return False
+        names: list[str] = []
+        for target in p.targets:
+            elts = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+            if not all(isinstance(e, ast.Name) for e in elts):
+                return False
+            names.extend(e.id for e in elts if e.id != "_")
+        return not any(self._reads(name, p) for name in names)
 
     def _trains(self) -> bool:
         region = self.file.loop(self.call, self.scope)

@@ -1,0 +1,90 @@
+"""The user's call stack at a mode change, a backward or a model call, and where two stacks part.
+
+The mode checks (TG101, TG102) report at the cause: the line to change so that the model is in the
+right mode. When a call is missing (no ``model.eval()`` before an evaluation, no ``model.train()``
+after a validation that put the model in eval mode) the cause is a place, not a call, and the
+place follows from two stacks: the one where the model was put in its mode (or trained) and the
+one where the wrong-mode forward ran. The deepest frame both share is the code that runs both
+phases (a training loop with a validation call in it, ``fit()`` calling ``train_epoch()`` and
+``validate()``, a notebook's top level); the line that frame was executing toward the second
+stack is where the missing call belongs:
+
+- a validation whose helper put the model in eval mode and never restored it: the line in the
+  training loop that called the validation (``validate(model)``; ``model.train()`` goes after
+  it), or the ``eval()`` itself when training and validation share one frame;
+- an evaluation run in training mode: at a script's (or notebook's) top level, whose statements
+  run once and in order, the statement that started the evaluation (``index =
+  build_index(model, docs)`` after the training cell; ``model.eval()`` goes before it); inside a
+  function that runs both phases (``main()``, ``fit()``, an epoch loop), the evaluation's own
+  function (``evaluate()``, a validation callback's ``on_epoch_end``), past comprehensions, but not
+  into a method of the model itself (``model.generate(...)`` is the line to precede).
+
+A stack is a tuple of ``(id(frame), code, location, the frame is a method of an nn.Module)`` for
+user frames, outermost first; no frame is kept (frames hold the user's tensors). A frame's id is reused once the frame is gone, so a shared
+entry may be an earlier call of the same function from the same place: for the purpose here (the
+function whose code runs both phases) that is the same answer.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import CodeType, FrameType
+from typing import Optional
+
+from trainguard.sanitize.core.bounds import FRAMES
+from trainguard.sanitize.core.frames import Location, frame_location, user_frames
+
+__all__ = ["Stack", "user_stack", "shared_depth", "cause_line"]
+
+Stack = tuple[tuple[int, CodeType, Location, bool], ...]
+_COMPREHENSIONS = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"))
+
+
+def user_stack(start: Optional[FrameType] = None, *, methods: bool = False) -> Stack:
+    """The user frames from ``start`` (default: the caller) outwards, at most
+    :data:`~trainguard.sanitize.core.bounds.FRAMES`, returned outermost first. With ``methods``,
+    each entry says whether its frame runs a method of an ``nn.Module`` (reads the frame's
+    ``self``: a rare path only)."""
+    frame = start if start is not None else sys._getframe(1)
+    found = [(id(f), f.f_code, frame_location(f), methods and _module_method(f))
+             for f in user_frames(frame, limit=FRAMES)]
+    found.reverse()
+    return tuple(found)
+
+
+def _module_method(frame: FrameType) -> bool:
+    if "self" not in frame.f_code.co_varnames[:max(frame.f_code.co_argcount, 1)]:
+        return False
+    from torch import nn
+
+    return isinstance(frame.f_locals.get("self"), nn.Module)
+
+
+def shared_depth(one: Stack, other: Stack) -> int:
+    """The index of the deepest frame ``one`` and ``other`` share from the outermost (-1: none)."""
+    depth = -1
+    for a, b in zip(one, other):
+        if a[0] != b[0] or a[1] is not b[1]:
+            break
+        depth += 1
+    return depth
+
+
+def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False) -> Location | None:
+    """The line of ``at`` in the deepest frame it shares with ``ref``.
+
+    With ``into_phase``, when that frame is a function's (not a script's top level), the line one
+    frame further into ``at`` (past comprehensions): inside the function ``at``'s phase runs in,
+    unless that function is a method of the model (``at`` was made with ``methods=True``). None
+    when the stacks share no frame.
+    """
+    depth = shared_depth(at, ref)
+    if depth < 0:
+        return None
+    if into_phase and at[depth][1].co_name != "<module>":
+        inner = depth + 1
+        while inner < len(at) and at[inner][1].co_name in _COMPREHENSIONS:
+            inner += 1
+        if inner < len(at) and not at[inner][3]:
+            return at[inner][2]
+    return at[depth][2]
