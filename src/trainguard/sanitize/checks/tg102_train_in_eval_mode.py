@@ -8,11 +8,15 @@ When it fires: a backward reaches that output and then an optimizer step updates
 that model: a training step taken in evaluation mode (typically ``model.train()`` once before the
 epoch loop and ``model.eval()`` inside it, so every epoch after the first trains in eval mode).
 BatchNorm then neither learns batch statistics nor normalises with them, and Dropout does not
-regularise. Reported at the cause: the ``eval()`` call still in effect (on the model, a module
-holding it, or one of its submodules; the watcher notes where user code last put each module in
-eval mode and back in training mode), naming the training forward and the latest ``train()``
-call, which ran before it. Without such a call (``model.training = False`` set by hand, or a
-library's ``eval()``), at the line that called the model.
+regularise. Reported at the cause, found from the ``eval()`` call still in effect (on the model, a
+module holding it, or one of its submodules; the watcher notes where user code last put each module
+in eval mode and back in training mode, and this check the user's stack at each ``eval()``): the
+line, in the deepest frame that ``eval()`` and the training step share, that led to the ``eval()``
+(``validate(model)`` in the training loop, after which ``model.train()`` belongs; see
+:mod:`..core.callstack`), or the ``eval()`` itself when both share one frame. The message names the
+``eval()``, the training forward and the latest ``train()`` call, which ran before it. Without such
+a call (``model.training = False`` set by hand, or a library's ``eval()``), at the line that called
+the model.
 
 Silent on: BatchNorm frozen on purpose (``model.train()`` then ``bn.eval()``: the model itself is in
 training mode); models without Dropout/BatchNorm; eval-mode forwards with backward but no step on
@@ -20,7 +24,7 @@ the model's parameters (adversarial examples, saliency maps, style transfer opti
 
 Cost: per checked outermost forward of a model in eval mode, one output followed (64 at most); at
 the next optimizer step, one pass over the parameters of the models whose outputs a backward
-reached.
+reached; per user ``eval()`` call, the user's stack (32 frames at most, ids and code objects).
 
 Reference: ``torch.nn.Module.train`` docs
 (https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.train); GitHub

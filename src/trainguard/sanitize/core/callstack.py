@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import sys
 from types import CodeType, FrameType
-from typing import Optional
+from typing import Any, Optional
 
 from trainguard.sanitize.core.bounds import FRAMES
-from trainguard.sanitize.core.frames import Location, frame_location, user_frames
+from trainguard.sanitize.core.frames import Location, frame_location, is_user_code, user_frames
 
-__all__ = ["Stack", "user_stack", "shared_depth", "cause_line"]
+__all__ = ["Location", "Stack", "user_stack", "shared_depth", "cause_line", "callers", "differing",
+           "line_of", "callers_train"]
 
 Stack = tuple[tuple[int, CodeType, Location, bool], ...]
 _COMPREHENSIONS = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"))
@@ -88,3 +89,57 @@ def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False) -> Location |
         if inner < len(at) and not at[inner][3]:
             return at[inner][2]
     return at[depth][2]
+
+
+def callers(where: Any, frame: Optional[FrameType], depth: int = 6) -> tuple | None:
+    """The user lines that called the function holding the model call at ``where`` (found from
+    ``frame`` outwards), innermost first (at most ``depth``); None when the call is made at a
+    script's top level."""
+    for _ in range(64):  # up to the user's frame that made the model call
+        if frame is None:
+            return None
+        if is_user_code(frame.f_code) and frame_location(frame) == where:
+            break
+        frame = frame.f_back
+    else:
+        return None
+    if frame.f_code.co_name == "<module>":
+        return None
+    found = []
+    frame = frame.f_back
+    while frame is not None and len(found) < depth:
+        if is_user_code(frame.f_code):
+            found.append(frame_location(frame))
+        frame = frame.f_back
+    return tuple(found) if found else None
+
+
+def differing(chain: tuple, others: Any) -> Any:
+    """The innermost of ``chain`` that no chain in ``others`` has at the same place."""
+    for i, loc in enumerate(chain):
+        if all(len(other) <= i or other[i] != loc for other in others):
+            return loc
+    return chain[0]
+
+
+def line_of(loc: Any) -> str:
+    return f"line {loc[1]}" if loc else "elsewhere"
+
+
+def callers_train(sites: Any, frame: Optional[FrameType], cache: dict) -> bool:
+    """Whether a user line among the (at most 6) callers of the function whose model call is the
+    first user frame from ``frame`` sits in a training iteration (``Uses.trains`` from the
+    :class:`~trainguard.sanitize.core.sites.SiteReader` ``sites``); cached in ``cache`` per model
+    call site and first caller line."""
+    user = [f for _, f in zip(range(8), user_frames(frame))]
+    if len(user) < 2:
+        return False
+    key = (frame_location(user[0]), frame_location(user[1]))
+    known = cache.get(key)
+    if known is None:
+        known = any(found is not None and found.trains
+                    for found in (sites.uses(frame_location(f)) for f in user[1:7]))
+        if len(cache) > 4096:
+            cache.clear()
+        cache[key] = known
+    return known

@@ -73,6 +73,8 @@ _CONTAINER_ADD = frozenset(("append", "extend", "add", "insert", "appendleft"))
 _EVAL_FUNCTION = re.compile(
     r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|testing|predict|"
     r"prediction|predictions|infer|inference|score|accuracy|metrics?)(_|$)")
+_SHAPE_READS = frozenset(("shape", "size", "numel", "dim", "ndim", "ndimension", "dtype",
+                          "device"))
 _TRAIN_CALLS = frozenset(("backward", "step", "manual_backward"))
 _MAX_HOPS = 6
 
@@ -177,12 +179,20 @@ class _Flow:
         return Uses(self.metric, self.loss, self._trains(), not self._discarded())
 
     def _discarded(self) -> bool:
-        """The value is dropped: the call (through attribute, method and index chains) is a
-        statement of its own, or is assigned only to names that nothing reads afterwards."""
+        """The value is dropped: the call is a statement of its own, only its shape is read
+        (``self.features(torch.zeros(1, 3, 32, 32)).numel()`` to size a layer), or it is assigned
+        only to names that nothing reads afterwards, or reads only for their shape."""
+        return self._dropped(self.call, 0)
+
+    def _dropped(self, node: ast.AST, hops: int) -> bool:
         parents = self.file.parents
-        cur: ast.AST = self.call
+        cur: ast.AST = node
         while True:
             p = parents.get(cur)
+            if isinstance(p, ast.Attribute) and p.attr in _SHAPE_READS:
+                return True
+            if isinstance(p, ast.Call) and cur is not p.func and _dotted(p.func) == "len":
+                return True
             if isinstance(p, ast.Attribute) or (isinstance(p, ast.Call) and cur is p.func) or (
                     isinstance(p, ast.Subscript) and cur is p.value):
                 cur = p
@@ -190,7 +200,7 @@ class _Flow:
             break
         if isinstance(p, ast.Expr):
             return True
-        if not isinstance(p, ast.Assign):
+        if not isinstance(p, ast.Assign) or hops >= _MAX_HOPS:
             return False
         names: list[str] = []
         for target in p.targets:
@@ -198,7 +208,7 @@ class _Flow:
             if not all(isinstance(e, ast.Name) for e in elts):
                 return False
             names.extend(e.id for e in elts if e.id != "_")
-        return not any(self._reads(name, p) for name in names)
+        return all(self._dropped(read, hops + 1) for name in names for read in self._reads(name, p))
 
     def _trains(self) -> bool:
         region = self.file.loop(self.call, self.scope)
