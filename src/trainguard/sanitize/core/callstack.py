@@ -13,11 +13,13 @@ stack is where the missing call belongs:
   training loop that called the validation (``validate(model)``; ``model.train()`` goes after
   it), or the ``eval()`` itself when training and validation share one frame;
 - an evaluation run in training mode: at a script's (or notebook's) top level, whose statements
-  run once and in order, the statement that started the evaluation (``index =
-  build_index(model, docs)`` after the training cell; ``model.eval()`` goes before it); inside a
-  function that runs both phases (``main()``, ``fit()``, an epoch loop), the evaluation's own
-  function (``evaluate()``, a validation callback's ``on_epoch_end``), past comprehensions, but not
-  into a method of the model itself (``model.generate(...)`` is the line to precede).
+  run once and in order, when training happened there too, the statement that started the
+  evaluation (``index = build_index(model, docs)`` after the training cell; ``model.eval()`` goes
+  before it); inside a function that runs both phases (``main()``, ``fit()``, an epoch loop), or
+  when training set its mode in a function of its own (an estimator's ``fit()``), the evaluation's
+  own function (``evaluate()``, a validation callback's ``on_epoch_end``, the ``predict_proba``
+  whose ``no_grad`` block holds the forward), past comprehensions, but not into a method of the
+  model itself (``model.generate(...)`` is the line to precede).
 
 A stack is a tuple of ``(id(frame), code, location, the frame is a method of an nn.Module)`` for
 user frames, outermost first; no frame is kept (frames hold the user's tensors). A frame's id is reused once the frame is gone, so a shared
@@ -27,12 +29,14 @@ function whose code runs both phases) that is the same answer.
 
 from __future__ import annotations
 
+import ast
 import sys
 from types import CodeType, FrameType
 from typing import Any, Optional
 
 from trainguard.sanitize.core.bounds import FRAMES
 from trainguard.sanitize.core.frames import Location, frame_location, is_user_code, user_frames
+from trainguard.sanitize.core.source import SourceFile
 
 __all__ = ["Location", "Stack", "user_stack", "shared_depth", "cause_line", "callers", "differing",
            "line_of", "callers_train"]
@@ -74,21 +78,53 @@ def shared_depth(one: Stack, other: Stack) -> int:
 def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False) -> Location | None:
     """The line of ``at`` in the deepest frame it shares with ``ref``.
 
-    With ``into_phase``, when that frame is a function's (not a script's top level), the line one
-    frame further into ``at`` (past comprehensions): inside the function ``at``'s phase runs in,
-    unless that function is a method of the model (``at`` was made with ``methods=True``). None
-    when the stacks share no frame.
+    With ``into_phase``, when that frame is a function's, or ``ref`` goes deeper than it (the
+    training sets its mode in a function of its own: ``fit()``, ``train_one_epoch()``), the line
+    inside the function ``at``'s phase runs in: of the frames past the shared one (comprehensions
+    skipped, up to the first method of the model, which ``at`` marks when made with
+    ``methods=True``, and up to the first one in another file: a helper module's function serves
+    every caller), the outermost whose line sits in a ``no_grad``/``inference_mode`` region
+    of its own function (the evaluation code: ``predict_proba`` under ``score()``), else the
+    first. None when the stacks share no frame.
     """
     depth = shared_depth(at, ref)
     if depth < 0:
         return None
-    if into_phase and at[depth][1].co_name != "<module>":
-        inner = depth + 1
-        while inner < len(at) and at[inner][1].co_name in _COMPREHENSIONS:
-            inner += 1
-        if inner < len(at) and not at[inner][3]:
-            return at[inner][2]
+    if into_phase and (at[depth][1].co_name != "<module>" or len(ref) > depth + 1):
+        phase = []
+        for entry in at[depth + 1:]:
+            if entry[3] or (phase and entry[2][0] != phase[0][2][0]):
+                break  # a method of the model, or a helper module's code
+            if entry[1].co_name not in _COMPREHENSIONS:
+                phase.append(entry)
+        if phase:
+            return next((e[2] for e in phase if under_no_grad(e[2])), phase[0][2])
     return at[depth][2]
+
+
+def under_no_grad(where: Location) -> bool:
+    """Whether the call at ``where`` sits, by the source, in a ``with torch.no_grad()`` (or
+    ``inference_mode()``, ``set_grad_enabled(False)``) block or a function decorated with one."""
+    file = SourceFile.load(where[0])
+    node = file.call_at(where[1], where[2] - 1) if file is not None else None
+    cur = file.parents.get(node) if node is not None else None
+    while cur is not None:
+        if isinstance(cur, (ast.With, ast.AsyncWith)):
+            if any(_disables_grad(item.context_expr) for item in cur.items):
+                return True
+        elif isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return any(_disables_grad(d) for d in getattr(cur, "decorator_list", ()))
+        cur = file.parents.get(cur)
+    return False
+
+
+def _disables_grad(expr: ast.AST) -> bool:
+    func = expr.func if isinstance(expr, ast.Call) else expr
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name in ("no_grad", "inference_mode"):
+        return True
+    return (name == "set_grad_enabled" and isinstance(expr, ast.Call) and bool(expr.args)
+            and isinstance(expr.args[0], ast.Constant) and expr.args[0].value is False)
 
 
 def callers(where: Any, frame: Optional[FrameType], depth: int = 6) -> tuple | None:
