@@ -49,8 +49,9 @@ Cost: per checked outermost forward, its output's first 4 tensors, one parse of 
 (``bounds.parse_file``: cached, files over 2,000,000 characters skipped) and the callers' lines (64
 frames, 6 callers at most; for an output used outside a training iteration, 8 user frames and a
 verdict cached per call site and caller line); at most 8 candidate calls and 3 x 256 followed
-graphs (``Unreached``), resolved at each step and at exit. On each checked backward and user
-``train()``, the user's stack (32 frames, ids and code objects); on a finding, each frame's ``self``.
+graphs (``Unreached``), resolved at each step and at exit. On the first 8 checked backward calls
+and one in 32 after, and on each user ``train()``, the user's stack (32 frames, ids and code
+objects); on a finding, each frame's ``self``.
 
 Reference: ``torch.nn.Module.eval`` docs
 (https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval); GitHub
@@ -179,7 +180,7 @@ class EvalInTrainMode(Check):
             self.arm()
 
     def on_backward(self, call: Any) -> None:
-        self.history.note_backward()
+        self.history.note_backward(self.state.backward_count)
 
     def on_mode(self, call: ModeCall) -> None:
         if call.mode and not call.was_training and call.direct:  # a train() undoing an eval()

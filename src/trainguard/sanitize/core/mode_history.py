@@ -27,10 +27,15 @@ class ModeHistory:
         # id(module) -> (weak reference, frame id, code, line) of its latest user eval()
         self.evals: dict[int, tuple[Any, int, Any, int]] = {}
         self.backward_stack: Stack | None = None
+        self.backward_taken = 0  # the backward count when backward_stack was taken
         self.calls = 0
 
-    def note_backward(self) -> None:
-        self.backward_stack = user_stack()
+    def note_backward(self, count: int) -> None:
+        """A checked backward, the ``count``-th of the run: its stack is taken for the first 8
+        and then once per 32 (a training loop's stack does not change from step to step)."""
+        if count <= 8 or count - self.backward_taken >= 32:
+            self.backward_stack = user_stack()
+            self.backward_taken = count
 
     def note_mode(self, module: Any, mode: bool, frame: Any) -> None:
         """A user ``train(mode)``/``eval()`` call on ``module`` made from ``frame``."""
