@@ -44,6 +44,7 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget
 from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.cuts import trace_next_forward
 from trainguard.sanitize.core.frames import is_user_file, short_location, user_location
 from trainguard.sanitize.core.graph import graph_nodes
 from trainguard.sanitize.core.records import first_tensor
@@ -57,7 +58,8 @@ class _Suspects:
     the run by post-accumulate-grad hooks (``Tensor.register_post_accumulate_grad_hook``): any
     gradient later clears them (a head trained after a warm-up, a task sampled later)."""
 
-    __slots__ = ("optimizer", "total", "names", "where", "got", "handles", "cut", "cut_at")
+    __slots__ = ("optimizer", "total", "names", "where", "got", "handles", "cut", "cut_at",
+                 "traced")
 
     def __init__(self, optimizer: str, total: int, names: dict[int, str], where: Any) -> None:
         self.optimizer = optimizer
@@ -68,6 +70,7 @@ class _Suspects:
         self.handles: list[Any] = []
         self.cut = ""  # where the path is cut, when found
         self.cut_at: Any = None  # ... and the user line of the first cut output named
+        self.traced = False  # a module's next forward was traced for the op that cuts it
 
     def follow(self, params: list[Any]) -> None:
         for p in params:
@@ -146,6 +149,8 @@ class _Probe:
             if node is None:
                 parts.append(f"`{name}`'s output at {at} carries no grad_fn"
                              + ("" if grad else " (computed with grad disabled)"))
+                if grad:  # the forward itself ends the graph: find the op at its next call
+                    self._trace(name)
             elif id(node) not in reached and not budget.spent:  # (a graph walked in part: unknown)
                 parts.append(f"`{name}`'s output at {at} does not reach the loss: the cut is "
                              "after it, on that line or later")
@@ -156,11 +161,31 @@ class _Probe:
                 parts.append(f"`{name}`'s output at {at} reaches the loss but not its own "
                              f"parameters: its forward ({short_location(inside)}) cuts them")
                 where = inside
+                self._trace(name)
             if self.suspects.cut_at is None:
                 self.suspects.cut_at = where
         self.calls.clear()
         self.modules = {}
         return "; ".join(parts)
+
+    def _trace(self, name: str) -> None:
+        """Follow ``name``'s next forward (:func:`~trainguard.sanitize.core.cuts.trace_next_forward`)
+        and move the finding to the op that cuts its parameters off, once."""
+        module = self.modules.get(name)
+        if module is None or self.suspects.traced:
+            return
+        self.suspects.traced = True
+        suspects = self.suspects
+
+        def found(cut: tuple[str, Any]) -> None:
+            op, where = cut
+            if where is None:
+                return
+            suspects.cut_at = where
+            suspects.cut += (f"; in `{name}`'s forward the path from its parameters ends at "
+                             f"{short_location(where)} (`{op}`)")
+
+        trace_next_forward(module, found)
 
     def release(self) -> None:
         for handle in self.handles:

@@ -1,0 +1,157 @@
+"""Where a computation stops carrying gradient: one traced call, followed tensor by tensor.
+
+Used after a check already has proof that a path is cut (TG205: a module whose output reaches the
+loss without its own parameters, or carries no ``grad_fn``), to name the line that cuts it. The
+next call of that module's ``forward`` runs under a ``TorchFunctionMode`` (:func:`cut_trace`) that follows the tensors computed from the module's trainable parameters: an op
+that takes such a tensor and returns none that requires grad (``.detach()``, ``.data``,
+``.item()``, ``.numpy()``, ``argmax``, an integer cast, an op run under ``no_grad``) is a cut, and
+what is computed from a cut output carries the cut's line along. At the end, the cut the module's
+output comes from is named; else the first explicit cut (``detach``/``data``/``item``/``numpy``/
+``tolist``); else the first cut seen.
+
+Cost: one forward of one module, once per finding, with a Python call per torch op in it; nothing
+on other calls. The mode never changes what an op computes (it calls ``func`` as given).
+
+Reference: ``torch.overrides.TorchFunctionMode``
+(https://pytorch.org/docs/stable/notes/extending.html#extending-all-torch-api-with-modes) and
+"Locally disabling gradient computation" in https://pytorch.org/docs/stable/notes/autograd.html.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from trainguard.sanitize.core.frames import Location, user_location
+
+__all__ = ["cut_trace", "trace_next_forward", "EXPLICIT"]
+
+EXPLICIT = frozenset({"detach", "detach_", "data", "item", "numpy", "tolist"})
+"""Ops whose only purpose is to leave the graph; preferred when several cuts are seen."""
+
+_OPS = 4096  # ops followed at most in the traced call
+
+
+def _tensors(value: Any) -> list[Any]:
+    """The tensors in ``value``, one level into tuples, lists and dicts."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [v for v in value if isinstance(v, torch.Tensor)]
+    if isinstance(value, dict):
+        return [v for v in value.values() if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _name(func: Any) -> str:
+    name = getattr(func, "__name__", "") or ""
+    if name == "__get__":  # a property read: `x.data`
+        name = getattr(getattr(func, "__self__", None), "__name__", name)
+    return name
+
+
+def _make_mode(params: list[Any]) -> Any:
+    from torch.overrides import TorchFunctionMode
+
+    class CutTrace(TorchFunctionMode):
+        """Follows the tensors computed from ``params`` through one call (see the module doc)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.keep: list[Any] = list(params)  # alive, so that the ids below stay unique
+            self.derived = {id(p) for p in params}  # computed from the parameters, with grad
+            self.cuts: dict[int, tuple[str, Location | None]] = {}  # id(tensor) -> its cut
+            self.seen: list[tuple[str, Location | None]] = []  # every cut, in order
+            self.ops = 0
+
+        def __torch_function__(self, func: Any, types: Any, args: tuple = (),
+                               kwargs: dict | None = None) -> Any:
+            out = func(*args, **(kwargs or {}))
+            if self.ops < _OPS:
+                self.ops += 1
+                try:
+                    self._follow(func, args, kwargs or {}, out)
+                except Exception:  # a trace of the user's forward must never raise into it
+                    self.ops = _OPS
+            return out
+
+        def _follow(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+            inputs = [t for a in (*args, *kwargs.values()) for t in _tensors(a)]
+            from_params = any(id(t) in self.derived for t in inputs)
+            carried = next((self.cuts[id(t)] for t in inputs if id(t) in self.cuts), None)
+            outs = _tensors(out)
+            if from_params and not any(t.requires_grad for t in outs):
+                import torch
+
+                name = _name(func) if torch.is_grad_enabled() else "no_grad"
+                if outs or name in EXPLICIT:  # (shape queries return ints: not cuts)
+                    cut = (name, user_location(sys._getframe(2)))
+                    self.seen.append(cut)
+                    carried = carried or cut
+            for t in outs:
+                if from_params and t.requires_grad:
+                    self.derived.add(id(t))
+                if carried is not None:
+                    self.cuts[id(t)] = carried
+                self.keep.append(t)
+
+        def result(self, output: Any) -> tuple[str, Location | None] | None:
+            """The cut ``output`` comes from, else the first explicit cut, else the first."""
+            for t in _tensors(output):
+                if id(t) in self.cuts:
+                    return self.cuts[id(t)]
+            explicit = [c for c in self.seen if c[0] in EXPLICIT]
+            return (explicit or self.seen or [None])[0]
+
+    return CutTrace()
+
+
+def cut_trace(params: list[Any]) -> Any:
+    """A ``TorchFunctionMode`` following the tensors computed from ``params`` (its class is made
+    on first use: torch is imported lazily); its ``result(output)`` is ``(op name, user
+    location)`` of the cut, or None."""
+    return _make_mode(params)
+
+
+def trace_next_forward(module: Any, done: Any) -> None:
+    """Trace ``module``'s next ``forward`` call with a :func:`cut_trace` over its trainable
+    parameters and call ``done((op, location))`` when a cut is found; hooks removed after it."""
+    handles: list[Any] = []
+    active: list[Any] = []
+
+    def before(mod: Any, inputs: Any) -> None:
+        if active or not handles:
+            return
+        try:
+            mode = cut_trace([p for p in mod.parameters() if p.requires_grad])
+            mode.__enter__()
+            active.append(mode)
+        except Exception:
+            release()
+
+    def after(mod: Any, inputs: Any, output: Any) -> None:
+        if not active:
+            return
+        mode = active.pop()
+        try:
+            mode.__exit__(None, None, None)
+        finally:
+            release()
+        if output is None:  # the forward raised: nothing to say
+            return
+        try:
+            cut = mode.result(output)
+        except Exception:
+            return
+        if cut is not None:
+            done(cut)
+
+    def release() -> None:
+        for handle in handles:
+            handle.remove()
+        handles.clear()
+
+    handles.append(module.register_forward_pre_hook(before))
+    handles.append(module.register_forward_hook(after, always_call=True))
