@@ -48,6 +48,7 @@ from trainguard.sanitize.core.cuts import trace_next_forward
 from trainguard.sanitize.core.frames import is_user_file, short_location, user_location
 from trainguard.sanitize.core.graph import graph_nodes
 from trainguard.sanitize.core.records import first_tensor
+from trainguard.sanitize.core.terms import TermWatch
 
 _STEPS = 3  # steps over which a parameter must never get a gradient
 _PROBE_WAIT = 8  # backward calls a probe waits for one that trains its optimizer's other parameters
@@ -213,7 +214,8 @@ def _cut_inside(module: Any, node: Any) -> Any:
 
 class GradientCut(Check):
     code = "TG205"
-    on_demand = ("on_backward",)  # only while a probe waits for the next backward
+    # while a probe waits for the next backward, and over the first backward calls (terms)
+    on_demand = ("on_backward", "on_backward_done")
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
@@ -221,8 +223,18 @@ class GradientCut(Check):
         self.seen: dict[int, list] = {}
         self.suspects: list[_Suspects] = []
         self.probes: list[_Probe] = []
+        self.terms = TermWatch()  # loss terms cut from every parameter (core/terms.py)
+        self.placed: set[Any] = set()
+
+    def on_built(self, obj: Any, where: Any) -> None:
+        # the first backward calls come after an optimizer is built: look at their losses' terms
+        if self.terms.pending:
+            self.arm()
 
     def on_backward(self, call: Any) -> None:
+        if self.terms.pending:
+            for op, where in self.terms.backward(call):
+                self._report_term(op, where)
         waiting = []
         for probe in self.probes:
             cut = probe.judge(call.tensors)
@@ -234,8 +246,28 @@ class GradientCut(Check):
             else:
                 probe.release()
         self.probes = waiting
-        if not waiting:
+        if not waiting and not self.terms.pending:
             self.disarm()
+
+    def on_backward_done(self, call: Any) -> None:
+        if self.terms.pending:
+            self.terms.backward_done(call)
+            if self.terms.trace is not None:
+                self.hold()  # the traced cycle is checked up to its backward
+
+    def _report_term(self, op: str, where: Any) -> None:
+        """A loss term computed from a cut output (:mod:`~trainguard.sanitize.core.terms`)."""
+        if where in self.placed:
+            return
+        self.placed.add(where)
+        self.report(
+            f"a term of the loss is computed from a tensor cut from the graph (`{op}` at "
+            f"{short_location(where)}): the total is backpropagated, but that term is a constant "
+            "to autograd, so it moves no parameter (its part of the loss does nothing)",
+            fix="compute the term from the tensor itself, not from a detached copy (remove the "
+                "detach/.data/no_grad on that path); if it is meant only for logging, keep it "
+                "out of the loss",
+            where=where)
 
     def on_step_pre(self, optimizer: Any) -> None:
         record = self.seen.get(id(optimizer))
@@ -264,6 +296,7 @@ class GradientCut(Check):
                 self.arm()
 
     def release(self) -> None:
+        self.terms.close()
         for suspects in self.suspects:
             suspects.release()
         self.suspects = []
@@ -293,6 +326,7 @@ class GradientCut(Check):
 
     def on_exit(self) -> None:
         """Report the parameters that still never received a gradient, at the step line."""
+        self.terms.close()
         for probe in self.probes:
             probe.release()
         self.probes = []
