@@ -17,8 +17,9 @@ parameter's attribute, when it has several); else on the ``step()`` line.
 
 It also fires when a parameter the stepping optimizer holds has its storage swapped again and
 again between looks (seen at two looks at least: ``model.to(device)`` swaps once) and the module
-registering it assigns ``self.<name>.data = ...`` in its own ``forward`` (or in a method of its
-class that ``forward`` calls on ``self``): a weight quantized, binarized or normalized in place of
+registering it assigns ``self.<name>.data = ...`` in its own ``forward``, or a module enclosing it
+``self.<child>.<name>.data = ...`` in its ``forward`` (or in a method of the class that
+``forward`` calls on ``self``): a weight quantized, binarized or normalized in place of
 the latent one, so each forward overwrites what the optimizer just updated (small updates are
 lost) and the gradient is taken at the replacement. That finding is placed on the assignment.
 
@@ -208,15 +209,22 @@ def _forward_data_assignments(models: list[Any], ids: set[int]
             for name, p in module._parameters.items():
                 if p is None or id(p) not in ids:
                     continue
-                where = _data_assigned_in_forward(type(module), name)
-                if where is not None:
-                    qualified = f"{prefix}.{name}" if prefix else name
-                    yield where, f"{type(model).__name__}'s {qualified}", type(module).__name__
+                qualified = f"{prefix}.{name}" if prefix else name
+                # the module's own forward (`self.weight.data = ...`), else an enclosing one's
+                # (`self.fc1.weight.data = ...` in the model's forward)
+                path = qualified.split(".")
+                for depth in range(len(path) - 1, -1, -1):
+                    owner = model.get_submodule(".".join(path[:depth]))
+                    where = _data_assigned_in_forward(type(owner), path[depth:])
+                    if where is not None:
+                        yield where, f"{type(model).__name__}'s {qualified}", type(owner).__name__
+                        break
 
 
-def _data_assigned_in_forward(cls: type, name: str) -> Location | None:
-    """The first ``self.<name>.data = ...`` of ``cls``'s ``forward`` (a user file's) or of the
-    methods of its class that it calls on ``self``."""
+def _data_assigned_in_forward(cls: type, path: list[str]) -> Location | None:
+    """The first ``self.<path>.data = ...`` (``path``: attribute names, ``["fc1", "weight"]``)
+    of ``cls``'s ``forward`` (a user file's) or of the methods of its class that it calls on
+    ``self``."""
     forward = next((k.__dict__["forward"] for k in cls.__mro__ if "forward" in k.__dict__), None)
     code = getattr(forward, "__code__", None)
     if code is None or not is_user_file(code.co_filename):
@@ -236,7 +244,7 @@ def _data_assigned_in_forward(cls: type, name: str) -> Location | None:
                   and isinstance(c.func.value, ast.Name) and c.func.value.id == "self"]
         for function in (body, *called):
             for node in ast.walk(function):
-                if isinstance(node, ast.Assign) and any(_is_data_of(t, name) for t in node.targets):
+                if isinstance(node, ast.Assign) and any(_is_data_of(t, path) for t in node.targets):
                     return (code.co_filename, node.lineno, node.col_offset + 1)
     return None
 
@@ -246,7 +254,13 @@ def _first_lines(function: ast.FunctionDef) -> set[int]:
     return {function.lineno, *(d.lineno for d in function.decorator_list)}
 
 
-def _is_data_of(target: ast.expr, name: str) -> bool:
-    """``self.<name>.data`` (or ``<anything>.<name>.data``)."""
-    return (isinstance(target, ast.Attribute) and target.attr == "data"
-            and isinstance(target.value, ast.Attribute) and target.value.attr == name)
+def _is_data_of(target: ast.expr, path: list[str]) -> bool:
+    """``self.<path>.data`` (``self.fc1.weight.data`` for ``["fc1", "weight"]``)."""
+    if not (isinstance(target, ast.Attribute) and target.attr == "data"):
+        return False
+    node = target.value
+    for attr in reversed(path):
+        if not (isinstance(node, ast.Attribute) and node.attr == attr):
+            return False
+        node = node.value
+    return isinstance(node, ast.Name) and node.id == "self"
