@@ -44,8 +44,9 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.cuts import trace_next_forward
-from trainguard.sanitize.core.frames import is_user_file, short_location, user_location
+from trainguard.sanitize.core.cuts import (built_lines, cut_inside, trace_after_forward,
+                                           trace_next_forward)
+from trainguard.sanitize.core.frames import short_location, user_location
 from trainguard.sanitize.core.graph import graph_nodes
 from trainguard.sanitize.core.records import first_tensor
 from trainguard.sanitize.core.terms import TermWatch
@@ -92,8 +93,11 @@ class _Probe:
     """One step's look at the submodules holding a suspect optimizer's parameters: their outputs'
     ``grad_fn`` (held until the next backward, then dropped) and the lines that called them."""
 
-    def __init__(self, suspects: _Suspects, modules: dict[str, Any], others: set[int]) -> None:
+    def __init__(self, suspects: _Suspects, modules: dict[str, Any], others: set[int],
+                 built: dict[str, Any], roots: Any) -> None:
         self.suspects = suspects
+        self.built = built  # name -> the `self.<attr> = ...` line that made it, where found
+        self.roots = list(roots)  # the models seen, for a trace up to the end of their call
         self.others = others  # ids of the optimizer's parameters that do get gradients
         self.waited = 0  # backward calls that reached none of them (another model's loss)
         self.calls: dict[str, tuple[Any, Any, bool] | None] = {}  # name -> (grad_fn, line, grad on)
@@ -140,7 +144,11 @@ class _Probe:
         parts = []
         for name in self.names:
             if name not in self.calls:
-                parts.append(f"`{name}` was not called in the step looked at (unused in forward)")
+                made = self.built.get(name)
+                parts.append(f"`{name}` was not called in the step looked at (unused in forward"
+                             + (f"; built at {short_location(made)})" if made else ")"))
+                if made is not None and self.suspects.cut_at is None:
+                    self.suspects.cut_at = made
                 continue
             call = self.calls[name]
             if call is None:
@@ -155,8 +163,9 @@ class _Probe:
             elif id(node) not in reached and not budget.spent:  # (a graph walked in part: unknown)
                 parts.append(f"`{name}`'s output at {at} does not reach the loss: the cut is "
                              "after it, on that line or later")
+                self._trace(name, after=True)
             else:
-                inside = _cut_inside(self.modules.get(name), node)
+                inside = cut_inside(self.modules.get(name), node)
                 if inside is None:
                     continue
                 parts.append(f"`{name}`'s output at {at} reaches the loss but not its own "
@@ -169,11 +178,17 @@ class _Probe:
         self.modules = {}
         return "; ".join(parts)
 
-    def _trace(self, name: str) -> None:
-        """Follow ``name``'s next forward (:func:`~trainguard.sanitize.core.cuts.trace_next_forward`)
-        and move the finding to the op that cuts its parameters off, once."""
+    def _trace(self, name: str, *, after: bool = False) -> None:
+        """Follow ``name``'s next forward (:func:`~trainguard.sanitize.core.cuts.trace_next_forward`),
+        or with ``after`` what its output goes through up to the end of the model's call
+        (:func:`~trainguard.sanitize.core.cuts.trace_after_forward`), and move the finding to the
+        op that cuts the path, once."""
         module = self.modules.get(name)
         if module is None or self.suspects.traced:
+            return
+        root = next((m for m in self.roots if m is not module
+                     and any(sub is module for sub in m.modules())), None) if after else None
+        if after and root is None:
             return
         self.suspects.traced = True
         suspects = self.suspects
@@ -183,33 +198,19 @@ class _Probe:
             if where is None:
                 return
             suspects.cut_at = where
-            suspects.cut += (f"; in `{name}`'s forward the path from its parameters ends at "
-                             f"{short_location(where)} (`{op}`)")
+            suspects.cut += (f"; the path from `{name}`'s "
+                             + ("output" if after else "parameters in its forward")
+                             + f" ends at {short_location(where)} (`{op}`)")
 
-        trace_next_forward(module, found)
+        if after:
+            trace_after_forward(module, root, found)
+        else:
+            trace_next_forward(module, found)
 
     def release(self) -> None:
         for handle in self.handles:
             handle.remove()
         self.handles = []
-
-
-def _cut_inside(module: Any, node: Any) -> Any:
-    """``(path, line, 0)`` of ``module``'s ``forward`` when its output's graph (``node``, walked in
-    full within the bound) holds none of the module's own trainable parameters: the forward
-    itself cuts them (``.item()``, ``.data``, ``.detach()`` of a weight); else None."""
-    if module is None:
-        return None
-    own = {id(p) for p in module.parameters() if p.requires_grad}
-    budget = Budget(GRAPH_NODES)
-    for n in graph_nodes(node, budget=budget):
-        variable = getattr(n, "variable", None)
-        if variable is not None and id(variable) in own:
-            return None
-    forward = getattr(type(module).forward, "__code__", None)
-    if budget.spent or not own or forward is None or not is_user_file(forward.co_filename):
-        return None
-    return (forward.co_filename, forward.co_firstlineno, 0)
 
 
 class GradientCut(Check):
@@ -292,7 +293,8 @@ class GradientCut(Check):
             modules = self._holders(never)
             if modules:
                 others = {id(p) for p in params if id(p) not in never}
-                self.probes.append(_Probe(suspects, modules, others))
+                self.probes.append(_Probe(suspects, modules, others, built_lines(self.state.models, modules),
+                                          self.state.models))
                 self.arm()
 
     def release(self) -> None:

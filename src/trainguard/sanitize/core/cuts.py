@@ -19,12 +19,16 @@ Reference: ``torch.overrides.TorchFunctionMode``
 
 from __future__ import annotations
 
+import ast
 import sys
 from typing import Any
 
-from trainguard.sanitize.core.frames import Location, user_location
+from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget, parse_file
+from trainguard.sanitize.core.frames import Location, is_user_file, user_location
+from trainguard.sanitize.core.graph import graph_nodes
 
-__all__ = ["cut_trace", "trace_next_forward", "EXPLICIT"]
+__all__ = ["cut_trace", "trace_next_forward", "trace_after_forward", "assigned_in_init",
+           "built_lines", "cut_inside", "EXPLICIT"]
 
 EXPLICIT = frozenset({"detach", "detach_", "data", "item", "numpy", "tolist"})
 """Ops whose only purpose is to leave the graph; preferred when several cuts are seen."""
@@ -155,3 +159,106 @@ def trace_next_forward(module: Any, done: Any) -> None:
 
     handles.append(module.register_forward_pre_hook(before))
     handles.append(module.register_forward_hook(after, always_call=True))
+
+
+def trace_after_forward(module: Any, root: Any, done: Any) -> None:
+    """Trace from the end of ``module``'s next call to the end of the call of ``root`` (the
+    model around it) that made it, following the tensors computed from ``module``'s output, and
+    call ``done((op, location))`` with the first explicit cut of them (else the first cut):
+    the op after which the output no longer reaches the loss."""
+    handles: list[Any] = []
+    active: list[Any] = []
+
+    def after(mod: Any, inputs: Any, output: Any) -> None:
+        if active or len(handles) != 2:
+            return
+        handles.pop(0).remove()  # once
+        try:
+            mode = cut_trace(_tensors(output))
+            mode.__enter__()
+            active.append(mode)
+        except Exception:
+            release()
+
+    def end(mod: Any, inputs: Any, output: Any) -> None:
+        if not active:
+            return
+        mode = active.pop()
+        try:
+            mode.__exit__(None, None, None)
+        finally:
+            release()
+        try:
+            cut = mode.result(None)
+        except Exception:
+            return
+        if cut is not None:
+            done(cut)
+
+    def release() -> None:
+        for handle in handles:
+            handle.remove()
+        handles.clear()
+
+    handles.append(module.register_forward_hook(after))
+    handles.append(root.register_forward_hook(end, always_call=True))
+
+
+def assigned_in_init(cls: type, attr: str) -> Location | None:
+    """The ``self.<attr> = ...`` statement of the first user-defined ``__init__`` in ``cls``'s
+    MRO (where a submodule was made), or None."""
+    if not attr.isidentifier():  # a Sequential's or ModuleList's index
+        return None
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        code = getattr(init, "__code__", None)
+        if code is None:
+            continue
+        if not is_user_file(code.co_filename):
+            return None
+        tree = parse_file(code.co_filename)
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.FunctionDef) and node.name == "__init__" and \
+                    code.co_firstlineno in {node.lineno, *(d.lineno for d in node.decorator_list)}:
+                for stmt in ast.walk(node):
+                    targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+                        [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+                    if any(isinstance(t, ast.Attribute) and t.attr == attr
+                           and isinstance(t.value, ast.Name) and t.value.id == "self"
+                           for t in targets):
+                        return (code.co_filename, stmt.lineno, stmt.col_offset + 1)
+        return None
+    return None
+
+
+def built_lines(models: Any, modules: dict[str, Any]) -> dict[str, Location]:
+    """``name -> location`` of the ``self.<attr> = ...`` statement in the ``__init__`` of the
+    module holding each submodule of ``modules`` (qualified names in one of ``models``): for one
+    never called, the line to change or remove."""
+    out = {}
+    for model in list(models):
+        for name, module in model.named_modules():
+            if name and name in modules and modules[name] is module:
+                parent, _, attr = name.rpartition(".")
+                where = assigned_in_init(type(model.get_submodule(parent)), attr)
+                if where is not None:
+                    out[name] = where
+    return out
+
+
+def cut_inside(module: Any, node: Any) -> Any:
+    """``(path, line, 0)`` of ``module``'s ``forward`` when its output's graph (``node``, walked in
+    full within the bound) holds none of the module's own trainable parameters: the forward
+    itself cuts them (``.item()``, ``.data``, ``.detach()`` of a weight); else None."""
+    if module is None:
+        return None
+    own = {id(p) for p in module.parameters() if p.requires_grad}
+    budget = Budget(GRAPH_NODES)
+    for n in graph_nodes(node, budget=budget):
+        variable = getattr(n, "variable", None)
+        if variable is not None and id(variable) in own:
+            return None
+    forward = getattr(type(module).forward, "__code__", None)
+    if budget.spent or not own or forward is None or not is_user_file(forward.co_filename):
+        return None
+    return (forward.co_filename, forward.co_firstlineno, 0)
