@@ -28,7 +28,7 @@ from trainguard.sanitize.core.frames import Location, is_user_file, user_locatio
 from trainguard.sanitize.core.graph import graph_nodes
 
 __all__ = ["cut_trace", "trace_next_forward", "trace_after_forward", "assigned_in_init",
-           "built_lines", "cut_inside", "EXPLICIT"]
+           "assigned_in_methods", "built_lines", "cut_inside", "EXPLICIT"]
 
 EXPLICIT = frozenset({"detach", "detach_", "data", "item", "numpy", "tolist"})
 """Ops whose only purpose is to leave the graph; preferred when several cuts are seen."""
@@ -207,27 +207,39 @@ def trace_after_forward(module: Any, root: Any, done: Any) -> None:
 def assigned_in_init(cls: type, attr: str) -> Location | None:
     """The ``self.<attr> = ...`` statement of the first user-defined ``__init__`` in ``cls``'s
     MRO (where a submodule was made), or None."""
+    return _assigned(cls, attr, init=True)
+
+
+def assigned_in_methods(cls: type, attr: str) -> Location | None:
+    """The first ``self.<attr> = ...`` statement in a method other than ``__init__`` of the
+    user-defined classes in ``cls``'s MRO (where a cache is filled during the run), or None."""
+    return _assigned(cls, attr, init=False)
+
+
+def _assigned(cls: type, attr: str, *, init: bool) -> Location | None:
     if not attr.isidentifier():  # a Sequential's or ModuleList's index
         return None
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        code = getattr(init, "__code__", None)
-        if code is None:
-            continue
-        if not is_user_file(code.co_filename):
-            return None
-        tree = parse_file(code.co_filename)
-        for node in ast.walk(tree) if tree is not None else ():
-            if isinstance(node, ast.FunctionDef) and node.name == "__init__" and \
-                    code.co_firstlineno in {node.lineno, *(d.lineno for d in node.decorator_list)}:
-                for stmt in ast.walk(node):
-                    targets = stmt.targets if isinstance(stmt, ast.Assign) else \
-                        [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
-                    if any(isinstance(t, ast.Attribute) and t.attr == attr
-                           and isinstance(t.value, ast.Name) and t.value.id == "self"
-                           for t in targets):
-                        return (code.co_filename, stmt.lineno, stmt.col_offset + 1)
-        return None
+    for klass in cls.__mro__[:4]:
+        functions = [f for f in vars(klass).values() if hasattr(f, "__code__")
+                     and (f.__name__ == "__init__") == init]
+        for function in functions:
+            code = function.__code__
+            if not is_user_file(code.co_filename):
+                continue
+            tree = parse_file(code.co_filename)
+            for node in ast.walk(tree) if tree is not None else ():
+                if isinstance(node, ast.FunctionDef) and node.name == function.__name__ and \
+                        code.co_firstlineno in {node.lineno,
+                                                *(d.lineno for d in node.decorator_list)}:
+                    for stmt in ast.walk(node):
+                        targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+                            [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+                        if any(isinstance(t, ast.Attribute) and t.attr == attr
+                               and isinstance(t.value, ast.Name) and t.value.id == "self"
+                               for t in targets):
+                            return (code.co_filename, stmt.lineno, stmt.col_offset + 1)
+        if init and functions:
+            return None  # the first __init__ defined is the one that ran
     return None
 
 
