@@ -12,7 +12,7 @@ class PhaseStats:
         self.series = {}
 
     def record(self, name: str, value) -> None:
-        self.series.setdefault(name, []).append(float(value))
+        self.series.setdefault(name, []).append(value.item())
 
 
 class StatsCallback:
