@@ -16,7 +16,9 @@ assignment of the user's file that calls ``step()`` when that file has one (the 
 parameter's attribute, when it has several); else on the ``step()`` line.
 
 It also fires when a parameter the stepping optimizer holds has its storage swapped again and
-again between looks (seen at two looks at least: ``model.to(device)`` swaps once) and the module
+again between looks (seen at two looks at least: ``model.to(device)`` swaps once), the swap
+changed at least 10% of the values the optimizer had just made (compared once, from a copy taken
+after one step: a clamp that leaves them alone is silent), and the module
 registering it assigns ``self.<name>.data = ...`` in its own ``forward``, or a module enclosing it
 ``self.<child>.<name>.data = ...`` in its ``forward`` (or in a method of the class that
 ``forward`` calls on ``self``): a weight quantized, binarized or normalized in place of
@@ -31,7 +33,8 @@ storage swaps made outside the module's forward (a projection after the step, ma
 
 Cost: when it looks, one ``data_ptr()`` per parameter of the stepping optimizer and of the
 models seen (about 0.3 us each); at a finding, one parse of one source file (cached, bounded by
-``bounds.SOURCE_CHARS``).
+``bounds.SOURCE_CHARS``); once a parameter's storage was swapped, one copy of its values after a
+step and one comparison (4 million values at most in all).
 
 References: https://pytorch.org/docs/stable/notes/autograd.html (in-place correctness: ``.data``
 is not tracked) and the 0.4 migration guide's advice to use ``.detach()``/``copy_`` instead of
@@ -48,6 +51,7 @@ from typing import Any, Iterator
 from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import Location, is_user_file, user_location
+from trainguard.sanitize.core.values import as_float, readable
 
 
 EVERY = 16
@@ -55,8 +59,13 @@ EVERY = 16
 optimizer's parameters."""
 
 
+_CHANGED = 0.1  # share of a parameter's values the forward's `.data` write must change
+_CLONED = 4_000_000  # values copied at most (parameters whose storage a forward swaps)
+
+
 class DataAttribute(Check):
     code = "TG206"
+    on_demand = ("on_step",)  # only while a swapped parameter's stepped values are wanted
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
@@ -65,6 +74,9 @@ class DataAttribute(Check):
         self.ptrs: dict[int, int] = {}  # id(param) -> its data_ptr() at the previous look
         self.swaps: dict[int, int] = {}  # id(param) -> looks that saw its storage swapped
         self.placed: set[Location] = set()  # `.data` assignments in a forward already reported
+        self.want: list[Any] = []  # swapped parameters whose values to copy after this step
+        self.stepped: dict[int, Any] = {}  # id(param) -> its values right after a step
+        self.changed: dict[int, float] = {}  # id(param) -> share of them the next forward changed
 
     def on_step_pre(self, optimizer: Any) -> None:
         step = self.state.step
@@ -88,19 +100,36 @@ class DataAttribute(Check):
             if pair not in self.reported:
                 self.reported.add(pair)
                 self._report(other, p, _names(list(self.state.models)), held, optimizer)
+        if self.want:
+            self.next_look[id(optimizer)] = step + 1  # the values after this step, next forward
+            self.arm()
         if swapped:
             self._replaced_in_forward(swapped, optimizer)
 
+    def on_step(self, optimizer: Any) -> None:
+        want, self.want = self.want, []
+        for p in want:
+            self.stepped[id(p)] = p.detach().clone()
+        self.disarm()
+
     def _swapped(self, p: Any, ptr: int) -> bool:
         """Whether ``p``'s storage was swapped (``p.data = ...``) between this look and the
-        previous one, for the second time at least: an optimizer's own update is in place, and a
-        one-off move (``model.to(device)`` after the optimizer was built) swaps once."""
+        previous one, for the second time at least, and that write changed the values the
+        optimizer had just made (an optimizer's own update is in place, a one-off move such as
+        ``model.to(device)`` swaps once, a clamp that leaves the values alone changes nothing)."""
         before = self.ptrs.get(id(p))
         self.ptrs[id(p)] = ptr
         if before is None or before == ptr:
             return False
         self.swaps[id(p)] = self.swaps.get(id(p), 0) + 1
-        return self.swaps[id(p)] >= 2
+        stepped = self.stepped.pop(id(p), None)
+        if stepped is not None and stepped.shape == p.shape:
+            changed = as_float((stepped != p.detach()).float().mean())  # (a rare path: a sync)
+            self.changed[id(p)] = 0.0 if changed is None else changed
+        elif id(p) not in self.changed and readable(p) and \
+                sum(t.numel() for t in self.stepped.values()) + p.numel() <= _CLONED:
+            self.want.append(p)
+        return self.swaps[id(p)] >= 2 and self.changed.get(id(p), 0.0) >= _CHANGED
 
     def _replaced_in_forward(self, swapped: set[int], optimizer: Any) -> None:
         """Report a parameter whose storage its own module's ``forward`` replaces through
