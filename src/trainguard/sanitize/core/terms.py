@@ -41,15 +41,20 @@ _TOP = 64  # nodes of a root's additive top looked at
 _WAIT = 8  # backward calls a trace lasts at most
 _OPS = 20_000  # ops followed at most in the traced cycle
 _STE_NODES = 2_000  # nodes walked to tell a straight-through estimator from a cut term
-_PASS = ("Add", "Sub", "Mul", "Div", "Neg", "Sum", "Mean", "Stack", "Cat", "Unsqueeze",
-         "Squeeze", "View", "Reshape", "Expand", "Clone", "To")
+_PASS = frozenset({"Add", "Sub", "Mul", "Div", "Neg", "Sum", "Mean", "Stack", "Cat", "Unsqueeze",
+                   "Squeeze", "View", "UnsafeView", "ReshapeAlias", "Expand", "Clone", "ToCopy"})
 _ADDS = frozenset({"add", "add_", "__add__", "__radd__", "__iadd__", "sub", "sub_", "__sub__",
                    "__rsub__", "__isub__", "subtract"})
 _CUTS = frozenset({"detach", "detach_", "data"})
 
 
+def _kind(node: Any) -> str:
+    """``"Add"`` for ``AddBackward0`` (and not for ``AddmmBackward0``: a linear layer)."""
+    return type(node).__name__.split("Backward")[0]
+
+
 def _additive(node: Any) -> bool:
-    return type(node).__name__.startswith(_PASS)
+    return _kind(node) in _PASS
 
 
 def _top(roots: tuple) -> list[Any]:
@@ -69,8 +74,7 @@ def _top(roots: tuple) -> list[Any]:
 
 def _open(node: Any) -> bool:
     """An addition or difference with an input that carries no graph."""
-    name = type(node).__name__
-    return name.startswith(("Add", "Sub")) and any(
+    return _kind(node) in ("Add", "Sub") and any(
         n is None for n, _ in getattr(node, "next_functions", ()))
 
 
