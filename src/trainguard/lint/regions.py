@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from trainguard.lint.astutil import SCOPES, dotted, parent, walk_local
 from trainguard.lint.events import Event, events
-from trainguard.lint.script import Script
+from trainguard.lint.script import Script, is_backward
 
 __all__ = ["EvalRegion", "training_loops", "loop_label", "inference_calls", "INFERENCE_METHODS", "eval_regions", "preceding_events", "forward_calls",
            "EVAL_NAME"]
@@ -389,8 +389,29 @@ def _region_loop(script: Script, loop: ast.AST) -> bool:
         return False
     if _touches_optimizer(script, loop):
         return False  # a training loop whose backward happens in a helper (loss_scaler(...))
+    if _backward_follows_in_iteration(script, loop):
+        return False  # micro-batches of one step: their outputs reach the step's backward
     text = script.segment(loop) or ""
     return bool(_METRIC_HINT.search(text))
+
+
+def _backward_follows_in_iteration(script: Script, loop: ast.AST) -> bool:
+    """An enclosing loop calls backward after ``loop`` in the same iteration, outside any other
+    inner loop (``for chunk in batch.split(8): ...`` gathering terms, then ``loss.backward()``);
+    an evaluation pass between two training passes has its backward inside a sibling loop."""
+    end = getattr(loop, "end_lineno", loop.lineno)  # type: ignore[attr-defined]
+    for outer in _ancestors(loop):
+        if not isinstance(outer, (ast.For, ast.AsyncFor, ast.While)):
+            continue
+        for call in walk_local(outer):
+            if is_backward(call) and call.lineno > end and _nearest_loop(call) is outer:
+                return True
+    return False
+
+
+def _nearest_loop(node: ast.AST) -> ast.AST | None:
+    return next((p for p in _ancestors(node)
+                 if isinstance(p, (ast.For, ast.AsyncFor, ast.While))), None)
 
 
 def _output_used(call: ast.Call, region: ast.AST) -> bool:

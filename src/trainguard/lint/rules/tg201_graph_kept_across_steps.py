@@ -97,7 +97,11 @@ def _accumulation(script: Script, node: ast.AST, names: set[str]):  # type: igno
 
 
 def _acc_name(node: ast.AST) -> str | None:
-    """``total`` or ``self.history`` (an attribute of the object, which outlives the loop)."""
+    """``total`` or ``self.history`` (an attribute of the object, which outlives the loop);
+    a list kept under a key of either (``history["recon"]``, ``self.logs[name]``) is held by
+    the container it sits in."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
