@@ -322,8 +322,10 @@ def inference_calls(script: Script) -> list[ast.Call]:
     def find() -> list[ast.Call]:
         candidates = [c for c in script.calls if isinstance(c.func, ast.Attribute) and
                       c.func.attr in INFERENCE_METHODS]
+        # a helper handed the model only matters where grad is disabled somewhere
         helpers = [c for c in script.calls if c not in candidates and any(
-            (k := script.key(a)) and k != "self" and script.is_model(k) for a in c.args)]
+            (k := script.key(a)) and k != "self" and script.is_model(k) for a in c.args)] \
+            if script.may_reach("no_grad") or script.may_reach("inference_mode") else []
         if not candidates and not helpers:
             return []
         loops = {id(loop) for loop in training_loops(script)}

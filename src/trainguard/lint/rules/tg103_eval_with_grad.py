@@ -68,7 +68,8 @@ def _after_eval(script: Script, frozen: set[str]) -> Iterator[Hit]:
                     if script.key(f.func) == key and not script.grad_disabled(f)
                     and not _in_loop_or_def(f, st) and not isinstance(parent(f), ast.Expr)]
         text = "\n".join(script.segment(st) or "" for st in window)
-        if not forwards or not _METRIC_HINT.search(text) or _uses_gradients_in(script, window):
+        if not forwards or not _METRIC_HINT.search(text) or \
+                _reaches_backward_or_caller(script, window) or _uses_gradients_in(script, window):
             continue
         fwd = forwards[0]
         yield Hit(fwd, f"{key}(...) runs after {key}.eval() at {script.at(node.lineno)} with "
@@ -77,8 +78,7 @@ def _after_eval(script: Script, frozen: set[str]) -> Iterator[Hit]:
 
 
 def _window(script: Script, start: ast.stmt, key: str) -> list[ast.stmt] | None:
-    """The statements after ``start`` in its block up to ``key.train()``; None when they
-    call backward or return a value (the outputs may reach a backward elsewhere)."""
+    """The statements after ``start`` in its block up to ``key.train()``."""
     owner = parent(start)
     body = next((b for b in (getattr(owner, f, None) for f in ("body", "orelse", "finalbody"))
                  if isinstance(b, list) and start in b), None)
@@ -92,11 +92,15 @@ def _window(script: Script, start: ast.stmt, key: str) -> list[ast.stmt] | None:
                c.func.attr == "train" and script.key(c.func.value) == key
                for c in walk_local(st)):
             break
-        if script.has_backward(st) or any(isinstance(r, ast.Return) and r.value is not None
-                                          for r in [st, *walk_local(st)]):
-            return None
         out.append(st)
     return out
+
+
+def _reaches_backward_or_caller(script: Script, stmts: list[ast.stmt]) -> bool:
+    """The block calls backward or returns a value (the outputs may reach a backward in the
+    caller)."""
+    return any(any(isinstance(r, ast.Return) and r.value is not None
+                   for r in [st, *walk_local(st)]) or script.has_backward(st) for st in stmts)
 
 
 def _in_loop_or_def(node: ast.AST, top: ast.stmt) -> bool:

@@ -53,9 +53,13 @@ def _project_writers(script: Script) -> Iterator[Hit]:
     unguarded on every rank: reported at the call, where the rank check goes."""
     if not script.project_imports:
         return
+    imported = set(script.project_imports)
     for call in script.calls:
-        if not isinstance(call.func, (ast.Name, ast.Attribute)):
-            continue
+        root = call.func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not (isinstance(root, ast.Name) and root.id in imported):
+            continue  # only names imported from the project can run another file's code
         for t in script.targets(call):
             if t.script is script or t.instance:
                 continue
