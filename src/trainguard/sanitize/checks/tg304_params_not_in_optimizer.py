@@ -61,7 +61,7 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import user_location
+from trainguard.sanitize.core.frames import user_frames, user_location
 from trainguard.sanitize.core.graph import LOSS_OUT, node_metadata, stamped_models, weighs_losses
 from trainguard.sanitize.core.params import (ParamMap, all_parameters, held_ids, no_gradients,
                                              value_sum)
@@ -76,10 +76,10 @@ class _Suspect:
     accumulated a gradient into it since (a hook, so this is known even after it is freed)."""
 
     __slots__ = ("ref", "name", "shape", "numel", "model", "stale", "listed", "series", "trained",
-                 "handle", "version", "total")
+                 "handle", "version", "total", "built")
 
     def __init__(self, p: Any, name: str, model: str, stale: str, listed: str,
-                 series: str = "") -> None:
+                 series: str = "", built: Any = None) -> None:
         self.ref = weakref.ref(p)
         self.name = name
         self.shape = tuple(p.shape)
@@ -88,6 +88,7 @@ class _Suspect:
         self.stale = stale  # the class of the optimizer stepping without gradients, or ""
         self.listed = listed  # the plain list/dict attribute that keeps its module, or ""
         self.series = series  # how its separate model is chained to a trained one, or ""
+        self.built = built  # the user's line that built the optimizer it was left out of, or None
         self.trained = False  # set by the hook
         self.handle: Any = None
         self.version = p._version
@@ -150,6 +151,8 @@ class ParamsNotInOptimizer(Check):
         self.suspects: dict[int, _Suspect] = {}  # id(param): noted at the last look
         self.done = ParamMap()  # parameters reported, or found trained some other way
         self.added_at = ParamMap()  # parameter -> the user's line that added it (on_params_added)
+        # optimizer -> the user's line that built it (on_built): where parameters were left out
+        self.built_at: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
         self.idle: weakref.WeakSet[Any] = weakref.WeakSet()  # optimizers found by gc, not stepped
         self.where: Any = None  # the step line where the suspects were noted
         # What the looks read, replaced at each look after which checked steps brought a new
@@ -238,6 +241,10 @@ class ParamsNotInOptimizer(Check):
         if confirmed:
             self._report(self._not_held_by_idle(confirmed))
 
+    def on_built(self, obj: Any, where: Any) -> None:
+        if where is not None and hasattr(obj, "param_groups"):
+            self.built_at[obj] = where
+
     def on_params_added(self, module: Any, params: list, where: Any) -> None:
         for p in params:  # (a head assigned to a model already built, a parameter made in a hook)
             self.added_at[p] = where
@@ -263,10 +270,11 @@ class ParamsNotInOptimizer(Check):
             where = self.where or self.state.last_backward_where()
             self._report(self._not_held_by_idle(still), where=where)
 
-    def _missing(self, optimizer: Any) -> dict[int, tuple[Any, str, str, str, str]]:
+    def _missing(self, optimizer: Any) -> dict[int, tuple[Any, str, str, str, str, str, Any]]:
         """Parameters that require grad and hold a gradient, of a model some optimizer trains
         (or of any model, when no optimizer that steps has a single gradient), that no optimizer
-        holds: ``id(p) -> (p, name, model class, stale optimizer's class or "", container)``."""
+        holds: ``id(p) -> (p, name, model class, stale optimizer's class or "", container,
+        series phrase, the line that built the optimizer they were left out of or None)``."""
         held = held_ids([*self.state.optimizers, *self.idle])
         stale: bool | None = None  # worked out only when a model no optimizer trains has grads
         out = {}
@@ -276,6 +284,7 @@ class ParamsNotInOptimizer(Check):
         for model in models:
             named = params[id(model)]
             cause = series = ""
+            blame: Any = None  # the optimizer the parameters were left out of
             if id(model) not in trained:
                 # No optimizer trains this model: evaluation, a frozen teacher, feature extraction
                 # -- or an optimizer left holding an earlier model's parameters, or a separate
@@ -289,11 +298,28 @@ class ParamsNotInOptimizer(Check):
                     if not stale:
                         continue
                     cause = type(optimizer).__name__
+                    blame = optimizer
             for name, p, listed in named:
                 if (p.requires_grad and p.grad is not None and id(p) not in held
                         and p not in self.done):
-                    out[id(p)] = (p, name, type(model).__name__, cause, listed, series)
+                    if blame is None:
+                        blame = self._holder(model, named, trained)
+                    out[id(p)] = (p, name, type(model).__name__, cause, listed, series,
+                                  self.built_at.get(blame) if blame is not None else None)
         return out
+
+    def _holder(self, model: Any, named: list, trained: dict[int, Any]) -> Any:
+        """The optimizer that holds some of ``model``'s parameters (for a separate model: one
+        that holds a parameter of a trained model), or None; on the rare path of a suspect."""
+        optimizers = [*self.state.optimizers, *self.idle]
+        if id(model) in trained:
+            ids = {id(p) for _, p, _ in named}
+        else:
+            ids = {id(p) for m in trained.values() for _, p, _ in all_parameters(m)}
+        for o in optimizers:
+            if any(id(p) in ids for g in o.param_groups for p in g["params"]):
+                return o
+        return None
 
     def _series(self, model: Any, trained: dict[int, Any]) -> str:
         """How ``model`` (which no optimizer holds) sits in series with a trained model on the way
@@ -343,6 +369,14 @@ class ParamsNotInOptimizer(Check):
             p = v.ref()
             if p is not None:
                 self.done[p] = True
+        built = next((v.built for v in still if v.built is not None), None)
+        if built is not None and (not still[0].stale or _running(built)):
+            # the cause: the line that built the optimizer without them (a line that added them
+            # to a model already built, when known, is named below instead). An optimizer built
+            # for an earlier model is blamed where it was built only while the function that
+            # built it still runs (it builds the models too: a fold loop); one carried into
+            # another object (a copied estimator) is reported where it steps.
+            where = built
         total = sum(v.numel for v in still)
         names = ", ".join(f"`{v.name}` {v.shape}" for v in still[:4])
         more = f" and {len(still) - 4} more" if len(still) > 4 else ""
@@ -393,3 +427,13 @@ class ParamsNotInOptimizer(Check):
                     "with optimizer.add_param_group({'params': [...]}); to keep them fixed, call "
                     "requires_grad_(False) on them (no gradient is then computed)",
                 where=where)
+
+
+def _running(where: Any) -> bool:
+    """Whether the line ``where`` belongs to a user function running now (on the stack)."""
+    for frame in user_frames(sys._getframe(1)):
+        code = frame.f_code
+        if code.co_filename == where[0] and any(
+                line == where[1] for _, _, line in code.co_lines()):
+            return True
+    return False
