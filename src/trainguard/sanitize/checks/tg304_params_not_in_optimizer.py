@@ -25,7 +25,10 @@ output (directly or through other modules), or it took a trained model's output 
 loss was computed on its output or a later module's, while the trained model's output went to no
 loss directly and no loss compared two of its outputs (a perceptual-style loss network); or losses
 of a trained model's outputs were computed inside its call or passed to it, and its own parameters
-are applied after them in its output (learned multi-task loss weights, ifzhang/FairMOT#19). Read
+are applied after them in its output (learned multi-task loss weights, ifzhang/FairMOT#19) or
+inside them (a loss module with its own parameters, such as an ArcFace margin head computing the
+cross-entropy in its call: its parameters are leaves of the loss's graph, found within 64 nodes,
+and it took no floating target of the prediction's shape). Read
 from the ``Made`` stamps on outermost outputs and a mark on the ``grad_fn`` of each watched loss's
 output, found from positional and keyword arguments, on the latest checked steps. Also: a model no optimizer holds receives gradients while no
 optimizer that steps has a gradient on any of its parameters (None, or zeros): an optimizer built
@@ -62,7 +65,8 @@ from typing import Any
 from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import user_frames, user_location
-from trainguard.sanitize.core.graph import LOSS_OUT, node_metadata, stamped_models, weighs_losses
+from trainguard.sanitize.core.graph import (LOSS_OUT, MADE, graph_nodes, node_metadata,
+                                            stamped_models, weighs_losses)
 from trainguard.sanitize.core.params import (ParamMap, all_parameters, held_ids, no_gradients,
                                              value_sum)
 from trainguard.sanitize.core.records import graph_tensors
@@ -179,9 +183,12 @@ class ParamsNotInOptimizer(Check):
                 self._records().consumed.setdefault(key, set()).update(made_by)
                 if losses:  # it took a loss (or something computed from one)
                     behind_losses |= made_by
-        if behind_losses and weighs_losses(call.output, key):
-            # its own parameters enter after the losses: learned loss weights (uncertainty
-            # weighting) or a loss module with parameters
+        if behind_losses and (weighs_losses(call.output, key)
+                              or (not _takes_a_target_like(call)
+                                  and _own_leaf_in(call.output, call.module))):
+            # its own parameters enter after the losses (learned loss weights, uncertainty
+            # weighting) or inside them (a loss module with parameters: learned class weights,
+            # an ArcFace margin head): they are on the path of the loss
             self._records().weighs.setdefault(key, set()).update(behind_losses)
 
     def on_loss(self, call: Any) -> None:
@@ -435,5 +442,49 @@ def _running(where: Any) -> bool:
         code = frame.f_code
         if code.co_filename == where[0] and any(
                 line == where[1] for _, _, line in code.co_lines()):
+            return True
+    return False
+
+
+def _own_leaf_in(output: Any, module: Any, limit: int = 64) -> bool:
+    """Whether the graph of the first tensor in ``output`` (an outermost call's, which computed a
+    loss inside) reaches one of ``module``'s own parameters as a leaf before any other model's
+    output: the loss is computed with them (a learned class-weight vector passed as ``weight=``,
+    an ArcFace margin head's weight). The walk stops at other models' outputs and after
+    ``limit`` nodes."""
+    from trainguard.sanitize.core.records import graph_tensors
+
+    own = {id(p) for p in module.parameters(recurse=True)}
+    if not own:
+        return False
+    key = id(module)
+    for tensor in graph_tensors((output,), {}):
+        found = [False]
+
+        def stop(node: Any) -> bool:
+            meta = node_metadata(node)
+            made = meta.get(MADE) if meta else None
+            if made is not None and made.model_id != key:
+                return True  # another model's output: its parameters are its own
+            if id(getattr(node, "variable", None)) in own:
+                found[0] = True
+                return True
+            return False
+
+        for _ in graph_nodes(tensor.grad_fn, limit=limit, stop=stop):
+            if found[0]:
+                return True
+        return found[0]
+    return False
+
+
+def _takes_a_target_like(call: Any) -> bool:
+    """Whether the call took, beside a tensor with a graph, a floating tensor without one of the
+    same shape: a target it compares the prediction with (a perceptual loss network applied to
+    both, whose parameters are not meant to learn), not class labels."""
+    shapes = {tuple(t.shape) for t in graph_tensors(call.args, call.kwargs)}
+    for a in (*call.args, *call.kwargs.values()):
+        if (getattr(a, "grad_fn", 1) is None and getattr(a, "is_floating_point", None) is not None
+                and a.is_floating_point() and tuple(a.shape) in shapes):
             return True
     return False
