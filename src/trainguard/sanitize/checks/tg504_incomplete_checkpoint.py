@@ -12,8 +12,8 @@ alive, and
   after that (a resume seen happening; reported at the save). Resuming restarts Adam's moments or
   the momentum from zero: the loss jumps and the run is not the one that would have continued;
 - or it holds the optimizer's state but not that of a live LR scheduler the user stepped, or of an
-  enabled GradScaler in use (found by one heap scan per such save): the resumed run restarts the
-  schedule, or the loss scale from its initial value.
+  enabled GradScaler in use held by the user's frames that led to the save (a local, ``self.scaler``,
+  a global): the resumed run restarts the schedule, or the loss scale from its initial value.
 
 Where: the ``torch.save`` line, or, when ``torch.save`` sits in a helper that was handed the dict
 (the ImageNet example's ``save_checkpoint(state, is_best, filename)``), the user's line that
@@ -27,8 +27,8 @@ A checkpoint is judged by what it holds and by what the run does with it, not by
 
 Cost: per ``torch.save`` of a dict, one pass over its items (a state_dict's tensors checked by
 type) and the user frames that passed the dict down; per resume checkpoint (model and optimizer
-state) one heap scan for a GradScaler; after a model-only checkpoint is loaded back, the next
-optimizer step.
+state) the locals, globals and ``self`` attributes of 8 user frames (256 names each) for a
+GradScaler; after a model-only checkpoint is loaded back, the next optimizer step.
 
 Reference: PyTorch recipe "Saving and loading a general checkpoint"
 https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html; AMP
@@ -45,11 +45,11 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import frame_location, is_user_code, user_frame
+from trainguard.sanitize.core.frames import frame_location, is_user_code, user_frame, user_frames
 
 _PROGRESS = re.compile(r"epoch|step|iter", re.IGNORECASE)
+_NAMES = 256  # names of one frame's locals or globals (and attributes of one local) looked at
 
 
 class IncompleteCheckpoint(Check):
@@ -124,14 +124,14 @@ class IncompleteCheckpoint(Check):
 
     def _companions_left_out(self, obj: Mapping) -> list[str]:
         """The live LR scheduler (stepped by the user) and enabled GradScaler (in use) whose state
-        ``obj`` does not hold (one heap scan for a GradScaler: per resume checkpoint saved)."""
+        ``obj`` does not hold (the GradScaler looked for in the user's frames that saved it)."""
         left = []
         values = [*obj.values(), *(v for x in obj.values() if isinstance(x, Mapping)
                                    for v in x.values())]
         if any(ref() is not None for ref in self.schedulers) \
                 and not any(_is_scheduler_state(v) for v in values):
             left.append(type(next(r() for r in self.schedulers if r() is not None)).__name__)
-        if _scaler_in_use() and not any(_is_scaler_state(v) for v in values):
+        if _scaler_in_use(sys._getframe(2)) and not any(_is_scaler_state(v) for v in values):
             left.append("GradScaler")
         return left
 
@@ -195,9 +195,31 @@ def _is_scaler_state(value: Any) -> bool:
     return isinstance(value, Mapping) and "scale" in value and "_growth_tracker" in value
 
 
-def _scaler_in_use() -> bool:
-    """A live, enabled GradScaler that has scaled a loss (its scale is set lazily then)."""
+def _scaler_in_use(start: Any) -> bool:
+    """An enabled GradScaler that has scaled a loss (its scale is set lazily then), held by the
+    user's frames that led to the save: a local, an attribute of a local (``self.scaler``) or a
+    global of those frames' modules. Bounded: 8 frames, their locals and globals, one level of
+    attributes; no heap scan (a save per epoch must stay cheap)."""
     from torch.amp import GradScaler
 
-    return any(o.is_enabled() and getattr(o, "_scale", None) is not None
-               for o in live_objects(lambda o: GradScaler in type(o).__mro__))
+    def used(value: Any) -> bool:
+        return (GradScaler in type(value).__mro__ and value.is_enabled()
+                and getattr(value, "_scale", None) is not None)
+
+    seen: set[int] = set()
+    for frame in user_frames(user_frame(start), limit=8):
+        spaces = [frame.f_locals]
+        if id(frame.f_globals) not in seen:
+            seen.add(id(frame.f_globals))
+            spaces.append(frame.f_globals)
+        for space in spaces:
+            for value in list(space.values())[:_NAMES]:
+                if used(value):
+                    return True
+                try:
+                    attrs = vars(value) if space is frame.f_locals else None
+                except TypeError:  # no __dict__
+                    continue
+                if isinstance(attrs, dict) and any(used(v) for v in list(attrs.values())[:_NAMES]):
+                    return True
+    return False
