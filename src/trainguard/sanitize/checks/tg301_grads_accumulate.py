@@ -189,12 +189,16 @@ class GradsAccumulate(Check):
                 ids = {id(p) for p in owner.parameters()}
             if not ids & held:
                 continue
-            part = ("it clears only part of the optimizer's parameters, not the ones listed "
-                    "below" if not {id(p) for p in stale} <= ids else
-                    "it does not run before every backward of a step (it runs once, before the "
-                    "loop)")
-            return where, (f"{type(owner).__name__}.zero_grad() here is the only zeroing seen "
-                           f"for these gradients, and {part}; so ")
+            if not {id(p) for p in stale} <= ids:
+                part = ("it clears only part of the optimizer's parameters, not the ones listed "
+                        "below")
+            elif backward_at is not None and _before_the_loop(where, backward_at):
+                part = ("it runs once, before the loop that runs the backward and the step, not "
+                        "in every iteration")
+            else:
+                break  # it runs in the loop: a branch or an iteration that skips it is the cause
+            return where, (f"{type(owner).__name__}.zero_grad() here is the latest zeroing of "
+                           f"these gradients, and {part}; so ")
         if backward_at is None or step_at is None or backward_at[0] != step_at[0]:
             return None
         loop = _inner_loop(backward_at, step_at)
@@ -286,3 +290,20 @@ def _inner_loop(backward_at: Any, step_at: Any) -> Any:
 
 def _holds(node: Any, line: int) -> bool:
     return node.lineno <= line <= (node.end_lineno or node.lineno)
+
+
+def _before_the_loop(zero_at: Any, backward_at: Any) -> bool:
+    """Whether the zero_grad at ``zero_at`` is written in the function that runs the backward at
+    ``backward_at``, outside (before) the innermost loop around that backward."""
+    if zero_at[0] != backward_at[0]:
+        return False
+    file = SourceFile.load(backward_at[0])
+    if file is None:
+        return False
+    call = file.call_at(backward_at[1], backward_at[2] - 1)
+    zero = file.call_at(zero_at[1], zero_at[2] - 1)
+    if call is None or zero is None:
+        return False
+    scope = file.scope(call)
+    loop = file.loop(call, scope)
+    return (loop is not None and file.scope(zero) is scope and zero.lineno < loop.lineno)

@@ -22,7 +22,8 @@ zeroing a part of the model on purpose (``model.embedding.zero_grad()`` to keep 
 the optimizer's other parameters still hold their gradients); SAM (an optimizer zeroing inside its
 own ``first_step``; a hand-written ascent that moves the parameters between the two backward
 calls), per-task gradients read one by one from a retained graph (gradient surgery), a gradient
-probe before training (its backward is written elsewhere).
+probe before training (its backward is written elsewhere), a ``GradScaler`` that skipped the step
+(the cleared gradients hold inf/NaN; all of the owner's gradients are read on this path).
 
 Cost: per checked ``zero_grad``, two counters; only for a ``zero_grad`` between backward and step,
 8 gradients and version counters read at most (skipped on devices whose values are not read:
@@ -88,6 +89,14 @@ class ZeroGradBeforeStep(Check):
         grads = [p.grad for p in params]
         if not grads or not readable(*grads) or not any(bool(g.any()) for g in grads):
             self.discard = None  # nothing learned is thrown away
+            return
+        import torch
+
+        every = [p.grad for p in _params(owner) if p.grad is not None]
+        if not readable(*every) or not all(bool(torch.isfinite(g).all()) for g in every):
+            # a GradScaler skipped the step on inf/NaN gradients and the loop zeroes them: the
+            # usual, correct way on; a cleared finite batch is what is looked for
+            self.discard = None
             return
         self.discard = _Discard(owner, params, where, last.where, state.backward_count,
                                 state.step)
