@@ -44,8 +44,10 @@ class Session:
         # The sanitizer and its checks are imported when the callback is built (about 0.1 s of
         # CPU, once per process), so that the fit it watches pays only for the checks.
         from trainguard.sanitize.checks import discover
+        from trainguard.sanitize.watcher import watch
 
         discover()
+        self._watch = watch
         self._stack: ExitStack | None = None
         self.watcher: Any = None
 
@@ -57,10 +59,8 @@ class Session:
         """Start watching (a no-op while this session already watches)."""
         if self._stack is not None:
             return
-        from trainguard.sanitize.watcher import watch
-
         stack = ExitStack()
-        self.watcher = stack.enter_context(watch(**self._options))
+        self.watcher = stack.enter_context(self._watch(**self._options))
         self._stack = stack
 
     def finish(self, exc: BaseException | None = None) -> list[Finding]:
