@@ -133,3 +133,39 @@ def test_no_source_or_no_call_there_gives_none(tmp_path):
     assert output_uses(("<string>", 1, 1)) is None
     assert output_uses((str(path), 1, 1)) is None  # no call starts there
     assert output_uses(None) is None
+
+
+USED = [
+    ("a statement of its own", "model(x)  # <-\n", False),
+    ("assigned and never read", "out = model(x)  # <-\nprint('done')\n", False),
+    ("only its size read, to size a layer", """
+        def flat_size(self):
+            with torch.no_grad():
+                out = self.features(torch.zeros(1, 3, 8, 8))  # <-
+            return out.view(1, -1).size(1)
+        """, False),
+    ("numel of the output", "n = model(torch.zeros(1, 4)).numel()  # <-\n", False),
+    ("argmax returned", """
+        def top(model, x):
+            with torch.no_grad():
+                return model(x).argmax(-1)  # <-
+        """, True),
+    ("written to a file", """
+        out = model(x)  # <-
+        writer.writerow(out.tolist())
+        """, True),
+]
+
+
+@pytest.mark.parametrize("name,source,used", USED, ids=[c[0] for c in USED])
+def test_output_used(tmp_path, name, source, used):
+    text = textwrap.dedent(source).lstrip("\n")
+    path = tmp_path / "script.py"
+    path.write_text(text)
+    lines = text.splitlines()
+    number = next(i for i, line in enumerate(lines, start=1) if line.endswith("# <-"))
+    line = lines[number - 1]
+    start = min(line.find(k) for k in ("model(", "self.features(") if line.find(k) >= 0)
+    uses = output_uses((str(path), number, start + 1))
+    assert uses is not None
+    assert uses.used is used

@@ -1,5 +1,5 @@
-"""TG102 is reported at the ``eval()`` call still in effect, and a module put back in train
-mode is forgotten (pytorch/tutorials#1624: ``model.train()`` once before the epochs,
+"""TG102 is reported where the training code called into the ``eval()`` still in effect (the
+line after which ``model.train()`` belongs), and a module put back in train mode is forgotten (pytorch/tutorials#1624: ``model.train()`` once before the epochs,
 ``model.eval()`` inside them)."""
 
 from __future__ import annotations
@@ -11,16 +11,18 @@ from sanitize_helpers import CASES, run_in_process
 from trainguard.sanitize.watcher import Watcher
 
 
-def test_the_finding_is_at_the_eval_call_still_in_effect_and_names_the_forward():
+def test_the_finding_is_at_the_call_that_ran_the_eval_and_names_it_and_the_forward():
     script = CASES / "tg102_train_once_eval_inside" / "buggy.py"
     lines = script.read_text().splitlines()
     eval_line = next(n for n, text in enumerate(lines, start=1) if "net.eval()" in text)
     forward_line = next(n for n, text in enumerate(lines, start=1) if "F.cross_entropy(net(" in text)
     train_line = next(n for n, text in enumerate(lines, start=1) if text.strip() == "net.train()")
+    test_line = next(n for n, text in enumerate(lines, start=1) if "print(epoch, test())" in text)
     watcher, status, _ = run_in_process(script)
     assert status == 0
     [finding] = [f for f in watcher.findings if f.code == "TG102"]
-    assert finding.line == eval_line
+    assert finding.line == test_line
+    assert f"ran the eval() at buggy.py:{eval_line}" in finding.message, finding.message
     assert f"the training forward at buggy.py:{forward_line}" in finding.message, finding.message
     assert f"the last model.train() at buggy.py:{train_line} ran before it" in finding.message
 

@@ -20,14 +20,14 @@ UNFREEZE = textwrap.dedent("""
     backbone = nn.Sequential(nn.Linear(8, 16), nn.Tanh())
     model = nn.Sequential(backbone, nn.Linear(16, 3))
     backbone.requires_grad_(False)
-    optimizer = torch.optim.SGD(model[1].parameters(), lr=0.05)
+    optimizer = torch.optim.SGD(model[1].parameters(), lr=0.05)  # expect: TG304
     for step in range(STEPS):
         if step == AT:
             backbone.requires_grad_(True)
             FIX
         optimizer.zero_grad()
         nn.functional.cross_entropy(model(x), y).backward()
-        optimizer.step()  # expect: TG304
+        optimizer.step()
 """)
 
 KFOLD = textwrap.dedent("""
@@ -35,11 +35,11 @@ KFOLD = textwrap.dedent("""
     for fold in range(3):
         model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 3))
         if optimizer is None or FIXED:
-            optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)  # expect: TG304
         for step in range(40):
             optimizer.zero_grad(set_to_none=False)
             nn.functional.cross_entropy(model(x), y).backward()
-            optimizer.step()  # expect: TG304
+            optimizer.step()
 """)
 
 
@@ -200,11 +200,11 @@ def test_layers_kept_in_a_plain_list(tmp_path):
                     h = layer(h).tanh()
                 return self.out(h)
         model = MLP()
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)  # expect: TG304
         for step in range(40):
             optimizer.zero_grad()
             nn.functional.cross_entropy(model(x), y).backward()
-            optimizer.step()  # expect: TG304
+            optimizer.step()
     """)
     watcher = _watch(source, tmp_path / "plain_list.py")
     assert {(f.code, f.line) for f in watcher.findings} == _expected(source)
@@ -216,11 +216,11 @@ def test_layers_kept_in_a_plain_list(tmp_path):
 def test_one_parameter_is_worded_in_the_singular(tmp_path):
     source = PRELUDE + textwrap.dedent("""
         model = nn.Linear(8, 3)
-        optimizer = torch.optim.SGD([model.weight], lr=0.05)
+        optimizer = torch.optim.SGD([model.weight], lr=0.05)  # expect: TG304
         for step in range(40):
             optimizer.zero_grad()
             nn.functional.cross_entropy(model(x), y).backward()
-            optimizer.step()  # expect: TG304
+            optimizer.step()
     """)
     watcher = _watch(source, tmp_path / "bias_left_out.py")
     assert {(f.code, f.line) for f in watcher.findings} == _expected(source)

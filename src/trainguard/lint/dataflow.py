@@ -75,7 +75,10 @@ def graph_names(script: Script, loop: ast.AST) -> set[str]:
             if isinstance(recv, ast.Call) and dotted(recv.func) and \
                     dotted(recv.func).endswith("scale") and recv.args:  # type: ignore[union-attr]
                 recv = recv.args[0]
-            if isinstance(recv, ast.Name):
+            while isinstance(recv, (ast.Subscript, ast.Attribute)) and \
+                    not isinstance(recv.value, ast.Call):
+                recv = recv.value  # out["loss"].backward(): ``out`` holds the graph too
+            if isinstance(recv, ast.Name) and recv.id != "self":
                 names.add(recv.id)
             elif isinstance(call.func.value, ast.Name) is False and call.args and \
                     isinstance(call.args[0], ast.Name):  # accelerator.backward(loss)

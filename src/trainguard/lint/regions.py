@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from trainguard.lint.astutil import SCOPES, dotted, parent, walk_local
 from trainguard.lint.events import Event, events
-from trainguard.lint.script import Script
+from trainguard.lint.script import Script, is_backward
 
 __all__ = ["EvalRegion", "training_loops", "loop_label", "inference_calls", "INFERENCE_METHODS", "eval_regions", "preceding_events", "forward_calls",
            "EVAL_NAME"]
@@ -322,7 +322,11 @@ def inference_calls(script: Script) -> list[ast.Call]:
     def find() -> list[ast.Call]:
         candidates = [c for c in script.calls if isinstance(c.func, ast.Attribute) and
                       c.func.attr in INFERENCE_METHODS]
-        if not candidates:
+        # a helper handed the model only matters where grad is disabled somewhere
+        helpers = [c for c in script.calls if c not in candidates and any(
+            (k := script.key(a)) and k != "self" and script.is_model(k) for a in c.args)] \
+            if script.may_reach("no_grad") or script.may_reach("inference_mode") else []
+        if not candidates and not helpers:
             return []
         loops = {id(loop) for loop in training_loops(script)}
         out = []
@@ -339,8 +343,50 @@ def inference_calls(script: Script) -> list[ast.Call]:
             if func is not None and (_rollout(script, func) or script.has_backward(func)):
                 continue
             out.append(call)
+        for call in helpers:
+            if _inside(call, loops) or not _runs_model_without_grad(script, call):
+                continue
+            func = script.enclosing_function(call)
+            if func is not None and (_rollout(script, func) or script.has_backward(func)):
+                continue
+            out.append(call)
         return out
     return _cached(script, "_tg_inference_calls", find)
+
+
+def _runs_model_without_grad(script: Script, call: ast.Call) -> bool:
+    """``call`` hands a model to a project function (``build_index(encoder, docs)``,
+    ``helpers.latent_scores(netg, loader)``) that calls it only with grad disabled and never
+    runs backward nor steps: inference, whatever the helper is called."""
+    targets = [t for t in script.targets(call) if not t.instance]
+    if len(targets) != 1:
+        return False
+    t = targets[0]
+    func = t.func
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]
+    if t.bound and params and not any(dotted(d) == "staticmethod" for d in func.decorator_list):
+        params = params[1:]
+    from trainguard.lint.callgraph import bind_arguments
+
+    bound = bind_arguments(params, call)
+    models = {p for p, a in bound.items()
+              if (k := script.key(a)) and k != "self" and script.is_model(k)}
+    if not models:
+        return False
+    forwards = []
+    for sub in walk_local(func):
+        if isinstance(sub, ast.Call):
+            f = sub.func.value if isinstance(sub.func, ast.Attribute) and \
+                sub.func.attr == "forward" else sub.func
+            if isinstance(f, ast.Name) and f.id in models:
+                forwards.append(sub)
+            elif isinstance(sub.func, ast.Attribute) and sub.func.attr in ("backward", "step"):
+                return False
+            elif isinstance(sub.func, ast.Attribute) and sub.func.attr in ("eval", "train") \
+                    and isinstance(sub.func.value, ast.Name) and sub.func.value.id in models:
+                return False  # the helper sets the mode itself (BatchNorm recalibration)
+    return bool(forwards) and all(t.script.grad_disabled(f) for f in forwards) and \
+        not _rollout(t.script, func)
 
 
 def _inside(node: ast.AST, loops: set[int]) -> bool:
@@ -389,8 +435,29 @@ def _region_loop(script: Script, loop: ast.AST) -> bool:
         return False
     if _touches_optimizer(script, loop):
         return False  # a training loop whose backward happens in a helper (loss_scaler(...))
+    if _backward_follows_in_iteration(script, loop):
+        return False  # micro-batches of one step: their outputs reach the step's backward
     text = script.segment(loop) or ""
     return bool(_METRIC_HINT.search(text))
+
+
+def _backward_follows_in_iteration(script: Script, loop: ast.AST) -> bool:
+    """An enclosing loop calls backward after ``loop`` in the same iteration, outside any other
+    inner loop (``for chunk in batch.split(8): ...`` gathering terms, then ``loss.backward()``);
+    an evaluation pass between two training passes has its backward inside a sibling loop."""
+    end = getattr(loop, "end_lineno", loop.lineno)  # type: ignore[attr-defined]
+    for outer in _ancestors(loop):
+        if not isinstance(outer, (ast.For, ast.AsyncFor, ast.While)):
+            continue
+        for call in walk_local(outer):
+            if is_backward(call) and call.lineno > end and _nearest_loop(call) is outer:
+                return True
+    return False
+
+
+def _nearest_loop(node: ast.AST) -> ast.AST | None:
+    return next((p for p in _ancestors(node)
+                 if isinstance(p, (ast.For, ast.AsyncFor, ast.While))), None)
 
 
 def _output_used(call: ast.Call, region: ast.AST) -> bool:

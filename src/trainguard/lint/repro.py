@@ -6,7 +6,7 @@ import ast
 import re
 from functools import cached_property
 
-from trainguard.lint.astutil import dotted, is_true, parent
+from trainguard.lint.astutil import dotted, is_true, parent, walk_local
 from trainguard.lint.script import Script
 
 __all__ = ["Repro"]
@@ -22,22 +22,7 @@ class Repro:
     @cached_property
     def seeded(self) -> set[str]:
         """Families seeded somewhere in the file: ``torch``, ``numpy``, ``random``."""
-        out: set[str] = set()
-        for call in self.script.calls:
-            q = self.script.call_qualname(call) or ""
-            if _in_fork_rng(self.script, call):
-                continue  # seeds only the draws inside the block; the run itself is unseeded
-            if q in ("torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed_all",
-                     "torch.cuda.manual_seed", "torch.default_generator.manual_seed",
-                     "torch.random.default_generator.manual_seed"):
-                out.add("torch")
-            elif q in ("numpy.random.seed",):
-                out.add("numpy")
-            elif q == "random.seed":
-                out.add("random")
-            elif _SEED_ALL.search(q):
-                out |= {"torch", "numpy", "random"}
-        return out
+        return _seeds(self.script, self.script.calls, depth=3)
 
     @cached_property
     def deterministic_flags(self) -> list[ast.AST]:
@@ -55,6 +40,40 @@ class Repro:
     @property
     def asks(self) -> bool:
         return bool(self.seeded or self.deterministic_flags)
+
+
+_TORCH_SEEDS = ("torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed_all",
+                "torch.cuda.manual_seed", "torch.default_generator.manual_seed",
+                "torch.random.default_generator.manual_seed")
+
+
+def _seeds(script: Script, calls, *, depth: int) -> set[str]:  # type: ignore[no-untyped-def]
+    """The generators ``calls`` seed. A seeding helper of the project (``setup_seed(cfg)``
+    defined in this file or one it imports) seeds what its body seeds; only a helper the
+    project cannot see (Lightning's or transformers' ``seed_everything``/``set_seed``) counts
+    as seeding all three by its name."""
+    out: set[str] = set()
+    for call in calls:
+        q = script.call_qualname(call) or ""
+        if _in_fork_rng(script, call):
+            continue  # seeds only the draws inside the block; the run itself is unseeded
+        if q in _TORCH_SEEDS:
+            out.add("torch")
+        elif q == "numpy.random.seed":
+            out.add("numpy")
+        elif q == "random.seed":
+            out.add("random")
+        elif "seed" in q.lower():
+            targets = script.targets(call)
+            if targets:
+                if depth > 0:
+                    for t in targets:
+                        if t.script is not script:  # this file's calls are already read
+                            body = [c for c in walk_local(t.func) if isinstance(c, ast.Call)]
+                            out |= _seeds(t.script, body, depth=depth - 1)
+            elif _SEED_ALL.search(q):
+                out |= {"torch", "numpy", "random"}
+    return out
 
 
 def _in_fork_rng(script: Script, node: ast.AST) -> bool:

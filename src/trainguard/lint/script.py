@@ -215,6 +215,9 @@ class Script:
                     k = self.key(target)
                     if k:
                         out.setdefault(k, []).append(v)
+                        while isinstance(v, ast.IfExp):  # GradScaler() if amp else None
+                            out[k] += [v.body, v.orelse]
+                            v = v.orelse
         return out
 
     def _keys_built_by(self, pattern: re.Pattern[str]) -> set[str]:

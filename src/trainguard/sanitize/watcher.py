@@ -24,15 +24,16 @@ from trainguard.sanitize.core.frames import user_location
 from trainguard.sanitize.core.state import State
 from trainguard.sanitize.core.watchdog import EXIT_S, Watchdog
 from trainguard.sanitize.dispatch import Dispatch
-from trainguard.sanitize.probes import (backward, built, data, functional, grad_mode, io,
-                                        module_call, optim, registration, repro, warning_line)
+from trainguard.sanitize.probes import (backward, built, children, data, functional, grad_mode,
+                                        io, module_call, optim, registration, repro,
+                                        warning_line)
 from trainguard.sanitize.ranks.link import RankLink, exit_guard
 
 __all__ = ["Watcher", "watch"]
 
 # Each probe wraps one PyTorch API family (``probes/``); attached in this order, undone in reverse.
 PROBES = (module_call, optim, backward, grad_mode, registration, io, functional, data, built,
-          warning_line, repro)
+          warning_line, repro, children)
 
 _active: "Watcher | None" = None
 # the file name a notebook's cell runs under (``trainguard/notebook.py``): ``nb.ipynb[cell 4]``
@@ -258,6 +259,20 @@ class Watcher(Dispatch):
         return "\n".join(lines)
 
     def _sampled(self) -> str:
+        return self._skipped() + self._children()
+
+    def _children(self) -> str:
+        """What the summary says of the child processes user code started (not watched)."""
+        count = sum(n for n, _, _ in self.state.children)
+        if not count:
+            return ""
+        where = self.state.children[0][2]
+        at = f" at {os.path.basename(where[0])}:{where[1]}" if where else ""
+        return (f"; {count} child process{'es' if count != 1 else ''} started through "
+                f"torch.multiprocessing{at} {'were' if count != 1 else 'was'} NOT watched: "
+                "findings in them are not reported")
+
+    def _skipped(self) -> str:
         skipped = self.cadence.steps_skipped
         if not skipped:
             return ""
@@ -279,6 +294,11 @@ class Watcher(Dispatch):
         data: dict = {"findings": [f.to_dict() for f in self.findings]}
         if self.ranks is not None:
             data["ranks"] = self.ranks.report_section()
+        if self.state.children:
+            data["unwatched_child_processes"] = [
+                {"count": n, "start_method": method,
+                 "path": where[0] if where else None, "line": where[1] if where else None}
+                for n, method, where in self.state.children]
         tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, target)
 

@@ -9,7 +9,9 @@ and the mode before the evaluation is known to be train: a ``.train()`` call, a 
 a freshly built model, with no ``.eval()`` in between. Evaluation is a loop or function that feeds
 a metric, a function named for evaluation whose forwards run under no_grad (``predict_proba``),
 or a call of a model's inference method under no_grad (``model.generate(idx)``,
-``net.transcribe(audio)``) outside training loops.
+``net.transcribe(audio)``) outside training loops, or a call handing the model to a project
+helper that runs it only with grad disabled (``embed_all(encoder, corpus)``; ipolharvard/ethos-ares#20:
+no_grad does not set eval mode).
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, is_false, walk_local
-from trainguard.lint.regions import eval_regions
+from trainguard.lint.astutil import dotted, is_false, parent, walk_local
+from trainguard.lint.regions import _METRIC_HINT, eval_regions, forward_calls
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
@@ -41,6 +41,81 @@ def check(script: Script) -> Iterator[Hit]:
                            f"backward: every batch records a graph that is kept alive for "
                            f"nothing")
             break
+    yield from _after_eval(script, frozen)
+
+
+def _after_eval(script: Script, frozen: set[str]) -> Iterator[Hit]:
+    """Evaluation written as plain statements: ``model.eval()`` and, after it in the same block
+    (a notebook cell, a function body), forwards of that model feeding a metric, with grad
+    enabled, no backward and no ``model.train()`` before them. Loops and evaluation functions
+    are judged as regions; a block that goes on to call backward or returns the outputs (a
+    frozen-BatchNorm training step, a teacher) stays silent."""
+    if ".eval()" not in script.source:
+        return
+    judged = {id(n) for r in eval_regions(script) for n in ast.walk(r.node)}
+    for node in script.nodes:
+        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and
+                isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "eval"
+                and not node.value.args and id(node) not in judged):
+            continue
+        key = script.key(node.value.func.value)
+        if not key or not script.is_model(key) or key in frozen:
+            continue
+        window = _window(script, node, key)
+        if window is None:
+            continue
+        forwards = [f for st in window for f in forward_calls(script, st)
+                    if script.key(f.func) == key and not script.grad_disabled(f)
+                    and not _in_loop_or_def(f, st) and not isinstance(parent(f), ast.Expr)]
+        text = "\n".join(script.segment(st) or "" for st in window)
+        if not forwards or not _METRIC_HINT.search(text) or \
+                _reaches_backward_or_caller(script, window) or _uses_gradients_in(script, window):
+            continue
+        fwd = forwards[0]
+        yield Hit(fwd, f"{key}(...) runs after {key}.eval() at {script.at(node.lineno)} with "
+                       f"grad enabled, and no backward follows: the outputs carry a graph "
+                       f"that is kept alive for nothing")
+
+
+def _window(script: Script, start: ast.stmt, key: str) -> list[ast.stmt] | None:
+    """The statements after ``start`` in its block up to ``key.train()``."""
+    owner = parent(start)
+    body = next((b for b in (getattr(owner, f, None) for f in ("body", "orelse", "finalbody"))
+                 if isinstance(b, list) and start in b), None)
+    if body is None:
+        return None
+    out = []
+    for st in body[body.index(start) + 1:]:
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue  # a definition runs nothing here
+        if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and
+               c.func.attr == "train" and script.key(c.func.value) == key
+               for c in walk_local(st)):
+            break
+        out.append(st)
+    return out
+
+
+def _reaches_backward_or_caller(script: Script, stmts: list[ast.stmt]) -> bool:
+    """The block calls backward or returns a value (the outputs may reach a backward in the
+    caller)."""
+    return any(any(isinstance(r, ast.Return) and r.value is not None
+                   for r in [st, *walk_local(st)]) or script.has_backward(st) for st in stmts)
+
+
+def _in_loop_or_def(node: ast.AST, top: ast.stmt) -> bool:
+    n = node
+    while n is not None and n is not top:
+        if isinstance(n, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef,
+                          ast.AsyncFunctionDef, ast.Lambda)):
+            return True
+        n = parent(n)
+    return isinstance(top, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef,
+                            ast.AsyncFunctionDef))
+
+
+def _uses_gradients_in(script: Script, stmts: list[ast.stmt]) -> bool:
+    return any(_uses_gradients(script, st) for st in stmts)
 
 
 def _uses_gradients(script: Script, node: ast.AST) -> bool:

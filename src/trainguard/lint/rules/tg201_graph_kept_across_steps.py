@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, walk_local
 from trainguard.lint.callgraph import bind_arguments
-from trainguard.lint.dataflow import (carries_graph, graph_names, is_loss_call, last_assignment,
-                                      numeric_only, scope_of)
+from trainguard.lint.dataflow import (_is_cut, carries_graph, graph_names, is_loss_call,
+                                      last_assignment, numeric_only, scope_of)
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script, is_backward
@@ -30,6 +30,10 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 def check(script: Script) -> Iterator[Hit]:
     seen: set[int] = set()
     for loop in training_loops(script):
+        for hit in _carried_state(script, loop):
+            if id(hit.node) not in seen:
+                seen.add(id(hit.node))
+                yield hit
         names = graph_names(script, loop)
         for node in walk_local(loop):
             found = _accumulation(script, node, names)
@@ -66,6 +70,66 @@ def check(script: Script) -> Iterator[Hit]:
                 yield _hit(script, node, acc, value, verb, _is_scalar_loss(script, value, inner))
 
 
+def _carried_state(script: Script, loop: ast.AST) -> Iterator[Hit]:
+    """``outputs, states = model(inputs, states)`` in a training loop, with ``states`` made
+    before the loop and never detached in it: the next iteration's forward chains onto this
+    iteration's graph, whose buffers the backward freed ("Trying to backward through the graph
+    a second time"), or keeps every graph alive. Truncated backpropagation through time detaches
+    the state (``states = [s.detach() for s in states]``, ``hidden = repackage(hidden)``) before
+    the next forward (pytorch/examples word_language_model)."""
+    if not isinstance(loop, (ast.For, ast.While)):
+        return
+    for node in walk_local(loop):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and
+                isinstance(node.value, ast.Call)):
+            continue
+        k = script.key(node.value.func)
+        if not k or k == "self" or not script.is_model(k) or script.grad_disabled(node):
+            continue
+        target = node.targets[0]
+        outs = [target] if isinstance(target, ast.Name) else \
+            [e for e in target.elts if isinstance(e, ast.Name)] \
+            if isinstance(target, ast.Tuple) else []
+        args = {n.id for a in [*node.value.args, *(kw.value for kw in node.value.keywords)]
+                if not _is_cut(a)  # rnn(x, state.detach()) cuts it at the call
+                for n in ast.walk(a) if isinstance(n, ast.Name)}
+        for out in outs:
+            if out.id not in args or not _outlives(out.id, loop) or \
+                    _rebound_in(loop, out.id, node) or _detached_in_place(loop, out.id):
+                continue
+            yield Hit(node, f"`{out.id}` comes out of {k}(...) with the graph of this iteration "
+                            f"and goes into the next iteration's forward without detach: the "
+                            f"next backward runs into this iteration's freed graph (or keeps "
+                            f"every iteration's graph alive)",
+                      fix=f"detach it before the next forward ({out.id} = "
+                          f"{out.id}.detach(), or detach each tensor of a tuple)")
+            return
+
+
+def _rebound_in(loop: ast.AST, name: str, keep: ast.AST) -> bool:
+    """``name`` is assigned in the loop other than by ``keep`` (a detach, a reset)."""
+    for sub in walk_local(loop):
+        if sub is keep:
+            continue
+        targets = sub.targets if isinstance(sub, ast.Assign) else \
+            [sub.target] if isinstance(sub, (ast.AugAssign, ast.AnnAssign, ast.For)) else []
+        if any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)):
+            return True
+    return False
+
+
+def _detached_in_place(loop: ast.AST, name: str) -> bool:
+    for sub in walk_local(loop):
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                sub.func.attr in ("detach_", "requires_grad_") and \
+                any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(sub.func.value)):
+            return True
+        if isinstance(sub, ast.For) and any(isinstance(n, ast.Name) and n.id == name
+                                            for n in ast.walk(sub.iter)):
+            return True  # for s in states: s.detach_()
+    return False
+
+
 def _accumulation(script: Script, node: ast.AST, names: set[str]):  # type: ignore[no-untyped-def]
     if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
         target = node.target
@@ -97,7 +161,11 @@ def _accumulation(script: Script, node: ast.AST, names: set[str]):  # type: igno
 
 
 def _acc_name(node: ast.AST) -> str | None:
-    """``total`` or ``self.history`` (an attribute of the object, which outlives the loop)."""
+    """``total`` or ``self.history`` (an attribute of the object, which outlives the loop);
+    a list kept under a key of either (``history["recon"]``, ``self.logs[name]``) is held by
+    the container it sits in."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \

@@ -4,7 +4,8 @@ A run is reproducible only if every generator it draws from is seeded
 (https://pytorch.org/docs/stable/notes/randomness.html): ``torch`` (weight init, ``randn``,
 shuffling DataLoaders, dropout), ``numpy.random`` and Python's ``random``. Fires only when the
 script asks to be reproducible (it seeds at least one generator or sets deterministic flags), and
-only for generators it actually uses. ``seed_everything``/``set_seed`` helpers count as seeding
+only for generators it actually uses; a seed the script defines (config key, ``--seed``
+option, ``SEED`` constant) that nothing but a print reads is such a request too. ``seed_everything``/``set_seed`` helpers count as seeding
 all three.
 """
 
@@ -14,7 +15,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, is_true, kwarg
+from trainguard.lint.astutil import dotted, is_true, kwarg, parent
 from trainguard.lint.consts import const_eval
 from trainguard.lint.repro import Repro
 from trainguard.lint.rules import Hit
@@ -32,8 +33,11 @@ _RANDOM_USE = {"random", "randint", "randrange", "choice", "choices", "shuffle",
 
 def check(script: Script) -> Iterator[Hit]:
     repro = Repro(script)
+    setting = None
     if not repro.seeded:
-        return  # a script that seeds nothing has not asked for reproducible runs
+        setting = _unapplied_seed(script)
+        if setting is None:
+            return  # a script that seeds nothing has not asked for reproducible runs
     first: dict[str, ast.AST] = {}
     seeded_workers = _workers_seed_numpy(script)
     for call in sorted(script.calls, key=lambda c: (c.lineno, c.col_offset)):
@@ -44,7 +48,9 @@ def check(script: Script) -> Iterator[Hit]:
             first[family] = call
     seeded = ", ".join(sorted(repro.seeded)) or "nothing"
     for family, node in first.items():
-        yield Hit(node, f"the script seeds {seeded} but draws from {family}'s random generator "
+        asks = f"seeds {seeded}" if setting is None else \
+            f"sets a seed ({setting[0]} at {script.at(setting[1])}) that nothing applies"
+        yield Hit(node, f"the script {asks} but draws from {family}'s random generator "
                         f"here unseeded: runs differ even with the same seed",
                   fix=f"seed {family} too ({_HOW[family]}), or call "
                       f"trainguard.seed_everything(seed)")
@@ -52,6 +58,60 @@ def check(script: Script) -> Iterator[Hit]:
 
 _HOW = {"torch": "torch.manual_seed(seed)", "numpy": "np.random.seed(seed)",
         "random": "random.seed(seed)"}
+
+
+_SEED_NAME = re.compile(r"^(random_|global_|manual_)?seed$", re.I)
+_SHOWN = {"print", "str", "repr", "format", "info", "debug", "warning", "log", "write"}
+
+
+def _unapplied_seed(script: Script) -> tuple[str, int] | None:
+    """A seed the script defines (a ``"seed"`` config key, a ``--seed`` argument, a ``SEED``
+    constant) and never hands to anything but printing: the run asks to be reproducible, and
+    nothing seeds it. ``(how it is written, line)``, or None."""
+    if "seed" not in script.source.lower():
+        return None
+    setting = None
+    for node in script.nodes:
+        if isinstance(node, ast.Dict):
+            for k in node.keys:
+                if isinstance(k, ast.Constant) and isinstance(k.value, str) and \
+                        _SEED_NAME.match(k.value):
+                    setting = setting or (f'"{k.value}"', k.lineno)
+        elif isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and _SEED_NAME.match(t.id) for t in node.targets) and \
+                isinstance(node.value, ast.Constant) and isinstance(node.value.value, int):
+            setting = setting or (ast.unparse(node.targets[0]), node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "add_argument" and node.args and \
+                isinstance(node.args[0], ast.Constant) and \
+                _SEED_NAME.match(str(node.args[0].value).lstrip("-").replace("-", "_")):
+            setting = setting or (str(node.args[0].value), node.lineno)
+    if setting is None:
+        return None
+    for node in script.nodes:
+        read = (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and
+                isinstance(node.slice.value, str) and _SEED_NAME.match(node.slice.value)) or \
+            (isinstance(node, ast.Attribute) and _SEED_NAME.match(node.attr) and
+             isinstance(node.ctx, ast.Load)) or \
+            (isinstance(node, ast.Name) and _SEED_NAME.match(node.id) and
+             isinstance(node.ctx, ast.Load))
+        if read and not _only_shown(node):
+            return None  # handed to something: a generator, a helper, a library
+    return setting
+
+
+def _only_shown(node: ast.AST) -> bool:
+    """The value is only printed or formatted."""
+    n = node
+    while (p := parent(n)) is not None:
+        if isinstance(p, (ast.FormattedValue, ast.JoinedStr)):
+            return True
+        if isinstance(p, ast.Call):
+            return (dotted(p.func) or "").rsplit(".", 1)[-1] in _SHOWN
+        if isinstance(p, (ast.stmt, ast.Lambda, ast.comprehension)):
+            return False
+        n = p
+    return False
 
 
 def _family(script: Script, call: ast.Call) -> str | None:

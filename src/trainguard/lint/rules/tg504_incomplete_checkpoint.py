@@ -6,8 +6,10 @@ resumed run is not the one that stopped
 (https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html).
 A bare ``state_dict`` exported for inference has no epoch/step and stays silent; so do dicts
 built with ``**`` or by helpers the file cannot see, and files whose only optimizer is plain SGD
-without momentum (it has no state). A missing scheduler or scaler is named in the message when
-the optimizer is missing too, but alone does not fire.
+without momentum (it has no state). A missing scheduler is named in the message when the
+optimizer is missing too, but alone does not fire; a missing ``GradScaler`` whose ``step`` drives
+the optimizer fires alone (the resumed run restarts the loss scale: huggingface/transformers#11323).
+The run's position is a key named like one or a counter the program advances.
 """
 
 from __future__ import annotations
@@ -38,27 +40,77 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         keys = " ".join(k for k, _ in entries)
         values = " ".join(v for _, v in entries)
-        if not _PROGRESS.search(keys):
+        progress = _progress(script, entries)
+        if progress is None:
             continue
         has = lambda rx: bool(rx.search(keys)) or any(  # noqa: E731
             rx.search(v) for v in values.split())
-        if has(_OPTIM) or not _stateful_optimizer(script):
+        if has(_OPTIM):
+            if script.scalers and not has(_SCALER) and _scaler_steps(script):
+                yield Hit(call, f"this checkpoint saves the {progress} and the optimizer but "
+                                f"not the GradScaler state: a resumed run restarts the loss "
+                                f"scale and skips steps until it has found it again",
+                          fix="add scaler.state_dict() to the checkpoint and load it on resume")
+            continue
+        if not _stateful_optimizer(script):
             continue
         missing = ["optimizer"]
         if script.schedulers and not has(_SCHED):
             missing.append("scheduler")
         if script.scalers and not has(_SCALER):
             missing.append("GradScaler")
-        yield Hit(call, f"this checkpoint saves the {_progress(keys)} but not the "
+        yield Hit(call, f"this checkpoint saves the {progress} but not the "
                         f"{', '.join(missing)} state: resuming from it restarts "
                         f"momentum and adaptive moments",
                   fix=f"add the {' and '.join(m + '.state_dict()' for m in missing)} to the "
                       f"checkpoint")
 
 
-def _progress(keys: str) -> str:
-    m = _PROGRESS.search(keys)
-    return m.group(0).lower() if m else "progress"
+def _progress(script: Script, entries: list[tuple[str, str]]) -> str | None:
+    """What the checkpoint records of the run's position: a key named like one (``epoch``,
+    ``global_step``, ``iter_num``), or a counter the program advances (``episodes_done``
+    that a loop sets to ``ep + 1`` or ``+= 1``s, or that starts a ``range`` on resume)."""
+    for key, _ in entries:
+        m = _PROGRESS.search(key)
+        if m:
+            return m.group(0).lower()
+    counters = _counters(script)
+    for key, value in entries:
+        if value.rsplit(".", 1)[-1] in counters:
+            return f"counter `{key}`"
+    return None
+
+
+def _counters(script: Script) -> set[str]:
+    """Names (last attribute) the program advances by one or resumes a loop from."""
+    memo = script.__dict__.get("_tg_counters")
+    if memo is not None:
+        return memo
+    out: set[str] = set()
+    for node in script.nodes:
+        target = None
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and \
+                const_value(node.value) == 1:
+            target = node.target
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add) and \
+                const_value(node.value.right) == 1:
+            target = node.targets[0]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == "range" and len(node.args) >= 2:
+            target = node.args[0]
+        if isinstance(target, ast.Name):
+            out.add(target.id)
+        elif isinstance(target, ast.Attribute):
+            out.add(target.attr)
+    script.__dict__["_tg_counters"] = out
+    return out
+
+
+def _scaler_steps(script: Script) -> bool:
+    """A GradScaler steps an optimizer (``scaler.step(optimizer)``): its scale is live state."""
+    return any(isinstance(c.func, ast.Attribute) and c.func.attr == "step" and
+               script.key(c.func.value) in script.scalers for c in script.calls)
 
 
 def _stateful_optimizer(script: Script) -> bool:

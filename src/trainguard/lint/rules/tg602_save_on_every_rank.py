@@ -8,7 +8,8 @@ Only in files that set up ``torch.distributed``. Silent for writes guarded by a 
 ``master_process``/``is_main_process`` flag, an early ``return`` on non-zero ranks or a
 ``raise`` unless the world size is 1 (a single-process hook), inside
 helpers such as ``save_on_master`` or ``@rank_zero_only``, for per-rank file names, and for the
-distributed checkpoint API that every rank must call.
+distributed checkpoint API that every rank must call. A write inside a function of another
+project file is reported at the unguarded call of that function.
 """
 
 from __future__ import annotations
@@ -43,6 +44,69 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         yield Hit(call, f"{what} {path_text} runs on every rank: all processes write the same "
                         f"file")
+    yield from _project_writers(script)
+
+
+def _project_writers(script: Script) -> Iterator[Hit]:
+    """A call of a function from another file of the project that writes the file itself
+    (``save_checkpoint(ckpt_path, model, optimizer, epoch)`` from ``helpers.py``), made
+    unguarded on every rank: reported at the call, where the rank check goes."""
+    if not script.project_imports:
+        return
+    imported = set(script.project_imports)
+    for call in script.calls:
+        root = call.func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not (isinstance(root, ast.Name) and root.id in imported):
+            continue  # only names imported from the project can run another file's code
+        for t in script.targets(call):
+            if t.script is script or t.instance:
+                continue
+            written = _writes(t.script, t.func)
+            if written is None:
+                continue
+            what, path = written
+            path = _argument_for(t.func, call, path)
+            path_text = ast.unparse(path) if path is not None else "its default folder"
+            if _GUARD.search(path_text) or _guarded(script, call, frozenset()):
+                break
+            name = getattr(t.func, "name", "the helper")
+            yield Hit(call, f"{name}() runs {what} {path_text} on every rank: all processes "
+                            f"write the same file")
+            break
+
+
+def _writes(script: Script, func: ast.AST) -> tuple[str, ast.expr | None] | None:
+    """The first unguarded write in ``func`` itself: ``(what, path)``."""
+    if _GUARD.search(getattr(func, "name", "")) or any(
+            _GUARD.search(ast.unparse(d)) for d in getattr(func, "decorator_list", [])):
+        return None
+    for sub in ast.walk(func):
+        if isinstance(sub, ast.Call):
+            written = _written_path(script, sub)
+            if written is not None and not _guarded(script, sub, frozenset({id(func)})):
+                return written
+    return None
+
+
+def _argument_for(func: ast.AST, call: ast.Call, path: ast.expr | None) -> ast.expr | None:
+    """The caller's argument behind a path built from a parameter (``tmp = path + ".tmp"``)."""
+    if path is None:
+        return None
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]  # type: ignore[attr-defined]
+    names = {n.id for n in ast.walk(path) if isinstance(n, ast.Name)}
+    for sub in ast.walk(func):
+        if isinstance(sub, ast.Assign) and any(isinstance(t, ast.Name) and t.id in names
+                                               for t in sub.targets):
+            names |= {n.id for n in ast.walk(sub.value) if isinstance(n, ast.Name)}
+    from trainguard.lint.callgraph import bind_arguments
+
+    bound = bind_arguments(params, call)
+    for p in params:
+        if p in names and p in bound:
+            return bound[p]
+    return path
 
 
 def _written_path(script: Script, call: ast.Call) -> tuple[str, ast.expr | None] | None:

@@ -2,60 +2,63 @@
 
 What it watches: outermost module calls made directly from user code (not from a library such as
 ``torch.optim.swa_utils.update_bn``, nor recomputation during backward) while ``model.training`` is
-True and the model has mode-dependent submodules active (Dropout with ``p > 0``, BatchNorm tracking
-running statistics). Two signs that such a call is an evaluation:
+True and the model has mode-dependent submodules active (:mod:`..core.modes`). Signs that such a
+call is an evaluation:
 
-- its output is passed to a loss (a loss module or ``F.cross_entropy``, ``F.mse_loss``, ...) that
-  no backward will use: the loss was computed under ``torch.no_grad()``/``inference_mode``, or its
-  graph died (or the run ended) without any backward (``backward()`` or ``torch.autograd.grad``)
-  reaching it;
-- the caller's source sends the output to a metric (``pred == y``, ``accuracy_score(...)``,
-  ``correct += ....item()``, a ``return`` from ``evaluate()``/``predict()``; see
-  :mod:`._output_uses`, read once per call site), and no backward can reach the output: it was
-  made under ``no_grad``/``inference_mode`` (then the finding comes at once), or its graph died
-  unreached. Outputs that, by the source, also feed a loss inside a training iteration (a loop
-  that calls ``backward`` or a ``step``) are left to the first sign: a teacher's output used as a
-  target is training, not evaluation.
+- its output is passed to a loss that no backward will use: computed under ``no_grad`` or
+  ``inference_mode``, or its graph died (or the run ended) without any backward reaching it;
+- the caller's source (:mod:`..core.sites`, read once per call site) sends the output to a metric
+  (``pred == y``, ``accuracy_score(...)``, ``correct += ....item()``, a ``return`` from
+  ``evaluate()``), and no backward can reach it: made under ``no_grad`` (reported at once), or its
+  graph died unreached. Outputs that also feed a loss inside a training iteration (a loop that
+  calls ``backward`` or a ``step``) are left to the first sign (a teacher's target);
+- with no metric or loss: the output is used (not a statement of its own, not assigned to names
+  nothing reads, not read only for its shape) outside any training iteration (neither the call's
+  loop or function nor up to 6 callers' lines call ``backward`` or ``step``). Under ``no_grad``
+  (a model's ``generate``/``transcribe`` method, an index of embeddings, a top-k): at once; with
+  grad on, when no backward reached it.
 
-A forward inside a function that trains (by the source: its loop, or the function itself, calls
-``backward`` or a ``step``) may skip backward on purpose, so the first sign alone says nothing
+A forward inside a function that trains may skip backward on purpose, so a loss alone says nothing
 there. Such a call that fed a loss is followed with the chain of user lines that called the
-function (``run_batch(x, y, train=False)`` from the validation loop, ``run_batch(x, y, True)`` from
-the training loop) and the DataLoader iterated last (one ``run_epoch()`` line for both phases of a
-phase loop, on two loaders). It is an evaluation when it ran under ``no_grad`` while the same model
-line is trained elsewhere (the phase loop of PyTorch's transfer-learning tutorial without its
-``model.eval()``; reported at once), or, decided at the end of the run, when no backward reached
-any call from its chain of callers, calls of the same line from another chain (or DataLoader) were
-trained, and no backward ran between it and the next model call (a loss only logged inside a
-training step is followed by that step's backward). Batches skipped on purpose come from the same
-callers as the trained ones, or from callers that train later.
+function (``run_batch(x, y, train=False)`` from the validation loop) and the DataLoader iterated
+last (one ``run_epoch()`` line for both phases of a phase loop, on two loaders). It is an
+evaluation when it ran under ``no_grad`` while the same model line is trained elsewhere (reported
+at once), or, at the end of the run, when no backward reached any call from its chain of callers,
+calls of the same line from another chain (or DataLoader) were trained, and no backward ran between
+it and the next model call. Batches skipped on purpose come from the same callers as the trained
+ones, or from callers that train later.
 
-Either way this is an evaluation or metric computed with Dropout dropping and BatchNorm using (and
-updating) batch statistics. Reported at the line that called the model, once per call; when user
-code's ``train()`` undid an ``eval()`` of the model with no backward since, at that ``train()``
-(a ``self.train()`` left in a LightningModule's ``validation_step``: not a missing ``eval()``).
+Reported where the missing ``eval()`` belongs (:mod:`..core.callstack`,
+:mod:`..core.mode_history`), for a call reported at once: the evaluation's line in the deepest
+frame it shares with the model's latest ``train()`` (not one restoring its own function's
+``eval()``; without one, the latest checked backward): at a script's top level the statement that
+started the evaluation, inside a function running both phases the evaluation's own function. When
+user code's ``train()`` undid an ``eval()`` with no backward since, at that ``train()`` (a
+``self.train()`` left in a LightningModule's ``validation_step``). Otherwise at the model call.
 
-Silent on: training forwards (a backward reaches the output; a second loss of the same output
-that is only logged does not make it an evaluation); forwards in a loop that calls backward or a
-step (by the source: a batch skipped on purpose, hard-example mining under ``no_grad``), unless
-the callers tell an evaluation as above; BatchNorm recalibration
-and ``update_bn`` (the output is discarded, or the call is made by a library); activation
-checkpointing's recomputation (runs inside backward); RL rollouts (the output goes to
-``env.step``, not to a metric); Monte Carlo dropout with the model in eval mode and only its
-Dropout modules switched to train; models without Dropout/BatchNorm; evaluation after
-``model.eval()``.
+Silent on: training forwards (a backward reaches the output; a second, logged loss of the same
+output does not make it an evaluation); forwards in a loop that calls backward or a step (a batch
+skipped on purpose, hard-example mining), unless the callers tell an evaluation as above;
+BatchNorm recalibration and ``update_bn`` (output dropped, or a library's call); a dummy forward
+sizing a layer (only its shape read); value targets made under ``no_grad`` by a helper the update
+loop calls (PPO advantages); checkpoint recomputation (inside backward); RL rollouts in a training
+loop; Monte Carlo dropout (model in eval mode, Dropout switched on); models without mode-dependent
+modules; evaluation after ``model.eval()``.
 
 Cost: per checked outermost forward, its output's first 4 tensors, one parse of its file
 (``bounds.parse_file``: cached, files over 2,000,000 characters skipped) and the callers' lines (64
-frames, 6 callers at most); at most 8 candidate calls and 3 x 256 followed graphs (``Unreached``),
-resolved at each step and once more at exit.
+frames, 6 callers at most; for an output used outside a training iteration, 8 user frames and a
+verdict cached per call site and caller line); at most 8 candidate calls and 3 x 256 followed
+graphs (``Unreached``), resolved at each step and at exit. On the first 8 checked backward calls
+and one in 32 after, and on each user ``train()``, the user's stack (32 frames, ids and code
+objects); on a finding, each frame's ``self``.
 
 Reference: ``torch.nn.Module.eval`` docs
 (https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval); GitHub
-wolny/pytorch-3dunet#53 (a trainer's validation through its training forward, no ``eval()``),
-princeton-vl/pytorch_stacked_hourglass#44 (one function runs both phases; validation in train mode
-updated BatchNorm's running statistics), nshaud/DeepHyperX#51 and sinhasam/vaal#2 (test accuracy
-from ``argmax`` of a VGG with BatchNorm and Dropout left in train mode).
+wolny/pytorch-3dunet#53 (validation through the training forward), princeton-vl/
+pytorch_stacked_hourglass#44 (validation in train mode updated BatchNorm's statistics),
+sinhasam/vaal#2 (test accuracy from ``argmax`` in train mode), ipolharvard/ethos-ares#20
+(inference under ``inference_mode`` without ``eval()``).
 """
 
 from __future__ import annotations
@@ -64,34 +67,15 @@ import sys
 import weakref
 from typing import Any
 
+from trainguard.sanitize.core.callstack import (callers, callers_train, differing, line_of,
+                                                user_stack)
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.sites import SiteReader
-from trainguard.sanitize.core.frames import frame_location, is_user_code
+from trainguard.sanitize.core.frames import short_location
+from trainguard.sanitize.core.mode_history import Candidate, ModeHistory
 from trainguard.sanitize.core.modes import active_in_training, describe
 from trainguard.sanitize.core.records import ForwardCall, LossCall, ModeCall, first_tensor
 from trainguard.sanitize.core.state import Unreached
-
-
-class _Candidate:
-    __slots__ = ("outputs", "where", "model_name", "active", "grad_enabled", "fired", "trains",
-                 "followed", "callers", "loader", "loss", "backwards", "quiet", "reverted")
-
-    def __init__(self, outputs: list[Any], where: Any, model_name: str, active: list[Any],
-                 grad_enabled: bool) -> None:
-        self.outputs = [weakref.ref(t) for t in outputs]
-        self.where = where
-        self.model_name = model_name
-        self.active = active  # the mode-dependent submodules in train mode at the call
-        self.grad_enabled = grad_enabled
-        self.fired = False
-        self.trains = False  # by the source: the call sits in a loop that calls backward/step
-        self.followed = False  # its outputs' graphs are followed (they fed a loss)
-        self.callers: tuple = ()  # a training function's call: the user lines that called it
-        self.loader = 0  # ... and the DataLoader iterated last (a serial number; 0: none)
-        self.loss = ""  # ... and the loss its output goes to
-        self.backwards = 0  # backward calls completed before it
-        self.quiet: bool | None = None  # no backward ran before the next model call
-        self.reverted: Any = None  # the user's ``train()`` line that undid an ``eval()``
 
 
 class EvalInTrainMode(Check):
@@ -100,7 +84,7 @@ class EvalInTrainMode(Check):
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
-        self.candidates: list[_Candidate] = []
+        self.candidates: list[Candidate] = []
         self.pending = Unreached(self.state)  # outputs that fed a loss
         self.metric_outputs = Unreached(self.state)  # outputs the source sends to a metric
         self.sites = SiteReader()
@@ -110,7 +94,7 @@ class EvalInTrainMode(Check):
         self.trained: dict[Any, set[tuple]] = {}
         # (model line, callers, loader) -> [calls no backward reached and none followed, the first]
         self.idle: dict[tuple, list] = {}
-        self.waiting: list[_Candidate] = []  # followed calls before the next model call
+        self.waiting: list[Candidate] = []  # followed calls before the next model call
         # DataLoaders by serial number (ids are reused once a loader per epoch is freed), and a
         # description of each ("batch_size=32, 384 samples")
         self.loaders: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
@@ -119,6 +103,8 @@ class EvalInTrainMode(Check):
         # (weak reference, line, backward calls then, after a library's eval()): the last train()
         # user code called on a module in eval mode (``on_mode``)
         self.train_at: tuple[Any, Any, int, bool] | None = None
+        self.history = ModeHistory()  # where each model was put in its mode (the cause)
+        self.caller_trains: dict[tuple, bool] = {}  # see callstack.callers_train
 
     def on_root_forward(self, call: ForwardCall) -> None:
         if self.waiting:
@@ -136,9 +122,10 @@ class EvalInTrainMode(Check):
         outputs = first_tensor(call.output)
         if not outputs:
             return
-        cand = _Candidate(outputs, call.where, type(call.module).__name__, active,
+        cand = Candidate(outputs, call.where, type(call.module).__name__, active,
                           call.grad_enabled)
         cand.reverted = self._reverted_at(call.module)
+        cand.module = weakref.ref(call.module)
         self.candidates.append(cand)
         del self.candidates[:-8]
         uses = self.sites.uses(call.where)
@@ -146,15 +133,18 @@ class EvalInTrainMode(Check):
             return
         cand.trains = uses.trains
         if uses.trains:
-            cand.callers = _callers(call.where)
+            cand.callers = callers(call.where, sys._getframe(1))
             cand.loader = self.loader
         if uses.metric is None and uses.loss is None:
+            if uses.used and not uses.trains:
+                self._used_outside_training(cand, outputs)
             return
         if uses.loss is not None and uses.trains:
             return  # e.g. a teacher's output as the target of a loss that is backpropagated
         fed = f"was {uses.metric}" if uses.metric else f"fed {uses.loss}"
         graphs = [t for t in outputs if t.grad_fn is not None]
         if not graphs:
+            cand.stack = user_stack(methods=True)
             mode = "under torch.no_grad()" if not call.grad_enabled else "without a graph"
             self._fire(cand, f"{mode}, and its output {fed}")
             return
@@ -162,10 +152,42 @@ class EvalInTrainMode(Check):
             self.metric_outputs.add(tensor, (cand, fed))
         self.arm()
 
+    def _used_outside_training(self, cand: Candidate, outputs: list[Any]) -> None:
+        """A forward whose output is used (by the source) outside any training iteration: not
+        in a loop (or function) that calls backward or a step, nor called from one. Under
+        ``no_grad``/``inference_mode`` no backward can ever reach it: an evaluation or inference
+        (``model.generate(...)``, ``transcribe()``, an index built from embeddings, an argmax),
+        whatever its result is called; reported at once. With grad enabled its graph is followed
+        and it is an evaluation when no backward reached it. Silent when a caller's line sits in
+        a training iteration (a rollout, a target or a loss computed for the update that follows)
+        and when the output is dropped or only its shape is read (BatchNorm recalibration, a
+        dummy forward that sizes a layer)."""
+        if callers_train(self.sites, sys._getframe(2), self.caller_trains):
+            return
+        if not cand.grad_enabled:
+            import torch
+
+            cand.stack = user_stack(methods=True)
+            mode = ("torch.inference_mode()" if torch.is_inference_mode_enabled()
+                    else "torch.no_grad()")
+            self._fire(cand, f"under {mode}, and its output is used outside any training step, "
+                             "so no backward can reach it")
+            return
+        graphs = [t for t in outputs if t.grad_fn is not None]
+        if graphs:  # (reported at the model call: no stack taken on a path training may run)
+            for tensor in graphs:
+                self.metric_outputs.add(tensor, (cand, "is used outside any training step"))
+            self.arm()
+
+    def on_backward(self, call: Any) -> None:
+        self.history.note_backward(self.state.backward_count)
+
     def on_mode(self, call: ModeCall) -> None:
         if call.mode and not call.was_training and call.direct:  # a train() undoing an eval()
             self.train_at = (weakref.ref(call.module), call.where, self.state.backward_count,
                              call.after_library_eval)
+        if call.direct and call._frame is not None:
+            self.history.note_mode(call.module, call.mode, call._frame)
 
     def _library_eval(self, call: ForwardCall) -> None:
         """A library's evaluation loop (a ``Trainer``'s ``prediction_step``) called the model under
@@ -178,11 +200,11 @@ class EvalInTrainMode(Check):
         active = active_in_training(call.module) if reverted is not None else None
         if not active:
             return
-        cand = _Candidate([], call.where, type(call.module).__name__, active, False)
+        cand = Candidate([], call.where, type(call.module).__name__, active, False)
         cand.reverted = reverted
         self._fire(cand, "under torch.no_grad(), called by the library's evaluation loop")
 
-    def _follow_trainer(self, cand: _Candidate, loss: str) -> None:
+    def _follow_trainer(self, cand: Candidate, loss: str) -> None:
         """A forward inside a function that trains (by the source) fed a loss.
 
         Under ``no_grad`` it is reported at once when the same model line is trained (a backward
@@ -199,9 +221,9 @@ class EvalInTrainMode(Check):
                                  "same line with grad enabled trains the model")
             elif trained:
                 self._fire(cand, f"under torch.no_grad() when called from "
-                                 f"{_line(_differing(cand.callers, trained))}, and its output fed "
+                                 f"{line_of(differing(cand.callers, trained))}, and its output fed "
                                  f"{loss}, while the same line trains the model when called from "
-                                 f"{_line(_differing(next(iter(trained)), (cand.callers,)))}")
+                                 f"{line_of(differing(next(iter(trained)), (cand.callers,)))}")
             return
         cand.backwards = self.state.backward_count
         self.waiting.append(cand)
@@ -217,7 +239,7 @@ class EvalInTrainMode(Check):
             self._note_quiet(cand)
         self.waiting = []
 
-    def _note_quiet(self, cand: _Candidate) -> None:
+    def _note_quiet(self, cand: Candidate) -> None:
         """Decide, once, whether a backward ran between ``cand`` and the next model call (or
         now, when its graph is resolved before that call)."""
         if cand.quiet is None:
@@ -233,7 +255,7 @@ class EvalInTrainMode(Check):
         step's backward). Only the end of the run tells: a sparsely labelled stream whose first
         batches are skipped trains later from the same chain.
         """
-        reached: list[_Candidate] = []
+        reached: list[Candidate] = []
         for cand in self.trainers.resolve(final=final, reached=reached):
             self._note_quiet(cand)
             if cand.quiet:
@@ -245,14 +267,14 @@ class EvalInTrainMode(Check):
         if not final:
             return
         idle, self.idle = self.idle, {}
-        for (where, callers, loader), (count, first) in idle.items():
+        for (where, chain, loader), (count, first) in idle.items():
             trained = self.trained.get(where)
-            if trained and (callers, loader) not in trained:
+            if trained and (chain, loader) not in trained:
                 self._fire_trainer(first, trained, count)
 
-    def _fire_trainer(self, cand: _Candidate, trained: set[tuple], count: int) -> None:
-        callers = {c for c, _ in trained}
-        if cand.callers in callers:  # the same lines, batches of another DataLoader
+    def _fire_trainer(self, cand: Candidate, trained: set[tuple], count: int) -> None:
+        chains = {c for c, _ in trained}
+        if cand.callers in chains:  # the same lines, batches of another DataLoader
             mine = self.loader_desc.get(cand.loader, "no DataLoader")
             theirs = next((self.loader_desc.get(loader, "no DataLoader")
                            for c, loader in trained if c == cand.callers), "another")
@@ -260,10 +282,10 @@ class EvalInTrainMode(Check):
                    f"but no backward reached it, while the same line trains the model on the "
                    f"batches of another ({theirs})")
         else:
-            how = (f"when called from {_line(_differing(cand.callers, callers))}, and its output "
+            how = (f"when called from {line_of(differing(cand.callers, chains))}, and its output "
                    f"fed {cand.loss}, but no backward reached it, while the same line trains the "
                    f"model when called from "
-                   f"{_line(_differing(next(iter(callers)), (cand.callers,)))}")
+                   f"{line_of(differing(next(iter(chains)), (cand.callers,)))}")
         self._fire(cand, how, count=count)
 
     def on_loader_iter(self, loader: Any) -> None:
@@ -277,7 +299,7 @@ class EvalInTrainMode(Check):
             self.loader_desc[serial] = desc
         self.loader = serial
 
-    def _from_candidate(self, tensor: Any) -> _Candidate | None:
+    def _from_candidate(self, tensor: Any) -> Candidate | None:
         for cand in reversed(self.candidates):
             if any(ref() is tensor for ref in cand.outputs):
                 return cand
@@ -294,6 +316,7 @@ class EvalInTrainMode(Check):
                 self._follow_trainer(cand, call.name)
             return
         if not cand.grad_enabled:
+            cand.stack = user_stack(methods=True)
             self._fire(cand, f"under torch.no_grad(), and its output fed {call.name}")
             return
         # Whether this was training is decided by the model's output, not by this loss: another
@@ -331,16 +354,24 @@ class EvalInTrainMode(Check):
         if not self.pending and not self.metric_outputs and not self.trainers:
             self.disarm()
 
-    def _fire(self, cand: _Candidate, how: str, count: int = 1) -> None:
+    def _fire(self, cand: Candidate, how: str, count: int = 1) -> None:
         if cand.fired:
             return
         cand.fired = True
         fix = "call model.eval() before evaluating (and model.train() before training again)"
         where, after = cand.where, ""
+        cause = (self.history.missing_eval_at(cand.module and cand.module(), cand.stack)
+                 if cand.reverted is None else None)
+        if cause is not None and cause[:2] != cand.where[:2]:
+            where, after = cause, (
+                f"; the evaluation's model call is at {short_location(cand.where)}, and "
+                "model.eval() belongs before this line")
+            fix = ("call model.eval() before this evaluation (and model.train() before training "
+                   "again)")
         if cand.reverted is not None:  # the cause: a train() that undid the eval() before it
             where, after = cand.reverted, (
                 f"; the model was in eval mode until this train() call put it back in training "
-                f"mode, and the evaluation at {_line(cand.where)} followed with no backward "
+                f"mode, and the evaluation at {line_of(cand.where)} followed with no backward "
                 "in between")
             fix = ("remove this train() call from the evaluation (the evaluation loop put the "
                    "model in eval mode; training mode comes back before the next training step)")
@@ -363,38 +394,3 @@ class EvalInTrainMode(Check):
         owner = found[0]()
         return found[1] if owner is not None and (
             owner is module or any(m is module for m in owner.modules())) else None
-
-
-def _callers(where: Any, depth: int = 6) -> tuple | None:
-    """The user lines that called the function holding the model call at ``where``, innermost
-    first (at most ``depth``); None when the call is made at a script's top level."""
-    frame = sys._getframe(2)
-    for _ in range(64):  # up to the user's frame that made the model call
-        if frame is None:
-            return None
-        if is_user_code(frame.f_code) and frame_location(frame) == where:
-            break
-        frame = frame.f_back
-    else:
-        return None
-    if frame.f_code.co_name == "<module>":
-        return None
-    callers = []
-    frame = frame.f_back
-    while frame is not None and len(callers) < depth:
-        if is_user_code(frame.f_code):
-            callers.append(frame_location(frame))
-        frame = frame.f_back
-    return tuple(callers) if callers else None
-
-
-def _differing(callers: tuple, others: Any) -> Any:
-    """The innermost of ``callers`` that no chain in ``others`` has at the same place."""
-    for i, loc in enumerate(callers):
-        if all(len(other) <= i or other[i] != loc for other in others):
-            return loc
-    return callers[0]
-
-
-def _line(loc: Any) -> str:
-    return f"line {loc[1]}" if loc else "elsewhere"

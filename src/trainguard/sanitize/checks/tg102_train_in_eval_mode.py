@@ -8,11 +8,15 @@ When it fires: a backward reaches that output and then an optimizer step updates
 that model: a training step taken in evaluation mode (typically ``model.train()`` once before the
 epoch loop and ``model.eval()`` inside it, so every epoch after the first trains in eval mode).
 BatchNorm then neither learns batch statistics nor normalises with them, and Dropout does not
-regularise. Reported at the cause: the ``eval()`` call still in effect (on the model, a module
-holding it, or one of its submodules; the watcher notes where user code last put each module in
-eval mode and back in training mode), naming the training forward and the latest ``train()``
-call, which ran before it. Without such a call (``model.training = False`` set by hand, or a
-library's ``eval()``), at the line that called the model.
+regularise. Reported at the cause, found from the ``eval()`` call still in effect (on the model, a
+module holding it, or one of its submodules; the watcher notes where user code last put each module
+in eval mode and back in training mode, and this check the user's stack at each ``eval()``): the
+line, in the deepest frame that ``eval()`` and the training step share, that led to the ``eval()``
+(``validate(model)`` in the training loop, after which ``model.train()`` belongs; see
+:mod:`..core.callstack`), or the ``eval()`` itself when both share one frame. The message names the
+``eval()``, the training forward and the latest ``train()`` call, which ran before it. Without such
+a call (``model.training = False`` set by hand, or a library's ``eval()``), at the line that called
+the model.
 
 Silent on: BatchNorm frozen on purpose (``model.train()`` then ``bn.eval()``: the model itself is in
 training mode); models without Dropout/BatchNorm; eval-mode forwards with backward but no step on
@@ -20,7 +24,7 @@ the model's parameters (adversarial examples, saliency maps, style transfer opti
 
 Cost: per checked outermost forward of a model in eval mode, one output followed (64 at most); at
 the next optimizer step, one pass over the parameters of the models whose outputs a backward
-reached.
+reached; per user ``eval()`` call, the user's stack (32 frames at most, ids and code objects).
 
 Reference: ``torch.nn.Module.train`` docs
 (https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.train); GitHub
@@ -33,10 +37,11 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+from trainguard.sanitize.core.callstack import Stack, cause_line, user_stack
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.modes import describe, inactive
-from trainguard.sanitize.core.records import ForwardCall, first_tensor
+from trainguard.sanitize.core.records import ForwardCall, ModeCall, first_tensor
 from trainguard.sanitize.core.state import GraphTrack
 
 
@@ -47,6 +52,16 @@ class TrainInEvalMode(Check):
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.pending: list[GraphTrack] = []
+        # id(module) -> (weak reference, the user's stack at its latest eval())
+        self.eval_stacks: dict[int, tuple[Any, Stack]] = {}
+
+    def on_mode(self, call: ModeCall) -> None:
+        if call.mode or not call.direct or call._frame is None:
+            return
+        self.eval_stacks[id(call.module)] = (weakref.ref(call.module), user_stack(call._frame))
+        if len(self.eval_stacks) > 256:
+            for key in [k for k, (ref, _) in self.eval_stacks.items() if ref() is None]:
+                del self.eval_stacks[key]
 
     def on_root_forward(self, call: ForwardCall) -> None:
         if call.training or not call.grad_enabled or not call.direct or self.state.in_backward:
@@ -90,9 +105,9 @@ class TrainInEvalMode(Check):
     def _report(self, model: Any, where: Any, name: str, frozen: str, optimizer: Any) -> None:
         """Report at the ``eval()`` call still in effect (the cause), naming this training
         forward and the latest ``train()`` call, which came before that ``eval()``."""
-        set_at = _eval_in_effect(self.state.eval_at, model)
+        found = _eval_in_effect(self.state.eval_at, model)
         forward = f"the training forward at {short_location(where)}"
-        if set_at is None:
+        if found is None:
             self.report(
                 f"{name} is in eval mode (model.training=False; {frozen} in eval mode) during "
                 f"this training forward: a backward reached its output and "
@@ -102,30 +117,49 @@ class TrainInEvalMode(Check):
                     "model.eval() for validation)",
                 where=where)
             return
+        module_id, set_at = found
         trained = self.state.train_at.get(id(model))
         before = (f"; the last model.train() at {short_location(trained[1])} ran before it"
                   if trained is not None and trained[0]() is model and trained[1] else "")
+        # The cause: where the training code's frame called into the code that made the eval()
+        # (``validate(model)`` in the training loop; the eval() itself when both share a frame)
+        cause = None
+        stacked = self.eval_stacks.get(module_id)
+        if stacked is not None and stacked[0]() is not None:
+            cause = cause_line(stacked[1], user_stack())
+        if cause is None or cause[:2] == set_at[:2]:
+            self.report(
+                f"this eval() left {name} in eval mode (model.training=False; {frozen} in eval "
+                f"mode) for {forward}{before}: a backward reached that forward's output and "
+                f"{type(optimizer).__name__}.step() updated its parameters, so BatchNorm learns "
+                "no batch statistics and Dropout does not regularise",
+                fix="call model.train() at the start of every training epoch (after any "
+                    "model.eval() for validation), or restore the mode after this eval()",
+                where=set_at)
+            return
         self.report(
-            f"this eval() left {name} in eval mode (model.training=False; {frozen} in eval mode) "
-            f"for {forward}{before}: a backward reached that forward's output and "
-            f"{type(optimizer).__name__}.step() updated its parameters, so BatchNorm learns no "
-            "batch statistics and Dropout does not regularise",
-            fix="call model.train() at the start of every training epoch (after any "
-                "model.eval() for validation), or restore the mode after this eval()",
-            where=set_at)
+            f"this call ran the eval() at {short_location(set_at)}, which left {name} in eval "
+            f"mode (model.training=False; {frozen} in eval mode), and nothing put it back in "
+            f"training mode before {forward}{before}: a backward reached that forward's output "
+            f"and {type(optimizer).__name__}.step() updated its parameters, so BatchNorm learns "
+            "no batch statistics and Dropout does not regularise",
+            fix="call model.train() after this call (or at the end of the code that called "
+                "eval()), before training resumes",
+            where=cause)
 
 
-def _eval_in_effect(eval_at: dict, model: Any) -> Any:
-    """The line of the ``eval()`` still in effect on ``model``: called on the model itself, on a
-    module holding it, or on one of its submodules; None when user code made no such call."""
+def _eval_in_effect(eval_at: dict, model: Any) -> tuple[int, Any] | None:
+    """``(id(module), line)`` of the ``eval()`` still in effect on ``model``: called on the
+    model itself, on a module holding it, or on one of its submodules; None when user code made
+    no such call."""
     entry = eval_at.get(id(model))
     if entry is not None and entry[0]() is model and entry[1]:
-        return entry[1]
+        return id(model), entry[1]
     inside = {id(m) for m in model.modules()}
-    for ref, where in list(eval_at.values()):
+    for key, (ref, where) in list(eval_at.items()):
         module = ref()
         if module is None or not where:
             continue
         if id(module) in inside or any(m is model for m in module.modules()):
-            return where
+            return key, where
     return None

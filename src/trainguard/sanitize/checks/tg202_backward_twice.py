@@ -32,7 +32,9 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget
 from trainguard.sanitize.core.check import Check, Diagnosis
+from trainguard.sanitize.core.cuts import assigned_in_methods
 from trainguard.sanitize.core.frames import short_location
+from trainguard.sanitize.core.graph import graph_nodes
 from trainguard.sanitize.core.holders import carried_names, graph_metadata
 from trainguard.sanitize.core.records import MADE as _KEY
 from trainguard.sanitize.core.records import BackwardCall
@@ -58,11 +60,32 @@ class BackwardTwice(Check):
         # The earliest made is the shared trunk (an encoder, the first chunk's state).
         first = min(freed, key=lambda s: (s.backward_count, s.order)) if freed else None
         call.facts["tg202_freed"] = first
+        call.facts["tg202_cached"] = None if first is not None else self._cached(call.tensors)
         # A carried tensor (an RNN's hidden state) is one whose line made a newer output that
         # this graph also holds; a GAN's generator output used by the discriminator's backward
         # and then the generator's is the latest output of its line.
         call.facts["tg202_renewed"] = first is not None and any(
             s.where == first.where and s.backward_count > first.backward_count for s in stamps)
+
+    def _cached(self, roots: tuple) -> tuple[str, Any] | None:
+        """``("RotaryEmbedding.cached_freqs", line)`` when the failing graph holds a tensor kept
+        in a plain attribute of a module of the models seen (not a parameter or buffer: a cache
+        filled in forward), with the line of the class that assigns it outside ``__init__``."""
+        import torch
+
+        nodes: set[int] = set()
+        budget = Budget(GRAPH_NODES)
+        for root in roots:
+            if getattr(root, "grad_fn", None) is not None:
+                nodes.update(id(n) for n in graph_nodes(root.grad_fn, budget=budget))
+        for model in list(self.state.models):
+            for module in model.modules():
+                for attr, value in vars(module).items():
+                    if isinstance(value, torch.Tensor) and value.grad_fn is not None \
+                            and id(value.grad_fn) in nodes:
+                        return (f"{type(module).__name__}.{attr}",
+                                assigned_in_methods(type(module), attr))
+        return None
 
     def on_error(self, exc: BaseException) -> Diagnosis | None:
         if not isinstance(exc, RuntimeError) or _MESSAGE not in str(exc):
@@ -75,6 +98,18 @@ class BackwardTwice(Check):
         before = (f"the backward at {short_location(earlier.where)} "
                   f"(optimizer step {earlier.step + 1})"
                   if earlier is not None else "an earlier backward")
+        cached = failed.facts.get("tg202_cached")
+        if made is None and cached is not None:
+            name, where = cached
+            return Diagnosis(
+                f"this backward runs through `{name}`, a tensor a module keeps between calls"
+                + (f" (assigned at {short_location(where)})" if where else "")
+                + f" with the graph of the step that made it, whose saved tensors {before} "
+                "already freed: a cache filled in forward and reused by later steps",
+                fix="cache a tensor computed without a graph (under torch.no_grad() or "
+                    ".detach()) when its inputs are fixed, or recompute it in every forward when "
+                    "they are learnable parameters",
+                where=where or failed.where)
         if made is None:
             return Diagnosis(
                 f"this backward runs through a graph whose saved tensors {before} already freed",
@@ -109,4 +144,4 @@ class BackwardTwice(Check):
             f"tensor carried across iterations keeps the old graph{held}",
             fix="detach what is carried to the next iteration (e.g. hidden = hidden.detach()) "
                 "or compute it again inside the loop; retain_graph=True would only grow memory",
-            where=failed.where)
+            where=made_where if carried else failed.where)

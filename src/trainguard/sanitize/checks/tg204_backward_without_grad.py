@@ -25,11 +25,13 @@ https://deepinout.com/pytorch/pytorch-questions/75_pytorch_runtime_error_element
 
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import Any
 
 from trainguard.sanitize.core.check import Check, Diagnosis
-from trainguard.sanitize.core.frames import short_location
+from trainguard.sanitize.core.frames import Location, short_location, user_frame
+from trainguard.sanitize.core.loss_source import cut_in_source
 from trainguard.sanitize.core.records import BackwardCall, ForwardCall
 
 _MESSAGE = "does not require grad and does not have a grad_fn"
@@ -41,15 +43,17 @@ class BackwardWithoutGrad(Check):
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.last_forward: tuple | None = None
+        self.grad_forward: Location | None = None  # the line of the last forward with grad on
 
     def on_root_forward(self, call: ForwardCall) -> None:
-        # Only forwards without grad matter to the diagnosis; a normal step records nothing.
+        # Forwards without grad matter to the diagnosis; of a normal step only its line is kept.
         inference = not call.grad_enabled and self._inference()
         if not call.grad_enabled or inference:
             self.last_forward = (type(call.module).__name__, call.where, call.grad_enabled,
                                  inference, weakref.ref(call.module))
-        elif self.last_forward is not None:
+        else:
             self.last_forward = None
+            self.grad_forward = call.where
 
     @staticmethod
     def _inference() -> bool:
@@ -77,7 +81,16 @@ class BackwardWithoutGrad(Check):
             "inference": root.is_inference(),
             "grad_mode": torch.is_grad_enabled(),
             "shape": tuple(root.shape),
+            "cut": self._cut(call),
         }
+
+    def _cut(self, call: BackwardCall) -> tuple[str, Location] | None:
+        """The call that left the graph on the way from the last forward to this backward, read
+        from the source of the function that called backward (its frame is still alive)."""
+        frame = user_frame(sys._getframe(2))
+        if frame is None or call.where is None or frame.f_code.co_filename != call.where[0]:
+            return None
+        return cut_in_source(frame, call.where[1], self.grad_forward)
 
     def on_error(self, exc: BaseException) -> Diagnosis | None:
         if not isinstance(exc, RuntimeError) or _MESSAGE not in str(exc):
@@ -88,9 +101,13 @@ class BackwardWithoutGrad(Check):
             return None
         seen = f"the tensor backward was called on ({facts['dtype']}, shape {facts['shape']})"
         forward = self.last_forward
+        cut, where = facts["cut"], failed.where
+        at = "" if cut is None else \
+            f"; the path from the model ends at `{cut[0]}` ({short_location(cut[1])})"
         if not facts["floating"]:
+            where = cut[1] if cut is not None else where
             why = (f"{seen} is an integer/bool tensor: it came from argmax, round, a comparison or "
-                   "an integer cast, through which no gradient flows")
+                   f"an integer cast, through which no gradient flows{at}")
             fix = "compute the loss from the float outputs (logits), not from predicted classes"
         elif facts["inference"]:
             why = f"{seen} is an inference tensor: it was made under torch.inference_mode()"
@@ -111,6 +128,8 @@ class BackwardWithoutGrad(Check):
             fix = "unfreeze the parameters to train (p.requires_grad_(True)) or do not call backward"
         else:
             why = (f"{seen} was cut from the graph: .detach(), .item() or .numpy() and back, "
-                   "torch.tensor(loss), or .data")
-            fix = "compute the loss with torch operations on the model's output, without detaching"
-        return Diagnosis(why, fix=fix, where=failed.where)
+                   f"torch.tensor(loss), .data, or an integer result (argmax) made float{at}")
+            fix = ("compute the loss with torch operations on the model's output, without "
+                   "detaching (for coordinates from bins: a softmax-weighted sum, not argmax)")
+            where = cut[1] if cut is not None else where
+        return Diagnosis(why, fix=fix, where=where)

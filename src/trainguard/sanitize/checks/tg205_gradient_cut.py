@@ -44,9 +44,12 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import is_user_file, short_location, user_location
+from trainguard.sanitize.core.cuts import (built_lines, cut_inside, trace_after_forward,
+                                           trace_next_forward)
+from trainguard.sanitize.core.frames import short_location, user_location
 from trainguard.sanitize.core.graph import graph_nodes
 from trainguard.sanitize.core.records import first_tensor
+from trainguard.sanitize.core.terms import TermWatch
 
 _STEPS = 3  # steps over which a parameter must never get a gradient
 _PROBE_WAIT = 8  # backward calls a probe waits for one that trains its optimizer's other parameters
@@ -57,7 +60,8 @@ class _Suspects:
     the run by post-accumulate-grad hooks (``Tensor.register_post_accumulate_grad_hook``): any
     gradient later clears them (a head trained after a warm-up, a task sampled later)."""
 
-    __slots__ = ("optimizer", "total", "names", "where", "got", "handles", "cut", "cut_at")
+    __slots__ = ("optimizer", "total", "names", "where", "got", "handles", "cut", "cut_at",
+                 "traced")
 
     def __init__(self, optimizer: str, total: int, names: dict[int, str], where: Any) -> None:
         self.optimizer = optimizer
@@ -68,6 +72,7 @@ class _Suspects:
         self.handles: list[Any] = []
         self.cut = ""  # where the path is cut, when found
         self.cut_at: Any = None  # ... and the user line of the first cut output named
+        self.traced = False  # a module's next forward was traced for the op that cuts it
 
     def follow(self, params: list[Any]) -> None:
         for p in params:
@@ -88,8 +93,11 @@ class _Probe:
     """One step's look at the submodules holding a suspect optimizer's parameters: their outputs'
     ``grad_fn`` (held until the next backward, then dropped) and the lines that called them."""
 
-    def __init__(self, suspects: _Suspects, modules: dict[str, Any], others: set[int]) -> None:
+    def __init__(self, suspects: _Suspects, modules: dict[str, Any], others: set[int],
+                 built: dict[str, Any], roots: Any) -> None:
         self.suspects = suspects
+        self.built = built  # name -> the `self.<attr> = ...` line that made it, where found
+        self.roots = list(roots)  # the models seen, for a trace up to the end of their call
         self.others = others  # ids of the optimizer's parameters that do get gradients
         self.waited = 0  # backward calls that reached none of them (another model's loss)
         self.calls: dict[str, tuple[Any, Any, bool] | None] = {}  # name -> (grad_fn, line, grad on)
@@ -136,7 +144,11 @@ class _Probe:
         parts = []
         for name in self.names:
             if name not in self.calls:
-                parts.append(f"`{name}` was not called in the step looked at (unused in forward)")
+                made = self.built.get(name)
+                parts.append(f"`{name}` was not called in the step looked at (unused in forward"
+                             + (f"; built at {short_location(made)})" if made else ")"))
+                if made is not None and self.suspects.cut_at is None:
+                    self.suspects.cut_at = made
                 continue
             call = self.calls[name]
             if call is None:
@@ -146,21 +158,54 @@ class _Probe:
             if node is None:
                 parts.append(f"`{name}`'s output at {at} carries no grad_fn"
                              + ("" if grad else " (computed with grad disabled)"))
+                if grad:  # the forward itself ends the graph: find the op at its next call
+                    self._trace(name)
             elif id(node) not in reached and not budget.spent:  # (a graph walked in part: unknown)
                 parts.append(f"`{name}`'s output at {at} does not reach the loss: the cut is "
                              "after it, on that line or later")
+                self._trace(name, after=True)
             else:
-                inside = _cut_inside(self.modules.get(name), node)
+                inside = cut_inside(self.modules.get(name), node)
                 if inside is None:
                     continue
                 parts.append(f"`{name}`'s output at {at} reaches the loss but not its own "
                              f"parameters: its forward ({short_location(inside)}) cuts them")
                 where = inside
+                self._trace(name)
             if self.suspects.cut_at is None:
                 self.suspects.cut_at = where
         self.calls.clear()
         self.modules = {}
         return "; ".join(parts)
+
+    def _trace(self, name: str, *, after: bool = False) -> None:
+        """Follow ``name``'s next forward (:func:`~trainguard.sanitize.core.cuts.trace_next_forward`),
+        or with ``after`` what its output goes through up to the end of the model's call
+        (:func:`~trainguard.sanitize.core.cuts.trace_after_forward`), and move the finding to the
+        op that cuts the path, once."""
+        module = self.modules.get(name)
+        if module is None or self.suspects.traced:
+            return
+        root = next((m for m in self.roots if m is not module
+                     and any(sub is module for sub in m.modules())), None) if after else None
+        if after and root is None:
+            return
+        self.suspects.traced = True
+        suspects = self.suspects
+
+        def found(cut: tuple[str, Any]) -> None:
+            op, where = cut
+            if where is None:
+                return
+            suspects.cut_at = where
+            suspects.cut += (f"; the path from `{name}`'s "
+                             + ("output" if after else "parameters in its forward")
+                             + f" ends at {short_location(where)} (`{op}`)")
+
+        if after:
+            trace_after_forward(module, root, found)
+        else:
+            trace_next_forward(module, found)
 
     def release(self) -> None:
         for handle in self.handles:
@@ -168,27 +213,10 @@ class _Probe:
         self.handles = []
 
 
-def _cut_inside(module: Any, node: Any) -> Any:
-    """``(path, line, 0)`` of ``module``'s ``forward`` when its output's graph (``node``, walked in
-    full within the bound) holds none of the module's own trainable parameters: the forward
-    itself cuts them (``.item()``, ``.data``, ``.detach()`` of a weight); else None."""
-    if module is None:
-        return None
-    own = {id(p) for p in module.parameters() if p.requires_grad}
-    budget = Budget(GRAPH_NODES)
-    for n in graph_nodes(node, budget=budget):
-        variable = getattr(n, "variable", None)
-        if variable is not None and id(variable) in own:
-            return None
-    forward = getattr(type(module).forward, "__code__", None)
-    if budget.spent or not own or forward is None or not is_user_file(forward.co_filename):
-        return None
-    return (forward.co_filename, forward.co_firstlineno, 0)
-
-
 class GradientCut(Check):
     code = "TG205"
-    on_demand = ("on_backward",)  # only while a probe waits for the next backward
+    # while a probe waits for the next backward, and over the first backward calls (terms)
+    on_demand = ("on_backward", "on_backward_done")
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
@@ -196,8 +224,18 @@ class GradientCut(Check):
         self.seen: dict[int, list] = {}
         self.suspects: list[_Suspects] = []
         self.probes: list[_Probe] = []
+        self.terms = TermWatch()  # loss terms cut from every parameter (core/terms.py)
+        self.placed: set[Any] = set()
+
+    def on_built(self, obj: Any, where: Any) -> None:
+        # the first backward calls come after an optimizer is built: look at their losses' terms
+        if self.terms.pending:
+            self.arm()
 
     def on_backward(self, call: Any) -> None:
+        if self.terms.pending:
+            for op, where in self.terms.backward(call):
+                self._report_term(op, where)
         waiting = []
         for probe in self.probes:
             cut = probe.judge(call.tensors)
@@ -209,8 +247,28 @@ class GradientCut(Check):
             else:
                 probe.release()
         self.probes = waiting
-        if not waiting:
+        if not waiting and not self.terms.pending:
             self.disarm()
+
+    def on_backward_done(self, call: Any) -> None:
+        if self.terms.pending:
+            self.terms.backward_done(call)
+            if self.terms.trace is not None:
+                self.hold()  # the traced cycle is checked up to its backward
+
+    def _report_term(self, op: str, where: Any) -> None:
+        """A loss term computed from a cut output (:mod:`~trainguard.sanitize.core.terms`)."""
+        if where in self.placed:
+            return
+        self.placed.add(where)
+        self.report(
+            f"a term of the loss is computed from a tensor cut from the graph (`{op}` at "
+            f"{short_location(where)}): the total is backpropagated, but that term is a constant "
+            "to autograd, so it moves no parameter (its part of the loss does nothing)",
+            fix="compute the term from the tensor itself, not from a detached copy (remove the "
+                "detach/.data/no_grad on that path); if it is meant only for logging, keep it "
+                "out of the loss",
+            where=where)
 
     def on_step_pre(self, optimizer: Any) -> None:
         record = self.seen.get(id(optimizer))
@@ -235,10 +293,12 @@ class GradientCut(Check):
             modules = self._holders(never)
             if modules:
                 others = {id(p) for p in params if id(p) not in never}
-                self.probes.append(_Probe(suspects, modules, others))
+                self.probes.append(_Probe(suspects, modules, others, built_lines(self.state.models, modules),
+                                          self.state.models))
                 self.arm()
 
     def release(self) -> None:
+        self.terms.close()
         for suspects in self.suspects:
             suspects.release()
         self.suspects = []
@@ -268,6 +328,7 @@ class GradientCut(Check):
 
     def on_exit(self) -> None:
         """Report the parameters that still never received a gradient, at the step line."""
+        self.terms.close()
         for probe in self.probes:
             probe.release()
         self.probes = []

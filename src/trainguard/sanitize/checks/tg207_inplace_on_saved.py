@@ -46,6 +46,11 @@ _MESSAGE = re.compile(
     r"(?P<then>\d+)")
 
 
+_VIEWS = frozenset({"T", "Transpose", "Permute", "View", "Unsafe", "UnsafeView", "Expand",
+                    "Unsqueeze", "Squeeze", "Select", "Slice", "AsStrided", "Alias", "Unbind",
+                    "Split", "SplitWithSizes", "Narrow", "Diagonal", "Reshape", "Detach"})
+
+
 def _function_node(code: CodeType) -> ast.AST | None:
     tree = parse_file(code.co_filename)
     if tree is None:
@@ -166,7 +171,10 @@ class InplaceOnSaved(Check):
         if m is None:
             return None
         op = m.group("op").replace("Backward", "").rstrip("0123456789")
-        found = self._parameter(m)
+        # a parameter is saved as itself or a view of it (Linear saves weight.t()); an optimizer
+        # updates it under no_grad, which leaves its history alone, so a tensor whose history
+        # names any other op ("output 0 of Div" after `out /= norm`) is not a parameter
+        found = self._parameter(m) if op in _VIEWS else None
         if found is not None:
             param, tensor = found
             failed = next((b for b in reversed(self.state.backwards) if b.failed), None)

@@ -1,7 +1,7 @@
 """TG301 grads-accumulate: an optimizer step used gradients left over from the previous step.
 
-What it watches: after each ``optimizer.step()``, up to two of the optimizer's parameters that
-have a gradient: the gradient tensor (weakly) and its version counter. A post-accumulate-grad hook
+What it watches: after each ``optimizer.step()``, up to three of the optimizer's parameters that
+have a gradient (its first, middle and last): the gradient tensor (weakly) and its version counter. A post-accumulate-grad hook
 on those parameters (``Tensor.register_post_accumulate_grad_hook``) sees the first backward that
 adds into each gradient after the step. The hooks are taken off while the loop is settled (its
 steps are not judged, ``on_settle``) and put back when checking resumes.
@@ -21,7 +21,7 @@ without an optimizer, several optimizers, and gradient accumulation over micro-b
 each step). Declared accumulation across steps is silenced with ``# trainguard: ignore[TG301]`` on
 the backward line or on the step line.
 
-Cost: per checked optimizer step, 2 parameters per optimizer followed (hooks taken off while the
+Cost: per checked optimizer step, 3 parameters per optimizer followed (hooks taken off while the
 loop is settled); per ``zero_grad``, a set of the owner's parameter ids.
 
 Reference: ``torch.optim.Optimizer.zero_grad`` docs
@@ -37,9 +37,10 @@ from typing import Any
 
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location, user_location
-from trainguard.sanitize.core.source import marked
+from trainguard.sanitize.core.source import SourceFile, marked
 
-_SAMPLE = 2  # parameters followed per optimizer (one polluted gradient is proof)
+_SAMPLE = 3  # parameters followed per optimizer (one polluted gradient is proof)
+_OWNERS = 64  # zero_grad owners whose latest call is remembered
 
 
 class _Watched:
@@ -65,20 +66,26 @@ class GradsAccumulate(Check):
         # keyed by id(optimizer): a WeakKeyDictionary would build a weak reference per look-up
         self.sampled: dict[int, list[int]] = {}
         self.polluted_by: dict[int, int] = {}
+        # id(owner) -> (weakref(owner), the user's line): the zero_grad calls seen, latest last
+        self.zeroed_at: dict[int, tuple[Any, Any]] = {}
 
     def _sample(self, optimizer: Any) -> list[int]:
         ids = self.sampled.get(id(optimizer))
         if ids is None:
             ids = []
-            for group in optimizer.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None and p.requires_grad and len(ids) < _SAMPLE:
-                        ids.append(id(p))
-                        if id(p) not in self.params:
-                            watched = _Watched()
-                            watched.handle = p.register_post_accumulate_grad_hook(
-                                self._make_hook(watched))
-                            self.params[id(p)] = (weakref.ref(p), watched)
+            # spread over the optimizer's list (first, middle, last): a zero_grad that clears
+            # only one part of the model (the encoder's) leaves the others stale
+            with_grad = [p for group in optimizer.param_groups for p in group["params"]
+                         if p.grad is not None and p.requires_grad]
+            picked = {0, len(with_grad) // 2, len(with_grad) - 1} if with_grad else set()
+            for i in sorted(picked)[:_SAMPLE]:
+                p = with_grad[i]
+                ids.append(id(p))
+                if id(p) not in self.params:
+                    watched = _Watched()
+                    watched.handle = p.register_post_accumulate_grad_hook(
+                        self._make_hook(watched))
+                    self.params[id(p)] = (weakref.ref(p), watched)
             if ids:
                 key = id(optimizer)
                 self.sampled[key] = ids
@@ -105,6 +112,12 @@ class GradsAccumulate(Check):
         return after_accumulate
 
     def on_zero_grad(self, owner: Any, set_to_none: bool) -> None:
+        zeroed_at = self.zeroed_at
+        known = zeroed_at.pop(id(owner), None)  # (re-inserted: the latest call comes last)
+        if known is not None and known[0]() is owner:
+            zeroed_at[id(owner)] = (known[0], user_location(sys._getframe(1)))
+        elif len(zeroed_at) < _OWNERS:
+            zeroed_at[id(owner)] = (weakref.ref(owner), user_location(sys._getframe(1)))
         if not self.polluted_by:
             return
         if hasattr(owner, "param_groups"):
@@ -141,6 +154,9 @@ class GradsAccumulate(Check):
             lead = ("this backward added onto gradients that still held the previous step's, "
                     "and " if where is not None else "")
             at = f" at {short_location(step_at)}" if step_at is not None else ""
+            cause = self._cause(optimizer, still, where, step_at)
+            if cause is not None:
+                where, lead = cause
             self.report(
                 f"{lead}{type(optimizer).__name__}.step() at optimizer step "
                 f"{self.state.step + 1}{at} used "
@@ -153,6 +169,44 @@ class GradsAccumulate(Check):
                     "`# trainguard: ignore[TG301]`",
                 where=where,
             )
+
+    def _cause(self, optimizer: Any, stale: list[Any], backward_at: Any,
+               step_at: Any) -> tuple[Any, str] | None:
+        """Where the zeroing that is missing belongs, with the sentence that says why, or None
+        (then the backward that added onto the stale gradients is the place): the latest
+        ``zero_grad`` seen that clears some of this optimizer's parameters (it runs once per
+        epoch, before the loop, or clears another part of the model); else, when that backward
+        runs in a loop of its own inside the step's loop (micro-batches, views), that loop's
+        first line."""
+        held = {id(p) for g in optimizer.param_groups for p in g["params"]}
+        for ref, where in reversed(list(self.zeroed_at.values())):
+            owner = ref()
+            if owner is None or where is None:
+                continue
+            if hasattr(owner, "param_groups"):
+                ids = {id(p) for g in owner.param_groups for p in g["params"]}
+            else:
+                ids = {id(p) for p in owner.parameters()}
+            if not ids & held:
+                continue
+            if not {id(p) for p in stale} <= ids:
+                part = ("it clears only part of the optimizer's parameters, not the ones listed "
+                        "below")
+            elif backward_at is not None and _before_the_loop(where, backward_at):
+                part = ("it runs once, before the loop that runs the backward and the step, not "
+                        "in every iteration")
+            else:
+                break  # it runs in the loop: a branch or an iteration that skips it is the cause
+            return where, (f"{type(owner).__name__}.zero_grad() here is the latest zeroing of "
+                           f"these gradients, and {part}; so ")
+        if backward_at is None or step_at is None or backward_at[0] != step_at[0]:
+            return None
+        loop = _inner_loop(backward_at, step_at)
+        if loop is None:
+            return None
+        return ((backward_at[0], loop.lineno, loop.col_offset + 1),
+                f"the backward at line {backward_at[1]} runs in this loop inside the step's "
+                "loop, and nothing zeroes the gradients before it; so ")
 
     def release(self) -> None:
         for _, watched in self.params.values():
@@ -205,3 +259,51 @@ class GradsAccumulate(Check):
         self.params.clear()
         self.sampled = {}
         self.polluted_by = {}
+
+
+def _inner_loop(backward_at: Any, step_at: Any) -> Any:
+    """The innermost ``for``/``while`` around the backward call at ``backward_at`` that does not
+    hold the step call at ``step_at`` but sits in the same function and inside a loop that holds
+    it (a micro-batch loop), or None."""
+    file = SourceFile.load(backward_at[0])
+    if file is None:
+        return None
+    call = file.call_at(backward_at[1], backward_at[2] - 1)
+    if call is None:
+        return None
+    scope = file.scope(call)
+    loop = file.loop(call, scope)
+    if loop is None or _holds(loop, step_at[1]):
+        return None
+    outer = file.loop(loop, scope)
+    while outer is not None and not _holds(outer, step_at[1]):
+        outer = file.loop(outer, scope)
+    if outer is None:
+        return None
+    # the loop right inside the one that holds the step
+    found = loop
+    cur = file.loop(found, scope)
+    while cur is not None and cur is not outer:
+        found, cur = cur, file.loop(cur, scope)
+    return found
+
+
+def _holds(node: Any, line: int) -> bool:
+    return node.lineno <= line <= (node.end_lineno or node.lineno)
+
+
+def _before_the_loop(zero_at: Any, backward_at: Any) -> bool:
+    """Whether the zero_grad at ``zero_at`` is written in the function that runs the backward at
+    ``backward_at``, outside (before) the innermost loop around that backward."""
+    if zero_at[0] != backward_at[0]:
+        return False
+    file = SourceFile.load(backward_at[0])
+    if file is None:
+        return False
+    call = file.call_at(backward_at[1], backward_at[2] - 1)
+    zero = file.call_at(zero_at[1], zero_at[2] - 1)
+    if call is None or zero is None:
+        return False
+    scope = file.scope(call)
+    loop = file.loop(call, scope)
+    return (loop is not None and file.scope(zero) is scope and zero.lineno < loop.lineno)

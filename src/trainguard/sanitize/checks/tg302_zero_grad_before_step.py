@@ -6,18 +6,28 @@ the step never gets past it), and the next ``optimizer.step()``.
 
 When it fires: ``optimizer.step()`` runs with no backward since that ``zero_grad``, the zeroed
 parameters belong to this optimizer, and the gradients of (up to eight of) them are now ``None`` or
-all zero: the step applies nothing (SGD) or only momentum/weight decay (Adam). Reported at the step
-line, naming the ``zero_grad`` line.
+all zero: the step applies nothing (SGD) or only momentum/weight decay (Adam). Reported at the
+``zero_grad`` line (the cause), naming the step. Also when a ``zero_grad`` discards what a backward
+since the last step accumulated and another backward follows before the step (zeroing at the top
+of a micro-batch accumulation loop): the cleared gradients (8 sampled) are not all zero, the
+backward before it kept no graph, the next step's optimizer holds the zeroed parameters, their
+version counters did not move in between, and the backward before the step is written where the
+discarded one is (the same micro-batch code run again). Seen at two steps, it is reported at that
+``zero_grad``.
 
 Silent on: ``zero_grad`` before backward or after step, ``p.grad = None``, LBFGS closures (they zero
 inside ``step``), GANs whose other optimizer is zeroed in between (its parameters are not this
 optimizer's), gradients set by hand after zeroing (they are not zero), declared accumulation,
 zeroing a part of the model on purpose (``model.embedding.zero_grad()`` to keep a layer frozen:
-the optimizer's other parameters still hold their gradients).
+the optimizer's other parameters still hold their gradients); SAM (an optimizer zeroing inside its
+own ``first_step``; a hand-written ascent that moves the parameters between the two backward
+calls), per-task gradients read one by one from a retained graph (gradient surgery), a gradient
+probe before training (its backward is written elsewhere), a ``GradScaler`` that skipped the step
+(the cleared gradients hold inf/NaN; all of the owner's gradients are read on this path).
 
-Cost: per checked ``zero_grad``, two counters; at the next step, only after a ``zero_grad`` between
-backward and step, 8 gradients read at most (skipped on devices whose values are not read:
-``values.py``).
+Cost: per checked ``zero_grad``, two counters; only for a ``zero_grad`` between backward and step,
+8 gradients and version counters read at most (skipped on devices whose values are not read:
+``values.py``) and up to 8 frames looked at, and at the next step 8 gradients read at most.
 
 Reference: ``torch.optim.Optimizer.zero_grad``
 (https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html) and the
@@ -32,7 +42,8 @@ import weakref
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import short_location, user_location
+from trainguard.sanitize.core.frames import (is_trainguard_file, is_user_code, short_location,
+                                             user_location)
 from trainguard.sanitize.core.values import readable
 
 _SAMPLE = 8
@@ -51,6 +62,12 @@ class ZeroGradBeforeStep(Check):
         super().__init__(bus)
         # (weakref(owner), backward count at the zero_grad, its location, set_to_none)
         self.pending: tuple | None = None
+        # a zero_grad that discarded the gradients of a backward since the last step, while
+        # another backward follows it before the step (zeroing at the top of an accumulation
+        # micro-loop): its _Discard, judged at the next step
+        self.discard: _Discard | None = None
+        # zero_grad location -> steps at which it was seen discarding (reported at the second)
+        self.discards: dict[Any, int] = {}
 
     def on_zero_grad(self, owner: Any, set_to_none: bool) -> None:
         state = self.state
@@ -58,10 +75,35 @@ class ZeroGradBeforeStep(Check):
         # settled loop is judged like any other
         if state.in_step or state.backward_count <= state.backwards_at_step:
             return  # zeroing before the backward or after the step: the usual, correct places
-        self.pending = (weakref.ref(owner), state.backward_count,
-                        user_location(sys._getframe(1)), set_to_none)
+        caller = sys._getframe(1)
+        where = user_location(caller)
+        self.pending = (weakref.ref(owner), state.backward_count, where, set_to_none)
+        last = state.backwards[-1] if state.backwards else None
+        if (last is None or last.retain_graph or last.where is None or where is None
+                or _own_method(caller, owner)):
+            # a graph kept for another backward (per-task gradients read one by one, as gradient
+            # surgery does), or an optimizer zeroing inside its own algorithm (SAM's first_step)
+            self.discard = None
+            return
+        params = [p for p in _params(owner) if p.requires_grad and p.grad is not None][:_SAMPLE]
+        grads = [p.grad for p in params]
+        if not grads or not readable(*grads) or not any(bool(g.any()) for g in grads):
+            self.discard = None  # nothing learned is thrown away
+            return
+        import torch
+
+        every = [p.grad for p in _params(owner) if p.grad is not None]
+        if not readable(*every) or not all(bool(torch.isfinite(g).all()) for g in every):
+            # a GradScaler skipped the step on inf/NaN gradients and the loop zeroes them: the
+            # usual, correct way on; a cleared finite batch is what is looked for
+            self.discard = None
+            return
+        self.discard = _Discard(owner, params, where, last.where, state.backward_count,
+                                state.step)
 
     def on_step_pre(self, optimizer: Any) -> None:
+        if self.discard is not None:
+            self._judge_discard(optimizer)
         pending = self.pending
         if pending is None or pending[1] != self.state.backward_count:
             return
@@ -101,3 +143,81 @@ class ZeroGradBeforeStep(Check):
 
     def on_resume(self, boundary: bool) -> None:
         self.pending = None  # a zero_grad noted before settled steps is no longer pending
+        self.discard = None
+
+    def _judge_discard(self, optimizer: Any) -> None:
+        """A step after a zero_grad that threw away a backward's gradients and a backward since:
+        when the zeroed parameters are this optimizer's (sampled) ones, unchanged since, and the
+        backward that filled the discarded gradients is written where the backward that fills
+        the step's gradients is (the same micro-batch code, run again), note it; the second
+        step at which the same zero_grad does this is reported at that zero_grad."""
+        discard, self.discard = self.discard, None
+        state = self.state
+        if discard.step != state.step or state.backward_count <= discard.backwards:
+            return
+        last = state.backwards[-1] if state.backwards else None
+        if last is None or last.retain_graph or last.where is None \
+                or last.where[:2] != discard.backward_at[:2]:
+            return  # another loss (a probe before training, a GAN's other player)
+        held = {id(p) for p in _params(optimizer)}
+        params = [r() for r in discard.params]
+        if any(p is None or id(p) not in held for p in params):
+            return  # the zeroed parameters are not (all) this optimizer's
+        if any(p._version != v for p, v in zip(params, discard.versions)):
+            return  # the parameters were moved in between (a hand-written SAM ascent step)
+        key = discard.where[:2]
+        first = self.discards.get(key)
+        if first is None:
+            self.discards[key] = state.step
+            self.hold()  # check the next steps in full: one more is needed
+            return
+        if first == state.step:
+            return
+        backwards = state.backward_count - state.backwards_at_step
+        line = discard.backward_at[1]
+        self.report(
+            f"{discard.owner_name}.zero_grad() here ran after a backward and before "
+            f"{type(optimizer).__name__}.step(), with another backward in between: it discarded "
+            f"the gradients the backward at line {line} had just accumulated, so each "
+            f"optimizer step (step {state.step + 1} here, {backwards} backward calls since the "
+            "last one) learns only from the last of them",
+            fix="call zero_grad() once per optimizer step, after step() (or before the first "
+                "micro-batch's backward), not before every backward of an accumulation loop",
+            where=discard.where)
+        self.discards[key] = -1  # reported: the same place is merged by the bus from now on
+
+
+def _own_method(caller: Any, owner: Any) -> bool:
+    """Whether the zero_grad was called by a method of ``owner`` itself (``self.zero_grad()``
+    inside an optimizer's own ``first_step``, in the user's file or a library's: part of its
+    algorithm, not of the training loop). Looks at the frames from the call out to the first
+    user frame (a few at most), trainguard's own left out."""
+    frame = caller
+    for _ in range(8):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if not is_trainguard_file(code.co_filename):
+            if code.co_argcount and code.co_varnames[0] == "self" \
+                    and frame.f_locals.get("self") is owner:
+                return True
+            if is_user_code(code):
+                return False
+        frame = frame.f_back
+    return False
+
+
+class _Discard:
+    """A zero_grad that threw away gradients a backward since the last step had filled."""
+
+    __slots__ = ("owner_name", "params", "versions", "where", "backward_at", "backwards", "step")
+
+    def __init__(self, owner: Any, params: list[Any], where: Any, backward_at: Any,
+                 backwards: int, step: int) -> None:
+        self.owner_name = type(owner).__name__
+        self.params = [weakref.ref(p) for p in params]
+        self.versions = [p._version for p in params]
+        self.where = where  # the zero_grad's line
+        self.backward_at = backward_at  # the line of the backward whose gradients it discarded
+        self.backwards = backwards  # backward calls completed at the zero_grad
+        self.step = step  # optimizer steps completed at the zero_grad

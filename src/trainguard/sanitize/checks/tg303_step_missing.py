@@ -8,13 +8,18 @@ each, up to eight of its trainable parameters: whether a backward since the prev
 When it fires: at the end of the run, for an optimizer that went through at least two full cycles
 of ``zero_grad`` -> backward reaching its parameters -> ``zero_grad`` again, whose parameters never
 changed in those cycles, and whose ``step()`` was not called once in the whole watched run.
-Reported at the line of the backward that completed the second cycle, with the whole run's counts.
+Reported at the first backward after the optimizer's previous ``zero_grad`` when the second
+cycle completed (a GAN's discriminator backward, not the generator's through it), with the whole
+run's counts.
 Also, when the optimizer's own ``zero_grad`` never runs (it sits with the step in a branch that is
 never taken, e.g. ``if (i + 1) % accum == 0`` with fewer batches than ``accum``): for each
 optimizer user code built (noted at construction, with its parameters' version counters), at
 exit: at least two backward calls since it was built, its (sampled) parameters hold finite
 gradients not all zero, their version counters never moved, and it never stepped; reported at the
-last backward's line.
+last backward's line. Either finding is reported instead at the ``step()`` call written for that
+optimizer, when one was found in the functions running at its first backward calls
+(``core/step_site.py``: ``X.step(...)`` whose receiver or first argument is the optimizer), with
+the condition around it named.
 
 Silent on: optimizers that step, however late (a backbone optimizer zeroed every step but stepped
 only after a warm-up epoch; a gradient probe that uses the training optimizer's ``zero_grad``
@@ -24,7 +29,9 @@ a cycle), manual SGD (``p -= lr * p.grad`` changes the version counter), gradien
 with ``model.zero_grad()``, backward passes that do not reach this optimizer's parameters
 (another model's).
 
-Cost: per optimizer built, 8 version counters noted once; per ``zero_grad`` of an optimizer that
+Cost: per optimizer built, 8 version counters noted once, and until its first step, at each of its
+first 3 backward calls, a look for its ``step()`` call in up to 4 user frames (one parse per file,
+cached); per ``zero_grad`` of an optimizer that
 never stepped, 8 parameters' version counters and
 gradients (finiteness read on CPU and CUDA only); one set look-up once it has stepped; at exit, one
 pass over the candidates.
@@ -40,16 +47,18 @@ import weakref
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import user_location
+from trainguard.sanitize.core.frames import short_location, user_location
+from trainguard.sanitize.core.step_site import StepSite, find_step_site
 from trainguard.sanitize.core.values import readable
 
 _SAMPLE = 8
 _CYCLES = 2
+_TRIES = 3  # backward calls per optimizer at which its step() call is looked for
 
 
 class _Followed:
     __slots__ = ("params", "versions", "start", "backwards", "cycles", "optimizer", "name",
-                 "shapes", "where", "keep")
+                 "shapes", "where", "keep", "site", "tries")
 
     def __init__(self, optimizer: Any, params: list[Any], backwards: int) -> None:
         self.optimizer = weakref.ref(optimizer)
@@ -62,13 +71,17 @@ class _Followed:
         self.shapes = ""
         self.where: Any = None  # the backward line that completed the second cycle
         self.keep: list[Any] = []  # the sampled parameters, held (built optimizers only)
+        self.site: StepSite | None = None  # the step() written for it (built optimizers only)
+        self.tries = 0  # backward calls at which that call was looked for
 
 
 class StepMissing(Check):
     code = "TG303"
     # listened to only while some optimizer has gone two cycles without a step, so that one
-    # stepping after its last zero_grad (or dying before the end) is known to have stepped
-    on_demand = ("on_step",)
+    # stepping after its last zero_grad (or dying before the end) is known to have stepped, and
+    # while an optimizer user code built has not stepped yet (its step() call is looked for at
+    # the first backward calls)
+    on_demand = ("on_step", "on_backward")
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
@@ -91,6 +104,15 @@ class StepMissing(Check):
             # trainer object that is gone) is judged when it is freed
             followed.keep = params[:_SAMPLE]
             weakref.finalize(obj, self._freed, id(obj), followed)
+            self.arm()
+
+    def on_backward(self, call: Any) -> None:
+        # Before an optimizer's first step: find the step() written for it in the functions
+        # running now, so that a step that never runs is reported where it is written.
+        for optimizer, followed in list(self.built.items()):
+            if followed.site is None and followed.tries < _TRIES and followed.keep:
+                followed.tries += 1
+                followed.site = find_step_site(optimizer, sys._getframe(1))
 
     def _freed(self, key: int, followed: _Followed) -> None:
         try:
@@ -104,9 +126,10 @@ class StepMissing(Check):
         followed.keep = []
         if message:
             last = self.state.backwards[-1].where if self.state.backwards else None
-            self.report(message, fix="call optimizer.step() after loss.backward() in every "
+            where, said = _at_site(followed.site, last)
+            self.report(message + said, fix="call optimizer.step() after loss.backward() in every "
                         "training step (a step inside a condition that is never true: check the "
-                        "counter it tests)", where=last)
+                        "counter it tests)", where=where)
 
     def on_zero_grad(self, owner: Any, set_to_none: bool) -> None:
         if not hasattr(owner, "param_groups") or owner in self.done:
@@ -132,6 +155,13 @@ class StepMissing(Check):
     def on_step(self, optimizer: Any) -> None:
         if id(optimizer) in self.pending:
             self._stepped(optimizer)
+        followed = self.built.get(optimizer)
+        if followed is not None:
+            followed.keep = []  # it steps: nothing to judge at exit
+            followed.tries = _TRIES
+        if not self.pending and not any(f.keep and f.tries < _TRIES
+                                        for f in self.built.values()):
+            self.disarm()
 
     def on_exit(self) -> None:
         self.exited = True
@@ -140,9 +170,11 @@ class StepMissing(Check):
             if optimizer is not None and optimizer in self.state.optimizers:
                 continue
             followed.backwards = self.state.backward_count
-            self.report(_message(followed),
+            built = self.built.get(optimizer) if optimizer is not None else None
+            where, said = _at_site(built.site if built is not None else None, followed.where)
+            self.report(_message(followed) + said,
                         fix="call optimizer.step() after loss.backward() in every training step",
-                        where=followed.where)
+                        where=where)
         for optimizer, followed in list(self.built.items()):
             if (id(optimizer) in self.pending or optimizer in self.done
                     or optimizer in self.state.optimizers):
@@ -189,6 +221,7 @@ class StepMissing(Check):
     def _cycle(self, optimizer: Any, followed: _Followed) -> None:
         import torch
 
+        since = followed.backwards  # backward calls completed at its previous zero_grad
         followed.backwards = self.state.backward_count
         params = [r() for r in followed.params]
         if any(p is None for p in params):
@@ -208,8 +241,12 @@ class StepMissing(Check):
         followed.cycles += 1
         if followed.cycles < _CYCLES:
             return
-        last = self.state.backwards[-1].where if self.state.backwards else None
-        followed.where = last if last is not None else user_location(sys._getframe(1))
+        # the first backward after its previous zero_grad: the one meant to fill the gradients
+        # this optimizer should have applied (a later one may be another model's, through it)
+        first = next((b.where for b in self.state.backwards if b.index == since), None)
+        if first is None and self.state.backwards:
+            first = self.state.backwards[-1].where
+        followed.where = first if first is not None else user_location(sys._getframe(1))
         followed.shapes = ", ".join(str(tuple(p.shape)) for p in params[:3])
         self.pending[id(optimizer)] = followed
         self.arm()
@@ -223,3 +260,14 @@ def _message(followed: _Followed) -> str:
             f"{name}'s parameters (shapes {followed.shapes}) and zero_grad() cleared them "
             f"{cycles} time{'s' if cycles != 1 else ''}, and {name}.step() was never called in "
             f"the whole run: the parameters have not changed")
+
+
+def _at_site(site: StepSite | None, fallback: Any) -> tuple[Any, str]:
+    """Where to report (the ``step()`` written for the optimizer, else ``fallback``: a backward
+    line) and the sentence that names it."""
+    if site is None:
+        return fallback, ""
+    guard = (f", inside `{site.guard[1]}` (line {site.guard[0]}), which never let it run"
+             if site.guard is not None and site.guard[0] != site.where[1] else
+             ", which never ran")
+    return site.where, f"; its step call is written here (`{site.text}`){guard}"

@@ -25,7 +25,10 @@ output (directly or through other modules), or it took a trained model's output 
 loss was computed on its output or a later module's, while the trained model's output went to no
 loss directly and no loss compared two of its outputs (a perceptual-style loss network); or losses
 of a trained model's outputs were computed inside its call or passed to it, and its own parameters
-are applied after them in its output (learned multi-task loss weights, ifzhang/FairMOT#19). Read
+are applied after them in its output (learned multi-task loss weights, ifzhang/FairMOT#19) or
+inside them (a loss module with its own parameters, such as an ArcFace margin head computing the
+cross-entropy in its call: its parameters are leaves of the loss's graph, found within 64 nodes,
+and it took no floating target of the prediction's shape). Read
 from the ``Made`` stamps on outermost outputs and a mark on the ``grad_fn`` of each watched loss's
 output, found from positional and keyword arguments, on the latest checked steps. Also: a model no optimizer holds receives gradients while no
 optimizer that steps has a gradient on any of its parameters (None, or zeros): an optimizer built
@@ -61,8 +64,9 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import user_location
-from trainguard.sanitize.core.graph import LOSS_OUT, node_metadata, stamped_models, weighs_losses
+from trainguard.sanitize.core.frames import user_frames, user_location
+from trainguard.sanitize.core.graph import (LOSS_OUT, MADE, graph_nodes, node_metadata,
+                                            stamped_models, weighs_losses)
 from trainguard.sanitize.core.params import (ParamMap, all_parameters, held_ids, no_gradients,
                                              value_sum)
 from trainguard.sanitize.core.records import graph_tensors
@@ -76,10 +80,10 @@ class _Suspect:
     accumulated a gradient into it since (a hook, so this is known even after it is freed)."""
 
     __slots__ = ("ref", "name", "shape", "numel", "model", "stale", "listed", "series", "trained",
-                 "handle", "version", "total")
+                 "handle", "version", "total", "built")
 
     def __init__(self, p: Any, name: str, model: str, stale: str, listed: str,
-                 series: str = "") -> None:
+                 series: str = "", built: Any = None) -> None:
         self.ref = weakref.ref(p)
         self.name = name
         self.shape = tuple(p.shape)
@@ -88,6 +92,7 @@ class _Suspect:
         self.stale = stale  # the class of the optimizer stepping without gradients, or ""
         self.listed = listed  # the plain list/dict attribute that keeps its module, or ""
         self.series = series  # how its separate model is chained to a trained one, or ""
+        self.built = built  # the user's line that built the optimizer it was left out of, or None
         self.trained = False  # set by the hook
         self.handle: Any = None
         self.version = p._version
@@ -150,6 +155,8 @@ class ParamsNotInOptimizer(Check):
         self.suspects: dict[int, _Suspect] = {}  # id(param): noted at the last look
         self.done = ParamMap()  # parameters reported, or found trained some other way
         self.added_at = ParamMap()  # parameter -> the user's line that added it (on_params_added)
+        # optimizer -> the user's line that built it (on_built): where parameters were left out
+        self.built_at: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
         self.idle: weakref.WeakSet[Any] = weakref.WeakSet()  # optimizers found by gc, not stepped
         self.where: Any = None  # the step line where the suspects were noted
         # What the looks read, replaced at each look after which checked steps brought a new
@@ -176,9 +183,12 @@ class ParamsNotInOptimizer(Check):
                 self._records().consumed.setdefault(key, set()).update(made_by)
                 if losses:  # it took a loss (or something computed from one)
                     behind_losses |= made_by
-        if behind_losses and weighs_losses(call.output, key):
-            # its own parameters enter after the losses: learned loss weights (uncertainty
-            # weighting) or a loss module with parameters
+        if behind_losses and (weighs_losses(call.output, key)
+                              or (not _takes_a_target_like(call)
+                                  and _own_leaf_in(call.output, call.module))):
+            # its own parameters enter after the losses (learned loss weights, uncertainty
+            # weighting) or inside them (a loss module with parameters: learned class weights,
+            # an ArcFace margin head): they are on the path of the loss
             self._records().weighs.setdefault(key, set()).update(behind_losses)
 
     def on_loss(self, call: Any) -> None:
@@ -238,6 +248,10 @@ class ParamsNotInOptimizer(Check):
         if confirmed:
             self._report(self._not_held_by_idle(confirmed))
 
+    def on_built(self, obj: Any, where: Any) -> None:
+        if where is not None and hasattr(obj, "param_groups"):
+            self.built_at[obj] = where
+
     def on_params_added(self, module: Any, params: list, where: Any) -> None:
         for p in params:  # (a head assigned to a model already built, a parameter made in a hook)
             self.added_at[p] = where
@@ -263,10 +277,11 @@ class ParamsNotInOptimizer(Check):
             where = self.where or self.state.last_backward_where()
             self._report(self._not_held_by_idle(still), where=where)
 
-    def _missing(self, optimizer: Any) -> dict[int, tuple[Any, str, str, str, str]]:
+    def _missing(self, optimizer: Any) -> dict[int, tuple[Any, str, str, str, str, str, Any]]:
         """Parameters that require grad and hold a gradient, of a model some optimizer trains
         (or of any model, when no optimizer that steps has a single gradient), that no optimizer
-        holds: ``id(p) -> (p, name, model class, stale optimizer's class or "", container)``."""
+        holds: ``id(p) -> (p, name, model class, stale optimizer's class or "", container,
+        series phrase, the line that built the optimizer they were left out of or None)``."""
         held = held_ids([*self.state.optimizers, *self.idle])
         stale: bool | None = None  # worked out only when a model no optimizer trains has grads
         out = {}
@@ -276,6 +291,7 @@ class ParamsNotInOptimizer(Check):
         for model in models:
             named = params[id(model)]
             cause = series = ""
+            blame: Any = None  # the optimizer the parameters were left out of
             if id(model) not in trained:
                 # No optimizer trains this model: evaluation, a frozen teacher, feature extraction
                 # -- or an optimizer left holding an earlier model's parameters, or a separate
@@ -289,11 +305,28 @@ class ParamsNotInOptimizer(Check):
                     if not stale:
                         continue
                     cause = type(optimizer).__name__
+                    blame = optimizer
             for name, p, listed in named:
                 if (p.requires_grad and p.grad is not None and id(p) not in held
                         and p not in self.done):
-                    out[id(p)] = (p, name, type(model).__name__, cause, listed, series)
+                    if blame is None:
+                        blame = self._holder(model, named, trained)
+                    out[id(p)] = (p, name, type(model).__name__, cause, listed, series,
+                                  self.built_at.get(blame) if blame is not None else None)
         return out
+
+    def _holder(self, model: Any, named: list, trained: dict[int, Any]) -> Any:
+        """The optimizer that holds some of ``model``'s parameters (for a separate model: one
+        that holds a parameter of a trained model), or None; on the rare path of a suspect."""
+        optimizers = [*self.state.optimizers, *self.idle]
+        if id(model) in trained:
+            ids = {id(p) for _, p, _ in named}
+        else:
+            ids = {id(p) for m in trained.values() for _, p, _ in all_parameters(m)}
+        for o in optimizers:
+            if any(id(p) in ids for g in o.param_groups for p in g["params"]):
+                return o
+        return None
 
     def _series(self, model: Any, trained: dict[int, Any]) -> str:
         """How ``model`` (which no optimizer holds) sits in series with a trained model on the way
@@ -343,6 +376,14 @@ class ParamsNotInOptimizer(Check):
             p = v.ref()
             if p is not None:
                 self.done[p] = True
+        built = next((v.built for v in still if v.built is not None), None)
+        if built is not None and (not still[0].stale or _running(built)):
+            # the cause: the line that built the optimizer without them (a line that added them
+            # to a model already built, when known, is named below instead). An optimizer built
+            # for an earlier model is blamed where it was built only while the function that
+            # built it still runs (it builds the models too: a fold loop); one carried into
+            # another object (a copied estimator) is reported where it steps.
+            where = built
         total = sum(v.numel for v in still)
         names = ", ".join(f"`{v.name}` {v.shape}" for v in still[:4])
         more = f" and {len(still) - 4} more" if len(still) > 4 else ""
@@ -393,3 +434,57 @@ class ParamsNotInOptimizer(Check):
                     "with optimizer.add_param_group({'params': [...]}); to keep them fixed, call "
                     "requires_grad_(False) on them (no gradient is then computed)",
                 where=where)
+
+
+def _running(where: Any) -> bool:
+    """Whether the line ``where`` belongs to a user function running now (on the stack)."""
+    for frame in user_frames(sys._getframe(1)):
+        code = frame.f_code
+        if code.co_filename == where[0] and any(
+                line == where[1] for _, _, line in code.co_lines()):
+            return True
+    return False
+
+
+def _own_leaf_in(output: Any, module: Any, limit: int = 64) -> bool:
+    """Whether the graph of the first tensor in ``output`` (an outermost call's, which computed a
+    loss inside) reaches one of ``module``'s own parameters as a leaf before any other model's
+    output: the loss is computed with them (a learned class-weight vector passed as ``weight=``,
+    an ArcFace margin head's weight). The walk stops at other models' outputs and after
+    ``limit`` nodes."""
+    from trainguard.sanitize.core.records import graph_tensors
+
+    own = {id(p) for p in module.parameters(recurse=True)}
+    if not own:
+        return False
+    key = id(module)
+    for tensor in graph_tensors((output,), {}):
+        found = [False]
+
+        def stop(node: Any) -> bool:
+            meta = node_metadata(node)
+            made = meta.get(MADE) if meta else None
+            if made is not None and made.model_id != key:
+                return True  # another model's output: its parameters are its own
+            if id(getattr(node, "variable", None)) in own:
+                found[0] = True
+                return True
+            return False
+
+        for _ in graph_nodes(tensor.grad_fn, limit=limit, stop=stop):
+            if found[0]:
+                return True
+        return found[0]
+    return False
+
+
+def _takes_a_target_like(call: Any) -> bool:
+    """Whether the call took, beside a tensor with a graph, a floating tensor without one of the
+    same shape: a target it compares the prediction with (a perceptual loss network applied to
+    both, whose parameters are not meant to learn), not class labels."""
+    shapes = {tuple(t.shape) for t in graph_tensors(call.args, call.kwargs)}
+    for a in (*call.args, *call.kwargs.values()):
+        if (getattr(a, "grad_fn", 1) is None and getattr(a, "is_floating_point", None) is not None
+                and a.is_floating_point() and tuple(a.shape) in shapes):
+            return True
+    return False

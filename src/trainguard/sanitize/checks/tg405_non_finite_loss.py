@@ -1,70 +1,61 @@
-"""TG405 non-finite-loss: the loss became NaN or Inf.
+"""TG405 non-finite-loss: the loss or a gradient became NaN or Inf.
 
-What it watches: the root of every ``backward()`` when it is a single value (the loss), read by its
-device type (``sanitize/core/values.py``). On the CPU its value is read (``.item()``, about a
-microsecond). On CUDA a ``torch.isfinite`` flag is copied to pinned memory without blocking, and
-read at a later backward once its CUDA event has completed, so the check never waits for the GPU.
-On any other device (``meta``, which has no values; ``xla``) the loss is not read. The watcher's stamp on each outermost training output (its
-``grad_fn``'s ``Made``) holds weak references to the call's tensor arguments and to the output.
+What it watches, settled steps too: the root of every ``backward()`` when it is a single value
+(the loss), and the output of every outermost module call that is a scalar with a graph (a custom
+loss module, a model that returns its loss: seen before any backward, also when the script stops
+on it). Values are read by device type (``sanitize/core/values.py``): on the CPU ``.item()``; on
+CUDA a ``torch.isfinite`` flag copied to pinned memory without blocking, read at a later backward
+once its event completed; other devices (``meta``) are not read. On checked steps only, before
+each ``optimizer.step()``, the gradients' largest magnitudes (``torch._foreach_norm(grads, inf)``,
+CPU) are tested; a step a GradScaler skips never calls ``optimizer.step()``.
 
-When it fires: the first non-finite loss. The finding names the optimizer step and backward line,
-and then looks once for the cause (only now, never on a healthy step), in the outermost calls
-whose stamped outputs the loss's graph holds, from the latest on (when it holds none, the latest
-outermost training forward), naming the first that made a non-finite value:
-- the input batch already holds NaN/Inf; when that input is another outermost call's output (an
-  encoder's, a generator's, also detached: the same memory), that call is examined in turn;
-- the model's output was finite, so the loss computation itself made the value (``log(0)``, a
-  division by zero, a target out of range), said when no call made a non-finite value;
-- otherwise the call's forward is re-run once on the same batch (its keyword arguments too) under
-  ``torch.no_grad()``, with the RNG state forked and every buffer (BatchNorm running statistics)
-  swapped for a copy (the originals are never touched, so the backward about to run is
-  unaffected), and with forward hooks that name the first module whose output is non-finite,
-  saying whether its own parameters were already non-finite.
-Reported once per run (every later step is non-finite too). On the CPU the first and the latest
-finite loss are kept (two numbers), so a loss that grew by 1000x, or beyond 1e6, before it
-overflowed is said to have diverged (too large a learning rate, inputs or targets on large
-scales), and a finite output too large to square in its dtype (above 1.8e19 in float32) is named
-as what overflowed, instead of the log/division/sqrt causes.
+When it fires, once per run, at the cause (the line to change), the symptom in the message:
+- the first non-finite loss. The outermost calls whose stamped outputs the loss's graph holds are
+  examined, latest first (``sanitize/core/nonfinite.py``): an input batch that already holds
+  NaN/Inf (followed to the call that made it, 2 levels); else the call's forward re-run once
+  (no grad, RNG forked, buffers swapped for copies: the run's numbers are untouched) with forward
+  hooks naming the first module whose output is non-finite and a ``TorchFunctionMode`` naming the
+  first op that made NaN/Inf from finite inputs, reported at the user's line that called it
+  (``x / x.norm()``, ``torch.log(p)``). When every call's output was finite, the loss
+  computation made it: a graph node whose saved input sits at its singular point (log of 0, a
+  division by 0) is named, and when that input is a model's output, the submodule that made it
+  (a ReLU head with exact zeros) and its line in ``forward``;
+- the loss diverged first (grew 1000x, or beyond 1e6, on the CPU; two numbers kept): reported at
+  the line that set the learning rate (the literal in the optimizer's construction, or the config
+  entry, assignment or ``add_argument`` default it names);
+- a gradient is NaN/Inf while the loss is finite: the latest outermost call re-run, naming the
+  first op at a singular point of its derivative (sqrt at 0, acos at +-1, ``x ** 0.5`` at 0) and
+  its line; else the backward line, with the parameters named.
 
 With a ``GradScaler`` the root of backward is the scaled loss, which may overflow by design (the
-scaler then skips the step and lowers its scale). So a non-finite root is confirmed, only then,
-by looking once for a live enabled ``GradScaler`` (``gc``); with one, the unscaled loss (the output
-of the last loss module or functional loss, weakly held) must be non-finite too, and without a
-loss call nothing is reported.
+scaler skips the step): a non-finite root is confirmed by finding a live enabled ``GradScaler``
+(``gc``, once) and a non-finite unscaled loss (the last loss call's output, weakly held; on a
+settled step ``loss * scale``: ``core/nonfinite.scaled_root_is_non_finite``).
 
-Settled steps (``sanitize/core/cadence.py``): every forward is recorded and the loss of every backward
-read, so the finding names the exact step, with its cause. Under a ``GradScaler`` no loss call of
-a settled step is recorded; the root is ``loss * scale`` with a finite positive scale, so a NaN
-root is a NaN loss, and an infinite root counts only in float32/64 and only when the loss must
-exceed 1e30 for the product to overflow (the dtype's largest value divided by the scale, read from
-the product's saved factor: about 5e33 with the default scale of 65536; a huge ``init_scale`` such
-as 3e38 overflows with a loss of 1.2, and is not reported).
+Silent on: finite losses and gradients; scaled losses that overflow while the loss is finite;
+gradients under an enabled GradScaler; a norm of a zero vector (PyTorch gives it a zero subgradient).
 
-Silent on: finite losses, scaled losses that overflow while the loss itself is finite. Gradients that overflow while the loss is finite (fp16 with a
-``GradScaler`` skipping steps) are not this check's concern.
+Cost: per backward one value read (CPU) or one non-blocking flag copy (CUDA); per outermost call a
+type test (``.item()`` only for a scalar with a graph); per checked step one foreach max-norm of
+the gradients (CPU). Once, at the finding: one graph walk (20,000 nodes at most), 4 calls
+examined, each re-run at most once, one heap scan for a GradScaler, one parse of a file.
 
-Cost: per backward, settled steps too, one value read (CPU) or one non-blocking copy of a flag
-(CUDA, 64 pending at most); no read on other devices. Once, at the first non-finite loss: one walk
-of the loss's graph down to the stamps of the calls it holds (20,000 nodes at most), 4 calls
-examined (2 levels upstream each), each at most one re-run of its forward, 64 stamps compared by
-storage, and one scan of the heap for a GradScaler (``bounds.live_objects``).
-
-Reference: ``torch.autograd.detect_anomaly`` (the expensive way to find the op)
-https://pytorch.org/docs/stable/autograd.html#anomaly-detection; GitHub issue
-https://github.com/karpathy/nanoGPT/issues/136.
+Reference: ``torch.autograd.detect_anomaly`` https://pytorch.org/docs/stable/autograd.html;
+https://pytorch.org/docs/stable/notes/autograd.html; karpathy/nanoGPT#136, pytorch/pytorch#2421.
 """
 
 from __future__ import annotations
 
-import math
 import weakref
 from typing import Any
 
-from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location
-from trainguard.sanitize.core.graph import graph_nodes, node_metadata, stamp_by_storage, stamp_of
-from trainguard.sanitize.core.records import MADE, Made
+from trainguard.sanitize.core.graph import stamp_by_storage, stamp_of
+from trainguard.sanitize.core.nonfinite import (finite_output, is_stamped, rerun,
+                                                scaled_root_is_non_finite, scaler_in_use,
+                                                non_finite_grads, singular_node, stamped_calls)
+from trainguard.sanitize.core.setting import learning_rate_line
 from trainguard.sanitize.core.values import READ_LATER, reading
 
 _MAX_ROOT = 1  # only scalar roots: a loss
@@ -72,25 +63,55 @@ _CALLS = 4  # outermost calls in the loss's graph examined at most
 _UPSTREAM = 2  # levels of calls whose output was another's non-finite input followed at most
 _DIVERGED_AT = 1e6  # a finite loss this large before the overflow: the run diverged
 _DIVERGED_GROWTH = 1e3  # ... or one that grew this much since the first step
-_HUGE_LOSS = 1e30  # a scaled loss that overflowed counts as an infinite loss when the loss must exceed this
+_DIVERGED_FIX = ("lower the learning rate, normalize the inputs and regression targets (zero mean, "
+                 "unit variance), or clip gradients")
+
+
+def _shown(names: list[Any]) -> str:
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return ", ".join(str(n) for n in names[:3]) + more
 
 
 class NonFiniteLoss(Check):
     code = "TG405"
     stamps = "inputs"  # outputs stamped, with weak references to the call's tensor arguments
-    always = ("on_backward",)  # every step is looked at, settled ones too
+    always = ("on_backward", "on_root_forward")  # every step is looked at, settled ones too
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.done = False
-        # the stamps on outermost outputs hold weak references to the call's tensor arguments and
-        # output (Made.inputs, Made.output), for the re-run
         self.pending: list[tuple] = []  # CUDA: (host flag, event, step, where)
         self.scaled: bool | None = None  # a GradScaler is in use (looked up at the first non-finite root)
         self.last_loss: Any = None  # weakref to the last loss output, used under a GradScaler
         # CPU: (optimizer step, value, backward line) of the first finite loss
         self.first: tuple | None = None
         self.latest: tuple | None = None  # ... and the latest one
+        self.cause_at: Any = None  # the user's line that made the first non-finite value
+        import torch
+        self._tensor = torch.Tensor
+        self.built: list[tuple[Any, Any]] = []  # (weakref to an optimizer, where it was built)
+
+    def on_built(self, obj: Any, where: Any) -> None:
+        import torch
+
+        if isinstance(obj, torch.optim.Optimizer):
+            self.built = [b for b in self.built if b[0]() is not None][-7:]
+            self.built.append((weakref.ref(obj), where))
+
+    def on_root_forward(self, call: Any) -> None:
+        # A module whose output is a scalar with a graph is a loss (a custom loss module, a model
+        # that returns its loss): a NaN there is seen before any backward, also when the script
+        # stops on it (``if not torch.isfinite(loss): break``) without calling backward.
+        out = call.output
+        if out.__class__ is not self._tensor or out.ndim or out.grad_fn is None \
+                or self.done or not out.is_cpu:
+            return
+        value = out.item()
+        if type(value) is float and value - value != 0.0:  # (an unscaled loss: no GradScaler test)
+            if self.scaled is None:
+                self.scaled = scaler_in_use()
+            self._found(value, self.state.step + 1, call.where, root=out,
+                        made_by=type(call.module).__name__)
 
     def on_loss(self, call: Any) -> None:
         out = call.output
@@ -121,33 +142,39 @@ class NonFiniteLoss(Check):
         elif self._loss_is_non_finite(root, value):
             self._found(value, self.state.step + 1, call.where, root=root)
 
+    def on_step_pre(self, optimizer: Any) -> None:
+        # Checked steps only: a NaN/Inf gradient while the loss was finite (a singular derivative)
+        if self.done or self.scaled:
+            return
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"]
+                 if p.grad is not None]
+        if not grads or not all(g.is_cpu and not g.is_sparse and g.is_floating_point()
+                                for g in grads):
+            return
+        import torch
+        norms = torch._foreach_norm(grads, float("inf"))  # max |g|: NaN or inf only if one is
+        dtype = grads[0].dtype
+        if any(g.dtype != dtype for g in grads):
+            norms = [n.to(dtype) for n in norms]
+        total = torch.stack(norms).sum().item()  # note: a sync on a checked step only (CPU)
+        if total - total == 0.0:  # finite (an overflowing sum is confirmed per tensor below)
+            return
+        if self.scaled is None:
+            self.scaled = scaler_in_use()
+        if not self.scaled:
+            self._bad_gradients(optimizer)
+
     def _loss_is_non_finite(self, root: Any = None, value: float = 0.0) -> bool:
         """Under a GradScaler, whether the unscaled loss is non-finite too (rare path only).
         ``root``/``value``: the CPU backward root and its value, read by the caller."""
         if self.scaled is None:
-            self.scaled = _scaler_in_use()
+            self.scaled = scaler_in_use()
         if not self.scaled:
             return True
         import torch
 
         if root is not None and self.bus.cadence.skipping:
-            # A settled step: no loss call was recorded. GradScaler.scale() made the root as
-            # loss * scale (scale finite and positive), so a NaN root means a NaN loss. An infinite
-            # root means a loss beyond the dtype's largest value divided by the scale: with the
-            # default scale (65536) and float32, beyond ~5e33, an infinite loss in all but name;
-            # with a huge scale (or float16/bfloat16) the product may overflow by design.
-            node = root.grad_fn
-            if node is None or type(node).__name__ != "MulBackward0":
-                return False
-            if math.isnan(value):
-                return True
-            if root.dtype not in (torch.float32, torch.float64):
-                return False
-            scale = getattr(node, "_saved_other", None)  # the scale tensor, saved by the product
-            if isinstance(scale, torch.Tensor) and scale.numel() == 1:
-                factor = float(scale)
-                return factor > 0 and torch.finfo(root.dtype).max / factor > _HUGE_LOSS
-            return True
+            return scaled_root_is_non_finite(root, value)  # (a settled step: no loss call seen)
         loss = self.last_loss() if self.last_loss is not None else None
         if loss is None or not loss.is_floating_point() or loss.numel() != 1:
             return False
@@ -180,25 +207,66 @@ class NonFiniteLoss(Check):
         self.pending.clear()
 
     def _found(self, value: float, step: int, where: Any, *, exact: bool = True,
-               root: Any = None) -> None:
+               root: Any = None, made_by: str = "") -> None:
         self.done = True
         what = f"the loss is {value}" if exact else "the loss is NaN or Inf"
+        self.cause_at = None
         cause = self._cause(root) if exact else ""  # (on CUDA the graph is gone by now)
         diverged = self._diverged(where)
+        lr_at = learning_rate_line(self.built) if diverged else None
+        if lr_at is not None:  # the cause is the learning rate: the line that set it
+            self.cause_at = lr_at
+            diverged += f" (learning rate set at {short_location(lr_at)})"
         # Without a scaler the step writes NaN into the weights, so every later step is NaN too;
         # a GradScaler finds the non-finite gradients and skips that step instead.
         after = ("the GradScaler skips every step whose gradients are not finite, so such batches "
                  "do not train the model, and each skip lowers the scale" if self.scaled
                  else "every step after it trains on NaN")
-        if diverged:
-            fix = ("lower the learning rate, normalize the inputs and regression targets (zero "
-                   "mean, unit variance), or clip gradients")
-        else:
-            fix = ("lower the learning rate or clip gradients, check the named module and the "
-                   "inputs for NaN/Inf, add an epsilon inside log/sqrt/division")
+        fix = _DIVERGED_FIX if diverged else (
+            "lower the learning rate or clip gradients, check the named module and the inputs for "
+            "NaN/Inf, add an epsilon inside log/sqrt/division")
         self.report(
-            f"{what} at optimizer step {step} (backward at {short_location(where)}){diverged}"
-            f"{cause}; {after}", fix=fix, where=where)
+            f"{what} at optimizer step {step} ({'made by ' + made_by if made_by else 'backward'}"
+            f" at {short_location(where)}){diverged}{cause}; {after}", fix=fix,
+            where=self.cause_at or where)
+
+    def _bad_gradients(self, optimizer: Any) -> None:
+        """Report gradients that are NaN/Inf before ``optimizer``'s step while the loss was finite;
+        the cause: the latest outermost call re-run, naming the first op evaluated where its
+        derivative is infinite or undefined (its line is the place), else the backward line."""
+        bad = non_finite_grads(optimizer, self.state.models._refs.values())
+        if not bad:  # only the sum of the largest magnitudes overflowed
+            return
+        self.done = True
+        self.cause_at = None
+        cause = ""
+        for made in stamped_calls(None, self.state)[:1]:
+            ref = self.state.models._refs.get(made.model_id)
+            model = ref() if ref is not None else None
+            args = [r() for r in made.inputs] if made.inputs else None
+            if model is not None and args is not None and all(a is not None for a in args) \
+                    and not made.kwargs:
+                cause = self._op(self._rerun(model, args, None, singular=True))
+        loss = f" while the loss was {self.latest[1]:.4g}" if self.latest else ""
+        where = self.latest[2] if self.latest else None
+        diverged = self._diverged(where) if where is not None else ""
+        if diverged:
+            self.cause_at = learning_rate_line(self.built)
+            if self.cause_at is not None:
+                diverged += f" (learning rate set at {short_location(self.cause_at)})"
+            self.report(
+                f"the gradient of {_shown(bad)} is NaN or Inf before optimizer step "
+                f"{self.state.step + 1}{loss}{diverged}; the step writes NaN into the weights",
+                fix=_DIVERGED_FIX, where=self.cause_at or where)
+            return
+        self.report(
+            f"the gradient of {_shown(bad)} is NaN or Inf before optimizer step {self.state.step + 1}"
+            f"{loss}: an op's derivative is infinite or undefined at the values it saw{cause}; "
+            "the step writes NaN into the weights",
+            fix="keep the op away from its singular point (sqrt(x + eps), "
+                "x / x.norm().clamp_min(eps), acos(x.clamp(-1 + eps, 1 - eps))) or use "
+                "F.normalize; torch.autograd.detect_anomaly() names the backward op",
+            where=self.cause_at or where)
 
     def _diverged(self, where: Any) -> str:
         """The loss's growth before it overflowed, when it grew by 1000x or beyond 1e6 (CPU
@@ -223,12 +291,37 @@ class NonFiniteLoss(Check):
         is named; when none did, what the latest one says (its output was finite). "" when nothing
         is found."""
         first = ""
-        for made in _stamped_calls(root, self.state)[:_CALLS]:
+        for made in stamped_calls(root, self.state)[:_CALLS]:
             said, non_finite = self._explain(made, _UPSTREAM)
             if non_finite:
                 return said
             first = first or said
-        return first
+        return first + self._loss_op(root)
+
+    def _loss_op(self, root: Any) -> str:
+        """The op of the loss computation (between the models' outputs and the loss) whose saved
+        input sits at a singular point (log of 0, a division by 0), as a clause; when that input is
+        a model's output, the submodule that made it and the line that called it (the cause)."""
+        hit = singular_node(root, stop=is_stamped)
+        if hit is None:
+            return ""
+        node, saved, what = hit
+        said = f"; in the loss computation, {what} ({type(node).__name__})"
+        made = stamp_of(saved) or stamp_by_storage(saved, self.state.stamps)
+        ref = self.state.models._refs.get(made.model_id) if made is not None else None
+        model = ref() if ref is not None else None
+        args = [r() for r in made.inputs] if made is not None and made.inputs else None
+        if model is None or args is None or any(a is None for a in args) or made.kwargs:
+            return said
+        made_at = self._rerun(model, args, None, record=True).made_by(saved)
+        if made_at is None:
+            return said
+        qual, kind, at = made_at
+        if at is not None and self.cause_at is None:
+            self.cause_at = at
+        return (f"{said}: its input is `{qual}` ({kind})'s output, made at {short_location(at)} "
+                f"inside {made.module}, which holds exact zeros or values at the op's singular "
+                "point")
 
     def _explain(self, made: Any, upstream: int) -> tuple[str, bool]:
         """What the outermost call that ``made`` stamps tells about the non-finite loss, and
@@ -268,120 +361,40 @@ class NonFiniteLoss(Check):
                 return said, True
             out = out_ref() if out_ref is not None else None
             if out is not None and out.is_floating_point() and bool(torch.isfinite(out).all()):
-                return _finite_output(
+                return finite_output(
                     f"{name}'s output at {short_location(fwd_where)} was finite", out), False
-        self.state.modules.append(model)  # inner calls of the re-run are not outermost forwards
-        try:
-            found, output = _rerun(model, arg_refs, named)
-        finally:
-            self.state.modules.pop()
-        if found is None:
+        found = self._rerun(model, arg_refs, named)
+        if found.module is None and found.op is None:
             # the output itself was freed (a temporary passed on): the re-run's stands for it
+            output = found.output
             if isinstance(output, torch.Tensor) and output.is_floating_point() \
                     and bool(torch.isfinite(output).all()):
-                return _finite_output(
+                return finite_output(
                     f"re-running {name}'s forward from {short_location(fwd_where)} on the same "
                     "batch gives a finite output", output), False
             return "", False
-        module_name, kind, params_bad = found
-        whose = " whose own parameters are already non-finite" if params_bad else ""
-        return (f"; re-running {name}'s forward from {short_location(fwd_where)} on the same "
-                f"batch, the first module whose output is non-finite is `{module_name}` "
-                f"({kind}){whose}"), True
+        said = f"; re-running {name}'s forward from {short_location(fwd_where)} on the same batch"
+        if found.module is not None:
+            module_name, kind, params_bad = found.module
+            whose = " whose own parameters are already non-finite" if params_bad else ""
+            said += (f", the first module whose output is non-finite is `{module_name}` "
+                     f"({kind}){whose}")
+        return said + self._op(found), True
 
+    def _rerun(self, model: Any, args: list[Any], named: dict | None = None, *,
+               singular: bool = False, record: bool = False) -> Any:
+        self.state.modules.append(model)  # inner calls of the re-run are not outermost forwards
+        try:
+            return rerun(model, args, named, singular=singular, record=record)
+        finally:
+            self.state.modules.pop()
 
-def _stamped_calls(root: Any, state: Any) -> list[Any]:
-    """The :class:`~trainguard.sanitize.core.records.Made` stamps of the outermost module calls whose
-    outputs the graph of ``root`` holds (the walk stops at each stamp), latest first. When the
-    graph holds none (a loss on a tuple's or dict's output beyond the few that are stamped), the
-    latest outermost training forward alone: the latest live stamp, or ``State.last_multi`` when
-    that call is later. Run once, at the first non-finite loss."""
-    found: list[Any] = []
-
-    def stamped(node: Any) -> bool:
-        meta = node_metadata(node)
-        made = meta.get(MADE) if meta else None
-        if made is None or made.model_id is None:
-            return False
-        found.append(made)
-        return True
-
-    if root is not None and root.grad_fn is not None:
-        for _ in graph_nodes(root.grad_fn, stop=stamped):
-            pass
-    if found:
-        return sorted(found, key=lambda made: made.order, reverse=True)
-    latest = next((made for made in (ref() for ref in reversed(state.stamps))
-                   if made is not None and made.model_id is not None), None)
-    multi = state.last_multi
-    if multi is not None and (latest is None or multi[0] > latest.order):
-        order, model_id, module, where, inputs, named = multi
-        return [Made(0, 0, where, module, order, model_id, inputs, None, named)]
-    return [latest] if latest is not None else []
-
-
-def _scaler_in_use() -> bool:
-    try:
-        from torch.amp import GradScaler
-    except ImportError:
-        return False
-    return any(o.is_enabled() for o in live_objects(lambda o: GradScaler in type(o).__mro__))
-
-
-def _finite_output(said: str, out: Any) -> str:
-    """The cause when the model's output ``out`` was finite: too large to square in its dtype,
-    or else made non-finite by the loss computation."""
-    import torch
-
-    largest = float(out.detach().abs().max()) if out.numel() else 0.0
-    limit = math.sqrt(torch.finfo(out.dtype).max)
-    if largest > limit:
-        return (f"; {said} but reached {largest:.3g} in magnitude: the loss computation "
-                f"overflowed ({out.dtype} squares only values up to {limit:.2g})")
-    return (f"; {said}, so the loss computation made it non-finite (log of 0, division by zero, "
-            "sqrt of a negative)")
-
-
-def _rerun(model: Any, args: list[Any],
-           kwargs: dict[str, Any] | None = None) -> tuple[tuple[str, str, bool] | None, Any]:
-    """Run ``model`` once more on ``args`` (and ``kwargs``) without grad, RNG forked and buffers
-    swapped for copies;
-    return the first module (execution order) whose output is non-finite, or None, and the
-    re-run's output (None when it raised)."""
-    import torch
-
-    first: list[tuple[str, str, bool]] = []
-
-    def make_hook(qual: str) -> Any:
-        def hook(module: Any, inputs: Any, output: Any) -> None:
-            if first or not isinstance(output, torch.Tensor) or not output.is_floating_point():
-                return None
-            if not bool(torch.isfinite(output).all()):
-                bad = any(not bool(torch.isfinite(p).all()) for p in module.parameters(recurse=False))
-                first.append((qual, type(module).__name__, bad))
-            return None
-        return hook
-
-    devices = sorted({a.device.index or 0 for a in args if a.is_cuda})
-    handles = []
-    # Buffers (BatchNorm running statistics) are swapped for copies during the re-run and the
-    # originals put back untouched: an in-place restore would bump their version counters and break
-    # the backward about to run through the user's graph.
-    swapped = [(module, name, buf) for module in model.modules()
-               for name, buf in module._buffers.items() if buf is not None]
-    try:
-        with torch.no_grad(), torch.random.fork_rng(devices=devices):
-            for module, name, buf in swapped:
-                module._buffers[name] = buf.clone()
-            for qual, module in model.named_modules():
-                if module is not model:
-                    handles.append(module.register_forward_hook(make_hook(qual)))
-            output = type(model)._call_impl(model, *args, **(kwargs or {}))
-    except Exception:
-        return None, None
-    finally:
-        for h in handles:
-            h.remove()
-        for module, name, buf in swapped:
-            module._buffers[name] = buf
-    return (first[0] if first else None), output
+    def _op(self, found: Any) -> str:
+        """The re-run's first operation that made a non-finite value (or sits at a singular point
+        of its derivative), as a clause; its line becomes the finding's place (the cause)."""
+        if found.op is None:
+            return ""
+        op, at, what = found.op
+        if at is not None and self.cause_at is None:
+            self.cause_at = at
+        return f"; `{op}` at {short_location(at)} {what}"

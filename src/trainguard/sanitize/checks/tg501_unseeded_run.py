@@ -11,7 +11,8 @@ generator. No drawing function is wrapped.
 
 When it fires: a generator the run did not seed was drawn from after the run asked to be
 reproducible: runs differ even with the same seed. Reported once per generator, at the user's line
-that first asked (where the missing seed belongs); when the run had seeded it and a later call
+that last asked before the draw was seen (the seeding in effect: a ``set_seed(cfg)`` helper run
+after a ``torch.manual_seed(0)`` at the top; where the missing seed belongs); when the run had seeded it and a later call
 reseeded it from the OS (``np.random.seed()`` in an epoch hook), at that call. When the run seeds that generator later, the
 finding points at that late seed instead: the draws before it differ every run.
 
@@ -72,6 +73,9 @@ class UnseededRun(Check):
         super().__init__(bus)
         self.asked_at: Location | None = None  # the user's line of the first ask
         self.asked_by = ""  # that call, as text
+        # the latest ask (the seed in effect when a draw is seen: a seeding helper that runs after
+        # a boilerplate torch.manual_seed at the top is where the missing seed belongs)
+        self.latest: tuple[Location | None, str] = (None, "")
         self.seeded: dict[Family, bool] = {f: False for f in FAMILIES}
         self.observed: set[Family] = set()  # generators whose seeding calls were seen
         self.ref: dict[Family, Any] = {}  # snapshot of each unseeded generator since the ask
@@ -111,6 +115,8 @@ class UnseededRun(Check):
                 self.ref[family] = snapshot(family)  # reseeded from the OS: draws from now count
                 # (the cause, when the run had seeded it: that seeding is undone here)
                 self.reseeded_at[family] = (user_location(), call_text(name, value))
+        if asks(name, value) and not in_fork_rng():
+            self.latest = (user_location(), call_text(name, value))
         if self.asked_at is None and asks(name, value):
             self.asked_at = user_location()
             self.asked_by = call_text(name, value)
@@ -172,11 +178,12 @@ class UnseededRun(Check):
             return
         seeded = [f for f in FAMILIES if self.seeded[f] and f in self.observed]
         what = f"seeds {', '.join(seeded)}" if seeded else "asks to be reproducible"
+        at, by = self.latest if self.latest[0] is not None else (self.asked_at, self.asked_by)
         self.report(
-            f"this run {what} ({self.asked_by} here) but drew from "
+            f"this run {what} ({by} here) but drew from "
             f"{' and from '.join(DESCRIBE[f] for f in found)} without seeding "
             f"{'it' if len(found) == 1 else 'them'} (seen {moment}): runs differ even with the "
             "same seed",
             fix=f"seed {' and '.join(found)} too ({', '.join(HOW[f] for f in found)}) next to this "
                 "call, or call trainguard.seed_everything(seed)",
-            where=self.asked_at)
+            where=at)

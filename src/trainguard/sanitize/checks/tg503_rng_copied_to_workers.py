@@ -13,8 +13,10 @@ When it fires: such an attribute is read in ``__getitem__`` and never reassigned
 ``torch.utils.data.get_worker_info`` on the dataset, or ``torch.initial_seed``). Each worker
 process gets a copy of the dataset with the generator's state as it was when the workers started,
 so every worker draws the same sequence: with 4 workers, 4 consecutive batches get the same
-"random" crops. Reported once per dataset class and attribute, at the user's line that iterates
-the DataLoader; when several are reported at one line, its message names them all.
+"random" crops. Reported once per dataset class and attribute, at the line of the class that
+stores the generator (``self.rng = np.random.default_rng(0)`` in ``__init__``: the cause), else at
+the user's line that iterates the DataLoader; when several are reported at one line, its message
+names them all.
 
 Silent on: ``num_workers=0``; the global functions (``np.random.rand``, ``random.random``,
 ``torch.rand``) in ``__getitem__``: PyTorch reseeds ``random``, torch and (since 1.9, pytorch#56488)
@@ -45,6 +47,7 @@ from types import CodeType, FunctionType
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.frames import is_user_code
 
 _RESEEDS_PER_WORKER = {"get_worker_info", "initial_seed"}
 _RESEED_METHODS = {"seed", "manual_seed", "set_state", "setstate"}
@@ -102,7 +105,8 @@ class RngCopiedToWorkers(Check):
                     fix=f"reseed it in each worker with a worker_init_fn that runs `info = "
                         f"torch.utils.data.get_worker_info(); {path}.{attr} = {_FIX[kind]}`, "
                         "or draw from the np.random.* / torch.* global functions, which PyTorch "
-                        "reseeds in every worker")
+                        "reseeds in every worker",
+                    where=_assigned_at(cls, attr))
                 self._merge(finding, f"{cls.__name__}.{attr}")
 
     def _merge(self, finding: Any, pair: str) -> None:
@@ -116,6 +120,25 @@ class RngCopiedToWorkers(Check):
         if len(pairs) > 1:
             finding.message = (f"{first}; the same for {', '.join(pairs[1:])} iterated at this "
                                "line")
+
+
+def _assigned_at(cls: type, attr: str) -> Any:
+    """The user's line that stores ``self.<attr>`` in ``cls`` (its ``__init__`` first, then its
+    other methods, through its bases): where the generator that every worker copies is made.
+    None (the default line: the DataLoader's iteration) when no user code of the class stores it."""
+    for klass in cls.__mro__:
+        functions = [f for f in vars(klass).values() if isinstance(f, FunctionType)]
+        functions.sort(key=lambda f: f.__name__ != "__init__")
+        for function in functions:
+            code = function.__code__
+            if not is_user_code(code):
+                continue
+            for ins in dis.get_instructions(code):
+                if ins.opname == "STORE_ATTR" and ins.argval == attr:
+                    line = ins.positions.lineno if ins.positions else None
+                    if line:
+                        return (code.co_filename, line, (ins.positions.col_offset or 0) + 1)
+    return None
 
 
 def _datasets(dataset: Any, path: str, depth: int = 0) -> list[tuple[str, Any]]:

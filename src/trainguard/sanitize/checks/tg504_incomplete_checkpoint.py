@@ -1,46 +1,71 @@
 """TG504 incomplete-checkpoint: a resume checkpoint that leaves the optimizer out.
 
-What it watches: every ``torch.save`` call's object (no tensor values are read).
+What it watches: every ``torch.save`` call's object (no tensor values are read), the
+``torch.load`` of files saved without optimizer state, and the LR schedulers the user steps.
 
 When it fires: the saved object is a dict that holds a model's state (an ``nn.Module`` or a
-``state_dict``: a mapping of names to tensors) and a progress counter (a number under a key naming an
-epoch, step or iteration), so it is meant for resuming, while an optimizer that has stepped in this
-run is alive and its ``state_dict()`` (momentum, Adam moments, step counts) is not in the dict.
-Resuming from it restarts the optimizer from zero: the loss jumps and the run is not the one that
-would have continued.
+``state_dict``: a mapping of names to tensors) while an optimizer that has stepped in this run is
+alive, and
+- it holds no optimizer state (``optimizer.state_dict()``, the optimizer, or a list of them) and it
+  is meant for resuming: it holds a progress counter (a number under a key naming an epoch, step or
+  iteration), or, whatever its keys, the file is loaded back in this run and an optimizer steps
+  after that (a resume seen happening; reported at the save). Resuming restarts Adam's moments or
+  the momentum from zero: the loss jumps and the run is not the one that would have continued;
+- or it holds the optimizer's state but not that of a live LR scheduler the user stepped, or of an
+  enabled GradScaler in use held by the user's frames that led to the save (a local, ``self.scaler``,
+  a global): the resumed run restarts the schedule, or the loss scale from its initial value.
 
 Where: the ``torch.save`` line, or, when ``torch.save`` sits in a helper that was handed the dict
 (the ImageNet example's ``save_checkpoint(state, is_best, filename)``), the user's line that
 called the helper with it, where the dict is built and the optimizer's state belongs.
 
-Silent on: a bare ``model.state_dict()`` (an export for inference), dicts without a progress
-counter, checkpoints that include ``optimizer.state_dict()`` (or the optimizer object), also as a
-list of them (Lightning's ``optimizer_states``, one per optimizer), runs without an optimizer step.
-A checkpoint is judged by what it holds, not by its key names.
+Silent on: a model's weights saved alone and never trained on after a reload (an export for
+inference, a bundle reloaded for evaluation), dicts without a progress counter that are not loaded
+back, checkpoints that include every live companion's state (as objects, state dicts, or lists of
+them: Lightning's ``optimizer_states``/``lr_schedulers``), runs without an optimizer step.
+A checkpoint is judged by what it holds and by what the run does with it, not by its key names.
 
 Cost: per ``torch.save`` of a dict, one pass over its items (a state_dict's tensors checked by
-type) and the user frames that passed the dict down.
+type) and the user frames that passed the dict down; per resume checkpoint (model and optimizer
+state) the locals, globals and ``self`` attributes of 8 user frames (256 names each) for a
+GradScaler; after a model-only checkpoint is loaded back, the next optimizer step.
 
 Reference: PyTorch recipe "Saving and loading a general checkpoint"
-https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html; GitHub
-issue https://github.com/NVlabs/stylegan2-ada-pytorch/issues/108.
+https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html; AMP
+docs "Saving/Resuming" https://pytorch.org/docs/stable/notes/amp_examples.html#saving-resuming;
+GitHub issue https://github.com/NVlabs/stylegan2-ada-pytorch/issues/108.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import frame_location, is_user_code, user_frame
+from trainguard.sanitize.core.frames import frame_location, is_user_code, user_frame, user_frames
 
 _PROGRESS = re.compile(r"epoch|step|iter", re.IGNORECASE)
+_NAMES = 256  # names of one frame's locals or globals (and attributes of one local) looked at
 
 
 class IncompleteCheckpoint(Check):
     code = "TG504"
+    on_demand = ("on_step",)  # only after a checkpoint without optimizer state was loaded back
+
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
+        self.schedulers: list[Any] = []  # weak references to LR schedulers the user stepped
+        self.partial: dict[str, tuple[Any, str]] = {}  # path -> (where, keys) of model-only saves
+        self.resumed: tuple[Any, str, str] | None = None  # (where, keys, path) loaded back
+
+    def on_scheduler_step(self, scheduler: Any) -> None:
+        if not any(ref() is scheduler for ref in self.schedulers):
+            self.schedulers = [r for r in self.schedulers if r() is not None][-7:]
+            self.schedulers.append(weakref.ref(scheduler))
 
     def on_save(self, obj: Any, f: Any) -> None:
         if not isinstance(obj, Mapping) or not self.state.optimizers:
@@ -48,19 +73,67 @@ class IncompleteCheckpoint(Check):
         model_keys = [k for k, v in obj.items() if _is_model_state(v)]
         if not model_keys:
             return
+        keys = ", ".join(repr(k) for k in list(obj)[:8])
+        where = _built_at(obj, sys._getframe(1))
         progress = [k for k, v in obj.items() if isinstance(k, str) and _PROGRESS.search(k)
                     and isinstance(v, (int, float)) and not isinstance(v, bool)]
-        if not progress or any(_is_optimizer_state(v) for v in obj.values()):
+        if not any(_is_optimizer_state(v) for v in obj.values()):
+            if progress:
+                self._missing(f"keys {keys}: model state and {progress[0]!r}", "optimizer", where)
+            elif isinstance(f, (str, os.PathLike)):  # resume-like only if loaded back and trained
+                self.partial[os.path.abspath(os.fspath(f))] = (where, keys)
             return
+        left = self._companions_left_out(obj)
+        if left:
+            self.report(
+                f"torch.save of a resume checkpoint (keys {keys}: model and optimizer state) "
+                f"leaves out the live {' and '.join(left)}: resuming from it "
+                + ("restarts the loss scale at its initial value (the first steps after a resume "
+                   "overflow and are skipped) " if "GradScaler" in left[-1] else "")
+                + "and the run is not the one that would have continued",
+                fix="add their state_dict() to the checkpoint ('scaler': scaler.state_dict(), "
+                    "'lr_scheduler': scheduler.state_dict()) and load them when resuming",
+                where=where)
+
+    def on_load(self, f: Any, kwargs: dict) -> None:
+        if self.partial and isinstance(f, (str, os.PathLike)):
+            path = os.path.abspath(os.fspath(f))
+            if path in self.partial:
+                where, keys = self.partial.pop(path)
+                self.resumed = (where, keys, os.path.basename(path))
+                self.arm()
+
+    def on_step(self, optimizer: Any) -> None:
+        # an optimizer stepped after a model-only checkpoint was loaded back: it was a resume
+        if self.resumed is not None:
+            where, keys, name = self.resumed
+            self.resumed = None
+            self.disarm()
+            self._missing(f"keys {keys}: model state, loaded back from {name!r} and trained on",
+                          "optimizer", where)
+
+    def _missing(self, holds: str, what: str, where: Any) -> None:
         live = sorted({type(o).__name__ for o in self.state.optimizers})
-        keys = ", ".join(repr(k) for k in list(obj)[:8])
         self.report(
-            f"torch.save of a resume checkpoint (keys {keys}: model state and "
-            f"{progress[0]!r}) leaves out the state of the live {'/'.join(live)} optimizer: "
-            "resuming restarts its momentum/moment estimates and step counts from zero",
+            f"torch.save of a resume checkpoint ({holds}) leaves out the state of the live "
+            f"{'/'.join(live)} {what}: resuming restarts its momentum/moment estimates and step "
+            "counts from zero",
             fix="add 'optimizer': optimizer.state_dict() (and the scheduler's and GradScaler's "
                 "state_dict(), RNG states) to the checkpoint and load them when resuming",
-            where=_built_at(obj, sys._getframe(1)))
+            where=where)
+
+    def _companions_left_out(self, obj: Mapping) -> list[str]:
+        """The live LR scheduler (stepped by the user) and enabled GradScaler (in use) whose state
+        ``obj`` does not hold (the GradScaler looked for in the user's frames that saved it)."""
+        left = []
+        values = [*obj.values(), *(v for x in obj.values() if isinstance(x, Mapping)
+                                   for v in x.values())]
+        if any(ref() is not None for ref in self.schedulers) \
+                and not any(_is_scheduler_state(v) for v in values):
+            left.append(type(next(r() for r in self.schedulers if r() is not None)).__name__)
+        if _scaler_in_use(sys._getframe(2)) and not any(_is_scaler_state(v) for v in values):
+            left.append("GradScaler")
+        return left
 
 
 def _built_at(obj: Any, start: Any) -> Any:
@@ -102,3 +175,51 @@ def _is_optimizer_state(value: Any) -> bool:
     if isinstance(value, torch.optim.Optimizer):
         return True
     return isinstance(value, Mapping) and "state" in value and "param_groups" in value
+
+
+def _is_scheduler_state(value: Any) -> bool:
+    import torch
+
+    if isinstance(value, (list, tuple)) and value:
+        return all(_is_scheduler_state(v) for v in value)
+    if isinstance(value, torch.optim.lr_scheduler.LRScheduler):
+        return True
+    return isinstance(value, Mapping) and "last_epoch" in value
+
+
+def _is_scaler_state(value: Any) -> bool:
+    from torch.amp import GradScaler
+
+    if isinstance(value, GradScaler):
+        return True
+    return isinstance(value, Mapping) and "scale" in value and "_growth_tracker" in value
+
+
+def _scaler_in_use(start: Any) -> bool:
+    """An enabled GradScaler that has scaled a loss (its scale is set lazily then), held by the
+    user's frames that led to the save: a local, an attribute of a local (``self.scaler``) or a
+    global of those frames' modules. Bounded: 8 frames, their locals and globals, one level of
+    attributes; no heap scan (a save per epoch must stay cheap)."""
+    from torch.amp import GradScaler
+
+    def used(value: Any) -> bool:
+        return (GradScaler in type(value).__mro__ and value.is_enabled()
+                and getattr(value, "_scale", None) is not None)
+
+    seen: set[int] = set()
+    for frame in user_frames(user_frame(start), limit=8):
+        spaces = [frame.f_locals]
+        if id(frame.f_globals) not in seen:
+            seen.add(id(frame.f_globals))
+            spaces.append(frame.f_globals)
+        for space in spaces:
+            for value in list(space.values())[:_NAMES]:
+                if used(value):
+                    return True
+                try:
+                    attrs = vars(value) if space is frame.f_locals else None
+                except TypeError:  # no __dict__
+                    continue
+                if isinstance(attrs, dict) and any(used(v) for v in list(attrs.values())[:_NAMES]):
+                    return True
+    return False

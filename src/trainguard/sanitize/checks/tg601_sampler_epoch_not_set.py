@@ -5,16 +5,19 @@ What it watches: each time a ``DistributedSampler`` starts iterating (once per e
 
 When it fires: a shuffling sampler starts a second pass with the same ``epoch`` value as the pass
 before: ``set_epoch(epoch)`` was not called between them, so its permutation, seeded by
-``seed + epoch``, repeats and every epoch sees the same order. Reported once per sampler at the
-cause: the line that built the sampler (the watcher notes where user code builds each
-``DistributedSampler``), naming the line that started the pass; else at that line (the ``for``
-over the DataLoader). Visible in a single process
+``seed + epoch``, repeats and every epoch sees the same order. Reported once per sampler where the
+missing call belongs: the loop that repeats the passes (from the user's frame that started the
+pass outwards, the innermost ``for``/``while`` whose body holds it: the epoch loop, also when the
+pass runs in a helper it calls), naming the line that built the sampler (the watcher notes where
+user code builds each ``DistributedSampler``) and the line that started the pass; without such a
+loop (passes in a notebook's separate cells), at the sampler's construction. Visible in a single process
 too (``DistributedSampler(ds, num_replicas=1, rank=0)``).
 
 Silent on: ``shuffle=False`` samplers (validation); samplers whose ``epoch`` changes between passes
 (``set_epoch`` called, or trainguard's loop, which calls it); a sampler iterated once.
 
-Cost: per ``DistributedSampler`` pass, two integers compared.
+Cost: per ``DistributedSampler`` pass, two integers compared; once, at the finding, a parse of
+the files of 8 user frames at most.
 
 Reference: the ``DistributedSampler`` docs ("calling the set_epoch() method at the beginning of
 each epoch before creating the DataLoader iterator is necessary to make shuffling work properly
@@ -23,11 +26,14 @@ across multiple epochs", https://pytorch.org/docs/stable/data.html#torch.utils.d
 
 from __future__ import annotations
 
+import ast
+import sys
 import weakref
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import short_location, user_location
+from trainguard.sanitize.core.bounds import parse_file
+from trainguard.sanitize.core.frames import short_location, user_frame, user_frames, user_location
 
 
 class SamplerEpochNotSet(Check):
@@ -52,11 +58,34 @@ class SamplerEpochNotSet(Check):
         if previous is not None and previous == epoch:
             self.reported.add(sampler)
             built = self.built.get(sampler)
-            at = f" (this pass started at {short_location(user_location())})" if built else ""
+            loop = _epoch_loop(sys._getframe(1))
+            made = f" built at {short_location(built)}" if built else ""
             self.report(
-                f"{'this' if built else 'a'} shuffling DistributedSampler started another pass "
-                f"with epoch={epoch}{at}, the same as the pass before: set_epoch() was not "
-                "called, so every epoch repeats the same order on every rank",
+                f"the shuffling DistributedSampler{made} started another pass with "
+                f"epoch={epoch} (this pass started at {short_location(user_location())}), the "
+                "same as the pass before: set_epoch() was not called in this loop, so every "
+                "epoch repeats the same order on every rank",
                 fix="call sampler.set_epoch(epoch) at the start of every epoch, before iterating "
                     "the DataLoader",
-                where=built)
+                where=loop or built)
+
+
+def _epoch_loop(start: Any) -> Any:
+    """``(path, line, col)`` of the loop that repeats the passes over the DataLoader: from the
+    user's frame that started this pass outwards, the innermost ``for``/``while`` whose body holds
+    the frame's current line (not the ``for`` over the DataLoader itself, whose header is that
+    line); there ``set_epoch`` belongs. None when no user frame's function has one."""
+    for frame in user_frames(user_frame(start), limit=8):
+        path, line = frame.f_code.co_filename, frame.f_lineno
+        tree = parse_file(path)
+        if tree is None:
+            continue
+        best = None
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and node.body \
+                    and node.body[0].lineno <= line <= (node.end_lineno or 0) \
+                    and (best is None or node.lineno > best.lineno):
+                best = node
+        if best is not None:
+            return (path, best.lineno, best.col_offset + 1)
+    return None

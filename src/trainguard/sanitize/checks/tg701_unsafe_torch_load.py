@@ -1,22 +1,26 @@
 """TG701 unsafe-torch-load: ``torch.load`` that may unpickle arbitrary code.
 
-What it watches: every ``torch.save`` path (to know the files this run wrote) and every
-``torch.load`` call's keyword arguments.
+What it watches: every ``torch.save`` path (the files this run wrote) and every ``torch.load``
+call's keyword arguments.
 
 When it fires: ``torch.load(path, weights_only=False)`` (from torch 2.6 the default is
 ``weights_only=True``; before 2.6, or with ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``, a load without
-``weights_only=True`` is unsafe too) on a file this run did not write, from a script that never
-calls ``torch.save`` itself. A checkpoint is a pickle: loading one from elsewhere (a download, a
-shared drive) runs whatever code it carries.
+``weights_only=True`` is unsafe too) in the user's code, on a file whose origin is not this
+program: not written during this run (by ``torch.save`` or any other code: modified before the
+run started), not pickling this program's own classes (``__main__`` or the user's modules, read
+from the pickle's opcodes without unpickling), and not in the format of the program's own save
+function (a ``torch.save`` of a dict literal whose keys the file's pickle does not all hold). A
+checkpoint is a pickle: loading one from elsewhere (a download, a shared drive) runs whatever code
+it carries.
 
-Silent on: ``weights_only=True`` or the torch >= 2.6 default; files written earlier in this run;
-scripts that save their own checkpoints (resuming from one's own file); file objects and buffers;
-loads made by a library's code (``accelerator.load_state()`` restores the objects registered for
-checkpointing with ``weights_only=False``): only a ``torch.load`` in the user's code is a line the
-user can change.
+Silent on: ``weights_only=True`` or the torch >= 2.6 default; files written during this run;
+resumes of the program's own format (a ``torch.save`` of a variable counts as any format); files
+that pickle the program's own classes; file objects and buffers; loads made by a library's code
+(``torch.hub.load_state_dict_from_url`` inside torchvision, ``accelerator.load_state()``): only a
+``torch.load`` in the user's code is a line the user can change.
 
-Cost: per ``torch.load``, its keyword arguments and one scan of the calling script's lines for
-``torch.save(``.
+Cost: per ``torch.load``, its keyword arguments; only before a report, one ``stat`` of the file,
+one read of its pickle's opcodes (1 MB at most) and one parse of the calling file.
 
 Reference: ``torch.load`` docs (warning on ``weights_only=False``)
 https://pytorch.org/docs/stable/generated/torch.load.html; PyTorch's security policy
@@ -25,13 +29,16 @@ https://github.com/pytorch/pytorch/blob/main/SECURITY.md#untrusted-models.
 
 from __future__ import annotations
 
-import linecache
+import ast
 import os
 import sys
+import time
 from typing import Any
 
+from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import is_trainguard_file, is_user_code, user_location
+from trainguard.sanitize.core.pickled import pickle_strings
 
 
 def _default_is_safe() -> bool:
@@ -50,6 +57,7 @@ class UnsafeTorchLoad(Check):
         super().__init__(bus)
         self.written: set[str] = set()
         self.safe_default: bool | None = None
+        self.started = time.time()  # a file modified since was written during this run
 
     def on_save(self, obj: Any, f: Any) -> None:
         if isinstance(f, (str, os.PathLike)):
@@ -69,8 +77,11 @@ class UnsafeTorchLoad(Check):
         path = os.path.abspath(os.fspath(f))
         if path in self.written or not _called_by_user(sys._getframe(1)):
             return
+        if _modified_since(path, self.started):  # written during this run, by any code
+            return
         where = user_location(sys._getframe(1))
-        if where is not None and _saves_itself(where[0]):
+        strings, own = pickle_strings(path)
+        if own or (where is not None and _saved_by_program(where[0], strings)):
             return
         how = "weights_only=False" if weights_only is False else \
             "no weights_only=True (this torch defaults to full unpickling)"
@@ -92,6 +103,33 @@ def _called_by_user(frame: Any) -> bool:
     return frame is not None and is_user_code(frame.f_code)
 
 
-def _saves_itself(path: str) -> bool:
-    lines = linecache.getlines(path)
-    return any("torch.save(" in line for line in lines)
+def _modified_since(path: str, started: float) -> bool:
+    try:
+        return os.path.getmtime(path) >= started
+    except OSError:
+        return False
+
+
+def _saved_by_program(path: str, strings: set[str] | None) -> bool:
+    """Whether a ``torch.save`` in the user's file ``path`` (or the script run as ``__main__``)
+    writes files like the one loaded: a save of a dict literal whose string keys all appear in the
+    loaded file's pickle (``strings``; None when it could not be read), or, when the save's
+    object is not a dict literal (a variable), any ``torch.save`` call: a resume of the program's
+    own format."""
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    files = [path] + ([main] if main and main != path else [])
+    for name in files:
+        tree = parse_file(name)
+        for node in ast.walk(tree) if tree is not None else ():
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "save" and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "torch" and node.args):
+                continue
+            saved = node.args[0]
+            if not isinstance(saved, ast.Dict) or strings is None:
+                return True
+            keys = {k.value for k in saved.keys if isinstance(k, ast.Constant)
+                    and isinstance(k.value, str)}
+            if keys and keys <= strings:
+                return True
+    return False

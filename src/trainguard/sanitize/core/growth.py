@@ -71,8 +71,12 @@ def attribute_accumulation_line(holder: Holder) -> Location | None:
 
 
 def _is_self_attr(node: ast.AST, attr: str) -> bool:
-    while isinstance(node, ast.Subscript):
-        node = node.value
+    """``self.attr``, or an item of it: ``self.attr[k]``, ``self.attr.setdefault(k, [])``,
+    ``self.attr.get(k)``."""
+    while isinstance(node, ast.Subscript) or (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("setdefault", "get")):
+        node = node.value if isinstance(node, ast.Subscript) else node.func.value
     return (isinstance(node, ast.Attribute) and node.attr == attr
             and isinstance(node.value, ast.Name) and node.value.id == "self")
 

@@ -17,6 +17,9 @@ list ``append``/``extend`` within the same function, until it reaches:
 - nothing of either: the output is discarded (``model(x)`` as a statement, BatchNorm
   recalibration), or goes to code whose purpose the name does not tell (``env.step(action)``).
 
+Whether the output is *used* at all: not when the call is a statement of its own (``model(x)``,
+``model(x).mean()``) or is only assigned to names that nothing reads afterwards (``_ = model(x)``).
+
 It also says whether the call runs in a *training iteration*: the innermost loop around the call
 (or, outside any loop, the function around it) calls ``backward``, ``torch.autograd.grad`` or a
 ``step``. A :class:`SiteReader` caches the answer per ``(path, line, column)``; the cost on the
@@ -44,11 +47,14 @@ class Uses:
         metric: how it feeds a metric (``"compared with `y` (==)"``), or None.
         loss: the loss call it feeds (``"criterion()"``), or None.
         trains: the call sits in a training iteration (its loop calls backward or a step).
+        used: something reads the output (False: a statement of its own, or assigned to names
+            nothing reads).
     """
 
     metric: str | None
     loss: str | None
     trains: bool
+    used: bool = True
 
 
 _METRIC = frozenset((
@@ -67,6 +73,8 @@ _CONTAINER_ADD = frozenset(("append", "extend", "add", "insert", "appendleft"))
 _EVAL_FUNCTION = re.compile(
     r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|testing|predict|"
     r"prediction|predictions|infer|inference|score|accuracy|metrics?)(_|$)")
+_SHAPE_READS = frozenset(("shape", "size", "numel", "dim", "ndim", "ndimension", "dtype",
+                          "device"))
 _TRAIN_CALLS = frozenset(("backward", "step", "manual_backward"))
 _MAX_HOPS = 6
 
@@ -168,7 +176,39 @@ class _Flow:
 
     def uses(self) -> Uses:
         self._follow(self.call, 0)
-        return Uses(self.metric, self.loss, self._trains())
+        return Uses(self.metric, self.loss, self._trains(), not self._discarded())
+
+    def _discarded(self) -> bool:
+        """The value is dropped: the call is a statement of its own, only its shape is read
+        (``self.features(torch.zeros(1, 3, 32, 32)).numel()`` to size a layer), or it is assigned
+        only to names that nothing reads afterwards, or reads only for their shape."""
+        return self._dropped(self.call, 0)
+
+    def _dropped(self, node: ast.AST, hops: int) -> bool:
+        parents = self.file.parents
+        cur: ast.AST = node
+        while True:
+            p = parents.get(cur)
+            if isinstance(p, ast.Attribute) and p.attr in _SHAPE_READS:
+                return True
+            if isinstance(p, ast.Call) and cur is not p.func and _dotted(p.func) == "len":
+                return True
+            if isinstance(p, ast.Attribute) or (isinstance(p, ast.Call) and cur is p.func) or (
+                    isinstance(p, ast.Subscript) and cur is p.value):
+                cur = p
+                continue
+            break
+        if isinstance(p, ast.Expr):
+            return True
+        if not isinstance(p, ast.Assign) or hops >= _MAX_HOPS:
+            return False
+        names: list[str] = []
+        for target in p.targets:
+            elts = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+            if not all(isinstance(e, ast.Name) for e in elts):
+                return False
+            names.extend(e.id for e in elts if e.id != "_")
+        return all(self._dropped(read, hops + 1) for name in names for read in self._reads(name, p))
 
     def _trains(self) -> bool:
         region = self.file.loop(self.call, self.scope)

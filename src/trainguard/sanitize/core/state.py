@@ -180,6 +180,9 @@ class State:
         # (order, id(module), class name, where, weak references to its tensor arguments, its
         # keyword arguments as Made.kwargs)
         self.last_multi: tuple | None = None
+        # processes user code started through torch.multiprocessing (probes/children.py), not
+        # watched: (count, start method, the user's line)
+        self.children: list[tuple[int, str, Location | None]] = []
         self.loader_id = 0  # id() of the DataLoader whose __iter__ ran last (0: none seen)
         # the latest DataLoader passes: (pass number, weak reference to the iterator its __iter__
         # returned, len(loader) or None, whether that DataLoader had a pass before); the

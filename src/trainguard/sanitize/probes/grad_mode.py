@@ -188,6 +188,9 @@ def _mode_calls(bus: "Bus", undo: list[Undo]) -> None:
 def _mode_caller(frame: Any) -> Any:
     """The frame that called ``train()``/``eval()``, past overrides that call ``super()``'s
     (``transformers.PreTrainedModel.train``, a LightningModule's own ``train``)."""
-    while frame.f_code.co_name in ("train", "eval") and frame.f_back is not None:
+    from torch import nn
+
+    while (frame.f_code.co_name in ("train", "eval") and frame.f_back is not None
+           and isinstance(frame.f_locals.get("self"), nn.Module)):  # (not a Trainer's train())
         frame = frame.f_back
     return frame

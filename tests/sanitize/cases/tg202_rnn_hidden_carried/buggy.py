@@ -14,8 +14,8 @@ hidden = torch.zeros(1, 2, 8)
 
 for start in range(0, 12, 4):
     chunk = sequence[:, start:start + 4]
-    output, hidden = rnn(chunk, hidden)
+    output, hidden = rnn(chunk, hidden)  # expect: TG202
     loss = head(output).pow(2).mean()
     optimizer.zero_grad()
-    loss.backward()  # expect: TG202
+    loss.backward()
     optimizer.step()

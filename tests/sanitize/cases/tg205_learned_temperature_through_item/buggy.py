@@ -25,8 +25,8 @@ class Temperature(nn.Module):
         super().__init__()
         self.log_scale = nn.Parameter(torch.tensor(math.log(1 / 0.07)))
 
-    def forward(self, similarities):  # expect: TG205
-        scale = torch.tensor(self.log_scale.exp().item())
+    def forward(self, similarities):
+        scale = torch.tensor(self.log_scale.exp().item())  # expect: TG205
         return similarities * scale
 
 

@@ -30,10 +30,10 @@ class Trainer:
         for _ in range(epochs):
             for images, targets in batches:
                 loss = F.mse_loss(self.model(images), targets)
-                loss.backward()  # expect: TG303
+                loss.backward()
                 batches_done += 1
                 if batches_done % self.accumulations:
-                    self.optimizer.step()
+                    self.optimizer.step()  # expect: TG303
                     self.optimizer.zero_grad()
         return loss.item()
 

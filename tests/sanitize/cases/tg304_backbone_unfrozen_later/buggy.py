@@ -11,7 +11,7 @@ backbone = nn.Sequential(nn.Linear(8, 16), nn.ReLU())
 head = nn.Linear(16, 3)
 model = nn.Sequential(backbone, head)
 backbone.requires_grad_(False)
-optimizer = torch.optim.Adam(head.parameters(), lr=1e-2)
+optimizer = torch.optim.Adam(head.parameters(), lr=1e-2)  # expect: TG304
 x, y = torch.randn(64, 8), torch.randint(0, 3, (64,))
 for epoch in range(6):
     if epoch == 2:
@@ -20,5 +20,5 @@ for epoch in range(6):
         optimizer.zero_grad()
         loss = nn.functional.cross_entropy(model(x[i:i + 8]), y[i:i + 8])
         loss.backward()
-        optimizer.step()  # expect: TG304
+        optimizer.step()
 print(f"loss {loss.item():.3f}")

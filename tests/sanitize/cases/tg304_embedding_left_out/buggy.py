@@ -8,11 +8,11 @@ from torch import nn
 torch.manual_seed(11)
 embedding = nn.Embedding(50, 8)
 model = nn.Sequential(nn.Flatten(), nn.Linear(5 * 8, 32), nn.ReLU(), nn.Linear(32, 2))
-optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)  # expect: TG304
 tokens, y = torch.randint(0, 50, (32, 5)), torch.randint(0, 2, (32,))
 for step in range(40):
     optimizer.zero_grad()
     loss = nn.functional.cross_entropy(model(embedding(tokens)), y)
     loss.backward()
-    optimizer.step()  # expect: TG304
+    optimizer.step()
 print(f"loss {loss.item():.3f}")

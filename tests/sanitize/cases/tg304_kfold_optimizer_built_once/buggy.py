@@ -13,7 +13,7 @@ optimizer = None
 for k, val in enumerate(folds):
     model = nn.Sequential(nn.Linear(6, 12), nn.ReLU(), nn.Linear(12, 2))
     if optimizer is None:
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # expect: TG304
     train = torch.cat([f for j, f in enumerate(folds) if j != k])
     model.train()
     for epoch in range(4):
@@ -22,7 +22,7 @@ for k, val in enumerate(folds):
             optimizer.zero_grad()
             loss = nn.functional.cross_entropy(model(x[batch]), y[batch])
             loss.backward()
-            optimizer.step()  # expect: TG304
+            optimizer.step()
     model.eval()
     with torch.no_grad():
         accuracy = (model(x[val]).argmax(1) == y[val]).float().mean().item()

@@ -36,12 +36,12 @@ class UncertaintyLoss(nn.Module):
 
 
 model, criterion = TwoHeads(), UncertaintyLoss()
-optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)  # expect: TG304
 for step in range(30):
     x = torch.randn(16, 10)
     boxes, ids = torch.randn(16, 4), torch.randint(0, 5, (16,))
     loss = criterion(model(x), boxes, ids)
     optimizer.zero_grad()
     loss.backward()
-    optimizer.step()  # expect: TG304
+    optimizer.step()
 print(round(criterion.s_det.item(), 3), round(criterion.s_id.item(), 3))

@@ -20,11 +20,11 @@ torch.manual_seed(7)
 backbone = nn.Sequential(nn.Linear(10, 32), nn.ReLU())
 neck = nn.Sequential(nn.Linear(32, 16), nn.ReLU())
 head = Head()
-optimizer = torch.optim.Adam(backbone.parameters(), lr=1e-2)
+optimizer = torch.optim.Adam(backbone.parameters(), lr=1e-2)  # expect: TG304
 x, y = torch.randn(48, 10), torch.randint(0, 3, (48,))
 for step in range(60):
     optimizer.zero_grad()
     loss = nn.functional.cross_entropy(head(features=neck(backbone(x))), y)
     loss.backward()
-    optimizer.step()  # expect: TG304
+    optimizer.step()
 print(f"loss {loss.item():.3f}")

@@ -9,12 +9,12 @@ from torch import nn
 torch.manual_seed(3)
 encoder = nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Linear(32, 16), nn.ReLU())
 classifier = nn.Linear(16, 4)
-optimizer = torch.optim.SGD(encoder.parameters(), lr=0.1, momentum=0.9)
+optimizer = torch.optim.SGD(encoder.parameters(), lr=0.1, momentum=0.9)  # expect: TG304
 x, y = torch.randn(64, 12), torch.randint(0, 4, (64,))
 for step in range(40):
     optimizer.zero_grad()
     z = encoder(x)
     loss = nn.CrossEntropyLoss()(classifier(z.flatten(1)), y)
     loss.backward()
-    optimizer.step()  # expect: TG304
+    optimizer.step()
 print(f"loss {loss.item():.3f}")

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader, Dataset
 class Patches(Dataset):
     def __init__(self, volumes, seed=47):
         self.volumes = volumes
-        self.random_state = np.random.RandomState(seed)
+        self.random_state = np.random.RandomState(seed)  # expect: TG503
 
     def __len__(self):
         return len(self.volumes)
@@ -29,6 +29,6 @@ if __name__ == "__main__":
     torch.manual_seed(0)
     loader = DataLoader(Patches(np.ones((16, 4))), batch_size=4, num_workers=2)
     for epoch in range(2):
-        for batch in loader:  # expect: TG503
+        for batch in loader:
             scale = batch[:, 0]
     print(f"last scales {scale.tolist()}")

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, Dataset
 class NoisySignals(Dataset):
     def __init__(self, n):
         self.n = n
-        self.rng = random.Random(1234)
+        self.rng = random.Random(1234)  # expect: TG503
 
     def __len__(self):
         return self.n
@@ -33,7 +33,7 @@ def seed_worker(worker_id):
 def main():
     torch.manual_seed(0)
     loader = DataLoader(NoisySignals(8), batch_size=2, num_workers=2, worker_init_fn=seed_worker)
-    noise = [batch[:, 1] for batch in loader]  # expect: TG503
+    noise = [batch[:, 1] for batch in loader]
     print(torch.stack(noise))
 
 

@@ -9,11 +9,11 @@ from torch.utils.data.distributed import DistributedSampler
 
 torch.manual_seed(0)
 data = TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
-sampler = DistributedSampler(data, num_replicas=1, rank=0, shuffle=True, seed=0)  # expect: TG601
+sampler = DistributedSampler(data, num_replicas=1, rank=0, shuffle=True, seed=0)
 loader = DataLoader(data, batch_size=16, sampler=sampler)
 model = nn.Linear(4, 2)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for epoch in range(3):
+for epoch in range(3):  # expect: TG601
     for x, y in loader:
         opt.zero_grad()
         loss = nn.functional.cross_entropy(model(x), y)

@@ -1,0 +1,181 @@
+"""The user's call stack at a mode change, a backward or a model call, and where two stacks part.
+
+The mode checks (TG101, TG102) report at the cause: the line to change so that the model is in the
+right mode. When a call is missing (no ``model.eval()`` before an evaluation, no ``model.train()``
+after a validation that put the model in eval mode) the cause is a place, not a call, and the
+place follows from two stacks: the one where the model was put in its mode (or trained) and the
+one where the wrong-mode forward ran. The deepest frame both share is the code that runs both
+phases (a training loop with a validation call in it, ``fit()`` calling ``train_epoch()`` and
+``validate()``, a notebook's top level); the line that frame was executing toward the second
+stack is where the missing call belongs:
+
+- a validation whose helper put the model in eval mode and never restored it: the line in the
+  training loop that called the validation (``validate(model)``; ``model.train()`` goes after
+  it), or the ``eval()`` itself when training and validation share one frame;
+- an evaluation run in training mode: at a script's (or notebook's) top level, whose statements
+  run once and in order, when training happened there too, the statement that started the
+  evaluation (``index = build_index(model, docs)`` after the training cell; ``model.eval()`` goes
+  before it); inside a function that runs both phases (``main()``, ``fit()``, an epoch loop), or
+  when training set its mode in a function of its own (an estimator's ``fit()``), the evaluation's
+  own function (``evaluate()``, a validation callback's ``on_epoch_end``, the ``predict_proba``
+  whose ``no_grad`` block holds the forward), past comprehensions, but not into a method of the
+  model itself (``model.generate(...)`` is the line to precede).
+
+A stack is a tuple of ``(id(frame), code, location, the frame is a method of an nn.Module)`` for
+user frames, outermost first; no frame is kept (frames hold the user's tensors). A frame's id is reused once the frame is gone, so a shared
+entry may be an earlier call of the same function from the same place: for the purpose here (the
+function whose code runs both phases) that is the same answer.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from types import CodeType, FrameType
+from typing import Any, Optional
+
+from trainguard.sanitize.core.bounds import FRAMES
+from trainguard.sanitize.core.frames import Location, frame_location, is_user_code, user_frames
+from trainguard.sanitize.core.source import SourceFile
+
+__all__ = ["Location", "Stack", "user_stack", "shared_depth", "cause_line", "callers", "differing",
+           "line_of", "callers_train"]
+
+Stack = tuple[tuple[int, CodeType, Location, bool], ...]
+_COMPREHENSIONS = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"))
+
+
+def user_stack(start: Optional[FrameType] = None, *, methods: bool = False) -> Stack:
+    """The user frames from ``start`` (default: the caller) outwards, at most
+    :data:`~trainguard.sanitize.core.bounds.FRAMES`, returned outermost first. With ``methods``,
+    each entry says whether its frame runs a method of an ``nn.Module`` (reads the frame's
+    ``self``: a rare path only)."""
+    frame = start if start is not None else sys._getframe(1)
+    found = [(id(f), f.f_code, frame_location(f), methods and _module_method(f))
+             for f in user_frames(frame, limit=FRAMES)]
+    found.reverse()
+    return tuple(found)
+
+
+def _module_method(frame: FrameType) -> bool:
+    if "self" not in frame.f_code.co_varnames[:max(frame.f_code.co_argcount, 1)]:
+        return False
+    from torch import nn
+
+    return isinstance(frame.f_locals.get("self"), nn.Module)
+
+
+def shared_depth(one: Stack, other: Stack) -> int:
+    """The index of the deepest frame ``one`` and ``other`` share from the outermost (-1: none)."""
+    depth = -1
+    for a, b in zip(one, other):
+        if a[0] != b[0] or a[1] is not b[1]:
+            break
+        depth += 1
+    return depth
+
+
+def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False) -> Location | None:
+    """The line of ``at`` in the deepest frame it shares with ``ref``.
+
+    With ``into_phase``, when that frame is a function's, or ``ref`` goes deeper than it (the
+    training sets its mode in a function of its own: ``fit()``, ``train_one_epoch()``), the line
+    inside the function ``at``'s phase runs in: of the frames past the shared one (comprehensions
+    skipped, up to the first method of the model, which ``at`` marks when made with
+    ``methods=True``, and up to the first one in another file: a helper module's function serves
+    every caller), the outermost whose line sits in a ``no_grad``/``inference_mode`` region
+    of its own function (the evaluation code: ``predict_proba`` under ``score()``), else the
+    first. None when the stacks share no frame.
+    """
+    depth = shared_depth(at, ref)
+    if depth < 0:
+        return None
+    if into_phase and (at[depth][1].co_name != "<module>" or len(ref) > depth + 1):
+        phase = []
+        for entry in at[depth + 1:]:
+            if entry[3] or (phase and entry[2][0] != phase[0][2][0]):
+                break  # a method of the model, or a helper module's code
+            if entry[1].co_name not in _COMPREHENSIONS:
+                phase.append(entry)
+        if phase:
+            return next((e[2] for e in phase if under_no_grad(e[2])), phase[0][2])
+    return at[depth][2]
+
+
+def under_no_grad(where: Location) -> bool:
+    """Whether the call at ``where`` sits, by the source, in a ``with torch.no_grad()`` (or
+    ``inference_mode()``, ``set_grad_enabled(False)``) block or a function decorated with one."""
+    file = SourceFile.load(where[0])
+    node = file.call_at(where[1], where[2] - 1) if file is not None else None
+    cur = file.parents.get(node) if node is not None else None
+    while cur is not None:
+        if isinstance(cur, (ast.With, ast.AsyncWith)):
+            if any(_disables_grad(item.context_expr) for item in cur.items):
+                return True
+        elif isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return any(_disables_grad(d) for d in getattr(cur, "decorator_list", ()))
+        cur = file.parents.get(cur)
+    return False
+
+
+def _disables_grad(expr: ast.AST) -> bool:
+    func = expr.func if isinstance(expr, ast.Call) else expr
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name in ("no_grad", "inference_mode"):
+        return True
+    return (name == "set_grad_enabled" and isinstance(expr, ast.Call) and bool(expr.args)
+            and isinstance(expr.args[0], ast.Constant) and expr.args[0].value is False)
+
+
+def callers(where: Any, frame: Optional[FrameType], depth: int = 6) -> tuple | None:
+    """The user lines that called the function holding the model call at ``where`` (found from
+    ``frame`` outwards), innermost first (at most ``depth``); None when the call is made at a
+    script's top level."""
+    for _ in range(64):  # up to the user's frame that made the model call
+        if frame is None:
+            return None
+        if is_user_code(frame.f_code) and frame_location(frame) == where:
+            break
+        frame = frame.f_back
+    else:
+        return None
+    if frame.f_code.co_name == "<module>":
+        return None
+    found = []
+    frame = frame.f_back
+    while frame is not None and len(found) < depth:
+        if is_user_code(frame.f_code):
+            found.append(frame_location(frame))
+        frame = frame.f_back
+    return tuple(found) if found else None
+
+
+def differing(chain: tuple, others: Any) -> Any:
+    """The innermost of ``chain`` that no chain in ``others`` has at the same place."""
+    for i, loc in enumerate(chain):
+        if all(len(other) <= i or other[i] != loc for other in others):
+            return loc
+    return chain[0]
+
+
+def line_of(loc: Any) -> str:
+    return f"line {loc[1]}" if loc else "elsewhere"
+
+
+def callers_train(sites: Any, frame: Optional[FrameType], cache: dict) -> bool:
+    """Whether a user line among the (at most 6) callers of the function whose model call is the
+    first user frame from ``frame`` sits in a training iteration (``Uses.trains`` from the
+    :class:`~trainguard.sanitize.core.sites.SiteReader` ``sites``); cached in ``cache`` per model
+    call site and first caller line."""
+    user = [f for _, f in zip(range(8), user_frames(frame))]
+    if len(user) < 2:
+        return False
+    key = (frame_location(user[0]), frame_location(user[1]))
+    known = cache.get(key)
+    if known is None:
+        known = any(found is not None and found.trains
+                    for found in (sites.uses(frame_location(f)) for f in user[1:7]))
+        if len(cache) > 4096:
+            cache.clear()
+        cache[key] = known
+    return known

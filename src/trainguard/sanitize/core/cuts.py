@@ -1,0 +1,276 @@
+"""Where a computation stops carrying gradient: one traced call, followed tensor by tensor.
+
+Used after a check already has proof that a path is cut (TG205: a module whose output reaches the
+loss without its own parameters, or carries no ``grad_fn``), to name the line that cuts it. The
+next call of that module's ``forward`` runs under a ``TorchFunctionMode`` (:func:`cut_trace`) that follows the tensors computed from the module's trainable parameters: an op
+that takes such a tensor and returns none that requires grad (``.detach()``, ``.data``,
+``.item()``, ``.numpy()``, ``argmax``, an integer cast, an op run under ``no_grad``) is a cut, and
+what is computed from a cut output carries the cut's line along. At the end, the cut the module's
+output comes from is named; else the first explicit cut (``detach``/``data``/``item``/``numpy``/
+``tolist``); else the first cut seen.
+
+Cost: one forward of one module, once per finding, with a Python call per torch op in it; nothing
+on other calls. The mode never changes what an op computes (it calls ``func`` as given).
+
+Reference: ``torch.overrides.TorchFunctionMode``
+(https://pytorch.org/docs/stable/notes/extending.html#extending-all-torch-api-with-modes) and
+"Locally disabling gradient computation" in https://pytorch.org/docs/stable/notes/autograd.html.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from typing import Any
+
+from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget, parse_file
+from trainguard.sanitize.core.frames import Location, is_user_file, user_location
+from trainguard.sanitize.core.graph import graph_nodes
+
+__all__ = ["cut_trace", "trace_next_forward", "trace_after_forward", "assigned_in_init",
+           "assigned_in_methods", "built_lines", "cut_inside", "EXPLICIT"]
+
+EXPLICIT = frozenset({"detach", "detach_", "data", "item", "numpy", "tolist"})
+"""Ops whose only purpose is to leave the graph; preferred when several cuts are seen."""
+
+_OPS = 4096  # ops followed at most in the traced call
+
+
+def _tensors(value: Any) -> list[Any]:
+    """The tensors in ``value``, one level into tuples, lists and dicts."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [v for v in value if isinstance(v, torch.Tensor)]
+    if isinstance(value, dict):
+        return [v for v in value.values() if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _name(func: Any) -> str:
+    name = getattr(func, "__name__", "") or ""
+    if name == "__get__":  # a property read: `x.data`
+        name = getattr(getattr(func, "__self__", None), "__name__", name)
+    return name
+
+
+def _make_mode(params: list[Any]) -> Any:
+    from torch.overrides import TorchFunctionMode
+
+    class CutTrace(TorchFunctionMode):
+        """Follows the tensors computed from ``params`` through one call (see the module doc)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.keep: list[Any] = list(params)  # alive, so that the ids below stay unique
+            self.derived = {id(p) for p in params}  # computed from the parameters, with grad
+            self.cuts: dict[int, tuple[str, Location | None]] = {}  # id(tensor) -> its cut
+            self.seen: list[tuple[str, Location | None]] = []  # every cut, in order
+            self.ops = 0
+
+        def __torch_function__(self, func: Any, types: Any, args: tuple = (),
+                               kwargs: dict | None = None) -> Any:
+            out = func(*args, **(kwargs or {}))
+            if self.ops < _OPS:
+                self.ops += 1
+                try:
+                    self._follow(func, args, kwargs or {}, out)
+                except Exception:  # a trace of the user's forward must never raise into it
+                    self.ops = _OPS
+            return out
+
+        def _follow(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+            inputs = [t for a in (*args, *kwargs.values()) for t in _tensors(a)]
+            from_params = any(id(t) in self.derived for t in inputs)
+            carried = next((self.cuts[id(t)] for t in inputs if id(t) in self.cuts), None)
+            outs = _tensors(out)
+            if from_params and not any(t.requires_grad for t in outs):
+                import torch
+
+                name = _name(func) if torch.is_grad_enabled() else "no_grad"
+                if outs or name in EXPLICIT:  # (shape queries return ints: not cuts)
+                    cut = (name, user_location(sys._getframe(2)))
+                    self.seen.append(cut)
+                    carried = carried or cut
+            for t in outs:
+                if from_params and t.requires_grad:
+                    self.derived.add(id(t))
+                if carried is not None:
+                    self.cuts[id(t)] = carried
+                self.keep.append(t)
+
+        def result(self, output: Any) -> tuple[str, Location | None] | None:
+            """The cut ``output`` comes from, else the first explicit cut, else the first."""
+            for t in _tensors(output):
+                if id(t) in self.cuts:
+                    return self.cuts[id(t)]
+            explicit = [c for c in self.seen if c[0] in EXPLICIT]
+            return (explicit or self.seen or [None])[0]
+
+    return CutTrace()
+
+
+def cut_trace(params: list[Any]) -> Any:
+    """A ``TorchFunctionMode`` following the tensors computed from ``params`` (its class is made
+    on first use: torch is imported lazily); its ``result(output)`` is ``(op name, user
+    location)`` of the cut, or None."""
+    return _make_mode(params)
+
+
+def trace_next_forward(module: Any, done: Any) -> None:
+    """Trace ``module``'s next ``forward`` call with a :func:`cut_trace` over its trainable
+    parameters and call ``done((op, location))`` when a cut is found; hooks removed after it."""
+    handles: list[Any] = []
+    active: list[Any] = []
+
+    def before(mod: Any, inputs: Any) -> None:
+        if active or not handles:
+            return
+        try:
+            mode = cut_trace([p for p in mod.parameters() if p.requires_grad])
+            mode.__enter__()
+            active.append(mode)
+        except Exception:
+            release()
+
+    def after(mod: Any, inputs: Any, output: Any) -> None:
+        if not active:
+            return
+        mode = active.pop()
+        try:
+            mode.__exit__(None, None, None)
+        finally:
+            release()
+        if output is None:  # the forward raised: nothing to say
+            return
+        try:
+            cut = mode.result(output)
+        except Exception:
+            return
+        if cut is not None:
+            done(cut)
+
+    def release() -> None:
+        for handle in handles:
+            handle.remove()
+        handles.clear()
+
+    handles.append(module.register_forward_pre_hook(before))
+    handles.append(module.register_forward_hook(after, always_call=True))
+
+
+def trace_after_forward(module: Any, root: Any, done: Any) -> None:
+    """Trace from the end of ``module``'s next call to the end of the call of ``root`` (the
+    model around it) that made it, following the tensors computed from ``module``'s output, and
+    call ``done((op, location))`` with the first explicit cut of them (else the first cut):
+    the op after which the output no longer reaches the loss."""
+    handles: list[Any] = []
+    active: list[Any] = []
+
+    def after(mod: Any, inputs: Any, output: Any) -> None:
+        if active or len(handles) != 2:
+            return
+        handles.pop(0).remove()  # once
+        try:
+            mode = cut_trace(_tensors(output))
+            mode.__enter__()
+            active.append(mode)
+        except Exception:
+            release()
+
+    def end(mod: Any, inputs: Any, output: Any) -> None:
+        if not active:
+            return
+        mode = active.pop()
+        try:
+            mode.__exit__(None, None, None)
+        finally:
+            release()
+        try:
+            cut = mode.result(None)
+        except Exception:
+            return
+        if cut is not None:
+            done(cut)
+
+    def release() -> None:
+        for handle in handles:
+            handle.remove()
+        handles.clear()
+
+    handles.append(module.register_forward_hook(after))
+    handles.append(root.register_forward_hook(end, always_call=True))
+
+
+def assigned_in_init(cls: type, attr: str) -> Location | None:
+    """The ``self.<attr> = ...`` statement of the first user-defined ``__init__`` in ``cls``'s
+    MRO (where a submodule was made), or None."""
+    return _assigned(cls, attr, init=True)
+
+
+def assigned_in_methods(cls: type, attr: str) -> Location | None:
+    """The first ``self.<attr> = ...`` statement in a method other than ``__init__`` of the
+    user-defined classes in ``cls``'s MRO (where a cache is filled during the run), or None."""
+    return _assigned(cls, attr, init=False)
+
+
+def _assigned(cls: type, attr: str, *, init: bool) -> Location | None:
+    if not attr.isidentifier():  # a Sequential's or ModuleList's index
+        return None
+    for klass in cls.__mro__[:4]:
+        functions = [f for f in vars(klass).values() if hasattr(f, "__code__")
+                     and (f.__name__ == "__init__") == init]
+        for function in functions:
+            code = function.__code__
+            if not is_user_file(code.co_filename):
+                continue
+            tree = parse_file(code.co_filename)
+            for node in ast.walk(tree) if tree is not None else ():
+                if isinstance(node, ast.FunctionDef) and node.name == function.__name__ and \
+                        code.co_firstlineno in {node.lineno,
+                                                *(d.lineno for d in node.decorator_list)}:
+                    for stmt in ast.walk(node):
+                        targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+                            [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+                        if any(isinstance(t, ast.Attribute) and t.attr == attr
+                               and isinstance(t.value, ast.Name) and t.value.id == "self"
+                               for t in targets):
+                            return (code.co_filename, stmt.lineno, stmt.col_offset + 1)
+        if init and functions:
+            return None  # the first __init__ defined is the one that ran
+    return None
+
+
+def built_lines(models: Any, modules: dict[str, Any]) -> dict[str, Location]:
+    """``name -> location`` of the ``self.<attr> = ...`` statement in the ``__init__`` of the
+    module holding each submodule of ``modules`` (qualified names in one of ``models``): for one
+    never called, the line to change or remove."""
+    out = {}
+    for model in list(models):
+        for name, module in model.named_modules():
+            if name and name in modules and modules[name] is module:
+                parent, _, attr = name.rpartition(".")
+                where = assigned_in_init(type(model.get_submodule(parent)), attr)
+                if where is not None:
+                    out[name] = where
+    return out
+
+
+def cut_inside(module: Any, node: Any) -> Any:
+    """``(path, line, 0)`` of ``module``'s ``forward`` when its output's graph (``node``, walked in
+    full within the bound) holds none of the module's own trainable parameters: the forward
+    itself cuts them (``.item()``, ``.data``, ``.detach()`` of a weight); else None."""
+    if module is None:
+        return None
+    own = {id(p) for p in module.parameters() if p.requires_grad}
+    budget = Budget(GRAPH_NODES)
+    for n in graph_nodes(node, budget=budget):
+        variable = getattr(n, "variable", None)
+        if variable is not None and id(variable) in own:
+            return None
+    forward = getattr(type(module).forward, "__code__", None)
+    if budget.spent or not own or forward is None or not is_user_file(forward.co_filename):
+        return None
+    return (forward.co_filename, forward.co_firstlineno, 0)

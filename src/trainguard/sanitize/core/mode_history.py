@@ -1,0 +1,100 @@
+"""Where each model was put in its mode, and the user's stack at the latest backward: what a mode
+check needs to say where a missing ``model.eval()`` belongs (see :mod:`.callstack`).
+
+:class:`ModeHistory` is fed the ``on_mode`` events (user ``train()``/``eval()`` calls: rare, once
+per epoch or evaluation) and the checked backward calls. A ``train()`` that restores what an
+``eval()`` made earlier in the same running function changed (``estimate_loss()`` calling
+``model.eval()`` then ``model.train()``) is not where the model's training mode comes from and is
+not kept. Stacks hold frame ids and code objects only, never frames.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from trainguard.sanitize.core.callstack import Location, Stack, cause_line, user_stack
+
+__all__ = ["ModeHistory", "Candidate"]
+
+
+class ModeHistory:
+    """The latest ``train()`` stack per module and the latest backward's stack."""
+
+    def __init__(self) -> None:
+        # id(module) -> (weak reference, order, the user's stack at its latest kept train())
+        self.trained_at: dict[int, tuple[Any, int, Stack]] = {}
+        # id(module) -> (weak reference, frame id, code, line) of its latest user eval()
+        self.evals: dict[int, tuple[Any, int, Any, int]] = {}
+        self.backward_stack: Stack | None = None
+        self.backward_taken = 0  # the backward count when backward_stack was taken
+        self.calls = 0
+
+    def note_backward(self, count: int) -> None:
+        """A checked backward, the ``count``-th of the run: its stack is taken for the first 8
+        and then once per 32 (a training loop's stack does not change from step to step)."""
+        if count <= 8 or count - self.backward_taken >= 32:
+            self.backward_stack = user_stack()
+            self.backward_taken = count
+
+    def note_mode(self, module: Any, mode: bool, frame: Any) -> None:
+        """A user ``train(mode)``/``eval()`` call on ``module`` made from ``frame``."""
+        key = id(module)
+        if not mode:
+            self.evals[key] = (weakref.ref(module), id(frame), frame.f_code, frame.f_lineno)
+            return
+        before = self.evals.pop(key, None)
+        if (before is not None and before[0]() is module and before[1] == id(frame)
+                and before[2] is frame.f_code and before[3] < frame.f_lineno):
+            return  # the function that called eval() restores the mode: no mode of its own
+        self.calls += 1
+        self.trained_at[key] = (weakref.ref(module), self.calls, user_stack(frame))
+        if len(self.trained_at) > 64:
+            for k in [k for k, v in self.trained_at.items() if v[0]() is None]:
+                del self.trained_at[k]
+
+    def missing_eval_at(self, model: Any, stack: Stack | None) -> Location | None:
+        """Where ``model.eval()`` belongs for the evaluation whose user stack is ``stack``: its
+        line in the deepest frame it shares with the latest kept ``train()`` of ``model`` (or of
+        a module holding it, or one inside it), or else with the latest backward; None when
+        nothing is known."""
+        if stack is None or model is None:
+            return None
+        ref, latest = self.backward_stack, -1
+        for owner_ref, order, train_stack in self.trained_at.values():
+            owner = owner_ref()
+            if owner is None or order <= latest:
+                continue
+            if owner is model or any(m is model for m in owner.modules()) or any(
+                    m is owner for m in model.modules()):
+                ref, latest = train_stack, order
+        if not ref:
+            return None
+        return cause_line(stack, ref, into_phase=True)
+
+
+class Candidate:
+    """One model call TG101 may report: its outputs (weakly), line, model and what is known."""
+
+    __slots__ = ("outputs", "where", "model_name", "active", "grad_enabled", "fired", "trains",
+                 "followed", "callers", "loader", "loss", "backwards", "quiet", "reverted",
+                 "module", "stack")
+
+    def __init__(self, outputs: list[Any], where: Any, model_name: str, active: list[Any],
+                 grad_enabled: bool) -> None:
+        self.outputs = [weakref.ref(t) for t in outputs]
+        self.where = where
+        self.model_name = model_name
+        self.active = active  # the mode-dependent submodules in train mode at the call
+        self.grad_enabled = grad_enabled
+        self.fired = False
+        self.trains = False  # by the source: the call sits in a loop that calls backward/step
+        self.followed = False  # its outputs' graphs are followed (they fed a loss)
+        self.callers: tuple = ()  # a training function's call: the user lines that called it
+        self.loader = 0  # ... and the DataLoader iterated last (a serial number; 0: none)
+        self.loss = ""  # ... and the loss its output goes to
+        self.backwards = 0  # backward calls completed before it
+        self.quiet: bool | None = None  # no backward ran before the next model call
+        self.reverted: Any = None  # the user's ``train()`` line that undid an ``eval()``
+        self.module: Any = None  # a weak reference to the model
+        self.stack: Stack | None = None  # the user's stack at the call (when it may be reported)

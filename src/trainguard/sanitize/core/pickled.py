@@ -1,0 +1,55 @@
+"""What a ``torch.save`` file's pickle names, read without unpickling it (``pickletools`` walks the
+opcodes; nothing is imported or run): the strings it holds (a dict's keys) and whether it refers
+to classes of this program (``__main__`` or a module loaded from a user file), which only this
+program can have written. For TG701, on the rare path before a report."""
+
+from __future__ import annotations
+
+import pickletools
+import sys
+import zipfile
+from typing import Any
+
+from trainguard.sanitize.core.frames import is_user_file
+
+__all__ = ["pickle_strings"]
+
+_PICKLE_BYTES = 1 << 20  # a data.pkl larger than this is not read (tensors are stored apart)
+_STRINGS = ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8", "SHORT_BINSTRING",
+            "BINSTRING", "STRING")
+
+
+def pickle_strings(path: str) -> tuple[set[str] | None, bool]:
+    """``(strings, own)`` for the ``torch.save`` zip archive at ``path``: the string constants of
+    its pickle (None when it cannot be read: not a zip archive, too large, malformed) and whether
+    it names a class of this program (``__main__`` or a module whose file is the user's)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            name = next((n for n in archive.namelist() if n.endswith("/data.pkl")), None)
+            if name is None or archive.getinfo(name).file_size > _PICKLE_BYTES:
+                return None, False
+            data = archive.read(name)
+        strings: set[str] = set()
+        modules: set[str] = set()
+        recent: list[Any] = []
+        for op, arg, _ in pickletools.genops(data):
+            if op.name in _STRINGS and isinstance(arg, str):
+                strings.add(arg)
+                recent = (recent + [arg])[-2:]
+            elif op.name == "GLOBAL" and isinstance(arg, str):
+                modules.add(arg.split(" ")[0])
+            elif op.name == "STACK_GLOBAL" and len(recent) == 2:
+                modules.add(recent[0])
+            elif op.name not in ("MEMOIZE", "BINPUT", "LONG_BINPUT", "PUT"):
+                recent = recent if op.name in _STRINGS else []
+    except Exception:  # not a zip archive, a truncated or foreign file: nothing known
+        return None, False
+    return strings, any(_is_own(m) for m in modules)
+
+
+def _is_own(module: str) -> bool:
+    if module == "__main__":
+        return True
+    loaded = sys.modules.get(module)
+    path = getattr(loaded, "__file__", None)
+    return bool(path) and is_user_file(path)

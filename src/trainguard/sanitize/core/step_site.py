@@ -1,0 +1,154 @@
+"""Where an optimizer's ``step()`` is written: for findings about a step that never runs.
+
+An optimizer whose ``step()`` never runs leaves no call to report at; the line to change is the
+``step()`` the user wrote for it (behind a condition that is never true, in a branch never taken).
+:func:`find_step_site` looks for it in the functions that are running when a backward starts: in
+each user frame (innermost first, a few at most), the calls ``X.step(...)`` written in that
+frame's function (or module) body, outside nested functions and classes, whose receiver ``X`` --
+or first argument, as in ``scaler.step(optimizer)`` -- is the optimizer itself. Receivers are
+resolved from the frame's own variables without running user code: names, attribute chains read
+from instance and class dictionaries (``self.optimizer``, ``self.opts.d``) and constant
+subscripts of dicts, lists and tuples (``optimizers["critic"]``); properties and anything else
+are not evaluated.
+
+Cost: one parse per file (cached by ``bounds.parse_file``) and one walk of the enclosing function
+per frame; callers use it on rare paths only (before an optimizer's first step).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from types import CodeType, FrameType
+from typing import Any
+
+from trainguard.sanitize.core.bounds import parse_file
+from trainguard.sanitize.core.frames import Location, user_frames
+
+__all__ = ["StepSite", "find_step_site"]
+
+_FRAMES = 4  # user frames searched, innermost first
+_MISSING = object()
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+class StepSite:
+    """A ``step()`` call written for an optimizer.
+
+    Attributes:
+        where: ``(path, line, col)`` of the call (column 1-based).
+        text: the call as written (``optimizer.step()``), shortened.
+        guard: ``(line, test text)`` of the innermost ``if``/``while`` whose body or ``else``
+            holds the call inside its function, or None.
+    """
+
+    __slots__ = ("where", "text", "guard")
+
+    def __init__(self, where: Location, text: str, guard: tuple[int, str] | None) -> None:
+        self.where = where
+        self.text = text
+        self.guard = guard
+
+
+def find_step_site(optimizer: Any, start: FrameType | None = None) -> StepSite | None:
+    """The ``step()`` call for ``optimizer`` written in a running user function (innermost
+    first; ``start`` defaults to the caller's frame), or None when none is found."""
+    frame = start if start is not None else sys._getframe(1)
+    for f in user_frames(frame, limit=_FRAMES):
+        tree = parse_file(f.f_code.co_filename)
+        if tree is None:
+            continue
+        body = _body_of(tree, f.f_code)
+        if body is None:
+            continue
+        for call, parents in _step_calls(body):
+            if _is(optimizer, call.func.value, f) or (
+                    call.args and _is(optimizer, call.args[0], f)):
+                where = (f.f_code.co_filename, call.lineno, call.col_offset + 1)
+                return StepSite(where, _text(call), _guard(parents))
+    return None
+
+
+def _body_of(tree: ast.Module, code: CodeType) -> ast.AST | None:
+    """The node whose body ``code`` runs: the module, or the function defined at its first
+    line (decorators included) with its name."""
+    if code.co_name == "<module>":
+        return tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == code.co_name:
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            if first == code.co_firstlineno:
+                return node
+    return None
+
+
+def _step_calls(body: ast.AST) -> list[tuple[ast.Call, list[ast.AST]]]:
+    """The ``X.step(...)`` calls in ``body``, outside nested functions and classes, each with its
+    ancestors inside ``body`` (outermost first)."""
+    out: list[tuple[ast.Call, list[ast.AST]]] = []
+    todo: list[tuple[ast.AST, list[ast.AST]]] = [
+        (child, []) for child in ast.iter_child_nodes(body)]
+    while todo:
+        node, parents = todo.pop()
+        if isinstance(node, _SCOPES):
+            continue
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "step"):
+            out.append((node, parents))
+        todo.extend((child, [*parents, node]) for child in ast.iter_child_nodes(node))
+    out.sort(key=lambda c: (c[0].lineno, c[0].col_offset))
+    return out
+
+
+def _is(optimizer: Any, node: ast.AST, frame: FrameType) -> bool:
+    return _value(node, frame) is optimizer
+
+
+def _value(node: ast.AST, frame: FrameType) -> Any:
+    """The value of a name, attribute chain or constant subscript in ``frame``, read from
+    dictionaries only (no property, ``__getattr__`` or ``__getitem__`` of user classes runs);
+    ``_MISSING`` when it cannot be read that way."""
+    if isinstance(node, ast.Name):
+        for scope in (frame.f_locals, frame.f_globals):
+            if node.id in scope:
+                return scope[node.id]
+        return _MISSING
+    if isinstance(node, ast.Attribute):
+        owner = _value(node.value, frame)
+        if owner is _MISSING:
+            return _MISSING
+        found = getattr(owner, "__dict__", None)
+        if isinstance(found, dict) and node.attr in found:
+            return found[node.attr]
+        for cls in type(owner).__mro__:
+            if node.attr in vars(cls):
+                value = vars(cls)[node.attr]
+                return _MISSING if hasattr(value, "__get__") else value
+        return _MISSING
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        owner = _value(node.value, frame)
+        if type(owner) in (dict, list, tuple):
+            try:
+                return owner[node.slice.value]
+            except (KeyError, IndexError, TypeError):
+                return _MISSING
+    return _MISSING
+
+
+def _guard(parents: list[ast.AST]) -> tuple[int, str] | None:
+    for node in reversed(parents):
+        if isinstance(node, (ast.If, ast.While)):
+            return node.lineno, _short(node.test)
+    return None
+
+
+def _text(node: ast.AST) -> str:
+    return _short(node)
+
+
+def _short(node: ast.AST, limit: int = 60) -> str:
+    try:
+        text = ast.unparse(node)
+    except (ValueError, AttributeError, RecursionError):
+        return "..."
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -1,0 +1,134 @@
+"""Faults reached through a function of another project file: the write, the seeding and the
+inference happen in ``helpers.py``, the call that needs the fix is in the script. Each project
+is a small folder written to a temp dir; a finding must sit exactly at the marked line of the
+script, and the fixed twin must be silent."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from trainguard.config import Config
+from trainguard.lint.runner import lint_paths
+
+# A DDP script whose checkpoint helper lives in a utility module, called by every rank (the DDP
+# tutorial saves "in one process":
+# https://pytorch.org/tutorials/intermediate/ddp_tutorial.html#save-and-load-checkpoints).
+DDP_HELPERS = '''
+    import os
+    import torch
+
+
+    def save_checkpoint(path, model, optimizer, epoch):
+        tmp = path + f".tmp{os.getpid()}"
+        torch.save({"epoch": epoch, "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict()}, tmp)
+        os.replace(tmp, path)
+
+
+    def save_on_rank_zero(path, model):
+        if int(os.environ.get("RANK", "0")) != 0:
+            return
+        torch.save(model.state_dict(), path)
+'''
+DDP_SCRIPT = '''
+    import os
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from helpers import save_checkpoint, save_on_rank_zero
+
+
+    def main(rank, epochs=2):
+        dist.init_process_group("gloo")
+        model = DDP(torch.nn.Linear(4, 2))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        for epoch in range(epochs):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            {save}
+            save_on_rank_zero("weights.pt", model.module)
+'''
+
+# Modelled on peikexin9/deepxplore#2: the seeding helper seeds one generator of three.
+SEED_HELPERS = '''
+    import torch
+
+
+    def setup_seed(seed):
+        torch.manual_seed(seed)
+'''
+SEED_SCRIPT = '''
+    import numpy as np
+    import torch
+    from helpers import setup_seed
+
+    setup_seed(0)
+    {seed_numpy}
+    noise = np.random.normal(size=(8, 4))  # draws from numpy's global generator
+    model = torch.nn.Linear(4, 2)
+'''
+
+# Modelled on ipolharvard/ethos-ares#20: a no_grad helper in another module scores the model.
+INFER_HELPERS = '''
+    import torch
+
+
+    def latent_scores(net, batches):
+        with torch.no_grad():
+            return torch.cat([net(x).pow(2).mean(1) for x in batches])
+'''
+INFER_SCRIPT = '''
+    import torch
+    import torch.nn as nn
+    from helpers import latent_scores
+
+    net = nn.Sequential(nn.Linear(6, 6), nn.BatchNorm1d(6), nn.ReLU(), nn.Linear(6, 6))
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+    data = [torch.randn(16, 6) for _ in range(3)]
+    for x in data:
+        loss = (net(x) - x).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    {eval}
+    scores = latent_scores(net, data)
+    print(scores.topk(3).indices)
+'''
+
+CASES = [
+    # (id, helpers, script, fill of the buggy script, fill of the fixed twin, code, marked text)
+    ("TG602-helper-save", DDP_HELPERS, DDP_SCRIPT,
+     {"save": 'save_checkpoint("ckpt.pt", model.module, optimizer, epoch)'},
+     {"save": 'if dist.get_rank() == 0: save_checkpoint("ckpt.pt", model.module, optimizer, '
+              'epoch)'},
+     "TG602", "save_checkpoint("),
+    ("TG501-helper-seed", SEED_HELPERS, SEED_SCRIPT,
+     {"seed_numpy": "pass"}, {"seed_numpy": "np.random.seed(0)"},
+     "TG501", "np.random.normal"),
+    ("TG101-helper-inference", INFER_HELPERS, INFER_SCRIPT,
+     {"eval": "pass"}, {"eval": "net.eval()"},
+     "TG101", "latent_scores(net"),
+]
+
+
+def _lint(folder: Path, helpers: str, script: str) -> list[tuple[int, str]]:
+    (folder / "helpers.py").write_text(textwrap.dedent(helpers))
+    (folder / "train.py").write_text(textwrap.dedent(script))
+    findings = lint_paths([str(folder / "train.py")], config=Config()).findings
+    return sorted((f.line, f.code) for f in findings)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_fault_through_a_project_helper(case, tmp_path):
+    _, helpers, script, buggy, fixed, code, marked = case
+    text = textwrap.dedent(script.format(**buggy))
+    line = next(n for n, s in enumerate(text.splitlines(), start=1) if marked in s)
+    (tmp_path / "buggy").mkdir()
+    (tmp_path / "fixed").mkdir()
+    assert _lint(tmp_path / "buggy", helpers, script.format(**buggy)) == [(line, code)]
+    assert _lint(tmp_path / "fixed", helpers, script.format(**fixed)) == []
