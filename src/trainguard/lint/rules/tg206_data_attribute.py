@@ -17,7 +17,9 @@ graph holds the tensor and wrong when one does. So it fires on the writes that m
 Silent: reads (``loss.data``, ``p.data.norm()``), parameter (re)initialization before training
 (``p.data.normal_()``, ``w = p.data; w.zero_()``, in ``__init__``, ``init*``/``reset*``
 functions), updates after backward (manual SGD ``p.data.add_(p.grad, alpha=-lr)``, weight
-clipping, EMA), ``.data`` of things that are not tensors (``dataset.data``), and anything under
+clipping, EMA, a renormalisation after the step even when another loss's forward and backward
+follow in the same iteration), a clamp of the weight onto a box in ``forward`` (BinaryConnect),
+``.data`` of things that are not tensors (``dataset.data``), and anything under
 ``torch.no_grad()``.
 """
 
@@ -125,6 +127,8 @@ def _in_forward(script: Script, node: ast.AST) -> str | None:
     func = script.enclosing_function(node)
     if func is None:
         return None
+    if _clamps_itself(script, node):
+        return None
     if func.name == "forward" and script.enclosing_class(node) is not None:
         return "inside forward()"
     for site in script.call_sites(func)[:4]:
@@ -135,6 +139,32 @@ def _in_forward(script: Script, node: ast.AST) -> str | None:
     return None
 
 
+def _clamps_itself(script: Script, node: ast.Attribute) -> bool:
+    """``w.data = w.data.clamp(lo, hi)`` or ``w.data.clamp_(lo, hi)``: a projection onto a box
+    (BinaryConnect keeps its latent weights in [-1, 1] this way, Courbariaux et al. 2015). It
+    leaves every value already in range, and so the optimizer's updates, as they were; a mask or
+    a quantizer written back the same way replaces them every step and stays reported."""
+    target = script.segment(node.value)
+    p = parent(node)
+    if isinstance(p, ast.Attribute) and p.attr in ("clamp_", "clip_"):
+        return True
+    stmt = parent(node)
+    if not (isinstance(stmt, ast.Assign) and node in stmt.targets):
+        return False
+    value = stmt.value
+    call = value if isinstance(value, ast.Call) else None
+    if call is None:
+        return False
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in ("clamp", "clip", "clamp_", "clip_"):
+        src = script.segment(func.value) or ""
+        return src.removesuffix(".data") == target
+    if dotted(func) in ("torch.clamp", "torch.clip") and call.args:
+        src = script.segment(call.args[0]) or ""
+        return src.removesuffix(".data") == target
+    return False
+
+
 def _before_backward(script: Script, node: ast.AST) -> str | None:
     """Between a forward and the backward of the same iteration of a training loop."""
     line = node.lineno  # type: ignore[attr-defined]
@@ -143,9 +173,13 @@ def _before_backward(script: Script, node: ast.AST) -> str | None:
             continue
         backwards = [c.lineno for c in walk_local(loop) if is_backward(c)]
         forwards = [c.lineno for c in forward_calls(script, loop)]
-        if any(f < line for f in forwards) and any(b > line for b in backwards):
-            b = min(b for b in backwards if b > line)
-            return f"after the forward and before backward() at {script.at(b)}"
+        before = [f for f in forwards if f < line]
+        if not before or not any(b > line for b in backwards):
+            continue
+        if any(max(before) < b < line for b in backwards):
+            continue  # the last forward's graph was already used: a write after its update
+        b = min(b for b in backwards if b > line)
+        return f"after the forward and before backward() at {script.at(b)}"
     return None
 
 
