@@ -65,81 +65,14 @@ from typing import Any
 from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import user_frames, user_location
-from trainguard.sanitize.core.graph import (LOSS_OUT, MADE, graph_nodes, node_metadata,
-                                            stamped_models, weighs_losses)
-from trainguard.sanitize.core.params import (ParamMap, all_parameters, held_ids, no_gradients,
-                                             value_sum)
+from trainguard.sanitize.core.graph import (LOSS_OUT, node_metadata, stamped_models,
+                                            weighs_losses)
+from trainguard.sanitize.core.loss_path import Flow, Suspect, own_leaf_in, takes_a_target_like
+from trainguard.sanitize.core.params import ParamMap, all_parameters, held_ids, no_gradients
 from trainguard.sanitize.core.records import graph_tensors
 
 _CONFIRM_AFTER = 5  # steps between noting a suspect and confirming it
 _EVERY = 32  # the most steps between two looks
-
-
-class _Suspect:
-    """A parameter found missing from every optimizer: what it was then, and whether backward has
-    accumulated a gradient into it since (a hook, so this is known even after it is freed)."""
-
-    __slots__ = ("ref", "name", "shape", "numel", "model", "stale", "listed", "series", "trained",
-                 "handle", "version", "total", "built")
-
-    def __init__(self, p: Any, name: str, model: str, stale: str, listed: str,
-                 series: str = "", built: Any = None) -> None:
-        self.ref = weakref.ref(p)
-        self.name = name
-        self.shape = tuple(p.shape)
-        self.numel = p.numel()
-        self.model = model  # the model's class name
-        self.stale = stale  # the class of the optimizer stepping without gradients, or ""
-        self.listed = listed  # the plain list/dict attribute that keeps its module, or ""
-        self.series = series  # how its separate model is chained to a trained one, or ""
-        self.built = built  # the user's line that built the optimizer it was left out of, or None
-        self.trained = False  # set by the hook
-        self.handle: Any = None
-        self.version = p._version
-        self.total = value_sum(p)
-
-    def watch(self) -> None:
-        def accumulated(_: Any) -> None:
-            self.trained = True
-
-        try:
-            self.handle = self.ref().register_post_accumulate_grad_hook(accumulated)
-        except (RuntimeError, AttributeError):  # not a leaf: fall back to "always trained"
-            self.trained = True
-
-    def release(self) -> None:
-        if self.handle is not None:
-            self.handle.remove()
-            self.handle = None
-
-    def changed(self, p: Any) -> bool:
-        """Whether ``p``'s value changed since it was noted (something else updates it)."""
-        return p._version != self.version or value_sum(p) != self.total
-
-
-class _Flow:
-    """Which models' outputs went where on checked steps (each model by ``id()``)."""
-
-    __slots__ = ("consumed", "loss_inputs", "loss_targets", "weighs")
-
-    def __init__(self) -> None:
-        self.consumed: dict[int, set[int]] = {}  # model -> models whose outputs its call took
-        self.weighs: dict[int, set[int]] = {}  # model -> models whose losses its call took
-        self.loss_inputs: set[int] = set()  # models whose outputs a loss took as its input
-        self.loss_targets: set[int] = set()  # ... as its target
-
-    def after(self, key: int) -> set[int]:
-        """The models that take ``key``'s output, directly or through other models."""
-        out: set[int] = set()
-        todo = [key]
-        while todo:
-            k = todo.pop()
-            for later, earlier in self.consumed.items():
-                if k in earlier and later not in out:
-                    out.add(later)
-                    todo.append(later)
-        out.discard(key)
-        return out
 
 
 class ParamsNotInOptimizer(Check):
@@ -152,7 +85,7 @@ class ParamsNotInOptimizer(Check):
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.next_step = 1  # the step before which the next look is made
-        self.suspects: dict[int, _Suspect] = {}  # id(param): noted at the last look
+        self.suspects: dict[int, Suspect] = {}  # id(param): noted at the last look
         self.done = ParamMap()  # parameters reported, or found trained some other way
         self.added_at = ParamMap()  # parameter -> the user's line that added it (on_params_added)
         # optimizer -> the user's line that built it (on_built): where parameters were left out
@@ -161,14 +94,14 @@ class ParamsNotInOptimizer(Check):
         self.where: Any = None  # the step line where the suspects were noted
         # What the looks read, replaced at each look after which checked steps brought a new
         # record (a settled loop repeats the same calls), and that record.
-        self.flow = _Flow()
-        self.fresh: _Flow | None = None
+        self.flow = Flow()
+        self.fresh: Flow | None = None
         # outermost call -> models whose outputs the losses computed inside it took
         self.inner_losses: dict[int, set[int]] = {}
 
-    def _records(self) -> _Flow:
+    def _records(self) -> Flow:
         if self.fresh is None:
-            self.fresh = _Flow()
+            self.fresh = Flow()
         return self.fresh
 
     def on_root_forward(self, call: Any) -> None:
@@ -184,8 +117,8 @@ class ParamsNotInOptimizer(Check):
                 if losses:  # it took a loss (or something computed from one)
                     behind_losses |= made_by
         if behind_losses and (weighs_losses(call.output, key)
-                              or (not _takes_a_target_like(call)
-                                  and _own_leaf_in(call.output, call.module))):
+                              or (not takes_a_target_like(call)
+                                  and own_leaf_in(call.output, call.module))):
             # its own parameters enter after the losses (learned loss weights, uncertainty
             # weighting) or inside them (a loss module with parameters: learned class weights,
             # an ArcFace margin head): they are on the path of the loss
@@ -216,7 +149,7 @@ class ParamsNotInOptimizer(Check):
             self.flow, self.fresh = self.fresh, None
         found = self._missing(optimizer)
         noted = self.suspects
-        confirmed: list[_Suspect] = []
+        confirmed: list[Suspect] = []
         self.suspects = {}
         new = False
         for k, (p, *described) in found.items():
@@ -224,7 +157,7 @@ class ParamsNotInOptimizer(Check):
             if old is None or old.ref() is not p:
                 if old is not None:
                     old.release()
-                v = _Suspect(p, *described)  # its value is read only now, when first noted
+                v = Suspect(p, *described)  # its value is read only now, when first noted
                 v.watch()
                 self.suspects[k] = v
                 new = True
@@ -357,7 +290,7 @@ class ParamsNotInOptimizer(Check):
         return (f"it takes the output of {type(trained[takes[0]]).__name__}, which an optimizer "
                 "trains, on the way to the loss")
 
-    def _not_held_by_idle(self, still: list[_Suspect]) -> list[_Suspect]:
+    def _not_held_by_idle(self, still: list[Suspect]) -> list[Suspect]:
         """Leave out parameters an optimizer that has not stepped yet holds (``gc``, once per
         confirmation; the optimizers found count as holding from then on)."""
         from torch.optim import Optimizer
@@ -369,7 +302,7 @@ class ParamsNotInOptimizer(Check):
         held = held_ids([*self.state.optimizers, *self.idle])
         return [v for v in still if id(v.ref()) not in held]  # (a freed one: id(None))
 
-    def _report(self, still: list[_Suspect], where: Any = None) -> None:
+    def _report(self, still: list[Suspect], where: Any = None) -> None:
         if not still:
             return
         for v in still:
@@ -442,49 +375,5 @@ def _running(where: Any) -> bool:
         code = frame.f_code
         if code.co_filename == where[0] and any(
                 line == where[1] for _, _, line in code.co_lines()):
-            return True
-    return False
-
-
-def _own_leaf_in(output: Any, module: Any, limit: int = 64) -> bool:
-    """Whether the graph of the first tensor in ``output`` (an outermost call's, which computed a
-    loss inside) reaches one of ``module``'s own parameters as a leaf before any other model's
-    output: the loss is computed with them (a learned class-weight vector passed as ``weight=``,
-    an ArcFace margin head's weight). The walk stops at other models' outputs and after
-    ``limit`` nodes."""
-    from trainguard.sanitize.core.records import graph_tensors
-
-    own = {id(p) for p in module.parameters(recurse=True)}
-    if not own:
-        return False
-    key = id(module)
-    for tensor in graph_tensors((output,), {}):
-        found = [False]
-
-        def stop(node: Any) -> bool:
-            meta = node_metadata(node)
-            made = meta.get(MADE) if meta else None
-            if made is not None and made.model_id != key:
-                return True  # another model's output: its parameters are its own
-            if id(getattr(node, "variable", None)) in own:
-                found[0] = True
-                return True
-            return False
-
-        for _ in graph_nodes(tensor.grad_fn, limit=limit, stop=stop):
-            if found[0]:
-                return True
-        return found[0]
-    return False
-
-
-def _takes_a_target_like(call: Any) -> bool:
-    """Whether the call took, beside a tensor with a graph, a floating tensor without one of the
-    same shape: a target it compares the prediction with (a perceptual loss network applied to
-    both, whose parameters are not meant to learn), not class labels."""
-    shapes = {tuple(t.shape) for t in graph_tensors(call.args, call.kwargs)}
-    for a in (*call.args, *call.kwargs.values()):
-        if (getattr(a, "grad_fn", 1) is None and getattr(a, "is_floating_point", None) is not None
-                and a.is_floating_point() and tuple(a.shape) in shapes):
             return True
     return False
