@@ -32,18 +32,14 @@ history across your training loop" (https://pytorch.org/docs/stable/notes/faq.ht
 
 from __future__ import annotations
 
-import ast
-import re
 import sys
 import weakref
 from typing import Any
 
-from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import Location, is_user_code
 from trainguard.sanitize.core.growth import attribute_accumulation_line
-from trainguard.sanitize.core.holders import (ROOT, _ACCUMULATING_METHODS, Holder,
-                                              accumulation_line, find_holder, graphs_released)
+from trainguard.sanitize.core.holders import (ROOT, accumulation_line, find_holder,
+                                              graphs_released)
 from trainguard.sanitize.core.records import BackwardCall, Made
 
 _MIN_ITERATIONS = 3  # distinct old iterations whose graphs are alive at once
@@ -120,8 +116,7 @@ class GraphKeptAcrossSteps(Check):
             # ``self.trace.append(h)``, ``self.train_losses.append(loss)``), else in the frame
             # that holds it
             line = (attribute_accumulation_line(held)
-                    or accumulation_line(held.frame.f_code, held.name)
-                    or _method_accumulation(held))
+                    or accumulation_line(held.frame.f_code, held.name))
             if line is not None:
                 where = line
             holder = f"`{held.path}` holds them" + (
@@ -143,65 +138,3 @@ class GraphKeptAcrossSteps(Check):
         self.followed[:] = [weakref.ref(m) for m in alive if id(m) not in old_ids][-_KEEP:]
         del alive, old, held
         self.report(message, where=where, iterations=sorted(ages)[:8], clock=clock)
-
-
-_ATTRIBUTE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
-
-
-def _method_accumulation(held: Holder) -> Location | None:
-    """For a holder reached through attributes (``model.train_losses``): the first line, in the
-    user's methods of the owning object's class (its MRO), that accumulates into
-    ``self.train_losses``; None when there is none or the path is not plain attributes."""
-    if not _ATTRIBUTE_PATH.match(held.path):
-        return None
-    names = held.path.split(".")
-    owner = held.frame.f_locals.get(names[0])
-    for name in names[1:-1]:
-        owner = getattr(owner, name, None)
-    if owner is None:
-        return None
-    attr = names[-1]
-    best: Location | None = None
-    for cls in type(owner).__mro__:
-        for value in vars(cls).values():
-            code = getattr(value, "__code__", None)
-            if code is None or not code.co_argcount or not is_user_code(code):
-                continue
-            found = _self_accumulation(code, code.co_varnames[0], attr)
-            if found is not None and (best is None or found < best):
-                best = found
-        if best is not None:  # (the most derived class that writes to it)
-            return best
-    return None
-
-
-def _self_accumulation(code: Any, self_name: str, attr: str) -> Location | None:
-    """The first ``self.attr += ...``, ``self.attr = self.attr + ...`` or ``self.attr.append(...)``
-    in the function of ``code``."""
-    tree = parse_file(code.co_filename)
-    if tree is None:
-        return None
-    lines = [line for _, _, line in code.co_lines() if line is not None]
-    low, high = (min(lines), max(lines)) if lines else (code.co_firstlineno, code.co_firstlineno)
-
-    def is_self_attr(node: ast.AST) -> bool:
-        return (isinstance(node, ast.Attribute) and node.attr == attr
-                and isinstance(node.value, ast.Name) and node.value.id == self_name)
-
-    best: ast.AST | None = None
-    for node in ast.walk(tree):
-        if not low <= getattr(node, "lineno", 0) <= high:
-            continue
-        hit = ((isinstance(node, ast.AugAssign) and is_self_attr(node.target))
-               or (isinstance(node, ast.Assign) and isinstance(node.value, ast.BinOp)
-                   and any(is_self_attr(t) for t in node.targets)
-                   and any(is_self_attr(n) for n in ast.walk(node.value)))
-               or (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                   and node.func.attr in _ACCUMULATING_METHODS and is_self_attr(node.func.value)
-                   and bool(node.args)))
-        if hit and (best is None or (node.lineno, node.col_offset)
-                    < (best.lineno, best.col_offset)):  # type: ignore[attr-defined]
-            best = node
-    if best is None:
-        return None
-    return (code.co_filename, best.lineno, best.col_offset + 1)  # type: ignore[attr-defined]

@@ -3,9 +3,10 @@
 When ``holders.find_holder`` finds old graphs through attributes (``meter.sum``,
 ``self.stats[...].sum``, ``self.hidden_trace``), the fix belongs where that attribute grows: the
 statement in the methods of the owning object's class (``self.sum += val * n``,
-``self.hidden_trace.append(h)``), not in the frame that happens to hold the object. Bounded like
-every walk (``bounds.py``): ``CONTAINER_DEPTH`` containers per attribute, ``CONTAINER_NEWEST``
-items each, 4 classes of the MRO, one parse per file.
+``self.hidden_trace.append(h)``, ``self.train_losses.append(loss)`` in a LightningModule), not in
+the frame that happens to hold the object. Bounded like every walk (``bounds.py``):
+``CONTAINER_DEPTH`` containers per attribute, ``CONTAINER_NEWEST`` items each, the user's methods
+among the first 64 of each of 8 classes of the MRO, one parse per file.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ import itertools
 from types import CodeType
 
 from trainguard.sanitize.core.bounds import CONTAINER_DEPTH, CONTAINER_NEWEST, parse_file
-from trainguard.sanitize.core.frames import Location
+from trainguard.sanitize.core.frames import Location, is_user_code
 from trainguard.sanitize.core.holders import _ACCUMULATING_METHODS, Holder, _inside
 
 __all__ = ["attribute_accumulation_line"]
+
+_CLASSES = 8  # classes of the owner's MRO looked at (the user's own come first)
+_METHODS = CONTAINER_NEWEST * 4  # methods of one class looked at
 
 
 def attribute_accumulation_line(holder: Holder) -> Location | None:
@@ -56,33 +60,34 @@ def attribute_accumulation_line(holder: Holder) -> Location | None:
     if owner is None or attr is None:
         return None
     best: Location | None = None
-    for cls in type(owner).__mro__[:4]:
-        for func in list(vars(cls).values())[:CONTAINER_NEWEST * 4]:
+    for cls in type(owner).__mro__[:_CLASSES]:
+        for func in list(vars(cls).values())[:_METHODS]:
             code = getattr(func, "__code__", None)
-            if not isinstance(code, CodeType):
+            if not isinstance(code, CodeType) or not code.co_argcount or \
+                    not is_user_code(code):
                 continue
-            line = _self_accumulation(code, attr)
-            if line is not None and (best is None or line[0] == code.co_filename
-                                     and line[1] < best[1]):
+            line = _self_accumulation(code, code.co_varnames[0], attr)
+            if line is not None and (best is None or line[0] == best[0] and line < best):
                 best = line
-        if best is not None:
+        if best is not None:  # the most derived class that grows it
             return best
     return None
 
 
-def _is_self_attr(node: ast.AST, attr: str) -> bool:
-    """``self.attr``, or an item of it: ``self.attr[k]``, ``self.attr.setdefault(k, [])``,
-    ``self.attr.get(k)``."""
+def _is_self_attr(node: ast.AST, self_name: str, attr: str) -> bool:
+    """``self.attr`` (``self`` being the method's first argument, whatever its name), or an item
+    of it: ``self.attr[k]``, ``self.attr.setdefault(k, [])``, ``self.attr.get(k)``."""
     while isinstance(node, ast.Subscript) or (
             isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             and node.func.attr in ("setdefault", "get")):
         node = node.value if isinstance(node, ast.Subscript) else node.func.value
     return (isinstance(node, ast.Attribute) and node.attr == attr
-            and isinstance(node.value, ast.Name) and node.value.id == "self")
+            and isinstance(node.value, ast.Name) and node.value.id == self_name)
 
 
-def _self_accumulation(code: CodeType, attr: str) -> Location | None:
-    """The first statement in method ``code`` that grows ``self.attr``."""
+def _self_accumulation(code: CodeType, self_name: str, attr: str) -> Location | None:
+    """The first statement in method ``code`` that grows ``self.attr``: ``self.attr += ...``,
+    ``self.attr = self.attr + ...``, ``self.attr.append(...)`` (or another growing method)."""
     tree = parse_file(code.co_filename)
     if tree is None:
         return None
@@ -93,14 +98,15 @@ def _self_accumulation(code: CodeType, attr: str) -> Location | None:
         lineno = getattr(node, "lineno", 0)
         if not low <= lineno <= high:
             continue
-        hit = (isinstance(node, ast.AugAssign) and _is_self_attr(node.target, attr)) or (
+        hit = (isinstance(node, ast.AugAssign) and _is_self_attr(node.target, self_name, attr)) or (
             isinstance(node, ast.Assign) and isinstance(node.value, ast.BinOp)
-            and any(_is_self_attr(t, attr) for t in node.targets)
-            and any(_is_self_attr(n, attr) for n in ast.walk(node.value))) or (
+            and any(_is_self_attr(t, self_name, attr) for t in node.targets)
+            and any(_is_self_attr(n, self_name, attr) for n in ast.walk(node.value))) or (
             isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr in _ACCUMULATING_METHODS and _is_self_attr(node.func.value, attr)
+            and node.func.attr in _ACCUMULATING_METHODS and _is_self_attr(node.func.value, self_name, attr)
             and bool(node.args))
-        if hit and (best is None or lineno < best.lineno):  # type: ignore[attr-defined]
+        if hit and (best is None or (lineno, node.col_offset)
+                    < (best.lineno, best.col_offset)):  # type: ignore[attr-defined]
             best = node
     if best is None:
         return None
