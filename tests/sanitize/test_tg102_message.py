@@ -36,13 +36,15 @@ def test_only_the_outermost_mode_call_is_noted_and_train_forgets_it():
         model[1].train()
         model.train()
         after = dict(watcher.state.eval_at)
-        trained = dict(watcher.state.train_at)
+        tg102 = next(c for c in watcher.checks if c.code == "TG102")
+        trained = dict(tg102.train_at)
     finally:
         watcher.stop()
     assert list(noted) == [id(model)]  # not each child that Module.train recursed into
     assert noted[id(model)][0]() is model and noted[id(model)][1][1] > 0
     assert after == {}
-    # train() is noted too: the child's call and the model's, each with whether it was in eval
+    # TG102 notes train() too (on_mode): the child's call and the model's, each with whether it
+    # was in eval mode
     assert trained[id(model)][0]() is model and trained[id(model)][3] is True
     assert trained[id(model[1])][3] is True
     assert model.training and torch.is_grad_enabled()

@@ -54,14 +54,32 @@ class TrainInEvalMode(Check):
         self.pending: list[GraphTrack] = []
         # id(module) -> (weak reference, the user's stack at its latest eval())
         self.eval_stacks: dict[int, tuple[Any, Stack]] = {}
+        # id(module) -> (weak reference, line, backward calls completed then, whether it switched
+        # the module out of eval mode): where user code last called ``train()`` on it (a call
+        # repeated with no backward since one that switched keeps that one's line)
+        self.train_at: dict[int, tuple[Any, Any, int, bool]] = {}
 
     def on_mode(self, call: ModeCall) -> None:
-        if call.mode or not call.direct or call._frame is None:
+        if call.mode:
+            self._note_train(call)
+            return
+        if not call.direct or call._frame is None:
             return
         self.eval_stacks[id(call.module)] = (weakref.ref(call.module), user_stack(call._frame))
         if len(self.eval_stacks) > 256:
             for key in [k for k, (ref, _) in self.eval_stacks.items() if ref() is None]:
                 del self.eval_stacks[key]
+
+    def _note_train(self, call: ModeCall) -> None:
+        key = id(call.module)
+        prev = self.train_at.get(key)
+        count = self.state.backward_count
+        if prev is not None and prev[3] and prev[2] == count and prev[0]() is call.module:
+            return  # switched here, and repeated with no backward since: keep the switch
+        self.train_at[key] = (weakref.ref(call.module), call.where, count, not call.was_training)
+        if len(self.train_at) > 256:
+            for k in [k for k, v in self.train_at.items() if v[0]() is None]:
+                del self.train_at[k]
 
     def on_root_forward(self, call: ForwardCall) -> None:
         if call.training or not call.grad_enabled or not call.direct or self.state.in_backward:
@@ -118,7 +136,7 @@ class TrainInEvalMode(Check):
                 where=where)
             return
         module_id, set_at = found
-        trained = self.state.train_at.get(id(model))
+        trained = self.train_at.get(id(model))
         before = (f"; the last model.train() at {short_location(trained[1])} ran before it"
                   if trained is not None and trained[0]() is model and trained[1] else "")
         # The cause: where the training code's frame called into the code that made the eval()

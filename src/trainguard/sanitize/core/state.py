@@ -200,10 +200,6 @@ class State:
         # id(module) -> (weak reference, line): where user code last put that module in eval mode
         # (an outermost ``eval()``/``train(False)``), until it calls ``train()`` on it again
         self.eval_at: dict[int, tuple[Any, Location | None]] = {}
-        # id(module) -> (weak reference, line, backward calls completed then, whether it switched
-        # the module out of eval mode): where user code last called ``train()`` on it (a call
-        # repeated with no backward since one that switched keeps that one's line)
-        self.train_at: dict[int, tuple[Any, Location | None, int, bool]] = {}
 
     def track_graph(self, tensor: Any, info: Any = None) -> GraphTrack | None:
         """Follow the graph behind ``tensor`` (None when it has no ``grad_fn``)."""

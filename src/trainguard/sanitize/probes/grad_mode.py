@@ -10,10 +10,10 @@ Facts kept (``State``):
   open ``no_grad`` block with grad mode off (``optimizer.step()`` calls it with False, which costs
   one test); for ``enable_grad``/``set_grad_enabled`` used as a decorator, the decorator's line;
 - ``eval_at``: where user code last put a module in eval mode (an outermost
-  ``eval()``/``train(False)``), until it calls ``train()`` on it again; ``train_at``: where user
-  code last called ``train()`` on it, and whether that call switched it out of eval mode; only
-  the outermost call counts (``Module.train`` calls itself on every child), and a run calls these
-  per epoch, not per step. The mode checks report at these lines (the cause).
+  ``eval()``/``train(False)``), until it calls ``train()`` on it again; only the outermost call
+  counts (``Module.train`` calls itself on every child), and a run calls it per epoch, not per
+  step. The mode checks report at this line (the cause); the ``train()`` calls reach them as
+  ``on_mode`` events.
 
 Event: ``on_mode`` for each outermost ``train()``/``eval()`` call, before it runs (a
 :class:`~trainguard.sanitize.core.records.ModeCall`: the module, the mode asked for and the one it
@@ -131,7 +131,7 @@ def _mode_calls(bus: "Bus", undo: list[Undo]) -> None:
     from torch import nn
 
     state = bus.state
-    eval_at, train_at = state.eval_at, state.train_at
+    eval_at = state.eval_at
     h = bus.handlers
     depth = [0]  # nn.Module.train calls in progress (it recurses into children)
     by_library: list[Any] = [None]  # a weak reference to the module a library last put in eval
@@ -146,25 +146,12 @@ def _mode_calls(bus: "Bus", undo: list[Undo]) -> None:
             call.after_library_eval = True
         bus.emit("on_mode", call)
 
-    def note_train(module: Any, frame: Any) -> None:
-        # switched: it left eval mode here, or a call that did so came earlier with no backward
-        # since (a train() repeated per batch keeps that line)
-        prev = train_at.get(id(module))
-        if prev is not None and prev[3] and prev[2] == state.backward_count and prev[0]() is module:
-            return
-        train_at[id(module)] = (weakref.ref(module), frames.user_location(frame),
-                                state.backward_count, not module.training)
-        if len(train_at) > 256:
-            for key in [k for k, v in train_at.items() if v[0]() is None]:
-                del train_at[key]
-
     def make_train(original: Any) -> Any:
         def train(self: Any, mode: bool = True) -> Any:
             if depth[0] == 0:
                 try:
                     if mode:
                         eval_at.pop(id(self), None)
-                        note_train(self, sys._getframe(1))
                     else:
                         eval_at[id(self)] = (weakref.ref(self),
                                              frames.user_location(sys._getframe(1)))
