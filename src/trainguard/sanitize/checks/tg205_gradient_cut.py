@@ -271,6 +271,7 @@ class GradientCut(Check):
             where=where)
 
     def on_step_pre(self, optimizer: Any) -> None:
+        self.terms.settle()
         record = self.seen.get(id(optimizer))
         if record is None:
             key = id(optimizer)

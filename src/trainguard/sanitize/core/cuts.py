@@ -26,6 +26,7 @@ from typing import Any
 from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget, parse_file
 from trainguard.sanitize.core.frames import Location, is_user_file, user_location
 from trainguard.sanitize.core.graph import graph_nodes
+from trainguard.sanitize.core.modestack import remove_mode
 
 __all__ = ["cut_trace", "trace_next_forward", "trace_after_forward", "assigned_in_init",
            "assigned_in_methods", "built_lines", "cut_inside", "EXPLICIT"]
@@ -140,7 +141,7 @@ def trace_next_forward(module: Any, done: Any) -> None:
             return
         mode = active.pop()
         try:
-            mode.__exit__(None, None, None)
+            remove_mode(mode)
         finally:
             release()
         if output is None:  # the forward raised: nothing to say
@@ -185,7 +186,7 @@ def trace_after_forward(module: Any, root: Any, done: Any) -> None:
             return
         mode = active.pop()
         try:
-            mode.__exit__(None, None, None)
+            remove_mode(mode)
         finally:
             release()
         try:

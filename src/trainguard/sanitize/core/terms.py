@@ -34,6 +34,7 @@ from typing import Any
 from trainguard.sanitize.core.bounds import Budget
 from trainguard.sanitize.core.frames import Location, user_location
 from trainguard.sanitize.core.graph import graph_nodes
+from trainguard.sanitize.core.modestack import remove_mode
 
 __all__ = ["open_terms", "term_trace", "TermWatch"]
 
@@ -197,13 +198,16 @@ class TermWatch:
         self.trace: Any = None
         self.waited = 0
         self.done = False
+        self.leftover: Any = None  # a closed trace still on torch's mode stack (see close())
 
     @property
     def pending(self) -> bool:
-        """Whether the watch still needs backward events."""
-        return not self.done
+        """Whether the watch still needs events (backward calls, or one to take a closed trace
+        off the mode stack)."""
+        return not self.done or self.leftover is not None
 
     def backward(self, call: Any) -> list[tuple[str, Location | None]]:
+        self.settle()
         if self.done:
             return []
         if self.trace is not None:
@@ -221,22 +225,32 @@ class TermWatch:
         return []
 
     def backward_done(self, call: Any) -> None:
+        self.settle()
         if self.done or self.trace is not None or self.line is None or call.where != self.line:
             return
         self.trace = term_trace()
         self.trace.__enter__()
 
     def close(self) -> None:
-        """End the trace (when it is still the innermost mode: a mode the user left pushed
-        above it keeps it, and it stops following ops after :data:`_OPS`)."""
+        """End the trace. It stops following ops at once; it leaves torch's mode stack now, or,
+        when this runs inside the trace's own ``__torch_function__`` (a ``backward()`` call is
+        dispatched through it, and torch takes the mode off the stack for that call and puts it
+        back after), at the next event that calls :meth:`settle` (the step, the next backward,
+        the end of the run)."""
         self.done = True
         trace, self.trace = self.trace, None
         if trace is None:
+            self.settle()
             return
-        from torch.overrides import _get_current_function_mode
-
-        if _get_current_function_mode() is trace:
-            trace.__exit__(None, None, None)
-        else:
-            trace.ops = _OPS
+        trace.ops = _OPS
         trace.clear()
+        self.leftover = trace
+        self.settle()
+
+    def settle(self) -> None:
+        """Take a closed trace off torch's mode stack, wherever it is in it (modes pushed above
+        it are put back in their order); a no-op while torch holds it off the stack."""
+        trace = self.leftover
+        if trace is not None and remove_mode(trace):
+            self.leftover = None
+
