@@ -7,6 +7,8 @@ library (``torch.hub.load_state_dict_from_url``) is not the user's line."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 
 import torch
@@ -73,3 +75,37 @@ def test_a_library_load_of_pretrained_weights_is_not_the_users_line(tmp_path):
                   cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert json.loads(report.read_text())["findings"] == []
+
+
+GENERATE = textwrap.dedent("""\
+    import numpy as np
+    import torch
+    torch.save(np.sin(np.arange(40.0)).reshape(4, 10), open("{name}", "wb"))
+""")
+TRAIN = textwrap.dedent("""\
+    import torch
+    data = torch.load("traindata.pt", weights_only=False)
+    print(data.shape)
+""")
+
+
+def _generated_then_trained(tmp_path, written_name):
+    # the generator script runs first, alone; then the training script is watched
+    (tmp_path / "generate.py").write_text(GENERATE.format(name=written_name))
+    (tmp_path / "train.py").write_text(TRAIN)
+    subprocess.run([sys.executable, "-c", GENERATE.format(name="traindata.pt")], cwd=tmp_path,
+                   check=True)
+    report = tmp_path / "r.json"
+    done = run_tg("run", "--report", str(report), str(tmp_path / "train.py"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return [(f["code"], f["line"]) for f in json.loads(report.read_text())["findings"]]
+
+
+def test_a_file_a_sibling_script_saves_is_the_projects_own(tmp_path):
+    # pytorch/examples time_sequence_prediction: generate_sine_wave.py saves traindata.pt with
+    # torch.save, train.py loads it with weights_only=False (a numpy array)
+    assert _generated_then_trained(tmp_path, "traindata.pt") == []
+
+
+def test_a_sibling_that_saves_another_file_does_not_vouch_for_it(tmp_path):
+    assert _generated_then_trained(tmp_path, "other.pt") == [("TG701", 2)]

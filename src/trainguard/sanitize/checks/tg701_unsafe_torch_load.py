@@ -9,7 +9,10 @@ When it fires: ``torch.load(path, weights_only=False)`` (from torch 2.6 the defa
 program: not written during this run (by ``torch.save`` or any other code: modified before the
 run started), not pickling this program's own classes (``__main__`` or the user's modules, read
 from the pickle's opcodes without unpickling), and not in the format of the program's own save
-function (a ``torch.save`` of a dict literal whose keys the file's pickle does not all hold). A
+function (a ``torch.save`` of a dict literal whose keys the file's pickle does not all hold), and
+not named by a ``torch.save`` in another script beside the loading one (a data-generation script
+run first: ``torch.save(data, open('traindata.pt', 'wb'))`` in pytorch/examples'
+time_sequence_prediction/generate_sine_wave.py, which its train.py loads). A
 checkpoint is a pickle: loading one from elsewhere (a download, a shared drive) runs whatever code
 it carries.
 
@@ -20,7 +23,8 @@ that pickle the program's own classes; file objects and buffers; loads made by a
 ``torch.load`` in the user's code is a line the user can change.
 
 Cost: per ``torch.load``, its keyword arguments; only before a report, one ``stat`` of the file,
-one read of its pickle's opcodes (1 MB at most) and one parse of the calling file.
+one read of its pickle's opcodes (1 MB at most), one parse of the calling file and of at most 64
+scripts beside it.
 
 Reference: ``torch.load`` docs (warning on ``weights_only=False``)
 https://pytorch.org/docs/stable/generated/torch.load.html; PyTorch's security policy
@@ -81,7 +85,8 @@ class UnsafeTorchLoad(Check):
             return
         where = user_location(sys._getframe(1))
         strings, own = pickle_strings(path)
-        if own or (where is not None and _saved_by_program(where[0], strings)):
+        if own or (where is not None and (_saved_by_program(where[0], strings)
+                                          or _written_by_sibling(where[0], path))):
             return
         how = "weights_only=False" if weights_only is False else \
             "no weights_only=True (this torch defaults to full unpickling)"
@@ -131,5 +136,34 @@ def _saved_by_program(path: str, strings: set[str] | None) -> bool:
             keys = {k.value for k in saved.keys if isinstance(k, ast.Constant)
                     and isinstance(k.value, str)}
             if keys and keys <= strings:
+                return True
+    return False
+
+
+_SIBLINGS = 64  # scripts beside the loading one read for a torch.save naming the loaded file
+
+
+def _written_by_sibling(calling: str, loaded: str) -> bool:
+    """Whether another ``.py`` file in the calling file's directory has a ``torch.save`` whose
+    destination names the loaded file (a string constant with the same base name, directly or
+    inside ``open(...)``/``os.path.join(...)``): the project's own script wrote it."""
+    base = os.path.basename(loaded)
+    folder = os.path.dirname(calling)
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".py"))[:_SIBLINGS]
+    except OSError:
+        return False
+    for name in names:
+        other = os.path.join(folder, name)
+        if os.path.abspath(other) == os.path.abspath(calling):
+            continue
+        tree = parse_file(other)
+        for node in ast.walk(tree) if tree is not None else ():
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "save" and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "torch" and len(node.args) >= 2
+                    and any(isinstance(c, ast.Constant) and isinstance(c.value, str)
+                            and os.path.basename(c.value) == base
+                            for c in ast.walk(node.args[1]))):
                 return True
     return False
