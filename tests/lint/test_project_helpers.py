@@ -100,6 +100,47 @@ INFER_SCRIPT = '''
     print(scores.topk(3).indices)
 '''
 
+# Modelled on giotto-ai/giotto-deep#34: a model factory in a helper module ends the head with
+# the activation a config entry names, and the script trains it with cross-entropy.
+HEAD_HELPERS = '''
+    import torch.nn as nn
+
+
+    class Tagger(nn.Module):
+        def __init__(self, vocab, dim, head):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, dim)
+            self.rnn = nn.GRU(dim, dim, batch_first=True)
+            self.head = head
+
+        def forward(self, tokens):
+            h, _ = self.rnn(self.emb(tokens))
+            return self.head(h)
+
+
+    def make_tagger(opts):
+        layers = [nn.Linear(opts["dim"], opts["tags"])]
+        if opts.get("activation") == "softmax":
+            layers.append(nn.Softmax(dim=-1))
+        return Tagger(opts["vocab"], opts["dim"], nn.Sequential(*layers))
+'''
+HEAD_SCRIPT = '''
+    import torch
+    import torch.nn.functional as F
+    from helpers import make_tagger
+
+    OPTS = {{"vocab": 50, "dim": 16, "tags": 5, "activation": {activation}}}
+    model = make_tagger(OPTS)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for step in range(20):
+        tokens, tags = torch.randint(0, 50, (4, 12)), torch.randint(0, 5, (4, 12))
+        scores = model(tokens)
+        loss = F.cross_entropy(scores.reshape(-1, 5), tags.reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+'''
+
 CASES = [
     # (id, helpers, script, fill of the buggy script, fill of the fixed twin, code, marked text)
     ("TG602-helper-save", DDP_HELPERS, DDP_SCRIPT,
@@ -113,6 +154,9 @@ CASES = [
     ("TG101-helper-inference", INFER_HELPERS, INFER_SCRIPT,
      {"eval": "pass"}, {"eval": "net.eval()"},
      "TG101", "latent_scores(net"),
+    ("TG401-helper-config-head", HEAD_HELPERS, HEAD_SCRIPT,
+     {"activation": '"softmax"'}, {"activation": "None"},
+     "TG401", "scores = model(tokens)"),
 ]
 
 

@@ -1,7 +1,7 @@
 """A small constant evaluator: the value of an expression when the file fixes it.
 
 ``N = 1025``, ``EPOCHS = 10; milestones=[int(0.6 * EPOCHS)]``, ``cfg = {"train": {"bs": 64}}``
-then ``cfg["train"]["bs"]``, ``len([...])``: numbers, strings, lists, tuples and dicts built from
+then ``cfg["train"]["bs"]`` or ``cfg.get("act")``, ``len([...])``: numbers, strings, lists, tuples and dicts built from
 literals, arithmetic, ``int``/``float``/``round``/``min``/``max``/``abs``/``len``, subscripts, and
 names assigned exactly once (in the function, else at module level) and never changed in place.
 Anything else is unknown (``...``). Nothing is run.
@@ -28,19 +28,19 @@ _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
             ast.Is: operator.is_, ast.IsNot: operator.is_not}
 
 
-def truth(test: ast.AST | None) -> bool | None:
+def truth(test: ast.AST | None, *, env: dict[str, ast.expr] | None = None) -> bool | None:
     """Whether an ``if``/``while`` test is always true or always false by the file's own
     constants (``DEBUG = False`` ... ``if DEBUG:``; ``if not USE_AMP``; ``if ACCUM == 1``), or
     None when the file does not fix it. A file that rewrites its globals at run time
     (``exec(open("config.py").read())``, ``globals().update(...)``) fixes nothing at module
-    level: see :func:`module_constants_trusted`."""
+    level: see :func:`module_constants_trusted`. ``env`` binds names as in :func:`const_eval`."""
     if test is None:
         return None
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = truth(test.operand)
+        inner = truth(test.operand, env=env)
         return None if inner is None else not inner
     if isinstance(test, ast.BoolOp):
-        values = [truth(v) for v in test.values]
+        values = [truth(v, env=env) for v in test.values]
         if isinstance(test.op, ast.And):
             if any(v is False for v in values):
                 return False
@@ -49,14 +49,14 @@ def truth(test: ast.AST | None) -> bool | None:
             return True
         return False if all(v is False for v in values) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARE:
-        a, b = const_eval(test.left), const_eval(test.comparators[0])
+        a, b = const_eval(test.left, env=env), const_eval(test.comparators[0], env=env)
         if a is UNKNOWN or b is UNKNOWN:
             return None
         try:
             return bool(_COMPARE[type(test.ops[0])](a, b))
         except TypeError:
             return None
-    value = const_eval(test)
+    value = const_eval(test, env=env)
     if value is UNKNOWN or isinstance(value, (dict, list)) and not isinstance(test, ast.Name):
         return None
     try:
@@ -122,7 +122,15 @@ def const_eval(expr: ast.AST | None, *, env: dict[str, ast.expr] | None = None,
             if args and all(a is not UNKNOWN for a in args):
                 return _FUNCS[expr.func.id](*args)
             return UNKNOWN
-        if isinstance(expr, ast.Call) and dotted(expr.func) in ("dict",) and not expr.args:
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
+                expr.func.attr == "get" and 1 <= len(expr.args) <= 2 and not expr.keywords:
+            base = const_eval(expr.func.value, _depth=d)  # cfg.get("act", None)
+            key = const_eval(expr.args[0], _depth=d)
+            if not isinstance(base, dict) or isinstance(key, (list, dict)) or key is UNKNOWN:
+                return UNKNOWN
+            if key in base:
+                return base[key]
+            return const_eval(expr.args[1], _depth=d) if len(expr.args) == 2 else None
             return {k.arg: const_eval(k.value, _depth=d) for k in expr.keywords if k.arg}
         if isinstance(expr, ast.Name):
             value = _single_value(expr)
@@ -143,7 +151,7 @@ def _with_env(expr: ast.AST, env: dict[str, ast.expr], depth: int) -> Any:
     values = {}
     for name in names:
         v = const_eval(env[name], _depth=depth)
-        if v is UNKNOWN or not isinstance(v, (int, float, str, bool, type(None))):
+        if v is UNKNOWN or not isinstance(v, (int, float, str, bool, type(None), dict, list)):
             return UNKNOWN
         values[name] = v
 
