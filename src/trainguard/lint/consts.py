@@ -131,6 +131,7 @@ def const_eval(expr: ast.AST | None, *, env: dict[str, ast.expr] | None = None,
             if key in base:
                 return base[key]
             return const_eval(expr.args[1], _depth=d) if len(expr.args) == 2 else None
+        if isinstance(expr, ast.Call) and dotted(expr.func) in ("dict",) and not expr.args:
             return {k.arg: const_eval(k.value, _depth=d) for k in expr.keywords if k.arg}
         if isinstance(expr, ast.Name):
             value = _single_value(expr)
