@@ -141,6 +141,39 @@ HEAD_SCRIPT = '''
         optimizer.step()
 '''
 
+# Modelled on facebookresearch/fairchem#199: a metric helper in another module switches grad on
+# and leaves it on; the validation loop calls it under no_grad.
+GRAD_HELPERS = '''
+    import torch
+
+
+    def count_correct(model, x, y):
+        {enable}
+        return (model(x).argmax(dim=1) == y).sum().item()
+'''
+GRAD_SCRIPT = '''
+    import torch
+    import torch.nn as nn
+    import helpers
+
+    model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(3):
+        model.train()
+        for _ in range(10):
+            x, y = torch.randn(8, 10), torch.randint(0, 3, (8,))
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        model.eval()
+        correct = 0
+        with torch.no_grad():
+            for _ in range(4):
+                x, y = torch.randn(32, 10), torch.randint(0, 3, (32,))
+                correct += helpers.count_correct(model, x, y)
+'''
+
 CASES = [
     # (id, helpers, script, fill of the buggy script, fill of the fixed twin, code, marked text)
     ("TG602-helper-save", DDP_HELPERS, DDP_SCRIPT,
@@ -157,6 +190,9 @@ CASES = [
     ("TG401-helper-config-head", HEAD_HELPERS, HEAD_SCRIPT,
      {"activation": '"softmax"'}, {"activation": "None"},
      "TG401", "scores = model(tokens)"),
+    ("TG104-helper-switch", GRAD_HELPERS, GRAD_SCRIPT,
+     {"enable": "torch.set_grad_enabled(True)"}, {"enable": "pass"},
+     "TG104", "helpers.count_correct("),
 ]
 
 
@@ -174,5 +210,13 @@ def test_fault_through_a_project_helper(case, tmp_path):
     line = next(n for n, s in enumerate(text.splitlines(), start=1) if marked in s)
     (tmp_path / "buggy").mkdir()
     (tmp_path / "fixed").mkdir()
-    assert _lint(tmp_path / "buggy", helpers, script.format(**buggy)) == [(line, code)]
-    assert _lint(tmp_path / "fixed", helpers, script.format(**fixed)) == []
+    assert _lint(tmp_path / "buggy", _fill(helpers, buggy), script.format(**buggy)) == \
+        [(line, code)]
+    assert _lint(tmp_path / "fixed", _fill(helpers, fixed), script.format(**fixed)) == []
+
+
+def _fill(helpers: str, fill: dict[str, str]) -> str:
+    """The helper module with the case's ``{name}`` slots filled (a fault may sit there)."""
+    for name, text in fill.items():
+        helpers = helpers.replace("{" + name + "}", text)
+    return helpers
