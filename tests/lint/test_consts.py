@@ -54,3 +54,53 @@ def test_truth_with_a_parameter_bound_to_a_dict():
     assert parent(test) is not None
     assert truth(test) is None  # the parameter alone is unknown
     assert truth(test, env={"cfg": call.args[0]}) is True
+
+
+RUN = '''
+import argparse
+parser = argparse.ArgumentParser()
+parser.add_argument("--epochs", type=int, default=30)
+parser.add_argument("--step-size", dest="decay", type=int, default=7)
+parser.add_argument("--amp", action="store_true")
+parser.add_argument("--data", required=True)
+args = parser.parse_args()
+SETTINGS = {"epochs": 4}
+
+
+def train(settings, width=8):
+    epochs = settings["epochs"]
+    return width
+
+
+class Trainer:
+    def __init__(self, cfg):
+        self.cfg = cfg
+
+    def fit(self):
+        return self.cfg["epochs"]
+
+
+train(SETTINGS)
+Trainer({"epochs": 9}).fit()
+'''
+
+
+@pytest.mark.parametrize("text, value", [
+    ("args.epochs", 30), ("args.decay", 7), ("args.amp", False), ("args.data", UNKNOWN),
+    ("args.missing", UNKNOWN), ('settings["epochs"]', 4), ("width", 8),
+    ('self.cfg["epochs"]', 9),
+])
+def test_resolve_reads_options_parameters_and_attributes(text, value):
+    from trainguard.lint.consts import resolve
+
+    script = Script(source=RUN, path="<run>", tree=ast.parse(RUN))
+    where = {"settings": "train", "width": "train", "self": "fit"}.get(text.split(".")[0]
+                                                                      .split("[")[0])
+    scope = script.tree if where is None else script.functions[where][0]
+    anchor = scope.body[-1]
+    expr = ast.parse(text, mode="eval").body
+    for node in ast.walk(expr):
+        node._tg_parent = anchor  # type: ignore[attr-defined]
+    expr._tg_parent = anchor  # type: ignore[attr-defined]
+    expr.lineno = anchor.lineno  # type: ignore[attr-defined]
+    assert resolve(script, expr) == value
