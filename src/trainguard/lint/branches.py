@@ -32,33 +32,37 @@ EMPTY: Any = object()  # the list may be empty at that point
 _MAX_SITES = 8
 
 
-def param_env(script: "Script", func: "Func", origin: "Script | None" = None
-              ) -> dict[str, ast.expr]:
+def param_env(script: "Script", func: "Func", origin: "Script | None" = None,
+              _depth: int = 3) -> dict[str, ast.expr]:
     """Parameter name -> the one argument expression every call site of ``func`` agrees on (by
     its constant value). Sites are searched in ``func``'s file and in ``origin`` (the linted
-    file, which may import ``func``); ``__init__`` takes its sites from the instantiations."""
+    file, which may import ``func``); ``__init__`` takes its sites from the instantiations. An
+    argument that is itself a parameter of the calling function is followed to that function's
+    callers (``def train(config): build_model(config)`` ... ``train(CONFIG)``)."""
     memo = script.__dict__.setdefault("_tg_param_env", {})
     k = (id(func), id(origin))
     if k in memo:
         return memo[k]
     memo[k] = {}
+    if _depth <= 0:
+        return {}
     names = [a.arg for a in [*func.args.posonlyargs, *func.args.args]]
     cls = script.enclosing_class(func)
     if cls is not None and names and not any(dotted(d) == "staticmethod"
                                              for d in func.decorator_list):
         names = names[1:]
-    sites = _sites(script, func, cls)
+    sites = [(script, c) for c in _sites(script, func, cls)]
     if origin is not None and origin is not script:
-        sites += _sites(origin, func, cls)
+        sites += [(origin, c) for c in _sites(origin, func, cls)]
     env: dict[str, ast.expr] = {}
     if sites:
         every = [*names, *(a.arg for a in func.args.kwonlyargs)]
         for name in every:
             values = []
-            for call in sites[:_MAX_SITES]:
+            for where, call in sites[:_MAX_SITES]:
                 bound = bind_arguments(names, call)
                 if name in bound:
-                    values.append(bound[name])
+                    values.append(_through_caller(where, bound[name], origin, _depth))
                 else:
                     arg = next(a for a in [*func.args.posonlyargs, *func.args.args,
                                            *func.args.kwonlyargs] if a.arg == name)
@@ -72,6 +76,21 @@ def param_env(script: "Script", func: "Func", origin: "Script | None" = None
                     env[name] = values[0]
     memo[k] = env
     return env
+
+
+def _through_caller(script: "Script", arg: ast.expr, origin: "Script | None",
+                    depth: int) -> ast.expr:
+    """``arg`` itself, or, when it is a parameter of the function that makes the call, what
+    that function's callers pass for it."""
+    if not isinstance(arg, ast.Name) or const_eval(arg) is not UNKNOWN:
+        return arg
+    caller = script.enclosing_function(arg)
+    if caller is None:
+        return arg
+    a = caller.args
+    if arg.id not in {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]}:
+        return arg
+    return param_env(script, caller, origin, depth - 1).get(arg.id, arg)
 
 
 def _fingerprint(value: Any) -> str:
