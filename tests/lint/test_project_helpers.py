@@ -174,6 +174,31 @@ GRAD_SCRIPT = '''
                 correct += helpers.count_correct(model, x, y)
 '''
 
+# Modelled on fastai/fastai#224: a helper module's predict() takes the model and returns the
+# argmax of its scores; the script calls it right after training, without model.eval().
+PREDICT_HELPERS = '''
+    def predict(model, batch):
+        scores = model(batch)
+        return scores.argmax(dim=1)
+'''
+PREDICT_SCRIPT = '''
+    import torch
+    import torch.nn as nn
+    from helpers import predict
+
+    model = nn.Sequential(nn.Linear(20, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 3))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for epoch in range(5):
+        x, y = torch.randn(32, 20), torch.randint(0, 3, (32,))
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    {eval}
+    labels = predict(model, torch.randn(64, 20))
+    print(labels[:10])
+'''
+
 CASES = [
     # (id, helpers, script, fill of the buggy script, fill of the fixed twin, code, marked text)
     ("TG602-helper-save", DDP_HELPERS, DDP_SCRIPT,
@@ -193,6 +218,9 @@ CASES = [
     ("TG104-helper-switch", GRAD_HELPERS, GRAD_SCRIPT,
      {"enable": "torch.set_grad_enabled(True)"}, {"enable": "pass"},
      "TG104", "helpers.count_correct("),
+    ("TG101-helper-predict", PREDICT_HELPERS, PREDICT_SCRIPT,
+     {"eval": "pass"}, {"eval": "model.eval()"},
+     "TG101", "labels = predict(model"),
 ]
 
 
