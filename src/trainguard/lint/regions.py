@@ -376,7 +376,7 @@ def _prediction_forwards(script: Script) -> list[ast.Call]:
     first) and never reaches a loss nor a backward in its scope: inference written as plain
     statements (a notebook cell after training) or in any function."""
     if not (script.may_reach("argmax") or "topk" in script.source or
-            "argsort" in script.source):
+            "argsort" in script.source or "max(" in script.source):
         return []
     out = []
     for call in script.calls:
@@ -418,12 +418,19 @@ def _predicted(script: Script, value: ast.AST, depth: int) -> bool:
     p = parent(value)
     if isinstance(p, ast.Attribute) and p.attr in _PREDICT:
         return True
+    if isinstance(p, ast.Attribute) and p.attr == "max" and isinstance(parent(p), ast.Call) \
+            and _with_dim(parent(p), 0):  # out.max(1) -> (values, indices)
+        return True
+    if isinstance(p, ast.Attribute) and p.attr in ("detach", "cpu", "float", "squeeze") and \
+            depth > 0 and isinstance(parent(p), ast.Call):  # out.detach().argmax(1)
+        return _predicted(script, parent(p), depth - 1)  # type: ignore[arg-type]
     if isinstance(p, ast.Attribute) and p.attr in ("softmax", "sigmoid", "log_softmax") and \
             depth > 0 and isinstance(parent(p), ast.Call):
         return _predicted(script, parent(p), depth - 1)  # type: ignore[arg-type]
     if isinstance(p, ast.Call) and value in p.args:
         q = (script.call_qualname(p) or "").rsplit(".", 1)[-1]
-        if q in _PREDICT:
+        if q in _PREDICT or q == "max" and (script.call_qualname(p) or "").startswith(
+                "torch.") and _with_dim(p, 1):  # _, pred = torch.max(out, 1)
             return True
         if q in ("softmax", "sigmoid", "log_softmax") and depth > 0:
             return _predicted(script, p, depth - 1)
@@ -445,6 +452,13 @@ def _predicted(script: Script, value: ast.AST, depth: int) -> bool:
                 predicted = True
         return predicted
     return False
+
+
+def _with_dim(call: ast.AST, first: int) -> bool:
+    """A ``max`` call given a dimension (``out.max(1)``, ``torch.max(out, dim=1)``): it
+    returns indices, not only a value."""
+    return isinstance(call, ast.Call) and (len(call.args) > first or
+                                           any(k.arg == "dim" for k in call.keywords))
 
 
 def _loss_like(script: Script, call: ast.Call) -> bool:
