@@ -15,6 +15,7 @@ from typing import Literal
 
 from trainguard.lint.branches import EMPTY, feasible, last_elements
 from trainguard.lint.callgraph import RETURNS_SELF
+from trainguard.lint.astutil import parent
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.script import Script
 
@@ -71,6 +72,9 @@ def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 9,
         found = _module_activation(script, f, depth - 1, origin)
         return (found[0], found[1] or expr) if found else None
     key = script.key(f)
+    loop = _binding_loop(f) if isinstance(f, ast.Name) else None
+    if loop is not None:  # for layer in self.layers: x = layer(x)
+        return _one({_last_layer(script, loop.iter, depth - 1, origin)}, expr)
     if key and key != "self":
         kinds = {_module_activation(script, v, depth - 1, origin)
                  for v in _feasible_values(script, key, origin)}
@@ -81,6 +85,45 @@ def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 9,
             kinds = {_module_activation(script, v, depth - 1, origin)
                      for v in _argument_values(script, f)} or kinds
         return _one(kinds, expr)
+    return None
+
+
+def _binding_loop(name: ast.Name) -> ast.For | None:
+    """The ``for`` loop around ``name`` whose target is that name (``for layer in layers``)."""
+    n = parent(name)
+    while n is not None and not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                               ast.Module)):
+        if isinstance(n, ast.For) and isinstance(n.target, ast.Name) and \
+                n.target.id == name.id:
+            return n
+        n = parent(n)
+    return None
+
+
+def _last_layer(script: Script, container: ast.AST, depth: int, origin: Script) -> Found | None:
+    """The activation of the last module a layer container holds: a list literal, a list built
+    step by step (``layers.append(...)``), ``nn.ModuleList``/``nn.Sequential`` of either, or an
+    attribute assigned one (``self.layers``)."""
+    if depth <= 0:
+        return None
+    if isinstance(container, (ast.List, ast.Tuple)):
+        if not container.elts or isinstance(container.elts[-1], ast.Starred):
+            return None
+        return _module_activation(script, container.elts[-1], depth - 1, origin)
+    if isinstance(container, ast.Name):
+        elements = last_elements(script, container, origin)
+        if elements:
+            kinds = {None if e is EMPTY else _module_activation(script, e, depth - 1, origin)
+                     for e in elements}
+            found = _one(kinds, container)
+            return (found[0], None if found[1] is container else found[1]) if found else None
+    key = script.key(container)
+    if key and key != "self":
+        values = _feasible_values(script, key, origin)
+        kinds = {_module_activation(script, v, depth - 1, origin) for v in values}
+        if values:
+            found = _one(kinds, container)
+            return (found[0], None if found[1] is container else found[1]) if found else None
     return None
 
 
@@ -141,6 +184,8 @@ def _module_activation(script: Script, value: ast.AST | None, depth: int,
     q = script.call_qualname(value) or ""
     if q in _MODULES:
         return _MODULES[q], value
+    if q == "torch.nn.ModuleList" and value.args:
+        return _last_layer(script, value.args[0], depth - 1, origin)
     if q == "torch.nn.Sequential" and value.args:
         last = value.args[-1]
         if isinstance(last, ast.Starred):  # nn.Sequential(*layers): the list's last layer
