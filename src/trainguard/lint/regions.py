@@ -372,20 +372,68 @@ _PREDICT = {"argmax", "topk", "argsort"}
 
 def _prediction_forwards(script: Script) -> list[ast.Call]:
     """Forwards of a model (``model(x)``) whose output is turned into predictions
-    (``.argmax(1)``, ``.topk(k)``, ``torch.argmax(out, 1)``; through a softmax and a name
-    first) and never reaches a loss nor a backward in its scope: inference written as plain
-    statements (a notebook cell after training) or in any function."""
-    if not (script.may_reach("argmax") or "topk" in script.source or
-            "argsort" in script.source or "max(" in script.source):
-        return []
-    out = []
-    for call in script.calls:
-        k = script.key(call.func)
-        if not k or k == "self" or not script.is_model(k) or _is_parameter(script, call.func):
+    (``.argmax(1)``, ``.topk(k)``, ``torch.argmax(out, 1)``, ``out.max(1)``; through a softmax,
+    ``.detach()`` and a name first) and never reaches a loss nor a backward in its scope:
+    inference written as plain statements (a notebook cell after training) or in any function.
+    Found from the prediction ops back to the forward, so files without them cost nothing."""
+    out: list[ast.Call] = []
+    seen: set[int] = set()
+    for sink in script.calls:
+        f = sink.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) \
+            else None
+        if name not in _PREDICT and name != "max":
+            continue
+        if _torch_function(script, sink):
+            if not sink.args:
+                continue
+            source: ast.AST = sink.args[0]  # torch.argmax(out, 1)
+        elif isinstance(f, ast.Attribute):
+            source = f.value  # out.argmax(1)
+        else:
+            continue
+        for _ in range(4):  # peel softmax, detach, a name
+            if isinstance(source, ast.Call) and _torch_function(script, source):
+                if not source.args or \
+                        (dotted(source.func) or "").rsplit(".", 1)[-1] not in _PEEL:
+                    break
+                source = source.args[0]  # torch.softmax(logits, 1)
+            elif isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute) and \
+                    source.func.attr in _PEEL:
+                source = source.func.value  # logits.softmax(1), out.detach()
+            elif isinstance(source, ast.Name):
+                value = last_assignment_of(source)
+                if value is None:
+                    break
+                source = value
+            else:
+                break
+        if not isinstance(source, ast.Call) or id(source) in seen:
+            continue
+        k = script.key(source.func)
+        if not k or k == "self" or not script.is_model(k) or \
+                _is_parameter(script, source.func):
             continue  # a model handed to a helper: judged at the helper's call
-        if _predicted(script, call, 3):
-            out.append(call)
+        seen.add(id(source))
+        if _predicted(script, source, 3):
+            out.append(source)
     return out
+
+
+def _torch_function(script: Script, call: ast.Call) -> bool:
+    """``torch.softmax(x, 1)``, not a method called on what a torch function returned
+    (``torch.softmax(x, 1).argmax(1)``)."""
+    q = script.call_qualname(call) or ""
+    return q.startswith("torch.") and "()" not in q and "[]" not in q
+
+
+_PEEL = {"softmax", "sigmoid", "log_softmax", "detach", "cpu", "float", "squeeze"}
+
+
+def last_assignment_of(name: ast.Name) -> ast.expr | None:
+    from trainguard.lint.dataflow import last_assignment
+
+    return last_assignment(name.id, name)
 
 
 def _backward_after(script: Script, func: ast.AST, call: ast.AST) -> bool:
@@ -399,8 +447,7 @@ def _backward_after(script: Script, func: ast.AST, call: ast.AST) -> bool:
         if script.has_backward(loop):
             return True
     for stmt in walk_local(func):
-        if isinstance(stmt, ast.stmt) and getattr(stmt, "end_lineno", 0) >= line and \
-                stmt.lineno >= line and script.has_backward(stmt):
+        if isinstance(stmt, ast.stmt) and stmt.lineno >= line and script.has_backward(stmt):
             return True
     return False
 

@@ -111,8 +111,10 @@ def _foreign_helpers(script: Script) -> Iterator[Hit]:
             if isinstance(f, ast.Attribute) else None
         if head is None or head.split(".")[0] not in script.project_imports:
             continue
+        if not script.grad_disabled(call) or _in_inference_mode(script, call):
+            continue
         targets = [t for t in script.targets(call) if t.script is not script]
-        if not targets or not script.grad_disabled(call) or _in_inference_mode(script, call):
+        if not targets:
             continue
         for t in targets[:2]:
             found = next(_reenablings(t.script, [t.func, *walk_local(t.func)]), None)

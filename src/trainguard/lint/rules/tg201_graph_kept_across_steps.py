@@ -83,10 +83,10 @@ def _graph_params(script: Script, loop: ast.AST, names: set[str]) -> dict[int, s
     of them): ``self._accumulate(losses)`` with ``losses = {"kl": kl, ...}``."""
     out: dict[int, set[str]] = {}
     for call in walk_local(loop):
-        if not isinstance(call, ast.Call) or not (call.args or call.keywords) or \
-                not any(carries_graph(script, a, names)
-                        for a in [*call.args, *(k.value for k in call.keywords)]):
-            continue
+        if not isinstance(call, ast.Call) or not any(
+                isinstance(a, ast.Name) and a.id in names
+                for a in [*call.args, *(k.value for k in call.keywords)]):
+            continue  # only names known to hold a graph are followed (cheap)
         for target in script.targets(call)[:2]:
             if target.script is not script:
                 continue
@@ -95,7 +95,7 @@ def _graph_params(script: Script, loop: ast.AST, names: set[str]) -> dict[int, s
             if target.bound and params:
                 params = params[1:]
             for param, arg in bind_arguments(params, call).items():
-                if carries_graph(script, arg, names):
+                if isinstance(arg, ast.Name) and arg.id in names:
                     out.setdefault(id(func), set()).add(param)
     return out
 
