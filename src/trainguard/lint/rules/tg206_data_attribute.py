@@ -132,6 +132,10 @@ def _in_forward(script: Script, node: ast.AST) -> str | None:
         return None
     if func.name == "forward" and script.enclosing_class(node) is not None:
         return "inside forward()"
+    hook = _forward_hook_registration(script, func)
+    if hook is not None:
+        return f"in {func.name}(), a forward hook registered at {script.at(hook.lineno)} " \
+               f"(it runs after the module's forward saved its tensors)"
     frontier = [func]
     for _ in range(2):  # forward -> helper -> helper
         nxt = []
@@ -146,6 +150,24 @@ def _in_forward(script: Script, node: ast.AST) -> str | None:
                     return f"in {func.name}(), which forward() calls ({script.at(site.lineno)})"
                 nxt.append(outer)
         frontier = nxt
+    return None
+
+
+def _forward_hook_registration(script: Script, func: ast.AST) -> ast.Call | None:
+    """The ``register_forward_hook(func)`` call that makes ``func`` run when a module's forward
+    has computed its output: the graph already saved the tensors a write there changes. (A
+    pre-hook runs before the module uses its weights, like a write at the top of forward.)"""
+    name = func.name  # type: ignore[attr-defined]
+    if "register_forward_hook" not in script.source:
+        return None
+    for call in script.calls:
+        f = call.func
+        if isinstance(f, ast.Attribute) and f.attr == "register_forward_hook" and call.args:
+            hook = call.args[0]
+            hook_name = hook.id if isinstance(hook, ast.Name) else hook.attr \
+                if isinstance(hook, ast.Attribute) else None
+            if hook_name == name:
+                return call
     return None
 
 
