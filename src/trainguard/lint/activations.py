@@ -13,7 +13,9 @@ from __future__ import annotations
 import ast
 from typing import Literal
 
+from trainguard.lint.branches import EMPTY, feasible, last_elements
 from trainguard.lint.callgraph import RETURNS_SELF
+from trainguard.lint.astutil import parent
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.script import Script
 
@@ -40,43 +42,98 @@ _SAME_VALUES_FUNCS = {"torch.flatten", "torch.reshape", "torch.squeeze", "torch.
                       "torch.transpose", "torch.permute"}
 
 
-def activation_of(script: Script, expr: ast.AST | None, *,
-                  depth: int = 5) -> tuple[Activation, ast.AST] | None:
-    """The last activation applied to ``expr``'s value and the node that applied it, or None."""
+def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 9,
+                  origin: Script | None = None) -> tuple[Activation, ast.AST] | None:
+    """The last activation applied to ``expr``'s value and the node that applied it, or None.
+    ``origin`` is the linted file when ``script`` is another file of its project (a call there
+    may bind the parameters that choose a layer)."""
     if expr is None or depth <= 0:
         return None
+    origin = origin or script
     if isinstance(expr, ast.Name):
         value = last_assignment(expr.id, expr)
-        return activation_of(script, value, depth=depth - 1) if value is not None else None
+        return activation_of(script, value, depth=depth - 1, origin=origin) \
+            if value is not None else None
     if isinstance(expr, ast.Subscript):  # probs[:, :k], out[0]
-        return activation_of(script, expr.value, depth=depth - 1)
+        return activation_of(script, expr.value, depth=depth - 1, origin=origin)
     if not isinstance(expr, ast.Call):
         return None
     q = script.call_qualname(expr) or ""
     if q in _FUNCS:
         return _FUNCS[q], expr
     if q in _SAME_VALUES_FUNCS and expr.args:
-        return activation_of(script, expr.args[0], depth=depth - 1)
+        return activation_of(script, expr.args[0], depth=depth - 1, origin=origin)
     f = expr.func
     if isinstance(f, ast.Attribute) and f.attr in _METHODS and not q.startswith("torch."):
         return _METHODS[f.attr], expr
     if isinstance(f, ast.Attribute) and f.attr in _SAME_VALUES and not q.startswith("torch."):
-        return activation_of(script, f.value, depth=depth - 1)
+        return activation_of(script, f.value, depth=depth - 1, origin=origin)
     if isinstance(f, ast.Call):  # nn.Softmax(dim=1)(x)
-        found = _module_activation(script, f, depth - 1)
+        found = _module_activation(script, f, depth - 1, origin)
         return (found[0], found[1] or expr) if found else None
     key = script.key(f)
+    loop = _binding_loop(f) if isinstance(f, ast.Name) else None
+    if loop is not None:  # for layer in self.layers: x = layer(x)
+        return _one({_last_layer(script, loop.iter, depth - 1, origin)}, expr)
     if key and key != "self":
-        kinds = {_module_activation(script, v, depth - 1)
-                 for v in script.assignments.get(key, [])}
+        kinds = {_module_activation(script, v, depth - 1, origin)
+                 for v in _feasible_values(script, key, origin)}
         if not kinds - {None}:  # a parameter or attribute: the classes the call graph knows
-            kinds = {_class_activation(script, ref, depth - 1)
+            kinds = {_class_activation(script, ref, depth - 1, origin)
                      for ref in script.graph.types(f)}
         if not kinds - {None} and isinstance(f, ast.Name):  # a parameter: the arguments
-            kinds = {_module_activation(script, v, depth - 1)
+            kinds = {_module_activation(script, v, depth - 1, origin)
                      for v in _argument_values(script, f)} or kinds
         return _one(kinds, expr)
     return None
+
+
+def _binding_loop(name: ast.Name) -> ast.For | None:
+    """The ``for`` loop around ``name`` whose target is that name (``for layer in layers``)."""
+    n = parent(name)
+    while n is not None and not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                               ast.Module)):
+        if isinstance(n, ast.For) and isinstance(n.target, ast.Name) and \
+                n.target.id == name.id:
+            return n
+        n = parent(n)
+    return None
+
+
+def _last_layer(script: Script, container: ast.AST, depth: int, origin: Script) -> Found | None:
+    """The activation of the last module a layer container holds: a list literal, a list built
+    step by step (``layers.append(...)``), ``nn.ModuleList``/``nn.Sequential`` of either, or an
+    attribute assigned one (``self.layers``)."""
+    if depth <= 0:
+        return None
+    if isinstance(container, (ast.List, ast.Tuple)):
+        if not container.elts or isinstance(container.elts[-1], ast.Starred):
+            return None
+        return _module_activation(script, container.elts[-1], depth - 1, origin)
+    if isinstance(container, ast.Name):
+        elements = last_elements(script, container, origin)
+        if elements:
+            kinds = {None if e is EMPTY else _module_activation(script, e, depth - 1, origin)
+                     for e in elements}
+            found = _one(kinds, container)
+            return (found[0], None if found[1] is container else found[1]) if found else None
+    key = script.key(container)
+    if key and key != "self":
+        values = _feasible_values(script, key, origin)
+        kinds = {_module_activation(script, v, depth - 1, origin) for v in values}
+        if values:
+            found = _one(kinds, container)
+            return (found[0], None if found[1] is container else found[1]) if found else None
+    return None
+
+
+def _feasible_values(script: Script, key: str, origin: Script) -> list[ast.expr]:
+    """The values assigned to ``key`` in branches the program can take (``if probs: self.head
+    = ...`` with ``probs`` fixed by every instantiation)."""
+    values = script.assignments.get(key, [])
+    if len(values) < 2:
+        return values
+    return [v for v in values if feasible(script, v, origin)]
 
 
 Found = tuple[Activation, "ast.AST | None"]
@@ -101,7 +158,8 @@ def _one(kinds: set, at: ast.AST) -> tuple[Activation, ast.AST] | None:  # type:
     return kind, node if node is not None else at
 
 
-def _module_activation(script: Script, value: ast.AST | None, depth: int) -> Found | None:
+def _module_activation(script: Script, value: ast.AST | None, depth: int,
+                       origin: Script | None = None) -> Found | None:
     """The activation a module ends in, from the expression that builds it, and the node in
     this file that applies it (None when that is in another file)."""
     if value is None or depth <= 0:
@@ -109,12 +167,16 @@ def _module_activation(script: Script, value: ast.AST | None, depth: int) -> Fou
     while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
             value.func.attr in RETURNS_SELF:  # Net().to(device), head.cuda()
         value = value.func.value
+    origin = origin or script
     if isinstance(value, ast.Name):
-        values = script.assignments.get(value.id, [])
-        kinds = {_module_activation(script, v, depth - 1) for v in values}
+        values = _feasible_values(script, value.id, origin)
+        kinds = {_module_activation(script, v, depth - 1, origin) for v in values}
         if not kinds - {None}:
-            kinds = {_class_activation(script, ref, depth - 1)
+            kinds = {_class_activation(script, ref, depth - 1, origin)
                      for ref in script.graph.types(value)}
+        if not kinds - {None} and not values:  # a parameter: what the callers pass
+            kinds = {_module_activation(script, v, depth - 1, origin)
+                     for v in _argument_values(script, value)} or kinds
         found = _one(kinds, value)
         return (found[0], None if found[1] is value else found[1]) if found else None
     if not isinstance(value, ast.Call):
@@ -122,16 +184,29 @@ def _module_activation(script: Script, value: ast.AST | None, depth: int) -> Fou
     q = script.call_qualname(value) or ""
     if q in _MODULES:
         return _MODULES[q], value
+    if q == "torch.nn.ModuleList" and value.args:
+        return _last_layer(script, value.args[0], depth - 1, origin)
     if q == "torch.nn.Sequential" and value.args:
-        return _module_activation(script, value.args[-1], depth - 1)
+        last = value.args[-1]
+        if isinstance(last, ast.Starred):  # nn.Sequential(*layers): the list's last layer
+            if not isinstance(last.value, ast.Name):
+                return None
+            elements = last_elements(script, last.value, origin)
+            if not elements:
+                return None
+            kinds = {None if e is EMPTY else _module_activation(script, e, depth - 1, origin)
+                     for e in elements}
+            found = _one(kinds, value)
+            return (found[0], None if found[1] is value else found[1]) if found else None
+        return _module_activation(script, last, depth - 1, origin)
     refs = script.graph.types(value)
     if refs:
-        kinds = {_class_activation(script, ref, depth - 1) for ref in refs}
+        kinds = {_class_activation(script, ref, depth - 1, origin) for ref in refs}
         found = _one(kinds, value)
         return (found[0], None if found[1] is value else found[1]) if found else None
     for target in script.targets(value)[:2]:  # a factory: what it returns
         rets = [n for n in ast.walk(target.func) if isinstance(n, ast.Return) and n.value]
-        kinds = {_module_activation(target.script, r.value, depth - 1) for r in rets}
+        kinds = {_module_activation(target.script, r.value, depth - 1, origin) for r in rets}
         found = _one(kinds, value)
         if found is not None:
             foreign = target.script is not script or found[1] is value
@@ -139,7 +214,8 @@ def _module_activation(script: Script, value: ast.AST | None, depth: int) -> Fou
     return None
 
 
-def _class_activation(script: Script, ref: object, depth: int) -> Found | None:
+def _class_activation(script: Script, ref: object, depth: int,
+                      origin: Script | None = None) -> Found | None:
     """The activation every ``return`` of the class's ``forward`` ends in, and where."""
     graph = ref.script.graph  # type: ignore[attr-defined]
     target = graph.method(ref, "forward")
@@ -149,7 +225,7 @@ def _class_activation(script: Script, ref: object, depth: int) -> Found | None:
                and n.value is not None]
     kinds = set()
     for r in returns:
-        found = activation_of(target.script, r.value, depth=depth - 1)
+        found = activation_of(target.script, r.value, depth=depth - 1, origin=origin)
         kinds.add(found if found else None)
     if None in kinds or len({k[0] for k in kinds}) != 1:
         return None

@@ -1,7 +1,7 @@
 """A small constant evaluator: the value of an expression when the file fixes it.
 
 ``N = 1025``, ``EPOCHS = 10; milestones=[int(0.6 * EPOCHS)]``, ``cfg = {"train": {"bs": 64}}``
-then ``cfg["train"]["bs"]``, ``len([...])``: numbers, strings, lists, tuples and dicts built from
+then ``cfg["train"]["bs"]`` or ``cfg.get("act")``, ``len([...])``: numbers, strings, lists, tuples and dicts built from
 literals, arithmetic, ``int``/``float``/``round``/``min``/``max``/``abs``/``len``, subscripts, and
 names assigned exactly once (in the function, else at module level) and never changed in place.
 Anything else is unknown (``...``). Nothing is run.
@@ -28,19 +28,19 @@ _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
             ast.Is: operator.is_, ast.IsNot: operator.is_not}
 
 
-def truth(test: ast.AST | None) -> bool | None:
+def truth(test: ast.AST | None, *, env: dict[str, ast.expr] | None = None) -> bool | None:
     """Whether an ``if``/``while`` test is always true or always false by the file's own
     constants (``DEBUG = False`` ... ``if DEBUG:``; ``if not USE_AMP``; ``if ACCUM == 1``), or
     None when the file does not fix it. A file that rewrites its globals at run time
     (``exec(open("config.py").read())``, ``globals().update(...)``) fixes nothing at module
-    level: see :func:`module_constants_trusted`."""
+    level: see :func:`module_constants_trusted`. ``env`` binds names as in :func:`const_eval`."""
     if test is None:
         return None
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = truth(test.operand)
+        inner = truth(test.operand, env=env)
         return None if inner is None else not inner
     if isinstance(test, ast.BoolOp):
-        values = [truth(v) for v in test.values]
+        values = [truth(v, env=env) for v in test.values]
         if isinstance(test.op, ast.And):
             if any(v is False for v in values):
                 return False
@@ -49,14 +49,14 @@ def truth(test: ast.AST | None) -> bool | None:
             return True
         return False if all(v is False for v in values) else None
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _COMPARE:
-        a, b = const_eval(test.left), const_eval(test.comparators[0])
+        a, b = const_eval(test.left, env=env), const_eval(test.comparators[0], env=env)
         if a is UNKNOWN or b is UNKNOWN:
             return None
         try:
             return bool(_COMPARE[type(test.ops[0])](a, b))
         except TypeError:
             return None
-    value = const_eval(test)
+    value = const_eval(test, env=env)
     if value is UNKNOWN or isinstance(value, (dict, list)) and not isinstance(test, ast.Name):
         return None
     try:
@@ -122,6 +122,15 @@ def const_eval(expr: ast.AST | None, *, env: dict[str, ast.expr] | None = None,
             if args and all(a is not UNKNOWN for a in args):
                 return _FUNCS[expr.func.id](*args)
             return UNKNOWN
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
+                expr.func.attr == "get" and 1 <= len(expr.args) <= 2 and not expr.keywords:
+            base = const_eval(expr.func.value, _depth=d)  # cfg.get("act", None)
+            key = const_eval(expr.args[0], _depth=d)
+            if not isinstance(base, dict) or isinstance(key, (list, dict)) or key is UNKNOWN:
+                return UNKNOWN
+            if key in base:
+                return base[key]
+            return const_eval(expr.args[1], _depth=d) if len(expr.args) == 2 else None
         if isinstance(expr, ast.Call) and dotted(expr.func) in ("dict",) and not expr.args:
             return {k.arg: const_eval(k.value, _depth=d) for k in expr.keywords if k.arg}
         if isinstance(expr, ast.Name):
@@ -143,7 +152,7 @@ def _with_env(expr: ast.AST, env: dict[str, ast.expr], depth: int) -> Any:
     values = {}
     for name in names:
         v = const_eval(env[name], _depth=depth)
-        if v is UNKNOWN or not isinstance(v, (int, float, str, bool, type(None))):
+        if v is UNKNOWN or not isinstance(v, (int, float, str, bool, type(None), dict, list)):
             return UNKNOWN
         values[name] = v
 
@@ -168,34 +177,147 @@ def _link(node: ast.AST, up: ast.AST | None) -> None:
 
 
 def resolve(script: Any, expr: ast.AST | None) -> Any:
-    """``const_eval``, and also ``self.x`` set once in the class from an ``__init__`` parameter:
-    the parameter's value at every instantiation in the file (or its default) when they agree
-    (``ExponentialLR(opt, gamma=self.gamma)`` with ``def __init__(self, gamma=0.8)``)."""
+    """``const_eval``, and also the values a configuration gives at run time where the program
+    fixes them: a parameter of the function around ``expr`` bound to the same constant at every
+    call (``def train(cfg)`` ... ``train(CONFIG)``, then ``cfg["epochs"]``); ``self.x`` set once
+    in the class, from an ``__init__`` parameter whose instantiations agree
+    (``ExponentialLR(opt, gamma=self.gamma)`` with ``def __init__(self, gamma=0.8)``;
+    ``self.cfg["step_size"]``); ``args.x`` of an ``argparse`` namespace, by the option's
+    default (the value of a run as written)."""
     value = const_eval(expr)
-    if value is not UNKNOWN or not (isinstance(expr, ast.Attribute) and
-                                    isinstance(expr.value, ast.Name) and expr.value.id == "self"):
+    if value is not UNKNOWN or expr is None:
         return value
-    from trainguard.lint.callgraph import _param, _self_assigned
+    env: dict[str, ast.expr] = {}
+    copy = ast.parse(ast.unparse(expr), mode="eval").body
+    _link(copy, parent(expr))
 
-    cls = script.enclosing_class(expr)
+    class _Bind(ast.NodeTransformer):
+        def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+            if isinstance(node.value, ast.Name):
+                bound = None
+                if node.value.id == "self":
+                    bound = _self_value(script, expr, node.attr)
+                elif isinstance(node.ctx, ast.Load):
+                    bound = _argparse_default(expr, node.value.id, node.attr)
+                if bound is not None:
+                    name = f"_tg_{node.value.id}_{node.attr}"
+                    env[name] = bound
+                    return ast.copy_location(ast.Name(name, ast.Load()), node)
+            return self.generic_visit(node)
+
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            bound = _param_value(script, expr, node.id)
+            if bound is not None:
+                env[node.id] = bound
+            return node
+
+    copy = _Bind().visit(copy)
+    if not env:
+        return UNKNOWN
+    _link(copy, parent(expr))
+    return const_eval(copy, env=env)
+
+
+def _param_value(script: Any, at: ast.AST, name: str) -> ast.expr | None:
+    """The argument every call of the function around ``at`` passes for its parameter
+    ``name`` (or None)."""
+    from trainguard.lint.branches import param_env
+
+    func = script.enclosing_function(at)
+    if func is None:
+        return None
+    a = func.args
+    if name not in {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]}:
+        return None
+    return param_env(script, func).get(name)
+
+
+def _self_value(script: Any, at: ast.AST, attr: str) -> ast.expr | None:
+    """What ``self.attr`` holds when the class sets it once: the value, or for an ``__init__``
+    parameter the argument every instantiation passes."""
+    from trainguard.lint.callgraph import _self_assigned
+
+    cls = script.enclosing_class(at)
     if cls is None:
-        return UNKNOWN
-    assigned = _self_assigned(cls, expr.attr)
+        return None
+    assigned = _self_assigned(cls, attr)
     if len(assigned) != 1:
-        return UNKNOWN
+        return None
     value = assigned[0]
     if not isinstance(value, ast.Name):
-        return const_eval(value)
+        return value
     init = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "__init__"),
                 None)
-    arg = _param(init, value.id) if init is not None else None
-    if arg is None:
-        return const_eval(value)
-    found = {repr(const_eval(v)) for v in script.graph._param_values(init, arg)}
-    values = [const_eval(v) for v in script.graph._param_values(init, arg)]
-    if len(found) == 1 and values and values[0] is not UNKNOWN:
+    if init is None or value.id not in {x.arg for x in init.args.args}:
+        return value
+    arg = next(x for x in init.args.args if x.arg == value.id)
+    values = script.graph._param_values(init, arg)  # every instantiation's, and the default
+    if values and len({repr(const_eval(v)) for v in values}) == 1 and \
+            const_eval(values[0]) is not UNKNOWN:
         return values[0]
-    return UNKNOWN
+    return None
+
+
+def _argparse_default(at: ast.AST, namespace: str, attr: str) -> ast.expr | None:
+    """The ``default=`` of the one ``add_argument`` whose destination is ``attr``, when
+    ``namespace`` is assigned once from ``parser.parse_args()`` (None when the option is
+    absent, repeated, required, or a flag without a literal default)."""
+    holder = _name_at(at, namespace)
+    value = _single_value(holder)
+    if isinstance(value, ast.Subscript):  # args = parser.parse_known_args()[0]
+        value = value.value
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and
+            value.func.attr in ("parse_args", "parse_known_args")):
+        return None
+    root = at
+    while parent(root) is not None:
+        root = parent(root)  # type: ignore[assignment]
+    table = getattr(root, "_tg_argparse", None)
+    if table is None:
+        table = {}
+        for n in ast.walk(root):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                    n.func.attr == "add_argument" and n.args:
+                dest = _argparse_dest(n)
+                if dest is not None:
+                    table.setdefault(dest, []).append(n)
+        root._tg_argparse = table  # type: ignore[attr-defined]
+    calls = table.get(attr, [])
+    if len(calls) != 1:
+        return None
+    call = calls[0]
+    keywords = {k.arg: k.value for k in call.keywords if k.arg}
+    if "required" in keywords and const_eval(keywords["required"]) is not False:
+        return None
+    if "default" in keywords:
+        return keywords["default"]
+    action = const_eval(keywords.get("action"))
+    if action == "store_true":
+        return ast.Constant(False)
+    if action == "store_false":
+        return ast.Constant(True)
+    return None
+
+
+def _argparse_dest(call: ast.Call) -> str | None:
+    for k in call.keywords:
+        if k.arg == "dest":
+            v = const_eval(k.value)
+            return v if isinstance(v, str) else None
+    names = [const_eval(a) for a in call.args]
+    if not all(isinstance(n, str) for n in names):
+        return None
+    long = [n for n in names if n.startswith("--")]
+    name = long[0] if long else names[0]
+    return name.lstrip("-").replace("-", "_") or None
+
+
+def _name_at(at: ast.AST, name: str) -> ast.Name:
+    """A ``Name`` that resolves ``name`` from where ``at`` is."""
+    node = ast.Name(name, ast.Load())
+    node._tg_parent = parent(at) or at  # type: ignore[attr-defined]
+    node.lineno = getattr(at, "lineno", 1)  # type: ignore[attr-defined]
+    return node
 
 
 def _number(v: Any) -> bool:

@@ -16,6 +16,17 @@ _LOSS_FN = re.compile(r"(loss|criterion|crit)\w*$|^(cross_entropy|nll_loss|mse_l
                       r"binary_cross_entropy\w*|smooth_l1_loss|kl_div|huber_loss|ctc_loss)$",
                       re.I)
 CUTS = {"item", "detach", "tolist", "numpy", "data", "cpu_numpy"}
+# Tensor methods and torch functions whose result keeps the input's grad_fn chain (argmax,
+# comparisons, sizes and the like do not, and are not listed).
+_DIFFERENTIABLE = {"sum", "mean", "squeeze", "unsqueeze", "view", "reshape", "float", "double",
+                   "clone", "to", "abs", "pow", "exp", "log", "sqrt", "flatten", "norm",
+                   "softmax", "log_softmax", "sigmoid", "tanh", "relu", "clamp", "mul", "add",
+                   "sub", "div", "matmul", "prod", "var", "std", "logsumexp", "square",
+                   "transpose", "permute", "contiguous", "neg", "exp_", "cpu", "cuda"}
+_DIFFERENTIABLE_FUNCS = {"softplus", "sigmoid", "tanh", "relu", "exp", "log", "abs", "sum",
+                         "mean", "stack", "cat", "softmax", "log_softmax", "logsigmoid",
+                         "square", "sqrt", "pow", "norm", "matmul", "mul", "add", "clamp",
+                         "logsumexp", "elu", "gelu", "silu", "leaky_relu"}
 _NUMERIC_CALLS = {"print", "float", "int", "round", "str", "format", "len", "abs", "info", "debug",
                   "warning", "log", "add_scalar", "add_scalars", "write", "set_postfix",
                   "set_description", "update", "append", "isfinite", "isnan", "isclose"}
@@ -65,10 +76,11 @@ def _is_cut(expr: ast.AST) -> bool:
     return False
 
 
-def graph_names(script: Script, loop: ast.AST) -> set[str]:
+def graph_names(script: Script, loop: ast.AST, *, seed: set[str] | None = None) -> set[str]:
     """Names assigned in ``loop`` (grad enabled) that hold a tensor with a ``grad_fn``: model
-    outputs, losses, names that ``backward()`` is called on, and arithmetic on those."""
-    names: set[str] = set()
+    outputs, losses, names that ``backward()`` is called on, and arithmetic on those; ``seed``
+    are names known to hold one already (a function's parameters its callers hand a loss)."""
+    names: set[str] = set(seed or ())
     for call in walk_local(loop):
         if is_backward(call):
             recv = call.func.value  # type: ignore[attr-defined]
@@ -83,11 +95,15 @@ def graph_names(script: Script, loop: ast.AST) -> set[str]:
             elif isinstance(call.func.value, ast.Name) is False and call.args and \
                     isinstance(call.args[0], ast.Name):  # accelerator.backward(loss)
                 names.add(call.args[0].id)
-    assigns = [n for n in walk_local(loop) if isinstance(n, ast.Assign)]
+    assigns = [n for n in walk_local(loop) if isinstance(n, (ast.Assign, ast.For))
+               and n is not loop]
     assigns.sort(key=lambda n: n.lineno)
     for _ in range(2):
         for a in assigns:
             if script.grad_disabled(a):
+                continue
+            if isinstance(a, ast.For):  # for k, v in losses.items(): v holds a graph
+                names.update(_items_of_graph(script, a, names))
                 continue
             if carries_graph(script, a.value, names):
                 for t in a.targets:
@@ -96,6 +112,33 @@ def graph_names(script: Script, loop: ast.AST) -> set[str]:
                     elif isinstance(t, ast.Tuple):  # logits, loss = model(x, y)
                         names.update(e.id for e in t.elts if isinstance(e, ast.Name))
     return names
+
+
+def _items_of_graph(script: Script, loop: ast.For, names: set[str]) -> set[str]:
+    """The loop variables that take the values of a container holding graph tensors:
+    ``for k, v in losses.items()``, ``for v in losses.values()``, ``for term in terms``
+    (a list or tuple built from losses); keys are not values."""
+    it, target = loop.iter, loop.target
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and not it.args and \
+            it.func.attr in ("items", "values") and carries_graph(script, it.func.value, names):
+        if it.func.attr == "values" and isinstance(target, ast.Name):
+            return {target.id}
+        if it.func.attr == "items" and isinstance(target, ast.Tuple) and \
+                len(target.elts) == 2 and isinstance(target.elts[1], ast.Name):
+            return {target.elts[1].id}
+        return set()
+    if isinstance(it, (ast.Name, ast.List, ast.Tuple)) and isinstance(target, ast.Name) and \
+            (isinstance(it, ast.Name) and it.id in names and _holds_sequence(it, loop) or
+             isinstance(it, (ast.List, ast.Tuple)) and
+             any(carries_graph(script, e, names) for e in it.elts)):
+        return {target.id}
+    return set()
+
+
+def _holds_sequence(name: ast.Name, before: ast.AST) -> bool:
+    """``name`` was last assigned a list or tuple literal (iterating a tensor gives rows)."""
+    value = last_assignment(name.id, before)
+    return isinstance(value, (ast.List, ast.Tuple))
 
 
 def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
@@ -119,10 +162,13 @@ def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
         target = script.callee(expr)
         if target is not None and returns_graph(script, target):
             return True
-        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
-                f.value.id in names and f.attr in ("sum", "mean", "squeeze", "view", "reshape",
-                                                   "float", "clone", "to"):
-            return True
+        if isinstance(f, ast.Attribute) and f.attr in _DIFFERENTIABLE and \
+                carries_graph(script, f.value, names):
+            return True  # out[:, :4].abs().mean()
+        q = script.call_qualname(expr) or ""
+        if q.startswith("torch.") and q.rsplit(".", 1)[-1] in _DIFFERENTIABLE_FUNCS and \
+                expr.args and carries_graph(script, expr.args[0], names):
+            return True  # F.softplus(out[:, 5]), torch.stack(parts)
     if isinstance(expr, (ast.Subscript, ast.Attribute)):  # out[0], outputs.loss
         return carries_graph(script, expr.value, names)
     if isinstance(expr, ast.Dict):  # {"ce": criterion(out, y)}

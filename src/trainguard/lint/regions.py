@@ -322,11 +322,14 @@ def inference_calls(script: Script) -> list[ast.Call]:
     def find() -> list[ast.Call]:
         candidates = [c for c in script.calls if isinstance(c.func, ast.Attribute) and
                       c.func.attr in INFERENCE_METHODS]
-        # a helper handed the model only matters where grad is disabled somewhere
+        # a helper handed the model only matters where grad is disabled somewhere, or where
+        # something takes predictions (argmax, topk)
         helpers = [c for c in script.calls if c not in candidates and any(
             (k := script.key(a)) and k != "self" and script.is_model(k) for a in c.args)] \
-            if script.may_reach("no_grad") or script.may_reach("inference_mode") else []
-        if not candidates and not helpers:
+            if any(script.may_reach(w) for w in ("no_grad", "inference_mode", "argmax",
+                                                 "topk")) else []
+        predictions = _prediction_forwards(script)
+        if not candidates and not helpers and not predictions:
             return []
         loops = {id(loop) for loop in training_loops(script)}
         out = []
@@ -347,11 +350,168 @@ def inference_calls(script: Script) -> list[ast.Call]:
             if _inside(call, loops) or not _runs_model_without_grad(script, call):
                 continue
             func = script.enclosing_function(call)
-            if func is not None and (_rollout(script, func) or script.has_backward(func)):
+            if func is not None and (_rollout(script, func) or
+                                     _backward_after(script, func, call)):
+                continue
+            out.append(call)
+        for call in predictions:
+            if _inside(call, loops) or any(call is c for c in out):
+                continue
+            func = script.enclosing_function(call)
+            if func is not None and (_rollout(script, func) or
+                                     _backward_after(script, func, call) or
+                                     _inside_module_class(script, func)):
                 continue
             out.append(call)
         return out
     return _cached(script, "_tg_inference_calls", find)
+
+
+_PREDICT = {"argmax", "topk", "argsort"}
+
+
+def _prediction_forwards(script: Script) -> list[ast.Call]:
+    """Forwards of a model (``model(x)``) whose output is turned into predictions
+    (``.argmax(1)``, ``.topk(k)``, ``torch.argmax(out, 1)``, ``out.max(1)``; through a softmax,
+    ``.detach()`` and a name first) and never reaches a loss nor a backward in its scope:
+    inference written as plain statements (a notebook cell after training) or in any function.
+    Found from the prediction ops back to the forward, so files without them cost nothing."""
+    out: list[ast.Call] = []
+    seen: set[int] = set()
+    for sink in script.calls:
+        f = sink.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) \
+            else None
+        if name not in _PREDICT and name != "max":
+            continue
+        if _torch_function(script, sink):
+            if not sink.args:
+                continue
+            source: ast.AST = sink.args[0]  # torch.argmax(out, 1)
+        elif isinstance(f, ast.Attribute):
+            source = f.value  # out.argmax(1)
+        else:
+            continue
+        for _ in range(4):  # peel softmax, detach, a name
+            if isinstance(source, ast.Call) and _torch_function(script, source):
+                if not source.args or \
+                        (dotted(source.func) or "").rsplit(".", 1)[-1] not in _PEEL:
+                    break
+                source = source.args[0]  # torch.softmax(logits, 1)
+            elif isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute) and \
+                    source.func.attr in _PEEL:
+                source = source.func.value  # logits.softmax(1), out.detach()
+            elif isinstance(source, ast.Name):
+                value = last_assignment_of(source)
+                if value is None:
+                    break
+                source = value
+            else:
+                break
+        if not isinstance(source, ast.Call) or id(source) in seen:
+            continue
+        k = script.key(source.func)
+        if not k or k == "self" or not script.is_model(k) or \
+                _is_parameter(script, source.func):
+            continue  # a model handed to a helper: judged at the helper's call
+        seen.add(id(source))
+        if _predicted(script, source, 3):
+            out.append(source)
+    return out
+
+
+def _torch_function(script: Script, call: ast.Call) -> bool:
+    """``torch.softmax(x, 1)``, not a method called on what a torch function returned
+    (``torch.softmax(x, 1).argmax(1)``)."""
+    q = script.call_qualname(call) or ""
+    return q.startswith("torch.") and "()" not in q and "[]" not in q
+
+
+_PEEL = {"softmax", "sigmoid", "log_softmax", "detach", "cpu", "float", "squeeze"}
+
+
+def last_assignment_of(name: ast.Name) -> ast.expr | None:
+    from trainguard.lint.dataflow import last_assignment
+
+    return last_assignment(name.id, name)
+
+
+def _backward_after(script: Script, func: ast.AST, call: ast.AST) -> bool:
+    """A backward runs in ``func`` at or after ``call`` (the call feeds a training step), or
+    the call sits in a loop of ``func`` that runs one; training done before it does not
+    count (``main()`` trains, then predicts)."""
+    if not script.has_backward(func):
+        return False
+    line = call.lineno  # type: ignore[attr-defined]
+    for loop in script.enclosing_loops(call):
+        if script.has_backward(loop):
+            return True
+    for stmt in walk_local(func):
+        if isinstance(stmt, ast.stmt) and stmt.lineno >= line and script.has_backward(stmt):
+            return True
+    return False
+
+
+def _is_parameter(script: Script, expr: ast.AST) -> bool:
+    func = script.enclosing_function(expr)
+    if func is None or not isinstance(expr, ast.Name):
+        return False
+    a = func.args
+    return expr.id in {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
+
+
+def _predicted(script: Script, value: ast.AST, depth: int) -> bool:
+    """``value`` (a forward or a name holding it) is used only for predictions in its scope."""
+    p = parent(value)
+    if isinstance(p, ast.Attribute) and p.attr in _PREDICT:
+        return True
+    if isinstance(p, ast.Attribute) and p.attr == "max" and isinstance(parent(p), ast.Call) \
+            and _with_dim(parent(p), 0):  # out.max(1) -> (values, indices)
+        return True
+    if isinstance(p, ast.Attribute) and p.attr in ("detach", "cpu", "float", "squeeze") and \
+            depth > 0 and isinstance(parent(p), ast.Call):  # out.detach().argmax(1)
+        return _predicted(script, parent(p), depth - 1)  # type: ignore[arg-type]
+    if isinstance(p, ast.Attribute) and p.attr in ("softmax", "sigmoid", "log_softmax") and \
+            depth > 0 and isinstance(parent(p), ast.Call):
+        return _predicted(script, parent(p), depth - 1)  # type: ignore[arg-type]
+    if isinstance(p, ast.Call) and value in p.args:
+        q = (script.call_qualname(p) or "").rsplit(".", 1)[-1]
+        if q in _PREDICT or q == "max" and (script.call_qualname(p) or "").startswith(
+                "torch.") and _with_dim(p, 1):  # _, pred = torch.max(out, 1)
+            return True
+        if q in ("softmax", "sigmoid", "log_softmax") and depth > 0:
+            return _predicted(script, p, depth - 1)
+        return False
+    if isinstance(p, ast.Assign) and len(p.targets) == 1 and \
+            isinstance(p.targets[0], ast.Name) and depth > 0:
+        name = p.targets[0].id
+        scope = script.enclosing_function(p) or script.tree
+        uses = [n for n in walk_local(scope) if isinstance(n, ast.Name) and n.id == name and
+                isinstance(n.ctx, ast.Load) and n.lineno >= p.lineno]  # type: ignore[attr-defined]
+        if not uses:
+            return False
+        predicted = False
+        for use in uses:
+            up = parent(use)
+            if isinstance(up, ast.Call) and (is_backward(up) or _loss_like(script, up)):
+                return False
+            if _predicted(script, use, depth - 1):
+                predicted = True
+        return predicted
+    return False
+
+
+def _with_dim(call: ast.AST, first: int) -> bool:
+    """A ``max`` call given a dimension (``out.max(1)``, ``torch.max(out, dim=1)``): it
+    returns indices, not only a value."""
+    return isinstance(call, ast.Call) and (len(call.args) > first or
+                                           any(k.arg == "dim" for k in call.keywords))
+
+
+def _loss_like(script: Script, call: ast.Call) -> bool:
+    from trainguard.lint.dataflow import is_loss_call
+
+    return is_loss_call(script, call)
 
 
 def _runs_model_without_grad(script: Script, call: ast.Call) -> bool:
@@ -385,7 +545,8 @@ def _runs_model_without_grad(script: Script, call: ast.Call) -> bool:
             elif isinstance(sub.func, ast.Attribute) and sub.func.attr in ("eval", "train") \
                     and isinstance(sub.func.value, ast.Name) and sub.func.value.id in models:
                 return False  # the helper sets the mode itself (BatchNorm recalibration)
-    return bool(forwards) and all(t.script.grad_disabled(f) for f in forwards) and \
+    return bool(forwards) and (all(t.script.grad_disabled(f) for f in forwards) or
+                               all(_predicted(t.script, f, 3) for f in forwards)) and \
         not _rollout(t.script, func)
 
 

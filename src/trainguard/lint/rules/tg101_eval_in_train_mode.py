@@ -11,7 +11,11 @@ a metric, a function named for evaluation whose forwards run under no_grad (``pr
 or a call of a model's inference method under no_grad (``model.generate(idx)``,
 ``net.transcribe(audio)``) outside training loops, or a call handing the model to a project
 helper that runs it only with grad disabled (``embed_all(encoder, corpus)``; ipolharvard/ethos-ares#20:
-no_grad does not set eval mode).
+no_grad does not set eval mode). A forward whose output only becomes predictions
+(``model(x).argmax(1)``, ``logits = model(x)`` then ``logits.topk(5)``, through a softmax) and
+never reaches a loss or a backward is inference too, wherever it is written: notebook cells or
+top-level statements after training, a project helper handed the model (``predict(model, x)``
+returning ``model(x).argmax(1)``).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections.abc import Iterator
 from trainguard.lint.astutil import dotted
 from trainguard.lint.events import events
 from trainguard.lint.modes import mode_before
-from trainguard.lint.regions import eval_regions, inference_calls
+from trainguard.lint.regions import INFERENCE_METHODS, eval_regions, inference_calls
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
@@ -79,12 +83,49 @@ def _inference_entry_points(script: Script) -> Iterator[Hit]:
     for call in inference_calls(script):
         if any(call is n for r in regions for n in ast.walk(r)):
             continue  # an evaluation region: judged below, with its mode events
+        if any(t.func is r for t in script.targets(call) for r in regions):
+            continue  # a call of an evaluation function: judged below, at its call sites
         mode, why = mode_before(script, call)
-        if mode != "train":
+        if mode != "train" or _mode_behaviour_changed(script, call):
             continue
         name = dotted(call.func) or "the model's inference method"
-        yield Hit(call, f"{name}(...) runs inference with grad disabled while the model is in "
-                        f"train mode ({why}): Dropout drops and BatchNorm uses batch "
-                        f"statistics, so the output varies from call to call",
+        how = "runs inference with grad disabled" if script.grad_disabled(call) else \
+            "runs inference (its output only becomes predictions)"
+        yield Hit(call, f"{name}(...) {how} while the model is in train mode ({why}): "
+                        f"Dropout drops and BatchNorm uses batch statistics, so the output "
+                        f"varies from call to call",
                   fix="call model.eval() before inference, and model.train() before training "
                       "again")
+
+
+# Module attributes whose change makes a layer act the same in both modes (Dropout with p=0,
+# BatchNorm without running statistics: test-time adaptation on purpose) or sets it by hand.
+_MODE_ATTRS = {"p", "track_running_stats", "training", "running_mean", "running_var",
+               "momentum"}
+
+
+def _mode_behaviour_changed(script: Script, call: ast.Call) -> bool:
+    """Before ``call``, the program rewrites mode-dependent attributes of the modules of the
+    model it runs (``for m in model.modules(): m.p = 0.0``): what train mode does to it is no
+    longer known."""
+    keys = {script.key(call.func.value if isinstance(call.func, ast.Attribute) and
+                       call.func.attr in INFERENCE_METHODS else call.func)}
+    keys |= {script.key(a) for a in call.args}
+    keys.discard(None)
+    for node in script.nodes:
+        if not isinstance(node, ast.For) or node.lineno >= call.lineno:
+            continue
+        it = node.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and
+                it.func.attr in ("modules", "children", "named_modules", "named_children") and
+                script.key(it.func.value) in keys):
+            continue
+        var = node.target.elts[-1] if isinstance(node.target, ast.Tuple) else node.target
+        if not isinstance(var, ast.Name):
+            continue
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) and \
+                    isinstance(sub.value, ast.Name) and sub.value.id == var.id and \
+                    sub.attr in _MODE_ATTRS:
+                return True
+    return False

@@ -10,7 +10,9 @@ The re-enabling may be a ``with`` block, a ``set_grad_enabled(True)`` statement 
 "restores" grad mode unconditionally at the end of a helper) or a ``@torch.enable_grad()``
 decorator; it is inside evaluation when any call of its function is made under no_grad (a
 helper called from both training and evaluation re-enables grad for the evaluation). Reported
-at the re-enabling, with the call that runs it under no_grad.
+at the re-enabling, with the call that runs it under no_grad; a helper of another project file
+that re-enables grad is reported at the call made here under no_grad. ``mode=True`` by name
+counts. Silent under ``torch.inference_mode()``, where re-enabling grad records no graph.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ import ast
 import re
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import is_true, parent, walk_local
+from collections.abc import Iterable
+
+from trainguard.lint.astutil import dotted, is_true, kwarg, parent, walk_local
+from trainguard.lint.project import imports_mention
 from trainguard.lint.regions import eval_regions, forward_calls
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
@@ -31,34 +36,15 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 
 
 def check(script: Script) -> Iterator[Hit]:
+    yield from _foreign_helpers(script)
     if not _ENABLES.search(script.source):
         return  # nothing re-enables grad (an alias keeps the name in its import)
     regions = [r.node for r in eval_regions(script)
                if isinstance(r.node, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    for node in script.nodes:
-        target: ast.AST | None = None
-        block: ast.AST | None = None
-        if isinstance(node, (ast.With, ast.AsyncWith)):
-            for item in node.items:
-                if script.grad_context(item.context_expr) is False:
-                    target, block = item.context_expr, node
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-            q = script.call_qualname(node.value) or ""
-            if q.endswith("set_grad_enabled") and node.value.args and \
-                    is_true(node.value.args[0]):
-                target, block = node.value, script.enclosing_function(node) or script.tree
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for d in node.decorator_list:  # @torch.enable_grad() on the whole function
-                if script.grad_context(d) is False:
-                    target, block = d, node
-        if target is None or block is None or _reads_grads(script, block):
-            continue
-        if isinstance(block, (ast.With, ast.AsyncWith)) and not forward_calls(script, block):
-            continue  # nothing computed in the block carries a graph (e.g. an optimizer step)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                not forward_calls(script, node):
-            continue
+    for node, target in _reenablings(script, script.nodes):
         caller = _disabled_caller(script, node)
+        if caller is not None and _in_inference_mode(script, node if caller is True else caller):
+            continue  # inference mode records no graph, whatever the grad mode
         inside = caller is not None
         region = next((r for r in regions if _within(node, r)), None)
         if not inside and region is None:
@@ -79,6 +65,88 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         yield Hit(target, f"grad is re-enabled inside {where}: outputs computed here carry a "
                           f"grad_fn and build graphs that evaluation never uses")
+
+
+def _reenablings(script: Script, nodes: Iterable[ast.AST]
+                 ) -> Iterator[tuple[ast.AST, ast.AST]]:
+    """(statement, the call or decorator that re-enables grad) for each re-enabling among
+    ``nodes`` whose block computes a forward and reads no gradient: a ``with enable_grad()``
+    block, a ``set_grad_enabled(True)`` statement (``mode=True`` too), an ``@enable_grad()``
+    decorator."""
+    for node in nodes:
+        target: ast.AST | None = None
+        block: ast.AST | None = None
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if script.grad_context(item.context_expr) is False:
+                    target, block = item.context_expr, node
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            q = script.call_qualname(node.value) or ""
+            mode = node.value.args[0] if node.value.args else kwarg(node.value, "mode")
+            if q.endswith("set_grad_enabled") and is_true(mode):
+                target, block = node.value, script.enclosing_function(node) or script.tree
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for d in node.decorator_list:  # @torch.enable_grad() on the whole function
+                if script.grad_context(d) is False:
+                    target, block = d, node
+        if target is None or block is None or _reads_grads(script, block):
+            continue
+        if isinstance(block, (ast.With, ast.AsyncWith)) and not forward_calls(script, block):
+            continue  # nothing computed in the block carries a graph (e.g. an optimizer step)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                not forward_calls(script, node):
+            continue
+        yield node, target
+
+
+def _foreign_helpers(script: Script) -> Iterator[Hit]:
+    """A helper of another project file that re-enables grad, called here under no_grad:
+    reported at the call (the line in this file that runs it)."""
+    if not script.project_imports or not (
+            imports_mention(script, "enable_grad") or imports_mention(script, "set_grad_enabled")):
+        return
+    for call in script.calls:
+        f = call.func
+        head = f.id if isinstance(f, ast.Name) else dotted(f.value) \
+            if isinstance(f, ast.Attribute) else None
+        if head is None or head.split(".")[0] not in script.project_imports:
+            continue
+        if not script.grad_disabled(call) or _in_inference_mode(script, call):
+            continue
+        targets = [t for t in script.targets(call) if t.script is not script]
+        if not targets:
+            continue
+        for t in targets[:2]:
+            found = next(_reenablings(t.script, [t.func, *walk_local(t.func)]), None)
+            if found is None:
+                continue
+            name = t.func.name
+            yield Hit(call, f"{name}() re-enables grad ({t.script.path.rsplit('/', 1)[-1]}:"
+                            f"{found[1].lineno}) and is called here under torch.no_grad(): "
+                            f"what it computes carries a grad_fn and builds graphs that "
+                            f"evaluation never uses",
+                      fix=f"remove the enable_grad/set_grad_enabled(True) from {name}(), or "
+                          f"restore the caller's grad mode before it returns")
+            break
+
+
+def _in_inference_mode(script: Script, node: ast.AST) -> bool:
+    """Whether the innermost grad context around ``node`` is ``torch.inference_mode()``: there
+    re-enabling grad records nothing (tensors made under inference mode never get a grad_fn,
+    https://pytorch.org/docs/stable/generated/torch.autograd.grad_mode.inference_mode.html)."""
+    n = node
+    while (p := parent(n)) is not None:
+        contexts = []
+        if isinstance(p, (ast.With, ast.AsyncWith)) and n in p.body:
+            contexts = [i.context_expr for i in p.items]
+        elif isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)) and n is not p.args:
+            contexts = list(p.decorator_list)
+        for c in contexts:
+            if script.grad_context(c) is True:
+                q = script.call_qualname(c) if isinstance(c, ast.Call) else script.qualname(c)
+                return "inference_mode" in (q or "")
+        n = p
+    return False
 
 
 def _disabled_caller(script: Script, node: ast.AST) -> ast.AST | bool | None:

@@ -5,7 +5,9 @@
 dropping after ``model.eval()``. Silent under ``if self.training:``, when ``training`` is given by
 name (``training=True`` by name is a stated choice: Tacotron 2 keeps its pre-net dropout on at
 inference), when it is passed by position as anything but the literal ``True``, and when ``p``
-is the literal 0.
+is the literal 0. The op may sit in a helper the forward calls (a module-level function or
+a method, two calls deep; a ``training=True`` helper parameter the forward never sets counts as
+not given), reported at the op; ``torch.dropout(x, p, True)`` fires on its literal ``train``.
 """
 
 from __future__ import annotations
@@ -13,36 +15,58 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import const_value, is_true, kwarg, parent
+from trainguard.lint.astutil import const_value, dotted, is_true, kwarg, parent, walk_local
+from trainguard.lint.branches import param_env
+from trainguard.lint.consts import const_eval
+from trainguard.lint.project import imports_mention
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script
 
 CODE = "TG105"
 _DROPOUTS = {f"torch.nn.functional.{n}" for n in (
     "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")}
+# torch.dropout(input, p, train): the same op with a required ``train`` flag
+_TORCH_DROPOUTS = {f"torch.{n}" for n in (
+    "dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout")}
 
 
 def check(script: Script) -> Iterator[Hit]:
+    yield from _foreign_helpers(script)
     for call in script.calls:
         q = script.call_qualname(call)
+        if q in _TORCH_DROPOUTS:
+            yield from _torch_dropout(script, call, q)
+            continue
         if q not in _DROPOUTS:
             continue
         func = script.enclosing_function(call)
-        if func is None or func.name != "forward" or not isinstance(parent(func), ast.ClassDef):
-            continue
-        if _guarded_by_training(call, func):
+        if func is None:
             continue
         training = kwarg(call, "training")
-        if training is not None:
-            continue  # stated by name (even True: Tacotron 2 keeps its pre-net dropout on)
-        if len(call.args) >= 3:
+        if training is None and len(call.args) >= 3:
             training = call.args[2]
-        if training is not None and not is_true(training):
+        if training is not None and not is_true(training) and \
+                not _default_true(script, func, training):
+            continue  # given (even True by name: Tacotron 2 keeps its pre-net dropout on)
+        if training is not None and kwarg(call, "training") is not None and is_true(training):
             continue
         p = kwarg(call, "p") or (call.args[1] if len(call.args) >= 2 else None)
         if const_value(p) in (0, 0.0):
             continue
+        forward = _forward_running(script, call, func)
+        if forward is None:
+            continue
+        owner = parent(forward).name  # type: ignore[union-attr]
+        via = "" if forward is func else f" (reached from {owner}.forward through {func.name}())"
         name = q.rsplit(".", 1)[-1]  # type: ignore[union-attr]
+        if forward is not func:
+            given = "has no training= argument" if training is None else \
+                "gets training=True"
+            yield Hit(call, f"{name}(...) {given}{via}, so dropout stays on after "
+                            f"model.eval()",
+                      fix="pass the module's self.training down to this call as training=, or "
+                          "use an nn.Dropout module")
+            continue
         if training is not None:
             edit = Edit(training.lineno, training.col_offset, training.end_lineno or 0,
                         training.end_col_offset or 0, "self.training")
@@ -54,11 +78,120 @@ def check(script: Script) -> Iterator[Hit]:
             edit = Edit(call.end_lineno or 1, end, call.end_lineno or 1, end,
                         f"{sep}training=self.training")
         given = "passes training=True" if training is not None else "has no training= argument"
-        owner = parent(func).name  # type: ignore[union-attr]
         yield Hit(call, f"{name}(...) in {owner}.forward {given}, so dropout stays on after "
                         f"model.eval()",
                   fix="pass training=self.training, or use an nn.Dropout module",
                   edits=[edit], safe=False)
+
+
+def _ignores_mode(script: Script, call: ast.Call, func: ast.AST,
+                  origin: Script | None = None) -> bool:
+    """A functional dropout call that drops whatever the module's mode: no ``training=`` (or a
+    helper parameter left at True), ``p`` not the literal 0, not under ``if self.training``."""
+    q = script.call_qualname(call)
+    if q in _TORCH_DROPOUTS:
+        train = kwarg(call, "train") or (call.args[2] if len(call.args) >= 3 else None)
+        if not is_true(train):
+            return False
+    elif q in _DROPOUTS:
+        training = kwarg(call, "training")
+        if training is None and len(call.args) >= 3:
+            training = call.args[2]
+        if training is not None and not _default_true(script, func, training, origin):
+            return False
+    else:
+        return False
+    p = kwarg(call, "p") or (call.args[1] if len(call.args) >= 2 else None)
+    return const_value(p) not in (0, 0.0) and not _guarded_by_training(call, func)
+
+
+def _foreign_helpers(script: Script) -> Iterator[Hit]:
+    """A forward here calls a helper of another project file whose functional dropout ignores
+    the mode: reported at the call in forward (the line that can pass the mode down)."""
+    if not script.project_imports or not imports_mention(script, "dropout"):
+        return
+    for func in script.functions.get("forward", ()):
+        if not isinstance(parent(func), ast.ClassDef):
+            continue
+        for call in walk_local(func):
+            if not isinstance(call, ast.Call) or _guarded_by_training(call, func):
+                continue
+            f = call.func
+            head = f.id if isinstance(f, ast.Name) else dotted(f.value) \
+                if isinstance(f, ast.Attribute) else None
+            if head is None or head.split(".")[0] not in script.project_imports:
+                continue
+            for t in script.targets(call)[:2]:
+                if t.script is script:
+                    continue
+                drop = next((c for c in walk_local(t.func) if isinstance(c, ast.Call) and
+                             _ignores_mode(t.script, c, t.func, script)), None)
+                if drop is None:
+                    continue
+                where = f"{t.script.path.rsplit('/', 1)[-1]}:{drop.lineno}"
+                owner = parent(func).name  # type: ignore[union-attr]
+                yield Hit(call, f"{t.func.name}() drops with functional dropout that ignores "
+                                f"the module's mode ({where}), and {owner}.forward calls it "
+                                f"here: dropout stays on after model.eval()",
+                          fix=f"give {t.func.name}() a training argument, pass "
+                              f"self.training here and on to the dropout call")
+                break
+
+
+def _torch_dropout(script: Script, call: ast.Call, q: str) -> Iterator[Hit]:
+    """``torch.dropout(x, p, True)`` in a forward: ``train`` is required and given as the
+    literal True, so the op drops in eval mode too."""
+    train = kwarg(call, "train") or (call.args[2] if len(call.args) >= 3 else None)
+    if not is_true(train):
+        return
+    func = script.enclosing_function(call)
+    forward = _forward_running(script, call, func) if func is not None else None
+    if forward is None:
+        return
+    p = kwarg(call, "p") or (call.args[1] if len(call.args) >= 2 else None)
+    if const_value(p) in (0, 0.0):
+        return
+    assert train is not None
+    owner = parent(forward).name  # type: ignore[union-attr]
+    yield Hit(call, f"{q}(..., train=True) in {owner}.forward drops in eval mode too: the "
+                    f"module's mode never reaches it",
+              fix="pass self.training as train, or use an nn.Dropout module",
+              edits=[Edit(train.lineno, train.col_offset, train.end_lineno or train.lineno,
+                          train.end_col_offset or 0, "self.training")]
+              if forward is func else [], safe=False)
+
+
+def _default_true(script: Script, func: ast.AST, training: ast.AST,
+                  origin: Script | None = None) -> bool:
+    """``training`` is a parameter of the helper ``func`` that every call leaves at (or sets
+    to) True: ``def drop(x, p, training=True)`` called as ``drop(h, 0.1)``."""
+    if not isinstance(training, ast.Name) or func.name == "forward":  # type: ignore[attr-defined]
+        return False
+    bound = param_env(script, func, origin).get(training.id)  # type: ignore[arg-type]
+    return bound is not None and const_eval(bound) is True
+
+
+def _forward_running(script: Script, call: ast.AST, func: ast.AST) -> ast.AST | None:
+    """The ``forward`` of an ``nn.Module`` class that runs ``call`` unguarded: ``func`` itself,
+    or a forward that calls ``func`` (a module-level helper or a method of the class, up to two
+    calls deep) outside ``if self.training:``. None otherwise."""
+    if _guarded_by_training(call, func):
+        return None
+    if func.name == "forward" and isinstance(parent(func), ast.ClassDef):  # type: ignore[attr-defined]
+        return func
+    frontier = [func]
+    for _ in range(2):
+        nxt = []
+        for f in frontier:
+            for site in script.call_sites(f)[:8]:  # type: ignore[arg-type]
+                caller = script.enclosing_function(site)
+                if caller is None or _guarded_by_training(site, caller):
+                    continue
+                if caller.name == "forward" and isinstance(parent(caller), ast.ClassDef):
+                    return caller
+                nxt.append(caller)
+        frontier = nxt
+    return None
 
 
 def _guarded_by_training(call: ast.AST, func: ast.AST) -> bool:

@@ -55,10 +55,18 @@ def check(script: Script) -> Iterator[Hit]:
             yield _hit(script, node, acc, value, verb, _is_scalar_loss(script, value, names))
         # a step function the loop calls that keeps its graph on the object
         # (``self.loss_history.append(task_loss)``): the object outlives every iteration
+        handed = _graph_params(script, loop, names)
         for func in script.reachable(loop)[1:]:
             if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             inner = graph_names(script, func)
+            if handed.get(id(func)) and not any(_kept_attr(func, p) for p in handed[id(func)]):
+                # self._log(losses): the parameter holds the graph (a meter's own update is
+                # reported at its call instead)
+                inner = graph_names(script, func, seed=handed[id(func)])
+            if inner:  # what this function hands on (step() -> self._record(terms))
+                for k, params in _graph_params(script, func, inner).items():
+                    handed.setdefault(k, set()).update(params)
             for node in walk_local(func):
                 found = _accumulation(script, node, inner)
                 if found is None or id(node) in seen or not found[0].startswith("self."):
@@ -68,6 +76,28 @@ def check(script: Script) -> Iterator[Hit]:
                     continue
                 seen.add(id(node))
                 yield _hit(script, node, acc, value, verb, _is_scalar_loss(script, value, inner))
+
+
+def _graph_params(script: Script, loop: ast.AST, names: set[str]) -> dict[int, set[str]]:
+    """id(function) -> its parameters that a call in ``loop`` hands a graph tensor (or a dict
+    of them): ``self._accumulate(losses)`` with ``losses = {"kl": kl, ...}``."""
+    out: dict[int, set[str]] = {}
+    for call in walk_local(loop):
+        if not isinstance(call, ast.Call) or not any(
+                isinstance(a, ast.Name) and a.id in names
+                for a in [*call.args, *(k.value for k in call.keywords)]):
+            continue  # only names known to hold a graph are followed (cheap)
+        for target in script.targets(call)[:2]:
+            if target.script is not script:
+                continue
+            func = target.func
+            params = [a.arg for a in func.args.posonlyargs + func.args.args]
+            if target.bound and params:
+                params = params[1:]
+            for param, arg in bind_arguments(params, call).items():
+                if isinstance(arg, ast.Name) and arg.id in names:
+                    out.setdefault(id(func), set()).add(param)
+    return out
 
 
 def _carried_state(script: Script, loop: ast.AST) -> Iterator[Hit]:
@@ -144,20 +174,40 @@ def _accumulation(script: Script, node: ast.AST, names: set[str]):  # type: igno
         if carries_graph(script, value, names):
             return acc, value, "+="
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
-            isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.BinOp) and \
-            isinstance(node.value.op, ast.Add):
-        acc = node.targets[0].id
+            isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add):
+        target = node.targets[0]
+        acc = _acc_name(target)
         left, right = node.value.left, node.value.right
-        if isinstance(left, ast.Name) and left.id == acc and carries_graph(script, right, names):
+        if isinstance(target, ast.Name) and isinstance(left, ast.Name) and left.id == acc and \
+                carries_graph(script, right, names):
             return acc, right, "= +"
+        if acc is not None and not isinstance(target, ast.Name):
+            # totals[k] = totals.get(k, 0) + v; self.sums[k] = self.sums[k] + v
+            for mine, other in ((left, right), (right, left)):
+                if _reads_acc(mine, acc) and carries_graph(script, other, names):
+                    return acc, other, "= +"
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
         call = node.value
         f = call.func
         if isinstance(f, ast.Attribute) and f.attr == "append" and len(call.args) == 1:
-            acc = _acc_name(f.value)
+            holder = f.value
+            if isinstance(holder, ast.Call) and isinstance(holder.func, ast.Attribute) and \
+                    holder.func.attr == "setdefault":  # logs.setdefault(k, []).append(v)
+                holder = holder.func.value
+            acc = _acc_name(holder)
             if acc is not None and carries_graph(script, call.args[0], names):
                 return acc, call.args[0], "append"
     return None
+
+
+def _reads_acc(expr: ast.AST, acc: str) -> bool:
+    """``totals[k]``, ``totals.get(k, 0)``, ``self.sums[k]``: a read of the accumulator."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
+            expr.func.attr == "get":
+        expr = expr.func.value
+    if isinstance(expr, ast.Subscript):
+        expr = expr.value
+    return dotted(expr) == acc
 
 
 def _acc_name(node: ast.AST) -> str | None:
@@ -301,7 +351,16 @@ def _hit(script: Script, node: ast.AST, acc: str, value: ast.expr, verb: str,
     new = f"{text}{method}" if simple else f"({text}){method}"
     edit = Edit(value.lineno, value.col_offset, value.end_lineno or value.lineno,
                 value.end_col_offset or value.col_offset, new)
-    what = f"{acc}.append({text})" if verb == "append" else f"{acc} += {text}"
+    if verb == "append":
+        holder = getattr(getattr(node, "value", None), "func", None)
+        what = f"{script.segment(holder.value) or acc}.append({text})" \
+            if isinstance(holder, ast.Attribute) else f"{acc}.append({text})"
+    elif isinstance(node, ast.AugAssign):
+        what = f"{script.segment(node.target) or acc} += {text}"
+    elif isinstance(node, ast.Assign):
+        what = f"{script.segment(node.targets[0]) or acc} = ... + {text}"
+    else:
+        what = f"{acc} += {text}"
     return Hit(node, f"`{what}` keeps the autograd graph of every iteration alive through "
                      f"`{acc}`, which outlives the loop and never reaches backward",
                fix=f"accumulate {new} instead", edits=[edit], safe=safe)

@@ -5,11 +5,11 @@ invisible to the version counter (https://pytorch.org/docs/stable/notes/autograd
 migration guide asks for ``.detach()`` and ``torch.no_grad()`` instead). That is harmless when no
 graph holds the tensor and wrong when one does. So it fires on the writes that meet a graph:
 
-- inside a module's ``forward`` (or a function it calls), outside ``torch.no_grad()``: the
+- inside a module's ``forward`` (or a function it calls, two calls deep), outside ``torch.no_grad()``: the
   forward runs while the graph is recorded, so the write happens behind the graph's back every
   step (``self.fc.weight.data = self.fc.weight * mask``);
 - in a training iteration between the forward and the backward (a saved tensor changes before
-  backward reads it);
+  backward reads it), or in a function the iteration calls there (a callback's hook);
 - ``p.data = q.data`` (or ``= q``) with ``q`` a parameter of another module, outside
   initialization: ``p`` then shares ``q``'s storage, so an optimizer step on one model writes
   into the other (a copy, ``p.data.copy_(q.data)``, is silent).
@@ -65,7 +65,8 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         if func is not None and _INIT_FUNC.search(func.name):
             continue
-        where = _in_forward(script, node) or _before_backward(script, node)
+        where = _in_forward(script, node) or _before_backward(script, node) or \
+            _called_before_backward(script, func)
         if where is None:
             continue
         yield Hit(node, f"`{text}.data` is written {where}: autograd does not see the change, "
@@ -131,11 +132,42 @@ def _in_forward(script: Script, node: ast.AST) -> str | None:
         return None
     if func.name == "forward" and script.enclosing_class(node) is not None:
         return "inside forward()"
-    for site in script.call_sites(func)[:4]:
-        outer = script.enclosing_function(site)
-        if outer is not None and outer.name == "forward" and \
-                script.enclosing_class(site) is not None:
-            return f"in {func.name}(), which forward() calls ({script.at(site.lineno)})"
+    hook = _forward_hook_registration(script, func)
+    if hook is not None:
+        return f"in {func.name}(), a forward hook registered at {script.at(hook.lineno)} " \
+               f"(it runs after the module's forward saved its tensors)"
+    frontier = [func]
+    for _ in range(2):  # forward -> helper -> helper
+        nxt = []
+        for f in frontier:
+            for site in script.call_sites(f)[:4]:
+                if script.grad_disabled(site):
+                    continue
+                outer = script.enclosing_function(site)
+                if outer is None:
+                    continue
+                if outer.name == "forward" and script.enclosing_class(site) is not None:
+                    return f"in {func.name}(), which forward() calls ({script.at(site.lineno)})"
+                nxt.append(outer)
+        frontier = nxt
+    return None
+
+
+def _forward_hook_registration(script: Script, func: ast.AST) -> ast.Call | None:
+    """The ``register_forward_hook(func)`` call that makes ``func`` run when a module's forward
+    has computed its output: the graph already saved the tensors a write there changes. (A
+    pre-hook runs before the module uses its weights, like a write at the top of forward.)"""
+    name = func.name  # type: ignore[attr-defined]
+    if "register_forward_hook" not in script.source:
+        return None
+    for call in script.calls:
+        f = call.func
+        if isinstance(f, ast.Attribute) and f.attr == "register_forward_hook" and call.args:
+            hook = call.args[0]
+            hook_name = hook.id if isinstance(hook, ast.Name) else hook.attr \
+                if isinstance(hook, ast.Attribute) else None
+            if hook_name == name:
+                return call
     return None
 
 
@@ -180,6 +212,29 @@ def _before_backward(script: Script, node: ast.AST) -> str | None:
             continue  # the last forward's graph was already used: a write after its update
         b = min(b for b in backwards if b > line)
         return f"after the forward and before backward() at {script.at(b)}"
+    return None
+
+
+def _called_before_backward(script: Script, func: ast.AST | None) -> str | None:
+    """``func`` (a callback's hook, a helper) is called in a training iteration between the
+    forward and the backward (directly or through one more function)."""
+    if func is None:
+        return None
+    frontier = [func]
+    for _ in range(2):
+        nxt = []
+        for f in frontier:
+            for site in script.call_sites(f)[:6]:  # type: ignore[arg-type]
+                if script.grad_disabled(site):
+                    continue
+                where = _before_backward(script, site)
+                if where is not None:
+                    name = func.name  # type: ignore[attr-defined]
+                    return f"in {name}(), called at {script.at(site.lineno)} {where}"
+                outer = script.enclosing_function(site)
+                if outer is not None:
+                    nxt.append(outer)
+        frontier = nxt
     return None
 
 

@@ -8,9 +8,11 @@ first value of the schedule is skipped
 an epoch loop runs its schedule once per batch. OneCycleLR, CyclicLR and warmup (Lambda)
 schedulers are per batch by design and stay silent; so do schedules sized from the loader
 (``step_size=len(loader) * 30``), ``ExponentialLR`` with ``gamma >= 0.99`` (a per-iteration
-decay), and ``ReduceLROnPlateau``, which steps on a metric. The schedule's arguments may come
-from constants or from an estimator's ``__init__`` defaults (``gamma=self.gamma``). Only
-learning-rate schedulers count: a ``schedule`` built by anything else (a pipeline-parallel
+decay), and ``ReduceLROnPlateau``, which steps on a metric. The schedule's arguments and
+the epoch count may come from constants, from an estimator's ``__init__`` defaults
+(``gamma=self.gamma``), from a config every call passes (``settings["step_size"]``,
+``self.cfg["epochs"]``) or from an ``argparse`` option's default. Only learning-rate
+schedulers count: a ``schedule`` built by anything else (a pipeline-parallel
 schedule) is not one.
 """
 
@@ -49,7 +51,7 @@ def check(script: Script) -> Iterator[Hit]:
                       if isinstance(p, (ast.For, ast.AsyncFor, ast.While))), None)
         if not isinstance(outer, (ast.For, ast.AsyncFor)):
             continue  # no epoch loop around it (a `while step < N` loop counts iterations)
-        epochs = _epoch_count(outer)
+        epochs = _epoch_count(script, outer)
         for call in walk_local(loop):
             if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
                     call.func.attr == "step" and _inner_most(script, call, loop):
@@ -68,12 +70,13 @@ def check(script: Script) -> Iterator[Hit]:
                           fix=f"call {key}.step() once per epoch, after the batch loop")
 
 
-def _epoch_count(loop: ast.For | ast.AsyncFor) -> object:
-    """N for ``for epoch in range(N)`` (or ``range(start, N)``) when the file fixes N."""
+def _epoch_count(script: Script, loop: ast.For | ast.AsyncFor) -> object:
+    """N for ``for epoch in range(N)`` (or ``range(start, N)``) when the program fixes N (a
+    constant, a config entry, an option's default)."""
     it = loop.iter
     if isinstance(it, ast.Call) and dotted(it.func) == "range" and it.args:
-        stop = const_eval(it.args[-1] if len(it.args) <= 2 else it.args[1])
-        start = const_eval(it.args[0]) if len(it.args) >= 2 else 0
+        stop = resolve(script, it.args[-1] if len(it.args) <= 2 else it.args[1])
+        start = resolve(script, it.args[0]) if len(it.args) >= 2 else 0
         if isinstance(stop, int) and isinstance(start, int):
             return stop - start
     return UNKNOWN
@@ -87,11 +90,11 @@ def _schedule_length(script: Script, key: str) -> object:
         cls = (script.call_qualname(value) or "").rsplit(".", 1)[-1]
         if cls == "StepLR":
             arg = kwarg(value, "step_size") or (value.args[1] if len(value.args) > 1 else None)
-            v = const_eval(arg)
+            v = resolve(script, arg)
             return v if isinstance(v, (int, float)) else UNKNOWN
         if cls == "MultiStepLR":
             arg = kwarg(value, "milestones") or (value.args[1] if len(value.args) > 1 else None)
-            v = const_eval(arg)
+            v = resolve(script, arg)
             return max(v) if isinstance(v, list) and v and all(
                 isinstance(x, (int, float)) for x in v) else UNKNOWN
     return UNKNOWN

@@ -44,13 +44,18 @@ def check(script: Script) -> Iterator[Hit]:
             if text and kind == "CrossEntropyLoss":
                 edits = [Edit(act.lineno, act.col_offset, act.end_lineno or act.lineno,
                               act.end_col_offset or 0, text)]
+        own = not isinstance(act, ast.Call) or _written_softmax(script, act) or \
+            script.call_qualname(act) == "torch.nn.Softmax" or \
+            isinstance(act.func, ast.Call)  # nn.Softmax(dim=1)(x)
+        what = "this softmax's output" if own else \
+            f"the output of `{script.segment(act) or 'the model'}`, which ends in a softmax,"
         if kind == "CrossEntropyLoss":
-            msg = (f"this softmax's output is fed to {kind} at {script.at(call.lineno)}, which "
+            msg = (f"{what} is fed to {kind} at {script.at(call.lineno)}, which "
                    f"applies log_softmax itself: softmax is applied twice and the loss "
                    f"saturates")
             fix = "pass the raw logits to the loss"
         else:
-            msg = (f"this softmax's output is fed to NLLLoss at {script.at(call.lineno)}, which "
+            msg = (f"{what} is fed to NLLLoss at {script.at(call.lineno)}, which "
                    f"expects log-probabilities")
             fix = "use log_softmax before NLLLoss, or raw logits with CrossEntropyLoss"
         # reported at the softmax: the line to change (its loss is named in the message)

@@ -8,6 +8,13 @@ a call without the argument stays silent; so does loading a path the same script
 (``ckpt["model"]``) is a key of a dict the program saves (a literal, or what its
 ``build_checkpoint()`` returns).
 
+The same path means the same binding, not the same text: a parameter is followed to what the
+file's calls pass (``save_checkpoint(path)`` and ``load_checkpoint(path)`` called with one local
+``path``), so ``save_pretrained(self, path)`` and ``from_pretrained(cls, path)`` are different
+files. A load that visibly takes a file from outside (a download or URL feeds the path, or a
+classmethod builds the model from it: ``from_pretrained``) is reported even when its keys match
+the program's own format.
+
 Fix (unsafe): ``weights_only=True`` refuses checkpoints that pickle whole modules or custom
 classes; save ``state_dict()`` instead, or allow-list classes with
 ``torch.serialization.add_safe_globals``.
@@ -18,7 +25,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import is_false, kwarg, parent, walk_local
+import re
+
+from trainguard.lint.astutil import dotted, is_false, kwarg, parent, walk_local
+from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.dataflow import last_assignment, scope_of
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script
@@ -30,7 +40,9 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 def check(script: Script) -> Iterator[Hit]:
     saves = [c for c in script.calls
              if script.call_qualname(c) == "torch.save" and len(c.args) >= 2]
-    saved = {ast.unparse(c.args[1]) for c in saves}
+    saved: set[tuple[object, ...]] = set()
+    for c in saves:
+        saved |= _origins(script, c.args[1], 3)
     formats = [keys for c in saves if (keys := _dict_keys(script, c.args[0], 3))]
     for call in script.calls:
         if script.call_qualname(call) != "torch.load":
@@ -39,10 +51,12 @@ def check(script: Script) -> Iterator[Hit]:
         if not is_false(flag):
             continue
         path = ast.unparse(call.args[0]) if call.args else "the file"
-        if path in saved:
-            continue
+        origins = _origins(script, call.args[0], 3) if call.args else set()
+        if origins and origins <= saved:
+            continue  # a file this program writes (the same path, traced to its binding)
+        elsewhere = _from_elsewhere(script, call, origins)
         read = _keys_read(call)
-        if read and any(read <= keys for keys in formats):
+        if not elsewhere and read and any(read <= keys for keys in formats):
             continue  # a resume of the program's own checkpoint format
         assert flag is not None
         yield Hit(call, f"torch.load({path}, weights_only=False) unpickles whatever the file "
@@ -51,6 +65,63 @@ def check(script: Script) -> Iterator[Hit]:
                       "or allow-list classes with torch.serialization.add_safe_globals",
                   edits=[Edit(flag.lineno, flag.col_offset, flag.end_lineno or flag.lineno,
                               flag.end_col_offset or 0, "True")], safe=False)
+
+
+_DOWNLOADS = re.compile(r"download|urlretrieve|urlopen|hf_hub|fetch|from_url|get_file",
+                        re.I)
+
+
+def _origins(script: Script, expr: ast.AST, depth: int) -> set[tuple[object, ...]]:
+    """Where a path's value comes from, as comparable keys: a parameter is followed to the
+    arguments its function's calls in the file pass (a parameter nobody here passes stays
+    itself: ``("param", function, name)``), a local name to its assignment (the same binding
+    written and read is the same file), a literal to its text; anything else is its text."""
+    if depth <= 0:
+        return {("text", ast.unparse(expr))}
+    if isinstance(expr, ast.Name):
+        func = script.enclosing_function(expr)
+        value = last_assignment(expr.id, expr)
+        if value is not None:
+            if isinstance(value, (ast.Name, ast.Constant)):
+                return _origins(script, value, depth - 1)
+            return {("text", ast.unparse(value))}
+        params = [] if func is None else [a.arg for a in [
+            *func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]]
+        if func is not None and expr.id in params:
+            names = params
+            cls = script.enclosing_class(func)
+            if cls is not None and names and not any(
+                    dotted(d) == "staticmethod" for d in func.decorator_list):
+                names = names[1:]
+            out: set[tuple[object, ...]] = set()
+            for site in script.call_sites(func)[:8]:
+                bound = bind_arguments(names, site)
+                if expr.id not in bound:
+                    return {("param", id(func), expr.id)}
+                out |= _origins(script, bound[expr.id], depth - 1)
+            return out or {("param", id(func), expr.id)}
+    if isinstance(expr, ast.Constant):
+        return {("const", repr(expr.value))}
+    return {("text", ast.unparse(expr))}
+
+
+def _from_elsewhere(script: Script, load: ast.Call, origins: set[tuple[object, ...]]) -> bool:
+    """The loaded file visibly comes from outside the program: a download or a URL feeds the
+    path, or the load builds a model in a classmethod (``from_pretrained(cls, path)``), the
+    entry point that hands a file from anywhere to the class."""
+    for origin in origins:
+        if origin[0] == "const" and str(origin[1]).strip("'\"").startswith(("http://",
+                                                                           "https://")):
+            return True
+        if origin[0] == "text" and _DOWNLOADS.search(str(origin[1])):
+            return True
+    func = script.enclosing_function(load)
+    if func is not None and any(dotted(d) == "classmethod" for d in func.decorator_list):
+        first = func.args.args[0].arg if func.args.args else None
+        for r in walk_local(func):
+            if isinstance(r, ast.Call) and isinstance(r.func, ast.Name) and r.func.id == first:
+                return True  # cls(...): a constructor from a checkpoint
+    return False
 
 
 def _dict_keys(script: Script, expr: ast.AST, depth: int) -> set[str]:

@@ -1,0 +1,272 @@
+"""Which branches a program can take, when its constants and arguments decide them.
+
+A model built from a configuration chooses its layers with tests on the configuration
+(``if cfg.get("out_act") == "softmax": layers.append(nn.Softmax(1))``, ``if probs: self.head =
+...``). Those tests read a function's parameters, so their value is the value of the argument at
+the function's call sites: in its own file, and in the linted file when the function is imported
+from another file of the project. A parameter is bound only when every call site found (and the
+default, where a site omits it) gives the same constant value; anything else leaves the test
+unknown, and an unknown test keeps both branches.
+
+:func:`feasible` says whether a node can run at all by the tests of the ``if``s around it;
+:func:`last_elements` gives the possible last elements of a list built step by step
+(``layers = [...]``; ``layers.append(x)``; ``layers += [...]``), for ``nn.Sequential(*layers)``.
+Nothing is run.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Any
+
+from trainguard.lint.astutil import SCOPES, dotted, parent
+from trainguard.lint.callgraph import _default, bind_arguments
+from trainguard.lint.consts import UNKNOWN, const_eval, truth
+
+if TYPE_CHECKING:
+    from trainguard.lint.script import Func, Script
+
+__all__ = ["param_env", "feasible", "last_elements", "EMPTY"]
+
+EMPTY: Any = object()  # the list may be empty at that point
+_MAX_SITES = 8
+
+
+def param_env(script: "Script", func: "Func", origin: "Script | None" = None,
+              _depth: int = 3) -> dict[str, ast.expr]:
+    """Parameter name -> the one argument expression every call site of ``func`` agrees on (by
+    its constant value). Sites are searched in ``func``'s file and in ``origin`` (the linted
+    file, which may import ``func``); ``__init__`` takes its sites from the instantiations. An
+    argument that is itself a parameter of the calling function is followed to that function's
+    callers (``def train(config): build_model(config)`` ... ``train(CONFIG)``)."""
+    memo = script.__dict__.setdefault("_tg_param_env", {})
+    k = (id(func), id(origin))
+    if k in memo:
+        return memo[k]
+    memo[k] = {}
+    if _depth <= 0:
+        return {}
+    names = [a.arg for a in [*func.args.posonlyargs, *func.args.args]]
+    cls = script.enclosing_class(func)
+    if cls is not None and names and not any(dotted(d) == "staticmethod"
+                                             for d in func.decorator_list):
+        names = names[1:]
+    sites = [(script, c) for c in _sites(script, func, cls)]
+    if origin is not None and origin is not script:
+        sites += [(origin, c) for c in _sites(origin, func, cls)]
+    env: dict[str, ast.expr] = {}
+    if sites:
+        every = [*names, *(a.arg for a in func.args.kwonlyargs)]
+        for name in every:
+            values = []
+            for where, call in sites[:_MAX_SITES]:
+                bound = bind_arguments(names, call)
+                if name in bound:
+                    values.append(_through_caller(where, bound[name], origin, _depth))
+                else:
+                    arg = next(a for a in [*func.args.posonlyargs, *func.args.args,
+                                           *func.args.kwonlyargs] if a.arg == name)
+                    default = _default(func, arg)
+                    if default is None:
+                        break
+                    values.append(default)
+            else:
+                seen = {_fingerprint(const_eval(v)) for v in values}
+                if len(seen) == 1 and values and const_eval(values[0]) is not UNKNOWN:
+                    env[name] = values[0]
+    memo[k] = env
+    return env
+
+
+def _through_caller(script: "Script", arg: ast.expr, origin: "Script | None",
+                    depth: int) -> ast.expr:
+    """``arg`` itself, or, when it is a parameter of the function that makes the call, what
+    that function's callers pass for it."""
+    if not isinstance(arg, ast.Name) or const_eval(arg) is not UNKNOWN:
+        return arg
+    caller = script.enclosing_function(arg)
+    if caller is None:
+        return arg
+    a = caller.args
+    if arg.id not in {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]}:
+        return arg
+    return param_env(script, caller, origin, depth - 1).get(arg.id, arg)
+
+
+def _fingerprint(value: Any) -> str:
+    return "?" if value is UNKNOWN else repr(value)
+
+
+def _sites(script: "Script", func: "Func", cls: ast.ClassDef | None) -> list[ast.Call]:
+    """The calls in ``script`` that run ``func`` (its class's instantiations for
+    ``__init__``)."""
+    graph = script.graph
+    if cls is not None and func.name == "__init__":
+        out = []
+        for call in script.calls:
+            if dotted(call.func) is None or dotted(call.func).rsplit(".", 1)[-1] != cls.name:
+                continue
+            ref = graph.class_named(dotted(call.func))
+            if ref is not None and ref.node is cls:
+                out.append(call)
+        return out
+    return [c for c in graph._calls_named().get(func.name, ())
+            if any(t.func is func for t in graph.targets(c, params=False))]
+
+
+def _test_truth(script: "Script", test: ast.expr, origin: "Script | None") -> bool | None:
+    """``truth`` of an ``if`` test, with the parameters of the function around it bound."""
+    found = truth(test)
+    if found is not None:
+        return found
+    func = script.enclosing_function(test)
+    if func is None:
+        return None
+    used = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    env = {k: v for k, v in param_env(script, func, origin).items() if k in used}
+    if not env:
+        return None
+    return truth(test, env=env)
+
+
+def feasible(script: "Script", node: ast.AST, origin: "Script | None" = None) -> bool:
+    """False when an ``if`` around ``node`` (within its function) is decided against it."""
+    n = node
+    while (p := parent(n)) is not None and not isinstance(p, (*SCOPES, ast.Module)):
+        if isinstance(p, (ast.If, ast.IfExp)) and n is not p.test:
+            t = _test_truth(script, p.test, origin)
+            in_body = n in p.body if isinstance(p, ast.If) else n is p.body
+            if t is not None and t != in_body:
+                return False
+        n = p
+    return True
+
+
+def last_elements(script: "Script", name: ast.Name, origin: "Script | None" = None
+                  ) -> list[Any] | None:
+    """The expressions that may be the last element of list ``name`` where it is read (``EMPTY``
+    when it may be empty), by the statements before it in its function: ``name = [a, b]``,
+    ``name.append(c)``, ``name.extend([...])``, ``name += [...]``, under ``if``s decided where
+    the program fixes them, in loops that may run or not. None when the list is changed in any
+    other way or not built in the same function."""
+    scope = parent(name)
+    while scope is not None and not isinstance(scope, (*SCOPES, ast.Module)):
+        scope = parent(scope)
+    if scope is None or isinstance(scope, (ast.ClassDef, ast.Lambda)):
+        return None
+    state: list[Any] | None = None  # None: not built yet
+    try:
+        state = _walk(script, scope.body, name, state, origin)
+    except _Unknown:
+        return None
+    return state
+
+
+class _Unknown(Exception):
+    """The list is changed in a way the walk does not follow."""
+
+
+def _walk(script: "Script", body: list[ast.stmt], name: ast.Name, state: Any,
+          origin: "Script | None") -> Any:
+    target = name.id
+    for stmt in body:
+        if _contains(stmt, name):
+            if isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
+                # the read is inside this block: what comes before it there decides
+                return _walk_block(script, stmt, name, state, origin, stop=True)
+            return state
+        if not any(isinstance(n, ast.Name) and n.id == target for n in ast.walk(stmt)):
+            continue
+        state = _step(script, stmt, name, state, origin)
+    return state
+
+
+def _walk_block(script: "Script", stmt: ast.stmt, name: ast.Name, state: Any,
+                origin: "Script | None", stop: bool = False) -> Any:
+    if isinstance(stmt, ast.If):
+        t = _test_truth(script, stmt.test, origin)
+        if stop:
+            branch = stmt.body if _in(stmt.body, name) else stmt.orelse
+            return _walk(script, branch, name, state, origin)
+        a = _walk(script, stmt.body, name, state, origin) if t is not False else None
+        b = _walk(script, stmt.orelse, name, state, origin) if t is not True else None
+        if t is True:
+            return a
+        if t is False:
+            return b
+        return _union(a, b)
+    if isinstance(stmt, (ast.For, ast.While)):
+        if stop:
+            return _union(state, _walk(script, stmt.body, name, state, origin))
+        return _union(state, _walk(script, stmt.body, name, state, origin))
+    if isinstance(stmt, ast.With):
+        return _walk(script, stmt.body, name, state, origin)
+    if isinstance(stmt, ast.Try):
+        return _walk(script, stmt.body, name, state, origin)
+    raise _Unknown
+
+
+def _step(script: "Script", stmt: ast.stmt, name: ast.Name, state: Any,
+          origin: "Script | None") -> Any:
+    target = name.id
+    if isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
+        return _walk_block(script, stmt, name, state, origin)
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+            isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == target:
+        if isinstance(stmt.value, (ast.List, ast.Tuple)):
+            if any(isinstance(e, ast.Starred) for e in stmt.value.elts):
+                raise _Unknown
+            return [stmt.value.elts[-1]] if stmt.value.elts else [EMPTY]
+        raise _Unknown
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and \
+            stmt.target.id == target and isinstance(stmt.op, ast.Add):
+        return _extended(stmt.value, state)
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        call = stmt.value
+        f = call.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+                f.value.id == target:
+            if f.attr == "append" and len(call.args) == 1:
+                return [call.args[0]]
+            if f.attr == "extend" and len(call.args) == 1:
+                return _extended(call.args[0], state)
+            raise _Unknown  # insert, pop, remove, sort, reverse ...
+        if dotted(f) not in ("print", "len") and any(
+                isinstance(a, ast.Name) and a.id == target for a in call.args):
+            raise _Unknown  # handed to a function that may change it
+        return state
+    if isinstance(stmt, ast.Assign) and not any(
+            isinstance(n, ast.Name) and n.id == target for t in stmt.targets
+            for n in ast.walk(t)):
+        return state  # n = len(layers): read, not changed
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return state
+    raise _Unknown
+
+
+def _extended(value: ast.expr, state: Any) -> Any:
+    if isinstance(value, (ast.List, ast.Tuple)) and \
+            not any(isinstance(e, ast.Starred) for e in value.elts):
+        return [value.elts[-1]] if value.elts else state
+    raise _Unknown
+
+
+def _union(a: Any, b: Any) -> Any:
+    if a is None or b is None:
+        return a if b is None else b
+    out = list(a)
+    out += [x for x in b if not any(x is y for y in out)]
+    return out
+
+
+def _contains(stmt: ast.AST, node: ast.AST) -> bool:
+    n: ast.AST | None = node
+    while n is not None:
+        if n is stmt:
+            return True
+        n = parent(n)
+    return False
+
+
+def _in(body: list[ast.stmt], node: ast.AST) -> bool:
+    return any(_contains(s, node) for s in body)
