@@ -137,7 +137,8 @@ def main(argv=None):
         cpu = _cpu_s() - cpu
         print(f"{fault}: train_runtime {result.metrics['train_runtime']:.3f} s, "
               f"{trainer.state.global_step} optimizer steps, cpu_s {cpu:.3f}")
-        if fault == "correct" and args.resume:  # resume from the Trainer's own checkpoint, one more epoch
+        if fault == "correct" and args.resume:
+            # resume from the Trainer's own checkpoint, one more epoch
             build(fault, args, args.epochs + 1).train(resume_from_checkpoint=True)
     return 0
 
