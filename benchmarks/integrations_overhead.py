@@ -1,25 +1,36 @@
 """What watching a Lightning or Hugging Face Trainer run costs: plain, through the trainer
 callback, and under ``trainguard run``.
 
-    python benchmarks/integrations_overhead.py [--rounds 3] [--only lightning,hf,losses]
+    python benchmarks/integrations_overhead.py [--rounds 10] [--only lightning,hf,losses]
+        [--scale 1] [--baseline OTHER/src]
 
-Each round runs the three variants of each case one after the other (interleaved, so that a
-noisy machine weighs on all alike), each in a fresh process:
+Each round runs every variant of a case once, each in a fresh process, in an order that turns
+from round to round (rotated by one, and reversed every other round), so that a machine whose
+load changes weighs on all variants alike. The cases:
 
 - ``lightning``: tests/integrations/scripts/lightning_app.py, 7 epochs of 16 optimizer steps
-  (112 steps; bf16-mixed, accumulate_grad_batches=2, validation and checkpointing each epoch);
-  the times are the ``trainer.fit`` call's: wall, and the process's CPU time (``getrusage``:
-  user + system) over the call.
+  (112 steps at ``--scale 1``; ``--scale K`` makes the epochs K times longer), bf16-mixed,
+  accumulate_grad_batches=2, validation and checkpointing each epoch; timed: the
+  ``trainer.fit`` call.
 - ``hf``: tests/integrations/scripts/hf_app.py, a 2-layer BERT from a config, 4 epochs of 32
-  optimizer steps (128 steps, evaluation and checkpoint each epoch); the times are the Trainer's
-  ``train_runtime`` and the process's CPU time over ``trainer.train()``.
+  optimizer steps (128 steps at ``--scale 1``), evaluation and checkpoint each epoch; timed:
+  ``trainer.train()`` (wall: the Trainer's ``train_runtime``).
 - ``losses``: the LightningModule that appends each step's loss to ``self.train_losses`` (the
-  TG201 bug), plain and under ``trainguard run``; the times are the whole process's wall and CPU
-  time, and the run must report TG201 at the ``append`` line.
+  TG201 bug), plain and under ``trainguard run``; timed: the whole process. Every watched run
+  must report TG201 at the ``append`` line, and is judged against 1.5x plain + 10 s.
 
-CPU time is what the watcher itself adds, nearly independent of other load on the machine; wall
-time is what the user waits. Prints each time, and per case and measure the median ratio
-watched / plain with its range over the rounds.
+Measures, per variant and round: ``cpu`` is the CPU time (user + system, all threads, and
+children such as DataLoader workers, from ``getrusage``) over the timed part, as the script
+reports it; ``wall`` the wall time of the same part; ``proc cpu`` the CPU time of the whole
+process and its children (startup and imports included). CPU time is the steadier measure of
+what the watcher adds on a shared machine (waiting for a core is not counted); wall time is what
+the user waits. Each watched time is divided by the plain time of the same round; the summary
+gives, per case, variant and measure, the median of those ratios, their quartiles and range, and
+the load average seen while measuring.
+
+``--baseline OTHER/src`` adds the callback and ``run`` variants of another checkout of
+trainguard (its ``src`` folder; the same scripts), interleaved with this one's in every round:
+a before/after comparison measured in the same window.
 """
 
 from __future__ import annotations
@@ -38,13 +49,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "tests" / "integrations" / "scripts"
-ENV = dict(os.environ, PYTHONPATH=str(ROOT / "src"), OMP_NUM_THREADS="1")
+BASE_ENV = dict(os.environ, OMP_NUM_THREADS="1")
 # Byte code cached, as an installed package has it (pip compiles on install): with
 # PYTHONDONTWRITEBYTECODE set, every process would compile trainguard's ~80 modules again when
 # the watcher starts (0.3-0.6 s, inside the callback's fit time). The cache goes to a temporary
 # folder, not into the source tree.
-ENV.pop("PYTHONDONTWRITEBYTECODE", None)
-ENV["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), "trainguard-bench-pycache")
+BASE_ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+BASE_ENV["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), "trainguard-bench-pycache")
+LOSSES_LIMIT = (1.5, 10.0)  # a watched losses-on-self run: at most 1.5x plain + 10 s (wall)
 
 
 def _children_cpu() -> float:
@@ -52,94 +64,151 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _run(argv: list[str], cwd: str) -> tuple[str, float, float]:
-    """Run ``argv``; its output, wall seconds and CPU seconds (user + system)."""
+def _run(argv: list[str], cwd: str, src: Path) -> tuple[str, float, float]:
+    """Run ``argv`` with ``src`` first on the path; its output, wall seconds and CPU seconds of
+    the process and its children."""
+    env = dict(BASE_ENV, PYTHONPATH=str(src))
     start, cpu = time.perf_counter(), _children_cpu()
-    r = subprocess.run(argv, cwd=cwd, env=ENV, capture_output=True, text=True)
+    r = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
     wall, cpu = time.perf_counter() - start, _children_cpu() - cpu
     if r.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed:\n{r.stderr[-3000:]}")
     return r.stdout + r.stderr, wall, cpu
 
 
-def _variants(script: str, args: list[str]) -> dict[str, list[str]]:
-    py = [sys.executable]
-    return {"plain": py + [script, *args, "--watch", "none"],
-            "callback": py + [script, *args, "--watch", "callback"],
-            "run": py + ["-m", "trainguard", "run", script, *args, "--watch", "none"]}
+def _argv(mode: str, script: Path, args: list[str], report: str | None = None) -> list[str]:
+    """The command line of one variant: ``plain``, ``callback`` or ``run``."""
+    watch = ["--watch", "callback" if mode == "callback" else "none"]
+    if mode != "run":
+        return [sys.executable, str(script), *args, *watch]
+    extra = ["--report", report] if report else []
+    return [sys.executable, "-m", "trainguard", "run", *extra, str(script), *args, *watch]
 
 
-def lightning(tmp: str) -> dict[str, float]:
-    args = ["correct", "--epochs", "7", "--root", tmp]
-    out = {}
-    for name, argv in _variants(str(SCRIPTS / "lightning_app.py"), args).items():
-        text, _, _ = _run(argv, tmp)
-        fits = re.findall(r"correct: fit_s ([\d.]+), (\d+) optimizer steps, cpu_s ([\d.]+)", text)
-        # the first fit: 112 steps (the second is a short resume)
-        out[name], out[f"{name} cpu"] = float(fits[0][0]), float(fits[0][2])
-        assert int(fits[0][1]) >= 100, fits
-    return out
+def lightning(mode: str, src: Path, tmp: str, scale: int) -> dict[str, float]:
+    args = ["correct", "--epochs", "7", "--samples", str(512 * scale), "--no-resume",
+            "--root", tmp]
+    text, _, proc_cpu = _run(_argv(mode, SCRIPTS / "lightning_app.py", args), tmp, src)
+    wall, steps, cpu = re.findall(
+        r"correct: fit_s ([\d.]+), (\d+) optimizer steps, cpu_s ([\d.]+)", text)[0]
+    assert int(steps) >= 100, steps
+    return {"cpu": float(cpu), "wall": float(wall), "proc cpu": proc_cpu, "steps": int(steps)}
 
 
-def hf(tmp: str) -> dict[str, float]:
-    args = ["correct", "--epochs", "4", "--samples", "1024", "--root", tmp]
-    out = {}
-    for name, argv in _variants(str(SCRIPTS / "hf_app.py"), args).items():
-        text, _, _ = _run(argv, tmp)
-        runtime, steps, cpu = re.findall(
-            r"correct: train_runtime ([\d.]+) s, (\d+) optimizer steps, cpu_s ([\d.]+)", text)[0]
-        out[name], out[f"{name} cpu"] = float(runtime), float(cpu)
-        assert int(steps) >= 100, steps
-    return out
+def hf(mode: str, src: Path, tmp: str, scale: int) -> dict[str, float]:
+    args = ["correct", "--epochs", "4", "--samples", str(1024 * scale), "--no-resume",
+            "--root", tmp]
+    text, _, proc_cpu = _run(_argv(mode, SCRIPTS / "hf_app.py", args), tmp, src)
+    wall, steps, cpu = re.findall(
+        r"correct: train_runtime ([\d.]+) s, (\d+) optimizer steps, cpu_s ([\d.]+)", text)[0]
+    assert int(steps) >= 100, steps
+    return {"cpu": float(cpu), "wall": float(wall), "proc cpu": proc_cpu, "steps": int(steps)}
 
 
-def losses(tmp: str) -> dict[str, float]:
-    script = str(SCRIPTS / "lightning_app.py")
-    args = ["losses-on-self", "--epochs", "7", "--root", tmp]
-    _, plain, plain_cpu = _run([sys.executable, script, *args, "--watch", "none"], tmp)
+def losses(mode: str, src: Path, tmp: str, scale: int) -> dict[str, float]:
+    script = SCRIPTS / "lightning_app.py"
+    args = ["losses-on-self", "--epochs", "7", "--samples", str(512 * scale), "--root", tmp]
     report = os.path.join(tmp, "losses.json")
-    _, watched, watched_cpu = _run([sys.executable, "-m", "trainguard", "run", "--report", report,
-                                    script, *args, "--watch", "none"], tmp)
-    found = [(f["code"], f["line"]) for f in json.loads(Path(report).read_text())["findings"]]
-    line = next(i for i, text in enumerate(Path(script).read_text().splitlines(), 1)
-                if "# cause: losses-on-self" in text)
-    assert ("TG201", line) in found, found
-    return {"plain": plain, "run": watched, "plain cpu": plain_cpu, "run cpu": watched_cpu}
+    text, wall, cpu = _run(_argv(mode, script, args, report), tmp, src)
+    steps = int(re.findall(r"losses-on-self: fit_s [\d.]+, (\d+) optimizer steps", text)[0])
+    if mode == "run":
+        found = [(f["code"], f["line"]) for f in json.loads(Path(report).read_text())["findings"]]
+        line = next(i for i, t in enumerate(script.read_text().splitlines(), 1)
+                    if "# cause: losses-on-self" in t)
+        if ("TG201", line) not in found:
+            raise SystemExit(f"losses-on-self under {src}: no TG201 at line {line}: {found}")
+    return {"cpu": cpu, "wall": wall, "steps": steps}
 
 
-CASES = {"lightning": lightning, "hf": hf, "losses": losses}
+CASES = {"lightning": (lightning, ("plain", "callback", "run")),
+         "hf": (hf, ("plain", "callback", "run")),
+         "losses": (losses, ("plain", "run"))}
+
+
+def _order(variants: list[tuple[str, str]], i: int) -> list[tuple[str, str]]:
+    """Round ``i``'s order: rotated by ``i``, reversed in odd rounds."""
+    k = i % len(variants)
+    turned = variants[k:] + variants[:k]
+    return turned[::-1] if i % 2 else turned
+
+
+def _quartiles(values: list[float]) -> tuple[float, float]:
+    if len(values) < 2:
+        return values[0], values[0]
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[0], q[2]
+
+
+def summarize(case: str, rows: list[dict[str, dict[str, float]]]) -> list[str]:
+    """Markdown table rows: per watched variant and measure, the ratios to the same round's
+    plain time."""
+    out = []
+    for name in [n for n in rows[0] if n != "plain"]:
+        cells = []
+        for measure in ("cpu", "wall", "proc cpu"):
+            if measure not in rows[0][name]:  # (the losses case times the whole process)
+                cells.append("as cpu")
+                continue
+            ratios = [r[name][measure] / r["plain"][measure] for r in rows]
+            low, high = _quartiles(ratios)
+            cells.append(f"{statistics.median(ratios):.3f} ({low:.2f}-{high:.2f}; "
+                         f"{min(ratios):.2f}-{max(ratios):.2f})")
+        extra = ""
+        if case == "losses":
+            a, b = LOSSES_LIMIT
+            held = sum(r[name]["wall"] <= a * r["plain"]["wall"] + b for r in rows)
+            extra = f" | within {a}x plain + {b:.0f} s: {held}/{len(rows)}"
+        steps = rows[0][name]["steps"]
+        out.append(f"| {case} ({steps} steps) | {name} | " + " | ".join(cells) + extra + " |")
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--only", default=",".join(CASES))
+    parser.add_argument("--scale", type=int, default=1,
+                        help="epochs K times longer (K times the optimizer steps)")
+    parser.add_argument("--baseline", type=Path,
+                        help="the src folder of another trainguard checkout, measured alongside")
     args = parser.parse_args()
     cases = args.only.split(",")
-    # fill the byte-code cache: every module a watcher imports (its checks too)
-    subprocess.run([sys.executable, "-c", "from trainguard.sanitize.checks import discover; "
-                    "import trainguard.integrations.lightning, trainguard.sanitize.watcher; "
-                    "discover()"], env=ENV, check=True)
-    times: dict[str, list[dict[str, float]]] = {c: [] for c in cases}
+    unknown = set(cases) - set(CASES)
+    if unknown:
+        parser.error(f"--only: unknown case(s) {sorted(unknown)}; choose from {list(CASES)}")
+    sources = {"": ROOT / "src"}
+    if args.baseline is not None:
+        if not (args.baseline / "trainguard" / "__init__.py").is_file():
+            parser.error(f"--baseline {args.baseline}: no trainguard package in it")
+        sources[" (baseline)"] = args.baseline.resolve()
+    for src in sources.values():  # fill the byte-code cache: every module a watcher imports
+        subprocess.run([sys.executable, "-c", "from trainguard.sanitize.checks import discover; "
+                        "import trainguard.integrations.lightning, trainguard.sanitize.watcher; "
+                        "discover()"], env=dict(BASE_ENV, PYTHONPATH=str(src)), check=True)
+    times: dict[str, list[dict[str, dict[str, float]]]] = {c: [] for c in cases}
+    loads: list[float] = []
     for i in range(args.rounds):
         for case in cases:
-            with tempfile.TemporaryDirectory() as tmp:
-                t = CASES[case](tmp)
-            times[case].append(t)
-            print(f"round {i + 1} {case}: " + ", ".join(f"{k} {v:.2f} s" for k, v in t.items()),
-                  flush=True)
+            measure, modes = CASES[case]
+            variants = [(mode, tag) for mode in modes
+                        for tag in (sources if mode != "plain" else [""])]
+            row: dict[str, dict[str, float]] = {}
+            for mode, tag in _order(variants, i):
+                loads.append(os.getloadavg()[0])
+                with tempfile.TemporaryDirectory() as tmp:
+                    row[mode + tag] = measure(mode, sources[tag], tmp, args.scale)
+            times[case].append(row)
+            print(f"round {i + 1} {case}: " + "; ".join(
+                f"{name} " + ", ".join(f"{k} {v:.2f}" for k, v in t.items() if k != "steps")
+                for name, t in row.items()), flush=True)
+    print(f"\nload average (1 min) while measuring: {min(loads):.1f}-{max(loads):.1f}, "
+          f"median {statistics.median(loads):.1f}; {args.rounds} rounds")
+    print("watched / plain of the same round: median (quartiles; range)\n")
+    print("| case | variant | cpu | wall | proc cpu |")
+    print("|---|---|---|---|---|")
     for case in cases:
-        rows = times[case]
-        for watched in [k for k in rows[0] if not k.startswith("plain")]:
-            base = "plain cpu" if watched.endswith(" cpu") else "plain"
-            ratios = [r[watched] / r[base] for r in rows]
-            extra = ""
-            if case == "losses" and base == "plain":
-                limit = [1.5 * r["plain"] + 10 for r in rows]
-                extra = (f"; within 1.5x plain + 10 s: "
-                         f"{sum(r[watched] <= lim for r, lim in zip(rows, limit))}/{len(rows)}")
-            print(f"{case} {watched}/{base}: median {statistics.median(ratios):.3f} "
-                  f"(min {min(ratios):.3f}, max {max(ratios):.3f}, {len(ratios)} rounds){extra}")
+        for line in summarize(case, times[case]):
+            print(line)
 
 
 if __name__ == "__main__":

@@ -111,9 +111,11 @@ def build(fault, args, epochs):
 
 
 def _cpu_s():
-    """CPU seconds this process has used so far (user + system, all threads)."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    """CPU seconds this process and its waited-for children (DataLoader workers) have used so
+    far (user + system, all threads)."""
+    own, children = (resource.getrusage(who)
+                     for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def main(argv=None):
@@ -125,6 +127,8 @@ def main(argv=None):
     parser.add_argument("--report-dir", help="write each run's findings to DIR/FAULT.json")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--samples", type=int, default=256)
+    parser.add_argument("--no-resume", dest="resume", action="store_false",
+                        help="skip the resume from the last checkpoint after the correct run")
     args = parser.parse_args(argv)
     for fault in args.faults:
         trainer = build(fault, args, args.epochs)
@@ -133,7 +137,8 @@ def main(argv=None):
         cpu = _cpu_s() - cpu
         print(f"{fault}: train_runtime {result.metrics['train_runtime']:.3f} s, "
               f"{trainer.state.global_step} optimizer steps, cpu_s {cpu:.3f}")
-        if fault == "correct":  # resume from the Trainer's own checkpoint, one more epoch
+        if fault == "correct" and args.resume:
+            # resume from the Trainer's own checkpoint, one more epoch
             build(fault, args, args.epochs + 1).train(resume_from_checkpoint=True)
     return 0
 

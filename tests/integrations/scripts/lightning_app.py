@@ -127,7 +127,7 @@ def fit(fault, args):
     trainer.fit(model, train, val)  # cause: unseeded
     print(f"{fault}: fit_s {time.perf_counter() - start:.3f}, {trainer.global_step} optimizer "
           f"steps, cpu_s {_cpu_s() - cpu:.3f}")
-    if fault == "correct":  # resume from Lightning's own checkpoint, one more epoch
+    if fault == "correct" and args.resume:  # resume from Lightning's own checkpoint, one more epoch
         trainer = L.Trainer(
             max_epochs=args.epochs + 1, accumulate_grad_batches=2, precision="bf16-mixed",
             deterministic=True, callbacks=callbacks[:-1], default_root_dir=root, logger=False,
@@ -138,9 +138,11 @@ def fit(fault, args):
 
 
 def _cpu_s():
-    """CPU seconds this process has used so far (user + system, all threads)."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    """CPU seconds this process and its waited-for children (DataLoader workers) have used so
+    far (user + system, all threads)."""
+    own, children = (resource.getrusage(who)
+                     for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def main(argv=None):
@@ -154,6 +156,8 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--samples", type=int, default=512)
     parser.add_argument("--batches", type=int, default=None, help="limit_train_batches")
+    parser.add_argument("--no-resume", dest="resume", action="store_false",
+                        help="skip the resume from last.ckpt after the correct fit")
     args = parser.parse_args(argv)
     if "unseeded" in args.faults and len(args.faults) > 1:
         parser.error("run unseeded alone: the other fits seed the process")
