@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
-from time import perf_counter, process_time
+from time import perf_counter, thread_time
 from typing import Any
 
 from trainguard.sanitize.core import watchdog
@@ -54,7 +54,7 @@ class Dispatch(Bus):
     def _emit(self, event: str, handlers: list[tuple[Check, Any]], args: tuple) -> None:
         dog = self.watchdog
         start = perf_counter()
-        start_cpu = process_time()
+        start_cpu = thread_time()  # the handling thread's own CPU: not torch's spinning workers
         outer, outer_cpu = clock.start, clock.start_cpu  # (an inner event keeps the outer deadline)
         if outer is None:
             clock.start, clock.start_cpu = start, start_cpu
@@ -73,7 +73,7 @@ class Dispatch(Bus):
             clock.start, clock.start_cpu = outer, outer_cpu
         took = perf_counter() - start
         dog.total += took
-        dog.total_cpu += process_time() - start_cpu
+        dog.total_cpu += thread_time() - start_cpu
         if took > SLOW_S or dog.total > watchdog.FLOOR_S:  # (rare)
             self._judge(event, handlers, start, took)
 

@@ -64,7 +64,7 @@ class _Clock:
 
     def __init__(self) -> None:
         self.start: float | None = None
-        self.start_cpu = 0.0  # process_time() when that event started
+        self.start_cpu = 0.0  # thread_time() when that event started
         self.dog: Any = None  # a Watchdog, with deadline(start) -> perf_counter() time
 
 

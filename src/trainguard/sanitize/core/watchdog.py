@@ -9,11 +9,15 @@ explanation of an error) and gives it a deadline (``bounds.deadline``) that the 
 - at exit (the exit analyses, the explanation of the error the script died of), :data:`EXIT_S`
   (2 s) for all of it together.
 
-A deadline passed on the wall clock counts only if the process's CPU time says the same (the
-checks' CPU time past SHARE of the run's, or the exit work past EXIT_S of CPU time): on a machine
-whose cores are busy with other processes, waiting for a core stretches a check's wall time but
-not its CPU time, and a check is never stopped for the machine's load. A check that really
-takes the time spends it on both clocks (a run waiting on I/O keeps the wall-clock rule).
+A deadline passed on the wall clock counts only if the CPU clock says the same (the checks' CPU
+time past SHARE of the CPU time of the thread that runs them and the user's loop, or the exit work
+past EXIT_S of the process's CPU time): on a machine whose cores are busy with other processes,
+waiting for a core stretches a check's wall time but not its CPU time, and a check is never
+stopped for the machine's load. During the run both sides are that thread's CPU time
+(``time.thread_time``): torch's intra-op worker threads keep spinning for a while after a
+parallel op and add to the process's CPU time whatever the check does, which would make a waiting
+check look busy and a busy one look like half the run. A check that really takes the time spends
+it on both clocks (a run waiting on I/O keeps the wall-clock rule).
 
 A check past its deadline is stopped where it is (its walk raises ``bounds.Overrun``), or, if it
 does not walk, once the event returns (the check that took the most time: an event slower than
@@ -26,8 +30,8 @@ the parameters every 32 steps).
 
 from __future__ import annotations
 
+import threading
 import time
-from typing import Any
 
 __all__ = ["Watchdog", "SHARE", "FLOOR_S", "EXIT_S", "SLOW_S"]
 
@@ -44,9 +48,10 @@ class Watchdog:
 
     Attributes:
         started: ``perf_counter()`` when the watcher started.
-        started_cpu: ``process_time()`` (CPU seconds of the process) when the watcher started.
+        started_cpu: ``thread_time()`` (CPU seconds of the starting thread) when the watcher
+            started; for events on another thread, that thread's CPU time at its first event.
         total: seconds all the checks have taken (events the watcher timed).
-        total_cpu: CPU seconds the same events took.
+        total_cpu: CPU seconds the same events took on the thread that handled them.
         exit_start: ``perf_counter()`` when the exit work began, or None before it.
         exit_start_cpu: ``process_time()`` when the exit work began.
         exit_s: seconds the exit work took (set by the watcher when it is over).
@@ -54,7 +59,9 @@ class Watchdog:
 
     def __init__(self) -> None:
         self.started = time.perf_counter()
-        self.started_cpu = time.process_time()
+        self.started_cpu = time.thread_time()
+        self.thread = threading.get_ident()
+        self.other_threads: dict[int, float] = {}  # thread -> its thread_time() at first use
         self.total = 0.0
         self.total_cpu = 0.0
         self.exit_start: float | None = None
@@ -87,12 +94,16 @@ class Watchdog:
     def cpu_past(self, event_start_cpu: float | None) -> bool:
         """Whether the CPU clock agrees that the checks are past their share (during the run) or
         the exit work past EXIT_S, counting the event running since ``event_start_cpu``
-        (``process_time()``; None: only the events already added to ``total_cpu``)."""
-        now = time.process_time()
+        (``thread_time()`` of this thread; None: only the events already added to
+        ``total_cpu``)."""
         if self.exit_start is not None:
-            return now - self.exit_start_cpu > EXIT_S
-        spent = self.total_cpu + (now - event_start_cpu if event_start_cpu is not None else 0.0)
-        return _past_share(spent, now - self.started_cpu)
+            return time.process_time() - self.exit_start_cpu > EXIT_S
+        now = time.thread_time()
+        ident = threading.get_ident()
+        base = self.started_cpu if ident == self.thread else \
+            self.other_threads.setdefault(ident, now)
+        running = now - event_start_cpu if event_start_cpu is not None else 0.0
+        return _past_share(self.total_cpu + running, now - base)
 
     def wall(self, now: float) -> float:
         """Seconds since the watcher started."""
