@@ -38,8 +38,9 @@ def test_order_and_per_batch_on_one_line_make_one_finding_that_says_both(tmp_pat
     assert (finding.code, finding.line, finding.count) == ("TG305", 17, 1)
     assert finding.message.startswith("StepLR.step() ran before the first SGD.step()")
     assert ". Also: StepLR(step_size=5, gamma=0.5) is a per-epoch schedule stepped per batch: it " \
-           "steps about 40 times per pass over a DataLoader of 40 batches" in finding.message
-    assert "every 5 epochs: one epoch multiplies the rate by 0.00391" in finding.message
+           "stepped 40 times during epoch 1 (a pass over a DataLoader of 40 batches)" \
+           in finding.message
+    assert "every 5 epochs: the rate was cut 8 times in epoch 1" in finding.message
     assert "once per epoch, after the batch loop" in finding.fix
     assert stream.count("TG305") == 2  # shown when first seen, and again when amended
 
@@ -73,4 +74,5 @@ def test_a_rate_about_to_collapse_keeps_the_steps_checked_so_a_short_run_is_repo
     assert status == 0
     (finding,) = watcher.findings
     assert (finding.code, finding.line) == ("TG305", 15)
-    assert "it steps about 10 times per pass over a DataLoader of 10 batches" in finding.message
+    assert "it stepped 10 times during epoch 1 (a pass over a DataLoader of 10 batches)" \
+        in finding.message

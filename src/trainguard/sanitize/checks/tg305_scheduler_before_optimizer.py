@@ -88,6 +88,7 @@ class SchedulerBeforeOptimizer(Check):
 
         self.epoch_types = (lrs.StepLR, lrs.MultiStepLR, lrs.ExponentialLR)
         self.wrappers = (lrs.SequentialLR, lrs.ChainedScheduler)
+        self.plateau = lrs.ReduceLROnPlateau
         # epoch schedulers -> what their latest and their first checked step saw
         self.latest: "weakref.WeakKeyDictionary[Any, _Seen]" = weakref.WeakKeyDictionary()
         self.first: "weakref.WeakKeyDictionary[Any, _Seen]" = weakref.WeakKeyDictionary()
@@ -97,27 +98,68 @@ class SchedulerBeforeOptimizer(Check):
         self.reported: "weakref.WeakSet[Any]" = weakref.WeakSet()
         # scheduler -> (its scheduler-before-optimizer finding, the line reported), if any
         self.order: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+        # per-epoch and plateau schedulers seen stepping -> the user's latest step() line seen
+        self.step_at: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+        # id(DataLoader) -> {scheduler: where it stood} for that DataLoader's pass in progress
+        self.open: dict[int, "weakref.WeakKeyDictionary[Any, _Mark]"] = {}
+        # passes ended since the last event: (pass, scheduler, where it stood at the start,
+        # where at the end)
+        self.ended: list[tuple[Any, Any, _Mark, _Mark]] = []
+        self.failed: Exception | None = None  # raised by a pass's end, reported at an event
+        self.state.pass_listeners.append(self._pass_ended)
 
     def on_loader_iter(self, loader: Any) -> None:
-        """Nothing to do here: listening installs the DataLoader wrapper, which notes each pass's
-        iterator in ``State.loader_passes``."""
+        """Judge the passes that ended, then note where each scheduler stands as this pass of
+        ``loader`` starts (its previous pass has ended)."""
+        self._judge_ended()
+        self.open[id(loader)] = weakref.WeakKeyDictionary(
+            (scheduler, _Mark.now(scheduler, 0, self.state.step)) for scheduler in self.step_at)
+
+    def on_exit(self) -> None:
+        for noted in list(self.state.loader_passes):  # exhausted passes whose iterator is kept
+            if not noted.ended and noted.length and noted.given >= noted.length:
+                self._pass_ended(noted)
+        self._judge_ended()
 
     def _passes(self) -> dict[int, tuple[int, int, bool]]:
         """``{pass number: (batches given so far, len(loader), whether its DataLoader had a pass
-        before)}`` of the noted passes whose iterator is alive and whose loader has a length."""
-        out = {}
-        for number, ref, length, again in list(self.state.loader_passes):
-            iterator = ref()
-            if iterator is not None and length:
-                out[number] = (int(getattr(iterator, "_num_yielded", 0)), length, again)
-        return out
+        before)}`` of the passes in progress whose loader has a length."""
+        return {p.number: (p.given, p.length, p.again) for p in list(self.state.loader_passes)
+                if p.length and not p.ended}
+
+    def _pass_ended(self, noted: Any) -> None:
+        """Note where the schedulers stand as pass ``noted`` ends (called from a weakref callback:
+        nothing is reported here)."""
+        try:
+            marks = self.open.pop(noted.loader_id, None)
+            if marks:
+                for scheduler, start in list(marks.items()):
+                    end = _Mark.now(scheduler, noted.given, noted.step_at_end)
+                    self.ended.append((noted, scheduler, start, end))
+                del self.ended[:-64]
+        except Exception as exc:
+            self.failed = exc
+
+    def _judge_ended(self) -> None:
+        """Judge every scheduler over the passes that ended since the last event."""
+        if self.failed is not None:
+            failed, self.failed = self.failed, None
+            raise failed
+        ended, self.ended = self.ended, []
+        for noted, scheduler, start, end in ended:
+            if scheduler not in self.reported:
+                self._judge_pass(noted, scheduler, start, end)
 
     def on_scheduler_step(self, scheduler: Any) -> None:
         if isinstance(scheduler, self.epoch_types) and scheduler not in self.reported:
+            self._track(scheduler)
             self._per_batch(scheduler)
+        elif isinstance(scheduler, self.plateau) and scheduler not in self.reported:
+            self._track(scheduler)
         elif isinstance(scheduler, self.wrappers):  # the steps it gives its children are no events
             for child in getattr(scheduler, "_schedulers", ()):
                 if isinstance(child, self.epoch_types) and child not in self.reported:
+                    self._track(child)
                     self._per_batch(child)
         if scheduler in self.checked:
             return
@@ -171,7 +213,6 @@ class SchedulerBeforeOptimizer(Check):
     def _per_batch_found(self, scheduler: Any, seen: str, ratio: float, where: Any) -> None:
         """Report ``scheduler`` as an epoch schedule stepped per batch (``seen``: the evidence),
         at ``where``, its ``step()`` line."""
-        self.reported.add(scheduler)
         lrs = [float(g["lr"]) for g in scheduler.optimizer.param_groups]
         initial = [float(b) for b in getattr(scheduler, "base_lrs", [])]
         now_lr = f"; the learning rate is now {lrs[0]:.3g} (initial {initial[0]:.3g})" \
@@ -180,12 +221,75 @@ class SchedulerBeforeOptimizer(Check):
         fix = ("call scheduler.step() once per epoch, after the batch loop; for a schedule in "
                "iterations, give its period in batches (step_size=30 * len(loader), milestones "
                "times len(loader))")
+        self._found(scheduler, message, fix, where)
+
+    def _found(self, scheduler: Any, message: str, fix: str, where: Any) -> None:
+        """Report ``scheduler`` stepped per batch at ``where``, its ``step()`` line, once."""
+        self.reported.add(scheduler)
         order, order_at = self.order.get(scheduler, (None, None))
         if order is not None and where is not None and order_at[:2] == where[:2]:
             # this line was reported as stepping before the optimizer: the same finding says both
             self.bus.amend(order, message, fix)
         else:
             self.report(message, fix=fix, where=where)
+
+    def _track(self, scheduler: Any) -> None:
+        """Note the user's ``step()`` line; the first time, where ``scheduler`` stands in each
+        pass in progress (from the batch being processed: this step is counted)."""
+        first = scheduler not in self.step_at
+        self.step_at[scheduler] = user_location()
+        if not first:
+            return
+        for noted in list(self.state.loader_passes):
+            marks = self.open.get(noted.loader_id)
+            if noted.length and not noted.ended and marks is not None and scheduler not in marks:
+                marks[scheduler] = _Mark.now(scheduler, max(noted.given - 1, 0), self.state.step)
+
+    def _judge_pass(self, noted: Any, scheduler: Any, start: "_Mark", end: "_Mark") -> None:
+        """Report ``scheduler`` if it stepped per batch during the ended pass ``noted`` and cut
+        the rate within an epoch as the docstring says."""
+        length = noted.length
+        stepped, batches = end.last_epoch - start.last_epoch, end.given - start.given
+        optimizer_steps = end.step - start.step
+        # a whole pass only: one left early (zip() with a shorter loader, a break after so many
+        # steps) is not an epoch
+        if not length or length < 2 or end.given < length or batches < 2 or stepped < 2:
+            return
+        # per batch: with every optimizer step (fewer with gradient accumulation), or with every
+        # batch while the optimizers stepped about once per batch (a GAN's two); an iterator kept
+        # across epochs and read a batch per epoch gives far fewer batches than optimizer steps
+        optimizers = max(1, len(self.state.optimizers))
+        if not (stepped >= optimizer_steps >= 1
+                or (stepped >= batches and optimizer_steps <= batches * optimizers)):
+            return
+        per_pass = stepped * length / batches  # scheduler steps per epoch
+        cut = min((b / a for a, b in zip(start.lrs, end.lrs) if a > 0), default=1.0)
+        unit = "batches" if stepped >= batches else "optimizer steps"
+        where = self.step_at.get(scheduler)
+        if isinstance(scheduler, self.plateau):
+            message = _plateau_cuts(scheduler, noted, stepped, per_pass, cut, start, end)
+            if message:
+                self._found(scheduler, message, _PLATEAU_FIX, where)
+            return
+        period = _period(scheduler)
+        if period is None or period > _MAX_PERIOD:
+            return
+        ratio = _ratio(scheduler)
+        factor = _per_pass_factor(scheduler, per_pass)
+        decayed = ratio <= _DECAYED * (1 + 1e-6)
+        too_fast = _too_fast(scheduler, factor)
+        # this pass, a whole epoch, cut the rate twice itself: no need to see another pass
+        cut_here = start.given == 0 and _too_fast(scheduler, cut * (1 - 1e-6))
+        if not (too_fast and (noted.again or cut_here or decayed)) \
+                and not (decayed and period <= 0.8 * per_pass):
+            return
+        seen = (f"it stepped {stepped} times during epoch {noted.epoch} (a pass over a DataLoader "
+                f"of {length} batches), so {_pace(scheduler, unit)}")
+        if cut < 1 - 1e-9:
+            seen += f": the rate {_cuts(scheduler, cut)} in epoch {noted.epoch}"
+        elif too_fast:
+            seen += f": one epoch multiplies the rate by {_num(factor)}"
+        self._per_batch_found(scheduler, seen, ratio, where)
 
     def _against_loader(self, scheduler: Any, period: float, earlier: "_Seen", now: "_Seen",
                         ratio: float) -> str:
@@ -230,6 +334,57 @@ class SchedulerBeforeOptimizer(Check):
         if too_fast:
             seen += f": one epoch multiplies the rate by {_num(factor)}"
         return seen
+
+
+class _Mark:
+    """Where a scheduler stood at the start or the end of a DataLoader pass."""
+
+    __slots__ = ("last_epoch", "given", "lrs", "step")
+
+    def __init__(self, last_epoch: int, given: int, lrs: tuple[float, ...], step: int) -> None:
+        self.last_epoch = last_epoch  # the scheduler's step() calls so far
+        self.given = given  # batches the pass had given
+        self.lrs = lrs  # the optimizer's learning rates, per parameter group
+        self.step = step  # optimizer steps completed (all optimizers)
+
+    @staticmethod
+    def now(scheduler: Any, given: int, step: int | None) -> "_Mark":
+        lrs = tuple(float(g["lr"]) for g in scheduler.optimizer.param_groups)
+        return _Mark(int(getattr(scheduler, "last_epoch", 0)), given, lrs, int(step or 0))
+
+
+_PLATEAU_FIX = ("call scheduler.step(metric) once per epoch, after the batch loop, with a "
+                "validation metric or the epoch's mean loss; to step it per iteration, give "
+                "patience and cooldown in iterations (at least len(loader))")
+
+
+def _plateau_cuts(scheduler: Any, noted: Any, stepped: int, per_pass: float, cut: float,
+                  start: "_Mark", end: "_Mark") -> str:
+    """The finding's message when a ``ReduceLROnPlateau`` stepped per batch during pass
+    ``noted`` cut the rate in it with a patience shorter than an epoch's calls, or ""."""
+    patience = int(getattr(scheduler, "patience", 0))
+    factor = float(getattr(scheduler, "factor", 0.1))
+    if patience >= per_pass or cut >= 1 - 1e-9 or not 0.0 < factor < 1.0:
+        return ""
+    cuts = max(1, round(math.log(cut) / math.log(factor)))
+    times = "once" if cuts == 1 else f"{cuts} times"
+    return (f"ReduceLROnPlateau(patience={patience}, cooldown={scheduler.cooldown}, "
+            f"factor={factor:g}) is stepped per batch: it stepped {stepped} times during epoch "
+            f"{noted.epoch} (a pass over a DataLoader of {noted.length} batches), and it counts "
+            f"patience and cooldown in step() calls, so {patience + 1} batches without a new best "
+            f"cut the rate: the rate was cut {times} in epoch {noted.epoch} (from "
+            f"{start.lrs[0]:.3g} to {end.lrs[0]:.3g})")
+
+
+def _cuts(scheduler: Any, cut: float) -> str:
+    """``was cut 2 times`` (``StepLR``/``MultiStepLR``), ``was multiplied by 0.25``."""
+    from torch.optim import lr_scheduler as lrs
+
+    gamma = float(scheduler.gamma)
+    if isinstance(scheduler, lrs.ExponentialLR) or not 0.0 < gamma < 1.0:
+        return f"was multiplied by {_num(cut)}"
+    cuts = max(1, round(math.log(cut) / math.log(gamma)))
+    return {1: "was cut once", 2: "was cut twice"}.get(cuts, f"was cut {cuts} times")
 
 
 class _Seen:
