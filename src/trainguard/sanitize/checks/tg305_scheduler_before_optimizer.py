@@ -31,17 +31,40 @@ When it fires:
   the scheduler's ``step()`` line, once per scheduler; on a line already reported for stepping
   before the optimizer, the one finding says both. Two checked steps must fall within one pass:
   with settled steps checked one in 16 (then one in 32), an epoch of fewer than 16 optimizer steps
-  (32 on a long settled stretch) is seen only by the 1e-3 rule, or from the second epoch with
-  ``--every-step``. A checked step that finds the rate will fall below 1e-9 of its initial value
-  within the next 40 steps (the scheduler having stepped at every optimizer step) keeps those steps
+  (32 on a long settled stretch) is not seen by this rule (the pass rule below sees it). A
+  checked step that finds the rate will fall below 1e-9 of its initial value within the next 40
+  steps (the scheduler having stepped at every optimizer step) keeps those steps
   checked (``Check.hold``): the fall is seen where it happens, with two checked steps in one pass,
-  even in a run that ends soon after.
+  even in a run that ends soon after;
+- the same schedules judged over whole DataLoader passes, whatever the checked steps: where each
+  stands (its ``last_epoch``, the learning rates, the optimizer steps) is noted as a pass of a
+  DataLoader with a length starts (or, for a scheduler first seen mid-pass, at its first step) and
+  as the pass ends (its iterator released, or the DataLoader's next pass starting:
+  ``core/passes.py``), and the pass is judged at the next pass or at exit. It counts when the pass
+  gave all its batches (2 at least), the scheduler stepped twice or more in it, with every
+  optimizer step or with every batch while the optimizers stepped at most once per batch each,
+  and the rules above hold for its steps per epoch; a pass that itself cut the rate twice
+  (halved it, ``ExponentialLR``) needs no earlier pass. Epochs shorter than the checked-step
+  spacing are seen this way from the first epoch;
+- a ``ReduceLROnPlateau`` stepped per batch (a "batch end" callback calling
+  ``scheduler.step(loss)`` with the mini-batch loss): its ``patience`` and ``cooldown`` count
+  ``step()`` calls, so with a patience shorter than an epoch's calls noisy batches cut the rate
+  within the first epochs. Judged over whole passes as above: it counts when the scheduler stepped
+  per batch in a pass, its patience is below the pass's calls, and the rate was cut during the
+  pass.
 
-Silent on: the canonical order (``optimizer.step()`` then ``scheduler.step()``), OneCycle/Cyclic/
-warm-up schedulers stepped per batch (per-batch stepping is their design; only the order is
-checked), and the first steps of an AMP run whose ``GradScaler`` skipped ``optimizer.step()``
-because of inf/NaN gradients (PyTorch's own warning misfires there): a live ``GradScaler`` whose
-scale has backed off below its initial value, or that has stepped this optimizer, means a skip.
+Every per-batch finding is reported at the scheduler's ``step()`` line (the latest seen), with the
+symptom (the rate cut N times in epoch E, E being the DataLoader's pass number) in the message.
+
+Silent on: a ``ReduceLROnPlateau`` stepped once per epoch (on a validation metric or the epoch's
+mean loss), or per iteration by design with its patience in iterations (at least an epoch's calls);
+a pass left early (``zip()`` with a shorter loader, a ``break`` after so many steps), which is not
+an epoch. Also silent on: the canonical order (``optimizer.step()`` then ``scheduler.step()``),
+OneCycle/Cyclic/warm-up schedulers stepped per batch (per-batch stepping is their design; only the
+order is checked), and the first steps of an AMP run whose ``GradScaler`` skipped
+``optimizer.step()`` because of inf/NaN gradients (PyTorch's own warning misfires there): a live
+``GradScaler`` whose scale has backed off below its initial value, or that has stepped this
+optimizer, means a skip.
 
 Silent on schedules written in iterations and stepped per batch: a period over 200 steps
 (``step_size=30 * len(loader)``, milestones in the thousands, ``ExponentialLR`` with a gamma near
@@ -56,15 +79,22 @@ schedule that is itself in iterations, with a period of 200 steps or less, that 
 twice per epoch is reported: it cannot be told from the mistake.
 
 Cost: per scheduler step the user makes (checked), the optimizer's learning rates and the last 16
-DataLoader passes; on the rare path of a first scheduler step before any optimizer step, one scan
-of the heap for a GradScaler (``bounds.live_objects``).
+DataLoader passes; per DataLoader pass, at its start and its end, a few attribute reads per
+per-epoch or plateau scheduler seen (one callback when its iterator is released); on the rare path
+of a first scheduler step before any optimizer step, one scan of the heap for a GradScaler
+(``bounds.live_objects``).
 
 Reference: ``torch.optim`` "How to adjust learning rate" (call ``scheduler.step()`` after
 ``optimizer.step()``) https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate; GitHub
 issues https://github.com/gjy3035/C-3-Framework/issues/96 and, for the GradScaler false alarm,
 https://github.com/kekmodel/MPL-pytorch/issues/38; per-batch stepping: "Scheduler should step after
 the end of each epoch, not after every iteration" (https://github.com/pytorch/pytorch/issues/3814),
-https://github.com/ivadomed/ivadomed/pull/55 and https://github.com/pytorch/tutorials/pull/640.
+https://github.com/ivadomed/ivadomed/pull/55 and https://github.com/pytorch/tutorials/pull/640;
+milestones in epochs stepped per iteration:
+https://github.com/facebookresearch/detectron2/issues/2058;
+``ReduceLROnPlateau`` stepped per batch: https://github.com/IntelLabs/distiller/issues/161,
+https://github.com/Lightning-AI/pytorch-lightning/issues/1156 (``torch.optim.ReduceLROnPlateau``:
+"patience: the number of allowed epochs with no improvement").
 """
 
 from __future__ import annotations
