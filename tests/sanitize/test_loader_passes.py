@@ -51,3 +51,16 @@ def test_a_pass_ends_when_its_iterator_is_released_and_keeps_what_it_gave():
         watcher.stop()
     assert ended == [(1, 4), (2, 2)]
     assert [(p.ended, p.given, p.iterator()) for p in passes] == [(True, 4, None), (True, 2, None)]
+
+
+
+def test_a_pass_whose_iterator_has_no_attributes_counts_no_batches():
+    from trainguard.sanitize.core.passes import LoaderPass
+
+    loader = DataLoader(TensorDataset(torch.arange(10.0)), batch_size=3)
+    generator = (batch for batch in loader)  # what a DataLoader subclass's __iter__ may return
+    ended = []
+    noted = LoaderPass(1, loader, 4, 1, generator, lambda: 7, [ended.append])
+    assert (noted.given, noted.ended) == (0, False)
+    del generator
+    assert (noted.given, noted.ended, noted.step_at_end, ended) == (0, True, 7, [noted])

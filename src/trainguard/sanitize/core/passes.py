@@ -41,8 +41,11 @@ class LoaderPass:
         self.step_at_start, self.step_at_end = steps(), None
         self._given = 0
         # the iterator's attributes, read once when it is released (they outlive it until then;
-        # the iterator itself is held weakly)
-        self._vars: dict | None = vars(iterator)
+        # the iterator itself is held weakly); an iterator without them (a generator returned by
+        # a DataLoader subclass) counts no batches
+        self._vars: dict | None = getattr(iterator, "__dict__", None)
+        if self._vars is None:
+            self._vars = {}
         self._ref = weakref.ref(iterator, self._released)
 
     @property
