@@ -136,6 +136,8 @@ class SchedulerBeforeOptimizer(Check):
         # where at the end)
         self.ended: list[tuple[Any, Any, _Mark, _Mark]] = []
         self.failed: Exception | None = None  # raised by a pass's end, reported at an event
+        # id(model) -> (its train() calls so far, {scheduler: where it stood at the latest one})
+        self.trained: dict[int, tuple[int, "weakref.WeakKeyDictionary[Any, _Mark]"]] = {}
         self.state.pass_listeners.append(self._pass_ended)
 
     def on_loader_iter(self, loader: Any) -> None:
@@ -144,6 +146,23 @@ class SchedulerBeforeOptimizer(Check):
         self._judge_ended()
         self.open[id(loader)] = weakref.WeakKeyDictionary(
             (scheduler, _Mark.now(scheduler, 0, self.state.step)) for scheduler in self.step_at)
+
+    def on_mode(self, call: Any) -> None:
+        """A model set to training mode: judge the interval since its previous ``train()`` call
+        (an epoch, where batches are sliced by hand), and note where each scheduler stands."""
+        if not call.mode:
+            return
+        key = id(call.module)
+        count, marks = self.trained.get(key, (0, None))
+        if marks:
+            for scheduler, start in list(marks.items()):
+                if scheduler not in self.reported:
+                    end = _Mark.now(scheduler, 0, self.state.step)
+                    self._judge_interval(scheduler, start, end, count)
+        if len(self.trained) > 64:  # (models dropped)
+            self.trained.clear()
+        self.trained[key] = (count + 1, weakref.WeakKeyDictionary(
+            (scheduler, _Mark.now(scheduler, 0, self.state.step)) for scheduler in self.step_at))
 
     def on_exit(self) -> None:
         for noted in list(self.state.loader_passes):  # exhausted passes whose iterator is kept
@@ -274,6 +293,19 @@ class SchedulerBeforeOptimizer(Check):
             marks = self.open.get(noted.loader_id)
             if noted.length and not noted.ended and marks is not None and scheduler not in marks:
                 marks[scheduler] = _Mark.now(scheduler, max(noted.given - 1, 0), self.state.step)
+        for _, marks in self.trained.values():
+            marks.setdefault(scheduler, _Mark.now(scheduler, 0, self.state.step))
+
+    def _judge_interval(self, scheduler: Any, start: "_Mark", end: "_Mark", epoch: int) -> None:
+        """Report ``scheduler`` if it stepped with every optimizer step between two ``train()``
+        calls on a model (epoch ``epoch``, with batches sliced by hand) and cut the rate within
+        it as the docstring says."""
+        stepped, optimizer_steps = end.last_epoch - start.last_epoch, end.step - start.step
+        if optimizer_steps < 2 or stepped < optimizer_steps:
+            return
+        self._judge_epoch(scheduler, start, end, stepped, float(stepped), "optimizer steps",
+                          epoch, whole=True, again=epoch > 1,
+                          what=f"{optimizer_steps} optimizer steps between two train() calls")
 
     def _judge_pass(self, noted: Any, scheduler: Any, start: "_Mark", end: "_Mark") -> None:
         """Report ``scheduler`` if it stepped per batch during the ended pass ``noted`` and cut
@@ -293,11 +325,21 @@ class SchedulerBeforeOptimizer(Check):
                 or (stepped >= batches and optimizer_steps <= batches * optimizers)):
             return
         per_pass = stepped * length / batches  # scheduler steps per epoch
-        cut = min((b / a for a, b in zip(start.lrs, end.lrs) if a > 0), default=1.0)
         unit = "batches" if stepped >= batches else "optimizer steps"
+        self._judge_epoch(scheduler, start, end, stepped, per_pass, unit, noted.epoch,
+                          whole=start.given == 0, again=noted.again,
+                          what=f"a pass over a DataLoader of {length} batches")
+
+    def _judge_epoch(self, scheduler: Any, start: "_Mark", end: "_Mark", stepped: int,
+                     per_pass: float, unit: str, epoch: int, *, whole: bool, again: bool,
+                     what: str) -> None:
+        """Report ``scheduler``, seen stepping per batch ``stepped`` times over epoch ``epoch``
+        (``what``; ``per_pass`` steps in a whole epoch; ``whole``: seen from its start), if the
+        rate is cut as the docstring says."""
+        cut = min((b / a for a, b in zip(start.lrs, end.lrs) if a > 0), default=1.0)
         where = self.step_at.get(scheduler)
         if isinstance(scheduler, self.plateau):
-            message = _plateau_cuts(scheduler, noted, stepped, per_pass, cut, start, end)
+            message = _plateau_cuts(scheduler, epoch, what, stepped, per_pass, cut, start, end)
             if message:
                 self._found(scheduler, message, _PLATEAU_FIX, where)
             return
@@ -308,15 +350,14 @@ class SchedulerBeforeOptimizer(Check):
         factor = _per_pass_factor(scheduler, per_pass)
         decayed = ratio <= _DECAYED * (1 + 1e-6)
         too_fast = _too_fast(scheduler, factor)
-        # this pass, a whole epoch, cut the rate twice itself: no need to see another pass
-        cut_here = start.given == 0 and _too_fast(scheduler, cut * (1 - 1e-6))
-        if not (too_fast and (noted.again or cut_here or decayed)) \
+        # this epoch, seen whole, cut the rate twice itself: no need to see another one
+        cut_here = whole and _too_fast(scheduler, cut * (1 - 1e-6))
+        if not (too_fast and (again or cut_here or decayed)) \
                 and not (decayed and period <= 0.8 * per_pass):
             return
-        seen = (f"it stepped {stepped} times during epoch {noted.epoch} (a pass over a DataLoader "
-                f"of {length} batches), so {_pace(scheduler, unit)}")
+        seen = f"it stepped {stepped} times during epoch {epoch} ({what}), so {_pace(scheduler, unit)}"
         if cut < 1 - 1e-9:
-            seen += f": the rate {_cuts(scheduler, cut)} in epoch {noted.epoch}"
+            seen += f": the rate {_cuts(scheduler, cut)} in epoch {epoch}"
         elif too_fast:
             seen += f": one epoch multiplies the rate by {_num(factor)}"
         self._per_batch_found(scheduler, seen, ratio, where)
@@ -388,22 +429,22 @@ _PLATEAU_FIX = ("call scheduler.step(metric) once per epoch, after the batch loo
                 "patience and cooldown in iterations (at least len(loader))")
 
 
-def _plateau_cuts(scheduler: Any, noted: Any, stepped: int, per_pass: float, cut: float,
-                  start: "_Mark", end: "_Mark") -> str:
-    """The finding's message when a ``ReduceLROnPlateau`` stepped per batch during pass
-    ``noted`` cut the rate in it with a patience shorter than an epoch's calls, or ""."""
+def _plateau_cuts(scheduler: Any, epoch: int, what: str, stepped: int, per_pass: float,
+                  cut: float, start: "_Mark", end: "_Mark") -> str:
+    """The finding's message when a ``ReduceLROnPlateau`` stepped per batch ``stepped`` times over
+    epoch ``epoch`` (``what``) cut the rate in it with a patience shorter than an epoch's calls
+    (``per_pass``), or ""."""
     patience = int(getattr(scheduler, "patience", 0))
     factor = float(getattr(scheduler, "factor", 0.1))
     if patience >= per_pass or cut >= 1 - 1e-9 or not 0.0 < factor < 1.0:
         return ""
     cuts = max(1, round(math.log(cut) / math.log(factor)))
-    times = "once" if cuts == 1 else f"{cuts} times"
+    times = {1: "once", 2: "twice"}.get(cuts, f"{cuts} times")
     return (f"ReduceLROnPlateau(patience={patience}, cooldown={scheduler.cooldown}, "
             f"factor={factor:g}) is stepped per batch: it stepped {stepped} times during epoch "
-            f"{noted.epoch} (a pass over a DataLoader of {noted.length} batches), and it counts "
-            f"patience and cooldown in step() calls, so {patience + 1} batches without a new best "
-            f"cut the rate: the rate was cut {times} in epoch {noted.epoch} (from "
-            f"{start.lrs[0]:.3g} to {end.lrs[0]:.3g})")
+            f"{epoch} ({what}), and it counts patience and cooldown in step() calls, so "
+            f"{patience + 1} batches without a new best cut the rate: the rate was cut {times} in "
+            f"epoch {epoch} (from {start.lrs[0]:.3g} to {end.lrs[0]:.3g})")
 
 
 def _cuts(scheduler: Any, cut: float) -> str:
