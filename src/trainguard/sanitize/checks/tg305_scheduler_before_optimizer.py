@@ -305,7 +305,7 @@ class SchedulerBeforeOptimizer(Check):
             return
         self._judge_epoch(scheduler, start, end, stepped, float(stepped), "optimizer steps",
                           epoch, whole=True, again=epoch > 1,
-                          what=f"{optimizer_steps} optimizer steps between two train() calls")
+                          what="between two train() calls on the model, at every optimizer step")
 
     def _judge_pass(self, noted: Any, scheduler: Any, start: "_Mark", end: "_Mark") -> None:
         """Report ``scheduler`` if it stepped per batch during the ended pass ``noted`` and cut
@@ -355,7 +355,8 @@ class SchedulerBeforeOptimizer(Check):
         if not (too_fast and (again or cut_here or decayed)) \
                 and not (decayed and period <= 0.8 * per_pass):
             return
-        seen = f"it stepped {stepped} times during epoch {epoch} ({what}), so {_pace(scheduler, unit)}"
+        seen = (f"it stepped {stepped} times during epoch {epoch} ({what}), so "
+                f"{_pace(scheduler, unit)}")
         if cut < 1 - 1e-9:
             seen += f": the rate {_cuts(scheduler, cut)} in epoch {epoch}"
         elif too_fast:
