@@ -45,13 +45,18 @@ When it fires:
   optimizer step or with every batch while the optimizers stepped at most once per batch each,
   and the rules above hold for its steps per epoch; a pass that itself cut the rate twice
   (halved it, ``ExponentialLR``) needs no earlier pass. Epochs shorter than the checked-step
-  spacing are seen this way from the first epoch;
+  spacing are seen this way from the first epoch. Where batches are sliced by hand (no
+  DataLoader), the epoch is the interval between two ``train()`` calls on a model (``on_mode``:
+  once per epoch in most loops, once per step in a Hugging Face ``Trainer``, whose intervals of
+  one step are never judged): the scheduler must have stepped with every optimizer step in it (2
+  at least), and the same rules hold for its steps in that interval; a model whose ``train()`` is
+  called once is never judged this way;
 - a ``ReduceLROnPlateau`` stepped per batch (a "batch end" callback calling
   ``scheduler.step(loss)`` with the mini-batch loss): its ``patience`` and ``cooldown`` count
   ``step()`` calls, so with a patience shorter than an epoch's calls noisy batches cut the rate
-  within the first epochs. Judged over whole passes as above: it counts when the scheduler stepped
-  per batch in a pass, its patience is below the pass's calls, and the rate was cut during the
-  pass.
+  within the first epochs. Judged over whole passes or ``train()`` intervals as above: it counts
+  when the scheduler stepped per batch in one, its patience is below that epoch's calls, and the
+  rate was cut during it.
 
 Every per-batch finding is reported at the scheduler's ``step()`` line (the latest seen), with the
 symptom (the rate cut N times in epoch E, E being the DataLoader's pass number) in the message.
@@ -80,7 +85,8 @@ twice per epoch is reported: it cannot be told from the mistake.
 
 Cost: per scheduler step the user makes (checked), the optimizer's learning rates and the last 16
 DataLoader passes; per DataLoader pass, at its start and its end, a few attribute reads per
-per-epoch or plateau scheduler seen (one callback when its iterator is released); on the rare path
+per-epoch or plateau scheduler seen (one callback when its iterator is released), and as much per
+``train()`` call; on the rare path
 of a first scheduler step before any optimizer step, one scan of the heap for a GradScaler
 (``bounds.live_objects``).
 
