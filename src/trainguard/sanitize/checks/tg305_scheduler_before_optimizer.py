@@ -31,17 +31,44 @@ When it fires:
   the scheduler's ``step()`` line, once per scheduler; on a line already reported for stepping
   before the optimizer, the one finding says both. Two checked steps must fall within one pass:
   with settled steps checked one in 16 (then one in 32), an epoch of fewer than 16 optimizer steps
-  (32 on a long settled stretch) is seen only by the 1e-3 rule, or from the second epoch with
-  ``--every-step``. A checked step that finds the rate will fall below 1e-9 of its initial value
-  within the next 40 steps (the scheduler having stepped at every optimizer step) keeps those steps
+  (32 on a long settled stretch) is not seen by this rule (the pass rule below sees it). A
+  checked step that finds the rate will fall below 1e-9 of its initial value within the next 40
+  steps (the scheduler having stepped at every optimizer step) keeps those steps
   checked (``Check.hold``): the fall is seen where it happens, with two checked steps in one pass,
-  even in a run that ends soon after.
+  even in a run that ends soon after;
+- the same schedules judged over whole DataLoader passes, whatever the checked steps: where each
+  stands (its ``last_epoch``, the learning rates, the optimizer steps) is noted as a pass of a
+  DataLoader with a length starts (or, for a scheduler first seen mid-pass, at its first step) and
+  as the pass ends (its iterator released, or the DataLoader's next pass starting:
+  ``core/passes.py``), and the pass is judged at the next pass or at exit. It counts when the pass
+  gave all its batches (2 at least), the scheduler stepped twice or more in it, with every
+  optimizer step or with every batch while the optimizers stepped at most once per batch each,
+  and the rules above hold for its steps per epoch; a pass that itself cut the rate twice
+  (halved it, ``ExponentialLR``) needs no earlier pass. Epochs shorter than the checked-step
+  spacing are seen this way from the first epoch. Where batches are sliced by hand (no
+  DataLoader), the epoch is the interval between two ``train()`` calls on a model (``on_mode``:
+  once per epoch in most loops, once per step in a Hugging Face ``Trainer``, whose intervals of
+  one step are never judged): the scheduler must have stepped with every optimizer step in it (2
+  at least), and the same rules hold for its steps in that interval; a model whose ``train()`` is
+  called once is never judged this way;
+- a ``ReduceLROnPlateau`` stepped per batch (a "batch end" callback calling
+  ``scheduler.step(loss)`` with the mini-batch loss): its ``patience`` and ``cooldown`` count
+  ``step()`` calls, so with a patience shorter than an epoch's calls noisy batches cut the rate
+  within the first epochs. Judged over whole passes or ``train()`` intervals as above: it counts
+  when the scheduler stepped per batch in one, its patience is below that epoch's calls, and the
+  rate was cut during it.
+Every per-batch finding is at the scheduler's ``step()`` line (the latest seen), with the symptom
+(the rate cut N times in epoch E) in the message.
 
-Silent on: the canonical order (``optimizer.step()`` then ``scheduler.step()``), OneCycle/Cyclic/
-warm-up schedulers stepped per batch (per-batch stepping is their design; only the order is
-checked), and the first steps of an AMP run whose ``GradScaler`` skipped ``optimizer.step()``
-because of inf/NaN gradients (PyTorch's own warning misfires there): a live ``GradScaler`` whose
-scale has backed off below its initial value, or that has stepped this optimizer, means a skip.
+Silent on: a ``ReduceLROnPlateau`` stepped once per epoch (on a validation metric or the epoch's
+mean loss), or per iteration by design with its patience in iterations (at least an epoch's calls);
+a pass left early (``zip()`` with a shorter loader, a ``break`` after so many steps), which is not
+an epoch. Also silent on: the canonical order (``optimizer.step()`` then ``scheduler.step()``),
+OneCycle/Cyclic/warm-up schedulers stepped per batch (per-batch stepping is their design; only the
+order is checked), and the first steps of an AMP run whose ``GradScaler`` skipped
+``optimizer.step()`` because of inf/NaN gradients (PyTorch's own warning misfires there): a live
+``GradScaler`` whose scale has backed off below its initial value, or that has stepped this
+optimizer, means a skip.
 
 Silent on schedules written in iterations and stepped per batch: a period over 200 steps
 (``step_size=30 * len(loader)``, milestones in the thousands, ``ExponentialLR`` with a gamma near
@@ -56,24 +83,30 @@ schedule that is itself in iterations, with a period of 200 steps or less, that 
 twice per epoch is reported: it cannot be told from the mistake.
 
 Cost: per scheduler step the user makes (checked), the optimizer's learning rates and the last 16
-DataLoader passes; on the rare path of a first scheduler step before any optimizer step, one scan
-of the heap for a GradScaler (``bounds.live_objects``).
+DataLoader passes; per DataLoader pass, at its start and its end, a few attribute reads per
+per-epoch or plateau scheduler seen (one callback when its iterator is released), and as much per
+``train()`` call; on the rare path
+of a first scheduler step before any optimizer step, one scan of the heap for a GradScaler
+(``bounds.live_objects``).
 
 Reference: ``torch.optim`` "How to adjust learning rate" (call ``scheduler.step()`` after
 ``optimizer.step()``) https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate; GitHub
 issues https://github.com/gjy3035/C-3-Framework/issues/96 and, for the GradScaler false alarm,
 https://github.com/kekmodel/MPL-pytorch/issues/38; per-batch stepping: "Scheduler should step after
 the end of each epoch, not after every iteration" (https://github.com/pytorch/pytorch/issues/3814),
-https://github.com/ivadomed/ivadomed/pull/55 and https://github.com/pytorch/tutorials/pull/640.
+https://github.com/ivadomed/ivadomed/pull/55 and https://github.com/pytorch/tutorials/pull/640;
+epoch milestones per iteration: https://github.com/facebookresearch/detectron2/issues/2058;
+plateau per batch: https://github.com/IntelLabs/distiller/issues/161,
+https://github.com/Lightning-AI/pytorch-lightning/issues/1156 (``torch.optim.ReduceLROnPlateau``:
+"patience: the number of allowed epochs with no improvement").
 """
 
 from __future__ import annotations
 
-import math
 import weakref
 from typing import Any
 
-from trainguard.sanitize.core.bounds import live_objects
+from trainguard.sanitize.core import schedules as pace
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import user_location
 
@@ -88,36 +121,97 @@ class SchedulerBeforeOptimizer(Check):
 
         self.epoch_types = (lrs.StepLR, lrs.MultiStepLR, lrs.ExponentialLR)
         self.wrappers = (lrs.SequentialLR, lrs.ChainedScheduler)
+        self.plateau = lrs.ReduceLROnPlateau
         # epoch schedulers -> what their latest and their first checked step saw
-        self.latest: "weakref.WeakKeyDictionary[Any, _Seen]" = weakref.WeakKeyDictionary()
-        self.first: "weakref.WeakKeyDictionary[Any, _Seen]" = weakref.WeakKeyDictionary()
+        self.latest: "weakref.WeakKeyDictionary[Any, pace.Seen]" = weakref.WeakKeyDictionary()
+        self.first: "weakref.WeakKeyDictionary[Any, pace.Seen]" = weakref.WeakKeyDictionary()
         # epoch schedulers -> [scheduler steps, batches of the pass feeding them] between checked
         # steps, summed
         self.fed: "weakref.WeakKeyDictionary[Any, list[int]]" = weakref.WeakKeyDictionary()
         self.reported: "weakref.WeakSet[Any]" = weakref.WeakSet()
         # scheduler -> (its scheduler-before-optimizer finding, the line reported), if any
         self.order: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+        # per-epoch and plateau schedulers seen stepping -> the user's latest step() line seen
+        self.step_at: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+        # id(DataLoader) -> {scheduler: where it stood} for that DataLoader's pass in progress
+        self.open: dict[int, "weakref.WeakKeyDictionary[Any, pace.Mark]"] = {}
+        # passes ended since the last event: (pass, scheduler, where it stood at the start,
+        # where at the end)
+        self.ended: list[tuple[Any, Any, pace.Mark, pace.Mark]] = []
+        self.failed: Exception | None = None  # raised by a pass's end, reported at an event
+        # id(model) -> (its train() calls so far, {scheduler: where it stood at the latest one})
+        self.trained: dict[int, tuple[int, "weakref.WeakKeyDictionary[Any, pace.Mark]"]] = {}
+        self.state.pass_listeners.append(self._pass_ended)
 
     def on_loader_iter(self, loader: Any) -> None:
-        """Nothing to do here: listening installs the DataLoader wrapper, which notes each pass's
-        iterator in ``State.loader_passes``."""
+        """Judge the passes that ended; note where each scheduler stands as ``loader``'s starts."""
+        self._judge_ended()
+        self.open[id(loader)] = weakref.WeakKeyDictionary(
+            (scheduler, pace.Mark.now(scheduler, 0, self.state.step)) for scheduler in self.step_at)
+
+    def on_mode(self, call: Any) -> None:
+        """A model set to training mode: judge the interval since its previous ``train()`` call
+        (an epoch, where batches are sliced by hand), and note where each scheduler stands."""
+        if not call.mode:
+            return
+        key = id(call.module)
+        count, marks = self.trained.get(key, (0, None))
+        if marks:
+            for scheduler, start in list(marks.items()):
+                if scheduler not in self.reported:
+                    end = pace.Mark.now(scheduler, 0, self.state.step)
+                    self._judge_interval(scheduler, start, end, count)
+        if len(self.trained) > 64:  # (models dropped)
+            self.trained.clear()
+        self.trained[key] = (count + 1, weakref.WeakKeyDictionary(
+            (scheduler, pace.Mark.now(scheduler, 0, self.state.step))
+            for scheduler in self.step_at))
+
+    def on_exit(self) -> None:
+        for noted in list(self.state.loader_passes):  # exhausted passes whose iterator is kept
+            if not noted.ended and noted.length and noted.given >= noted.length:
+                self._pass_ended(noted)
+        self._judge_ended()
 
     def _passes(self) -> dict[int, tuple[int, int, bool]]:
         """``{pass number: (batches given so far, len(loader), whether its DataLoader had a pass
-        before)}`` of the noted passes whose iterator is alive and whose loader has a length."""
-        out = {}
-        for number, ref, length, again in list(self.state.loader_passes):
-            iterator = ref()
-            if iterator is not None and length:
-                out[number] = (int(getattr(iterator, "_num_yielded", 0)), length, again)
-        return out
+        before)}`` of the passes in progress whose loader has a length."""
+        return {p.number: (p.given, p.length, p.again) for p in list(self.state.loader_passes)
+                if p.length and not p.ended}
+
+    def _pass_ended(self, noted: Any) -> None:
+        """Note where the schedulers stand as pass ``noted`` ends (called from a weakref callback:
+        nothing is reported here)."""
+        try:
+            marks = self.open.pop(noted.loader_id, None)
+            if marks:
+                for scheduler, start in list(marks.items()):
+                    end = pace.Mark.now(scheduler, noted.given, noted.step_at_end)
+                    self.ended.append((noted, scheduler, start, end))
+                del self.ended[:-64]
+        except Exception as exc:
+            self.failed = exc
+
+    def _judge_ended(self) -> None:
+        """Judge every scheduler over the passes that ended since the last event."""
+        if self.failed is not None:
+            failed, self.failed = self.failed, None
+            raise failed
+        ended, self.ended = self.ended, []
+        for noted, scheduler, start, end in ended:
+            if scheduler not in self.reported:
+                self._judge_pass(noted, scheduler, start, end)
 
     def on_scheduler_step(self, scheduler: Any) -> None:
         if isinstance(scheduler, self.epoch_types) and scheduler not in self.reported:
+            self._track(scheduler)
             self._per_batch(scheduler)
+        elif isinstance(scheduler, self.plateau) and scheduler not in self.reported:
+            self._track(scheduler)
         elif isinstance(scheduler, self.wrappers):  # the steps it gives its children are no events
             for child in getattr(scheduler, "_schedulers", ()):
                 if isinstance(child, self.epoch_types) and child not in self.reported:
+                    self._track(child)
                     self._per_batch(child)
         if scheduler in self.checked:
             return
@@ -125,7 +219,7 @@ class SchedulerBeforeOptimizer(Check):
         optimizer = getattr(scheduler, "optimizer", None)
         if optimizer is None or optimizer in self.state.optimizers:
             return  # it has stepped: the order is right
-        if _scaler_skipped(optimizer):
+        if pace.scaler_skipped(optimizer):
             return
         lrs = [g.get("lr") for g in optimizer.param_groups]
         where = user_location()
@@ -142,13 +236,13 @@ class SchedulerBeforeOptimizer(Check):
 
     def _per_batch(self, scheduler: Any) -> None:
         """Report an epoch schedule stepped per batch (before this ``step()`` runs)."""
-        period = _period(scheduler)
-        if period is None or period > _MAX_PERIOD:
+        period = pace.period(scheduler)
+        if period is None or period > pace.MAX_PERIOD:
             return
-        now = _Seen(self._passes(), int(getattr(scheduler, "last_epoch", 0)), self.state.step)
+        now = pace.Seen(self._passes(), int(getattr(scheduler, "last_epoch", 0)), self.state.step)
         first = self.first.setdefault(scheduler, now)
         earlier, self.latest[scheduler] = self.latest.get(scheduler), now
-        ratio = _ratio(scheduler)
+        ratio = pace.ratio(scheduler)
         seen = ""
         if earlier is not None:
             seen = self._against_loader(scheduler, period, earlier, now, ratio)
@@ -157,10 +251,11 @@ class SchedulerBeforeOptimizer(Check):
             # length): stepped at every optimizer step since first seen, and the rate collapsed
             # (the step about to run is counted: one more call, its optimizer step done)
             calls, optimizer_steps = now.steps - first.steps + 1, now.done - first.done + 1
-            seen = _collapsed(scheduler, calls, optimizer_steps, ratio)
+            seen = pace.collapsed(scheduler, calls, optimizer_steps, ratio)
             if not seen:
                 if calls >= optimizer_steps and \
-                        ratio * _factor_ahead(scheduler, now.steps, _AHEAD) < _COLLAPSED:
+                        ratio * pace.factor_ahead(scheduler, now.steps, pace.AHEAD) \
+                        < pace.COLLAPSED:
                     # the rate falls below the line within the next steps: keep them checked
                     # (settled steps are checked one in 16 or 32), so that the step where it
                     # does is seen, even when the run ends soon after
@@ -171,15 +266,20 @@ class SchedulerBeforeOptimizer(Check):
     def _per_batch_found(self, scheduler: Any, seen: str, ratio: float, where: Any) -> None:
         """Report ``scheduler`` as an epoch schedule stepped per batch (``seen``: the evidence),
         at ``where``, its ``step()`` line."""
-        self.reported.add(scheduler)
         lrs = [float(g["lr"]) for g in scheduler.optimizer.param_groups]
         initial = [float(b) for b in getattr(scheduler, "base_lrs", [])]
         now_lr = f"; the learning rate is now {lrs[0]:.3g} (initial {initial[0]:.3g})" \
             if initial and ratio < 1.0 else ""
-        message = f"{_describe(scheduler)} is a per-epoch schedule stepped per batch: {seen}{now_lr}"
+        message = (f"{pace.describe(scheduler)} is a per-epoch schedule stepped per batch: "
+                   f"{seen}{now_lr}")
         fix = ("call scheduler.step() once per epoch, after the batch loop; for a schedule in "
                "iterations, give its period in batches (step_size=30 * len(loader), milestones "
                "times len(loader))")
+        self._found(scheduler, message, fix, where)
+
+    def _found(self, scheduler: Any, message: str, fix: str, where: Any) -> None:
+        """Report ``scheduler`` stepped per batch at ``where``, its ``step()`` line, once."""
+        self.reported.add(scheduler)
         order, order_at = self.order.get(scheduler, (None, None))
         if order is not None and where is not None and order_at[:2] == where[:2]:
             # this line was reported as stepping before the optimizer: the same finding says both
@@ -187,7 +287,75 @@ class SchedulerBeforeOptimizer(Check):
         else:
             self.report(message, fix=fix, where=where)
 
-    def _against_loader(self, scheduler: Any, period: float, earlier: "_Seen", now: "_Seen",
+    def _track(self, scheduler: Any) -> None:
+        """Note the user's ``step()`` line; the first time, where ``scheduler`` stands in each
+        pass in progress (from the batch being processed: this step is counted)."""
+        first = scheduler not in self.step_at
+        self.step_at[scheduler] = user_location()
+        if not first:
+            return
+        for noted in list(self.state.loader_passes):
+            marks = self.open.get(noted.loader_id)
+            if noted.length and not noted.ended and marks is not None and scheduler not in marks:
+                marks[scheduler] = pace.Mark.now(scheduler, max(noted.given - 1, 0),
+                                                 self.state.step)
+        for _, marks in self.trained.values():
+            marks.setdefault(scheduler, pace.Mark.now(scheduler, 0, self.state.step))
+
+    def _judge_interval(self, scheduler: Any, start: "pace.Mark", end: "pace.Mark",
+                        epoch: int) -> None:
+        """Report ``scheduler`` if it stepped with every optimizer step between two ``train()``
+        calls on a model (epoch ``epoch``, with batches sliced by hand) and cut the rate within
+        it as the docstring says."""
+        stepped, optimizer_steps = end.last_epoch - start.last_epoch, end.step - start.step
+        if optimizer_steps < 2 or stepped < optimizer_steps:
+            return
+        self._judge_epoch(scheduler, start, end, stepped, float(stepped), "optimizer steps",
+                          epoch, whole=True, again=epoch > 1,
+                          what="between two train() calls on the model, at every optimizer step")
+
+    def _judge_pass(self, noted: Any, scheduler: Any, start: "pace.Mark", end: "pace.Mark") -> None:
+        """Report ``scheduler`` if it stepped per batch during the ended pass ``noted`` and cut
+        the rate within an epoch as the docstring says."""
+        length = noted.length
+        stepped, batches = end.last_epoch - start.last_epoch, end.given - start.given
+        optimizer_steps = end.step - start.step
+        # a whole pass only: one left early (zip() with a shorter loader, a break after so many
+        # steps) is not an epoch
+        if not length or length < 2 or end.given < length or batches < 2 or stepped < 2:
+            return
+        # per batch: with every optimizer step (fewer with gradient accumulation), or with every
+        # batch while the optimizers stepped about once per batch (a GAN's two); an iterator kept
+        # across epochs and read a batch per epoch gives far fewer batches than optimizer steps
+        optimizers = max(1, len(self.state.optimizers))
+        if not (stepped >= optimizer_steps >= 1
+                or (stepped >= batches and optimizer_steps <= batches * optimizers)):
+            return
+        per_pass = stepped * length / batches  # scheduler steps per epoch
+        unit = "batches" if stepped >= batches else "optimizer steps"
+        self._judge_epoch(scheduler, start, end, stepped, per_pass, unit, noted.epoch,
+                          whole=start.given == 0, again=noted.again,
+                          what=f"a pass over a DataLoader of {length} batches")
+
+    def _judge_epoch(self, scheduler: Any, start: "pace.Mark", end: "pace.Mark", stepped: int,
+                     per_pass: float, unit: str, epoch: int, *, whole: bool, again: bool,
+                     what: str) -> None:
+        """Report ``scheduler``, seen stepping per batch ``stepped`` times over epoch ``epoch``
+        (``what``; ``per_pass`` steps in a whole epoch; ``whole``: seen from its start), if the
+        rate is cut as the docstring says."""
+        cut = min((b / a for a, b in zip(start.lrs, end.lrs) if a > 0), default=1.0)
+        where = self.step_at.get(scheduler)
+        if isinstance(scheduler, self.plateau):
+            message = pace.plateau_cuts(scheduler, epoch, what, stepped, per_pass, cut, start, end)
+            if message:
+                self._found(scheduler, message, pace.PLATEAU_FIX, where)
+            return
+        seen = pace.epoch_verdict(scheduler, cut, stepped, per_pass, unit, epoch, whole=whole,
+                                  again=again, what=what)
+        if seen:
+            self._per_batch_found(scheduler, seen, pace.ratio(scheduler), where)
+
+    def _against_loader(self, scheduler: Any, period: float, earlier: "pace.Seen", now: "pace.Seen",
                         ratio: float) -> str:
         """What shows the scheduler stepped per batch of a DataLoader pass, or ""."""
         stepped, optimizer_steps = now.steps - earlier.steps, now.done - earlier.done
@@ -212,7 +380,7 @@ class SchedulerBeforeOptimizer(Check):
         total[0] += stepped
         total[1] += batches
         per_pass = length * total[0] / total[1]
-        factor = _per_pass_factor(scheduler, per_pass)
+        factor = pace.per_pass_factor(scheduler, per_pass)
         if length < 2 or per_pass < 2:
             return ""
         # A DataLoader iterated once more is iterated per epoch: what one pass would do is enough.
@@ -220,158 +388,13 @@ class SchedulerBeforeOptimizer(Check):
         # monitoring batch per epoch, a domain-adaptation target stream): the rate must already be
         # 1000x down. Either way one cut per epoch counts only with the rate that far down and a
         # period clearly under the epoch (step_size=len(loader) per batch is per epoch).
-        decayed = ratio <= _DECAYED * (1 + 1e-6)  # (0.1 ** 3 is a little over 1e-3)
-        too_fast = _too_fast(scheduler, factor)
+        decayed = ratio <= pace.DECAYED * (1 + 1e-6)  # (0.1 ** 3 is a little over 1e-3)
+        too_fast = pace.too_fast(scheduler, factor)
         if not (too_fast and (again or decayed)) and not (decayed and period <= 0.8 * per_pass):
             return ""
         unit = "batches" if total[0] == total[1] else "optimizer steps"
         seen = (f"it steps about {per_pass:.0f} times per pass over a DataLoader of {length} "
-                f"batches, so {_pace(scheduler, unit)}")
+                f"batches, so {pace.pace(scheduler, unit)}")
         if too_fast:
-            seen += f": one epoch multiplies the rate by {_num(factor)}"
+            seen += f": one epoch multiplies the rate by {pace.num(factor)}"
         return seen
-
-
-class _Seen:
-    """What one checked ``step()`` of an epoch scheduler saw."""
-
-    __slots__ = ("passes", "steps", "done")
-
-    def __init__(self, passes: dict[int, tuple[int, int, bool]], steps: int, done: int) -> None:
-        self.passes = passes  # DataLoader passes alive: {number: (batches given, len, again)}
-        self.steps = steps  # the scheduler's last_epoch
-        self.done = done  # optimizer steps completed
-
-
-_MAX_PERIOD = 200  # a longer period is a schedule in iterations
-_MIN_STEPS = 8  # scheduler steps before a collapse counts
-_COLLAPSED = 1e-9  # learning rate / initial learning rate below which a schedule has collapsed
-_AHEAD = 40  # steps looked ahead for a collapse (more than settled steps are apart: 32)
-_DECAYED = 1e-3  # ... and below which one cut per epoch is enough, with a DataLoader to compare
-
-
-def _ratio(scheduler: Any) -> float:
-    """The smallest learning rate of ``scheduler``'s optimizer over its initial one."""
-    lrs = [float(g["lr"]) for g in scheduler.optimizer.param_groups]
-    initial = [float(b) for b in getattr(scheduler, "base_lrs", [])]
-    return min((lr / b for lr, b in zip(lrs, initial) if b), default=1.0)
-
-
-def _collapsed(scheduler: Any, calls: int, optimizer_steps: int, ratio: float) -> str:
-    """The evidence when ``scheduler`` made ``calls`` steps, one at each of ``optimizer_steps``
-    optimizer steps at least (8 at least), and the rate fell below 1e-9 of its initial value; else
-    ""."""
-    if calls < max(_MIN_STEPS, optimizer_steps) or ratio >= _COLLAPSED:
-        return ""
-    return (f"it has stepped at every optimizer step ({calls} times) and the rate has fallen to "
-            f"{ratio:.2g} of its initial value: if these steps are batches, "
-            f"{_pace(scheduler, 'steps')}")
-
-
-def _factor_ahead(scheduler: Any, done: int, steps: int) -> float:
-    """What the ``steps`` steps after the first ``done`` multiply the rate by."""
-    from torch.optim import lr_scheduler as lrs
-
-    gamma = float(scheduler.gamma)
-    if isinstance(scheduler, lrs.StepLR):
-        return gamma ** ((done + steps) // scheduler.step_size - done // scheduler.step_size)
-    if isinstance(scheduler, lrs.MultiStepLR):
-        return gamma ** sum(n for m, n in scheduler.milestones.items() if done < m <= done + steps)
-    return gamma ** steps
-
-
-def _period(scheduler: Any) -> float | None:
-    """Steps until the schedule first cuts the rate (``ExponentialLR``: until it has halved)."""
-    from torch.optim import lr_scheduler as lrs
-
-    if isinstance(scheduler, lrs.StepLR):
-        return float(scheduler.step_size)
-    if isinstance(scheduler, lrs.MultiStepLR):
-        return float(min(scheduler.milestones)) if scheduler.milestones else None
-    gamma = float(getattr(scheduler, "gamma", 1.0))
-    if not 0.0 < gamma < 1.0:
-        return None
-    return math.log(0.5) / math.log(gamma)
-
-
-def _pace(scheduler: Any, unit: str) -> str:
-    """What the schedule does per ``unit`` ("batches" or "steps"), against per epoch."""
-    from torch.optim import lr_scheduler as lrs
-
-    if isinstance(scheduler, lrs.StepLR):
-        return (f"the rate is multiplied by {scheduler.gamma:g} {_every(scheduler.step_size, unit)} "
-                f"instead of {_every(scheduler.step_size, 'epochs')}")
-    if isinstance(scheduler, lrs.MultiStepLR):
-        marks = ", ".join(str(m) for m in sorted(scheduler.milestones))
-        return f"its milestones fall after {marks} {unit} instead of epochs"
-    half = float(_num(_period(scheduler) or 0.0))
-    if half == 1:
-        return f"the rate is halved {_every(1, unit)} instead of {_every(1, 'epochs')}"
-    return (f"the rate is multiplied by {scheduler.gamma:g} {_every(1, unit)} and halves "
-            f"{_every(half, unit)} instead of {_every(half, 'epochs')}")
-
-
-def _per_pass_factor(scheduler: Any, steps: float) -> float:
-    """What the first ``steps`` steps multiply the rate by, counting a fractional last step as
-    none (``ExponentialLR``: every step)."""
-    from torch.optim import lr_scheduler as lrs
-
-    gamma, whole = float(scheduler.gamma), int(steps)
-    if isinstance(scheduler, lrs.StepLR):
-        return gamma ** (whole // scheduler.step_size)
-    if isinstance(scheduler, lrs.MultiStepLR):
-        return gamma ** sum(n for m, n in scheduler.milestones.items() if m <= whole)
-    return gamma ** whole
-
-
-def _every(n: float, unit: str) -> str:
-    """``every 3 batches``, ``every batch``."""
-    return f"every {_SINGULAR[unit]}" if n == 1 else f"every {n:g} {unit}"
-
-
-_SINGULAR = {"batches": "batch", "steps": "step", "epochs": "epoch",
-             "optimizer steps": "optimizer step"}
-
-
-def _too_fast(scheduler: Any, factor: float) -> bool:
-    """Whether one pass multiplying the rate by ``factor`` is beyond a per-epoch schedule: two
-    decays or more (``StepLR``/``MultiStepLR``), the rate halved or less (``ExponentialLR``)."""
-    from torch.optim import lr_scheduler as lrs
-
-    if isinstance(scheduler, lrs.ExponentialLR):
-        return factor <= 0.5
-    return factor <= float(scheduler.gamma) ** 2
-
-
-def _describe(scheduler: Any) -> str:
-    from torch.optim import lr_scheduler as lrs
-
-    name = type(scheduler).__name__
-    if isinstance(scheduler, lrs.StepLR):
-        return f"{name}(step_size={scheduler.step_size}, gamma={scheduler.gamma:g})"
-    if isinstance(scheduler, lrs.MultiStepLR):
-        return f"{name}(milestones={sorted(scheduler.milestones)}, gamma={scheduler.gamma:g})"
-    return f"{name}(gamma={scheduler.gamma:g})"
-
-
-def _num(x: float) -> str:
-    return f"{x:.3g}"
-
-
-def _scaler_skipped(optimizer: Any) -> bool:
-    """A live, enabled ``GradScaler`` that has skipped (or stepped) ``optimizer``."""
-    try:
-        from torch.amp import GradScaler
-    except ImportError:  # very old torch
-        return False
-    for obj in live_objects(lambda o: GradScaler in type(o).__mro__):
-        if not obj.is_enabled():
-            continue
-        if getattr(obj, "_scale", None) is None:
-            continue  # never used
-        state = obj._per_optimizer_states.get(id(optimizer))
-        if state and getattr(state.get("stage"), "name", "") == "STEPPED":
-            return True
-        if obj.get_scale() < obj._init_scale:  # it backed off: a step was skipped
-            return True
-    return False

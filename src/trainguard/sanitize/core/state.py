@@ -184,10 +184,10 @@ class State:
         # watched: (count, start method, the user's line)
         self.children: list[tuple[int, str, Location | None]] = []
         self.loader_id = 0  # id() of the DataLoader whose __iter__ ran last (0: none seen)
-        # the latest DataLoader passes: (pass number, weak reference to the iterator its __iter__
-        # returned, len(loader) or None, whether that DataLoader had a pass before); the
-        # iterator's ``_num_yielded`` counts its batches
-        self.loader_passes: deque[tuple[int, Any, int | None, bool]] = deque(maxlen=16)
+        # the latest DataLoader passes (core/passes.py: LoaderPass, its batches and its end)
+        self.loader_passes: deque[Any] = deque(maxlen=16)
+        # called with each LoaderPass when it ends (from a weakref callback: note, do not report)
+        self.pass_listeners: list[Any] = []
         # a weak reference to the Made of each stamped outermost output made outside a backward,
         # settled steps included; TG201 reads and trims it
         self.stamps: list[Any] = []

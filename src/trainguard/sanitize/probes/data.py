@@ -15,6 +15,7 @@ import os
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from trainguard.sanitize.core.passes import LoaderPass
 from trainguard.sanitize.probes.patch import Undo
 from trainguard.sanitize.probes.patch import patch as _patch
 
@@ -48,8 +49,9 @@ def _sampler_iter(bus: "Bus", undo: list[Undo]) -> None:
 
 def _loader_iter(w: "Bus", undo: list[Undo]) -> None:
     """Wrap ``DataLoader.__iter__``: one ``on_loader_iter`` event per pass over a DataLoader, and
-    the pass's iterator noted in ``State.loader_passes`` (its ``_num_yielded`` counts the batches
-    it has given, with no per-batch hook)."""
+    the pass noted in ``State.loader_passes`` (a :class:`LoaderPass`: its iterator's
+    ``_num_yielded`` counts the batches it has given, with no per-batch hook; the latest pass of a
+    DataLoader ends before the event of its next one)."""
     import torch
     from torch.utils.data import DataLoader
 
@@ -57,13 +59,23 @@ def _loader_iter(w: "Bus", undo: list[Undo]) -> None:
     pid = os.getpid()
 
     passes = [0]
-    iterated: "weakref.WeakSet[Any]" = weakref.WeakSet()  # DataLoaders with a pass so far
+    # DataLoader -> (its passes so far, its latest pass)
+    per_loader: "weakref.WeakKeyDictionary[Any, tuple[int, LoaderPass]]" = \
+        weakref.WeakKeyDictionary()
+    steps = lambda: w.state.step  # noqa: E731
 
     def make(original: Any) -> Any:
         def __iter__(self: Any) -> Any:
             watched = not is_compiling() and os.getpid() == pid
+            count = 0
             if watched:
                 w.state.loader_id = id(self)  # part of a model call's cadence key
+                try:
+                    count, latest = per_loader.get(self, (0, None))
+                    if latest is not None:
+                        latest.end()  # (before persistent workers reset a reused iterator)
+                except Exception as exc:
+                    w.hook_failed("DataLoader.__iter__", exc)
                 w.emit("on_loader_iter", self)
             iterator = original(self)
             if watched:
@@ -73,10 +85,11 @@ def _loader_iter(w: "Bus", undo: list[Undo]) -> None:
                         length: int | None = len(self)
                     except TypeError:  # an IterableDataset without __len__
                         length = None
-                    again = self in iterated  # a DataLoader iterated once more: per epoch
-                    iterated.add(self)
-                    w.state.loader_passes.append((passes[0], weakref.ref(iterator), length, again))
-                except Exception as exc:  # (an iterator without weak references)
+                    noted = LoaderPass(passes[0], self, length, count + 1, iterator, steps,
+                                       w.state.pass_listeners)
+                    per_loader[self] = (count + 1, noted)
+                    w.state.loader_passes.append(noted)
+                except Exception as exc:  # (an iterator without weak references or attributes)
                     w.hook_failed("DataLoader.__iter__", exc)
             return iterator
         return __iter__
