@@ -168,7 +168,7 @@ def _check_scheduler(args: Any, scheduler: Any, loader: Any, watcher: Any, where
 
     from torch.optim import lr_scheduler as lrs
 
-    from trainguard.sanitize.checks.tg305_scheduler_before_optimizer import _period
+    from trainguard.sanitize.core.schedules import period as _period
 
     epoch_types = (lrs.StepLR, lrs.MultiStepLR, lrs.ExponentialLR)
     if not isinstance(scheduler, epoch_types) or where is None:

@@ -176,7 +176,7 @@ def _check_schedulers(trainer: Any, pl_module: Any, watcher: Any) -> None:
 
     from torch.optim import lr_scheduler as lrs
 
-    from trainguard.sanitize.checks.tg305_scheduler_before_optimizer import _period
+    from trainguard.sanitize.core.schedules import period as _period
 
     batches = trainer.num_training_batches
     if not isinstance(batches, int) or batches <= 0:
