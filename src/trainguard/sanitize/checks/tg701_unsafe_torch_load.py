@@ -37,6 +37,7 @@ import ast
 import os
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from trainguard.sanitize.core.bounds import parse_file
@@ -124,12 +125,7 @@ def _saved_by_program(path: str, strings: set[str] | None) -> bool:
     main = getattr(sys.modules.get("__main__"), "__file__", None)
     files = [path] + ([main] if main and main != path else [])
     for name in files:
-        tree = parse_file(name)
-        for node in ast.walk(tree) if tree is not None else ():
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr == "save" and isinstance(node.func.value, ast.Name)
-                    and node.func.value.id == "torch" and node.args):
-                continue
+        for node in _torch_saves(name):
             saved = node.args[0]
             if not isinstance(saved, ast.Dict) or strings is None:
                 return True
@@ -157,13 +153,20 @@ def _written_by_sibling(calling: str, loaded: str) -> bool:
         other = os.path.join(folder, name)
         if os.path.abspath(other) == os.path.abspath(calling):
             continue
-        tree = parse_file(other)
-        for node in ast.walk(tree) if tree is not None else ():
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr == "save" and isinstance(node.func.value, ast.Name)
-                    and node.func.value.id == "torch" and len(node.args) >= 2
+        for node in _torch_saves(other):
+            if (len(node.args) >= 2
                     and any(isinstance(c, ast.Constant) and isinstance(c.value, str)
                             and os.path.basename(c.value) == base
                             for c in ast.walk(node.args[1]))):
                 return True
     return False
+
+
+def _torch_saves(path: str) -> Iterator[ast.Call]:
+    """The ``torch.save(obj, ...)`` calls in the file ``path`` (none when it cannot be parsed)."""
+    tree = parse_file(path)
+    for node in ast.walk(tree) if tree is not None else ():
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "save" and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "torch" and node.args):
+            yield node
