@@ -1,5 +1,5 @@
-"""TG102 is reported where the training code called into the ``eval()`` still in effect (the
-line after which ``model.train()`` belongs), and a module put back in train mode is forgotten (pytorch/tutorials#1624: ``model.train()`` once before the epochs,
+"""TG102 is reported at the ``eval()`` still in effect, naming the training code's call that ran
+it, and a module put back in train mode is forgotten (pytorch/tutorials#1624: ``model.train()`` once before the epochs,
 ``model.eval()`` inside them)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from sanitize_helpers import CASES, run_in_process
 from trainguard.sanitize.watcher import Watcher
 
 
-def test_the_finding_is_at_the_call_that_ran_the_eval_and_names_it_and_the_forward():
+def test_the_finding_is_at_the_eval_and_names_the_call_that_ran_it_and_the_forward():
     script = CASES / "tg102_train_once_eval_inside" / "buggy.py"
     lines = script.read_text().splitlines()
     eval_line = next(n for n, text in enumerate(lines, start=1) if "net.eval()" in text)
@@ -21,8 +21,8 @@ def test_the_finding_is_at_the_call_that_ran_the_eval_and_names_it_and_the_forwa
     watcher, status, _ = run_in_process(script)
     assert status == 0
     [finding] = [f for f in watcher.findings if f.code == "TG102"]
-    assert finding.line == test_line
-    assert f"ran the eval() at buggy.py:{eval_line}" in finding.message, finding.message
+    assert finding.line == eval_line
+    assert f"reached from buggy.py:{test_line}, in the training code" in finding.message
     assert f"the training forward at buggy.py:{forward_line}" in finding.message, finding.message
     assert f"the last model.train() at buggy.py:{train_line} ran before it" in finding.message
 

@@ -8,15 +8,15 @@ When it fires: a backward reaches that output and then an optimizer step updates
 that model: a training step taken in evaluation mode (typically ``model.train()`` once before the
 epoch loop and ``model.eval()`` inside it, so every epoch after the first trains in eval mode).
 BatchNorm then neither learns batch statistics nor normalises with them, and Dropout does not
-regularise. Reported at the cause, found from the ``eval()`` call still in effect (on the model, a
-module holding it, or one of its submodules; the watcher notes where user code last put each module
-in eval mode and back in training mode, and this check the user's stack at each ``eval()``): the
-line, in the deepest frame that ``eval()`` and the training step share, that led to the ``eval()``
-(``validate(model)`` in the training loop, after which ``model.train()`` belongs; see
-:mod:`..core.callstack`), or the ``eval()`` itself when both share one frame. The message names the
-``eval()``, the training forward and the latest ``train()`` call, which ran before it. Without such
-a call (``model.training = False`` set by hand, or a library's ``eval()``), at the line that called
-the model.
+regularise. Reported at the cause, the ``eval()`` call still in effect (on the model, a module
+holding it, or one of its submodules; the watcher notes where user code last put each module in
+eval mode and back in training mode): its line in the innermost user frame, wherever it sits (a
+validation helper, a callback's ``on_epoch_end``, a ``select_best(model)``; the user's line that
+called a library which made it). The message names the training forward, the latest ``train()``
+call, which ran before it, and, when the ``eval()`` ran in a function the training code called,
+that call (the line, in the deepest frame both share, that led to the ``eval()``; see
+:mod:`..core.callstack`). Without such a call (``model.training = False`` set by hand), at the line
+that called the model.
 
 Silent on: BatchNorm frozen on purpose (``model.train()`` then ``bn.eval()``: the model itself is in
 training mode); models without Dropout/BatchNorm; eval-mode forwards with backward but no step on
@@ -139,31 +139,25 @@ class TrainInEvalMode(Check):
         trained = self.train_at.get(id(model))
         before = (f"; the last model.train() at {short_location(trained[1])} ran before it"
                   if trained is not None and trained[0]() is model and trained[1] else "")
-        # The cause: where the training code's frame called into the code that made the eval()
-        # (``validate(model)`` in the training loop; the eval() itself when both share a frame)
-        cause = None
+        # The cause is the eval() itself, in the user's innermost frame (a validation helper's,
+        # a callback's); the line in the training code that called into it goes in the message
+        called = None
         stacked = self.eval_stacks.get(module_id)
         if stacked is not None and stacked[0]() is not None:
-            cause = cause_line(stacked[1], user_stack())
-        if cause is None or cause[:2] == set_at[:2]:
-            self.report(
-                f"this eval() left {name} in eval mode (model.training=False; {frozen} in eval "
-                f"mode) for {forward}{before}: a backward reached that forward's output and "
-                f"{type(optimizer).__name__}.step() updated its parameters, so BatchNorm learns "
-                "no batch statistics and Dropout does not regularise",
-                fix="call model.train() at the start of every training epoch (after any "
-                    "model.eval() for validation), or restore the mode after this eval()",
-                where=set_at)
-            return
+            called = cause_line(stacked[1], user_stack())
+        via = (f" (reached from {short_location(called)}, in the training code, which does not "
+               "restore training mode after it)" if called is not None
+               and called[:2] != set_at[:2] else "")
         self.report(
-            f"this call ran the eval() at {short_location(set_at)}, which left {name} in eval "
-            f"mode (model.training=False; {frozen} in eval mode), and nothing put it back in "
-            f"training mode before {forward}{before}: a backward reached that forward's output "
-            f"and {type(optimizer).__name__}.step() updated its parameters, so BatchNorm learns "
-            "no batch statistics and Dropout does not regularise",
-            fix="call model.train() after this call (or at the end of the code that called "
-                "eval()), before training resumes",
-            where=cause)
+            f"this eval() left {name} in eval mode (model.training=False; {frozen} in eval "
+            f"mode){via}, and nothing put it back in training mode before {forward}{before}: a "
+            f"backward reached that forward's output and {type(optimizer).__name__}.step() "
+            "updated its parameters, so BatchNorm learns no batch statistics and Dropout does "
+            "not regularise",
+            fix="restore the mode after this eval() (model.train() at the end of the code that "
+                "called it, or after the call that ran it), or call model.train() at the start "
+                "of every training epoch",
+            where=set_at)
 
 
 def _eval_in_effect(eval_at: dict, model: Any) -> tuple[int, Any] | None:

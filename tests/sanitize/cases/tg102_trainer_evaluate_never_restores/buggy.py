@@ -27,7 +27,7 @@ class Trainer:
         self.criterion = nn.CrossEntropyLoss()
 
     def evaluate(self) -> float:
-        self.model.eval()
+        self.model.eval()  # expect: TG102
         tokens, tags = self.val_data
         with torch.no_grad():
             pred = self.model(tokens).argmax(-1)
@@ -42,7 +42,7 @@ class Trainer:
                 loss = self.criterion(scores.reshape(-1, scores.shape[-1]), tags.reshape(-1))
                 loss.backward()
                 self.optimizer.step()
-            print(epoch, self.evaluate())  # expect: TG102
+            print(epoch, self.evaluate())
 
 
 torch.manual_seed(0)
