@@ -57,6 +57,11 @@ When it fires:
   within the first epochs. Judged over whole passes or ``train()`` intervals as above: it counts
   when the scheduler stepped per batch in one, its patience is below that epoch's calls, and the
   rate was cut during it.
+- a schedule of finite length given in epochs and stepped per batch: ``CosineAnnealingLR``
+  (``T_max``), ``PolynomialLR`` and a decaying ``LinearLR`` (``total_iters``). Judged over whole
+  passes or ``train()`` intervals as above: it counts when the scheduler stepped per batch in one
+  and, by its end, had stepped twice its length or more: its whole decay ran in the first
+  ``T_max`` batches, and the rate then climbs back and oscillates (a cosine) or sits at its floor.
 Every per-batch finding is at the scheduler's ``step()`` line (the latest seen), with the symptom
 (the rate cut N times in epoch E) in the message.
 
@@ -73,7 +78,9 @@ optimizer, means a skip.
 Silent on schedules written in iterations and stepped per batch: a period over 200 steps
 (``step_size=30 * len(loader)``, milestones in the thousands, ``ExponentialLR`` with a gamma near
 1), a period of at least half an epoch (``len(dataset) // batch_size``, a period in optimizer steps
-with gradient accumulation), ``CosineAnnealingLR``, ``LambdaLR`` and ``LinearLR`` warm-ups
+with gradient accumulation), ``CosineAnnealingLR``/``PolynomialLR``/``LinearLR`` whose length
+covers the steps taken (``T_max=epochs * len(loader)``), ``CosineAnnealingWarmRestarts``
+(restarts are its design), ``LambdaLR`` and ``LinearLR`` warm-ups
 (torchvision's detection reference steps a warm-up per iteration in the first epoch, then a
 ``MultiStepLR`` per epoch); validation passes read inside the batch loop, whole or in part; an
 iterator kept across epochs and read a batch or two per epoch (a monitoring batch, a
@@ -98,7 +105,8 @@ https://github.com/ivadomed/ivadomed/pull/55 and https://github.com/pytorch/tuto
 epoch milestones per iteration: https://github.com/facebookresearch/detectron2/issues/2058;
 plateau per batch: https://github.com/IntelLabs/distiller/issues/161,
 https://github.com/Lightning-AI/pytorch-lightning/issues/1156 (``torch.optim.ReduceLROnPlateau``:
-"patience: the number of allowed epochs with no improvement").
+"patience: the number of allowed epochs with no improvement"); cosine length in epochs per batch:
+https://github.com/ivadomed/ivadomed/issues/57, https://github.com/konstmish/prodigy/issues/4.
 """
 
 from __future__ import annotations
@@ -122,6 +130,8 @@ class SchedulerBeforeOptimizer(Check):
         self.epoch_types = (lrs.StepLR, lrs.MultiStepLR, lrs.ExponentialLR)
         self.wrappers = (lrs.SequentialLR, lrs.ChainedScheduler)
         self.plateau = lrs.ReduceLROnPlateau
+        # schedules of finite length (T_max, total_iters), judged over whole passes only
+        self.course_types = (lrs.CosineAnnealingLR, lrs.PolynomialLR, lrs.LinearLR)
         # epoch schedulers -> what their latest and their first checked step saw
         self.latest: "weakref.WeakKeyDictionary[Any, pace.Seen]" = weakref.WeakKeyDictionary()
         self.first: "weakref.WeakKeyDictionary[Any, pace.Seen]" = weakref.WeakKeyDictionary()
@@ -203,16 +213,12 @@ class SchedulerBeforeOptimizer(Check):
                 self._judge_pass(noted, scheduler, start, end)
 
     def on_scheduler_step(self, scheduler: Any) -> None:
-        if isinstance(scheduler, self.epoch_types) and scheduler not in self.reported:
-            self._track(scheduler)
-            self._per_batch(scheduler)
-        elif isinstance(scheduler, self.plateau) and scheduler not in self.reported:
-            self._track(scheduler)
-        elif isinstance(scheduler, self.wrappers):  # the steps it gives its children are no events
+        if isinstance(scheduler, self.wrappers):  # the steps it gives its children are no events
             for child in getattr(scheduler, "_schedulers", ()):
-                if isinstance(child, self.epoch_types) and child not in self.reported:
-                    self._track(child)
-                    self._per_batch(child)
+                if not isinstance(child, self.plateau):
+                    self._follow(child)
+        else:
+            self._follow(scheduler)
         if scheduler in self.checked:
             return
         self.checked.add(scheduler)
@@ -234,6 +240,17 @@ class SchedulerBeforeOptimizer(Check):
         if finding is not None and where is not None:
             self.order[scheduler] = (finding, where)
 
+    def _follow(self, scheduler: Any) -> None:
+        """Note a per-epoch, plateau or finite-length scheduler's step (judged per pass)."""
+        if scheduler in self.reported:
+            return
+        if isinstance(scheduler, self.epoch_types):
+            self._track(scheduler)
+            self._per_batch(scheduler)
+        elif isinstance(scheduler, self.plateau) or (
+                isinstance(scheduler, self.course_types) and pace.length(scheduler) is not None):
+            self._track(scheduler)
+
     def _per_batch(self, scheduler: Any) -> None:
         """Report an epoch schedule stepped per batch (before this ``step()`` runs)."""
         period = pace.period(scheduler)
@@ -245,7 +262,8 @@ class SchedulerBeforeOptimizer(Check):
         ratio = pace.ratio(scheduler)
         seen = ""
         if earlier is not None:
-            seen = self._against_loader(scheduler, period, earlier, now, ratio)
+            seen = pace.against_loader(scheduler, period, earlier, now, ratio,
+                                         self.fed.setdefault(scheduler, [0, 0]))
         if not seen:
             # no DataLoader pass to compare with (batches sliced by hand, a loader without a
             # length): stepped at every optimizer step since first seen, and the rate collapsed
@@ -350,51 +368,13 @@ class SchedulerBeforeOptimizer(Check):
             if message:
                 self._found(scheduler, message, pace.PLATEAU_FIX, where)
             return
+        if isinstance(scheduler, self.course_types):
+            message = pace.course_verdict(scheduler, stepped, per_pass, unit, epoch,
+                                          end.last_epoch, what=what)
+            if message:
+                self._found(scheduler, message, pace.COURSE_FIX, where)
+            return
         seen = pace.epoch_verdict(scheduler, cut, stepped, per_pass, unit, epoch, whole=whole,
                                   again=again, what=what)
         if seen:
             self._per_batch_found(scheduler, seen, pace.ratio(scheduler), where)
-
-    def _against_loader(self, scheduler: Any, period: float, earlier: "pace.Seen", now: "pace.Seen",
-                        ratio: float) -> str:
-        """What shows the scheduler stepped per batch of a DataLoader pass, or ""."""
-        stepped, optimizer_steps = now.steps - earlier.steps, now.done - earlier.done
-        if stepped < 1:
-            return ""
-        # the training pass: one running at both steps (not restarted since) that gave at least a
-        # batch per scheduler step in between; of several (zip() of two loaders), the shortest
-        fed = [(length, given - earlier.passes[n][0], again)
-               for n, (given, length, again) in now.passes.items()
-               if n in earlier.passes and given - earlier.passes[n][0] >= stepped]
-        if not fed:
-            return ""
-        length, batches, again = min(fed)
-        # per batch: with every optimizer step, or (a GAN's two optimizers) with every batch; an
-        # "epoch" of a few batches, drawn from one long pass or beside a long-lived stream, steps
-        # far less often than either
-        if stepped < optimizer_steps and stepped < batches:
-            return ""
-        # scheduler steps per epoch: fewer than batches with gradient accumulation, counted over
-        # every checked step so far (an epoch's last, short accumulation is one batch per step)
-        total = self.fed.setdefault(scheduler, [0, 0])
-        total[0] += stepped
-        total[1] += batches
-        per_pass = length * total[0] / total[1]
-        factor = pace.per_pass_factor(scheduler, per_pass)
-        if length < 2 or per_pass < 2:
-            return ""
-        # A DataLoader iterated once more is iterated per epoch: what one pass would do is enough.
-        # A first pass may be an iterator kept across epochs and read a batch at a time (a
-        # monitoring batch per epoch, a domain-adaptation target stream): the rate must already be
-        # 1000x down. Either way one cut per epoch counts only with the rate that far down and a
-        # period clearly under the epoch (step_size=len(loader) per batch is per epoch).
-        decayed = ratio <= pace.DECAYED * (1 + 1e-6)  # (0.1 ** 3 is a little over 1e-3)
-        too_fast = pace.too_fast(scheduler, factor)
-        if not (too_fast and (again or decayed)) and not (decayed and period <= 0.8 * per_pass):
-            return ""
-        unit = "batches" if total[0] == total[1] else "optimizer steps"
-        seen = (f"it steps about {per_pass:.0f} times per pass over a DataLoader of {length} "
-                f"batches, so {pace.pace(scheduler, unit)}")
-        if too_fast:
-            seen += f": one epoch multiplies the rate by {pace.num(factor)}"
-        return seen

@@ -1,5 +1,7 @@
 """LR-schedule arithmetic for TG305: how fast ``StepLR``, ``MultiStepLR``, ``ExponentialLR`` and
-``ReduceLROnPlateau`` cut the rate, what a number of their steps does to it, and how to say so.
+``ReduceLROnPlateau`` cut the rate, what a number of their steps does to it, and how to say so;
+how long ``CosineAnnealingLR``, ``PolynomialLR`` and a decaying ``LinearLR`` take to run their
+course (``T_max``, ``total_iters``).
 
 Schedules follow ``torch.optim.lr_scheduler`` (https://pytorch.org/docs/stable/optim.html): a
 ``StepLR`` multiplies the rate by ``gamma`` every ``step_size`` steps, a ``MultiStepLR`` at each
@@ -234,3 +236,98 @@ class Seen:
         self.passes = passes  # DataLoader passes alive: {number: (batches given, len, again)}
         self.steps = steps  # the scheduler's last_epoch
         self.done = done  # optimizer steps completed
+
+
+def length(scheduler: Any) -> int | None:
+    """The steps a schedule of finite length takes to run its course, when it decays the rate
+    over them (``CosineAnnealingLR``'s ``T_max``, ``PolynomialLR``'s ``total_iters``, a
+    ``LinearLR`` whose ``end_factor`` is below its ``start_factor``); None for the others (a
+    ``LinearLR`` warm-up, which holds its last value by design)."""
+    from torch.optim import lr_scheduler as lrs
+
+    if isinstance(scheduler, lrs.CosineAnnealingLR):
+        found = scheduler.T_max
+    elif isinstance(scheduler, lrs.PolynomialLR):
+        found = scheduler.total_iters
+    elif isinstance(scheduler, lrs.LinearLR) and scheduler.end_factor < scheduler.start_factor:
+        found = scheduler.total_iters
+    else:
+        return None
+    return int(found) if found and found > 0 else None
+
+
+def course_verdict(scheduler: Any, stepped: int, per_pass: float, unit: str, epoch: int,
+                   last_epoch: int, *, what: str) -> str:
+    """The evidence that ``scheduler``, a schedule of finite length (:func:`length`) seen stepping
+    per batch ``stepped`` times over epoch ``epoch`` (``what``; ``per_pass`` steps in a whole
+    epoch), was given its length in epochs: by the end of that epoch it had stepped
+    (``last_epoch``) twice its length or more, so its whole decay ran in the first ``length``
+    batches and training went on past it (a cosine rises back to the initial rate at twice its
+    length; the others sit at their floor); else ""."""
+    steps = length(scheduler)
+    if steps is None or per_pass < 2 or last_epoch < 2 * steps:
+        return ""
+    from torch.optim import lr_scheduler as lrs
+
+    name = type(scheduler).__name__
+    if isinstance(scheduler, lrs.CosineAnnealingLR):
+        given, after = (f"{name}(T_max={steps})",
+                        "then the rate climbs back towards its initial value and oscillates with "
+                        f"a period of {2 * steps} {unit}")
+    else:
+        given, after = (f"{name}(total_iters={steps})",
+                        "then the rate sits at its floor for the rest of training")
+    return (f"{given} is a schedule of {steps} steps stepped per batch: it stepped {stepped} times "
+            f"during epoch {epoch} ({what}; {last_epoch} steps so far), so its whole decay ran "
+            f"in the first {steps} {unit}, as if its length were given in epochs; {after}")
+
+
+COURSE_FIX = ("give the schedule's length in batches (T_max or total_iters = epochs * "
+              "len(loader)) when stepping it per batch, or call scheduler.step() once per epoch, "
+              "after the batch loop")
+
+
+def against_loader(scheduler: Any, period: float, earlier: Seen, now: Seen,
+                    ratio: float, total: list[int]) -> str:
+    """What shows ``scheduler`` (of first cut after ``period`` steps, its rate at ``ratio`` of
+    the initial one) stepped per batch of a DataLoader pass between two checked steps
+    (``earlier``, ``now``), or ""; ``total`` sums [scheduler steps, batches] over them."""
+    stepped, optimizer_steps = now.steps - earlier.steps, now.done - earlier.done
+    if stepped < 1:
+        return ""
+    # the training pass: one running at both steps (not restarted since) that gave at least a
+    # batch per scheduler step in between; of several (zip() of two loaders), the shortest
+    fed = [(length, given - earlier.passes[n][0], again)
+           for n, (given, length, again) in now.passes.items()
+           if n in earlier.passes and given - earlier.passes[n][0] >= stepped]
+    if not fed:
+        return ""
+    length, batches, again = min(fed)
+    # per batch: with every optimizer step, or (a GAN's two optimizers) with every batch; an
+    # "epoch" of a few batches, drawn from one long pass or beside a long-lived stream, steps
+    # far less often than either
+    if stepped < optimizer_steps and stepped < batches:
+        return ""
+    # scheduler steps per epoch: fewer than batches with gradient accumulation, counted over
+    # every checked step so far (an epoch's last, short accumulation is one batch per step)
+    total[0] += stepped
+    total[1] += batches
+    per_pass = length * total[0] / total[1]
+    factor = per_pass_factor(scheduler, per_pass)
+    if length < 2 or per_pass < 2:
+        return ""
+    # A DataLoader iterated once more is iterated per epoch: what one pass would do is enough.
+    # A first pass may be an iterator kept across epochs and read a batch at a time (a
+    # monitoring batch per epoch, a domain-adaptation target stream): the rate must already be
+    # 1000x down. Either way one cut per epoch counts only with the rate that far down and a
+    # period clearly under the epoch (step_size=len(loader) per batch is per epoch).
+    decayed = ratio <= DECAYED * (1 + 1e-6)  # (0.1 ** 3 is a little over 1e-3)
+    fast = too_fast(scheduler, factor)
+    if not (fast and (again or decayed)) and not (decayed and period <= 0.8 * per_pass):
+        return ""
+    unit = "batches" if total[0] == total[1] else "optimizer steps"
+    seen = (f"it steps about {per_pass:.0f} times per pass over a DataLoader of {length} "
+            f"batches, so {pace(scheduler, unit)}")
+    if fast:
+        seen += f": one epoch multiplies the rate by {num(factor)}"
+    return seen
