@@ -27,6 +27,7 @@ def _global_state():
         len(module_mod._global_forward_hooks), len(module_mod._global_forward_pre_hooks),
         len(optim_mod._global_optimizer_pre_hooks), len(optim_mod._global_optimizer_post_hooks),
         nn.Module.__call__, torch.autograd.backward, torch.save, torch.load, F.cross_entropy, F.dropout,
+        F.scaled_dot_product_attention, torch.dropout, torch.alpha_dropout,
         torch.optim.Optimizer.zero_grad, nn.Module.zero_grad, nn.Module.train, warnings.showwarning,
     )
 

@@ -1,28 +1,51 @@
-"""TG105 functional-dropout-ignores-mode: ``F.dropout`` inside ``forward`` keeps dropping in eval.
+"""TG105 functional-dropout-ignores-mode: functional dropout inside ``forward`` keeps dropping in
+eval mode.
 
-What it watches: calls of ``F.dropout``, ``F.dropout1d/2d/3d``, ``F.alpha_dropout`` and
-``F.feature_alpha_dropout`` (narrow wrappers; nothing else is intercepted). ``nn.Dropout`` passes
-``training=self.training`` itself and costs one argument check.
+What it watches: calls of ``F.dropout``, ``F.dropout1d/2d/3d``, ``F.alpha_dropout``,
+``F.feature_alpha_dropout``, ``torch.dropout`` (and ``torch.feature_dropout``,
+``torch.alpha_dropout``, ``torch.feature_alpha_dropout``) and ``F.scaled_dot_product_attention``
+(narrow wrappers; nothing else is intercepted). ``nn.Dropout`` passes ``training=self.training``
+itself and costs one argument check; ``nn.MultiheadAttention`` passes ``dropout_p=0`` in eval mode.
 
-When it fires: the call leaves ``training`` at its default (True), ``p > 0``, and the module whose
-``forward`` makes the call is in eval mode: dropout stays on after ``model.eval()``, so evaluation
-is random. Reported at the ``F.dropout`` line.
+When it fires: the module whose ``forward`` (or a method or helper it calls, 4 frames at most)
+makes the call is in eval mode, the probability is above 0, and dropout is on whatever the mode:
 
-Silent on: ``F.dropout(x, p, training=self.training)``; an explicit ``training=True`` (Monte Carlo
-dropout on purpose); calls in training mode; calls outside any module (the mode is unknown).
+- ``F.dropout`` and its siblings with ``training`` left at its default (True), or given by
+  position as the literal ``True`` (an argument list copied with its default; read from the
+  call's source once per call site);
+- ``torch.dropout(x, p, True)`` and its siblings, whose ``train`` flag is required, given as the
+  literal ``True`` (by position or by name);
+- ``F.scaled_dot_product_attention(q, k, v, dropout_p=p)`` with ``p > 0``: it applies dropout to
+  the attention weights whatever the module's mode (pytorch/pytorch#124464); the module must pass
+  ``dropout_p=self.p if self.training else 0.0``.
 
-Cost: per checked ``F.dropout`` call in eval mode, 4 frames looked at for the calling module.
+Dropout stays on after ``model.eval()``, so evaluation is random. Reported at the call's line.
+
+Silent on: ``training=self.training`` (any flag that follows the mode: False in eval mode); an
+explicit ``training=True`` by name on ``F.dropout`` (a stated choice: Tacotron 2's pre-net keeps
+dropout on at inference; Monte Carlo dropout); ``p == 0``; calls in training mode (MC dropout
+with the model kept in training mode); calls outside any module (the mode is unknown).
+
+Cost: per checked call in eval mode with ``p > 0``, 4 frames looked at for the calling module;
+for a positional or required ``True`` flag, one parse of the caller's file per call site
+(``bounds.parse_file``: cached).
 
 Reference: ``torch.nn.functional.dropout`` docs ("training: apply dropout if True. Default: True")
 (https://pytorch.org/docs/stable/generated/torch.nn.functional.dropout.html); GitHub
-pytorch/pytorch#26338 ("Behavior of F.dropout in eval mode") and Coderx7/SimpleNet#2.
+pytorch/pytorch#26338 ("Behavior of F.dropout in eval mode"), Coderx7/SimpleNet#2, and
+pytorch/pytorch#124464 (``scaled_dot_product_attention`` applies dropout in eval mode).
 """
 
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.frames import frame_location, is_user_code
+from trainguard.sanitize.core.source import SourceFile
+
+_SDPA = "scaled_dot_product_attention"
 
 
 def _calling_module(frame: Any, *, depth: int = 4) -> Any:
@@ -38,19 +61,93 @@ def _calling_module(frame: Any, *, depth: int = 4) -> Any:
     return None
 
 
+def _literal_true(frame: Any, index: int, keyword: str) -> bool:
+    """Whether the call the user's ``frame`` is making passes the literal ``True`` as its
+    ``index``-th positional argument or as ``keyword`` (by its source)."""
+    if frame is None or not is_user_code(frame.f_code):
+        return False
+    path, line, col = frame_location(frame)
+    file = SourceFile.load(path)
+    node = file.call_at(line, col - 1) if file is not None else None
+    if node is None:
+        return False
+    given = node.args[index] if len(node.args) > index else next(
+        (k.value for k in node.keywords if k.arg == keyword), None)
+    return isinstance(given, ast.Constant) and given.value is True
+
+
 class FunctionalDropoutIgnoresMode(Check):
     code = "TG105"
 
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
+        self.literal: dict[tuple, bool] = {}  # (code, instruction) -> the flag is a literal True
+
     def on_functional(self, name: str, args: tuple, kwargs: dict) -> None:
-        if len(args) >= 3 or "training" in kwargs or not self.state.modules:
+        if not self.state.modules:
             return
-        p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
-        module = _calling_module(self.state.functional_caller)
-        if module is None or module.training or not p:
+        if name == _SDPA:
+            p = args[4] if len(args) > 4 else kwargs.get("dropout_p", 0.0)
+            module = self._eval_module(p)
+            if module is not None:
+                self._report_attention(module, p)
             return
+        if name.startswith("torch."):
+            flag = args[2] if len(args) > 2 else kwargs.get("train")
+            p = args[1] if len(args) > 1 else kwargs.get("p")
+            how = "passes the literal train=True"
+            positional = False
+        else:
+            if "training" in kwargs:
+                return  # stated: training=self.training, or training=True on purpose
+            flag = args[2] if len(args) > 2 else True
+            p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+            positional = len(args) > 2
+            how = ("passes training=True by position" if positional
+                   else "uses its default training=True")
+        if flag is not True:
+            return
+        module = self._eval_module(p)
+        if module is None:
+            return
+        if (name.startswith("torch.") or positional) and not self._is_literal(name):
+            return  # a flag computed at run time (an MC-dropout switch)
+        owner = type(module).__name__
+        call = name if name.startswith("torch.") else f"F.{name}"
+        flag = "train" if name.startswith("torch.") else "training"
         self.report(
-            f"F.{name}(..., p={p}) in {type(module).__name__}.forward uses its default "
-            f"training=True while {type(module).__name__} is in eval mode: dropout still drops "
-            "activations after model.eval()",
-            fix=f"pass training=self.training (F.{name}(x, p, training=self.training)) or use "
-                f"an nn.Dropout module")
+            f"{call}(..., p={p}) in {owner}.forward {how} while {owner} is in eval mode: "
+            "dropout still drops activations after model.eval()",
+            fix=f"pass {flag}=self.training ({call}(x, p, {flag}=self.training)) or use an "
+                "nn.Dropout module")
+
+    def _eval_module(self, p: Any) -> Any:
+        """The calling module when it is in eval mode and ``p`` is above 0, else None."""
+        try:
+            if not p or float(p) <= 0.0:
+                return None
+        except (TypeError, ValueError):
+            return None
+        module = _calling_module(self.state.functional_caller)
+        return None if module is None or module.training else module
+
+    def _is_literal(self, name: str) -> bool:
+        frame = self.state.functional_caller
+        key = (id(frame.f_code), frame.f_lasti) if frame is not None else None
+        known = self.literal.get(key)
+        if known is None:
+            index, keyword = (2, "train") if name.startswith("torch.") else (2, "training")
+            known = _literal_true(frame, index, keyword)
+            if len(self.literal) > 1024:
+                self.literal.clear()
+            self.literal[key] = known
+        return known
+
+    def _report_attention(self, module: Any, p: Any) -> None:
+        owner = type(module).__name__
+        self.report(
+            f"F.scaled_dot_product_attention(..., dropout_p={p}) in {owner}.forward applies "
+            f"attention dropout whatever the module's mode, and {owner} is in eval mode: the "
+            "attention weights are still dropped after model.eval(), so evaluation is random "
+            "(pytorch/pytorch#124464)",
+            fix="pass dropout_p=self.dropout_p if self.training else 0.0")

@@ -2,8 +2,9 @@
 
 - the losses in :data:`FUNCTIONAL_LOSSES` become ``on_loss`` events (a loss module's own call to
   its function is covered by the module's event, not repeated);
-- the dropout functions in :data:`FUNCTIONAL_WATCHED` become ``on_functional`` events; during
-  the event ``State.functional_caller`` is the frame that called the function.
+- the dropout functions in :data:`FUNCTIONAL_WATCHED` (and ``torch.dropout`` and its siblings in
+  :data:`TORCH_WATCHED`, named ``torch.dropout`` in the event) become ``on_functional`` events;
+  during the event ``State.functional_caller`` is the frame that called the function.
 
 Installed only when a check listens to those events. Each call also gives a cadence key.
 """
@@ -20,18 +21,24 @@ from trainguard.sanitize.probes.patch import Undo, compiling_flags, patch
 if TYPE_CHECKING:
     from trainguard.sanitize.core.bus import Bus
 
-__all__ = ["attach", "FUNCTIONAL_LOSSES", "FUNCTIONAL_WATCHED", "loss_sig"]
+__all__ = ["attach", "FUNCTIONAL_LOSSES", "FUNCTIONAL_WATCHED", "TORCH_WATCHED", "loss_sig"]
 
 FUNCTIONAL_WATCHED = (
     "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
+    "scaled_dot_product_attention",
 )
 """The ``torch.nn.functional`` functions (other than losses) whose calls are ``on_functional``
-events."""
+events (``nn.MultiheadAttention`` calls ``scaled_dot_product_attention`` itself, with
+``dropout_p=0`` in eval mode)."""
+TORCH_WATCHED = ("dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout")
+"""The ``torch`` functions whose calls are ``on_functional`` events, as ``torch.<name>`` (their
+``train`` flag is required; ``F.dropout`` does not call them)."""
 
 
 def attach(bus: "Bus") -> list[Undo]:
     """Wrap the functional losses (``on_loss``) and dropouts (``on_functional``) when a check
     listens to them; returns the undo actions."""
+    import torch
     import torch.nn.functional as F
     from torch.nn.modules.loss import _Loss
 
@@ -42,6 +49,10 @@ def attach(bus: "Bus") -> list[Undo]:
     if bus.handlers["on_functional"]:
         for name in FUNCTIONAL_WATCHED:
             patch(F, name, lambda orig, name=name: _functional(bus, name, orig), undo)
+        for name in TORCH_WATCHED:
+            if hasattr(torch, name):
+                patch(torch, name, lambda orig, name=name: _in_graph(
+                    _functional(bus, f"torch.{name}", orig), orig), undo)
     return undo
 
 
@@ -86,6 +97,17 @@ def _functional_loss(bus: "Bus", name: str, original: Any, loss_type: type) -> A
             bus.hook_failed(f"F.{name}", exc)
         return output
     return loss
+
+
+def _in_graph(wrapper: Any, original: Any) -> Any:
+    """``wrapper`` marked so that Dynamo sees ``original`` in its place. Dynamo knows the ``torch``
+    builtins by the objects its name table (``torch._dynamo.trace_rules``: ``"torch.dropout"``)
+    resolves to when it first compiles; resolved while the wrapper is in place, the builtin would
+    be unknown and break the graph. The table unwraps ``_torchdynamo_inline`` (set by
+    ``torch.compile``'s own wrappers), so the builtin stays in the graph and the wrapper, which
+    does nothing while compiling, is never traced."""
+    wrapper._torchdynamo_inline = original
+    return wrapper
 
 
 def _functional(bus: "Bus", name: str, original: Any) -> Any:
