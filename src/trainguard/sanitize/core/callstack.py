@@ -9,9 +9,10 @@ phases (a training loop with a validation call in it, ``fit()`` calling ``train_
 ``validate()``, a notebook's top level); the line that frame was executing toward the second
 stack is where the missing call belongs:
 
-- a validation whose helper put the model in eval mode and never restored it: the line in the
-  training loop that called the validation (``validate(model)``; ``model.train()`` goes after
-  it), or the ``eval()`` itself when training and validation share one frame;
+- a validation whose helper put the model in eval mode and never restored it (TG102 reports at
+  that ``eval()`` itself and names this line in its message): the line in the training loop
+  that called the validation (``validate(model)``), or the ``eval()`` when training and
+  validation share one frame;
 - an evaluation run in training mode: at a script's (or notebook's) top level, whose statements
   run once and in order, when training happened there too, the statement that started the
   evaluation (``index = build_index(model, docs)`` after the training cell; ``model.eval()`` goes
