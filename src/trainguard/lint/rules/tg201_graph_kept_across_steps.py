@@ -19,6 +19,7 @@ from trainguard.lint.astutil import dotted, walk_local
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.dataflow import (CUTS, _is_cut, carries_graph, graph_names, is_loss_call,
                                       last_assignment, numeric_only, scope_of)
+from trainguard.lint.events import events
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script, is_backward
@@ -229,7 +230,14 @@ def _self_reaches_backward(script: Script, node: ast.AST, acc: str) -> bool:
     (losses collected over micro-batches, then summed and backpropagated)."""
     func = script.enclosing_function(node)
     if func is not None:
-        for sub in walk_local(func):
+        # a reset counts when it runs at every iteration of the loop around the accumulation
+        # (``self.epoch_loss = 0.0`` before ``for x in loader: self.epoch_loss += loss`` does
+        # not: the sum keeps the graphs of the whole epoch)
+        loops = sorted((n for n in walk_local(func) if isinstance(n, (ast.For, ast.While)) and
+                        any(n2 is node for n2 in ast.walk(n))), key=lambda n: -n.lineno)
+        scope = next((lp for lp in loops if any(e.kind in ("backward", "step") for e in
+                                                events(script, lp.body))), func)
+        for sub in walk_local(scope):
             if isinstance(sub, ast.Assign) and sub.lineno < node.lineno and any(  # type: ignore
                     dotted(t) == acc for t in sub.targets):
                 return True  # rebuilt on every call: it does not outlive the iteration
