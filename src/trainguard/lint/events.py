@@ -104,6 +104,9 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
         return Event("unscale", None, call)
     if q.endswith(("clip_grad_norm_", "clip_grad_value_")) or f.attr == "clip_grad_norm_":
         return Event("clip", None, call)
+    if f.attr in ("train", "eval") and (len(call.args) > 1 or any(
+            k.arg != "mode" for k in call.keywords)):
+        return None  # not nn.Module.train(mode=True)/eval(): a trainer's own train(epochs=...)
     if f.attr in ("train", "eval") and recv and script.is_model(recv):
         if f.attr == "eval" or (call.args and is_false(call.args[0])):
             return Event("eval", recv, call)
@@ -130,6 +133,29 @@ def _grad_assign(stmt: ast.stmt) -> Kind | None:
     if isinstance(v, ast.Call) and (dotted(v.func) or "").endswith(("zeros_like", "zeros")):
         return "zero"
     return "setgrad"
+
+
+def _module_built(script: Script, stmt: ast.stmt, rename: dict[str, str]) -> str | None:
+    """``self.vae = VAE(n)``: a model bound to a newly built module, which starts in train
+    mode (``nn.Module.__init__`` sets ``training = True``) whatever mode the object it replaces
+    was left in. The model's key in the caller's terms, or None."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
+            isinstance(stmt.value, ast.Call)):
+        return None
+    name = dotted(stmt.value.func) or ""
+    cls = script.classes.get(name)
+    q = script.call_qualname(stmt.value) or ""
+    if not (cls is not None and any(isinstance(b, ast.FunctionDef) and b.name == "forward"
+                                    for b in cls.body) or
+            q.startswith(("torchvision.models.", "timm.create_model"))):
+        return None
+    k = script.key(stmt.targets[0])
+    if k is None or not script.is_model(k):
+        return None
+    head, _, rest = k.partition(".")
+    if head in rename:
+        return f"{rename[head]}.{rest}" if rest else rename[head]
+    return k
 
 
 def _calls_in_order(stmt: ast.AST) -> list[ast.Call]:
@@ -179,6 +205,9 @@ def _events(root: Script, script: Script, stmts: list[ast.stmt], rename: dict[st
         grad_kind = _grad_assign(stmt)
         if grad_kind is not None:
             out.append(Event(grad_kind, "*", stmt, via, foreign))
+        built = _module_built(script, stmt, rename)
+        if built is not None:
+            out.append(Event("train", built, stmt, via, foreign))
         for call in _calls_in_order(stmt):
             ev = _classify(script, call, rename)
             if ev is not None:

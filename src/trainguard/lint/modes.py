@@ -61,7 +61,9 @@ def _walk(script: Script, evs: list[Event]) -> tuple[Mode, str, int | None, bool
             f", in the call at {script.at(e.via.lineno)}" if e.via is not None
             else "")
         if e.kind == "train":
-            state, reason, decided = "train", f"{e.key}.train() at {where}", True
+            reason = f"{e.key} built at {where}" if isinstance(e.node, ast.Assign) else \
+                f"{e.key}.train() at {where}"
+            state, decided = "train", True
         elif e.kind == "eval":
             state, reason, decided = "eval", f"{e.key}.eval() at {where}", True
         elif e.kind == "mode?":

@@ -17,8 +17,9 @@ from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, walk_local
 from trainguard.lint.callgraph import bind_arguments
-from trainguard.lint.dataflow import (_is_cut, carries_graph, graph_names, is_loss_call,
+from trainguard.lint.dataflow import (CUTS, _is_cut, carries_graph, graph_names, is_loss_call,
                                       last_assignment, numeric_only, scope_of)
+from trainguard.lint.events import events
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script, is_backward
@@ -229,7 +230,14 @@ def _self_reaches_backward(script: Script, node: ast.AST, acc: str) -> bool:
     (losses collected over micro-batches, then summed and backpropagated)."""
     func = script.enclosing_function(node)
     if func is not None:
-        for sub in walk_local(func):
+        # a reset counts when it runs at every iteration of the loop around the accumulation
+        # (``self.epoch_loss = 0.0`` before ``for x in loader: self.epoch_loss += loss`` does
+        # not: the sum keeps the graphs of the whole epoch)
+        loops = sorted((n for n in walk_local(func) if isinstance(n, (ast.For, ast.While)) and
+                        any(n2 is node for n2 in ast.walk(n))), key=lambda n: -n.lineno)
+        scope = next((lp for lp in loops if any(e.kind in ("backward", "step") for e in
+                                                events(script, lp.body))), func)
+        for sub in walk_local(scope):
             if isinstance(sub, ast.Assign) and sub.lineno < node.lineno and any(  # type: ignore
                     dotted(t) == acc for t in sub.targets):
                 return True  # rebuilt on every call: it does not outlive the iteration
@@ -265,11 +273,20 @@ def _meter_update(script: Script, node: ast.AST, names: set[str]) -> Hit | None:
         for param, arg in bind_arguments(params, call).items():
             if not carries_graph(script, arg, names):
                 continue
-            kept = _kept_attr(func, param)
-            if kept is None:
+            found = _kept_attr(func, param)
+            if found is None:
                 continue
+            kept, keeper = found
             text = script.segment(arg) or "loss"
             owner = script.segment(call.func) or "update"
+            if target.script is script and _picks_from(keeper, param):
+                # The holder picks tensors out of what it is handed (``out["loss"]``): that
+                # line, not the caller, decides what is kept.
+                return Hit(keeper, f"{func.name}() keeps tensors taken from `{param}` in "
+                                   f"`{kept}` across iterations, and `{owner}({text}, ...)` at "
+                                   f"{script.at(call.lineno)} hands it tensors with a grad_fn: "
+                                   f"every step's autograd graph stays alive",
+                           fix=f"keep .item() (or .detach()) of what is stored in {kept}")
             return Hit(call, f"`{owner}({text}, ...)` hands a tensor with a grad_fn to "
                              f"{func.name}(), which keeps it in `{kept}` across iterations: "
                              f"every step's autograd graph stays alive",
@@ -277,7 +294,7 @@ def _meter_update(script: Script, node: ast.AST, names: set[str]) -> Hit | None:
     return None
 
 
-def _kept_attr(func: ast.AST, param: str) -> str | None:
+def _kept_attr(func: ast.AST, param: str) -> tuple[str, ast.AST] | None:
     for sub in ast.walk(func):
         value = None
         target = None
@@ -288,9 +305,29 @@ def _kept_attr(func: ast.AST, param: str) -> str | None:
             value, target = sub.args[0], sub.func.value
         if value is None or not (dotted(target) or "").startswith("self."):
             continue
-        if any(isinstance(n, ast.Name) and n.id == param for n in ast.walk(value)):
-            return dotted(target)
+        if _mentions_uncut(value, param):
+            return dotted(target) or "", sub
     return None
+
+
+def _picks_from(keeper: ast.AST, name: str) -> bool:
+    """The kept value reads ``name`` only through subscripts or attributes (``out["loss"]``,
+    ``outputs.loss``), not whole (``self.sum += val * n``)."""
+    reads = [n for n in ast.walk(keeper) if isinstance(n, ast.Name) and n.id == name]
+    parents = {id(c): p for p in ast.walk(keeper) for c in ast.iter_child_nodes(p)}
+    return bool(reads) and all(isinstance(parents.get(id(r)), (ast.Subscript, ast.Attribute))
+                               for r in reads)
+
+
+def _mentions_uncut(node: ast.AST, name: str) -> bool:
+    """``name`` is read in ``node`` other than through a cut: ``{"loss": out["loss"]}`` keeps
+    it, ``{"loss": out["loss"].detach()}`` and ``out["loss"].item()`` do not."""
+    if isinstance(node, ast.Attribute) and node.attr in CUTS or isinstance(node, ast.Call) and \
+            isinstance(node.func, ast.Name) and node.func.id in ("float", "int", "round"):
+        return False
+    if isinstance(node, ast.Name):
+        return node.id == name
+    return any(_mentions_uncut(c, name) for c in ast.iter_child_nodes(node))
 
 
 def _outlives(acc: str, loop: ast.AST) -> bool:

@@ -114,16 +114,27 @@ def _scaler_steps(script: Script) -> bool:
 
 
 def _stateful_optimizer(script: Script) -> bool:
-    """An optimizer with state to lose: anything but plain SGD without momentum."""
+    """An optimizer with state to lose: anything but plain SGD without momentum. Read from the
+    values bound to the optimizer names, and from every optimizer the file constructs (one
+    built in a factory, ``model, opt = build()``, is bound to no constructor call)."""
+    built = [c for c in script.calls if _optimizer_class(script.call_qualname(c) or "")]
     for key in script.optimizers:
-        for value in script.assignments.get(key, []):
-            q = script.call_qualname(value) or ""
-            if not q.endswith("SGD"):
-                return True
-            momentum = kwarg(value, "momentum")  # type: ignore[arg-type]
-            if momentum is not None and const_value(momentum) not in (0, 0.0):
-                return True
+        built += list(script.assignments.get(key, []))
+    for value in built:
+        q = script.call_qualname(value) or ""
+        if not q.endswith("SGD"):
+            return True
+        momentum = kwarg(value, "momentum")  # type: ignore[arg-type]
+        if momentum is not None and const_value(momentum) not in (0, 0.0):
+            return True
     return False
+
+
+def _optimizer_class(qualname: str) -> bool:
+    """``torch.optim.AdamW``, ``torch.optim.sgd.SGD``: a torch optimizer's constructor."""
+    parts = qualname.split(".")
+    return len(parts) >= 3 and parts[:2] == ["torch", "optim"] and "lr_scheduler" not in parts \
+        and parts[-1][:1].isupper() and parts[-1] != "Optimizer"
 
 
 def _entries(script: Script, call: ast.Call, obj: ast.AST) -> list[tuple[str, str]] | None:
