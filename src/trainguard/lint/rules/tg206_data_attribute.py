@@ -14,7 +14,12 @@ graph holds the tensor and wrong when one does. So it fires on the writes that m
   initialization: ``p`` then shares ``q``'s storage, so an optimizer step on one model writes
   into the other (a copy, ``p.data.copy_(q.data)``, is silent).
 
-Silent: reads (``loss.data``, ``p.data.norm()``), parameter (re)initialization before training
+It also fires on a read of a parameter's ``.data`` in a module's ``forward`` when the forward
+never uses the parameter itself (``F.linear(x, self.fc.weight.data)``): the parameter then never
+gets a gradient (d2l-ai/d2l-en#2600).
+
+Silent: other reads (``loss.data``, ``p.data.norm()``; in ``forward``: metadata such as
+``.data.shape``, and a straight-through estimator that uses the parameter too), parameter (re)initialization before training
 (``p.data.normal_()``, ``w = p.data; w.zero_()``, in ``__init__``, ``init*``/``reset*``
 functions), updates after backward (manual SGD ``p.data.add_(p.grad, alpha=-lr)``, weight
 clipping, EMA, a renormalisation after the step even when another loss's forward and backward
@@ -44,6 +49,7 @@ _INPLACE = re.compile(r"^(?!_)\w+_$")
 def check(script: Script) -> Iterator[Hit]:
     if ".data" not in script.source:
         return
+    yield from _forward_reads(script)
     params = _parameter_names(script)
     for node in script.nodes:
         if not (isinstance(node, ast.Attribute) and node.attr == "data") or not _is_write(node):
@@ -261,3 +267,54 @@ def _parameter_names(script: Script) -> dict[str, list[ast.AST]]:
                 scope = parent(node) if isinstance(node, ast.comprehension) else node
                 out.setdefault(target.id, []).append(scope)  # type: ignore[arg-type]
     return out
+
+
+_METADATA = {"shape", "size", "dtype", "device", "numel", "dim", "ndim", "is_cuda", "new_zeros",
+             "new_ones", "new_empty", "new_full", "new_tensor"}
+
+
+def _forward_reads(script: Script) -> Iterator[Hit]:
+    """``torch.matmul(x, self.weight.data)`` in a module's ``forward``: the parameter reaches the
+    output only through ``.data``, which autograd does not track, so it never gets a gradient
+    and the optimizer never changes it. Silent when ``forward`` also uses the parameter itself
+    (a straight-through estimator mixes both), for metadata (``.data.shape``), and under
+    ``torch.no_grad()``."""
+    for cls in script.classes.values():
+        forward = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and
+                        b.name == "forward"), None)
+        if forward is None:
+            continue
+        reads: dict[str, ast.Attribute] = {}
+        plain: set[str] = set()
+        for node in walk_local(forward):
+            if not isinstance(node, ast.Attribute) or not isinstance(node.ctx, ast.Load):
+                continue
+            name = dotted(node) or ""
+            if node.attr == "data" and name.startswith("self.") and \
+                    _tensorish(node.value, {}) or node.attr == "data" and \
+                    _own_parameter(cls, dotted(node.value) or ""):
+                p = parent(node)
+                if _is_write(node) or isinstance(p, ast.Attribute) and p.attr in _METADATA \
+                        or script.grad_disabled(node):
+                    continue
+                reads.setdefault(dotted(node.value) or "", node)
+            elif name.startswith("self.") and not isinstance(parent(node), ast.Attribute):
+                plain.add(name)
+        for owner, node in reads.items():
+            if owner in plain:
+                continue
+            yield Hit(node, f"forward() reads `{owner}.data`: the output uses {owner}'s values "
+                            f"outside autograd, so {owner} never gets a gradient and the "
+                            f"optimizer never changes it",
+                      fix=f"use {owner} itself (the .data read cuts it from the graph)")
+
+
+def _own_parameter(cls: ast.ClassDef, name: str) -> bool:
+    """``self.w`` assigned ``nn.Parameter(...)`` in the class."""
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign) and any(dotted(t) == name for t in node.targets) and \
+                isinstance(node.value, ast.Call) and \
+                (dotted(node.value.func) or "").endswith("Parameter"):
+            return True
+    return False
+
