@@ -18,6 +18,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import parent, walk_local
+from trainguard.lint.rebinds import stale_optimizers
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
 
@@ -28,6 +29,16 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 def check(script: Script) -> Iterator[Hit]:
     if not script.optimizers:
         return
+    for rebinding, opt, model, step, shared in stale_optimizers(script):
+        how = f"the copy shares {opt} with the original, whose parameters it holds" \
+            if shared else f"{opt} was built from the old module's parameters"
+        at = script.at(step.lineno)  # type: ignore[attr-defined]
+        yield Hit(rebinding, f"{model} is replaced here by a new module, but {how}: the "
+                             f"optimizer step at {at} never updates the new one, so the model "
+                             f"that is trained never changes",
+                  fix=f"build {opt} after this line from the new module's parameters (or "
+                      f"deep-copy the whole object)" if shared else
+                      f"build {opt} after this line, from the new module's parameters")
     if _steps_somewhere(script):
         if "enumerate" in script.source and not _manual_update(script):
             yield from _branch_never_taken(script)
