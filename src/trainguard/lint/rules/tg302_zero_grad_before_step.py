@@ -3,7 +3,10 @@
 The step then sees zero (or ``None``) gradients and nothing learns. Only a zeroing that concerns
 the stepped optimizer counts: the same optimizer, ``p.grad = None``, or ``model.zero_grad()`` when
 the loop steps a single optimizer (several optimizers: a GAN zeroes one while stepping another).
-A zeroing on a path that leaves the iteration (``continue``, ``return``, ``raise``) is silent.
+A zeroing on a path that leaves the iteration (``continue``, ``return``, ``raise``) is silent,
+and so is one under a test for non-finite values (skipping one bad update). Callbacks the loop
+fires are followed, also by name (``getattr(cb, "on_" + event)(self)``); Lightning's
+``on_after_backward``/``on_before_optimizer_step`` hooks run between backward and step.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ When the step exists but sits under a test on the batch index of ``enumerate(loa
 index of an epoch satisfies (``(step + 1) % 32 == 0`` over 29 batches), reported at the test.
 When other optimizers step: one that the file zeroes but never steps nor hands to anything (a
 GAN's ``opt_d.step()`` left out), reported at the backward that follows its zeroing.
+When the step exists but the model it should update was rebound to a new module after the
+optimizer was built (:mod:`trainguard.lint.rebinds`), reported at the rebinding.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ the epoch count may come from constants, from an estimator's ``__init__`` defaul
 (``gamma=self.gamma``), from a config every call passes (``settings["step_size"]``,
 ``self.cfg["epochs"]``) or from an ``argparse`` option's default. Only learning-rate
 schedulers count: a ``schedule`` built by anything else (a pipeline-parallel
-schedule) is not one.
+schedule) is not one. The per-batch step may be reached through a helper, a method or a
+callback or policy hook the batch loop calls.
 """
 
 from __future__ import annotations
