@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from trainguard.lint.astutil import SCOPES, children, dotted, is_false, is_true
-from trainguard.lint.callgraph import RETURNS_SELF
+from trainguard.lint.callgraph import RETURNS_SELF, ClassRef, Target
 from trainguard.lint.consts import module_constants_trusted, truth
 from trainguard.lint.script import Script, is_backward
 
@@ -215,10 +215,12 @@ def _events(root: Script, script: Script, stmts: list[ast.stmt], rename: dict[st
                 continue
             if depth <= 0:
                 continue
-            for target in script.targets(call):
+            dispatched = _dispatched(script, call, rename)
+            for target in dispatched or script.targets(call):
                 if target.instance or id(target.func) in _stack:
                     continue
-                inner = _bind(script, target.func, call, rename)
+                inner = _bind(script, target.func, call, rename,
+                              method=bool(dispatched) or None)
                 out.extend(events(root, target.func.body, rename=inner, depth=depth - 1,
                                   via=via or call, _stack=_stack + (id(target.func),),
                                   _src=target.script))
@@ -266,11 +268,58 @@ def _constant_test(script: Script, test: ast.AST) -> bool:
     return True
 
 
+def _dispatched(script: Script, call: ast.Call, rename: dict[str, str]) -> list[Target]:
+    """``getattr(cb, hook)(trainer)``: the methods a hook dispatch runs, when the hook's name is
+    a string the caller passed (``self._fire("on_after_backward")``) or a literal. Each type
+    ``cb`` may be (the callbacks a trainer was given; when that is not known, each class the
+    file instantiates) contributes its method of that name."""
+    f = call.func
+    if not (isinstance(f, ast.Call) and isinstance(f.func, ast.Name) and f.func.id == "getattr"
+            and len(f.args) >= 2):
+        return []
+    hook = _text(f.args[1], rename)
+    if not hook or not hook.isidentifier():
+        return []
+    graph = script.graph
+    refs = graph.types(f.args[0])
+    if not refs:  # handlers handed down through several calls: every class built here
+        built = {dotted(c.func) for c in script.calls}
+        refs = [ClassRef(script, cls) for name, cls in script.classes.items() if name in built]
+    out = []
+    for ref in refs:
+        m = ref.script.graph.method(ref, hook)
+        if m is not None and m not in out:
+            out.append(m)
+    return out[:6]
+
+
+def _text(node: ast.AST, rename: dict[str, str]) -> str | None:
+    """The string ``node`` spells: a literal, a parameter bound to one, or an f-string or ``+``
+    of those (``f"on_{event}"``)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Name) and rename.get(node.id, "").startswith("<str:"):
+        return rename[node.id][5:-1]
+    if isinstance(node, ast.FormattedValue) and node.conversion == -1 and \
+            node.format_spec is None:
+        return _text(node.value, rename)
+    parts = node.values if isinstance(node, ast.JoinedStr) else \
+        [node.left, node.right] if isinstance(node, ast.BinOp) and \
+        isinstance(node.op, ast.Add) else None
+    if parts is None:
+        return None
+    texts = [_text(p, rename) for p in parts]
+    return "".join(texts) if all(t is not None for t in texts) else None  # type: ignore[arg-type]
+
+
 def _bind(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call,
-          rename: dict[str, str]) -> dict[str, str]:
-    """Parameter name -> the caller's key for the argument passed to it."""
+          rename: dict[str, str], *, method: bool | None = None) -> dict[str, str]:
+    """Parameter name -> the caller's key for the argument passed to it (``<str:text>`` for a
+    string literal, which names a hook the callee may dispatch)."""
     params = [a.arg for a in func.args.posonlyargs + func.args.args]
-    if params and params[0] == "self" and isinstance(call.func, ast.Attribute):
+    if method is None:
+        method = isinstance(call.func, ast.Attribute)
+    if params and params[0] == "self" and method:
         params = params[1:]
     bound: dict[str, str] = {}
 
@@ -285,9 +334,15 @@ def _bind(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef, call: as
 
     # An argument that is not a plain name (``task.get_eval_model()``) is an unknown object:
     # its parameter maps to a key no rule treats as the caller's model.
+    def text(arg: ast.AST) -> str | None:
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and \
+                arg.value.isidentifier():
+            return f"<str:{arg.value}>"
+        return None
+
     for name, arg in zip(params, call.args):
-        bound[name] = caller_key(arg) or f"<arg {name}>"
+        bound[name] = caller_key(arg) or text(arg) or f"<arg {name}>"
     for kw in call.keywords:
         if kw.arg:
-            bound[kw.arg] = caller_key(kw.value) or f"<arg {kw.arg}>"
+            bound[kw.arg] = caller_key(kw.value) or text(kw.value) or f"<arg {kw.arg}>"
     return bound

@@ -3,7 +3,10 @@
 The step then sees zero (or ``None``) gradients and nothing learns. Only a zeroing that concerns
 the stepped optimizer counts: the same optimizer, ``p.grad = None``, or ``model.zero_grad()`` when
 the loop steps a single optimizer (several optimizers: a GAN zeroes one while stepping another).
-A zeroing on a path that leaves the iteration (``continue``, ``return``, ``raise``) is silent.
+A zeroing on a path that leaves the iteration (``continue``, ``return``, ``raise``) is silent,
+and so is one under a test for non-finite values (skipping one bad update). Callbacks the loop
+fires are followed, also by name (``getattr(cb, "on_" + event)(self)``); Lightning's
+``on_after_backward``/``on_before_optimizer_step`` hooks run between backward and step.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import parent
+from trainguard.lint.astutil import dotted, parent
 from trainguard.lint.events import Event, events
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
@@ -22,11 +25,12 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 
 
 def check(script: Script) -> Iterator[Hit]:
+    yield from _framework_hooks(script)
     for loop in training_loops(script):
         evs = events(script, loop.body)  # type: ignore[attr-defined]
         steppers = {e.key for e in evs if e.kind == "step"}
         for i, e in enumerate(evs):
-            if e.kind != "zero" or _leaves_iteration(e.node, loop):
+            if e.kind != "zero" or _leaves_iteration(e.node, loop) or _guarded(e.node):
                 continue
             before = [x.kind for x in evs[:i] if x.kind in ("backward", "step")]
             if not before or before[-1] != "backward":
@@ -43,6 +47,37 @@ def check(script: Script) -> Iterator[Hit]:
                       fix="move zero_grad() before backward() or after step()")
 
 
+# Hooks a training framework runs after backward() and before optimizer.step()
+# (Lightning: https://lightning.ai/docs/pytorch/stable/common/lightning_module.html#hooks).
+_BETWEEN_HOOKS = ("on_after_backward", "on_before_optimizer_step")
+_FRAMEWORK_BASES = ("LightningModule", "Callback")
+
+
+def _framework_hooks(script: Script) -> Iterator[Hit]:
+    """A Lightning module's or callback's ``on_after_backward``/``on_before_optimizer_step``
+    that zeroes the whole module's (or the hook's optimizer's) gradients: the framework steps
+    right after the hook returns. Zeroing a part (``self.embedding.zero_grad()``, a frozen
+    layer) is how a layer is kept fixed and stays silent."""
+    if "lightning" not in script.source:
+        return
+    for cls in script.classes.values():
+        if not any((dotted(b) or "").endswith(_FRAMEWORK_BASES) for b in cls.bases):
+            continue
+        for fn in cls.body:
+            if not isinstance(fn, ast.FunctionDef) or fn.name not in _BETWEEN_HOOKS:
+                continue
+            is_module = any((dotted(b) or "").endswith("LightningModule") for b in cls.bases)
+            whole = {a.arg for a in fn.args.args[1:]} - {"trainer"} | \
+                {"trainer.model", "trainer.lightning_module"} | ({"self"} if is_module else set())
+            for e in events(script, fn.body):
+                if e.kind == "zero" and e.key in whole and not _guarded(e.node):
+                    yield Hit(e.site, f"{e.key}.zero_grad() in {fn.name}(), which runs after "
+                                      f"backward() and before the optimizer step: the step "
+                                      f"sees no gradients",
+                              fix="zero only the part to keep fixed (a sub-module's "
+                                  "zero_grad()), or freeze it with requires_grad_(False)")
+
+
 def _next_step(evs: list[Event]) -> Event | None:
     for e in evs:
         if e.kind in ("backward", "setgrad"):
@@ -56,6 +91,23 @@ def _related(script: Script, zero: Event, step: Event, steppers: set[str | None]
     if zero.key in ("*", step.key):
         return True
     return len(steppers) == 1 and script.is_model(zero.key)
+
+
+_NONFINITE = ("isfinite", "isnan", "isinf")
+
+
+def _guarded(node: ast.AST) -> bool:
+    """Under an ``if`` that tests for non-finite values (``if not torch.isfinite(norm):``):
+    the gradients are dropped on purpose, to skip one bad update."""
+    n = node
+    while (p := parent(n)) is not None and not isinstance(p, (ast.FunctionDef, ast.Module)):
+        if isinstance(p, ast.If) and any(
+                isinstance(x, (ast.Name, ast.Attribute)) and
+                (x.id if isinstance(x, ast.Name) else x.attr) in _NONFINITE
+                for x in ast.walk(p.test)):
+            return True
+        n = p
+    return False
 
 
 def _leaves_iteration(node: ast.AST, loop: ast.AST) -> bool:

@@ -10,6 +10,8 @@ When the step exists but sits under a test on the batch index of ``enumerate(loa
 index of an epoch satisfies (``(step + 1) % 32 == 0`` over 29 batches), reported at the test.
 When other optimizers step: one that the file zeroes but never steps nor hands to anything (a
 GAN's ``opt_d.step()`` left out), reported at the backward that follows its zeroing.
+When the step exists but the model it should update was rebound to a new module after the
+optimizer was built (:mod:`trainguard.lint.rebinds`), reported at the rebinding.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import parent, walk_local
+from trainguard.lint.rebinds import stale_optimizers
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
 
@@ -28,6 +31,16 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 def check(script: Script) -> Iterator[Hit]:
     if not script.optimizers:
         return
+    for rebinding, opt, model, step, shared in stale_optimizers(script):
+        how = f"the copy shares {opt} with the original, whose parameters it holds" \
+            if shared else f"{opt} was built from the old module's parameters"
+        at = script.at(step.lineno)  # type: ignore[attr-defined]
+        yield Hit(rebinding, f"{model} is replaced here by a new module, but {how}: the "
+                             f"optimizer step at {at} never updates the new one, so the model "
+                             f"that is trained never changes",
+                  fix=f"build {opt} after this line from the new module's parameters (or "
+                      f"deep-copy the whole object)" if shared else
+                      f"build {opt} after this line, from the new module's parameters")
     if _steps_somewhere(script):
         if "enumerate" in script.source and not _manual_update(script):
             yield from _branch_never_taken(script)

@@ -13,7 +13,8 @@ the epoch count may come from constants, from an estimator's ``__init__`` defaul
 (``gamma=self.gamma``), from a config every call passes (``settings["step_size"]``,
 ``self.cfg["epochs"]``) or from an ``argparse`` option's default. Only learning-rate
 schedulers count: a ``schedule`` built by anything else (a pipeline-parallel
-schedule) is not one.
+schedule) is not one. The per-batch step may be reached through a helper, a method or a
+callback or policy hook the batch loop calls.
 """
 
 from __future__ import annotations
@@ -52,22 +53,62 @@ def check(script: Script) -> Iterator[Hit]:
         if not isinstance(outer, (ast.For, ast.AsyncFor)):
             continue  # no epoch loop around it (a `while step < N` loop counts iterations)
         epochs = _epoch_count(script, outer)
-        for call in walk_local(loop):
-            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
-                    call.func.attr == "step" and _inner_most(script, call, loop):
-                key = script.key(call.func.value)
-                cls = script.schedulers.get(key or "")
-                if cls not in _EPOCH_SCHEDULERS or not _literal_schedule(script, key or ""):
-                    continue
-                length = _schedule_length(script, key or "")
-                if length is not UNKNOWN and epochs is not UNKNOWN and length > epochs:
-                    continue  # longer than the run in epochs: it counts batches
-                sized = "" if length is UNKNOWN or epochs is UNKNOWN else \
-                    f" (its schedule spans {length} steps, the run {epochs} epochs)"
-                yield Hit(call, f"{key} is a {cls}, a per-epoch schedule{sized}, but it is "
-                                f"stepped inside the batch loop at "
-                                f"{script.at(loop.lineno)}: it runs once per batch",
-                          fix=f"call {key}.step() once per epoch, after the batch loop")
+        for call, key, via in _batch_steps(script, loop, loops):
+            cls = script.schedulers.get(key or "")
+            if cls not in _EPOCH_SCHEDULERS or not _literal_schedule(script, key or ""):
+                continue
+            length = _schedule_length(script, key or "")
+            if length is not UNKNOWN and epochs is not UNKNOWN and length > epochs:
+                continue  # longer than the run in epochs: it counts batches
+            sized = "" if length is UNKNOWN or epochs is UNKNOWN else \
+                f" (its schedule spans {length} steps, the run {epochs} epochs)"
+            through = f" (through the call at {script.at(via.lineno)})" if via else ""
+            yield Hit(call, f"{key} is a {cls}, a per-epoch schedule{sized}, but it is "
+                            f"stepped inside the batch loop at "
+                            f"{script.at(loop.lineno)}{through}: it runs once per batch",
+                      fix=f"call {key}.step() once per epoch, after the batch loop")
+
+
+def _batch_steps(script: Script, loop: ast.AST, loops: list[ast.AST]
+                 ) -> Iterator[tuple[ast.AST, str | None, ast.Call | None]]:
+    """``(node, scheduler key, call site)`` for each ``.step()`` the batch loop runs once per
+    batch: written in it, or reached through a helper, a method or a callback hook called in it
+    (the key then in the loop's terms)."""
+    for call in walk_local(loop):
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
+                call.func.attr == "step" and _inner_most(script, call, loop):
+            yield call, script.key(call.func.value), None
+    seen: set[int] = set()
+    for e in events(script, loop.body):  # type: ignore[attr-defined]
+        if e.kind == "sched" and e.via is not None and not e.foreign and \
+                _per_batch(script, e.via, loop, loops) and id(e.node) not in seen:
+            seen.add(id(e.node))
+            yield e.node, _handed_scheduler(script, e.node) or e.key, e.via
+
+
+def _handed_scheduler(script: Script, step: ast.AST) -> str | None:
+    """``self.lr_scheduler.step()`` in a wrapper or callback class that was handed the scheduler
+    (``LRPolicy(sched)``, ``self.lr_scheduler = lr_scheduler`` in ``__init__``): the key of the
+    scheduler built where the class is instantiated."""
+    recv = step.func.value if isinstance(step, ast.Call) and \
+        isinstance(step.func, ast.Attribute) else None  # type: ignore[attr-defined]
+    cls = script.enclosing_class(step)
+    if not (isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name) and
+            recv.value.id == "self" and cls is not None):
+        return None
+    init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and
+                 f.name == "__init__"), None)
+    if init is None:
+        return None
+    params = {a.arg: a for a in init.args.args[1:]}
+    for n in ast.walk(init):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name) and \
+                n.value.id in params and any(script.key(t) == f"self.{recv.attr}"
+                                             for t in n.targets):
+            found = {script.key(v) for v in script.graph._param_values(init, params[n.value.id])}
+            found = {k for k in found if k in script.schedulers}
+            return found.pop() if len(found) == 1 else None
+    return None
 
 
 def _epoch_count(script: Script, loop: ast.For | ast.AsyncFor) -> object:
@@ -98,6 +139,15 @@ def _schedule_length(script: Script, key: str) -> object:
             return max(v) if isinstance(v, list) and v and all(
                 isinstance(x, (int, float)) for x in v) else UNKNOWN
     return UNKNOWN
+
+
+def _per_batch(script: Script, call: ast.AST, loop: ast.AST, loops: list[ast.AST]) -> bool:
+    """``call`` runs once per iteration of the batch ``loop``: in it, and at most inside a loop
+    that is no training loop (``for cb in self.callbacks:``)."""
+    inner = script.enclosing_loops(call)
+    if loop not in inner:
+        return False
+    return not any(x in loops for x in inner[:inner.index(loop)])
 
 
 def _inner_most(script: Script, call: ast.AST, loop: ast.AST) -> bool:
