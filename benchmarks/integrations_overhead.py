@@ -2,7 +2,7 @@
 callback, and under ``trainguard run``.
 
     python benchmarks/integrations_overhead.py [--rounds 10] [--only lightning,hf,losses]
-        [--scale 1] [--baseline OTHER/src] [--count time|instructions] [--jobs N]
+        [--scale 1] [--baseline OTHER/src] [--count time|instructions] [--jobs N] [--keep DIR]
 
 Each round runs every variant of a case once, each in a fresh process, in an order that turns
 from round to round (rotated by one, and reversed every other round), so that a machine whose
@@ -42,7 +42,9 @@ each watched variant's instructions divided by plain's. The count is the same wh
 leaves out the kernel's work (system calls such as the clock reads), waiting (for a core, for
 memory, for the disk), cache and branch effects, and it weighs every instruction alike (a
 Python bytecode's dispatch as much as a vectorized multiply). Under callgrind a run is 50-100
-times slower; ``--jobs N`` runs N of them at once (default: the machine's cores).
+times slower; ``--jobs N`` runs N of them at once (default: the machine's cores); ``--keep DIR``
+keeps callgrind's files, whose costs by C function ``callgrind_annotate`` lists (the Python
+interpreter's own functions, torch's kernels: where the added instructions go).
 """
 
 from __future__ import annotations
@@ -165,11 +167,13 @@ def callgrind_library(folder: str) -> str:
     return library
 
 
-def count(case: str, mode: str, src: Path, library: str, scale: int) -> tuple[int, int]:
+def count(case: str, mode: str, src: Path, library: str, scale: int,
+          keep: Path | None = None, tag: str = "") -> tuple[int, int]:
     """Instructions of the timed part of one run of ``case`` in ``mode`` under callgrind, and
-    its optimizer steps."""
+    its optimizer steps; with ``keep``, callgrind's output stays there (for callgrind_annotate)."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "callgrind.out")
+        name = f"{case}-{mode}{'-baseline' if tag else ''}.callgrind.out"
+        out = os.path.join(keep if keep is not None else tmp, name)
         valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
                     f"--callgrind-out-file={out}"]
         env = dict(BASE_ENV, TRAINGUARD_CALLGRIND_LIB=library, PYTHONHASHSEED="0",
@@ -184,14 +188,18 @@ def count(case: str, mode: str, src: Path, library: str, scale: int) -> tuple[in
         return int(totals[0]), steps
 
 
-def count_all(cases: list[str], sources: dict[str, Path], scale: int, jobs: int) -> None:
+def count_all(cases: list[str], sources: dict[str, Path], scale: int, jobs: int,
+              keep: Path | None) -> None:
     """``--count instructions``: every variant once under callgrind; watched / plain."""
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         library = callgrind_library(tmp)
         runs = [(case, mode, tag) for case in cases for mode in CASES[case][1]
                 for tag in (sources if mode != "plain" else [""])]
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-            futures = {run: pool.submit(count, run[0], run[1], sources[run[2]], library, scale)
+            futures = {run: pool.submit(count, run[0], run[1], sources[run[2]], library, scale,
+                                        keep, run[2])
                        for run in runs}
             counts = {}
             for run, future in futures.items():
@@ -266,6 +274,8 @@ def main() -> None:
                         help="time rounds (default), or count instructions under callgrind")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                         help="--count instructions: runs at once")
+    parser.add_argument("--keep", type=Path, help="--count instructions: keep callgrind's "
+                        "output files in this folder (callgrind_annotate reads them)")
     args = parser.parse_args()
     counted = args.count == "instructions"
     cases = args.only.split(",") if args.only else (["lightning", "hf"] if counted else list(CASES))
@@ -284,7 +294,7 @@ def main() -> None:
                         "import trainguard.integrations.lightning, trainguard.sanitize.watcher; "
                         "discover()"], env=dict(BASE_ENV, PYTHONPATH=str(src)), check=True)
     if counted:
-        count_all(cases, sources, args.scale, max(1, args.jobs))
+        count_all(cases, sources, args.scale, max(1, args.jobs), args.keep)
         return
     times: dict[str, list[dict[str, dict[str, float]]]] = {c: [] for c in cases}
     loads: list[float] = []
