@@ -2,7 +2,7 @@
 callback, and under ``trainguard run``.
 
     python benchmarks/integrations_overhead.py [--rounds 10] [--only lightning,hf,losses]
-        [--scale 1] [--baseline OTHER/src]
+        [--scale 1] [--baseline OTHER/src] [--count time|instructions] [--jobs N] [--keep DIR]
 
 Each round runs every variant of a case once, each in a fresh process, in an order that turns
 from round to round (rotated by one, and reversed every other round), so that a machine whose
@@ -31,15 +31,31 @@ the load average seen while measuring.
 ``--baseline OTHER/src`` adds the callback and ``run`` variants of another checkout of
 trainguard (its ``src`` folder; the same scripts), interleaved with this one's in every round:
 a before/after comparison measured in the same window.
+
+``--count instructions`` (``lightning`` and ``hf`` only) counts instead of timing: each variant
+runs once under valgrind's callgrind (``valgrind`` and a C compiler with valgrind's headers are
+needed), instrumented only over the timed part (the script turns callgrind's instrumentation on
+and off through a client request, from a small library built in a temporary folder; imports,
+building the model and the ``trainguard run`` start are not counted), and the summary gives
+each watched variant's instructions divided by plain's. The count is the same whatever the load
+(``PYTHONHASHSEED=0``, one thread): a measure of the work the watcher adds, not of time. It
+leaves out the kernel's work (system calls such as the clock reads), waiting (for a core, for
+memory, for the disk), cache and branch effects, and it weighs every instruction alike (a
+Python bytecode's dispatch as much as a vectorized multiply). Under callgrind a run is 50-100
+times slower; ``--jobs N`` runs N of them at once (default: the machine's cores); ``--keep DIR``
+keeps callgrind's files, whose costs by C function ``callgrind_annotate`` lists (the Python
+interpreter's own functions, torch's kernels: where the added instructions go).
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -64,10 +80,11 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _run(argv: list[str], cwd: str, src: Path) -> tuple[str, float, float]:
+def _run(argv: list[str], cwd: str, src: Path,
+         env: dict[str, str] | None = None) -> tuple[str, float, float]:
     """Run ``argv`` with ``src`` first on the path; its output, wall seconds and CPU seconds of
     the process and its children."""
-    env = dict(BASE_ENV, PYTHONPATH=str(src))
+    env = dict(env or BASE_ENV, PYTHONPATH=str(src))
     start, cpu = time.perf_counter(), _children_cpu()
     r = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
     wall, cpu = time.perf_counter() - start, _children_cpu() - cpu
@@ -85,24 +102,30 @@ def _argv(mode: str, script: Path, args: list[str], report: str | None = None) -
     return [sys.executable, "-m", "trainguard", "run", *extra, str(script), *args, *watch]
 
 
-def lightning(mode: str, src: Path, tmp: str, scale: int) -> dict[str, float]:
+def lightning(mode: str, src: Path, tmp: str, scale: int, prefix: tuple[str, ...] = (),
+                env: dict[str, str] | None = None) -> dict:
     args = ["correct", "--epochs", "7", "--samples", str(512 * scale), "--no-resume",
             "--root", tmp]
-    text, _, proc_cpu = _run(_argv(mode, SCRIPTS / "lightning_app.py", args), tmp, src)
+    argv = [*prefix, *_argv(mode, SCRIPTS / "lightning_app.py", args)]
+    text, _, proc_cpu = _run(argv, tmp, src, env)
     wall, steps, cpu = re.findall(
         r"correct: fit_s ([\d.]+), (\d+) optimizer steps, cpu_s ([\d.]+)", text)[0]
     assert int(steps) >= 100, steps
-    return {"cpu": float(cpu), "wall": float(wall), "proc cpu": proc_cpu, "steps": int(steps)}
+    return {"cpu": float(cpu), "wall": float(wall), "proc cpu": proc_cpu, "steps": int(steps),
+            "text": text}
 
 
-def hf(mode: str, src: Path, tmp: str, scale: int) -> dict[str, float]:
+def hf(mode: str, src: Path, tmp: str, scale: int, prefix: tuple[str, ...] = (),
+         env: dict[str, str] | None = None) -> dict:
     args = ["correct", "--epochs", "4", "--samples", str(1024 * scale), "--no-resume",
             "--root", tmp]
-    text, _, proc_cpu = _run(_argv(mode, SCRIPTS / "hf_app.py", args), tmp, src)
+    argv = [*prefix, *_argv(mode, SCRIPTS / "hf_app.py", args)]
+    text, _, proc_cpu = _run(argv, tmp, src, env)
     wall, steps, cpu = re.findall(
         r"correct: train_runtime ([\d.]+) s, (\d+) optimizer steps, cpu_s ([\d.]+)", text)[0]
     assert int(steps) >= 100, steps
-    return {"cpu": float(cpu), "wall": float(wall), "proc cpu": proc_cpu, "steps": int(steps)}
+    return {"cpu": float(cpu), "wall": float(wall), "proc cpu": proc_cpu, "steps": int(steps),
+            "text": text}
 
 
 def losses(mode: str, src: Path, tmp: str, scale: int) -> dict[str, float]:
@@ -118,6 +141,81 @@ def losses(mode: str, src: Path, tmp: str, scale: int) -> dict[str, float]:
         if ("TG201", line) not in found:
             raise SystemExit(f"losses-on-self under {src}: no TG201 at line {line}: {found}")
     return {"cpu": cpu, "wall": wall, "steps": steps}
+
+
+# the client request the scripts issue around their timed part (TRAINGUARD_CALLGRIND_LIB)
+CALLGRIND_C = """#include <valgrind/callgrind.h>
+void tg_instrument(int on) {
+    if (on) { CALLGRIND_START_INSTRUMENTATION; } else { CALLGRIND_STOP_INSTRUMENTATION; }
+}
+"""
+
+
+def callgrind_library(folder: str) -> str:
+    """Build the library whose ``tg_instrument(int)`` turns callgrind's instrumentation on or
+    off; its path."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--count instructions needs valgrind (apt-get install valgrind)")
+    source, library = os.path.join(folder, "tg_callgrind.c"), os.path.join(folder, "tg_cg.so")
+    Path(source).write_text(CALLGRIND_C)
+    cc = os.environ.get("CC", "cc")
+    r = subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", library, source],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"--count instructions: {cc} could not build the client request "
+                         f"(valgrind/callgrind.h missing?):\n{r.stderr[-2000:]}")
+    return library
+
+
+def count(case: str, mode: str, src: Path, library: str, scale: int,
+          keep: Path | None = None, tag: str = "") -> tuple[int, int]:
+    """Instructions of the timed part of one run of ``case`` in ``mode`` under callgrind, and
+    its optimizer steps; with ``keep``, callgrind's output stays there (for callgrind_annotate)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        name = f"{case}-{mode}{'-baseline' if tag else ''}.callgrind.out"
+        out = os.path.join(keep if keep is not None else tmp, name)
+        valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                    f"--callgrind-out-file={out}"]
+        env = dict(BASE_ENV, TRAINGUARD_CALLGRIND_LIB=library, PYTHONHASHSEED="0",
+                   MKL_NUM_THREADS="1")
+        measure = CASES[case][0]
+        text = measure(mode, src, tmp, scale, prefix=tuple(valgrind), env=env)["text"]
+        totals = re.findall(r"^totals: (\d+)", Path(out).read_text(), re.M)  # (not summary:)
+        if not totals:
+            raise SystemExit(f"{case} {mode}: no instruction count in callgrind's output\n"
+                             f"{text[-2000:]}")
+        steps = int(re.findall(r"(\d+) optimizer steps", text)[0])
+        return int(totals[0]), steps
+
+
+def count_all(cases: list[str], sources: dict[str, Path], scale: int, jobs: int,
+              keep: Path | None) -> None:
+    """``--count instructions``: every variant once under callgrind; watched / plain."""
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        library = callgrind_library(tmp)
+        runs = [(case, mode, tag) for case in cases for mode in CASES[case][1]
+                for tag in (sources if mode != "plain" else [""])]
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+            futures = {run: pool.submit(count, run[0], run[1], sources[run[2]], library, scale,
+                                        keep, run[2])
+                       for run in runs}
+            counts = {}
+            for run, future in futures.items():
+                counts[run] = future.result()
+                print(f"{run[0]} {run[1]}{run[2]}: {counts[run][0]:,} instructions, "
+                      f"{counts[run][1]} steps", flush=True)
+    print("\ninstructions of the timed part, watched / plain (callgrind, one run each)\n")
+    print("| case | variant | instructions | watched / plain |")
+    print("|---|---|---|---|")
+    for case in cases:
+        plain, steps = counts[(case, "plain", "")]
+        print(f"| {case} ({steps} steps) | plain | {plain:,} | 1 |")
+        for case_, mode, tag in runs:
+            if case_ == case and mode != "plain":
+                n = counts[(case, mode, tag)][0]
+                print(f"| | {mode}{tag} | {n:,} | {n / plain:.4f} |")
 
 
 CASES = {"lightning": (lightning, ("plain", "callback", "run")),
@@ -166,16 +264,26 @@ def summarize(case: str, rows: list[dict[str, dict[str, float]]]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--only", default=",".join(CASES))
+    parser.add_argument("--only", help=f"cases, comma-separated (default: {','.join(CASES)}; "
+                        "lightning,hf with --count instructions)")
     parser.add_argument("--scale", type=int, default=1,
                         help="epochs K times longer (K times the optimizer steps)")
     parser.add_argument("--baseline", type=Path,
                         help="the src folder of another trainguard checkout, measured alongside")
+    parser.add_argument("--count", choices=("time", "instructions"), default="time",
+                        help="time rounds (default), or count instructions under callgrind")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="--count instructions: runs at once")
+    parser.add_argument("--keep", type=Path, help="--count instructions: keep callgrind's "
+                        "output files in this folder (callgrind_annotate reads them)")
     args = parser.parse_args()
-    cases = args.only.split(",")
+    counted = args.count == "instructions"
+    cases = args.only.split(",") if args.only else (["lightning", "hf"] if counted else list(CASES))
     unknown = set(cases) - set(CASES)
     if unknown:
         parser.error(f"--only: unknown case(s) {sorted(unknown)}; choose from {list(CASES)}")
+    if counted and "losses" in cases:
+        parser.error("--count instructions: the losses case is timed only (--only lightning,hf)")
     sources = {"": ROOT / "src"}
     if args.baseline is not None:
         if not (args.baseline / "trainguard" / "__init__.py").is_file():
@@ -185,6 +293,9 @@ def main() -> None:
         subprocess.run([sys.executable, "-c", "from trainguard.sanitize.checks import discover; "
                         "import trainguard.integrations.lightning, trainguard.sanitize.watcher; "
                         "discover()"], env=dict(BASE_ENV, PYTHONPATH=str(src)), check=True)
+    if counted:
+        count_all(cases, sources, args.scale, max(1, args.jobs), args.keep)
+        return
     times: dict[str, list[dict[str, dict[str, float]]]] = {c: [] for c in cases}
     loads: list[float] = []
     for i in range(args.rounds):
@@ -197,6 +308,7 @@ def main() -> None:
                 loads.append(os.getloadavg()[0])
                 with tempfile.TemporaryDirectory() as tmp:
                     row[mode + tag] = measure(mode, sources[tag], tmp, args.scale)
+                    row[mode + tag].pop("text", None)
             times[case].append(row)
             print(f"round {i + 1} {case}: " + "; ".join(
                 f"{name} " + ", ".join(f"{k} {v:.2f}" for k, v in t.items() if k != "steps")

@@ -8,6 +8,8 @@ graph-kept, train-in-eval-hook, scheduler-per-batch, param-after-optimizer, unse
 """
 
 import argparse
+import ctypes
+import os
 import resource
 import sys
 
@@ -110,6 +112,16 @@ def build(fault, args, epochs):
                data_collator=Collate(noisy=True), callbacks=callbacks)
 
 
+def _instrumented(on):
+    """Turn callgrind's instrumentation on or off (around the timed part) when
+    benchmarks/integrations_overhead.py --count instructions runs this script under callgrind:
+    TRAINGUARD_CALLGRIND_LIB names a library whose tg_instrument(int) issues the request.
+    Otherwise nothing."""
+    lib = os.environ.get("TRAINGUARD_CALLGRIND_LIB")
+    if lib:
+        ctypes.CDLL(lib).tg_instrument(int(on))
+
+
 def _cpu_s():
     """CPU seconds this process and its waited-for children (DataLoader workers) have used so
     far (user + system, all threads)."""
@@ -133,7 +145,9 @@ def main(argv=None):
     for fault in args.faults:
         trainer = build(fault, args, args.epochs)
         cpu = _cpu_s()
+        _instrumented(True)
         result = trainer.train()
+        _instrumented(False)
         cpu = _cpu_s() - cpu
         print(f"{fault}: train_runtime {result.metrics['train_runtime']:.3f} s, "
               f"{trainer.state.global_step} optimizer steps, cpu_s {cpu:.3f}")

@@ -8,6 +8,8 @@ losses-on-self.
 """
 
 import argparse
+import ctypes
+import os
 import resource
 import sys
 import time
@@ -124,7 +126,9 @@ def fit(fault, args):
         None if fault == "correct" else fault)
     train, val = loaders(args.samples)
     start, cpu = time.perf_counter(), _cpu_s()
+    _instrumented(True)
     trainer.fit(model, train, val)  # cause: unseeded
+    _instrumented(False)
     print(f"{fault}: fit_s {time.perf_counter() - start:.3f}, {trainer.global_step} optimizer "
           f"steps, cpu_s {_cpu_s() - cpu:.3f}")
     if fault == "correct" and args.resume:  # resume from Lightning's own checkpoint, one more epoch
@@ -135,6 +139,16 @@ def fit(fault, args):
             num_sanity_val_steps=0, limit_train_batches=args.batches)
         trainer.fit(Classifier(), train, val, ckpt_path=f"{root}/ckpt/last.ckpt")
     np.random.rand()  # (numpy, seeded by seed_everything, is drawn from too)
+
+
+def _instrumented(on):
+    """Turn callgrind's instrumentation on or off (around the timed part) when
+    benchmarks/integrations_overhead.py --count instructions runs this script under callgrind:
+    TRAINGUARD_CALLGRIND_LIB names a library whose tg_instrument(int) issues the request.
+    Otherwise nothing."""
+    lib = os.environ.get("TRAINGUARD_CALLGRIND_LIB")
+    if lib:
+        ctypes.CDLL(lib).tg_instrument(int(on))
 
 
 def _cpu_s():

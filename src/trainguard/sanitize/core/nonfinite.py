@@ -28,10 +28,11 @@ from trainguard.sanitize.core.frames import user_location
 from trainguard.sanitize.core.graph import graph_nodes, node_metadata
 from trainguard.sanitize.core.records import MADE, Made
 
-__all__ = ["Rerun", "non_finite_grads", "scaled_root_is_non_finite", "finite_output", "is_stamped", "rerun", "scaler_in_use", "singular_node",
+__all__ = ["Rerun", "grads_may_be_finite", "non_finite_grads", "scaled_root_is_non_finite", "finite_output", "is_stamped", "rerun", "scaler_in_use", "singular_node",
            "stamped_calls"]
 
 _HUGE_LOSS = 1e30  # a scaled loss that overflowed counts as an infinite loss when the loss must exceed this
+_JOINED = 1 << 20  # gradients of at most this many values in all are tested as one vector
 _FRACTIONAL = 1.0  # ``x ** e`` with ``e`` below this has an infinite derivative at 0
 
 
@@ -329,3 +330,25 @@ def non_finite_grads(optimizer: Any, model_refs: Any) -> list[Any]:
     return [names.get(id(p), tuple(p.shape)) for group in optimizer.param_groups
             for p in group["params"]
             if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
+
+
+def grads_may_be_finite(grads: list[Any]) -> bool:
+    """False when ``grads`` (CPU floating tensors, not sparse) hold a NaN or an Inf, or when the
+    test's sum overflowed (the caller confirms per tensor, :func:`non_finite_grads`); else True.
+
+    One op per set, not one per tensor: up to ``_JOINED`` values in all, the gradients are
+    joined into one vector and summed in float64 (a float32 sum of a million values cannot
+    overflow there; NaN and Inf carry through a sum); past it, where the values cost more than
+    the per-tensor dispatch and a copy would be large, their largest magnitudes
+    (``torch._foreach_norm(grads, inf)``) are summed. Reads the gradients, changes nothing."""
+    import torch
+
+    if sum(g.numel() for g in grads) <= _JOINED:
+        total = torch.cat([g.reshape(-1) for g in grads]).sum(dtype=torch.float64).item()
+    else:
+        norms = torch._foreach_norm(grads, float("inf"))  # max |g|: NaN or inf only if one is
+        dtype = grads[0].dtype
+        if any(g.dtype != dtype for g in grads):
+            norms = [n.to(dtype) for n in norms]
+        total = torch.stack(norms).sum().item()  # note: a sync on a checked step only (CPU)
+    return total - total == 0.0  # finite (inf - inf and NaN - NaN are NaN)
