@@ -11,6 +11,9 @@ Per model, when only some terms of the loss are cut: a model that an optimizer s
 the backward holds, reached only through cuts, gets no gradient (an actor's policy mean sent
 through NumPy and summed with the critic's loss: https://discuss.pytorch.org/t/74548).
 
+A submodule built in ``__init__`` that nothing ever calls (:mod:`trainguard.lint.unused`) gets
+no gradient either: reported where ``__init__`` builds it.
+
 Inside a module's ``forward``, a submodule with parameters whose output reaches the returned
 value only through a cut (:mod:`trainguard.lint.cuts`) never learns either: reported at the cut.
 """
@@ -28,6 +31,7 @@ from trainguard.lint.optimizers import held_modules
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
+from trainguard.lint.unused import unused_submodules
 from trainguard.lint.astutil import parent, walk_local
 
 CODE = "TG205"
@@ -56,6 +60,12 @@ def check(script: Script) -> Iterator[Hit]:
                 yield from _cut_models(script, loop, call, target)
     if not script.may_reach("backward") or "forward" not in script.source:
         return
+    for u in unused_submodules(script):
+        yield Hit(u.assign, f"{u.cls.name}.__init__ builds self.{u.attr}, a submodule with "
+                            f"parameters, but nothing ever calls it: its parameters get no "
+                            f"gradient, so they never change",
+                  fix=f"call self.{u.attr} in forward, or do not build it (guard it with the "
+                      f"config switch meant to turn it on)")
     for fc in forward_cuts(script):
         names = " and ".join(f"self.{a}" for a in fc.attrs)
         one = len(fc.attrs) == 1
