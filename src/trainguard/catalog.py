@@ -148,7 +148,7 @@ _ENTRIES = [
           "backward on a tensor that has no grad_fn",
           "nothing that requires grad reaches the tensor, so no gradient can be computed.",
           "build the loss with grad enabled from tensors that require grad (no no_grad, detach, "
-          "argmax or integer casts on the way)", False, True),
+          "argmax or integer casts on the way)", True, True),
     Entry("TG205", "gradient-cut",
           "parameters given to the optimizer never receive a gradient",
           "the path from the loss to these parameters was cut or never existed, so they never "

@@ -28,6 +28,7 @@ from trainguard.lint.cuts import CUT_ATTRS, NEW_LEAF, forward_cuts
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.events import events
 from trainguard.lint.optimizers import held_modules
+from trainguard.lint.rebuilds import loss_sources
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
@@ -53,6 +54,8 @@ def check(script: Script) -> Iterator[Hit]:
             uncut, cuts = _trace(script, target, call, depth=5)
             if cuts and not uncut:
                 cut, how = cuts[0]
+                if _rebuild_reported(script, target, cut):
+                    continue
                 yield Hit(cut, f"the loss that backward() runs on at {script.at(call.lineno)} "
                                f"reaches the model only through {how}: no gradient flows to the "
                                f"parameters, so they never change")
@@ -77,6 +80,13 @@ def check(script: Script) -> Iterator[Hit]:
                       f"{'it' if one else 'them'} (requires_grad_(False)) if not meant to learn")
 
 
+def _rebuild_reported(script: Script, target: ast.AST, cut: ast.AST) -> bool:
+    """TG204 reports this cut: a list of graph values rebuilt into a new tensor that makes
+    the whole loss (backward raises rather than training nothing)."""
+    found = loss_sources(script, target)
+    return not found.graph and not found.unknown and any(r is cut for r, _ in found.rebuilds)
+
+
 def _cut_models(script: Script, loop: ast.AST, call: ast.Call,
                 target: ast.AST) -> Iterator[Hit]:
     """Per model: a model that an optimizer stepped after this backward holds, reached by the
@@ -98,6 +108,8 @@ def _cut_models(script: Script, loop: ast.AST, call: ast.Call,
             uncut, cuts = _trace(script, target, call, depth=12, focus=model)
             if cuts and not uncut:
                 cut, how = cuts[0]
+                if _rebuild_reported(script, target, cut):
+                    continue
                 yield Hit(cut, f"the loss that backward() runs on at {script.at(call.lineno)} "
                                f"reaches {model} only through {how}: {opt}.step() finds no "
                                f"gradient for {model}'s parameters, so they never change")
