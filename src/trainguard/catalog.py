@@ -137,7 +137,7 @@ _ENTRIES = [
           "backward through a graph whose saved buffers were already freed",
           "the first backward frees the graph's saved tensors; the second cannot run.",
           "compute a fresh forward for each backward, or detach state carried between steps "
-          "(e.g. an RNN hidden state)", False, True),
+          "(e.g. an RNN hidden state)", True, True),
     Entry("TG203", "retain-graph-leak",
           "retain_graph=True on a step's last backward",
           "the step's saved activations outlive the step and pile up while anything still "
