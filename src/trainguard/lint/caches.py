@@ -6,7 +6,8 @@ with "Trying to backward through the graph a second time"
 (https://github.com/lucidrains/rotary-embedding-torch/issues/18,
 https://github.com/lab-cosmo/torch-pme/issues/62).
 
-A cache is a store ``self.C = value`` (or ``self.C[key] = value``) in a method other than ``__init__`` whose value, through
+A cache is a store ``self.C = value`` (``self.C[key] = value``,
+``self.register_buffer("C", value)``) in a method other than ``__init__`` whose value, through
 the method's local names, reads a learnable parameter of the module (``nn.Parameter`` not built
 with ``requires_grad=False``) or calls a submodule with parameters, with no cut on the way
 (``.detach()``, ``.item()``), outside ``no_grad``; and a later call can reuse it: ``self.C`` is
@@ -14,7 +15,8 @@ read before the store, in another method, or after a store that only runs on a c
 self.C is None:``). Silent when the store or its reuse depends on grad or training state
 (``requires_grad``, ``torch.is_grad_enabled()``, ``self.training``, or the flag the parameter's
 ``requires_grad`` was given), when another method resets the cache, and for state carried from
-call to call (``self.h = self.rnn(x, self.h)``: TG201).
+call to call (``self.h = self.rnn(x, self.h)``: TG201). A method under ``functools.lru_cache``
+that returns such a value is a cache too.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ _NONE_TESTS = {"exists", "isinstance", "hasattr", "len", "bool", "callable"}
 @dataclass(frozen=True, slots=True)
 class CachedGraph:
     cls: ast.ClassDef
-    attr: str  # the cache
-    store: ast.Assign
+    cache: str  # what holds it: "self.table", "the lru_cache of table()"
+    store: ast.AST  # the store, or the cached method
     source: str  # the parameter or submodule it is computed from
 
 
@@ -56,6 +58,9 @@ def cached_graphs(script: Script) -> list[CachedGraph]:
         for m in methods:
             if m is init:
                 continue
+            memo = _memoized(script, m, learnable)
+            if memo is not None:
+                out.append(CachedGraph(cls, f"the {memo[0]} of {m.name}()", m, memo[1]))
             for stmt in walk_local(m):
                 found = _cache_store(script, cls, m, stmt, learnable, flags)
                 if found is not None:
@@ -120,16 +125,11 @@ def _learns(script: Script, cls: ast.ClassDef, init: ast.FunctionDef, flag: ast.
 
 def _cache_store(script: Script, cls: ast.ClassDef, method: ast.FunctionDef, stmt: ast.AST,
                  learnable: set[str], flags: set[str]) -> CachedGraph | None:
-    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+    stored = _stored(stmt)
+    if stored is None or script.grad_disabled(stmt):
         return None
-    target = stmt.targets[0]
-    if isinstance(target, ast.Subscript):  # self._tables[n] = ...: a cache keyed by size
-        target = target.value
-    t = dotted(target) or ""
-    if not t.startswith("self.") or t.count(".") != 1 or script.grad_disabled(stmt):
-        return None
-    attr = t[5:]
-    refs = _self_refs(script, stmt.value, stmt, 6)
+    attr, value = stored
+    refs = _self_refs(script, value, stmt, 6)
     if refs is None or attr in refs:
         return None  # cut, or state carried from call to call
     source = next((r for r in sorted(refs) if r in learnable), None)
@@ -151,7 +151,44 @@ def _cache_store(script: Script, cls: ast.ClassDef, method: ast.FunctionDef, stm
     for r in reads:
         if any(_mentions(g, words, method) for g in _guards(r, script.enclosing_function(r))):
             return None
-    return CachedGraph(cls, attr, stmt, source)
+    return CachedGraph(cls, f"self.{attr}", stmt, source)
+
+
+def _stored(stmt: ast.AST) -> tuple[str, ast.expr] | None:
+    """(attribute, value) of ``self.C = v``, ``self.C[key] = v`` (a cache keyed by size) or
+    ``self.register_buffer("C", v)`` (a table rebuilt when a longer sequence comes)."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target = stmt.targets[0]
+        if isinstance(target, ast.Subscript):
+            target = target.value
+        t = dotted(target) or ""
+        if t.startswith("self.") and t.count(".") == 1:
+            return t[5:], stmt.value
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        call = stmt.value
+        if dotted(call.func) == "self.register_buffer" and len(call.args) >= 2 and \
+                isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
+            return call.args[0].value, call.args[1]
+    return None
+
+
+def _memoized(script: Script, method: ast.FunctionDef, learnable: set[str]
+              ) -> tuple[str, str] | None:
+    """A method under ``functools.lru_cache``/``cache`` whose result reads a learnable
+    attribute: every later call with the same arguments returns the first call's tensor."""
+    deco = next((d for d in method.decorator_list if (dotted(
+        d.func if isinstance(d, ast.Call) else d) or "").rsplit(".", 1)[-1] in
+        ("lru_cache", "cache")), None)
+    if deco is None or script.grad_disabled(method):
+        return None
+    for r in walk_local(method):
+        if isinstance(r, ast.Return) and r.value is not None:
+            refs = _self_refs(script, r.value, r, 6)
+            source = next((x for x in sorted(refs or ()) if x in learnable), None)
+            if source is not None:
+                name = (dotted(deco.func if isinstance(deco, ast.Call) else deco) or "cache")
+                return name.rsplit(".", 1)[-1], source
+    return None
 
 
 def _self_refs(script: Script, expr: ast.AST, at: ast.AST, depth: int) -> set[str] | None:

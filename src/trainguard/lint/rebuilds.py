@@ -16,7 +16,7 @@ import ast
 from dataclasses import dataclass, field
 
 from trainguard.lint.astutil import dotted, walk_local
-from trainguard.lint.callgraph import bind_arguments
+from trainguard.lint.callgraph import _self_assigned, bind_arguments
 from trainguard.lint.cuts import CUT_ATTRS
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.script import Script
@@ -63,7 +63,14 @@ class _Walk:
                 return
             k = s.key(expr)
             if k and k.startswith("self.") and k.count(".") == 1:
-                self.out.graph |= s.is_model(k) or _is_parameter(s, expr)
+                if s.is_model(k) or _is_parameter(s, expr):
+                    self.out.graph = True
+                    return
+                cls = s.enclosing_class(expr)  # self.loss = ... in another method
+                for value in _self_assigned(cls, expr.attr) if cls is not None else ():
+                    self.visit(value, value, {}, depth - 1)
+                for value in _stored(s, expr, at):  # a list the class appends to
+                    self.visit(value, value, {}, depth - 1)
                 return
             self.visit(expr.value, at, env, depth)
         elif isinstance(expr, (ast.Lambda, ast.Compare, ast.JoinedStr)):

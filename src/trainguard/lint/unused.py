@@ -52,9 +52,19 @@ def unused_submodules(script: Script) -> list[UnusedSubmodule]:
             t = stmt.targets[0]
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and \
                     t.value.id == "self" and named.get(t.attr, 0) == 1 and \
-                    parametric(script, stmt.value, 4):
+                    _builds_module(script, stmt.value):
                 out.append(UnusedSubmodule(cls, t.attr, stmt))
     return out
+
+
+def _builds_module(script: Script, value: ast.AST) -> bool:
+    """A layer with parameters, or a same-file factory that returns one
+    (``self.head = make_head(dim)``)."""
+    if parametric(script, value, 4):
+        return True
+    func = script.callee(value) if isinstance(value, ast.Call) else None
+    rets = [r.value for r in ast.walk(func) if isinstance(r, ast.Return)] if func else []
+    return bool(rets) and all(r is not None and parametric(script, r, 4) for r in rets)
 
 
 def _attribute_counts(script: Script) -> dict[str, int]:

@@ -183,8 +183,8 @@ def _flows_to_consumer(script: Script, node: ast.AST, depth: int) -> bool:
 def _inside_consumer(script: Script, node: ast.AST) -> bool:
     child, p = node, parent(node)
     while p is not None and not isinstance(p, ast.stmt):
-        if isinstance(p, ast.keyword) and p.arg in ("transform", "transforms",
-                                                     "target_transform", "dataset"):
+        if isinstance(p, ast.keyword) and p.arg in ("transform", "transforms", "dataset",
+                                                     "target_transform", "collate_fn"):
             return True
         if isinstance(p, ast.Call) and child is not p.func:
             name = (script.call_qualname(p) or dotted(p.func) or "").rsplit(".", 1)[-1]

@@ -22,10 +22,10 @@ def check(script: Script) -> Iterator[Hit]:
     if not script.may_reach("backward") or "self." not in script.source:
         return
     for c in cached_graphs(script):
-        yield Hit(c.store, f"{c.cls.name} caches self.{c.attr}, computed with grad from "
+        yield Hit(c.store, f"{c.cls.name} caches {c.cache}, computed with grad from "
                            f"self.{c.source}, and later calls reuse it: it still holds the graph "
                            f"of the step that built it, which that step's backward frees, so "
                            f"the next backward through it raises 'Trying to backward through "
                            f"the graph a second time'",
-                  fix=f"recompute self.{c.attr} on every call while {c.source} learns, cache "
-                      f"it only under torch.no_grad() or when it needs no gradient, or detach it")
+                  fix=f"recompute it on every call while {c.source} learns, cache it only "
+                      f"under torch.no_grad() or when it needs no gradient, or detach it")
