@@ -37,22 +37,25 @@ class UnusedSubmodule:
 def unused_submodules(script: Script) -> list[UnusedSubmodule]:
     if "backward" not in script.source or "forward" not in script.source:
         return []
-    built = {dotted(n.func) for n in script.nodes if isinstance(n, ast.Call)}
-    named = _attribute_counts(script)
+    built = {dotted(n.func) for n in script.calls}
+    named: dict[str, int] | None = None
     out = []
     for name, cls in script.classes.items():
         methods = {b.name: b for b in cls.body if isinstance(b, ast.FunctionDef)}
         init = methods.get("__init__")
         if init is None or "forward" not in methods or name not in built or \
-                not _plain_module(script, cls) or _reaches_generically(cls, init):
+                not _plain_module(script, cls):
             continue
         for stmt in init.body:  # statements __init__ always runs
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
                 continue
             t = stmt.targets[0]
-            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and \
-                    t.value.id == "self" and named.get(t.attr, 0) == 1 and \
-                    _builds_module(script, stmt.value):
+            if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and
+                    t.value.id == "self"):
+                continue
+            named = named if named is not None else _attribute_counts(script)
+            if named.get(t.attr, 0) == 1 and _builds_module(script, stmt.value) and \
+                    not _reaches_generically(cls, init):
                 out.append(UnusedSubmodule(cls, t.attr, stmt))
     return out
 

@@ -163,21 +163,30 @@ def _flows_to_consumer(script: Script, node: ast.AST, depth: int) -> bool:
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
             isinstance(stmt.targets[0], ast.Name):
         name, scope = stmt.targets[0].id, script.enclosing_function(stmt)
-        loads = [n for n in script.nodes if isinstance(n, ast.Name) and n.id == name and
-                 isinstance(n.ctx, ast.Load) and script.enclosing_function(n) is scope]
+        loads = [n for n in _loads(script, name) if script.enclosing_function(n) is scope]
         return any(_flows_to_consumer(script, n, depth - 1) for n in loads)
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
             isinstance(stmt.targets[0], ast.Attribute) and \
             isinstance(stmt.targets[0].value, ast.Name):  # train_ds.aug = Jitter()
         name, scope = stmt.targets[0].value.id, script.enclosing_function(stmt)
-        return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-                   and script.enclosing_function(n) is scope and _inside_consumer(script, n)
-                   for n in script.nodes)
+        return any(script.enclosing_function(n) is scope and _inside_consumer(script, n)
+                   for n in _loads(script, name))
     if isinstance(stmt, ast.Return):
         func = script.enclosing_function(stmt)
         return func is not None and any(_flows_to_consumer(script, c, depth - 1)
                                         for c in script.call_sites(func))
     return False
+
+
+def _loads(script: Script, name: str) -> list[ast.Name]:
+    table = script.__dict__.get("_tg_name_loads")
+    if table is None:
+        table = {}
+        for n in script.nodes:
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                table.setdefault(n.id, []).append(n)
+        script.__dict__["_tg_name_loads"] = table
+    return table.get(name, [])
 
 
 def _inside_consumer(script: Script, node: ast.AST) -> bool:

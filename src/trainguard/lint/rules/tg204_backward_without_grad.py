@@ -17,7 +17,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted
-from trainguard.lint.rebuilds import loss_sources
+from trainguard.lint.rebuilds import REBUILD, loss_sources
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
 
@@ -26,7 +26,9 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 
 
 def check(script: Script) -> Iterator[Hit]:
-    if "backward" not in script.source:
+    if "backward" not in script.source or not any(
+            (script.call_qualname(c) or "") in REBUILD and c.args and
+            not isinstance(c.args[0], ast.Constant) for c in script.calls):
         return
     done: set[int] = set()
     for call in script.calls:
