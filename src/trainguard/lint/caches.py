@@ -10,9 +10,9 @@ A cache is a store ``self.C = value`` (``self.C[key] = value``,
 ``self.register_buffer("C", value)``) in a method other than ``__init__`` whose value, through
 the method's local names, reads a learnable parameter of the module (``nn.Parameter`` not built
 with ``requires_grad=False``) or calls a submodule with parameters, with no cut on the way
-(``.detach()``, ``.item()``), outside ``no_grad``; and a later call can reuse it: ``self.C`` is
-read before the store, in another method, or after a store that only runs on a condition (``if
-self.C is None:``). Silent when the store or its reuse depends on grad or training state
+(``.detach()``, ``.item()``), outside ``no_grad``; and a later call can reuse it: ``forward`` or
+a method it calls reads ``self.C`` before the store, in another method, or after a store that
+only runs on a condition (``if self.C is None:``). Silent when the store or its reuse depends on grad or training state
 (``requires_grad``, ``torch.is_grad_enabled()``, ``self.training``, or the flag the parameter's
 ``requires_grad`` was given), when another method resets the cache, and for state carried from
 call to call (``self.h = self.rnn(x, self.h)``: TG201). A method under ``functools.lru_cache``
@@ -135,14 +135,14 @@ def _cache_store(script: Script, cls: ast.ClassDef, method: ast.FunctionDef, stm
     source = next((r for r in sorted(refs) if r in learnable), None)
     if source is None:
         return None
-    reads = [n for n in ast.walk(cls) if isinstance(n, ast.Attribute) and n.attr == attr and
-             dotted(n.value) == "self" and isinstance(n.ctx, ast.Load) and _value_use(n)]
-    init = next(b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "__init__")
-    init_nodes = {id(n) for n in ast.walk(init)}
+    path = _forward_path(cls)
+    reads = [n for m in path for n in ast.walk(m) if isinstance(n, ast.Attribute) and
+             n.attr == attr and dotted(n.value) == "self" and isinstance(n.ctx, ast.Load) and
+             _value_use(n)]
     conditional = _guards(stmt, method)
-    reused = any(id(r) not in init_nodes and (
-        script.enclosing_function(r) is not method or r.lineno < stmt.lineno or conditional)
-        for r in reads)
+    reused = any(script.enclosing_function(r) is not method or r.lineno < stmt.lineno or
+                 conditional for r in reads)
+    init = next(b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "__init__")
     if not reused or _resets(cls, init, method, attr):
         return None
     words = _GRAD_WORDS | flags
@@ -152,6 +152,28 @@ def _cache_store(script: Script, cls: ast.ClassDef, method: ast.FunctionDef, stm
         if any(_mentions(g, words, method) for g in _guards(r, script.enclosing_function(r))):
             return None
     return CachedGraph(cls, f"self.{attr}", stmt, source)
+
+
+def _forward_path(cls: ast.ClassDef) -> list[ast.FunctionDef]:
+    """``forward`` (and ``__call__``) and the methods of the class they call on ``self``: where
+    a read feeds the next step's graph (a getter for plotting does not)."""
+    methods = {b.name: b for b in cls.body if isinstance(b, ast.FunctionDef)}
+    memo = cls.__dict__.get("_tg_forward_path")
+    if memo is not None:
+        return memo
+    todo = [methods[n] for n in ("forward", "__call__") if n in methods]
+    found: list[ast.FunctionDef] = []
+    while todo:
+        m = todo.pop()
+        if m in found:
+            continue
+        found.append(m)
+        for n in ast.walk(m):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                    dotted(n.func.value) == "self" and n.func.attr in methods:
+                todo.append(methods[n.func.attr])
+    cls._tg_forward_path = found  # type: ignore[attr-defined]
+    return found
 
 
 def _stored(stmt: ast.AST) -> tuple[str, ast.expr] | None:
