@@ -137,7 +137,7 @@ _ENTRIES = [
           "backward through a graph whose saved buffers were already freed",
           "the first backward frees the graph's saved tensors; the second cannot run.",
           "compute a fresh forward for each backward, or detach state carried between steps "
-          "(e.g. an RNN hidden state)", True, True),
+          "(e.g. an RNN hidden state)", False, True),
     Entry("TG203", "retain-graph-leak",
           "retain_graph=True on a step's last backward",
           "the step's saved activations outlive the step and pile up while anything still "
@@ -148,7 +148,7 @@ _ENTRIES = [
           "backward on a tensor that has no grad_fn",
           "nothing that requires grad reaches the tensor, so no gradient can be computed.",
           "build the loss with grad enabled from tensors that require grad (no no_grad, detach, "
-          "argmax or integer casts on the way)", True, True),
+          "argmax or integer casts on the way)", False, True),
     Entry("TG205", "gradient-cut",
           "parameters given to the optimizer never receive a gradient",
           "the path from the loss to these parameters was cut or never existed, so they never "
