@@ -235,6 +235,64 @@ DROP_SCRIPT = '''
         optimizer.step()
 '''
 
+# Modelled on https://github.com/wolny/pytorch-3dunet/issues/32: the augmentations of a
+# utility module share one numpy Generator held as a class attribute, copied into every
+# DataLoader worker with the same state; the script never reseeds it per worker.
+AUG_HELPERS = '''
+    import numpy as np
+
+
+    class RandomAugment:
+        rng = np.random.default_rng(1234)
+
+        def sample(self):
+            return self.rng.uniform(-1.0, 1.0)
+
+
+    class RandomShift(RandomAugment):
+        def __call__(self, x):
+            return x + self.sample()
+
+
+    class RandomScale(RandomAugment):
+        def __call__(self, x):
+            return x * (1.0 + 0.1 * self.sample())
+'''
+AUG_SCRIPT = '''
+    import numpy as np
+    import torch
+    from torch.utils.data import DataLoader, Dataset, get_worker_info
+    from helpers import RandomScale, RandomShift
+
+
+    class Signals(Dataset):
+        def __init__(self, n, augment):
+            self.x = np.random.rand(n, 16).astype(np.float32)
+            self.augment = augment
+
+        def __len__(self):
+            return len(self.x)
+
+        def __getitem__(self, i):
+            x = self.x[i]
+            for aug in self.augment:
+                x = aug(x)
+            return torch.from_numpy(np.asarray(x, dtype=np.float32))
+
+
+    def reseed(worker_id):
+        get_worker_info().dataset.augment[0].rng = np.random.default_rng(get_worker_info().seed)
+
+
+    def loaders():
+        train = Signals(128, [RandomShift(), RandomScale()])
+        return DataLoader(train, batch_size=16, num_workers=4{init})
+
+
+    for batch in loaders():
+        pass
+'''
+
 CASES = [
     # (id, helpers, script, fill of the buggy script, fill of the fixed twin, code, marked text)
     ("TG602-helper-save", DDP_HELPERS, DDP_SCRIPT,
@@ -260,6 +318,9 @@ CASES = [
     ("TG105-helper-dropout", DROP_HELPERS, DROP_SCRIPT,
      {"mode": ""}, {"mode": ", training=self.training"},
      "TG105", "emb = embedding_dropout("),
+    ("TG503-helper-transforms", AUG_HELPERS, AUG_SCRIPT,
+     {"init": ""}, {"init": ", worker_init_fn=reseed"},
+     "TG503", "return DataLoader("),
 ]
 
 

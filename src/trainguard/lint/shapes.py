@@ -2,10 +2,12 @@
 
 ``TensorDataset(torch.randn(N, 8), y)`` holds ``N`` samples; so do ``x[:N]``,
 ``torch.arange(N)``, ``np.random.rand(N, 3)``, a ``Dataset`` whose ``__len__`` returns ``N``,
-``torch.cat([a, b])`` (their sum) and each part of ``random_split(ds, [a, b])``, with ``N``
+``torch.cat([a, b])`` (their sum), each part of ``random_split(ds, [a, b])``, ``x[idx]`` for
+an index array ``idx`` of known length and ``TensorDataset(*arrays)`` (the first of a tuple), with ``N``
 computed by :func:`trainguard.lint.consts.const_eval` (module constants, arithmetic, a
 function's arguments at one call site). A function of the file or project returns what its
-``return`` builds from the arguments of the call (``tiles, masks = make_tiles(N_TILES)``).
+``return`` builds from the arguments of the call (``tiles, masks = make_tiles(N_TILES)``), and a
+function's parameter holds what every call of the function in the file passes.
 scikit-learn's bundled datasets have fixed sizes (``load_digits()`` holds 1797 samples), and
 ``train_test_split`` splits as scikit-learn does: ``ceil(test_size * n)`` test samples, the rest
 for training (https://scikit-learn.org/stable/modules/generated/sklearn.model_selection.train_test_split.html).
@@ -37,7 +39,7 @@ _SAME_LENGTH = {"to", "float", "long", "double", "half", "int", "cuda", "cpu", "
 
 
 def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | None = None, *,
-            depth: int = 14) -> Any:
+            depth: int = 22) -> Any:
     """The number of samples (first dimension) of ``expr``, or ``UNKNOWN``."""
     if expr is None or depth <= 0:
         return UNKNOWN
@@ -47,11 +49,16 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
             return samples(script, env[expr.id], None, depth=d)
         bound = _binding(expr)
         if bound is None:
-            return UNKNOWN
+            return _param_samples(script, expr, None, d)
         stmt, index = bound
         if index is not None:
             return _part(script, stmt, index, d)  # type: ignore[arg-type]
         return samples(script, stmt.value, env, depth=d)  # type: ignore[attr-defined]
+    if isinstance(expr, ast.Subscript) and not isinstance(expr.slice, (ast.Slice, ast.Tuple)):
+        # x[idx] with an index array of known length (train_test_split's indices): as many
+        # samples as indices; a scalar or a boolean mask has no known length here
+        rows = samples(script, expr.slice, env, depth=d)
+        return rows if isinstance(rows, int) else UNKNOWN
     if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Slice):
         sl = expr.slice
         if sl.step is not None:
@@ -83,6 +90,8 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
     if q in _WRAP and expr.args:
         return samples(script, expr.args[0], env, depth=d)
     if name == "TensorDataset" and expr.args:
+        if isinstance(expr.args[0], ast.Starred):  # TensorDataset(*tensors)
+            return _element(script, expr.args[0].value, 0, env, d)
         return samples(script, expr.args[0], env, depth=d)
     if isinstance(f, ast.Attribute) and f.attr in _SAME_LENGTH:
         return samples(script, f.value, env, depth=d)
@@ -99,6 +108,10 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
         if isinstance(v, int) and not isinstance(v, bool) and name != "randint":
             return v
         return UNKNOWN
+    if q in ("torch.arange", "numpy.arange") and len(expr.args) == 1 and \
+            isinstance(expr.args[0], ast.Call) and dotted(expr.args[0].func) == "len" and \
+            len(expr.args[0].args) == 1:  # np.arange(len(x)): one index per sample of x
+        return samples(script, expr.args[0].args[0], env, depth=d)
     if q in ("torch.arange", "numpy.arange") and expr.args and not expr.keywords:
         vals = [const_eval(a, env=env) for a in expr.args]
         if all(isinstance(v, int) for v in vals):
@@ -143,6 +156,53 @@ def _returned(script: Script, call: ast.Call, index: int | None, depth: int) -> 
             return UNKNOWN
         value = value.elts[index]
     return samples(target.script, value, env, depth=depth)
+
+
+def _element(script: Script, expr: ast.AST, index: int, env: dict[str, ast.expr] | None,
+             depth: int) -> Any:
+    """The samples of element ``index`` of a tuple: a literal, what a function returns, or a
+    name bound (through a parameter's call sites) to either."""
+    if depth <= 0:
+        return UNKNOWN
+    if isinstance(expr, (ast.Tuple, ast.List)):
+        return samples(script, expr.elts[index], env, depth=depth - 1) \
+            if index < len(expr.elts) else UNKNOWN
+    if isinstance(expr, ast.Call):
+        return _returned(script, expr, index, depth - 1)
+    if isinstance(expr, ast.Name):
+        if env and expr.id in env:
+            return _element(script, env[expr.id], index, None, depth - 1)
+        bound = _binding(expr)
+        if bound is not None and bound[1] is None:
+            return _element(script, bound[0].value, index, None, depth - 1)  # type: ignore
+        if bound is None:
+            return _param_samples(script, expr, index, depth - 1)
+    return UNKNOWN
+
+
+def _param_samples(script: Script, name: ast.Name, index: int | None, depth: int) -> Any:
+    """A function parameter's samples (of element ``index``), when every call of the function
+    in the file passes arguments of the same known size (``fit(tensors(idx_tr))``)."""
+    from trainguard.lint.callgraph import bind_arguments
+
+    func = script.enclosing_function(name)
+    if func is None or depth <= 0:
+        return UNKNOWN
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]
+    if name.id not in params:
+        return UNKNOWN
+    if script.enclosing_class(func) is not None and params[0] in ("self", "cls"):
+        params = params[1:]
+    sites = script.call_sites(func)[:8]
+    found = set()
+    for call in sites:
+        bound = bind_arguments(params, call)
+        if name.id not in bound:
+            return UNKNOWN
+        arg = bound[name.id]
+        found.add(samples(script, arg, None, depth=depth) if index is None else
+                  _element(script, arg, index, None, depth))
+    return found.pop() if len(found) == 1 else UNKNOWN
 
 
 def _binding(name: ast.Name) -> tuple[ast.stmt, int | None] | None:

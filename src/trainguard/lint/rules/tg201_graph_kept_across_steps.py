@@ -8,6 +8,11 @@ built and backpropagated in the same iteration stays silent.
 
 Fix: ``.item()`` is safe when the accumulator is only used as a number (printed, logged,
 compared, divided); otherwise ``.detach()`` is offered as an unsafe fix.
+
+A module that caches on ``self`` a tensor computed with grad from its own learnable parameter
+and reuses it in later forwards (:mod:`trainguard.lint.caches`) keeps the graph of the forward
+that built it alive across steps: reported at the store
+(https://github.com/lucidrains/rotary-embedding-torch/issues/18).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, walk_local
+from trainguard.lint.caches import cached_graphs
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.dataflow import (CUTS, _is_cut, carries_graph, graph_names, is_loss_call,
                                       last_assignment, numeric_only, scope_of)
@@ -77,6 +83,11 @@ def check(script: Script) -> Iterator[Hit]:
                     continue
                 seen.add(id(node))
                 yield _hit(script, node, acc, value, verb, _is_scalar_loss(script, value, inner))
+    if script.may_reach("backward") and "self." in script.source:
+        for c in cached_graphs(script):
+            if id(c.store) not in seen:
+                seen.add(id(c.store))
+                yield _cache_hit(c)
 
 
 def _graph_params(script: Script, loop: ast.AST, names: set[str]) -> dict[int, set[str]]:
@@ -401,3 +412,13 @@ def _hit(script: Script, node: ast.AST, acc: str, value: ast.expr, verb: str,
     return Hit(node, f"`{what}` keeps the autograd graph of every iteration alive through "
                      f"`{acc}`, which outlives the loop and never reaches backward",
                fix=f"accumulate {new} instead", edits=[edit], safe=safe)
+
+
+def _cache_hit(c) -> Hit:  # type: ignore[no-untyped-def]
+    return Hit(c.store, f"{c.cls.name} caches {c.cache}, computed with grad from self.{c.source}, "
+                        f"and later forwards reuse it: it keeps the graph of the forward that "
+                        f"built it alive across steps, so the next backward through it fails "
+                        f"with 'Trying to backward through the graph a second time' (or, with "
+                        f"retain_graph=True, keeps that graph alive)",
+               fix=f"recompute it on every call while {c.source} learns, cache it only under "
+                   f"torch.no_grad() or when it needs no gradient, or detach it")

@@ -11,8 +11,19 @@ Per model, when only some terms of the loss are cut: a model that an optimizer s
 the backward holds, reached only through cuts, gets no gradient (an actor's policy mean sent
 through NumPy and summed with the critic's loss: https://discuss.pytorch.org/t/74548).
 
+A submodule built in ``__init__`` that nothing ever calls (:mod:`trainguard.lint.unused`) gets
+no gradient either: reported where ``__init__`` builds it.
+
 Inside a module's ``forward``, a submodule with parameters whose output reaches the returned
 value only through a cut (:mod:`trainguard.lint.cuts`) never learns either: reported at the cut.
+
+A loss rebuilt from graph values (:mod:`trainguard.lint.rebuilds`): ``torch.tensor(log_probs)``,
+``torch.as_tensor``, ``torch.Tensor(...)`` or a NumPy round trip on a list whose elements a
+model computed copies their numbers into a new leaf with no ``grad_fn``
+(https://pytorch.org/docs/stable/generated/torch.tensor.html: "torch.tensor() always copies
+data"). When the tensor ``backward()`` runs on is built from it and nothing else there carries a
+graph, reported at the rebuild; silent when another term carries a graph (a rebuilt target is a
+stop-gradient) or part of the loss cannot be followed. ``torch.stack``/``torch.cat`` keep it.
 """
 
 from __future__ import annotations
@@ -20,14 +31,16 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import is_true, kwarg
+from trainguard.lint.astutil import dotted, is_true, kwarg
 from trainguard.lint.cuts import CUT_ATTRS, NEW_LEAF, forward_cuts
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.events import events
 from trainguard.lint.optimizers import held_modules
+from trainguard.lint.rebuilds import REBUILD, loss_sources
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
+from trainguard.lint.unused import unused_submodules
 from trainguard.lint.astutil import parent, walk_local
 
 CODE = "TG205"
@@ -36,6 +49,7 @@ _CUT_ATTRS, _NEW_LEAF = CUT_ATTRS, NEW_LEAF
 
 
 def check(script: Script) -> Iterator[Hit]:
+    yield from _rebuilt_losses(script)
     seen: set[int] = set()
     for loop in training_loops(script):
         for call in walk_local(loop):
@@ -49,6 +63,8 @@ def check(script: Script) -> Iterator[Hit]:
             uncut, cuts = _trace(script, target, call, depth=5)
             if cuts and not uncut:
                 cut, how = cuts[0]
+                if _rebuild_reported(script, target, cut):
+                    continue
                 yield Hit(cut, f"the loss that backward() runs on at {script.at(call.lineno)} "
                                f"reaches the model only through {how}: no gradient flows to the "
                                f"parameters, so they never change")
@@ -56,6 +72,12 @@ def check(script: Script) -> Iterator[Hit]:
                 yield from _cut_models(script, loop, call, target)
     if not script.may_reach("backward") or "forward" not in script.source:
         return
+    for u in unused_submodules(script):
+        yield Hit(u.assign, f"{u.cls.name}.__init__ builds self.{u.attr}, a submodule with "
+                            f"parameters, but nothing ever calls it: its parameters get no "
+                            f"gradient, so they never change",
+                  fix=f"call self.{u.attr} in forward, or do not build it (guard it with the "
+                      f"config switch meant to turn it on)")
     for fc in forward_cuts(script):
         names = " and ".join(f"self.{a}" for a in fc.attrs)
         one = len(fc.attrs) == 1
@@ -65,6 +87,45 @@ def check(script: Script) -> Iterator[Hit]:
                           f"change",
                   fix=f"keep {names} in the graph (drop the cut), or freeze "
                       f"{'it' if one else 'them'} (requires_grad_(False)) if not meant to learn")
+
+
+def _rebuild_reported(script: Script, target: ast.AST, cut: ast.AST) -> bool:
+    """_rebuilt_losses reports this cut: a list of graph values rebuilt into a new tensor
+    that makes the whole loss (backward raises rather than training nothing)."""
+    found = loss_sources(script, target)
+    return not found.graph and not found.unknown and any(r is cut for r, _ in found.rebuilds)
+
+
+def _rebuilt_losses(script: Script) -> Iterator[Hit]:
+    """The loss that backward() runs on is built only from a tensor rebuilt out of graph
+    values (:mod:`trainguard.lint.rebuilds`): reported at the rebuild."""
+    if "backward" not in script.source or not any(
+            (script.call_qualname(c) or "") in REBUILD and c.args and
+            not isinstance(c.args[0], ast.Constant) for c in script.calls):
+        return
+    done: set[int] = set()
+    for call in script.calls:
+        if not is_backward(call) or not isinstance(call.func, ast.Attribute):
+            continue
+        target = call.func.value
+        if isinstance(target, ast.Call) and target.args and \
+                (dotted(target.func) or "").endswith("scale"):
+            target = target.args[0]
+        found = loss_sources(script, target)
+        if found.graph or found.unknown:
+            continue
+        for rebuild, box in found.rebuilds:
+            if id(rebuild) in done:
+                continue
+            done.add(id(rebuild))
+            how = script.call_qualname(rebuild) or "torch.tensor"
+            yield Hit(rebuild, f"{how}(...) copies the values in {box} into a new tensor cut "
+                               f"from the graph, and the loss that backward() runs on at "
+                               f"{script.at(call.lineno)} is built from it: the parameters get "
+                               f"no gradient, and backward fails with 'element 0 of tensors "
+                               f"does not require grad' when nothing else carries a graph",
+                      fix=f"keep the graph: torch.stack({box}) (or torch.cat) instead of "
+                          f"rebuilding a tensor from the values")
 
 
 def _cut_models(script: Script, loop: ast.AST, call: ast.Call,
@@ -88,6 +149,8 @@ def _cut_models(script: Script, loop: ast.AST, call: ast.Call,
             uncut, cuts = _trace(script, target, call, depth=12, focus=model)
             if cuts and not uncut:
                 cut, how = cuts[0]
+                if _rebuild_reported(script, target, cut):
+                    continue
                 yield Hit(cut, f"the loss that backward() runs on at {script.at(call.lineno)} "
                                f"reaches {model} only through {how}: {opt}.step() finds no "
                                f"gradient for {model}'s parameters, so they never change")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from trainguard.lint.astutil import dotted, kwarg, parent, walk_local
 from trainguard.lint.callgraph import bind_arguments
-from trainguard.lint.consts import UNKNOWN, const_eval
+from trainguard.lint.consts import UNKNOWN, const_eval, resolve
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
@@ -51,6 +51,8 @@ def check(script: Script) -> Iterator[Hit]:
         size_node = kwarg(call, "batch_size") or (call.args[1] if len(call.args) >= 2 else None)
         for env, site in _contexts(script, call):
             size = 1 if size_node is None else const_eval(size_node, env=env)
+            if size is UNKNOWN and size_node is not None:
+                size = resolve(script, size_node)  # batch_size=self.batch_size
             if not isinstance(size, int) or isinstance(size, bool) or size < 1:
                 continue
             drop = kwarg(call, "drop_last")

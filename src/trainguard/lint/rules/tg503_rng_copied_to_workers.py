@@ -6,6 +6,10 @@ the same state into every worker, so all workers draw the same numbers
 (https://pytorch.org/docs/stable/data.html#randomness-in-multi-process-data-loading). Fires when
 the RNG is used outside ``__init__`` and a DataLoader in the file has workers
 (``num_workers`` not 0) and no ``worker_init_fn``.
+
+The same holds for an RNG that a transform handed to the dataset owns (a MONAI-style
+``Randomizable`` with its own ``RandomState``), created by a helper that ``__init__`` calls or
+a class attribute, in this file or another file of the project (:mod:`worker_rngs`).
 """
 
 from __future__ import annotations
@@ -16,46 +20,55 @@ from collections.abc import Iterator
 from trainguard.lint.astutil import const_value, dotted, kwarg
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
+from trainguard.lint.worker_rngs import held_rngs
 
 CODE = "TG503"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
-_RNG = ("numpy.random.default_rng", "numpy.random.RandomState", "numpy.random.Generator",
-        "random.Random", "torch.Generator")
 
 
 def check(script: Script) -> Iterator[Hit]:
     if not _workers_without_init(script):
         return
-    for cls in script.classes.values():
-        if not any((dotted(b) or "").endswith("Dataset") for b in cls.bases):
+    foreign: list[str] = []
+    for held in held_rngs(script):
+        cls = held.cls.node
+        kind = (held.script.call_qualname(held.created) or "RNG").rsplit(".", 1)[-1]
+        if held.script is not script:
+            if f"{cls.name}.{held.attr}" not in foreign:
+                foreign.append(f"{cls.name}.{held.attr}")
             continue
-        init = next((b for b in cls.body if isinstance(b, ast.FunctionDef)
-                     and b.name == "__init__"), None)
-        if init is None:
+        func = script.enclosing_function(held.created)
+        if func is not None and func.name == "__init__" and _is_dataset(cls) and \
+                _reseeded(cls, func, held.attr):
             continue
-        for node in ast.walk(init):
-            if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
-                continue
-            q = script.call_qualname(node.value) or ""
-            if not q.endswith(_RNG):
-                continue
-            for t in node.targets:
-                attr = dotted(t) or ""
-                if attr.startswith("self.") and _used_elsewhere(cls, init, attr[5:]) and \
-                        not _reseeded(cls, init, attr[5:]):
-                    yield Hit(node.value,
-                              f"{cls.name}.__init__ stores a {q.rsplit('.', 1)[-1]} in {attr}: "
-                              f"every DataLoader worker gets a copy with the same state and "
-                              f"draws the same random numbers")
+        where = f"{cls.name}.{func.name}" if func is not None else cls.name
+        yield Hit(held.created, f"{where} stores a {kind} in self.{held.attr} that "
+                                f"{cls.name} draws from for each item: every DataLoader worker "
+                                f"gets a copy with the same state and draws the same random "
+                                f"numbers")
+    if foreign:
+        loader = next(c for c in script.calls if _loader_with_workers(script, c))
+        yield Hit(loader, f"this DataLoader's workers each get a copy of the dataset with the "
+                          f"same RNG state in {', '.join(foreign)} (created before the workers "
+                          f"start, used for each item): every worker draws the same numbers",
+                  fix="reseed those RNGs per worker in a worker_init_fn (from "
+                      "get_worker_info().seed), or draw from torch's RNG, which DataLoader "
+                      "seeds per worker")
+
+
+def _is_dataset(cls: ast.ClassDef) -> bool:
+    return any((dotted(b) or "").endswith("Dataset") for b in cls.bases)
 
 
 def _workers_without_init(script: Script) -> bool:
-    for call in script.calls:
-        if (script.call_qualname(call) or "").endswith("DataLoader"):
-            workers = kwarg(call, "num_workers")
-            if workers is not None and const_value(workers) != 0 and \
-                    kwarg(call, "worker_init_fn") is None:
-                return True
+    return any(_loader_with_workers(script, call) for call in script.calls)
+
+
+def _loader_with_workers(script: Script, call: ast.Call) -> bool:
+    if (script.call_qualname(call) or "").endswith("DataLoader"):
+        workers = kwarg(call, "num_workers")
+        return workers is not None and const_value(workers) != 0 and \
+            kwarg(call, "worker_init_fn") is None
     return False
 
 
@@ -75,16 +88,5 @@ def _reseeded(cls: ast.ClassDef, init: ast.AST, attr: str) -> bool:
                 return True
             if isinstance(sub, ast.Assign) and any(
                     (dotted(t) or "").startswith(f"self.{attr}") for t in sub.targets):
-                return True
-    return False
-
-
-def _used_elsewhere(cls: ast.ClassDef, init: ast.AST, attr: str) -> bool:
-    for method in cls.body:
-        if method is init or not isinstance(method, ast.FunctionDef):
-            continue
-        for sub in ast.walk(method):
-            if isinstance(sub, ast.Attribute) and sub.attr == attr and \
-                    isinstance(sub.value, ast.Name) and sub.value.id == "self":
                 return True
     return False

@@ -1,0 +1,207 @@
+"""RNG objects that the objects of a dataset own, whichever class holds them: the dataset itself,
+or a transform handed to it (``Compose([RandFlip(), RandShift()])``), defined in this file or in
+another file of the project. DataLoader copies the dataset, with everything it holds, into each
+worker, so an RNG object created before the copy draws the same numbers in every worker
+(https://pytorch.org/docs/stable/data.html#randomness-in-multi-process-data-loading; transforms
+that own a ``RandomState``: https://github.com/wolny/pytorch-3dunet/issues/32).
+
+An RNG counts when it is created (``np.random.RandomState``, ``default_rng``, ``random.Random``,
+``torch.Generator``) in the class body, in ``__init__`` or in a method ``__init__`` calls (a
+``set_random_state(seed)`` helper, through same-project base classes), and read on the per-item
+path (``__getitem__``, ``__call__``, ``__iter__`` and the methods they call). Silent when that
+path itself reseeds or replaces it.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from trainguard.lint.astutil import dotted, parent
+from trainguard.lint.callgraph import ClassRef
+from trainguard.lint.script import Script
+
+__all__ = ["HeldRng", "held_rngs", "RNG_CTORS"]
+
+RNG_CTORS = ("numpy.random.default_rng", "numpy.random.RandomState", "numpy.random.Generator",
+             "random.Random", "torch.Generator")
+_PER_ITEM = ("__getitem__", "__getitems__", "__call__", "__iter__", "__next__")
+_RESEED = {"manual_seed", "seed", "setstate", "set_state"}
+_DATASET_WORDS = ("Dataset", "Folder", "DataPipe")
+
+
+@dataclass(frozen=True, slots=True)
+class HeldRng:
+    cls: ClassRef  # the class whose instances the dataset holds
+    attr: str
+    created: ast.AST  # the RNG constructor call (in cls's file, or a base's)
+    script: Script  # the file of ``created``
+
+
+def held_rngs(script: Script) -> list[HeldRng]:
+    """RNGs held by objects that this file builds and hands to a dataset or DataLoader."""
+    out: list[HeldRng] = []
+    seen: set[int] = set()
+    for call in script.calls:
+        ref = script.graph.class_named(dotted(call.func))
+        if ref is None or id(ref.node) in seen or not _reaches_dataset(script, call, ref):
+            continue
+        seen.add(id(ref.node))
+        per_item = _per_item_methods(ref)
+        if not per_item:
+            continue
+        for attr, created, src in _created_before_copy(ref):
+            if _read_in(per_item, attr) and not _reseeded_in(per_item, attr):
+                out.append(HeldRng(ref, attr, created, src))
+    return out
+
+
+def _hierarchy(ref: ClassRef, depth: int = 4) -> list[ClassRef]:
+    out, todo = [], [(ref, depth)]
+    while todo:
+        r, d = todo.pop(0)
+        if any(r.node is o.node for o in out):
+            continue
+        out.append(r)
+        if d > 0:
+            for b in r.node.bases:
+                other = r.script.graph.class_named(dotted(b))
+                if other is not None:
+                    todo.append((other, d - 1))
+    return out
+
+
+def _is_rng(script: Script, value: ast.AST) -> bool:
+    return isinstance(value, ast.Call) and (script.call_qualname(value) or "").endswith(RNG_CTORS)
+
+
+def _created_before_copy(ref: ClassRef) -> list[tuple[str, ast.AST, Script]]:
+    """(attr, constructor call, its file) for RNGs the class body, ``__init__`` or a method
+    that ``__init__`` calls on ``self`` creates."""
+    out = []
+    for r in _hierarchy(ref):
+        for stmt in r.node.body:  # class attributes: shared, and copied all the same
+            if isinstance(stmt, ast.Assign) and _is_rng(r.script, stmt.value):
+                out += [(t.id, stmt.value, r.script) for t in stmt.targets
+                        if isinstance(t, ast.Name)]
+    init = ref.script.graph.method(ref, "__init__")
+    if init is None:
+        return out
+    funcs, todo = [], [init]
+    while todo and len(funcs) < 8:
+        t = todo.pop()
+        if any(t.func is f.func for f in funcs):
+            continue
+        funcs.append(t)
+        for n in ast.walk(t.func):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                    dotted(n.func.value) in ("self", "super()"):
+                m = ref.script.graph.method(ref, n.func.attr)
+                if m is not None:
+                    todo.append(m)
+    for t in funcs:
+        for n in ast.walk(t.func):
+            if isinstance(n, ast.Assign) and _is_rng(t.script, n.value):
+                out += [(d[5:], n.value, t.script) for d in map(dotted, n.targets)
+                        if d and d.startswith("self.") and d.count(".") == 1]
+    return out
+
+
+def _per_item_methods(ref: ClassRef) -> list[ast.AST]:
+    """The methods a worker runs for each item, and the ``self`` methods they call."""
+    todo = [m for name in _PER_ITEM if (m := ref.script.graph.method(ref, name)) is not None]
+    found: list = []
+    while todo and len(found) < 12:
+        t = todo.pop()
+        if any(t.func is f.func for f in found):
+            continue
+        found.append(t)
+        for n in ast.walk(t.func):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                    dotted(n.func.value) == "self":
+                m = ref.script.graph.method(ref, n.func.attr)
+                if m is not None:
+                    todo.append(m)
+    return [t.func for t in found]
+
+
+def _read_in(funcs: list[ast.AST], attr: str) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == attr and dotted(n.value) == "self"
+               and isinstance(n.ctx, ast.Load) for f in funcs for n in ast.walk(f))
+
+
+def _reseeded_in(funcs: list[ast.AST], attr: str) -> bool:
+    for f in funcs:
+        for n in ast.walk(f):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                    n.func.attr in _RESEED and dotted(n.func.value) == f"self.{attr}":
+                return True
+            if isinstance(n, ast.Assign) and any(dotted(t) == f"self.{attr}" for t in n.targets):
+                return True
+    return False
+
+
+def _reaches_dataset(script: Script, call: ast.Call, ref: ClassRef) -> bool:
+    """The object ``call`` builds ends up in a dataset: it is a dataset, or it is built inside
+    the arguments of a dataset, a DataLoader or a ``transform=`` keyword, directly or through
+    one name (``tf = Compose([...]); ds = Digits(x, y, tf)``)."""
+    if any(b.endswith(_DATASET_WORDS) for b in script.graph.bases(ref)):
+        return True
+    return _flows_to_consumer(script, call, 3)
+
+
+def _flows_to_consumer(script: Script, node: ast.AST, depth: int) -> bool:
+    """Through one assigned name (``tf = Compose([...]); Digits(x, y, tf)``) or what a
+    factory returns (``def build_transforms(cfg): return Compose([...])``), to its callers."""
+    if _inside_consumer(script, node):
+        return True
+    stmt = node
+    while not isinstance(stmt, ast.stmt) and parent(stmt) is not None:
+        stmt = parent(stmt)
+    if depth <= 0:
+        return False
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+            isinstance(stmt.targets[0], ast.Name):
+        name, scope = stmt.targets[0].id, script.enclosing_function(stmt)
+        loads = [n for n in _loads(script, name) if script.enclosing_function(n) is scope]
+        return any(_flows_to_consumer(script, n, depth - 1) for n in loads)
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+            isinstance(stmt.targets[0], ast.Attribute) and \
+            isinstance(stmt.targets[0].value, ast.Name):  # train_ds.aug = Jitter()
+        name, scope = stmt.targets[0].value.id, script.enclosing_function(stmt)
+        return any(script.enclosing_function(n) is scope and _inside_consumer(script, n)
+                   for n in _loads(script, name))
+    if isinstance(stmt, ast.Return):
+        func = script.enclosing_function(stmt)
+        return func is not None and any(_flows_to_consumer(script, c, depth - 1)
+                                        for c in script.call_sites(func))
+    return False
+
+
+def _loads(script: Script, name: str) -> list[ast.Name]:
+    table = script.__dict__.get("_tg_name_loads")
+    if table is None:
+        table = {}
+        for n in script.nodes:
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                table.setdefault(n.id, []).append(n)
+        script.__dict__["_tg_name_loads"] = table
+    return table.get(name, [])
+
+
+def _inside_consumer(script: Script, node: ast.AST) -> bool:
+    child, p = node, parent(node)
+    while p is not None and not isinstance(p, ast.stmt):
+        if isinstance(p, ast.keyword) and p.arg in ("transform", "transforms", "dataset",
+                                                     "target_transform", "collate_fn"):
+            return True
+        if isinstance(p, ast.Call) and child is not p.func:
+            name = (script.call_qualname(p) or dotted(p.func) or "").rsplit(".", 1)[-1]
+            if name == "DataLoader" or name.endswith(_DATASET_WORDS):
+                return True
+            ref = script.graph.class_named(dotted(p.func))
+            if ref is not None and any(b.endswith(_DATASET_WORDS)
+                                       for b in script.graph.bases(ref)):
+                return True
+        child, p = p, parent(p)
+    return False
