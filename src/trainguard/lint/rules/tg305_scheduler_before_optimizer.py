@@ -23,7 +23,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, kwarg, walk_local
-from trainguard.lint.consts import UNKNOWN, const_eval, resolve
+from trainguard.lint.consts import UNKNOWN, resolve
 from trainguard.lint.events import events
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit

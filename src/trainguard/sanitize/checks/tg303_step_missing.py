@@ -47,7 +47,7 @@ import weakref
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import short_location, user_location
+from trainguard.sanitize.core.frames import user_location
 from trainguard.sanitize.core.step_site import StepSite, find_step_site
 from trainguard.sanitize.core.values import readable
 
