@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -33,10 +34,7 @@ def test_one_sigint_stops_the_suite_even_when_a_script_turns_it_into_130(tmp_pat
 
         def test_first(tmp_path):
             script = tmp_path / "train.py"
-            # raise_signal delivers SIGINT to this thread: os.kill may hand it to another thread
-            # of the process (the watcher's), and the script could end before Python runs the
-            # handler, which then interrupts pytest after the script instead of inside it
-            script.write_text("import signal\\nsignal.raise_signal(signal.SIGINT)\\n")
+            script.write_text("import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\n")
             assert main(["run", str(script)]) == 130  # the script's status, as python gives it
 
         def test_second():
@@ -44,8 +42,11 @@ def test_one_sigint_stops_the_suite_even_when_a_script_turns_it_into_130(tmp_pat
         """))
     env = cli_env()
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env["PYTHONPATH"]])
+    # A shell starts background jobs with SIGINT ignored, and Python then installs no Ctrl-C
+    # handler: give the inner suite the disposition of a terminal's foreground process.
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p",
                            "no:xdist", "-q", "-o", "addopts=", str(tmp_path)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert not marker.exists(), proc.stdout
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, proc.stdout + proc.stderr
