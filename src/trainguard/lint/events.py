@@ -19,7 +19,7 @@ from trainguard.lint.callgraph import RETURNS_SELF, ClassRef, Target
 from trainguard.lint.consts import module_constants_trusted, truth
 from trainguard.lint.script import Script, is_backward
 
-__all__ = ["Event", "events", "Kind", "branch_taken"]
+__all__ = ["Event", "events", "Kind", "branch_taken", "builds_module"]
 
 Kind = Literal["backward", "step", "zero", "sched", "train", "eval", "mode?", "unscale", "clip",
                "forward", "loop", "setgrad", "autograd"]
@@ -135,6 +135,17 @@ def _grad_assign(stmt: ast.stmt) -> Kind | None:
     return "setgrad"
 
 
+def builds_module(script: Script, call: ast.Call) -> bool:
+    """``call`` constructs a module: a class of this file with a ``forward``, or a zoo model
+    (``torchvision.models.*``, ``timm.create_model``)."""
+    cls = script.classes.get(dotted(call.func) or "")
+    if cls is not None and any(isinstance(b, ast.FunctionDef) and b.name == "forward"
+                               for b in cls.body):
+        return True
+    return (script.call_qualname(call) or "").startswith(("torchvision.models.",
+                                                          "timm.create_model"))
+
+
 def _module_built(script: Script, stmt: ast.stmt, rename: dict[str, str]) -> str | None:
     """``self.vae = VAE(n)``: a model bound to a newly built module, which starts in train
     mode (``nn.Module.__init__`` sets ``training = True``) whatever mode the object it replaces
@@ -142,12 +153,7 @@ def _module_built(script: Script, stmt: ast.stmt, rename: dict[str, str]) -> str
     if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
             isinstance(stmt.value, ast.Call)):
         return None
-    name = dotted(stmt.value.func) or ""
-    cls = script.classes.get(name)
-    q = script.call_qualname(stmt.value) or ""
-    if not (cls is not None and any(isinstance(b, ast.FunctionDef) and b.name == "forward"
-                                    for b in cls.body) or
-            q.startswith(("torchvision.models.", "timm.create_model"))):
+    if not builds_module(script, stmt.value):
         return None
     k = script.key(stmt.targets[0])
     if k is None or not script.is_model(k):

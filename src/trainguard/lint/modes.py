@@ -5,8 +5,7 @@ from __future__ import annotations
 import ast
 from typing import Literal
 
-from trainguard.lint.astutil import dotted
-from trainguard.lint.events import Event
+from trainguard.lint.events import Event, builds_module
 from trainguard.lint.regions import preceding_events
 from trainguard.lint.script import Script
 
@@ -75,9 +74,6 @@ def _walk(script: Script, evs: list[Event]) -> tuple[Mode, str, int | None, bool
 
 def _built_before(script: Script, node: ast.AST) -> int | None:
     scope = script.enclosing_function(node)
-    module_classes = {n for n, c in script.classes.items()
-                      if any(isinstance(b, ast.FunctionDef) and b.name == "forward"
-                             for b in c.body)}
     keys = script.models | script.project_model_keys if script.mode_dependent else script.models
     for key in keys:
         for value in script.assignments.get(key, []):
@@ -85,9 +81,7 @@ def _built_before(script: Script, node: ast.AST) -> int | None:
                 continue
             if script.enclosing_function(value) is not scope:
                 continue
-            q = script.call_qualname(value) or ""
-            if dotted(value.func) in module_classes or q.startswith(
-                    ("torchvision.models.", "timm.create_model")):
+            if builds_module(script, value):
                 return value.lineno
             builder = script.model_builders.get(id(value)) if script.mode_dependent else None
             if builder is not None and builder.mode_dependent and not builder.sets_mode:
