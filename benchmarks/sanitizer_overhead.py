@@ -26,19 +26,37 @@ Usage::
     python benchmarks/sanitizer_overhead.py                 # both models, 1 thread, 100 rounds
     python benchmarks/sanitizer_overhead.py --rounds 80 --steps 25 --threads 1 --json out.json
     python benchmarks/sanitizer_overhead.py --models cnn --modes sanitizer --script-lines 800
+    python benchmarks/sanitizer_overhead.py --count instructions --steps 320
+    python benchmarks/sanitizer_overhead.py --count instructions --src OTHER_CHECKOUT/src
+
+``--count instructions`` runs each side (plain, watched) once under valgrind's callgrind,
+instrumented only over ``--steps`` steps of a settled run (after the same warm-up and settling as
+the timed blocks; the watcher stays on for all of them, as in a long run), and prints watched /
+plain instructions. The count does not depend on what else the machine runs, so two checkouts
+can be compared at any time (``--src``: the trainguard sources to measure, default this
+checkout's). It counts instructions, not time: a vectorized convolution and a Python bytecode
+weigh alike, so its ratio is not the timed ratio; it is the measure of a change between two
+versions of the checks. Needs valgrind and a C compiler with valgrind's headers.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+# --src OTHER/src measures another checkout's trainguard with this benchmark (read before import)
+_SRC = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--src"),
+            str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, _SRC)
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -189,6 +207,66 @@ def measure(kind: str, mode: str, *, rounds: int, steps: int,
             "rounds": rounds, "steps": steps, "script_lines": script_lines}
 
 
+def counted_side(kind: str, side: str, steps: int) -> None:
+    """The child of ``--count instructions``: warm up and settle as :func:`measure` does, then
+    run ``steps`` steps (watched when ``side`` is "sanitizer") with callgrind's instrumentation
+    on (``TRAINGUARD_CALLGRIND_LIB``: the library whose ``tg_instrument(int)`` switches it)."""
+    import ctypes
+
+    instrument = ctypes.CDLL(os.environ["TRAINGUARD_CALLGRIND_LIB"]).tg_instrument
+    timed = step_fn(kind)
+    _block(timed, 64, 0)
+    watcher = Watcher(config=Config(), stream=None)
+    if side == "sanitizer":
+        watcher.start()
+        _block(timed, 64, 0)  # settled: the timed steps are a long run's steady state
+    instrument(1)
+    for i in range(steps):
+        timed(64 + i)
+    instrument(0)
+    if side == "sanitizer":
+        watcher.stop()
+        if watcher.findings:
+            raise SystemExit(f"the benchmark step itself has findings: {watcher.findings}")
+
+
+def count_instructions(models: list[str], steps: int, src: str) -> list[dict]:
+    """Watched / plain instructions of ``steps`` settled steps per model, each side once under
+    callgrind in a fresh process."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from integrations_overhead import callgrind_library
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        library = callgrind_library(tmp)
+        env = dict(os.environ, TRAINGUARD_CALLGRIND_LIB=library, PYTHONHASHSEED="0",
+                   OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        for kind in models:
+            counts = {}
+            for side in ("plain", "sanitizer"):
+                out = os.path.join(tmp, f"{kind}-{side}.callgrind.out")
+                r = subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                                    f"--callgrind-out-file={out}", sys.executable, __file__,
+                                    "--src", src, "--counted-side", f"{kind}:{side}",
+                                    "--steps", str(steps)],
+                                   env=env, capture_output=True, text=True)
+                totals = re.findall(r"^totals: (\d+)", Path(out).read_text(), re.M) \
+                    if os.path.exists(out) else []
+                if r.returncode != 0 or not totals:
+                    raise SystemExit(f"{kind} {side}: no count (exit {r.returncode})\n"
+                                     f"{r.stderr[-2000:]}")
+                counts[side] = int(totals[0])
+            rows.append({"model": kind, "steps": steps, "src": src,
+                         "plain_instructions": counts["plain"],
+                         "watched_instructions": counts["sanitizer"],
+                         "ratio": counts["sanitizer"] / counts["plain"],
+                         "added_per_step": (counts["sanitizer"] - counts["plain"]) / steps})
+            row = rows[-1]
+            print(f"{kind:5} {row['plain_instructions']:>15,} {row['watched_instructions']:>15,} "
+                  f"{row['ratio']:7.4f} {row['added_per_step']:>12,.0f}", flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="cnn,mlp", help="comma-separated: cnn, mlp")
@@ -206,8 +284,25 @@ def main(argv: list[str] | None = None) -> int:
                         help="run the steps as the module-level loop of a generated script of "
                              "about N lines (default 0: the steps run inside a function)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--count", choices=("time", "instructions"), default="time",
+                        help="time rounds (default), or count instructions under callgrind")
+    parser.add_argument("--src", default=_SRC,
+                        help="the trainguard sources to measure (default: this checkout's src)")
+    parser.add_argument("--counted-side", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.counted_side:
+        kind, side = args.counted_side.split(":")
+        counted_side(kind, side, args.steps)
+        return 0
+    if args.count == "instructions":
+        print(f"torch {torch.__version__}, trainguard from {args.src}, {args.steps} settled steps "
+              f"per side, instructions under callgrind (one run each)")
+        print(f"{'model':5} {'plain':>15} {'watched':>15} {'ratio':>7} {'added/step':>12}")
+        rows = count_instructions(args.models.split(","), args.steps, args.src)
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+        return 0
     rows = []
     print(f"torch {torch.__version__}, {args.threads} thread(s), {args.rounds} rounds x "
           f"{args.steps} steps per side, {args.clock} clock"
