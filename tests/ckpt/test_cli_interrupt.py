@@ -17,6 +17,7 @@ import pytest
 from cliutil import cli_env, run_cli
 from trainguard.ckpt.checkpoint import find_resume_checkpoint
 from trainguard.ckpt.io import verify_checkpoint
+from trainguard.cli import main
 
 # Sends SIGTERM to the training process right after its N-th optimizer step (a real signal,
 # delivered at a chosen step): loaded through sitecustomize, so trainguard's code is unchanged.
@@ -70,47 +71,55 @@ def test_sigterm_exits_143_and_resume_matches_the_uninterrupted_run(tmp_path, ho
         assert _sha(run) == _sha(ref), f"stopped at step {stop}"
 
 
-def test_resume_with_changed_settings_is_refused_unless_forced(tmp_path):
+# The three tests below judge what --resume does, not the process around it: they call the CLI's
+# main in this process (the real process's exit status: test_train_cli.py and the slow tests here).
+def _train(capsys, *args: str) -> tuple[int, str]:
+    """``trainguard train ARGS`` in this process: (exit status, what it wrote to stderr)."""
+    code = main(["train", *args])
+    return code, capsys.readouterr().err
+
+
+def test_resume_with_changed_settings_is_refused_unless_forced(tmp_path, capsys):
     run = tmp_path / "run"
-    assert run_cli("train", "--epochs", "1", "--model", "mlp", "--run-dir", str(run),
-                   "--progress", "none").returncode == 0
-    proc = run_cli("train", "--resume", str(run), "--batch-size", "64")
-    assert proc.returncode == 2
-    assert "--batch-size: run has 32, given 64" in proc.stderr and "--force" in proc.stderr
-    forced = run_cli("train", "--resume", str(run), "--batch-size", "64", "--force",
-                     "--epochs", "2", "--progress", "none")
-    assert forced.returncode == 0, forced.stderr
+    assert _train(capsys, "--epochs", "1", "--model", "mlp", "--run-dir", str(run),
+                  "--progress", "none")[0] == 0
+    code, err = _train(capsys, "--resume", str(run), "--batch-size", "64")
+    assert code == 2
+    assert "--batch-size: run has 32, given 64" in err and "--force" in err
+    code, err = _train(capsys, "--resume", str(run), "--batch-size", "64", "--force",
+                       "--epochs", "2", "--progress", "none")
+    assert code == 0, err
     assert json.loads((run / "summary.json").read_text())["epochs"] == 2
 
 
-def test_damaged_last_checkpoint_falls_back_and_says_so(tmp_path):
+def test_damaged_last_checkpoint_falls_back_and_says_so(tmp_path, capsys):
     run = tmp_path / "run"
-    assert run_cli("train", "--epochs", "2", "--model", "mlp", "--run-dir", str(run),
-                   "--keep-last", "2", "--checkpoint-every-steps", "20",
-                   "--progress", "none").returncode == 0
+    assert _train(capsys, "--epochs", "2", "--model", "mlp", "--run-dir", str(run),
+                  "--keep-last", "2", "--checkpoint-every-steps", "20",
+                  "--progress", "none")[0] == 0
     sha = _sha(run)
     last = run / "last.pt"
     (run / "best.pt").unlink()
     data = bytearray(last.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped bit in the middle of the tensor data
     last.write_bytes(bytes(data))
-    proc = run_cli("train", "--resume", str(run), "--progress", "none")
-    assert proc.returncode == 0, proc.stderr
-    assert "skipped a damaged checkpoint" in proc.stderr and "CRC-32" in proc.stderr
-    assert "resuming from" in proc.stderr and "step-000000080.pt" in proc.stderr
+    code, err = _train(capsys, "--resume", str(run), "--progress", "none")
+    assert code == 0, err
+    assert "skipped a damaged checkpoint" in err and "CRC-32" in err
+    assert "resuming from" in err and "step-000000080.pt" in err
     assert _sha(run) == sha  # resumed from step 80 of 90 and trained the rest identically
 
 
-def test_truncated_checkpoint_is_detected(tmp_path):
+def test_truncated_checkpoint_is_detected(tmp_path, capsys):
     run = tmp_path / "run"
-    assert run_cli("train", "--epochs", "1", "--model", "mlp", "--run-dir", str(run),
-                   "--progress", "none").returncode == 0
+    assert _train(capsys, "--epochs", "1", "--model", "mlp", "--run-dir", str(run),
+                  "--progress", "none")[0] == 0
     for name in ("last.pt", "best.pt"):
         p = run / name
         p.write_bytes(p.read_bytes()[:-100])
-    proc = run_cli("train", "--resume", str(run))
-    assert proc.returncode == 2
-    assert "no usable checkpoint" in proc.stderr and "truncated" in proc.stderr
+    code, err = _train(capsys, "--resume", str(run))
+    assert code == 2
+    assert "no usable checkpoint" in err and "truncated" in err
 
 
 def _last_logged_step(log: Path) -> int:
