@@ -60,3 +60,48 @@ def test_unseeded_fit_fails_under_strict(tmp_path) -> None:
                                                       cause_line(SCRIPT, "unseeded"))]
     assert r.returncode == 1
     assert "FindingsError: trainguard: 1 finding in a fit watched with strict=True" in r.stderr
+
+
+def test_a_fit_calls_only_the_hooks_the_callback_uses(tmp_path) -> None:
+    """Lightning calls every hook of a callback, each inside a profiler context, unless it is not
+    callable: the hooks TrainguardCallback does not implement are None on it, so a fit runs only
+    its own (the profiler records each hook it calls); a subclass's hook is still called."""
+    import io
+
+    import lightning as L
+    import torch
+    from lightning.pytorch.profilers import SimpleProfiler
+
+    from trainguard.integrations.lightning import TrainguardCallback
+
+    class Tiny(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, batch_idx):
+            return torch.nn.functional.mse_loss(self.layer(batch[0]), batch[1])
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    class Counting(TrainguardCallback):
+        batches = 0
+
+        def on_train_batch_end(self, *args, **kwargs):
+            super().on_train_batch_end(*args, **kwargs)
+            self.batches += 1
+
+    torch.manual_seed(0)
+    data = torch.utils.data.TensorDataset(torch.randn(8, 4), torch.randn(8, 1))
+    for cls, expected in ((TrainguardCallback, set()), (Counting, {"on_train_batch_end"})):
+        profiler = SimpleProfiler()
+        callback = cls(stream=io.StringIO())
+        trainer = L.Trainer(max_epochs=1, callbacks=[callback], profiler=profiler, logger=False,
+                            enable_checkpointing=False, enable_progress_bar=False,
+                            enable_model_summary=False, default_root_dir=tmp_path)
+        trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=4))
+        prefix = f"[Callback]{cls.__qualname__}."
+        called = {k[len(prefix):] for k in profiler.recorded_durations if k.startswith(prefix)}
+        assert called == {"setup", "on_train_start", "teardown"} | expected
+    assert callback.batches == 2

@@ -168,3 +168,23 @@ def test_the_share_is_judged_on_both_clocks():
     assert dog.overrun(now)
     dog.total = 1.0  # the wall clock disagrees: under the floor
     assert not dog.overrun(now)
+
+
+def test_the_cpu_clock_is_read_per_event_only_once_the_checks_near_the_floor(monkeypatch):
+    """The CPU clock is a system call (on a loaded machine, one that can cost the core): a run
+    whose checks stay far under FLOOR_S never reads it around an event; once their wall time
+    passes ARM of the floor, every event reads it twice."""
+    from trainguard.sanitize import dispatch
+
+    reads = []
+    monkeypatch.setattr(dispatch, "thread_time", lambda: reads.append(1) or time.thread_time())
+    watcher = Watcher(config=Config(), stream=io.StringIO(), every_step=True)
+    _train(20, watcher)
+    assert reads == [] and watcher.watchdog.total_cpu == 0.0
+    assert watcher.watchdog.total < watchdog.FLOOR_S * watchdog.ARM
+
+    monkeypatch.setattr(watchdog, "FLOOR_S", 0.0)  # armed from the first event
+    watcher = Watcher(config=Config(), stream=io.StringIO(), every_step=True)
+    _train(20, watcher)
+    assert len(reads) > 2 * 20 and len(reads) % 2 == 0
+    assert watcher.watchdog.total_cpu > 0.0

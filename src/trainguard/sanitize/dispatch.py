@@ -54,7 +54,11 @@ class Dispatch(Bus):
     def _emit(self, event: str, handlers: list[tuple[Check, Any]], args: tuple) -> None:
         dog = self.watchdog
         start = perf_counter()
-        start_cpu = thread_time()  # the handling thread's own CPU: not torch's spinning workers
+        # the handling thread's own CPU (not torch's spinning workers), read only once the
+        # checks' wall time nears the floor (watchdog.ARM): before that, the CPU clock (a system
+        # call, some microseconds, and a chance for a loaded machine to take the core away) could
+        # not agree that a check is past its share
+        start_cpu = thread_time() if dog.total >= watchdog.FLOOR_S * watchdog.ARM else None
         outer, outer_cpu = clock.start, clock.start_cpu  # (an inner event keeps the outer deadline)
         if outer is None:
             clock.start, clock.start_cpu = start, start_cpu
@@ -70,10 +74,14 @@ class Dispatch(Bus):
                     except Exception as exc:  # a bug in a check must never break the user's run
                         self.check_failed(check, event, exc)
         finally:
+            late_cpu = clock.start_cpu  # (read by a walk past its wall deadline, if not before)
             clock.start, clock.start_cpu = outer, outer_cpu
         took = perf_counter() - start
         dog.total += took
-        dog.total_cpu += thread_time() - start_cpu
+        if start_cpu is None and outer is None:
+            start_cpu = late_cpu
+        if start_cpu is not None:
+            dog.total_cpu += thread_time() - start_cpu
         if took > SLOW_S or dog.total > watchdog.FLOOR_S:  # (rare)
             self._judge(event, handlers, start, took)
 

@@ -14,12 +14,23 @@ from trainguard.sanitize.core.check import EVENTS, Check, Diagnosis
 __all__ = ["Check", "Diagnosis", "discover", "EVENTS"]
 
 
+_found: list[type[Check]] | None = None  # what the first discover() found (files do not change)
+
+
 def discover() -> list[type[Check]]:
-    """Every :class:`Check` subclass defined in ``checks/tg*.py``, sorted by code.
+    """Every :class:`Check` subclass defined in ``checks/tg*.py``, sorted by code; the folder is
+    read once per process (every watcher asks: a callback's, inside the trainer's fit).
 
     Raises:
         RuntimeError: two checks claim the same code, or a check's code is not in the catalogue.
     """
+    global _found
+    if _found is None:
+        _found = _discover()
+    return list(_found)
+
+
+def _discover() -> list[type[Check]]:
     from trainguard.catalog import CATALOG
 
     found: dict[str, type[Check]] = {}

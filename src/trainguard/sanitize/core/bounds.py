@@ -64,7 +64,7 @@ class _Clock:
 
     def __init__(self) -> None:
         self.start: float | None = None
-        self.start_cpu = 0.0  # thread_time() when that event started
+        self.start_cpu: float | None = 0.0  # thread_time() when it started (None: not read)
         self.dog: Any = None  # a Watchdog, with deadline(start) -> perf_counter() time
 
 
@@ -74,9 +74,11 @@ clock = _Clock()
 def check_deadline() -> None:
     """Raise :class:`Overrun` when the event running now is past its deadline."""
     start = clock.start
-    if (start is not None and time.perf_counter() > clock.dog.deadline(start)
-            and clock.dog.cpu_past(clock.start_cpu)):
-        raise Overrun()
+    if start is not None and time.perf_counter() > clock.dog.deadline(start):
+        if clock.start_cpu is None:  # (an event begun before the CPU clock was read per event:
+            clock.start_cpu = time.thread_time()  # its CPU time counts from here)
+        if clock.dog.cpu_past(clock.start_cpu):
+            raise Overrun()
 
 
 class Budget:

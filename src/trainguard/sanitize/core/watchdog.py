@@ -19,6 +19,13 @@ parallel op and add to the process's CPU time whatever the check does, which wou
 check look busy and a busy one look like half the run. A check that really takes the time spends
 it on both clocks (a run waiting on I/O keeps the wall-clock rule).
 
+The CPU clock is a system call (a few microseconds, and on a loaded machine a chance for the
+scheduler to take the core away: milliseconds): it is read around each event only once the checks
+have taken :data:`ARM` of :data:`FLOOR_S` on the wall clock, the first point at which it could
+matter (a thread's CPU time never exceeds its wall time). Events before that are not counted in
+``total_cpu``, which then lags the checks' CPU time by at most ``ARM * FLOOR_S``: a check is
+stopped later, never sooner, and most runs never read it (checks of a few milliseconds per step).
+
 A check past its deadline is stopped where it is (its walk raises ``bounds.Overrun``), or, if it
 does not walk, once the event returns (the check that took the most time: an event slower than
 :data:`SLOW_S` has its checks timed one by one from its next occurrence, ``Check.spent_s``; the
@@ -33,12 +40,13 @@ from __future__ import annotations
 import threading
 import time
 
-__all__ = ["Watchdog", "SHARE", "FLOOR_S", "EXIT_S", "SLOW_S"]
+__all__ = ["Watchdog", "SHARE", "FLOOR_S", "EXIT_S", "SLOW_S", "ARM"]
 
 SHARE = 0.5  # the checks may take at most this share of the run's wall time...
 FLOOR_S = 2.0  # ... once they have taken this much in all (seconds)
 EXIT_S = 2.0  # the exit analyses and the error's explanation together, at most (seconds)
 SLOW_S = 0.001  # an event that took longer has its checks timed one by one the next time
+ARM = 0.5  # the CPU clock is read per event once the checks have this share of FLOOR_S in all
 
 
 class Watchdog:
@@ -51,7 +59,8 @@ class Watchdog:
         started_cpu: ``thread_time()`` (CPU seconds of the starting thread) when the watcher
             started; for events on another thread, that thread's CPU time at its first event.
         total: seconds all the checks have taken (events the watcher timed).
-        total_cpu: CPU seconds the same events took on the thread that handled them.
+        total_cpu: CPU seconds the same events took on the thread that handled them, counted
+            from the first event after ``total`` reached ``ARM * FLOOR_S``.
         exit_start: ``perf_counter()`` when the exit work began, or None before it.
         exit_start_cpu: ``process_time()`` when the exit work began.
         exit_s: seconds the exit work took (set by the watcher when it is over).
