@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import json
 import pickle
+import subprocess
+import sys
 import textwrap
 
+from cliutil import cli_env
 from sanitize_helpers import run_tg
 
 HOGWILD = textwrap.dedent("""\
@@ -88,3 +91,38 @@ def test_the_wrapper_pickles_with_the_function_it_runs():
                   world_size=2)
     child = pickle.loads(pickle.dumps(Child(textwrap.dedent, setup, None)))
     assert child.fn is textwrap.dedent and child.setup == setup and child.index is None
+
+
+NUMERICS = textwrap.dedent("""\
+    import sys
+    import torch
+    import torch.multiprocessing as mp
+
+    def train(i, out):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Dropout(0.3),
+                                    torch.nn.Linear(8, 1))
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+        for _ in range(5):
+            loss = model(torch.randn(16, 4)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        with open(out, "w") as f:
+            f.write(repr([p.sum().item() for p in model.parameters()]))
+
+    if __name__ == "__main__":
+        mp.start_processes(train, args=(sys.argv[1],), nprocs=1, start_method="fork")
+""")
+
+
+def test_a_watched_child_computes_what_it_computes_unwatched(tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(NUMERICS)
+    plain = subprocess.run([sys.executable, str(script), str(tmp_path / "plain.txt")],
+                           env=cli_env(), capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    done = run_tg("run", str(script), str(tmp_path / "watched.txt"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "1 of 1 child processes started with mp.start_processes" in done.stderr
+    assert (tmp_path / "watched.txt").read_text() == (tmp_path / "plain.txt").read_text()
