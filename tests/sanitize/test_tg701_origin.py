@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import textwrap
 
+import pytest
 import torch
 
-from sanitize_helpers import run_tg
+from sanitize_helpers import run_in_process, run_tg
 
 SCRIPT = textwrap.dedent("""\
     import sys
@@ -107,3 +108,31 @@ def test_a_file_a_sibling_script_saves_is_the_projects_own(tmp_path):
 
 def test_a_sibling_that_saves_another_file_does_not_vouch_for_it(tmp_path):
     assert _generated_then_trained(tmp_path, "other.pt") == [("TG701", 2)]
+
+
+WRITTEN_IN_RUN = textwrap.dedent("""\
+    import io, os
+    import torch
+    state = {{"model": torch.nn.Linear(3, 2).state_dict(), "step": 1}}
+    {write}
+    loaded = torch.load("ckpt.pt", weights_only=False)
+""")
+
+
+@pytest.mark.parametrize("write, expected", [
+    # raw bytes written by this process: a download or a copy, whatever the file holds
+    ('buf = io.BytesIO(); torch.save(state, buf); open("ckpt.pt", "wb").write(buf.getvalue())',
+     [("TG701", 5)]),
+    # this process's torch.save: to the path, through an open file, to a name renamed onto it
+    ('torch.save(state, "ckpt.pt")', []),
+    ('f = open("ckpt.pt", "wb"); torch.save(state, f); f.close()', []),
+    ('torch.save(state, "ckpt.pt.tmp"); os.replace("ckpt.pt.tmp", "ckpt.pt")', []),
+])
+def test_a_file_written_during_the_run_is_trusted_only_from_torch_save(tmp_path, monkeypatch,
+                                                                      write, expected):
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / "load.py"
+    script.write_text(WRITTEN_IN_RUN.format(write=write))
+    watcher, status, stderr = run_in_process(script)
+    assert status == 0, stderr
+    assert [(f.code, f.line) for f in watcher.findings if f.code == "TG701"] == expected, stderr

@@ -27,6 +27,7 @@ from trainguard.sanitize.dispatch import Dispatch
 from trainguard.sanitize.probes import (backward, built, children, data, functional, grad_mode,
                                         io, module_call, optim, registration, repro,
                                         warning_line)
+from trainguard.sanitize.ranks.children import unwatched_note, unwatched_section
 from trainguard.sanitize.ranks.link import RankLink, exit_guard
 
 __all__ = ["Watcher", "watch"]
@@ -62,7 +63,8 @@ class Watcher(Dispatch):
     """
 
     def __init__(self, *, config: Config | None = None, stream: TextIO | None = None,
-                 checks: list[type[Check]] | None = None, every_step: bool = False) -> None:
+                 checks: list[type[Check]] | None = None, every_step: bool = False,
+                 ranks: Any = None) -> None:
         self.config = config if config is not None else Config()
         self.stream = stream
         self.state = State()
@@ -71,7 +73,9 @@ class Watcher(Dispatch):
                                settle=self._settle)
         self.reports = 0  # report() calls so far: a step with one never settles
         self.armed: set[Check] = set()  # checks following something across steps
-        self.ranks = RankLink.from_env()  # None outside torchrun (WORLD_SIZE unset or 1)
+        # None outside torchrun (WORLD_SIZE unset or 1); a child of a watched script: its link
+        self.ranks = ranks if ranks is not None else RankLink.from_env()
+        self.family: Any = None  # the children started through torch.multiprocessing
         if checks is None:
             checks = discover()
         self.checks = [cls(self) for cls in checks]
@@ -131,6 +135,8 @@ class Watcher(Dispatch):
             for check, method in list(self.handlers["on_exit"]):  # one by one: each timed
                 self._emit("on_exit", [(check, method)], ())
             self._report_exit_overrun()
+            if self.family is not None:
+                self.family.finish()  # the watched children's reports
             if self.ranks is not None:
                 self.ranks.finish(self)  # send this rank's findings; rank 0 merges every rank's
         finally:
@@ -144,6 +150,15 @@ class Watcher(Dispatch):
             self.state.no_grad_depth = 0
             self.state.enable_grad_at.clear()
             self._started = False
+
+    def detach(self) -> None:
+        """Remove the hooks without the exit work (a ``fork`` child drops its parent's)."""
+        global _active
+        _active = None if _active is self else _active
+        for undo in reversed(self._undo):
+            undo()
+        self._undo.clear()
+        self._started = False
 
     # ---- events ----------------------------------------------------------------------------
 
@@ -193,7 +208,7 @@ class Watcher(Dispatch):
                                cell=int(cell.group(2)) if cell is not None else None)
         self._by_key[key] = finding
         if not quiet:
-            tag = f"[rank {self.ranks.rank}] " if self.ranks is not None else ""
+            tag = self.ranks.tag if self.ranks is not None else ""
             self._print(tag + finding.format())
         return finding
 
@@ -209,7 +224,7 @@ class Watcher(Dispatch):
         finding.message = f"{finding.message}. Also: {message}"
         if fix and fix not in (finding.fix or ""):
             finding.fix = f"{finding.fix}; {fix}" if finding.fix else fix
-        tag = f"[rank {self.ranks.rank}] " if self.ranks is not None else ""
+        tag = self.ranks.tag if self.ranks is not None else ""
         self._print(tag + finding.format())
 
     def explain(self, exc: BaseException) -> list[Finding]:
@@ -241,36 +256,29 @@ class Watcher(Dispatch):
             return self.ranks.summary(self)
         findings = self.findings
         if not findings:
-            return (f"trainguard: no findings ({len(self.checks)} checks; "
-                    f"{self.state.step} optimizer steps, {self.state.backward_count} backward "
-                    f"calls watched{self._sampled()})")
-        rows = [("count", "code", "name", "where")]
-        rows += [(str(f.count), f.code, f.name,
-                  f"{f.path}{'' if f.cell is None else f'[cell {f.cell}]'}:{f.line}")
+            return "\n".join([
+                f"trainguard: no findings ({len(self.checks)} checks; {self.state.step} optimizer "
+                f"steps, {self.state.backward_count} backward calls watched{self._sampled()})"]
+                + (self.family.lines() if self.family is not None else []))
+        family = self.family if self.family is not None and self.family.count else None
+        rows = [("count", "code", "name") + (("process",) if family else ()) + ("where",)]
+        rows += [(str(f.count), f.code, f.name) + ((family.where_seen(f),) if family else ())
+                 + (f"{f.path}{'' if f.cell is None else f'[cell {f.cell}]'}:{f.line}",)
                  for f in findings]
-        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        n = len(rows[0])
+        widths = [max(len(r[i]) for r in rows) for i in range(n)]
         steps = self.state.step
         lines = [f"trainguard: {len(findings)} finding{'s' if len(findings) != 1 else ''} "
                  f"({steps} optimizer step{'s' if steps != 1 else ''} watched"
                  f"{self._sampled()})"]
         for r in rows:
             lines.append("  " + "  ".join([r[0].rjust(widths[0])]
-                                         + [r[i].ljust(widths[i]) for i in (1, 2)] + [r[3]]))
-        return "\n".join(lines)
+                                         + [r[i].ljust(widths[i]) for i in range(1, n - 1)]
+                                         + [r[-1]]))
+        return "\n".join(lines + (family.lines() if family else []))
 
     def _sampled(self) -> str:
-        return self._skipped() + self._children()
-
-    def _children(self) -> str:
-        """What the summary says of the child processes user code started (not watched)."""
-        count = sum(n for n, _, _ in self.state.children)
-        if not count:
-            return ""
-        where = self.state.children[0][2]
-        at = f" at {os.path.basename(where[0])}:{where[1]}" if where else ""
-        return (f"; {count} child process{'es' if count != 1 else ''} started through "
-                f"torch.multiprocessing{at} {'were' if count != 1 else 'was'} NOT watched: "
-                "findings in them are not reported")
+        return self._skipped() + unwatched_note(self.state.children)
 
     def _skipped(self) -> str:
         skipped = self.cadence.steps_skipped
@@ -295,10 +303,9 @@ class Watcher(Dispatch):
         if self.ranks is not None:
             data["ranks"] = self.ranks.report_section()
         if self.state.children:
-            data["unwatched_child_processes"] = [
-                {"count": n, "start_method": method,
-                 "path": where[0] if where else None, "line": where[1] if where else None}
-                for n, method, where in self.state.children]
+            data["unwatched_child_processes"] = unwatched_section(self.state.children)
+        if self.family is not None and self.family.count:
+            data["children"] = self.family.report_section()
         tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, target)
 

@@ -28,15 +28,21 @@ scanned code (``self.rs.seed(1000 + i)``, ``self.g.manual_seed(i)``, ``set_state
 ``self.rng.bit_generator.state = ...``: each item's draws are then fixed by the item, whatever the
 worker); a ``worker_init_fn`` that reseeds the attribute.
 
-Not seen: a generator held one level down (inside a transform object the dataset calls).
+Also held further down (``core/rng_holders.py``): a generator made in the ``__init__`` of a
+transform the dataset holds directly, in a list, in a Compose-like object or an ``nn.Module``
+container (the class in the script or a helper module). Reported when ``__getitem__`` reads the
+dataset attribute that leads to it and the transform's ``__call__``/``forward`` (or a method
+``__getitem__`` calls on it) draws from it, at the ``__init__`` line that made it; silent when that
+code makes it per worker (``get_worker_info``, ``torch.initial_seed``, assigns it) or reseeds it
+per call, or the ``worker_init_fn`` assigns it or calls a method that does.
 
-Cost: per DataLoader pass with workers, the dataset's attributes (wrapped datasets 5 levels deep)
-and the bytecode of its class's ``__getitem__``/``__iter__`` (cached per class).
+Cost: per DataLoader pass with workers, the dataset's attributes (wrapped datasets 5 levels deep),
+its object graph (at most 256 objects) and the bytecode of its class's ``__getitem__``/``__iter__`` (cached per class).
 
 Reference: "Randomness in multi-process data loading"
 (https://pytorch.org/docs/stable/data.html#randomness-in-multi-process-data-loading); the FAQ "My
 data loader workers return identical random numbers"
-(https://pytorch.org/docs/stable/notes/faq.html); wolny/pytorch-3dunet#32; TorchDSP/torchsig#343.
+(https://pytorch.org/docs/stable/notes/faq.html); wolny/pytorch-3dunet#32; TorchDSP/torchsig#343; Project-MONAI/MONAI#1068 and #398.
 """
 
 from __future__ import annotations
@@ -48,9 +54,11 @@ from typing import Any
 
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import is_user_code
+from trainguard.sanitize.core.rng_holders import Held, held_rngs
 
 _RESEEDS_PER_WORKER = {"get_worker_info", "initial_seed"}
 _RESEED_METHODS = {"seed", "manual_seed", "set_state", "setstate"}
+_CALLED = {"__call__", "forward"}  # what calling a transform object runs
 _FIX = {
     "numpy Generator": "np.random.default_rng(info.seed)",
     "numpy RandomState": "np.random.RandomState(info.seed % 2**32)",
@@ -65,6 +73,10 @@ class RngCopiedToWorkers(Check):
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.names: dict[type, tuple[str, set[str], set[str]]] = {}  # per dataset class
+        # per (class holding a generator below the dataset, dataset class): (attribute -> the
+        # method drawing from it, names loaded, attributes stored or reseeded) in the methods the
+        # dataset's entry calls on it
+        self.holders: dict[tuple[type, type], tuple[dict[str, str], set[str], set[str]]] = {}
         self.reported: set[tuple[type, str]] = set()
         # per finding (by id): its first message and the class.attribute pairs it stands for
         self.places: dict[int, tuple[str, list[str]]] = {}
@@ -80,7 +92,8 @@ class RngCopiedToWorkers(Check):
             except TypeError:
                 continue
             rngs = [(a, k) for a, v in attributes.items() if (k := _rng_kind(v)) is not None]
-            if not rngs:
+            held = held_rngs(dataset, _rng_kind)
+            if not rngs and not held:
                 continue
             cls = type(dataset)
             if cls not in self.names:
@@ -88,6 +101,9 @@ class RngCopiedToWorkers(Check):
             entry, loaded, stored = self.names[cls]
             if not entry or loaded & _RESEEDS_PER_WORKER:
                 continue
+            for found in held:
+                if found.first in loaded and found.first not in stored:
+                    self._held(loader, workers, init_names, path, cls, entry, loaded, found)
             for attr, kind in rngs:
                 if (cls, attr) in self.reported or attr not in loaded or attr in stored:
                     continue
@@ -108,6 +124,44 @@ class RngCopiedToWorkers(Check):
                         "reseeds in every worker",
                     where=_assigned_at(cls, attr))
                 self._merge(finding, f"{cls.__name__}.{attr}")
+
+    def _held(self, loader: Any, workers: int, init_names: set[str] | None, path: str,
+              cls: type, entry: str, entry_loaded: set[str], found: Held) -> None:
+        """A generator held by an object the dataset holds (a transform): reported when that
+        object's class draws from it outside ``__init__`` and nothing reseeds it per worker."""
+        holder = type(found.holder)
+        key = (holder, found.attr)
+        if key in self.reported:
+            return
+        if (holder, cls) not in self.holders:
+            self.holders[(holder, cls)] = _holder_names(holder, entry_loaded)
+        drawn_in, loaded, stored = self.holders[(holder, cls)]
+        draw = drawn_in.get(found.attr)
+        if draw is None or found.attr in stored or loaded & _RESEEDS_PER_WORKER:
+            return  # never drawn from in a worker, reseeded per call, or made per worker
+        if init_names is not None and (found.attr in init_names
+                                       or _reseeds_through(init_names, (cls, holder), found.attr)):
+            return
+        where = _assigned_at(holder, found.attr)
+        if where is None:
+            return  # made by library code: nothing the user can fix at a line of theirs
+        self.reported.add(key)
+        init = ("" if init_names is None else
+                f"; its worker_init_fn {_name(loader.worker_init_fn)} does not reseed it")
+        reach = f"{path}{found.path}"
+        finding = self.report(
+            f"DataLoader(num_workers={workers}) gives every worker a copy of "
+            f"{holder.__name__}.{found.attr} (a {found.kind} made before the workers start, held "
+            f"by the dataset as {reach.replace('info.dataset', cls.__name__, 1)}), and "
+            f"{holder.__name__}.{draw} draws from it when {cls.__name__}.{entry} runs{init}: all "
+            f"{workers} workers draw the same numbers, so the random augmentations repeat across "
+            "workers",
+            fix=f"reseed it in each worker with a worker_init_fn that runs `info = "
+                f"torch.utils.data.get_worker_info(); {reach}.{found.attr} = "
+                f"{_FIX[found.kind]}`, or draw from the np.random.* / torch.* global functions, "
+                "which PyTorch reseeds in every worker",
+            where=where)
+        self._merge(finding, f"{holder.__name__}.{found.attr}")
 
     def _merge(self, finding: Any, pair: str) -> None:
         """Name every dataset class and attribute reported at one line in that line's message
@@ -197,9 +251,16 @@ def _entry_names(cls: type) -> tuple[str, set[str], set[str]]:
     function = getattr(cls, entry, None)
     if not isinstance(function, FunctionType) or function.__module__.startswith("torch."):
         return "", set(), set()
+    loaded, stored = _scan(cls, [function.__code__])
+    return entry, loaded, stored
+
+
+def _scan(cls: type, codes: list[CodeType]) -> tuple[set[str], set[str]]:
+    """Names ``codes`` and the methods of ``cls`` they call load, and the attributes they store or
+    reseed (see :func:`_entry_names`)."""
     loaded: set[str] = set()
     stored: set[str] = set()
-    pending: list[CodeType] = [function.__code__]
+    pending: list[CodeType] = list(codes)
     seen: set[CodeType] = set()
     while pending:
         code = pending.pop()
@@ -229,7 +290,46 @@ def _entry_names(cls: type) -> tuple[str, set[str], set[str]]:
             elif ins.opname == "STORE_ATTR":
                 stored.add(ins.argval)
         pending.extend(c for c in code.co_consts if isinstance(c, CodeType))
-    return entry, loaded, stored
+    return loaded, stored
+
+
+def _methods(cls: type) -> list[FunctionType]:
+    """The user-code methods of ``cls`` and its bases other than ``__init__``."""
+    out: dict[str, FunctionType] = {}
+    for klass in cls.__mro__:
+        for name, value in vars(klass).items():
+            value = getattr(value, "__func__", value)
+            if (name not in out and name != "__init__" and isinstance(value, FunctionType)
+                    and is_user_code(value.__code__)):
+                out[name] = value
+    return list(out.values())
+
+
+def _holder_names(cls: type, called: set[str]) -> tuple[dict[str, str], set[str], set[str]]:
+    """For a class holding a generator, from the methods a worker runs on it (``__call__``,
+    ``forward``, and those the dataset's entry names in ``called``) and the methods they call on
+    ``self``: attribute -> the method that reads it, the names loaded, the attributes stored or
+    reseeded."""
+    methods = [m for m in _methods(cls) if m.__name__ in called or m.__name__ in _CALLED]
+    loaded, stored = _scan(cls, [m.__code__ for m in methods])
+    drawn_in: dict[str, str] = {}
+    for method in methods + _methods(cls):
+        if method.__name__ in loaded or method in methods:
+            for name in method.__code__.co_names:
+                drawn_in.setdefault(name, method.__name__)
+    return drawn_in, loaded, stored
+
+
+def _reseeds_through(init_names: set[str], classes: tuple[type, ...], attr: str) -> bool:
+    """A ``worker_init_fn`` that calls a method of the dataset or of the holder
+    (``info.dataset.transform.set_random_state(seed)``) which stores or reseeds ``attr``."""
+    for cls in classes:
+        for name in init_names:
+            method = getattr(cls, name, None)
+            method = getattr(method, "__func__", method)
+            if isinstance(method, FunctionType) and attr in _scan(cls, [method.__code__])[1]:
+                return True
+    return False
 
 
 def _callable_names(fn: Any) -> set[str] | None:

@@ -1,11 +1,12 @@
 """TG602 save-on-every-rank: several ranks write the same file with ``torch.save``.
 
-What it watches: under ``torchrun`` only, the target of every ``torch.save``: a path (``str`` or
+What it watches: under ``torchrun``, and in the processes a watched script starts itself through
+``torch.multiprocessing`` (``mp.spawn``, ``mp.Process``: ``ranks/children.py``), the target of every ``torch.save``: a path (``str`` or
 ``os.PathLike``) or an open file with a path ``name``, resolved to an absolute real path, with the
 user's line and the number of writes (up to 256 distinct files per rank). At exit every rank sends
 its list to rank 0.
 
-When it fires: on rank 0, when the reports show two or more ranks on the same host writing the same
+When it fires: on rank 0 (the parent, for children), when the reports show two or more ranks on the same host writing the same
 file. Their writes race: a checkpoint interleaved with or cut by another rank's write fails to load
 ("PytorchStreamReader failed reading zip archive", "storage has wrong size"). Reported once per
 file at the save line of the lowest rank that wrote it, ``ranks`` the ranks that wrote it.

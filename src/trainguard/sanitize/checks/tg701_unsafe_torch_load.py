@@ -6,17 +6,21 @@ call's keyword arguments.
 When it fires: ``torch.load(path, weights_only=False)`` (from torch 2.6 the default is
 ``weights_only=True``; before 2.6, or with ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``, a load without
 ``weights_only=True`` is unsafe too) in the user's code, on a file whose origin is not this
-program: not written during this run (by ``torch.save`` or any other code: modified before the
-run started), not pickling this program's own classes (``__main__`` or the user's modules, read
+program: not written by a ``torch.save`` of this process (to the path, through an open file, or to
+a name renamed onto it), not pickling this program's own classes (``__main__`` or the user's modules, read
 from the pickle's opcodes without unpickling), and not in the format of the program's own save
 function (a ``torch.save`` of a dict literal whose keys the file's pickle does not all hold), and
 not named by a ``torch.save`` in another script beside the loading one (a data-generation script
 run first: ``torch.save(data, open('traindata.pt', 'wb'))`` in pytorch/examples'
 time_sequence_prediction/generate_sine_wave.py, which its train.py loads). A
+file written during this run by other code in a single process (``open(p, "wb").write(download(
+url))``, ``shutil.copyfileobj``) is judged without the program's-own-format rule: no earlier run
+of the program's save function wrote it. Under torchrun or with watched children, a file another
+process wrote during the run is judged by the program's own format (a rank's own save). A
 checkpoint is a pickle: loading one from elsewhere (a download, a shared drive) runs whatever code
 it carries.
 
-Silent on: ``weights_only=True`` or the torch >= 2.6 default; files written during this run;
+Silent on: ``weights_only=True`` or the torch >= 2.6 default; files this process torch.saved;
 resumes of the program's own format (a ``torch.save`` of a variable counts as any format); files
 that pickle the program's own classes; file objects and buffers; loads made by a library's code
 (``torch.hub.load_state_dict_from_url`` inside torchvision, ``accelerator.load_state()``): only a
@@ -65,8 +69,9 @@ class UnsafeTorchLoad(Check):
         self.started = time.time()  # a file modified since was written during this run
 
     def on_save(self, obj: Any, f: Any) -> None:
-        if isinstance(f, (str, os.PathLike)):
-            self.written.add(os.path.abspath(os.fspath(f)))
+        name = _file_name(f)
+        if name is not None:
+            self.written.add(os.path.realpath(name))
 
     def on_load(self, f: Any, kwargs: dict) -> None:
         if not isinstance(f, (str, os.PathLike)):
@@ -80,24 +85,50 @@ class UnsafeTorchLoad(Check):
             if self.safe_default:
                 return
         path = os.path.abspath(os.fspath(f))
-        if path in self.written or not _called_by_user(sys._getframe(1)):
+        if (os.path.realpath(path) in self.written or self._moved_here(path)
+                or not _called_by_user(sys._getframe(1))):
             return
-        if _modified_since(path, self.started):  # written during this run, by any code
-            return
+        # Written during this run, but not by a torch.save of this process: by another process of
+        # this program (a rank, a child: its own save function may have written it), or by raw
+        # bytes (a download, a copy), which the program's own save function never wrote.
+        fresh = _modified_since(path, self.started)
+        family = getattr(self.bus, "family", None)
+        alone = fresh and self.bus.ranks is None and not getattr(family, "count", 0)
         where = user_location(sys._getframe(1))
         strings, own = pickle_strings(path)
-        if own or (where is not None and (_saved_by_program(where[0], strings)
-                                          or _written_by_sibling(where[0], path))):
+        if own or (where is not None and (_written_by_sibling(where[0], path) or (
+                not alone and _saved_by_program(where[0], strings)))):
             return
         how = "weights_only=False" if weights_only is False else \
             "no weights_only=True (this torch defaults to full unpickling)"
+        origin = ("was written during this run by code other than torch.save (raw bytes: a "
+                  "download or a copy)" if alone else "was not written by this run")
         self.report(
-            f"torch.load({os.path.basename(path)!r}) with {how}: the file was not written by "
-            "this run, and unpickling it runs any code it carries",
+            f"torch.load({os.path.basename(path)!r}) with {how}: the file {origin}, and "
+            "unpickling it runs any code it carries",
             fix="pass weights_only=True (allow extra types with "
                 "torch.serialization.add_safe_globals), and load full pickles only from sources "
                 "you trust",
             where=where)
+
+
+    def _moved_here(self, path: str) -> bool:
+        """A file this process saved beside ``path`` and that is gone: saved to a temporary name
+        and renamed onto ``path`` (an atomic save)."""
+        folder = os.path.dirname(os.path.realpath(path))
+        return any(os.path.dirname(w) == folder and not os.path.exists(w) for w in self.written)
+
+
+def _file_name(f: Any) -> str | None:
+    """The path ``torch.save`` writes to: a path, or an open file's ``name`` (``path`` for
+    fsspec's local files); None for a buffer."""
+    if isinstance(f, (str, os.PathLike)):
+        name: Any = os.fspath(f)
+    else:
+        name = getattr(f, "name", None) or getattr(f, "path", None)
+    if isinstance(name, bytes):
+        name = os.fsdecode(name)
+    return name if isinstance(name, str) and name else None
 
 
 def _called_by_user(frame: Any) -> bool:

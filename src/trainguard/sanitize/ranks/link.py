@@ -89,6 +89,11 @@ class RankLink:
     _store: Any = field(default=None, repr=False)
     _hello_sent: bool = False
 
+    @property
+    def tag(self) -> str:
+        """What this rank's findings are printed after."""
+        return f"[rank {self.rank}] "
+
     # ---- construction ------------------------------------------------------------------------
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "RankLink | None":

@@ -1,0 +1,94 @@
+"""Generator objects a Dataset holds through other objects: its transforms.
+
+A DataLoader worker gets a copy of the whole dataset object graph, so a ``numpy.random.RandomState``
+made in a transform's ``__init__`` is copied into every worker with the same state, whether the
+dataset holds the transform directly (``self.transform = RandomCrop()``), in a list
+(``self.augment = [Flip(), Rotate()]``) or in a Compose-like object (``Compose([...]).transforms``).
+:func:`held_rngs` walks that graph breadth-first from the dataset (bounded in depth, width and
+nodes: a dataset holding a million file names costs the first few of them) and returns each
+generator with the object that holds it and the access path a ``worker_init_fn`` would use.
+"""
+
+from __future__ import annotations
+
+import types
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable
+
+__all__ = ["Held", "held_rngs"]
+
+MAX_DEPTH = 4  # attribute/item steps below the dataset
+MAX_ITEMS = 16  # items looked at per list, tuple or dict
+MAX_NODES = 256  # objects visited per dataset
+_LEAVES = (str, bytes, int, float, complex, bool, type, types.ModuleType, types.FunctionType,
+           types.BuiltinFunctionType, types.MethodType, range, slice)
+
+
+@dataclass
+class Held:
+    """A generator object found below the dataset."""
+
+    holder: Any  # the object whose attribute holds it
+    attr: str
+    kind: str  # "numpy RandomState", ...
+    path: str  # how a worker reaches the holder from ``info.dataset``: ``.transform.transforms[1]``
+    first: str  # the dataset attribute the path starts with
+
+
+def held_rngs(dataset: Any, kind_of: Callable[[Any], str | None],
+              skip: frozenset[str] = frozenset({"dataset", "datasets"})) -> list[Held]:
+    """Generators held by objects below ``dataset`` (not by ``dataset`` itself), breadth-first.
+
+    Args:
+        dataset: the dataset object.
+        kind_of: the kind of a generator object, or None for anything else.
+        skip: dataset attributes not to walk (wrapped datasets are walked on their own).
+    """
+    found: list[Held] = []
+    seen = {id(dataset)}
+    queue: deque[tuple[Any, str, str, int]] = deque()
+    for name, value in _attributes(dataset):
+        if name not in skip:
+            queue.append((value, f".{name}", name, 1))
+    visited = 0
+    while queue and visited < MAX_NODES:
+        obj, path, first, depth = queue.popleft()
+        if id(obj) in seen or _is_leaf(obj):
+            continue
+        seen.add(id(obj))
+        visited += 1
+        if isinstance(obj, (list, tuple)):
+            children = [(f"{path}[{i}]", v) for i, v in enumerate(obj[:MAX_ITEMS])]
+        elif isinstance(obj, dict):
+            children = [(f"{path}[{k!r}]", v) for k, v in list(obj.items())[:MAX_ITEMS]]
+        else:
+            children = []
+            for name, value in _attributes(obj):
+                kind = kind_of(value)
+                if kind is not None:
+                    found.append(Held(obj, name, kind, path, first))
+                elif name == "_modules" and isinstance(value, dict):  # an nn.Module's children
+                    children += [(f"{path}[{k}]" if str(k).isdigit() else f"{path}.{k}", v)
+                                 for k, v in value.items()]
+                elif not name.startswith("__"):
+                    children.append((f"{path}.{name}", value))
+        if depth < MAX_DEPTH:
+            queue.extend((v, p, first, depth + 1) for p, v in children)
+    return found
+
+
+def _attributes(obj: Any) -> list[tuple[str, Any]]:
+    try:
+        return list(vars(obj).items())
+    except TypeError:  # no __dict__ (slots, C objects)
+        return []
+
+
+def _is_leaf(obj: Any) -> bool:
+    if obj is None or isinstance(obj, _LEAVES):
+        return True
+    module = type(obj).__module__ or ""
+    # tensors, arrays and frames hold numbers, not generators
+    return module.startswith(("torch._", "numpy", "pandas", "PIL")) or type(obj).__name__ in (
+        "Tensor", "Parameter", "ndarray")
