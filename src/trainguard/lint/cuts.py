@@ -59,7 +59,7 @@ def forward_cuts(script: Script) -> list[ForwardCut]:
             continue
         subs = _parametric_submodules(script, init)
         if subs:
-            out.extend(_cuts_in(script, cls, forward, subs))
+            out.extend(_cuts_in(script, cls, forward, subs, methods))
     return out
 
 
@@ -69,9 +69,25 @@ def _parametric_submodules(script: Script, init: ast.FunctionDef) -> set[str]:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             t = node.targets[0]
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and \
-                    t.value.id == "self" and _parametric(script, node.value, 4):
+                    t.value.id == "self" and (_parametric(script, node.value, 4) or
+                                              _learnable_parameter(script, node.value)):
                 subs.add(t.attr)
     return subs
+
+
+def _assigned_parameter(script: Script, init: ast.FunctionDef, attr: str) -> bool:
+    return any(isinstance(n, ast.Assign) and any(_self_attr(t) == attr for t in n.targets) and
+               _learnable_parameter(script, n.value) for n in walk_local(init))
+
+
+def _learnable_parameter(script: Script, value: ast.AST) -> bool:
+    """``nn.Parameter(...)`` that requires grad (a learned node embedding, a scale)."""
+    if not isinstance(value, ast.Call) or \
+            not (script.call_qualname(value) or "").endswith("Parameter"):
+        return False
+    flag = next((k.value for k in value.keywords if k.arg == "requires_grad"),
+                value.args[1] if len(value.args) > 1 else None)
+    return not (isinstance(flag, ast.Constant) and flag.value is False)
 
 
 def _parametric(script: Script, value: ast.AST, depth: int) -> bool:
@@ -98,15 +114,17 @@ Source = tuple  # ("name", Name node) | ("sub", attr, call or None)
 
 
 def _cuts_in(script: Script, cls: ast.ClassDef, forward: ast.FunctionDef,
-             subs: set[str]) -> list[ForwardCut]:
+             subs: set[str], methods: dict[str, ast.FunctionDef]) -> list[ForwardCut]:
     flow = _Flow(script, subs)
+    flow.methods = {k: v for k, v in methods.items() if k not in ("forward", "__init__")}
+    flow.tensors = {a for a in subs if _assigned_parameter(script, methods["__init__"], a)}
     flow.read(forward)
     uncut, cut_at, _ = flow.reach()
     by_cut: dict[int, list[tuple[str, ast.Call]]] = {}
     cut_nodes: dict[int, ast.AST] = {}
     for attr, (call, c) in cut_at.items():
         if attr in uncut or call is None or script.grad_disabled(call) or \
-                _used_elsewhere(script, cls, attr):
+                _used_elsewhere(script, cls, attr, flow.called):
             continue
         by_cut.setdefault(id(c), []).append((attr, call))
         cut_nodes[id(c)] = c
@@ -128,6 +146,9 @@ class _Flow:
         self.muts: dict[str, list] = {}
         self.roots: list = []
         self.packed = False
+        self.methods: dict[str, ast.FunctionDef] = {}  # the class's own, called on self
+        self.tensors: set[str] = set()  # the subs that are nn.Parameter, not modules
+        self.called: list[ast.FunctionDef] = []
 
     def read(self, func: ast.FunctionDef) -> None:
         self.params = {a.arg for a in func.args.posonlyargs + func.args.args +
@@ -244,7 +265,9 @@ class _Flow:
                 found.append((("name", node), c))
                 continue
             if isinstance(node, ast.Attribute) and _self_attr(node) in subs:
-                found.append((("sub", node.attr, None), c))  # handed on as a module
+                # a module handed on (unknown use), or a parameter's value read here
+                found.append((("sub", node.attr, node if node.attr in self.tensors else None),
+                              c))
                 continue
             if isinstance(node, ast.Attribute) and node.attr == "data":
                 stack.append((node.value, c if self.packed else c or node))
@@ -258,6 +281,11 @@ class _Flow:
                     found.append((("sub", f.attr, node), c))  # type: ignore[union-attr]
                     stack.extend((a, c) for a in args)
                     continue
+                method = self.methods.get(_self_attr(f) or "")
+                if method is not None:  # self.adjacency(): the submodules it reads feed it
+                    self.called.append(method)
+                    found.extend((("sub", a, node), c) for a in sorted(
+                        {_self_attr(n) for n in walk_local(method)} & subs))
                 helper = self.helper(node)
                 if helper is not None:  # a same-file function: what reaches its return
                     for arg, how in helper:
@@ -357,12 +385,13 @@ def _self_attr(node: ast.AST) -> str | None:
     return None
 
 
-def _used_elsewhere(script: Script, cls: ast.ClassDef, attr: str) -> bool:
-    """The submodule is named anywhere but where ``__init__`` assigns it and ``forward`` calls
-    it (frozen, put in eval mode, updated as a moving average, called by another method or from
-    outside): its role is not forward's alone."""
+def _used_elsewhere(script: Script, cls: ast.ClassDef, attr: str,
+                    called: list[ast.FunctionDef] = ()) -> bool:  # type: ignore[assignment]
+    """The submodule is named anywhere but where ``__init__`` assigns it and ``forward`` (or a
+    method forward calls) uses it (frozen, put in eval mode, updated as a moving average,
+    called by another method or from outside): its role is not forward's alone."""
     forward = next(b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "forward")
-    own = {id(n) for n in ast.walk(forward)}
+    own = {id(n) for f in (forward, *called) for n in ast.walk(f)}
     own |= {id(t) for n in ast.walk(cls) if isinstance(n, ast.Assign) for t in n.targets}
     return any(isinstance(n, ast.Attribute) and n.attr == attr and id(n) not in own
                for n in script.nodes) or \
