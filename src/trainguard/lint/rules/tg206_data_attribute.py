@@ -245,7 +245,10 @@ def _before_backward(script: Script, node: ast.AST) -> str | None:
     function that runs both (a step function the loop calls: one call is one iteration)."""
     line = node.lineno  # type: ignore[attr-defined]
     func = script.enclosing_function(node)
-    for loop in [*training_loops(script), *([func] if func is not None else [])]:
+    step_function = func is not None and not any(
+        isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and script.has_backward(n)
+        for n in walk_local(func))  # its own body is the iteration, not a loop in it
+    for loop in [*training_loops(script), *([func] if step_function else [])]:
         if not any(n is node for n in walk_local(loop)):
             continue
         backwards = [c.lineno for c in walk_local(loop) if is_backward(c)]
