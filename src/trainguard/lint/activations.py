@@ -100,6 +100,17 @@ def _returned_activation(script: Script, call: ast.Call, depth: int,
     change."""
     if depth <= 0:
         return None
+    memo = script.__dict__.setdefault("_tg_returned_activation", {})
+    if id(call) not in memo:
+        memo[id(call)] = None  # a recursion through this call: unknown
+        memo[id(call)] = _returned_activation_once(script, call, depth, origin)
+    return memo[id(call)]
+
+
+def _returned_activation_once(script: Script, call: ast.Call, depth: int,
+                              origin: Script) -> tuple[Activation, ast.AST] | None:
+    if not isinstance(call.func, (ast.Attribute, ast.Name)):
+        return None
     for target in script.targets(call)[:2]:
         if target.instance:
             continue  # model(x): the class's forward, read above

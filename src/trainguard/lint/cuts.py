@@ -57,10 +57,37 @@ def forward_cuts(script: Script) -> list[ForwardCut]:
         forward, init = methods.get("forward"), methods.get("__init__")
         if forward is None or init is None:
             continue
+        if not _may_cut(script, forward, methods):
+            continue
         subs = _parametric_submodules(script, init)
         if subs:
             out.extend(_cuts_in(script, cls, forward, subs, methods))
     return out
+
+
+def _may_cut(script: Script, forward: ast.FunctionDef,
+             methods: dict[str, ast.FunctionDef]) -> bool:
+    """``forward`` (or a method of the class it calls) holds a cut, or calls a function of
+    the file that may: otherwise no flow needs reading."""
+    todo, seen = [forward], set()
+    while todo:
+        f = todo.pop()
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        for n in walk_local(f):
+            if isinstance(n, ast.Attribute) and n.attr in CUT_ATTRS:
+                return True
+            if isinstance(n, ast.Call):
+                q = script.call_qualname(n) or ""
+                if q in NEW_LEAF or q.startswith("numpy."):
+                    return True
+                name = _self_attr(n.func)
+                if name in methods:
+                    todo.append(methods[name])
+                elif isinstance(n.func, ast.Name) and n.func.id in script.functions:
+                    return True
+    return False
 
 
 def _parametric_submodules(script: Script, init: ast.FunctionDef) -> set[str]:
@@ -75,9 +102,11 @@ def _parametric_submodules(script: Script, init: ast.FunctionDef) -> set[str]:
     return subs
 
 
-def _assigned_parameter(script: Script, init: ast.FunctionDef, attr: str) -> bool:
-    return any(isinstance(n, ast.Assign) and any(_self_attr(t) == attr for t in n.targets) and
-               _learnable_parameter(script, n.value) for n in walk_local(init))
+def _parameter_attrs(script: Script, init: ast.FunctionDef) -> set[str]:
+    """The ``self.x = nn.Parameter(...)`` attributes ``__init__`` sets."""
+    return {a for n in walk_local(init) if isinstance(n, ast.Assign) and
+            _learnable_parameter(script, n.value)
+            for a in map(_self_attr, n.targets) if a}
 
 
 def _learnable_parameter(script: Script, value: ast.AST) -> bool:
@@ -117,7 +146,7 @@ def _cuts_in(script: Script, cls: ast.ClassDef, forward: ast.FunctionDef,
              subs: set[str], methods: dict[str, ast.FunctionDef]) -> list[ForwardCut]:
     flow = _Flow(script, subs)
     flow.methods = {k: v for k, v in methods.items() if k not in ("forward", "__init__")}
-    flow.tensors = {a for a in subs if _assigned_parameter(script, methods["__init__"], a)}
+    flow.tensors = _parameter_attrs(script, methods["__init__"]) & subs
     flow.read(forward)
     uncut, cut_at, _ = flow.reach()
     by_cut: dict[int, list[tuple[str, ast.Call]]] = {}

@@ -312,22 +312,33 @@ def _unpacked_or_iterated(script: Script, name: str, at: ast.AST) -> ast.expr | 
         return None
     line = at.lineno  # type: ignore[attr-defined]
     best: tuple[int, ast.expr] | None = None
-    for sub in walk_local(scope):
-        if not isinstance(sub, ast.Assign) or sub.lineno >= line or \
-                best is not None and sub.lineno <= best[0]:
+    for lineno, t, value in _tuple_assignments(scope).get(name, ()):
+        if lineno >= line or best is not None and lineno <= best[0]:
             continue
-        for t in sub.targets:
-            if not isinstance(t, (ast.Tuple, ast.List)):
-                continue
-            names = [isinstance(e, ast.Name) and e.id == name for e in t.elts]
-            if any(names):
-                v = sub.value
-                if isinstance(v, (ast.Tuple, ast.List)) and len(v.elts) == len(t.elts):
-                    v = v.elts[names.index(True)]  # a, b = [], []
-                else:
-                    v = _returned_part(script, v, names.index(True), len(t.elts)) or v
-                best = (sub.lineno, v)
+        names = [isinstance(e, ast.Name) and e.id == name for e in t.elts]
+        v = value
+        if isinstance(v, (ast.Tuple, ast.List)) and len(v.elts) == len(t.elts):
+            v = v.elts[names.index(True)]  # a, b = [], []
+        else:
+            v = _returned_part(script, v, names.index(True), len(t.elts)) or v
+        best = (lineno, v)
     return best[1] if best else None
+
+
+def _tuple_assignments(scope: ast.AST) -> dict[str, list]:
+    """name -> [(line, tuple target, value)] for the tuple assignments of a scope."""
+    table = getattr(scope, "_tg_tuple_assigns", None)
+    if table is None:
+        table = {}
+        for sub in walk_local(scope):
+            if isinstance(sub, ast.Assign):
+                for t in sub.targets:
+                    if isinstance(t, (ast.Tuple, ast.List)):
+                        for e in t.elts:
+                            if isinstance(e, ast.Name):
+                                table.setdefault(e.id, []).append((sub.lineno, t, sub.value))
+        scope._tg_tuple_assigns = table  # type: ignore[attr-defined]
+    return table
 
 
 def _opaque(script: Script, it: ast.expr) -> bool:
@@ -413,9 +424,16 @@ def _stored_items(name: str, value: ast.AST) -> list[ast.expr]:
         scope = p
     if p is None:
         return []
-    return [c.args[-1] for c in walk_local(p) if isinstance(c, ast.Call) and
-            isinstance(c.func, ast.Attribute) and c.func.attr in ("append", "insert", "extend")
-            and isinstance(c.func.value, ast.Name) and c.func.value.id == name and c.args][:8]
+    table = getattr(p, "_tg_stored", None)
+    if table is None:
+        table = {}
+        for c in walk_local(p):
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and \
+                    c.func.attr in ("append", "insert", "extend") and \
+                    isinstance(c.func.value, ast.Name) and c.args:
+                table.setdefault(c.func.value.id, []).append(c.args[-1])
+        p._tg_stored = table  # type: ignore[attr-defined]
+    return table.get(name, [])[:8]
 
 
 def _loop_target(name: str, at: ast.AST) -> bool:
