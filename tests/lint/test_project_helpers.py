@@ -293,6 +293,51 @@ AUG_SCRIPT = '''
         pass
 '''
 
+# A dataset module whose __init__ hands a RandomState to the augmentation it keeps, and a script
+# that builds the loader from its config (two workers, no worker_init_fn): the workers share
+# one RNG state (https://github.com/pytorch/pytorch/issues/5059). Reported at the loader.
+RNG_DATASET_HELPERS = '''
+    import numpy as np
+    import torch
+    from torch.utils.data import Dataset
+
+
+    class Flip:
+        def __init__(self, rng):
+            self.rng = rng
+
+        def __call__(self, x):
+            return x[..., ::-1].copy() if self.rng.uniform() < 0.5 else x
+
+
+    class Volumes(Dataset):
+        def __init__(self, n, seed):
+            self.x = np.zeros((n, 4, 8, 8), dtype=np.float32)
+            {rng}
+
+        def __len__(self):
+            return len(self.x)
+
+        def __getitem__(self, i):
+            if self.flip.rng is None:
+                self.flip.rng = np.random.RandomState(torch.initial_seed() % 2**32)
+            return torch.from_numpy(self.flip(self.x[i]))
+'''
+RNG_DATASET_SCRIPT = '''
+    from torch.utils.data import DataLoader
+    from helpers import Volumes
+
+    CONFIG = {{"seed": 3, "loaders": {{"batch_size": 2, "num_workers": 2}}}}
+
+
+    def build(config):
+        return DataLoader(Volumes(16, config["seed"]), **config["loaders"])
+
+
+    for batch in build(CONFIG):
+        pass
+'''
+
 CASES = [
     # (id, helpers, script, fill of the buggy script, fill of the fixed twin, code, marked text)
     ("TG602-helper-save", DDP_HELPERS, DDP_SCRIPT,
@@ -318,6 +363,10 @@ CASES = [
     ("TG105-helper-dropout", DROP_HELPERS, DROP_SCRIPT,
      {"mode": ""}, {"mode": ", training=self.training"},
      "TG105", "emb = embedding_dropout("),
+    ("TG503-helper-dataset-config", RNG_DATASET_HELPERS, RNG_DATASET_SCRIPT,
+     {"rng": "self.flip = Flip(np.random.RandomState(seed))"},
+     {"rng": "self.flip = Flip(None)"},
+     "TG503", "return DataLoader("),
     ("TG503-helper-transforms", AUG_HELPERS, AUG_SCRIPT,
      {"init": ""}, {"init": ", worker_init_fn=reseed"},
      "TG503", "return DataLoader("),

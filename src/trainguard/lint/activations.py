@@ -2,7 +2,8 @@
 
 Followed through names, through ops that keep the values (``.view``, ``.reshape``,
 ``.flatten``, ``.squeeze``, ``.to``, indexing), through ``nn.Softmax()`` modules, the last layer
-of ``nn.Sequential`` heads (nested ones too), and the ``forward`` of the model's class. The model
+of ``nn.Sequential`` heads (nested ones too), the ``forward`` of the model's class, and what a
+method or function the call graph resolves returns (``model.predict_proba(x)``). The model
 behind a call is found however it was built: ``Net(...).to(device)``, a factory that returns
 ``nn.Sequential(..., nn.Softmax(1))``, or an attribute such as ``self.model`` whose class the
 call graph knows (``Trainer(TwoTower())``).
@@ -84,7 +85,43 @@ def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 9,
         if not kinds - {None} and isinstance(f, ast.Name):  # a parameter: the arguments
             kinds = {_module_activation(script, v, depth - 1, origin)
                      for v in _argument_values(script, f)} or kinds
-        return _one(kinds, expr)
+        found = _one(kinds, expr)
+        if found is not None:
+            return found
+    return _returned_activation(script, expr, depth - 1, origin)
+
+
+def _returned_activation(script: Script, call: ast.Call, depth: int,
+                         origin: Script) -> tuple[Activation, ast.AST] | None:
+    """A call of a method or function the call graph resolves, other than a module's
+    ``forward`` (``model.predict_proba(x)``, ``probabilities(model, x)``): the activation
+    every ``return`` of it ends in, placed at the call: a method made to return
+    probabilities is right where it is, the call that feeds them to a loss is what to
+    change."""
+    if depth <= 0:
+        return None
+    memo = script.__dict__.setdefault("_tg_returned_activation", {})
+    if id(call) not in memo:
+        memo[id(call)] = None  # a recursion through this call: unknown
+        memo[id(call)] = _returned_activation_once(script, call, depth, origin)
+    return memo[id(call)]
+
+
+def _returned_activation_once(script: Script, call: ast.Call, depth: int,
+                              origin: Script) -> tuple[Activation, ast.AST] | None:
+    if not isinstance(call.func, (ast.Attribute, ast.Name)):
+        return None
+    for target in script.targets(call)[:2]:
+        if target.instance:
+            continue  # model(x): the class's forward, read above
+        rets = [n.value for n in ast.walk(target.func) if isinstance(n, ast.Return) and
+                n.value is not None]
+        if not rets:
+            continue
+        kinds = {activation_of(target.script, r, depth=depth - 1, origin=origin) for r in rets}
+        found = _one(kinds, call)
+        if found is not None:
+            return found[0], call
     return None
 
 

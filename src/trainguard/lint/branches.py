@@ -81,7 +81,20 @@ def param_env(script: "Script", func: "Func", origin: "Script | None" = None,
 def _through_caller(script: "Script", arg: ast.expr, origin: "Script | None",
                     depth: int) -> ast.expr:
     """``arg`` itself, or, when it is a parameter of the function that makes the call, what
-    that function's callers pass for it."""
+    that function's callers pass for it; an entry of one (``cfg["scheduler"]``) is read from
+    what they pass, when that is a constant."""
+    if isinstance(arg, (ast.Subscript, ast.Attribute)) and const_eval(arg) is UNKNOWN:
+        root = arg
+        while isinstance(root, (ast.Subscript, ast.Attribute)):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id != "self":
+            passed = _through_caller(script, root, origin, depth)
+            if passed is not root:
+                value = const_eval(arg, env={root.id: passed})
+                literal = _literal(value) if value is not UNKNOWN else None
+                if literal is not None:
+                    return literal
+        return arg
     if not isinstance(arg, ast.Name) or const_eval(arg) is not UNKNOWN:
         return arg
     caller = script.enclosing_function(arg)
@@ -91,6 +104,18 @@ def _through_caller(script: "Script", arg: ast.expr, origin: "Script | None",
     if arg.id not in {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]}:
         return arg
     return param_env(script, caller, origin, depth - 1).get(arg.id, arg)
+
+
+def _literal(value: Any) -> ast.expr | None:
+    """A constant value back as an expression (numbers, strings, lists and dicts of them)."""
+    text = repr(value)
+    if len(text) > 4000:
+        return None
+    try:
+        node = ast.parse(text, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return node if const_eval(node) == value else None
 
 
 def _fingerprint(value: Any) -> str:

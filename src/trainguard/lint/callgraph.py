@@ -317,8 +317,10 @@ class CallGraph:
 
     def _param_types(self, func: "Func", arg: ast.arg, depth: int) -> list[ClassRef]:
         out: list[ClassRef] = []
+        # a parameter filled from a parameter of the caller (``train(model)`` calls
+        # ``validate(model)``): followed one more level while the depth allows
         for value in self._param_values(func, arg):
-            out.extend(self.types(value, params=False, _depth=depth - 1))
+            out.extend(self.types(value, params=depth > 5, _depth=depth - 1))
         return out
 
     def _param_values(self, func: "Func", arg: ast.arg) -> list[ast.expr]:

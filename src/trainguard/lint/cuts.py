@@ -57,10 +57,37 @@ def forward_cuts(script: Script) -> list[ForwardCut]:
         forward, init = methods.get("forward"), methods.get("__init__")
         if forward is None or init is None:
             continue
+        if not _may_cut(script, forward, methods):
+            continue
         subs = _parametric_submodules(script, init)
         if subs:
-            out.extend(_cuts_in(script, cls, forward, subs))
+            out.extend(_cuts_in(script, cls, forward, subs, methods))
     return out
+
+
+def _may_cut(script: Script, forward: ast.FunctionDef,
+             methods: dict[str, ast.FunctionDef]) -> bool:
+    """``forward`` (or a method of the class it calls) holds a cut, or calls a function of
+    the file that may: otherwise no flow needs reading."""
+    todo, seen = [forward], set()
+    while todo:
+        f = todo.pop()
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        for n in walk_local(f):
+            if isinstance(n, ast.Attribute) and n.attr in CUT_ATTRS:
+                return True
+            if isinstance(n, ast.Call):
+                q = script.call_qualname(n) or ""
+                if q in NEW_LEAF or q.startswith("numpy."):
+                    return True
+                name = _self_attr(n.func)
+                if name in methods:
+                    todo.append(methods[name])
+                elif isinstance(n.func, ast.Name) and n.func.id in script.functions:
+                    return True
+    return False
 
 
 def _parametric_submodules(script: Script, init: ast.FunctionDef) -> set[str]:
@@ -69,9 +96,27 @@ def _parametric_submodules(script: Script, init: ast.FunctionDef) -> set[str]:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             t = node.targets[0]
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and \
-                    t.value.id == "self" and _parametric(script, node.value, 4):
+                    t.value.id == "self" and (_parametric(script, node.value, 4) or
+                                              _learnable_parameter(script, node.value)):
                 subs.add(t.attr)
     return subs
+
+
+def _parameter_attrs(script: Script, init: ast.FunctionDef) -> set[str]:
+    """The ``self.x = nn.Parameter(...)`` attributes ``__init__`` sets."""
+    return {a for n in walk_local(init) if isinstance(n, ast.Assign) and
+            _learnable_parameter(script, n.value)
+            for a in map(_self_attr, n.targets) if a}
+
+
+def _learnable_parameter(script: Script, value: ast.AST) -> bool:
+    """``nn.Parameter(...)`` that requires grad (a learned node embedding, a scale)."""
+    if not isinstance(value, ast.Call) or \
+            not (script.call_qualname(value) or "").endswith("Parameter"):
+        return False
+    flag = next((k.value for k in value.keywords if k.arg == "requires_grad"),
+                value.args[1] if len(value.args) > 1 else None)
+    return not (isinstance(flag, ast.Constant) and flag.value is False)
 
 
 def _parametric(script: Script, value: ast.AST, depth: int) -> bool:
@@ -98,15 +143,17 @@ Source = tuple  # ("name", Name node) | ("sub", attr, call or None)
 
 
 def _cuts_in(script: Script, cls: ast.ClassDef, forward: ast.FunctionDef,
-             subs: set[str]) -> list[ForwardCut]:
+             subs: set[str], methods: dict[str, ast.FunctionDef]) -> list[ForwardCut]:
     flow = _Flow(script, subs)
+    flow.methods = {k: v for k, v in methods.items() if k not in ("forward", "__init__")}
+    flow.tensors = _parameter_attrs(script, methods["__init__"]) & subs
     flow.read(forward)
     uncut, cut_at, _ = flow.reach()
     by_cut: dict[int, list[tuple[str, ast.Call]]] = {}
     cut_nodes: dict[int, ast.AST] = {}
     for attr, (call, c) in cut_at.items():
         if attr in uncut or call is None or script.grad_disabled(call) or \
-                _used_elsewhere(script, cls, attr):
+                _used_elsewhere(script, cls, attr, flow.called):
             continue
         by_cut.setdefault(id(c), []).append((attr, call))
         cut_nodes[id(c)] = c
@@ -128,6 +175,9 @@ class _Flow:
         self.muts: dict[str, list] = {}
         self.roots: list = []
         self.packed = False
+        self.methods: dict[str, ast.FunctionDef] = {}  # the class's own, called on self
+        self.tensors: set[str] = set()  # the subs that are nn.Parameter, not modules
+        self.called: list[ast.FunctionDef] = []
 
     def read(self, func: ast.FunctionDef) -> None:
         self.params = {a.arg for a in func.args.posonlyargs + func.args.args +
@@ -244,7 +294,9 @@ class _Flow:
                 found.append((("name", node), c))
                 continue
             if isinstance(node, ast.Attribute) and _self_attr(node) in subs:
-                found.append((("sub", node.attr, None), c))  # handed on as a module
+                # a module handed on (unknown use), or a parameter's value read here
+                found.append((("sub", node.attr, node if node.attr in self.tensors else None),
+                              c))
                 continue
             if isinstance(node, ast.Attribute) and node.attr == "data":
                 stack.append((node.value, c if self.packed else c or node))
@@ -258,6 +310,11 @@ class _Flow:
                     found.append((("sub", f.attr, node), c))  # type: ignore[union-attr]
                     stack.extend((a, c) for a in args)
                     continue
+                method = self.methods.get(_self_attr(f) or "")
+                if method is not None:  # self.adjacency(): the submodules it reads feed it
+                    self.called.append(method)
+                    found.extend((("sub", a, node), c) for a in sorted(
+                        {_self_attr(n) for n in walk_local(method)} & subs))
                 helper = self.helper(node)
                 if helper is not None:  # a same-file function: what reaches its return
                     for arg, how in helper:
@@ -357,12 +414,13 @@ def _self_attr(node: ast.AST) -> str | None:
     return None
 
 
-def _used_elsewhere(script: Script, cls: ast.ClassDef, attr: str) -> bool:
-    """The submodule is named anywhere but where ``__init__`` assigns it and ``forward`` calls
-    it (frozen, put in eval mode, updated as a moving average, called by another method or from
-    outside): its role is not forward's alone."""
+def _used_elsewhere(script: Script, cls: ast.ClassDef, attr: str,
+                    called: list[ast.FunctionDef] = ()) -> bool:  # type: ignore[assignment]
+    """The submodule is named anywhere but where ``__init__`` assigns it and ``forward`` (or a
+    method forward calls) uses it (frozen, put in eval mode, updated as a moving average,
+    called by another method or from outside): its role is not forward's alone."""
     forward = next(b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "forward")
-    own = {id(n) for n in ast.walk(forward)}
+    own = {id(n) for f in (forward, *called) for n in ast.walk(f)}
     own |= {id(t) for n in ast.walk(cls) if isinstance(n, ast.Assign) for t in n.targets}
     return any(isinstance(n, ast.Attribute) and n.attr == attr and id(n) not in own
                for n in script.nodes) or \

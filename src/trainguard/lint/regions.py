@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 
 from trainguard.lint.astutil import SCOPES, dotted, parent, walk_local
+from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.events import Event, events
 from trainguard.lint.script import Script, is_backward
 
@@ -596,7 +597,8 @@ def _region_loop(script: Script, loop: ast.AST) -> bool:
         return False
     if _touches_optimizer(script, loop):
         return False  # a training loop whose backward happens in a helper (loss_scaler(...))
-    if _backward_follows_in_iteration(script, loop):
+    if _backward_follows_in_iteration(script, loop) or _backward_follows_in_function(
+            script, loop) or _returned_to_backward(script, loop):
         return False  # micro-batches of one step: their outputs reach the step's backward
     text = script.segment(loop) or ""
     return bool(_METRIC_HINT.search(text))
@@ -612,6 +614,53 @@ def _backward_follows_in_iteration(script: Script, loop: ast.AST) -> bool:
             continue
         for call in walk_local(outer):
             if is_backward(call) and call.lineno > end and _nearest_loop(call) is outer:
+                return True
+    return False
+
+
+def _backward_follows_in_function(script: Script, loop: ast.AST) -> bool:
+    """The function (or module) around ``loop`` calls backward after it, outside any loop
+    that does not hold ``loop`` too (per-item losses gathered, then one backward); a
+    backward in a later sibling loop (a training pass after an evaluation pass) does not
+    count."""
+    end = getattr(loop, "end_lineno", loop.lineno)  # type: ignore[attr-defined]
+    scope = script.enclosing_function(loop) or script.tree
+    around = {id(a) for a in _ancestors(loop)}
+    for call in walk_local(scope):
+        if is_backward(call) and call.lineno > end:
+            near = _nearest_loop(call)
+            if near is None or id(near) in around:
+                return True
+    return False
+
+
+def _returned_to_backward(script: Script, loop: ast.AST) -> bool:
+    """``loop`` is in a helper that returns a value, and a caller runs backward on what the
+    call returned (``losses = per_item_losses(model, batch)`` then
+    ``torch.stack(losses).mean().backward()``), followed through three assignments."""
+    func = script.enclosing_function(loop)
+    if func is None or not any(isinstance(r, ast.Return) and r.value is not None
+                               for r in walk_local(func)):
+        return False
+    for site in script.call_sites(func)[:6]:
+        outer = script.enclosing_function(site) or script.tree
+        for call in walk_local(outer):
+            if not is_backward(call) or not isinstance(call.func, ast.Attribute):
+                continue
+            if _flows_from(call.func.value, site, call, 4):
+                return True
+    return False
+
+
+def _flows_from(expr: ast.AST, site: ast.Call, at: ast.AST, depth: int) -> bool:
+    """``expr`` is computed from the value of the call ``site`` (through names assigned in
+    the same scope, ``depth`` steps)."""
+    for n in ast.walk(expr):
+        if n is site:
+            return True
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and depth > 0:
+            value = last_assignment(n.id, at)
+            if value is not None and _flows_from(value, site, value, depth - 1):
                 return True
     return False
 

@@ -2,7 +2,9 @@
 
 ``TensorDataset(torch.randn(N, 8), y)`` holds ``N`` samples; so do ``x[:N]``,
 ``torch.arange(N)``, ``np.random.rand(N, 3)``, a ``Dataset`` whose ``__len__`` returns ``N``,
-``torch.cat([a, b])`` (their sum), each part of ``random_split(ds, [a, b])``, ``x[idx]`` for
+``torch.cat([a, b])`` (their sum), each part of ``random_split(ds, [a, b])`` (or of fractions,
+split as torch splits them), ``Subset(ds, idx)``, ``torch.randperm(N)``, ``list(range(N))``,
+``perm.tolist()``, ``x[idx]`` for
 an index array ``idx`` of known length and ``TensorDataset(*arrays)`` (the first of a tuple), with ``N``
 computed by :func:`trainguard.lint.consts.const_eval` (module constants, arithmetic, a
 function's arguments at one call site). A function of the file or project returns what its
@@ -31,6 +33,8 @@ _SIZED = {"randn", "rand", "zeros", "ones", "empty", "full", "randint"}
 # (https://scikit-learn.org/stable/datasets/toy_dataset.html).
 _SKLEARN_TOY = {"load_iris": 150, "load_diabetes": 442, "load_digits": 1797,
                 "load_linnerud": 20, "load_wine": 178, "load_breast_cancer": 569}
+# scikit-learn transformers map each row to a row (StandardScaler().fit(X).transform(X)).
+_ROW_PRESERVING = {"transform", "fit_transform", "inverse_transform"}
 _PER_SAMPLE = {"data", "images", "target", "frame"}
 _WRAP = {"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor",
          "torch.FloatTensor", "torch.LongTensor", "numpy.array", "numpy.asarray"}
@@ -89,12 +93,28 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
         return _SKLEARN_TOY[name]
     if q in _WRAP and expr.args:
         return samples(script, expr.args[0], env, depth=d)
+    if name == "Subset" and len(expr.args) >= 2:  # Subset(ds, indices): one per index
+        return samples(script, expr.args[1], env, depth=d)
+    if (q in ("list", "sorted", "tuple") or f is not None and isinstance(f, ast.Attribute) and
+            f.attr == "tolist") and (expr.args or isinstance(f, ast.Attribute)):
+        inner = expr.args[0] if expr.args else f.value  # type: ignore[union-attr]
+        return samples(script, inner, env, depth=d)  # list(range(N)), perm.tolist()
+    if q == "range" and expr.args and not expr.keywords:
+        vals = [const_eval(a, env=env) for a in expr.args]
+        return len(range(*vals)) if all(isinstance(v, int) for v in vals) else UNKNOWN
+    if q in ("torch.randperm", "numpy.random.permutation") and len(expr.args) == 1:
+        v = const_eval(expr.args[0], env=env)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+        return samples(script, expr.args[0], env, depth=d)  # permutation(array)
     if name == "TensorDataset" and expr.args:
         if isinstance(expr.args[0], ast.Starred):  # TensorDataset(*tensors)
             return _element(script, expr.args[0].value, 0, env, d)
         return samples(script, expr.args[0], env, depth=d)
     if isinstance(f, ast.Attribute) and f.attr in _SAME_LENGTH:
         return samples(script, f.value, env, depth=d)
+    if isinstance(f, ast.Attribute) and f.attr in _ROW_PRESERVING and len(expr.args) == 1:
+        return samples(script, expr.args[0], env, depth=d)  # scaler.transform(X): same rows
     if q.startswith(("torch.", "numpy.")) and name in _SIZED:
         size = kwarg(expr, "size")
         if size is None and name == "randint":  # randint(high, size) / randint(low, high, size)
@@ -301,8 +321,25 @@ def _call_part(script: Script, value: ast.Call, index: int, env: dict | None,
         v = const_eval(lengths, env=env)
         if isinstance(v, list) and index < len(v) and all(isinstance(x, int) for x in v):
             return v[index]
+        if isinstance(v, list) and index < len(v) and v and \
+                all(isinstance(x, float) for x in v) and abs(sum(v) - 1) < 1e-6:
+            return _fraction_part(samples(script, value.args[0] if value.args else
+                                          kwarg(value, "dataset"), env, depth=depth),
+                                  v, index)
         return UNKNOWN
     return _returned(script, value, index, depth)
+
+
+def _fraction_part(n: Any, fractions: list[float], index: int) -> Any:
+    """Part ``index`` of ``random_split(ds, [0.9, 0.1])`` over ``n`` samples, as torch
+    splits: ``floor(n * f)`` each, then the remainder one by one to the first parts
+    (https://pytorch.org/docs/stable/data.html#torch.utils.data.random_split)."""
+    if not isinstance(n, int):
+        return UNKNOWN
+    parts = [math.floor(n * f) for f in fractions]
+    for i in range(n - sum(parts)):
+        parts[i % len(parts)] += 1
+    return parts[index]
 
 
 def _train_test_part(script: Script, call: ast.Call, index: int, env: dict | None,

@@ -100,10 +100,41 @@ def _created_before_copy(ref: ClassRef) -> list[tuple[str, ast.AST, Script]]:
                 if m is not None:
                     todo.append(m)
     for t in funcs:
+        local: dict[str, ast.AST] = {}
         for n in ast.walk(t.func):
             if isinstance(n, ast.Assign) and _is_rng(t.script, n.value):
                 out += [(d[5:], n.value, t.script) for d in map(dotted, n.targets)
                         if d and d.startswith("self.") and d.count(".") == 1]
+                local.update((x.id, n.value) for x in n.targets if isinstance(x, ast.Name))
+        out += _handed_on(t, local, {a: (c, s) for a, c, s in out})
+    return out
+
+
+def _handed_on(t, local: dict[str, ast.AST],  # type: ignore[no-untyped-def]
+               held: dict[str, tuple[ast.AST, Script]]) -> list[tuple[str, ast.AST, Script]]:
+    """An RNG handed to an object that the class keeps (``self.transform =
+    RandomFlip(self.random_state)``, a local ``rs`` or a constructor call passed the same
+    way): the kept object
+    draws from it on the per-item path, so it counts as held under that object's name."""
+    out = []
+    for n in ast.walk(t.func):
+        if not (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)):
+            continue
+        keys = [d[5:] for d in map(dotted, n.targets)
+                if d and d.startswith("self.") and d.count(".") == 1]
+        built = (dotted(n.value.func) or "").rsplit(".", 1)[-1]
+        if not keys or not built[:1].isupper():
+            continue  # an object built from it (a class), not values computed with it
+        args = [*n.value.args, *(k.value for k in n.value.keywords)]
+        for a in args:
+            d = dotted(a) or ""
+            if isinstance(a, ast.Name) and a.id in local:
+                out += [(k, local[a.id], t.script) for k in keys]
+            elif _is_rng(t.script, a):  # Flip(np.random.RandomState(seed))
+                out += [(k, a, t.script) for k in keys]
+            elif d.startswith("self.") and d[5:] in held:
+                created, src = held[d[5:]]
+                out += [(k, created, src) for k in keys]
     return out
 
 

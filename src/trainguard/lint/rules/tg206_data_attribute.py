@@ -10,6 +10,10 @@ graph holds the tensor and wrong when one does. So it fires on the writes that m
   step (``self.fc.weight.data = self.fc.weight * mask``);
 - in a training iteration between the forward and the backward (a saved tensor changes before
   backward reads it), or in a function the iteration calls there (a callback's hook);
+- the same write between forward and backward on a tensor the graph recorded that is no
+  parameter (``delta = generator(z); delta.data = delta.data * scale``) or on a learnable
+  tensor (``nn.Parameter``, ``requires_grad=True``) once a forward used it: backward treats
+  the rescale as if it never happened;
 - ``p.data = q.data`` (or ``= q``) with ``q`` a parameter of another module, outside
   initialization: ``p`` then shares ``q``'s storage, so an optimizer step on one model writes
   into the other (a copy, ``p.data.copy_(q.data)``, is silent).
@@ -34,7 +38,8 @@ import ast
 import re
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, parent, walk_local
+from trainguard.lint.astutil import dotted, is_true, kwarg, parent, walk_local
+from trainguard.lint.dataflow import carries_graph, last_assignment
 from trainguard.lint.regions import forward_calls, training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
@@ -55,8 +60,11 @@ def check(script: Script) -> Iterator[Hit]:
         if not (isinstance(node, ast.Attribute) and node.attr == "data") or not _is_write(node):
             continue
         recv = node.value
+        output = False
         if not _tensorish(recv, params):
-            continue
+            output = _graph_tensor(script, node)
+            if not output:
+                continue
         if script.grad_disabled(node):
             continue
         func = script.enclosing_function(node)
@@ -71,9 +79,16 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         if func is not None and _INIT_FUNC.search(func.name):
             continue
-        where = _in_forward(script, node) or _before_backward(script, node) or \
-            _called_before_backward(script, func)
+        where = (None if output == "parameter" else _in_forward(script, node)) or \
+            _before_backward(script, node) or _called_before_backward(script, func)
         if where is None:
+            continue
+        if output == "output":
+            yield Hit(node, f"`{text}.data` is written {where}, but {text} is an output the "
+                            f"graph recorded: autograd does not see the change, so backward "
+                            f"treats it as if it never happened and the model learns for values "
+                            f"it did not produce",
+                      fix=f"rescale as part of the graph: `{text} = {text} * scale` (no .data)")
             continue
         yield Hit(node, f"`{text}.data` is written {where}: autograd does not see the change, "
                         f"so the graph and the gradients use values the parameter no longer "
@@ -101,6 +116,28 @@ def _tensorish(recv: ast.AST, params: dict[str, list[ast.AST]]) -> bool:
     if isinstance(recv, ast.Attribute):
         return recv.attr in _TENSOR_ATTRS
     return isinstance(recv, ast.Name) and _bound_as_parameter(recv, params)
+
+
+def _graph_tensor(script: Script, node: ast.Attribute) -> str | None:
+    """The receiver of ``x.data`` holds a tensor that a graph records: a model's output
+    (``delta = generator(z)``, arithmetic on it), a parameter of the enclosing module
+    (``self.w = nn.Parameter(...)``), or a tensor made with ``requires_grad=True``. Where the
+    write happens decides whether it meets the graph (inside forward, or between the forward
+    and the backward): a parameter only once a forward used it."""
+    recv = node.value
+    if isinstance(recv, ast.Attribute):
+        cls = script.enclosing_class(node)
+        return "parameter" if cls is not None and _own_parameter(cls, dotted(recv) or "") \
+            else None
+    if not isinstance(recv, ast.Name):
+        return None
+    value = last_assignment(recv.id, node)
+    if value is None or script.grad_disabled(value):
+        return None  # made under no_grad: no graph holds it
+    if isinstance(value, ast.Call) and ((dotted(value.func) or "").endswith("Parameter") or
+                                        is_true(kwarg(value, "requires_grad"))):
+        return "parameter"
+    return "output" if carries_graph(script, value, set()) else None
 
 
 def _bound_as_parameter(name: ast.Name, params: dict[str, list[ast.AST]]) -> bool:
@@ -204,9 +241,14 @@ def _clamps_itself(script: Script, node: ast.Attribute) -> bool:
 
 
 def _before_backward(script: Script, node: ast.AST) -> str | None:
-    """Between a forward and the backward of the same iteration of a training loop."""
+    """Between a forward and the backward of the same iteration of a training loop, or of a
+    function that runs both (a step function the loop calls: one call is one iteration)."""
     line = node.lineno  # type: ignore[attr-defined]
-    for loop in training_loops(script):
+    func = script.enclosing_function(node)
+    step_function = func is not None and not any(
+        isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and script.has_backward(n)
+        for n in walk_local(func))  # its own body is the iteration, not a loop in it
+    for loop in [*training_loops(script), *([func] if step_function else [])]:
         if not any(n is node for n in walk_local(loop)):
             continue
         backwards = [c.lineno for c in walk_local(loop) if is_backward(c)]
@@ -298,8 +340,9 @@ def _forward_reads(script: Script) -> Iterator[Hit]:
                         or script.grad_disabled(node):
                     continue
                 reads.setdefault(dotted(node.value) or "", node)
-            elif name.startswith("self.") and not isinstance(parent(node), ast.Attribute):
-                plain.add(name)
+            elif name.startswith("self.") and not (isinstance(parent(node), ast.Attribute) and
+                                                   parent(node).attr in _METADATA | {"data"}):
+                plain.add(name)  # self.w, self.w.t(): the parameter itself
         for owner, node in reads.items():
             if owner in plain:
                 continue

@@ -7,8 +7,10 @@ first value of the schedule is skipped
 ``MultiStepLR`` or ``ExponentialLR`` with literal epoch counts stepped inside the batch loop of
 an epoch loop runs its schedule once per batch. OneCycleLR, CyclicLR and warmup (Lambda)
 schedulers are per batch by design and stay silent; so do schedules sized from the loader
-(``step_size=len(loader) * 30``), ``ExponentialLR`` with ``gamma >= 0.99`` (a per-iteration
-decay), and ``ReduceLROnPlateau``, which steps on a metric. The schedule's arguments and
+(``step_size=len(loader) * 30``) and ``ExponentialLR`` with ``gamma >= 0.99`` (a per-iteration
+decay). A ``ReduceLROnPlateau`` stepped per batch counts when its patience (in epochs: not
+longer than the run) is fixed. The scheduler may be built from a config, a registry, a
+factory, or wrapped in a policy that forwards to it (:mod:`trainguard.lint.schedules`). The schedule's arguments and
 the epoch count may come from constants, from an estimator's ``__init__`` defaults
 (``gamma=self.gamma``), from a config every call passes (``settings["step_size"]``,
 ``self.cfg["epochs"]``) or from an ``argparse`` option's default. Only learning-rate
@@ -22,11 +24,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, kwarg, walk_local
+from trainguard.lint.astutil import dotted, walk_local
 from trainguard.lint.consts import UNKNOWN, resolve
 from trainguard.lint.events import events
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
+from trainguard.lint.schedules import schedule_settings
 from trainguard.lint.script import Script
 
 CODE = "TG305"
@@ -54,15 +57,24 @@ def check(script: Script) -> Iterator[Hit]:
             continue  # no epoch loop around it (a `while step < N` loop counts iterations)
         epochs = _epoch_count(script, outer)
         for call, key, via in _batch_steps(script, loop, loops):
-            cls = script.schedulers.get(key or "")
-            if cls not in _EPOCH_SCHEDULERS or not _literal_schedule(script, key or ""):
+            cls, settings = schedule_settings(script, key or "")
+            if cls not in _EPOCH_SCHEDULERS and cls != "ReduceLROnPlateau" or \
+                    settings is UNKNOWN or _per_iteration_decay(cls, settings):
                 continue
-            length = _schedule_length(script, key or "")
+            length = _schedule_length(cls, settings)
             if length is not UNKNOWN and epochs is not UNKNOWN and length > epochs:
                 continue  # longer than the run in epochs: it counts batches
+            through = f" (through the call at {script.at(via.lineno)})" if via else ""
+            if cls == "ReduceLROnPlateau":
+                yield Hit(call, f"{key} is a ReduceLROnPlateau with patience {length}, "
+                                f"stepped inside the batch loop at {script.at(loop.lineno)}"
+                                f"{through}: its patience counts batches, so the learning "
+                                f"rate is cut after {length} batches without improvement "
+                                f"instead of {length} epochs",
+                          fix=f"call {key}.step(val_loss) once per epoch, after the batch loop")
+                continue
             sized = "" if length is UNKNOWN or epochs is UNKNOWN else \
                 f" (its schedule spans {length} steps, the run {epochs} epochs)"
-            through = f" (through the call at {script.at(via.lineno)})" if via else ""
             yield Hit(call, f"{key} is a {cls}, a per-epoch schedule{sized}, but it is "
                             f"stepped inside the batch loop at "
                             f"{script.at(loop.lineno)}{through}: it runs once per batch",
@@ -123,22 +135,22 @@ def _epoch_count(script: Script, loop: ast.For | ast.AsyncFor) -> object:
     return UNKNOWN
 
 
-def _schedule_length(script: Script, key: str) -> object:
-    """How many steps the schedule spans: StepLR's step_size, MultiStepLR's last milestone."""
-    for value in script.assignments.get(key, []):
-        if not isinstance(value, ast.Call):
-            continue
-        cls = (script.call_qualname(value) or "").rsplit(".", 1)[-1]
-        if cls == "StepLR":
-            arg = kwarg(value, "step_size") or (value.args[1] if len(value.args) > 1 else None)
-            v = resolve(script, arg)
-            return v if isinstance(v, (int, float)) else UNKNOWN
-        if cls == "MultiStepLR":
-            arg = kwarg(value, "milestones") or (value.args[1] if len(value.args) > 1 else None)
-            v = resolve(script, arg)
-            return max(v) if isinstance(v, list) and v and all(
-                isinstance(x, (int, float)) for x in v) else UNKNOWN
-    return UNKNOWN
+def _schedule_length(cls: str | None, settings: dict) -> object:
+    """How many steps the schedule spans: StepLR's step_size, MultiStepLR's last milestone,
+    ReduceLROnPlateau's patience (10 by default)."""
+    v = settings.get({"StepLR": "step_size", "MultiStepLR": "milestones",
+                      "ReduceLROnPlateau": "patience"}.get(cls or "", ""), UNKNOWN)
+    if cls == "ReduceLROnPlateau" and "patience" not in settings:
+        return 10
+    if isinstance(v, list):
+        return max(v) if v and all(isinstance(x, (int, float)) for x in v) else UNKNOWN
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else UNKNOWN
+
+
+def _per_iteration_decay(cls: str | None, settings: dict) -> bool:
+    """``ExponentialLR`` with ``gamma >= 0.99``: a decay per iteration by design."""
+    gamma = settings.get("gamma")
+    return cls == "ExponentialLR" and isinstance(gamma, (int, float)) and gamma >= 0.99
 
 
 def _per_batch(script: Script, call: ast.AST, loop: ast.AST, loops: list[ast.AST]) -> bool:
@@ -153,20 +165,3 @@ def _per_batch(script: Script, call: ast.AST, loop: ast.AST, loops: list[ast.AST
 def _inner_most(script: Script, call: ast.AST, loop: ast.AST) -> bool:
     loops = script.enclosing_loops(call)
     return bool(loops) and loops[0] is loop
-
-
-def _literal_schedule(script: Script, key: str) -> bool:
-    """Every argument after the optimizer is fixed by the file (a literal, or a constant the
-    file computes: ``milestones=[int(0.6 * EPOCHS)]``)."""
-    for value in script.assignments.get(key, []):
-        if not isinstance(value, ast.Call):
-            continue
-        args = [*value.args[1:], *(k.value for k in value.keywords if k.arg != "optimizer")]
-        if not all(resolve(script, a) is not UNKNOWN for a in args):
-            return False
-        gamma = kwarg(value, "gamma") or (value.args[1] if len(value.args) > 1 else None)
-        if (script.call_qualname(value) or "").endswith("ExponentialLR") and \
-                isinstance(resolve(script, gamma), (int, float)) and resolve(script, gamma) >= 0.99:
-            return False  # a decay per iteration by design (gamma 0.999 per batch)
-        return True
-    return False

@@ -8,7 +8,9 @@ right (harmless for CrossEntropyLoss) and stays silent. The softmax is followed 
 ``.view``/``.reshape``, ``nn.Softmax`` modules, ``nn.Sequential(..., nn.Softmax())``, factories
 that return such a head, and the ``forward`` of the model's class however the model reaches the
 loss (``Net().to(device)``, ``self.model`` set from a constructor argument). Reported at the
-softmax when it is in the file (the line to change), else at the loss call.
+softmax when it is in the file (the line to change), else at the loss call; probabilities
+returned by another method of the model (``model.predict_proba(x)``) or a helper are reported
+at that call. The loss may be a parameter that the callers fill with a loss module.
 """
 
 from __future__ import annotations

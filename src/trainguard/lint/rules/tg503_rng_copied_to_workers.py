@@ -9,7 +9,10 @@ the RNG is used outside ``__init__`` and a DataLoader in the file has workers
 
 The same holds for an RNG that a transform handed to the dataset owns (a MONAI-style
 ``Randomizable`` with its own ``RandomState``), created by a helper that ``__init__`` calls or
-a class attribute, in this file or another file of the project (:mod:`worker_rngs`).
+a class attribute, in this file or another file of the project (:mod:`worker_rngs`), and for
+an RNG handed to an object the dataset keeps (``self.transform = Flip(self.random_state)``).
+The loader's settings may come from a config the file fixes (``DataLoader(ds,
+**cfg["loader"])``); settings it cannot resolve stay silent.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import const_value, dotted, kwarg
+from trainguard.lint.astutil import const_value, dotted, kwarg, parent
+from trainguard.lint.consts import resolve
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 from trainguard.lint.worker_rngs import held_rngs
@@ -42,10 +46,13 @@ def check(script: Script) -> Iterator[Hit]:
                 _reseeded(cls, func, held.attr):
             continue
         where = f"{cls.name}.{func.name}" if func is not None else cls.name
-        yield Hit(held.created, f"{where} stores a {kind} in self.{held.attr} that "
-                                f"{cls.name} draws from for each item: every DataLoader worker "
-                                f"gets a copy with the same state and draws the same random "
-                                f"numbers")
+        stored = parent(held.created)
+        how = f"stores a {kind} in self.{held.attr}" if isinstance(stored, ast.Assign) and \
+            any(dotted(t) == f"self.{held.attr}" for t in stored.targets) else \
+            f"hands a {kind} made here to self.{held.attr}, an object"
+        yield Hit(held.created, f"{where} {how} that {cls.name} draws from for each item: "
+                                f"every DataLoader worker gets a copy with the same state and "
+                                f"draws the same random numbers")
     if foreign:
         loader = next(c for c in script.calls if _loader_with_workers(script, c))
         yield Hit(loader, f"this DataLoader's workers each get a copy of the dataset with the "
@@ -65,10 +72,19 @@ def _workers_without_init(script: Script) -> bool:
 
 
 def _loader_with_workers(script: Script, call: ast.Call) -> bool:
+    """A DataLoader with workers and no ``worker_init_fn``; its keywords may come from a
+    config (``DataLoader(ds, **cfg["loader"])``) that the file fixes: unknown stays silent."""
     if (script.call_qualname(call) or "").endswith("DataLoader"):
         workers = kwarg(call, "num_workers")
-        return workers is not None and const_value(workers) != 0 and \
-            kwarg(call, "worker_init_fn") is None
+        if workers is not None:
+            return const_value(workers) != 0 and kwarg(call, "worker_init_fn") is None
+        for k in call.keywords:
+            if k.arg is None:  # **settings
+                settings = resolve(script, k.value)
+                if isinstance(settings, dict) and "num_workers" in settings:
+                    n = settings["num_workers"]
+                    return n != 0 and "worker_init_fn" not in settings and \
+                        kwarg(call, "worker_init_fn") is None
     return False
 
 

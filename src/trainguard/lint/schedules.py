@@ -1,0 +1,118 @@
+"""Which learning-rate scheduler a name holds and with what settings, when the program fixes
+them: built directly (``StepLR(opt, step_size=8)``), from a config
+(``getattr(torch.optim.lr_scheduler, cfg["name"])(opt, **cfg["kwargs"])``), through a
+registry dict of scheduler classes (``SCHEDULERS[cfg["scheduler"]](opt, **cfg["args"])``), or
+wrapped in an object whose ``__getattr__`` forwards to the scheduler it holds
+(``LRPolicy(ReduceLROnPlateau(opt, patience=3))``), or returned by a factory of the file
+(``def get_scheduler(opt, cfg): return getattr(...)(opt, **cfg["kwargs"])``). Settings are read with
+:func:`trainguard.lint.consts.resolve` (constants, config literals, defaults); anything the
+program does not fix is ``UNKNOWN``, and a check then stays silent.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from trainguard.lint.astutil import dotted
+from trainguard.lint.consts import UNKNOWN, resolve
+from trainguard.lint.script import Script
+
+__all__ = ["schedule_settings"]
+
+_MODULE = "torch.optim.lr_scheduler"
+# Positional parameters after the optimizer
+# (https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate).
+_POSITIONAL = {"StepLR": ("step_size", "gamma"), "MultiStepLR": ("milestones", "gamma"),
+               "ExponentialLR": ("gamma",),
+               "ReduceLROnPlateau": ("mode", "factor", "patience", "threshold")}
+
+
+def schedule_settings(script: Script, key: str) -> tuple[str | None, Any]:
+    """(scheduler class name, {setting: value}) for what ``key`` is assigned, or
+    ``(None, UNKNOWN)``; the settings are ``UNKNOWN`` when any of them is not fixed, or when
+    assignments disagree."""
+    found = {_built(script, v, 3) for v in script.assignments.get(key, [])} - {None}
+    if len(found) != 1:
+        return None, UNKNOWN
+    cls, call = found.pop()  # type: ignore[misc]
+    return cls, _settings(script, cls, call)
+
+
+def _built(script: Script, value: ast.AST, depth: int) -> tuple[str, ast.Call] | None:
+    if not isinstance(value, ast.Call) or depth <= 0:
+        return None
+    q = script.call_qualname(value) or ""
+    if q.startswith(_MODULE + "."):
+        return q.rsplit(".", 1)[-1], value
+    f = value.func
+    if isinstance(f, ast.Call) and dotted(f.func) == "getattr" and len(f.args) == 2 and \
+            script.qualname(f.args[0]) == _MODULE:
+        name = resolve(script, f.args[1])
+        return (name, value) if isinstance(name, str) else None
+    if isinstance(f, ast.Subscript):
+        cls = _registry_entry(script, f)
+        return (cls, value) if cls else None
+    for target in script.targets(value)[:2]:  # a factory of the file: what it returns
+        if target.script is script and not target.instance:
+            rets = [n.value for n in ast.walk(target.func)
+                    if isinstance(n, ast.Return) and n.value is not None]
+            got = {_built(script, r, depth - 1) for r in rets}
+            if len(got) == 1 and None not in got:
+                return got.pop()
+    wrapper = script.classes.get(dotted(f) or "")
+    if wrapper is not None and _forwards_attributes(wrapper):
+        for a in [*value.args, *(k.value for k in value.keywords)]:
+            inner = [a] if isinstance(a, ast.Call) else \
+                script.assignments.get(script.key(a) or "", []) if isinstance(
+                    a, (ast.Name, ast.Attribute)) else []
+            for v in inner:
+                got = _built(script, v, depth - 1)
+                if got:
+                    return got
+    return None
+
+
+def _registry_entry(script: Script, sub: ast.Subscript) -> str | None:
+    """``REGISTRY[name]`` with ``REGISTRY`` a dict literal of scheduler classes and ``name``
+    fixed by the program: the class chosen."""
+    name = resolve(script, sub.slice)
+    if not isinstance(name, str) or not isinstance(sub.value, ast.Name):
+        return None
+    for table in script.assignments.get(sub.value.id, []):
+        if isinstance(table, ast.Dict):
+            for k, v in zip(table.keys, table.values):
+                if isinstance(k, ast.Constant) and k.value == name:
+                    q = script.qualname(v) or ""
+                    return q.rsplit(".", 1)[-1] if q.startswith(_MODULE + ".") else None
+    return None
+
+
+def _forwards_attributes(cls: ast.ClassDef) -> bool:
+    """``def __getattr__(self, name): return getattr(self.scheduler, name)``."""
+    for f in cls.body:
+        if isinstance(f, ast.FunctionDef) and f.name == "__getattr__":
+            return any(isinstance(n, ast.Call) and dotted(n.func) == "getattr" and n.args and
+                       (dotted(n.args[0]) or "").startswith("self.") for n in ast.walk(f))
+    return False
+
+
+def _settings(script: Script, cls: str, call: ast.Call) -> Any:
+    out: dict[str, Any] = {}
+    names = _POSITIONAL.get(cls, ())
+    for i, a in enumerate(call.args[1:]):
+        v = resolve(script, a)
+        if v is UNKNOWN or isinstance(a, ast.Starred) or i >= len(names):
+            return UNKNOWN
+        out[names[i]] = v
+    for k in call.keywords:
+        v = resolve(script, k.value)
+        if v is UNKNOWN:
+            return UNKNOWN
+        if k.arg is None:
+            if not isinstance(v, dict):
+                return UNKNOWN
+            out.update(v)
+        elif k.arg != "optimizer":
+            out[k.arg] = v
+    return out
