@@ -167,6 +167,21 @@ def callgrind_library(folder: str) -> str:
     return library
 
 
+def callgrind_argv(out: str) -> list[str]:
+    """The valgrind prefix of a counted run: instrumentation off until the script's client
+    request turns it on; callgrind's output to ``out``."""
+    return ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+
+
+def callgrind_total(out: str) -> int | None:
+    """The instructions counted in callgrind's output file ``out`` (its ``totals:`` line; the
+    ``summary:`` line is 0 with --instr-atstart=no), or None when there is none."""
+    if not os.path.exists(out):
+        return None
+    totals = re.findall(r"^totals: (\d+)", Path(out).read_text(), re.M)
+    return int(totals[0]) if totals else None
+
+
 def count(case: str, mode: str, src: Path, library: str, scale: int,
           keep: Path | None = None, tag: str = "") -> tuple[int, int]:
     """Instructions of the timed part of one run of ``case`` in ``mode`` under callgrind, and
@@ -174,18 +189,16 @@ def count(case: str, mode: str, src: Path, library: str, scale: int,
     with tempfile.TemporaryDirectory() as tmp:
         name = f"{case}-{mode}{'-baseline' if tag else ''}.callgrind.out"
         out = os.path.join(keep if keep is not None else tmp, name)
-        valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-                    f"--callgrind-out-file={out}"]
         env = dict(BASE_ENV, TRAINGUARD_CALLGRIND_LIB=library, PYTHONHASHSEED="0",
                    MKL_NUM_THREADS="1")
         measure = CASES[case][0]
-        text = measure(mode, src, tmp, scale, prefix=tuple(valgrind), env=env)["text"]
-        totals = re.findall(r"^totals: (\d+)", Path(out).read_text(), re.M)  # (not summary:)
-        if not totals:
+        text = measure(mode, src, tmp, scale, prefix=tuple(callgrind_argv(out)), env=env)["text"]
+        total = callgrind_total(out)
+        if total is None:
             raise SystemExit(f"{case} {mode}: no instruction count in callgrind's output\n"
                              f"{text[-2000:]}")
         steps = int(re.findall(r"(\d+) optimizer steps", text)[0])
-        return int(totals[0]), steps
+        return total, steps
 
 
 def count_all(cases: list[str], sources: dict[str, Path], scale: int, jobs: int,

@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -234,7 +233,7 @@ def count_instructions(models: list[str], steps: int, src: str) -> list[dict]:
     """Watched / plain instructions of ``steps`` settled steps per model, each side once under
     callgrind in a fresh process."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from integrations_overhead import callgrind_library
+    from integrations_overhead import callgrind_argv, callgrind_library, callgrind_total
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -245,17 +244,15 @@ def count_instructions(models: list[str], steps: int, src: str) -> list[dict]:
             counts = {}
             for side in ("plain", "sanitizer"):
                 out = os.path.join(tmp, f"{kind}-{side}.callgrind.out")
-                r = subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no",
-                                    f"--callgrind-out-file={out}", sys.executable, __file__,
-                                    "--src", src, "--counted-side", f"{kind}:{side}",
-                                    "--steps", str(steps)],
+                r = subprocess.run(callgrind_argv(out) + [
+                                   sys.executable, __file__, "--src", src,
+                                   "--counted-side", f"{kind}:{side}", "--steps", str(steps)],
                                    env=env, capture_output=True, text=True)
-                totals = re.findall(r"^totals: (\d+)", Path(out).read_text(), re.M) \
-                    if os.path.exists(out) else []
-                if r.returncode != 0 or not totals:
+                total = callgrind_total(out)
+                if r.returncode != 0 or total is None:
                     raise SystemExit(f"{kind} {side}: no count (exit {r.returncode})\n"
                                      f"{r.stderr[-2000:]}")
-                counts[side] = int(totals[0])
+                counts[side] = total
             rows.append({"model": kind, "steps": steps, "src": src,
                          "plain_instructions": counts["plain"],
                          "watched_instructions": counts["sanitizer"],
