@@ -12,6 +12,10 @@ Each kind of walk has one bound, named here so that the checks and their docs gi
   list, tuple, deque or dict the newest :data:`CONTAINER_NEWEST` items and older ones at doubling
   distances from the end (about 40 more for a million items), :data:`CONTAINER_DEPTH` levels deep
   (:func:`~trainguard.sanitize.core.holders.find_holder`);
+- a dataset's objects (the generators its transforms hold, TG503): at most
+  :data:`DATASET_NODES` objects, :data:`DATASET_DEPTH` attribute or item steps below the dataset,
+  the first :data:`DATASET_ITEMS` items of each list, tuple or dict
+  (:func:`~trainguard.sanitize.core.rng_holders.held_rngs`);
 - source files: a file longer than :data:`SOURCE_CHARS` characters is not parsed; parsed trees are
   cached (:func:`parse_file`);
 - the heap (``gc.get_objects()``, on rare paths only): at most :data:`HEAP_OBJECTS` objects looked
@@ -35,14 +39,17 @@ import time
 from typing import Any, Callable, Iterator
 
 __all__ = ["GRAPH_NODES", "FRAMES", "CONTAINER_ITEMS", "CONTAINER_NEWEST", "CONTAINER_DEPTH",
-           "SOURCE_CHARS", "HEAP_OBJECTS", "Budget", "Overrun", "check_deadline", "clock",
-           "parse_file", "live_objects"]
+           "DATASET_DEPTH", "DATASET_ITEMS", "DATASET_NODES", "SOURCE_CHARS", "HEAP_OBJECTS",
+           "Budget", "Overrun", "check_deadline", "clock", "parse_file", "live_objects"]
 
 GRAPH_NODES = 20_000  # autograd nodes per walk (a 10^5-node graph is walked in part)
 FRAMES = 32  # user frames per search of the stack
 CONTAINER_ITEMS = 4_096  # values looked at per search of user variables
 CONTAINER_NEWEST = 16  # newest items of one list/tuple/dict/set looked at (then older ones, spread)
 CONTAINER_DEPTH = 6  # containers and object attributes followed inside one variable
+DATASET_DEPTH = 4  # attribute/item steps below a dataset walked for the generators it holds
+DATASET_ITEMS = 16  # items of one list/tuple/dict below a dataset looked at
+DATASET_NODES = 256  # objects below a dataset visited (a million file names cost the first few)
 SOURCE_CHARS = 2_000_000  # longer source files are not parsed (about 50,000 lines)
 HEAP_OBJECTS = 5_000_000  # objects of gc.get_objects() looked at per scan
 _EVERY = 256  # steps of a walk between two readings of the clock

@@ -16,11 +16,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from trainguard.sanitize.core.bounds import DATASET_DEPTH, DATASET_ITEMS, DATASET_NODES
+
 __all__ = ["Held", "held_rngs"]
 
-MAX_DEPTH = 4  # attribute/item steps below the dataset
-MAX_ITEMS = 16  # items looked at per list, tuple or dict
-MAX_NODES = 256  # objects visited per dataset
 _LEAVES = (str, bytes, int, float, complex, bool, type, types.ModuleType, types.FunctionType,
            types.BuiltinFunctionType, types.MethodType, range, slice)
 
@@ -52,16 +51,16 @@ def held_rngs(dataset: Any, kind_of: Callable[[Any], str | None],
         if name not in skip:
             queue.append((value, f".{name}", name, 1))
     visited = 0
-    while queue and visited < MAX_NODES:
+    while queue and visited < DATASET_NODES:
         obj, path, first, depth = queue.popleft()
         if id(obj) in seen or _is_leaf(obj):
             continue
         seen.add(id(obj))
         visited += 1
         if isinstance(obj, (list, tuple)):
-            children = [(f"{path}[{i}]", v) for i, v in enumerate(obj[:MAX_ITEMS])]
+            children = [(f"{path}[{i}]", v) for i, v in enumerate(obj[:DATASET_ITEMS])]
         elif isinstance(obj, dict):
-            children = [(f"{path}[{k!r}]", v) for k, v in list(obj.items())[:MAX_ITEMS]]
+            children = [(f"{path}[{k!r}]", v) for k, v in list(obj.items())[:DATASET_ITEMS]]
         else:
             children = []
             for name, value in _attributes(obj):
@@ -73,7 +72,7 @@ def held_rngs(dataset: Any, kind_of: Callable[[Any], str | None],
                                  for k, v in value.items()]
                 elif not name.startswith("__"):
                     children.append((f"{path}.{name}", value))
-        if depth < MAX_DEPTH:
+        if depth < DATASET_DEPTH:
             queue.extend((v, p, first, depth + 1) for p, v in children)
     return found
 
