@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -46,7 +47,8 @@ def run_in_process(script: Path, *args: str):
 
     The process-wide determinism flags a script may set (``cudnn.benchmark``/``deterministic``,
     ``use_deterministic_algorithms``) are restored afterwards, as if each script had its own
-    process, as under ``trainguard run``.
+    process, as under ``trainguard run``; so are ``sys.path`` and the modules imported from the
+    script's folder (a case's helper modules run their top-level code again for its twin).
     """
     from trainguard.config import Config
     from trainguard.sanitize.runner import run_target
@@ -54,6 +56,7 @@ def run_in_process(script: Path, *args: str):
 
     stream = io.StringIO()
     restore = _determinism_flags()
+    saved_path, saved_modules = sys.path[:], set(sys.modules)
     watcher = Watcher(config=Config(), stream=stream).start()
     try:
         status = run_target(str(script), list(args), kind="path", on_error=watcher.explain,
@@ -61,7 +64,18 @@ def run_in_process(script: Path, *args: str):
     finally:
         watcher.stop()
         restore()
+        sys.path[:] = saved_path
+        _forget_new_modules(saved_modules, Path(script).resolve().parent)
     return watcher, status, stream.getvalue()
+
+
+def _forget_new_modules(before: set[str], folder: Path) -> None:
+    """Drop from ``sys.modules`` the modules not in ``before`` whose file lies under ``folder``."""
+    prefix = str(folder) + os.sep
+    for name in set(sys.modules) - before:
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if file and os.path.abspath(file).startswith(prefix):
+            del sys.modules[name]
 
 
 def _determinism_flags():
