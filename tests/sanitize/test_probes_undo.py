@@ -2,8 +2,9 @@
 
 The snapshot is generic (every attribute of every imported ``torch``/``numpy`` module, of the
 classes they define, of the descriptors on a module's class such as ``torch.backends.cudnn``'s
-flags, the module-level hook registries, ``random`` and ``warnings``), so a probe that starts to
-wrap something new without an undo action fails here without this test naming it.
+flags, the module-level hook registries, ``random``, ``warnings`` and the import machinery), so a
+probe that starts to wrap something new without an undo action fails here without this test
+naming it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ _PREFIXES = ("torch", "numpy")
 
 def _namespaces() -> dict[str, Any]:
     """name -> object whose attributes a probe could replace."""
-    out: dict[str, Any] = {"random": random, "warnings": warnings}
+    out: dict[str, Any] = {"random": random, "warnings": warnings,
+                           "importlib._bootstrap": sys.modules["_frozen_importlib"]}
     for name, module in list(sys.modules.items()):
         if module is None or not name.startswith(_PREFIXES):
             continue

@@ -25,7 +25,7 @@ from trainguard.sanitize.core.state import State
 from trainguard.sanitize.core.watchdog import EXIT_S, Watchdog
 from trainguard.sanitize.dispatch import Dispatch
 from trainguard.sanitize.probes import (backward, built, children, data, functional, grad_mode,
-                                        io, module_call, optim, registration, repro,
+                                        imports, io, module_call, optim, registration, repro,
                                         warning_line)
 from trainguard.sanitize.ranks.children import unwatched_note, unwatched_section
 from trainguard.sanitize.ranks.link import RankLink, exit_guard
@@ -34,7 +34,7 @@ __all__ = ["Watcher", "watch"]
 
 # Each probe wraps one PyTorch API family (``probes/``); attached in this order, undone in reverse.
 PROBES = (module_call, optim, backward, grad_mode, registration, io, functional, data, built,
-          warning_line, repro, children)
+          warning_line, repro, imports, children)
 
 _active: "Watcher | None" = None
 # the file name a notebook's cell runs under (``trainguard/notebook.py``): ``nb.ipynb[cell 4]``

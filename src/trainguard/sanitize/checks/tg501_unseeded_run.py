@@ -9,6 +9,17 @@ steps 1, 2, 4, 8, ..., DataLoader passes 1, 2, 4, ..., a later seeding call of t
 the end of the run (a comparison costs 5-100 us). A changed state means the run drew from that
 generator. No drawing function is wrapped.
 
+Draws made by a library's code while it is imported for the first time are not the run's: rich's
+``rich/style.py`` (reached by ``import sklearn.metrics``) runs ``count(getrandbits(24))`` at import;
+other libraries make a table with ``np.random.rand`` at module level. They change neither the data
+order nor the weights. The imports probe (``probes/imports.py``) marks each outermost stretch of
+library import-time code (``on_library_import_pre``/``on_library_import``; a library is a module
+whose file is not the user's, by the same filter that picks the line a finding points at); when the
+stretch ends, the snapshot of each generator the run had not drawn from before it moves to the
+state after it. The user's own top-level code stays the user's: a helper module ``data.py`` that
+runs ``idx = np.random.permutation(n)`` when imported (also from inside a library's import) counts,
+as do draws the run makes by calling a library's function later.
+
 When it fires: a generator the run did not seed was drawn from after the run asked to be
 reproducible: runs differ even with the same seed. Reported once per generator, at the user's line
 that last asked before the draw was seen (the seeding in effect: a ``set_seed(cfg)`` helper run
@@ -23,7 +34,9 @@ the whole script.
 
 Silent on: runs that seed nothing and set no determinism flag (they have not asked); generators
 the run seeds before using them; generators never drawn from (a script that seeds torch and never
-touches numpy); draws made before the first seed (a run may draw its own seed, e.g.
+touches numpy); draws made by a library's import-time code (a lazy ``from sklearn.metrics import
+f1_score`` inside ``evaluate()``, a library imported after the seed), unless the run had already
+drawn from that generator; draws made before the first seed (a run may draw its own seed, e.g.
 ``seed = random.randint(...)``, then seed with it and log it); draws in DataLoader workers, which
 PyTorch seeds from the base seed it draws from torch (``torch/utils/data/_utils/worker.py``); a
 ``random.seed()`` / ``np.random.seed()`` with no argument counts as unseeding.
@@ -40,7 +53,9 @@ Not seen: generator objects (``np.random.default_rng()``, ``random.Random()``), 
 functions.
 
 Cost: at optimizer steps 1, 2, 4, 8, ... and DataLoader passes 1, 2, 4, ..., one snapshot of each
-generator's state (a few kilobytes compared); per seeding call, one snapshot.
+generator's state (a few kilobytes compared); per seeding call, one snapshot; after the first ask,
+two snapshots of each unseeded generator per outermost library import (a module already imported
+costs nothing).
 
 Reference: PyTorch's reproducibility notes, "Controlling sources of randomness"
 (https://pytorch.org/docs/stable/notes/randomness.html); Novartis/scar#97 (seeding torch alone, or
@@ -88,6 +103,9 @@ class UnseededRun(Check):
         self.torch_seed = _initial_seed()
         # family -> (line, call) of a reseeding from the OS after the ask (``np.random.seed()``)
         self.reseeded_at: dict[Family, tuple[Location | None, str]] = {}
+        # family -> its snapshot since the ask, when a library's import started and the run had
+        # not drawn from it yet (the stretch's draws are the library's: see on_library_import)
+        self.importing: dict[Family, Any] = {}
 
     def on_repro_pre(self, name: str, value: Any) -> None:
         family = SEEDS.get(name)
@@ -129,6 +147,26 @@ class UnseededRun(Check):
                     self.seeded[f] = True  # may have been seeded before the watcher started
                 if not self.seeded[f]:
                     self.ref[f] = snapshot(f)
+
+    def on_library_import_pre(self, name: str) -> None:
+        self.importing = {f: ref for f, ref in self.ref.items()
+                          if ref is not None and f not in self.done and not self.seeded[f]
+                          and snapshot(f) == ref}
+
+    def on_library_import(self, name: str) -> None:
+        """A library's import-time code ended: what it drew (``rich.style``'s
+        ``count(getrandbits(24))``, a module-level ``np.random.rand``) is not the run's data order
+        or weights, so the snapshot moves past it. Only when the run had not drawn from that
+        generator before the import started: then a draw before it is kept as it was seen."""
+        importing, self.importing = self.importing, {}
+        for f, before in importing.items():
+            if f in self.done or self.seeded[f] or self.ref.get(f) is not before:
+                continue  # seeded, reseeded from the OS, or already reported meanwhile
+            now = snapshot(f)
+            if reseeded_unseen(f, before, now):
+                self.seeded[f] = True
+            else:
+                self.ref[f] = now
 
     def on_step(self, optimizer: Any) -> None:
         step = self.state.step

@@ -69,6 +69,10 @@ Events (arguments are what PyTorch passed; nothing is copied):
   ``"torch.set_deterministic_debug_mode"``, ``"cudnn.benchmark"``, ``"cudnn.deterministic"``;
   ``value`` is the seed, state, mode or flag passed (None for a seed from the OS). Calls torch
   makes itself (``fork_rng``, DataLoader workers seeding themselves) are not events.
+- ``on_library_import_pre(name)`` / ``on_library_import(name)``: a library module (a file outside
+  the user's code, or none) starts / ends running its top-level code under its first import; the
+  outermost one only (``sanitize/probes/imports.py``): what it imports runs in between, except a
+  user module's own top-level code, which ends the stretch while it runs. ``name`` is the module's.
 - ``on_loader_iter(loader)``: ``DataLoader.__iter__`` was called (once per pass over a DataLoader,
   before any worker starts).
 - ``on_built(obj, where)``: user code built a ``DataLoader``, a ``DistributedSampler``, an
@@ -139,7 +143,8 @@ EVENTS = (
     "on_forward_pre", "on_forward", "on_root_forward", "on_loss", "on_backward",
     "on_backward_done", "on_backward_failed", "on_step_pre", "on_step", "on_zero_grad",
     "on_functional", "on_save", "on_load", "on_exit", "on_error", "on_scheduler_step", "on_clip",
-    "on_sampler_iter", "on_repro_pre", "on_repro", "on_loader_iter", "on_resume", "on_settle",
+    "on_sampler_iter", "on_repro_pre", "on_repro", "on_library_import_pre", "on_library_import",
+    "on_loader_iter", "on_resume", "on_settle",
     "on_built", "on_mode", "on_params_added",
 )
 
@@ -236,6 +241,8 @@ class Check:
     def on_sampler_iter(self, sampler: Any) -> None: ...
     def on_repro_pre(self, name: str, value: Any) -> None: ...
     def on_repro(self, name: str, value: Any) -> None: ...
+    def on_library_import_pre(self, name: str) -> None: ...
+    def on_library_import(self, name: str) -> None: ...
     def on_loader_iter(self, loader: Any) -> None: ...
     def on_built(self, obj: Any, where: Any) -> None: ...
     def on_resume(self, boundary: bool) -> None: ...
