@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from trainguard.sanitize.core import frames
 
-__all__ = ["Origin"]
+__all__ = ["Origin", "Pending", "storage_key"]
 
 _KEPT = 16  # outputs noted per window (the newest kept): their nodes are held until it closes
 _FRAMES_UP = 6  # frames above a watched call searched for a module's forward
@@ -67,10 +67,11 @@ class Origin:
         self.noted.clear()
 
     def where(self, node: Any) -> tuple[Any, str] | None:
-        """``(location, how)`` for an output whose ``grad_fn`` is ``node``, noted in the window;
-        ``how`` is ``"call"`` or the module class built at the location."""
+        """``(location, how)`` for an output whose ``grad_fn`` is ``node`` (or, made without a
+        graph, whose :func:`storage_key` is ``node``), noted in the window; ``how`` is ``"call"``
+        or the module class built at the location."""
         for noted, where, how in reversed(self.noted):
-            if noted is node:
+            if noted is node or (type(node) is tuple and noted == node):
                 return where, how
         return None
 
@@ -87,7 +88,11 @@ class Origin:
 
     def _note(self, output: Any) -> None:
         node = getattr(output, "grad_fn", None)
-        if node is None or any(noted is node for noted, _, _ in self.noted):
+        if node is None:  # made under no_grad (a validation loss): known by its memory
+            node = storage_key(output)
+            if node is None or node in [n for n, _, _ in self.noted if type(n) is tuple]:
+                return
+        elif any(noted is node for noted, _, _ in self.noted):
             return
         frame = sys._getframe(2)
         start = frame
@@ -104,6 +109,16 @@ class Origin:
         where = frames.user_location(start)
         if where is not None:
             self.noted.append((node, where, "call"))
+
+
+def storage_key(value: Any) -> tuple[str, int] | None:
+    """A key for a tensor made without a graph: the address of its memory, which its views
+    (``.view``, ``.reshape`` of a contiguous tensor, ``.flatten``) share; None for other values.
+    Valid only while the window is open (one step): memory freed before is reused."""
+    try:
+        return ("storage", value.untyped_storage().data_ptr())
+    except Exception:  # not a tensor, or a tensor without storage (meta, a subclass)
+        return None
 
 
 class Pending:
