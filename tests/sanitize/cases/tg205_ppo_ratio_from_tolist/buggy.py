@@ -26,8 +26,8 @@ def collect(policy, n=64):
 
 def surrogate(policy, obs, actions, old_logp, advantages):
     dist = torch.distributions.Categorical(logits=policy(obs))
-    new_logp = dist.log_prob(actions).tolist()  # expect: TG205
-    ratio = torch.exp(torch.as_tensor(new_logp) - old_logp)
+    new_logp = torch.tensor(dist.log_prob(actions).tolist())  # expect: TG205
+    ratio = torch.exp(new_logp - old_logp)
     clipped = torch.clamp(ratio, 1 - CLIP, 1 + CLIP)
     loss = -torch.min(ratio * advantages, clipped * advantages).mean()
     return loss.requires_grad_(True)
