@@ -47,8 +47,7 @@ def evaluate(model, batches=3):
     losses = []
     for _ in range(batches):
         a, b, y = make_batch()
-        out = model(a, b)
-        losses.append(F.cross_entropy(out["logits"], y).item())
+        losses.append(F.cross_entropy(model(a, b)["logits"], y).item())
     return sum(losses) / len(losses)
 
 
