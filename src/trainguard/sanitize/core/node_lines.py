@@ -134,6 +134,9 @@ class NodeLine:
         return self.path is not None
 
     def start(self) -> None:
+        """Open the trace (at a model forward while a finding is held); else take a closed one
+        off the mode stack."""
+        self.settle()
         if self.usable and self.trace is None and self.held is not None:
             self.trace = _trace()
             self.trace.__enter__()
