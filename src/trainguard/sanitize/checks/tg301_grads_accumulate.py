@@ -113,7 +113,10 @@ class GradsAccumulate(Check):
                 if watched.polluted and watched.opt_key is not None:
                     # (on the CPU the hook runs inside the user's backward call; a device's
                     # autograd thread has no user frame: then the stack stays empty)
-                    watched.stack = user_stack(sys._getframe(1))
+                    try:
+                        watched.stack = user_stack(sys._getframe(1))
+                    except ValueError:  # no Python frame above the hook (a device thread)
+                        watched.stack = ()
                     key = watched.opt_key
                     self.polluted_by[key] = self.polluted_by.get(key, 0) + 1
         return after_accumulate
