@@ -29,6 +29,7 @@ from types import FrameType
 from typing import Any
 
 from trainguard.sanitize.core.bounds import parse_file
+from trainguard.sanitize.core.cuts import assigned_in_init
 from trainguard.sanitize.core.frames import Location, is_user_file
 
 __all__ = ["target_origin"]
@@ -182,13 +183,25 @@ def _made_in_dataset(loader: Any, path: tuple) -> Location | None:
     element = _element(returns[0].value, path[0])
     if element is None:
         return None
+    where = (getitem.co_filename, element.lineno, element.col_offset + 1)
     if isinstance(element, ast.Name):
         made = [n for n in ast.walk(function) if isinstance(n, (ast.Assign, ast.AugAssign))
                 and n.lineno < returns[0].lineno and _binds(n, element.id)]
         if made:
             last = max(made, key=lambda n: n.lineno)
-            return (getitem.co_filename, last.lineno, last.col_offset + 1)
-    return (getitem.co_filename, element.lineno, element.col_offset + 1)
+            where, element = (getitem.co_filename, last.lineno, last.col_offset + 1), last.value
+    # only indexed here (`self.labels[i]`): the tensor was made where __init__ stored it
+    stored = _indexed_attribute(element)
+    made_in_init = assigned_in_init(type(dataset), stored) if stored else None
+    return made_in_init or where
+
+
+def _indexed_attribute(node: ast.AST) -> str | None:
+    """``attr`` for ``self.attr[...]`` (indexing only, no call or conversion), else None."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and \
+            isinstance(node.value.value, ast.Name) and node.value.value.id == "self":
+        return node.value.attr
+    return None
 
 
 def _element(value: ast.AST, key: Any) -> ast.AST | None:
