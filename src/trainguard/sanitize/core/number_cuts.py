@@ -68,21 +68,62 @@ def _name(func: Any) -> str:
     return name
 
 
+class _Marks:
+    """What a trace has seen (torch-free bookkeeping): the tensors computed from the suspect
+    parameters, the cut each marked tensor or array carries, and the numbers cuts returned.
+
+    Weak references, checked at each look-up (an id is reused once its object dies); holding the
+    tensors would keep their graphs alive."""
+
+    def __init__(self, params: list[Any]) -> None:
+        self.derived = {id(p): ref(p) for p in params}  # computed from them, with grad
+        self.marks: dict[int, tuple[Any, Cut]] = {}  # id(tensor or array) -> its cut
+        self.values: dict[float, Cut] = {}  # a number taken from the graph -> its cut
+        self.ops = 0
+
+    def _derived(self, t: Any) -> bool:
+        r = self.derived.get(id(t))
+        return r is not None and r() is t
+
+    def _mark(self, value: Any) -> Cut | None:
+        found = self.marks.get(id(value))
+        return found[1] if found is not None and found[0]() is value else None
+
+    def _value(self, given: tuple) -> Cut | None:
+        """The cut that returned a number (or its negation) among an op's arguments."""
+        return next((self.values.get(n, self.values.get(-n)) for a in given
+                     for n in _numbers(a) if n in self.values or -n in self.values), None)
+
+    def _remember(self, out: Any, cut: Cut) -> None:
+        if type(out).__module__ == "numpy":
+            try:
+                self.marks[id(out)] = (ref(out), cut)
+            except TypeError:  # (an object without weak references)
+                pass
+            return
+        for n in _numbers(out):
+            if len(self.values) < _VALUES:
+                self.values.setdefault(n, cut)
+
+    def loss_cut(self, roots: tuple) -> Cut | None:
+        return next((c for r in roots if (c := self._mark(r)) is not None), None)
+
+    def clear(self) -> None:
+        self.derived.clear()
+        self.marks.clear()
+        self.values.clear()
+
+
 def number_trace(params: list[Any]) -> Any:
     """The mode (see the module doc); ``loss_cut(roots)`` answers the cut a backward root was
     computed from, or None."""
     import torch
     from torch.overrides import TorchFunctionMode
 
-    class NumberTrace(TorchFunctionMode):
+    class NumberTrace(TorchFunctionMode, _Marks):
         def __init__(self) -> None:
-            super().__init__()
-            # weak references, checked at each look-up (an id is reused once its object dies);
-            # holding the tensors would keep their graphs alive
-            self.derived = {id(p): ref(p) for p in params}  # computed from them, with grad
-            self.marks: dict[int, tuple[Any, Cut]] = {}  # id(tensor or array) -> its cut
-            self.values: dict[float, Cut] = {}  # a number taken from the graph -> its cut
-            self.ops = 0
+            TorchFunctionMode.__init__(self)
+            _Marks.__init__(self, params)
 
         def __torch_function__(self, func: Any, types: Any, args: tuple = (),
                                kwargs: dict | None = None) -> Any:
@@ -102,9 +143,7 @@ def number_trace(params: list[Any]) -> Any:
             if carried is None and self.marks:
                 carried = next((c for a in given if (c := self._mark(a)) is not None), None)
             if carried is None and self.values:
-                carried = next((self.values.get(n, self.values.get(-n)) for a in given
-                                for n in _numbers(a) if n in self.values or -n in self.values),
-                               None)
+                carried = self._value(given)
             outs = _tensors(out, torch)
             from_params = any(self._derived(t) for t in inputs)
             if from_params and not any(t.requires_grad for t in outs):
@@ -120,33 +159,6 @@ def number_trace(params: list[Any]) -> Any:
                     self.derived[id(t)] = ref(t)
                 if carried is not None:
                     self.marks[id(t)] = (ref(t), carried)
-
-        def _derived(self, t: Any) -> bool:
-            r = self.derived.get(id(t))
-            return r is not None and r() is t
-
-        def _mark(self, value: Any) -> Cut | None:
-            found = self.marks.get(id(value))
-            return found[1] if found is not None and found[0]() is value else None
-
-        def _remember(self, out: Any, cut: Cut) -> None:
-            if type(out).__module__ == "numpy":
-                try:
-                    self.marks[id(out)] = (ref(out), cut)
-                except TypeError:  # (an object without weak references)
-                    pass
-                return
-            for n in _numbers(out):
-                if len(self.values) < _VALUES:
-                    self.values.setdefault(n, cut)
-
-        def loss_cut(self, roots: tuple) -> Cut | None:
-            return next((c for r in roots if (c := self._mark(r)) is not None), None)
-
-        def clear(self) -> None:
-            self.derived.clear()
-            self.marks.clear()
-            self.values.clear()
 
     return NumberTrace()
 
