@@ -48,6 +48,7 @@ from trainguard.sanitize.core.cuts import (built_lines, cut_inside, trace_after_
                                            trace_next_forward)
 from trainguard.sanitize.core.frames import short_location, user_location
 from trainguard.sanitize.core.graph import graph_nodes
+from trainguard.sanitize.core.number_cuts import NumberWatch
 from trainguard.sanitize.core.records import first_tensor
 from trainguard.sanitize.core.terms import TermWatch
 
@@ -61,7 +62,7 @@ class _Suspects:
     gradient later clears them (a head trained after a warm-up, a task sampled later)."""
 
     __slots__ = ("optimizer", "total", "names", "where", "got", "handles", "cut", "cut_at",
-                 "traced")
+                 "traced", "number")
 
     def __init__(self, optimizer: str, total: int, names: dict[int, str], where: Any) -> None:
         self.optimizer = optimizer
@@ -73,6 +74,7 @@ class _Suspects:
         self.cut = ""  # where the path is cut, when found
         self.cut_at: Any = None  # ... and the user line of the first cut output named
         self.traced = False  # a module's next forward was traced for the op that cuts it
+        self.number: Any = None  # (op, line) where the loss was rebuilt from a Python number
 
     def follow(self, params: list[Any]) -> None:
         for p in params:
@@ -225,6 +227,8 @@ class GradientCut(Check):
         self.suspects: list[_Suspects] = []
         self.probes: list[_Probe] = []
         self.terms = TermWatch()  # loss terms cut from every parameter (core/terms.py)
+        self.numbers = NumberWatch()  # a loss rebuilt from numbers (core/number_cuts.py)
+        self.numbered: _Suspects | None = None  # ... the suspects it traces for
         self.placed: set[Any] = set()
 
     def on_built(self, obj: Any, where: Any) -> None:
@@ -247,7 +251,11 @@ class GradientCut(Check):
             else:
                 probe.release()
         self.probes = waiting
-        if not waiting and not self.terms.pending:
+        if self.numbers.pending:
+            cut = self.numbers.backward(call.tensors)
+            if cut is not None and cut[1] is not None and self.numbered is not None:
+                self.numbered.number = cut
+        if not waiting and not self.terms.pending and not self.numbers.pending:
             self.disarm()
 
     def on_backward_done(self, call: Any) -> None:
@@ -272,6 +280,7 @@ class GradientCut(Check):
 
     def on_step_pre(self, optimizer: Any) -> None:
         self.terms.settle()
+        self.numbers.settle()
         record = self.seen.get(id(optimizer))
         if record is None:
             key = id(optimizer)
@@ -291,6 +300,11 @@ class GradientCut(Check):
                                  user_location(sys._getframe(1)))
             suspects.follow([p for p in params if id(p) in never])
             self.suspects.append(suspects)
+            if not self.numbers.started:  # follow the values taken from them to the next loss
+                self.numbered = suspects
+                self.numbers.start([p for p in params if id(p) in never])
+                self.arm()
+                self.hold()
             modules = self._holders(never)
             if modules:
                 others = {id(p) for p in params if id(p) not in never}
@@ -300,6 +314,7 @@ class GradientCut(Check):
 
     def release(self) -> None:
         self.terms.close()
+        self.numbers.close()
         for suspects in self.suspects:
             suspects.release()
         self.suspects = []
@@ -328,8 +343,10 @@ class GradientCut(Check):
         return found
 
     def on_exit(self) -> None:
-        """Report the parameters that still never received a gradient, at the step line."""
+        """Report the parameters that still never received a gradient, at the cut found, else
+        at the step line."""
         self.terms.close()
+        self.numbers.close()
         for probe in self.probes:
             probe.release()
         self.probes = []
@@ -348,11 +365,14 @@ class GradientCut(Check):
                 f"{', ...' if len(names) > 4 else ''}): the path from the loss to them is cut "
                 "(.detach(), .data, .item(), numpy, an integer cast) or their module is not used "
                 f"in forward (optimizer step at {short_location(s.where)})"
-                + (f"; {s.cut}" if s.cut else ""),
+                + (f"; {s.cut}" if s.cut else "")
+                + (f"; the loss is computed from what `{s.number[0]}` at "
+                   f"{short_location(s.number[1])} took out of the graph: autograd cannot follow "
+                   "it back from there" if s.number else ""),
                 fix="find where the output of those modules stops carrying grad_fn and compute "
                     "it with torch operations; freeze (requires_grad_(False)) what is unused on "
                     "purpose",
-                where=s.cut_at or s.where)
+                where=s.number[1] if s.number else s.cut_at or s.where)
 
     def _in_models(self, ids: set[int]) -> set[int]:
         """Leave out parameters no watched model holds any more: a module replaced after the

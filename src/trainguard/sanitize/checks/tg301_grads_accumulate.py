@@ -13,7 +13,8 @@ neither ``zero_grad()`` (which sets ``None`` or zeroes in place), ``p.grad = Non
 unless the gradients were zeroed after that backward (a GAN's generator gradients polluted by the
 discriminator's backward, then zeroed before the generator's step), and reported at the cause: the
 line of the backward that added onto the stale gradients (of the last 8 backward calls; else at
-the step line), naming the step.
+the step line), naming the step; when that backward runs in a helper that the step's code calls,
+the line in the frame both stacks share that called it.
 
 Silent on: ``zero_grad`` before backward or at the end of the step, ``set_to_none`` either way,
 ``p.grad = None``, ``model.zero_grad()``, LBFGS closures (they zero inside ``step``), manual SGD
@@ -35,6 +36,7 @@ import sys
 import weakref
 from typing import Any
 
+from trainguard.sanitize.core.callstack import cause_line, user_stack
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location, user_location
 from trainguard.sanitize.core.source import SourceFile, marked
@@ -44,7 +46,8 @@ _OWNERS = 64  # zero_grad owners whose latest call is remembered
 
 
 class _Watched:
-    __slots__ = ("grad_ref", "version", "first_seen", "polluted", "opt_key", "handle", "backward")
+    __slots__ = ("grad_ref", "version", "first_seen", "polluted", "opt_key", "handle", "backward",
+                 "stack")
 
     def __init__(self) -> None:
         self.grad_ref: Any = None
@@ -54,6 +57,7 @@ class _Watched:
         self.opt_key: int | None = None
         self.handle: Any = None
         self.backward = -1  # index of the backward that added onto the stale gradient
+        self.stack: Any = ()  # ... and the user's stack that called it (empty: not known)
 
 
 class GradsAccumulate(Check):
@@ -107,6 +111,12 @@ class GradsAccumulate(Check):
                 # the backward running now: its index is the count of those completed before it
                 watched.backward = self.state.backward_count
                 if watched.polluted and watched.opt_key is not None:
+                    # (on the CPU the hook runs inside the user's backward call; a device's
+                    # autograd thread has no user frame: then the stack stays empty)
+                    try:
+                        watched.stack = user_stack(sys._getframe(1))
+                    except ValueError:  # no Python frame above the hook (a device thread)
+                        watched.stack = ()
                     key = watched.opt_key
                     self.polluted_by[key] = self.polluted_by.get(key, 0) + 1
         return after_accumulate
@@ -132,7 +142,7 @@ class GradsAccumulate(Check):
             return
         ids = self.sampled.get(id(optimizer), [])
         still = []
-        backward = -1
+        backward, stack = -1, ()
         for pid in ids:
             ref, watched = self.params[pid]
             p = ref()
@@ -142,7 +152,7 @@ class GradsAccumulate(Check):
             if grad is None or watched.grad_ref() is not grad:  # set to None and rebuilt since
                 continue
             still.append(p)
-            backward = watched.backward
+            backward, stack = watched.backward, watched.stack
         self.polluted_by.pop(id(optimizer), None)
         if still:
             # at the cause: the backward that added onto the gradients the previous step used
@@ -157,6 +167,8 @@ class GradsAccumulate(Check):
             cause = self._cause(optimizer, still, where, step_at)
             if cause is not None:
                 where, lead = cause
+            elif where is not None and stack and not marked(self.code, where):
+                where, lead = _caller(where, stack, user_stack(sys._getframe(1)), lead)
             self.report(
                 f"{lead}{type(optimizer).__name__}.step() at optimizer step "
                 f"{self.state.step + 1}{at} used "
@@ -259,6 +271,17 @@ class GradsAccumulate(Check):
         self.params.clear()
         self.sampled = {}
         self.polluted_by = {}
+
+
+def _caller(backward_at: Any, backward_stack: Any, step_stack: Any, lead: str) -> tuple[Any, str]:
+    """When the backward runs in a helper that the step's code calls (a trainer's ``backward()``
+    method beside its ``optimizer_step()``), the line of the code that runs both which called
+    it: the zeroing belongs in that loop, not in the helper that every caller shares."""
+    line = cause_line(backward_stack, step_stack)
+    if line is None or line[:2] == backward_at[:2]:
+        return backward_at, lead
+    return line, (f"this call leads to the backward at {short_location(backward_at)}, which "
+                  "added onto gradients that still held the previous step's, and ")
 
 
 def _inner_loop(backward_at: Any, step_at: Any) -> Any:

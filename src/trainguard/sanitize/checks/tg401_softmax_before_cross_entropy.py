@@ -12,7 +12,10 @@ and its gradients shrink; ``nll_loss`` expects log-probabilities, so on probabil
 likelihood at all. Reported at the cause: after the first sighting, a window (``core/origin.py``)
 notes where softmax outputs are made until the next such loss call, which is then reported at the
 line that called softmax, or at the line that built the ``nn.Softmax`` module; the loss line is in
-the message (at the loss line when the run ends first or the value test found it).
+the message (at the loss line when the run ends first). An input without a ``grad_fn`` that the
+value test found is located by the address of its storage, which its views share, at the softmax
+when the loss's own function made it, else at the loss line (a ``predict_proba``'s output is
+right where it is made).
 
 Silent on: logits, ``log_softmax`` output, ``torch.log(softmax(x))`` for ``NLLLoss``, softmax used
 for the *target* (distillation), log-probabilities or logits under ``torch.no_grad()``.
@@ -28,11 +31,13 @@ https://jamesmccaffreyblog.com/2020/06/11/pytorch-crossentropyloss-vs-nllloss-cr
 
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import Any
 
+from trainguard.sanitize.core.callstack import user_stack
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.origin import Origin, Pending
+from trainguard.sanitize.core.origin import Origin, Pending, storage_key
 from trainguard.sanitize.core.producer import producer_node, shape
 from trainguard.sanitize.core.values import READ_NOW, reading
 
@@ -82,10 +87,11 @@ class SoftmaxBeforeCrossEntropy(Check):
             message = (f"{name} got an input of shape {shape(call.input)} {made}: it expects "
                        "log-probabilities, so on probabilities it is not a log-likelihood")
             fix = "use log_softmax before NLLLoss, or pass logits to CrossEntropyLoss"
-        if node is None:  # no graph to locate it by: at the loss
-            self.report(message, fix=fix, where=call.where)
-            return
-        self.pending.found(node, message, fix, call.where)
+        if node is not None:
+            self.pending.found(node, message, fix, call.where)
+        else:  # without a graph (a validation loss under no_grad): located by its memory
+            self.pending.found(storage_key(call.input), message, fix, call.where,
+                               used_stack=user_stack(sys._getframe()))
 
     def on_exit(self) -> None:
         self.pending.flush()

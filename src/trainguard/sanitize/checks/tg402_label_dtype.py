@@ -15,6 +15,9 @@ When it fires:
   one-hot integer targets ("0D or 1D target tensor expected"), integer targets for a binary
   loss ("result type Float can't be cast to the desired output type Long").
 
+Where: at the dataset line that made the targets when the loss call's frames show it
+(``core/target_origin.py``), the loss line in the message; else at the loss line.
+
 Silent on: integer class indices in range (``ignore_index`` included), one-hot or label-smoothed
 float probabilities, binary targets in [0, 1] (soft labels included).
 
@@ -29,9 +32,12 @@ https://github.com/qubvel-org/segmentation_models.pytorch/issues/197.
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 from trainguard.sanitize.core.check import Check, Diagnosis
+from trainguard.sanitize.core.frames import frame_location, is_user_file, short_location, user_frame
+from trainguard.sanitize.core.target_origin import target_origin
 from trainguard.sanitize.core.values import readable
 
 _CE = ("CrossEntropyLoss", "cross_entropy")
@@ -82,7 +88,7 @@ class LabelDtype(Check):
                              if multi_hot else
                              "pass class indices (a long tensor of shape (N,)), or normalize the "
                              "soft targets (e.g. softmax over dim 1)"),
-                        where=call.where)
+                        where=self._made(t, call.where), used_at=call.where)
             elif name in _BINARY and t.is_floating_point() and t.numel():
                 lo, hi = float(t.min()), float(t.max())
                 if lo < 0 or hi > 1:
@@ -92,7 +98,18 @@ class LabelDtype(Check):
                         "or class indices are trained towards nonsense",
                         fix="map the labels to 0/1 (e.g. (y > 0).float()), or use CrossEntropyLoss "
                             "for class indices",
-                        where=call.where)
+                        where=self._made(t, call.where), used_at=call.where)
+
+    def _made(self, target: Any, used_at: Any) -> Any:
+        """The dataset line that made ``target`` (``core/target_origin.py``), else ``used_at``."""
+        return target_origin(user_frame(sys._getframe(2)), target) or used_at
+
+    def report(self, message: str, *, fix: str | None = None, where: Any = None,
+               used_at: Any = None, **extra: Any) -> Any:
+        if used_at is not None and where is not None and where[:2] != used_at[:2]:
+            message += f" (the targets are made here, in the dataset; the loss at " \
+                       f"{short_location(used_at)})"
+        return super().report(message, fix=fix, where=where, **extra)
 
     def on_error(self, exc: BaseException) -> Diagnosis | None:
         text = str(exc)
@@ -111,10 +128,14 @@ class LabelDtype(Check):
                 fix="make the model's last layer output one score per class, or remap the labels "
                     "to 0..C-1 (labels starting at 1 need `y - 1`)")
         if "expected target dtype to be Long" in text or "expected scalar type Long" in text:
+            made, used = _made_at_error(exc, t)
             return Diagnosis(
-                f"{func} got class indices stored as floats ({shapes})",
+                f"{func} got class indices stored as floats ({shapes})"
+                + (f" (the targets are made here, in the dataset; the loss at "
+                   f"{short_location(used)})" if made is not None and used is not None else ""),
                 fix="convert the targets with `.long()` (class indices), or pass float class "
-                    "probabilities of the input's shape")
+                    "probabilities of the input's shape",
+                where=made[:2] if made is not None else None)
         if "0D or 1D target tensor expected" in text:
             return Diagnosis(
                 f"{func} got integer targets of shape {_shape(t)}: one-hot labels are read as "
@@ -125,6 +146,18 @@ class LabelDtype(Check):
                 f"{func} got integer targets ({shapes}); binary losses need float targets",
                 fix="convert the targets with `.float()` (0.0/1.0)")
         return None
+
+
+def _made_at_error(exc: BaseException, target: Any) -> tuple[Any, Any]:
+    """``(dataset line that made target, the loss's user line)`` from the failing traceback's
+    innermost user frame (``core/target_origin.py``); ``(None, None)`` when not found."""
+    tb, frame = exc.__traceback__, None
+    while tb is not None:
+        if is_user_file(tb.tb_frame.f_code.co_filename):
+            frame = tb.tb_frame
+        tb = tb.tb_next
+    made = target_origin(frame, target)
+    return (made, frame_location(frame)) if made is not None else (None, None)
 
 
 def _loss_args(exc: BaseException) -> tuple[str, Any, Any] | None:

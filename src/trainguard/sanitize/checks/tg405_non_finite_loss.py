@@ -1,48 +1,38 @@
 """TG405 non-finite-loss: the loss or a gradient became NaN or Inf.
 
-What it watches, settled steps too: the root of every ``backward()`` when it is a single value
-(the loss), and the output of every outermost module call that is a scalar with a graph (a custom
-loss module, a model that returns its loss: seen before any backward, also when the script stops
-on it). Values are read by device type (``sanitize/core/values.py``): on the CPU ``.item()``; on
-CUDA a ``torch.isfinite`` flag copied to pinned memory without blocking, read at a later backward
-once its event completed; other devices (``meta``) are not read. On checked steps only, before
-each ``optimizer.step()``, the gradients are tested in one op (CPU: joined and summed in float64
-up to a million values, else their ``torch._foreach_norm(grads, inf)`` summed); a step a
-GradScaler skips never calls ``optimizer.step()``.
+What it watches, settled steps too: the root of every ``backward()`` that is a single value, and
+every outermost module output that is a scalar with a graph (a loss module, a model returning its
+loss). Values are read per device (``core/values.py``: CPU ``.item()``; CUDA a non-blocking
+``isfinite`` flag read later; ``meta`` not read). On checked steps, before ``optimizer.step()``,
+the gradients are tested in one op (a float64 sum, or a foreach max-norm past a million values).
 
-When it fires, once per run, at the cause (the line to change), the symptom in the message:
+When it fires (once per run, at the cause, the symptom in the message):
 - the first non-finite loss. The outermost calls whose stamped outputs the loss's graph holds are
-  examined, latest first (``sanitize/core/nonfinite.py``): an input batch that already holds
-  NaN/Inf (followed to the call that made it, 2 levels); else the call's forward re-run once
-  (no grad, RNG forked, buffers swapped for copies: the run's numbers are untouched) with forward
-  hooks naming the first module whose output is non-finite and a ``TorchFunctionMode`` naming the
-  first op that made NaN/Inf from finite inputs, reported at the user's line that called it
-  (``x / x.norm()``, ``torch.log(p)``). When every call's output was finite, the loss
-  computation made it: a graph node whose saved input sits at its singular point (log of 0, a
-  division by 0) is named, and when that input is a model's output, the submodule that made it
-  (a ReLU head with exact zeros) and its line in ``forward``;
-- the loss diverged first (grew 1000x, or beyond 1e6, on the CPU; two numbers kept): reported at
-  the line that set the learning rate (the literal in the optimizer's construction, or the config
-  entry, assignment or ``add_argument`` default it names);
+  examined, latest first (``core/nonfinite.py``): an input batch already NaN/Inf (followed to the
+  call that made it, 2 levels); else the forward re-run once (no grad, RNG forked, buffers copied)
+  naming the first non-finite module and the first op making NaN/Inf from finite inputs, at its
+  user line (``x / x.norm()``). When every call's output was finite, the loss computation made
+  it: a graph node whose saved input sits at its singular point (log of 0, a division by 0) is
+  named, and when that input is a model's output, the submodule that made it (a ReLU head with
+  exact zeros) and its line in ``forward``; else the finding waits one cycle
+  for that op's line (``core/node_lines.py``: its route from the root, in the next graph);
+- the loss diverged first (grew 1000x, or beyond 1e6, on the CPU): at the line that set the
+  learning rate (the optimizer's literal, or the config entry or default it names);
 - a gradient is NaN/Inf while the loss is finite: the latest outermost call re-run, naming the
   first op at a singular point of its derivative (sqrt at 0, acos at +-1, ``x ** 0.5`` at 0) and
   its line; else the backward line, with the parameters named.
 
-With a ``GradScaler`` the root of backward is the scaled loss, which may overflow by design (the
-scaler skips the step): a non-finite root is confirmed by finding a live enabled ``GradScaler``
-(``gc``, once) and a non-finite unscaled loss (the last loss call's output, weakly held; on a
-settled step ``loss * scale``: ``core/nonfinite.scaled_root_is_non_finite``).
+With a ``GradScaler`` the scaled root may overflow by design: a non-finite root needs a live
+enabled ``GradScaler`` (``gc``, once) and a non-finite unscaled loss (``core/nonfinite.py``).
 
 Silent on: finite losses and gradients; scaled losses that overflow while the loss is finite;
-gradients under an enabled GradScaler; a norm of a zero vector (PyTorch gives it a zero subgradient).
+gradients under an enabled GradScaler; a norm of a zero vector (a zero subgradient in PyTorch).
 
-Cost: per backward one value read (CPU) or one non-blocking flag copy (CUDA); per outermost call a
-type test (``.item()`` only for a scalar with a graph); per checked step one sum over the
-gradients (CPU; a copy of them up to a million values, a foreach max-norm past that). Once, at the finding: one graph walk (20,000 nodes at most), 4 calls
-examined, each re-run at most once, one heap scan for a GradScaler, one parse of a file.
+Cost: per backward one value read or flag copy; per outermost call a type test; per checked step
+one sum over the gradients. Once, at the finding: one graph walk (20,000 nodes at most), 4 calls
+re-run at most once each, one heap scan, one parse of a file, at most one traced cycle.
 
-Reference: ``torch.autograd.detect_anomaly`` https://pytorch.org/docs/stable/autograd.html;
-https://pytorch.org/docs/stable/notes/autograd.html; karpathy/nanoGPT#136, pytorch/pytorch#2421.
+Reference: https://pytorch.org/docs/stable/autograd.html (``detect_anomaly``); karpathy/nanoGPT#136.
 """
 
 from __future__ import annotations
@@ -53,10 +43,10 @@ from typing import Any
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.graph import stamp_by_storage, stamp_of
-from trainguard.sanitize.core.nonfinite import (finite_output, grads_may_be_finite, is_stamped,
-                                                non_finite_grads, rerun,
-                                                scaled_root_is_non_finite, scaler_in_use,
-                                                singular_node, stamped_calls)
+from trainguard.sanitize.core.node_lines import NodeLine
+from trainguard.sanitize.core.nonfinite import (
+    finite_output, grads_may_be_finite, is_stamped, non_finite_grads, rerun,
+    scaled_root_is_non_finite, scaler_in_use, singular_node, stamped_calls)
 from trainguard.sanitize.core.setting import learning_rate_line
 from trainguard.sanitize.core.values import READ_LATER, reading
 
@@ -70,8 +60,7 @@ _DIVERGED_FIX = ("lower the learning rate, normalize the inputs and regression t
 
 
 def _shown(names: list[Any]) -> str:
-    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-    return ", ".join(str(n) for n in names[:3]) + more
+    return ", ".join(map(str, names[:3])) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 class NonFiniteLoss(Check):
@@ -92,6 +81,7 @@ class NonFiniteLoss(Check):
         import torch
         self._tensor = torch.Tensor
         self.built: list[tuple[Any, Any]] = []  # (weakref to an optimizer, where it was built)
+        self.node_line: Any = None  # the loss op at fault, whose line the next cycle gives
 
     def on_built(self, obj: Any, where: Any) -> None:
         import torch
@@ -104,6 +94,8 @@ class NonFiniteLoss(Check):
         # A module whose output is a scalar with a graph is a loss (a custom loss module, a model
         # that returns its loss): a NaN there is seen before any backward, also when the script
         # stops on it (``if not torch.isfinite(loss): break``) without calling backward.
+        if self.node_line is not None:  # a held finding: the loss made from this output
+            self.node_line.start()
         out = call.output
         if out.__class__ is not self._tensor or out.ndim or out.grad_fn is None \
                 or self.done or not out.is_cpu:
@@ -120,6 +112,10 @@ class NonFiniteLoss(Check):
         self.last_loss = weakref.ref(out) if hasattr(out, "numel") else None
 
     def on_backward(self, call: Any) -> None:
+        if self.node_line is not None and self.node_line.held is not None:
+            held = self.node_line.at_backward(call.tensors, call.where)
+            if held is not None:
+                self.report(held[0], fix=held[1], where=held[2])
         if self.done:
             return
         if self.pending:
@@ -182,7 +178,7 @@ class NonFiniteLoss(Check):
         host = torch.empty((), dtype=torch.bool, pin_memory=True)
         host.copy_(torch.isfinite(root.detach()), non_blocking=True)
         event = torch.cuda.Event()
-        event.record()
+        event.record()  # (read at a later backward, once completed)
         self.pending.append((host, event, self.state.step + 1, call.where))
         if len(self.pending) > 64:  # the GPU is far behind: wait for the oldest
             self.pending[0][1].synchronize()
@@ -197,6 +193,9 @@ class NonFiniteLoss(Check):
                 return
 
     def on_exit(self) -> None:
+        held = self.node_line.flush() if self.node_line is not None else None
+        if held is not None:  # the run ended before the op's line came
+            self.report(held[0], fix=held[1], where=held[2])
         if self.pending and not self.done:
             self.pending[-1][1].synchronize()
             self._poll()
@@ -221,10 +220,14 @@ class NonFiniteLoss(Check):
         fix = _DIVERGED_FIX if diverged else (
             "lower the learning rate or clip gradients, check the named module and the inputs for "
             "NaN/Inf, add an epsilon inside log/sqrt/division")
-        self.report(
-            f"{what} at optimizer step {step} ({'made by ' + made_by if made_by else 'backward'}"
-            f" at {short_location(where)}){diverged}{cause}; {after}", fix=fix,
-            where=self.cause_at or where)
+        message = (f"{what} at optimizer step {step} ("
+                   f"{'made by ' + made_by if made_by else 'backward'} at "
+                   f"{short_location(where)}){diverged}{cause}; {after}")
+        line = self.node_line
+        if self.cause_at is None and line is not None and line.usable and not made_by:
+            line.hold(message, fix, where)  # the loss op's line: at the next backward from here
+            return
+        self.report(message, fix=fix, where=self.cause_at or where)
 
     def _bad_gradients(self, optimizer: Any) -> None:
         """Report gradients that are NaN/Inf before ``optimizer``'s step while the loss was finite;
@@ -303,6 +306,7 @@ class NonFiniteLoss(Check):
             return ""
         node, saved, what = hit
         said = f"; in the loss computation, {what} ({type(node).__name__})"
+        self.node_line = NodeLine(root, node)
         made = stamp_of(saved) or stamp_by_storage(saved, self.state.stamps)
         ref = self.state.models._refs.get(made.model_id) if made is not None else None
         model = ref() if ref is not None else None

@@ -221,9 +221,9 @@ def singular_node(root: Any, stop: Any = None, limit: int = GRAPH_NODES) -> tupl
             saved = getattr(node, attr)
         except Exception:  # freed by an earlier backward
             continue
-        if not isinstance(saved, torch.Tensor) or saved.device.type != "cpu" \
-                or not saved.is_floating_point() or not saved.numel():
-            continue
+        if not isinstance(saved, torch.Tensor) or saved.device.type != "cpu" or not saved.numel() \
+                or not (saved.is_floating_point() or test == "zero"):
+            continue  # (an integer count as a divisor: `x.sum(1) / mask.sum(1)`)
         if test == "zero":
             bad = bool((saved == 0).any())
         elif test == "one":

@@ -19,8 +19,9 @@ from collections import deque
 from typing import Any, Callable
 
 from trainguard.sanitize.core import frames
+from trainguard.sanitize.core.callstack import cause_line, user_stack
 
-__all__ = ["Origin"]
+__all__ = ["Origin", "Pending", "storage_key"]
 
 _KEPT = 16  # outputs noted per window (the newest kept): their nodes are held until it closes
 _FRAMES_UP = 6  # frames above a watched call searched for a module's forward
@@ -41,6 +42,8 @@ class Origin:
         self.functions = functions
         self.built = built
         self.noted: deque[tuple[Any, Any, str]] = deque(maxlen=_KEPT)
+        # storage key -> the user's stack that made it (outputs made without a graph only)
+        self.stacks: dict[tuple, Any] = {}
         self.undo: list[Callable[[], None]] = []
 
     @property
@@ -65,12 +68,14 @@ class Origin:
         for action in reversed(undo):
             action()
         self.noted.clear()
+        self.stacks.clear()
 
     def where(self, node: Any) -> tuple[Any, str] | None:
-        """``(location, how)`` for an output whose ``grad_fn`` is ``node``, noted in the window;
-        ``how`` is ``"call"`` or the module class built at the location."""
+        """``(location, how)`` for an output whose ``grad_fn`` is ``node`` (or, made without a
+        graph, whose :func:`storage_key` is ``node``), noted in the window; ``how`` is ``"call"``
+        or the module class built at the location."""
         for noted, where, how in reversed(self.noted):
-            if noted is node:
+            if noted is node or (type(node) is tuple and noted == node):
                 return where, how
         return None
 
@@ -87,7 +92,11 @@ class Origin:
 
     def _note(self, output: Any) -> None:
         node = getattr(output, "grad_fn", None)
-        if node is None or any(noted is node for noted, _, _ in self.noted):
+        if node is None:  # made under no_grad (a validation loss): known by its memory
+            node = storage_key(output)
+            if node is None or node in [n for n, _, _ in self.noted if type(n) is tuple]:
+                return
+        elif any(noted is node for noted, _, _ in self.noted):
             return
         frame = sys._getframe(2)
         start = frame
@@ -99,11 +108,27 @@ class Origin:
                 built = self.built(owner)
                 if built is not None:
                     self.noted.append((node, built, type(owner).__name__))
+                    self._stack(node, start)
                     return
             frame = frame.f_back
         where = frames.user_location(start)
         if where is not None:
             self.noted.append((node, where, "call"))
+            self._stack(node, start)
+
+    def _stack(self, node: Any, start: Any) -> None:
+        if type(node) is tuple and len(self.stacks) < _KEPT:  # made without a graph
+            self.stacks[node] = user_stack(start)
+
+
+def storage_key(value: Any) -> tuple[str, int] | None:
+    """A key for a tensor made without a graph: the address of its memory, which its views
+    (``.view``, ``.reshape`` of a contiguous tensor, ``.flatten``) share; None for other values.
+    Valid only while the window is open (one step): memory freed before is reused."""
+    try:
+        return ("storage", value.untyped_storage().data_ptr())
+    except Exception:  # not a tensor, or a tensor without storage (meta, a subclass)
+        return None
 
 
 class Pending:
@@ -126,7 +151,12 @@ class Pending:
         self.held: tuple[str, str, Any] | None = None  # (message, fix, used at)
         self.reported: set[Any] = set()  # the uses reported
 
-    def found(self, node: Any, message: str, fix: str, used_at: Any) -> None:
+    def found(self, node: Any, message: str, fix: str, used_at: Any,
+              used_stack: Any = None) -> None:
+        """See the class doc. ``used_stack``, for an output made without a graph (a validation
+        loss): the user's stack at the use; the finding goes to the op only when the function
+        that computes the loss made it too, else to the use (a ``predict_proba`` or a dict's
+        ``"probs"`` is right where it is made; using it as logits is the fault)."""
         if used_at in self.reported:
             return
         if self.held is not None and self.held[2] != used_at:
@@ -142,6 +172,15 @@ class Pending:
             return
         where, how = made
         built = f"the {how} built here" if how != "call" else "made here"
+        stack = self.origin.stacks.get(node) if used_stack is not None else None
+        line = cause_line(stack, used_stack) if stack else None
+        if stack and (line is None or line[:2] != where[:2]):
+            # made in another function (a model method, a helper returning a dict): which of
+            # its outputs should have been used is decided at the use
+            maker = f"the {how} built at" if how != "call" else "the call at"
+            self._emit(f"{message} (made by {maker} {frames.short_location(where)})", fix,
+                       used_at)
+            return
         self._emit(f"{message} ({built}; used at {frames.short_location(used_at)})", fix, where,
                    used_at)
 

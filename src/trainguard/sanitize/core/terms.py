@@ -46,7 +46,10 @@ _PASS = frozenset({"Add", "Sub", "Mul", "Div", "Neg", "Sum", "Mean", "Stack", "C
                    "Squeeze", "View", "UnsafeView", "ReshapeAlias", "Expand", "Clone", "ToCopy"})
 _ADDS = frozenset({"add", "add_", "__add__", "__radd__", "__iadd__", "sub", "sub_", "__sub__",
                    "__rsub__", "__isub__", "subtract"})
-_CUTS = frozenset({"detach", "detach_", "data"})
+_CUTS = frozenset({"detach", "detach_", "data", "tensor", "as_tensor"})
+# a copy of graph tensors into a new one (``torch.tensor([log_p, ...])``): never meant as a term,
+# unlike a detached baseline or target beside it in the same product, so it is named first
+_COPIES = frozenset({"tensor", "as_tensor"})
 
 
 def _kind(node: Any) -> str:
@@ -147,7 +150,8 @@ def term_trace() -> Any:
                 return
             outs = _tensors(out)
             name = _name(func)
-            carried = next((self.marks[id(t)] for t in inputs if id(t) in self.marks), None)
+            marked = [self.marks[id(t)] for t in inputs if id(t) in self.marks]
+            carried = next((m for m in marked if m[0] in _COPIES), marked[0] if marked else None)
             if outs and not any(t.requires_grad for t in outs):
                 source = next((t for t in inputs if t.requires_grad), None)
                 if source is not None and (name in _CUTS or not torch.is_grad_enabled()):

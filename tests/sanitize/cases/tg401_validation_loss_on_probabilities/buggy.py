@@ -24,8 +24,8 @@ class Trainer:
     @torch.no_grad()
     def validate(self, x: torch.Tensor, y: torch.Tensor) -> float:
         self.model.eval()
-        probs = self.model(x).softmax(dim=1)
-        return self.criterion(probs, y).item()  # expect: TG401
+        probs = self.model(x).softmax(dim=1)  # expect: TG401
+        return self.criterion(probs, y).item()
 
 
 torch.manual_seed(4)

@@ -1,0 +1,174 @@
+"""The user's line that made an autograd node, found one cycle later.
+
+A check that found the node at fault in a loss's graph (TG405: a division whose denominator
+holds 0, a log of 0, between the model's output and the loss) knows its type but not its line:
+``grad_fn`` carries no source position unless anomaly mode was on. The same code builds the same
+graph at the next step, so the node's *route* from the root (the input index taken at each node,
+``next_functions``) names the same op then. :class:`NodeLine` keeps the route, follows the next
+cycle (up to the next ``backward`` from the same line) under a ``TorchFunctionMode`` that notes,
+for each op's output, the node's type and the user's line that called the op, and at that
+``backward`` follows the route in the new graph: a node of the same type there gives the line.
+
+Nothing is held between ops but ids, type names and locations (no node, no tensor: no graph is
+kept alive); a node made inside a composite op that the mode does not see is checked by its type
+name, so a stale entry is not taken for it.
+
+Cost: once per run, after the finding: one walk of the graph (bounded) and one cycle with a Python
+call per torch op. Values are never touched.
+
+Reference: ``torch.autograd.detect_anomaly`` (records a traceback for every node, at a far greater
+cost) https://pytorch.org/docs/stable/autograd.html#anomaly-detection.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import deque
+from typing import Any
+
+from trainguard.sanitize.core.frames import Location, short_location, user_location
+from trainguard.sanitize.core.modestack import remove_mode
+
+__all__ = ["route", "follow", "NodeLine"]
+
+_NODES = 20_000  # nodes walked at most to find the route
+_OPS = 50_000  # ops noted at most in the traced cycle
+
+
+def route(root: Any, node: Any) -> tuple[int, ...] | None:
+    """The ``next_functions`` indices from ``root``'s ``grad_fn`` to ``node`` (breadth first, the
+    shortest), or None."""
+    start = getattr(root, "grad_fn", None)
+    if start is None:
+        return None
+    parent: dict[int, tuple[Any, int]] = {id(start): (None, -1)}
+    keep = [start]  # alive during the walk, so that the ids stay unique
+    queue = deque([start])
+    while queue and len(keep) < _NODES:
+        current = queue.popleft()
+        if current is node:
+            path = []
+            key = id(current)
+            while parent[key][0] is not None:
+                up, index = parent[key]
+                path.append(index)
+                key = id(up)
+            return tuple(reversed(path))
+        for index, (nxt, _) in enumerate(getattr(current, "next_functions", ())):
+            if nxt is not None and id(nxt) not in parent:
+                parent[id(nxt)] = (current, index)
+                keep.append(nxt)
+                queue.append(nxt)
+    return None
+
+
+def follow(root: Any, path: tuple[int, ...]) -> Any:
+    """The node reached from ``root``'s ``grad_fn`` by ``path``, or None."""
+    node = getattr(root, "grad_fn", None)
+    for index in path:
+        nexts = getattr(node, "next_functions", ()) if node is not None else ()
+        if index >= len(nexts):
+            return None
+        node = nexts[index][0]
+    return node
+
+
+def _trace() -> Any:
+    from torch.overrides import TorchFunctionMode
+    import torch
+
+    tensor = torch.Tensor
+
+    class NodeTrace(TorchFunctionMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.made: dict[int, tuple[str, str, Location | None]] = {}  # id(node) -> its op
+            self.ops = 0
+
+        def __torch_function__(self, func: Any, types: Any, args: tuple = (),
+                               kwargs: dict | None = None) -> Any:
+            out = func(*args, **(kwargs or {}))
+            if self.ops < _OPS:
+                self.ops += 1
+                try:
+                    outs = out if isinstance(out, (tuple, list)) else (out,)
+                    for t in outs[:4]:
+                        node = t.grad_fn if isinstance(t, tensor) else None
+                        if node is not None:
+                            self.made[id(node)] = (type(node).__name__,
+                                                   getattr(func, "__name__", "op"),
+                                                   user_location(sys._getframe(1)))
+                except Exception:  # the user's step must never see the trace fail
+                    self.ops = _OPS
+            return out
+
+    return NodeTrace()
+
+
+class NodeLine:
+    """One node's route (see the module doc), resolved at a later backward from ``line``."""
+
+    def __init__(self, root: Any, node: Any) -> None:
+        self.path = route(root, node)
+        self.kind = type(node).__name__
+        self.line: Any = None  # the backward whose loss holds the node
+        self.held: tuple | None = None  # (message, fix, where) of the finding that waits
+        self.trace: Any = None
+        self.leftover: Any = None
+        self.waited = 0
+
+    def hold(self, message: str, fix: str, where: Any) -> None:
+        """Keep a finding, reported at ``where`` (a backward line), until the op's line is known;
+        :meth:`start` at the next model forward, :meth:`at_backward` at each backward."""
+        self.line = where
+        self.held = (message, fix, where)
+
+    def flush(self) -> tuple | None:
+        """The held finding, as it is (the run ended first), and the trace closed."""
+        held, self.held = self.held, None
+        self.close()
+        return held
+
+    @property
+    def usable(self) -> bool:
+        return self.path is not None
+
+    def start(self) -> None:
+        """Open the trace (at a model forward while a finding is held); else take a closed one
+        off the mode stack."""
+        self.settle()
+        if self.usable and self.trace is None and self.held is not None:
+            self.trace = _trace()
+            self.trace.__enter__()
+
+    def at_backward(self, roots: tuple, line: Any) -> tuple | None:
+        """The held finding once it can be placed: at the next backward from the same line (or
+        after 8 others), at the op's line when the route leads to a node of the same type that
+        the trace saw made (its op named in the message), else as held; None before that."""
+        self.settle()
+        self.waited += 1
+        if line != self.line and self.waited < 8 or self.held is None:
+            return None
+        message, fix, where = self.held
+        trace = self.trace
+        node = follow(roots[0], self.path) if trace is not None and len(roots) == 1 else None
+        made = trace.made.get(id(node)) if node is not None else None
+        if made is not None and made[0] == self.kind == type(node).__name__ and made[2]:
+            message += f"; that op is `{made[1]}` at {short_location(made[2])}"
+            where = made[2]
+        self.flush()
+        return message, fix, where
+
+    def close(self) -> None:
+        trace, self.trace = self.trace, None
+        if trace is not None:
+            trace.ops = _OPS
+            trace.made.clear()
+            self.leftover = trace
+        self.settle()
+
+    def settle(self) -> None:
+        """Take a closed trace off torch's mode stack (a no-op while torch holds it off the stack
+        during its own ``__torch_function__``: a ``backward`` dispatched through it)."""
+        if self.leftover is not None and remove_mode(self.leftover):
+            self.leftover = None

@@ -1,0 +1,208 @@
+"""Where a loss was rebuilt from a Python number taken out of the graph.
+
+Used by TG205 once it has proof that some parameters never receive a gradient: the path from the
+loss to them may be cut where the user took a Python number (``.item()``, ``float()``,
+``.tolist()``, ``.numpy()``) from a tensor computed from those parameters and built the loss
+from it again (``-log_prob.item() * reward``, ``torch.tensor(x.item())``, returns as floats).
+Autograd keeps no trace of that: the loss is a new leaf or a graph of constants.
+
+:func:`number_trace` is a ``TorchFunctionMode`` over one cycle (up to the next ``backward``) that
+follows the tensors computed from the suspect parameters, like
+:func:`~trainguard.sanitize.core.cuts.cut_trace`, and also the values that leave them: each
+number returned by a cut is remembered with the cut's op and user line (a NumPy array by
+identity), and a later op given that number (or its negation) as an argument marks its outputs
+with that cut, which later ops carry along. At the backward, the cut the loss itself carries is
+the line that cut the path. Integral numbers (``0.0``, ``3``) are not matched: too many constants
+look the same.
+
+Cost: a Python call per torch op during the traced cycles (at most :data:`_WAIT` backward calls,
+:data:`_OPS` ops), only after a TG205 finding is already certain; nothing otherwise. Values are
+never changed: each op runs as given.
+
+Reference: ``Tensor.item`` ("This operation is not differentiable",
+https://pytorch.org/docs/stable/generated/torch.Tensor.item.html); GitHub isayev/ReLeaSE#39.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+from weakref import ref
+
+from trainguard.sanitize.core.frames import Location, user_location
+from trainguard.sanitize.core.modestack import remove_mode
+
+__all__ = ["number_trace", "NumberWatch"]
+
+_WAIT = 8  # backward calls a trace lasts at most
+_OPS = 20_000  # ops followed at most
+_VALUES = 256  # numbers remembered at most
+_NUMBER_OPS = frozenset({"item", "tolist", "__float__", "numpy", "__array__"})
+
+Cut = tuple[str, "Location | None"]
+
+
+def _tensors(value: Any, torch: Any) -> list[Any]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [v for v in value if isinstance(v, torch.Tensor)]
+    if isinstance(value, dict):
+        return [v for v in value.values() if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _numbers(value: Any, depth: int = 2) -> list[float]:
+    """The non-integral floats in ``value`` (a number, or lists of them, ``depth`` levels)."""
+    if isinstance(value, float):
+        return [] if value != value or value.is_integer() else [value]
+    if depth and isinstance(value, (list, tuple)):
+        return [n for v in value[:64] for n in _numbers(v, depth - 1)]
+    return []
+
+
+def _name(func: Any) -> str:
+    name = getattr(func, "__name__", "") or ""
+    if name == "__get__":  # a property read: `x.data`
+        name = getattr(getattr(func, "__self__", None), "__name__", name)
+    return name
+
+
+class _Marks:
+    """What a trace has seen (torch-free bookkeeping): the tensors computed from the suspect
+    parameters, the cut each marked tensor or array carries, and the numbers cuts returned.
+
+    Weak references, checked at each look-up (an id is reused once its object dies); holding the
+    tensors would keep their graphs alive."""
+
+    def __init__(self, params: list[Any]) -> None:
+        self.derived = {id(p): ref(p) for p in params}  # computed from them, with grad
+        self.marks: dict[int, tuple[Any, Cut]] = {}  # id(tensor or array) -> its cut
+        self.values: dict[float, Cut] = {}  # a number taken from the graph -> its cut
+        self.ops = 0
+
+    def _derived(self, t: Any) -> bool:
+        r = self.derived.get(id(t))
+        return r is not None and r() is t
+
+    def _mark(self, value: Any) -> Cut | None:
+        found = self.marks.get(id(value))
+        return found[1] if found is not None and found[0]() is value else None
+
+    def _value(self, given: tuple) -> Cut | None:
+        """The cut that returned a number (or its negation) among an op's arguments."""
+        return next((self.values.get(n, self.values.get(-n)) for a in given
+                     for n in _numbers(a) if n in self.values or -n in self.values), None)
+
+    def _remember(self, out: Any, cut: Cut) -> None:
+        if type(out).__module__ == "numpy":
+            try:
+                self.marks[id(out)] = (ref(out), cut)
+            except TypeError:  # (an object without weak references)
+                pass
+            return
+        for n in _numbers(out):
+            if len(self.values) < _VALUES:
+                self.values.setdefault(n, cut)
+
+    def loss_cut(self, roots: tuple) -> Cut | None:
+        return next((c for r in roots if (c := self._mark(r)) is not None), None)
+
+    def clear(self) -> None:
+        self.derived.clear()
+        self.marks.clear()
+        self.values.clear()
+
+
+def number_trace(params: list[Any]) -> Any:
+    """The mode (see the module doc); ``loss_cut(roots)`` answers the cut a backward root was
+    computed from, or None."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class NumberTrace(TorchFunctionMode, _Marks):
+        def __init__(self) -> None:
+            TorchFunctionMode.__init__(self)
+            _Marks.__init__(self, params)
+
+        def __torch_function__(self, func: Any, types: Any, args: tuple = (),
+                               kwargs: dict | None = None) -> Any:
+            out = func(*args, **(kwargs or {}))
+            if self.ops < _OPS:
+                self.ops += 1
+                try:
+                    self._follow(func, args, kwargs or {}, out)
+                except Exception:  # the user's step must never see the trace fail
+                    self.ops = _OPS
+            return out
+
+        def _follow(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+            given = (*args, *kwargs.values())
+            inputs = [t for a in given for t in _tensors(a, torch)]
+            carried = next((c for t in inputs if (c := self._mark(t)) is not None), None)
+            if carried is None and self.marks:
+                carried = next((c for a in given if (c := self._mark(a)) is not None), None)
+            if carried is None and self.values:
+                carried = self._value(given)
+            outs = _tensors(out, torch)
+            from_params = any(self._derived(t) for t in inputs)
+            if from_params and not any(t.requires_grad for t in outs):
+                name = _name(func) if torch.is_grad_enabled() else "no_grad"
+                cut = (name, user_location(sys._getframe(2)))
+                carried = carried or cut
+                if name in _NUMBER_OPS:
+                    self._remember(out, cut)
+            elif carried is not None and not outs and out is not None:
+                self._remember(out, carried)  # a number of a tensor made from a cut number
+            for t in outs:
+                if from_params and t.requires_grad:
+                    self.derived[id(t)] = ref(t)
+                if carried is not None:
+                    self.marks[id(t)] = (ref(t), carried)
+
+    return NumberTrace()
+
+
+class NumberWatch:
+    """One :func:`number_trace` for a run: :meth:`start` enters it, :meth:`backward` answers the
+    cut of a backward's roots (closing the trace when found or after :data:`_WAIT` calls),
+    :meth:`settle` takes a closed trace off torch's mode stack (see ``core/terms.py``)."""
+
+    def __init__(self) -> None:
+        self.trace: Any = None
+        self.leftover: Any = None
+        self.waited = 0
+        self.started = False
+
+    @property
+    def pending(self) -> bool:
+        return self.trace is not None or self.leftover is not None
+
+    def start(self, params: list[Any]) -> None:
+        if self.started or not params:
+            return
+        self.started = True
+        self.trace = number_trace(params)
+        self.trace.__enter__()
+
+    def backward(self, roots: tuple) -> Cut | None:
+        self.settle()
+        if self.trace is None:
+            return None
+        found = self.trace.loss_cut(roots)
+        self.waited += 1
+        if found is not None or self.waited >= _WAIT:
+            self.close()
+        return found
+
+    def close(self) -> None:
+        trace, self.trace = self.trace, None
+        if trace is not None:
+            trace.ops = _OPS
+            trace.clear()
+            self.leftover = trace
+        self.settle()
+
+    def settle(self) -> None:
+        if self.leftover is not None and remove_mode(self.leftover):
+            self.leftover = None

@@ -1,0 +1,223 @@
+"""Where a loss's target was made: the dataset line that built the batch element.
+
+Used by TG402 once a loss call has targets of the wrong form (float class indices, labels outside
+[0, 1], masks scaled by a transform). The form is decided where the dataset builds each sample
+(``torch.from_numpy(mask)`` of a float array, a ``ToTensor`` that divides by 255), not at the
+loss, but autograd keeps no record of a target: it never requires grad. What is alive at the loss
+call is enough in the usual case:
+
+1. the user frame that called the loss holds the target in a local variable, or in a tuple,
+   list or dict held by one (``masks``, ``batch["mask"]``, ``batch[1]``), found by identity;
+2. that variable is bound by a ``for`` loop of that function over a ``DataLoader`` (``for x, y in
+   loader``, ``enumerate(loader)``, ``self.train_dl``; names resolved in the frame's locals,
+   globals and attributes, never by calling anything);
+3. the loader's dataset (through ``Subset``) has a ``__getitem__`` in the user's code whose
+   ``return`` gives the same position or key; that element's line is the answer: the last
+   assignment of the returned name in ``__getitem__`` (``mask = self.to_tensor(mask)``), or
+   the ``return`` itself when it builds the element there.
+
+Anything else (a target made outside a loader, a collate function that reorders, an iterable
+dataset) answers None: the finding stays at the loss line.
+
+Cost: at a finding only, one parse of each source file involved (cached).
+"""
+
+from __future__ import annotations
+
+import ast
+from types import FrameType
+from typing import Any
+
+from trainguard.sanitize.core.bounds import parse_file
+from trainguard.sanitize.core.cuts import assigned_in_init
+from trainguard.sanitize.core.frames import Location, is_user_file
+
+__all__ = ["target_origin"]
+
+
+_FRAMES = 4  # user frames searched outwards from the loss call (a loss helper's callers)
+
+
+def target_origin(frame: FrameType | None, target: Any) -> Location | None:
+    """The line of the user's dataset that made ``target`` (see the module doc), searched from
+    ``frame`` (the innermost user frame at the loss call) outwards, or None."""
+    seen = 0
+    while frame is not None and target is not None and seen < _FRAMES:
+        if is_user_file(frame.f_code.co_filename):
+            seen += 1
+            try:
+                found = _origin(frame, target)
+            except Exception:  # a locating aid: never in the way of the finding
+                return None
+            if found is not None:
+                return found
+        frame = frame.f_back
+    return None
+
+
+def _origin(frame: FrameType, target: Any) -> Location | None:
+    found = _holder(frame, target)
+    if found is None:
+        return None
+    name, inner = found  # the local's name, and the key or index inside it (None: itself)
+    function = _function(frame)
+    if function is None:
+        return None
+    for loop in ast.walk(function):
+        if isinstance(loop, (ast.For, ast.comprehension)):
+            path = _path(loop.target, name)
+            if path is None:
+                continue
+            loader, path = _iterated(loop.iter, frame, path)
+            if loader is None:
+                continue
+            if inner is not None:
+                path = path + (inner,)
+            return _made_in_dataset(loader, path)
+    return None
+
+
+def _holder(frame: FrameType, target: Any) -> tuple[str, Any] | None:
+    """``(name, None)`` for a local bound to ``target``; ``(name, key)`` for a local tuple, list
+    or dict holding it."""
+    items = list(frame.f_locals.items())
+    for name, value in items:
+        if value is target:
+            return name, None
+    for name, value in items:
+        if isinstance(value, dict):
+            key = next((k for k, v in value.items() if v is target), None)
+            if key is not None:
+                return name, key
+        elif isinstance(value, (tuple, list)) and len(value) <= 16:
+            index = next((i for i, v in enumerate(value) if v is target), None)
+            if index is not None:
+                return name, index
+    return None
+
+
+def _function(frame: FrameType) -> ast.AST | None:
+    code = frame.f_code
+    if not is_user_file(code.co_filename):
+        return None
+    tree = parse_file(code.co_filename)
+    if tree is None:
+        return None
+    if code.co_name == "<module>":
+        return tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.name == code.co_name and \
+                code.co_firstlineno in {node.lineno, *(d.lineno for d in node.decorator_list)}:
+            return node
+    return None
+
+
+def _path(target: ast.AST, name: str) -> tuple[int, ...] | None:
+    """The positions leading to ``name`` in a loop target (``(x, y)`` -> ``(1,)`` for y)."""
+    if isinstance(target, ast.Name):
+        return () if target.id == name else None
+    if isinstance(target, (ast.Tuple, ast.List)):
+        for i, element in enumerate(target.elts):
+            inner = _path(element, name)
+            if inner is not None:
+                return (i,) + inner
+    return None
+
+
+def _iterated(expr: ast.AST, frame: FrameType, path: tuple) -> tuple[Any, tuple]:
+    """The DataLoader a loop iterates and the position inside its batches, or (None, path)."""
+    if isinstance(expr, ast.Call) and expr.args:
+        func = expr.func
+        called = func.id if isinstance(func, ast.Name) else \
+            func.attr if isinstance(func, ast.Attribute) else ""
+        if called == "enumerate":
+            if not path or path[0] != 1:
+                return None, path
+            return _iterated(expr.args[0], frame, path[1:])
+        if called in ("tqdm", "iter", "progress", "track"):  # wrappers that pass batches on
+            return _iterated(expr.args[0], frame, path)
+        return None, path
+    value = _resolve(expr, frame)
+    from torch.utils.data import DataLoader
+
+    return (value, path) if isinstance(value, DataLoader) else (None, path)
+
+
+def _resolve(expr: ast.AST, frame: FrameType) -> Any:
+    """The value of a name or attribute chain in ``frame`` (no calls, no properties run)."""
+    if isinstance(expr, ast.Name):
+        if expr.id in frame.f_locals:
+            return frame.f_locals[expr.id]
+        return frame.f_globals.get(expr.id)
+    if isinstance(expr, ast.Attribute):
+        owner = _resolve(expr.value, frame)
+        if owner is None:
+            return None
+        found = getattr(owner, "__dict__", {}).get(expr.attr)
+        return found
+    return None
+
+
+def _made_in_dataset(loader: Any, path: tuple) -> Location | None:
+    if getattr(loader, "collate_fn", None) is not None and \
+            getattr(loader.collate_fn, "__module__", "").split(".")[0] != "torch":
+        return None  # a collate function of the user's may reorder the elements
+    dataset = loader.dataset
+    from torch.utils.data import Subset
+
+    while isinstance(dataset, Subset):
+        dataset = dataset.dataset
+    getitem = getattr(type(dataset).__getitem__, "__code__", None)
+    if getitem is None or not is_user_file(getitem.co_filename) or not path:
+        return None
+    tree = parse_file(getitem.co_filename)
+    function = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
+                     and n.name == "__getitem__" and n.lineno == getitem.co_firstlineno), None) \
+        if tree is not None else None
+    if function is None:
+        return None
+    returns = [n for n in ast.walk(function) if isinstance(n, ast.Return) and n.value is not None]
+    if len(returns) != 1:
+        return None  # several ways out: which one made this batch is unknown
+    element = _element(returns[0].value, path[0])
+    if element is None:
+        return None
+    where = (getitem.co_filename, element.lineno, element.col_offset + 1)
+    if isinstance(element, ast.Name):
+        made = [n for n in ast.walk(function) if isinstance(n, (ast.Assign, ast.AugAssign))
+                and n.lineno < returns[0].lineno and _binds(n, element.id)]
+        if made:
+            last = max(made, key=lambda n: n.lineno)
+            where, element = (getitem.co_filename, last.lineno, last.col_offset + 1), last.value
+    # only indexed here (`self.labels[i]`): the tensor was made where __init__ stored it
+    stored = _indexed_attribute(element)
+    made_in_init = assigned_in_init(type(dataset), stored) if stored else None
+    return made_in_init or where
+
+
+def _indexed_attribute(node: ast.AST) -> str | None:
+    """``attr`` for ``self.attr[...]`` (indexing only, no call or conversion), else None."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and \
+            isinstance(node.value.value, ast.Name) and node.value.value.id == "self":
+        return node.value.attr
+    return None
+
+
+def _element(value: ast.AST, key: Any) -> ast.AST | None:
+    if isinstance(value, (ast.Tuple, ast.List)) and isinstance(key, int) and key < len(value.elts):
+        return value.elts[key]
+    if isinstance(value, ast.Dict) and isinstance(key, str):
+        for k, v in zip(value.keys, value.values):
+            if isinstance(k, ast.Constant) and k.value == key:
+                return v
+    return None
+
+
+def _binds(node: ast.AST, name: str) -> bool:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    for target in targets:
+        for n in ast.walk(target):
+            if isinstance(n, ast.Name) and n.id == name:
+                return True
+    return False
