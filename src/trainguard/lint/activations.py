@@ -65,9 +65,12 @@ def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 9,
     if q in _SAME_VALUES_FUNCS and expr.args:
         return activation_of(script, expr.args[0], depth=depth - 1, origin=origin)
     f = expr.func
-    if isinstance(f, ast.Attribute) and f.attr in _METHODS and not q.startswith("torch."):
+    # a method of a tensor, not a function of the torch module: the qualified name of a
+    # method called on a call's result passes through that call (torch.sigmoid.().squeeze)
+    method = not q.startswith("torch.") or "()" in q
+    if isinstance(f, ast.Attribute) and f.attr in _METHODS and method:
         return _METHODS[f.attr], expr
-    if isinstance(f, ast.Attribute) and f.attr in _SAME_VALUES and not q.startswith("torch."):
+    if isinstance(f, ast.Attribute) and f.attr in _SAME_VALUES and method:
         return activation_of(script, f.value, depth=depth - 1, origin=origin)
     if isinstance(f, ast.Call):  # nn.Softmax(dim=1)(x)
         found = _module_activation(script, f, depth - 1, origin)

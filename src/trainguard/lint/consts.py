@@ -133,11 +133,17 @@ def const_eval(expr: ast.AST | None, *, env: dict[str, ast.expr] | None = None,
             return const_eval(expr.args[1], _depth=d) if len(expr.args) == 2 else None
         if isinstance(expr, ast.Call) and dotted(expr.func) in ("dict",) and not expr.args:
             return {k.arg: const_eval(k.value, _depth=d) for k in expr.keywords if k.arg}
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
+            from trainguard.lint.records import dataclass_instance
+
+            return dataclass_instance(expr, d)
         if isinstance(expr, ast.Name):
             value = _single_value(expr)
             return const_eval(value, _depth=d) if value is not None else UNKNOWN
-        if isinstance(expr, ast.Attribute):  # cfg.epochs on a SimpleNamespace/dataclass: unknown
-            return UNKNOWN
+        if isinstance(expr, ast.Attribute) and isinstance(expr.ctx, ast.Load):
+            from trainguard.lint.records import field_value
+
+            return field_value(expr, const_eval(expr.value, _depth=d))  # cfg.epochs
     except (ArithmeticError, TypeError, ValueError, OverflowError):
         return UNKNOWN
     return UNKNOWN
@@ -176,7 +182,7 @@ def _link(node: ast.AST, up: ast.AST | None) -> None:
         _link(child, node)
 
 
-def resolve(script: Any, expr: ast.AST | None) -> Any:
+def resolve(script: Any, expr: ast.AST | None, *, _depth: int = 3) -> Any:
     """``const_eval``, and also the values a configuration gives at run time where the program
     fixes them: a parameter of the function around ``expr`` bound to the same constant at every
     call (``def train(cfg)`` ... ``train(CONFIG)``, then ``cfg["epochs"]``); ``self.x`` set once
@@ -187,6 +193,9 @@ def resolve(script: Any, expr: ast.AST | None) -> Any:
     value = const_eval(expr)
     if value is not UNKNOWN or expr is None:
         return value
+    single = _single_value(expr) if isinstance(expr, ast.Name) and _depth > 0 else None
+    if single is not None:  # n = self.cfg["size"], then n
+        return resolve(script, single, _depth=_depth - 1)
     env: dict[str, ast.expr] = {}
     copy = ast.parse(ast.unparse(expr), mode="eval").body
     _link(copy, parent(expr))
@@ -198,7 +207,9 @@ def resolve(script: Any, expr: ast.AST | None) -> Any:
                 if node.value.id == "self":
                     bound = _self_value(script, expr, node.attr)
                 elif isinstance(node.ctx, ast.Load):
-                    bound = _argparse_default(expr, node.value.id, node.attr)
+                    from trainguard.lint.options import argparse_default
+
+                    bound = argparse_default(expr, node.value.id, node.attr, script)
                 if bound is not None:
                     name = f"_tg_{node.value.id}_{node.attr}"
                     env[name] = bound
@@ -256,60 +267,6 @@ def _self_value(script: Any, at: ast.AST, attr: str) -> ast.expr | None:
             const_eval(values[0]) is not UNKNOWN:
         return values[0]
     return None
-
-
-def _argparse_default(at: ast.AST, namespace: str, attr: str) -> ast.expr | None:
-    """The ``default=`` of the one ``add_argument`` whose destination is ``attr``, when
-    ``namespace`` is assigned once from ``parser.parse_args()`` (None when the option is
-    absent, repeated, required, or a flag without a literal default)."""
-    holder = _name_at(at, namespace)
-    value = _single_value(holder)
-    if isinstance(value, ast.Subscript):  # args = parser.parse_known_args()[0]
-        value = value.value
-    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and
-            value.func.attr in ("parse_args", "parse_known_args")):
-        return None
-    root = at
-    while parent(root) is not None:
-        root = parent(root)  # type: ignore[assignment]
-    table = getattr(root, "_tg_argparse", None)
-    if table is None:
-        table = {}
-        for n in ast.walk(root):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
-                    n.func.attr == "add_argument" and n.args:
-                dest = _argparse_dest(n)
-                if dest is not None:
-                    table.setdefault(dest, []).append(n)
-        root._tg_argparse = table  # type: ignore[attr-defined]
-    calls = table.get(attr, [])
-    if len(calls) != 1:
-        return None
-    call = calls[0]
-    keywords = {k.arg: k.value for k in call.keywords if k.arg}
-    if "required" in keywords and const_eval(keywords["required"]) is not False:
-        return None
-    if "default" in keywords:
-        return keywords["default"]
-    action = const_eval(keywords.get("action"))
-    if action == "store_true":
-        return ast.Constant(False)
-    if action == "store_false":
-        return ast.Constant(True)
-    return None
-
-
-def _argparse_dest(call: ast.Call) -> str | None:
-    for k in call.keywords:
-        if k.arg == "dest":
-            v = const_eval(k.value)
-            return v if isinstance(v, str) else None
-    names = [const_eval(a) for a in call.args]
-    if not all(isinstance(n, str) for n in names):
-        return None
-    long = [n for n in names if n.startswith("--")]
-    name = long[0] if long else names[0]
-    return name.lstrip("-").replace("-", "_") or None
 
 
 def _name_at(at: ast.AST, name: str) -> ast.Name:

@@ -546,9 +546,19 @@ def _runs_model_without_grad(script: Script, call: ast.Call) -> bool:
             elif isinstance(sub.func, ast.Attribute) and sub.func.attr in ("eval", "train") \
                     and isinstance(sub.func.value, ast.Name) and sub.func.value.id in models:
                 return False  # the helper sets the mode itself (BatchNorm recalibration)
+    if _sets_mode(t.script, func, models):
+        return False  # through a helper of its own (enable_mc_dropout(model))
     return bool(forwards) and (all(t.script.grad_disabled(f) for f in forwards) or
                                all(_predicted(t.script, f, 3) for f in forwards)) and \
         not _rollout(t.script, func)
+
+
+def _sets_mode(script: Script, func: ast.AST, models: set[str]) -> bool:
+    """``func`` (its calls followed) switches the mode of one of ``models``, its parameters,
+    or of a module under another name: the mode its forwards run in is its own business."""
+    return any(e.kind in ("eval", "train", "mode?") and e.key and
+               e.key.split(".", 1)[0] in models
+               for e in events(script, func.body))  # type: ignore[attr-defined]
 
 
 def _inside(node: ast.AST, loops: set[int]) -> bool:

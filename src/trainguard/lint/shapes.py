@@ -23,7 +23,7 @@ import math
 from typing import Any
 
 from trainguard.lint.astutil import dotted, kwarg, parent, walk_local
-from trainguard.lint.consts import UNKNOWN, const_eval
+from trainguard.lint.consts import UNKNOWN, const_eval, resolve
 from trainguard.lint.script import Script
 
 __all__ = ["samples", "batches"]
@@ -123,6 +123,8 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
         elif size is None and expr.args:
             size = expr.args[0]
         v = const_eval(size, env=env)
+        if v is UNKNOWN and not env and size is not None:
+            v = resolve(script, size)  # torch.randn(self.cfg["n"], 8)
         if isinstance(v, list) and v and isinstance(v[0], int):
             return v[0]
         if isinstance(v, int) and not isinstance(v, bool) and name != "randint":

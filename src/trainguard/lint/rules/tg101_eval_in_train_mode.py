@@ -28,6 +28,7 @@ from trainguard.lint.events import events
 from trainguard.lint.modes import mode_before
 from trainguard.lint.regions import INFERENCE_METHODS, eval_regions, inference_calls
 from trainguard.lint.rules import Hit
+from trainguard.lint.sampling import helper_samples, sampled_pass, samples_only
 from trainguard.lint.script import Script
 
 CODE = "TG101"
@@ -42,6 +43,8 @@ def check(script: Script) -> Iterator[Hit]:
         body = region.node.body  # type: ignore[attr-defined]
         if any(e.kind in ("eval", "mode?") for e in events(script, body)):
             continue
+        if samples_only(script, region.forwards):
+            continue  # Monte Carlo passes: dropout is on on purpose
         first = region.forwards[0]
         fwd = dotted(first.func) or "the model"
         if isinstance(region.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -85,6 +88,8 @@ def _inference_entry_points(script: Script) -> Iterator[Hit]:
             continue  # an evaluation region: judged below, with its mode events
         if any(t.func is r for t in script.targets(call) for r in regions):
             continue  # a call of an evaluation function: judged below, at its call sites
+        if sampled_pass(script, call) or helper_samples(script, call):
+            continue  # Monte Carlo passes: dropout is on on purpose
         mode, why = mode_before(script, call)
         if mode != "train" or _mode_behaviour_changed(script, call):
             continue

@@ -15,6 +15,10 @@ Per model, when only some terms of the loss are cut: a model that an optimizer s
 the backward holds, reached only through cuts, gets no gradient (an actor's policy mean sent
 through NumPy and summed with the critic's loss: https://discuss.pytorch.org/t/74548).
 
+Per term, when the loss as a whole reaches a model: a summed term that reaches no model
+except through a cut of a value (:mod:`trainguard.lint.terms`; a policy term built from
+``log_prob.item()`` next to the value term of the same two-headed network) adds no gradient.
+
 A submodule built in ``__init__`` that nothing ever calls (:mod:`trainguard.lint.unused`) gets
 no gradient either: reported where ``__init__`` builds it.
 
@@ -45,6 +49,7 @@ from trainguard.lint.rebuilds import REBUILD, loss_sources
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
+from trainguard.lint.terms import summed_terms
 from trainguard.lint.unused import unused_submodules
 from trainguard.lint.astutil import parent, walk_local
 
@@ -75,7 +80,11 @@ def check(script: Script) -> Iterator[Hit]:
                                f"reaches the model only through {how}: no gradient flows to the "
                                f"parameters, so they never change")
             elif cuts:
-                yield from _cut_models(script, loop, call, target)
+                hits = list(_cut_models(script, loop, call, target))
+                if not hits:
+                    term = _cut_term(script, call, target)
+                    hits = [term] if term is not None else []
+                yield from hits
     if not script.may_reach("backward") or "forward" not in script.source:
         return
     for u in unused_submodules(script):
@@ -183,6 +192,34 @@ def _cut_models(script: Script, loop: ast.AST, call: ast.Call,
                                f"reaches {model} only through {how}: {opt}.step() finds no "
                                f"gradient for {model}'s parameters, so they never change")
                 return
+
+
+def _cut_term(script: Script, call: ast.Call, target: ast.AST) -> Hit | None:
+    """A summed term of the loss (:mod:`trainguard.lint.terms`) that reaches no model except
+    through cuts while the loss as a whole reaches one uncut: the term adds no gradient, so what
+    it was computed from (a policy head whose log-probabilities went through ``.item()``, next
+    to a value loss that trains the shared trunk) does not learn from it. A term that trains
+    one model and is cut from another (an actor's term with the critic's advantage detached)
+    is not one. A cut of a value (``.item()``, ``float()``, ``.detach()``) must be among the
+    term's cuts: a new tensor made from a value the file does not show is not enough."""
+    terms = summed_terms(script, target, call)
+    if len(terms) < 2:
+        return None
+    for term, where in terms:
+        uncut, cuts = _trace(script, term, where, depth=12)
+        if cuts and not uncut and any(not how.startswith("a new tensor") for _, how in cuts):
+            cut, how = cuts[0]
+            if _rebuild_reported(script, target, cut):
+                return None
+            text = ast.unparse(term)
+            text = text if len(text) <= 40 else "one of its terms"
+            return Hit(cut, f"the term {text} of the loss that backward() runs on at "
+                            f"{script.at(call.lineno)} reaches the model only through {how}: it "
+                            f"adds no gradient, so the layers it was computed from do not learn "
+                            f"from it",
+                       fix="use the tensor itself in this term, not a copy cut from the graph "
+                           "(.item(), float(), .detach()); torch.stack a list of tensors")
+    return None
 
 
 def _trace(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type: ignore[no-untyped-def]

@@ -8,10 +8,12 @@ the model) and a training ``DataLoader`` (it shuffles, or a training loop iterat
 ``batch_size=1`` (the default), or leaves a last batch of one sample: the dataset's length
 ``N`` and the batch size ``B`` are fixed by the file (``N = 1025; B = 64``, a function's
 arguments at a call site: :mod:`trainguard.lint.shapes`), ``N % B == 1`` and ``drop_last`` is
-not set. Reported at the ``DataLoader`` call, where ``drop_last=True`` goes.
+not set. Sizes and loader options may come from a config: a dataclass of the file
+(:mod:`trainguard.lint.records`), a dict handed to a trainer, options spread with ``**``.
+Reported at the ``DataLoader`` call, where ``drop_last=True`` goes.
 
 Silent: ``BatchNorm2d`` on ``(1, C, H, W)`` with ``H*W > 1`` (it trains), ``drop_last=True``
-or a ``drop_last`` the file does not fix, loaders that do not shuffle and that no training
+or a ``drop_last`` the file does not fix (``**options`` it does not fix), loaders that do not shuffle and that no training
 loop iterates (evaluation runs BatchNorm in eval mode), sizes the file does not fix.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from trainguard.lint.astutil import dotted, kwarg, parent, walk_local
 from trainguard.lint.callgraph import bind_arguments
@@ -50,15 +53,22 @@ def check(script: Script) -> Iterator[Hit]:
         dataset = call.args[0] if call.args else kwarg(call, "dataset")
         size_node = kwarg(call, "batch_size") or (call.args[1] if len(call.args) >= 2 else None)
         for env, site in _contexts(script, call):
+            spread = _spread(script, call, env)  # DataLoader(ds, **cfg["loader"])
+            if spread is UNKNOWN:
+                continue  # options the file does not fix may hold drop_last
             size = 1 if size_node is None else const_eval(size_node, env=env)
             if size is UNKNOWN and size_node is not None:
                 size = resolve(script, size_node)  # batch_size=self.batch_size
+            if size_node is None and "batch_size" in spread:
+                size = spread["batch_size"]
             if not isinstance(size, int) or isinstance(size, bool) or size < 1:
                 continue
             drop = kwarg(call, "drop_last")
             if drop is not None and const_eval(drop, env=env) is not False:
                 continue
-            if not _training_loader(script, call, env):
+            if spread.get("drop_last", False) is not False:
+                continue
+            if not _training_loader(script, call, env, spread):
                 continue
             at = f" (called at {script.at(site.lineno)})" if site is not None else ""
             if size == 1:
@@ -101,12 +111,30 @@ def _contexts(script: Script, call: ast.Call) -> list[tuple[dict, ast.Call | Non
     return out
 
 
-def _training_loader(script: Script, call: ast.Call, env: dict) -> bool:
+def _spread(script: Script, call: ast.Call, env: dict) -> Any:
+    """The options a call spreads with ``**`` (a config dict, a dataclass field), merged;
+    UNKNOWN when one of them is not fixed by the file."""
+    out: dict = {}
+    for k in call.keywords:
+        if k.arg is not None:
+            continue
+        value = const_eval(k.value, env=env)
+        if value is UNKNOWN:
+            value = resolve(script, k.value)  # **self.cfg["loader"]
+        if not isinstance(value, dict):
+            return UNKNOWN
+        out.update(value)
+    return out
+
+
+def _training_loader(script: Script, call: ast.Call, env: dict, spread: dict) -> bool:
     shuffle = kwarg(call, "shuffle")
     if shuffle is not None:
         value = const_eval(shuffle, env=env)
         if value is not UNKNOWN:
             return bool(value)
+    elif spread.get("shuffle", UNKNOWN) is not UNKNOWN:
+        return bool(spread["shuffle"])
     return _feeds_training(script, call)
 
 
