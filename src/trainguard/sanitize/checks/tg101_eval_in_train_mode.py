@@ -42,16 +42,16 @@ skipped on purpose, hard-example mining), unless the callers tell an evaluation 
 BatchNorm recalibration and ``update_bn`` (output dropped, or a library's call); a dummy forward
 sizing a layer (only its shape read); value targets made under ``no_grad`` by a helper the update
 loop calls (PPO advantages); checkpoint recomputation (inside backward); RL rollouts in a training
-loop; Monte Carlo dropout (model in eval mode, Dropout switched on); models without mode-dependent
-modules; evaluation after ``model.eval()``.
+loop; Monte Carlo dropout (model in eval mode with Dropout switched on, or a dropout-only model in
+training mode drawing several no-grad forwards of one unchanged input: :mod:`..core.sampling`);
+models without mode-dependent modules; evaluation after ``model.eval()``.
 
-Cost: per checked outermost forward, its output's first 4 tensors, one parse of its file
-(``bounds.parse_file``: cached, files over 2,000,000 characters skipped) and the callers' lines (64
-frames, 6 callers at most; for an output used outside a training iteration, 8 user frames and a
-verdict cached per call site and caller line); at most 8 candidate calls and 3 x 256 followed
-graphs (``Unreached``), resolved at each step and at exit. On the first 8 checked backward calls
-and one in 32 after, and on each user ``train()``, the user's stack (32 frames, ids and code
-objects); on a finding, each frame's ``self``.
+Cost: per checked outermost forward, its output's first 4 tensors, one parse of its file (cached;
+files over 2,000,000 characters skipped) and the callers' lines (64 frames, 6 callers at most; 8
+user frames and a cached verdict for an output used outside training); at most 8 candidate calls
+and 3 x 256 followed graphs (``Unreached``), resolved at each step and at exit. On the first 8
+checked backward calls and one in 32 after, and on each user ``train()``, the user's stack (32
+frames, ids and code objects); on a finding, each frame's ``self``.
 
 Reference: ``torch.nn.Module.eval`` docs
 (https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval); GitHub
@@ -75,6 +75,7 @@ from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.mode_history import Candidate, ModeHistory
 from trainguard.sanitize.core.modes import active_in_training, describe
 from trainguard.sanitize.core.records import ForwardCall, LossCall, ModeCall, first_tensor
+from trainguard.sanitize.core.sampling import Sampling
 from trainguard.sanitize.core.state import Unreached
 
 
@@ -105,12 +106,14 @@ class EvalInTrainMode(Check):
         self.train_at: tuple[Any, Any, int, bool] | None = None
         self.history = ModeHistory()  # where each model was put in its mode (the cause)
         self.caller_trains: dict[tuple, bool] = {}  # see callstack.callers_train
+        self.sampling = Sampling()  # Monte Carlo dropout draws (see core.sampling)
 
     def on_root_forward(self, call: ForwardCall) -> None:
         if self.waiting:
             self._settle_waiting()
+        repeat = self.sampling.repeats(call)  # (a Monte Carlo dropout draw: core.sampling)
         self._resolve()
-        if not call.training or self.state.in_backward:
+        if repeat or not call.training or self.state.in_backward:
             return
         if not call.direct:  # (a library's call: only the user's own train() is the cause)
             if not call.grad_enabled and self.train_at is not None:
@@ -137,7 +140,7 @@ class EvalInTrainMode(Check):
             cand.loader = self.loader
         if uses.metric is None and uses.loss is None:
             if uses.used and not uses.trains:
-                self._used_outside_training(cand, outputs)
+                self._used_outside_training(cand, outputs, call)
             return
         if uses.loss is not None and uses.trains:
             return  # e.g. a teacher's output as the target of a loss that is backpropagated
@@ -146,22 +149,19 @@ class EvalInTrainMode(Check):
         if not graphs:
             cand.stack = user_stack(methods=True)
             mode = "under torch.no_grad()" if not call.grad_enabled else "without a graph"
-            self._fire(cand, f"{mode}, and its output {fed}")
+            self.sampling.offer(cand.active, call, lambda: self._fire(cand, f"{mode}, and its "
+                                                                     f"output {fed}"))
             return
         for tensor in graphs:
             self.metric_outputs.add(tensor, (cand, fed))
         self.arm()
 
-    def _used_outside_training(self, cand: Candidate, outputs: list[Any]) -> None:
-        """A forward whose output is used (by the source) outside any training iteration: not
-        in a loop (or function) that calls backward or a step, nor called from one. Under
-        ``no_grad``/``inference_mode`` no backward can ever reach it: an evaluation or inference
-        (``model.generate(...)``, ``transcribe()``, an index built from embeddings, an argmax),
-        whatever its result is called; reported at once. With grad enabled its graph is followed
-        and it is an evaluation when no backward reached it. Silent when a caller's line sits in
-        a training iteration (a rollout, a target or a loss computed for the update that follows)
-        and when the output is dropped or only its shape is read (BatchNorm recalibration, a
-        dummy forward that sizes a layer)."""
+    def _used_outside_training(self, cand: Candidate, outputs: list[Any],
+                               call: ForwardCall) -> None:
+        """An output used (by the source) outside any training iteration (no backward or step in
+        its loop, function or callers). Under ``no_grad``/``inference_mode`` (``generate()``, an
+        embedding index, an argmax) reported at once; with grad on, when no backward reached it.
+        Dropped outputs and shape reads (BatchNorm recalibration, layer sizing) stay silent."""
         if callers_train(self.sites, sys._getframe(2), self.caller_trains):
             return
         if not cand.grad_enabled:
@@ -170,8 +170,9 @@ class EvalInTrainMode(Check):
             cand.stack = user_stack(methods=True)
             mode = ("torch.inference_mode()" if torch.is_inference_mode_enabled()
                     else "torch.no_grad()")
-            self._fire(cand, f"under {mode}, and its output is used outside any training step, "
-                             "so no backward can reach it")
+            self.sampling.offer(cand.active, call, lambda: self._fire(
+                cand, f"under {mode}, and its output is used outside any training step, so no "
+                      "backward can reach it"))
             return
         graphs = [t for t in outputs if t.grad_fn is not None]
         if graphs:  # (reported at the model call: no stack taken on a path training may run)
@@ -180,9 +181,11 @@ class EvalInTrainMode(Check):
             self.arm()
 
     def on_backward(self, call: Any) -> None:
+        self.sampling.release()
         self.history.note_backward(self.state.backward_count)
 
     def on_mode(self, call: ModeCall) -> None:
+        self.sampling.release()
         if call.mode and not call.was_training and call.direct:  # a train() undoing an eval()
             self.train_at = (weakref.ref(call.module), call.where, self.state.backward_count,
                              call.after_library_eval)
@@ -341,6 +344,7 @@ class EvalInTrainMode(Check):
         self._resolve(final=True)
 
     def _resolve(self, final: bool = False) -> None:
+        self.sampling.release()
         if self.trainers or (final and self.idle):
             self._resolve_trainers(final)
         if self.metric_outputs:

@@ -1,0 +1,88 @@
+"""Monte Carlo dropout: repeated stochastic forwards of one input, told apart from an evaluation.
+
+Keeping Dropout active at prediction time and averaging several forward passes of the same input
+is a deliberate method (MC dropout; Gal and Ghahramani, "Dropout as a Bayesian Approximation",
+ICML 2016, https://arxiv.org/abs/1506.02142). What sets it apart from an evaluation left in
+training mode is its mechanism, not its names: the same input tensor, unchanged (the same object
+at the same version counter), goes through the same model again, with grad disabled and no
+backward, mode change or optimizer step in between, while the only mode-dependent modules active
+are dropout-type ones (Dropout, an RNN's or MultiheadAttention's dropout). A BatchNorm left in
+training mode updates its running statistics on every such pass, so a model with one stays
+reported, and so does a module whose own ``forward`` reads ``self.training`` (what it does is
+unknown).
+
+TG101 hands such a forward's finding to :class:`Sampling` instead of reporting it at once; the
+next event decides: a repeat of the same input drops it (and every repeat after it), anything
+else reports it as it was.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable
+
+from trainguard.sanitize.core.modes import rule_of
+
+__all__ = ["Sampling", "dropout_only"]
+
+
+def dropout_only(active: list[Any]) -> bool:
+    """Whether every active mode-dependent module is a dropout (its rule's attribute is a drop
+    probability: ``p`` or ``dropout``), none a norm layer or a module reading ``self.training``."""
+    for m in active:
+        rule = rule_of(m)
+        if getattr(rule, "attribute", None) not in ("p", "dropout"):
+            return False
+    return bool(active)
+
+
+def _input(call: Any) -> Any:
+    """The call's first positional tensor argument, or None."""
+    args = call.args
+    first = args[0] if args else None
+    return first if hasattr(first, "_version") else None
+
+
+class Sampling:
+    """The latest no-grad forward of a dropout-only model in training mode, held until the next
+    event shows whether it was one draw of several (silent) or a single pass (reported)."""
+
+    __slots__ = ("held", "series")
+
+    def __init__(self) -> None:
+        # (model, input, input version, report): the forward whose finding waits
+        self.held: tuple[Any, Any, int, Callable[[], None]] | None = None
+        # (model, input, input version): a series already seen to repeat
+        self.series: tuple[Any, Any, int] | None = None
+
+    def offer(self, active: list[Any], call: Any, report: Callable[[], None]) -> None:
+        """``report`` a no-grad forward's finding now, or, for a dropout-only model called with a
+        tensor input, keep it until the next event."""
+        tensor = _input(call) if dropout_only(active) else None
+        if tensor is None:
+            report()
+            return
+        self.release()
+        self.held = (weakref.ref(call.module), weakref.ref(tensor), tensor._version, report)
+
+    def repeats(self, call: Any) -> bool:
+        """Whether ``call`` (a root forward) draws again from the held forward's input, or from a
+        series seen to repeat. Any other forward reports the held finding."""
+        if self.held is None and self.series is None:
+            return False
+        tensor = _input(call) if call.training and not call.grad_enabled else None
+        for entry in (self.held, self.series):
+            if entry is not None and tensor is not None and entry[0]() is call.module \
+                    and entry[1]() is tensor and entry[2] == tensor._version:
+                self.series, self.held = entry[:3], None
+                return True
+        self.series = None
+        self.release()
+        return False
+
+    def release(self) -> None:
+        """Report the held finding (a backward, a mode change, a step, the end of the run, or a
+        forward that is not a repeat came first)."""
+        held, self.held = self.held, None
+        if held is not None:
+            held[3]()
