@@ -241,13 +241,15 @@ def _magics_class() -> type:
             transformed = "\n" + shell.transform_cell(cell)
             name = shell.compile.cache(transformed, number, raw_code="\n" + cell)
             code = shell.compile(transformed, name, "exec")
-            with watch(select=options.select, ignore=options.ignore, summary=False,
-                       every_step=options.every_step, stream=io.StringIO()) as watcher:
-                try:
+            watcher = None
+            try:
+                with watch(select=options.select, ignore=options.ignore, summary=False,
+                           every_step=options.every_step, stream=io.StringIO()) as watcher:
                     exec(code, shell.user_global_ns, shell.user_ns)
-                finally:
-                    table = FindingsTable(watcher.findings, _cell_names(shell), watcher.state.step)
-                    display(table)
+            finally:  # (after the watcher stopped: findings decided at the end are in the table)
+                if watcher is not None:
+                    display(FindingsTable(watcher.findings, _cell_names(shell),
+                                          watcher.state.step))
             if options.strict and watcher.findings:
                 from trainguard.integrations import FindingsError
 
