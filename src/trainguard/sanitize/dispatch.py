@@ -115,7 +115,9 @@ class Dispatch(Bus):
         if took > SLOW_S:
             dog.slow.add(event)
         if dog.exit_start is None:
-            if dog.overrun(now):
+            # (overrun's own wall-clock test first, inlined: most slow events are far from it)
+            if dog.total > watchdog.FLOOR_S and dog.total > watchdog.SHARE * (now - dog.started) \
+                    and dog.overrun(now):
                 self._past_deadline(event, handlers, now)
         elif start <= dog.exit_start + watchdog.EXIT_S < now:  # (it crossed the line)
             self._past_deadline(event, handlers, now)
