@@ -82,8 +82,14 @@ class Dispatch(Bus):
             start_cpu = late_cpu
         if start_cpu is not None:
             dog.total_cpu += thread_time() - start_cpu
-        if took > SLOW_S or dog.total > watchdog.FLOOR_S:  # (rare)
+        # (rare) slow, or the checks may be past their share: _judge's own test of the wall
+        # clock, inlined, as a long run has FLOOR_S in all after its first few thousand events
+        if took > SLOW_S or dog.total > watchdog.FLOOR_S and (
+                dog.exit_start is not None
+                or dog.total > watchdog.SHARE * (start + took - dog.started)):
             self._judge(event, handlers, start, took)
+
+    emit_to = _emit  # (Bus.emit_to: a probe that read the handlers itself)
 
     def _timed(self, event: str, handlers: list[tuple[Check, Any]], args: tuple) -> None:
         """The handlers of a slow event, each timed (``Check.spent_s``)."""
@@ -111,7 +117,9 @@ class Dispatch(Bus):
         if took > SLOW_S:
             dog.slow.add(event)
         if dog.exit_start is None:
-            if dog.overrun(now):
+            # (overrun's own wall-clock test first, inlined: most slow events are far from it)
+            if dog.total > watchdog.FLOOR_S and dog.total > watchdog.SHARE * (now - dog.started) \
+                    and dog.overrun(now):
                 self._past_deadline(event, handlers, now)
         elif start <= dog.exit_start + watchdog.EXIT_S < now:  # (it crossed the line)
             self._past_deadline(event, handlers, now)

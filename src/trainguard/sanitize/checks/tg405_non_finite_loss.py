@@ -144,12 +144,15 @@ class NonFiniteLoss(Check):
         # Checked steps only: a NaN/Inf gradient while the loss was finite (a singular derivative)
         if self.done or self.scaled:
             return
-        grads = [p.grad for group in optimizer.param_groups for p in group["params"]
-                 if p.grad is not None]
-        if not grads or not all(g.is_cpu and not g.is_sparse and g.is_floating_point()
-                                for g in grads):
-            return
-        if grads_may_be_finite(grads):  # (an overflowing sum is confirmed per tensor below)
+        grads = []
+        for group in optimizer.param_groups:  # (plain loops: no generator per checked step)
+            for p in group["params"]:
+                g = p.grad
+                if g is not None:
+                    if not g.is_cpu or g.is_sparse or not g.is_floating_point():
+                        return
+                    grads.append(g)
+        if not grads or grads_may_be_finite(grads):  # (an overflowing sum: confirmed below)
             return
         if self.scaled is None:
             self.scaled = scaler_in_use()

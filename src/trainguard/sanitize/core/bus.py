@@ -56,6 +56,11 @@ class Bus:
         """Call every check subscribed to ``event``; never raises (a failing check is TG002)."""
         raise NotImplementedError
 
+    def emit_to(self, event: str, handlers: list[tuple[Any, Any]], args: tuple) -> None:
+        """:meth:`emit` with the subscribed handlers a probe read itself (``handlers[event]``,
+        not empty) and the arguments as a tuple: one call less on a checked step's events."""
+        raise NotImplementedError
+
     def emit_module(self, event: str, call: Any) -> None:
         """:meth:`emit` for a module call: only checks whose ``module_types`` match it."""
         raise NotImplementedError

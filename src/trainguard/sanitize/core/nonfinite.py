@@ -337,14 +337,24 @@ def grads_may_be_finite(grads: list[Any]) -> bool:
     test's sum overflowed (the caller confirms per tensor, :func:`non_finite_grads`); else True.
 
     One op per set, not one per tensor: up to ``_JOINED`` values in all, the gradients are
-    joined into one vector and summed in float64 (a float32 sum of a million values cannot
-    overflow there; NaN and Inf carry through a sum); past it, where the values cost more than
-    the per-tensor dispatch and a copy would be large, their largest magnitudes
-    (``torch._foreach_norm(grads, inf)``) are summed. Reads the gradients, changes nothing."""
+    joined into one vector (``_flatten_dense_tensors``: one call, not a ``reshape`` per tensor)
+    and summed, in their own dtype when that is float32 or float64 (a float32 sum overflows
+    only past 3e38), else in float64 (a half-precision sum overflows at 65504); NaN and Inf
+    carry through a sum. Past it, where the values cost more than the per-tensor dispatch and a
+    copy would be large, their largest magnitudes (``torch._foreach_norm(grads, inf)``) are
+    summed. Reads the gradients, changes nothing."""
     import torch
+    from torch._utils import _flatten_dense_tensors
 
-    if sum(g.numel() for g in grads) <= _JOINED:
-        total = torch.cat([g.reshape(-1) for g in grads]).sum(dtype=torch.float64).item()
+    values = 0
+    for g in grads:  # (a plain loop: a checked step's cost)
+        values += g.numel()
+    if values <= _JOINED:
+        joined = _flatten_dense_tensors(grads)
+        if joined.dtype is torch.float32 or joined.dtype is torch.float64:
+            total = joined.sum().item()
+        else:
+            total = joined.sum(dtype=torch.float64).item()
     else:
         norms = torch._foreach_norm(grads, float("inf"))  # max |g|: NaN or inf only if one is
         dtype = grads[0].dtype

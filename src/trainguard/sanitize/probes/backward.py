@@ -131,7 +131,7 @@ def _begin(bus: "Bus") -> Callable:
                             state.step)
         if checked:
             if h["on_backward"]:
-                bus.emit("on_backward", call)
+                bus.emit_to("on_backward", h["on_backward"], (call,))
         else:
             for check, method in always["on_backward"]:  # (Bus.emit_settled, inlined)
                 try:
@@ -173,7 +173,7 @@ def _done(bus: "Bus") -> Callable:
         try:
             state.backward_count += 1
             if checked and h["on_backward_done"]:
-                bus.emit("on_backward_done", call)
+                bus.emit_to("on_backward_done", h["on_backward_done"], (call,))
             call.tensors = ()  # keep no reference to the user's graph
             backwards.append(call)
             if bounds:

@@ -79,11 +79,14 @@ def _grad_mode(bus: "Bus", undo: list[Undo]) -> None:
     def make_set_grad_enabled(original: Any) -> Any:
         # ``torch.set_grad_enabled(mode)`` sets the mode in ``__init__`` (as a function, as a
         # context manager and, through ``clone()``, as a decorator); ``optimizer.step()`` calls it
-        # with False, which returns after one test
+        # twice (False, then True outside any no_grad block), each returning after one test
         def __init__(self: Any, mode: bool) -> None:
+            if not (mode and state.no_grad_depth):  # (optimizer.step()'s calls: one test)
+                original(self, mode)
+                return
             was = is_grad_enabled()
             original(self, mode)
-            if mode and not was and state.no_grad_depth:
+            if not was:
                 try:
                     state.grad_on_at = _grad_opener(sys._getframe(1))
                 except Exception as exc:

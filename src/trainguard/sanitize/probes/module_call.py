@@ -262,7 +262,7 @@ def _after_forward(bus: "Bus", stamp: Any, forward_end: Callable) -> Callable:
             if stamp is not None and call.grad_enabled:
                 call.made = stamp(self, output, call.where, call.args, kwargs)
             if h["on_root_forward"]:
-                bus.emit("on_root_forward", call)
+                bus.emit_to("on_root_forward", h["on_root_forward"], (call,))
             if cadence.level <= FORWARD and not state.in_step and not state.in_backward:
                 forward_end(self, call.where)
     return after

@@ -68,7 +68,7 @@ def _step_hooks(bus: "Bus") -> list[Undo]:
             if id(optimizer) not in stepped_ids:
                 state.optimizers.add(optimizer)
             if see(("S", id(optimizer))) and h["on_step_pre"]:
-                bus.emit("on_step_pre", optimizer)
+                bus.emit_to("on_step_pre", h["on_step_pre"], (optimizer,))
         except Exception as exc:
             bus.hook_failed("Optimizer.step", exc)
         return None
@@ -86,7 +86,7 @@ def _step_hooks(bus: "Bus") -> list[Undo]:
             # already placed it in the cycle, so it is checked exactly when they were
             if not cadence.skipping:
                 if h["on_step"]:
-                    bus.emit("on_step", optimizer)
+                    bus.emit_to("on_step", h["on_step"], (optimizer,))
             else:
                 for check, method in always["on_step"]:  # (Bus.emit_settled, inlined)
                     try:
