@@ -14,20 +14,17 @@ When it fires (once per run, at the cause, the symptom in the message):
   user line (``x / x.norm()``). When every call's output was finite, the loss computation made
   it: a graph node whose saved input sits at its singular point (log of 0, a division by 0) is
   named, and when that input is a model's output, the submodule that made it (a ReLU head with
-  exact zeros) and its line in ``forward``; else the finding waits one cycle
-  for that op's line (``core/node_lines.py``: its route from the root, in the next graph);
+  exact zeros) and its line in ``forward``; else the finding waits one cycle for that op's line
+  (``core/node_lines.py``: its route from the root, in the next graph);
 - the loss diverged first (grew 1000x, or beyond 1e6, on the CPU): at the line that set the
   learning rate (the optimizer's literal, or the config entry or default it names);
 - a gradient is NaN/Inf while the loss is finite: the latest outermost call re-run, naming the
   first op at a singular point of its derivative (sqrt at 0, acos at +-1, ``x ** 0.5`` at 0) and
   its line; else the backward line, with the parameters named.
-
 With a ``GradScaler`` the scaled root may overflow by design: a non-finite root needs a live
 enabled ``GradScaler`` (``gc``, once) and a non-finite unscaled loss (``core/nonfinite.py``).
-
 Silent on: finite losses and gradients; scaled losses that overflow while the loss is finite;
 gradients under an enabled GradScaler; a norm of a zero vector (a zero subgradient in PyTorch).
-
 Cost: per backward one value read or flag copy; per outermost call a type test; per checked step
 one sum over the gradients. Once, at the finding: one graph walk (20,000 nodes at most), 4 calls
 re-run at most once each, one heap scan, one parse of a file, at most one traced cycle.
