@@ -29,6 +29,7 @@ import sys
 from typing import Any
 from weakref import ref
 
+from trainguard.sanitize.core.cuts import _name
 from trainguard.sanitize.core.frames import Location, user_location
 from trainguard.sanitize.core.modestack import remove_mode
 
@@ -59,13 +60,6 @@ def _numbers(value: Any, depth: int = 2) -> list[float]:
     if depth and isinstance(value, (list, tuple)):
         return [n for v in value[:64] for n in _numbers(v, depth - 1)]
     return []
-
-
-def _name(func: Any) -> str:
-    name = getattr(func, "__name__", "") or ""
-    if name == "__get__":  # a property read: `x.data`
-        name = getattr(getattr(func, "__self__", None), "__name__", name)
-    return name
 
 
 class _Marks:
