@@ -20,13 +20,13 @@ Reference: ``torch.overrides.TorchFunctionMode``
 from __future__ import annotations
 
 import ast
-import sys
 from typing import Any
 
 from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget, parse_file
-from trainguard.sanitize.core.frames import Location, is_user_file, user_location
+from trainguard.sanitize.core.frames import Location, is_user_file
 from trainguard.sanitize.core.graph import graph_nodes
 from trainguard.sanitize.core.modestack import remove_mode
+from trainguard.sanitize.core.tracing import bounded_mode, op_name, tensors
 
 __all__ = ["cut_trace", "trace_next_forward", "trace_after_forward", "assigned_in_init",
            "assigned_in_methods", "built_lines", "cut_inside", "EXPLICIT"]
@@ -37,31 +37,11 @@ EXPLICIT = frozenset({"detach", "detach_", "data", "item", "numpy", "tolist"})
 _OPS = 4096  # ops followed at most in the traced call
 
 
-def _tensors(value: Any) -> list[Any]:
-    """The tensors in ``value``, one level into tuples, lists and dicts."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [v for v in value if isinstance(v, torch.Tensor)]
-    if isinstance(value, dict):
-        return [v for v in value.values() if isinstance(v, torch.Tensor)]
-    return []
-
-
-def _name(func: Any) -> str:
-    name = getattr(func, "__name__", "") or ""
-    if name == "__get__":  # a property read: `x.data`
-        name = getattr(getattr(func, "__self__", None), "__name__", name)
-    return name
-
-
 def _make_mode(params: list[Any]) -> Any:
-    from torch.overrides import TorchFunctionMode
-
-    class CutTrace(TorchFunctionMode):
+    class CutTrace(bounded_mode()):
         """Follows the tensors computed from ``params`` through one call (see the module doc)."""
+
+        limit = _OPS
 
         def __init__(self) -> None:
             super().__init__()
@@ -69,30 +49,18 @@ def _make_mode(params: list[Any]) -> Any:
             self.derived = {id(p) for p in params}  # computed from the parameters, with grad
             self.cuts: dict[int, tuple[str, Location | None]] = {}  # id(tensor) -> its cut
             self.seen: list[tuple[str, Location | None]] = []  # every cut, in order
-            self.ops = 0
-
-        def __torch_function__(self, func: Any, types: Any, args: tuple = (),
-                               kwargs: dict | None = None) -> Any:
-            out = func(*args, **(kwargs or {}))
-            if self.ops < _OPS:
-                self.ops += 1
-                try:
-                    self._follow(func, args, kwargs or {}, out)
-                except Exception:  # a trace of the user's forward must never raise into it
-                    self.ops = _OPS
-            return out
 
         def _follow(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
-            inputs = [t for a in (*args, *kwargs.values()) for t in _tensors(a)]
+            inputs = [t for a in (*args, *kwargs.values()) for t in tensors(a)]
             from_params = any(id(t) in self.derived for t in inputs)
             carried = next((self.cuts[id(t)] for t in inputs if id(t) in self.cuts), None)
-            outs = _tensors(out)
+            outs = tensors(out)
             if from_params and not any(t.requires_grad for t in outs):
                 import torch
 
-                name = _name(func) if torch.is_grad_enabled() else "no_grad"
+                name = op_name(func) if torch.is_grad_enabled() else "no_grad"
                 if outs or name in EXPLICIT:  # (shape queries return ints: not cuts)
-                    cut = (name, user_location(sys._getframe(2)))
+                    cut = (name, self.caller())
                     self.seen.append(cut)
                     carried = carried or cut
             for t in outs:
@@ -104,7 +72,7 @@ def _make_mode(params: list[Any]) -> Any:
 
         def result(self, output: Any) -> tuple[str, Location | None] | None:
             """The cut ``output`` comes from, else the first explicit cut, else the first."""
-            for t in _tensors(output):
+            for t in tensors(output):
                 if id(t) in self.cuts:
                     return self.cuts[id(t)]
             explicit = [c for c in self.seen if c[0] in EXPLICIT]
@@ -175,7 +143,7 @@ def trace_after_forward(module: Any, root: Any, done: Any) -> None:
             return
         handles.pop(0).remove()  # once
         try:
-            mode = cut_trace(_tensors(output))
+            mode = cut_trace(tensors(output))
             mode.__enter__()
             active.append(mode)
         except Exception:

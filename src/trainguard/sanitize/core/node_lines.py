@@ -22,12 +22,11 @@ cost) https://pytorch.org/docs/stable/autograd.html#anomaly-detection.
 
 from __future__ import annotations
 
-import sys
 from collections import deque
 from typing import Any
 
-from trainguard.sanitize.core.frames import Location, short_location, user_location
-from trainguard.sanitize.core.modestack import remove_mode
+from trainguard.sanitize.core.frames import Location, short_location
+from trainguard.sanitize.core.tracing import TraceSlot, bounded_mode
 
 __all__ = ["route", "follow", "NodeLine"]
 
@@ -74,38 +73,32 @@ def follow(root: Any, path: tuple[int, ...]) -> Any:
 
 
 def _trace() -> Any:
-    from torch.overrides import TorchFunctionMode
     import torch
 
     tensor = torch.Tensor
 
-    class NodeTrace(TorchFunctionMode):
+    class NodeTrace(bounded_mode()):
+        limit = _OPS
+
         def __init__(self) -> None:
             super().__init__()
             self.made: dict[int, tuple[str, str, Location | None]] = {}  # id(node) -> its op
-            self.ops = 0
 
-        def __torch_function__(self, func: Any, types: Any, args: tuple = (),
-                               kwargs: dict | None = None) -> Any:
-            out = func(*args, **(kwargs or {}))
-            if self.ops < _OPS:
-                self.ops += 1
-                try:
-                    outs = out if isinstance(out, (tuple, list)) else (out,)
-                    for t in outs[:4]:
-                        node = t.grad_fn if isinstance(t, tensor) else None
-                        if node is not None:
-                            self.made[id(node)] = (type(node).__name__,
-                                                   getattr(func, "__name__", "op"),
-                                                   user_location(sys._getframe(1)))
-                except Exception:  # the user's step must never see the trace fail
-                    self.ops = _OPS
-            return out
+        def _follow(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            for t in outs[:4]:
+                node = t.grad_fn if isinstance(t, tensor) else None
+                if node is not None:
+                    self.made[id(node)] = (type(node).__name__, getattr(func, "__name__", "op"),
+                                           self.caller())
+
+        def clear(self) -> None:
+            self.made.clear()
 
     return NodeTrace()
 
 
-class NodeLine:
+class NodeLine(TraceSlot):
     """One node's route (see the module doc), resolved at a later backward from ``line``."""
 
     def __init__(self, root: Any, node: Any) -> None:
@@ -113,8 +106,6 @@ class NodeLine:
         self.kind = type(node).__name__
         self.line: Any = None  # the backward whose loss holds the node
         self.held: tuple | None = None  # (message, fix, where) of the finding that waits
-        self.trace: Any = None
-        self.leftover: Any = None
         self.waited = 0
 
     def hold(self, message: str, fix: str, where: Any) -> None:
@@ -158,17 +149,3 @@ class NodeLine:
             where = made[2]
         self.flush()
         return message, fix, where
-
-    def close(self) -> None:
-        trace, self.trace = self.trace, None
-        if trace is not None:
-            trace.ops = _OPS
-            trace.made.clear()
-            self.leftover = trace
-        self.settle()
-
-    def settle(self) -> None:
-        """Take a closed trace off torch's mode stack (a no-op while torch holds it off the stack
-        during its own ``__torch_function__``: a ``backward`` dispatched through it)."""
-        if self.leftover is not None and remove_mode(self.leftover):
-            self.leftover = None

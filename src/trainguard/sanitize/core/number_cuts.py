@@ -25,13 +25,11 @@ https://pytorch.org/docs/stable/generated/torch.Tensor.item.html); GitHub isayev
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 from weakref import ref
 
-from trainguard.sanitize.core.cuts import _name
-from trainguard.sanitize.core.frames import Location, user_location
-from trainguard.sanitize.core.modestack import remove_mode
+from trainguard.sanitize.core.frames import Location
+from trainguard.sanitize.core.tracing import TraceSlot, bounded_mode, op_name, tensors
 
 __all__ = ["number_trace", "NumberWatch"]
 
@@ -41,16 +39,6 @@ _VALUES = 256  # numbers remembered at most
 _NUMBER_OPS = frozenset({"item", "tolist", "__float__", "numpy", "__array__"})
 
 Cut = tuple[str, "Location | None"]
-
-
-def _tensors(value: Any, torch: Any) -> list[Any]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [v for v in value if isinstance(v, torch.Tensor)]
-    if isinstance(value, dict):
-        return [v for v in value.values() if isinstance(v, torch.Tensor)]
-    return []
 
 
 def _numbers(value: Any, depth: int = 2) -> list[float]:
@@ -73,7 +61,6 @@ class _Marks:
         self.derived = {id(p): ref(p) for p in params}  # computed from them, with grad
         self.marks: dict[int, tuple[Any, Cut]] = {}  # id(tensor or array) -> its cut
         self.values: dict[float, Cut] = {}  # a number taken from the graph -> its cut
-        self.ops = 0
 
     def _derived(self, t: Any) -> bool:
         r = self.derived.get(id(t))
@@ -112,37 +99,27 @@ def number_trace(params: list[Any]) -> Any:
     """The mode (see the module doc); ``loss_cut(roots)`` answers the cut a backward root was
     computed from, or None."""
     import torch
-    from torch.overrides import TorchFunctionMode
 
-    class NumberTrace(TorchFunctionMode, _Marks):
+    class NumberTrace(bounded_mode(), _Marks):
+        limit = _OPS
+
         def __init__(self) -> None:
-            TorchFunctionMode.__init__(self)
+            super().__init__()
             _Marks.__init__(self, params)
-
-        def __torch_function__(self, func: Any, types: Any, args: tuple = (),
-                               kwargs: dict | None = None) -> Any:
-            out = func(*args, **(kwargs or {}))
-            if self.ops < _OPS:
-                self.ops += 1
-                try:
-                    self._follow(func, args, kwargs or {}, out)
-                except Exception:  # the user's step must never see the trace fail
-                    self.ops = _OPS
-            return out
 
         def _follow(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
             given = (*args, *kwargs.values())
-            inputs = [t for a in given for t in _tensors(a, torch)]
+            inputs = [t for a in given for t in tensors(a)]
             carried = next((c for t in inputs if (c := self._mark(t)) is not None), None)
             if carried is None and self.marks:
                 carried = next((c for a in given if (c := self._mark(a)) is not None), None)
             if carried is None and self.values:
                 carried = self._value(given)
-            outs = _tensors(out, torch)
+            outs = tensors(out)
             from_params = any(self._derived(t) for t in inputs)
             if from_params and not any(t.requires_grad for t in outs):
-                name = _name(func) if torch.is_grad_enabled() else "no_grad"
-                cut = (name, user_location(sys._getframe(2)))
+                name = op_name(func) if torch.is_grad_enabled() else "no_grad"
+                cut = (name, self.caller())
                 carried = carried or cut
                 if name in _NUMBER_OPS:
                     self._remember(out, cut)
@@ -157,14 +134,12 @@ def number_trace(params: list[Any]) -> Any:
     return NumberTrace()
 
 
-class NumberWatch:
+class NumberWatch(TraceSlot):
     """One :func:`number_trace` for a run: :meth:`start` enters it, :meth:`backward` answers the
     cut of a backward's roots (closing the trace when found or after :data:`_WAIT` calls),
-    :meth:`settle` takes a closed trace off torch's mode stack (see ``core/terms.py``)."""
+    :meth:`settle` takes a closed trace off torch's mode stack (see ``core/tracing.py``)."""
 
     def __init__(self) -> None:
-        self.trace: Any = None
-        self.leftover: Any = None
         self.waited = 0
         self.started = False
 
@@ -188,15 +163,3 @@ class NumberWatch:
         if found is not None or self.waited >= _WAIT:
             self.close()
         return found
-
-    def close(self) -> None:
-        trace, self.trace = self.trace, None
-        if trace is not None:
-            trace.ops = _OPS
-            trace.clear()
-            self.leftover = trace
-        self.settle()
-
-    def settle(self) -> None:
-        if self.leftover is not None and remove_mode(self.leftover):
-            self.leftover = None

@@ -28,13 +28,12 @@ GitHub yifita/deep_cage#16 (a detached loss term without effect).
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from trainguard.sanitize.core.bounds import Budget
-from trainguard.sanitize.core.frames import Location, user_location
+from trainguard.sanitize.core.frames import Location
 from trainguard.sanitize.core.graph import graph_nodes
-from trainguard.sanitize.core.modestack import remove_mode
+from trainguard.sanitize.core.tracing import TraceSlot, bounded_mode, op_name, tensors
 
 __all__ = ["open_terms", "term_trace", "TermWatch"]
 
@@ -87,23 +86,6 @@ def open_terms(roots: tuple) -> list[Any]:
     return [n for n in _top(roots) if _open(n)]
 
 
-def _tensors(value: Any) -> list[Any]:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [v for v in value if isinstance(v, torch.Tensor)]
-    return []
-
-
-def _name(func: Any) -> str:
-    name = getattr(func, "__name__", "") or ""
-    if name == "__get__":  # a property read: `x.data`
-        name = getattr(getattr(func, "__self__", None), "__name__", name)
-    return name
-
-
 def _reaches(start: Any, other: Any) -> bool:
     """Whether ``other`` (a tensor that requires grad) is in ``start``'s graph (bounded)."""
     node = getattr(start, "grad_fn", None)
@@ -120,43 +102,31 @@ def term_trace() -> Any:
     """A ``TorchFunctionMode`` for one cycle (see the module doc); ``cut_terms(roots)`` answers
     ``[(op, location)]`` for the open additions of ``roots``' additive top made from a cut;
     ``clear()`` drops what it holds."""
-    from torch.overrides import TorchFunctionMode
+    class TermTrace(bounded_mode()):
+        limit = _OPS
 
-    class TermTrace(TorchFunctionMode):
         def __init__(self) -> None:
             super().__init__()
             self.marks: dict[int, tuple[str, Location | None, Any]] = {}  # id(t) -> cut
             self.keep: list[Any] = []  # marked tensors, alive so that their ids stay unique
             self.adds: dict[int, tuple[str, Location | None]] = {}  # id(grad_fn) -> cut
             self.nodes: list[Any] = []
-            self.ops = 0
-
-        def __torch_function__(self, func: Any, types: Any, args: tuple = (),
-                               kwargs: dict | None = None) -> Any:
-            out = func(*args, **(kwargs or {}))
-            if self.ops < _OPS:
-                self.ops += 1
-                try:
-                    self._follow(func, args, kwargs or {}, out)
-                except Exception:  # the user's step must never see the trace fail
-                    self.ops = _OPS
-            return out
 
         def _follow(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
             import torch
 
-            inputs = [t for a in (*args, *kwargs.values()) for t in _tensors(a)]
+            inputs = [t for a in (*args, *kwargs.values()) for t in tensors(a, dicts=False)]
             if not inputs:
                 return
-            outs = _tensors(out)
-            name = _name(func)
+            outs = tensors(out, dicts=False)
+            name = op_name(func)
             marked = [self.marks[id(t)] for t in inputs if id(t) in self.marks]
             carried = next((m for m in marked if m[0] in _COPIES), marked[0] if marked else None)
             if outs and not any(t.requires_grad for t in outs):
                 source = next((t for t in inputs if t.requires_grad), None)
                 if source is not None and (name in _CUTS or not torch.is_grad_enabled()):
-                    where = user_location(sys._getframe(2))
-                    carried = (name if torch.is_grad_enabled() else "no_grad", where, source)
+                    carried = (name if torch.is_grad_enabled() else "no_grad", self.caller(),
+                               source)
                 if carried is not None:
                     for t in outs:
                         self.marks[id(t)] = carried
@@ -188,7 +158,7 @@ def term_trace() -> Any:
     return TermTrace()
 
 
-class TermWatch:
+class TermWatch(TraceSlot):
     """The two stages for one run: :meth:`backward` looks at the first :data:`LOOKS` backward
     calls' additive tops and, during a traced cycle, answers the cut terms found; the trace
     starts at :meth:`backward_done` after a backward with an open addition and ends at the next
@@ -199,10 +169,8 @@ class TermWatch:
     def __init__(self) -> None:
         self.looks = 0
         self.line: Any = None  # the line of the backward whose loss had an open addition
-        self.trace: Any = None
         self.waited = 0
         self.done = False
-        self.leftover: Any = None  # a closed trace still on torch's mode stack (see close())
 
     @property
     def pending(self) -> bool:
@@ -236,25 +204,6 @@ class TermWatch:
         self.trace.__enter__()
 
     def close(self) -> None:
-        """End the trace. It stops following ops at once; it leaves torch's mode stack now, or,
-        when this runs inside the trace's own ``__torch_function__`` (a ``backward()`` call is
-        dispatched through it, and torch takes the mode off the stack for that call and puts it
-        back after), at the next event that calls :meth:`settle` (the step, the next backward,
-        the end of the run)."""
+        """End the trace, and the watch for good (see :meth:`TraceSlot.close`)."""
         self.done = True
-        trace, self.trace = self.trace, None
-        if trace is None:
-            self.settle()
-            return
-        trace.ops = _OPS
-        trace.clear()
-        self.leftover = trace
-        self.settle()
-
-    def settle(self) -> None:
-        """Take a closed trace off torch's mode stack, wherever it is in it (modes pushed above
-        it are put back in their order); a no-op while torch holds it off the stack."""
-        trace = self.leftover
-        if trace is not None and remove_mode(trace):
-            self.leftover = None
-
+        super().close()
