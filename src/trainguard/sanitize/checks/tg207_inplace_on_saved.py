@@ -35,10 +35,10 @@ import re
 from types import CodeType
 from typing import Any
 
-from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import is_user_file, short_location, user_location
 from trainguard.sanitize.core.holders import traceback_user_frames
+from trainguard.sanitize.core.source import function_node
 
 _MESSAGE = re.compile(
     r"modified by an inplace operation: \[(?P<type>[\w.]+) \[(?P<shape>[\d, ]*)\]\], which is "
@@ -49,20 +49,6 @@ _MESSAGE = re.compile(
 _VIEWS = frozenset({"T", "Transpose", "Permute", "View", "Unsafe", "UnsafeView", "Expand",
                     "Unsqueeze", "Squeeze", "Select", "Slice", "AsStrided", "Alias", "Unbind",
                     "Split", "SplitWithSizes", "Narrow", "Diagonal", "Reshape", "Detach"})
-
-
-def _function_node(code: CodeType) -> ast.AST | None:
-    tree = parse_file(code.co_filename)
-    if tree is None:
-        return None
-    if code.co_name == "<module>":
-        return tree
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == code.co_name:
-            first = min([node.lineno, *[d.lineno for d in node.decorator_list]])
-            if first == code.co_firstlineno:
-                return node
-    return None
 
 
 def _target_name(node: ast.AST) -> str | None:
@@ -204,7 +190,7 @@ class InplaceOnSaved(Check):
         candidates: list[tuple[str, int, int, str]] = []
         by_op, by_source = None, None
         for code in codes:
-            func = _function_node(code)
+            func = function_node(code)
             if func is None:
                 continue
             for line, col, name, what, inplace_op in _inplace_statements(func):

@@ -22,10 +22,11 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget, parse_file
+from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget
 from trainguard.sanitize.core.frames import Location, is_user_file
 from trainguard.sanitize.core.graph import graph_nodes
 from trainguard.sanitize.core.modestack import remove_mode
+from trainguard.sanitize.core.source import function_node
 from trainguard.sanitize.core.tracing import bounded_mode, op_name, tensors
 
 __all__ = ["cut_trace", "trace_next_forward", "trace_after_forward", "assigned_in_init",
@@ -192,21 +193,14 @@ def _assigned(cls: type, attr: str, *, init: bool) -> Location | None:
         functions = [f for f in vars(klass).values() if hasattr(f, "__code__")
                      and (f.__name__ == "__init__") == init]
         for function in functions:
-            code = function.__code__
-            if not is_user_file(code.co_filename):
-                continue
-            tree = parse_file(code.co_filename)
-            for node in ast.walk(tree) if tree is not None else ():
-                if isinstance(node, ast.FunctionDef) and node.name == function.__name__ and \
-                        code.co_firstlineno in {node.lineno,
-                                                *(d.lineno for d in node.decorator_list)}:
-                    for stmt in ast.walk(node):
-                        targets = stmt.targets if isinstance(stmt, ast.Assign) else \
-                            [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
-                        if any(isinstance(t, ast.Attribute) and t.attr == attr
-                               and isinstance(t.value, ast.Name) and t.value.id == "self"
-                               for t in targets):
-                            return (code.co_filename, stmt.lineno, stmt.col_offset + 1)
+            node = function_node(function.__code__)
+            for stmt in ast.walk(node) if isinstance(node, ast.FunctionDef) else ():
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+                    [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+                if any(isinstance(t, ast.Attribute) and t.attr == attr
+                       and isinstance(t.value, ast.Name) and t.value.id == "self"
+                       for t in targets):
+                    return (function.__code__.co_filename, stmt.lineno, stmt.col_offset + 1)
         if init and functions:
             return None  # the first __init__ defined is the one that ran
     return None

@@ -23,8 +23,8 @@ import ast
 from types import FrameType
 from typing import Any, Iterator
 
-from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.frames import Location, is_user_file
+from trainguard.sanitize.core.source import function_node
 
 __all__ = ["cut_in_source", "CUTS"]
 
@@ -41,7 +41,7 @@ def cut_in_source(frame: FrameType, backward_line: int,
     ``frame``'s ``backward`` at ``backward_line`` depends on (and the user functions they call),
     not before the model's forward at ``forward`` when it is in the same function; else None."""
     code = frame.f_code
-    function = _function_node(code.co_filename, code.co_firstlineno, code.co_name)
+    function = function_node(code)
     if function is None:
         return None
     statements = [s for s in _simple_statements(function) if s.lineno <= backward_line]
@@ -63,19 +63,6 @@ def cut_in_source(frame: FrameType, backward_line: int,
         found = _first_cut(statement, code.co_filename, resolve, _DEPTH, inputs)
         if found is not None:
             return found
-    return None
-
-
-def _function_node(path: str, first_line: int, name: str) -> ast.AST | None:
-    tree = parse_file(path)
-    if tree is None:
-        return None
-    if name == "<module>":
-        return tree
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name \
-                and first_line in {node.lineno, *(d.lineno for d in node.decorator_list)}:
-            return node
     return None
 
 
@@ -174,7 +161,7 @@ def _first_cut(statement: ast.stmt, path: str, resolve: _Resolver, depth: int,
         for node in _calls(part):
             code = resolve(node) if depth else None
             if code is not None:
-                callee = _function_node(code.co_filename, code.co_firstlineno, code.co_name)
+                callee = function_node(code)
                 for inner in _simple_statements(callee) if callee is not None else []:
                     found = _first_cut(inner, code.co_filename, resolve, depth - 1)
                     if found is not None:

@@ -1,16 +1,18 @@
 """A parsed source file for the checks that read the user's code: the parent of every node and
-the calls indexed by position (torch-free; parsed through the bounded, cached
-:func:`~trainguard.sanitize.core.bounds.parse_file`)."""
+the calls indexed by position, and the function a code object runs (torch-free; parsed through
+the bounded, cached :func:`~trainguard.sanitize.core.bounds.parse_file`)."""
 
 from __future__ import annotations
 
 import ast
 import linecache
+from types import CodeType
 
 from trainguard.config import is_suppressed
 from trainguard.sanitize.core.bounds import parse_file
+from trainguard.sanitize.core.frames import is_user_file
 
-__all__ = ["SourceFile", "marked"]
+__all__ = ["SourceFile", "marked", "function_node"]
 
 
 def marked(code: str, where: tuple) -> bool:
@@ -18,6 +20,22 @@ def marked(code: str, where: tuple) -> bool:
     covering ``code`` (``# trainguard: ignore[TG301]``, ``# noqa: TG301``): for a check that
     reports at the cause but honours a mark on the line where it used to report."""
     return is_suppressed(code, linecache.getline(where[0], where[1]))
+
+
+def function_node(code: CodeType) -> ast.AST | None:
+    """The node whose body ``code`` runs, in its user file: the module, or the function of that
+    name defined at its first line (its ``def`` or first decorator); None for a file outside the
+    user's code or one that does not parse."""
+    if not is_user_file(code.co_filename):
+        return None
+    tree = parse_file(code.co_filename)
+    if tree is None or code.co_name == "<module>":
+        return tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == code.co_name \
+                and code.co_firstlineno in {node.lineno, *(d.lineno for d in node.decorator_list)}:
+            return node
+    return None
 
 
 class SourceFile:

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import ast
 import sys
-from types import CodeType, FrameType
+from types import FrameType
 from typing import Any
 
-from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.frames import Location, user_frames
+from trainguard.sanitize.core.source import function_node
 
 __all__ = ["StepSite", "find_step_site"]
 
@@ -55,10 +55,7 @@ def find_step_site(optimizer: Any, start: FrameType | None = None) -> StepSite |
     first; ``start`` defaults to the caller's frame), or None when none is found."""
     frame = start if start is not None else sys._getframe(1)
     for f in user_frames(frame, limit=_FRAMES):
-        tree = parse_file(f.f_code.co_filename)
-        if tree is None:
-            continue
-        body = _body_of(tree, f.f_code)
+        body = function_node(f.f_code)
         if body is None:
             continue
         for call, parents in _step_calls(body):
@@ -66,19 +63,6 @@ def find_step_site(optimizer: Any, start: FrameType | None = None) -> StepSite |
                     call.args and _is(optimizer, call.args[0], f)):
                 where = (f.f_code.co_filename, call.lineno, call.col_offset + 1)
                 return StepSite(where, _text(call), _guard(parents))
-    return None
-
-
-def _body_of(tree: ast.Module, code: CodeType) -> ast.AST | None:
-    """The node whose body ``code`` runs: the module, or the function defined at its first
-    line (decorators included) with its name."""
-    if code.co_name == "<module>":
-        return tree
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == code.co_name:
-            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            if first == code.co_firstlineno:
-                return node
     return None
 
 

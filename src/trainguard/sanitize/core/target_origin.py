@@ -31,6 +31,7 @@ from typing import Any
 from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.cuts import assigned_in_init
 from trainguard.sanitize.core.frames import Location, is_user_file
+from trainguard.sanitize.core.source import function_node
 
 __all__ = ["target_origin"]
 
@@ -60,7 +61,7 @@ def _origin(frame: FrameType, target: Any) -> Location | None:
     if found is None:
         return None
     name, inner = found  # the local's name, and the key or index inside it (None: itself)
-    function = _function(frame)
+    function = function_node(frame.f_code)
     if function is None:
         return None
     for loop in ast.walk(function):
@@ -93,23 +94,6 @@ def _holder(frame: FrameType, target: Any) -> tuple[str, Any] | None:
             index = next((i for i, v in enumerate(value) if v is target), None)
             if index is not None:
                 return name, index
-    return None
-
-
-def _function(frame: FrameType) -> ast.AST | None:
-    code = frame.f_code
-    if not is_user_file(code.co_filename):
-        return None
-    tree = parse_file(code.co_filename)
-    if tree is None:
-        return None
-    if code.co_name == "<module>":
-        return tree
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                node.name == code.co_name and \
-                code.co_firstlineno in {node.lineno, *(d.lineno for d in node.decorator_list)}:
-            return node
     return None
 
 
