@@ -19,7 +19,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from trainguard.lint.astutil import SCOPES, children, dotted, parent
+from trainguard.lint.astutil import SCOPES, children, dotted, parent, walk_local
 
 if TYPE_CHECKING:
     from trainguard.lint.script import Func, Script
@@ -476,6 +476,33 @@ def bind_arguments(names: list[str], call: ast.Call) -> dict[str, ast.expr]:
         if kw.arg:
             bound[kw.arg] = kw.value
     return bound
+
+
+def model_parameters(script: "Script", call: ast.Call) -> tuple[Target, set[str]] | None:
+    """The one project function ``call`` runs (else None) and its parameters that ``call``
+    binds to a model (``{"net"}`` for ``helper(model, x)``, ``def helper(net, x)``)."""
+    targets = [t for t in script.targets(call) if not t.instance]
+    if len(targets) != 1:
+        return None
+    t = targets[0]
+    func = t.func
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]
+    if t.bound and params and not any(dotted(d) == "staticmethod" for d in func.decorator_list):
+        params = params[1:]
+    return t, {p for p, a in bind_arguments(params, call).items()
+               if (k := script.key(a)) and k != "self" and script.is_model(k)}
+
+
+def forwards_of(func: ast.AST, models: set[str]) -> list[ast.Call]:
+    """The calls of ``models`` in ``func``'s own body (``net(x)``, ``net.forward(x)``)."""
+    out = []
+    for sub in walk_local(func):
+        if isinstance(sub, ast.Call):
+            f = sub.func.value if isinstance(sub.func, ast.Attribute) and \
+                sub.func.attr == "forward" else sub.func
+            if isinstance(f, ast.Name) and f.id in models:
+                out.append(sub)
+    return out
 
 
 def _dedupe(items: list) -> list:  # type: ignore[type-arg]

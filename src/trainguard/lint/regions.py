@@ -519,35 +519,23 @@ def _runs_model_without_grad(script: Script, call: ast.Call) -> bool:
     """``call`` hands a model to a project function (``build_index(encoder, docs)``,
     ``helpers.latent_scores(netg, loader)``) that calls it only with grad disabled and never
     runs backward nor steps: inference, whatever the helper is called."""
-    targets = [t for t in script.targets(call) if not t.instance]
-    if len(targets) != 1:
-        return False
-    t = targets[0]
-    func = t.func
-    params = [a.arg for a in func.args.posonlyargs + func.args.args]
-    if t.bound and params and not any(dotted(d) == "staticmethod" for d in func.decorator_list):
-        params = params[1:]
-    from trainguard.lint.callgraph import bind_arguments
+    from trainguard.lint.callgraph import forwards_of, model_parameters
 
-    bound = bind_arguments(params, call)
-    models = {p for p, a in bound.items()
-              if (k := script.key(a)) and k != "self" and script.is_model(k)}
-    if not models:
+    found = model_parameters(script, call)
+    if found is None or not found[1]:
         return False
-    forwards = []
+    t, models = found
+    func = t.func
     for sub in walk_local(func):
-        if isinstance(sub, ast.Call):
-            f = sub.func.value if isinstance(sub.func, ast.Attribute) and \
-                sub.func.attr == "forward" else sub.func
-            if isinstance(f, ast.Name) and f.id in models:
-                forwards.append(sub)
-            elif isinstance(sub.func, ast.Attribute) and sub.func.attr in ("backward", "step"):
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute):
+            if sub.func.attr in ("backward", "step"):
                 return False
-            elif isinstance(sub.func, ast.Attribute) and sub.func.attr in ("eval", "train") \
-                    and isinstance(sub.func.value, ast.Name) and sub.func.value.id in models:
+            if sub.func.attr in ("eval", "train") and isinstance(sub.func.value, ast.Name) \
+                    and sub.func.value.id in models:
                 return False  # the helper sets the mode itself (BatchNorm recalibration)
     if _sets_mode(t.script, func, models):
         return False  # through a helper of its own (enable_mc_dropout(model))
+    forwards = forwards_of(func, models)
     return bool(forwards) and (all(t.script.grad_disabled(f) for f in forwards) or
                                all(_predicted(t.script, f, 3) for f in forwards)) and \
         not _rollout(t.script, func)

@@ -67,27 +67,13 @@ def samples_only(script: Script, forwards: list[ast.Call]) -> bool:
 def helper_samples(script: Script, call: ast.Call) -> bool:
     """``call`` hands a model to a project function whose forwards of it are all sampled
     passes (``mc_predict(model, x)`` running ``[model(x) for _ in range(30)]``)."""
-    from trainguard.lint.callgraph import bind_arguments
+    from trainguard.lint.callgraph import forwards_of, model_parameters
 
-    targets = [t for t in script.targets(call) if not t.instance]
-    if len(targets) != 1:
+    found = model_parameters(script, call)
+    if found is None:
         return False
-    t = targets[0]
-    func = t.func
-    params = [a.arg for a in func.args.posonlyargs + func.args.args]
-    if t.bound and params and not any(dotted(d) == "staticmethod" for d in func.decorator_list):
-        params = params[1:]
-    bound = bind_arguments(params, call)
-    models = {p for p, a in bound.items()
-              if (k := script.key(a)) and k != "self" and script.is_model(k)}
-    forwards = []
-    for sub in walk_local(func):
-        if isinstance(sub, ast.Call):
-            f = sub.func.value if isinstance(sub.func, ast.Attribute) and \
-                sub.func.attr == "forward" else sub.func
-            if isinstance(f, ast.Name) and f.id in models:
-                forwards.append(sub)
-    return samples_only(t.script, forwards)
+    target, models = found
+    return samples_only(target.script, forwards_of(target.func, models))
 
 
 def _counted(it: ast.AST) -> bool:
