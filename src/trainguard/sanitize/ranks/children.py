@@ -24,19 +24,19 @@ import shutil
 import socket
 import tempfile
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from trainguard.findings import Finding
 from trainguard.sanitize.ranks.link import (DEFAULT_TIMEOUT_S, TIMEOUT_ENV, _collect_facts,
                                             _cross_rank_checks)
+from trainguard.sanitize.ranks.merge import add_records
 
 if TYPE_CHECKING:
     from trainguard.sanitize.core.bus import Bus
 
 __all__ = ["Child", "ChildLink", "Family", "attached", "unwatched_note", "unwatched_section"]
 
-_FIELDS = {f.name for f in fields(Finding)}
 POLL_S = 0.05
 
 # The watchers whose probes are installed in this process. A ``fork`` child inherits them with the
@@ -256,16 +256,8 @@ class Family:
     def _merge(self) -> None:
         by_place = {(f.code, f.path, f.line): f for f in self.bus.findings}
         self.seen_in = {place: {"main"} for place in by_place}
-        for (j, i), report in sorted(self.reports.items()):
-            for data in report.get("findings", []):
-                finding = Finding(**{k: v for k, v in data.items() if k in _FIELDS})
-                finding.ranks = None
-                place = (finding.code, finding.path, finding.line)
-                known = by_place.get(place)
-                if known is None:
-                    known = by_place[place] = self.bus.keep(finding)
-                else:
-                    known.count = max(known.count, finding.count)
+        for (j, i), report in sorted(self.reports.items()):  # (ranks: set from seen_in below)
+            for place in add_records(self.bus, by_place, report.get("findings", []), i):
                 self.seen_in.setdefault(place, set()).add(str(i))
         for j, job in enumerate(self.jobs):
             facts = {i: r.get("facts", {}) for (jj, i), r in self.reports.items() if jj == j}

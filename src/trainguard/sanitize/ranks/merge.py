@@ -16,7 +16,7 @@ from trainguard.findings import Finding
 if TYPE_CHECKING:
     from trainguard.sanitize.core.bus import Bus
 
-__all__ = ["Missing", "merge_into", "merge_findings", "rank_table", "missing_lines"]
+__all__ = ["Missing", "merge_into", "merge_findings", "add_records", "rank_table", "missing_lines"]
 
 _FIELDS = {f.name for f in fields(Finding)}
 
@@ -40,9 +40,7 @@ def merge_findings(by_rank: dict[int, list[dict[str, Any]]]) -> list[Finding]:
     """
     merged: dict[tuple[str, str, int], Finding] = {}
     for rank in sorted(by_rank):
-        for data in by_rank[rank]:
-            finding = Finding(**{k: v for k, v in data.items() if k in _FIELDS})
-            _join(merged, finding, rank)
+        add_records(None, merged, by_rank[rank], rank)
     return list(merged.values())
 
 
@@ -52,24 +50,29 @@ def merge_into(watcher: "Bus", by_rank: dict[int, list[dict[str, Any]]]) -> None
     for finding in by_place.values():
         finding.ranks = sorted(set(finding.ranks or [0]))
     for rank in sorted(r for r in by_rank if r != 0):
-        for data in by_rank[rank]:
-            finding = Finding(**{k: v for k, v in data.items() if k in _FIELDS})
-            place = (finding.code, finding.path, finding.line)
-            if place not in by_place:
+        add_records(watcher, by_place, by_rank[rank], rank)
+
+
+def add_records(watcher: "Bus | None", by_place: dict[tuple[str, str, int], Finding],
+                records: list[dict[str, Any]], rank: int) -> list[tuple[str, str, int]]:
+    """Join one process's ``Finding.to_dict()`` records into ``by_place`` (see the module doc),
+    a finding at a new place also kept by ``watcher``; returns the records' places."""
+    places = []
+    for data in records:
+        finding = Finding(**{k: v for k, v in data.items() if k in _FIELDS})
+        place = (finding.code, finding.path, finding.line)
+        places.append(place)
+        ranks = set(finding.ranks or [rank])
+        known = by_place.get(place)
+        if known is None:
+            finding.ranks = sorted(ranks)
+            by_place[place] = finding
+            if watcher is not None:
                 watcher.keep(finding)
-            _join(by_place, finding, rank)
-
-
-def _join(merged: dict[tuple[str, str, int], Finding], finding: Finding, rank: int) -> None:
-    place = (finding.code, finding.path, finding.line)
-    ranks = set(finding.ranks or [rank])
-    known = merged.get(place)
-    if known is None:
-        finding.ranks = sorted(ranks)
-        merged[place] = finding
-        return
-    known.ranks = sorted(set(known.ranks or []) | ranks)
-    known.count = max(known.count, finding.count)
+        else:
+            known.ranks = sorted(set(known.ranks or []) | ranks)
+            known.count = max(known.count, finding.count)
+    return places
 
 
 def rank_table(findings: Iterable[Finding], world_size: int, steps: int,
