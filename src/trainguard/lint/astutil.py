@@ -9,7 +9,7 @@ import ast
 from collections.abc import Iterator
 
 __all__ = ["dotted", "parent", "walk_local", "kwarg", "is_true", "is_false", "const_value",
-           "names_in", "SCOPES"]
+           "names_in", "if_branches", "exclusive", "SCOPES"]
 
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
@@ -37,6 +37,23 @@ def dotted(node: ast.AST | None) -> str | None:
 
 def parent(node: ast.AST) -> ast.AST | None:
     return getattr(node, "_tg_parent", None)
+
+
+def if_branches(node: ast.AST) -> dict[int, str]:
+    """``id(if) -> "body"``, ``"orelse"`` or ``"test"`` for each ``if`` around ``node``."""
+    out = {}
+    n = node
+    while (p := parent(n)) is not None:
+        if isinstance(p, ast.If):
+            out[id(p)] = "body" if n in p.body else "orelse" if n in p.orelse else "test"
+        n = p
+    return out
+
+
+def exclusive(a: ast.AST, b: ast.AST) -> bool:
+    """``a`` and ``b`` sit in opposite branches of one ``if``."""
+    ba, bb = if_branches(a), if_branches(b)
+    return any(k in bb and ba[k] != bb[k] for k in ba)
 
 
 def set_parents(tree: ast.AST) -> list[ast.AST]:

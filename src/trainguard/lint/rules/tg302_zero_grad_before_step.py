@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, parent
+from trainguard.lint.astutil import dotted, exclusive, parent
 from trainguard.lint.events import Event, events
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
@@ -38,7 +38,7 @@ def check(script: Script) -> Iterator[Hit]:
             step = _next_step(evs[i + 1:])
             if step is None or not _related(script, e, step, steppers):
                 continue
-            if not e.foreign and not step.foreign and _exclusive(e.node, step.node):
+            if not e.foreign and not step.foreign and exclusive(e.node, step.node):
                 continue  # `if frozen: zero_grad() else: step()` never runs both
             yield Hit(e.node,
                       f"gradients are zeroed at {e.place(script)} after backward() and before "
@@ -120,19 +120,3 @@ def _leaves_iteration(node: ast.AST, loop: ast.AST) -> bool:
                 return True
         n = p
     return False
-
-
-def _branches(node: ast.AST) -> dict[int, str]:
-    out = {}
-    n = node
-    while (p := parent(n)) is not None:
-        if isinstance(p, ast.If):
-            out[id(p)] = "body" if n in p.body else "orelse" if n in p.orelse else "test"
-        n = p
-    return out
-
-
-def _exclusive(a: ast.AST, b: ast.AST) -> bool:
-    """``a`` and ``b`` sit in opposite branches of one ``if``."""
-    ba, bb = _branches(a), _branches(b)
-    return any(k in bb and ba[k] != bb[k] for k in ba)

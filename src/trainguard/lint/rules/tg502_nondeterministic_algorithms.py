@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, is_true, parent, walk_local
+from trainguard.lint.astutil import dotted, exclusive, if_branches, is_true, walk_local
 from trainguard.lint.repro import Repro
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script
@@ -38,7 +38,7 @@ def check(script: Script) -> Iterator[Hit]:
         seeding = _seeding_function(script, node)
         if seeding is not None:
             why = f"{seeding.name}() seeds every generator so that runs repeat, yet"
-        elif flags and not all(_exclusive(node, f) for f in flags):
+        elif flags and not all(exclusive(node, f) for f in flags):
             why = f"the deterministic setting at {script.at(flags[0].lineno)} is undone:"
         else:
             continue
@@ -57,29 +57,14 @@ def _seeding_function(script: Script, node: ast.AST) -> ast.AST | None:
     repeats, which benchmark mode defeats. A branch choosing between speed and determinism
     (``if deterministic: ... else: benchmark = True``) is the user's choice and stays silent."""
     func = script.enclosing_function(node)
-    if func is None or _branches(node):
+    if func is None or if_branches(node):
         return None
     seeded: set[str] = set()
     for sub in walk_local(func):
-        if isinstance(sub, ast.Call) and not _branches(sub):
+        if isinstance(sub, ast.Call) and not if_branches(sub):
             q = script.call_qualname(sub) or ""
             if q.startswith("torch.") and q.endswith("manual_seed"):
                 seeded.add("torch")
             elif q in ("numpy.random.seed", "random.seed"):
                 seeded.add("other")
     return func if seeded == {"torch", "other"} else None
-
-
-def _branches(node: ast.AST) -> dict[int, str]:
-    out = {}
-    n = node
-    while (p := parent(n)) is not None:
-        if isinstance(p, ast.If):
-            out[id(p)] = "body" if n in p.body else "orelse" if n in p.orelse else "test"
-        n = p
-    return out
-
-
-def _exclusive(a: ast.AST, b: ast.AST) -> bool:
-    ba, bb = _branches(a), _branches(b)
-    return any(k in bb and ba[k] != bb[k] for k in ba)
