@@ -61,6 +61,18 @@ def _lr_step_signature(call: ast.Call) -> bool:
     return len(call.args) <= 1 and all(k.arg in ("epoch", "metrics") for k in call.keywords)
 
 
+def _renamed(script: Script, node: ast.AST, rename: dict[str, str]) -> str | None:
+    """``node``'s key in the caller's names (``rename``: a callee's parameter -> the caller's
+    key for its argument)."""
+    k = script.key(node)
+    if k is None:
+        return None
+    head, _, rest = k.partition(".")
+    if head in rename:
+        return f"{rename[head]}.{rest}" if rest else rename[head]
+    return k
+
+
 def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event | None:
     f = call.func
 
@@ -68,13 +80,7 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
         while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                 node.func.attr in RETURNS_SELF:  # model.to(device).train()
             node = node.func.value
-        k = script.key(node)
-        if k is None:
-            return None
-        head, _, rest = k.partition(".")
-        if head in rename:
-            return f"{rename[head]}.{rest}" if rest else rename[head]
-        return k
+        return _renamed(script, node, rename)
 
     if is_backward(call):
         return Event("backward", None, call)
@@ -329,15 +335,6 @@ def _bind(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef, call: as
         params = params[1:]
     bound: dict[str, str] = {}
 
-    def caller_key(node: ast.AST) -> str | None:
-        k = script.key(node)
-        if k is None:
-            return None
-        head, _, rest = k.partition(".")
-        if head in rename:
-            return f"{rename[head]}.{rest}" if rest else rename[head]
-        return k
-
     # An argument that is not a plain name (``task.get_eval_model()``) is an unknown object:
     # its parameter maps to a key no rule treats as the caller's model.
     def text(arg: ast.AST) -> str | None:
@@ -347,8 +344,9 @@ def _bind(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef, call: as
         return None
 
     for name, arg in zip(params, call.args):
-        bound[name] = caller_key(arg) or text(arg) or f"<arg {name}>"
+        bound[name] = _renamed(script, arg, rename) or text(arg) or f"<arg {name}>"
     for kw in call.keywords:
         if kw.arg:
-            bound[kw.arg] = caller_key(kw.value) or text(kw.value) or f"<arg {kw.arg}>"
+            bound[kw.arg] = _renamed(script, kw.value, rename) or text(kw.value) or \
+                f"<arg {kw.arg}>"
     return bound
