@@ -96,36 +96,12 @@ def trace_next_forward(module: Any, done: Any) -> None:
     active: list[Any] = []
 
     def before(mod: Any, inputs: Any) -> None:
-        if active or not handles:
-            return
-        try:
-            mode = cut_trace([p for p in mod.parameters() if p.requires_grad])
-            mode.__enter__()
-            active.append(mode)
-        except Exception:
-            release()
+        if not active and handles:
+            _enter(active, handles, lambda: [p for p in mod.parameters() if p.requires_grad])
 
     def after(mod: Any, inputs: Any, output: Any) -> None:
-        if not active:
-            return
-        mode = active.pop()
-        try:
-            remove_mode(mode)
-        finally:
-            release()
-        if output is None:  # the forward raised: nothing to say
-            return
-        try:
-            cut = mode.result(output)
-        except Exception:
-            return
-        if cut is not None:
-            done(cut)
-
-    def release() -> None:
-        for handle in handles:
-            handle.remove()
-        handles.clear()
+        if active:  # (no output: the forward raised, nothing to say)
+            _leave(active, handles, output, done if output is not None else None)
 
     handles.append(module.register_forward_pre_hook(before))
     handles.append(module.register_forward_hook(after, always_call=True))
@@ -140,38 +116,51 @@ def trace_after_forward(module: Any, root: Any, done: Any) -> None:
     active: list[Any] = []
 
     def after(mod: Any, inputs: Any, output: Any) -> None:
-        if active or len(handles) != 2:
-            return
-        handles.pop(0).remove()  # once
-        try:
-            mode = cut_trace(tensors(output))
-            mode.__enter__()
-            active.append(mode)
-        except Exception:
-            release()
+        if not active and len(handles) == 2:
+            handles.pop(0).remove()  # once
+            _enter(active, handles, lambda: tensors(output))
 
     def end(mod: Any, inputs: Any, output: Any) -> None:
-        if not active:
-            return
-        mode = active.pop()
-        try:
-            remove_mode(mode)
-        finally:
-            release()
-        try:
-            cut = mode.result(None)
-        except Exception:
-            return
-        if cut is not None:
-            done(cut)
-
-    def release() -> None:
-        for handle in handles:
-            handle.remove()
-        handles.clear()
+        if active:
+            _leave(active, handles, None, done)
 
     handles.append(module.register_forward_hook(after))
     handles.append(root.register_forward_hook(end, always_call=True))
+
+
+def _enter(active: list[Any], handles: list[Any], followed: Any) -> None:
+    """Enter a :func:`cut_trace` following the tensors ``followed()`` gives (on failure, remove
+    the hooks)."""
+    try:
+        mode = cut_trace(followed())
+        mode.__enter__()
+        active.append(mode)
+    except Exception:
+        _release(handles)
+
+
+def _leave(active: list[Any], handles: list[Any], output: Any, done: Any) -> None:
+    """Take the trace off the mode stack, remove the hooks, and call ``done`` (unless None)
+    with the cut :meth:`result` names for ``output``, if any."""
+    mode = active.pop()
+    try:
+        remove_mode(mode)
+    finally:
+        _release(handles)
+    if done is None:
+        return
+    try:
+        cut = mode.result(output)
+    except Exception:
+        return
+    if cut is not None:
+        done(cut)
+
+
+def _release(handles: list[Any]) -> None:
+    for handle in handles:
+        handle.remove()
+    handles.clear()
 
 
 def assigned_in_init(cls: type, attr: str) -> Location | None:
