@@ -11,18 +11,37 @@ from sanitize_helpers import CASES, run_in_process
 from trainguard.sanitize.watcher import Watcher
 
 
-def test_the_finding_is_at_the_eval_and_names_the_call_that_ran_it_and_the_forward():
+def _line(lines: list[str], text: str) -> int:
+    return next(n for n, line in enumerate(lines, start=1) if text in line)
+
+
+def test_a_train_run_once_before_the_epoch_loop_is_the_cause_and_the_eval_is_named():
     script = CASES / "tg102_train_once_eval_inside" / "buggy.py"
     lines = script.read_text().splitlines()
-    eval_line = next(n for n, text in enumerate(lines, start=1) if "net.eval()" in text)
-    forward_line = next(n for n, text in enumerate(lines, start=1) if "F.cross_entropy(net(" in text)
-    train_line = next(n for n, text in enumerate(lines, start=1) if text.strip() == "net.train()")
-    test_line = next(n for n, text in enumerate(lines, start=1) if "print(epoch, test())" in text)
+    eval_line, loop_line = _line(lines, "net.eval()"), _line(lines, "for epoch in range(3):")
+    forward_line = _line(lines, "F.cross_entropy(net(")
+    train_line = _line(lines, "net.train()")
     watcher, status, _ = run_in_process(script)
     assert status == 0
     [finding] = [f for f in watcher.findings if f.code == "TG102"]
-    assert finding.line == eval_line
-    assert f"reached from buggy.py:{test_line}, in the training code" in finding.message
+    assert finding.line == train_line
+    assert f"once, before the loop at line {loop_line}" in finding.message, finding.message
+    assert f"the eval() at buggy.py:{eval_line} (in test())" in finding.message
+    assert f"the training forward at buggy.py:{forward_line}" in finding.message
+    assert f"the loop at line {loop_line}" in finding.fix
+
+
+def test_an_eval_among_the_steps_is_the_cause_and_names_the_call_that_ran_it():
+    script = CASES / "tg102_validation_helper_mid_epoch" / "buggy.py"
+    lines = script.read_text().splitlines()
+    eval_line, train_line = _line(lines, "model.eval()"), _line(lines, "self.model.train()")
+    forward_line = _line(lines, "F.cross_entropy(self.model(")
+    call_line = _line(lines, "print(epoch, self.steps, self._validate())")
+    watcher, status, _ = run_in_process(script)
+    assert status == 0
+    [finding] = [f for f in watcher.findings if f.code == "TG102"]
+    assert finding.line == eval_line  # train() runs every epoch; the eval() runs among the steps
+    assert f"reached from buggy.py:{call_line}, in the training code" in finding.message
     assert f"the training forward at buggy.py:{forward_line}" in finding.message, finding.message
     assert f"the last model.train() at buggy.py:{train_line} ran before it" in finding.message
 

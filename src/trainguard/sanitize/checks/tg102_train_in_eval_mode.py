@@ -15,8 +15,12 @@ validation helper, a callback's ``on_epoch_end``, a ``select_best(model)``; the 
 called a library which made it). The message names the training forward, the latest ``train()``
 call, which ran before it, and, when the ``eval()`` ran in a function the training code called,
 that call (the line, in the deepest frame both share, that led to the ``eval()``; see
-:mod:`..core.callstack`). Without such a call (``model.training = False`` set by hand), at the line
-that called the model.
+:mod:`..core.callstack`). Except when the latest user ``train()`` on the model ran once before a
+loop, in a function still running, that runs both the evaluation and a loop of steps of its own
+(an epoch loop: every epoch after the first evaluation trains in eval mode): then at that
+``train()``, which belongs at the top of each epoch (see :mod:`..core.train_once`; an evaluation
+among the steps keeps the ``eval()``). Without an ``eval()`` (``model.training = False`` set by
+hand), at the line that called the model.
 
 Silent on: BatchNorm frozen on purpose (``model.train()`` then ``bn.eval()``: the model itself is in
 training mode); models without Dropout/BatchNorm; eval-mode forwards with backward but no step on
@@ -24,7 +28,8 @@ the model's parameters (adversarial examples, saliency maps, style transfer opti
 
 Cost: per checked outermost forward of a model in eval mode, one output followed (64 at most); at
 the next optimizer step, one pass over the parameters of the models whose outputs a backward
-reached; per user ``eval()`` call, the user's stack (32 frames at most, ids and code objects).
+reached; per user ``eval()`` call, and per user ``train()`` call made from another place than the
+last, the user's stack (32 frames at most, ids and code objects).
 
 Reference: ``torch.nn.Module.train`` docs
 (https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.train); GitHub
@@ -43,6 +48,7 @@ from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.modes import describe, inactive
 from trainguard.sanitize.core.records import ForwardCall, ModeCall, first_tensor
 from trainguard.sanitize.core.state import GraphTrack
+from trainguard.sanitize.core.train_once import train_once_before
 
 
 class TrainInEvalMode(Check):
@@ -53,30 +59,43 @@ class TrainInEvalMode(Check):
         super().__init__(bus)
         self.pending: list[GraphTrack] = []
         # id(module) -> (weak reference, the user's stack at its latest eval())
-        self.eval_stacks: dict[int, tuple[Any, Stack]] = {}
+        self.eval_stacks: dict[int, tuple[Any, Stack, int]] = {}
         # id(module) -> (weak reference, line, backward calls completed then, whether it switched
-        # the module out of eval mode): where user code last called ``train()`` on it (a call
-        # repeated with no backward since one that switched keeps that one's line)
-        self.train_at: dict[int, tuple[Any, Any, int, bool]] = {}
+        # the module out of eval mode, the user's stack (user calls only), order): where user code
+        # last called ``train()`` on it (a call repeated with no backward since one that switched
+        # keeps that one's line)
+        self.train_at: dict[int, tuple[Any, Any, int, bool, Stack | None, int]] = {}
+        self.calls = 0  # user train()/eval() calls seen: their order
 
     def on_mode(self, call: ModeCall) -> None:
+        frame = call._frame  # (``call.where`` drops it)
+        self.calls += 1
         if call.mode:
-            self._note_train(call)
+            self._note_train(call, frame if call.direct else None)
             return
-        if not call.direct or call._frame is None:
+        if not call.direct or frame is None:
             return
-        self.eval_stacks[id(call.module)] = (weakref.ref(call.module), user_stack(call._frame))
+        self.eval_stacks[id(call.module)] = (weakref.ref(call.module), user_stack(frame),
+                                             self.calls)
         if len(self.eval_stacks) > 256:
-            for key in [k for k, (ref, _) in self.eval_stacks.items() if ref() is None]:
+            for key in [k for k, v in self.eval_stacks.items() if v[0]() is None]:
                 del self.eval_stacks[key]
 
-    def _note_train(self, call: ModeCall) -> None:
+    def _note_train(self, call: ModeCall, frame: Any) -> None:
         key = id(call.module)
         prev = self.train_at.get(key)
         count = self.state.backward_count
-        if prev is not None and prev[3] and prev[2] == count and prev[0]() is call.module:
+        if prev is not None and prev[0]() is not call.module:
+            prev = None
+        if prev is not None and prev[3] and prev[2] == count:
             return  # switched here, and repeated with no backward since: keep the switch
-        self.train_at[key] = (weakref.ref(call.module), call.where, count, not call.was_training)
+        stack = None
+        if frame is not None:  # the stack again only when the call comes from another place
+            same = prev is not None and prev[4] and prev[4][-1][0] == id(frame) and (
+                prev[4][-1][1] is frame.f_code and prev[1] == call.where)
+            stack = prev[4] if same else user_stack(frame)
+        self.train_at[key] = (weakref.ref(call.module), call.where, count, not call.was_training,
+                              stack, self.calls)
         if len(self.train_at) > 256:
             for k in [k for k, v in self.train_at.items() if v[0]() is None]:
                 del self.train_at[k]
@@ -144,7 +163,10 @@ class TrainInEvalMode(Check):
         called = None
         stacked = self.eval_stacks.get(module_id)
         if stacked is not None and stacked[0]() is not None:
-            called = cause_line(stacked[1], user_stack())
+            step = user_stack()
+            if self._train_once(model, stacked, step, name, frozen, forward, optimizer):
+                return
+            called = cause_line(stacked[1], step)
         via = (f" (reached from {short_location(called)}, in the training code, which does not "
                "restore training mode after it)" if called is not None
                and called[:2] != set_at[:2] else "")
@@ -158,6 +180,37 @@ class TrainInEvalMode(Check):
                 "called it, or after the call that ran it), or call model.train() at the start "
                 "of every training epoch",
             where=set_at)
+
+    def _train_once(self, model: Any, stacked: tuple, step: Stack, name: str, frozen: str,
+                    forward: str, optimizer: Any) -> bool:
+        """Report at the user's latest ``train()`` on ``model`` (or a module holding it) when
+        it ran once before the loop that runs both the evaluation whose ``eval()`` is still in
+        effect (``stacked``: its stack and order) and the steps (see :mod:`..core.train_once`)."""
+        latest = None
+        for ref, _, _, _, stack, order in list(self.train_at.values()):
+            owner = ref()
+            if (stack is None or order > stacked[2] or owner is None
+                    or (latest is not None and order < latest[1])):
+                continue
+            if owner is model or any(m is model for m in owner.modules()):
+                latest = (stack, order)
+        found = train_once_before(latest[0], stacked[1], step) if latest is not None else None
+        if found is None:
+            return False
+        where, loop = found
+        evaluated = stacked[1][-1]
+        inside = ("" if evaluated[1].co_name == "<module>" else f" (in {evaluated[1].co_name}())")
+        self.report(
+            f"model.train() runs only here, once, before the loop at line {loop}; the eval() at "
+            f"{short_location(evaluated[2])}{inside} inside that loop leaves "
+            f"{name} in eval mode (model.training=False; {frozen} in eval mode) for the steps "
+            f"after it: a backward reached the output of {forward} and "
+            f"{type(optimizer).__name__}.step() updated its parameters, so BatchNorm learns no "
+            "batch statistics and Dropout does not regularise",
+            fix=f"call model.train() at the top of each iteration of the loop at line {loop} "
+                "(each epoch), not once before it",
+            where=where)
+        return True
 
 
 def _eval_in_effect(eval_at: dict, model: Any) -> tuple[int, Any] | None:

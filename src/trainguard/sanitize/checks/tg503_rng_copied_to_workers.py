@@ -32,7 +32,8 @@ Also held further down (``core/rng_holders.py``): a generator made in the ``__in
 transform the dataset holds directly, in a list, in a Compose-like object or an ``nn.Module``
 container (the class in the script or a helper module). Reported when ``__getitem__`` reads the
 dataset attribute that leads to it and the transform's ``__call__``/``forward`` (or a method
-``__getitem__`` calls on it) draws from it, at the ``__init__`` line that made it; silent when that
+``__getitem__`` calls on it) draws from it, at the ``__init__`` line that made it (the dataset's
+line that made it when the transform only keeps a generator handed to it); silent when that
 code makes it per worker (``get_worker_info``, ``torch.initial_seed``, assigns it) or reseeds it
 per call, or the ``worker_init_fn`` assigns it or calls a method that does.
 
@@ -54,7 +55,7 @@ from typing import Any
 
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import is_user_code
-from trainguard.sanitize.core.rng_holders import Held, held_rngs
+from trainguard.sanitize.core.rng_holders import Held, held_rngs, made_by, passed_in
 
 _RESEEDS_PER_WORKER = {"get_worker_info", "initial_seed"}
 _RESEED_METHODS = {"seed", "manual_seed", "set_state", "setstate"}
@@ -103,7 +104,7 @@ class RngCopiedToWorkers(Check):
                 continue
             for found in held:
                 if found.first in loaded and found.first not in stored:
-                    self._held(loader, workers, init_names, path, cls, entry, loaded, found)
+                    self._held(loader, workers, init_names, path, dataset, entry, loaded, found)
             for attr, kind in rngs:
                 if (cls, attr) in self.reported or attr not in loaded or attr in stored:
                     continue
@@ -126,10 +127,10 @@ class RngCopiedToWorkers(Check):
                 self._merge(finding, f"{cls.__name__}.{attr}")
 
     def _held(self, loader: Any, workers: int, init_names: set[str] | None, path: str,
-              cls: type, entry: str, entry_loaded: set[str], found: Held) -> None:
+              dataset: Any, entry: str, entry_loaded: set[str], found: Held) -> None:
         """A generator held by an object the dataset holds (a transform): reported when that
         object's class draws from it outside ``__init__`` and nothing reseeds it per worker."""
-        holder = type(found.holder)
+        holder, cls = type(found.holder), type(dataset)
         key = (holder, found.attr)
         if key in self.reported:
             return
@@ -145,14 +146,21 @@ class RngCopiedToWorkers(Check):
         where = _assigned_at(holder, found.attr)
         if where is None:
             return  # made by library code: nothing the user can fix at a line of theirs
+        kept = ""
+        if passed_in(where, found.attr):  # kept, not made, here: where the dataset made it
+            generator = getattr(found.holder, found.attr, None)
+            made = [(w, a) for a in made_by(dataset, generator) if (w := _assigned_at(cls, a))
+                    and not passed_in(w, a)]
+            where, kept = (made[0][0], f", made as {cls.__name__}.{made[0][1]}") if made else (
+                where, "")
         self.reported.add(key)
         init = ("" if init_names is None else
                 f"; its worker_init_fn {_name(loader.worker_init_fn)} does not reseed it")
         reach = f"{path}{found.path}"
         finding = self.report(
             f"DataLoader(num_workers={workers}) gives every worker a copy of "
-            f"{holder.__name__}.{found.attr} (a {found.kind} made before the workers start, held "
-            f"by the dataset as {reach.replace('info.dataset', cls.__name__, 1)}), and "
+            f"{holder.__name__}.{found.attr} (a {found.kind} made before the workers "
+            f"start{kept}, held by the dataset as {reach.replace('info.dataset', cls.__name__, 1)}), and "
             f"{holder.__name__}.{draw} draws from it when {cls.__name__}.{entry} runs{init}: all "
             f"{workers} workers draw the same numbers, so the random augmentations repeat across "
             "workers",

@@ -11,14 +11,16 @@ generator with the object that holds it and the access path a ``worker_init_fn``
 
 from __future__ import annotations
 
+import ast
 import types
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from trainguard.sanitize.core.bounds import DATASET_DEPTH, DATASET_ITEMS, DATASET_NODES
+from trainguard.sanitize.core.source import SourceFile
 
-__all__ = ["Held", "held_rngs"]
+__all__ = ["Held", "held_rngs", "passed_in", "made_by"]
 
 _LEAVES = (str, bytes, int, float, complex, bool, type, types.ModuleType, types.FunctionType,
            types.BuiltinFunctionType, types.MethodType, range, slice)
@@ -91,3 +93,39 @@ def _is_leaf(obj: Any) -> bool:
     # tensors, arrays and frames hold numbers, not generators
     return module.startswith(("torch._", "numpy", "pandas", "PIL")) or type(obj).__name__ in (
         "Tensor", "Parameter", "ndarray")
+
+
+def passed_in(where: Any, attr: str) -> bool:
+    """Whether the store of ``self.<attr>`` at ``where`` (``(path, line, col)``) only keeps a
+    value given to it (``self.random_state = random_state``, ``self.rs, self.p = rs, p``): the
+    generator was made elsewhere. False when the value is made there, or the source is unknown."""
+    file = SourceFile.load(where[0]) if where else None
+    if file is None:
+        return False
+    for node in file.parents:
+        if isinstance(node, ast.Assign) and node.lineno <= where[1] <= (node.end_lineno or 0):
+            for target in node.targets:
+                value = _paired(target, node.value, attr)
+                if value is not None:
+                    return isinstance(value, ast.Name)
+    return False
+
+
+def _paired(target: ast.AST, value: ast.AST, attr: str) -> ast.AST | None:
+    """The value assigned to ``self.<attr>`` in ``target = value`` (tuples paired by position)."""
+    if isinstance(target, ast.Attribute) and target.attr == attr and isinstance(
+            target.value, ast.Name) and target.value.id == "self":
+        return value
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+            and len(target.elts) == len(value.elts):
+        for t, v in zip(target.elts, value.elts):
+            found = _paired(t, v, attr)
+            if found is not None:
+                return found
+    return None
+
+
+def made_by(dataset: Any, generator: Any) -> list[str]:
+    """The dataset's own attributes that hold ``generator`` (the same object): where a
+    generator handed to a transform may have been made."""
+    return [name for name, value in _attributes(dataset) if value is generator]

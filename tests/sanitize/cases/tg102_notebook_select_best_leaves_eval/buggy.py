@@ -1,8 +1,8 @@
 # Modelled on tk-rusch/coRNN#1 (https://github.com/tk-rusch/coRNN/issues/1): the test function
 # calls model.eval() and training never calls model.train() again. Written as notebook cells: a
 # helper that scores the model and keeps the best weights puts the model in eval mode and leaves
-# it there, so every epoch after the first trains with Dropout off. The eval() in the helper is
-# the line to change.
+# it there, so every epoch after the first trains with Dropout off. The model.train() that runs
+# once, before the epoch loop, is the line to change (into the loop).
 # %%
 import copy
 
@@ -21,7 +21,7 @@ best = {"acc": -1.0, "state": None}
 
 
 def select_best(net: nn.Module) -> float:
-    net.eval()  # expect: TG102
+    net.eval()
     with torch.no_grad():
         acc = (net(x_val).argmax(1) == y_val).float().mean().item()
     if acc > best["acc"]:
@@ -30,7 +30,7 @@ def select_best(net: nn.Module) -> float:
 
 
 # %%
-model.train()
+model.train()  # expect: TG102
 for epoch in range(3):
     for i in range(0, 96, 32):
         loss = F.cross_entropy(model(x_train[i:i + 32]), y_train[i:i + 32])

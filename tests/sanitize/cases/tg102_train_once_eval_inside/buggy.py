@@ -13,12 +13,12 @@ optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
 
 
 def test() -> float:
-    net.eval()  # expect: TG102
+    net.eval()
     with torch.no_grad():
         return (net(x).argmax(1) == y).float().mean().item()
 
 
-net.train()
+net.train()  # expect: TG102
 for epoch in range(3):
     for start in range(0, 40, 10):
         optimizer.zero_grad()

@@ -27,14 +27,14 @@ class Trainer:
         self.criterion = nn.CrossEntropyLoss()
 
     def evaluate(self) -> float:
-        self.model.eval()  # expect: TG102
+        self.model.eval()
         tokens, tags = self.val_data
         with torch.no_grad():
             pred = self.model(tokens).argmax(-1)
         return (pred == tags).float().mean().item()
 
     def fit(self, epochs: int) -> None:
-        self.model.train()
+        self.model.train()  # expect: TG102
         for epoch in range(epochs):
             for tokens, tags in self.data:
                 self.optimizer.zero_grad()
