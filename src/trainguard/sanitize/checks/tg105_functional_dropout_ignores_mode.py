@@ -21,17 +21,10 @@ makes the call is in eval mode, the probability is above 0, and dropout is on wh
 
 Dropout stays on after ``model.eval()``, so evaluation is random. Reported at the call's line.
 
-- ``F.dropout`` and its siblings with the literal ``training=True`` by name, unless the model
-  shows it is a choice: a class of the model (the model in progress, its submodules, the modules
-  whose methods run above the call, their bases) passes a flag computed at run time to another
-  functional dropout (``training=self.training``: the author knows the convention, as Tacotron
-  2's pre-net next to its decoder's dropouts), or the same input, unchanged (one object, one
-  version), goes through the same model again (Monte Carlo sampling). The finding waits for the
-  next forward, backward, mode change or step (or the end of the run) to tell.
-
-Silent on: ``training=self.training`` (any flag that follows the mode: False in eval mode);
-``training=True`` by name as above; ``p == 0``; calls in training mode (MC dropout with the model
-kept in training mode); calls outside any module (the mode is unknown).
+Silent on: ``training=self.training`` (any flag that follows the mode: False in eval mode); an
+explicit ``training=True`` by name on ``F.dropout`` (a stated choice: Tacotron 2's pre-net keeps
+dropout on at inference; Monte Carlo dropout); ``p == 0``; calls in training mode (MC dropout
+with the model kept in training mode); calls outside any module (the mode is unknown).
 
 Cost: per checked call in eval mode with ``p > 0``, 4 frames looked at for the calling module;
 for a positional or required ``True`` flag, one parse of the caller's file per call site
@@ -39,17 +32,13 @@ for a positional or required ``True`` flag, one parse of the caller's file per c
 
 Reference: ``torch.nn.functional.dropout`` docs ("training: apply dropout if True. Default: True")
 (https://pytorch.org/docs/stable/generated/torch.nn.functional.dropout.html); GitHub
-pytorch/pytorch#26338 ("Behavior of F.dropout in eval mode"), Coderx7/SimpleNet#2 (a literal
-``training=True`` fixed as a bug), NVIDIA/tacotron2#247 (one kept on purpose), and
+pytorch/pytorch#26338 ("Behavior of F.dropout in eval mode"), Coderx7/SimpleNet#2, and
 pytorch/pytorch#124464 (``scaled_dot_product_attention`` applies dropout in eval mode).
 """
 
 from __future__ import annotations
 
 import ast
-import inspect
-import textwrap
-import weakref
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
@@ -87,80 +76,12 @@ def _literal_true(frame: Any, index: int, keyword: str) -> bool:
     return isinstance(given, ast.Constant) and given.value is True
 
 
-_DROPOUTS = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
-             "feature_alpha_dropout", "feature_dropout"}
-
-
-def _entry(draw: tuple) -> tuple:
-    model, tensor, version = draw
-    return (weakref.ref(model), weakref.ref(tensor), version)
-
-
-def _same(entry: tuple | None, draw: tuple) -> bool:
-    """Whether ``entry`` (weakly held) is the same model, input object and input version."""
-    return (entry is not None and entry[0]() is draw[0] and entry[1]() is draw[1]
-            and entry[2] == draw[2])
-
-
-def _follows_mode_elsewhere(root: Any, cache: dict[type, bool]) -> bool:
-    """Whether a class of the model (its own, its submodules', their bases; 256 classes at most)
-    passes a flag computed at run time to a functional dropout (``training=self.training``, a
-    positional ``self.training``): the author knows the convention, so a literal ``True`` is a
-    choice. Decided once per model class."""
-    key = type(root)
-    if key not in cache:
-        cache[key] = False
-        classes: dict[type, None] = {}
-        for module in root.modules():
-            for klass in type(module).__mro__:
-                if not klass.__module__.startswith("torch") and len(classes) < 256:
-                    classes.setdefault(klass)
-        for klass in classes:
-            try:
-                tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
-            except (OSError, TypeError, SyntaxError, ValueError):
-                continue
-            if any(isinstance(n, ast.Call) and _flag_follows_mode(n) for n in ast.walk(tree)):
-                cache[key] = True
-                break
-    return cache[key]
-
-
-def _owners(root: Any, state: Any, depth: int = 12) -> list[Any]:
-    """The model in progress and the modules whose methods are running above the call (a
-    ``decoder.inference()`` that calls its pre-net directly), outermost last."""
-    from torch import nn
-
-    out, frame = [root], state.functional_caller
-    while frame is not None and depth > 0:
-        found = frame.f_locals.get("self")
-        if isinstance(found, nn.Module) and all(found is not m for m in out):
-            out.append(found)
-        frame, depth = frame.f_back, depth - 1
-    return out
-
-
-def _flag_follows_mode(node: ast.Call) -> bool:
-    func = node.func
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-    if name not in _DROPOUTS:
-        return False
-    flag = node.args[2] if len(node.args) > 2 else next(
-        (k.value for k in node.keywords if k.arg in ("training", "train")), None)
-    return flag is not None and not isinstance(flag, ast.Constant)
-
-
 class FunctionalDropoutIgnoresMode(Check):
     code = "TG105"
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.literal: dict[tuple, bool] = {}  # (code, instruction) -> the flag is a literal True
-        self.follows: dict[type, bool] = {}  # root model class -> a mode-following dropout flag
-        # (model, input, input version, root call, reports): training=True findings of one
-        # forward, waiting for the next forward to show whether it was a Monte Carlo draw
-        self.held: tuple | None = None
-        self.series: tuple | None = None  # (model, input, input version) seen drawn again
 
     def on_functional(self, name: str, args: tuple, kwargs: dict) -> None:
         if not self.state.modules:
@@ -178,8 +99,6 @@ class FunctionalDropoutIgnoresMode(Check):
             positional = False
         else:
             if "training" in kwargs:
-                if kwargs["training"] is True:
-                    self._stated_true(name, args, kwargs)
                 return  # stated: training=self.training, or training=True on purpose
             flag = args[2] if len(args) > 2 else True
             p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
@@ -201,66 +120,6 @@ class FunctionalDropoutIgnoresMode(Check):
             "dropout still drops activations after model.eval()",
             fix=f"pass {flag}=self.training ({call}(x, p, {flag}=self.training)) or use an "
                 "nn.Dropout module")
-
-    def _stated_true(self, name: str, args: tuple, kwargs: dict) -> None:
-        """``training=True`` by name in eval mode: a bug unless the model shows it is a choice,
-        by a mode-following flag on another functional dropout of its classes (the author knows
-        the convention: Tacotron 2's pre-net), or by Monte Carlo sampling (the next forward of
-        the same model takes the same input, unchanged). The finding waits for that next event."""
-        p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
-        module = self._eval_module(p)
-        if module is None or not self._is_literal(name):
-            return
-        root = self.state.modules[0] if self.state.modules else module
-        if any(_follows_mode_elsewhere(m, self.follows) for m in _owners(root, self.state)):
-            return
-        call = self.state.stack[0] if self.state.stack else None
-        tensor = call.args[0] if call is not None and call.args else None
-        draw = (root, tensor, tensor._version) if hasattr(tensor, "_version") else None
-        if draw is not None and _same(self.series, draw):
-            return  # one more Monte Carlo draw
-        if draw is not None and _same(self.held, draw):
-            if self.held[3]() is not call:  # the next forward of the same input: sampling
-                self.series, self.held = _entry(draw), None
-                return
-        else:
-            self.release_held()
-        owner = type(module).__name__
-        where = frame_location(self.state.functional_caller)
-
-        def report() -> None:
-            self.report(
-                f"F.{name}(..., p={p}, training=True) in {owner}.forward keeps dropout on while "
-                f"{owner} is in eval mode (no functional dropout of {type(root).__name__} passes "
-                "a mode-following flag, and no input is sampled repeatedly): dropout still drops "
-                "activations after model.eval(), so evaluation is random",
-                fix=f"pass training=self.training (F.{name}(x, p, training=self.training)) or "
-                    "use an nn.Dropout module", where=where)
-
-        if draw is None:
-            report()
-        elif self.held is not None:
-            self.held[4].append(report)  # another such dropout in the same forward
-        else:
-            self.series, self.held = None, (*_entry(draw), weakref.ref(call), [report])
-
-    def release_held(self) -> None:
-        """Report the held ``training=True`` finding: what came next was not a repeat draw."""
-        held, self.held = self.held, None
-        for report in held[4] if held is not None else ():
-            report()
-
-    def on_backward(self, call: Any) -> None:
-        self.release_held()
-
-    def on_mode(self, call: Any) -> None:
-        self.release_held()
-
-    def on_step(self, optimizer: Any) -> None:
-        self.release_held()
-
-    def on_exit(self) -> None:
-        self.release_held()
 
     def _eval_module(self, p: Any) -> Any:
         """The calling module when it is in eval mode and ``p`` is above 0, else None."""
