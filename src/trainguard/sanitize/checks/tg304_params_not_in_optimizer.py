@@ -42,6 +42,9 @@ a module in eval mode) while some stepping optimizer's own parameters have gradi
 multi-optimizer setups where each part has its optimizer. Frozen parameters that an optimizer
 holds are harmless (no gradient, no update) and are not reported.
 
+Parameters added to a model already built are reported at the line that added them, or, when a
+helper made the change, at the call in the first function outwards holding an optimizer.
+
 Cost: at optimizer steps 2, 7, 13, 25, 49 and then every 32 (settled ones too), one pass over the
 models' modules and parameters and the optimizers' parameter ids; per checked outermost forward and
 loss, 32 graph nodes per input tensor and 64 per output tensor (4) at most; only to confirm a
@@ -64,7 +67,8 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import user_frames, user_location
+from trainguard.sanitize.core.frames import (frame_location, short_location, user_frames,
+                                             user_location)
 from trainguard.sanitize.core.graph import (LOSS_OUT, node_metadata, stamped_models,
                                             weighs_losses)
 from trainguard.sanitize.core.loss_path import Flow, Suspect, own_leaf_in, takes_a_target_like
@@ -87,7 +91,9 @@ class ParamsNotInOptimizer(Check):
         self.next_step = 1  # the step before which the next look is made
         self.suspects: dict[int, Suspect] = {}  # id(param): noted at the last look
         self.done = ParamMap()  # parameters reported, or found trained some other way
-        self.added_at = ParamMap()  # parameter -> the user's line that added it (on_params_added)
+        # parameter -> (the line that added it, in the function holding an optimizer when one
+        # does; the innermost line when that differs, else None) (on_params_added)
+        self.added_at = ParamMap()
         # optimizer -> the user's line that built it (on_built): where parameters were left out
         self.built_at: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
         self.idle: weakref.WeakSet[Any] = weakref.WeakSet()  # optimizers found by gc, not stepped
@@ -186,8 +192,19 @@ class ParamsNotInOptimizer(Check):
             self.built_at[obj] = where
 
     def on_params_added(self, module: Any, params: list, where: Any) -> None:
-        for p in params:  # (a head assigned to a model already built, a parameter made in a hook)
-            self.added_at[p] = where
+        # (a head assigned to a model already built, a parameter made in a hook). When a helper
+        # made the change (``model = prune(model)``), the call in the function that holds the
+        # optimizer is the line after which it must be rebuilt.
+        optimizers = {id(o) for o in [*self.state.optimizers, *self.built_at.keys()]}
+        inner = where
+        for frame in user_frames(sys._getframe(1)) if optimizers else ():
+            held = [*frame.f_locals.values(), *getattr(frame.f_locals.get("self"), "__dict__",
+                                                       {}).values()]
+            if any(id(v) in optimizers for v in held):
+                where = frame_location(frame)
+                break
+        for p in params:
+            self.added_at[p] = (where, inner if inner != where else None)
 
     def release(self) -> None:
         for v in self.suspects.values():
@@ -359,8 +376,10 @@ class ParamsNotInOptimizer(Check):
                    "they were left out of it without being frozen")
             added = next((a for a in (self.added_at.get(v.ref()) for v in still) if a), None)
             if added is not None:  # the cause: the line that added them
-                where, why = added, (f"this line added {them} to a model already built, and "
-                                     f"no optimizer was given {them} afterwards")
+                where, inner = added
+                by = f" (at {short_location(inner)})" if inner else ""
+                why = (f"this line added {them}{by} to a model already built, and no optimizer "
+                       f"was given {them} afterwards")
             self.report(
                 f"{head} ({why})",
                 fix="to train them, build the optimizer after the model is complete, or add them "

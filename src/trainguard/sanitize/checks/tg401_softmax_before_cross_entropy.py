@@ -11,8 +11,9 @@ more classes along dim 1, every value in [0, 1], every row summing to 1 (within 
 and its gradients shrink; ``nll_loss`` expects log-probabilities, so on probabilities it is not a
 likelihood at all. Reported at the cause: after the first sighting, a window (``core/origin.py``)
 notes where softmax outputs are made until the next such loss call, which is then reported at the
-line that called softmax, or at the line that built the ``nn.Softmax`` module; the loss line is in
-the message (at the loss line when the run ends first). An input without a ``grad_fn`` that the
+line that called softmax or an ``nn.Softmax`` module (``self.softmax(x)``), or, when library code
+called the module (an ``nn.Sequential``), at the line that built it; the loss line is in the
+message (at the loss line when the run ends first). An input without a ``grad_fn`` that the
 value test found is located by the address of its storage, which its views share, at the softmax
 when the loss's own function made it, else at the loss line (a ``predict_proba``'s output is
 right where it is made).

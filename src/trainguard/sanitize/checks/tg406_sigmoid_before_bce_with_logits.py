@@ -8,8 +8,8 @@ When it fires: the input was made by ``sigmoid`` (``torch.sigmoid``, ``nn.Sigmoi
 ``sigmoid(sigmoid(x))``, which lies in (0.5, 0.73): a prediction can never be confidently negative
 and the gradients vanish. Reported at the cause: after the first sighting, a window
 (``core/origin.py``) notes where sigmoid outputs are made until the next such loss call, which is
-then reported at the line that called sigmoid, or at the line that built the ``nn.Sigmoid``
-module; the loss line is in the message (at the loss line when the run ends first).
+then reported at the line that called sigmoid or an ``nn.Sigmoid`` module (``self.act(x)``), or,
+when library code called the module (an ``nn.Sequential``), at the line that built it; the loss line is in the message (at the loss line when the run ends first).
 
 Silent on: logits; ``sigmoid`` output given to ``BCELoss`` (that is its contract); losses computed
 under ``torch.no_grad()`` (no ``grad_fn`` to read).

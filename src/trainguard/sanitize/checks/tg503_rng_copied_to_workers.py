@@ -26,7 +26,9 @@ numpy's global generator in every worker from ``base_seed + worker_id``
 generator per worker (``get_worker_info().seed``) or per item, or reseed it per item in the
 scanned code (``self.rs.seed(1000 + i)``, ``self.g.manual_seed(i)``, ``set_state``/``setstate``,
 ``self.rng.bit_generator.state = ...``: each item's draws are then fixed by the item, whatever the
-worker); a ``worker_init_fn`` that reseeds the attribute.
+worker); a ``worker_init_fn`` that reseeds the attribute. Reading ``get_worker_info()`` in
+``__getitem__``/``__iter__`` (to shard an ``IterableDataset``, to return the worker id) does not
+by itself silence it: the generator must be stored or reseeded there.
 
 Also held further down (``core/rng_holders.py``): a generator made in the ``__init__`` of a
 transform the dataset holds directly, in a list, in a Compose-like object or an ``nn.Module``
@@ -35,7 +37,9 @@ dataset attribute that leads to it and the transform's ``__call__``/``forward`` 
 ``__getitem__`` calls on it) draws from it, at the ``__init__`` line that made it (the dataset's
 line that made it when the transform only keeps a generator handed to it); silent when that
 code makes it per worker (``get_worker_info``, ``torch.initial_seed``, assigns it) or reseeds it
-per call, or the ``worker_init_fn`` assigns it or calls a method that does.
+per call, or the ``worker_init_fn`` assigns it or calls a method that does. When the transforms
+share one generator object that the dataset also stores (``self.rs = RandomState(seed);
+self.flip = Flip(self.rs)``), one finding at the dataset's line, with an in-place reseed as the fix.
 
 Cost: per DataLoader pass with workers, the dataset's attributes (wrapped datasets 5 levels deep),
 its object graph (at most 256 objects) and the bytecode of its class's ``__getitem__``/``__iter__`` (cached per class).
@@ -49,16 +53,22 @@ data loader workers return identical random numbers"
 from __future__ import annotations
 
 import dis
-import sys
 from types import CodeType, FunctionType
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import is_user_code
-from trainguard.sanitize.core.rng_holders import Held, held_rngs, made_by, passed_in
+from trainguard.sanitize.core.rng_holders import Held, held_rngs, made_by, passed_in, rng_kind
 
 _RESEEDS_PER_WORKER = {"get_worker_info", "initial_seed"}
+_INDIRECT_STORES = {"setattr", "__dict__", "__setattr__"}
 _RESEED_METHODS = {"seed", "manual_seed", "set_state", "setstate"}
+_RESEED = {  # reseeding the one object in place, for every holder that shares it
+    "numpy Generator": ".bit_generator.state = np.random.default_rng(info.seed).bit_generator.state",
+    "numpy RandomState": ".seed(info.seed % 2**32)",
+    "random.Random": ".seed(info.seed)",
+    "torch.Generator": ".manual_seed(info.seed)",
+}
 _CALLED = {"__call__", "forward"}  # what calling a transform object runs
 _FIX = {
     "numpy Generator": "np.random.default_rng(info.seed)",
@@ -92,19 +102,20 @@ class RngCopiedToWorkers(Check):
                 attributes = vars(dataset)
             except TypeError:
                 continue
-            rngs = [(a, k) for a, v in attributes.items() if (k := _rng_kind(v)) is not None]
-            held = held_rngs(dataset, _rng_kind)
+            rngs = [(a, k) for a, v in attributes.items() if (k := rng_kind(v)) is not None]
+            held = held_rngs(dataset, rng_kind)
             if not rngs and not held:
                 continue
             cls = type(dataset)
             if cls not in self.names:
                 self.names[cls] = _entry_names(cls)
             entry, loaded, stored = self.names[cls]
-            if not entry or loaded & _RESEEDS_PER_WORKER:
+            if not entry or _made_per_worker(loaded):
                 continue
             for found in held:
                 if found.first in loaded and found.first not in stored:
-                    self._held(loader, workers, init_names, path, dataset, entry, loaded, found)
+                    self._held(loader, workers, init_names, path, dataset, entry, loaded, found,
+                               {id(attributes[a]): a for a, _ in rngs})
             for attr, kind in rngs:
                 if (cls, attr) in self.reported or attr not in loaded or attr in stored:
                     continue
@@ -127,7 +138,8 @@ class RngCopiedToWorkers(Check):
                 self._merge(finding, f"{cls.__name__}.{attr}")
 
     def _held(self, loader: Any, workers: int, init_names: set[str] | None, path: str,
-              dataset: Any, entry: str, entry_loaded: set[str], found: Held) -> None:
+              dataset: Any, entry: str, entry_loaded: set[str], found: Held,
+              direct: dict[int, str]) -> None:
         """A generator held by an object the dataset holds (a transform): reported when that
         object's class draws from it outside ``__init__`` and nothing reseeds it per worker."""
         holder, cls = type(found.holder), type(dataset)
@@ -138,16 +150,23 @@ class RngCopiedToWorkers(Check):
             self.holders[(holder, cls)] = _holder_names(holder, entry_loaded)
         drawn_in, loaded, stored = self.holders[(holder, cls)]
         draw = drawn_in.get(found.attr)
-        if draw is None or found.attr in stored or loaded & _RESEEDS_PER_WORKER:
+        if draw is None or found.attr in stored or _made_per_worker(loaded):
             return  # never drawn from in a worker, reseeded per call, or made per worker
-        if init_names is not None and (found.attr in init_names
+        # the same generator object also stored on the dataset (``self.rs = RandomState(seed);
+        # self.flip = Flip(self.rs)``): the dataset's line made it, and one reseed in place there
+        # fixes every transform that shares it
+        shared = direct.get(id(getattr(found.holder, found.attr, None)))
+        if shared is not None and (cls, shared) in self.reported:
+            return
+        if init_names is not None and (found.attr in init_names or shared in init_names
                                        or _reseeds_through(init_names, (cls, holder), found.attr)):
             return
-        where = _assigned_at(holder, found.attr)
+        where = _assigned_at(cls, shared) if shared else None
+        where = where or _assigned_at(holder, found.attr)
         if where is None:
             return  # made by library code: nothing the user can fix at a line of theirs
         kept = ""
-        if passed_in(where, found.attr):  # kept, not made, here: where the dataset made it
+        if shared is None and passed_in(where, found.attr):  # kept, not made: where it was made
             generator = getattr(found.holder, found.attr, None)
             made = [(w, a) for a in made_by(dataset, generator) if (w := _assigned_at(cls, a))
                     and not passed_in(w, a)]
@@ -157,17 +176,21 @@ class RngCopiedToWorkers(Check):
         init = ("" if init_names is None else
                 f"; its worker_init_fn {_name(loader.worker_init_fn)} does not reseed it")
         reach = f"{path}{found.path}"
+        fix = f"{reach}.{found.attr} = {_FIX[found.kind]}"
+        if shared is not None:
+            self.reported.add((cls, shared))
+            fix = f"{path}.{shared}{_RESEED[found.kind]}"
         finding = self.report(
             f"DataLoader(num_workers={workers}) gives every worker a copy of "
             f"{holder.__name__}.{found.attr} (a {found.kind} made before the workers "
-            f"start{kept}, held by the dataset as {reach.replace('info.dataset', cls.__name__, 1)}), and "
+            f"start{kept}, held by the dataset as {reach.replace('info.dataset', cls.__name__, 1)}"
+            f"{f', the same object as {cls.__name__}.{shared}' if shared else ''}), and "
             f"{holder.__name__}.{draw} draws from it when {cls.__name__}.{entry} runs{init}: all "
             f"{workers} workers draw the same numbers, so the random augmentations repeat across "
             "workers",
             fix=f"reseed it in each worker with a worker_init_fn that runs `info = "
-                f"torch.utils.data.get_worker_info(); {reach}.{found.attr} = "
-                f"{_FIX[found.kind]}`, or draw from the np.random.* / torch.* global functions, "
-                "which PyTorch reseeds in every worker",
+                f"torch.utils.data.get_worker_info(); {fix}`, or draw from the np.random.* / "
+                "torch.* global functions, which PyTorch reseeds in every worker",
             where=where)
         self._merge(finding, f"{holder.__name__}.{found.attr}")
 
@@ -182,6 +205,14 @@ class RngCopiedToWorkers(Check):
         if len(pairs) > 1:
             finding.message = (f"{first}; the same for {', '.join(pairs[1:])} iterated at this "
                                "line")
+
+
+def _made_per_worker(loaded: set[str]) -> bool:
+    """The scanned code may build its generators per worker by a route the attribute scan cannot
+    follow: it reads ``get_worker_info``/``torch.initial_seed`` and writes attributes by name
+    (``setattr``, ``__dict__``). Reading the worker's id alone (sharding an ``IterableDataset``,
+    returning the id with the item) leaves the copied generator as it was."""
+    return bool(loaded & _RESEEDS_PER_WORKER) and bool(loaded & _INDIRECT_STORES)
 
 
 def _assigned_at(cls: type, attr: str) -> Any:
@@ -223,29 +254,6 @@ def _attribute(obj: Any, name: str) -> Any:
         return getattr(obj, name, None)
     except Exception:
         return None
-
-
-def _rng_kind(value: Any) -> str | None:
-    """The kind of a generator object that a worker would copy, or None (PyTorch reseeds the
-    global instances in every worker)."""
-    import random
-
-    import torch
-
-    if isinstance(value, random.Random):
-        if isinstance(value, random.SystemRandom) or value is getattr(random, "_inst", None):
-            return None
-        return "random.Random"
-    if isinstance(value, torch.Generator):
-        return None if value is torch.default_generator else "torch.Generator"
-    np = sys.modules.get("numpy")
-    if np is not None:
-        if isinstance(value, np.random.Generator):
-            return "numpy Generator"
-        if isinstance(value, np.random.RandomState):
-            return None if value is getattr(np.random.mtrand, "_rand", None) else \
-                "numpy RandomState"
-    return None
 
 
 def _entry_names(cls: type) -> tuple[str, set[str], set[str]]:

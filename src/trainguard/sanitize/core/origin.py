@@ -6,8 +6,9 @@ on. :class:`Origin` wraps the few functions that make such values (``F.softmax``
 ``Tensor.softmax``, ``torch.sigmoid``, ...) for a short window, from the event that found the
 fault to the next one that sees the same kind of value (usually one step): each call notes the
 node of its output with the user's line that made it, or, when the call ran inside the
-``forward`` of a module the check was told about (``nn.Softmax``, ``nn.Sigmoid``), the line that
-built that module. The window costs one Python call per call of those functions while it is open
+``forward`` of a module the check was told about (``nn.Softmax``, ``nn.Sigmoid``), the user's line
+that called that module (``p = self.sigmoid(x)``: the call to drop), or, when library code called
+it (inside an ``nn.Sequential``), the line that built that module. The window costs one Python call per call of those functions while it is open
 and nothing once closed; values are never touched, and the originals are put back at its end.
 """
 
@@ -25,6 +26,7 @@ __all__ = ["Origin", "Pending", "storage_key"]
 
 _KEPT = 16  # outputs noted per window (the newest kept): their nodes are held until it closes
 _FRAMES_UP = 6  # frames above a watched call searched for a module's forward
+_CALL_MACHINERY = {"_call_impl", "_wrapped_call_impl", "__call__", "inner"}
 
 
 class Origin:
@@ -107,7 +109,11 @@ class Origin:
             if owner is not None:
                 built = self.built(owner)
                 if built is not None:
-                    self.noted.append((node, built, type(owner).__name__))
+                    caller = _direct_caller(frame)
+                    if caller is not None:  # ``p = self.sigmoid(logits)`` in the user's code
+                        self.noted.append((node, frames.frame_location(caller), "call"))
+                    else:  # inside a container's forward: the line that built the module
+                        self.noted.append((node, built, type(owner).__name__))
                     self._stack(node, start)
                     return
             frame = frame.f_back
@@ -119,6 +125,23 @@ class Origin:
     def _stack(self, node: Any, start: Any) -> None:
         if type(node) is tuple and len(self.stacks) < _KEPT:  # made without a graph
             self.stacks[node] = user_stack(start)
+
+
+def _direct_caller(forward: Any) -> Any:
+    """The user's frame that called the module whose ``forward`` is ``forward`` (past
+    ``Module.__call__``'s machinery and trainguard's own frames), or None when the module was
+    called by library code (an ``nn.Sequential``): a direct call is the line to change."""
+    frame = forward.f_back
+    for _ in range(_FRAMES_UP):
+        if frame is None:
+            return None
+        code = frame.f_code
+        if frames.is_user_code(code):
+            return frame
+        if code.co_name not in _CALL_MACHINERY and not frames.is_trainguard_file(code.co_filename):
+            return None
+        frame = frame.f_back
+    return None
 
 
 def storage_key(value: Any) -> tuple[str, int] | None:

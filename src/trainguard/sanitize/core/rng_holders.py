@@ -12,6 +12,7 @@ generator with the object that holds it and the access path a ``worker_init_fn``
 from __future__ import annotations
 
 import ast
+import sys
 import types
 from collections import deque
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any, Callable
 from trainguard.sanitize.core.bounds import DATASET_DEPTH, DATASET_ITEMS, DATASET_NODES
 from trainguard.sanitize.core.source import SourceFile
 
-__all__ = ["Held", "held_rngs", "passed_in", "made_by"]
+__all__ = ["Held", "held_rngs", "passed_in", "made_by", "rng_kind"]
 
 _LEAVES = (str, bytes, int, float, complex, bool, type, types.ModuleType, types.FunctionType,
            types.BuiltinFunctionType, types.MethodType, range, slice)
@@ -129,3 +130,26 @@ def made_by(dataset: Any, generator: Any) -> list[str]:
     """The dataset's own attributes that hold ``generator`` (the same object): where a
     generator handed to a transform may have been made."""
     return [name for name, value in _attributes(dataset) if value is generator]
+
+
+def rng_kind(value: Any) -> str | None:
+    """The kind of a generator object that a worker would copy, or None (PyTorch reseeds the
+    global instances in every worker)."""
+    import random
+
+    import torch
+
+    if isinstance(value, random.Random):
+        if isinstance(value, random.SystemRandom) or value is getattr(random, "_inst", None):
+            return None
+        return "random.Random"
+    if isinstance(value, torch.Generator):
+        return None if value is torch.default_generator else "torch.Generator"
+    np = sys.modules.get("numpy")
+    if np is not None:
+        if isinstance(value, np.random.Generator):
+            return "numpy Generator"
+        if isinstance(value, np.random.RandomState):
+            return None if value is getattr(np.random.mtrand, "_rand", None) else \
+                "numpy RandomState"
+    return None
