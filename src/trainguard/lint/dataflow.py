@@ -143,7 +143,12 @@ def _holds_sequence(name: ast.Name, before: ast.AST) -> bool:
 
 def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
     """Whether ``expr`` is (arithmetic on) a model output, a loss or a graph name, not cut by
-    ``.item()``, ``.detach()``, ``float()`` and the like."""
+    ``.item()``, ``.detach()``, ``float()`` and the like. A container literal carries what any
+    of its values carries: detaching one entry (``{"loss": loss.detach(), "metrics": m}``)
+    leaves the others as they are."""
+    if isinstance(expr, (ast.Dict, ast.List, ast.Tuple)):  # {"ce": criterion(out, y)}
+        values = expr.values if isinstance(expr, ast.Dict) else expr.elts
+        return any(carries_graph(script, v, names) for v in values)
     if _is_cut(expr):
         return False
     if isinstance(expr, ast.Name):
@@ -171,8 +176,6 @@ def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
             return True  # F.softplus(out[:, 5]), torch.stack(parts)
     if isinstance(expr, (ast.Subscript, ast.Attribute)):  # out[0], outputs.loss
         return carries_graph(script, expr.value, names)
-    if isinstance(expr, ast.Dict):  # {"ce": criterion(out, y)}
-        return any(carries_graph(script, v, names) for v in expr.values)
     return False
 
 
