@@ -23,7 +23,7 @@ from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.consts import UNKNOWN, resolve, truth
 from trainguard.lint.script import Script
 
-__all__ = ["ForwardCut", "forward_cuts", "CUT_ATTRS", "NEW_LEAF"]
+__all__ = ["ForwardCut", "forward_cuts", "submodules_with_parameters", "CUT_ATTRS", "NEW_LEAF"]
 
 # Methods whose result carries no graph: detached copies, Python numbers, NumPy arrays, and
 # integer results (argmax and integer casts cannot require grad).
@@ -103,6 +103,14 @@ def _parametric_submodules(script: Script, init: ast.FunctionDef) -> set[str]:
                                               _learnable_parameter(script, node.value)):
                 subs.add(t.attr)
     return subs
+
+
+def submodules_with_parameters(script: Script, cls: ast.ClassDef) -> set[str]:
+    """The ``self.x`` attributes ``cls.__init__`` builds as layers with parameters (a
+    ``Linear``, a container of such layers, a module class of the file) or ``nn.Parameter``."""
+    init = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and
+                 b.name == "__init__"), None)
+    return set() if init is None else _parametric_submodules(script, init)
 
 
 def _parameter_attrs(script: Script, init: ast.FunctionDef) -> set[str]:
