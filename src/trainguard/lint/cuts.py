@@ -189,6 +189,7 @@ class _Flow:
         self.methods: dict[str, ast.FunctionDef] = {}  # the class's own, called on self
         self.tensors: set[str] = set()  # the subs that are nn.Parameter, not modules
         self.called: list[ast.FunctionDef] = []
+        self._taken: dict[int, ast.AST | None] = {}
 
     def read(self, func: ast.FunctionDef) -> None:
         self.params = {a.arg for a in func.args.posonlyargs + func.args.args +
@@ -298,6 +299,11 @@ class _Flow:
         """``stmt``, or the outermost ``if`` around it whose test the file decides for its
         branch (``if cfg.log_weights:`` with ``log_weights: bool = True``): the statement then
         runs whenever that ``if`` does. None when a test is decided against it."""
+        if id(stmt) not in self._taken:
+            self._taken[id(stmt)] = self._decide(stmt)
+        return self._taken[id(stmt)]
+
+    def _decide(self, stmt: ast.AST) -> ast.AST | None:
         while isinstance(block := getattr(stmt, "_tg_parent", None), ast.If) and \
                 stmt is not block.test:
             decided = truth(block.test)
