@@ -8,7 +8,9 @@ A flow through the local names of ``forward`` (every statement, whichever branch
 is returned or yielded, stored on ``self``, or handed to a call whose effect is unknown reaches
 the output; assignments, subscript stores and ``append``/``update`` into local containers carry
 values along. A submodule counts as used uncut when any such path to the output has no cut, or
-when ``forward`` hands the submodule itself to a call (``self.run_layer(x, self.block)``).
+when ``forward`` hands the submodule itself to a call (``self.run_layer(x, self.block)``). An
+``if`` whose test the file decides (``if cfg.log_weights:``) is read as taken or not taken:
+``weights = weights.detach()`` under a true test replaces ``weights`` for what follows.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from dataclasses import dataclass
 
 from trainguard.lint.astutil import walk_local
 from trainguard.lint.callgraph import bind_arguments
+from trainguard.lint.consts import UNKNOWN, resolve, truth
 from trainguard.lint.script import Script
 
-__all__ = ["ForwardCut", "forward_cuts", "CUT_ATTRS", "NEW_LEAF"]
+__all__ = ["ForwardCut", "forward_cuts", "submodules_with_parameters", "CUT_ATTRS", "NEW_LEAF"]
 
 # Methods whose result carries no graph: detached copies, Python numbers, NumPy arrays, and
 # integer results (argmax and integer casts cannot require grad).
@@ -102,6 +105,14 @@ def _parametric_submodules(script: Script, init: ast.FunctionDef) -> set[str]:
     return subs
 
 
+def submodules_with_parameters(script: Script, cls: ast.ClassDef) -> set[str]:
+    """The ``self.x`` attributes ``cls.__init__`` builds as layers with parameters (a
+    ``Linear``, a container of such layers, a module class of the file) or ``nn.Parameter``."""
+    init = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and
+                 b.name == "__init__"), None)
+    return set() if init is None else _parametric_submodules(script, init)
+
+
 def _parameter_attrs(script: Script, init: ast.FunctionDef) -> set[str]:
     """The ``self.x = nn.Parameter(...)`` attributes ``__init__`` sets."""
     return {a for n in walk_local(init) if isinstance(n, ast.Assign) and
@@ -178,6 +189,7 @@ class _Flow:
         self.methods: dict[str, ast.FunctionDef] = {}  # the class's own, called on self
         self.tensors: set[str] = set()  # the subs that are nn.Parameter, not modules
         self.called: list[ast.FunctionDef] = []
+        self._taken: dict[int, ast.AST | None] = {}
 
     def read(self, func: ast.FunctionDef) -> None:
         self.params = {a.arg for a in func.args.posonlyargs + func.args.args +
@@ -272,15 +284,38 @@ class _Flow:
             return out
         stmt = _statement(load)
         here = _pos(stmt)
-        before = [d for d in defs if _pos(d[0]) < here or _encloses(d[0], stmt)]
+        before = [d for d in defs if (_pos(d[0]) < here or _encloses(d[0], stmt)) and
+                  self.taken(d[0]) is not None]
         for d in sorted(before, key=lambda d: _pos(d[0]), reverse=True):
             out.extend(d[1])
-            if _dominates(d[0], stmt):
+            if _dominates(self.taken(d[0]), stmt):  # type: ignore[arg-type]
                 break
         for loop in _loops_around(stmt):
             out.extend(s for d in defs if _pos(d[0]) >= here and _encloses(loop, d[0])
                        for s in d[1])
         return out
+
+    def taken(self, stmt: ast.AST) -> ast.AST | None:
+        """``stmt``, or the outermost ``if`` around it whose test the file decides for its
+        branch (``if cfg.log_weights:`` with ``log_weights: bool = True``): the statement then
+        runs whenever that ``if`` does. None when a test is decided against it."""
+        if id(stmt) not in self._taken:
+            self._taken[id(stmt)] = self._decide(stmt)
+        return self._taken[id(stmt)]
+
+    def _decide(self, stmt: ast.AST) -> ast.AST | None:
+        while isinstance(block := getattr(stmt, "_tg_parent", None), ast.If) and \
+                stmt is not block.test:
+            decided = truth(block.test)
+            if decided is None:
+                value = resolve(self.script, block.test)  # if self.log_weights:
+                decided = None if value is UNKNOWN else bool(value)
+            if decided is None:
+                break
+            if decided != any(stmt is b for b in block.body):
+                return None
+            stmt = block
+        return stmt
 
     def deps(self, expr: ast.AST | None, at: ast.AST | None = None) -> list:
         found: list = []
@@ -422,9 +457,27 @@ def _used_elsewhere(script: Script, cls: ast.ClassDef, attr: str,
     forward = next(b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "forward")
     own = {id(n) for f in (forward, *called) for n in ast.walk(f)}
     own |= {id(t) for n in ast.walk(cls) if isinstance(n, ast.Assign) for t in n.targets}
-    return any(isinstance(n, ast.Attribute) and n.attr == attr and id(n) not in own
-               for n in script.nodes) or \
+    return any(isinstance(n, ast.Attribute) and n.attr == attr and id(n) not in own and
+               not _parameters_read(n) for n in script.nodes) or \
         any(isinstance(n, ast.Constant) and n.value == attr for n in script.nodes)
+
+
+def _parameters_read(node: ast.Attribute) -> bool:
+    """``model.attention.parameters()`` handed to an optimizer, a clip or a snapshot: the
+    submodule is meant to train, so a cut in forward still starves it. A loop or
+    comprehension over them that sets ``requires_grad`` freezes it instead (not a read)."""
+    p = getattr(node, "_tg_parent", None)
+    if not (isinstance(p, ast.Attribute) and p.attr in ("parameters", "named_parameters") and
+            isinstance(getattr(p, "_tg_parent", None), ast.Call)):
+        return False
+    n: ast.AST | None = p
+    while n is not None and not isinstance(n, ast.stmt):
+        n = getattr(n, "_tg_parent", None)
+    return n is not None and not any(
+        isinstance(x, (ast.Attribute, ast.keyword)) and
+        (getattr(x, "attr", None) or getattr(x, "arg", None)) in ("requires_grad",
+                                                                  "requires_grad_")
+        for x in ast.walk(n))
 
 
 def _describe(script: Script, cut: ast.AST) -> str:

@@ -110,7 +110,9 @@ def graph_names(script: Script, loop: ast.AST, *, seed: set[str] | None = None) 
                     if isinstance(t, ast.Name):
                         names.add(t.id)
                     elif isinstance(t, ast.Tuple):  # logits, loss = model(x, y)
-                        names.update(e.id for e in t.elts if isinstance(e, ast.Name))
+                        parts = _returned_parts(script, a.value, len(t.elts))
+                        names.update(e.id for i, e in enumerate(t.elts)
+                                     if isinstance(e, ast.Name) and (parts is None or parts[i]))
     return names
 
 
@@ -143,7 +145,12 @@ def _holds_sequence(name: ast.Name, before: ast.AST) -> bool:
 
 def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
     """Whether ``expr`` is (arithmetic on) a model output, a loss or a graph name, not cut by
-    ``.item()``, ``.detach()``, ``float()`` and the like."""
+    ``.item()``, ``.detach()``, ``float()`` and the like. A container literal carries what any
+    of its values carries: detaching one entry (``{"loss": loss.detach(), "metrics": m}``)
+    leaves the others as they are."""
+    if isinstance(expr, (ast.Dict, ast.List, ast.Tuple)):  # {"ce": criterion(out, y)}
+        values = expr.values if isinstance(expr, ast.Dict) else expr.elts
+        return any(carries_graph(script, v, names) for v in values)
     if _is_cut(expr):
         return False
     if isinstance(expr, ast.Name):
@@ -171,8 +178,6 @@ def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
             return True  # F.softplus(out[:, 5]), torch.stack(parts)
     if isinstance(expr, (ast.Subscript, ast.Attribute)):  # out[0], outputs.loss
         return carries_graph(script, expr.value, names)
-    if isinstance(expr, ast.Dict):  # {"ce": criterion(out, y)}
-        return any(carries_graph(script, v, names) for v in expr.values)
     return False
 
 
@@ -203,6 +208,27 @@ def _numeric_use(script: Script, node: ast.AST, scope: ast.AST, depth: int) -> b
             isinstance(p.targets[0], ast.Name):
         return numeric_only(script, p.targets[0].id, scope, set(), depth=depth - 1)
     return False
+
+
+def _returned_parts(script: Script, value: ast.AST, n: int) -> list[bool] | None:
+    """For ``a, b, c = helper(...)`` with a same-file ``helper`` whose every return is a tuple
+    of ``n`` values: which of them carry a graph (``return loss.item(), acc.item(), pred``
+    gives only the third). None when the returns do not say."""
+    func = script.callee(value) if isinstance(value, ast.Call) else None
+    if func is None:
+        return None
+    memo = script.__dict__.setdefault("_tg_returned_parts", {})
+    if (id(func), n) in memo:
+        return memo[(id(func), n)]
+    memo[(id(func), n)] = None  # a recursive function: unknown while deciding
+    rets = [r.value for r in walk_local(func) if isinstance(r, ast.Return)]
+    found = None
+    if rets and all(isinstance(r, ast.Tuple) and len(r.elts) == n for r in rets):
+        names = graph_names(script, func)
+        found = [any(carries_graph(script, r.elts[i], names) for r in rets)  # type: ignore
+                 for i in range(n)]
+    memo[(id(func), n)] = found
+    return found
 
 
 def returns_graph(script: Script, func: ast.AST) -> bool:

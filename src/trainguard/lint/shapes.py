@@ -1,7 +1,8 @@
 """How many samples a dataset holds, when the file fixes it.
 
 ``TensorDataset(torch.randn(N, 8), y)`` holds ``N`` samples; so do ``x[:N]``,
-``torch.arange(N)``, ``np.random.rand(N, 3)``, a ``Dataset`` whose ``__len__`` returns ``N``,
+``torch.arange(N)``, ``np.random.rand(N, 3)``, a ``Dataset`` whose ``__len__`` returns ``N`` or
+the length of what its ``__init__`` stores (:mod:`trainguard.lint.dataset_len`),
 ``torch.cat([a, b])`` (their sum), each part of ``random_split(ds, [a, b])`` (or of fractions,
 split as torch splits them), ``Subset(ds, idx)``, ``torch.randperm(N)``, ``list(range(N))``,
 ``perm.tolist()``, ``x[idx]`` for
@@ -24,6 +25,7 @@ from typing import Any
 
 from trainguard.lint.astutil import dotted, kwarg, parent, walk_local
 from trainguard.lint.consts import UNKNOWN, const_eval, resolve
+from trainguard.lint.dataset_len import class_length, own_attribute
 from trainguard.lint.script import Script
 
 __all__ = ["samples", "batches"]
@@ -38,6 +40,8 @@ _ROW_PRESERVING = {"transform", "fit_transform", "inverse_transform"}
 _PER_SAMPLE = {"data", "images", "target", "frame"}
 _WRAP = {"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor",
          "torch.FloatTensor", "torch.LongTensor", "numpy.array", "numpy.asarray"}
+# elementwise functions: as many rows out as in
+_ELEMENTWISE = {"sin", "cos", "exp", "log", "sigmoid", "tanh", "abs", "sqrt", "sign", "round"}
 _SAME_LENGTH = {"to", "float", "long", "double", "half", "int", "cuda", "cpu", "clone", "detach",
                 "contiguous", "unsqueeze", "squeeze", "requires_grad_", "astype", "copy"}
 
@@ -76,10 +80,16 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
             return UNKNOWN
         n = total if isinstance(total, int) else max(lo, hi)
         return len(range(n)[lo:hi])
+    if isinstance(expr, ast.Attribute) and env is not None and \
+            (own := own_attribute(expr)) is not None:  # self.users, set in this __init__
+        return samples(script, own, env, depth=d)
     if isinstance(expr, ast.Attribute) and expr.attr in _PER_SAMPLE:
         return samples(script, expr.value, env, depth=d)  # digits.images, bunch.target
-    if isinstance(expr, ast.BinOp) and not isinstance(expr.op, ast.MatMult):
-        for side in (expr.left, expr.right):  # x / 16.0: elementwise, same samples
+    if isinstance(expr, ast.BinOp) and not isinstance(expr.op, ast.MatMult) or \
+            isinstance(expr, ast.Compare) and len(expr.ops) == 1:
+        sides = (expr.left, expr.right) if isinstance(expr, ast.BinOp) else \
+            (expr.left, expr.comparators[0])
+        for side in sides:  # x / 16.0, x > 0: elementwise, same samples
             n = samples(script, side, env, depth=d)
             if n is not UNKNOWN:
                 return n
@@ -113,6 +123,8 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
         return samples(script, expr.args[0], env, depth=d)
     if isinstance(f, ast.Attribute) and f.attr in _SAME_LENGTH:
         return samples(script, f.value, env, depth=d)
+    if q.startswith(("torch.", "numpy.")) and name in _ELEMENTWISE and expr.args:
+        return samples(script, expr.args[0], env, depth=d)  # torch.sin(x)
     if isinstance(f, ast.Attribute) and f.attr in _ROW_PRESERVING and len(expr.args) == 1:
         return samples(script, expr.args[0], env, depth=d)  # scaler.transform(X): same rows
     if q.startswith(("torch.", "numpy.")) and name in _SIZED:
@@ -148,7 +160,7 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
     returned = _returned(script, expr, None, d)
     if returned is not UNKNOWN:
         return returned
-    return _dataset_class_length(script, expr)
+    return class_length(script, expr, d)
 
 
 def _returned(script: Script, call: ast.Call, index: int | None, depth: int) -> Any:
@@ -368,20 +380,6 @@ def _train_test_part(script: Script, call: ast.Call, index: int, env: dict | Non
     if not (isinstance(n_train, int) and isinstance(n_test, int)):
         return UNKNOWN
     return n_train if index % 2 == 0 else n_test
-
-
-def _dataset_class_length(script: Script, call: ast.Call) -> Any:
-    """A same-file ``Dataset`` class whose ``__len__`` returns a constant."""
-    cls = script.classes.get(dotted(call.func) or "")
-    if cls is None:
-        return UNKNOWN
-    for b in cls.body:
-        if isinstance(b, ast.FunctionDef) and b.name == "__len__":
-            rets = [r for r in ast.walk(b) if isinstance(r, ast.Return)]
-            if len(rets) == 1:
-                v = const_eval(rets[0].value)
-                return v if isinstance(v, int) else UNKNOWN
-    return UNKNOWN
 
 
 def batches(script: Script, loader: ast.AST) -> Any:

@@ -4,7 +4,8 @@ Each forward records an autograd graph and keeps activations alive that nothing 
 (https://pytorch.org/docs/stable/generated/torch.no_grad.html). Silent when any enclosing
 ``with``, a decorator, or every same-file caller disables grad; for evaluation functions that
 no code in the file calls (their callers, elsewhere, may disable grad); when the region reads gradients
-(``torch.autograd.grad``, ``.grad``, ``requires_grad_``: saliency, adversarial evaluation); and
+(``torch.autograd.grad``, ``.grad``, ``requires_grad_``, ``x.requires_grad = True``: saliency,
+adversarial evaluation; reading ``out.requires_grad`` is no such use); and
 when the model called is frozen whole (``teacher.requires_grad_(False)``, or
 ``p.requires_grad = False`` for every ``p`` in ``teacher.parameters()``): its outputs then carry
 no ``grad_fn``. A frozen part (``model.backbone``) leaves the rest recording graphs, so it does
@@ -121,9 +122,10 @@ def _uses_gradients_in(script: Script, stmts: list[ast.stmt]) -> bool:
 def _uses_gradients(script: Script, node: ast.AST) -> bool:
     for n in script.reachable(node):
         for sub in walk_local(n):
-            if isinstance(sub, ast.Attribute) and sub.attr in ("grad", "requires_grad_",
-                                                               "requires_grad"):
-                return True
+            if isinstance(sub, ast.Attribute) and (
+                    sub.attr in ("grad", "requires_grad_") or
+                    sub.attr == "requires_grad" and isinstance(sub.ctx, ast.Store)):
+                return True  # reading ``out.requires_grad`` only inspects the flag
             if isinstance(sub, ast.Call) and (script.call_qualname(sub) or "").endswith(
                     ("autograd.grad", "enable_grad", "set_grad_enabled")):
                 return True

@@ -3,7 +3,9 @@
 Inside ``with torch.no_grad()`` (or an evaluation function), re-enabling grad makes the outputs
 carry a ``grad_fn`` again (https://pytorch.org/docs/stable/generated/torch.enable_grad.html).
 Silent when the re-enabled block reads gradients on purpose (``backward``,
-``torch.autograd.grad``, ``.grad``: adversarial examples, saliency maps, test-time training).
+``torch.autograd.grad``, ``.grad``: adversarial examples, saliency maps, test-time training),
+unless it also runs a forward that no gradient read uses and whose output leaves the block
+(``pred = model(x)`` next to the Jacobian that needs grad).
 ``requires_grad_(True)`` alone under no_grad builds no graph and is not flagged.
 
 The re-enabling may be a ``with`` block, a ``set_grad_enabled(True)`` statement (one that
@@ -41,7 +43,7 @@ def check(script: Script) -> Iterator[Hit]:
         return  # nothing re-enables grad (an alias keeps the name in its import)
     regions = [r.node for r in eval_regions(script)
                if isinstance(r.node, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    for node, target in _reenablings(script, script.nodes):
+    for node, target, idle in _reenablings(script, script.nodes):
         caller = _disabled_caller(script, node)
         if caller is not None and _in_inference_mode(script, node if caller is True else caller):
             continue  # inference mode records no graph, whatever the grad mode
@@ -63,16 +65,26 @@ def check(script: Script) -> Iterator[Hit]:
                       fix="save torch.is_grad_enabled() first and restore that value, or use "
                           "`with torch.set_grad_enabled(False):` around the block")
             continue
+        if idle is not None:
+            name = dotted(idle.func) or "the model"
+            yield Hit(target, f"grad is re-enabled inside {where} around {name}(...) at "
+                              f"{script.at(idle.lineno)}, whose output no gradient computed "
+                              f"in the block uses: it leaves the block carrying a grad_fn and "
+                              f"a graph that evaluation never uses",
+                      fix=f"move {name}(...) out of the block, so that only the gradient "
+                          f"computation runs with grad enabled")
+            continue
         yield Hit(target, f"grad is re-enabled inside {where}: outputs computed here carry a "
                           f"grad_fn and build graphs that evaluation never uses")
 
 
 def _reenablings(script: Script, nodes: Iterable[ast.AST]
-                 ) -> Iterator[tuple[ast.AST, ast.AST]]:
-    """(statement, the call or decorator that re-enables grad) for each re-enabling among
-    ``nodes`` whose block computes a forward and reads no gradient: a ``with enable_grad()``
-    block, a ``set_grad_enabled(True)`` statement (``mode=True`` too), an ``@enable_grad()``
-    decorator."""
+                 ) -> Iterator[tuple[ast.AST, ast.AST, ast.Call | None]]:
+    """(statement, the call or decorator that re-enables grad, None) for each re-enabling
+    among ``nodes`` whose block computes a forward and reads no gradient: a ``with
+    enable_grad()`` block, a ``set_grad_enabled(True)`` statement (``mode=True`` too), an
+    ``@enable_grad()`` decorator. A ``with`` block that reads gradients yields its idle
+    forward as the third item, when it has one (:func:`_idle_forward`)."""
     for node in nodes:
         target: ast.AST | None = None
         block: ast.AST | None = None
@@ -89,14 +101,53 @@ def _reenablings(script: Script, nodes: Iterable[ast.AST]
             for d in node.decorator_list:  # @torch.enable_grad() on the whole function
                 if script.grad_context(d) is False:
                     target, block = d, node
-        if target is None or block is None or _reads_grads(script, block):
+        if target is None or block is None:
+            continue
+        if _reads_grads(script, block):
+            idle = _idle_forward(script, block) \
+                if isinstance(block, (ast.With, ast.AsyncWith)) else None
+            if idle is not None:
+                yield node, target, idle
             continue
         if isinstance(block, (ast.With, ast.AsyncWith)) and not forward_calls(script, block):
             continue  # nothing computed in the block carries a graph (e.g. an optimizer step)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
                 not forward_calls(script, node):
             continue
-        yield node, target
+        yield node, target, None
+
+
+def _idle_forward(script: Script, block: ast.With | ast.AsyncWith) -> ast.Call | None:
+    """A forward in a re-enabled block that reads gradients, whose output no gradient read
+    of the block uses and that the code after the block reads (``pred = model(x)`` next to
+    ``jn = jacobian_norm(x)`` that runs ``autograd.grad``, then ``return pred``): it leaves
+    the block with a ``grad_fn`` for nothing. What feeds ``autograd.grad``, a backward or a
+    helper that reads gradients (through the block's names) is no idle forward."""
+    assigns = [n for n in walk_local(block) if isinstance(n, ast.Assign)]
+    readers = [n for n in walk_local(block) if isinstance(n, ast.stmt) and
+               not isinstance(n, (ast.For, ast.While, ast.If, ast.With, ast.Try)) and
+               _reads_grads(script, n)]
+    func = script.enclosing_function(block)
+    after = [n for n in walk_local(func if func is not None else script.tree)
+             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and
+             n.lineno > (block.end_lineno or block.lineno)]
+    for a in assigns:
+        if len(a.targets) != 1 or not isinstance(a.targets[0], ast.Name) or \
+                a in readers or not forward_calls(script, a):
+            continue
+        derived = {a.targets[0].id}
+        for _ in range(3):
+            derived |= {t.id for b in assigns if _names(b.value) & derived
+                        for t in b.targets if isinstance(t, ast.Name)}
+        if any(_names(r) & derived for r in readers):
+            continue  # it feeds the gradient: saliency, an input gradient
+        if any(n.id == a.targets[0].id for n in after):
+            return forward_calls(script, a)[0]
+    return None
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
 def _foreign_helpers(script: Script) -> Iterator[Hit]:
@@ -117,7 +168,8 @@ def _foreign_helpers(script: Script) -> Iterator[Hit]:
         if not targets:
             continue
         for t in targets[:2]:
-            found = next(_reenablings(t.script, [t.func, *walk_local(t.func)]), None)
+            found = next((r for r in _reenablings(t.script, [t.func, *walk_local(t.func)])
+                          if r[2] is None), None)
             if found is None:
                 continue
             name = t.func.name

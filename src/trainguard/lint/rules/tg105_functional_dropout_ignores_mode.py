@@ -3,9 +3,10 @@
 ``torch.nn.functional.dropout(input, p=0.5, training=True)`` defaults to ``training=True``
 (https://pytorch.org/docs/stable/generated/torch.nn.functional.dropout.html), so it keeps
 dropping after ``model.eval()``. Silent under ``if self.training:``, when ``training`` is given by
-name (``training=True`` by name is a stated choice: Tacotron 2 keeps its pre-net dropout on at
-inference), when it is passed by position as anything but the literal ``True``, and when ``p``
-is the literal 0. The op may sit in a helper the forward calls (a module-level function or
+name, when it is passed by position as anything but the literal ``True``, and when ``p`` is the
+literal 0. ``training=True`` by name is a stated choice (a Tacotron 2 pre-net keeps dropout on at
+inference, a Monte Carlo model is sampled) unless an instance of the dropping class itself runs
+after ``.eval()`` and none of its forwards is a Monte Carlo pass: the code relies on eval mode. The op may sit in a helper the forward calls (a module-level function or
 a method, two calls deep; a ``training=True`` helper parameter the forward never sets counts as
 not given), reported at the op; ``torch.dropout(x, p, True)`` fires on its literal ``train``.
 """
@@ -20,6 +21,8 @@ from trainguard.lint.branches import param_env
 from trainguard.lint.consts import const_eval
 from trainguard.lint.project import imports_mention
 from trainguard.lint.rules import Edit, Hit
+from trainguard.lint.modes import mode_before
+from trainguard.lint.sampling import sampled_pass
 from trainguard.lint.script import Script
 
 CODE = "TG105"
@@ -47,9 +50,9 @@ def check(script: Script) -> Iterator[Hit]:
             training = call.args[2]
         if training is not None and not is_true(training) and \
                 not _default_true(script, func, training):
-            continue  # given (even True by name: Tacotron 2 keeps its pre-net dropout on)
-        if training is not None and kwarg(call, "training") is not None and is_true(training):
-            continue
+            continue  # given: training=self.training, a flag
+        stated = training is not None and kwarg(call, "training") is not None and \
+            is_true(training)
         p = kwarg(call, "p") or (call.args[1] if len(call.args) >= 2 else None)
         if const_value(p) in (0, 0.0):
             continue
@@ -57,6 +60,20 @@ def check(script: Script) -> Iterator[Hit]:
         if forward is None:
             continue
         owner = parent(forward).name  # type: ignore[union-attr]
+        relied = _eval_forward(script, parent(forward)) if stated else None  # type: ignore
+        if stated and relied is None:
+            continue  # training=True by name: a stated choice unless eval mode is relied on
+        if relied is not None:
+            yield Hit(call, f"{q.rsplit('.', 1)[-1]}(...) in {owner}.forward passes "  # type: ignore
+                            f"training=True, so dropout stays on after model.eval(): the "
+                            f"{owner} evaluated at {script.at(relied.lineno)} in eval mode "
+                            f"still drops units and its outputs change from call to call",
+                      fix="pass training=self.training, or use an nn.Dropout module",
+                      edits=[Edit(training.lineno, training.col_offset,  # type: ignore
+                                  training.end_lineno or 0,  # type: ignore
+                                  training.end_col_offset or 0, "self.training")]  # type: ignore
+                      if forward is func else [], safe=False)
+            continue
         via = "" if forward is func else f" (reached from {owner}.forward through {func.name}())"
         name = q.rsplit(".", 1)[-1]  # type: ignore[union-attr]
         if forward is not func:
@@ -159,6 +176,25 @@ def _torch_dropout(script: Script, call: ast.Call, q: str) -> Iterator[Hit]:
               edits=[Edit(train.lineno, train.col_offset, train.end_lineno or train.lineno,
                           train.end_col_offset or 0, "self.training")]
               if forward is func else [], safe=False)
+
+
+def _eval_forward(script: Script, cls: ast.ClassDef) -> ast.Call | None:
+    """A forward of an instance of ``cls`` itself (not of a model holding one: a pre-net
+    inside a decoder) that runs after ``.eval()``, when no forward of ``cls`` is a Monte Carlo
+    pass (the same input run again and again, outputs collected): code that switches the
+    model to eval mode and evaluates it relies on dropout being off."""
+    found = None
+    for c in script.calls:
+        f = c.func.value if isinstance(c.func, ast.Attribute) and c.func.attr == "forward" \
+            else c.func
+        if isinstance(f, ast.Name) and f.id in script.classes or \
+                not any(t.node is cls for t in script.graph.types(f)):
+            continue
+        if sampled_pass(script, c):
+            return None
+        if found is None and mode_before(script, c)[0] == "eval":
+            found = c
+    return found
 
 
 def _default_true(script: Script, func: ast.AST, training: ast.AST,

@@ -254,18 +254,23 @@ def _self_reaches_backward(script: Script, node: ast.AST, acc: str) -> bool:
                 return True  # rebuilt on every call: it does not outlive the iteration
     cls = script.enclosing_class(node)
     scope = cls if cls is not None else script.tree
-    for call in ast.walk(scope):
-        if is_backward(call) and any(dotted(n) == acc for n in ast.walk(call)):
-            return True
-        if isinstance(call, ast.Assign) and any(dotted(n) == acc for n in ast.walk(call.value)) \
-                and any(is_backward(c) for c in ast.walk(scope)
-                        if isinstance(c, ast.Call) and any(
-                            isinstance(x, ast.Name) and any(isinstance(t, ast.Name) and
-                                                            t.id == x.id
-                                                            for t in call.targets)
-                            for x in ast.walk(c))):
-            return True
-    return False
+    # what is computed from the accumulator, through names (``log_probs =
+    # torch.stack([m[0] for m in self.memory])``, ``actor = -(log_probs * adv).sum()``), and
+    # reaches a backward: a rollout buffer consumed by the update
+    derived = {acc}
+    assigns = [a for a in ast.walk(scope) if isinstance(a, ast.Assign)]
+    for _ in range(3):
+        grown = {t.id for a in assigns if _reads_any(a.value, derived)
+                 for t in a.targets if isinstance(t, ast.Name)} - derived
+        if not grown:
+            break
+        derived |= grown
+    return any(is_backward(c) and _reads_any(c, derived) for c in ast.walk(scope))
+
+
+def _reads_any(expr: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) in names
+               for n in ast.walk(expr))
 
 
 def _meter_update(script: Script, node: ast.AST, names: set[str]) -> Hit | None:

@@ -14,6 +14,8 @@ graph holds the tensor and wrong when one does. So it fires on the writes that m
   parameter (``delta = generator(z); delta.data = delta.data * scale``) or on a learnable
   tensor (``nn.Parameter``, ``requires_grad=True``) once a forward used it: backward treats
   the rescale as if it never happened;
+- in ``forward``, a write on what a submodule returned (``probs.data.clamp_(eps, 1 - eps)``
+  after ``probs = torch.sigmoid(self.deep(z))``): its backward reads the changed values;
 - ``p.data = q.data`` (or ``= q``) with ``q`` a parameter of another module, outside
   initialization: ``p`` then shares ``q``'s storage, so an optimizer step on one model writes
   into the other (a copy, ``p.data.copy_(q.data)``, is silent).
@@ -39,7 +41,8 @@ import re
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, is_true, kwarg, parent, walk_local
-from trainguard.lint.dataflow import carries_graph, last_assignment
+from trainguard.lint.cuts import submodules_with_parameters
+from trainguard.lint.dataflow import _is_cut, carries_graph, last_assignment
 from trainguard.lint.regions import forward_calls, training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
@@ -79,7 +82,8 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         if func is not None and _INIT_FUNC.search(func.name):
             continue
-        where = (None if output == "parameter" else _in_forward(script, node)) or \
+        where = (None if output == "parameter" else
+                 _in_forward(script, node, projection=output != "output")) or \
             _before_backward(script, node) or _called_before_backward(script, func)
         if where is None:
             continue
@@ -137,7 +141,34 @@ def _graph_tensor(script: Script, node: ast.Attribute) -> str | None:
     if isinstance(value, ast.Call) and ((dotted(value.func) or "").endswith("Parameter") or
                                         is_true(kwarg(value, "requires_grad"))):
         return "parameter"
-    return "output" if carries_graph(script, value, set()) else None
+    return "output" if carries_graph(script, value, set()) or \
+        _submodule_output(script, node, value) else None
+
+
+def _submodule_output(script: Script, node: ast.AST, value: ast.AST) -> bool:
+    """In a module's ``forward``: ``value`` is computed, uncut, from what a submodule with
+    parameters returns (``probs = torch.sigmoid(self.deep(z)).squeeze(1)``), directly or
+    through local names assigned above ``node``."""
+    func = script.enclosing_function(node)
+    cls = script.enclosing_class(node)
+    if func is None or cls is None or func.name != "forward":
+        return False
+    subs = submodules_with_parameters(script, cls)
+    if not subs:
+        return False
+    names: set[str] = set()
+
+    def graph(expr: ast.AST) -> bool:
+        return carries_graph(script, expr, names) or not _is_cut(expr) and any(
+            isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and
+            isinstance(c.func.value, ast.Name) and c.func.value.id == "self" and
+            c.func.attr in subs for c in ast.walk(expr))
+
+    for st in sorted((n for n in walk_local(func) if isinstance(n, ast.Assign) and
+                      n.lineno < node.lineno), key=lambda n: n.lineno):  # type: ignore
+        if graph(st.value):
+            names |= {t.id for t in st.targets if isinstance(t, ast.Name)}
+    return graph(value)
 
 
 def _bound_as_parameter(name: ast.Name, params: dict[str, list[ast.AST]]) -> bool:
@@ -167,11 +198,14 @@ def _aliased_parameter(script: Script, node: ast.Attribute,
     return None
 
 
-def _in_forward(script: Script, node: ast.AST) -> str | None:
+def _in_forward(script: Script, node: ast.AST, *, projection: bool = True) -> str | None:
+    """Where ``node`` runs inside a forward, or None. A weight clamped onto a box is a
+    projection (``projection``); an output the graph saved is not: its backward (a sigmoid's
+    reads its output) then runs on the clamped values."""
     func = script.enclosing_function(node)
     if func is None:
         return None
-    if _clamps_itself(script, node):
+    if projection and _clamps_itself(script, node):
         return None
     if func.name == "forward" and script.enclosing_class(node) is not None:
         return "inside forward()"

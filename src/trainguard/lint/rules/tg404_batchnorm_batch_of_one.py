@@ -7,7 +7,7 @@ model uses such a BatchNorm (in the file, or in the project file whose class or 
 the model) and a training ``DataLoader`` (it shuffles, or a training loop iterates it) has
 ``batch_size=1`` (the default), or leaves a last batch of one sample: the dataset's length
 ``N`` and the batch size ``B`` are fixed by the file (``N = 1025; B = 64``, a function's
-arguments at a call site: :mod:`trainguard.lint.shapes`), ``N % B == 1`` and ``drop_last`` is
+arguments at a call site, an ``__init__``'s at an instantiation: :mod:`trainguard.lint.shapes`), ``N % B == 1`` and ``drop_last`` is
 not set. Sizes and loader options may come from a config: a dataclass of the file
 (:mod:`trainguard.lint.records`), a dict handed to a trainer, options spread with ``**``.
 Reported at the ``DataLoader`` call, where ``drop_last=True`` goes.
@@ -104,11 +104,22 @@ def _contexts(script: Script, call: ast.Call) -> list[tuple[dict, ast.Call | Non
         params = params[1:]
     defaults = dict(zip(reversed([a.arg for a in func.args.args]), reversed(func.args.defaults)))
     out = []
-    for site in script.call_sites(func)[:8]:
+    for site in _sites(script, func)[:8]:
         env = {k: v for k, v in defaults.items()}
         env.update(bind_arguments(params, site))
         out.append((env, site))
     return out
+
+
+def _sites(script: Script, func: ast.FunctionDef) -> list[ast.Call]:
+    """The calls that run ``func``: for ``__init__``, the instantiations of its class
+    (``Learner(cfg, train_ds)`` runs ``Learner.__init__``)."""
+    cls = script.enclosing_class(func)
+    if cls is None or func.name != "__init__":
+        return script.call_sites(func)
+    return [c for c in script.calls if (dotted(c.func) or "").rsplit(".", 1)[-1] == cls.name
+            and (ref := script.graph.class_named(dotted(c.func))) is not None
+            and ref.node is cls]
 
 
 def _spread(script: Script, call: ast.Call, env: dict) -> Any:
@@ -131,6 +142,8 @@ def _training_loader(script: Script, call: ast.Call, env: dict, spread: dict) ->
     shuffle = kwarg(call, "shuffle")
     if shuffle is not None:
         value = const_eval(shuffle, env=env)
+        if value is UNKNOWN:
+            value = resolve(script, shuffle)  # shuffle=self.cfg.shuffle
         if value is not UNKNOWN:
             return bool(value)
     elif spread.get("shuffle", UNKNOWN) is not UNKNOWN:

@@ -1,0 +1,115 @@
+"""How many samples a ``Dataset`` class of the file holds, from what its constructor stores.
+
+``def __len__(self): return len(self.labels)`` (or ``self.labels.shape[0]``,
+``self.labels.size(0)``, ``self.n``) holds as many samples as the value ``__init__`` assigns
+to ``self.labels``, with ``__init__``'s parameters bound to the instantiation's arguments:
+``Interactions(n_rows=1025)`` storing ``torch.randint(0, k, (n_rows,))`` holds 1025. Anything
+the file does not fix (an attribute assigned twice or outside ``__init__``, a length computed
+another way) is unknown.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from trainguard.lint.astutil import dotted, parent, walk_local
+from trainguard.lint.consts import UNKNOWN, const_eval, resolve
+from trainguard.lint.script import Script
+
+__all__ = ["class_length", "own_attribute"]
+
+
+def class_length(script: Script, call: ast.Call, depth: int) -> Any:
+    """The samples of the instance ``call`` builds of a same-file ``Dataset`` class."""
+    from trainguard.lint.callgraph import bind_arguments
+    from trainguard.lint.shapes import samples
+
+    cls = script.classes.get(dotted(call.func) or "")
+    if cls is None:
+        return UNKNOWN
+    length = _method(cls, "__len__")
+    if length is None:
+        return UNKNOWN
+    rets = [r for r in walk_local(length) if isinstance(r, ast.Return)]
+    if len(rets) != 1 or rets[0].value is None:
+        return UNKNOWN
+    v = const_eval(rets[0].value)
+    if v is not UNKNOWN:
+        return v if isinstance(v, int) and not isinstance(v, bool) else UNKNOWN
+    attr, count = _length_of(rets[0].value)
+    init = _method(cls, "__init__")
+    if attr is None or init is None:
+        return UNKNOWN
+    value = _assigned_once(init, attr)
+    if value is None:
+        return UNKNOWN
+    names = [a.arg for a in init.args.posonlyargs + init.args.args][1:]
+    env: dict[str, ast.expr] = dict(zip(reversed([a.arg for a in init.args.args]),
+                                        reversed(init.args.defaults)))
+    if any(isinstance(a, ast.Starred) for a in call.args) or \
+            any(k.arg is None for k in call.keywords):
+        return UNKNOWN
+    for name, arg in bind_arguments(names, call).items():
+        v = resolve(script, arg)  # Table(s.rows): the settings' value
+        env[name] = ast.Constant(v) if isinstance(v, (int, float)) else arg
+    if count:  # self.n = n_rows
+        n = const_eval(value, env=env)
+        return n if isinstance(n, int) and not isinstance(n, bool) else UNKNOWN
+    return samples(script, value, env, depth=depth)
+
+
+def own_attribute(attr: ast.Attribute) -> ast.expr | None:
+    """``self.x`` read in a method: the one value the method assigns to ``self.x`` above the
+    read (``self.users = torch.randint(...)`` then ``self.users.float()``)."""
+    if not (isinstance(attr.value, ast.Name) and attr.value.id == "self"):
+        return None
+    func = attr
+    while func is not None and not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        func = parent(func)
+    if func is None:
+        return None
+    value = _assigned_once(func, attr.attr)
+    if value is None or (value.lineno, value.col_offset) >= (attr.lineno, attr.col_offset):
+        return None
+    return value
+
+
+def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
+    return next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == name),
+                None)
+
+
+def _length_of(expr: ast.expr) -> tuple[str | None, bool]:
+    """(attribute, whether it is a count): ``len(self.a)``, ``self.a.shape[0]``,
+    ``self.a.size(0)`` -> ("a", False); ``self.n`` -> ("n", True)."""
+    if isinstance(expr, ast.Call) and dotted(expr.func) == "len" and len(expr.args) == 1:
+        return _self_attr(expr.args[0]), False
+    if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) and \
+            expr.value.attr == "shape" and const_eval(expr.slice) == 0:
+        return _self_attr(expr.value.value), False
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
+            expr.func.attr == "size" and len(expr.args) == 1 and const_eval(expr.args[0]) == 0:
+        return _self_attr(expr.func.value), False
+    return _self_attr(expr), True
+
+
+def _self_attr(expr: ast.AST) -> str | None:
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and \
+            expr.value.id == "self":
+        return expr.attr
+    return None
+
+
+def _assigned_once(func: ast.AST, attr: str) -> ast.expr | None:
+    """The value of the one statement of ``func`` that binds ``self.<attr>``, else None."""
+    found = []
+    for node in walk_local(func):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        for t in targets:
+            for sub in ast.walk(t):
+                if _self_attr(sub) == attr:
+                    found.append(node.value if isinstance(node, ast.Assign) and
+                                 t is sub else None)
+    return found[0] if len(found) == 1 else None
