@@ -3,7 +3,8 @@
 Followed through names, through ops that keep the values (``.view``, ``.reshape``,
 ``.flatten``, ``.squeeze``, ``.to``, indexing), through ``nn.Softmax()`` modules, the last layer
 of ``nn.Sequential`` heads (nested ones too), the ``forward`` of the model's class, and what a
-method or function the call graph resolves returns (``model.predict_proba(x)``). The model
+method or function the call graph resolves returns (``model.predict_proba(x)``), and
+``self(x)`` in a method of the model (a base class's, through its subclasses' ``forward``). The model
 behind a call is found however it was built: ``Net(...).to(device)``, a factory that returns
 ``nn.Sequential(..., nn.Softmax(1))``, or an attribute such as ``self.model`` whose class the
 call graph knows (``Trainer(TwoTower())``).
@@ -14,9 +15,9 @@ from __future__ import annotations
 import ast
 from typing import Literal
 
-from trainguard.lint.branches import EMPTY, feasible, last_elements
-from trainguard.lint.callgraph import RETURNS_SELF
-from trainguard.lint.astutil import parent
+from trainguard.lint.branches import EMPTY, _test_truth, feasible, last_elements
+from trainguard.lint.callgraph import RETURNS_SELF, ClassRef
+from trainguard.lint.astutil import dotted, parent
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.script import Script
 
@@ -76,6 +77,10 @@ def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 9,
         found = _module_activation(script, f, depth - 1, origin)
         return (found[0], found[1] or expr) if found else None
     key = script.key(f)
+    if key in ("self", "self.forward"):  # self(x) in a method of the model: its forward
+        found = _own_forward(script, expr, depth - 1, origin)
+        if found is not None:
+            return found
     loop = _binding_loop(f) if isinstance(f, ast.Name) else None
     if loop is not None:  # for layer in self.layers: x = layer(x)
         return _one({_last_layer(script, loop.iter, depth - 1, origin)}, expr)
@@ -186,7 +191,9 @@ def _argument_values(script: Script, name: ast.Name) -> list[ast.expr]:
         return []
     arg = next((a for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]
                 if a.arg == name.id), None)
-    return script.graph._param_values(func, arg) if arg is not None else []
+    values = script.graph._param_values(func, arg) if arg is not None else []
+    # a None passed or defaulted is no layer: code that uses the parameter as one skips it then
+    return [v for v in values if not (isinstance(v, ast.Constant) and v.value is None)]
 
 
 def _one(kinds: set, at: ast.AST) -> tuple[Activation, ast.AST] | None:  # type: ignore[type-arg]
@@ -218,6 +225,12 @@ def _module_activation(script: Script, value: ast.AST | None, depth: int,
             kinds = {_module_activation(script, v, depth - 1, origin)
                      for v in _argument_values(script, value)} or kinds
         found = _one(kinds, value)
+        return (found[0], None if found[1] is value else found[1]) if found else None
+    if isinstance(value, ast.IfExp):  # act if act is not None else nn.Identity()
+        t = _test_truth(script, value.test, origin)
+        branches = [value.body] if t is True else [value.orelse] if t is False else \
+            [value.body, value.orelse]
+        found = _one({_module_activation(script, b, depth - 1, origin) for b in branches}, value)
         return (found[0], None if found[1] is value else found[1]) if found else None
     if not isinstance(value, ast.Call):
         return None
@@ -252,6 +265,24 @@ def _module_activation(script: Script, value: ast.AST | None, depth: int,
             foreign = target.script is not script or found[1] is value
             return found[0], None if foreign else found[1]
     return None
+
+
+def _own_forward(script: Script, call: ast.Call, depth: int,
+                 origin: Script) -> tuple[Activation, ast.AST] | None:
+    """``self(x)`` or ``self.forward(x)`` in a method of a model class: the activation its
+    ``forward`` ends in; for a base class without one (``Task.training_step`` calls
+    ``self(x)``), the ``forward`` every subclass of the file defines, when they agree."""
+    cls = script.enclosing_class(call)
+    if cls is None:
+        return None
+    graph = script.graph
+    ref = ClassRef(script, cls)
+    refs = [ref] if graph.method(ref, "forward") is not None else [
+        ClassRef(script, c) for c in script.classes.values()
+        if any(dotted(b) == cls.name for b in c.bases) and
+        any(isinstance(b, ast.FunctionDef) and b.name == "forward" for b in c.body)]
+    return _one({_class_activation(script, r, depth, origin) for r in refs}, call) \
+        if refs else None
 
 
 def _class_activation(script: Script, ref: object, depth: int,

@@ -60,7 +60,7 @@ def param_env(script: "Script", func: "Func", origin: "Script | None" = None,
         for name in every:
             values = []
             for where, call in sites[:_MAX_SITES]:
-                bound = bind_arguments(names, call)
+                bound = _bind(func, names, call)
                 if name in bound:
                     values.append(_through_caller(where, bound[name], origin, _depth))
                 else:
@@ -76,6 +76,22 @@ def param_env(script: "Script", func: "Func", origin: "Script | None" = None,
                     env[name] = values[0]
     memo[k] = env
     return env
+
+
+def _bind(func: "Func", names: list[str], call: ast.Call) -> dict[str, ast.expr]:
+    """``bind_arguments``, and the arguments after a ``*spread`` when the call must fill every
+    parameter: ``Model(*matrix.shape, CONFIG)`` of ``__init__(self, n_users, n_items,
+    config)`` (no defaults, no ``*args``, no keywords) binds ``config`` to ``CONFIG``."""
+    bound = bind_arguments(names, call)
+    star = next((i for i, a in enumerate(call.args) if isinstance(a, ast.Starred)), None)
+    a = func.args
+    if star is None or a.vararg is not None or a.defaults or call.keywords or \
+            any(isinstance(x, ast.Starred) for x in call.args[star + 1:]):
+        return bound
+    tail = call.args[star + 1:]
+    if len(tail) <= len(names):
+        bound.update(zip(names[len(names) - len(tail):], tail))
+    return bound
 
 
 def _through_caller(script: "Script", arg: ast.expr, origin: "Script | None",
@@ -124,7 +140,7 @@ def _fingerprint(value: Any) -> str:
 
 def _sites(script: "Script", func: "Func", cls: ast.ClassDef | None) -> list[ast.Call]:
     """The calls in ``script`` that run ``func`` (its class's instantiations for
-    ``__init__``)."""
+    ``__init__``, and a subclass's ``super().__init__(...)``)."""
     graph = script.graph
     if cls is not None and func.name == "__init__":
         out = []
@@ -134,9 +150,49 @@ def _sites(script: "Script", func: "Func", cls: ast.ClassDef | None) -> list[ast
             ref = graph.class_named(dotted(call.func))
             if ref is not None and ref.node is cls:
                 out.append(call)
+        for call in graph._calls_named().get("__init__", ()):  # super().__init__(config)
+            f = call.func
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Call) and \
+                    dotted(f.value.func) == "super" and \
+                    any(t.func is func for t in graph.targets(call, params=False)):
+                out.append(call)
         return out
     return [c for c in graph._calls_named().get(func.name, ())
             if any(t.func is func for t in graph.targets(c, params=False))]
+
+
+def _none_test(script: "Script", func: "Func", test: ast.expr) -> bool | None:
+    """``param is None`` / ``param is not None`` when every call passes an instance for it
+    (``make_head(..., activation=nn.Softmax(dim=1))``): an object built there is not None."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and
+            isinstance(test.ops[0], (ast.Is, ast.IsNot)) and isinstance(test.left, ast.Name) and
+            isinstance(test.comparators[0], ast.Constant) and
+            test.comparators[0].value is None):
+        return None
+    names = [a.arg for a in [*func.args.posonlyargs, *func.args.args]]
+    cls = script.enclosing_class(func)
+    if cls is not None and names:
+        names = names[1:]
+    if test.left.id not in names + [a.arg for a in func.args.kwonlyargs]:
+        return None
+    sites = _sites(script, func, cls)
+    if not sites or len(sites) > _MAX_SITES:
+        return None
+    for call in sites:
+        given = _bind(func, names, call).get(test.left.id)
+        if not _instance(script, given):
+            return None
+    return isinstance(test.ops[0], ast.IsNot)
+
+
+def _instance(script: "Script", expr: ast.expr | None) -> bool:
+    """``expr`` builds an object: a ``torch.nn`` module or a class of the project."""
+    if not isinstance(expr, ast.Call):
+        return False
+    q = script.call_qualname(expr) or ""
+    last = q.rsplit(".", 1)[-1]
+    return q.startswith("torch.nn.") and last[:1].isupper() or \
+        script.graph.class_named(dotted(expr.func)) is not None
 
 
 def _test_truth(script: "Script", test: ast.expr, origin: "Script | None") -> bool | None:
@@ -150,7 +206,7 @@ def _test_truth(script: "Script", test: ast.expr, origin: "Script | None") -> bo
     used = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
     env = {k: v for k, v in param_env(script, func, origin).items() if k in used}
     if not env:
-        return None
+        return _none_test(script, func, test)
     return truth(test, env=env)
 
 

@@ -4,7 +4,8 @@
 body, ``try`` bodies and handlers) and inlines calls to same-file functions, mapping their
 parameters to the caller's arguments, so that ``validate(net, loader)`` contributes the
 ``model.eval()`` inside ``validate`` as ``net.eval()``. Rules read this stream to see, e.g., a
-``zero_grad`` between ``backward`` and ``step``.
+``zero_grad`` between ``backward`` and ``step``. An optimizer held in a dict is keyed by its
+entry (``optimizers["d"].step()``: ``optimizers[d]``).
 """
 
 from __future__ import annotations
@@ -92,6 +93,10 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
             return Event("clip", None, call)
         return None
     recv = key(f.value)
+    if recv is None and f.attr in ("step", "zero_grad"):
+        recv = _held_entry(script, f.value, key)
+        if recv is not None and f.attr == "step" and _lr_step_signature(call):
+            return Event("step", recv, call)
     q = script.call_qualname(call) or ""
     if f.attr == "step":
         if recv in script.scalers or (recv or "").endswith("scaler"):
@@ -125,6 +130,16 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
         # model may have changed, so nothing is known about it any more
         return Event("mode?", recv, call)
     return None
+
+
+def _held_entry(script: Script, node: ast.AST, key) -> str | None:  # type: ignore[no-untyped-def]
+    """``optimizers["generator"]`` (a dict of optimizers, ParallelWaveGAN style): the entry's
+    key, ``optimizers[generator]``, when the container is an optimizer by its name or build."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and
+            isinstance(node.slice.value, str)):
+        return None
+    base = key(node.value)
+    return f"{base}[{node.slice.value}]" if script.is_optimizer(base) else None
 
 
 def _grad_assign(stmt: ast.stmt) -> Kind | None:

@@ -1,10 +1,15 @@
 """Which loss a call computes: ``F.cross_entropy(...)`` or a criterion built as
-``nn.CrossEntropyLoss()``, followed through names and attributes (``self.criterion``)."""
+``nn.CrossEntropyLoss()``, followed through names and attributes (``self.criterion``). The
+criterion may be chosen by a config the program fixes: from a registry dict of loss classes
+(``LOSSES[cfg["loss"]]()``) or by name (``getattr(nn, cfg["loss"])()``), the key read with
+:func:`trainguard.lint.consts.resolve`; a key the program does not fix chooses nothing."""
 
 from __future__ import annotations
 
 import ast
 
+from trainguard.lint.astutil import dotted
+from trainguard.lint.consts import resolve
 from trainguard.lint.script import Script
 
 __all__ = ["loss_kind", "loss_input"]
@@ -31,9 +36,54 @@ def loss_kind(script: Script, call: ast.Call) -> str | None:
     if isinstance(call.func, ast.Call):
         return _CLASSES.get(script.call_qualname(call.func) or "")
     key = script.key(call.func)
-    kinds = {_CLASSES.get(script.call_qualname(v) or "") for v in script.assignments.get(key or "",
-                                                                                          [])}
+    kinds = {_CLASSES.get(q or "") for v in script.assignments.get(key or "", [])
+             for q in _held_losses(script, v)}
     return kinds.pop() if len(kinds) == 1 else None
+
+
+def _held_losses(script: Script, value: ast.AST) -> list[str | None]:
+    """The loss classes an assigned value instantiates; for a parameter stored as it comes
+    (``self.loss_fn = loss_fn`` in ``__init__``), the ones every caller passes for it."""
+    if not isinstance(value, ast.Name):
+        return [_built_loss(script, value)]
+    func = script.enclosing_function(value)
+    arg = None if func is None else next(
+        (a for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]
+         if a.arg == value.id), None)
+    if arg is None:
+        return [None]
+    memo = script.__dict__.setdefault("_tg_held_losses", {})
+    k = (id(func), value.id)
+    if k not in memo:
+        found = []
+        for v in script.graph._param_values(func, arg):
+            passed = script.assignments.get(v.id, []) if isinstance(v, ast.Name) else [v]
+            found += [_built_loss(script, w) for w in passed] or [None]
+        memo[k] = found or [None]
+    return memo[k]
+
+
+def _built_loss(script: Script, value: ast.AST) -> str | None:
+    """The qualified name of the loss class ``value`` instantiates: ``nn.BCEWithLogitsLoss()``,
+    ``LOSSES[cfg["loss"]]()`` with ``LOSSES`` a dict literal of loss classes, or
+    ``getattr(nn, cfg["loss"])()``, when the program fixes the key."""
+    q = script.call_qualname(value)
+    if q in _CLASSES or not isinstance(value, ast.Call):
+        return q
+    f = value.func
+    if isinstance(f, ast.Call) and dotted(f.func) == "getattr" and len(f.args) == 2 and \
+            script.qualname(f.args[0]) in ("torch.nn", "torch.nn.modules.loss"):
+        name = resolve(script, f.args[1])
+        return f"torch.nn.{name}" if isinstance(name, str) else None
+    if isinstance(f, ast.Subscript) and isinstance(f.value, ast.Name):
+        tables = script.assignments.get(f.value.id, [])
+        if len(tables) != 1 or not isinstance(tables[0], ast.Dict):
+            return None
+        name = resolve(script, f.slice)
+        entry = next((v for k, v in zip(tables[0].keys, tables[0].values)
+                      if isinstance(k, ast.Constant) and k.value == name), None)
+        return script.qualname(entry) if entry is not None and isinstance(name, str) else None
+    return q
 
 
 def _passed_loss(script: Script, call: ast.Call) -> str | None:
@@ -55,7 +105,7 @@ def _passed_loss(script: Script, call: ast.Call) -> str | None:
         kinds = set()
         for v in script.graph._param_values(func, arg):
             values = script.assignments.get(v.id, []) if isinstance(v, ast.Name) else [v]
-            kinds |= {_CLASSES.get(script.call_qualname(w) or "") for w in values} or {None}
+            kinds |= {_CLASSES.get(_built_loss(script, w) or "") for w in values} or {None}
         memo[k] = kinds.pop() if len(kinds) == 1 else None
     return memo[k]
 
@@ -67,7 +117,7 @@ def _criterion_names(script: Script) -> set[str]:
     if found is None:
         found = {c.rsplit(".", 1)[-1] for c in _CLASSES}
         for k, values in script.assignments.items():
-            if any(script.call_qualname(v) in _CLASSES for v in values):
+            if any(q in _CLASSES for v in values for q in _held_losses(script, v)):
                 found.add(k.rsplit(".", 1)[-1])
         script.__dict__["_tg_criterion_names"] = found
     return found

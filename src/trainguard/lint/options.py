@@ -62,20 +62,23 @@ def argparse_default(at: ast.AST, namespace: str, attr: str,
 
 def _namespace_argument(script: Any, at: ast.AST, name: str) -> ast.expr | None:
     """The ``parse_args()`` call that every call of the function around ``at`` passes for its
-    parameter ``name`` (``main(get_args([]))``, ``main(parser.parse_args())``), else None."""
+    parameter ``name`` (``main(get_args([]))``, ``main(parser.parse_args())``, or a name
+    assigned once from either: ``args = get_args()`` then ``train(args)``), else None."""
     from trainguard.lint.callgraph import bind_arguments
 
     func = script.enclosing_function(at)
     if func is None:
         return None
     names = [x.arg for x in [*func.args.posonlyargs, *func.args.args]]
-    if name not in names or name == "self":
+    if name not in names + [x.arg for x in func.args.kwonlyargs] or name == "self":
         return None
     if names and names[0] == "self":
         names = names[1:]
     found = None
     for site in script.call_sites(func)[:8]:
         given = bind_arguments(names, site).get(name)
+        if isinstance(given, ast.Name):  # args = get_args() ... train(args)
+            given = _single_value(given)
         value = _returned_namespace(script, given) if isinstance(given, ast.Call) else None
         if value is None:
             return None

@@ -14,7 +14,7 @@ factory, or wrapped in a policy that forwards to it (:mod:`trainguard.lint.sched
 the epoch count may come from constants, from an estimator's ``__init__`` defaults
 (``gamma=self.gamma``), from a config every call passes (``settings["step_size"]``,
 ``self.cfg["epochs"]``) or from an ``argparse`` option's default (the namespace parsed
-in place, returned by a helper, or handed in by every call: ``main(get_args())``). Only learning-rate
+in place, returned by a helper, or handed in by every call: ``main(get_args())``, ``train(args)``). Only learning-rate
 schedulers count: a ``schedule`` built by anything else (a pipeline-parallel
 schedule) is not one. The per-batch step may be reached through a helper, a method or a
 callback or policy hook the batch loop calls.

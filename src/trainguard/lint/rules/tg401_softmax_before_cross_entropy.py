@@ -10,7 +10,9 @@ that return such a head, and the ``forward`` of the model's class however the mo
 loss (``Net().to(device)``, ``self.model`` set from a constructor argument). Reported at the
 softmax when it is in the file (the line to change), else at the loss call; probabilities
 returned by another method of the model (``model.predict_proba(x)``) or a helper are reported
-at that call. The loss may be a parameter that the callers fill with a loss module.
+at that call. The loss may be a parameter that the callers fill with a loss module, a
+trainer's attribute set from its constructor, or a config's choice (:mod:`trainguard.lint.losses`);
+a final layer handed to the factory as an argument counts when every call passes one.
 """
 
 from __future__ import annotations

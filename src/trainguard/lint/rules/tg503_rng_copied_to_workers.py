@@ -5,7 +5,8 @@ DataLoader workers are forked copies of the dataset; an ``np.random.default_rng(
 the same state into every worker, so all workers draw the same numbers
 (https://pytorch.org/docs/stable/data.html#randomness-in-multi-process-data-loading). Fires when
 the RNG is used outside ``__init__`` and a DataLoader in the file has workers
-(``num_workers`` not 0) and no ``worker_init_fn``.
+(``num_workers`` not 0) and no ``worker_init_fn``, or one that only reseeds the global RNGs
+(``np.random.seed(...)``, ``random.seed(...)``) and never reaches the worker's dataset.
 
 The same holds for an RNG that a transform handed to the dataset owns (a MONAI-style
 ``Randomizable`` with its own ``RandomState``), created by a helper that ``__init__`` calls or
@@ -33,6 +34,9 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 def check(script: Script) -> Iterator[Hit]:
     if not _workers_without_init(script):
         return
+    globals_only = "" if all(kwarg(c, "worker_init_fn") is None for c in script.calls
+                             if _loader_with_workers(script, c)) else \
+        " (its worker_init_fn reseeds only the global RNGs, not this one)"
     foreign: list[str] = []
     for held in held_rngs(script):
         cls = held.cls.node
@@ -52,7 +56,7 @@ def check(script: Script) -> Iterator[Hit]:
             f"hands a {kind} made here to self.{held.attr}, an object"
         yield Hit(held.created, f"{where} {how} that {cls.name} draws from for each item: "
                                 f"every DataLoader worker gets a copy with the same state and "
-                                f"draws the same random numbers")
+                                f"draws the same random numbers{globals_only}")
     if foreign:
         loader = next(c for c in script.calls if _loader_with_workers(script, c))
         yield Hit(loader, f"this DataLoader's workers each get a copy of the dataset with the "
@@ -77,7 +81,8 @@ def _loader_with_workers(script: Script, call: ast.Call) -> bool:
     if (script.call_qualname(call) or "").endswith("DataLoader"):
         workers = kwarg(call, "num_workers")
         if workers is not None:
-            return const_value(workers) != 0 and kwarg(call, "worker_init_fn") is None
+            return const_value(workers) != 0 and _no_dataset_reseed(
+                script, kwarg(call, "worker_init_fn"))
         for k in call.keywords:
             if k.arg is None:  # **settings
                 settings = resolve(script, k.value)
@@ -89,6 +94,39 @@ def _loader_with_workers(script: Script, call: ast.Call) -> bool:
 
 
 _RESEED = {"manual_seed", "seed", "setstate", "set_state"}
+_GLOBAL_RNG_MODULES = ("numpy.random.", "random.", "torch.")
+_BUILTINS = {"int", "float", "str", "hash", "abs", "len", "print", "min", "max", "divmod"}
+
+
+def _no_dataset_reseed(script: Script, init: ast.expr | None) -> bool:
+    """No ``worker_init_fn``, or one of this file that only reseeds the global RNGs
+    (``np.random.seed(torch.initial_seed() % 2**32)``, as the reproducibility notes suggest:
+    https://pytorch.org/docs/stable/notes/randomness.html#dataloader): it never reaches the
+    worker's copy of the dataset (``get_worker_info().dataset``), so RNG objects the dataset
+    holds keep the copied state. One that calls anything else, or is not in the file, may
+    reseed them and counts as a reseed."""
+    if init is None:
+        return True
+    if isinstance(init, ast.Lambda):
+        body: ast.AST = init.body
+    elif isinstance(init, ast.Name) and len(script.functions.get(init.id, [])) == 1:
+        body = script.functions[init.id][0]
+    else:
+        return False
+    for sub in ast.walk(body):
+        if isinstance(sub, ast.Attribute) and sub.attr == "dataset":
+            return False
+        if isinstance(sub, (ast.Global, ast.Nonlocal)):
+            return False
+        if isinstance(sub, ast.Call):
+            q = script.call_qualname(sub) or ""
+            name = sub.func.id if isinstance(sub.func, ast.Name) else None
+            if name in _BUILTINS and name not in script.functions:
+                continue
+            if "()" in q or not q.startswith(_GLOBAL_RNG_MODULES) or \
+                    q.endswith("get_worker_info"):
+                return False
+    return True
 
 
 def _reseeded(cls: ast.ClassDef, init: ast.AST, attr: str) -> bool:

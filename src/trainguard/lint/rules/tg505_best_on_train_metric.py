@@ -3,8 +3,9 @@
 The training loss keeps falling while the model overfits, so a checkpoint chosen on it is the
 most overfit one, not the best. Fires on a comparison between a ``best*`` value and a value named
 for training (``train_loss``, ``train_acc``) or returned by a ``train*()`` function, where the
-comparison guards a save or an update of the best value. The metric is followed through a
-plain assignment (``monitored = train_loss``, reported there) and through a parameter that
+comparison guards a save or an update of the best value. A dict entry keyed for training counts
+too (``metrics["train_mIoU"]``, ``logs.get("train_loss")``). The metric is followed through a
+plain assignment (``monitored = train_loss``, ``score = metrics["train_acc"]``, reported there) and through a parameter that
 every call fills with a training metric (``self.save(epoch, train_loss)`` into
 ``def save(self, epoch, fitness)``, reported at the call).
 """
@@ -42,7 +43,7 @@ def check(script: Script) -> Iterator[Hit]:
         at: ast.AST = node
         if why is not None and isinstance(other, ast.Name):
             value = last_assignment(other.id, other)
-            if isinstance(value, (ast.Name, ast.Attribute)):
+            if isinstance(value, (ast.Name, ast.Attribute)) or _entry(value) is not None:
                 at = parent(value) or node  # `monitored = train_loss`: the line to change
         if why is None:
             found = _train_argument(script, other)
@@ -86,9 +87,13 @@ def _train_metric(script: Script, node: ast.AST, depth: int = 2) -> str | None:
     last = name.rsplit(".", 1)[-1]
     if _TRAIN.search(last) and not _VAL.search(last):
         return f"`{name}`"
+    entry = _entry(node)
+    if entry is not None and _TRAIN.search(entry) and not _VAL.search(entry):
+        return f"`{script.segment(node) or entry}`"  # metrics["train_mIoU"]
     if isinstance(node, ast.Name):
         value = last_assignment(node.id, node)
-        if isinstance(value, (ast.Name, ast.Attribute)) and depth > 0:  # monitored = train_loss
+        if depth > 0 and (isinstance(value, (ast.Name, ast.Attribute)) or
+                          _entry(value) is not None):  # = train_loss, = logs["train_acc"]
             inner = _train_metric(script, value, depth - 1)
             return f"`{name}` (= {inner.strip('`').split('`')[0]})" if inner else None
         if isinstance(value, ast.Call):
@@ -96,6 +101,17 @@ def _train_metric(script: Script, node: ast.AST, depth: int = 2) -> str | None:
             if _TRAIN.search(fname) and not _VAL.search(fname):
                 return f"`{name}`, returned by {fname}()"
     return None
+
+
+def _entry(node: ast.AST | None) -> str | None:
+    """The string key of ``metrics["train_loss"]`` or ``logs.get("train_acc")``."""
+    while isinstance(node, ast.Subscript) and not (  # history["train_loss"][-1]
+            isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)):
+        node = node.value
+    key = node.slice if isinstance(node, ast.Subscript) else node.args[0] if isinstance(
+        node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+        and node.args else None
+    return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
 
 
 def _selects(compare: ast.Compare) -> bool:

@@ -8,7 +8,9 @@ Only in files that set up ``torch.distributed``. Silent for writes guarded by a 
 ``master_process``/``is_main_process`` flag, an early ``return`` on non-zero ranks or a
 ``raise`` unless the world size is 1 (a single-process hook), inside
 helpers such as ``save_on_master`` or ``@rank_zero_only``, for per-rank file names, and for the
-distributed checkpoint API that every rank must call. A write inside a function of another
+distributed checkpoint API that every rank must call. A periodic test (``epoch % k == 0``)
+is no rank check. A write inside a helper of the file is reported at its first unguarded call,
+where the rank check goes; a write inside a function of another
 project file is reported at the unguarded call of that function.
 """
 
@@ -42,9 +44,34 @@ def check(script: Script) -> Iterator[Hit]:
         path_text = ast.unparse(path) if path is not None else "its default folder"
         if _GUARD.search(path_text) or _guarded(script, call, frozenset()):
             continue
+        site, helper = _unguarded_site(script, call)
+        if site is not None:
+            yield Hit(site, f"{helper}() runs {what} {path_text} (at {script.at(call.lineno)}) "
+                            f"on every rank: all processes write the same file")
+            continue
         yield Hit(call, f"{what} {path_text} runs on every rank: all processes write the same "
                         f"file")
     yield from _project_writers(script)
+
+
+def _unguarded_site(script: Script, write: ast.Call) -> tuple[ast.Call | None, str]:
+    """A write that a helper of this file (``save_checkpoint(state, out_dir)``) makes each time
+    it runs, outside any test or loop of its own, is the caller's to guard: the first call of it made on every rank, where
+    the rank check goes (None when the write is not in such a helper)."""
+    func = script.enclosing_function(write)
+    if func is None or script.enclosing_class(write) is not None and \
+            func.name.startswith("__"):
+        return None, ""
+    n = parent(write)
+    while n is not None and n is not func:
+        if isinstance(n, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try)):
+            return None, ""  # a write under its own test or loop: the guard goes there
+        n = parent(n)
+    sites = script.call_sites(func)
+    unguarded = [s for s in sites if not _guarded(script, s, frozenset({id(func)}))]
+    if not sites or not unguarded or script.enclosing_function(unguarded[0]) is func:
+        return None, ""
+    return unguarded[0], func.name
 
 
 def _project_writers(script: Script) -> Iterator[Hit]:
@@ -126,9 +153,9 @@ def _written_path(script: Script, call: ast.Call) -> tuple[str, ast.expr | None]
 def _guarded(script: Script, node: ast.AST, seen: frozenset[int]) -> bool:
     n = node
     while (p := parent(n)) is not None:
-        if isinstance(p, (ast.If, ast.IfExp)) and _GUARD.search(ast.unparse(p.test)):
+        if isinstance(p, (ast.If, ast.IfExp)) and _rank_test(p.test):
             return True
-        if isinstance(p, ast.Assert) and _GUARD.search(ast.unparse(p)):
+        if isinstance(p, ast.Assert) and _rank_test(p.test):
             return True
         if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if _GUARD.search(p.name) or any(_GUARD.search(ast.unparse(d))
@@ -157,8 +184,22 @@ def _early_return_block(block_owner: ast.AST, child: ast.AST) -> bool:
     if not isinstance(body, list) or child not in body:
         return False
     for s in body[:body.index(child)]:
-        if isinstance(s, ast.If) and (_GUARD.search(ast.unparse(s.test)) or
+        if isinstance(s, ast.If) and (_rank_test(s.test) or
                                       _WORLD.search(ast.unparse(s.test))) and any(
                 isinstance(x, (ast.Return, ast.Continue, ast.Raise)) for x in s.body):
             return True
     return False
+
+
+def _rank_test(test: ast.AST) -> bool:
+    """The test reads the rank (``rank == 0``, ``is_main_process()``). A periodic test
+    (``(epoch + 1) % SAVE_FREQ == 0``) compares with 0 too, but holds on every rank alike: it
+    counts only when the operand itself names a rank (``rank % 8 == 0``)."""
+    if isinstance(test, ast.BoolOp):
+        return any(_rank_test(v) for v in test.values)
+    if isinstance(test, ast.Compare) and isinstance(test.left, ast.BinOp) and \
+            isinstance(test.left.op, ast.Mod):
+        return bool(_GUARD.search(ast.unparse(test.left))) or \
+            any(_GUARD.search(ast.unparse(c)) for c in test.comparators
+                if not (isinstance(c, ast.Constant) and c.value == 0))
+    return bool(_GUARD.search(ast.unparse(test)))
