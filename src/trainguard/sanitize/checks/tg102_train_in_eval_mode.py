@@ -4,7 +4,8 @@ What it watches: outermost module calls made from user code with grad enabled wh
 ``model.training`` is False and the model has Dropout (``p > 0``) or stat-tracking BatchNorm
 submodules in eval mode. Their output's graph is followed without keeping it alive.
 
-When it fires: a backward reaches that output and then an optimizer step updates parameters of
+When it fires: a ``backward()`` reaches that output (putting gradients into ``.grad``; a
+``torch.autograd.grad`` call returns them and leaves ``.grad`` alone) and then an optimizer step updates parameters of
 that model: a training step taken in evaluation mode (typically ``model.train()`` once before the
 epoch loop and ``model.eval()`` inside it, so every epoch after the first trains in eval mode).
 BatchNorm then neither learns batch statistics nor normalises with them, and Dropout does not
@@ -24,12 +25,16 @@ hand), at the line that called the model.
 
 Silent on: BatchNorm frozen on purpose (``model.train()`` then ``bn.eval()``: the model itself is in
 training mode); models without Dropout/BatchNorm; eval-mode forwards with backward but no step on
-the model's parameters (adversarial examples, saliency maps, style transfer optimising an image).
+the model's parameters (adversarial examples, saliency maps, style transfer optimising an image);
+an attack that takes the input's gradient with ``torch.autograd.grad`` in an evaluation between
+training steps (a PGD robustness evaluation, Madry et al. 2018); an attack run in eval mode with
+``backward()`` whose parameter gradients a ``zero_grad()`` discards before the training step
+(adversarial training, locuslab/fast_adversarial#14).
 
 Cost: per checked outermost forward of a model in eval mode, one output followed (64 at most); at
-the next optimizer step, one pass over the parameters of the models whose outputs a backward
-reached; per user ``eval()`` call, and per user ``train()`` call made from another place than the
-last, the user's stack (32 frames at most, ids and code objects).
+the next optimizer step or ``zero_grad()``, one pass over the parameters of the models whose
+outputs a backward reached; per user ``eval()`` call, and per user ``train()`` call made from
+another place than the last, the user's stack (32 frames at most, ids and code objects).
 
 Reference: ``torch.nn.Module.train`` docs
 (https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.train); GitHub
@@ -118,6 +123,21 @@ class TrainInEvalMode(Check):
                 t.release()
             del self.pending[:-64]
 
+    def on_zero_grad(self, owner: Any, set_to_none: bool) -> None:
+        """Gradients a backward put into the parameters from an eval-mode forward are discarded
+        here before any step used them (an attack run in eval mode, then ``zero_grad()`` and the
+        training forward): that forward trained nothing."""
+        if not any(t.accumulated for t in self.pending):
+            return
+        groups = getattr(owner, "param_groups", None)
+        zeroed = ({id(p) for g in groups for p in g["params"]} if groups is not None
+                  else {id(p) for p in owner.parameters()})
+        for track in self.pending:
+            model = track.info[3]() if track.accumulated else None
+            if model is not None and any(id(p) in zeroed for p in model.parameters()):
+                track.release()
+        self.pending = [t for t in self.pending if t.active and t.alive]
+
     def on_step_pre(self, optimizer: Any) -> None:
         self._settle(optimizer)
         if not self.pending:
@@ -126,7 +146,7 @@ class TrainInEvalMode(Check):
     def _settle(self, optimizer: Any) -> None:
         if not self.pending:
             return
-        reached = [t for t in self.pending if t.reached]
+        reached = [t for t in self.pending if t.accumulated]
         if not reached:
             self.pending = [t for t in self.pending if t.alive]
             return

@@ -19,15 +19,18 @@ from trainguard.sanitize.core.records import BackwardCall, ForwardCall
 __all__ = ["State", "GraphTrack", "Unreached"]
 
 class _Token:
-    __slots__ = ("track", "__weakref__")
+    __slots__ = ("track", "state", "__weakref__")
 
-    def __init__(self, track: "GraphTrack") -> None:
+    def __init__(self, track: "GraphTrack", state: "State | None") -> None:
         self.track = track
+        self.state = state
 
     def __call__(self, grad_outputs: Any) -> None:  # node pre-hook: observe, change nothing
         track = self.track
         if track.active:
             track.reached = True
+            if self.state is not None and self.state.in_backward:
+                track.accumulated = True
         return None
 
 
@@ -37,16 +40,20 @@ class GraphTrack:
     Attributes:
         alive: the graph's root node still exists (someone still references the graph).
         reached: a backward has run through the root node.
+        accumulated: a ``backward()`` (``torch.autograd.backward``, which accumulates into the
+            leaves' ``.grad``) has run through it; ``torch.autograd.grad`` reaches a graph
+            without it (it returns the gradients and leaves ``.grad`` alone).
         info: whatever the check that tracks it wants to remember (step, location, ...).
     """
 
-    __slots__ = ("_token", "_handle", "reached", "active", "info")
+    __slots__ = ("_token", "_handle", "reached", "accumulated", "active", "info")
 
-    def __init__(self, node: Any, info: Any) -> None:
-        token = _Token(self)
+    def __init__(self, node: Any, info: Any, state: "State | None" = None) -> None:
+        token = _Token(self, state)
         self._token = weakref.ref(token)
         self._handle = node.register_prehook(token)
         self.reached = False
+        self.accumulated = False
         self.active = True
         self.info = info
 
@@ -206,7 +213,7 @@ class State:
         node = getattr(tensor, "grad_fn", None)
         if node is None:
             return None
-        track = GraphTrack(node, info)
+        track = GraphTrack(node, info, self)
         self._tracks.append(track)
         if len(self._tracks) > 4096:
             self._tracks = [t for t in self._tracks if t.alive]
