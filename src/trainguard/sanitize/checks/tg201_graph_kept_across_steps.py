@@ -115,8 +115,10 @@ class GraphKeptAcrossSteps(Check):
             # at the line that grows it: in the holder's class (``self.sum += loss`` in a meter,
             # ``self.trace.append(h)``, ``self.train_losses.append(loss)``), else in the frame
             # that holds it
-            line = (attribute_accumulation_line(held)
-                    or accumulation_line(held.frame.f_code, held.name))
+            line = attribute_accumulation_line(held)
+            if line is None and not held.path.startswith(f"{held.name}."):
+                # (for ``self.stats``, a line growing ``self.baseline`` is not the one)
+                line = accumulation_line(held.frame.f_code, held.name)
             if line is not None:
                 where = line
             holder = f"`{held.path}` holds them" + (

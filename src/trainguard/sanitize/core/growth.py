@@ -87,13 +87,17 @@ def _is_self_attr(node: ast.AST, self_name: str, attr: str) -> bool:
 
 def _self_accumulation(code: CodeType, self_name: str, attr: str) -> Location | None:
     """The first statement in method ``code`` that grows ``self.attr``: ``self.attr += ...``,
-    ``self.attr = self.attr + ...``, ``self.attr.append(...)`` (or another growing method)."""
+    ``self.attr = self.attr + ...``, ``self.attr.append(...)`` (or another growing method); else
+    the first store into an entry, ``self.attr[k] = value`` (a running average kept per key:
+    ``old = self.stats.get(k); self.stats[k] = beta * old + (1 - beta) * value``; the holder is
+    known to keep graphs of several steps, so what enters it through an entry grows it)."""
     tree = parse_file(code.co_filename)
     if tree is None:
         return None
     lines = [line for _, _, line in code.co_lines() if line is not None]
     low, high = (min(lines), max(lines)) if lines else (code.co_firstlineno, code.co_firstlineno)
     best: ast.AST | None = None
+    entry: ast.AST | None = None
     for node in ast.walk(tree):
         lineno = getattr(node, "lineno", 0)
         if not low <= lineno <= high:
@@ -108,6 +112,13 @@ def _self_accumulation(code: CodeType, self_name: str, attr: str) -> Location | 
         if hit and (best is None or (lineno, node.col_offset)
                     < (best.lineno, best.col_offset)):  # type: ignore[attr-defined]
             best = node
+        elif (not hit and code.co_name != "__init__" and isinstance(node, ast.Assign)
+              and not isinstance(node.value, ast.Constant)
+              and any(isinstance(t, ast.Subscript) and _is_self_attr(t, self_name, attr)
+                      for t in node.targets)
+              and (entry is None or lineno < entry.lineno)):  # type: ignore[attr-defined]
+            entry = node
+    best = best or entry
     if best is None:
         return None
     return (code.co_filename, best.lineno, best.col_offset + 1)  # type: ignore[attr-defined]

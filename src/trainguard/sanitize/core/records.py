@@ -176,7 +176,9 @@ class ModeCall:
 
 
 def first_tensor(value: Any, *, limit: int = 4) -> list[Any]:
-    """Up to ``limit`` tensors found in a module output (a tensor, tuple, list or dict)."""
+    """Up to ``limit`` tensors found in a module output (a tensor, tuple, list or dict, or the
+    parameter tensors of a ``torch.distributions.Distribution``: a policy network that returns
+    ``Categorical(logits=...)``)."""
     import torch
 
     out: list[Any] = []
@@ -189,6 +191,8 @@ def first_tensor(value: Any, *, limit: int = 4) -> list[Any]:
             stack.extend(reversed(item))
         elif isinstance(item, dict):
             stack.extend(reversed(list(item.values())))
+        elif isinstance(item, torch.distributions.Distribution):
+            stack.extend(v for v in vars(item).values() if isinstance(v, torch.Tensor))
     return out
 
 

@@ -1,3 +1,4 @@
+# Report: https://github.com/locuslab/fast_adversarial/issues/14
 # Adversarial training with the attack run in eval mode, as suggested in
 # locuslab/fast_adversarial#14 (https://github.com/locuslab/fast_adversarial/issues/14) so that
 # Dropout noise and batch statistics do not steer the perturbation. The attack calls

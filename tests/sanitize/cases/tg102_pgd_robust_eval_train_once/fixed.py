@@ -1,3 +1,4 @@
+# Report: https://github.com/locuslab/fast_adversarial/issues/14
 # A robustness evaluation between training epochs, in the style of PGD adversarial evaluation
 # (Madry et al. 2018, https://arxiv.org/abs/1706.06083; locuslab/fast_adversarial#14 discusses
 # putting the model in eval mode for the attack). The evaluator calls model.eval() and runs a
