@@ -58,6 +58,7 @@ from typing import Any
 
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import is_user_code
+from trainguard.sanitize.core.source import attribute_store
 from trainguard.sanitize.core.rng_holders import Held, held_rngs, made_by, passed_in, rng_kind
 
 _RESEEDS_PER_WORKER = {"get_worker_info", "initial_seed"}
@@ -134,7 +135,7 @@ class RngCopiedToWorkers(Check):
                         f"torch.utils.data.get_worker_info(); {path}.{attr} = {_FIX[kind]}`, "
                         "or draw from the np.random.* / torch.* global functions, which PyTorch "
                         "reseeds in every worker",
-                    where=_assigned_at(cls, attr))
+                    where=attribute_store(cls, attr))
                 self._merge(finding, f"{cls.__name__}.{attr}")
 
     def _held(self, loader: Any, workers: int, init_names: set[str] | None, path: str,
@@ -161,14 +162,14 @@ class RngCopiedToWorkers(Check):
         if init_names is not None and (found.attr in init_names or shared in init_names
                                        or _reseeds_through(init_names, (cls, holder), found.attr)):
             return
-        where = _assigned_at(cls, shared) if shared else None
-        where = where or _assigned_at(holder, found.attr)
+        where = attribute_store(cls, shared) if shared else None
+        where = where or attribute_store(holder, found.attr)
         if where is None:
             return  # made by library code: nothing the user can fix at a line of theirs
         kept = ""
         if shared is None and passed_in(where, found.attr):  # kept, not made: where it was made
             generator = getattr(found.holder, found.attr, None)
-            made = [(w, a) for a in made_by(dataset, generator) if (w := _assigned_at(cls, a))
+            made = [(w, a) for a in made_by(dataset, generator) if (w := attribute_store(cls, a))
                     and not passed_in(w, a)]
             where, kept = (made[0][0], f", made as {cls.__name__}.{made[0][1]}") if made else (
                 where, "")
@@ -213,25 +214,6 @@ def _made_per_worker(loaded: set[str]) -> bool:
     (``setattr``, ``__dict__``). Reading the worker's id alone (sharding an ``IterableDataset``,
     returning the id with the item) leaves the copied generator as it was."""
     return bool(loaded & _RESEEDS_PER_WORKER) and bool(loaded & _INDIRECT_STORES)
-
-
-def _assigned_at(cls: type, attr: str) -> Any:
-    """The user's line that stores ``self.<attr>`` in ``cls`` (its ``__init__`` first, then its
-    other methods, through its bases): where the generator that every worker copies is made.
-    None (the default line: the DataLoader's iteration) when no user code of the class stores it."""
-    for klass in cls.__mro__:
-        functions = [f for f in vars(klass).values() if isinstance(f, FunctionType)]
-        functions.sort(key=lambda f: f.__name__ != "__init__")
-        for function in functions:
-            code = function.__code__
-            if not is_user_code(code):
-                continue
-            for ins in dis.get_instructions(code):
-                if ins.opname == "STORE_ATTR" and ins.argval == attr:
-                    line = ins.positions.lineno if ins.positions else None
-                    if line:
-                        return (code.co_filename, line, (ins.positions.col_offset or 0) + 1)
-    return None
 
 
 def _datasets(dataset: Any, path: str, depth: int = 0) -> list[tuple[str, Any]]:

@@ -10,7 +10,12 @@ weight type ... should be the same"). It then also reads the failing frames once
 module's ``forward`` held and the tensors and models named in the user's failing line's frame.
 
 When it fires: the failing module's parameters and inputs span two devices (0-dim CPU tensors,
-which PyTorch lets meet any device, do not count), or the error is PyTorch's device error. The
+which PyTorch lets meet any device, do not count), or the error is PyTorch's device error. When
+the failing module holds a plain tensor attribute (``self.pe = table``: not a parameter or buffer,
+so ``model.to(device)`` leaves it behind) on another device than its inputs and parameters, the
+diagnosis names it and points at the line that stored it (``register_buffer`` is the fix; fairseq
+#4420). A device error of a module call that the script catches and survives (a serving helper's
+``try``/``except`` around inference) is reported at exit as a finding, at the same place. The
 diagnosis names each device and what is on it: `x` on cpu, the parameters of `Linear` `0` on
 cuda:0, the GRU's `input 1` (the hidden state) on cpu, so the user sees which side to move.
 
@@ -29,7 +34,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from trainguard.sanitize.core.check import Check, Diagnosis
-from trainguard.sanitize.core.frames import is_user_file
+from trainguard.sanitize.core.frames import is_user_file, short_location
+from trainguard.sanitize.core.source import attribute_store
 
 _PATTERNS = ("Expected all tensors to be on the same device", "is not on the expected device",
              "should be the same or input should be a MKLDNN tensor")
@@ -38,13 +44,44 @@ _PATTERNS = ("Expected all tensors to be on the same device", "is not on the exp
 class DeviceMismatch(Check):
     code = "TG702"
 
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
+        # id(exc) -> (diagnosis, the user's line of the failing call, the error's first line):
+        # device errors of module calls, until the run dies of one (on_error) or ends (on_exit)
+        self.caught: dict[int, tuple[Diagnosis, Any, str]] = {}
+
+    def on_forward_failed(self, module: Any, exc: BaseException, where: Any) -> None:
+        if len(self.caught) < 8 and id(exc) not in self.caught:
+            found = self._diagnose(exc)
+            if found is not None:
+                self.caught[id(exc)] = (found, where, _first_line(exc))
+
     def on_error(self, exc: BaseException) -> Diagnosis | None:
+        chained, seen = exc, 0
+        while chained is not None and seen < 8:  # the run dies of it (or of an error raised
+            held = self.caught.pop(id(chained), None)  # while handling it): a diagnosis only
+            if held is not None and chained is exc:
+                return held[0]
+            chained, seen = chained.__cause__ or chained.__context__, seen + 1
+        return self._diagnose(exc)
+
+    def on_exit(self) -> None:
+        """Device errors the script caught: the run went on without those results."""
+        for found, where, text in self.caught.values():
+            call = "here" if found.where is None or where is None else \
+                f"at {short_location(where)}"
+            self.report(f"{found.message}; the model call {call} raised `{text}` and the script "
+                        "caught the error and went on without its result",
+                        fix=found.fix, where=found.where or where)
+        self.caught.clear()
+
+    def _diagnose(self, exc: BaseException) -> Diagnosis | None:
         text = str(exc)
         failed = self.state.failed_module
         met = _call_devices(failed, self.state.failed_inputs)
-        if len(met) < 2 and not any(p in text for p in _PATTERNS):
+        loose = _loose_tensors(failed, self.state.failed_inputs) if "device" in text else None
+        if len(met) < 2 and not loose and not any(p in text for p in _PATTERNS):
             return None
-
         by_device: dict[str, list[str]] = {}
 
         def note(device: Any, what: str) -> None:
@@ -53,6 +90,19 @@ class DeviceMismatch(Check):
                 names.append(what)
 
         models = list(self.state.models)
+        if loose:  # a plain tensor attribute left behind by ``.to()``: the line that made it
+            attr, value, where = loose
+            name = _qualified(models, failed)
+            devices = sorted({d for _, _, d in self.state.failed_inputs} | {
+                str(p.device) for p in failed.parameters(recurse=False)} - {str(value.device)})
+            return Diagnosis(
+                f"{name}.{attr} is a plain tensor attribute (not a parameter or buffer), so "
+                f"`.to()`/`.cuda()` on the model left it on {value.device} while "
+                f"{name}.forward meets it with tensors on {', '.join(devices) or 'another device'}",
+                fix=f"register it with `self.register_buffer(\"{attr}\", tensor, "
+                    "persistent=False)` (moved with the model, not saved) or make it on the "
+                    "input's device in forward (`device=x.device`)",
+                where=where)
         if len(met) >= 2:  # the failing call itself: what met there is the diagnosis
             for device, what in met:
                 note(device, what.replace("{name}", _qualified(models, failed)))
@@ -137,3 +187,27 @@ def _qualified(models: list[Any], module: Any) -> str:
             if sub is module:
                 return f"{type(model).__name__}.{qual}" if qual else type(model).__name__
     return type(module).__name__
+
+
+def _loose_tensors(module: Any, inputs: list) -> tuple[str, Any, Any] | None:
+    """``(attr, tensor, line that stores it or None)`` for a plain tensor attribute of the
+    failing module (``self.pe = pe``: not a parameter or buffer, so ``module.to(device)`` does
+    not move it) on another device than the module's parameters and inputs; None otherwise."""
+    import torch
+
+    if module is None:
+        return None
+    devices = {str(p.device) for p in module.parameters(recurse=False)}
+    devices |= {device for _, _, device in inputs}
+    if not devices:
+        return None
+    for attr, value in list(vars(module).items())[:64]:
+        if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter) \
+                and (value.dim() > 0 or not value.is_cpu) and str(value.device) not in devices:
+            return attr, value, attribute_store(type(module), attr)
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:160] if lines else ''}"

@@ -42,6 +42,9 @@ Events (arguments are what PyTorch passed; nothing is copied):
 - ``on_forward_pre(call)``: a call of a module whose type is in the check's ``module_types``
   starts; ``call`` is a :class:`~trainguard.sanitize.core.records.ForwardCall`.
 - ``on_forward(call)``: it returned (``call.output`` set), or raised (``call.failed`` True).
+- ``on_forward_failed(module, exc, where)``: an outermost module call raised ``exc`` (checked and
+  settled steps alike; ``state.failed_module``/``failed_inputs`` name the innermost module it
+  passed through); ``where`` is the user's line of the call. The script may catch it and go on.
 - ``on_root_forward(call)``: an outermost module call returned (not a loss module); ``call.where``
   is the user's line, ``call.direct`` whether user code made the call itself, ``call.made`` the
   stamp on its outputs when a check declares ``stamps``.
@@ -140,7 +143,7 @@ if TYPE_CHECKING:
 __all__ = ["Check", "Diagnosis", "EVENTS"]
 
 EVENTS = (
-    "on_forward_pre", "on_forward", "on_root_forward", "on_loss", "on_backward",
+    "on_forward_pre", "on_forward", "on_forward_failed", "on_root_forward", "on_loss", "on_backward",
     "on_backward_done", "on_backward_failed", "on_step_pre", "on_step", "on_zero_grad",
     "on_functional", "on_save", "on_load", "on_exit", "on_error", "on_scheduler_step", "on_clip",
     "on_sampler_iter", "on_repro_pre", "on_repro", "on_library_import_pre", "on_library_import",
@@ -253,6 +256,7 @@ class Check:
     def on_save(self, obj: Any, f: Any) -> None: ...
     def on_load(self, f: Any, kwargs: dict) -> None: ...
     def on_exit(self) -> None: ...
+    def on_forward_failed(self, module: Any, exc: BaseException, where: Any) -> None: ...
     def on_error(self, exc: BaseException) -> Diagnosis | None: ...
 
     # Cross-rank methods (under torchrun, at exit; see the module docstring).

@@ -5,14 +5,15 @@ the bounded, cached :func:`~trainguard.sanitize.core.bounds.parse_file`)."""
 from __future__ import annotations
 
 import ast
+import dis
 import linecache
-from types import CodeType
+from types import CodeType, FunctionType
 
 from trainguard.config import is_suppressed
 from trainguard.sanitize.core.bounds import parse_file
-from trainguard.sanitize.core.frames import is_user_file
+from trainguard.sanitize.core.frames import is_user_code, is_user_file
 
-__all__ = ["SourceFile", "marked", "function_node"]
+__all__ = ["SourceFile", "marked", "function_node", "attribute_store"]
 
 
 def marked(code: str, where: tuple) -> bool:
@@ -82,3 +83,23 @@ class SourceFile:
                 return cur
             cur = self.parents.get(cur)
         return None
+
+
+def attribute_store(cls: type, attr: str) -> tuple[str, int, int] | None:
+    """``(path, line, column)`` of the user's statement that stores ``self.<attr>`` in ``cls``
+    (its ``__init__`` first, then its other methods, through its bases): where an attribute's
+    value was made (a generator every DataLoader worker copies, a tensor ``.to()`` does not move).
+    None when no user code of the class stores it."""
+    for klass in cls.__mro__:
+        functions = [f for f in vars(klass).values() if isinstance(f, FunctionType)]
+        functions.sort(key=lambda f: f.__name__ != "__init__")
+        for function in functions:
+            code = function.__code__
+            if not is_user_code(code):
+                continue
+            for ins in dis.get_instructions(code):
+                if ins.opname == "STORE_ATTR" and ins.argval == attr:
+                    line = ins.positions.lineno if ins.positions else None
+                    if line:
+                        return (code.co_filename, line, (ins.positions.col_offset or 0) + 1)
+    return None

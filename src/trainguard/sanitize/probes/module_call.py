@@ -166,8 +166,7 @@ def _settled(bus: "Bus", original_call: Any, direct: bool, stamp: Any,
                 output = original_call(self, *args, **kwargs)
         except BaseException as exc:
             if depth == 0:
-                state.failed_root = self
-                _locate_failure(state, exc, self, args)
+                _failed(bus, exc, self, args, caller, None)
             raise
         finally:
             modules.pop()
@@ -219,8 +218,7 @@ def _checked(bus: "Bus", original_call: Any, stamp: Any, forward_end: Callable) 
             try:
                 call.failed = True
                 if depth == 0:
-                    state.failed_root = self
-                    _locate_failure(state, exc, self, args)
+                    _failed(bus, exc, self, args, None, call.where)
                 if h["on_forward"]:
                     bus.emit_module("on_forward", call)
             except Exception as err:
@@ -278,6 +276,22 @@ def _forward_end(bus: "Bus") -> Callable:
         except Exception as exc:
             bus.hook_failed("nn.Module.__call__", exc)
     return forward_end
+
+
+def _failed(bus: "Bus", exc: BaseException, root: Any, args: tuple, caller: Any,
+            where: Any) -> None:
+    """An outermost call of ``root`` raised ``exc``: note the innermost module it passed through
+    and send ``on_forward_failed`` (the user's line: ``where``, else read from ``caller``)."""
+    state = bus.state
+    state.failed_root = root
+    _locate_failure(state, exc, root, args)
+    if bus.handlers["on_forward_failed"] and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        try:
+            if where is None and caller is not None:
+                where = frames.user_location(caller)
+            bus.emit("on_forward_failed", root, exc, where)
+        except Exception as err:  # never in the way of the user's error
+            bus.hook_failed("nn.Module.__call__", err)
 
 
 def _locate_failure(state: Any, exc: BaseException, root: Any, args: tuple) -> None:
