@@ -40,7 +40,14 @@ def _input(call: Any) -> Any:
     """The call's first positional tensor argument, or None."""
     args = call.args
     first = args[0] if args else None
-    return first if hasattr(first, "_version") else None
+    return first if hasattr(first, "is_inference") else None
+
+
+def _version(tensor: Any) -> int:
+    """The tensor's version counter; -1 for an inference tensor (made under
+    ``torch.inference_mode()``), which has none: reading it raises, and such a tensor is only
+    changed in place inside inference mode, so its identity alone tells a repeat."""
+    return -1 if tensor.is_inference() else tensor._version
 
 
 class Sampling:
@@ -63,7 +70,7 @@ class Sampling:
             report()
             return
         self.release()
-        self.held = (weakref.ref(call.module), weakref.ref(tensor), tensor._version, report)
+        self.held = (weakref.ref(call.module), weakref.ref(tensor), _version(tensor), report)
 
     def repeats(self, call: Any) -> bool:
         """Whether ``call`` (a root forward) draws again from the held forward's input, or from a
@@ -73,7 +80,7 @@ class Sampling:
         tensor = _input(call) if call.training and not call.grad_enabled else None
         for entry in (self.held, self.series):
             if entry is not None and tensor is not None and entry[0]() is call.module \
-                    and entry[1]() is tensor and entry[2] == tensor._version:
+                    and entry[1]() is tensor and entry[2] == _version(tensor):
                 self.series, self.held = entry[:3], None
                 return True
         self.series = None
