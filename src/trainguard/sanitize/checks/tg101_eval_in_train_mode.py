@@ -31,8 +31,8 @@ ones, or from callers that train later.
 Reported where the missing ``eval()`` belongs (:mod:`..core.callstack`,
 :mod:`..core.mode_history`), for a call reported at once: the evaluation's line in the deepest
 frame it shares with the model's latest ``train()`` (not one restoring its own function's
-``eval()``; without one, the latest checked backward): at a script's top level the statement that
-started the evaluation, inside a function running both phases the evaluation's own function. When
+``eval()``; without one, the latest checked backward): inside the evaluation's own function when
+the shared frame calls one (at a script's top level too), else the statement that started it. When
 user code's ``train()`` undid an ``eval()`` with no backward since, at that ``train()`` (a
 ``self.train()`` left in a LightningModule's ``validation_step``). Otherwise at the model call.
 

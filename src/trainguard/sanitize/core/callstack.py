@@ -79,9 +79,8 @@ def shared_depth(one: Stack, other: Stack) -> int:
 def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False) -> Location | None:
     """The line of ``at`` in the deepest frame it shares with ``ref``.
 
-    With ``into_phase``, when that frame is a function's, or ``ref`` goes deeper than it (the
-    training sets its mode in a function of its own: ``fit()``, ``train_one_epoch()``), the line
-    inside the function ``at``'s phase runs in: of the frames past the shared one (comprehensions
+    With ``into_phase``, the line inside the function ``at``'s phase runs in (at a script's top
+    level too: a notebook loop calling an ``estimate_loss()`` helper is reported in the helper): of the frames past the shared one (comprehensions
     skipped, up to the first method of the model, which ``at`` marks when made with
     ``methods=True``, and up to the first one in another file: a helper module's function serves
     every caller), the outermost whose line sits in a ``no_grad``/``inference_mode`` region
@@ -91,7 +90,7 @@ def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False) -> Location |
     depth = shared_depth(at, ref)
     if depth < 0:
         return None
-    if into_phase and (at[depth][1].co_name != "<module>" or len(ref) > depth + 1):
+    if into_phase:
         phase = []
         for entry in at[depth + 1:]:
             if entry[3] or (phase and entry[2][0] != phase[0][2][0]):

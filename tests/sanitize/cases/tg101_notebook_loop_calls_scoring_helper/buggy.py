@@ -1,0 +1,54 @@
+# Report: https://github.com/karpathy/nanoGPT/blob/master/train.py
+# Modelled on nanoGPT's estimate_loss() (train.py), which brackets its scoring with model.eval()
+# and model.train(), written as notebook cells without that switch: the training loop runs at the
+# top level and calls a scoring helper under torch.inference_mode() that never calls
+# model.eval(). model.eval() belongs in the helper, at its model call, not at the loop's line.
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+text = torch.randint(0, 12, (2000,))
+
+
+class CharGRU(nn.Module):
+    def __init__(self, vocab: int = 12, dim: int = 32) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.drop = nn.Dropout(0.3)
+        self.rnn = nn.GRU(dim, dim, num_layers=2, dropout=0.3, batch_first=True)
+        self.out = nn.Linear(dim, vocab)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, _ = self.rnn(self.drop(self.embed(x)))
+        return self.out(h)
+
+
+def batch(generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    starts = torch.randint(0, len(text) - 17, (8,), generator=generator)
+    chunk = torch.stack([text[s:s + 17] for s in starts])
+    return chunk[:, :-1], chunk[:, 1:]
+
+
+@torch.inference_mode()
+def estimate_loss(model: nn.Module) -> float:
+    generator = torch.Generator().manual_seed(1)
+    total = 0.0
+    for _ in range(4):
+        x, y = batch(generator)
+        logits = model(x)  # expect: TG101
+        total += nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten()).item()
+    return total / 4
+
+
+# %%
+model = CharGRU()
+optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+generator = torch.Generator().manual_seed(0)
+for step in range(30):
+    x, y = batch(generator)
+    loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if step % 10 == 9:
+        print(f"step {step}: val loss {estimate_loss(model):.3f}")
