@@ -45,5 +45,5 @@ def check(script: Script) -> Iterator[Hit]:
                   f"{last.key}.eval() at {last.place(script)}{inside} is still in effect when "
                   f"the next iteration's optimizer step ({step.place(script)}) runs: no "
                   f"{last.key}.train() comes before it in {loop_label(script, loop)}",
-                  fix=f"call {last.key}.train() at the start of every training epoch, before "
-                      f"the batches")
+                  fix=f"call {last.key}.train() again before the next optimizer step: right "
+                      f"after this evaluation, or at the start of every training epoch")
