@@ -26,11 +26,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, parent
+from trainguard.lint.astutil import dotted, parent, walk_local
 from trainguard.lint.events import Event, events
 from trainguard.lint.modes import mode_before
-from trainguard.lint.regions import INFERENCE_METHODS, eval_regions, forward_calls, \
-    inference_calls
+from trainguard.lint.regions import INFERENCE_METHODS, eval_regions, inference_calls
 from trainguard.lint.rules import Hit
 from trainguard.lint.sampling import helper_samples, sampled_pass, samples_only
 from trainguard.lint.script import Script
@@ -191,14 +190,33 @@ def _undoes_eval(script: Script, e: Event) -> bool:
                           ast.Match, ast.BoolOp)):
             return False
         n = parent(n)
-    after = [f for f in forward_calls(script, helper) if f.lineno >= node.lineno and
-             script.key(f.func) == script.key(node.func.value)]  # type: ignore[attr-defined]
+    key = script.key(node.func.value)  # type: ignore[attr-defined]
+    after = [f for f in walk_local(helper) if isinstance(f, ast.Call) and
+             f.lineno >= node.lineno and key is not None and  # type: ignore[attr-defined]
+             script.key(f.func.value if isinstance(f.func, ast.Attribute) and
+                        f.func.attr == "forward" else f.func) == key]
     if not after or samples_only(script, after):
         return False
-    loops = script.enclosing_loops(call)
-    scope = loops[0] if loops else script.enclosing_function(call)
-    body = scope.body if scope is not None else script.tree.body  # type: ignore[attr-defined]
-    return not any(x.kind in ("backward", "step") for x in events(script, body))
+    return not any(x.kind in ("backward", "step") for x in events(script, _after_call(call)))
+
+
+def _after_call(call: ast.Call) -> list[ast.stmt]:
+    """What runs with the call's result: the body of the loop around it, else the rest of the
+    block from its statement on (a comprehension's element is one statement)."""
+    n: ast.AST | None = call
+    comprehension = False
+    while n is not None and not isinstance(n, ast.stmt):
+        comprehension |= isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp,
+                                        ast.DictComp))
+        n = parent(n)
+    stmt = n
+    loops = Script.enclosing_loops(call)
+    if loops and not comprehension:
+        return loops[0].body  # type: ignore[attr-defined]
+    block = parent(stmt) if stmt is not None else None
+    body = next((b for f in ("body", "orelse", "finalbody", "handlers")
+                 if isinstance(b := getattr(block, f, None), list) and stmt in b), None)
+    return body[body.index(stmt):] if body else [stmt]  # type: ignore[list-item]
 
 
 def _sets_train(func: ast.AST) -> bool:
