@@ -218,6 +218,8 @@ def resolve(script: Any, expr: ast.AST | None, *, _depth: int = 3) -> Any:
 
         def visit_Name(self, node: ast.Name) -> ast.AST:
             bound = _param_value(script, expr, node.id)
+            if bound is None and _depth > 0:
+                bound = _local_value(script, expr, node.id, _depth - 1)
             if bound is not None:
                 env[node.id] = bound
             return node
@@ -241,6 +243,19 @@ def _param_value(script: Any, at: ast.AST, name: str) -> ast.expr | None:
     if name not in {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]}:
         return None
     return param_env(script, func).get(name)
+
+
+def _local_value(script: Any, at: ast.AST, name: str, depth: int) -> ast.expr | None:
+    """What a local name of the function around ``at`` holds when it is assigned once from
+    the function's parameters (``d = cfg["data"]`` in ``def train(cfg)``), resolved there, as
+    a constant node; None when unknown."""
+    if script.enclosing_function(at) is None:
+        return None
+    value = _single_value(_name_at(at, name))
+    if value is None or script.enclosing_function(value) is None:
+        return None  # a module constant: const_eval reads it already
+    v = resolve(script, value, _depth=depth)
+    return None if v is UNKNOWN else ast.Constant(v)
 
 
 def _self_value(script: Any, at: ast.AST, attr: str) -> ast.expr | None:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from trainguard.lint.astutil import walk_local
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.consts import UNKNOWN, resolve, truth
+from trainguard.lint.packed import packs_sequences, recurrent_outputs, recurrent_submodules, \
+    rnn_output
 from trainguard.lint.script import Script
 
 __all__ = ["ForwardCut", "forward_cuts", "submodules_with_parameters", "CUT_ATTRS", "NEW_LEAF"]
@@ -158,6 +160,8 @@ def _cuts_in(script: Script, cls: ast.ClassDef, forward: ast.FunctionDef,
     flow = _Flow(script, subs)
     flow.methods = {k: v for k, v in methods.items() if k not in ("forward", "__init__")}
     flow.tensors = _parameter_attrs(script, methods["__init__"]) & subs
+    if packs_sequences(script):
+        flow.recurrent = recurrent_submodules(script, methods["__init__"])
     flow.read(forward)
     uncut, cut_at, _ = flow.reach()
     by_cut: dict[int, list[tuple[str, ast.Call]]] = {}
@@ -188,6 +192,8 @@ class _Flow:
         self.packed = False
         self.methods: dict[str, ast.FunctionDef] = {}  # the class's own, called on self
         self.tensors: set[str] = set()  # the subs that are nn.Parameter, not modules
+        self.recurrent: set[str] = set()  # recurrent subs fed packed sequences
+        self.rnn_out: set[str] = set()  # the names their outputs are bound to
         self.called: list[ast.FunctionDef] = []
         self._taken: dict[int, ast.AST | None] = {}
 
@@ -199,6 +205,9 @@ class _Flow:
         # (https://pytorch.org/docs/stable/generated/torch.nn.utils.rnn.PackedSequence.html)
         self.packed = any(isinstance(n, ast.Call) and (self.script.call_qualname(n) or "")
                           .startswith("torch.nn.utils.rnn.pack") for n in walk_local(func))
+        # where the file packs sequences elsewhere (a collate function, the training loop),
+        # what a recurrent layer returns is taken as a PackedSequence too
+        self.rnn_out = recurrent_outputs(func, self.recurrent) if self.recurrent else set()
         for node in walk_local(func):
             if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -334,7 +343,8 @@ class _Flow:
                               c))
                 continue
             if isinstance(node, ast.Attribute) and node.attr == "data":
-                stack.append((node.value, c if self.packed else c or node))
+                packed = self.packed or rnn_output(node.value, self.rnn_out, self.recurrent)
+                stack.append((node.value, c if packed else c or node))
                 continue
             if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.ClassDef)):
                 continue
@@ -369,7 +379,6 @@ class _Flow:
                 continue
             stack.extend((child, c) for child in ast.iter_child_nodes(node))
         return found
-
 
     def helper(self, call: ast.Call) -> list[tuple[ast.expr, ast.AST | None]] | None:
         """For a call of a same-file function: each argument that reaches its return, with the

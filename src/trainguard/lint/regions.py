@@ -272,7 +272,7 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
     covered: set[int] = set()
     for node in script.nodes:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                EVAL_NAME.match(node.name) and not _FRAMEWORK_HOOK.match(node.name) and \
+                EVAL_NAME.match(node.name) and not _framework_hook(script, node) and \
                 not _inside_module_class(script, node):
             fwd = forward_calls(script, node)
             text = script.segment(node) or ""
@@ -291,10 +291,25 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
             continue
         if _is_region_loop(script, node):
             func = script.enclosing_function(node)
-            if func is not None and _FRAMEWORK_HOOK.match(func.name):
+            if func is not None and _framework_hook(script, func):
                 continue
             regions.append(_region(script, node, forward_calls(script, node)))
     return regions
+
+
+def _framework_hook(script: Script, func: ast.AST) -> bool:
+    """A method named as a framework's hook (``validation_step``) that the file does not drive:
+    no function of the file calls it except other hooks (``test_step`` returning
+    ``self.validation_step(...)``). A ``validation_step`` that the file's own ``fit`` loop calls
+    (an sklearn-style wrapper, a hand-written trainer) runs as the file says, in whatever grad
+    and train mode its caller left."""
+    if not _FRAMEWORK_HOOK.match(func.name):  # type: ignore[attr-defined]
+        return False
+    for site in script.call_sites(func):  # type: ignore[arg-type]
+        caller = script.enclosing_function(site)
+        if caller is None or not _FRAMEWORK_HOOK.match(caller.name):
+            return False
+    return True
 
 
 def _disabled_here(script: Script, node: ast.AST, func: ast.AST) -> bool:

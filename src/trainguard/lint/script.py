@@ -187,11 +187,15 @@ class Script:
     @staticmethod
     def key(node: ast.AST | None) -> str | None:
         """A stable key for an object reached through names and attributes: ``model.module`` and
-        ``model`` share the key ``model``; ``self.model`` stays ``self.model``."""
+        ``model`` share the key ``model``; ``self.model`` stays ``self.model``, and so does
+        ``self.module``: a wrapper's or trainer's own attribute (skorch's estimators hold the
+        network as ``self.module``), not DistributedDataParallel's unwrapping of ``self``."""
         name = dotted(node)
         if name is None or "()" in name or "[]" in name:
             return None
-        parts = [p for p in name.split(".") if p != "module"]
+        parts = name.split(".")
+        parts = [p for i, p in enumerate(parts)
+                 if p != "module" or (i == 1 and parts[0] == "self")]
         return ".".join(parts) or None
 
     @cached_property

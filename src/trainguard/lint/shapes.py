@@ -11,7 +11,8 @@ computed by :func:`trainguard.lint.consts.const_eval` (module constants, arithme
 function's arguments at one call site). A function of the file or project returns what its
 ``return`` builds from the arguments of the call (``tiles, masks = make_tiles(N_TILES)``), and a
 function's parameter holds what every call of the function in the file passes.
-scikit-learn's bundled datasets have fixed sizes (``load_digits()`` holds 1797 samples), and
+NumPy random draws, matrix products and split bounds computed from lengths
+(:mod:`trainguard.lint.counts`) are read too. scikit-learn's bundled datasets have fixed sizes (``load_digits()`` holds 1797 samples), and
 ``train_test_split`` splits as scikit-learn does: ``ceil(test_size * n)`` test samples, the rest
 for training (https://scikit-learn.org/stable/modules/generated/sklearn.model_selection.train_test_split.html).
 Anything else is unknown. Nothing is run.
@@ -25,10 +26,11 @@ from typing import Any
 
 from trainguard.lint.astutil import dotted, kwarg, parent, walk_local
 from trainguard.lint.consts import UNKNOWN, const_eval, resolve
+from trainguard.lint.counts import count, drawn_rows
 from trainguard.lint.dataset_len import class_length, own_attribute
 from trainguard.lint.script import Script
 
-__all__ = ["samples", "batches"]
+__all__ = ["samples", "batches", "binding"]
 
 _SIZED = {"randn", "rand", "zeros", "ones", "empty", "full", "randint"}
 # Sample counts of scikit-learn's bundled (not downloaded) datasets, from its user guide
@@ -72,8 +74,8 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
         if sl.step is not None:
             return UNKNOWN
         total = samples(script, expr.value, env, depth=d)
-        lo = 0 if sl.lower is None else const_eval(sl.lower, env=env)
-        hi = total if sl.upper is None else const_eval(sl.upper, env=env)
+        lo = 0 if sl.lower is None else count(script, sl.lower, env, samples, d)
+        hi = total if sl.upper is None else count(script, sl.upper, env, samples, d)
         if not all(isinstance(v, int) for v in (lo, hi)):
             return UNKNOWN
         if (lo < 0 or hi < 0) and not isinstance(total, int):
@@ -85,7 +87,9 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
         return samples(script, own, env, depth=d)
     if isinstance(expr, ast.Attribute) and expr.attr in _PER_SAMPLE:
         return samples(script, expr.value, env, depth=d)  # digits.images, bunch.target
-    if isinstance(expr, ast.BinOp) and not isinstance(expr.op, ast.MatMult) or \
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.MatMult):
+        return samples(script, expr.left, env, depth=d)  # a @ b: the rows of a
+    if isinstance(expr, ast.BinOp) or \
             isinstance(expr, ast.Compare) and len(expr.ops) == 1:
         sides = (expr.left, expr.right) if isinstance(expr, ast.BinOp) else \
             (expr.left, expr.comparators[0])
@@ -113,7 +117,7 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
         vals = [const_eval(a, env=env) for a in expr.args]
         return len(range(*vals)) if all(isinstance(v, int) for v in vals) else UNKNOWN
     if q in ("torch.randperm", "numpy.random.permutation") and len(expr.args) == 1:
-        v = const_eval(expr.args[0], env=env)
+        v = count(script, expr.args[0], env, samples, d)  # permutation(len(x))
         if isinstance(v, int) and not isinstance(v, bool):
             return v
         return samples(script, expr.args[0], env, depth=d)  # permutation(array)
@@ -157,6 +161,9 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
             len(expr.args) == 1:
         parts = [samples(script, e, env, depth=d) for e in expr.args[0].elts]
         return sum(parts) if all(isinstance(p, int) for p in parts) else UNKNOWN
+    drawn = drawn_rows(script, expr, env, samples, d)
+    if drawn is not UNKNOWN:
+        return drawn
     returned = _returned(script, expr, None, d)
     if returned is not UNKNOWN:
         return returned
@@ -256,7 +263,7 @@ def _binding(name: ast.Name) -> tuple[ast.stmt, int | None] | None:
                             scope.args.kwonlyargs}:
             return None
         scope = scope_of(scope)
-    if found is None:
+    if not found:  # an import, or no binding in reach
         return None
     if len(found) > 1:
         here = (name.lineno, name.col_offset)
@@ -301,6 +308,9 @@ def _bindings(scope: ast.AST, name: str) -> list | None:
                 node.name == name:
             found.append((None, None))
     return found
+
+
+binding = _binding
 
 
 def _ancestors(node: ast.AST) -> list[ast.AST]:

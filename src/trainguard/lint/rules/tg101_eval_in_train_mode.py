@@ -16,6 +16,9 @@ no_grad does not set eval mode). A forward whose output only becomes predictions
 never reaches a loss or a backward is inference too, wherever it is written: notebook cells or
 top-level statements after training, a project helper handed the model (``predict(model, x)``
 returning ``model(x).argmax(1)``).
+A helper shared by training and evaluation that calls ``model.train()`` unconditionally and then
+runs the model (``out, loss = process_batch(model, batch)``) undoes the ``model.eval()`` of the
+evaluation that calls it (pliang279/MultiBench#26): reported at that ``train()``.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted
-from trainguard.lint.events import events
+from trainguard.lint.astutil import dotted, parent, walk_local
+from trainguard.lint.events import Event, events
 from trainguard.lint.modes import mode_before
 from trainguard.lint.regions import INFERENCE_METHODS, eval_regions, inference_calls
 from trainguard.lint.rules import Hit
@@ -39,6 +42,7 @@ def check(script: Script) -> Iterator[Hit]:
     if not script.mode_dependent:
         return
     yield from _inference_entry_points(script)
+    yield from _eval_undone_by_helper(script)
     for region in eval_regions(script):
         body = region.node.body  # type: ignore[attr-defined]
         if any(e.kind in ("eval", "mode?") for e in events(script, body)):
@@ -134,3 +138,106 @@ def _mode_behaviour_changed(script: Script, call: ast.Call) -> bool:
                     sub.attr in _MODE_ATTRS:
                 return True
     return False
+
+
+def _eval_undone_by_helper(script: Script) -> Iterator[Hit]:
+    """In a function (or the module), after ``model.eval()``, a call of a same-file helper
+    whose ``model.train()`` runs whatever its caller wants, followed by a forward of the model
+    in that helper: the evaluation that uses the call's result runs in train mode. Smaller
+    scopes first, so the message names the evaluation itself."""
+    scopes = _callers(script, [f for fs in script.functions.values() for f in fs
+                               if _sets_train(f)])
+    scopes.sort(key=lambda f: (getattr(f, "end_lineno", 0) or 0) - getattr(f, "lineno", 0)
+                if f is not script.tree else 1 << 30)
+    seen: set[int] = set()
+    for scope in scopes:
+        mode: dict[str | None, Event] = {}
+        for e in events(script, scope.body):  # type: ignore[attr-defined]
+            prev = mode.get(e.key)
+            if e.kind in ("train", "eval", "mode?"):
+                mode[e.key] = e
+            if e.kind != "train" or prev is None or prev.kind != "eval" or \
+                    id(e.node) in seen or not _undoes_eval(script, e):
+                continue
+            seen.add(id(e.node))
+            helper = script.enclosing_function(e.node)
+            where = script.enclosing_function(e.via)  # type: ignore[arg-type]
+            label = f"{where.name}()" if where is not None else "the evaluation"
+            yield Hit(e.node, f"{helper.name}() calls {e.key}.train() whatever its caller "  # type: ignore[union-attr]
+                              f"wants, so {label} runs the model in train mode after its "
+                              f"{prev.key}.eval() at {prev.place(script)} (the call at "
+                              f"{script.at(e.via.lineno)}): Dropout and BatchNorm act as in "  # type: ignore[union-attr]
+                              f"training",
+                      fix=f"let the caller choose the mode ({e.key}.train(training)), or call "
+                          f"train() only where training starts")
+
+
+def _undoes_eval(script: Script, e: Event) -> bool:
+    """``e`` (a ``train()``) comes from a helper the evaluation calls for its result
+    (``out, loss = step(model, batch)``): it runs on every call of the helper, the helper then
+    runs the model and no backward, and no backward or step follows the call in its loop."""
+    call, node = e.via, e.node
+    if call is None or e.foreign is not None or not isinstance(node, ast.Call) or \
+            isinstance(parent(call), ast.Expr):
+        return False
+    helper = script.enclosing_function(node)
+    if helper is None or script.has_backward(helper) or \
+            any(r.node is helper for r in eval_regions(script)):
+        return False  # an evaluation function of its own: judged at its call sites
+    n = parent(node)
+    while n is not None and n is not helper:  # unconditional in the helper
+        if isinstance(n, (ast.If, ast.IfExp, ast.For, ast.AsyncFor, ast.While, ast.Try,
+                          ast.Match, ast.BoolOp)):
+            return False
+        n = parent(n)
+    key = script.key(node.func.value)  # type: ignore[attr-defined]
+    after = [f for f in walk_local(helper) if isinstance(f, ast.Call) and
+             f.lineno >= node.lineno and key is not None and  # type: ignore[attr-defined]
+             script.key(f.func.value if isinstance(f.func, ast.Attribute) and
+                        f.func.attr == "forward" else f.func) == key]
+    if not after or samples_only(script, after):
+        return False
+    return not any(x.kind in ("backward", "step") for x in events(script, _after_call(call)))
+
+
+def _after_call(call: ast.Call) -> list[ast.stmt]:
+    """What runs with the call's result: the body of the loop around it, else the rest of the
+    block from its statement on (a comprehension's element is one statement)."""
+    n: ast.AST | None = call
+    comprehension = False
+    while n is not None and not isinstance(n, ast.stmt):
+        comprehension |= isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp,
+                                        ast.DictComp))
+        n = parent(n)
+    stmt = n
+    loops = Script.enclosing_loops(call)
+    if loops and not comprehension:
+        return loops[0].body  # type: ignore[attr-defined]
+    block = parent(stmt) if stmt is not None else None
+    body = next((b for f in ("body", "orelse", "finalbody", "handlers")
+                 if isinstance(b := getattr(block, f, None), list) and stmt in b), None)
+    return body[body.index(stmt):] if body else [stmt]  # type: ignore[list-item]
+
+
+def _sets_train(func: ast.AST) -> bool:
+    """Cheap test: ``func`` itself calls ``.train()`` with no argument."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+               n.func.attr == "train" and not n.args and not n.keywords
+               for n in ast.walk(func))
+
+
+def _callers(script: Script, funcs: list[ast.AST], depth: int = 2) -> list[ast.AST]:
+    """The functions (or the module) that call ``funcs``, ``depth`` levels up."""
+    out: dict[int, ast.AST] = {}
+    frontier = funcs
+    for _ in range(depth):
+        nxt = []
+        for f in frontier:
+            for site in script.call_sites(f):  # type: ignore[arg-type]
+                scope = script.enclosing_function(site) or script.tree
+                if id(scope) not in out:
+                    out[id(scope)] = scope
+                    if scope is not script.tree:
+                        nxt.append(scope)
+        frontier = nxt
+    return list(out.values())

@@ -57,6 +57,8 @@ def check(script: Script) -> Iterator[Hit]:
             if spread is UNKNOWN:
                 continue  # options the file does not fix may hold drop_last
             size = 1 if size_node is None else const_eval(size_node, env=env)
+            if size is UNKNOWN and isinstance(size_node, ast.Name) and size_node.id in env:
+                size = resolve(script, env[size_node.id])  # the caller's d["batch"]
             if size is UNKNOWN and size_node is not None:
                 size = resolve(script, size_node)  # batch_size=self.batch_size
             if size_node is None and "batch_size" in spread:
@@ -191,23 +193,58 @@ def _pooled_batchnorm2d(script: Script) -> bool:
         if (script.call_qualname(call) or "").rsplit(".", 1)[-1] != "Sequential":
             continue
         pooled = False
-        for layer in call.args:
+        for layer, env in _layers(script, call, {}, 2):
             name = (script.call_qualname(layer) or "").rsplit(".", 1)[-1]
             if name in _POOL_TO_ONE and isinstance(layer, ast.Call) and layer.args:
                 pooled = 1 in _possible_values(script, layer.args[0])
             elif name == "BatchNorm2d" and pooled:
                 return True
             elif name not in ("Conv2d", "ReLU", "ReLU6", "SiLU", "Identity") or \
-                    name == "Conv2d" and not _pointwise(layer):
+                    name == "Conv2d" and not _pointwise(layer, env):
                 pooled = False
     return False
 
 
-def _pointwise(conv: ast.AST) -> bool:
+def _layers(script: Script, seq: ast.Call, env: dict,
+            depth: int) -> Iterator[tuple[ast.AST, dict]]:
+    """The layers of ``nn.Sequential(...)`` in order, each with the bindings its arguments
+    are read under; a call of a factory of the file that returns a ``Sequential``
+    (``conv_bn_relu(c, c, k=1)``) stands for that Sequential's layers, its parameters bound
+    to the call's arguments (mmseg's ConvModule blocks)."""
+    for layer in seq.args:
+        func = script.callee(layer) if isinstance(layer, ast.Call) and depth > 0 else None
+        built = _returned_sequential(script, func) if func is not None else None
+        if built is None:
+            yield layer, env
+            continue
+        names = [a.arg for a in func.args.posonlyargs + func.args.args]  # type: ignore[union-attr]
+        inner = dict(zip(reversed(names), reversed(func.args.defaults)))  # type: ignore[union-attr]
+        inner.update(bind_arguments(names, layer))  # type: ignore[arg-type]
+        # the caller's names are read where the caller wrote them
+        inner = {k: v if not env else _bound_constant(v, env) for k, v in inner.items()}
+        yield from _layers(script, built, inner, depth - 1)
+
+
+def _returned_sequential(script: Script, func: ast.AST) -> ast.Call | None:
+    """The ``nn.Sequential(...)`` call a function returns directly, when it has one return."""
+    returns = [n for n in walk_local(func) if isinstance(n, ast.Return)]
+    if len(returns) != 1 or not isinstance(returns[0].value, ast.Call):
+        return None
+    value = returns[0].value
+    q = script.call_qualname(value) or ""
+    return value if q.rsplit(".", 1)[-1] == "Sequential" else None
+
+
+def _bound_constant(expr: ast.expr, env: dict) -> ast.expr:
+    v = const_eval(expr, env=env)
+    return expr if v is UNKNOWN else ast.Constant(v)
+
+
+def _pointwise(conv: ast.AST, env: dict | None = None) -> bool:
     k = kwarg(conv, "kernel_size") if isinstance(conv, ast.Call) else None  # type: ignore
     if k is None and isinstance(conv, ast.Call) and len(conv.args) >= 3:
         k = conv.args[2]
-    return const_eval(k) in (1, [1, 1])
+    return const_eval(k, env=env or None) in (1, [1, 1])
 
 
 def _possible_values(script: Script, expr: ast.AST) -> list:
