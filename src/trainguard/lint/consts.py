@@ -97,16 +97,18 @@ def const_eval(expr: ast.AST | None, *, env: dict[str, ast.expr] | None = None,
                     and b < 1000:
                 return a * b
             return UNKNOWN
+        # A literal's elements are evaluated at the literal's own depth: nesting in a
+        # literal is finite, and a config nested three deep must stay readable.
         if isinstance(expr, (ast.List, ast.Tuple)):
-            vals = [const_eval(e, _depth=d) for e in expr.elts]
+            vals = [const_eval(e, _depth=_depth) for e in expr.elts]
             return UNKNOWN if any(v is UNKNOWN for v in vals) else list(vals)
         if isinstance(expr, ast.Dict):
             out = {}
             for k, v in zip(expr.keys, expr.values):
-                key = const_eval(k, _depth=d) if k is not None else UNKNOWN
+                key = const_eval(k, _depth=_depth) if k is not None else UNKNOWN
                 if key is UNKNOWN:
                     continue  # a ** spread or a computed key: that entry is unknown
-                out[key] = const_eval(v, _depth=d)
+                out[key] = const_eval(v, _depth=_depth)
             return out
         if isinstance(expr, ast.Subscript):
             base = const_eval(expr.value, _depth=d)
@@ -220,8 +222,16 @@ def resolve(script: Any, expr: ast.AST | None, *, _depth: int = 3) -> Any:
             bound = _param_value(script, expr, node.id)
             if bound is not None:
                 env[node.id] = bound
-            return node
+                return node
+            alias = _local_alias(script, expr, node.id) if len(hops) < 4 else None
+            if alias is None:
+                return node
+            hops.append(node.id)  # sched_cfg = optim_cfg["scheduler"]: read through it
+            inner = ast.parse(ast.unparse(alias), mode="eval").body
+            _link(inner, parent(expr))
+            return self.visit(inner)
 
+    hops: list[str] = []
     copy = _Bind().visit(copy)
     if not env:
         return UNKNOWN
@@ -241,6 +251,21 @@ def _param_value(script: Any, at: ast.AST, name: str) -> ast.expr | None:
     if name not in {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]}:
         return None
     return param_env(script, func).get(name)
+
+
+def _local_alias(script: Any, at: ast.AST, name: str) -> ast.expr | None:
+    """The one value a local name of the function around ``at`` is given, when that value
+    reads a parameter or another local of it (``exp = cfg["experiment"]``); a value that
+    stands alone is for :func:`const_eval`."""
+    func = script.enclosing_function(at)
+    if func is None:
+        return None
+    values = _assignment_table(func).get(name)
+    if not values or len(values) != 1 or values[0] is None:
+        return None
+    local = _assignment_table(func)
+    return values[0] if any(isinstance(n, ast.Name) and n.id in local
+                            for n in ast.walk(values[0])) else None
 
 
 def _self_value(script: Any, at: ast.AST, attr: str) -> ast.expr | None:
