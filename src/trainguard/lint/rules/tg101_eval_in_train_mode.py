@@ -15,7 +15,9 @@ no_grad does not set eval mode). A forward whose output only becomes predictions
 (``model(x).argmax(1)``, ``logits = model(x)`` then ``logits.topk(5)``, through a softmax) and
 never reaches a loss or a backward is inference too, wherever it is written: notebook cells or
 top-level statements after training, a project helper handed the model (``predict(model, x)``
-returning ``model(x).argmax(1)``).
+returning ``model(x).argmax(1)``). A copy of the model (``copy.deepcopy``, ``AveragedModel``:
+an EMA or SWA average) made in train mode and evaluated without its own ``eval()``
+(:mod:`trainguard.lint.copies`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted
+from trainguard.lint.copies import train_mode_copy_forwards
 from trainguard.lint.events import events
 from trainguard.lint.modes import mode_before
 from trainguard.lint.regions import INFERENCE_METHODS, eval_regions, inference_calls
@@ -39,6 +42,7 @@ def check(script: Script) -> Iterator[Hit]:
     if not script.mode_dependent:
         return
     yield from _inference_entry_points(script)
+    yield from _train_mode_copies(script)
     for region in eval_regions(script):
         body = region.node.body  # type: ignore[attr-defined]
         if any(e.kind in ("eval", "mode?") for e in events(script, body)):
@@ -77,6 +81,20 @@ def check(script: Script) -> Iterator[Hit]:
                              f"and BatchNorm act as in training",
                       fix="call model.eval() before this loop, and model.train() before "
                           "training again")
+
+
+def _train_mode_copies(script: Script) -> Iterator[Hit]:
+    """A model's copy (EMA, SWA, snapshot: :mod:`trainguard.lint.copies`) made in train mode
+    and evaluated without its mode ever being set: ``model.eval()`` does not reach it."""
+    for c in train_mode_copy_forwards(script):
+        if samples_only(script, [c.forward]):
+            continue
+        yield Hit(c.forward, f"{c.key} is a copy of {c.source} made at "
+                             f"{script.at(c.made.lineno)} while {c.source} was in train mode "
+                             f"({c.why}), and nothing sets the copy's mode since: this forward "
+                             f"evaluates it in train mode, with Dropout and BatchNorm acting as "
+                             f"in training",
+                  fix=f"call {c.key}.eval() before evaluating the copy")
 
 
 def _inference_entry_points(script: Script) -> Iterator[Hit]:
