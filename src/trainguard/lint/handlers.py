@@ -3,7 +3,7 @@
 pytorch-ignite's ``Engine`` and the engines written after it run a step function once per
 iteration and fire named events around it; a handler is attached with a decorator
 (``@trainer.on(Events.EPOCH_STARTED)``), with ``trainer.add_event_handler(event, fn)`` or with
-``trainer.on(event)(fn)``. The event's name says when it fires
+``trainer.on(event)(fn)``; the handler may be a lambda. The event's name says when it fires
 (https://pytorch.org/ignite/generated/ignite.engine.events.Events.html): ``STARTED`` once
 before the run, ``EPOCH_STARTED`` before each epoch's iterations, ``ITERATION_STARTED`` and
 ``ITERATION_COMPLETED`` around each call of the step function, ``EPOCH_COMPLETED`` and
@@ -24,7 +24,7 @@ from trainguard.lint.astutil import dotted, kwarg, parent
 from trainguard.lint.consts import UNKNOWN, resolve
 from trainguard.lint.script import Func, Script
 
-__all__ = ["Handler", "engine_handlers", "BEFORE_STEP", "PER_ITERATION"]
+__all__ = ["Handler", "engine_handlers", "handler_body", "BEFORE_STEP", "PER_ITERATION"]
 
 # Events fired before the step function of the iteration they precede has run.
 BEFORE_STEP = frozenset({"STARTED", "EPOCH_STARTED", "ITERATION_STARTED"})
@@ -38,7 +38,7 @@ class Handler:
     it is attached (the decorator or the registering call)."""
 
     event: str
-    func: Func
+    func: Func | ast.Lambda
     site: ast.Call
     engine: str
     step_function: Func | None  # the engine's step function, when it is one of the file's
@@ -86,8 +86,21 @@ def _event(node: ast.AST) -> str | None:
     return last if last in _EVENTS else None
 
 
-def _function(script: Script, node: ast.AST) -> Func | None:
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+def handler_body(func: Func | ast.Lambda) -> list[ast.stmt]:
+    """The statements a handler runs; a lambda's expression as one statement."""
+    if not isinstance(func, ast.Lambda):
+        return func.body
+    body = getattr(func, "_tg_body", None)
+    if body is None:
+        stmt = ast.Expr(func.body)
+        ast.copy_location(stmt, func.body)
+        stmt._tg_parent = func  # type: ignore[attr-defined]
+        body = func._tg_body = [stmt]  # type: ignore[attr-defined]
+    return body
+
+
+def _function(script: Script, node: ast.AST) -> Func | ast.Lambda | None:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         return node
     name = dotted(node)
     defs = script.functions.get(name.rsplit(".", 1)[-1], []) if name else []
@@ -107,7 +120,7 @@ def _training_engine(script: Script, engine: str) -> tuple[bool, Func | None]:
         return True, None
     fn_node = built.args[0] if built.args else kwarg(built, "process_function")
     fn = _function(script, fn_node) if fn_node is not None else None
-    if fn is None:
+    if fn is None or isinstance(fn, ast.Lambda):
         return False, None
     return any(e.kind == "step" for e in events(script, fn.body)), fn
 

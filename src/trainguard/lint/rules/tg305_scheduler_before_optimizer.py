@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from trainguard.lint.astutil import dotted, walk_local
 from trainguard.lint.consts import UNKNOWN, resolve
 from trainguard.lint.events import events
-from trainguard.lint.handlers import BEFORE_STEP, PER_ITERATION, engine_handlers
+from trainguard.lint.handlers import BEFORE_STEP, PER_ITERATION, engine_handlers, handler_body
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.schedules import schedule_settings
@@ -95,7 +95,7 @@ def _handler_steps(script: Script) -> Iterator[Hit]:
     iteration event, once per batch. Reported where the handler is attached: the event is the
     cause."""
     for h in engine_handlers(script):
-        for e in events(script, h.func.body):
+        for e in events(script, handler_body(h.func)):
             if e.kind != "sched" or e.foreign or not isinstance(e.node, ast.Call):
                 continue
             cls, settings = schedule_settings(script, e.key or "")
