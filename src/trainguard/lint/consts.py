@@ -220,18 +220,12 @@ def resolve(script: Any, expr: ast.AST | None, *, _depth: int = 3) -> Any:
 
         def visit_Name(self, node: ast.Name) -> ast.AST:
             bound = _param_value(script, expr, node.id)
+            if bound is None and _depth > 0:
+                bound = _local_value(script, expr, node.id, _depth - 1)
             if bound is not None:
                 env[node.id] = bound
-                return node
-            alias = _local_alias(script, expr, node.id) if len(hops) < 4 else None
-            if alias is None:
-                return node
-            hops.append(node.id)  # sched_cfg = optim_cfg["scheduler"]: read through it
-            inner = ast.parse(ast.unparse(alias), mode="eval").body
-            _link(inner, parent(expr))
-            return self.visit(inner)
+            return node
 
-    hops: list[str] = []
     copy = _Bind().visit(copy)
     if not env:
         return UNKNOWN
@@ -253,19 +247,17 @@ def _param_value(script: Any, at: ast.AST, name: str) -> ast.expr | None:
     return param_env(script, func).get(name)
 
 
-def _local_alias(script: Any, at: ast.AST, name: str) -> ast.expr | None:
-    """The one value a local name of the function around ``at`` is given, when that value
-    reads a parameter or another local of it (``exp = cfg["experiment"]``); a value that
-    stands alone is for :func:`const_eval`."""
-    func = script.enclosing_function(at)
-    if func is None:
+def _local_value(script: Any, at: ast.AST, name: str, depth: int) -> ast.expr | None:
+    """What a local name of the function around ``at`` holds when it is assigned once from
+    the function's parameters (``d = cfg["data"]`` in ``def train(cfg)``), resolved there, as
+    a constant node; None when unknown."""
+    if script.enclosing_function(at) is None:
         return None
-    values = _assignment_table(func).get(name)
-    if not values or len(values) != 1 or values[0] is None:
-        return None
-    local = _assignment_table(func)
-    return values[0] if any(isinstance(n, ast.Name) and n.id in local
-                            for n in ast.walk(values[0])) else None
+    value = _single_value(_name_at(at, name))
+    if value is None or script.enclosing_function(value) is None:
+        return None  # a module constant: const_eval reads it already
+    v = resolve(script, value, _depth=depth)
+    return None if v is UNKNOWN else ast.Constant(v)
 
 
 def _self_value(script: Any, at: ast.AST, attr: str) -> ast.expr | None:
