@@ -6,7 +6,9 @@ https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.e
 Fires only when the file shows mode-dependent modules (Dropout, BatchNorm, zoo models), itself or
 in the class or factory of another project file that builds the model (``trainguard.lint.project``),
 and the mode before the evaluation is known to be train: a ``.train()`` call, a training loop, or
-a freshly built model, with no ``.eval()`` in between. Evaluation is a loop or function that feeds
+a freshly built model, with no ``.eval()`` in between. A copy of the model (``copy.deepcopy``,
+``AveragedModel``: an EMA or SWA average) has a mode of its own: one made in train mode and
+evaluated without its own ``eval()`` counts (:mod:`trainguard.lint.copies`). Evaluation is a loop or function that feeds
 a metric, a function named for evaluation whose forwards run under no_grad (``predict_proba``),
 or a call of a model's inference method under no_grad (``model.generate(idx)``,
 ``net.transcribe(audio)``) outside training loops, or a call handing the model to a project
@@ -15,9 +17,7 @@ no_grad does not set eval mode). A forward whose output only becomes predictions
 (``model(x).argmax(1)``, ``logits = model(x)`` then ``logits.topk(5)``, through a softmax) and
 never reaches a loss or a backward is inference too, wherever it is written: notebook cells or
 top-level statements after training, a project helper handed the model (``predict(model, x)``
-returning ``model(x).argmax(1)``). A copy of the model (``copy.deepcopy``, ``AveragedModel``:
-an EMA or SWA average) made in train mode and evaluated without its own ``eval()``
-(:mod:`trainguard.lint.copies`).
+returning ``model(x).argmax(1)``).
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ def check(script: Script) -> Iterator[Hit]:
     if not script.mode_dependent:
         return
     yield from _inference_entry_points(script)
-    yield from _train_mode_copies(script)
     for region in eval_regions(script):
         body = region.node.body  # type: ignore[attr-defined]
         if any(e.kind in ("eval", "mode?") for e in events(script, body)):
@@ -81,6 +80,7 @@ def check(script: Script) -> Iterator[Hit]:
                              f"and BatchNorm act as in training",
                       fix="call model.eval() before this loop, and model.train() before "
                           "training again")
+    yield from _train_mode_copies(script)
 
 
 def _train_mode_copies(script: Script) -> Iterator[Hit]:
