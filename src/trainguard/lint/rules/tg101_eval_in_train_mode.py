@@ -8,7 +8,8 @@ in the class or factory of another project file that builds the model (``traingu
 and the mode before the evaluation is known to be train: a ``.train()`` call, a training loop, or
 a freshly built model, with no ``.eval()`` in between. A copy of the model (``copy.deepcopy``,
 ``AveragedModel``: an EMA or SWA average) has a mode of its own: one made in train mode and
-evaluated without its own ``eval()`` counts (:mod:`trainguard.lint.copies`). Evaluation is a loop or function that feeds
+evaluated without its own ``eval()`` counts (:mod:`trainguard.lint.copies`).
+Evaluation is a loop or function that feeds
 a metric, a function named for evaluation whose forwards run under no_grad (``predict_proba``),
 or a call of a model's inference method under no_grad (``model.generate(idx)``,
 ``net.transcribe(audio)``) outside training loops, or a call handing the model to a project
