@@ -104,3 +104,34 @@ def test_resolve_reads_options_parameters_and_attributes(text, value):
     expr._tg_parent = anchor  # type: ignore[attr-defined]
     expr.lineno = anchor.lineno  # type: ignore[attr-defined]
     assert resolve(script, expr) == value
+
+
+NESTED = '''
+CONFIG = {"exp": {"train": {"epochs": 6}, "optim": {"sched": {"step_size": 3}}}}
+exp = CONFIG["exp"]
+sched = exp["optim"]["sched"]
+size = sched["step_size"]
+
+
+def fit(cfg, n):
+    optim_cfg = cfg["exp"]["optim"]
+    sched_cfg = optim_cfg["sched"]
+    m = optim_cfg["sched"]
+    if n:
+        m = optim_cfg
+    return sched_cfg["step_size"], m["step_size"]
+
+
+fit(CONFIG, 2)
+'''
+
+
+def test_nested_config_read_through_aliases():
+    from trainguard.lint.consts import resolve
+
+    script = Script(source=NESTED, path="<nested>", tree=ast.parse(NESTED))
+    size = script.tree.body[3]
+    assert const_eval(size.value) == 3  # four levels of literal and three aliases
+    ret = script.functions["fit"][0].body[-1].value
+    assert resolve(script, ret.elts[0]) == 3  # locals read through to the parameter
+    assert resolve(script, ret.elts[1]) is UNKNOWN  # a local given two values stays unknown

@@ -97,16 +97,18 @@ def const_eval(expr: ast.AST | None, *, env: dict[str, ast.expr] | None = None,
                     and b < 1000:
                 return a * b
             return UNKNOWN
+        # A literal's elements are evaluated at the literal's own depth: nesting in a
+        # literal is finite, and a config nested three deep must stay readable.
         if isinstance(expr, (ast.List, ast.Tuple)):
-            vals = [const_eval(e, _depth=d) for e in expr.elts]
+            vals = [const_eval(e, _depth=_depth) for e in expr.elts]
             return UNKNOWN if any(v is UNKNOWN for v in vals) else list(vals)
         if isinstance(expr, ast.Dict):
             out = {}
             for k, v in zip(expr.keys, expr.values):
-                key = const_eval(k, _depth=d) if k is not None else UNKNOWN
+                key = const_eval(k, _depth=_depth) if k is not None else UNKNOWN
                 if key is UNKNOWN:
                     continue  # a ** spread or a computed key: that entry is unknown
-                out[key] = const_eval(v, _depth=d)
+                out[key] = const_eval(v, _depth=_depth)
             return out
         if isinstance(expr, ast.Subscript):
             base = const_eval(expr.value, _depth=d)

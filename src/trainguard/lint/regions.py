@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from trainguard.lint.astutil import SCOPES, dotted, parent, walk_local
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.events import Event, events
+from trainguard.lint.module_methods import runs_layers
 from trainguard.lint.script import Script, is_backward
 
 __all__ = ["EvalRegion", "training_loops", "loop_label", "inference_calls", "INFERENCE_METHODS", "eval_regions", "preceding_events", "forward_calls",
@@ -36,7 +37,8 @@ _METRIC_HINT = re.compile(r"\.item\(|argmax|\.eq\(|==|topk|accura|correct|loss|c
 
 
 def forward_calls(script: Script, node: ast.AST) -> list[ast.Call]:
-    """Calls of a model (``model(x)``, ``self.net(x)``, ``model.forward(x)``) under ``node``;
+    """Calls of a model (``model(x)``, ``self.net(x)``, ``model.forward(x)``, or a method of
+    the model's class that runs its layers, ``model.embed(x)``) under ``node``;
     calls of same-file functions and classes (``_set_model(...)``, ``Net()``) are not forwards."""
     out = []
     for sub in walk_local(node):
@@ -51,6 +53,9 @@ def forward_calls(script: Script, node: ast.AST) -> list[ast.Call]:
         k = script.key(f)
         if k and k != "self" and script.is_model(k) and script.callee(sub) is None:
             out.append(sub)
+        elif isinstance(f, ast.Attribute) and script.key(f.value) not in (None, "self") and \
+                script.is_model(script.key(f.value)) and runs_layers(script, sub):
+            out.append(sub)  # model.embed(x): a method of the model that runs its layers
     return out
 
 

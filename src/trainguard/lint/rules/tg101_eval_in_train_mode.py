@@ -6,7 +6,10 @@ https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.e
 Fires only when the file shows mode-dependent modules (Dropout, BatchNorm, zoo models), itself or
 in the class or factory of another project file that builds the model (``trainguard.lint.project``),
 and the mode before the evaluation is known to be train: a ``.train()`` call, a training loop, or
-a freshly built model, with no ``.eval()`` in between. Evaluation is a loop or function that feeds
+a freshly built model, with no ``.eval()`` in between. A copy of the model (``copy.deepcopy``,
+``AveragedModel``: an EMA or SWA average) has a mode of its own: one made in train mode and
+evaluated without its own ``eval()`` counts (:mod:`trainguard.lint.copies`).
+Evaluation is a loop or function that feeds
 a metric, a function named for evaluation whose forwards run under no_grad (``predict_proba``),
 or a call of a model's inference method under no_grad (``model.generate(idx)``,
 ``net.transcribe(audio)``) outside training loops, or a call handing the model to a project
@@ -27,6 +30,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, parent, walk_local
+from trainguard.lint.copies import train_mode_copy_forwards
 from trainguard.lint.events import Event, events
 from trainguard.lint.modes import mode_before
 from trainguard.lint.regions import INFERENCE_METHODS, eval_regions, inference_calls
@@ -81,6 +85,21 @@ def check(script: Script) -> Iterator[Hit]:
                              f"and BatchNorm act as in training",
                       fix="call model.eval() before this loop, and model.train() before "
                           "training again")
+    yield from _train_mode_copies(script)
+
+
+def _train_mode_copies(script: Script) -> Iterator[Hit]:
+    """A model's copy (EMA, SWA, snapshot: :mod:`trainguard.lint.copies`) made in train mode
+    and evaluated without its mode ever being set: ``model.eval()`` does not reach it."""
+    for c in train_mode_copy_forwards(script):
+        if samples_only(script, [c.forward]):
+            continue
+        yield Hit(c.forward, f"{c.key} is a copy of {c.source} made at "
+                             f"{script.at(c.made.lineno)} while {c.source} was in train mode "
+                             f"({c.why}), and nothing sets the copy's mode since: this forward "
+                             f"evaluates it in train mode, with Dropout and BatchNorm acting as "
+                             f"in training",
+                  fix=f"call {c.key}.eval() before evaluating the copy")
 
 
 def _inference_entry_points(script: Script) -> Iterator[Hit]:

@@ -4,7 +4,9 @@
 (PyTorch FAQ, "My model reports cuda runtime error(2): out of memory":
 https://pytorch.org/docs/stable/notes/faq.html). Fires only when the accumulator is created
 before the loop (so it outlives the iteration) and never reaches a backward; a list of losses
-built and backpropagated in the same iteration stays silent.
+built and backpropagated in the same iteration stays silent. A running average
+(``ema = 0.98 * ema + 0.02 * loss``, ``self.stats[k] = beta * old + (1 - beta) * value``)
+keeps the previous value, so it accumulates as a sum does.
 
 Fix: ``.item()`` is safe when the accumulator is only used as a number (printed, logged,
 compared, divided); otherwise ``.detach()`` is offered as an unsafe fix.
@@ -198,6 +200,10 @@ def _accumulation(script: Script, node: ast.AST, names: set[str]):  # type: igno
             for mine, other in ((left, right), (right, left)):
                 if _reads_acc(mine, acc) and carries_graph(script, other, names):
                     return acc, other, "= +"
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        blended = _blend(script, node, names)
+        if blended is not None:
+            return blended
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
         call = node.value
         f = call.func
@@ -210,6 +216,38 @@ def _accumulation(script: Script, node: ast.AST, names: set[str]):  # type: igno
             if acc is not None and carries_graph(script, call.args[0], names):
                 return acc, call.args[0], "append"
     return None
+
+
+def _blend(script: Script, node: ast.Assign, names: set[str]):  # type: ignore[no-untyped-def]
+    """A running average: ``ema = 0.98 * ema + 0.02 * loss``, also as the ``else`` of
+    ``loss if ema is None else ...`` and with the old value read first (``old =
+    self.stats[key]``, then ``self.stats[key] = beta * old + (1 - beta) * value``). The new
+    value keeps the old one, so every graph that ever entered it stays alive. A term that cuts
+    the old value (``ema.detach()``) starts no chain."""
+    acc = _acc_name(node.targets[0])
+    if acc is None:
+        return None
+    func = scope_of(node)
+    olds = {t.id for a in walk_local(func) if isinstance(a, ast.Assign) and
+            _reads_acc(a.value, acc) for t in a.targets if isinstance(t, ast.Name)}
+    value = node.value
+    for branch in [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]:
+        terms = _sum_terms(branch)
+        if len(terms) < 2:
+            continue
+        keeps = [t for t in terms if not _is_cut(t) and any(
+            _reads_acc(n, acc) or isinstance(n, ast.Name) and n.id in olds
+            for n in ast.walk(t))]
+        new = [t for t in terms if t not in keeps and carries_graph(script, t, names)]
+        if keeps and new:
+            return acc, new[0], "= +"
+    return None
+
+
+def _sum_terms(expr: ast.AST) -> list[ast.AST]:
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub)):
+        return _sum_terms(expr.left) + _sum_terms(expr.right)
+    return [expr]
 
 
 def _reads_acc(expr: ast.AST, acc: str) -> bool:
@@ -352,7 +390,8 @@ def _outlives(acc: str, loop: ast.AST) -> bool:
         if isinstance(sub, ast.Assign) and any(isinstance(t, ast.Name) and t.id == acc
                                                for t in sub.targets):
             v = sub.value
-            if not (isinstance(v, ast.BinOp) and isinstance(v.left, ast.Name) and v.left.id == acc):
+            if not (isinstance(v, ast.BinOp) and isinstance(v.left, ast.Name) and v.left.id == acc
+                    or _blend_of(v, acc)):
                 return False
     scope = scope_of(loop)
     return any(isinstance(sub, (ast.Assign, ast.AnnAssign)) and sub.lineno < loop.lineno
@@ -360,6 +399,15 @@ def _outlives(acc: str, loop: ast.AST) -> bool:
                        for t in (sub.targets if isinstance(sub, ast.Assign) else [sub.target])
                        for n in ast.walk(t))
                for sub in walk_local(scope))
+
+
+def _blend_of(value: ast.AST, acc: str) -> bool:
+    """``0.98 * acc + 0.02 * x`` (or its ``IfExp``): a new value that keeps the old one
+    uncut, not a fresh start."""
+    branches = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+    return any(not _is_cut(t) and any(isinstance(n, ast.Name) and n.id == acc
+                                      for n in ast.walk(t))
+               for b in branches for t in _sum_terms(b) if len(_sum_terms(b)) > 1)
 
 
 def _reaches_backward(acc: str, scope: ast.AST) -> bool:

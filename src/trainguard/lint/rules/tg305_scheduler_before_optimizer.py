@@ -17,7 +17,9 @@ the epoch count may come from constants, from an estimator's ``__init__`` defaul
 in place, returned by a helper, or handed in by every call: ``main(get_args())``, ``train(args)``). Only learning-rate
 schedulers count: a ``schedule`` built by anything else (a pipeline-parallel
 schedule) is not one. The per-batch step may be reached through a helper, a method or a
-callback or policy hook the batch loop calls.
+callback or policy hook the batch loop calls, or be a handler of a training engine's events
+(:mod:`trainguard.lint.handlers`: ``@trainer.on(Events.EPOCH_STARTED)`` runs before the
+engine's ``optimizer.step()``, ``ITERATION_COMPLETED`` once per batch).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import Iterator
 from trainguard.lint.astutil import dotted, walk_local
 from trainguard.lint.consts import UNKNOWN, resolve
 from trainguard.lint.events import events
+from trainguard.lint.handlers import BEFORE_STEP, PER_ITERATION, engine_handlers, handler_body
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.schedules import schedule_settings
@@ -36,6 +39,8 @@ from trainguard.lint.script import Script
 CODE = "TG305"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
 _EPOCH_SCHEDULERS = {"StepLR", "MultiStepLR", "ExponentialLR"}
+_AFTER = {"STARTED": "EPOCH_COMPLETED", "EPOCH_STARTED": "EPOCH_COMPLETED",
+          "ITERATION_STARTED": "ITERATION_COMPLETED"}
 
 
 def check(script: Script) -> Iterator[Hit]:
@@ -51,6 +56,7 @@ def check(script: Script) -> Iterator[Hit]:
                           f"learning rate is skipped",
                           fix=f"call {e.key}.step() after optimizer.step()")
                 break
+    yield from _handler_steps(script)
     for loop in loops:
         outer = next((p for p in script.enclosing_loops(loop)
                       if isinstance(p, (ast.For, ast.AsyncFor, ast.While))), None)
@@ -80,6 +86,46 @@ def check(script: Script) -> Iterator[Hit]:
                             f"stepped inside the batch loop at "
                             f"{script.at(loop.lineno)}{through}: it runs once per batch",
                       fix=f"call {key}.step() once per epoch, after the batch loop")
+
+
+def _handler_steps(script: Script) -> Iterator[Hit]:
+    """A scheduler stepped by a handler of a training engine's events
+    (:mod:`trainguard.lint.handlers`): at ``EPOCH_STARTED`` (or ``STARTED``,
+    ``ITERATION_STARTED``) it runs before the step function's ``optimizer.step()``; at an
+    iteration event, once per batch. Reported where the handler is attached: the event is the
+    cause."""
+    for h in engine_handlers(script):
+        for e in events(script, handler_body(h.func)):
+            if e.kind != "sched" or e.foreign or not isinstance(e.node, ast.Call):
+                continue
+            cls, settings = schedule_settings(script, e.key or "")
+            if cls is None:
+                continue  # not a torch scheduler the file builds (ignite's own wrappers)
+            stepped = f"{e.key}.step() at {script.at(e.node.lineno)}"
+            if h.event in BEFORE_STEP and cls != "ReduceLROnPlateau" and not e.node.args \
+                    and not e.node.keywords:
+                where = f" (the step function {h.step_function.name} at " \
+                        f"{script.at(h.step_function.lineno)})" if h.step_function else ""
+                yield Hit(h.site, f"{stepped} runs at Events.{h.event}, before the engine's "
+                                  f"optimizer.step(){where}: the schedule's first learning "
+                                  f"rate is skipped",
+                          fix=f"attach it to Events.{_AFTER[h.event]}")
+                break
+            if h.event in PER_ITERATION and _epoch_schedule(cls, settings, h.epochs):
+                yield Hit(h.site, f"{e.key} is a {cls}, a per-epoch schedule, but "
+                                  f"{stepped} runs at Events.{h.event}: once per batch",
+                          fix="attach it to Events.EPOCH_COMPLETED")
+                break
+
+
+def _epoch_schedule(cls: str | None, settings: object, epochs: object) -> bool:
+    """A schedule whose steps count epochs: a per-epoch class with fixed settings, not longer
+    than the run when both are known."""
+    if cls not in _EPOCH_SCHEDULERS or settings is UNKNOWN or \
+            _per_iteration_decay(cls, settings):  # type: ignore[arg-type]
+        return False
+    length = _schedule_length(cls, settings)  # type: ignore[arg-type]
+    return length is UNKNOWN or epochs is UNKNOWN or not length > epochs  # type: ignore[operator]
 
 
 def _batch_steps(script: Script, loop: ast.AST, loops: list[ast.AST]
