@@ -5,8 +5,8 @@ What it watches: outermost module calls made from user code with grad enabled wh
 submodules in eval mode. Their output's graph is followed without keeping it alive.
 
 When it fires: a ``backward()`` reaches that output (putting gradients into ``.grad``; a
-``torch.autograd.grad`` call returns them and leaves ``.grad`` alone) and then an optimizer step updates parameters of
-that model: a training step taken in evaluation mode (typically ``model.train()`` once before the
+``torch.autograd.grad`` call returns them and leaves ``.grad`` alone) and then an optimizer step
+updates parameters of that model: a training step taken in evaluation mode (typically ``model.train()`` once before the
 epoch loop and ``model.eval()`` inside it, so every epoch after the first trains in eval mode).
 BatchNorm then neither learns batch statistics nor normalises with them, and Dropout does not
 regularise. Reported at the cause, the ``eval()`` call still in effect (on the model, a module
@@ -51,6 +51,7 @@ from trainguard.sanitize.core.callstack import Stack, cause_line, user_stack
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.modes import describe, inactive
+from trainguard.sanitize.core.params import zeroed_by
 from trainguard.sanitize.core.records import ForwardCall, ModeCall, first_tensor
 from trainguard.sanitize.core.state import GraphTrack
 from trainguard.sanitize.core.train_once import train_once_before
@@ -129,9 +130,7 @@ class TrainInEvalMode(Check):
         training forward): that forward trained nothing."""
         if not any(t.accumulated for t in self.pending):
             return
-        groups = getattr(owner, "param_groups", None)
-        zeroed = ({id(p) for g in groups for p in g["params"]} if groups is not None
-                  else {id(p) for p in owner.parameters()})
+        zeroed = {id(p) for p in zeroed_by(owner)}
         for track in self.pending:
             model = track.info[3]() if track.accumulated else None
             if model is not None and any(id(p) in zeroed for p in model.parameters()):

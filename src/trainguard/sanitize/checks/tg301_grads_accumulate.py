@@ -39,6 +39,7 @@ from typing import Any
 from trainguard.sanitize.core.callstack import cause_line, user_stack
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location, user_location
+from trainguard.sanitize.core.params import zeroed_by
 from trainguard.sanitize.core.source import SourceFile, marked
 
 _SAMPLE = 3  # parameters followed per optimizer (one polluted gradient is proof)
@@ -130,10 +131,7 @@ class GradsAccumulate(Check):
             zeroed_at[id(owner)] = (weakref.ref(owner), user_location(sys._getframe(1)))
         if not self.polluted_by:
             return
-        if hasattr(owner, "param_groups"):
-            zeroed = {id(p) for g in owner.param_groups for p in g["params"]}
-        else:
-            zeroed = {id(p) for p in owner.parameters()}
+        zeroed = {id(p) for p in zeroed_by(owner)}
         for pid in zeroed & self.params.keys():
             self.params[pid][1].polluted = False
 
@@ -195,10 +193,7 @@ class GradsAccumulate(Check):
             owner = ref()
             if owner is None or where is None:
                 continue
-            if hasattr(owner, "param_groups"):
-                ids = {id(p) for g in owner.param_groups for p in g["params"]}
-            else:
-                ids = {id(p) for p in owner.parameters()}
+            ids = {id(p) for p in zeroed_by(owner)}
             if not ids & held:
                 continue
             if not {id(p) for p in stale} <= ids:

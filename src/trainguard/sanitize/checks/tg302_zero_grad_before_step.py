@@ -44,15 +44,10 @@ from typing import Any
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import (is_trainguard_file, is_user_code, short_location,
                                              user_location)
+from trainguard.sanitize.core.params import zeroed_by
 from trainguard.sanitize.core.values import readable
 
 _SAMPLE = 8
-
-
-def _params(owner: Any) -> list[Any]:
-    if hasattr(owner, "param_groups"):
-        return [p for g in owner.param_groups for p in g["params"]]
-    return list(owner.parameters())
 
 
 class ZeroGradBeforeStep(Check):
@@ -85,14 +80,14 @@ class ZeroGradBeforeStep(Check):
             # surgery does), or an optimizer zeroing inside its own algorithm (SAM's first_step)
             self.discard = None
             return
-        params = [p for p in _params(owner) if p.requires_grad and p.grad is not None][:_SAMPLE]
+        params = [p for p in zeroed_by(owner) if p.requires_grad and p.grad is not None][:_SAMPLE]
         grads = [p.grad for p in params]
         if not grads or not readable(*grads) or not any(bool(g.any()) for g in grads):
             self.discard = None  # nothing learned is thrown away
             return
         import torch
 
-        every = [p.grad for p in _params(owner) if p.grad is not None]
+        every = [p.grad for p in zeroed_by(owner) if p.grad is not None]
         if not readable(*every) or not all(bool(torch.isfinite(g).all()) for g in every):
             # a GradScaler skipped the step on inf/NaN gradients and the loop zeroes them: the
             # usual, correct way on; a cleared finite batch is what is looked for
@@ -110,8 +105,8 @@ class ZeroGradBeforeStep(Check):
         owner = pending[0]()
         if owner is None:
             return
-        zeroed = {id(p) for p in _params(owner)}
-        mine = [p for p in _params(optimizer) if id(p) in zeroed and p.requires_grad][:_SAMPLE]
+        zeroed = {id(p) for p in zeroed_by(owner)}
+        mine = [p for p in zeroed_by(optimizer) if id(p) in zeroed and p.requires_grad][:_SAMPLE]
         if not mine:
             return  # another optimizer's (or model's) gradients were zeroed: a GAN's pattern
         grads = [p.grad for p in mine if p.grad is not None]
@@ -120,7 +115,7 @@ class ZeroGradBeforeStep(Check):
         # note: a sync on CUDA, paid only on this already-suspicious path
         if any(bool(g.any()) for g in grads):
             return  # gradients were set again (by hand or torch.autograd.grad) after zeroing
-        rest = [p.grad for p in _params(optimizer)
+        rest = [p.grad for p in zeroed_by(optimizer)
                 if id(p) not in zeroed and p.grad is not None][:_SAMPLE]
         if not readable(*rest) or any(bool(g.any()) for g in rest):
             return  # a part zeroed on purpose (a frozen layer): the step still applies the rest
@@ -159,7 +154,7 @@ class ZeroGradBeforeStep(Check):
         if last is None or last.retain_graph or last.where is None \
                 or last.where[:2] != discard.backward_at[:2]:
             return  # another loss (a probe before training, a GAN's other player)
-        held = {id(p) for p in _params(optimizer)}
+        held = {id(p) for p in zeroed_by(optimizer)}
         params = [r() for r in discard.params]
         if any(p is None or id(p) not in held for p in params):
             return  # the zeroed parameters are not (all) this optimizer's

@@ -16,7 +16,7 @@ from typing import Any
 
 from trainguard.sanitize.core.values import readable
 
-__all__ = ["ParamMap", "all_parameters", "held_ids", "no_gradients", "value_sum"]
+__all__ = ["ParamMap", "all_parameters", "held_ids", "no_gradients", "value_sum", "zeroed_by"]
 
 
 def value_sum(p: Any) -> float | None:
@@ -92,6 +92,14 @@ def _unregistered_in(model: Any, prefix: str, module: Any, out: list[tuple[str, 
 def held_ids(optimizers: list[Any]) -> set[int]:
     """``id()`` of every parameter in the ``param_groups`` of ``optimizers``."""
     return {id(p) for o in optimizers for g in o.param_groups for p in g["params"]}
+
+
+def zeroed_by(owner: Any) -> list[Any]:
+    """The parameters ``owner.zero_grad()`` clears: an optimizer's ``param_groups``, or a
+    module's ``parameters()``."""
+    if hasattr(owner, "param_groups"):
+        return [p for g in owner.param_groups for p in g["params"]]
+    return list(owner.parameters())
 
 
 class ParamMap:
