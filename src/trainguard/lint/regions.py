@@ -285,7 +285,8 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
             # (``predict_proba`` returning probabilities under no_grad is inference too)
             inference = bool(fwd) and all(_disabled_here(script, f, node) for f in fwd)
             if fwd and (_METRIC_HINT.search(text) or inference) and \
-                    not script.has_backward(node) and not _rollout(script, node):
+                    not script.has_backward(node) and not _rollout(script, node) and \
+                    not _backpropagated(script, node):
                 regions.append(_region(script, node, fwd))
                 covered.update(id(n) for n in walk_local(node))
     for node in script.nodes:
@@ -300,6 +301,35 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
                 continue
             regions.append(_region(script, node, forward_calls(script, node)))
     return regions
+
+
+def _backpropagated(script: Script, func: ast.AST) -> bool:
+    """The function's result reaches a backward at one of its call sites (``loss =
+    self.predict(b, True); loss.backward()``): a shared step that training also runs, whose
+    mode and grad are its caller's choice, not an evaluation."""
+    if not script.may_reach("backward"):
+        return False
+    for site in script.call_sites(func):  # type: ignore[arg-type]
+        if any(is_backward(p) for p in _ancestors(site)):
+            return True
+        stmt = parent(site)
+        while stmt is not None and not isinstance(stmt, ast.stmt):
+            stmt = parent(stmt)
+        if not isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            continue
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        scope = script.enclosing_function(site) or script.tree
+        rebound = [n.lineno for n in walk_local(scope) if isinstance(n, ast.Name) and
+                   isinstance(n.ctx, ast.Store) and n.id in names and n.lineno > stmt.lineno]
+        end = min(rebound, default=None)
+        # a backward after the call that reads the name before it is bound again
+        if names and any(is_backward(c) and c.lineno >= stmt.lineno and
+                         (end is None or c.lineno < end) and
+                         any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(c))
+                         for c in walk_local(scope)):
+            return True
+    return False
 
 
 def _framework_hook(script: Script, func: ast.AST) -> bool:
