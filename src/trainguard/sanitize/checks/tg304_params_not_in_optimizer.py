@@ -327,7 +327,10 @@ class ParamsNotInOptimizer(Check):
             if p is not None:
                 self.done[p] = True
         built = next((v.built for v in still if v.built is not None), None)
-        if built is not None and (not still[0].stale or _running(built)):
+        # a line that added them to a model already built (a layer swapped in by a pruning
+        # helper after the optimizer was made): the cause, whatever the optimizer holds now
+        added = next((a for a in (self.added_at.get(v.ref()) for v in still) if a), None)
+        if built is not None and added is None and (not still[0].stale or _running(built)):
             # the cause: the line that built the optimizer without them (a line that added them
             # to a model already built, when known, is named below instead). An optimizer built
             # for an earlier model is blamed where it was built only while the function that
@@ -363,7 +366,7 @@ class ParamsNotInOptimizer(Check):
                 fix="keep submodules in nn.ModuleList / nn.ModuleDict (or register them), then "
                     "build the optimizer",
                 where=where)
-        elif still[0].stale:
+        elif still[0].stale and added is None:
             self.report(
                 f"{head}; the {still[0].stale} that steps holds parameters none of which has a "
                 "gradient (it was built for an earlier model, e.g. once before a loop that builds "
@@ -374,7 +377,6 @@ class ParamsNotInOptimizer(Check):
         else:
             why = ("the optimizer was built before they were added, replaced or unfrozen, or "
                    "they were left out of it without being frozen")
-            added = next((a for a in (self.added_at.get(v.ref()) for v in still) if a), None)
             if added is not None:  # the cause: the line that added them
                 where, inner = added
                 by = f" (at {short_location(inner)})" if inner else ""
