@@ -41,7 +41,7 @@ from trainguard.sanitize.core.frames import (Location, frame_location, is_user_c
 from trainguard.sanitize.core.source import SourceFile
 
 __all__ = ["Location", "Stack", "user_stack", "shared_depth", "cause_line", "callers", "differing",
-           "line_of", "callers_train", "model_method_caller"]
+           "line_of", "callers_train", "model_method_caller", "running_line"]
 
 Stack = tuple[tuple[int, CodeType, Location, bool], ...]
 _COMPREHENSIONS = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"))
@@ -216,3 +216,13 @@ def callers_train(sites: Any, frame: Optional[FrameType], cache: dict) -> bool:
             cache.clear()
         cache[key] = known
     return known
+
+
+def running_line(where: Location) -> bool:
+    """Whether the line ``where`` belongs to a user function running now (on the stack)."""
+    for frame in user_frames(sys._getframe(1)):
+        code = frame.f_code
+        if code.co_filename == where[0] and any(
+                line == where[1] for _, _, line in code.co_lines()):
+            return True
+    return False
