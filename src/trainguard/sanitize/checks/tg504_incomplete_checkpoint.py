@@ -50,7 +50,7 @@ from typing import Any
 
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import frame_location, is_user_code, user_frame, user_frames
-from trainguard.sanitize.core.source import SourceFile
+from trainguard.sanitize.core.source import SourceFile, last_assigned
 
 _PROGRESS = re.compile(r"epoch|step|iter", re.IGNORECASE)
 _NAMES = 256  # names of one frame's locals or globals (and attributes of one local) looked at
@@ -190,23 +190,13 @@ def _last_entry(node: ast.Dict) -> int:
 def _assigned(file: SourceFile, call: ast.Call, name: str) -> int | None:
     """The line of the last entry of the last ``name = {...}`` (or ``dict(...)``) before ``call``
     in its function."""
-    built, line = None, None
-    for node in ast.walk(file.scope(call)):
-        if not isinstance(node, ast.Assign) or node.lineno > call.lineno:
-            continue
-        for target in node.targets:
-            if isinstance(target, ast.Name) and target.id == name:
-                value = node.value
-                if isinstance(value, ast.Dict) and value.values:
-                    entry = _last_entry(value)
-                elif (isinstance(value, ast.Call) and getattr(value.func, "id", "") == "dict"
-                      and value.keywords):
-                    entry = value.keywords[-1].lineno
-                else:
-                    entry = None
-                if entry is not None and (built is None or node.lineno >= built):
-                    built, line = node.lineno, entry
-    return line
+    value = last_assigned(file.scope(call), name, call.lineno, (ast.Dict, ast.Call))
+    if isinstance(value, ast.Dict) and value.values:
+        return _last_entry(value)
+    if (isinstance(value, ast.Call) and getattr(value.func, "id", "") == "dict"
+            and value.keywords):
+        return value.keywords[-1].lineno
+    return None
 
 def _is_model_state(value: Any) -> bool:
     import torch

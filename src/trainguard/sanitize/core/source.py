@@ -13,7 +13,8 @@ from trainguard.config import is_suppressed
 from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.frames import is_user_code, is_user_file
 
-__all__ = ["SourceFile", "marked", "function_node", "attribute_store", "param_groups_line"]
+__all__ = ["SourceFile", "marked", "function_node", "attribute_store", "param_groups_line",
+           "last_assigned"]
 
 
 def marked(code: str, where: tuple) -> bool:
@@ -130,16 +131,20 @@ def param_groups_line(where: tuple[str, int, int]) -> int | None:
         returned = [n.value for n in ast.walk(scope) if isinstance(n, ast.Return)]
         arg = returned[-1] if len(returned) == 1 else None
     if isinstance(arg, ast.Name):
-        arg = _last_list(scope, arg.id, call.lineno if scope is file.scope(call) else None)
+        arg = last_assigned(scope, arg.id, call.lineno if scope is file.scope(call) else None,
+                            (ast.List,))
     if isinstance(arg, ast.List) and arg.elts and all(isinstance(e, ast.Dict) for e in arg.elts):
         return arg.elts[-1].lineno
     return None
 
 
-def _last_list(scope: ast.AST, name: str, before: int | None) -> ast.AST | None:
+def last_assigned(scope: ast.AST, name: str, before: int | None,
+                  kinds: tuple[type, ...]) -> ast.AST | None:
+    """The value of the last ``name = <value>`` in ``scope`` (at or before line ``before``, when
+    given) whose value is one of ``kinds`` (``ast.List``, ``ast.Dict``...), or None."""
     found = None
     for node in ast.walk(scope):
-        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.List)
+        if (isinstance(node, ast.Assign) and isinstance(node.value, kinds)
                 and (before is None or node.lineno <= before)
                 and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)):
             if found is None or node.lineno >= found.lineno:
