@@ -37,7 +37,8 @@ def test_tg504_reads_a_list_of_optimizer_states(tmp_path: Path, monkeypatch) -> 
     assert status == 0 and _codes(watcher) == []
     script.write_text(LIGHTNING_STYLE.format(optimizer_states="[]"))  # the buggy twin
     watcher, status, _ = run_in_process(script)
-    assert status == 0 and _codes(watcher) == [("TG504", 11)]
+    # at the dict's last entry (line 13), where the missing optimizer state belongs
+    assert status == 0 and _codes(watcher) == [("TG504", 13)]
 
 
 LIBRARY = """import torch

@@ -7,7 +7,9 @@ graph is followed without keeping it alive.
 When it fires: the graph dies, or the run ends, without any backward (``backward()`` or
 ``torch.autograd.grad``) reaching it: the forward stored activations for a backward that never came,
 which costs memory (and can run out of it on large evaluation batches). Reported at the line that
-called the model.
+called the model; when the forward ran inside one of the model's own methods
+(``model.get_context(x)``, ``model.embed(x)``: its layers are the outermost calls), at the line
+that called that method (amyxlu/CPCProt#4).
 
 Silent on: evaluation under ``torch.no_grad()``/``inference_mode`` (no ``grad_fn``); eval-mode
 forwards whose output a backward reaches (adversarial examples, saliency, input optimisation);
@@ -25,6 +27,7 @@ skorch-dev/skorch#218.
 
 from __future__ import annotations
 
+from trainguard.sanitize.core.callstack import model_method_caller
 from trainguard.sanitize.core.unreached import UnreachedOutputs
 from trainguard.sanitize.core.records import ForwardCall, first_tensor
 
@@ -38,15 +41,22 @@ class EvalWithGrad(UnreachedOutputs):
                 or call.reenabled):
             return
         outputs = [t for t in first_tensor(call.output) if t.grad_fn is not None]
+        if not outputs:
+            return
         shapes = ", ".join(str(tuple(t.shape)) for t in outputs[:2])
+        where, name, made = call.where, type(call.module).__name__, f"its output (shape {shapes})"
+        outer = model_method_caller(call.module)
+        if outer is not None:  # ``model.embed(x)``: the line calling the model's method
+            where, owner, method = outer
+            made = f"the output of its {name} (shape {shapes})"
+            name = f"{type(owner).__name__}.{method}()"
         for tensor in outputs:
-            self.follow(tensor, (call.where, type(call.module).__name__, shapes))
+            self.follow(tensor, (where, name, made))
 
     def report_unreached(self, key: tuple) -> None:
-        where, name, shapes = key
+        where, name, made = key
         self.report(
-            f"{name} ran in eval mode with grad enabled: its output (shape {shapes}) carries a "
-            "grad_fn, but no backward ever reached it, so the forward kept activations for "
-            "nothing",
+            f"{name} ran in eval mode with grad enabled: {made} carries a grad_fn, but no "
+            "backward ever reached it, so the forward kept activations for nothing",
             fix="wrap evaluation in `with torch.no_grad():` (or torch.inference_mode())",
             where=where)

@@ -12,8 +12,8 @@ neither ``zero_grad()`` (which sets ``None`` or zeroes in place), ``p.grad = Non
 ``p.grad.zero_()``. The finding is judged at the next ``optimizer.step()`` of that optimizer,
 unless the gradients were zeroed after that backward (a GAN's generator gradients polluted by the
 discriminator's backward, then zeroed before the generator's step), and reported at the cause: the
-line of the backward that added onto the stale gradients (of the last 8 backward calls; else at
-the step line), naming the step; when that backward runs in a helper that the step's code calls,
+line of the latest backward that added onto the stale gradients before the step (of the last 8
+backward calls; else at the step line), naming the step; when that backward runs in a helper that the step's code calls,
 the line in the frame both stacks share that called it.
 
 Silent on: ``zero_grad`` before backward or at the end of the step, ``set_to_none`` either way,
@@ -103,23 +103,25 @@ class GradsAccumulate(Check):
 
     def _make_hook(self, watched: _Watched) -> Any:
         def after_accumulate(param: Any) -> None:
-            if not watched.first_seen:
-                watched.first_seen = True
-                grad = param.grad
-                same = watched.grad_ref is not None and watched.grad_ref() is grad
-                # exactly one in-place accumulation since the step: nothing zeroed it
-                watched.polluted = same and grad._version == watched.version + 1
-                # the backward running now: its index is the count of those completed before it
-                watched.backward = self.state.backward_count
+            if watched.first_seen:
                 if watched.polluted and watched.opt_key is not None:
-                    # (on the CPU the hook runs inside the user's backward call; a device's
-                    # autograd thread has no user frame: then the stack stays empty)
-                    try:
-                        watched.stack = user_stack(sys._getframe(1))
-                    except ValueError:  # no Python frame above the hook (a device thread)
-                        watched.stack = ()
-                    key = watched.opt_key
-                    self.polluted_by[key] = self.polluted_by.get(key, 0) + 1
+                    # another backward onto the stale gradient: the latest one before the step
+                    # is the cause (a GAN's discriminator step after the generator's backward
+                    # went through the discriminator: its own backward lacks the zero_grad)
+                    watched.backward = self.state.backward_count
+                    watched.stack = _stack()
+                return
+            watched.first_seen = True
+            grad = param.grad
+            same = watched.grad_ref is not None and watched.grad_ref() is grad
+            # exactly one in-place accumulation since the step: nothing zeroed it
+            watched.polluted = same and grad._version == watched.version + 1
+            # the backward running now: its index is the count of those completed before it
+            watched.backward = self.state.backward_count
+            if watched.polluted and watched.opt_key is not None:
+                watched.stack = _stack()
+                key = watched.opt_key
+                self.polluted_by[key] = self.polluted_by.get(key, 0) + 1
         return after_accumulate
 
     def on_zero_grad(self, owner: Any, set_to_none: bool) -> None:
@@ -266,6 +268,15 @@ class GradsAccumulate(Check):
         self.params.clear()
         self.sampled = {}
         self.polluted_by = {}
+
+
+def _stack() -> Any:
+    """The user's stack of the backward running now: on the CPU the hook runs inside the user's
+    backward call; a device's autograd thread has no user frame (then empty)."""
+    try:
+        return user_stack(sys._getframe(2))
+    except ValueError:  # no Python frame above the hook (a device thread)
+        return ()
 
 
 def _caller(backward_at: Any, backward_stack: Any, step_stack: Any, lead: str) -> tuple[Any, str]:

@@ -43,7 +43,9 @@ multi-optimizer setups where each part has its optimizer. Frozen parameters that
 holds are harmless (no gradient, no update) and are not reported.
 
 Parameters added to a model already built are reported at the line that added them, or, when a
-helper made the change, at the call in the first function outwards holding an optimizer.
+helper made the change, at the call in the first function outwards holding an optimizer;
+parameters left out of groups written by hand (``AdamW(get_param_groups(model))``) at the last
+group listed.
 
 Cost: at optimizer steps 2, 7, 13, 25, 49 and then every 32 (settled ones too), one pass over the
 models' modules and parameters and the optimizers' parameter ids; per checked outermost forward and
@@ -67,6 +69,7 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.callstack import running_line
 from trainguard.sanitize.core.frames import (frame_location, short_location, user_frames,
                                              user_location)
 from trainguard.sanitize.core.graph import (LOSS_OUT, node_metadata, stamped_models,
@@ -74,6 +77,7 @@ from trainguard.sanitize.core.graph import (LOSS_OUT, node_metadata, stamped_mod
 from trainguard.sanitize.core.loss_path import Flow, Suspect, own_leaf_in, takes_a_target_like
 from trainguard.sanitize.core.params import ParamMap, all_parameters, held_ids, no_gradients
 from trainguard.sanitize.core.records import graph_tensors
+from trainguard.sanitize.core.source import param_groups_line
 
 _CONFIRM_AFTER = 5  # steps between noting a suspect and confirming it
 _EVERY = 32  # the most steps between two looks
@@ -327,7 +331,10 @@ class ParamsNotInOptimizer(Check):
             if p is not None:
                 self.done[p] = True
         built = next((v.built for v in still if v.built is not None), None)
-        if built is not None and (not still[0].stale or _running(built)):
+        # a line that added them to a model already built (a layer swapped in by a pruning
+        # helper after the optimizer was made): the cause, whatever the optimizer holds now
+        added = next((a for a in (self.added_at.get(v.ref()) for v in still) if a), None)
+        if built is not None and added is None and (not still[0].stale or running_line(built)):
             # the cause: the line that built the optimizer without them (a line that added them
             # to a model already built, when known, is named below instead). An optimizer built
             # for an earlier model is blamed where it was built only while the function that
@@ -363,7 +370,7 @@ class ParamsNotInOptimizer(Check):
                 fix="keep submodules in nn.ModuleList / nn.ModuleDict (or register them), then "
                     "build the optimizer",
                 where=where)
-        elif still[0].stale:
+        elif still[0].stale and added is None:
             self.report(
                 f"{head}; the {still[0].stale} that steps holds parameters none of which has a "
                 "gradient (it was built for an earlier model, e.g. once before a loop that builds "
@@ -374,25 +381,18 @@ class ParamsNotInOptimizer(Check):
         else:
             why = ("the optimizer was built before they were added, replaced or unfrozen, or "
                    "they were left out of it without being frozen")
-            added = next((a for a in (self.added_at.get(v.ref()) for v in still) if a), None)
+            groups_at = param_groups_line(built) if built is not None and where == built else None
             if added is not None:  # the cause: the line that added them
                 where, inner = added
                 by = f" (at {short_location(inner)})" if inner else ""
                 why = (f"this line added {them}{by} to a model already built, and no optimizer "
                        f"was given {them} afterwards")
+            elif groups_at is not None:  # groups written out by hand: the list that left them out
+                where = (built[0], groups_at, 1)
+                why = (f"the parameter groups listed here for the optimizer built at line "
+                       f"{built[1]} leave {them} out; add a group holding {them}")
             self.report(
-                f"{head} ({why})",
+                f"{head} ({why})", where=where,
                 fix="to train them, build the optimizer after the model is complete, or add them "
                     "with optimizer.add_param_group({'params': [...]}); to keep them fixed, call "
-                    "requires_grad_(False) on them (no gradient is then computed)",
-                where=where)
-
-
-def _running(where: Any) -> bool:
-    """Whether the line ``where`` belongs to a user function running now (on the stack)."""
-    for frame in user_frames(sys._getframe(1)):
-        code = frame.f_code
-        if code.co_filename == where[0] and any(
-                line == where[1] for _, _, line in code.co_lines()):
-            return True
-    return False
+                    "requires_grad_(False) on them (no gradient is then computed)")

@@ -17,7 +17,9 @@ alive, and
 
 Where: the ``torch.save`` line, or, when ``torch.save`` sits in a helper that was handed the dict
 (the ImageNet example's ``save_checkpoint(state, is_best, filename)``), the user's line that
-called the helper with it, where the dict is built and the optimizer's state belongs.
+called the helper with it; and there, when the dict is written in the source (a dict display
+passed to the call, or the one last assigned to the name passed), the line of its last entry,
+where the optimizer's state belongs.
 
 Silent on: a model's weights saved alone and never trained on after a reload (an export for
 inference, a bundle reloaded for evaluation), dicts without a progress counter that are not loaded
@@ -38,6 +40,7 @@ GitHub issue https://github.com/NVlabs/stylegan2-ada-pytorch/issues/108.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import sys
@@ -47,6 +50,7 @@ from typing import Any
 
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import frame_location, is_user_code, user_frame, user_frames
+from trainguard.sanitize.core.source import SourceFile, last_assigned
 
 _PROGRESS = re.compile(r"epoch|step|iter", re.IGNORECASE)
 _NAMES = 256  # names of one frame's locals or globals (and attributes of one local) looked at
@@ -151,8 +155,48 @@ def _built_at(obj: Any, start: Any) -> Any:
         if caller is None or not is_user_code(caller.f_code):
             break
         frame = caller
-    return frame_location(frame) if frame is not None else None
+    if frame is None:
+        return None
+    where = frame_location(frame)
+    try:
+        return _entries_line(where, frame, obj)
+    except (OSError, ValueError, SyntaxError, RecursionError):
+        return where
 
+
+def _entries_line(where: Any, frame: Any, obj: Any) -> Any:
+    """The line of the checkpoint dict's last entry, where a missing state belongs: in the dict
+    display passed to the call at ``where`` (``torch.save({...}, path)``), or in the one last
+    assigned to the name passed (``state = {...}`` then ``torch.save(state, path)``); ``where``
+    when the dict is not written so."""
+    file = SourceFile.load(where[0])
+    call = file.call_at(where[1], where[2] - 1) if file is not None else None
+    if call is None:
+        return where
+    for arg in [*call.args, *(k.value for k in call.keywords)]:
+        if isinstance(arg, ast.Dict) and arg.values:
+            return (where[0], _last_entry(arg), 1)
+        if isinstance(arg, ast.Name) and frame.f_locals.get(arg.id) is obj:
+            line = _assigned(file, call, arg.id)
+            return (where[0], line, 1) if line else where
+    return where
+
+
+def _last_entry(node: ast.Dict) -> int:
+    key = node.keys[-1]
+    return (key if key is not None else node.values[-1]).lineno
+
+
+def _assigned(file: SourceFile, call: ast.Call, name: str) -> int | None:
+    """The line of the last entry of the last ``name = {...}`` (or ``dict(...)``) before ``call``
+    in its function."""
+    value = last_assigned(file.scope(call), name, call.lineno, (ast.Dict, ast.Call))
+    if isinstance(value, ast.Dict) and value.values:
+        return _last_entry(value)
+    if (isinstance(value, ast.Call) and getattr(value.func, "id", "") == "dict"
+            and value.keywords):
+        return value.keywords[-1].lineno
+    return None
 
 def _is_model_state(value: Any) -> bool:
     import torch

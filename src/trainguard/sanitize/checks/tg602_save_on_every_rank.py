@@ -9,7 +9,11 @@ its list to rank 0.
 When it fires: on rank 0 (the parent, for children), when the reports show two or more ranks on the same host writing the same
 file. Their writes race: a checkpoint interleaved with or cut by another rank's write fails to load
 ("PytorchStreamReader failed reading zip archive", "storage has wrong size"). Reported once per
-file at the save line of the lowest rank that wrote it, ``ranks`` the ranks that wrote it.
+file, for the lowest rank that wrote it, at the line where a rank check belongs: in the function
+that runs the training step (the first ``optimizer.step()`` seen), the line that led to the save
+(``save_checkpoint(state, ...)`` in the epoch loop, the ``torch.save`` itself when the loop calls
+it), with the ``torch.save`` line in the message when they differ; ``ranks`` the ranks that wrote
+it.
 
 Silent on: saves guarded by a rank check (``if rank == 0``, a ``master_process`` flag, a helper
 such as ``save_on_master``: one rank writes), per-rank file names (``f"rng_rank{rank}.pt"``),
@@ -18,8 +22,9 @@ call (``torch.distributed.checkpoint.save`` writes one file per rank), a single 
 path on two hosts is not reported: on local disks those are two files (a shared filesystem makes
 it a miss).
 
-Cost: per ``torch.save`` under torchrun, one dict update (256 paths at most); at exit, the ranks'
-lists merged on rank 0.
+Cost: under torchrun, the user's call stack at the first checked ``optimizer.step()``; per
+``torch.save``, one dict update (256 paths at most), and the call stack at a file's first save; at
+exit, the ranks' lists merged on rank 0.
 
 Reference: DDP tutorial, "Save and Load Checkpoints" (save from one process)
 https://pytorch.org/tutorials/intermediate/ddp_tutorial.html#save-and-load-checkpoints; GitHub
@@ -31,8 +36,10 @@ https://github.com/NVIDIA/apex/issues/629.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
+from trainguard.sanitize.core.callstack import cause_line, user_stack
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import user_location
 
@@ -44,7 +51,13 @@ class SaveOnEveryRank(Check):
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
-        self.saves: dict[str, list] = {}  # real path -> [user's (path, line, col), writes]
+        # real path -> [the line to guard (path, line, col), writes, the torch.save line]
+        self.saves: dict[str, list] = {}
+        self.step_stack: Any = None  # the user's stack at the first checked step (torchrun only)
+
+    def on_step(self, optimizer: Any) -> None:
+        if self.step_stack is None and self.bus.ranks is not None:
+            self.step_stack = user_stack(sys._getframe(1))
 
     def on_save(self, obj: Any, f: Any) -> None:
         if self.bus.ranks is None:
@@ -56,33 +69,40 @@ class SaveOnEveryRank(Check):
         if known is not None:
             known[1] += 1
         elif len(self.saves) < _LIMIT:
-            self.saves[target] = [list(user_location() or ("<unknown>", 0, 1)), 1]
+            saved_at = user_location() or ("<unknown>", 0, 1)
+            where = None
+            if self.step_stack is not None:
+                where = cause_line(user_stack(sys._getframe(1)), self.step_stack)
+            self.saves[target] = [list(where or saved_at), 1, list(saved_at)]
 
     def rank_facts(self) -> Any:
         if not self.saves:
             return None
         return {"host": self.bus.ranks.host,
-                "saves": [[path, where, n] for path, (where, n) in self.saves.items()]}
+                "saves": [[path, where, n, at] for path, (where, n, at) in self.saves.items()]}
 
     def on_ranks(self, facts: dict[int, Any]) -> None:
         writers: dict[tuple[str, str], list[tuple[int, list, int]]] = {}
         for rank, fact in sorted(facts.items()):
-            for path, where, n in fact.get("saves", []):
-                writers.setdefault((fact.get("host", ""), path), []).append((rank, where, n))
+            for path, where, n, at in fact.get("saves", []):
+                writers.setdefault((fact.get("host", ""), path), []).append((rank, where, n, at))
         for (host, path), seen in writers.items():
-            ranks = sorted({rank for rank, _, _ in seen})
+            ranks = sorted({rank for rank, _, _, _ in seen})
             if len(ranks) < 2:
                 continue
-            writes = ", ".join(f"rank {rank}: {n}x" for rank, _, n in seen)
+            writes = ", ".join(f"rank {rank}: {n}x" for rank, _, n, _ in seen)
+            where, at = seen[0][1], seen[0][3]
+            saved = (f" (torch.save at {os.path.basename(at[0])}:{at[1]})"
+                     if tuple(at[:2]) != tuple(where[:2]) else "")
             finding = self.bus.report(
                 self.code,
                 f"{len(ranks)} ranks ({', '.join(map(str, ranks))}) on host {host} each wrote "
-                f"{_shown(path)} with torch.save ({writes}): the writes race, and a file "
+                f"{_shown(path)} with torch.save{saved} ({writes}): the writes race, and a file "
                 "interleaved with or cut by another rank's write fails to load",
                 fix="save on one rank (`if dist.get_rank() == 0: torch.save(...)`, then "
                     "`dist.barrier()` before other ranks read the file), or give each rank its own "
                     "file name",
-                where=tuple(seen[0][1]))
+                where=tuple(where))
             if finding is not None:
                 finding.ranks = sorted(set(finding.ranks or []) | set(ranks))
 

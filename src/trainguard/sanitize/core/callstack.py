@@ -36,11 +36,12 @@ from types import CodeType, FrameType
 from typing import Any, Optional
 
 from trainguard.sanitize.core.bounds import FRAMES
-from trainguard.sanitize.core.frames import Location, frame_location, is_user_code, user_frames
+from trainguard.sanitize.core.frames import (Location, frame_location, is_user_code, user_frame,
+                                             user_frames)
 from trainguard.sanitize.core.source import SourceFile
 
 __all__ = ["Location", "Stack", "user_stack", "shared_depth", "cause_line", "callers", "differing",
-           "line_of", "callers_train"]
+           "line_of", "callers_train", "model_method_caller", "running_line"]
 
 Stack = tuple[tuple[int, CodeType, Location, bool], ...]
 _COMPREHENSIONS = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"))
@@ -64,6 +65,42 @@ def _module_method(frame: FrameType) -> bool:
     from torch import nn
 
     return isinstance(frame.f_locals.get("self"), nn.Module)
+
+
+def model_method_caller(module: Any, start: Optional[FrameType] = None) -> tuple | None:
+    """Where user code called into a model whose own method made an outermost call of ``module``.
+
+    ``model.get_context(x)`` runs ``self.embed(x)`` and ``self.gru(z)`` inside the model's
+    method, so each of those is an outermost call made at a line of the model's code; the line to
+    change is the one that called ``get_context``. From the first user frame at or above
+    ``start`` (default: the caller), while a frame runs a method of an ``nn.Module`` that is or
+    holds ``module`` and its caller is user code, step out (a method calling another method of
+    the same model, a wrapper model's method calling the inner model's). A method that a library
+    calls (Lightning's ``validation_step``) is kept: its line is the user's.
+
+    Returns ``(location, owner, method name)`` of the outermost step, or None when the call was
+    not made inside such a method. Reads frames' ``self`` and walks ``owner.modules()``: a rare
+    path only.
+    """
+    from torch import nn
+
+    frame = user_frame(start if start is not None else sys._getframe(1))
+    found = None
+    for _ in range(FRAMES):
+        if frame is None:
+            break
+        code = frame.f_code
+        owner = (frame.f_locals.get("self") if "self" in code.co_varnames[:max(code.co_argcount, 1)]
+                 else None)
+        if not isinstance(owner, nn.Module) or not (
+                owner is module or any(m is module for m in owner.modules())):
+            break
+        outer = frame.f_back
+        if outer is None or not is_user_code(outer.f_code):
+            break
+        found = (frame_location(outer), owner, code.co_name)
+        frame, module = outer, owner
+    return found
 
 
 def shared_depth(one: Stack, other: Stack) -> int:
@@ -179,3 +216,13 @@ def callers_train(sites: Any, frame: Optional[FrameType], cache: dict) -> bool:
             cache.clear()
         cache[key] = known
     return known
+
+
+def running_line(where: Location) -> bool:
+    """Whether the line ``where`` belongs to a user function running now (on the stack)."""
+    for frame in user_frames(sys._getframe(1)):
+        code = frame.f_code
+        if code.co_filename == where[0] and any(
+                line == where[1] for _, _, line in code.co_lines()):
+            return True
+    return False

@@ -13,7 +13,8 @@ from trainguard.config import is_suppressed
 from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.frames import is_user_code, is_user_file
 
-__all__ = ["SourceFile", "marked", "function_node", "attribute_store"]
+__all__ = ["SourceFile", "marked", "function_node", "attribute_store", "param_groups_line",
+           "last_assigned"]
 
 
 def marked(code: str, where: tuple) -> bool:
@@ -103,3 +104,49 @@ def attribute_store(cls: type, attr: str) -> tuple[str, int, int] | None:
                     if line:
                         return (code.co_filename, line, (ins.positions.col_offset or 0) + 1)
     return None
+
+
+def param_groups_line(where: tuple[str, int, int]) -> int | None:
+    """The line of the last parameter group listed for the optimizer built by the call at
+    ``where``, when its ``params`` are groups written out in the source: a list of dicts given
+    to the call (``AdamW([{"params": ...}, ...])``), assigned to the name given (``groups =
+    [...]``) in the same function, or returned (directly or through a name) by a function of the
+    same file that the call calls (``AdamW(get_param_groups(model, args))``). That list is
+    where a module left out of every group belongs. None otherwise."""
+    tree = parse_file(where[0])
+    if tree is None:
+        return None
+    file = SourceFile(tree)
+    call = file.call_at(where[1], where[2] - 1)
+    if call is None:
+        return None
+    arg = call.args[0] if call.args else next(
+        (k.value for k in call.keywords if k.arg == "params"), None)
+    scope = file.scope(call)
+    if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name):
+        scope = next((n for n in tree.body if isinstance(n, ast.FunctionDef)
+                      and n.name == arg.func.id), None)
+        if scope is None:
+            return None
+        returned = [n.value for n in ast.walk(scope) if isinstance(n, ast.Return)]
+        arg = returned[-1] if len(returned) == 1 else None
+    if isinstance(arg, ast.Name):
+        arg = last_assigned(scope, arg.id, call.lineno if scope is file.scope(call) else None,
+                            (ast.List,))
+    if isinstance(arg, ast.List) and arg.elts and all(isinstance(e, ast.Dict) for e in arg.elts):
+        return arg.elts[-1].lineno
+    return None
+
+
+def last_assigned(scope: ast.AST, name: str, before: int | None,
+                  kinds: tuple[type, ...]) -> ast.AST | None:
+    """The value of the last ``name = <value>`` in ``scope`` (at or before line ``before``, when
+    given) whose value is one of ``kinds`` (``ast.List``, ``ast.Dict``...), or None."""
+    found = None
+    for node in ast.walk(scope):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, kinds)
+                and (before is None or node.lineno <= before)
+                and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)):
+            if found is None or node.lineno >= found.lineno:
+                found = node
+    return found.value if found is not None else None

@@ -30,8 +30,8 @@ def main(folder):
         train_epoch(model, optimizer, scaler, batches)
         scheduler.step()
         state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                 "lr_scheduler": scheduler.state_dict(), "epoch": epoch}
-        torch.save(state, os.path.join(folder, "last.pt"))  # expect: TG504
+                 "lr_scheduler": scheduler.state_dict(), "epoch": epoch}  # expect: TG504
+        torch.save(state, os.path.join(folder, "last.pt"))
 
 
 with tempfile.TemporaryDirectory() as folder:

@@ -19,5 +19,5 @@ for epoch in range(3):
     loss = nn.functional.mse_loss(model(x), y)
     loss.backward()
     optimizer.step()
-    torch.save({"epoch": epoch, "model_state_dict": model.state_dict(),  # expect: TG504
-                "loss": loss.item()}, os.path.join(folder, "last.pt"))
+    torch.save({"epoch": epoch, "model_state_dict": model.state_dict(),
+                "loss": loss.item()}, os.path.join(folder, "last.pt"))  # expect: TG504

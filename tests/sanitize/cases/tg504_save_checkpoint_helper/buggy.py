@@ -29,5 +29,5 @@ for epoch in range(3):
     loss.backward()
     optimizer.step()
     is_best, best = loss.item() < best, min(best, loss.item())
-    save_checkpoint({"epoch": epoch + 1, "state_dict": model.state_dict(),  # expect: TG504
-                     "best_loss": best}, is_best, os.path.join(folder, "checkpoint.pth.tar"))
+    save_checkpoint({"epoch": epoch + 1, "state_dict": model.state_dict(),
+                     "best_loss": best}, is_best, os.path.join(folder, "checkpoint.pth.tar"))  # expect: TG504

@@ -25,8 +25,8 @@ class Trainer:
         self.updates += 1
 
     def snapshot(self, path):
-        torch.save({"enc": self.encoder.state_dict(), "dec": self.decoder.state_dict(),  # expect: TG504
-                    "updates": self.updates}, path)
+        torch.save({"enc": self.encoder.state_dict(), "dec": self.decoder.state_dict(),
+                    "updates": self.updates}, path)  # expect: TG504
 
     def restore(self, path):
         snap = torch.load(path)

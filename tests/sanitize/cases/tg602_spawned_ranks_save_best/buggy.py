@@ -29,7 +29,7 @@ class Trainer:
         save_path = f"{self.save_dir}/checkpoint_{tag}.pth"
         state = {"tag": tag, "model": self.model.module.state_dict(),
                  "optimizer": self.optimizer.state_dict()}
-        torch.save(state, save_path)  # expect: TG602
+        torch.save(state, save_path)
 
     def run(self, epochs):
         for epoch in range(epochs):
@@ -42,7 +42,7 @@ class Trainer:
                 total += loss.item()
             if total < self.best:
                 self.best = total
-                self._save_checkpoint("best")
+                self._save_checkpoint("best")  # expect: TG602
 
 
 def main_worker(rank, world_size, port, save_dir):

@@ -19,7 +19,7 @@ def build_model():
 
 def save_snapshot(model, optimizer, epoch, path):
     state = {"epoch": epoch, "model": model.module.state_dict(), "optim": optimizer.state_dict()}
-    torch.save(state, path)  # expect: TG602
+    torch.save(state, path)
 
 
 def train(local_rank, world_size, init_file, out_dir):
@@ -36,7 +36,7 @@ def train(local_rank, world_size, init_file, out_dir):
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-        save_snapshot(model, optimizer, epoch, Path(out_dir) / "snapshot.pt")
+        save_snapshot(model, optimizer, epoch, Path(out_dir) / "snapshot.pt")  # expect: TG602
     dist.destroy_process_group()
 
 
