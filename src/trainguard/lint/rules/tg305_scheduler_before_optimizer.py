@@ -19,7 +19,10 @@ schedulers count: a ``schedule`` built by anything else (a pipeline-parallel
 schedule) is not one. The per-batch step may be reached through a helper, a method or a
 callback or policy hook the batch loop calls, or be a handler of a training engine's events
 (:mod:`trainguard.lint.handlers`: ``@trainer.on(Events.EPOCH_STARTED)`` runs before the
-engine's ``optimizer.step()``, ``ITERATION_COMPLETED`` once per batch).
+engine's ``optimizer.step()``, ``ITERATION_COMPLETED`` once per batch). A scheduler handed to
+the training function or to a trainer's ``__init__`` is the one every call passes
+(:func:`trainguard.lint.schedules.schedule_settings`); a loop that holds another training loop
+(``for phase in ("train", "val")``) is no batch loop.
 """
 
 from __future__ import annotations
