@@ -338,7 +338,7 @@ class CallGraph:
             sites = [c for c in s.calls if self.class_named(dotted(c.func)) is not None
                      and self.class_named(dotted(c.func)).node is cls]  # type: ignore[union-attr]
         else:
-            sites = self.sites(func, params=False)
+            sites = self.sites(func, params=False) or self.sites(func)
         for call in sites[:8]:
             bound = bind_arguments(names, call)
             if arg.arg in bound:

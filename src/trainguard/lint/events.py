@@ -18,6 +18,7 @@ from typing import Literal
 from trainguard.lint.astutil import SCOPES, children, dotted, is_false, is_true
 from trainguard.lint.callgraph import RETURNS_SELF, ClassRef, Target
 from trainguard.lint.consts import module_constants_trusted, truth
+from trainguard.lint.held_calls import held_qualname
 from trainguard.lint.script import Script, is_backward
 
 __all__ = ["Event", "events", "Kind", "branch_taken", "builds_module"]
@@ -89,7 +90,8 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
         return Event("autograd", None, call)  # a pass through the graph that sets no .grad
     if not isinstance(f, ast.Attribute):
         q = script.call_qualname(call) or ""
-        if q.endswith(("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm")):
+        if q.endswith(("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm")) or \
+                _held_clip(script, f):
             return Event("clip", None, call)
         return None
     recv = key(f.value)
@@ -113,7 +115,8 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
         return Event("zero", "*", call)
     if f.attr == "unscale_":
         return Event("unscale", None, call)
-    if q.endswith(("clip_grad_norm_", "clip_grad_value_")) or f.attr == "clip_grad_norm_":
+    if q.endswith(("clip_grad_norm_", "clip_grad_value_")) or f.attr == "clip_grad_norm_" or \
+            _held_clip(script, f):
         return Event("clip", None, call)
     if f.attr in ("train", "eval") and (len(call.args) > 1 or any(
             k.arg != "mode" for k in call.keywords)):
@@ -130,6 +133,17 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
         # model may have changed, so nothing is known about it any more
         return Event("mode?", recv, call)
     return None
+
+
+def _held_clip(script: Script, f: ast.expr) -> bool:
+    """``self.grad_clip_fn(params)`` or ``clip(params)`` holding a gradient-clipping function
+    (``functools.partial(clip_grad_norm_, max_norm=1.0)`` handed in): :mod:`held_calls`."""
+    if "clip_grad" not in script.source or not (
+            isinstance(f, ast.Name) and f.id not in script.functions and
+            f.id not in script.classes or isinstance(f, ast.Attribute) and
+            isinstance(f.value, ast.Name) and f.value.id == "self"):
+        return False
+    return (held_qualname(script, f) or "").endswith(("clip_grad_norm_", "clip_grad_value_"))
 
 
 def _held_entry(script: Script, node: ast.AST, key) -> str | None:  # type: ignore[no-untyped-def]

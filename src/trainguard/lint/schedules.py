@@ -28,15 +28,51 @@ _POSITIONAL = {"StepLR": ("step_size", "gamma"), "MultiStepLR": ("milestones", "
                "ReduceLROnPlateau": ("mode", "factor", "patience", "threshold")}
 
 
-def schedule_settings(script: Script, key: str) -> tuple[str | None, Any]:
+def schedule_settings(script: Script, key: str, at: ast.AST | None = None, *,
+                      _depth: int = 3) -> tuple[str | None, Any]:
     """(scheduler class name, {setting: value}) for what ``key`` is assigned, or
     ``(None, UNKNOWN)``; the settings are ``UNKNOWN`` when any of them is not fixed, or when
-    assignments disagree."""
-    found = {_built(script, v, 3) for v in script.assignments.get(key, [])} - {None}
+    assignments disagree. With ``at`` (the node that uses ``key``), a parameter of the function
+    around it that is never assigned is the scheduler every call hands in
+    (``train_model(model, opt, exp_lr_scheduler)``), when all calls agree (a ``None`` default
+    is no scheduler and is passed over)."""
+    values = script.assignments.get(key, [])
+    found = {_built(script, v, 3) for v in values} - {None}
+    if not found and _depth > 0:  # handed in: to the function, or to ``__init__`` (``self.sched = sched``)
+        handed = [(v.id, v) for v in values if isinstance(v, ast.Name)]
+        if at is not None and not values:
+            handed.append((key, at))
+        got = {repr(r): r for r in (_handed_in(script, name, node, _depth - 1)
+                                    for name, node in handed)}
+        return got.popitem()[1] if len(got) == 1 else (None, UNKNOWN)
     if len(found) != 1:
         return None, UNKNOWN
     cls, call = found.pop()  # type: ignore[misc]
     return cls, _settings(script, cls, call)
+
+
+def _handed_in(script: Script, key: str, at: ast.AST, depth: int) -> tuple[str | None, Any]:
+    func = script.enclosing_function(at)
+    arg = next((a for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]
+                if a.arg == key), None) if func is not None else None
+    if arg is None:
+        return None, UNKNOWN
+    values = [v for v in script.graph._param_values(func, arg)
+              if not (isinstance(v, ast.Constant) and v.value is None)]
+    got = set()
+    for value in values:
+        if isinstance(value, ast.Call):
+            built = _built(script, value, 3)
+            got.add((built[0], repr(_settings(script, *built))) if built else (None, "?"))
+        else:  # a name the caller holds
+            cls, settings = schedule_settings(script, script.key(value) or "", _depth=depth)
+            got.add((cls, repr(settings)))
+    if len(got) != 1 or None in next(iter(got)):
+        return None, UNKNOWN
+    if isinstance(values[0], ast.Call):
+        built = _built(script, values[0], 3)
+        return built[0], _settings(script, *built)  # type: ignore[index,misc]
+    return schedule_settings(script, script.key(values[0]) or "", _depth=depth)
 
 
 def _built(script: Script, value: ast.AST, depth: int) -> tuple[str, ast.Call] | None:

@@ -19,7 +19,10 @@ schedulers count: a ``schedule`` built by anything else (a pipeline-parallel
 schedule) is not one. The per-batch step may be reached through a helper, a method or a
 callback or policy hook the batch loop calls, or be a handler of a training engine's events
 (:mod:`trainguard.lint.handlers`: ``@trainer.on(Events.EPOCH_STARTED)`` runs before the
-engine's ``optimizer.step()``, ``ITERATION_COMPLETED`` once per batch).
+engine's ``optimizer.step()``, ``ITERATION_COMPLETED`` once per batch). A scheduler handed to
+the training function or to a trainer's ``__init__`` is the one every call passes
+(:func:`trainguard.lint.schedules.schedule_settings`); a loop that holds another training loop
+(``for phase in ("train", "val")``) is no batch loop.
 """
 
 from __future__ import annotations
@@ -57,14 +60,17 @@ def check(script: Script) -> Iterator[Hit]:
                           fix=f"call {e.key}.step() after optimizer.step()")
                 break
     yield from _handler_steps(script)
+    nested = {id(p) for x in loops for p in script.enclosing_loops(x)}
     for loop in loops:
-        outer = next((p for p in script.enclosing_loops(loop)
-                      if isinstance(p, (ast.For, ast.AsyncFor, ast.While))), None)
-        if not isinstance(outer, (ast.For, ast.AsyncFor)):
+        if id(loop) in nested:
+            continue  # a training loop runs inside it: it is no batch loop (`for phase in ...`)
+        around = [p for p in script.enclosing_loops(loop)
+                  if isinstance(p, (ast.For, ast.AsyncFor, ast.While))]
+        if not around or not isinstance(around[0], (ast.For, ast.AsyncFor)):
             continue  # no epoch loop around it (a `while step < N` loop counts iterations)
-        epochs = _epoch_count(script, outer)
+        epochs = _epoch_count(script, around)
         for call, key, via in _batch_steps(script, loop, loops):
-            cls, settings = schedule_settings(script, key or "")
+            cls, settings = schedule_settings(script, key or "", call)
             if cls not in _EPOCH_SCHEDULERS and cls != "ReduceLROnPlateau" or \
                     settings is UNKNOWN or _per_iteration_decay(cls, settings):
                 continue
@@ -170,9 +176,21 @@ def _handed_scheduler(script: Script, step: ast.AST) -> str | None:
     return None
 
 
-def _epoch_count(script: Script, loop: ast.For | ast.AsyncFor) -> object:
-    """N for ``for epoch in range(N)`` (or ``range(start, N)``) when the program fixes N (a
-    constant, a config entry, an option's default)."""
+def _epoch_count(script: Script, around: list[ast.AST]) -> object:
+    """N for ``for epoch in range(N)`` (or ``range(start, N)``) around the batch loop when the
+    program fixes N (a constant, a config entry, an option's default); loops over a literal
+    list in between (``for phase in ["train", "val"]``) are passed through."""
+    for loop in around:
+        if isinstance(loop, (ast.For, ast.AsyncFor)) and \
+                isinstance(loop.iter, (ast.List, ast.Tuple)) and \
+                all(isinstance(e, ast.Constant) for e in loop.iter.elts):
+            continue
+        return _range_count(script, loop) if isinstance(loop, (ast.For, ast.AsyncFor)) \
+            else UNKNOWN
+    return UNKNOWN
+
+
+def _range_count(script: Script, loop: ast.For | ast.AsyncFor) -> object:
     it = loop.iter
     if isinstance(it, ast.Call) and dotted(it.func) == "range" and it.args:
         stop = resolve(script, it.args[-1] if len(it.args) <= 2 else it.args[1])

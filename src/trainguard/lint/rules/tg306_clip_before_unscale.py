@@ -2,11 +2,18 @@
 
 Gradients from ``scaler.scale(loss).backward()`` are multiplied by the loss scale (65536 at
 first); clipping them before ``scaler.unscale_(optimizer)`` applies the threshold to the scaled
-values (https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-clipping).
+values (https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-clipping). The clip
+may be a function the step was handed (``clip_fn(params)``, ``self.grad_clip_fn`` given as
+``functools.partial(clip_grad_norm_, max_norm=1.0)``: :mod:`trainguard.lint.held_calls`), and
+the backward and step may run in a callback or an engine object the loop reaches. A backward
+of a loss that is plainly not scaled (``criterion(out, y).backward()``, a name assigned only
+from such calls) leaves unscaled gradients: a step without the scaler in the same loop stays
+silent.
 """
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 
 from trainguard.lint.events import events
@@ -30,7 +37,7 @@ def check(script: Script) -> Iterator[Hit]:
         unscaled = False
         for e in evs:
             if e.kind == "backward":
-                unscaled = False
+                unscaled = _plain_backward(script, e.node)
             elif e.kind == "unscale":
                 unscaled = True
             elif e.kind == "clip" and not unscaled:
@@ -39,3 +46,24 @@ def check(script: Script) -> Iterator[Hit]:
                           "loss scale: the threshold applies to scaled gradients",
                           fix="call scaler.unscale_(optimizer) before clipping")
                 break
+
+
+def _plain_backward(script: Script, node: ast.AST) -> bool:
+    """``loss.backward()`` on a value that is no ``scaler.scale(...)``: a call of something
+    else, or a local name assigned only from such calls. Anything else (a parameter, an
+    unknown name) counts as scaled."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return False
+    recv = node.func.value
+    if isinstance(recv, ast.Name):
+        scope = script.enclosing_function(node) or script.tree
+        values = [n.value for n in ast.walk(scope) if isinstance(n, ast.Assign) and
+                  any(isinstance(t, ast.Name) and t.id == recv.id for t in n.targets)]
+        return bool(values) and all(_unscaled_call(v) for v in values)
+    return _unscaled_call(recv)
+
+
+def _unscaled_call(value: ast.AST) -> bool:
+    return isinstance(value, ast.Call) and not any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "scale"
+        for n in ast.walk(value))

@@ -1,0 +1,85 @@
+"""Which library function a call runs when the called name holds a function value.
+
+A training step often calls a function it was handed rather than one it names: a callback's
+``self.grad_clip_fn(model.parameters())`` with ``grad_clip_fn`` given at construction
+(``OptimizerCallback(grad_clip_fn=functools.partial(clip_grad_norm_, max_norm=1.0))``), or a
+helper's ``clip(params)`` parameter. :func:`held_qualname` follows the value to what it was
+built from: an assignment, a parameter bound at every call site (``__init__``: every
+instantiation), an attribute set in the class, ``functools.partial(f, ...)`` and
+``lambda ps: f(ps, ...)``. A ``None`` default is no function and is passed over; when the values
+disagree or one cannot be followed, the answer is ``None`` and a check stays silent.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from trainguard.lint.astutil import dotted
+from trainguard.lint.script import Script
+
+__all__ = ["held_qualname"]
+
+_PARTIAL = {"functools.partial", "partial"}
+
+
+def held_qualname(script: Script, func: ast.expr, *, depth: int = 4) -> str | None:
+    """The qualified name of the one function ``func`` (a called name or ``self`` attribute)
+    holds, or None."""
+    if depth <= 0:
+        return None
+    found: set[str | None] = set()
+    values = _values(script, func)
+    for v in values:
+        if isinstance(v, ast.Constant) and v.value is None:
+            continue
+        found.add(_value_qualname(script, v, depth - 1))
+        if len(found) > 1 or None in found:
+            return None
+    return found.pop() if found else None
+
+
+def _values(script: Script, func: ast.expr) -> list[ast.expr]:
+    """What ``func`` may hold: its assignments, and a parameter's arguments at every call."""
+    graph = script.graph
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+            func.value.id == "self":
+        cls = script.enclosing_class(func)
+        if cls is None:
+            return []
+        out: list[ast.expr] = []
+        for n in ast.walk(cls):
+            if isinstance(n, ast.Assign):
+                for t in n.targets:
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and \
+                            t.value.id == "self" and t.attr == func.attr:
+                        out.append(n.value)
+        return out
+    if not isinstance(func, ast.Name):
+        return []
+    scope = script.enclosing_function(func)
+    if scope is not None:
+        arg = next((a for a in [*scope.args.posonlyargs, *scope.args.args,
+                                *scope.args.kwonlyargs] if a.arg == func.id), None)
+        if arg is not None:
+            return graph._param_values(scope, arg)
+        local = [n.value for n in ast.walk(scope) if isinstance(n, ast.Assign) and
+                 any(isinstance(t, ast.Name) and t.id == func.id for t in n.targets)]
+        if local:
+            return local
+    return list(script.assignments.get(func.id, []))
+
+
+def _value_qualname(script: Script, value: ast.expr, depth: int) -> str | None:
+    if isinstance(value, ast.Call) and value.args and \
+            (dotted(value.func) in _PARTIAL or script.qualname(value.func) in _PARTIAL):
+        return _value_qualname(script, value.args[0], depth)
+    if isinstance(value, ast.Lambda) and isinstance(value.body, ast.Call):
+        return script.call_qualname(value.body)
+    if isinstance(value, (ast.Name, ast.Attribute)):
+        q = script.qualname(value)
+        if q and q.startswith("torch."):
+            return q
+        if isinstance(value, ast.Name) and value.id in script.functions:
+            return None  # a function of the file: its calls are followed as a call
+        return held_qualname(script, value, depth=depth)
+    return None
