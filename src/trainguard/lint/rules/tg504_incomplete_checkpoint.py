@@ -59,7 +59,7 @@ def check(script: Script) -> Iterator[Hit]:
             missing.append("scheduler")
         if script.scalers and not has(_SCALER):
             missing.append("GradScaler")
-        yield Hit(call, f"this checkpoint saves the {progress} but not the "
+        yield Hit(_last_entry(call), f"this checkpoint saves the {progress} but not the "
                         f"{', '.join(missing)} state: resuming from it restarts "
                         f"momentum and adaptive moments",
                   fix=f"add the {' and '.join(m + '.state_dict()' for m in missing)} to the "
@@ -135,6 +135,26 @@ def _optimizer_class(qualname: str) -> bool:
     parts = qualname.split(".")
     return len(parts) >= 3 and parts[:2] == ["torch", "optim"] and "lr_scheduler" not in parts \
         and parts[-1][:1].isupper() and parts[-1] != "Optimizer"
+
+
+def _last_entry(call: ast.Call) -> ast.AST:
+    """Where the missing state belongs: the last entry of the dict display saved by ``call``
+    (given to it, or last assigned before it to the name given); else ``call`` itself."""
+    obj = call.args[0]
+    if isinstance(obj, ast.Name):
+        found = None
+        for sub in walk_local(scope_of(call)):
+            if (isinstance(sub, ast.Assign) and sub.lineno <= call.lineno
+                    and any(isinstance(t, ast.Name) and t.id == obj.id for t in sub.targets)
+                    and (found is None or sub.lineno >= found.lineno)):
+                found = sub
+        obj = found.value if found is not None else obj
+    if isinstance(obj, ast.Dict) and obj.keys and obj.keys[-1] is not None:
+        return obj.keys[-1]
+    if isinstance(obj, ast.Call) and obj.keywords and obj.func is not None and \
+            ast.unparse(obj.func) == "dict":
+        return obj.keywords[-1]
+    return call
 
 
 def _entries(script: Script, call: ast.Call, obj: ast.AST) -> list[tuple[str, str]] | None:
