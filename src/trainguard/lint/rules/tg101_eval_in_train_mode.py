@@ -57,16 +57,25 @@ def check(script: Script) -> Iterator[Hit]:
         first = region.forwards[0]
         fwd = dotted(first.func) or "the model"
         if isinstance(region.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            trained = []
-            sites = script.call_sites(region.node)
-            for site in sites:
+            own = next((e for e in events(script, body) if e.kind == "train" and e.via is None
+                        and e.node.lineno < first.lineno), None)  # type: ignore[attr-defined]
+            if own is not None:
+                # predict() calls model.train() itself before its forward: that call is the
+                # fault, whatever its callers do
+                yield Hit(own.node, f"{region.label} calls {own.key}.train() before it runs "
+                                    f"{fwd}(...): Dropout and BatchNorm act as in training "
+                                    f"during the evaluation",
+                          fix=f"call {own.key}.eval() here instead")
+                continue
+            trained, evald = [], False
+            for site in script.call_sites(region.node):
                 mode, why = mode_before(script, site)
                 if mode == "train":
                     trained.append((site, why))
+                evald = evald or mode == "eval"
             if not trained:
                 continue
-            if len(trained) < len(sites) or any(_caller_sets_eval(script, site)
-                                                for site, _ in trained):
+            if evald or any(_caller_sets_eval(script, site) for site, _ in trained):
                 # the callers manage the mode (another caller, or this one, calls eval()
                 # before the evaluation): the call that runs it in train mode is the fault
                 site, why = trained[0]
@@ -79,7 +88,7 @@ def check(script: Script) -> Iterator[Hit]:
             # evaluation a model in eval mode, so the function is the one place where
             # model.eval() fixes it (the line its fix changes).
             lines = script.at_lines([s.lineno for s, _ in trained])
-            each = "at each of its calls" if len(trained) > 1 else "at its only call"
+            each = "at each of its calls" if len(trained) > 1 else "at its call"
             yield Hit(first, f"{region.label} runs {fwd}(...) in train mode {each} "
                              f"({lines}; {trained[0][1]}); Dropout and BatchNorm "
                              f"act as in training",
