@@ -57,6 +57,14 @@ def check(script: Script) -> Iterator[Hit]:
         first = region.forwards[0]
         fwd = dotted(first.func) or "the model"
         if isinstance(region.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            trained, evald = [], False
+            for site in script.call_sites(region.node):
+                mode, why = mode_before(script, site)
+                if mode == "train":
+                    trained.append((site, why))
+                evald = evald or mode == "eval"
+            if not trained:
+                continue
             own = next((e for e in events(script, body) if e.kind == "train" and e.via is None
                         and e.node.lineno < first.lineno), None)  # type: ignore[attr-defined]
             if own is not None:
@@ -66,14 +74,6 @@ def check(script: Script) -> Iterator[Hit]:
                                     f"{fwd}(...): Dropout and BatchNorm act as in training "
                                     f"during the evaluation",
                           fix=f"call {own.key}.eval() here instead")
-                continue
-            trained, evald = [], False
-            for site in script.call_sites(region.node):
-                mode, why = mode_before(script, site)
-                if mode == "train":
-                    trained.append((site, why))
-                evald = evald or mode == "eval"
-            if not trained:
                 continue
             if evald or any(_caller_sets_eval(script, site) for site, _ in trained):
                 # the callers manage the mode (another caller, or this one, calls eval()
