@@ -16,9 +16,9 @@ import ast
 from typing import Literal
 
 from trainguard.lint.branches import EMPTY, _test_truth, feasible, last_elements
-from trainguard.lint.callgraph import RETURNS_SELF, ClassRef
-from trainguard.lint.astutil import dotted, parent
-from trainguard.lint.dataflow import last_assignment
+from trainguard.lint.callgraph import RETURNS_SELF, ClassRef, bind_arguments
+from trainguard.lint.astutil import dotted, parent, walk_local
+from trainguard.lint.dataflow import last_assignment, scope_of
 from trainguard.lint.script import Script
 
 __all__ = ["activation_of", "Activation"]
@@ -53,9 +53,13 @@ def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 9,
         return None
     origin = origin or script
     if isinstance(expr, ast.Name):
-        value = last_assignment(expr.id, expr)
-        return activation_of(script, value, depth=depth - 1, origin=origin) \
-            if value is not None else None
+        bound = _binding(expr)
+        if bound is None:  # a parameter: what every caller hands it
+            return _parameter_activation(script, expr, depth - 1, origin)
+        value, index = bound
+        if index is not None:  # seg, exist = model(img): one part of what it returns
+            return _part_activation(script, value, index, depth - 1, origin)
+        return activation_of(script, value, depth=depth - 1, origin=origin)
     if isinstance(expr, ast.Subscript):  # probs[:, :k], out[0]
         return activation_of(script, expr.value, depth=depth - 1, origin=origin)
     if not isinstance(expr, ast.Call):
@@ -97,6 +101,81 @@ def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 9,
         if found is not None:
             return found
     return _returned_activation(script, expr, depth - 1, origin)
+
+
+def _binding(name: ast.Name) -> tuple[ast.expr, int | None] | None:
+    """The value last assigned to ``name`` above it in its scope, and the position of ``name``
+    when it is one part of a tuple target (``seg_out, exist_out = model(img)``)."""
+    plain = last_assignment(name.id, name)
+    scope = scope_of(name)
+    table = getattr(scope, "_tg_unpacks", None)
+    if table is None:
+        table = {}
+        for sub in walk_local(scope):
+            if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and \
+                    isinstance(sub.targets[0], (ast.Tuple, ast.List)):
+                elts = sub.targets[0].elts
+                if any(isinstance(e, ast.Starred) for e in elts):
+                    continue
+                for i, e in enumerate(elts):
+                    if isinstance(e, ast.Name):
+                        table.setdefault(e.id, []).append((sub.lineno, sub.value, i))
+        scope._tg_unpacks = table  # type: ignore[attr-defined]
+    unpacks = [u for u in table.get(name.id, ()) if u[0] < name.lineno]
+    if not unpacks:
+        return (plain, None) if plain is not None else None
+    line, value, index = max(unpacks, key=lambda u: u[0])
+    if plain is not None and getattr(plain, "lineno", 0) > line:
+        return plain, None
+    return value, index
+
+
+def _part_activation(script: Script, value: ast.expr, index: int, depth: int,
+                     origin: Script) -> tuple[Activation, ast.AST] | None:
+    """The activation of part ``index`` of ``value``: an element of a tuple literal, or of the
+    tuple every ``return`` of the function or ``forward`` it calls builds."""
+    if depth <= 0:
+        return None
+    if isinstance(value, (ast.Tuple, ast.List)):
+        if index < len(value.elts) and not any(isinstance(e, ast.Starred) for e in value.elts):
+            return activation_of(script, value.elts[index], depth=depth - 1, origin=origin)
+        return None
+    if isinstance(value, ast.Name):  # out = self.head(x); return out
+        bound = _binding(value)
+        return _part_activation(script, bound[0], index, depth - 1, origin) \
+            if bound is not None and bound[1] is None else None
+    if not isinstance(value, ast.Call):
+        return None
+    kinds = set()
+    targets = [*script.graph.instance_targets(value), *script.targets(value)][:2]
+    for target in targets:  # return self.head(feat): the parts of what that returns
+        kinds |= {_part_activation(target.script, r.value, index, depth - 1, origin)
+                  for r in walk_local(target.func) if isinstance(r, ast.Return) and r.value}
+    return _one(kinds, value) if kinds else None
+
+
+def _parameter_activation(script: Script, name: ast.Name, depth: int,
+                          origin: Script) -> tuple[Activation, ast.AST] | None:
+    """A parameter of the function around ``name``: the activation of what every call of it in
+    this file passes, also a module's ``forward`` run by calling the module (``criterion(seg,
+    exist, ...)`` with a loss module whose ``forward`` feeds ``exist`` to a loss). Silent when
+    a caller passes something else or nothing is known."""
+    func = script.enclosing_function(name)
+    if func is None or depth <= 0:
+        return None
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]
+    if name.id not in params:
+        return None
+    values = _argument_values(script, name)
+    if func.name == "forward" and script.enclosing_class(func) is not None:
+        names = params[1:]
+        for call in script.calls:
+            if any(t.func is func for t in script.graph.instance_targets(call)):
+                bound = bind_arguments(names, call)
+                if name.id in bound:
+                    values.append(bound[name.id])
+    kinds = {activation_of(script, v, depth=depth - 1, origin=origin) for v in values[:8]}
+    return _one(kinds, name) if kinds else None
 
 
 def _returned_activation(script: Script, call: ast.Call, depth: int,

@@ -88,9 +88,11 @@ def graph_names(script: Script, loop: ast.AST, *, seed: set[str] | None = None) 
                     dotted(recv.func).endswith("scale") and recv.args:  # type: ignore[union-attr]
                 recv = recv.args[0]
             while isinstance(recv, (ast.Subscript, ast.Attribute)) and \
-                    not isinstance(recv.value, ast.Call):
+                    not isinstance(recv.value, ast.Call) and _self_attr(recv) is None:
                 recv = recv.value  # out["loss"].backward(): ``out`` holds the graph too
-            if isinstance(recv, ast.Name) and recv.id != "self":
+            if _self_attr(recv) is not None:  # self.loss.backward(): an attribute holds it
+                names.add(_self_attr(recv))  # type: ignore[arg-type]
+            elif isinstance(recv, ast.Name) and recv.id != "self":
                 names.add(recv.id)
             elif isinstance(call.func.value, ast.Name) is False and call.args and \
                     isinstance(call.args[0], ast.Name):  # accelerator.backward(loss)
@@ -109,11 +111,22 @@ def graph_names(script: Script, loop: ast.AST, *, seed: set[str] | None = None) 
                 for t in a.targets:
                     if isinstance(t, ast.Name):
                         names.add(t.id)
+                    elif _self_attr(t) is not None:  # self.loss = ce + kl: held on the object
+                        names.add(_self_attr(t))  # type: ignore[arg-type]
                     elif isinstance(t, ast.Tuple):  # logits, loss = model(x, y)
                         parts = _returned_parts(script, a.value, len(t.elts))
                         names.update(e.id for i, e in enumerate(t.elts)
                                      if isinstance(e, ast.Name) and (parts is None or parts[i]))
     return names
+
+
+def _self_attr(node: ast.AST) -> str | None:
+    """``self.loss`` (not ``self.loss.grad`` nor ``self``): an attribute of the object, which
+    graph_names tracks like a name."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+            node.value.id == "self":
+        return f"self.{node.attr}"
+    return None
 
 
 def _items_of_graph(script: Script, loop: ast.For, names: set[str]) -> set[str]:
@@ -177,6 +190,8 @@ def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
                 expr.args and carries_graph(script, expr.args[0], names):
             return True  # F.softplus(out[:, 5]), torch.stack(parts)
     if isinstance(expr, (ast.Subscript, ast.Attribute)):  # out[0], outputs.loss
+        if _self_attr(expr) is not None and _self_attr(expr) in names:
+            return True  # self.loss, assigned a graph or backpropagated
         return carries_graph(script, expr.value, names)
     return False
 

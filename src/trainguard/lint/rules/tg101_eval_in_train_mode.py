@@ -33,7 +33,8 @@ from trainguard.lint.astutil import dotted, parent, walk_local
 from trainguard.lint.copies import train_mode_copy_forwards
 from trainguard.lint.events import Event, events
 from trainguard.lint.modes import mode_before
-from trainguard.lint.regions import INFERENCE_METHODS, eval_regions, inference_calls
+from trainguard.lint.regions import (INFERENCE_METHODS, eval_regions, inference_calls,
+                                     preceding_events)
 from trainguard.lint.rules import Hit
 from trainguard.lint.sampling import helper_samples, sampled_pass, samples_only
 from trainguard.lint.script import Script
@@ -56,25 +57,40 @@ def check(script: Script) -> Iterator[Hit]:
         first = region.forwards[0]
         fwd = dotted(first.func) or "the model"
         if isinstance(region.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            trained = []
+            trained, evald = [], False
             for site in script.call_sites(region.node):
                 mode, why = mode_before(script, site)
                 if mode == "train":
                     trained.append((site, why))
+                evald = evald or mode == "eval"
             if not trained:
                 continue
-            if len(trained) == 1:
+            own = next((e for e in events(script, body) if e.kind == "train" and e.via is None
+                        and e.node.lineno < first.lineno), None)  # type: ignore[attr-defined]
+            if own is not None:
+                # predict() calls model.train() itself before its forward: that call is the
+                # fault, whatever its callers do
+                yield Hit(own.node, f"{region.label} calls {own.key}.train() before it runs "
+                                    f"{fwd}(...): Dropout and BatchNorm act as in training "
+                                    f"during the evaluation",
+                          fix=f"call {own.key}.eval() here instead")
+                continue
+            if evald or any(_caller_sets_eval(script, site) for site, _ in trained):
+                # the callers manage the mode (another caller, or this one, calls eval()
+                # before the evaluation): the call that runs it in train mode is the fault
                 site, why = trained[0]
                 yield Hit(site, f"{region.label} runs {fwd}(...) in train mode ({why}); "
                                 f"Dropout and BatchNorm act as in training",
                           fix=f"call model.eval() before {region.label}, and model.train() "
                               f"before training again")
                 continue
-            # Every caller leaves the model training: the evaluation function is the one place
-            # where model.eval() fixes them all.
+            # Every caller (one or several) leaves the model training: nothing ever hands the
+            # evaluation a model in eval mode, so the function is the one place where
+            # model.eval() fixes it (the line its fix changes).
             lines = script.at_lines([s.lineno for s, _ in trained])
-            yield Hit(first, f"{region.label} runs {fwd}(...) in train mode at each of its "
-                             f"calls ({lines}; {trained[0][1]}); Dropout and BatchNorm "
+            each = "at each of its calls" if len(trained) > 1 else "at its call"
+            yield Hit(first, f"{region.label} runs {fwd}(...) in train mode {each} "
+                             f"({lines}; {trained[0][1]}); Dropout and BatchNorm "
                              f"act as in training",
                       fix=f"call model.eval() at the start of {region.label}, and "
                           f"model.train() before training again")
@@ -86,6 +102,12 @@ def check(script: Script) -> Iterator[Hit]:
                       fix="call model.eval() before this loop, and model.train() before "
                           "training again")
     yield from _train_mode_copies(script)
+
+
+def _caller_sets_eval(script: Script, site: ast.AST) -> bool:
+    """The code before ``site`` in its function puts a model in eval mode: the caller manages
+    the mode itself (and undid it, or set it on the wrong object), so the call is the fault."""
+    return any(e.kind == "eval" for e in preceding_events(script, site))
 
 
 def _train_mode_copies(script: Script) -> Iterator[Hit]:

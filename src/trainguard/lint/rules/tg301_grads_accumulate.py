@@ -79,6 +79,20 @@ def _partial_zeroing(script: Script, loop: ast.AST, evs: list, zeros: list) -> H
         before = [z for z in partial if evs.index(z) < at]
         wrong = before[-1] if before else partial[-1]
         names = ", ".join(sorted({f"{z.key}.zero_grad()" for z in zeros}))
+        if _next_step(evs, evs.index(wrong)) is not step:
+            # that zeroing belongs to another step (``opt_E.zero_grad()`` before
+            # ``opt_E.step()``): none is meant for this one, so the first backward since the
+            # previous step adds onto stale gradients, and the zeroing goes before it
+            bwd = _first_backward_before(evs, at)
+            if bwd is not None:
+                return Hit(bwd.site,
+                           f"this backward adds onto the gradients of {missing}, which nothing "
+                           f"zeroes since the last {step.key}.step(): {loop_label(script, loop)} "
+                           f"zeroes gradients only through {names}, so {step.key}.step() "
+                           f"({step.place(script)}) updates them with the sum of all earlier "
+                           f"gradients",
+                           fix=f"call {step.key}.zero_grad(set_to_none=True) before this "
+                               f"backward")
         return Hit(wrong.site,
                    f"{loop_label(script, loop)} zeroes gradients only through {names}, "
                    f"which leaves those of {missing} uncleared: {step.key}.step() "
@@ -86,6 +100,28 @@ def _partial_zeroing(script: Script, loop: ast.AST, evs: list, zeros: list) -> H
                    fix=f"call {step.key}.zero_grad(set_to_none=True) once per step: it clears "
                        f"every parameter the optimizer holds")
     return None
+
+
+def _next_step(evs: list, i: int):  # type: ignore[no-untyped-def]
+    """The first step event after ``evs[i]``, wrapping round to the next iteration."""
+    for j in range(1, len(evs) + 1):
+        e = evs[(i + j) % len(evs)]
+        if e.kind == "step":
+            return e
+    return None
+
+
+def _first_backward_before(evs: list, at: int):  # type: ignore[no-untyped-def]
+    """The first backward between the step before ``evs[at]`` (wrapping round to the previous
+    iteration) and ``evs[at]``: where gradients start to pile onto stale ones."""
+    found = None
+    for j in range(1, len(evs)):
+        e = evs[(at - j) % len(evs)]
+        if e.kind == "step":
+            break
+        if e.kind == "backward":
+            found = e
+    return found
 
 
 def _zeroes_in_closure(script: Script, loop: ast.AST) -> bool:

@@ -7,7 +7,7 @@ from .nets import Net
 
 def validate(model, loader):
     with torch.no_grad():
-        return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
+        return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)  # expect: TG101
 
 
 def main():
@@ -18,4 +18,4 @@ def main():
         optimizer.zero_grad()
         F.cross_entropy(model(x), y).backward()
         optimizer.step()
-    print(validate(model, loader))  # expect: TG101
+    print(validate(model, loader))
