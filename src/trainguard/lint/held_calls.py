@@ -13,6 +13,7 @@ disagree or one cannot be followed, the answer is ``None`` and a check stays sil
 from __future__ import annotations
 
 import ast
+import weakref
 
 from trainguard.lint.astutil import dotted
 from trainguard.lint.script import Script
@@ -20,6 +21,9 @@ from trainguard.lint.script import Script
 __all__ = ["held_qualname"]
 
 _PARTIAL = {"functools.partial", "partial"}
+# script -> (id(class or function node), kind) -> attr or name -> the values assigned to it there
+_ASSIGNMENTS: "weakref.WeakKeyDictionary[Script, dict[tuple, dict[str, list[ast.expr]]]]" = \
+    weakref.WeakKeyDictionary()
 
 
 def held_qualname(script: Script, func: ast.expr, *, depth: int = 4) -> str | None:
@@ -46,14 +50,7 @@ def _values(script: Script, func: ast.expr) -> list[ast.expr]:
         cls = script.enclosing_class(func)
         if cls is None:
             return []
-        out: list[ast.expr] = []
-        for n in ast.walk(cls):
-            if isinstance(n, ast.Assign):
-                for t in n.targets:
-                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and \
-                            t.value.id == "self" and t.attr == func.attr:
-                        out.append(n.value)
-        return out
+        return list(_self_assignments(script, cls).get(func.attr, ()))
     if not isinstance(func, ast.Name):
         return []
     scope = script.enclosing_function(func)
@@ -62,11 +59,37 @@ def _values(script: Script, func: ast.expr) -> list[ast.expr]:
                                 *scope.args.kwonlyargs] if a.arg == func.id), None)
         if arg is not None:
             return graph._param_values(scope, arg)
-        local = [n.value for n in ast.walk(scope) if isinstance(n, ast.Assign) and
-                 any(isinstance(t, ast.Name) and t.id == func.id for t in n.targets)]
+        local = _name_assignments(script, scope).get(func.id)
         if local:
-            return local
+            return list(local)
     return list(script.assignments.get(func.id, []))
+
+
+def _self_assignments(script: Script, cls: ast.AST) -> dict[str, list[ast.expr]]:
+    """``attr -> values`` of every ``self.attr = value`` in ``cls`` (read once per class)."""
+    return _assignments(script, cls, "self")
+
+
+def _name_assignments(script: Script, scope: ast.AST) -> dict[str, list[ast.expr]]:
+    """``name -> values`` of every ``name = value`` in ``scope`` (read once per function)."""
+    return _assignments(script, scope, "name")
+
+
+def _assignments(script: Script, node: ast.AST, kind: str) -> dict[str, list[ast.expr]]:
+    per_node = _ASSIGNMENTS.setdefault(script, {})
+    found = per_node.get((id(node), kind))
+    if found is None:
+        found = per_node[(id(node), kind)] = {}
+        for n in ast.walk(node):
+            if not isinstance(n, ast.Assign):
+                continue
+            for t in n.targets:
+                if kind == "name" and isinstance(t, ast.Name):
+                    found.setdefault(t.id, []).append(n.value)
+                elif kind == "self" and isinstance(t, ast.Attribute) and \
+                        isinstance(t.value, ast.Name) and t.value.id == "self":
+                    found.setdefault(t.attr, []).append(n.value)
+    return found
 
 
 def _value_qualname(script: Script, value: ast.expr, depth: int) -> str | None:

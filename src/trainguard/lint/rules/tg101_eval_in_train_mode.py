@@ -128,8 +128,11 @@ def _inference_entry_points(script: Script) -> Iterator[Hit]:
     """``model.generate(...)`` (or ``predict``, ``transcribe``, ...) under no_grad while the
     model is in train mode: an inference entry point however the code around it is named."""
     regions = [r.node for r in eval_regions(script)]
+    inside: set[int] | None = None
     for call in inference_calls(script):
-        if any(call is n for r in regions for n in ast.walk(r)):
+        if inside is None:  # (the nodes of every evaluation region, read once)
+            inside = {id(n) for r in regions for n in ast.walk(r)}
+        if id(call) in inside:
             continue  # an evaluation region: judged below, with its mode events
         if any(t.func is r for t in script.targets(call) for r in regions):
             continue  # a call of an evaluation function: judged below, at its call sites
