@@ -268,9 +268,7 @@ def _argument_values(script: Script, name: ast.Name) -> list[ast.expr]:
     func = script.enclosing_function(name)
     if func is None:
         return []
-    arg = next((a for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]
-                if a.arg == name.id), None)
-    values = script.graph._param_values(func, arg) if arg is not None else []
+    values = script.graph.parameter_values(func, name.id) or []
     # a None passed or defaulted is no layer: code that uses the parameter as one skips it then
     return [v for v in values if not (isinstance(v, ast.Constant) and v.value is None)]
 

@@ -323,6 +323,13 @@ class CallGraph:
             out.extend(self.types(value, params=depth > 5, _depth=depth - 1))
         return out
 
+    def parameter_values(self, func: "Func", name: str) -> list[ast.expr] | None:
+        """The arguments bound to parameter ``name`` of ``func`` at every call site in this
+        file (see :meth:`_param_values`); None when ``func`` has no such parameter."""
+        arg = next((a for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]
+                    if a.arg == name), None)
+        return self._param_values(func, arg) if arg is not None else None
+
     def _param_values(self, func: "Func", arg: ast.arg) -> list[ast.expr]:
         """The arguments bound to ``arg`` at every call site of ``func`` in this file
         (``__init__``: at every instantiation of its class)."""

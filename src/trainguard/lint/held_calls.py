@@ -18,7 +18,7 @@ import weakref
 from trainguard.lint.astutil import dotted
 from trainguard.lint.script import Script
 
-__all__ = ["held_qualname"]
+__all__ = ["held_qualname", "local_assignments"]
 
 _PARTIAL = {"functools.partial", "partial"}
 # script -> (id(class or function node), kind) -> attr or name -> the values assigned to it there
@@ -55,11 +55,10 @@ def _values(script: Script, func: ast.expr) -> list[ast.expr]:
         return []
     scope = script.enclosing_function(func)
     if scope is not None:
-        arg = next((a for a in [*scope.args.posonlyargs, *scope.args.args,
-                                *scope.args.kwonlyargs] if a.arg == func.id), None)
-        if arg is not None:
-            return graph._param_values(scope, arg)
-        local = _name_assignments(script, scope).get(func.id)
+        bound = graph.parameter_values(scope, func.id)
+        if bound is not None:
+            return bound
+        local = local_assignments(script, scope).get(func.id)
         if local:
             return list(local)
     return list(script.assignments.get(func.id, []))
@@ -70,7 +69,7 @@ def _self_assignments(script: Script, cls: ast.AST) -> dict[str, list[ast.expr]]
     return _assignments(script, cls, "self")
 
 
-def _name_assignments(script: Script, scope: ast.AST) -> dict[str, list[ast.expr]]:
+def local_assignments(script: Script, scope: ast.AST) -> dict[str, list[ast.expr]]:
     """``name -> values`` of every ``name = value`` in ``scope`` (read once per function)."""
     return _assignments(script, scope, "name")
 

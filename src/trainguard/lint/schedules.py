@@ -53,12 +53,10 @@ def schedule_settings(script: Script, key: str, at: ast.AST | None = None, *,
 
 def _handed_in(script: Script, key: str, at: ast.AST, depth: int) -> tuple[str | None, Any]:
     func = script.enclosing_function(at)
-    arg = next((a for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]
-                if a.arg == key), None) if func is not None else None
-    if arg is None:
+    bound = script.graph.parameter_values(func, key) if func is not None else None
+    if bound is None:
         return None, UNKNOWN
-    values = [v for v in script.graph._param_values(func, arg)
-              if not (isinstance(v, ast.Constant) and v.value is None)]
+    values = [v for v in bound if not (isinstance(v, ast.Constant) and v.value is None)]
     got = set()
     for value in values:
         if isinstance(value, ast.Call):

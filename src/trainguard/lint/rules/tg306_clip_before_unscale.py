@@ -17,6 +17,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.events import events
+from trainguard.lint.held_calls import local_assignments
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
@@ -57,8 +58,7 @@ def _plain_backward(script: Script, node: ast.AST) -> bool:
     recv = node.func.value
     if isinstance(recv, ast.Name):
         scope = script.enclosing_function(node) or script.tree
-        values = [n.value for n in ast.walk(scope) if isinstance(n, ast.Assign) and
-                  any(isinstance(t, ast.Name) and t.id == recv.id for t in n.targets)]
+        values = local_assignments(script, scope).get(recv.id, ())
         return bool(values) and all(_unscaled_call(v) for v in values)
     return _unscaled_call(recv)
 
