@@ -78,17 +78,19 @@ class IncompleteCheckpoint(Check):
         if not model_keys:
             return
         keys = ", ".join(repr(k) for k in list(obj)[:8])
-        where = _built_at(obj, sys._getframe(1))
+        caller = sys._getframe(1)  # (where the dict was built is read only when it is needed)
         progress = [k for k, v in obj.items() if isinstance(k, str) and _PROGRESS.search(k)
                     and isinstance(v, (int, float)) and not isinstance(v, bool)]
         if not any(_is_optimizer_state(v) for v in obj.values()):
             if progress:
-                self._missing(f"keys {keys}: model state and {progress[0]!r}", "optimizer", where)
+                self._missing(f"keys {keys}: model state and {progress[0]!r}", "optimizer",
+                              _built_at(obj, caller))
             elif isinstance(f, (str, os.PathLike)):  # resume-like only if loaded back and trained
-                self.partial[os.path.abspath(os.fspath(f))] = (where, keys)
+                self.partial[os.path.abspath(os.fspath(f))] = (_built_at(obj, caller), keys)
             return
         left = self._companions_left_out(obj)
         if left:
+            where = _built_at(obj, caller)
             self.report(
                 f"torch.save of a resume checkpoint (keys {keys}: model and optimizer state) "
                 f"leaves out the live {' and '.join(left)}: resuming from it "

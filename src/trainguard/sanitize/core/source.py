@@ -16,6 +16,10 @@ from trainguard.sanitize.core.frames import is_user_code, is_user_file
 __all__ = ["SourceFile", "marked", "function_node", "attribute_store", "param_groups_line",
            "last_assigned"]
 
+# SourceFile per parsed tree (id -> (tree, index)): the newest few, as bounds keeps its trees
+_INDEXED = 16
+_indexed: dict[int, tuple[ast.Module, "SourceFile"]] = {}
+
 
 def marked(code: str, where: tuple) -> bool:
     """Whether the user's line at ``where`` (``(path, line, ...)``) carries a suppression comment
@@ -55,10 +59,25 @@ class SourceFile:
     @classmethod
     def load(cls, path: str) -> "SourceFile | None":
         """The file at ``path`` parsed (None when it has no source, is not valid Python or is
-        longer than ``bounds.SOURCE_CHARS``)."""
+        longer than ``bounds.SOURCE_CHARS``). One per parsed tree: a file saved from every epoch
+        (a checkpoint helper) is indexed once while its source is unchanged."""
         linecache.checkcache(path)
-        tree = parse_file(path)
-        return cls(tree) if tree is not None else None
+        return cls.of(parse_file(path))
+
+    @classmethod
+    def of(cls, tree: ast.Module | None) -> "SourceFile | None":
+        """The index of ``tree`` (a tree from ``parse_file``, whose cache keeps it while the file
+        is unchanged), built once; None for None."""
+        if tree is None:
+            return None
+        known = _indexed.get(id(tree))
+        if known is not None and known[0] is tree:
+            return known[1]
+        if len(_indexed) >= _INDEXED:
+            _indexed.pop(next(iter(_indexed)))
+        file = cls(tree)
+        _indexed[id(tree)] = (tree, file)
+        return file
 
     def call_at(self, line: int, col0: int) -> ast.Call | None:
         """The innermost call starting at ``line``/``col0`` (``model(x)`` in ``model(x).argmax()``,
@@ -113,10 +132,9 @@ def param_groups_line(where: tuple[str, int, int]) -> int | None:
     [...]``) in the same function, or returned (directly or through a name) by a function of the
     same file that the call calls (``AdamW(get_param_groups(model, args))``). That list is
     where a module left out of every group belongs. None otherwise."""
-    tree = parse_file(where[0])
-    if tree is None:
+    file = SourceFile.of(parse_file(where[0]))
+    if file is None:
         return None
-    file = SourceFile(tree)
     call = file.call_at(where[1], where[2] - 1)
     if call is None:
         return None
