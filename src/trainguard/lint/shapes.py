@@ -266,6 +266,8 @@ def _binding(name: ast.Name) -> tuple[ast.stmt, int | None] | None:
     if not found:  # an import, or no binding in reach
         return None
     if len(found) > 1:
+        if any(stmt is None for stmt, _ in found):  # a loop target or ``+=`` among them
+            return None
         here = (name.lineno, name.col_offset)
         above = [b for b in found if (b[0].lineno, b[0].col_offset) < here and
                  not any(a is b[0] for a in _ancestors(name))]
@@ -295,8 +297,10 @@ def _bindings(scope: ast.AST, name: str) -> list | None:
                         isinstance(e, ast.Name) and e.id == name for e in ast.walk(t)):
                     flat = [e.id if isinstance(e, ast.Name) else None for e in t.elts]
                     found.append((node, flat.index(name)) if name in flat else (None, None))
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor,
-                               ast.comprehension, ast.NamedExpr)) and any(
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and \
+                isinstance(node.target, ast.Name) and node.target.id == name:
+            found.append((None, None))  # (``x[:, 2] += 1`` is an item store: no binding)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension, ast.NamedExpr)) and any(
                 isinstance(e, ast.Name) and e.id == name for e in ast.walk(node.target)):
             found.append((None, None))
         elif isinstance(node, ast.withitem) and node.optional_vars is not None and any(
