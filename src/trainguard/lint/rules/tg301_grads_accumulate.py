@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import parent, walk_local
+from trainguard.lint.astutil import exclusive, if_branches, parent, walk_local
 from trainguard.lint.events import events
 from trainguard.lint.optimizers import cleared, held_modules, zero_covers
 from trainguard.lint.regions import loop_label, training_loops
@@ -37,7 +37,8 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         zeros = [e for e in evs if e.kind == "zero"]
         if zeros:
-            hit = _partial_zeroing(script, loop, evs, zeros)
+            hit = _branch_without_zeroing(script, evs, zeros) or \
+                _partial_zeroing(script, loop, evs, zeros)
             if hit is not None:
                 yield hit
             continue
@@ -99,6 +100,49 @@ def _partial_zeroing(script: Script, loop: ast.AST, evs: list, zeros: list) -> H
                    f"({step.place(script)}) updates them with the sum of all earlier gradients",
                    fix=f"call {step.key}.zero_grad(set_to_none=True) once per step: it clears "
                        f"every parameter the optimizer holds")
+    return None
+
+
+def _branch_without_zeroing(script: Script, evs: list, zeros: list) -> Hit | None:
+    """A step in one branch of an ``if`` whose gradients only the other branch zeroes (``if
+    use_bf16: backward(); step()`` / ``else: zero_grad(); backward(); step()``): on that branch's
+    path every step adds onto the last one's gradients. Reported at the branch's first backward
+    since the previous step, where the zeroing belongs."""
+    for step in (e for e in evs if e.kind == "step"):
+        if any(not _apart(z, step) for z in zeros) or \
+                not zero_covers(script, [z.key for z in zeros], step.key):
+            continue
+        path = [e for e in evs if not _apart(e, step)]
+        bwd = _first_backward_before(path, path.index(step))
+        fork = _fork(step, zeros[0])
+        where = f"the `if {ast.unparse(fork.test)}:` at {script.at(fork.lineno)}" \
+            if fork is not None else "an `if`"
+        return Hit(bwd.site if bwd is not None else step.site,
+                   f"on this branch of {where}, gradients are never zeroed: only the other "
+                   f"branch zeroes them ({zeros[0].place(script)}), so each "
+                   f"{step.key or 'optimizer'}.step() here ({step.place(script)}) updates the "
+                   f"parameters with the sum of all earlier gradients",
+                   fix=f"call {step.key or 'optimizer'}.zero_grad(set_to_none=True) before this "
+                       f"backward, or once before the `if` for both branches")
+    return None
+
+
+def _apart(a, b) -> bool:  # type: ignore[no-untyped-def]
+    """Events that never run in the same iteration: in opposite branches of one ``if`` (their
+    own calls, or the calls that brought them in from a function)."""
+    return exclusive(a.node, b.node) or exclusive(a.via or a.node, b.via or b.node)
+
+
+def _fork(a, b) -> ast.If | None:  # type: ignore[no-untyped-def]
+    """The ``if`` whose opposite branches hold events ``a`` and ``b``."""
+    for x, y in ((a.node, b.node), (a.via or a.node, b.via or b.node)):
+        arms_y = if_branches(y)
+        n = x
+        while (p := parent(n)) is not None:
+            if isinstance(p, ast.If) and id(p) in arms_y and \
+                    arms_y[id(p)] != ("body" if n in p.body else "orelse"):
+                return p
+            n = p
     return None
 
 
