@@ -30,9 +30,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, walk_local
+from trainguard.lint.astutil import SCOPES, dotted, exclusive, parent, walk_local
 from trainguard.lint.consts import UNKNOWN, resolve
-from trainguard.lint.events import events
+from trainguard.lint.events import Event, events
 from trainguard.lint.handlers import BEFORE_STEP, PER_ITERATION, engine_handlers, handler_body
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
@@ -60,6 +60,8 @@ def check(script: Script) -> Iterator[Hit]:
                           fix=f"call {e.key}.step() after optimizer.step()")
                 break
     yield from _handler_steps(script)
+    alternatives: set[int] = set()  # per-batch steps configured as the per-epoch one's other
+    yield from _stepped_twice(script, loops, alternatives)
     nested = {id(p) for x in loops for p in script.enclosing_loops(x)}
     for loop in loops:
         if id(loop) in nested:
@@ -70,6 +72,8 @@ def check(script: Script) -> Iterator[Hit]:
             continue  # no epoch loop around it (a `while step < N` loop counts iterations)
         epochs = _epoch_count(script, around)
         for call, key, via in _batch_steps(script, loop, loops):
+            if id(call) in alternatives:
+                continue
             cls, settings = schedule_settings(script, key or "", call)
             if cls not in _EPOCH_SCHEDULERS and cls != "ReduceLROnPlateau" or \
                     settings is UNKNOWN or _per_iteration_decay(cls, settings):
@@ -92,6 +96,63 @@ def check(script: Script) -> Iterator[Hit]:
                             f"stepped inside the batch loop at "
                             f"{script.at(loop.lineno)}{through}: it runs once per batch",
                       fix=f"call {key}.step() once per epoch, after the batch loop")
+
+
+def _stepped_twice(script: Script, loops: list[ast.AST], alternatives: set[int]
+                   ) -> Iterator[Hit]:
+    """One scheduler stepped both once per batch (in a training loop, or a helper it calls) and
+    once per epoch (in the loop around it, after the batch loop): whatever its schedule counts,
+    every epoch advances it by the number of batches plus one. Reported at the step the
+    schedule's kind does not count (the per-batch one, or the per-epoch one of a OneCycleLR or
+    CyclicLR); silent when both sit under conditions (``if interval == "step"`` beside ``if
+    interval == "epoch"``: one is configured off), and the per-batch step is then added to
+    ``alternatives`` (ids of nodes), which the per-epoch-schedule test passes over too."""
+    done: set[int] = set()
+    for outer in loops:
+        batch: dict[str, Event] = {}
+        epoch: dict[str, Event] = {}
+        for e in events(script, outer.body):  # type: ignore[attr-defined]
+            if e.kind != "sched" or not e.key or e.foreign:
+                continue
+            around = [x for x in script.enclosing_loops(e.node) if x is not outer]
+            if e.via is not None:
+                around += [x for x in script.enclosing_loops(e.via) if x is not outer]
+            if any(x in loops for x in around):
+                batch.setdefault(e.key, e)
+            elif not around:  # (not in a loop over callbacks or phases)
+                epoch.setdefault(e.key, e)
+        for key in batch.keys() & epoch.keys():
+            b, ep = batch[key], epoch[key]
+            if exclusive(b.via or b.node, ep.via or ep.node) or \
+                    (_conditional(b.node) and _conditional(ep.node)):
+                alternatives.add(id(b.node))
+                continue
+            if id(b.node) in done:
+                continue
+            done.add(id(b.node))
+            cls, _ = schedule_settings(script, key, b.node)
+            by_batch = cls in ("OneCycleLR", "CyclicLR")
+            at, other = (ep, b) if by_batch else (b, ep)
+            yield Hit(at.site,
+                      f"{key} ({f'a {cls}' if cls else 'a scheduler'}) is stepped once per batch "
+                      f"({b.place(script)}) and again once per epoch ({ep.place(script)}): each "
+                      f"epoch advances the schedule by the number of batches plus one, so it "
+                      f"reaches its milestones after a fraction of the planned "
+                      f"{'batches' if by_batch else 'epochs'}",
+                      fix=f"step {key} in one place only, once per "
+                          f"{'batch' if by_batch else 'epoch'}: remove this call and keep the "
+                          f"one at {other.place(script)}")
+
+
+def _conditional(node: ast.AST) -> bool:
+    """``node`` runs under an ``if`` inside its innermost loop (or function)."""
+    n = node
+    while (p := parent(n)) is not None and not isinstance(p, (ast.For, ast.AsyncFor, ast.While)) \
+            and not isinstance(p, SCOPES):
+        if isinstance(p, ast.If) and n is not p.test:
+            return True
+        n = p
+    return False
 
 
 def _handler_steps(script: Script) -> Iterator[Hit]:
