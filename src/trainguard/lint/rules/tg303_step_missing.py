@@ -20,6 +20,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import parent, walk_local
+from trainguard.lint.events import events
 from trainguard.lint.rebinds import stale_optimizers
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
@@ -61,6 +62,31 @@ def check(script: Script) -> Iterator[Hit]:
                         f"{names}.step() is never called: the parameters never change",
                   fix=f"call {sorted(script.optimizers)[0]}.step() after backward()")
         return
+    yield from _backward_in_called_step(script)
+
+
+def _backward_in_called_step(script: Script) -> Iterator[Hit]:
+    """A backward outside any loop of its own function, in a step function or method that a
+    loop calls (``for step in range(n): self.train_step()``), while nothing steps: reported at
+    the backward as the loop reaches it, once."""
+    for loop in script.nodes:
+        if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) or \
+                _hands_optimizer(script, loop):
+            continue
+        for e in events(script, loop.body):
+            func = script.enclosing_function(e.node)
+            if e.kind != "backward" or e.via is None or e.foreign or func is None or \
+                    _hands_optimizer(script, func) or \
+                    not (_scope_has_optimizer(script, loop) or _names_optimizer(script, func)):
+                continue  # (a helper handed the optimizer may step it)
+            names = ", ".join(sorted(script.optimizers))
+            yield Hit(e.node, f"backward() runs once per iteration of the loop at "
+                              f"{script.at(loop.lineno)} (through the call at "
+                              f"{script.at(e.via.lineno)}), but {names}.step() is never "
+                              f"called: the parameters never change",
+                      fix=f"call {sorted(script.optimizers)[0]}.step() after backward() (and "
+                          f"gradient clipping)")
+            return
 
 
 def _steps_somewhere(script: Script) -> bool:
@@ -108,6 +134,11 @@ def _scope_has_optimizer(script: Script, loop: ast.AST) -> bool:
     scope = script.enclosing_function(loop) or script.tree
     return any(isinstance(n, (ast.Name, ast.Attribute)) and script.is_optimizer(script.key(n))
                for n in walk_local(scope))
+
+
+def _names_optimizer(script: Script, func: ast.AST) -> bool:
+    return any(isinstance(n, (ast.Name, ast.Attribute)) and script.is_optimizer(script.key(n))
+               for n in walk_local(func))
 
 
 def _one_never_stepped(script: Script) -> Iterator[Hit]:
