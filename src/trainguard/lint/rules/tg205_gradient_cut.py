@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from trainguard.lint.astutil import dotted, is_true, kwarg
 from trainguard.lint.callgraph import bind_arguments
@@ -79,9 +80,9 @@ def check(script: Script) -> Iterator[Hit]:
                 yield Hit(cut, f"the loss that backward() runs on at {script.at(call.lineno)} "
                                f"reaches the model only through {how}: no gradient flows to the "
                                f"parameters, so they never change")
-            elif cuts:
-                hits = list(_cut_models(script, loop, call, target))
-                if not hits:
+            else:
+                hits = list(_cut_models(script, loop, call, target, seen_cut=bool(cuts)))
+                if not hits and cuts:
                     term = _cut_term(script, call, target)
                     hits = [term] if term is not None else []
                 yield from hits
@@ -165,12 +166,15 @@ def _rebuilt_losses(script: Script) -> Iterator[Hit]:
                           f"rebuilding a tensor from the values")
 
 
-def _cut_models(script: Script, loop: ast.AST, call: ast.Call,
-                target: ast.AST) -> Iterator[Hit]:
+def _cut_models(script: Script, loop: ast.AST, call: ast.Call, target: ast.AST, *,
+                seen_cut: bool) -> Iterator[Hit]:
     """Per model: a model that an optimizer stepped after this backward holds, reached by the
     loss only through cuts while other terms reach other models (an actor whose policy mean
-    went through NumPy, summed with a critic's loss). A GAN's discriminator step, which
-    detaches the generator that its optimizer does not hold, stays silent."""
+    went through NumPy, summed with a critic's loss), or only through a value computed under
+    ``torch.no_grad()`` (an encoder whose features feed the critic's loss but were computed
+    without a graph, while ``encoder_opt.step()`` follows). A GAN's discriminator step, which
+    detaches the generator that its optimizer does not hold, stays silent. Unless the loss
+    showed a cut already (``seen_cut``), only where the steps hold two models or more."""
     evs = events(script, loop.body)  # type: ignore[attr-defined]
     at = next((i for i, e in enumerate(evs) if e.kind == "backward" and e.node is call), None)
     if at is None:
@@ -181,16 +185,25 @@ def _cut_models(script: Script, loop: ast.AST, call: ast.Call,
             break
         if e.kind == "step" and e.key:
             stepped.append(e.key)
+    held = {opt: sorted(held_modules(script, opt) or ()) for opt in stepped}
+    if not seen_cut and sum(map(len, held.values())) < 2:
+        return
     for opt in stepped:
-        for model in sorted(held_modules(script, opt) or ()):
-            uncut, cuts = _trace(script, target, call, depth=12, focus=model)
+        for model in held[opt]:
+            others = frozenset(m for ms in held.values() for m in ms if m != model)
+            focus = _Focus(model, others, _aliases(script, model))
+            uncut, cuts = _trace(script, target, call, depth=12, focus=focus)
             if cuts and not uncut:
                 cut, how = cuts[0]
                 if _rebuild_reported(script, target, cut):
                     continue
+                no_grad = how.startswith("a value computed under")
                 yield Hit(cut, f"the loss that backward() runs on at {script.at(call.lineno)} "
                                f"reaches {model} only through {how}: {opt}.step() finds no "
-                               f"gradient for {model}'s parameters, so they never change")
+                               f"gradient for {model}'s parameters, so they never change",
+                          fix=f"compute it outside the no_grad block (keep only values meant "
+                              f"as fixed targets under it), or drop {opt} if {model} is meant "
+                              f"to stay frozen" if no_grad else None)
                 return
 
 
@@ -222,11 +235,33 @@ def _cut_term(script: Script, call: ast.Call, target: ast.AST) -> Hit | None:
     return None
 
 
+class _Focus(NamedTuple):
+    """The model a trace looks for, and the other models the same steps update (whose inputs
+    are followed: an encoder feeding a critic)."""
+
+    model: str
+    others: frozenset[str]
+    aliases: frozenset[str]  # other keys bound to it (``self.policy = policy``)
+
+
+def _aliases(script: Script, model: str) -> frozenset[str]:
+    """Keys the file assigns ``model`` to (``self.policy = policy`` for an optimizer built from
+    ``policy.parameters()``), and the keys ``model`` was assigned from: by name, file-wide (an
+    alias too many only keeps the rule silent)."""
+    found = set()
+    for key, values in script.assignments.items():
+        if any(script.key(v) == model for v in values):
+            found.add(key)
+    found.update(k for v in script.assignments.get(model, ()) if (k := script.key(v)))
+    return frozenset(found - {model})
+
+
 def _trace(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type: ignore[no-untyped-def]
-           focus: str | None = None):
+           focus: "_Focus | None" = None):
     """(reaches a model output or parameters uncut, [(cut node, description)]); with
     ``focus``, only that model counts, and only a path seen to reach it: what cannot be
-    followed is taken as not reaching it. Memoised per expression (a value reached at a
+    followed is taken as not reaching it; the inputs of the other stepped models it names are
+    followed (the model in focus may feed them). Memoised per expression (a value reached at a
     smaller remaining depth may have been taken as connected: that only keeps it silent)."""
     memo = script.__dict__.setdefault("_tg205_trace", {})
     k = (id(expr), focus)
@@ -237,7 +272,7 @@ def _trace(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type: igno
 
 
 def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type: ignore
-                focus: str | None = None):
+                focus: "_Focus | None" = None):
     if depth == 0:
         return focus is None, []
     if isinstance(expr, ast.Name):
@@ -263,6 +298,12 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
             return focus is None and not _loop_target(expr.id, at) and \
                 not _number_parameter(expr.id, at), []
         uncut, cuts = _trace(script, value, value, depth - 1, focus)
+        block = _no_grad_block(script, value) if focus is not None else None
+        if block is not None:
+            if uncut or cuts:  # computed without a graph: a cut for the model it came from
+                return False, [(value, f"a value computed under {ast.unparse(block)} "
+                                       f"({script.at(block.lineno)})")] + cuts
+            return False, []
         for item in _stored_items(expr.id, value):
             u, c = _trace(script, item, item, depth - 1, focus)
             uncut, cuts = uncut or u, cuts + c
@@ -288,7 +329,16 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
             return False, []
         k = script.key(expr.func)
         if k and k != "self" and script.is_model(k):
-            return focus is None or k == focus, []
+            if focus is None or k == focus.model or k in focus.aliases:
+                return True, []
+            if k not in focus.others:
+                return False, []
+            # another stepped model: the one in focus may feed it (an encoder's features)
+            uncut, cuts = False, []
+            for a in [*expr.args, *(kw.value for kw in expr.keywords)]:
+                u, c = _trace(script, a, at, depth - 1, focus)
+                uncut, cuts = uncut or u, cuts + c
+            return uncut, cuts
         called = script.targets(expr)
         if called:
             # a helper (``gan_loss(D, fake, True)``): what it returns, with its parameters
@@ -306,7 +356,8 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
             return any_uncut, all_cuts
         if isinstance(expr.func, ast.Attribute) and expr.func.attr in ("parameters",
                                                                        "named_parameters"):
-            return focus is None or script.key(expr.func.value) == focus, []
+            return focus is None or script.key(expr.func.value) in (focus.model,
+                                                                     *focus.aliases), []
     if isinstance(expr, ast.Attribute) and expr.attr == "data":
         uncut, cuts = _trace(script, expr.value, at, depth - 1, focus)
         if uncut or cuts:
@@ -326,6 +377,28 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
         any_uncut |= uncut
         all_cuts.extend(cuts)
     return any_uncut, all_cuts
+
+
+_NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
+            "torch.autograd.inference_mode", "torch.autograd.grad_mode.no_grad"}
+
+
+def _no_grad_block(script: Script, node: ast.AST) -> ast.AST | None:
+    """The ``torch.no_grad()``/``torch.inference_mode()`` item of a ``with`` block around
+    ``node`` in its own function, or None. (Only those: ``set_grad_enabled(flag)`` may enable
+    grad, and a function's callers are not read here.)"""
+    n = node
+    while (p := parent(n)) is not None and not isinstance(p, (ast.FunctionDef,
+                                                             ast.AsyncFunctionDef, ast.Lambda)):
+        if isinstance(p, (ast.With, ast.AsyncWith)) and n in p.body:
+            for item in p.items:
+                q = script.call_qualname(item.context_expr) \
+                    if isinstance(item.context_expr, ast.Call) else None
+                if q in _NO_GRAD and not (item.context_expr.args and  # type: ignore
+                                          not is_true(item.context_expr.args[0])):  # type: ignore
+                    return item.context_expr
+        n = p
+    return None
 
 
 def _unpacked_or_iterated(script: Script, name: str, at: ast.AST) -> ast.expr | None:
