@@ -89,9 +89,10 @@ def check(script: Script) -> Iterator[Hit]:
             # model.eval() fixes it (the line its fix changes).
             lines = script.at_lines([s.lineno for s, _ in trained])
             each = "at each of its calls" if len(trained) > 1 else "at its call"
-            yield Hit(first, f"{region.label} runs {fwd}(...) in train mode {each} "
-                             f"({lines}; {trained[0][1]}); Dropout and BatchNorm "
-                             f"act as in training",
+            yield Hit(_body_start(region.node),
+                      f"{region.label} runs {fwd}(...) ({script.at(first.lineno)}) in train "
+                      f"mode {each} ({lines}; {trained[0][1]}); Dropout and BatchNorm act as "
+                      f"in training",
                       fix=f"call model.eval() at the start of {region.label}, and "
                           f"model.train() before training again")
             continue
@@ -102,6 +103,19 @@ def check(script: Script) -> Iterator[Hit]:
                       fix="call model.eval() before this loop, and model.train() before "
                           "training again")
     yield from _train_mode_copies(script)
+
+
+def _body_start(func: ast.AST) -> ast.AST:
+    """The first statement of ``func`` past its docstring: where a call meant for the whole
+    function (``model.eval()``) goes."""
+    body = getattr(func, "body", None)
+    if not body:
+        return func
+    first = body[0]
+    if len(body) > 1 and isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+            and isinstance(first.value.value, str):
+        return body[1]
+    return first
 
 
 def _caller_sets_eval(script: Script, site: ast.AST) -> bool:

@@ -67,8 +67,7 @@ import sys
 import weakref
 from typing import Any
 
-from trainguard.sanitize.core.callstack import (callers, callers_train, differing, line_of,
-                                                user_stack)
+from trainguard.sanitize.core.callstack import callers, callers_train, differing, line_of
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.sites import SiteReader
 from trainguard.sanitize.core.frames import short_location
@@ -147,7 +146,7 @@ class EvalInTrainMode(Check):
         fed = f"was {uses.metric}" if uses.metric else f"fed {uses.loss}"
         graphs = [t for t in outputs if t.grad_fn is not None]
         if not graphs:
-            cand.stack = user_stack(methods=True)
+            cand.keep_stack(self.history)
             mode = "under torch.no_grad()" if not call.grad_enabled else "without a graph"
             self.sampling.offer(cand.active, call, lambda: self._fire(cand, f"{mode}, and its "
                                                                      f"output {fed}"))
@@ -167,7 +166,7 @@ class EvalInTrainMode(Check):
         if not cand.grad_enabled:
             import torch
 
-            cand.stack = user_stack(methods=True)
+            cand.keep_stack(self.history)
             mode = ("torch.inference_mode()" if torch.is_inference_mode_enabled()
                     else "torch.no_grad()")
             self.sampling.offer(cand.active, call, lambda: self._fire(
@@ -319,7 +318,7 @@ class EvalInTrainMode(Check):
                 self._follow_trainer(cand, call.name)
             return
         if not cand.grad_enabled:
-            cand.stack = user_stack(methods=True)
+            cand.keep_stack(self.history)
             self._fire(cand, f"under torch.no_grad(), and its output fed {call.name}")
             return
         # Whether this was training is decided by the model's output, not by this loss: another
@@ -364,7 +363,8 @@ class EvalInTrainMode(Check):
         cand.fired = True
         fix = "call model.eval() before evaluating (and model.train() before training again)"
         where, after = cand.where, ""
-        cause = (self.history.missing_eval_at(cand.module and cand.module(), cand.stack)
+        cause = (cand.cause or self.history.missing_eval_at(cand.module and cand.module(),
+                                                            cand.stack)
                  if cand.reverted is None else None)
         if cause is not None and cause[:2] != cand.where[:2]:
             where, after = cause, (

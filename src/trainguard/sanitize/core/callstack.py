@@ -19,8 +19,8 @@ stack is where the missing call belongs:
   before it); inside a function that runs both phases (``main()``, ``fit()``, an epoch loop), or
   when training set its mode in a function of its own (an estimator's ``fit()``), the evaluation's
   own function (``evaluate()``, a validation callback's ``on_epoch_end``, the ``predict_proba``
-  whose ``no_grad`` block holds the forward), past comprehensions, but not into a method of the
-  model itself (``model.generate(...)`` is the line to precede).
+  whose ``no_grad`` block holds the forward), at its first statement, past comprehensions, but
+  not into a method of the model itself (``model.generate(...)`` is the line to precede).
 
 A stack is a tuple of ``(id(frame), code, location, the frame is a method of an nn.Module)`` for
 user frames, outermost first; no frame is kept (frames hold the user's tensors). A frame's id is reused once the frame is gone, so a shared
@@ -38,7 +38,7 @@ from typing import Any, Optional
 from trainguard.sanitize.core.bounds import FRAMES
 from trainguard.sanitize.core.frames import (Location, frame_location, is_user_code, user_frame,
                                              user_frames)
-from trainguard.sanitize.core.source import SourceFile
+from trainguard.sanitize.core.source import SourceFile, function_node
 
 __all__ = ["Location", "Stack", "user_stack", "shared_depth", "cause_line", "callers", "differing",
            "line_of", "callers_train", "model_method_caller", "running_line"]
@@ -122,7 +122,8 @@ def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False) -> Location |
     ``methods=True``, and up to the first one in another file: a helper module's function serves
     every caller), the outermost whose line sits in a ``no_grad``/``inference_mode`` region
     of its own function (the evaluation code: ``predict_proba`` under ``score()``), else the
-    first. None when the stacks share no frame.
+    first; of that frame's function, the first statement (:func:`function_start`: where a call
+    for the whole function goes). None when the stacks share no frame.
     """
     depth = shared_depth(at, ref)
     if depth < 0:
@@ -135,8 +136,26 @@ def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False) -> Location |
             if entry[1].co_name not in _COMPREHENSIONS:
                 phase.append(entry)
         if phase:
-            return next((e[2] for e in phase if under_no_grad(e[2])), phase[0][2])
+            entry = next((e for e in phase if under_no_grad(e[2])), phase[0])
+            return function_start(entry[1]) or entry[2]
     return at[depth][2]
+
+
+def function_start(code: CodeType) -> Location | None:
+    """The first statement of the function ``code`` runs (past its docstring), where a call
+    meant for the whole function belongs (``model.eval()`` at the start of ``evaluate()``: one
+    place for every forward in it); None for a module's code or a function not found."""
+    if code.co_name == "<module>":
+        return None
+    node = function_node(code)
+    body = getattr(node, "body", None)
+    if not body:
+        return None
+    first = body[0]
+    if len(body) > 1 and isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+            and isinstance(first.value.value, str):
+        first = body[1]
+    return (code.co_filename, first.lineno, first.col_offset + 1)
 
 
 def under_no_grad(where: Location) -> bool:

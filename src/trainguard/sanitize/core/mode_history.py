@@ -78,7 +78,7 @@ class Candidate:
 
     __slots__ = ("outputs", "where", "model_name", "active", "grad_enabled", "fired", "trains",
                  "followed", "callers", "loader", "loss", "backwards", "quiet", "reverted",
-                 "module", "stack")
+                 "module", "stack", "cause")
 
     def __init__(self, outputs: list[Any], where: Any, model_name: str, active: list[Any],
                  grad_enabled: bool) -> None:
@@ -98,3 +98,12 @@ class Candidate:
         self.reverted: Any = None  # the user's ``train()`` line that undid an ``eval()``
         self.module: Any = None  # a weak reference to the model
         self.stack: Stack | None = None  # the user's stack at the call (when it may be reported)
+        self.cause: Location | None = None  # where its missing eval() belongs, taken with stack
+
+    def keep_stack(self, history: ModeHistory) -> None:
+        """Keep the user's stack at this call (it may be reported), and where its missing
+        ``eval()`` belongs while the model is alive: a finding held to the end of the run (a
+        dropout-only model's last draw) outlives the model."""
+        self.stack = user_stack(methods=True)
+        if self.reverted is None:
+            self.cause = history.missing_eval_at(self.module and self.module(), self.stack)

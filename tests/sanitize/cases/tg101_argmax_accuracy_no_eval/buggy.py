@@ -34,10 +34,10 @@ class Solver:
         return self.test(task_model)
 
     def test(self, task_model: nn.Module) -> float:
-        total, correct = 0, 0
+        total, correct = 0, 0  # expect: TG101
         for imgs, labels in self.test_batches:
             with torch.no_grad():
-                preds = task_model(imgs)  # expect: TG101
+                preds = task_model(imgs)
             preds = torch.argmax(preds, dim=1)
             correct += int((preds == labels).sum())
             total += imgs.size(0)

@@ -30,8 +30,8 @@ def fit(model: nn.Module, pairs: list, epochs: int = 3) -> None:
 
 
 def top_targets(model: nn.Module, drug: torch.Tensor, targets: torch.Tensor, k: int = 3):
-    with torch.no_grad():
-        scores = model(drug.expand(len(targets), -1), targets)  # expect: TG101
+    with torch.no_grad():  # expect: TG101
+        scores = model(drug.expand(len(targets), -1), targets)
     return scores.topk(k).indices.tolist()
 
 
