@@ -45,6 +45,52 @@ def check(script: Script) -> Iterator[Hit]:
                       f"{step.key or 'the optimizer'}.step() at {step.place(script)}: the step "
                       f"sees no gradients",
                       fix="move zero_grad() before backward() or after step()")
+        yield from _micro_loop_zeroing(script, loop, evs, steppers)
+
+
+def _micro_loop_zeroing(script: Script, loop: ast.AST, evs: list[Event],
+                        steppers: set[str | None]) -> Iterator[Hit]:
+    """A zeroing at the top of a micro-batch loop whose passes each run backward, with the step
+    after the loop: every pass wipes what the earlier passes' backward accumulated, so the step
+    uses the last micro-batch only (tatsu-lab/alpaca_farm#57). Silent when the zeroed object
+    changes with the loop (``for model in models: model.zero_grad()``), when the loop reads
+    each pass's ``.grad`` (gradients kept per task and combined: PCGrad) or steps itself."""
+    for i, e in enumerate(evs):
+        if e.kind != "zero" or e.foreign or _guarded(e.node):
+            continue
+        inner = next(iter(script.enclosing_loops(e.node)), None)
+        if inner is None or inner is loop or _leaves_iteration(e.node, inner):
+            continue
+        targets = {n.id for n in ast.walk(getattr(inner, "target", ast.Pass()))
+                   if isinstance(n, ast.Name)}
+        if targets & {n.id for n in ast.walk(e.node) if isinstance(n, ast.Name)} or any(
+                isinstance(n, ast.Attribute) and n.attr == "grad" and
+                isinstance(n.ctx, ast.Load) for n in ast.walk(inner)):
+            continue  # per-pass gradients read (kept per task, PCGrad): zeroed on purpose
+        inside = [x for x in evs if not x.foreign and _within(x.node, inner)]
+        after = [x for x in evs[i + 1:] if x not in inside]
+        if not any(x.kind == "backward" and x.node.lineno > e.node.lineno  # type: ignore
+                   for x in inside) or any(x.kind == "step" for x in inside):
+            continue
+        step = _next_step([x for x in after if x.kind != "backward"])
+        if step is None or not _related(script, e, step, steppers):
+            continue
+        yield Hit(e.node,
+                  f"gradients are zeroed at the top of every pass of the loop at "
+                  f"{script.at(inner.lineno)}, whose passes each run backward() before "
+                  f"{step.key or 'the optimizer'}.step() at {step.place(script)}: each pass "
+                  f"wipes the gradients of the passes before it, so the step uses the last "
+                  f"micro-batch only",
+                  fix="zero once before the loop (or after the step), not inside it")
+        return
+
+
+def _within(node: ast.AST, outer: ast.AST) -> bool:
+    n = node
+    while (n := parent(n)) is not None:
+        if n is outer:
+            return True
+    return False
 
 
 # Hooks a training framework runs after backward() and before optimizer.step()
