@@ -21,7 +21,7 @@ from trainguard.lint.astutil import dotted, parent
 from trainguard.lint.callgraph import ClassRef
 from trainguard.lint.script import Script
 
-__all__ = ["HeldRng", "held_rngs", "RNG_CTORS"]
+__all__ = ["HeldRng", "held_rngs", "RNG_CTORS", "rng_ctor"]
 
 RNG_CTORS = ("numpy.random.default_rng", "numpy.random.RandomState", "numpy.random.Generator",
              "random.Random", "torch.Generator")
@@ -71,7 +71,17 @@ def _hierarchy(ref: ClassRef, depth: int = 4) -> list[ClassRef]:
     return out
 
 
+def rng_ctor(value: ast.AST) -> ast.AST:
+    """The constructor call in ``torch.Generator().manual_seed(seed)`` (which returns the
+    generator it seeds); ``value`` itself otherwise."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+            value.func.attr == "manual_seed":
+        value = value.func.value
+    return value
+
+
 def _is_rng(script: Script, value: ast.AST) -> bool:
+    value = rng_ctor(value)
     return isinstance(value, ast.Call) and (script.call_qualname(value) or "").endswith(RNG_CTORS)
 
 

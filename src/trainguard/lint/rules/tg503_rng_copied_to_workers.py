@@ -25,7 +25,7 @@ from trainguard.lint.astutil import const_value, dotted, kwarg, parent
 from trainguard.lint.consts import resolve
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
-from trainguard.lint.worker_rngs import held_rngs
+from trainguard.lint.worker_rngs import held_rngs, rng_ctor
 
 CODE = "TG503"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
@@ -40,7 +40,7 @@ def check(script: Script) -> Iterator[Hit]:
     foreign: list[str] = []
     for held in held_rngs(script):
         cls = held.cls.node
-        kind = (held.script.call_qualname(held.created) or "RNG").rsplit(".", 1)[-1]
+        kind = (held.script.call_qualname(rng_ctor(held.created)) or "RNG").rsplit(".", 1)[-1]
         if held.script is not script:
             if f"{cls.name}.{held.attr}" not in foreign:
                 foreign.append(f"{cls.name}.{held.attr}")
