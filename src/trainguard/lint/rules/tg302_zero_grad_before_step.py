@@ -67,11 +67,13 @@ def _micro_loop_zeroing(script: Script, loop: ast.AST, evs: list[Event],
                 isinstance(n, ast.Attribute) and n.attr == "grad" and
                 isinstance(n.ctx, ast.Load) for n in ast.walk(inner)):
             continue  # per-pass gradients read (kept per task, PCGrad): zeroed on purpose
-        inside = [x for x in evs if not x.foreign and _within(x.node, inner)]
-        after = [x for x in evs[i + 1:] if x not in inside]
-        if not any(x.kind == "backward" and x.node.lineno > e.node.lineno  # type: ignore
-                   for x in inside) or any(x.kind == "step" for x in inside):
+        one_pass = events(script, inner.body)  # type: ignore[attr-defined]
+        at = next((j for j, x in enumerate(one_pass) if x.node is e.node), None)
+        if at is None or not any(x.kind == "backward" for x in one_pass[at + 1:]) or \
+                any(x.kind == "step" for x in one_pass):
             continue
+        after = [x for x in evs[i + 1:] if not _within(x.via or x.node, inner)
+                 and not _within(x.node, inner)]
         step = _next_step([x for x in after if x.kind != "backward"])
         if step is None or not _related(script, e, step, steppers):
             continue
