@@ -3,7 +3,9 @@
 ``def __len__(self): return len(self.labels)`` (or ``self.labels.shape[0]``,
 ``self.labels.size(0)``, ``self.n``) holds as many samples as the value ``__init__`` assigns
 to ``self.labels``, with ``__init__``'s parameters bound to the instantiation's arguments:
-``Interactions(n_rows=1025)`` storing ``torch.randint(0, k, (n_rows,))`` holds 1025. Anything
+``Interactions(n_rows=1025)`` storing ``torch.randint(0, k, (n_rows,))`` holds 1025; a list
+``__init__`` starts empty and appends to once per pass of ``for _ in range(n_pairs)``, or a
+``[... for i in range(n)]``, holds ``n``. Anything
 the file does not fix (an attribute assigned twice or outside ``__init__``, a length computed
 another way) is unknown.
 """
@@ -56,7 +58,45 @@ def class_length(script: Script, call: ast.Call, depth: int) -> Any:
     if count:  # self.n = n_rows
         n = const_eval(value, env=env)
         return n if isinstance(n, int) and not isinstance(n, bool) else UNKNOWN
+    if isinstance(value, ast.List) and not value.elts:  # self.items = [] then appended to
+        return _appended(init, attr, env)
+    if isinstance(value, ast.ListComp):  # [make(i) for i in range(n)]
+        gen = value.generators
+        if len(gen) == 1 and not gen[0].ifs:
+            return _range_length(gen[0].iter, env)
+        return UNKNOWN
     return samples(script, value, env, depth=depth)
+
+
+def _appended(init: ast.AST, attr: str, env: dict[str, ast.expr]) -> Any:
+    """How many items ``__init__`` appends to the list ``self.<attr>`` it starts empty: one
+    ``self.<attr>.append(...)`` statement, run once per pass of one ``for _ in range(n)`` loop
+    (no ``if`` or ``try`` around it inside the loop), and nothing else that changes it."""
+    uses = [n for n in walk_local(init) if isinstance(n, ast.Attribute) and _self_attr(n) == attr]
+    calls = [parent(u) for u in uses]
+    appends = [c for c in calls if isinstance(c, ast.Attribute) and c.attr == "append"]
+    if len(appends) != 1 or any(isinstance(c, ast.Attribute) and c.attr in _GROWS
+                                for c in calls if c is not appends[0]):
+        return UNKNOWN
+    stmt = parent(parent(appends[0]))
+    loop = parent(stmt) if isinstance(stmt, ast.Expr) else None
+    if not isinstance(loop, ast.For) or stmt not in loop.body or loop.orelse or \
+            any(isinstance(n, (ast.Break, ast.Continue)) for n in walk_local(loop)) or \
+            isinstance(parent(loop), (ast.For, ast.While, ast.If, ast.Try)):
+        return UNKNOWN
+    return _range_length(loop.iter, env)
+
+
+_GROWS = {"append", "extend", "insert", "pop", "remove", "clear"}
+
+
+def _range_length(expr: ast.expr, env: dict[str, ast.expr]) -> Any:
+    if isinstance(expr, ast.Call) and dotted(expr.func) == "range" and expr.args and \
+            not expr.keywords:
+        vals = [const_eval(a, env=env) for a in expr.args]
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+            return len(range(*vals))
+    return UNKNOWN
 
 
 def own_attribute(attr: ast.Attribute) -> ast.expr | None:
