@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from trainguard.apifacts import MODE_RULES
 from trainguard.lint.astutil import const_value, dotted, is_true, kwarg, parent, walk_local
 from trainguard.lint.branches import param_env
 from trainguard.lint.consts import const_eval
@@ -33,8 +34,12 @@ _TORCH_DROPOUTS = {f"torch.{n}" for n in (
     "dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout")}
 
 
+_DROPOUT_MODULES = {f"torch.nn.{n}" for n in MODE_RULES[0].classes}
+
+
 def check(script: Script) -> Iterator[Hit]:
     yield from _foreign_helpers(script)
+    yield from _built_in_forward(script)
     for call in script.calls:
         q = script.call_qualname(call)
         if q in _TORCH_DROPOUTS:
@@ -205,6 +210,32 @@ def _default_true(script: Script, func: ast.AST, training: ast.AST,
         return False
     bound = param_env(script, func, origin).get(training.id)  # type: ignore[arg-type]
     return bound is not None and const_eval(bound) is True
+
+
+def _built_in_forward(script: Script) -> Iterator[Hit]:
+    """``nn.Dropout(p=0.5)(x)`` in ``forward`` (or a helper it runs): a new module on every
+    call, in training mode, that the model does not hold, so ``model.eval()`` never reaches it
+    (yangze0930/NTS-Net#14). A dropout kept on ``self`` is a submodule and stays silent."""
+    for call in script.calls:
+        if script.call_qualname(call) not in _DROPOUT_MODULES:
+            continue
+        stmt = parent(call)
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Attribute) for t in stmt.targets):
+            continue  # self.drop = nn.Dropout(p): registered
+        p = kwarg(call, "p") or (call.args[0] if call.args else None)
+        if p is not None and const_value(p) in (0, 0.0):
+            continue
+        func = script.enclosing_function(call)
+        forward = _forward_running(script, call, func) if func is not None else None
+        if forward is None:
+            continue
+        owner = parent(forward).name  # type: ignore[union-attr]
+        name = script.call_qualname(call).rsplit(".", 1)[-1]  # type: ignore[union-attr]
+        yield Hit(call, f"nn.{name}(...) is built inside {owner}.forward: a new module on "
+                        f"every call, in training mode, that {owner} does not hold, so "
+                        f"model.eval() never reaches it and dropout stays on in evaluation",
+                  fix=f"build it once in {owner}.__init__ (self.dropout = nn.{name}(...)) and "
+                      f"call self.dropout(x) in forward")
 
 
 def _forward_running(script: Script, call: ast.AST, func: ast.AST) -> ast.AST | None:

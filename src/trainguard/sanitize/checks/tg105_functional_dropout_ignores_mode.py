@@ -17,7 +17,10 @@ makes the call is in eval mode, the probability is above 0, and dropout is on wh
   literal ``True`` (by position or by name);
 - ``F.scaled_dot_product_attention(q, k, v, dropout_p=p)`` with ``p > 0``: it applies dropout to
   the attention weights whatever the module's mode (pytorch/pytorch#124464); the module must pass
-  ``dropout_p=self.p if self.training else 0.0``.
+  ``dropout_p=self.p if self.training else 0.0``;
+- an ``nn.Dropout`` in training mode called by a module in eval mode that does not hold it: built
+  inside ``forward`` (``nn.Dropout(p=0.5)(x)``, yangze0930/NTS-Net#14), a new module on every
+  call that ``model.eval()`` never reaches.
 
 Dropout stays on after ``model.eval()``, so evaluation is random. Reported at the call's line.
 
@@ -59,6 +62,33 @@ def _calling_module(frame: Any, *, depth: int = 4) -> Any:
             return found
         frame, depth = frame.f_back, depth - 1
     return None
+
+
+def _stray_dropout(frame: Any) -> tuple[Any, Any] | None:
+    """(owner, dropout) when the call comes from an ``nn.Dropout`` in training mode that the
+    module calling it does not hold while that module is in eval mode: a dropout built inside
+    ``forward`` (``nn.Dropout(0.5)(x)``), a new module on every call that ``model.eval()``
+    never reaches."""
+    from torch import nn
+    from torch.nn.modules.dropout import _DropoutNd
+
+    depth = 6
+    while frame is not None and depth > 0:
+        found = frame.f_locals.get("self")
+        if isinstance(found, nn.Module):
+            break
+        frame, depth = frame.f_back, depth - 1
+    else:
+        return None
+    if not isinstance(found, _DropoutNd) or not found.training:
+        return None
+    while frame is not None and frame.f_locals.get("self") is found:
+        frame = frame.f_back  # (the dropout's own call frames)
+    owner = _calling_module(frame)
+    if owner is None or owner.training or isinstance(owner, _DropoutNd) or \
+            any(m is found for m in owner.modules()):
+        return None
+    return owner, found
 
 
 def _literal_true(frame: Any, index: int, keyword: str) -> bool:
@@ -107,6 +137,18 @@ class FunctionalDropoutIgnoresMode(Check):
                    else "uses its default training=True")
         if flag is not True:
             return
+        if positional and p and not name.startswith("torch."):
+            stray = _stray_dropout(self.state.functional_caller)
+            if stray is not None:
+                owner, drop = type(stray[0]).__name__, stray[1]
+                self.report(
+                    f"{type(drop).__name__}(p={drop.p}) is built inside {owner}.forward: a new "
+                    f"module on every call, in training mode, that {owner} does not hold, so "
+                    f"model.eval() never reaches it and dropout still drops activations while "
+                    f"{owner} is in eval mode",
+                    fix=f"build it once in {owner}.__init__ (self.dropout = "
+                        f"nn.{type(drop).__name__}(p={drop.p})) and call self.dropout(x)")
+                return
         module = self._eval_module(p)
         if module is None:
             return
