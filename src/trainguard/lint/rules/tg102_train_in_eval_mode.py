@@ -4,9 +4,10 @@ The classic shape: ``model.train()`` once before the epoch loop, ``model.eval()`
 a ``validate()`` helper) inside it; from the second epoch on, BatchNorm stops updating its
 running statistics and Dropout stops regularizing. Freezing BatchNorm on purpose
 (``model.train()`` then ``bn.eval()``) is not a model-level eval and stays silent.
-Reported at the ``eval()`` that is left in effect, the cause (inside a helper of the file that
-the loop calls: the call is named in the message); at the call when the helper is in another
-file.
+Reported at the ``eval()`` that is left in effect when the loop itself calls it; when a helper
+the loop calls runs it (a ``validate()``, a callback, in this file or another), at the loop's
+call into that helper, after which ``train()`` belongs (the ``eval()`` is named in the
+message).
 """
 
 from __future__ import annotations
@@ -36,14 +37,23 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         last = modes[-1]
         step = evs[first_step]
-        where = last.site  # the eval() itself, or the call into another file
+        # the eval() itself when the loop calls it; else the loop's call into the helper that
+        # runs it (a validation function, a callback), after which train() belongs
+        where = last.via or last.site
         if id(where) in seen:
             continue
         seen.add(id(where))
-        inside = f" (inside the call at {script.at(last.via.lineno)})" if last.via else ""
+        if last.via is not None:
+            yield Hit(where,
+                      f"this call runs {last.key}.eval() ({last.place(script)}) and leaves it in "
+                      f"effect: no {last.key}.train() follows before the next iteration's "
+                      f"optimizer step ({step.place(script)}) in {loop_label(script, loop)}",
+                      fix=f"call {last.key}.train() right after this call (or at the start of "
+                          f"every training epoch)")
+            continue
         yield Hit(where,
-                  f"{last.key}.eval() at {last.place(script)}{inside} is still in effect when "
-                  f"the next iteration's optimizer step ({step.place(script)}) runs: no "
+                  f"{last.key}.eval() at {last.place(script)} is still in effect when the next "
+                  f"iteration's optimizer step ({step.place(script)}) runs: no "
                   f"{last.key}.train() comes before it in {loop_label(script, loop)}",
                   fix=f"call {last.key}.train() again before the next optimizer step: right "
                       f"after this evaluation, or at the start of every training epoch")

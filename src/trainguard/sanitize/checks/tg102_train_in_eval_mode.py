@@ -9,14 +9,14 @@ When it fires: a ``backward()`` reaches that output (putting gradients into ``.g
 updates parameters of that model: a training step taken in evaluation mode (typically ``model.train()`` once before the
 epoch loop and ``model.eval()`` inside it, so every epoch after the first trains in eval mode).
 BatchNorm then neither learns batch statistics nor normalises with them, and Dropout does not
-regularise. Reported at the cause, the ``eval()`` call still in effect (on the model, a module
+regularise. Reported at the cause: the ``eval()`` call still in effect (on the model, a module
 holding it, or one of its submodules; the watcher notes where user code last put each module in
-eval mode and back in training mode): its line in the innermost user frame, wherever it sits (a
-validation helper, a callback's ``on_epoch_end``, a ``select_best(model)``; the user's line that
-called a library which made it). The message names the training forward, the latest ``train()``
-call, which ran before it, and, when the ``eval()`` ran in a function the training code called,
-that call (the line, in the deepest frame both share, that led to the ``eval()``; see
-:mod:`..core.callstack`). Except when the latest user ``train()`` on the model ran once before a
+eval mode and back in training mode) when the training code made it; when it ran in a function
+the training code called (a validation helper, a callback's ``on_epoch_end``, a
+``select_best(model)``, a library), that call: the line, in the deepest frame both share, that
+led to the ``eval()`` (see :mod:`..core.callstack`), after which ``model.train()`` belongs. The
+message names the ``eval()``, the training forward and the latest ``train()`` call, which ran
+before it. Except when the latest user ``train()`` on the model ran once before a
 loop, in a function still running, that runs both the evaluation and a loop of steps of its own
 (an epoch loop: every epoch after the first evaluation trains in eval mode): then at that
 ``train()``, which belongs at the top of each epoch (see :mod:`..core.train_once`; an evaluation
@@ -177,8 +177,9 @@ class TrainInEvalMode(Check):
         trained = self.train_at.get(id(model))
         before = (f"; the last model.train() at {short_location(trained[1])} ran before it"
                   if trained is not None and trained[0]() is model and trained[1] else "")
-        # The cause is the eval() itself, in the user's innermost frame (a validation helper's,
-        # a callback's); the line in the training code that called into it goes in the message
+        # The eval() itself when the training code calls it; when a helper it calls runs it (a
+        # validation function, a callback), the training code's call into the helper, after which
+        # train() belongs, with the eval() named in the message
         called = None
         stacked = self.eval_stacks.get(module_id)
         if stacked is not None and stacked[0]() is not None:
@@ -186,18 +187,25 @@ class TrainInEvalMode(Check):
             if self._train_once(model, stacked, step, name, frozen, forward, optimizer):
                 return
             called = cause_line(stacked[1], step)
-        via = (f" (reached from {short_location(called)}, in the training code, which does not "
-               "restore training mode after it)" if called is not None
-               and called[:2] != set_at[:2] else "")
+        if called is not None and called[:2] != set_at[:2]:
+            self.report(
+                f"this call ran {name}.eval() ({short_location(set_at)}) and left {name} in "
+                f"eval mode (model.training=False; {frozen} in eval mode): nothing put it back "
+                f"in training mode before {forward}{before}, a backward reached that forward's "
+                f"output and {type(optimizer).__name__}.step() updated its parameters, so "
+                "BatchNorm learns no batch statistics and Dropout does not regularise",
+                fix="call model.train() right after this call (or at the start of every "
+                    "training epoch)",
+                where=called)
+            return
         self.report(
             f"this eval() left {name} in eval mode (model.training=False; {frozen} in eval "
-            f"mode){via}, and nothing put it back in training mode before {forward}{before}: a "
+            f"mode), and nothing put it back in training mode before {forward}{before}: a "
             f"backward reached that forward's output and {type(optimizer).__name__}.step() "
             "updated its parameters, so BatchNorm learns no batch statistics and Dropout does "
             "not regularise",
-            fix="restore the mode after this eval() (model.train() at the end of the code that "
-                "called it, or after the call that ran it), or call model.train() at the start "
-                "of every training epoch",
+            fix="restore the mode after this eval(), or call model.train() at the start of "
+                "every training epoch",
             where=set_at)
 
     def _train_once(self, model: Any, stacked: tuple, step: Stack, name: str, frozen: str,

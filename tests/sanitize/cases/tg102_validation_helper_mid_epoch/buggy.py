@@ -19,7 +19,7 @@ class Seq2Label(nn.Module):
 
 
 def predict(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
-    model.eval()  # expect: TG102
+    model.eval()
     with torch.no_grad():
         return model(tokens).argmax(-1)
 
@@ -44,7 +44,7 @@ class TrainManager:
                 self.optimizer.step()
                 self.steps += 1
                 if self.steps % self.every == 0:
-                    print(epoch, self.steps, self._validate())
+                    print(epoch, self.steps, self._validate())  # expect: TG102
 
 
 torch.manual_seed(0)
