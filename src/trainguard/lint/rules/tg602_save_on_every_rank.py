@@ -69,9 +69,26 @@ def _unguarded_site(script: Script, write: ast.Call) -> tuple[ast.Call | None, s
         n = parent(n)
     sites = script.call_sites(func)
     unguarded = [s for s in sites if not _guarded(script, s, frozenset({id(func)}))]
-    if not sites or not unguarded or script.enclosing_function(unguarded[0]) is func:
+    if not sites or not unguarded or script.enclosing_function(unguarded[0]) is func or \
+            _dispatched(unguarded[0]):
         return None, ""
     return unguarded[0], func.name
+
+
+def _dispatched(call: ast.Call) -> bool:
+    """``cb.on_epoch_end(...)`` inside ``for cb in self.callbacks:``: a line that serves every
+    callback, so the rank check belongs in the callback that writes."""
+    recv = call.func.value if isinstance(call.func, ast.Attribute) else None
+    if not isinstance(recv, ast.Name):
+        return False
+    n = parent(call)
+    while n is not None and not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                ast.Lambda, ast.Module)):
+        if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)) and \
+                isinstance(n.target, ast.Name) and n.target.id == recv.id:
+            return True
+        n = parent(n)
+    return False
 
 
 def _project_writers(script: Script) -> Iterator[Hit]:

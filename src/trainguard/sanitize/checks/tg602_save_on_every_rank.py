@@ -72,7 +72,8 @@ class SaveOnEveryRank(Check):
             saved_at = user_location() or ("<unknown>", 0, 1)
             where = None
             if self.step_stack is not None:
-                where = cause_line(user_stack(sys._getframe(1)), self.step_stack)
+                where = cause_line(user_stack(sys._getframe(1)), self.step_stack,
+                                   past_dispatch=True)
             self.saves[target] = [list(where or saved_at), 1, list(saved_at)]
 
     def rank_facts(self) -> Any:

@@ -40,8 +40,9 @@ from trainguard.sanitize.core.frames import (Location, frame_location, is_user_c
                                              user_frames)
 from trainguard.sanitize.core.source import SourceFile, function_node
 
-__all__ = ["Location", "Stack", "user_stack", "shared_depth", "cause_line", "callers", "differing",
-           "line_of", "callers_train", "model_method_caller", "running_line"]
+__all__ = ["Location", "Stack", "user_stack", "shared_depth", "cause_line", "dispatched",
+           "callers", "differing", "line_of", "callers_train", "model_method_caller",
+           "running_line"]
 
 Stack = tuple[tuple[int, CodeType, Location, bool], ...]
 _COMPREHENSIONS = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"))
@@ -113,7 +114,27 @@ def shared_depth(one: Stack, other: Stack) -> int:
     return depth
 
 
-def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False) -> Location | None:
+def dispatched(where: Location) -> bool:
+    """Whether the call at ``where`` is a hook dispatched to each item of a collection
+    (``for cb in self.callbacks: cb.on_epoch_end(...)``): a line that serves every callback, so
+    a fault of one callback's own code belongs in that callback, not at the dispatch."""
+    file = SourceFile.load(where[0])
+    call = file.call_at(where[1], where[2] - 1) if file is not None else None
+    recv = call.func.value if call is not None and isinstance(call.func, ast.Attribute) else None
+    if not isinstance(recv, ast.Name):
+        return False
+    cur = file.parents.get(call)  # type: ignore[union-attr]
+    while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                    ast.Lambda, ast.Module)):
+        if isinstance(cur, (ast.For, ast.AsyncFor, ast.comprehension)) and \
+                isinstance(cur.target, ast.Name) and cur.target.id == recv.id:
+            return True
+        cur = file.parents.get(cur)  # type: ignore[union-attr]
+    return False
+
+
+def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False,
+               past_dispatch: bool = False) -> Location | None:
     """The line of ``at`` in the deepest frame it shares with ``ref``.
 
     With ``into_phase``, the line inside the function ``at``'s phase runs in (at a script's top
@@ -123,11 +144,15 @@ def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False) -> Location |
     every caller), the outermost whose line sits in a ``no_grad``/``inference_mode`` region
     of its own function (the evaluation code: ``predict_proba`` under ``score()``), else the
     first; of that frame's function, the first statement (:func:`function_start`: where a call
-    for the whole function goes). None when the stacks share no frame.
+    for the whole function goes). With ``past_dispatch``, a shared frame's line that dispatches a
+    hook to each item of a collection (:func:`dispatched`) gives way to the callee's line. None
+    when the stacks share no frame.
     """
     depth = shared_depth(at, ref)
     if depth < 0:
         return None
+    while past_dispatch and depth + 1 < len(at) and dispatched(at[depth][2]):
+        depth += 1  # into the callback: its own line is the one to change
     if into_phase:
         phase = []
         for entry in at[depth + 1:]:
