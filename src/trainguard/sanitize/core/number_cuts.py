@@ -25,10 +25,13 @@ https://pytorch.org/docs/stable/generated/torch.Tensor.item.html); GitHub isayev
 
 from __future__ import annotations
 
+import sys
+from itertools import islice
 from typing import Any
 from weakref import ref
 
-from trainguard.sanitize.core.frames import Location
+from trainguard.sanitize.core.callstack import under_no_grad
+from trainguard.sanitize.core.frames import Location, frame_location, user_frame, user_frames
 from trainguard.sanitize.core.tracing import TraceSlot, bounded_mode, op_name, tensors
 
 __all__ = ["number_trace", "NumberWatch"]
@@ -106,6 +109,22 @@ def number_trace(params: list[Any]) -> Any:
         def __init__(self) -> None:
             super().__init__()
             _Marks.__init__(self, params)
+            self.no_grad_sites: dict[tuple, Location | None] = {}
+
+        def no_grad_caller(self) -> Location | None:
+            """Where grad was turned off for the op (only from ``_follow``): the line of the
+            innermost user frame that sits in a ``no_grad`` block or decorated function (the
+            ``feats = encode(obs)`` under ``with torch.no_grad():``, not the model's forward it
+            reached), else the op's user line. Cached per op site."""
+            start = user_frame(sys._getframe(3))
+            key = (id(start.f_code), start.f_lasti) if start is not None else None
+            if key not in self.no_grad_sites:
+                found = next((loc for f in islice(user_frames(start), 16)
+                              if under_no_grad(loc := frame_location(f))), None)
+                if len(self.no_grad_sites) > 256:
+                    self.no_grad_sites.clear()
+                self.no_grad_sites[key] = found or (frame_location(start) if start else None)
+            return self.no_grad_sites[key]
 
         def _follow(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
             given = (*args, *kwargs.values())
@@ -118,8 +137,11 @@ def number_trace(params: list[Any]) -> Any:
             outs = tensors(out)
             from_params = any(self._derived(t) for t in inputs)
             if from_params and not any(t.requires_grad for t in outs):
-                name = op_name(func) if torch.is_grad_enabled() else "no_grad"
-                cut = (name, self.caller())
+                if torch.is_grad_enabled():
+                    name, where = op_name(func), self.caller()
+                else:
+                    name, where = "no_grad", self.no_grad_caller()
+                cut = (name, where)
                 carried = carried or cut
                 if name in _NUMBER_OPS:
                     self._remember(out, cut)
