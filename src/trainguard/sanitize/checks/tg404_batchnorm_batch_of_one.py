@@ -8,7 +8,9 @@ whose last batch holds a single sample.
 
 When it fires: on that error. Reported at the cause when it is known: the line that built the
 DataLoader whose last batch holds one sample (the watcher notes where user code builds each
-DataLoader; the one iterated last is preferred), else at the failing line. In eager PyTorch 2.x
+DataLoader; the one iterated last is preferred), else at the user's line that called the model
+with that batch (the outermost module call: the batch is the caller's, not the layer's), else at
+the failing line. In eager PyTorch 2.x
 every BatchNorm call in training mode with one value per channel raises this error (``BatchNorm1d`` on ``(1, C)`` or ``(1, C, 1)``,
 ``BatchNorm2d`` on ``(1, C, 1, 1)``), so the error is where the pitfall shows. The diagnosis names
 the layer and, where found, the loader (``len(dataset) % batch_size == 1``) and the fix.
@@ -42,6 +44,11 @@ class BatchNormBatchOfOne(Check):
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.built: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self.failed_at: Any = None
+
+    def on_forward_failed(self, module: Any, exc: BaseException, where: Any) -> None:
+        if isinstance(exc, ValueError) and _MESSAGE in str(exc):
+            self.failed_at = where  # the user's line that called the model with that batch
 
     def on_built(self, obj: Any, where: Any) -> None:
         if hasattr(obj, "drop_last") and where is not None:  # a DataLoader: where it was built
@@ -71,7 +78,7 @@ class BatchNormBatchOfOne(Check):
             f"the batch variance is undefined{where_from}",
             fix="pass drop_last=True to the training DataLoader, use a batch size that does not "
                 "leave one sample, or use GroupNorm/LayerNorm for single-sample batches",
-            where=built)
+            where=built or self.failed_at)
 
 
 def _layer_name(state: Any) -> str:
