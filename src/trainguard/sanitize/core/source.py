@@ -130,10 +130,12 @@ def param_groups_line(where: tuple[str, int, int]) -> int | None:
     ``where``, when its ``params`` are groups written out in the source: a list of dicts given
     to the call (``AdamW([{"params": ...}, ...])``), assigned to the name given (``groups =
     [...]``) in the same function, or returned (directly or through a name) by a function of the
-    same file that the call calls (``AdamW(get_param_groups(model, args))``). That list is
-    where a module left out of every group belongs. None otherwise."""
-    file = SourceFile.of(parse_file(where[0]))
-    if file is None:
+    same file that the call calls (``AdamW(get_param_groups(model, args))``, or a method the
+    file defines once: ``AdamW(model.get_optimizer_parameters(config))``). That list is where a
+    module left out of every group belongs. None otherwise."""
+    tree = parse_file(where[0])
+    file = SourceFile.of(tree)
+    if tree is None or file is None:
         return None
     call = file.call_at(where[1], where[2] - 1)
     if call is None:
@@ -141,9 +143,14 @@ def param_groups_line(where: tuple[str, int, int]) -> int | None:
     arg = call.args[0] if call.args else next(
         (k.value for k in call.keywords if k.arg == "params"), None)
     scope = file.scope(call)
-    if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name):
-        scope = next((n for n in tree.body if isinstance(n, ast.FunctionDef)
-                      and n.name == arg.func.id), None)
+    if isinstance(arg, ast.Call) and isinstance(arg.func, (ast.Name, ast.Attribute)):
+        if isinstance(arg.func, ast.Name):
+            found = [n for n in tree.body if isinstance(n, ast.FunctionDef)
+                     and n.name == arg.func.id]
+        else:
+            found = [n for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body
+                     if isinstance(n, ast.FunctionDef) and n.name == arg.func.attr]
+        scope = found[0] if len(found) == 1 else None
         if scope is None:
             return None
         returned = [n.value for n in ast.walk(scope) if isinstance(n, ast.Return)]

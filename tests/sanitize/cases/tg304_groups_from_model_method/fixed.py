@@ -1,0 +1,36 @@
+# Report: https://github.com/facebookresearch/mmf/pull/620
+# A multimodal classifier hands the optimizer the parameter groups its own method lists (a lower
+# learning rate for the backend), the pooler's included, so every trained parameter is held.
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.backend = nn.Linear(16, 32)
+        self.pooler = nn.Sequential(nn.Linear(32, 32), nn.Tanh())
+        self.head = nn.Linear(32, 2)
+
+    def forward(self, x):
+        return self.head(self.pooler(self.backend(x)))
+
+    def get_optimizer_parameters(self, lr):
+        return [
+            {"params": self.backend.parameters(), "lr": lr * 0.1},
+            {"params": self.head.parameters(), "lr": lr},
+            {"params": self.pooler.parameters(), "lr": lr},
+        ]
+
+
+model = Classifier()
+optimizer = torch.optim.AdamW(model.get_optimizer_parameters(1e-3), weight_decay=0.01)
+x, y = torch.randn(64, 16), torch.randint(0, 2, (64,))
+for step in range(10):
+    loss = F.cross_entropy(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
