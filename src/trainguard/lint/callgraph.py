@@ -408,6 +408,8 @@ class CallGraph:
             cls = s.enclosing_class(call)
             if cls is not None:
                 m = self.method(ClassRef(s, cls), f.attr)
+                if m is not None and m.script is s and _stub(m.func):
+                    m = self._override(cls, f.attr) or m
                 return [m] if m is not None else []
             return []
         if isinstance(recv, ast.Name) and recv.id in s.aliases and \
@@ -424,6 +426,16 @@ class CallGraph:
         if f.attr == "forward" and not out:
             return []
         return out
+
+    def _override(self, cls: ast.ClassDef, name: str) -> Target | None:
+        """The one method ``name`` of a same-file subclass of ``cls``: what ``self.name(...)``
+        runs when ``cls`` only declares it (a base trainer's abstract ``training_step`` called
+        in its ``fit``). None when no subclass, or several, override it."""
+        s = self.script
+        found = [m for c in s.classes.values()
+                 if any((dotted(b) or "").rsplit(".", 1)[-1] == cls.name for b in c.bases)
+                 for m in c.body if isinstance(m, ast.FunctionDef) and m.name == name]
+        return Target(s, found[0]) if len(found) == 1 else None
 
     def _instance_call(self, f: ast.AST, params: bool, depth: int) -> list[Target]:
         names = self.method_names()
@@ -470,6 +482,19 @@ class CallGraph:
                     table.setdefault(name, []).append(call)
             self.__dict__["_by_name"] = table
         return table
+
+
+def _stub(func: ast.AST) -> bool:
+    """A method with no body of its own (``...``, ``pass``, a docstring, ``raise
+    NotImplementedError``): an abstract method a subclass overrides."""
+    for stmt in getattr(func, "body", ()):
+        if isinstance(stmt, ast.Pass) or isinstance(stmt, ast.Expr) and \
+                isinstance(stmt.value, ast.Constant):
+            continue
+        if isinstance(stmt, ast.Raise) and "NotImplementedError" in ast.unparse(stmt):
+            continue
+        return False
+    return True
 
 
 def bind_arguments(names: list[str], call: ast.Call) -> dict[str, ast.expr]:
