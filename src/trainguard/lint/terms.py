@@ -48,15 +48,58 @@ def summed_terms(script: Script, expr: ast.AST, at: ast.AST, *,
             parts = summed_terms(script, value, value, depth=depth - 1)
             if len(parts) > 1:
                 return parts
-    if isinstance(expr, ast.Call) and depth > 0:
-        called = script.targets(expr)
-        if len(called) == 1 and called[0].script is script and not called[0].instance:
-            rets = [n for n in walk_local(called[0].func) if isinstance(n, ast.Return)]
-            if len(rets) == 1 and rets[0].value is not None:
-                parts = summed_terms(script, rets[0].value, rets[0], depth=depth - 1)
+        if value is None:  # loss, logs = compute_loss(...): the returned tuple's part
+            unpacked = _unpacked_call(expr.id, at)
+            if unpacked is not None:
+                parts = _returned_terms(script, *unpacked, depth - 1)
                 if len(parts) > 1:
                     return parts
+    if isinstance(expr, ast.Call) and depth > 0:
+        parts = _returned_terms(script, expr, None, depth - 1)
+        if len(parts) > 1:
+            return parts
     return [(expr, at)]
+
+
+def _returned_terms(script: Script, call: ast.Call, index: int | None,
+                    depth: int) -> list[tuple[ast.AST, ast.AST]]:
+    """The terms of what the same-file function ``call`` runs returns (its ``index``-th part
+    when it returns a tuple), over all its ``return`` statements: a term of any of them is a
+    term on that path (``if phase == 1: return a + b`` beside ``return b + penalty``)."""
+    called = script.targets(call)
+    if len(called) != 1 or called[0].script is not script or called[0].instance:
+        return []
+    out: list[tuple[ast.AST, ast.AST]] = []
+    for r in walk_local(called[0].func):
+        if not isinstance(r, ast.Return) or r.value is None:
+            continue
+        value = r.value
+        if index is not None:
+            if not isinstance(value, ast.Tuple) or len(value.elts) <= index:
+                return []
+            value = value.elts[index]
+        out.extend(p for p in summed_terms(script, value, r, depth=depth)
+                   if not any(p[0] is q[0] for q in out))
+    return out
+
+
+def _unpacked_call(name: str, at: ast.AST) -> tuple[ast.Call, int] | None:
+    """``(call, i)`` for ``a, name = call(...)`` (a flat tuple target), the last such binding
+    of ``name`` above ``at`` in its scope."""
+    from trainguard.lint.dataflow import scope_of
+
+    best = None
+    for sub in walk_local(scope_of(at)):
+        if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call) and \
+                sub.lineno < at.lineno and len(sub.targets) == 1 and \
+                isinstance(sub.targets[0], ast.Tuple):  # type: ignore[attr-defined]
+            elts = sub.targets[0].elts
+            idx = next((i for i, e in enumerate(elts)
+                        if isinstance(e, ast.Name) and e.id == name), None)
+            if idx is not None and all(not isinstance(e, ast.Starred) for e in elts) and \
+                    (best is None or sub.lineno > best[0].lineno):
+                best = (sub, idx)
+    return (best[0].value, best[1]) if best is not None else None
 
 
 def _number(node: ast.AST) -> bool:

@@ -22,7 +22,9 @@ graph holds the tensor and wrong when one does. So it fires on the writes that m
 
 It also fires on a read of a parameter's ``.data`` in a module's ``forward`` when the forward
 never uses the parameter itself (``F.linear(x, self.fc.weight.data)``): the parameter then never
-gets a gradient (d2l-ai/d2l-en#2600).
+gets a gradient (d2l-ai/d2l-en#2600); and on a term of a backpropagated loss computed from a
+parameter's ``.data`` (an L1 penalty on ``layer.weight.data``) beside a term that reaches the
+model: the term adds no gradient (bioFAM/scDORI#19; :func:`trainguard.lint.cut_trace.data_terms`).
 
 Silent: other reads (``loss.data``, ``p.data.norm()``; in ``forward``: metadata such as
 ``.data.shape``, and a straight-through estimator that uses the parameter too), parameter (re)initialization before training
@@ -58,6 +60,7 @@ def check(script: Script) -> Iterator[Hit]:
     if ".data" not in script.source:
         return
     yield from _forward_reads(script)
+    yield from _loss_terms(script)
     params = _parameter_names(script)
     for node in script.nodes:
         if not (isinstance(node, ast.Attribute) and node.attr == "data") or not _is_write(node):
@@ -347,6 +350,30 @@ def _parameter_names(script: Script) -> dict[str, list[ast.AST]]:
 
 _METADATA = {"shape", "size", "dtype", "device", "numel", "dim", "ndim", "is_cuda", "new_zeros",
              "new_ones", "new_empty", "new_full", "new_tensor"}
+
+
+def _loss_terms(script: Script) -> Iterator[Hit]:
+    """A term of a backpropagated loss computed from a parameter's ``.data`` (an L1/L2 penalty
+    on ``model.layer.weight.data``): autograd does not see through ``.data``, so the term
+    changes the loss's value and adds nothing to the gradient: the penalty does not act
+    (bioFAM/scDORI#19). Reported at the ``.data`` read."""
+    from trainguard.lint.cut_trace import data_terms
+
+    seen: set[int] = set()
+    for call in script.calls:
+        if not is_backward(call) or not script.may_reach("backward"):
+            continue
+        for term, read, where in data_terms(script, call):
+            if id(read) in seen:
+                continue
+            seen.add(id(read))
+            text = script.segment(term) or "this term"
+            text = text if len(text) <= 50 else "this term"
+            yield Hit(read, f"the term {text} of the loss that backward() runs on at "
+                            f"{script.at(call.lineno)} is computed from .data: autograd does "
+                            f"not see through it, so the term changes the loss's value and adds "
+                            f"no gradient (the penalty does not act on the parameter)",
+                      fix="use the parameter itself (layer.weight.abs().sum()), not its .data")
 
 
 def _forward_reads(script: Script) -> Iterator[Hit]:

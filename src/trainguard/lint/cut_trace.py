@@ -1,0 +1,375 @@
+"""Following a loss back to the models it reaches, and the cuts on the way.
+
+``trace(script, expr, at, depth)`` answers whether the value ``expr`` (read at ``at``) reaches
+a model's output or parameters without a cut, and which cuts it passes: ``.detach()``,
+``.data``, ``.item()``, ``float()``/``int()``, a NumPy round trip, a new leaf made from a
+value (``torch.tensor(x, requires_grad=True)``) and, for a model in focus, a value computed
+under ``torch.no_grad()``. Values are followed through assignments, tuple unpacking, loop
+variables, lists filled with ``append``, a helper's parameters (what the file's calls pass)
+and what a helper returns. Used by TG205 (a loss or a term cut from the model) and TG206 (a
+loss term computed from a parameter's ``.data``).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import NamedTuple
+
+from trainguard.lint.astutil import dotted, is_true, kwarg, parent, walk_local
+from trainguard.lint.callgraph import bind_arguments
+from trainguard.lint.cuts import CUT_ATTRS, NEW_LEAF
+from trainguard.lint.dataflow import last_assignment
+from trainguard.lint.script import Script
+
+__all__ = ["Focus", "aliases", "trace", "data_terms"]
+
+_CUT_ATTRS, _NEW_LEAF = CUT_ATTRS, NEW_LEAF
+_NUMBER_CASTS = {"float", "int"}  # float(log_prob): a Python number, no graph
+
+
+class Focus(NamedTuple):
+    """The model a trace looks for, and the other models the same steps update (whose inputs
+    are followed: an encoder feeding a critic)."""
+
+    model: str
+    others: frozenset[str]
+    aliases: frozenset[str]  # other keys bound to it (``self.policy = policy``)
+
+
+def aliases(script: Script, model: str) -> frozenset[str]:
+    """Keys the file assigns ``model`` to (``self.policy = policy`` for an optimizer built from
+    ``policy.parameters()``), and the keys ``model`` was assigned from: by name, file-wide (an
+    alias too many only keeps the rule silent)."""
+    found = set()
+    for key, values in script.assignments.items():
+        if any(script.key(v) == model for v in values):
+            found.add(key)
+    found.update(k for v in script.assignments.get(model, ()) if (k := script.key(v)))
+    return frozenset(found - {model})
+
+
+def trace(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type: ignore[no-untyped-def]
+           focus: "Focus | None" = None):
+    """(reaches a model output or parameters uncut, [(cut node, description)]); with
+    ``focus``, only that model counts, and only a path seen to reach it: what cannot be
+    followed is taken as not reaching it; the inputs of the other stepped models it names are
+    followed (the model in focus may feed them). Memoised per expression (a value reached at a
+    smaller remaining depth may have been taken as connected: that only keeps it silent)."""
+    memo = script.__dict__.setdefault("_tg205_trace", {})
+    k = (id(expr), focus)
+    if k not in memo:
+        memo[k] = (focus is None, [])  # a cycle through this value: unknown, connected
+        memo[k] = _trace_once(script, expr, at, depth, focus)
+    return memo[k]
+
+
+def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type: ignore
+                focus: "Focus | None" = None):
+    if depth == 0:
+        return focus is None, []
+    if isinstance(expr, ast.Name):
+        if not isinstance(expr.ctx, ast.Load):
+            return False, []  # a target (``for _ in range(n)``): its value is traced where read
+        if expr.id in script.aliases:
+            return False, []  # a module (nn, F, torch): not a value on the loss's path
+        value = last_assignment(expr.id, at)
+        if value is None:
+            value = _unpacked_or_iterated(script, expr.id, at)
+            if value is not None and _loop_target(expr.id, at) and _opaque(script, value):
+                return False, []  # a batch of a loader handed in: no parameters
+        if value is None:
+            args = _arguments_for(script, expr.id, at)
+            if args:  # a helper's parameter: what its callers in this file pass
+                uncut, cuts = False, []
+                for a in args:
+                    u, c = trace(script, a, a, depth - 1, focus)
+                    uncut, cuts = uncut or u, cuts + c
+                return uncut, cuts
+            # a function parameter or a global might carry a graph: assumed connected, unless
+            # a number by its default or annotation (``gamma=0.99``, ``gamma: float``)
+            return focus is None and not _loop_target(expr.id, at) and \
+                not _number_parameter(expr.id, at), []
+        uncut, cuts = trace(script, value, value, depth - 1, focus)
+        block = _no_grad_block(script, value) if focus is not None else None
+        if block is not None:
+            if uncut or cuts:  # computed without a graph: a cut for the model it came from
+                return False, [(value, f"a value computed under {ast.unparse(block)} "
+                                       f"({script.at(block.lineno)})")] + cuts
+            return False, []
+        for item in _stored_items(expr.id, value):
+            u, c = trace(script, item, item, depth - 1, focus)
+            uncut, cuts = uncut or u, cuts + c
+        return uncut, cuts
+    if isinstance(expr, ast.Call):
+        q = script.call_qualname(expr) or ""
+        if q in _NEW_LEAF and expr.args:
+            inner_uncut, inner_cuts = trace(script, expr.args[0], at, depth - 1, focus)
+            if inner_uncut or inner_cuts or is_true(kwarg(expr, "requires_grad")):
+                return False, [(expr, f"a new tensor made by {q.rsplit('.', 1)[-1]}(...)")] + \
+                    inner_cuts
+            return False, []
+        if isinstance(expr.func, ast.Name) and expr.func.id in _NUMBER_CASTS and \
+                len(expr.args) == 1 and expr.func.id not in script.functions:
+            uncut, cuts = trace(script, expr.args[0], at, depth - 1, focus)
+            if uncut or cuts:
+                return False, [(expr, f"{expr.func.id}(), a Python number")] + cuts
+            return False, []
+        if isinstance(expr.func, ast.Attribute) and expr.func.attr in _CUT_ATTRS:
+            uncut, cuts = trace(script, expr.func.value, at, depth - 1, focus)
+            if uncut or cuts:
+                return False, [(expr, f".{expr.func.attr}()")] + cuts
+            return False, []
+        k = script.key(expr.func)
+        if k and k != "self" and script.is_model(k):
+            if focus is None or k == focus.model or k in focus.aliases:
+                return True, []
+            if k not in focus.others:
+                return False, []
+            # another stepped model: the one in focus may feed it (an encoder's features)
+            uncut, cuts = False, []
+            for a in [*expr.args, *(kw.value for kw in expr.keywords)]:
+                u, c = trace(script, a, at, depth - 1, focus)
+                uncut, cuts = uncut or u, cuts + c
+            return uncut, cuts
+        called = script.targets(expr)
+        if called:
+            # a helper (``gan_loss(D, fake, True)``): what it returns, with its parameters
+            # taken as connected (the caller's arguments are traced on their own)
+            target = called[0]
+            if target.script is not script:
+                return focus is None, []
+            rets = [n for n in ast.walk(target.func) if isinstance(n, ast.Return)
+                    and n.value is not None]
+            any_uncut, all_cuts = not rets, []
+            for r in rets:
+                uncut, cuts = trace(script, r.value, r, depth - 1, focus)
+                any_uncut |= uncut
+                all_cuts.extend(cuts)
+            return any_uncut, all_cuts
+        if isinstance(expr.func, ast.Attribute) and expr.func.attr in ("parameters",
+                                                                       "named_parameters"):
+            return focus is None or script.key(expr.func.value) in (focus.model,
+                                                                     *focus.aliases), []
+    if isinstance(expr, ast.Attribute) and expr.attr in ("weight", "bias"):
+        owner = script.key(expr.value) or ""
+        root = owner.split(".", 1)[0]
+        if owner and (script.is_model(owner) or script.is_model(root)) and root != "self":
+            # a parameter of a model (``model.grn.weight``): it reaches that model
+            return focus is None or focus.model in (owner, root), []
+    if isinstance(expr, ast.Attribute) and expr.attr == "data":
+        uncut, cuts = trace(script, expr.value, at, depth - 1, focus)
+        if uncut or cuts:
+            return False, [(expr, ".data")] + cuts
+        return False, []
+    any_uncut, all_cuts = False, []
+    children = list(ast.iter_child_nodes(expr))
+    if isinstance(expr, ast.Call):
+        children = [c for c in children if c is not expr.func] + (
+            [expr.func.value] if isinstance(expr.func, ast.Attribute) else [])
+    for child in children:
+        if isinstance(child, (ast.expr_context, ast.keyword)):
+            child = child.value if isinstance(child, ast.keyword) else None  # type: ignore
+            if child is None:
+                continue
+        uncut, cuts = trace(script, child, at, depth, focus)
+        any_uncut |= uncut
+        all_cuts.extend(cuts)
+    return any_uncut, all_cuts
+
+
+_NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
+            "torch.autograd.inference_mode", "torch.autograd.grad_mode.no_grad"}
+
+
+def _no_grad_block(script: Script, node: ast.AST) -> ast.AST | None:
+    """The ``torch.no_grad()``/``torch.inference_mode()`` item of a ``with`` block around
+    ``node`` in its own function, or None. (Only those: ``set_grad_enabled(flag)`` may enable
+    grad, and a function's callers are not read here.)"""
+    n = node
+    while (p := parent(n)) is not None and not isinstance(p, (ast.FunctionDef,
+                                                             ast.AsyncFunctionDef, ast.Lambda)):
+        if isinstance(p, (ast.With, ast.AsyncWith)) and n in p.body:
+            for item in p.items:
+                q = script.call_qualname(item.context_expr) \
+                    if isinstance(item.context_expr, ast.Call) else None
+                if q in _NO_GRAD and not (item.context_expr.args and  # type: ignore
+                                          not is_true(item.context_expr.args[0])):  # type: ignore
+                    return item.context_expr
+        n = p
+    return None
+
+
+def _unpacked_or_iterated(script: Script, name: str, at: ast.AST) -> ast.expr | None:
+    """Where ``name`` gets its value when no plain assignment gives it: the whole value of a
+    tuple assignment (``log_probs, rewards = run_episode(policy)``), or the iterable of the
+    ``for`` loop (or comprehension) that binds it (``for lp, g in zip(log_probs, returns)``).
+    Tracing the whole value over-approximates: any uncut path in it keeps the loss connected."""
+    n = at
+    while (n := parent(n)) is not None:
+        if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)) and any(
+                isinstance(t, ast.Name) and t.id == name for t in ast.walk(n.target)):
+            return _iterated(name, n.target, n.iter)
+        if isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            for g in n.generators:
+                if any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(g.target)):
+                    return _iterated(name, g.target, g.iter)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            break
+    scope = n if n is not None else None
+    if scope is None:
+        return None
+    line = at.lineno  # type: ignore[attr-defined]
+    best: tuple[int, ast.expr] | None = None
+    for lineno, t, value in _tuple_assignments(scope).get(name, ()):
+        if lineno >= line or best is not None and lineno <= best[0]:
+            continue
+        names = [isinstance(e, ast.Name) and e.id == name for e in t.elts]
+        v = value
+        if isinstance(v, (ast.Tuple, ast.List)) and len(v.elts) == len(t.elts):
+            v = v.elts[names.index(True)]  # a, b = [], []
+        else:
+            v = _returned_part(script, v, names.index(True), len(t.elts)) or v
+        best = (lineno, v)
+    return best[1] if best else None
+
+
+def _tuple_assignments(scope: ast.AST) -> dict[str, list]:
+    """name -> [(line, tuple target, value)] for the tuple assignments of a scope."""
+    table = getattr(scope, "_tg_tuple_assigns", None)
+    if table is None:
+        table = {}
+        for sub in walk_local(scope):
+            if isinstance(sub, ast.Assign):
+                for t in sub.targets:
+                    if isinstance(t, (ast.Tuple, ast.List)):
+                        for e in t.elts:
+                            if isinstance(e, ast.Name):
+                                table.setdefault(e.id, []).append((sub.lineno, t, sub.value))
+        scope._tg_tuple_assigns = table  # type: ignore[attr-defined]
+    return table
+
+
+def _opaque(script: Script, it: ast.expr) -> bool:
+    """A loop's iterable that is a parameter nothing in the file binds (``for x, y in
+    batches`` with ``batches`` handed in from elsewhere)."""
+    return isinstance(it, ast.Name) and last_assignment(it.id, it) is None and \
+        _unpacked_or_iterated(script, it.id, it) is None and not _arguments_for(script, it.id, it)
+
+
+def _arguments_for(script: Script, name: str, at: ast.AST) -> list[ast.expr]:
+    """The arguments every same-file call passes for parameter ``name`` of the function
+    around ``at`` (none when some call cannot be bound, or nothing in the file calls it)."""
+    func = script.enclosing_function(at)
+    if func is None or isinstance(func, ast.Lambda):
+        return []
+    names = [a.arg for a in func.args.posonlyargs + func.args.args]
+    if name not in names or name in ("self", "cls"):
+        return []
+    out = []
+    for site in script.call_sites(func)[:6]:
+        params = names[1:] if names[0] in ("self", "cls") and \
+            isinstance(site.func, ast.Attribute) else names
+        bound = bind_arguments(params, site)
+        if name not in bound:
+            return []
+        out.append(bound[name])
+    return out
+
+
+def _number_parameter(name: str, at: ast.AST) -> bool:
+    n = at
+    while (n := parent(n)) is not None:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = n.args
+            args = [*a.posonlyargs, *a.args]
+            defaults = dict(zip([x.arg for x in args[len(args) - len(a.defaults):]],
+                                a.defaults))
+            defaults.update({x.arg: d for x, d in zip(a.kwonlyargs, a.kw_defaults) if d})
+            for x in [*args, *a.kwonlyargs]:
+                if x.arg == name:
+                    d = defaults.get(name)
+                    return isinstance(d, ast.Constant) and isinstance(d.value, (int, float)) \
+                        or dotted(x.annotation) in ("int", "float")
+            return False
+    return False
+
+
+def _returned_part(script: Script, call: ast.expr, index: int, size: int) -> ast.expr | None:
+    """``a, b = helper(...)`` with a same-file helper whose every ``return`` is a tuple of
+    ``size`` values: the expression it returns in place ``index`` (one ``return``)."""
+    if not isinstance(call, ast.Call):
+        return None
+    called = script.targets(call)
+    if len(called) != 1 or called[0].script is not script:
+        return None
+    rets = [n.value for n in walk_local(called[0].func) if isinstance(n, ast.Return)]
+    if len(rets) == 1 and isinstance(rets[0], ast.Tuple) and len(rets[0].elts) == size:
+        return rets[0].elts[index]
+    return None
+
+
+def _iterated(name: str, target: ast.AST, it: ast.expr) -> ast.expr:
+    """The part of a loop's iterable that ``name`` takes: ``for lp, g in zip(a, b)`` gives
+    ``b`` to ``g``; ``for i, x in enumerate(xs)`` gives ``xs`` to ``x`` and a number to ``i``."""
+    func = dotted(it.func) if isinstance(it, ast.Call) else None
+    if isinstance(target, ast.Tuple) and func in ("zip", "enumerate"):
+        parts = list(it.args) if func == "zip" else [ast.Constant(0), *it.args[:1]]  # type: ignore
+        if len(parts) == len(target.elts):
+            for t, part in zip(target.elts, parts):
+                if any(isinstance(x, ast.Name) and x.id == name for x in ast.walk(t)):
+                    return _iterated(name, t, part) if isinstance(t, ast.Tuple) else part
+    return it
+
+
+def _stored_items(name: str, value: ast.AST) -> list[ast.expr]:
+    """For a container built empty (``log_probs = []``): what is later appended, inserted or
+    added into it in the same function (``log_probs.append(dist.log_prob(a))``)."""
+    if not (isinstance(value, (ast.List, ast.Tuple)) and not value.elts):
+        return []
+    scope = value
+    while (p := parent(scope)) is not None and not isinstance(
+            p, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+        scope = p
+    if p is None:
+        return []
+    table = getattr(p, "_tg_stored", None)
+    if table is None:
+        table = {}
+        for c in walk_local(p):
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and \
+                    c.func.attr in ("append", "insert", "extend") and \
+                    isinstance(c.func.value, ast.Name) and c.args:
+                table.setdefault(c.func.value.id, []).append(c.args[-1])
+        p._tg_stored = table  # type: ignore[attr-defined]
+    return table.get(name, [])[:8]
+
+
+def _loop_target(name: str, at: ast.AST) -> bool:
+    n = at
+    while (n := parent(n)) is not None:
+        if isinstance(n, (ast.For, ast.AsyncFor)) and any(
+                isinstance(t, ast.Name) and t.id == name for t in ast.walk(n.target)):
+            return True
+    return False
+
+
+def data_terms(script: Script, call: ast.Call) -> list[tuple[ast.AST, ast.AST, ast.AST]]:
+    """``(term, .data read, where the term is read)`` for each summed term of the loss that
+    backward ``call`` runs on (:mod:`trainguard.lint.terms`) that reaches a model only through
+    ``.data`` (an L1 penalty on ``layer.weight.data``) while another term reaches one uncut:
+    such a term adds to the loss's value and nothing to its gradient."""
+    from trainguard.lint.terms import summed_terms
+
+    target = call.func.value if isinstance(call.func, ast.Attribute) else None
+    if target is None:
+        return []
+    terms = summed_terms(script, target, call)
+    if len(terms) < 2:
+        return []
+    found, connected = [], False
+    for term, where in terms:
+        uncut, cuts = trace(script, term, where, depth=12)
+        connected = connected or uncut
+        if cuts and not uncut and all(how == ".data" for _, how in cuts):
+            found.append((term, cuts[0][0], where))
+    return found if connected else []
