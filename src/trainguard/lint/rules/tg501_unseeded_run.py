@@ -6,7 +6,8 @@ shuffling DataLoaders, dropout), ``numpy.random`` and Python's ``random``. Fires
 script asks to be reproducible (it seeds at least one generator or sets deterministic flags), and
 only for generators it actually uses; a seed the script defines (config key, ``--seed``
 option, ``SEED`` constant) that nothing but a print reads is such a request too. ``seed_everything``/``set_seed`` helpers count as seeding
-all three.
+all three. A seeding helper of the file that seeds numpy and random but not torch, called by code
+that does not seed torch, fires at its last seeding line (:func:`_partial_helpers`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ _RANDOM_USE = {"random", "randint", "randrange", "choice", "choices", "shuffle",
 
 
 def check(script: Script) -> Iterator[Hit]:
+    yield from _partial_helpers(script)
     repro = Repro(script)
     setting = None
     if not repro.seeded:
@@ -58,6 +60,67 @@ def check(script: Script) -> Iterator[Hit]:
 
 _HOW = {"torch": "torch.manual_seed(seed)", "numpy": "np.random.seed(seed)",
         "random": "random.seed(seed)"}
+_SEEDS = {"numpy.random.seed": "numpy", "random.seed": "random", "torch.manual_seed": "torch",
+          "torch.random.manual_seed": "torch", "torch.cuda.manual_seed_all": "torch",
+          "torch.cuda.manual_seed": "torch"}
+
+
+def _partial_helpers(script: Script) -> Iterator[Hit]:
+    """A seeding helper of the file (a function whose statements only seed generators from its
+    argument: ``np.random.seed(seed); random.seed(seed)``) that leaves torch out, called by
+    code that does not seed torch itself, in a program that uses torch: each call resets
+    numpy and random and leaves torch's generator where it was, so a second fit with the same
+    seed starts from another state (ourownstory/neural_prophet#147). Reported at the helper's
+    last seeding line, where ``torch.manual_seed(seed)`` belongs."""
+    if "torch" not in script.aliases.values() and "import torch" not in script.source:
+        return
+    for funcs in script.functions.values():
+        for func in funcs:
+            seeds = _seeding_body(script, func)
+            if not seeds or "torch" in seeds.values():
+                continue
+            sites = script.call_sites(func)
+            if not sites or any(_seeds_torch_around(script, site) for site in sites):
+                continue
+            last = max(seeds, key=lambda c: c.lineno)
+            done = " and ".join(sorted(set(seeds.values())))
+            yield Hit(last, f"{func.name}() seeds {done} but not torch: each call (as at "
+                            f"{script.at(sites[0].lineno)}) resets {done} and leaves torch's "
+                            f"generator (weight init, shuffling, dropout) where it was, so two "
+                            f"runs with the same seed start from different states",
+                      fix=f"seed torch here too: torch.manual_seed({ast.unparse(last.args[0])})"
+                      if last.args else "seed torch here too: torch.manual_seed(seed)")
+
+
+def _seeding_body(script: Script, func: ast.AST) -> dict[ast.Call, str]:
+    """The seeding calls of ``func`` (call -> generator family) when every statement of its body
+    seeds a generator from one of its parameters (a docstring, ``os.environ[...] = ...`` and
+    deterministic flags aside), else an empty dict."""
+    params = {a.arg for a in func.args.args + func.args.kwonlyargs}  # type: ignore[attr-defined]
+    found: dict[ast.Call, str] = {}
+    for stmt in func.body:  # type: ignore[attr-defined]
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue
+        if isinstance(stmt, ast.Assign):
+            continue  # os.environ["PYTHONHASHSEED"] = str(seed), cudnn flags
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        family = _SEEDS.get(script.call_qualname(call) or "") if isinstance(call, ast.Call) \
+            else None
+        if family is None:
+            return {}
+        if not any(isinstance(n, ast.Name) and n.id in params for a in call.args  # type: ignore
+                   for n in ast.walk(a)):
+            return {}
+        found[call] = family  # type: ignore[index]
+    return found if len(found) >= 2 else {}
+
+
+def _seeds_torch_around(script: Script, site: ast.AST) -> bool:
+    """The function that calls the helper (or the module, at top level) seeds torch itself."""
+    scope = script.enclosing_function(site) or script.tree
+    return any(isinstance(c, ast.Call) and _SEEDS.get(script.call_qualname(c) or "") == "torch"
+               for c in ast.walk(scope) if not isinstance(scope, ast.Module) or
+               script.enclosing_function(c) is None)
 
 
 _SEED_NAME = re.compile(r"^(random_|global_|manual_)?seed$", re.I)
