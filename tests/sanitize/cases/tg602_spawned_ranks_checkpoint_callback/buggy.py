@@ -1,7 +1,8 @@
-# Modelled on neuraloperator/neuraloperator#324 (a checkpoint callback of a DDP trainer wrote
-# on every rank): the trainer dispatches on_epoch_end to each of its callbacks on every rank, and
-# the checkpoint callback saves without a rank check, so both processes write the same file. The
-# dispatch line serves every callback: the rank check belongs in the callback that writes.
+# Modelled on https://github.com/neuraloperator/neuraloperator/pull/324
+# (a checkpoint callback of a DDP trainer wrote on every rank): the trainer dispatches
+# on_epoch_end to each of its callbacks on every rank, and the checkpoint callback saves without
+# a rank check, so both processes write the same file. The dispatch line serves every callback:
+# the rank check belongs in the callback that writes.
 import os
 import socket
 import tempfile

@@ -1,6 +1,7 @@
-# Modelled on neuraloperator/neuraloperator#324 (a checkpoint callback of a DDP trainer wrote
-# on every rank): the trainer dispatches on_epoch_end to each of its callbacks on every rank, and
-# the checkpoint callback returns on every rank but 0, so one process writes the file.
+# Modelled on https://github.com/neuraloperator/neuraloperator/pull/324
+# (a checkpoint callback of a DDP trainer wrote on every rank): the trainer dispatches
+# on_epoch_end to each of its callbacks on every rank, and the checkpoint callback returns on
+# every rank but 0, so one process writes the file.
 import os
 import socket
 import tempfile
