@@ -71,7 +71,7 @@ from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.seeding import (DESCRIBE, FAMILIES, HOW, SEEDS, Family, asks,
                                                call_text, fixes_seed, reseeded_unseen, snapshot,
                                                watched_from_start)
-from trainguard.sanitize.core.frames import Location, user_location
+from trainguard.sanitize.core.frames import Location, user_frame, user_location
 from trainguard.sanitize.core.seeding import in_fork_rng
 
 
@@ -106,6 +106,13 @@ class UnseededRun(Check):
         # family -> its snapshot since the ask, when a library's import started and the run had
         # not drawn from it yet (the stretch's draws are the library's: see on_library_import)
         self.importing: dict[Family, Any] = {}
+        # family -> the last fixed seed value; torch's state right after its last seeding; and a
+        # reset of numpy/random to a seed they had before, while torch (drawn from since its own
+        # seeding) was left as it was: (line, call, torch's state then, the families reset by
+        # the same user function call, that frame's id)
+        self.values: dict[Family, Any] = {}
+        self.torch_after_seed: Any = None
+        self.reset: tuple[Location | None, str, Any, frozenset, int] | None = None
 
     def on_repro_pre(self, name: str, value: Any) -> None:
         family = SEEDS.get(name)
@@ -124,11 +131,21 @@ class UnseededRun(Check):
     def on_repro(self, name: str, value: Any) -> None:
         family = SEEDS.get(name)
         fixed = family is not None and fixes_seed(name, value)
+        if fixed and family != "torch" and self._resets_without_torch(family, value):
+            frame = id(user_frame(sys._getframe(1)))
+            families = self.reset[3] if self.reset is not None and self.reset[4] == frame \
+                else frozenset()
+            self.reset = (user_location(), call_text(name, value), snapshot("torch"),
+                          families | {family}, frame)
+        if fixed and isinstance(value, int):
+            self.values[family] = value  # type: ignore[index]
         if family is not None:
             self.seeded[family] = fixed
             self.observed.add(family)
             if family == "torch":
                 self.torch_seed = _initial_seed()
+                self.torch_after_seed = snapshot("torch") if fixed else None
+                self.reset = None
             if not fixed and self.asked_at is not None:
                 self.ref[family] = snapshot(family)  # reseeded from the OS: draws from now count
                 # (the cause, when the run had seeded it: that seeding is undone here)
@@ -182,6 +199,31 @@ class UnseededRun(Check):
     def on_exit(self) -> None:
         self._check_all("at the end of the run")
 
+    def _resets_without_torch(self, family: Family, value: Any) -> bool:
+        """This seeding puts numpy or random back to a seed they had before (a helper run before
+        every fit), while torch, seeded once, has been drawn from since: torch is not reset.
+        Reported only when one user function call resets both numpy and random (a seeding
+        helper that leaves torch out; ourownstory/neural_prophet#147)."""
+        return (isinstance(value, int) and self.values.get(family) == value
+                and self.seeded["torch"] and self.torch_after_seed is not None
+                and "torch" not in self.done and snapshot("torch") != self.torch_after_seed)
+
+    def _check_reset(self, moment: str) -> None:
+        """Report a reset of numpy/random that left torch as it was, once torch is drawn from
+        after it (the second fit's weights and order come from where the first left torch)."""
+        if self.reset is None or len(self.reset[3]) < 2 or snapshot("torch") == self.reset[2]:
+            return  # (one generator reset alone: a fixed augmentation seed, not a run's reset)
+        line, call = self.reset[:2]
+        self.reset = None
+        self.done.add("torch")
+        self.report(
+            f"{call} here puts the generators it seeds back to the run's seed, but torch's "
+            f"generator is left where earlier draws put it, and the run drew from it afterwards "
+            f"(seen {moment}): a repeated fit with the same seed gets other weights and batch "
+            "order",
+            fix=f"reset torch here too ({HOW['torch']}), or call trainguard.seed_everything(seed)",
+            where=line)
+
     def _drawn(self, family: Family) -> bool:
         before = self.ref.get(family)
         if before is None:
@@ -195,6 +237,7 @@ class UnseededRun(Check):
     def _check_all(self, moment: str) -> None:
         if self.asked_at is None or in_fork_rng():  # torch's state is restored when it ends
             return
+        self._check_reset(moment)
         # every generator found at this moment goes into one finding: findings at one line merge,
         # and a second one's message would be lost in the count
         found = [f for f in FAMILIES
