@@ -64,6 +64,7 @@ numpy alone, does not make training reproducible, https://github.com/Novartis/sc
 
 from __future__ import annotations
 
+import ast
 import sys
 from typing import Any
 
@@ -72,6 +73,7 @@ from trainguard.sanitize.core.seeding import (DESCRIBE, FAMILIES, HOW, SEEDS, Fa
                                                call_text, fixes_seed, reseeded_unseen, snapshot,
                                                watched_from_start)
 from trainguard.sanitize.core.frames import Location, user_frame, user_location
+from trainguard.sanitize.core.source import function_node
 from trainguard.sanitize.core.seeding import in_fork_rng
 
 
@@ -79,6 +81,25 @@ def _initial_seed() -> int | None:
     """``torch.initial_seed()``, or None when torch is not imported."""
     torch = sys.modules.get("torch")
     return torch.initial_seed() if torch is not None else None
+
+
+def _seeding_helper(frame: Any) -> bool:
+    """The user function running at ``frame`` only seeds (its statements are seeding calls,
+    assignments such as ``os.environ["PYTHONHASHSEED"] = ...`` and a docstring): a helper meant
+    to reset the run's generators, not code that fixes one draw (a validation set made with a
+    fixed seed)."""
+    node = function_node(frame.f_code) if frame is not None else None
+    body = getattr(node, "body", None)
+    if not body or isinstance(node, ast.Module):
+        return False
+    for stmt in body:
+        if isinstance(stmt, ast.Assign) or isinstance(stmt, ast.Expr) and (
+                isinstance(stmt.value, ast.Constant) or isinstance(stmt.value, ast.Call) and
+                isinstance(stmt.value.func, ast.Attribute) and
+                stmt.value.func.attr in ("seed", "manual_seed", "manual_seed_all")):
+            continue
+        return False
+    return True
 
 
 class UnseededRun(Check):
@@ -131,7 +152,8 @@ class UnseededRun(Check):
     def on_repro(self, name: str, value: Any) -> None:
         family = SEEDS.get(name)
         fixed = family is not None and fixes_seed(name, value)
-        if fixed and family != "torch" and self._resets_without_torch(family, value):
+        if fixed and family != "torch" and self._resets_without_torch(family, value) and \
+                _seeding_helper(user_frame(sys._getframe(1))):
             frame = id(user_frame(sys._getframe(1)))
             families = self.reset[3] if self.reset is not None and self.reset[4] == frame \
                 else frozenset()
