@@ -246,6 +246,15 @@ def _returned_parts(script: Script, value: ast.AST, n: int) -> list[bool] | None
     return found
 
 
+def _forwards_without_grad(script: Script, func: ast.AST) -> bool:
+    """Every model call of ``func`` runs with grad disabled (an evaluation that runs its
+    forwards under ``torch.no_grad()`` and returns the loss it accumulated there): what it
+    returns carries no graph. False when it calls no model."""
+    calls = [c for c in walk_local(func) if isinstance(c, ast.Call) and
+             (k := script.key(c.func)) and k != "self" and script.is_model(k)]
+    return bool(calls) and all(script.grad_disabled(c) for c in calls)
+
+
 def returns_graph(script: Script, func: ast.AST) -> bool:
     """Whether a same-file function returns a tensor that carries a graph (a loss it computed
     and backpropagated, a model output), grad enabled: ``loss = self.discriminator_step(...)``."""
@@ -254,7 +263,7 @@ def returns_graph(script: Script, func: ast.AST) -> bool:
         return memo[id(func)]
     memo[id(func)] = False  # a recursive function: assume not while deciding
     found = False
-    if not script.grad_disabled(func):
+    if not script.grad_disabled(func) and not _forwards_without_grad(script, func):
         names = graph_names(script, func)
         for r in walk_local(func):
             if isinstance(r, ast.Return) and r.value is not None:
