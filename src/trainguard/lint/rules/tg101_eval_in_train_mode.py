@@ -89,11 +89,11 @@ def check(script: Script) -> Iterator[Hit]:
             # model.eval() fixes it (the line its fix changes).
             lines = script.at_lines([s.lineno for s, _ in trained])
             each = "at each of its calls" if len(trained) > 1 else "at its call"
-            yield Hit(_body_start(region.node),
+            yield Hit(_statement_holding(region.node, first),
                       f"{region.label} runs {fwd}(...) ({script.at(first.lineno)}) in train "
                       f"mode {each} ({lines}; {trained[0][1]}); Dropout and BatchNorm act as "
                       f"in training",
-                      fix=f"call model.eval() at the start of {region.label}, and "
+                      fix=f"call model.eval() in {region.label}, before this statement, and "
                           f"model.train() before training again")
             continue
         mode, why = mode_before(script, first)
@@ -105,17 +105,14 @@ def check(script: Script) -> Iterator[Hit]:
     yield from _train_mode_copies(script)
 
 
-def _body_start(func: ast.AST) -> ast.AST:
-    """The first statement of ``func`` past its docstring: where a call meant for the whole
-    function (``model.eval()``) goes."""
-    body = getattr(func, "body", None)
-    if not body:
-        return func
-    first = body[0]
-    if len(body) > 1 and isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
-            and isinstance(first.value.value, str):
-        return body[1]
-    return first
+def _statement_holding(func: ast.AST, node: ast.AST) -> ast.AST:
+    """The statement at the top of ``func``'s body that holds ``node`` (the loop or ``no_grad``
+    block the evaluation's forward runs in): ``model.eval()`` goes before it, after the
+    function's own set-up."""
+    for stmt in getattr(func, "body", ()):
+        if stmt.lineno <= node.lineno <= (stmt.end_lineno or stmt.lineno):  # type: ignore
+            return stmt
+    return node
 
 
 def _caller_sets_eval(script: Script, site: ast.AST) -> bool:

@@ -19,7 +19,8 @@ stack is where the missing call belongs:
   before it); inside a function that runs both phases (``main()``, ``fit()``, an epoch loop), or
   when training set its mode in a function of its own (an estimator's ``fit()``), the evaluation's
   own function (``evaluate()``, a validation callback's ``on_epoch_end``, the ``predict_proba``
-  whose ``no_grad`` block holds the forward), at its first statement, past comprehensions, but
+  whose ``no_grad`` block holds the forward), at the statement of its body that holds the
+  forward (the loop or ``no_grad`` block, before which ``eval()`` goes), past comprehensions, but
   not into a method of the model itself (``model.generate(...)`` is the line to precede).
 
 A stack is a tuple of ``(id(frame), code, location, the frame is a method of an nn.Module)`` for
@@ -143,10 +144,10 @@ def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False,
     ``methods=True``, and up to the first one in another file: a helper module's function serves
     every caller), the outermost whose line sits in a ``no_grad``/``inference_mode`` region
     of its own function (the evaluation code: ``predict_proba`` under ``score()``), else the
-    first; of that frame's function, the first statement (:func:`function_start`: where a call
-    for the whole function goes). With ``past_dispatch``, a shared frame's line that dispatches a
-    hook to each item of a collection (:func:`dispatched`) gives way to the callee's line. None
-    when the stacks share no frame.
+    first; of that frame's function, the statement at the top of its body that holds the line
+    (:func:`statement_start`: where a call for that stretch goes). With ``past_dispatch``, a
+    shared frame's line that dispatches a hook to each item of a collection
+    (:func:`dispatched`) gives way to the callee's line. None when the stacks share no frame.
     """
     depth = shared_depth(at, ref)
     if depth < 0:
@@ -162,25 +163,23 @@ def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False,
                 phase.append(entry)
         if phase:
             entry = next((e for e in phase if under_no_grad(e[2])), phase[0])
-            return function_start(entry[1]) or entry[2]
+            return statement_start(entry[1], entry[2][1]) or entry[2]
     return at[depth][2]
 
 
-def function_start(code: CodeType) -> Location | None:
-    """The first statement of the function ``code`` runs (past its docstring), where a call
-    meant for the whole function belongs (``model.eval()`` at the start of ``evaluate()``: one
-    place for every forward in it); None for a module's code or a function not found."""
+def statement_start(code: CodeType, line: int) -> Location | None:
+    """The statement of the function ``code`` runs, at the top of its body, that holds ``line``
+    (the ``for`` loop or ``with torch.no_grad():`` block an evaluation's forward runs in): where
+    a call meant for that stretch belongs (``model.eval()`` before it: one place for every
+    forward in it, after the function's own set-up). None for a module's code or a function not
+    found."""
     if code.co_name == "<module>":
         return None
     node = function_node(code)
-    body = getattr(node, "body", None)
-    if not body:
-        return None
-    first = body[0]
-    if len(body) > 1 and isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
-            and isinstance(first.value.value, str):
-        first = body[1]
-    return (code.co_filename, first.lineno, first.col_offset + 1)
+    for stmt in getattr(node, "body", None) or ():
+        if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+            return (code.co_filename, stmt.lineno, stmt.col_offset + 1)
+    return None
 
 
 def under_no_grad(where: Location) -> bool:

@@ -2,7 +2,7 @@
 # Adversarial training's validate() scores clean and perturbed inputs with two forwards under
 # no_grad, right after the training epoch left the model in training mode: BatchNorm normalises
 # with each test batch's own statistics and moves its running statistics toward them. The
-# missing model.eval() belongs at the start of validate(), one place for both forwards.
+# missing model.eval() belongs before the loop of validate(), one place for both forwards.
 import torch
 from torch import nn
 
@@ -19,8 +19,8 @@ def train_epoch(model, optimizer, batches):
 
 
 def validate(model, batches, eps=0.1):
-    clean, perturbed = 0, 0  # expect: TG101
-    for x, y in batches:
+    clean, perturbed = 0, 0
+    for x, y in batches:  # expect: TG101
         with torch.no_grad():
             clean += int((model(x).argmax(1) == y).sum())
             noisy = x + eps * torch.randn_like(x).sign()
