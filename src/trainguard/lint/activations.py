@@ -73,6 +73,10 @@ def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 9,
     # a method of a tensor, not a function of the torch module: the qualified name of a
     # method called on a call's result passes through that call (torch.sigmoid.().squeeze)
     method = not q.startswith("torch.") or "()" in q
+    # (``self.softmax(h)`` calls a module the model holds, maybe an ``nn.LogSoftmax``: the
+    # attribute's value decides, not its name)
+    method = method and not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+                             and f.value.id == "self")
     if isinstance(f, ast.Attribute) and f.attr in _METHODS and method:
         return _METHODS[f.attr], expr
     if isinstance(f, ast.Attribute) and f.attr in _SAME_VALUES and method:
