@@ -158,6 +158,8 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
             return focus is None or focus.model in (owner, root), []
     if isinstance(expr, ast.Attribute) and expr.attr == "data":
         uncut, cuts = trace(script, expr.value, at, depth - 1, focus)
+        if _packed(script, expr.value, at):
+            return uncut, cuts  # PackedSequence.data: the packed values, with their history
         if uncut or cuts:
             return False, [(expr, ".data")] + cuts
         return False, []
@@ -373,3 +375,13 @@ def data_terms(script: Script, call: ast.Call) -> list[tuple[ast.AST, ast.AST, a
         if cuts and not uncut and all(how == ".data" for _, how in cuts):
             found.append((term, cuts[0][0], where))
     return found if connected else []
+
+
+def _packed(script: Script, expr: ast.AST, at: ast.AST) -> bool:
+    """``expr`` is a ``PackedSequence``: a ``pack_padded_sequence``/``pack_sequence`` call, or a
+    name last assigned one (its ``.data`` is a field, not ``Tensor.data``)."""
+    if isinstance(expr, ast.Name):
+        value = last_assignment(expr.id, at)
+        expr = value if value is not None else expr
+    return isinstance(expr, ast.Call) and \
+        (script.call_qualname(expr) or "").startswith("torch.nn.utils.rnn.pack")
