@@ -9,7 +9,7 @@ import ast
 from collections.abc import Iterator
 
 __all__ = ["dotted", "parent", "walk_local", "kwarg", "is_true", "is_false", "const_value",
-           "names_in", "if_branches", "exclusive", "SCOPES"]
+           "names_in", "if_branches", "exclusive", "encloses", "SCOPES"]
 
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
@@ -37,6 +37,15 @@ def dotted(node: ast.AST | None) -> str | None:
 
 def parent(node: ast.AST) -> ast.AST | None:
     return getattr(node, "_tg_parent", None)
+
+
+def encloses(outer: ast.AST, node: ast.AST) -> bool:
+    """``node`` lies inside ``outer`` (by the parent links; not ``outer`` itself)."""
+    n = node
+    while (n := parent(n)) is not None:
+        if n is outer:
+            return True
+    return False
 
 
 def if_branches(node: ast.AST) -> dict[int, str]:

@@ -18,8 +18,8 @@ from typing import NamedTuple
 from trainguard.lint.astutil import dotted, is_true, kwarg, parent, walk_local
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.cuts import CUT_ATTRS, NEW_LEAF
-from trainguard.lint.dataflow import last_assignment
-from trainguard.lint.script import Script
+from trainguard.lint.dataflow import last_assignment, tuple_assignments
+from trainguard.lint.script import NO_GRAD, Script
 
 __all__ = ["Focus", "aliases", "trace", "data_terms"]
 
@@ -179,10 +179,6 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
     return any_uncut, all_cuts
 
 
-_NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
-            "torch.autograd.inference_mode", "torch.autograd.grad_mode.no_grad"}
-
-
 def _no_grad_block(script: Script, node: ast.AST) -> ast.AST | None:
     """The ``torch.no_grad()``/``torch.inference_mode()`` item of a ``with`` block around
     ``node`` in its own function, or None. (Only those: ``set_grad_enabled(flag)`` may enable
@@ -194,7 +190,7 @@ def _no_grad_block(script: Script, node: ast.AST) -> ast.AST | None:
             for item in p.items:
                 q = script.call_qualname(item.context_expr) \
                     if isinstance(item.context_expr, ast.Call) else None
-                if q in _NO_GRAD and not (item.context_expr.args and  # type: ignore
+                if q in NO_GRAD and not (item.context_expr.args and  # type: ignore
                                           not is_true(item.context_expr.args[0])):  # type: ignore
                     return item.context_expr
         n = p
@@ -222,7 +218,7 @@ def _unpacked_or_iterated(script: Script, name: str, at: ast.AST) -> ast.expr | 
         return None
     line = at.lineno  # type: ignore[attr-defined]
     best: tuple[int, ast.expr] | None = None
-    for lineno, t, value in _tuple_assignments(scope).get(name, ()):
+    for lineno, t, value in tuple_assignments(scope).get(name, ()):
         if lineno >= line or best is not None and lineno <= best[0]:
             continue
         names = [isinstance(e, ast.Name) and e.id == name for e in t.elts]
@@ -233,22 +229,6 @@ def _unpacked_or_iterated(script: Script, name: str, at: ast.AST) -> ast.expr | 
             v = _returned_part(script, v, names.index(True), len(t.elts)) or v
         best = (lineno, v)
     return best[1] if best else None
-
-
-def _tuple_assignments(scope: ast.AST) -> dict[str, list]:
-    """name -> [(line, tuple target, value)] for the tuple assignments of a scope."""
-    table = getattr(scope, "_tg_tuple_assigns", None)
-    if table is None:
-        table = {}
-        for sub in walk_local(scope):
-            if isinstance(sub, ast.Assign):
-                for t in sub.targets:
-                    if isinstance(t, (ast.Tuple, ast.List)):
-                        for e in t.elts:
-                            if isinstance(e, ast.Name):
-                                table.setdefault(e.id, []).append((sub.lineno, t, sub.value))
-        scope._tg_tuple_assigns = table  # type: ignore[attr-defined]
-    return table
 
 
 def _opaque(script: Script, it: ast.expr) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from trainguard.lint.astutil import walk_local
+from trainguard.lint.astutil import encloses, walk_local
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.consts import UNKNOWN, resolve, truth
 from trainguard.lint.packed import packs_sequences, recurrent_outputs, recurrent_submodules, \
@@ -293,14 +293,14 @@ class _Flow:
             return out
         stmt = _statement(load)
         here = _pos(stmt)
-        before = [d for d in defs if (_pos(d[0]) < here or _encloses(d[0], stmt)) and
+        before = [d for d in defs if (_pos(d[0]) < here or encloses(d[0], stmt)) and
                   self.taken(d[0]) is not None]
         for d in sorted(before, key=lambda d: _pos(d[0]), reverse=True):
             out.extend(d[1])
             if _dominates(self.taken(d[0]), stmt):  # type: ignore[arg-type]
                 break
         for loop in _loops_around(stmt):
-            out.extend(s for d in defs if _pos(d[0]) >= here and _encloses(loop, d[0])
+            out.extend(s for d in defs if _pos(d[0]) >= here and encloses(loop, d[0])
                        for s in d[1])
         return out
 
@@ -424,21 +424,17 @@ def _ancestors(node: ast.AST) -> list[ast.AST]:
     return out
 
 
-def _encloses(outer: ast.AST, node: ast.AST) -> bool:
-    return outer is not node and any(a is outer for a in _ancestors(node))
-
-
 def _dominates(stmt: ast.AST, at: ast.AST) -> bool:
     """``stmt`` runs whenever ``at`` does: its block holds ``at`` (or a block around it), and it
     is no loop header around ``at``."""
     block = getattr(stmt, "_tg_parent", None)
-    if isinstance(stmt, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)) and _encloses(stmt, at):
+    if isinstance(stmt, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)) and encloses(stmt, at):
         return True
     if isinstance(block, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try)) and \
-            not _encloses(block, at):
+            not encloses(block, at):
         return False
     return block is not None and (block is getattr(at, "_tg_parent", None) or
-                                  _encloses(block, at))
+                                  encloses(block, at))
 
 
 def _loops_around(stmt: ast.AST) -> list[ast.AST]:

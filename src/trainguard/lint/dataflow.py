@@ -59,6 +59,23 @@ def last_assignment(name: str, before: ast.AST) -> ast.expr | None:
     return best[1] if best else None
 
 
+def tuple_assignments(scope: ast.AST) -> dict[str, list]:
+    """name -> [(line, tuple target, value)] for the tuple assignments of a scope (``a, b =
+    f(x)``), read once per scope."""
+    table = getattr(scope, "_tg_tuple_assigns", None)
+    if table is None:
+        table = {}
+        for sub in walk_local(scope):
+            if isinstance(sub, ast.Assign):
+                for t in sub.targets:
+                    if isinstance(t, (ast.Tuple, ast.List)):
+                        for e in t.elts:
+                            if isinstance(e, ast.Name):
+                                table.setdefault(e.id, []).append((sub.lineno, t, sub.value))
+        scope._tg_tuple_assigns = table  # type: ignore[attr-defined]
+    return table
+
+
 def is_loss_call(script: Script, node: ast.AST) -> bool:
     if not isinstance(node, ast.Call):
         return False

@@ -59,43 +59,46 @@ def class_length(script: Script, call: ast.Call, depth: int) -> Any:
         n = const_eval(value, env=env)
         return n if isinstance(n, int) and not isinstance(n, bool) else UNKNOWN
     if isinstance(value, ast.List) and not value.elts:  # self.items = [] then appended to
-        return _appended(init, attr, env)
+        loop = _appending_loop(init, attr)
+        return _range_length(script, loop.iter, env, depth) if loop is not None else UNKNOWN
     if isinstance(value, ast.ListComp):  # [make(i) for i in range(n)]
         gen = value.generators
         if len(gen) == 1 and not gen[0].ifs:
-            return _range_length(gen[0].iter, env)
+            return _range_length(script, gen[0].iter, env, depth)
         return UNKNOWN
     return samples(script, value, env, depth=depth)
 
 
-def _appended(init: ast.AST, attr: str, env: dict[str, ast.expr]) -> Any:
-    """How many items ``__init__`` appends to the list ``self.<attr>`` it starts empty: one
-    ``self.<attr>.append(...)`` statement, run once per pass of one ``for _ in range(n)`` loop
-    (no ``if`` or ``try`` around it inside the loop), and nothing else that changes it."""
+def _appending_loop(init: ast.AST, attr: str) -> ast.For | None:
+    """The ``for`` loop of ``__init__`` whose passes each append once to the list
+    ``self.<attr>`` it starts empty: one ``self.<attr>.append(...)`` statement directly in one
+    loop (no ``if`` or ``try`` around it inside the loop, no ``break``/``continue``), and
+    nothing else that changes the list. None otherwise."""
     uses = [n for n in walk_local(init) if isinstance(n, ast.Attribute) and _self_attr(n) == attr]
     calls = [parent(u) for u in uses]
     appends = [c for c in calls if isinstance(c, ast.Attribute) and c.attr == "append"]
     if len(appends) != 1 or any(isinstance(c, ast.Attribute) and c.attr in _GROWS
                                 for c in calls if c is not appends[0]):
-        return UNKNOWN
+        return None
     stmt = parent(parent(appends[0]))
     loop = parent(stmt) if isinstance(stmt, ast.Expr) else None
     if not isinstance(loop, ast.For) or stmt not in loop.body or loop.orelse or \
             any(isinstance(n, (ast.Break, ast.Continue)) for n in walk_local(loop)) or \
             isinstance(parent(loop), (ast.For, ast.While, ast.If, ast.Try)):
-        return UNKNOWN
-    return _range_length(loop.iter, env)
+        return None
+    return loop
 
 
 _GROWS = {"append", "extend", "insert", "pop", "remove", "clear"}
 
 
-def _range_length(expr: ast.expr, env: dict[str, ast.expr]) -> Any:
-    if isinstance(expr, ast.Call) and dotted(expr.func) == "range" and expr.args and \
-            not expr.keywords:
-        vals = [const_eval(a, env=env) for a in expr.args]
-        if all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
-            return len(range(*vals))
+def _range_length(script: Script, expr: ast.expr, env: dict[str, ast.expr], depth: int) -> Any:
+    """The length of ``range(...)`` (:func:`trainguard.lint.shapes.samples` computes it); only
+    ``range`` iterables count here."""
+    from trainguard.lint.shapes import samples
+
+    if isinstance(expr, ast.Call) and dotted(expr.func) == "range":
+        return samples(script, expr, env, depth=depth)
     return UNKNOWN
 
 

@@ -9,7 +9,7 @@ from functools import cached_property
 from trainguard.lint.astutil import dotted, is_true, parent, walk_local
 from trainguard.lint.script import Script
 
-__all__ = ["Repro"]
+__all__ = ["Repro", "SEED_CALLS"]
 
 _SEED_ALL = re.compile(r"(^|\.)(seed_everything|set_seed|seed_all|set_random_seed|fix_seed|"
                        r"setup_seed|init_seeds|seed_torch)$")
@@ -45,6 +45,9 @@ class Repro:
 _TORCH_SEEDS = ("torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed_all",
                 "torch.cuda.manual_seed", "torch.default_generator.manual_seed",
                 "torch.random.default_generator.manual_seed")
+SEED_CALLS = {**dict.fromkeys(_TORCH_SEEDS, "torch"), "numpy.random.seed": "numpy",
+              "random.seed": "random"}
+"""The calls that seed a global generator (qualified name -> ``torch``, ``numpy``, ``random``)."""
 
 
 def _seeds(script: Script, calls, *, depth: int) -> set[str]:  # type: ignore[no-untyped-def]
@@ -57,12 +60,8 @@ def _seeds(script: Script, calls, *, depth: int) -> set[str]:  # type: ignore[no
         q = script.call_qualname(call) or ""
         if _in_fork_rng(script, call):
             continue  # seeds only the draws inside the block; the run itself is unseeded
-        if q in _TORCH_SEEDS:
-            out.add("torch")
-        elif q == "numpy.random.seed":
-            out.add("numpy")
-        elif q == "random.seed":
-            out.add("random")
+        if q in SEED_CALLS:
+            out.add(SEED_CALLS[q])
         elif "seed" in q.lower():
             targets = script.targets(call)
             if targets:

@@ -25,7 +25,7 @@ from trainguard.lint.source import cell_line
 if TYPE_CHECKING:
     from trainguard.lint.callgraph import CallGraph, Target
 
-__all__ = ["Script"]
+__all__ = ["Script", "NO_GRAD", "is_backward"]
 
 Func = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -512,8 +512,7 @@ class Script:
         it, None when it says nothing about grad mode. A non-literal ``set_grad_enabled(flag)``
         counts as disabling: it may, and a rule must not fire on a maybe."""
         q = self.call_qualname(expr) if isinstance(expr, ast.Call) else self.qualname(expr)
-        if q in ("torch.no_grad", "torch.autograd.no_grad", "torch.inference_mode",
-                 "torch.autograd.grad_mode.no_grad", "torch.autograd.inference_mode"):
+        if q in NO_GRAD:
             if isinstance(expr, ast.Call) and expr.args and is_false(expr.args[0]):
                 return False
             return True
@@ -554,6 +553,12 @@ class Script:
                 return result
             n = p
         return False
+
+
+NO_GRAD = frozenset({"torch.no_grad", "torch.autograd.no_grad", "torch.inference_mode",
+                     "torch.autograd.grad_mode.no_grad", "torch.autograd.inference_mode"})
+"""The context managers (and decorators) that disable grad whatever their argument, but
+``False``: ``no_grad`` and ``inference_mode`` under their public names."""
 
 
 def is_backward(call: ast.AST) -> bool:

@@ -86,20 +86,17 @@ def _returned_terms(script: Script, call: ast.Call, index: int | None,
 def _unpacked_call(name: str, at: ast.AST) -> tuple[ast.Call, int] | None:
     """``(call, i)`` for ``a, name = call(...)`` (a flat tuple target), the last such binding
     of ``name`` above ``at`` in its scope."""
-    from trainguard.lint.dataflow import scope_of
+    from trainguard.lint.dataflow import scope_of, tuple_assignments
 
     best = None
-    for sub in walk_local(scope_of(at)):
-        if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call) and \
-                sub.lineno < at.lineno and len(sub.targets) == 1 and \
-                isinstance(sub.targets[0], ast.Tuple):  # type: ignore[attr-defined]
-            elts = sub.targets[0].elts
-            idx = next((i for i, e in enumerate(elts)
-                        if isinstance(e, ast.Name) and e.id == name), None)
-            if idx is not None and all(not isinstance(e, ast.Starred) for e in elts) and \
-                    (best is None or sub.lineno > best[0].lineno):
-                best = (sub, idx)
-    return (best[0].value, best[1]) if best is not None else None
+    for line, target, value in tuple_assignments(scope_of(at)).get(name, ()):
+        if isinstance(value, ast.Call) and line < at.lineno and \
+                not any(isinstance(e, ast.Starred) for e in target.elts) and \
+                (best is None or line > best[0]):  # type: ignore[attr-defined]
+            idx = next(i for i, e in enumerate(target.elts)
+                       if isinstance(e, ast.Name) and e.id == name)
+            best = (line, value, idx)
+    return (best[1], best[2]) if best is not None else None
 
 
 def _number(node: ast.AST) -> bool:

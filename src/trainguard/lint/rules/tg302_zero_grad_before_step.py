@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, exclusive, parent
+from trainguard.lint.astutil import dotted, encloses, exclusive, parent
 from trainguard.lint.events import Event, events
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
@@ -72,8 +72,8 @@ def _micro_loop_zeroing(script: Script, loop: ast.AST, evs: list[Event],
         if at is None or not any(x.kind == "backward" for x in one_pass[at + 1:]) or \
                 any(x.kind == "step" for x in one_pass):
             continue
-        after = [x for x in evs[i + 1:] if not _within(x.via or x.node, inner)
-                 and not _within(x.node, inner)]
+        after = [x for x in evs[i + 1:] if not encloses(inner, x.via or x.node)
+                 and not encloses(inner, x.node)]
         step = _next_step([x for x in after if x.kind != "backward"])
         if step is None or not _related(script, e, step, steppers):
             continue
@@ -86,13 +86,6 @@ def _micro_loop_zeroing(script: Script, loop: ast.AST, evs: list[Event],
                   fix="zero once before the loop (or after the step), not inside it")
         return
 
-
-def _within(node: ast.AST, outer: ast.AST) -> bool:
-    n = node
-    while (n := parent(n)) is not None:
-        if n is outer:
-            return True
-    return False
 
 
 # Hooks a training framework runs after backward() and before optimizer.step()

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, is_true, kwarg, parent
 from trainguard.lint.consts import const_eval
-from trainguard.lint.repro import Repro
+from trainguard.lint.repro import SEED_CALLS, Repro
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
@@ -60,9 +60,6 @@ def check(script: Script) -> Iterator[Hit]:
 
 _HOW = {"torch": "torch.manual_seed(seed)", "numpy": "np.random.seed(seed)",
         "random": "random.seed(seed)"}
-_SEEDS = {"numpy.random.seed": "numpy", "random.seed": "random", "torch.manual_seed": "torch",
-          "torch.random.manual_seed": "torch", "torch.cuda.manual_seed_all": "torch",
-          "torch.cuda.manual_seed": "torch"}
 
 
 def _partial_helpers(script: Script) -> Iterator[Hit]:
@@ -104,7 +101,7 @@ def _seeding_body(script: Script, func: ast.AST) -> dict[ast.Call, str]:
         if isinstance(stmt, ast.Assign):
             continue  # os.environ["PYTHONHASHSEED"] = str(seed), cudnn flags
         call = stmt.value if isinstance(stmt, ast.Expr) else None
-        family = _SEEDS.get(script.call_qualname(call) or "") if isinstance(call, ast.Call) \
+        family = SEED_CALLS.get(script.call_qualname(call) or "") if isinstance(call, ast.Call) \
             else None
         if family is None:
             return {}
@@ -118,7 +115,7 @@ def _seeding_body(script: Script, func: ast.AST) -> dict[ast.Call, str]:
 def _seeds_torch_around(script: Script, site: ast.AST) -> bool:
     """The function that calls the helper (or the module, at top level) seeds torch itself."""
     scope = script.enclosing_function(site) or script.tree
-    return any(isinstance(c, ast.Call) and _SEEDS.get(script.call_qualname(c) or "") == "torch"
+    return any(isinstance(c, ast.Call) and SEED_CALLS.get(script.call_qualname(c) or "") == "torch"
                for c in ast.walk(scope) if not isinstance(scope, ast.Module) or
                script.enclosing_function(c) is None)
 
