@@ -51,44 +51,38 @@ from trainguard.sanitize.core.source import SourceFile
 _SDPA = "scaled_dot_product_attention"
 
 
-def _calling_module(frame: Any, *, depth: int = 4) -> Any:
-    """The module whose method (``forward`` or a helper it calls) made the call: the first
-    ``self`` that is an ``nn.Module`` within ``depth`` frames of the caller, else None."""
+def _module_frame(frame: Any, *, depth: int = 4) -> tuple[Any, Any]:
+    """``(module, frame)``: the first ``self`` that is an ``nn.Module`` within ``depth`` frames
+    from ``frame`` (the module whose method made the call), and its frame; ``(None, None)``."""
     from torch import nn
 
     while frame is not None and depth > 0:
         found = frame.f_locals.get("self")
         if isinstance(found, nn.Module):
-            return found
+            return found, frame
         frame, depth = frame.f_back, depth - 1
-    return None
+    return None, None
 
 
-def _stray_dropout(frame: Any) -> tuple[Any, Any] | None:
-    """(owner, dropout) when the call comes from an ``nn.Dropout`` in training mode that the
-    module calling it does not hold while that module is in eval mode: a dropout built inside
-    ``forward`` (``nn.Dropout(0.5)(x)``), a new module on every call that ``model.eval()``
-    never reaches."""
-    from torch import nn
+def _calling_module(frame: Any, *, depth: int = 4) -> Any:
+    """The module whose method (``forward`` or a helper it calls) made the call, else None."""
+    return _module_frame(frame, depth=depth)[0]
+
+
+def _stray_owner(drop: Any, frame: Any) -> Any:
+    """The module in eval mode that called ``drop`` (an ``nn.Dropout`` in training mode, whose
+    call runs at ``frame``) without holding it: a dropout built inside ``forward``
+    (``nn.Dropout(0.5)(x)``), a new module on every call that ``model.eval()`` never reaches.
+    None otherwise."""
     from torch.nn.modules.dropout import _DropoutNd
 
-    depth = 6
-    while frame is not None and depth > 0:
-        found = frame.f_locals.get("self")
-        if isinstance(found, nn.Module):
-            break
-        frame, depth = frame.f_back, depth - 1
-    else:
-        return None
-    if not isinstance(found, _DropoutNd) or not found.training:
-        return None
-    while frame is not None and frame.f_locals.get("self") is found:
+    while frame is not None and frame.f_locals.get("self") is drop:
         frame = frame.f_back  # (the dropout's own call frames)
     owner = _calling_module(frame)
     if owner is None or owner.training or isinstance(owner, _DropoutNd) or \
-            any(m is found for m in owner.modules()):
+            any(m is drop for m in owner.modules()):
         return None
-    return owner, found
+    return owner
 
 
 def _literal_true(frame: Any, index: int, keyword: str) -> bool:
@@ -138,16 +132,22 @@ class FunctionalDropoutIgnoresMode(Check):
         if flag is not True:
             return
         if positional and p and not name.startswith("torch."):
-            stray = _stray_dropout(self.state.functional_caller)
-            if stray is not None:
-                owner, drop = type(stray[0]).__name__, stray[1]
+            from torch.nn.modules.dropout import _DropoutNd
+
+            drop, frame = _module_frame(self.state.functional_caller, depth=6)
+            if isinstance(drop, _DropoutNd) and drop.training:
+                # an nn.Dropout's own call (training=self.training): in training mode it is in
+                # fault only when a module in eval mode calls it without holding it
+                owner = _stray_owner(drop, frame)
+                if owner is None:
+                    return
+                kind, cls = type(drop).__name__, type(owner).__name__
                 self.report(
-                    f"{type(drop).__name__}(p={drop.p}) is built inside {owner}.forward: a new "
-                    f"module on every call, in training mode, that {owner} does not hold, so "
-                    f"model.eval() never reaches it and dropout still drops activations while "
-                    f"{owner} is in eval mode",
-                    fix=f"build it once in {owner}.__init__ (self.dropout = "
-                        f"nn.{type(drop).__name__}(p={drop.p})) and call self.dropout(x)")
+                    f"{kind}(p={drop.p}) is built inside {cls}.forward: a new module on every "
+                    f"call, in training mode, that {cls} does not hold, so model.eval() never "
+                    f"reaches it and dropout still drops activations while {cls} is in eval mode",
+                    fix=f"build it once in {cls}.__init__ (self.dropout = nn.{kind}(p={drop.p})) "
+                        f"and call self.dropout(x)")
                 return
         module = self._eval_module(p)
         if module is None:
