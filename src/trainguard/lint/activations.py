@@ -44,7 +44,7 @@ _SAME_VALUES_FUNCS = {"torch.flatten", "torch.reshape", "torch.squeeze", "torch.
                       "torch.transpose", "torch.permute"}
 
 
-def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 9,
+def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 12,
                   origin: Script | None = None) -> tuple[Activation, ast.AST] | None:
     """The last activation applied to ``expr``'s value and the node that applied it, or None.
     ``origin`` is the linted file when ``script`` is another file of its project (a call there

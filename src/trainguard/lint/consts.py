@@ -220,6 +220,11 @@ def resolve(script: Any, expr: ast.AST | None, *, _depth: int = 3) -> Any:
 
         def visit_Name(self, node: ast.Name) -> ast.AST:
             bound = _param_value(script, expr, node.id)
+            if bound is not None and _depth > 0 and const_eval(bound) is UNKNOWN:
+                # the caller's argument is its own configuration: `main(cfg)` passes
+                # `cfg["trainer"]["lr_scheduler"]` to `create_scheduler(cfg, opt)`
+                v = resolve(script, bound, _depth=_depth - 1)
+                bound = None if v is UNKNOWN else ast.Constant(v)
             if bound is None and _depth > 0:
                 bound = _local_value(script, expr, node.id, _depth - 1)
             if bound is not None:

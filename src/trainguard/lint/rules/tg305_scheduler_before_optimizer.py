@@ -5,7 +5,8 @@ Since PyTorch 1.1 ``lr_scheduler.step()`` must follow ``optimizer.step()``; call
 first value of the schedule is skipped
 (https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate). A ``StepLR``,
 ``MultiStepLR`` or ``ExponentialLR`` with literal epoch counts stepped inside the batch loop of
-an epoch loop runs its schedule once per batch. OneCycleLR, CyclicLR and warmup (Lambda)
+an epoch loop runs its schedule once per batch; the epoch loop may be around every call of the
+function that holds the batch loop (``train_one_epoch``, a trainer's ``__call__``). OneCycleLR, CyclicLR and warmup (Lambda)
 schedulers are per batch by design and stay silent; so do schedules sized from the loader
 (``step_size=len(loader) * 30``) and ``ExponentialLR`` with ``gamma >= 0.99`` (a per-iteration
 decay). A ``ReduceLROnPlateau`` stepped per batch counts when its patience (in epochs: not
@@ -66,8 +67,7 @@ def check(script: Script) -> Iterator[Hit]:
     for loop in loops:
         if id(loop) in nested:
             continue  # a training loop runs inside it: it is no batch loop (`for phase in ...`)
-        around = [p for p in script.enclosing_loops(loop)
-                  if isinstance(p, (ast.For, ast.AsyncFor, ast.While))]
+        around = _epoch_loops(script, loop)
         if not around or not isinstance(around[0], (ast.For, ast.AsyncFor)):
             continue  # no epoch loop around it (a `while step < N` loop counts iterations)
         epochs = _epoch_count(script, around)
@@ -96,6 +96,23 @@ def check(script: Script) -> Iterator[Hit]:
                             f"stepped inside the batch loop at "
                             f"{script.at(loop.lineno)}{through}: it runs once per batch",
                       fix=f"call {key}.step() once per epoch, after the batch loop")
+
+
+def _epoch_loops(script: Script, loop: ast.AST) -> list[ast.AST]:
+    """The loops around a batch loop, innermost first: in its function, or, when its function
+    holds no loop around it (``def train_one_epoch(...)``, a trainer's ``__call__``), around
+    the calls of that function, when every call sits in one."""
+    kinds = (ast.For, ast.AsyncFor, ast.While)
+    around = [p for p in script.enclosing_loops(loop) if isinstance(p, kinds)]
+    func = script.enclosing_function(loop)
+    if around or func is None:
+        return around
+    sites = script.graph.sites(func)
+    if not sites and func.name == "__call__":
+        sites = [c for c in script.calls if any(t.func is func
+                                                for t in script.graph.instance_targets(c))]
+    outer = [[p for p in script.enclosing_loops(s) if isinstance(p, kinds)] for s in sites]
+    return outer[0] if outer and all(outer) else []
 
 
 def _stepped_twice(script: Script, loops: list[ast.AST], alternatives: set[int]

@@ -4,8 +4,11 @@
 (https://pytorch.org/docs/stable/generated/torch.nn.BCEWithLogitsLoss.html); a sigmoid before
 it squeezes predictions into (0.5, 0.73) and gradients vanish. The sigmoid is followed through
 names, shape ops, ``nn.Sigmoid`` modules, ``nn.Sequential`` heads, factories and the model
-class's ``forward`` (:mod:`trainguard.lint.activations`), and reported at the sigmoid when it is
-in the file;
+class's ``forward`` (:mod:`trainguard.lint.activations`), and reported at the sigmoid (in
+the loss's function, or in a model whose output a trainer feeds to its loss), or at
+the loss when the sigmoid is in a helper or in the component that also picks the loss (an
+output block whose ``forward`` returns probabilities and whose ``compute_loss`` uses logits):
+there the probabilities are the component's contract and the loss is what to change;
 ``nn.BCELoss`` after a sigmoid is the right pairing and stays silent.
 """
 
@@ -42,7 +45,24 @@ def check(script: Script) -> Iterator[Hit]:
             if text:
                 edits = [Edit(act.lineno, act.col_offset, act.end_lineno or act.lineno,
                               act.end_col_offset or 0, text)]
+        if _loss_to_change(script, act, call):
+            yield Hit(call, f"BCEWithLogitsLoss is fed probabilities: the sigmoid at "
+                            f"{script.at(act.lineno)} already made them, and the loss applies "
+                            f"the sigmoid again, so gradients vanish",
+                      fix="feed the logits (before the sigmoid) to this loss, or use "
+                          "nn.BCELoss on the probabilities")
+            continue
         yield Hit(act, f"this sigmoid's output is fed to BCEWithLogitsLoss at "
                        f"{script.at(call.lineno)}, which applies the sigmoid itself: the "
                        f"sigmoid is applied twice and gradients vanish",
                   edits=edits, safe=False)
+
+
+def _loss_to_change(script: Script, act: ast.AST, loss: ast.AST) -> bool:
+    """The sigmoid sits in a helper function, or in the class that also computes the loss (not
+    in the loss's own function, nor in another class: a model's layer or ``forward``)."""
+    where = script.enclosing_function(act)
+    if where is script.enclosing_function(loss):
+        return False
+    cls = script.enclosing_class(act)  # a module's layer or forward
+    return cls is script.enclosing_class(loss) if cls is not None else True
