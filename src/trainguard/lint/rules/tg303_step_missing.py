@@ -107,6 +107,9 @@ def _manual_update(script: Script) -> bool:
     for node in script.nodes:
         if not (isinstance(node, ast.Attribute) and node.attr == "grad"):
             continue
+        up = parent(node)
+        if isinstance(up, ast.Call) and up.func is node:
+            continue  # torch.autograd.grad(...): a function, not a tensor's gradient
         n = node
         while (n := parent(n)) is not None:
             if isinstance(n, (ast.AugAssign, ast.Call)):
