@@ -159,12 +159,31 @@ def _items_of_graph(script: Script, loop: ast.For, names: set[str]) -> set[str]:
                 len(target.elts) == 2 and isinstance(target.elts[1], ast.Name):
             return {target.elts[1].id}
         return set()
-    if isinstance(it, (ast.Name, ast.List, ast.Tuple)) and isinstance(target, ast.Name) and \
-            (isinstance(it, ast.Name) and it.id in names and _holds_sequence(it, loop) or
-             isinstance(it, (ast.List, ast.Tuple)) and
-             any(carries_graph(script, e, names) for e in it.elts)):
-        return {target.id}
-    return set()
+    return _iterated(script, it, target, loop, names)
+
+
+def _iterated(script: Script, it: ast.AST, target: ast.AST, loop: ast.For, names: set[str]
+              ) -> set[str]:
+    """Names of ``target`` that take graph values from iterating ``it``: a list of losses, a
+    model's list of outputs (``for out, feats in disc(fake)``: a multi-scale discriminator),
+    each part of ``zip(...)`` and the values of ``enumerate(...)``."""
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and not it.keywords:
+        if it.func.id == "zip" and isinstance(target, ast.Tuple) and \
+                len(target.elts) == len(it.args):
+            return {n for part, arg in zip(target.elts, it.args)
+                    for n in _iterated(script, arg, part, loop, names)}
+        if it.func.id == "enumerate" and it.args and isinstance(target, ast.Tuple) and \
+                len(target.elts) == 2:
+            return _iterated(script, it.args[0], target.elts[1], loop, names)
+    if isinstance(it, ast.Name):
+        carried = it.id in names and _holds_sequence(it, loop)
+    elif isinstance(it, (ast.List, ast.Tuple)):
+        carried = any(carries_graph(script, e, names) for e in it.elts)
+    else:
+        carried = isinstance(it, ast.Call) and carries_graph(script, it, names)
+    if not carried:
+        return set()
+    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
 
 
 def _holds_sequence(name: ast.Name, before: ast.AST) -> bool:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, walk_local
+from trainguard.lint.astutil import dotted, parent, walk_local
 from trainguard.lint.caches import cached_graphs
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.dataflow import (CUTS, _is_cut, carries_graph, graph_names, is_loss_call,
@@ -385,20 +385,37 @@ def _mentions_uncut(node: ast.AST, name: str) -> bool:
 
 
 def _outlives(acc: str, loop: ast.AST) -> bool:
-    """The accumulator is assigned before the loop and not re-created inside it."""
+    """The accumulator is assigned before the loop and not re-created in every iteration: a
+    reset under a test (``if step % log_every == 0: total = 0.0``) keeps the graphs of the
+    iterations between resets."""
     for sub in walk_local(loop):
-        if isinstance(sub, ast.Assign) and any(isinstance(t, ast.Name) and t.id == acc
-                                               for t in sub.targets):
-            v = sub.value
-            if not (isinstance(v, ast.BinOp) and isinstance(v.left, ast.Name) and v.left.id == acc
-                    or _blend_of(v, acc)):
-                return False
+        if not isinstance(sub, ast.Assign):
+            continue
+        for t in sub.targets:  # acc = 0.0, or a, acc = 0.0, 0.0
+            pairs = zip(t.elts, sub.value.elts) if isinstance(t, ast.Tuple) and \
+                isinstance(sub.value, ast.Tuple) and len(t.elts) == len(sub.value.elts) \
+                else [(t, sub.value)]
+            for name, v in pairs:
+                if isinstance(name, ast.Name) and name.id == acc and not (
+                        isinstance(v, ast.BinOp) and isinstance(v.left, ast.Name) and
+                        v.left.id == acc or _blend_of(v, acc)) and not _under_test(sub, loop):
+                    return False
     scope = scope_of(loop)
     return any(isinstance(sub, (ast.Assign, ast.AnnAssign)) and sub.lineno < loop.lineno
                and any(isinstance(n, ast.Name) and n.id == acc
                        for t in (sub.targets if isinstance(sub, ast.Assign) else [sub.target])
                        for n in ast.walk(t))
                for sub in walk_local(scope))
+
+
+def _under_test(node: ast.AST, loop: ast.AST) -> bool:
+    """``node`` sits in an ``if`` inside ``loop``: it does not run every iteration."""
+    n = parent(node)
+    while n is not None and n is not loop:
+        if isinstance(n, ast.If):
+            return True
+        n = parent(n)
+    return False
 
 
 def _blend_of(value: ast.AST, acc: str) -> bool:
