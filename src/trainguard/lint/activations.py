@@ -7,7 +7,8 @@ method or function the call graph resolves returns (``model.predict_proba(x)``),
 ``self(x)`` in a method of the model (a base class's, through its subclasses' ``forward``). The model
 behind a call is found however it was built: ``Net(...).to(device)``, a factory that returns
 ``nn.Sequential(..., nn.Softmax(1))``, or an attribute such as ``self.model`` whose class the
-call graph knows (``Trainer(TwoTower())``).
+call graph knows (``Trainer(TwoTower())``). Softmax weights mixing one-hot label rows
+(``probs @ F.one_hot(y).float()``) are probabilities again.
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 12,
         return activation_of(script, value, depth=depth - 1, origin=origin)
     if isinstance(expr, ast.Subscript):  # probs[:, :k], out[0]
         return activation_of(script, expr.value, depth=depth - 1, origin=origin)
+    mixed = _mixed(script, expr, depth, origin)
+    if mixed is not None:
+        return mixed
     if not isinstance(expr, ast.Call):
         return None
     q = script.call_qualname(expr) or ""
@@ -170,16 +174,67 @@ def _parameter_activation(script: Script, name: ast.Name, depth: int,
     params = [a.arg for a in func.args.posonlyargs + func.args.args]
     if name.id not in params:
         return None
+    values = _passed_values(script, name, func, params)
+    kinds = {activation_of(script, v, depth=depth - 1, origin=origin) for v in values[:8]}
+    return _one(kinds, name) if kinds else None
+
+
+def _passed_values(script: Script, name: ast.Name, func: ast.AST, params: list[str]
+                   ) -> list[ast.expr]:
+    """What the calls of ``func`` pass for parameter ``name``, also a module's ``forward`` run
+    by calling the module (``self.classify(sims, labels)``)."""
     values = _argument_values(script, name)
-    if func.name == "forward" and script.enclosing_class(func) is not None:
+    if func.name == "forward" and script.enclosing_class(func) is not None:  # type: ignore[attr-defined]
         names = params[1:]
         for call in script.calls:
             if any(t.func is func for t in script.graph.instance_targets(call)):
                 bound = bind_arguments(names, call)
                 if name.id in bound:
                     values.append(bound[name.id])
-    kinds = {activation_of(script, v, depth=depth - 1, origin=origin) for v in values[:8]}
-    return _one(kinds, name) if kinds else None
+    return values
+
+
+def _mixed(script: Script, expr: ast.AST, depth: int, origin: Script
+           ) -> tuple[Activation, ast.AST] | None:
+    """``probs @ one_hot`` (``torch.matmul``, ``torch.bmm``): softmax weights mixing one-hot
+    label rows are class probabilities again (a matching network's attentional classifier).
+    Returned with the product as its node: no final activation to remove, the loss is what
+    to change."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.MatMult):
+        left, right = expr.left, expr.right
+    elif isinstance(expr, ast.Call) and len(expr.args) == 2 and \
+            script.call_qualname(expr) in ("torch.matmul", "torch.bmm"):
+        left, right = expr.args
+    else:
+        return None
+    found = activation_of(script, left, depth=depth - 1, origin=origin)
+    if found is None or found[0] != "softmax" or not _one_hot(script, right, depth - 1):
+        return None
+    return "softmax", expr
+
+
+def _one_hot(script: Script, expr: ast.AST, depth: int) -> bool:
+    """``F.one_hot(y, k)`` (cast or not), through names and the arguments every call passes."""
+    if depth <= 0:
+        return False
+    if isinstance(expr, ast.Call):
+        if script.call_qualname(expr) == "torch.nn.functional.one_hot":
+            return True
+        f = expr.func
+        return isinstance(f, ast.Attribute) and \
+            f.attr in _SAME_VALUES | {"expand", "expand_as", "repeat"} and \
+            _one_hot(script, f.value, depth - 1)
+    if isinstance(expr, ast.Name):
+        bound = _binding(expr)
+        if bound is not None:
+            return bound[1] is None and _one_hot(script, bound[0], depth - 1)
+        func = script.enclosing_function(expr)
+        if func is None:
+            return False
+        params = [a.arg for a in func.args.posonlyargs + func.args.args]
+        values = _passed_values(script, expr, func, params) if expr.id in params else []
+        return bool(values) and all(_one_hot(script, v, depth - 1) for v in values[:8])
+    return False
 
 
 def _returned_activation(script: Script, call: ast.Call, depth: int,

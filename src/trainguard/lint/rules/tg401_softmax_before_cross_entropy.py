@@ -10,7 +10,9 @@ that return such a head, and the ``forward`` of the model's class however the mo
 loss (``Net().to(device)``, ``self.model`` set from a constructor argument). Reported at the
 softmax when it is in the file (the line to change), else at the loss call; probabilities
 returned by another method of the model (``model.predict_proba(x)``) or a helper are reported
-at that call. The loss may be a parameter that the callers fill with a loss module, a
+at that call. Probabilities made by mixing one-hot label rows with softmax weights (a
+matching network's ``softmax(sims) @ F.one_hot(y).float()``) are reported at the loss: there
+is no final softmax to remove. The loss may be a parameter that the callers fill with a loss module, a
 trainer's attribute set from its constructor, or a config's choice (:mod:`trainguard.lint.losses`);
 a final layer handed to the factory as an argument counts when every call passes one.
 """
@@ -39,6 +41,18 @@ def check(script: Script) -> Iterator[Hit]:
         if found is None or found[0] != "softmax":
             continue
         act = found[1]
+        if isinstance(act, ast.BinOp) or script.call_qualname(act) in ("torch.matmul",
+                                                                        "torch.bmm"):
+            # softmax weights mixing one-hot labels: probabilities by design, the loss is
+            # what to change
+            yield Hit(call, f"{kind} is fed class probabilities: the product at "
+                            f"{script.at(act.lineno)} mixes one-hot labels with softmax "
+                            f"weights, and {kind} "
+                            + ("applies log_softmax again, so the loss saturates"
+                               if kind == "CrossEntropyLoss" else "expects log-probabilities"),
+                      fix="take the log of the probabilities and use F.nll_loss "
+                          "(torch.log(probs.clamp_min(1e-8)))")
+            continue
         edits = []
         if act is arg and isinstance(act, ast.Call) and _written_softmax(script, act):
             inner = act.args[0] if act.args and not isinstance(act.func, ast.Attribute) or \
