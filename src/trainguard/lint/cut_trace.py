@@ -18,7 +18,8 @@ from typing import NamedTuple
 from trainguard.lint.astutil import dotted, is_true, kwarg, parent, walk_local
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.cuts import CUT_ATTRS, NEW_LEAF
-from trainguard.lint.dataflow import last_assignment, tuple_assignments
+from trainguard.lint.dataflow import (last_assignment, reaching_values, stored_items,
+                                      tuple_assignments)
 from trainguard.lint.script import NO_GRAD, Script
 
 __all__ = ["Focus", "aliases", "trace", "data_terms"]
@@ -72,7 +73,14 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
             return False, []  # a target (``for _ in range(n)``): its value is traced where read
         if expr.id in script.aliases:
             return False, []  # a module (nn, F, torch): not a value on the loss's path
-        value = last_assignment(expr.id, at)
+        values = reaching_values(expr.id, at)
+        if len(values) > 1:  # a conditional rebinding (``if frozen: x = x.detach()``)
+            uncut, cuts = False, []
+            for v in values:
+                u, c = _trace_value(script, expr.id, v, depth, focus)
+                uncut, cuts = uncut or u, cuts + c
+            return (True, []) if uncut else (False, cuts)
+        value = values[0] if values else None
         if value is None:
             value = _unpacked_or_iterated(script, expr.id, at)
             if value is not None and _loop_target(expr.id, at) and _opaque(script, value):
@@ -89,17 +97,7 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
             # a number by its default or annotation (``gamma=0.99``, ``gamma: float``)
             return focus is None and not _loop_target(expr.id, at) and \
                 not _number_parameter(expr.id, at), []
-        uncut, cuts = trace(script, value, value, depth - 1, focus)
-        block = _no_grad_block(script, value) if focus is not None else None
-        if block is not None:
-            if uncut or cuts:  # computed without a graph: a cut for the model it came from
-                return False, [(value, f"a value computed under {ast.unparse(block)} "
-                                       f"({script.at(block.lineno)})")] + cuts
-            return False, []
-        for item in _stored_items(expr.id, value):
-            u, c = trace(script, item, item, depth - 1, focus)
-            uncut, cuts = uncut or u, cuts + c
-        return uncut, cuts
+        return _trace_value(script, expr.id, value, depth, focus)
     if isinstance(expr, ast.Call):
         q = script.call_qualname(expr) or ""
         if q in _NEW_LEAF and expr.args:
@@ -177,6 +175,22 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
         any_uncut |= uncut
         all_cuts.extend(cuts)
     return any_uncut, all_cuts
+
+
+def _trace_value(script: Script, name: str, value: ast.expr, depth: int,  # type: ignore
+                 focus: "Focus | None"):
+    """What a name's assigned ``value`` reaches (with the items later stored into it)."""
+    uncut, cuts = trace(script, value, value, depth - 1, focus)
+    block = _no_grad_block(script, value) if focus is not None else None
+    if block is not None:
+        if uncut or cuts:  # computed without a graph: a cut for the model it came from
+            return False, [(value, f"a value computed under {ast.unparse(block)} "
+                                   f"({script.at(block.lineno)})")] + cuts
+        return False, []
+    for item in stored_items(name, value):
+        u, c = trace(script, item, item, depth - 1, focus)
+        uncut, cuts = uncut or u, cuts + c
+    return uncut, cuts
 
 
 def _no_grad_block(script: Script, node: ast.AST) -> ast.AST | None:
@@ -301,29 +315,6 @@ def _iterated(name: str, target: ast.AST, it: ast.expr) -> ast.expr:
                 if any(isinstance(x, ast.Name) and x.id == name for x in ast.walk(t)):
                     return _iterated(name, t, part) if isinstance(t, ast.Tuple) else part
     return it
-
-
-def _stored_items(name: str, value: ast.AST) -> list[ast.expr]:
-    """For a container built empty (``log_probs = []``): what is later appended, inserted or
-    added into it in the same function (``log_probs.append(dist.log_prob(a))``)."""
-    if not (isinstance(value, (ast.List, ast.Tuple)) and not value.elts):
-        return []
-    scope = value
-    while (p := parent(scope)) is not None and not isinstance(
-            p, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
-        scope = p
-    if p is None:
-        return []
-    table = getattr(p, "_tg_stored", None)
-    if table is None:
-        table = {}
-        for c in walk_local(p):
-            if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and \
-                    c.func.attr in ("append", "insert", "extend") and \
-                    isinstance(c.func.value, ast.Name) and c.args:
-                table.setdefault(c.func.value.id, []).append(c.args[-1])
-        p._tg_stored = table  # type: ignore[attr-defined]
-    return table.get(name, [])[:8]
 
 
 def _loop_target(name: str, at: ast.AST) -> bool:

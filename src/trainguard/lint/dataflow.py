@@ -40,8 +40,47 @@ def scope_of(node: ast.AST) -> ast.AST:
 
 
 def last_assignment(name: str, before: ast.AST) -> ast.expr | None:
-    """The value last assigned to ``name`` (a plain name) in ``before``'s scope, above it."""
-    scope = scope_of(before)
+    """The value last assigned to ``name`` (a plain name, or one name of a parallel assignment
+    ``a, b = x.detach(), y.detach()``) in ``before``'s scope, above it."""
+    line = before.lineno  # type: ignore[attr-defined]
+    best: tuple[int, ast.expr, ast.Assign] | None = None
+    for lineno, value, stmt in _assign_table(scope_of(before)).get(name, ()):
+        if lineno < line and (best is None or lineno > best[0]):
+            best = (lineno, value, stmt)
+    return best[1] if best else None
+
+
+def reaching_values(name: str, before: ast.AST) -> list[ast.expr]:
+    """The values of ``name`` that may reach ``before``: the last assignment above it, and
+    while that one sits under an ``if`` that does not hold ``before`` (``if not
+    update_encoder: obs = obs.detach()``), the ones above it too."""
+    line = before.lineno  # type: ignore[attr-defined]
+    found = sorted(((ln, v, st) for ln, v, st in _assign_table(scope_of(before)).get(name, ())
+                    if ln < line), key=lambda x: -x[0])
+    out = []
+    for _, value, stmt in found:
+        out.append(value)
+        if not _conditional_for(stmt, before):
+            break
+    return out
+
+
+def _conditional_for(stmt: ast.AST, before: ast.AST) -> bool:
+    """``stmt`` is under an ``if`` (of its scope) that does not also hold ``before``."""
+    held = set()
+    n = parent(before)
+    while n is not None and not isinstance(n, SCOPES):
+        held.add(id(n))
+        n = parent(n)
+    n = parent(stmt)
+    while n is not None and not isinstance(n, SCOPES):
+        if isinstance(n, ast.If) and id(n) not in held:
+            return True
+        n = parent(n)
+    return False
+
+
+def _assign_table(scope: ast.AST) -> dict[str, list[tuple[int, ast.expr, ast.Assign]]]:
     table = getattr(scope, "_tg_assigns", None)
     if table is None:
         table = {}
@@ -49,14 +88,39 @@ def last_assignment(name: str, before: ast.AST) -> ast.expr | None:
             if isinstance(sub, ast.Assign):
                 for t in sub.targets:
                     if isinstance(t, ast.Name):
-                        table.setdefault(t.id, []).append((sub.lineno, sub.value))
+                        table.setdefault(t.id, []).append((sub.lineno, sub.value, sub))
+                    elif isinstance(t, (ast.Tuple, ast.List)) and \
+                            isinstance(sub.value, (ast.Tuple, ast.List)) and \
+                            len(t.elts) == len(sub.value.elts) and \
+                            not any(isinstance(e, ast.Starred) for e in t.elts):
+                        for e, v in zip(t.elts, sub.value.elts):
+                            if isinstance(e, ast.Name):
+                                table.setdefault(e.id, []).append((sub.lineno, v, sub))
         scope._tg_assigns = table  # type: ignore[attr-defined]
-    line = before.lineno  # type: ignore[attr-defined]
-    best: tuple[int, ast.expr] | None = None
-    for lineno, value in table.get(name, ()):
-        if lineno < line and (best is None or lineno > best[0]):
-            best = (lineno, value)
-    return best[1] if best else None
+    return table
+
+
+def stored_items(name: str, value: ast.AST) -> list[ast.expr]:
+    """For a container built empty (``log_probs = []``): what is later appended, inserted or
+    added into it in the same function (``log_probs.append(dist.log_prob(a))``)."""
+    if not (isinstance(value, (ast.List, ast.Tuple)) and not value.elts):
+        return []
+    scope = value
+    while (p := parent(scope)) is not None and not isinstance(
+            p, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+        scope = p
+    if p is None:
+        return []
+    table = getattr(p, "_tg_stored", None)
+    if table is None:
+        table = {}
+        for c in walk_local(p):
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and \
+                    c.func.attr in ("append", "insert", "extend") and \
+                    isinstance(c.func.value, ast.Name) and c.args:
+                table.setdefault(c.func.value.id, []).append(c.args[-1])
+        p._tg_stored = table  # type: ignore[attr-defined]
+    return table.get(name, [])[:8]
 
 
 def tuple_assignments(scope: ast.AST) -> dict[str, list]:

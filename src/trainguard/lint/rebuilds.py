@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from trainguard.lint.astutil import dotted, walk_local
 from trainguard.lint.callgraph import _self_assigned, bind_arguments
 from trainguard.lint.cuts import CUT_ATTRS
-from trainguard.lint.dataflow import last_assignment
+from trainguard.lint.dataflow import last_assignment, stored_items
 from trainguard.lint.script import Script
 
 __all__ = ["Sources", "loss_sources", "REBUILD"]
@@ -91,6 +91,8 @@ class _Walk:
         value = last_assignment(expr.id, at)
         if value is not None:
             self.visit(value, value, env, depth - 1)
+            for item in stored_items(expr.id, value):  # log_probs = [] ... .append(lp)
+                self.visit(item, item, env, depth - 1)
             return
         func = s.enclosing_function(at)
         if func is None or expr.id not in [a.arg for a in func.args.args]:
