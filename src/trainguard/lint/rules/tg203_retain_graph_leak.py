@@ -4,8 +4,11 @@
 can run through it (https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html). With
 no second backward in the same iteration, those buffers outlive the step; a common cargo-cult
 fix for "Trying to backward through the graph a second time" that hides a missing ``detach()``.
-Silent when another backward or ``torch.autograd.grad`` follows in the same iteration (GAN
-discriminator/generator steps, GradNorm's gradient norms).
+Silent when another backward or ``torch.autograd.grad`` that may pass through the graph
+follows in the same iteration (GAN discriminator/generator steps, GradNorm's gradient norms).
+When every later backward in the same function is built from values whose (uncut) history
+shares no intermediate with this one's (a CycleGAN's discriminator losses on ``fake.detach()``
+after the generator's last ``retain_graph=True``), none of them needs the graph: reported.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import is_true, kwarg
-from trainguard.lint.events import events
+from trainguard.lint.astutil import is_true, kwarg, parent
+from trainguard.lint.cuts import CUT_ATTRS
+from trainguard.lint.dataflow import last_assignment, stored_items
+from trainguard.lint.events import Event, events
 from trainguard.lint.regions import loop_label, training_loops
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script
@@ -30,9 +35,11 @@ def check(script: Script) -> Iterator[Hit]:
         for i, e in enumerate(evs):
             call = e.node
             assert isinstance(call, ast.Call)
-            if e.kind != "backward" or not is_true(kwarg(call, "retain_graph")) or \
-                    i + 1 < len(evs):
-                continue  # a later backward or autograd.grad passes through the graph again
+            if e.kind != "backward" or not is_true(kwarg(call, "retain_graph")):
+                continue
+            later = evs[i + 1:]
+            if later and not _passes_none(script, e, later):
+                continue  # a later backward or autograd.grad may pass through the graph again
             edits = []
             if len(call.keywords) == 1 and not call.args:
                 f = call.func
@@ -46,3 +53,103 @@ def check(script: Script) -> Iterator[Hit]:
                           "through the graph a second time', detach the state carried between "
                           "steps (e.g. hidden = hidden.detach())",
                       edits=edits, safe=False)
+
+
+def _passes_none(script: Script, retained: Event, later: list[Event]) -> bool:
+    """No later backward can pass through the retained one's graph: all are ``.backward()``
+    calls in the same function, and the intermediate values each is built from share no name
+    with those of the retained loss (a value that cannot be followed counts as shared)."""
+    func = script.enclosing_function(retained.node)
+    mine = _history(script, retained.node)
+    if mine is None:
+        return False
+    for e in later:
+        if e.kind != "backward" or script.enclosing_function(e.node) is not func:
+            return False
+        theirs = _history(script, e.node)
+        if theirs is None or theirs & mine:
+            return False
+    return True
+
+
+def _history(script: Script, call: ast.AST) -> set[tuple[str, int]] | None:
+    """(name, line of its assignment) for every value with grad history (a model or a
+    parameter in its making) that ``x`` in ``x.backward()`` is built from in its function,
+    through names, stopping at cuts (``.detach()``, ``.item()``) and values computed under
+    no_grad; inputs that no model touched are not part of a graph. None when part of it
+    cannot be followed (an attribute of ``self`` read as a value, a name bound elsewhere than
+    by a plain assignment of the function)."""
+    f = call.func if isinstance(call, ast.Call) else None  # type: ignore[attr-defined]
+    if not isinstance(f, ast.Attribute):
+        return None
+    func = script.enclosing_function(call)
+    deps: dict[tuple[str, int], set[tuple[str, int]]] = {}
+    made: set[tuple[str, int]] = set()  # a model or parameter is called or read in its value
+    root = ("", 0)
+    deps[root] = set()
+    todo: list[tuple[ast.AST, ast.AST, tuple[str, int]]] = [(f.value, call, root)]
+    while todo:
+        expr, at, owner = todo.pop()
+        if len(deps) > 200:
+            return None
+        if isinstance(expr, ast.Call):
+            g = expr.func
+            if isinstance(g, ast.Attribute) and g.attr in CUT_ATTRS:
+                continue
+            k = script.key(g)
+            if k and k != "self" and script.is_model(k) or \
+                    isinstance(g, ast.Attribute) and g.attr in ("parameters", "requires_grad_"):
+                made.add(owner)
+            todo.extend((a, at, owner) for a in [*expr.args, *(kw.value for kw in expr.keywords)])
+            if isinstance(g, ast.Attribute):
+                todo.append((g.value, at, owner))  # x.mean(): x
+            continue
+        if isinstance(expr, ast.Attribute):
+            if isinstance(expr.value, ast.Name) and expr.value.id == "self":
+                return None
+            if expr.attr in ("weight", "bias"):
+                made.add(owner)
+            if expr.attr != "data":
+                todo.append((expr.value, at, owner))
+            continue
+        if isinstance(expr, ast.Name):
+            if expr.id in script.aliases or not isinstance(expr.ctx, ast.Load):
+                continue
+            value = last_assignment(expr.id, at)
+            if value is None:
+                if _bound_elsewhere(expr.id, func):
+                    return None
+                continue  # a parameter or global: no history made in this iteration
+            key = (expr.id, getattr(parent(value), "lineno", 0))
+            deps[owner].add(key)
+            if key in deps:
+                continue
+            deps[key] = set()
+            if not script.grad_disabled(value):
+                todo.append((value, value, key))
+                # preds = [] ... preds.append(u): what is appended
+                todo.extend((item, item, key) for item in stored_items(expr.id, value))
+            continue
+        todo.extend((c, at, owner) for c in ast.iter_child_nodes(expr) if isinstance(c, ast.expr))
+    carries = set(made)  # values with grad history: made here, or built from one that has it
+    changed = True
+    while changed:
+        changed = False
+        for key, ds in deps.items():
+            if key not in carries and ds & carries:
+                carries.add(key)
+                changed = True
+    return carries - {root}
+
+
+def _bound_elsewhere(name: str, func: ast.AST | None) -> bool:
+    """``name`` is bound in ``func`` by something other than a plain assignment (a loop
+    target, a tuple unpacking of a call, a ``with ... as``, an augmented assignment)."""
+    if func is None:
+        return True
+    for n in ast.walk(func):
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store):
+            p = parent(n)
+            if not (isinstance(p, ast.Assign) and n in p.targets):
+                return True
+    return False
