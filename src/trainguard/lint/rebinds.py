@@ -154,9 +154,36 @@ def _callee_rebuilds(script: Script, call: ast.Call, opt: str, depth: int) -> bo
 
 
 def _reads(script: Script, stmt: ast.stmt, key: str) -> bool:
-    return any(isinstance(n, (ast.Name, ast.Attribute)) and
-               isinstance(getattr(n, "ctx", None), ast.Load) and script.key(n) == key
-               for n in [stmt, *walk_local(stmt)])
+    """``stmt`` reads ``key``, or, for a module-level name, calls a module-level function of
+    the file that reads it as a global (a notebook's ``def train(...)`` using ``rnn`` and
+    ``optimizer``)."""
+    if any(isinstance(n, (ast.Name, ast.Attribute)) and
+           isinstance(getattr(n, "ctx", None), ast.Load) and script.key(n) == key
+           for n in [stmt, *walk_local(stmt)]):
+        return True
+    if "." in key or script.enclosing_function(stmt) is not None:
+        return False
+    for call in [stmt, *walk_local(stmt)]:
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
+            defs = script.functions.get(call.func.id, [])
+            if len(defs) == 1 and isinstance(parent(defs[0]), ast.Module) and \
+                    _global_read(defs[0], key):  # type: ignore[arg-type]
+                return True
+    return False
+
+
+def _global_read(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
+    """``func`` reads ``name`` and never binds it locally (so it reads the module's)."""
+    params = {a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]}
+    if name in params:
+        return False
+    read = False
+    for n in ast.walk(func):
+        if isinstance(n, ast.Name) and n.id == name:
+            if not isinstance(n.ctx, ast.Load):
+                return False
+            read = True
+    return read
 
 
 def _stepped_after(script: Script, rebinding: ast.stmt, opt: str, model: str) -> ast.AST | None:
