@@ -52,12 +52,29 @@ def check(script: Script) -> Iterator[Hit]:
                                 f"gradients are never zeroed and add up over every step",
                       fix=f"call it: {ast.unparse(uncalled)}()")
             continue
-        yield Hit(step.node,
-                  f"{step.key or 'the optimizer'}.step() runs in every iteration of "
-                  f"{loop_label(script, loop)}, but gradients are never zeroed there: each step "
-                  f"uses the sum of all earlier gradients",
+        # where zero_grad() goes: before the iteration's one backward when it sits beside the
+        # step (a backward in an inner loop accumulates on purpose: then at the step)
+        bwds = [e for e in evs if e.kind == "backward"]
+        at = bwds[0].site if len(bwds) == 1 and not bwds[0].via and \
+            _same_block(bwds[0].node, step.node) else step.site
+        yield Hit(at,
+                  f"{step.key or 'the optimizer'}.step() at {script.at(step.site.lineno)} runs in "
+                  f"every iteration of {loop_label(script, loop)}, but gradients are never "
+                  f"zeroed there: each step uses the sum of all earlier gradients",
                   fix=f"call {step.key or 'optimizer'}.zero_grad(set_to_none=True) once per step "
                       f"(before backward or after step)")
+
+
+def _same_block(a: ast.AST, b: ast.AST) -> bool:
+    """``a`` and ``b`` are statements of the same block (or expressions in them)."""
+    def block(n: ast.AST) -> tuple[int, str] | None:
+        while (p := parent(n)) is not None:
+            for field in ("body", "orelse", "finalbody"):
+                if n in getattr(p, field, ()):
+                    return id(p), field
+            n = p
+        return None
+    return block(a) == block(b)
 
 
 def _partial_zeroing(script: Script, loop: ast.AST, evs: list, zeros: list) -> Hit | None:
