@@ -52,6 +52,15 @@ def check(script: Script) -> Iterator[Hit]:
                                 f"gradients are never zeroed and add up over every step",
                       fix=f"call it: {ast.unparse(uncalled)}()")
             continue
+        hoisted = _zeroed_before(script, loop)
+        if hoisted is not None:  # optimizer.zero_grad() once, above the loop: the line to move
+            yield Hit(hoisted,
+                      f"this zeroing runs once, before {loop_label(script, loop)}, but "
+                      f"{step.key or 'the optimizer'}.step() at {script.at(step.site.lineno)} "
+                      f"runs in every iteration: each step uses the sum of all earlier "
+                      f"gradients",
+                      fix="move it into the loop (before backward, or after step)")
+            continue
         # where zero_grad() goes: before the iteration's one backward when it sits beside the
         # step (a backward in an inner loop accumulates on purpose: then at the step)
         bwds = [e for e in evs if e.kind == "backward"]
@@ -63,6 +72,28 @@ def check(script: Script) -> Iterator[Hit]:
                   f"zeroed there: each step uses the sum of all earlier gradients",
                   fix=f"call {step.key or 'optimizer'}.zero_grad(set_to_none=True) once per step "
                       f"(before backward or after step)")
+
+
+def _zeroed_before(script: Script, loop: ast.AST) -> ast.AST | None:
+    """A ``zero_grad()`` call written above ``loop`` in its block, or above a loop around it
+    (the epoch loop), with no other loop in between: zeroing hoisted out of the batch loop."""
+    node: ast.AST = loop
+    while True:
+        p = parent(node)
+        body = next((getattr(p, f) for f in ("body", "orelse") if node in getattr(p, f, ())),
+                    None)
+        if body is None:
+            return None
+        for stmt in reversed(body[:body.index(node)]):
+            if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef,
+                                 ast.ClassDef)):
+                return None
+            for e in events(script, [stmt]):
+                if e.kind == "zero" and not e.via:
+                    return e.node
+        if not isinstance(p, (ast.For, ast.AsyncFor, ast.While)):
+            return None
+        node = p
 
 
 def _same_block(a: ast.AST, b: ast.AST) -> bool:
