@@ -19,7 +19,7 @@ from typing import Literal
 from trainguard.lint.branches import EMPTY, _test_truth, feasible, last_elements
 from trainguard.lint.callgraph import RETURNS_SELF, ClassRef, bind_arguments
 from trainguard.lint.astutil import dotted, parent, walk_local
-from trainguard.lint.dataflow import last_assignment, scope_of
+from trainguard.lint.dataflow import last_assignment, reaching_values, scope_of
 from trainguard.lint.script import Script
 
 __all__ = ["activation_of", "Activation"]
@@ -60,6 +60,10 @@ def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 12,
         value, index = bound
         if index is not None:  # seg, exist = model(img): one part of what it returns
             return _part_activation(script, value, index, depth - 1, origin)
+        values = _possible_values(script, expr, origin)
+        if len(values) > 1:  # if apply_softmax: x = F.softmax(x): only when all agree
+            return _one({activation_of(script, v, depth=depth - 1, origin=origin)
+                         for v in values}, expr)
         return activation_of(script, value, depth=depth - 1, origin=origin)
     if isinstance(expr, ast.Subscript):  # probs[:, :k], out[0]
         return activation_of(script, expr.value, depth=depth - 1, origin=origin)
@@ -136,6 +140,35 @@ def _binding(name: ast.Name) -> tuple[ast.expr, int | None] | None:
     if plain is not None and getattr(plain, "lineno", 0) > line:
         return plain, None
     return value, index
+
+
+def _possible_values(script: Script, name: ast.Name, origin: Script) -> list[ast.expr]:
+    """The values of ``name`` that may reach it: the last assignment, and the ones before it
+    while that one sits under an ``if`` the program does not decide for it."""
+    out = []
+    for v in reaching_values(name.id, name):
+        if not feasible(script, v, origin):
+            continue
+        out.append(v)
+        if _decided_for(script, v, name, origin):
+            break
+    return out
+
+
+def _decided_for(script: Script, node: ast.AST, use: ast.AST, origin: Script) -> bool:
+    """Every ``if`` around ``node`` that does not also hold ``use`` is decided for it."""
+    around = set()
+    n = parent(use)
+    while n is not None:
+        around.add(id(n))
+        n = parent(n)
+    n = node
+    while (p := parent(n)) is not None and id(p) not in around:
+        if isinstance(p, ast.If) and n is not p.test:
+            if _test_truth(script, p.test, origin) is not (n in p.body):
+                return False
+        n = p
+    return True
 
 
 def _part_activation(script: Script, value: ast.expr, index: int, depth: int,
