@@ -531,7 +531,12 @@ class Script:
         """Whether ``node`` runs with grad disabled, looking through ``with`` blocks, decorators,
         and, for a function, every same-file call site of it (all must be disabled)."""
         n = node
+        switched = "set_grad_enabled(" in self.source
         while (p := parent(n)) is not None:
+            if switched:
+                mode = self._grad_switch_before(p, n)
+                if mode is not None:
+                    return mode
             if isinstance(p, (ast.With, ast.AsyncWith)) and n in p.body:
                 for item in p.items:
                     kind = self.grad_context(item.context_expr)
@@ -553,6 +558,24 @@ class Script:
                 return result
             n = p
         return False
+
+
+    def _grad_switch_before(self, block: ast.AST, stmt: ast.AST) -> bool | None:
+        """A statement ``torch.set_grad_enabled(False)`` (or ``True``) above ``stmt`` in the
+        same statement list of ``block``, the nearest one: grad stays switched until the next
+        (PyTorch's global grad mode; https://pytorch.org/docs/stable/generated/torch.set_grad_enabled.html)."""
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(block, field, None)
+            if isinstance(stmts, list) and stmt in stmts:
+                for prev in reversed(stmts[:stmts.index(stmt)]):
+                    if isinstance(prev, ast.Expr) and isinstance(prev.value, ast.Call) and \
+                            prev.value.args and self.call_qualname(prev.value) in (
+                                "torch.set_grad_enabled", "torch.autograd.set_grad_enabled"):
+                        flag = prev.value.args[0]
+                        if isinstance(flag, ast.Constant) and isinstance(flag.value, bool):
+                            return not flag.value
+                return None
+        return None
 
 
 NO_GRAD = frozenset({"torch.no_grad", "torch.autograd.no_grad", "torch.inference_mode",

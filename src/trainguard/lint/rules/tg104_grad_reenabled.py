@@ -58,6 +58,8 @@ def check(script: Script) -> Iterator[Hit]:
         else:
             where = f"evaluation function {region.name}()"  # type: ignore[union-attr]
         if isinstance(node, ast.Expr):  # a plain switch: it outlives the helper's return
+            if not _forward_follows(script, node):
+                continue  # grad restored for what comes next: training (a validation hook's end)
             yield Hit(target, f"torch.set_grad_enabled(True) switches grad on inside {where} "
                               f"and leaves it on after the function returns: what the caller "
                               f"computes next carries a grad_fn and builds graphs that "
@@ -214,14 +216,64 @@ def _disabled_caller(script: Script, node: ast.AST) -> ast.AST | bool | None:
         script.enclosing_function(start)
     if func is None:
         return None
-    sites = list(script.call_sites(func)[:8])
-    if func.name in ("__call__", "forward"):  # run by calling the object: scaler(x)
-        sites += [c for c in script.calls
-                  if any(t.func is func for t in script.graph.instance_targets(c))][:8]
-    for site in sites:
+    for site in _sites(script, func):
         if script.grad_disabled(site):
             return site
     return None
+
+
+def _forward_follows(script: Script, switch: ast.stmt) -> bool:
+    """A forward runs after the ``set_grad_enabled(True)`` statement while the code around
+    meant grad off: later in its own function, or after a call of its function made with grad
+    disabled (the next statements, or the rest of a loop's body, which runs again)."""
+    if _forward_after(script, switch):
+        return True
+    func = script.enclosing_function(switch)
+    if func is None:
+        return False
+    return any(script.grad_disabled(site) and _forward_after(script, site)
+               for site in _sites(script, func))
+
+
+def _forward_after(script: Script, node: ast.AST) -> bool:
+    """A forward in the statements that run after ``node`` in its function: the following
+    statements of each enclosing block, and the whole body of each enclosing loop."""
+    n = node
+    if isinstance(node, ast.Call):  # model(helper(x)): the forward around the call runs after
+        stmt = node
+        while not isinstance(stmt, ast.stmt) and parent(stmt) is not None:
+            stmt = parent(stmt)
+        if any(f is not node and any(sub is node for sub in ast.walk(f))
+               for f in forward_calls(script, stmt)):
+            return True
+    while (p := parent(n)) is not None and not isinstance(
+            p, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)):
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(p, field, None)
+            if isinstance(stmts, list) and n in stmts:
+                rest = stmts if isinstance(p, (ast.For, ast.AsyncFor, ast.While)) \
+                    else stmts[stmts.index(n) + 1:]  # a loop's body runs again
+                if any(forward_calls(script, st) for st in rest):
+                    return True
+        n = p
+    if isinstance(p, ast.Module):
+        stmts = p.body
+        return n in stmts and any(forward_calls(script, st)
+                                  for st in stmts[stmts.index(n) + 1:])
+    if p is not None and isinstance(n, ast.stmt):
+        body = getattr(p, "body", [])
+        return n in body and any(forward_calls(script, st) for st in body[body.index(n) + 1:])
+    return False
+
+
+def _sites(script: Script, func: ast.AST) -> list[ast.Call]:
+    """The calls of ``func`` in the file, also an object's ``__call__``/``forward`` run by
+    calling the object (``scaler(x)``)."""
+    sites = list(script.call_sites(func)[:8])
+    if func.name in ("__call__", "forward"):  # type: ignore[attr-defined]
+        sites += [c for c in script.calls
+                  if any(t.func is func for t in script.graph.instance_targets(c))][:8]
+    return sites
 
 
 def _within(node: ast.AST, outer: ast.AST) -> bool:
