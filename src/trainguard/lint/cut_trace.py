@@ -102,6 +102,12 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
         q = script.call_qualname(expr) or ""
         if q in _NEW_LEAF and expr.args:
             inner_uncut, inner_cuts = trace(script, expr.args[0], at, depth - 1, focus)
+            if not (inner_uncut or inner_cuts) and is_true(kwarg(expr, "requires_grad")) and \
+                    not any(isinstance(n, ast.Name) and n.id not in script.aliases
+                            for n in ast.walk(expr.args[0])):
+                # torch.tensor(np.log(0.1), requires_grad=True): a learnable leaf made from
+                # constants (SAC's log_alpha), not a value cut from a graph
+                return focus is None, []
             if inner_uncut or inner_cuts or is_true(kwarg(expr, "requires_grad")):
                 return False, [(expr, f"a new tensor made by {q.rsplit('.', 1)[-1]}(...)")] + \
                     inner_cuts
@@ -216,8 +222,9 @@ def _unpacked_or_iterated(script: Script, name: str, at: ast.AST) -> ast.expr | 
     tuple assignment (``log_probs, rewards = run_episode(policy)``), or the iterable of the
     ``for`` loop (or comprehension) that binds it (``for lp, g in zip(log_probs, returns)``).
     Tracing the whole value over-approximates: any uncut path in it keeps the loss connected."""
-    n = at
+    n, top = at, at
     while (n := parent(n)) is not None:
+        top = n
         if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)) and any(
                 isinstance(t, ast.Name) and t.id == name for t in ast.walk(n.target)):
             return _iterated(name, n.target, n.iter)
@@ -227,8 +234,8 @@ def _unpacked_or_iterated(script: Script, name: str, at: ast.AST) -> ast.expr | 
                     return _iterated(name, g.target, g.iter)
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             break
-    scope = n if n is not None else None
-    if scope is None:
+    scope = n if n is not None else top  # a function, or the module of a flat script
+    if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)):
         return None
     line = at.lineno  # type: ignore[attr-defined]
     best: tuple[int, ast.expr] | None = None
