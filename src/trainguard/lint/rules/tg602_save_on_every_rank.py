@@ -180,7 +180,7 @@ def _guarded(script: Script, node: ast.AST, seen: frozenset[int]) -> bool:
                 return True
             if _early_return(p, n):
                 return True
-            sites = script.call_sites(p)
+            sites = list(script.call_sites(p)) + _handed_calls(script, p)
             if id(p) in seen or not sites:
                 return False
             return all(_guarded(script, s, seen | {id(p)}) for s in sites)
@@ -190,6 +190,30 @@ def _guarded(script: Script, node: ast.AST, seen: frozenset[int]) -> bool:
             return True
         n = p
     return False
+
+
+def _handed_calls(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef
+                  ) -> list[ast.Call]:
+    """Where ``func`` runs when it is handed to another function of the file
+    (``run_on_main(checkpointer.save_checkpoint, meta)``): that function's calls of the
+    parameter it receives it in (``if if_main_process(): func(*args)``)."""
+    out: list[ast.Call] = []
+    for call in script.calls:
+        for i, arg in enumerate(call.args):
+            name = arg.attr if isinstance(arg, ast.Attribute) else \
+                arg.id if isinstance(arg, ast.Name) else None
+            if name != func.name:
+                continue
+            for t in script.targets(call)[:2]:
+                if t.script is not script:
+                    continue
+                params = [a.arg for a in t.func.args.posonlyargs + t.func.args.args]
+                if t.bound and params:
+                    params = params[1:]
+                if i < len(params):
+                    out += [c for c in ast.walk(t.func) if isinstance(c, ast.Call) and
+                            isinstance(c.func, ast.Name) and c.func.id == params[i]]
+    return out
 
 
 def _early_return(func: ast.AST, stmt: ast.AST) -> bool:
