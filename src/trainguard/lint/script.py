@@ -441,7 +441,9 @@ class Script:
         return [c for c in self.graph.sites(func) if self.callee(c) is func]
 
     def reachable(self, node: ast.AST, *, depth: int = 4) -> list[ast.AST]:
-        """``node`` and the same-file functions it calls, transitively (``depth`` levels)."""
+        """``node`` and the same-file functions it calls, transitively (``depth`` levels); a
+        call that may run several (``cb.on_batch_end(self)`` over a trainer's callbacks) reaches
+        each of them."""
         seen: dict[int, ast.AST] = {id(node): node}
         frontier = [node]
         for _ in range(depth):
@@ -449,10 +451,12 @@ class Script:
             for n in frontier:
                 for sub in walk_local(n):
                     if isinstance(sub, ast.Call):
-                        target = self.callee(sub)
-                        if target is not None and id(target) not in seen:
-                            seen[id(target)] = target
-                            nxt.append(target)
+                        found = [t.func for t in self.graph.targets(sub)
+                                 if t.script is self and not t.instance][:4]
+                        for target in found:
+                            if id(target) not in seen:
+                                seen[id(target)] = target
+                                nxt.append(target)
             frontier = nxt
         return list(seen.values())
 

@@ -31,8 +31,13 @@ def check(script: Script) -> Iterator[Hit]:
         return
     for loop in training_loops(script):
         evs = events(script, loop.body)  # type: ignore[attr-defined]
-        uses_scaler = any(e.kind == "step" and (script.key(e.node.func.value) or "")  # type: ignore
-                          in script.scalers for e in evs)
+        # the scaler may be reached from a callback through the object that holds it
+        # (``runner.scaler.step(...)`` for the trainer's ``self.scaler``)
+        held = {k.rsplit(".", 1)[-1] for k in script.scalers}
+        uses_scaler = any(e.kind == "step" and (
+            (script.key(e.node.func.value) or "") in script.scalers or  # type: ignore
+            (script.key(e.node.func.value) or "").rsplit(".", 1)[-1] in held)  # type: ignore
+            for e in evs)
         if not uses_scaler:
             continue
         unscaled = False
