@@ -116,11 +116,15 @@ def _history(script: Script, call: ast.AST) -> set[tuple[str, int]] | None:
             if expr.id in script.aliases or not isinstance(expr.ctx, ast.Load):
                 continue
             value = last_assignment(expr.id, at)
+            name = expr.id
+            if value is None:
+                value = _unpacked_from(expr.id, at, func)
+                name = "*"  # the parts of one unpacked value share its history
             if value is None:
                 if _bound_elsewhere(expr.id, func):
                     return None
                 continue  # a parameter or global: no history made in this iteration
-            key = (expr.id, getattr(parent(value), "lineno", 0))
+            key = (name, getattr(value, "lineno", 0))
             deps[owner].add(key)
             if key in deps:
                 continue
@@ -140,6 +144,28 @@ def _history(script: Script, call: ast.AST) -> set[tuple[str, int]] | None:
                 carries.add(key)
                 changed = True
     return carries - {root}
+
+
+def _unpacked_from(name: str, at: ast.AST, func: ast.AST | None) -> ast.expr | None:
+    """The whole value a tuple assignment above ``at`` unpacks into ``name`` (``i, video =
+    make_batch(...)``), or the iterable of the loop that binds it: its history stands for the
+    name's (an over-approximation)."""
+    if func is None:
+        return None
+    n = parent(at)
+    while n is not None and n is not func:
+        if isinstance(n, (ast.For, ast.AsyncFor)) and any(
+                isinstance(t, ast.Name) and t.id == name for t in ast.walk(n.target)):
+            return n.iter
+        n = parent(n)
+    best = None
+    for sub in ast.walk(func):
+        if isinstance(sub, ast.Assign) and sub.lineno < at.lineno and any(  # type: ignore
+                isinstance(t, (ast.Tuple, ast.List)) and any(
+                    isinstance(e, ast.Name) and e.id == name for e in t.elts)
+                for t in sub.targets) and (best is None or sub.lineno > best.lineno):
+            best = sub
+    return best.value if best is not None else None
 
 
 def _bound_elsewhere(name: str, func: ast.AST | None) -> bool:
