@@ -28,6 +28,7 @@ Usage::
     python benchmarks/sanitizer_overhead.py --models cnn --modes sanitizer --script-lines 800
     python benchmarks/sanitizer_overhead.py --count instructions --steps 320
     python benchmarks/sanitizer_overhead.py --count instructions --src OTHER_CHECKOUT/src
+    python benchmarks/sanitizer_overhead.py --device cuda --rounds 40
 
 ``--count instructions`` runs each side (plain, watched) once under valgrind's callgrind,
 instrumented only over ``--steps`` steps of a settled run (after the same warm-up and settling as
@@ -82,11 +83,22 @@ def make(kind: str) -> tuple[nn.Module, int]:
     return nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10)), 32
 
 
+DEVICE = "cpu"  # --device: where the model and the data live
+
+
+def _sync() -> None:
+    """Wait for the device's queued work (a CUDA step returns before its kernels finish)."""
+    if DEVICE.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 def _setup(kind: str) -> dict:
     """What a step uses: data, model, optimizer, batch size, and ``n`` (the last batch start)."""
     torch.manual_seed(0)
     x, y = digits()
+    x, y = x.to(DEVICE), y.to(DEVICE)
     model, batch = make(kind)
+    model.to(DEVICE)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     return {"F": F, "x": x, "y": y, "model": model, "optimizer": optimizer, "batch": batch,
             "n": x.shape[0] - batch}
@@ -145,8 +157,10 @@ def _block(step: Callable[[int], None], steps: int, offset: int,
     t0 = 0.0
     for i in range(steps + 1):
         if i == 1:
+            _sync()
             t0 = clock()
         step(offset + i)
+    _sync()
     return (clock() - t0) / steps
 
 
@@ -154,8 +168,10 @@ def _script_block(run: Callable[[int, int], None], steps: int, offset: int,
                   clock: Callable[[], float] = time.perf_counter) -> float:
     """:func:`_block` for a script's module-level loop."""
     run(offset, 1)
+    _sync()
     t0 = clock()
     run(offset, steps)
+    _sync()
     return (clock() - t0) / steps
 
 
@@ -285,8 +301,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="time rounds (default), or count instructions under callgrind")
     parser.add_argument("--src", default=_SRC,
                         help="the trainguard sources to measure (default: this checkout's src)")
+    parser.add_argument("--device", default="cpu",
+                        help="where the model and data live: cpu (default) or cuda; timed "
+                             "blocks wait for the device's queued work before reading the clock")
     parser.add_argument("--counted-side", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    global DEVICE
+    DEVICE = args.device
     torch.set_num_threads(args.threads)
     if args.counted_side:
         kind, side = args.counted_side.split(":")
@@ -301,8 +322,8 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
         return 0
     rows = []
-    print(f"torch {torch.__version__}, {args.threads} thread(s), {args.rounds} rounds x "
-          f"{args.steps} steps per side, {args.clock} clock"
+    print(f"torch {torch.__version__}, {args.device}, {args.threads} thread(s), "
+          f"{args.rounds} rounds x {args.steps} steps per side, {args.clock} clock"
           + (", every step checked" if args.every_step else "")
           + (f", module-level loop of a {args.script_lines}-line script" if args.script_lines
              else ""))
