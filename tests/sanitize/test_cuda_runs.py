@@ -147,3 +147,32 @@ def test_env_reports_the_device(tmp_path):
     info = json.loads(proc.stdout)
     text = json.dumps(info).lower()
     assert "cuda" in text and torch.cuda.get_device_name(0).lower() in text
+
+
+_DIVERGES = """
+import torch
+import torch.nn as nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1)).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=5.0)  # far too large: the loss blows up
+first_bad = None
+for step in range(1, 61):
+    x = torch.randn(64, 8, device="cuda") * 10
+    loss = nn.functional.mse_loss(model(x), x.sum(1, keepdim=True) ** 2)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if first_bad is None and not torch.isfinite(loss).item():
+        first_bad = step
+print("FIRST_BAD", first_bad)
+"""
+
+
+def test_a_non_finite_loss_on_cuda_is_found_at_its_step(tmp_path):
+    _write(tmp_path, _DIVERGES)
+    proc = run_tg("run", "--report", "out.json", "train.py", cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    first = int(proc.stdout.split("FIRST_BAD")[1].split()[0])
+    (found,) = [f for f in _report(tmp_path) if f["code"] == "TG405"]
+    assert f"optimizer step {first} " in found["message"], found["message"]

@@ -2,8 +2,9 @@
 
 What it watches, settled steps too: the root of every ``backward()`` that is a single value, and
 every outermost module output that is a scalar with a graph (a loss module, a model returning its
-loss). Values are read per device (``core/values.py``: CPU ``.item()``; CUDA a non-blocking
-``isfinite`` flag read later; ``meta`` not read). On checked steps, before ``optimizer.step()``,
+loss). Values are read per device (``core/values.py``: CPU ``.item()``; CUDA a window of 16
+losses kept on the device, one kernel per step, copied without blocking and read later
+(:class:`LossWindow`); ``meta`` not read). On checked steps, before ``optimizer.step()``,
 the gradients are tested in one op (a float64 sum, or a foreach max-norm past a million values).
 
 When it fires (once per run, at the cause, the symptom in the message):
@@ -45,7 +46,7 @@ from trainguard.sanitize.core.nonfinite import (
     finite_output, grads_may_be_finite, is_stamped, non_finite_grads, rerun,
     scaled_root_is_non_finite, scaler_in_use, singular_node, stamped_calls)
 from trainguard.sanitize.core.setting import learning_rate_line
-from trainguard.sanitize.core.values import READ_LATER, reading
+from trainguard.sanitize.core.values import READ_LATER, DeviceLosses, reading
 
 _MAX_ROOT = 1  # only scalar roots: a loss
 _CALLS = 4  # outermost calls in the loss's graph examined at most
@@ -68,7 +69,7 @@ class NonFiniteLoss(Check):
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.done = False
-        self.pending: list[tuple] = []  # CUDA: (host flag, event, step, where)
+        self.pending = DeviceLosses()  # CUDA: losses whose values are not read yet
         self.scaled: bool | None = None  # a GradScaler is in use (looked up at the first non-finite root)
         self.last_loss: Any = None  # weakref to the last loss output, used under a GradScaler
         # CPU: (optimizer step, value, backward line) of the first finite loss
@@ -173,31 +174,20 @@ class NonFiniteLoss(Check):
         return not bool(torch.isfinite(loss.detach()))  # note: a sync, only on this path
 
     def _queue(self, root: Any, call: Any) -> None:
-        import torch
-
-        host = torch.empty((), dtype=torch.bool, pin_memory=True)
-        host.copy_(torch.isfinite(root.detach()), non_blocking=True)
-        event = torch.cuda.Event()
-        event.record()  # (read at a later backward, once completed)
-        self.pending.append((host, event, self.state.step + 1, call.where))
-        if len(self.pending) > 64:  # the GPU is far behind: wait for the oldest
-            self.pending[0][1].synchronize()
-            self._poll()
+        self.pending.add(root, self.state.step + 1, call.where)  # read at a later backward
 
     def _poll(self) -> None:
-        while self.pending and self.pending[0][1].query():
-            host, _, step, where = self.pending.pop(0)
-            if not bool(host) and self._loss_is_non_finite():
-                self.pending.clear()
-                self._found(float("nan"), step, where, exact=False)
-                return
+        bad = self.pending.first_non_finite()
+        if bad is not None and self._loss_is_non_finite():
+            self.pending.clear()
+            self._found(float("nan"), *bad, exact=False)
 
     def on_exit(self) -> None:
         held = self.node_line.flush() if self.node_line is not None else None
         if held is not None:  # the run ended before the op's line came
             self.report(held[0], fix=held[1], where=held[2])
         if self.pending and not self.done:
-            self.pending[-1][1].synchronize()
+            self.pending.flush()
             self._poll()
         self.pending.clear()
 
