@@ -50,6 +50,8 @@ def _runs_layers(script: Script, cls: ast.ClassDef, method: ast.AST, depth: int)
             return True  # self(x)
         if isinstance(f, ast.Attribute) and f.attr == "forward":
             f = f.value
+            if isinstance(f, ast.Name) and f.id == "self":
+                return True  # self.forward(x)
         if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and
                 f.value.id == "self"):
             continue

@@ -265,6 +265,8 @@ class EvalRegion:
 def _region(script: Script, node: ast.AST, forwards: list[ast.Call]) -> EvalRegion:
     label = f"{node.name}()" if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
         else f"the loop at {script.at(node.lineno)}"  # type: ignore[attr-defined]
+    # in source order: the first forward of the region is where a report goes
+    forwards = sorted(forwards, key=lambda f: (f.lineno, f.col_offset))
     return EvalRegion(node, forwards, label)
 
 
