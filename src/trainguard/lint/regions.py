@@ -47,6 +47,9 @@ def forward_calls(script: Script, node: ast.AST) -> list[ast.Call]:
         if isinstance(sub.func, ast.Name) and (sub.func.id in script.classes
                                                or sub.func.id in script.functions):
             continue
+        if _forward_helper(script, sub):  # self._forward(xc, xt): a helper that runs the model
+            out.append(sub)
+            continue
         f = sub.func
         if isinstance(f, ast.Attribute) and f.attr == "forward":
             f = f.value
@@ -57,6 +60,31 @@ def forward_calls(script: Script, node: ast.AST) -> list[ast.Call]:
                 script.is_model(script.key(f.value)) and runs_layers(script, sub):
             out.append(sub)  # model.embed(x): a method of the model that runs its layers
     return out
+
+
+def _forward_helper(script: Script, call: ast.Call) -> bool:
+    """``self._forward(x)``: a method of the same (non-module) class whose body is a forward
+    of the model it holds, with the grad mode and module mode of its caller (no
+    ``no_grad``, ``eval()``/``train()`` of its own) and no training step."""
+    f = call.func
+    if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and
+            f.value.id == "self"):
+        return False
+    method = script.callee(call)
+    cls = script.enclosing_class(call)
+    if method is None or cls is None or script.enclosing_class(method) is not cls or \
+            any((script.qualname(b) or "").endswith("Module") for b in cls.bases):
+        return False
+    memo = script.__dict__.setdefault("_tg_forward_helpers", {})
+    if id(method) not in memo:
+        memo[id(method)] = False  # (a recursion: no)
+        fwd = forward_calls(script, method)
+        memo[id(method)] = bool(fwd) and not any(
+            _disabled_here(script, c, method) for c in fwd) and not any(
+            isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and
+            c.func.attr in ("backward", "step", "zero_grad", "eval", "train")
+            for c in ast.walk(method))
+    return memo[id(method)]
 
 
 def training_loops(script: Script) -> list[ast.AST]:
