@@ -63,13 +63,20 @@ def _held_losses(script: Script, value: ast.AST) -> list[str | None]:
     return memo[k]
 
 
-def _built_loss(script: Script, value: ast.AST) -> str | None:
+def _built_loss(script: Script, value: ast.AST, depth: int = 2) -> str | None:
     """The qualified name of the loss class ``value`` instantiates: ``nn.BCEWithLogitsLoss()``,
     ``LOSSES[cfg["loss"]]()`` with ``LOSSES`` a dict literal of loss classes, or
-    ``getattr(nn, cfg["loss"])()``, when the program fixes the key."""
+    ``getattr(nn, cfg["loss"])()``, when the program fixes the key; or the one a function or
+    method of the file returns (``handler.get_criterion()``)."""
     q = script.call_qualname(value)
     if q in _CLASSES or not isinstance(value, ast.Call):
         return q
+    for t in script.targets(value)[:2] if depth > 0 else ():
+        if t.script is script and not t.instance:
+            got = {_built_loss(script, r.value, depth - 1) for r in ast.walk(t.func)
+                   if isinstance(r, ast.Return) and r.value is not None}
+            if len(got) == 1 and (found := got.pop()) in _CLASSES:
+                return found
     f = value.func
     if isinstance(f, ast.Call) and dotted(f.func) == "getattr" and len(f.args) == 2 and \
             script.qualname(f.args[0]) in ("torch.nn", "torch.nn.modules.loss"):
