@@ -42,12 +42,15 @@ class Repro:
         return bool(self.seeded or self.deterministic_flags)
 
 
-_TORCH_SEEDS = ("torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed_all",
-                "torch.cuda.manual_seed", "torch.default_generator.manual_seed",
-                "torch.random.default_generator.manual_seed")
+_TORCH_SEEDS = ("torch.manual_seed", "torch.random.manual_seed",
+                "torch.default_generator.manual_seed", "torch.random.default_generator.manual_seed")
 SEED_CALLS = {**dict.fromkeys(_TORCH_SEEDS, "torch"), "numpy.random.seed": "numpy",
-              "random.seed": "random"}
-"""The calls that seed a global generator (qualified name -> ``torch``, ``numpy``, ``random``)."""
+              "random.seed": "random", "torch.cuda.manual_seed": "cuda",
+              "torch.cuda.manual_seed_all": "cuda"}
+"""The calls that seed a global generator (qualified name -> ``torch``, ``numpy``, ``random``,
+``cuda``). ``torch.cuda.manual_seed(_all)`` seeds only the GPUs' generators ("silently ignored"
+without CUDA: https://pytorch.org/docs/stable/generated/torch.cuda.manual_seed.html); weights
+initialised on the CPU and CPU draws stay unseeded, so it does not count as seeding torch."""
 
 
 def _seeds(script: Script, calls, *, depth: int) -> set[str]:  # type: ignore[no-untyped-def]

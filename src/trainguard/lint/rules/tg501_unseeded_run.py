@@ -33,7 +33,8 @@ _RANDOM_USE = {"random", "randint", "randrange", "choice", "choices", "shuffle",
 
 
 def check(script: Script) -> Iterator[Hit]:
-    yield from _partial_helpers(script)
+    helpers = list(_partial_helpers(script))
+    yield from helpers  # (their fix is torch's seed: its first draw is not reported again)
     repro = Repro(script)
     setting = None
     if not repro.seeded:
@@ -46,7 +47,8 @@ def check(script: Script) -> Iterator[Hit]:
         family = _family(script, call)
         if family in ("numpy", "random") and seeded_workers and _in_dataset(script, call):
             continue  # drawn in DataLoader workers, which seed numpy and random per worker
-        if family and family not in repro.seeded and family not in first:
+        if family and family not in repro.seeded and family not in first and \
+                not (family == "torch" and helpers):
             first[family] = call
     seeded = ", ".join(sorted(repro.seeded)) or "nothing"
     for family, node in first.items():
@@ -99,7 +101,9 @@ def _seeding_body(script: Script, func: ast.AST) -> dict[ast.Call, str]:
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
             continue
         if isinstance(stmt, ast.Assign):
-            continue  # os.environ["PYTHONHASHSEED"] = str(seed), cudnn flags
+            # os.environ["PYTHONHASHSEED"] = str(seed), cudnn flags; seed = self.cfg["seed"]
+            params |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+            continue
         call = stmt.value if isinstance(stmt, ast.Expr) else None
         family = SEED_CALLS.get(script.call_qualname(call) or "") if isinstance(call, ast.Call) \
             else None
