@@ -6,7 +6,8 @@ Reported at the epoch loop (the loop around the training loop, or around the cal
 function that holds it), where ``set_epoch`` goes; at the sampler when there is none.
 Silent for ``shuffle=False`` samplers (evaluation), when any ``set_epoch`` call is in the file,
 when the file has no training loop (the epochs run elsewhere) and when the sampler is handed to a
-helper other than ``DataLoader``.
+helper other than ``DataLoader`` that is not a function of the file (a function of the file
+cannot call ``set_epoch``: the file has no such call).
 """
 
 from __future__ import annotations
@@ -75,5 +76,8 @@ def _handed_on(script: Script, sampler: ast.Call) -> bool:
             continue
         for arg in [*call.args, *(k.value for k in call.keywords)]:
             if isinstance(arg, ast.Name) and arg.id in names:
-                return True
+                targets = script.targets(call)
+                # a function of this file cannot call set_epoch: the file has no such call
+                if not targets or any(t.script is not script for t in targets):
+                    return True
     return False
