@@ -7,6 +7,8 @@ A zeroing on a path that leaves the iteration (``continue``, ``return``, ``raise
 and so is one under a test for non-finite values (skipping one bad update). Callbacks the loop
 fires are followed, also by name (``getattr(cb, "on_" + event)(self)``); Lightning's
 ``on_after_backward``/``on_before_optimizer_step`` hooks run between backward and step.
+A zeroing that runs every iteration after a step that runs only under a test undoes gradient
+accumulation (each step sees one micro-batch).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ def check(script: Script) -> Iterator[Hit]:
                       f"sees no gradients",
                       fix="move zero_grad() before backward() or after step()")
         yield from _micro_loop_zeroing(script, loop, evs, steppers)
+        yield from _unconditional_after_conditional_step(script, loop, evs)
 
 
 def _micro_loop_zeroing(script: Script, loop: ast.AST, evs: list[Event],
@@ -117,6 +120,65 @@ def _framework_hooks(script: Script) -> Iterator[Hit]:
                                       f"sees no gradients",
                               fix="zero only the part to keep fixed (a sub-module's "
                                   "zero_grad()), or freeze it with requires_grad_(False)")
+
+
+def _unconditional_after_conditional_step(script: Script, loop: ast.AST, evs: list[Event]
+                                          ) -> Iterator[Hit]:
+    """Gradient accumulation undone: the step runs only under a test (``if (it + 1) % accum
+    == 0:``), but a zeroing after it runs in every iteration, so the gradients of every
+    iteration that does not step are discarded and each step sees one micro-batch
+    (gaozhihan/PreDiff#32). Reported at that zeroing."""
+    for i, e in enumerate(evs):
+        if e.kind != "zero" or e.via is not None or _conditional_in(e.node, loop):
+            continue
+        since = []
+        for x in reversed(evs[:i]):
+            if x.kind == "backward":
+                break
+            since.append(x)
+        else:
+            continue  # no backward before it in the iteration
+        steps = [x for x in since if x.kind == "step"]
+        if not steps or not all(_conditional_in(x.node, loop) and x.via is None for x in steps):
+            continue
+        if _both_branches(steps, loop):
+            continue  # `if scaler: scaler.step(opt) else: opt.step()`: every path steps
+        cond = next((p for p in _ifs_in(steps[0].node, loop)), None)
+        test = ast.unparse(cond.test) if cond is not None else "a test"
+        yield Hit(e.node,
+                  f"this zeroing runs in every iteration, but {steps[0].key or 'the optimizer'}"
+                  f".step() at {steps[0].place(script)} runs only when {test}: the gradients "
+                  f"of every iteration that does not step are discarded, so each step sees "
+                  f"one batch's gradients instead of the accumulated ones",
+                  fix="zero the gradients only after the step (inside the same if)")
+        return
+
+
+def _both_branches(steps: list[Event], loop: ast.AST) -> bool:
+    """Some unconditional ``if`` of the loop body steps in its body and in its ``else``."""
+    for e in steps:
+        ifs = _ifs_in(e.node, loop)
+        top = ifs[-1] if ifs else None
+        if top is None:
+            continue
+        in_body = any(encloses(b, e.node) for b in top.body)
+        other = top.orelse if in_body else top.body
+        if any(any(encloses(b, x.node) for b in other) for x in steps):
+            return True
+    return False
+
+
+def _ifs_in(node: ast.AST, loop: ast.AST) -> list[ast.If]:
+    out, n = [], node
+    while (p := parent(n)) is not None and p is not loop:
+        if isinstance(p, ast.If) and n is not p.test:
+            out.append(p)
+        n = p
+    return out
+
+
+def _conditional_in(node: ast.AST, loop: ast.AST) -> bool:
+    return bool(_ifs_in(node, loop))
 
 
 def _next_step(evs: list[Event]) -> Event | None:
