@@ -9,6 +9,8 @@ inference, a Monte Carlo model is sampled) unless an instance of the dropping cl
 after ``.eval()`` and none of its forwards is a Monte Carlo pass: the code relies on eval mode. The op may sit in a helper the forward calls (a module-level function or
 a method, two calls deep; a ``training=True`` helper parameter the forward never sets counts as
 not given), reported at the op; ``torch.dropout(x, p, True)`` fires on its literal ``train``.
+``F.scaled_dot_product_attention(..., dropout_p=self.dropout)`` in a forward has no mode either:
+reported at ``dropout_p`` unless it reads ``self.training``.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ def check(script: Script) -> Iterator[Hit]:
         q = script.call_qualname(call)
         if q in _TORCH_DROPOUTS:
             yield from _torch_dropout(script, call, q)
+            continue
+        if q == "torch.nn.functional.scaled_dot_product_attention":
+            yield from _attention_dropout(script, call)
             continue
         if q not in _DROPOUTS:
             continue
@@ -104,6 +109,29 @@ def check(script: Script) -> Iterator[Hit]:
                         f"model.eval()",
                   fix="pass training=self.training, or use an nn.Dropout module",
                   edits=[edit], safe=False)
+
+
+def _attention_dropout(script: Script, call: ast.Call) -> Iterator[Hit]:
+    """``F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout)`` in a forward: the
+    op has no mode and applies dropout whenever ``dropout_p > 0``
+    (https://pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html;
+    ``nn.MultiheadAttention`` passes ``dropout_p if self.training else 0.0``). Silent when
+    ``dropout_p`` reads ``self.training``, is the literal 0, or the call sits under ``if
+    self.training``."""
+    p = kwarg(call, "dropout_p") or (call.args[4] if len(call.args) >= 5 else None)
+    func = script.enclosing_function(call)
+    if p is None or func is None or const_value(p) in (0, 0.0) or \
+            "training" in ast.unparse(p) or _guarded_by_training(call, func):
+        return
+    forward = _forward_running(script, call, func)
+    if forward is None:
+        return
+    owner = parent(forward).name  # type: ignore[union-attr]
+    text = script.segment(p) or "p"
+    yield Hit(p, f"scaled_dot_product_attention(dropout_p={text}) in {owner}.forward drops "
+                 f"attention weights whatever the module's mode: after model.eval() the "
+                 f"attention still drops and outputs change from call to call",
+              fix=f"pass dropout_p={text} if self.training else 0.0")
 
 
 def _ignores_mode(script: Script, call: ast.Call, func: ast.AST,
