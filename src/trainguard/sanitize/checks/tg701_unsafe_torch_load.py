@@ -140,9 +140,14 @@ def _called_by_user(frame: Any) -> bool:
     return frame is not None and is_user_code(frame.f_code)
 
 
+# File times come from the kernel's coarse clock, which may lag time.time() by up to a tick
+# (a few ms): a file written a few ms after the watcher started could carry an earlier mtime.
+_MTIME_SLACK = 0.05
+
+
 def _modified_since(path: str, started: float) -> bool:
     try:
-        return os.path.getmtime(path) >= started
+        return os.path.getmtime(path) >= started - _MTIME_SLACK
     except OSError:
         return False
 
