@@ -53,6 +53,9 @@ class LabelDtype(Check):
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.seen: set[Any] = set()
+        # id(exc) -> (diagnosis, user line, first line of the error, exc): errors of a loss
+        # call that the script may catch (the exception kept alive so its id stays its own)
+        self.caught: dict[int, tuple] = {}
 
     def on_loss(self, call: Any) -> None:
         name = call.name
@@ -111,7 +114,24 @@ class LabelDtype(Check):
                        f"{short_location(used_at)})"
         return super().report(message, fix=fix, where=where, **extra)
 
+    def on_forward_failed(self, module: Any, exc: BaseException, where: Any) -> None:
+        if len(self.caught) < 8 and id(exc) not in self.caught:
+            found = self._explain(exc)
+            if found is not None:
+                self.caught[id(exc)] = (found, where, str(exc).splitlines()[0][:120], exc)
+
     def on_error(self, exc: BaseException) -> Diagnosis | None:
+        self.caught.pop(id(exc), None)  # the run dies of it: explained there (whole traceback)
+        return self._explain(exc)
+
+    def on_exit(self) -> None:
+        """Label errors the script caught: the run went on (or stopped) without that loss."""
+        for found, where, text, _ in self.caught.values():
+            self.report(f"{found.message}; the loss raised `{text}` and the script caught the "
+                        f"error", fix=found.fix, where=where)
+        self.caught.clear()
+
+    def _explain(self, exc: BaseException) -> Diagnosis | None:
         text = str(exc)
         args = _loss_args(exc)
         if args is None:

@@ -81,7 +81,11 @@ def _functional_loss(bus: "Bus", name: str, original: Any, loss_type: type) -> A
     see = bus.cadence.see
 
     def loss(*args: Any, **kwargs: Any) -> Any:
-        output = original(*args, **kwargs)
+        try:
+            output = original(*args, **kwargs)
+        except Exception as exc:  # (a try costs nothing until it raises)
+            _loss_failed(bus, name, exc, sys._getframe(1))
+            raise
         # A loss module calls this function itself; its own event covers it.
         if is_dynamo_compiling() or compiling._is_compiling_flag or (
                 modules and isinstance(modules[-1], loss_type)):
@@ -102,6 +106,19 @@ def _functional_loss(bus: "Bus", name: str, original: Any, loss_type: type) -> A
             bus.hook_failed(f"F.{name}", exc)
         return output
     return loss
+
+
+def _loss_failed(bus: "Bus", name: str, exc: BaseException, caller: Any) -> None:
+    """A functional loss raised (``Target 17 is out of bounds``): ``on_forward_failed`` with no
+    module, at the user's line, for checks that explain an error the script may catch."""
+    if not bus.handlers["on_forward_failed"]:
+        return
+    try:
+        from trainguard.sanitize.core import frames
+
+        bus.emit("on_forward_failed", None, exc, frames.user_location(caller))
+    except Exception as err:  # never in the way of the user's error
+        bus.hook_failed(f"F.{name}", err)
 
 
 def _in_graph(wrapper: Any, original: Any) -> Any:
