@@ -30,6 +30,7 @@ from trainguard.lint.consts import UNKNOWN, const_eval, resolve
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
+from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.shapes import samples
 
 CODE = "TG404"
@@ -47,11 +48,17 @@ def check(script: Script) -> Iterator[Hit]:
     if norm is None:
         return
     for call in script.calls:
-        if not (script.call_qualname(call) or "").endswith("DataLoader") or \
-                kwarg(call, "batch_sampler") is not None:
+        if not (script.call_qualname(call) or "").endswith("DataLoader"):
             continue
         dataset = call.args[0] if call.args else kwarg(call, "dataset")
         size_node = kwarg(call, "batch_size") or (call.args[1] if len(call.args) >= 2 else None)
+        drop = kwarg(call, "drop_last")
+        shuffled, batches = False, call
+        if kwarg(call, "batch_sampler") is not None:
+            built = _batch_sampler(script, kwarg(call, "batch_sampler"))
+            if built is None:
+                continue  # a batch sampler the file does not build: its batches are unknown
+            size_node, drop, shuffled, batches = built
         for env, site in _contexts(script, call):
             spread = _spread(script, call, env)  # DataLoader(ds, **cfg["loader"])
             if spread is UNKNOWN:
@@ -65,13 +72,12 @@ def check(script: Script) -> Iterator[Hit]:
                 size = spread["batch_size"]
             if not isinstance(size, int) or isinstance(size, bool) or size < 1:
                 continue
-            drop = kwarg(call, "drop_last")
             if drop is not None and const_eval(drop, env=env) is not False:
                 continue
             if spread.get("drop_last", False) is not False:
                 continue
-            if not _training_loader(script, call, env, spread):
-                continue
+            if not shuffled and not _training_loader(script, call, env, spread):
+                continue  # (a BatchSampler over a RandomSampler shuffles: a training loader)
             at = f" (called at {script.at(site.lineno)})" if site is not None else ""
             if size == 1:
                 yield Hit(size_node or call,
@@ -83,13 +89,36 @@ def check(script: Script) -> Iterator[Hit]:
                 break
             n = samples(script, dataset, env)
             if isinstance(n, int) and n % size == 1:
-                yield Hit(call, f"this training DataLoader{at} splits {n} samples into batches "
-                                f"of {size}: the last batch of every epoch holds 1 sample, and "
-                                f"{norm} in train mode raises 'Expected more than 1 value per "
-                                f"channel when training' on it",
-                          fix="pass drop_last=True to the training DataLoader (or pick a batch "
+                what = "DataLoader" if batches is call else "DataLoader's BatchSampler"
+                yield Hit(batches, f"this training {what}{at} splits {n} samples into "
+                                   f"batches of {size}: the last batch of every epoch holds 1 "
+                                   f"sample, and {norm} in train mode raises 'Expected more "
+                                   f"than 1 value per channel when training' on it",
+                          fix=f"pass drop_last=True to the training {what} (or pick a batch "
                               "size that leaves no remainder of 1)")
                 break
+
+
+def _batch_sampler(script: Script, node: ast.AST
+                   ) -> tuple[ast.expr, ast.expr, bool, ast.Call] | None:
+    """(batch_size, drop_last, over a RandomSampler, the call) of ``BatchSampler(sampler,
+    batch_size=..., drop_last=...)`` built in the file (directly, or a name assigned above the
+    loader): its last batch holds the remainder as DataLoader's own batching does, and it is
+    where ``drop_last=True`` goes."""
+    value = node
+    if isinstance(node, ast.Name):
+        value = last_assignment(node.id, node)
+    if not (isinstance(value, ast.Call) and
+            (script.call_qualname(value) or "").endswith("BatchSampler")):
+        return None
+    size = kwarg(value, "batch_size") or (value.args[1] if len(value.args) >= 2 else None)
+    drop = kwarg(value, "drop_last") or (value.args[2] if len(value.args) >= 3 else None)
+    if size is None:
+        return None
+    sampler = value.args[0] if value.args else kwarg(value, "sampler")
+    shuffled = isinstance(sampler, ast.Call) and \
+        (script.call_qualname(sampler) or "").endswith("RandomSampler")
+    return size, drop if drop is not None else ast.Constant(False), shuffled, value
 
 
 def _contexts(script: Script, call: ast.Call) -> list[tuple[dict, ast.Call | None]]:
