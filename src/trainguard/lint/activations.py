@@ -218,12 +218,10 @@ def _passed_values(script: Script, name: ast.Name, func: ast.AST, params: list[s
     by calling the module (``self.classify(sims, labels)``)."""
     values = _argument_values(script, name)
     if func.name == "forward" and script.enclosing_class(func) is not None:  # type: ignore[attr-defined]
-        names = params[1:]
-        for call in script.calls:
-            if any(t.func is func for t in script.graph.instance_targets(call)):
-                bound = bind_arguments(names, call)
-                if name.id in bound:
-                    values.append(bound[name.id])
+        for call in script.graph.instance_sites(func):  # type: ignore[arg-type]
+            bound = bind_arguments(params[1:], call)
+            if name.id in bound:
+                values.append(bound[name.id])
     return values
 
 

@@ -470,6 +470,18 @@ class CallGraph:
             self._sites[k] = found
         return found
 
+    def instance_sites(self, func: "Func") -> list[ast.Call]:
+        """The calls in this file that run ``func`` by calling an object (``scaler(x)`` runs
+        its ``__call__``, ``self.classify(s, y)`` its ``forward``); empty for other functions.
+        Every call of the file is resolved once per function asked about."""
+        if func.name not in ("__call__", "forward"):
+            return []
+        table = self.__dict__.setdefault("_instance_sites", {})
+        if id(func) not in table:
+            table[id(func)] = [c for c in self.script.calls
+                               if any(t.func is func for t in self.instance_targets(c))]
+        return table[id(func)]
+
     def _calls_named(self) -> dict[str, list[ast.Call]]:
         table = self.__dict__.get("_by_name")
         if table is None:

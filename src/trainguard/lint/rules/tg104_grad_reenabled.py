@@ -269,11 +269,7 @@ def _forward_after(script: Script, node: ast.AST) -> bool:
 def _sites(script: Script, func: ast.AST) -> list[ast.Call]:
     """The calls of ``func`` in the file, also an object's ``__call__``/``forward`` run by
     calling the object (``scaler(x)``)."""
-    sites = list(script.call_sites(func)[:8])
-    if func.name in ("__call__", "forward"):  # type: ignore[attr-defined]
-        sites += [c for c in script.calls
-                  if any(t.func is func for t in script.graph.instance_targets(c))][:8]
-    return sites
+    return list(script.call_sites(func)[:8]) + script.graph.instance_sites(func)[:8]
 
 
 def _within(node: ast.AST, outer: ast.AST) -> bool:

@@ -109,8 +109,7 @@ def _epoch_loops(script: Script, loop: ast.AST) -> list[ast.AST]:
         return around
     sites = script.graph.sites(func)
     if not sites and func.name == "__call__":
-        sites = [c for c in script.calls if any(t.func is func
-                                                for t in script.graph.instance_targets(c))]
+        sites = script.graph.instance_sites(func)
     outer = [[p for p in script.enclosing_loops(s) if isinstance(p, kinds)] for s in sites]
     return outer[0] if outer and all(outer) else []
 
