@@ -59,6 +59,17 @@ def if_branches(node: ast.AST) -> dict[int, str]:
     return out
 
 
+def ifs_between(node: ast.AST, top: ast.AST) -> list[ast.If]:
+    """The ``if`` statements around ``node`` below ``top``, innermost first (``node`` in their
+    body or ``else``, not their test): ``node`` runs only when they let it."""
+    out, n = [], node
+    while (p := parent(n)) is not None and p is not top:
+        if isinstance(p, ast.If) and n is not p.test:
+            out.append(p)
+        n = p
+    return out
+
+
 def exclusive(a: ast.AST, b: ast.AST) -> bool:
     """``a`` and ``b`` sit in opposite branches of one ``if``."""
     ba, bb = if_branches(a), if_branches(b)

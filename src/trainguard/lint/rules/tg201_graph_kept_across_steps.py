@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, parent, walk_local
+from trainguard.lint.astutil import dotted, ifs_between, walk_local
 from trainguard.lint.caches import cached_graphs
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.dataflow import (CUTS, _is_cut, carries_graph, graph_names, is_loss_call,
@@ -398,7 +398,7 @@ def _outlives(acc: str, loop: ast.AST) -> bool:
             for name, v in pairs:
                 if isinstance(name, ast.Name) and name.id == acc and not (
                         isinstance(v, ast.BinOp) and isinstance(v.left, ast.Name) and
-                        v.left.id == acc or _blend_of(v, acc)) and not _under_test(sub, loop):
+                        v.left.id == acc or _blend_of(v, acc)) and not ifs_between(sub, loop):
                     return False
     scope = scope_of(loop)
     return any(isinstance(sub, (ast.Assign, ast.AnnAssign)) and sub.lineno < loop.lineno
@@ -406,16 +406,6 @@ def _outlives(acc: str, loop: ast.AST) -> bool:
                        for t in (sub.targets if isinstance(sub, ast.Assign) else [sub.target])
                        for n in ast.walk(t))
                for sub in walk_local(scope))
-
-
-def _under_test(node: ast.AST, loop: ast.AST) -> bool:
-    """``node`` sits in an ``if`` inside ``loop``: it does not run every iteration."""
-    n = parent(node)
-    while n is not None and n is not loop:
-        if isinstance(n, ast.If):
-            return True
-        n = parent(n)
-    return False
 
 
 def _blend_of(value: ast.AST, acc: str) -> bool:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 from trainguard.lint.astutil import is_true, kwarg, parent
 from trainguard.lint.cuts import CUT_ATTRS
-from trainguard.lint.dataflow import last_assignment, stored_items
+from trainguard.lint.dataflow import last_assignment, stored_items, tuple_assignments
 from trainguard.lint.events import Event, events
 from trainguard.lint.regions import loop_label, training_loops
 from trainguard.lint.rules import Edit, Hit
@@ -158,14 +158,9 @@ def _unpacked_from(name: str, at: ast.AST, func: ast.AST | None) -> ast.expr | N
                 isinstance(t, ast.Name) and t.id == name for t in ast.walk(n.target)):
             return n.iter
         n = parent(n)
-    best = None
-    for sub in ast.walk(func):
-        if isinstance(sub, ast.Assign) and sub.lineno < at.lineno and any(  # type: ignore
-                isinstance(t, (ast.Tuple, ast.List)) and any(
-                    isinstance(e, ast.Name) and e.id == name for e in t.elts)
-                for t in sub.targets) and (best is None or sub.lineno > best.lineno):
-            best = sub
-    return best.value if best is not None else None
+    found = [(line, value) for line, _, value in tuple_assignments(func).get(name, ())
+             if line < at.lineno]  # type: ignore[attr-defined]
+    return max(found, key=lambda f: f[0])[1] if found else None
 
 
 def _bound_elsewhere(name: str, func: ast.AST | None) -> bool:

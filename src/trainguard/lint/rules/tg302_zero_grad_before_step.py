@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, encloses, exclusive, parent
+from trainguard.lint.astutil import dotted, encloses, exclusive, ifs_between, parent
 from trainguard.lint.events import Event, events
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
@@ -129,7 +129,7 @@ def _unconditional_after_conditional_step(script: Script, loop: ast.AST, evs: li
     iteration that does not step are discarded and each step sees one micro-batch
     (gaozhihan/PreDiff#32). Reported at that zeroing."""
     for i, e in enumerate(evs):
-        if e.kind != "zero" or e.via is not None or _conditional_in(e.node, loop):
+        if e.kind != "zero" or e.via is not None or ifs_between(e.node, loop):
             continue
         since = []
         for x in reversed(evs[:i]):
@@ -139,11 +139,11 @@ def _unconditional_after_conditional_step(script: Script, loop: ast.AST, evs: li
         else:
             continue  # no backward before it in the iteration
         steps = [x for x in since if x.kind == "step"]
-        if not steps or not all(_conditional_in(x.node, loop) and x.via is None for x in steps):
+        if not steps or not all(ifs_between(x.node, loop) and x.via is None for x in steps):
             continue
         if _both_branches(steps, loop):
             continue  # `if scaler: scaler.step(opt) else: opt.step()`: every path steps
-        cond = next((p for p in _ifs_in(steps[0].node, loop)), None)
+        cond = next((p for p in ifs_between(steps[0].node, loop)), None)
         test = ast.unparse(cond.test) if cond is not None else "a test"
         yield Hit(e.node,
                   f"this zeroing runs in every iteration, but {steps[0].key or 'the optimizer'}"
@@ -157,7 +157,7 @@ def _unconditional_after_conditional_step(script: Script, loop: ast.AST, evs: li
 def _both_branches(steps: list[Event], loop: ast.AST) -> bool:
     """Some unconditional ``if`` of the loop body steps in its body and in its ``else``."""
     for e in steps:
-        ifs = _ifs_in(e.node, loop)
+        ifs = ifs_between(e.node, loop)
         top = ifs[-1] if ifs else None
         if top is None:
             continue
@@ -166,19 +166,6 @@ def _both_branches(steps: list[Event], loop: ast.AST) -> bool:
         if any(any(encloses(b, x.node) for b in other) for x in steps):
             return True
     return False
-
-
-def _ifs_in(node: ast.AST, loop: ast.AST) -> list[ast.If]:
-    out, n = [], node
-    while (p := parent(n)) is not None and p is not loop:
-        if isinstance(p, ast.If) and n is not p.test:
-            out.append(p)
-        n = p
-    return out
-
-
-def _conditional_in(node: ast.AST, loop: ast.AST) -> bool:
-    return bool(_ifs_in(node, loop))
 
 
 def _next_step(evs: list[Event]) -> Event | None:
