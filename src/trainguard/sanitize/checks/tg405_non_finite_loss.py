@@ -116,7 +116,7 @@ class NonFiniteLoss(Check):
                 self.report(held[0], fix=held[1], where=held[2])
         if self.done:
             return
-        if self.pending:
+        if self.pending.sent:  # (a list's truth: no Python call on the CPU's every backward)
             self._poll()
         roots = call.tensors
         if len(roots) != 1:
