@@ -257,6 +257,21 @@ def _root_name(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+def _combines(value: ast.AST, name: str) -> bool:
+    """Whether ``value`` combines variable ``name`` with something else: ``total + loss``,
+    ``loss if total is None else total + loss``, ``torch.cat([hist, h])``."""
+    for node in ast.walk(value):
+        if isinstance(node, ast.BinOp):
+            operands = [node.left, node.right]
+        elif isinstance(node, ast.Call):
+            operands = [*node.args, *(k.value for k in node.keywords)]
+        else:
+            continue
+        if any(isinstance(n, ast.Name) and n.id == name for o in operands for n in ast.walk(o)):
+            return True
+    return False
+
+
 def accumulation_line(code: CodeType, name: str) -> Location | None:
     """The first statement inside ``code`` that accumulates into variable ``name``."""
     tree = parse_file(code.co_filename)
@@ -275,9 +290,9 @@ def accumulation_line(code: CodeType, name: str) -> Location | None:
         hit = False
         if isinstance(node, ast.AugAssign) and _root_name(node.target) == name:
             hit = True
-        elif (isinstance(node, ast.Assign) and isinstance(node.value, ast.BinOp)
+        elif (isinstance(node, ast.Assign)
               and any(_root_name(t) == name for t in node.targets)
-              and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.value))):
+              and _combines(node.value, name)):
             hit = True
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
               and node.func.attr in _ACCUMULATING_METHODS and _root_name(node.func.value) == name
