@@ -10,6 +10,7 @@ changed the tensor: the in-place statements (``x += ...``, ``x[i] = ...``, ``x.a
 function that called backward) are searched, preferring one that modifies a variable assigned from
 that op (``h = torch.sigmoid(...)`` then ``h += 1``); modules built with ``inplace=True`` are named.
 When the line cannot be told, the finding stays on the backward line and lists the candidates.
+``running += loss.item()`` (a Python number made by a call on the right) is no candidate.
 When the changed tensor is a parameter of a model seen (same shape and version, or its transpose:
 ``Linear`` saves ``weight.t()``, a view sharing the version counter), the diagnosis names it, the
 optimizer holding it and the line of that optimizer's latest checked ``step()`` (recorded per
@@ -75,11 +76,35 @@ def _walk_own(func: ast.AST) -> list[ast.AST]:
     return out
 
 
+_NUMBER_METHODS = frozenset({"item", "tolist", "numel", "size", "dim"})
+_NUMBER_BUILTINS = frozenset({"float", "int", "len", "round", "abs", "bool"})
+
+
+def _python_number(expr: ast.AST) -> bool:
+    """Whether ``expr`` is a Python number for sure (``loss.item()``, ``1``, ``len(x) * 2``)."""
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
+    if isinstance(expr, ast.UnaryOp):
+        return _python_number(expr.operand)
+    if isinstance(expr, ast.BinOp):
+        return _python_number(expr.left) and _python_number(expr.right)
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Attribute):
+            return func.attr in _NUMBER_METHODS
+        return isinstance(func, ast.Name) and func.id in _NUMBER_BUILTINS
+    return False
+
+
 def _inplace_statements(func: ast.AST) -> list[tuple[int, int, str | None, str, str]]:
     """``(line, col, modified name, what, op)`` for each in-place statement in ``func``."""
     out = []
     for node in _walk_own(func):
         if isinstance(node, ast.AugAssign):
+            if _python_number(node.value) and any(
+                    isinstance(n, ast.Call) for n in ast.walk(node.value)):
+                continue  # ``running += loss.item()``: a Python number grows, no tensor
+                # (``gate -= 0.5`` may change a tensor: a constant alone tells nothing)
             op = _AUG_OPS.get(type(node.op).__name__, type(node.op).__name__.lower())
             out.append((node.lineno, node.col_offset + 1, _target_name(node.target),
                         f"`{ast.unparse(node)}`", op))
