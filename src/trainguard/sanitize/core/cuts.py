@@ -69,6 +69,10 @@ def _make_mode(params: list[Any]) -> Any:
                     self.derived.add(id(t))
                 if carried is not None:
                     self.cuts[id(t)] = carried
+                elif from_params and not t.requires_grad:
+                    # an output without grad beside one with it (``topk(k).indices``): what is
+                    # computed from it (``x[perm]``) carries this line
+                    self.cuts[id(t)] = (op_name(func), self.caller())
                 self.keep.append(t)
 
         def result(self, output: Any) -> tuple[str, Location | None] | None:
