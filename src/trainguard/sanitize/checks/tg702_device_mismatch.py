@@ -18,6 +18,9 @@ diagnosis names it and points at the line that stored it (``register_buffer`` is
 ``try``/``except`` around inference) is reported at exit as a finding, at the same place. The
 diagnosis names each device and what is on it: `x` on cpu, the parameters of `Linear` `0` on
 cuda:0, the GRU's `input 1` (the hidden state) on cpu, so the user sees which side to move.
+CPU tensors made inside a user model's ``forward`` whose own inputs are all off the CPU point at
+the factory without ``device=`` in the one method of its class that has such calls
+(``h = torch.zeros(...)`` in ``_set_hidden_state``; pytorch_geometric_temporal#18).
 
 Silent on: runs without an error; errors of a module whose parameters and inputs share one device
 (a shape mismatch), unless the message is the device error.
@@ -31,11 +34,13 @@ https://discuss.pytorch.org/t/expected-all-tensors-to-be-on-the-same-device-but-
 
 from __future__ import annotations
 
+import ast
+from types import FunctionType
 from typing import Any, Callable
 
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import is_user_file, short_location
-from trainguard.sanitize.core.source import attribute_store
+from trainguard.sanitize.core.source import attribute_store, function_node
 
 _PATTERNS = ("Expected all tensors to be on the same device", "is not on the expected device",
              "should be the same or input should be a MKLDNN tensor")
@@ -113,6 +118,15 @@ class DeviceMismatch(Check):
                              fix="move the model and every tensor it meets to one device with "
                                  "`.to(device)`")
         parts = "; ".join(f"on {d}: {', '.join(w)}" for d, w in sorted(by_device.items()))
+        made = _made_in_forward(exc) if "cpu" in by_device else None
+        if made is not None:
+            return Diagnosis(
+                f"tensors on {len(by_device)} devices met in one operation: {parts}; the cpu "
+                f"ones were made inside the model's forward by `{made[1]}` here, which takes "
+                "no device and so makes them on the CPU whatever device the model is on",
+                fix="make them on the input's device: pass `device=x.device` (and "
+                    "`dtype=x.dtype`) to the factory, or use torch.zeros_like(...)/"
+                    "x.new_zeros(...)", where=made[0])
         return Diagnosis(
             f"tensors on {len(by_device)} devices met in one operation: {parts}",
             fix="create one `device = torch.device(...)`, call `model.to(device)` once, and move each "
@@ -206,6 +220,77 @@ def _loose_tensors(module: Any, inputs: list) -> tuple[str, Any, Any] | None:
                 and (value.dim() > 0 or not value.is_cpu) and str(value.device) not in devices:
             return attr, value, attribute_store(type(module), attr)
     return None
+
+
+_FACTORIES = frozenset({"zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange",
+                        "eye", "linspace", "tensor"})
+
+
+def _made_in_forward(exc: BaseException) -> tuple[Any, str] | None:
+    """``(location, call text)`` of the tensor factory without ``device=`` in a user model's
+    methods that made the CPU tensors its ``forward`` held (``h0 = torch.zeros(...)``), when that
+    forward's own tensor arguments are all off the CPU (the batch was moved) and one method of its
+    class, not ``__init__`` (where buffers are made: ``.to()`` moves those), has such factory
+    calls (the first is named); None otherwise."""
+    import torch
+    from torch import nn
+
+    def held(value: Any, depth: int = 0) -> list[Any]:
+        if isinstance(value, torch.Tensor):
+            return [value]
+        if depth < 2 and isinstance(value, (tuple, list)):
+            return [t for v in value[:16] for t in held(v, depth + 1)]
+        return []
+
+    impl = (nn.Module._call_impl.__code__, nn.Module._wrapped_call_impl.__code__)
+    called: dict[int, list[Any]] = {}  # id(module) -> the tensors its call was given
+    tb = exc.__traceback__
+    while tb is not None:
+        frame, tb = tb.tb_frame, tb.tb_next
+        owner = frame.f_locals.get("self")
+        code = frame.f_code
+        if code in impl and isinstance(owner, nn.Module):
+            args, kwargs = frame.f_locals.get("args", ()), frame.f_locals.get("kwargs", {})
+            called[id(owner)] = held(tuple(args) + tuple(dict(kwargs).values()))
+        if code.co_name != "forward" or not isinstance(owner, nn.Module) \
+                or not is_user_file(code.co_filename):
+            continue
+        given = called.get(id(owner), [])
+        ids = {id(t) for t in given}
+        made = [t for v in frame.f_locals.values() for t in held(v) if id(t) not in ids]
+        if not given or any(t.is_cpu for t in given) or not any(
+                t.is_cpu and t.dim() > 0 for t in made):
+            continue
+        calls = {}
+        for klass in type(owner).__mro__:
+            for function in vars(klass).values():
+                if isinstance(function, FunctionType) and function.__name__ != "__init__" \
+                        and is_user_file(
+                        function.__code__.co_filename):
+                    node = function_node(function.__code__)
+                    found = sorted(_factories(node) if node is not None else (),
+                                   key=lambda c: (c.lineno, c.col_offset))
+                    if found:
+                        calls[function.__code__] = (
+                            (function.__code__.co_filename, found[0].lineno,
+                             found[0].col_offset + 1), ast.unparse(found[0].func) + "(...)")
+        return next(iter(calls.values())) if len(calls) == 1 else None
+    return None
+
+
+def _factories(func: ast.AST) -> list[ast.Call]:
+    """``torch.zeros(...)``-like calls in ``func`` given no ``device=`` and not moved in the same
+    expression (``torch.zeros(...).to(x)``)."""
+    moved = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("to", "cuda", "type_as"):
+            moved |= {id(n) for n in ast.walk(node.func.value)}
+    return [node for node in ast.walk(func)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _FACTORIES and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "torch" and id(node) not in moved
+            and not any(k.arg == "device" for k in node.keywords)]
 
 
 def _first_line(exc: BaseException) -> str:

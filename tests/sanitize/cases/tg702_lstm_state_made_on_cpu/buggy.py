@@ -17,9 +17,9 @@ class CharGenerator(nn.Module):
         self.out = nn.Linear(hidden, vocab)
 
     def forward(self, letters: torch.Tensor) -> torch.Tensor:
-        state = (torch.zeros(2, letters.shape[0], self.hidden),
+        state = (torch.zeros(2, letters.shape[0], self.hidden),  # expect: TG702
                  torch.zeros(2, letters.shape[0], self.hidden))
-        seq, _ = self.lstm(self.embed(letters), state)  # expect: TG702
+        seq, _ = self.lstm(self.embed(letters), state)
         return self.out(seq)
 
 
