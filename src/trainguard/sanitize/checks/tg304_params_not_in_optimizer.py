@@ -44,8 +44,8 @@ holds are harmless (no gradient, no update) and are not reported.
 
 Parameters added to a model already built are reported at the line that added them, or, when a
 helper made the change, at the call in the first function outwards holding an optimizer;
-parameters left out of groups written by hand (``AdamW(get_param_groups(model))``) at the last
-group listed.
+parameters left out of groups written by hand (``AdamW(get_param_groups(model))``, or
+``AdamW(**options(model))`` returning ``dict(params=groups, ...)``) at the last group listed.
 
 Cost: at optimizer steps 2, 7, 13, 25, 49 and then every 32 (settled ones too), one pass over the
 models' modules and parameters and the optimizers' parameter ids; per checked outermost forward and

@@ -131,7 +131,9 @@ def param_groups_line(where: tuple[str, int, int]) -> int | None:
     to the call (``AdamW([{"params": ...}, ...])``), assigned to the name given (``groups =
     [...]``) in the same function, or returned (directly or through a name) by a function of the
     same file that the call calls (``AdamW(get_param_groups(model, args))``, or a method the
-    file defines once: ``AdamW(model.get_optimizer_parameters(config))``). That list is where a
+    file defines once: ``AdamW(model.get_optimizer_parameters(config))``; or the ``params`` entry
+    of the options such a function returns: ``Adam(**get_params_options(args, model))`` returning
+    ``dict(params=groups, lr=...)``). That list is where a
     module left out of every group belongs. None otherwise."""
     tree = parse_file(where[0])
     file = SourceFile.of(tree)
@@ -141,7 +143,8 @@ def param_groups_line(where: tuple[str, int, int]) -> int | None:
     if call is None:
         return None
     arg = call.args[0] if call.args else next(
-        (k.value for k in call.keywords if k.arg == "params"), None)
+        (k.value for k in call.keywords if k.arg == "params"),
+        next((k.value for k in call.keywords if k.arg is None), None))  # ``**options``
     scope = file.scope(call)
     if isinstance(arg, ast.Call) and isinstance(arg.func, (ast.Name, ast.Attribute)):
         if isinstance(arg.func, ast.Name):
@@ -154,13 +157,24 @@ def param_groups_line(where: tuple[str, int, int]) -> int | None:
         if scope is None:
             return None
         returned = [n.value for n in ast.walk(scope) if isinstance(n, ast.Return)]
-        arg = returned[-1] if len(returned) == 1 else None
+        arg = _params_entry(returned[-1]) if len(returned) == 1 else None
     if isinstance(arg, ast.Name):
         arg = last_assigned(scope, arg.id, call.lineno if scope is file.scope(call) else None,
                             (ast.List,))
     if isinstance(arg, ast.List) and arg.elts and all(isinstance(e, ast.Dict) for e in arg.elts):
         return arg.elts[-1].lineno
     return None
+
+
+def _params_entry(value: ast.AST | None) -> ast.AST | None:
+    """The ``params`` entry of an optimizer's keyword options written as ``dict(params=...)`` or
+    ``{"params": ...}`` (given as ``Adam(**options)``); else ``value`` itself."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict":
+        return next((k.value for k in value.keywords if k.arg == "params"), value)
+    if isinstance(value, ast.Dict):
+        return next((v for k, v in zip(value.keys, value.values)
+                     if isinstance(k, ast.Constant) and k.value == "params"), value)
+    return value
 
 
 def last_assigned(scope: ast.AST, name: str, before: int | None,
