@@ -22,7 +22,8 @@ makes the call is in eval mode, the probability is above 0, and dropout is on wh
   inside ``forward`` (``nn.Dropout(p=0.5)(x)``, yangze0930/NTS-Net#14), a new module on every
   call that ``model.eval()`` never reaches.
 
-Dropout stays on after ``model.eval()``, so evaluation is random. Reported at the call's line.
+Dropout stays on after ``model.eval()``, so evaluation is random. Reported at the call's line
+(for ``scaled_dot_product_attention``, at its ``dropout_p=`` argument, the part to change).
 
 Silent on: ``training=self.training`` (any flag that follows the mode: False in eval mode); an
 explicit ``training=True`` by name on ``F.dropout`` (a stated choice: Tacotron 2's pre-net keeps
@@ -42,10 +43,11 @@ pytorch/pytorch#124464 (``scaled_dot_product_attention`` applies dropout in eval
 from __future__ import annotations
 
 import ast
+import sys
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import frame_location, is_user_code
+from trainguard.sanitize.core.frames import frame_location, is_user_code, user_frame
 from trainguard.sanitize.core.source import SourceFile
 
 _SDPA = "scaled_dot_product_attention"
@@ -98,6 +100,20 @@ def _literal_true(frame: Any, index: int, keyword: str) -> bool:
     given = node.args[index] if len(node.args) > index else next(
         (k.value for k in node.keywords if k.arg == keyword), None)
     return isinstance(given, ast.Constant) and given.value is True
+
+
+def _keyword_location(keyword: str) -> Any:
+    """``(path, line, col)`` of ``keyword=`` in the call the user's innermost frame is making
+    (``dropout_p=self.dropout`` on its own line of a call written over several lines: the line
+    to change), else None (the call's own line is then used)."""
+    frame = user_frame(sys._getframe(1))
+    if frame is None:
+        return None
+    path, line, col = frame_location(frame)
+    file = SourceFile.load(path)
+    node = file.call_at(line, col - 1) if file is not None else None
+    given = next((k for k in node.keywords if k.arg == keyword), None) if node else None
+    return (path, given.value.lineno, given.value.col_offset + 1) if given is not None else None
 
 
 class FunctionalDropoutIgnoresMode(Check):
@@ -192,4 +208,5 @@ class FunctionalDropoutIgnoresMode(Check):
             f"attention dropout whatever the module's mode, and {owner} is in eval mode: the "
             "attention weights are still dropped after model.eval(), so evaluation is random "
             "(pytorch/pytorch#124464)",
-            fix="pass dropout_p=self.dropout_p if self.training else 0.0")
+            fix="pass dropout_p=self.dropout_p if self.training else 0.0",
+            where=_keyword_location("dropout_p"))

@@ -17,8 +17,8 @@ class SelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,  # expect: TG105
-                                           dropout_p=self.attn_dropout)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                           dropout_p=self.attn_dropout)  # expect: TG105
         return self.proj(y.transpose(1, 2).reshape(b, t, d))
 
 
