@@ -2,8 +2,10 @@
 
 What it watches: outermost module calls made with grad mode on while a ``torch.no_grad()`` block is
 open (the watcher counts them): grad mode was turned back on inside it, by ``torch.enable_grad()``
-(whose line the watcher notes) or ``torch.set_grad_enabled(True)``. Their outputs that carry a
-``grad_fn`` are followed without keeping them alive.
+(whose line the watcher notes) or ``torch.set_grad_enabled(True)``; and outermost calls made with
+grad mode off inside such a block whose ``forward`` turned it back on itself (``with
+torch.enable_grad():`` in ``forward``, ngxbac/GAIN#5). Their outputs that carry a ``grad_fn`` are
+followed without keeping them alive.
 
 When it fires: those outputs die, or the run ends, without any backward reaching them: the
 evaluation region computed graphs (and kept activations) for nothing. Reported at the cause: the
@@ -37,10 +39,18 @@ class GradReenabled(UnreachedOutputs):
 
     def on_root_forward(self, call: ForwardCall) -> None:
         self._resolve()
-        if not call.reenabled or self.state.in_backward:
+        if self.state.in_backward:
             return
-        opened = [w for w in self.state.enable_grad_at if w is not None]
-        where = opened[-1] if opened else (self.state.grad_on_at or call.where)
+        if call.reenabled:
+            opened = [w for w in self.state.enable_grad_at if w is not None]
+            where = opened[-1] if opened else (self.state.grad_on_at or call.where)
+        elif not call.grad_enabled and self.state.no_grad_depth and self.state.grad_on_at:
+            # called with grad off, yet its forward turned grad back on (``with
+            # torch.enable_grad():`` inside ``forward``, for a Grad-CAM): outputs with a grad_fn
+            # come from that region
+            where = self.state.grad_on_at
+        else:
+            return
         for tensor in first_tensor(call.output):
             if tensor.grad_fn is not None:
                 self.follow(tensor, (where, type(call.module).__name__, call.where))

@@ -12,8 +12,8 @@ since the last step accumulated and another backward follows before the step (ze
 of a micro-batch accumulation loop): the cleared gradients (8 sampled) are not all zero, the
 backward before it kept no graph, the next step's optimizer holds the zeroed parameters, their
 version counters did not move in between, and the backward before the step is written where the
-discarded one is (the same micro-batch code run again). Seen at two steps, it is reported at that
-``zero_grad``.
+discarded one is (the same micro-batch code run again; other backward calls may follow it, such as
+a debug helper's on a copy of the model). Seen at two steps, it is reported at that ``zero_grad``.
 
 Silent on: ``zero_grad`` before backward or after step, ``p.grad = None``, LBFGS closures (they zero
 inside ``step``), GANs whose other optimizer is zeroed in between (its parameters are not this
@@ -59,8 +59,9 @@ class ZeroGradBeforeStep(Check):
         self.pending: tuple | None = None
         # a zero_grad that discarded the gradients of a backward since the last step, while
         # another backward follows it before the step (zeroing at the top of an accumulation
-        # micro-loop): its _Discard, judged at the next step
-        self.discard: _Discard | None = None
+        # micro-loop): its _Discard per zeroed owner (a debug helper zeroing a copy of the model
+        # keeps its own), judged at the next step
+        self.discards_now: dict[int, _Discard] = {}
         # zero_grad location -> steps at which it was seen discarding (reported at the second)
         self.discards: dict[Any, int] = {}
 
@@ -78,12 +79,12 @@ class ZeroGradBeforeStep(Check):
                 or _own_method(caller, owner)):
             # a graph kept for another backward (per-task gradients read one by one, as gradient
             # surgery does), or an optimizer zeroing inside its own algorithm (SAM's first_step)
-            self.discard = None
+            self.discards_now.pop(id(owner), None)
             return
         params = [p for p in zeroed_by(owner) if p.requires_grad and p.grad is not None][:_SAMPLE]
         grads = [p.grad for p in params]
         if not grads or not readable(*grads) or not any(bool(g.any()) for g in grads):
-            self.discard = None  # nothing learned is thrown away
+            self.discards_now.pop(id(owner), None)  # nothing learned is thrown away
             return
         import torch
 
@@ -91,14 +92,23 @@ class ZeroGradBeforeStep(Check):
         if not readable(*every) or not all(bool(torch.isfinite(g).all()) for g in every):
             # a GradScaler skipped the step on inf/NaN gradients and the loop zeroes them: the
             # usual, correct way on; a cleared finite batch is what is looked for
-            self.discard = None
+            self.discards_now.pop(id(owner), None)
             return
-        self.discard = _Discard(owner, params, where, last.where, state.backward_count,
-                                state.step)
+        self.discards_now.pop(id(owner), None)
+        if len(self.discards_now) >= 4:  # the oldest (a copy's, whose optimizer never steps)
+            del self.discards_now[next(iter(self.discards_now))]
+        self.discards_now[id(owner)] = _Discard(owner, params, where, last.where,
+                                                state.backward_count)
 
     def on_step_pre(self, optimizer: Any) -> None:
-        if self.discard is not None:
-            self._judge_discard(optimizer)
+        if self.discards_now:
+            held = {id(p) for p in zeroed_by(optimizer)}
+            for key, discard in list(self.discards_now.items()):
+                if any(r() is not None and id(r()) in held for r in discard.params):
+                    del self.discards_now[key]
+                    self._judge_discard(optimizer, discard, held)
+                # else another optimizer's step (an actor-critic's critic stepped before the
+                # actor): the discard waits for the step of the optimizer holding its parameters
         pending = self.pending
         if pending is None or pending[1] != self.state.backward_count:
             return
@@ -138,23 +148,24 @@ class ZeroGradBeforeStep(Check):
 
     def on_resume(self, boundary: bool) -> None:
         self.pending = None  # a zero_grad noted before settled steps is no longer pending
-        self.discard = None
+        self.discards_now.clear()
 
-    def _judge_discard(self, optimizer: Any) -> None:
+    def _judge_discard(self, optimizer: Any, discard: "_Discard", held: set[int]) -> None:
         """A step after a zero_grad that threw away a backward's gradients and a backward since:
         when the zeroed parameters are this optimizer's (sampled) ones, unchanged since, and the
         backward that filled the discarded gradients is written where the backward that fills
         the step's gradients is (the same micro-batch code, run again), note it; the second
         step at which the same zero_grad does this is reported at that zero_grad."""
-        discard, self.discard = self.discard, None
         state = self.state
-        if discard.step != state.step or state.backward_count <= discard.backwards:
+        if state.backward_count <= discard.backwards:
             return
-        last = state.backwards[-1] if state.backwards else None
-        if last is None or last.retain_graph or last.where is None \
-                or last.where[:2] != discard.backward_at[:2]:
-            return  # another loss (a probe before training, a GAN's other player)
-        held = {id(p) for p in zeroed_by(optimizer)}
+        # a backward since the zero_grad written where the discarded one is (the same
+        # micro-batch code run again; a debug helper's backward on a copy of the model may come
+        # after it); else another loss: a probe before training, a GAN's other player
+        since = [b for b in state.backwards if b.index >= discard.backwards]
+        if not any(b.where is not None and b.where[:2] == discard.backward_at[:2]
+                   and not b.retain_graph for b in since):
+            return
         params = [r() for r in discard.params]
         if any(p is None or id(p) not in held for p in params):
             return  # the zeroed parameters are not (all) this optimizer's
@@ -205,14 +216,13 @@ def _own_method(caller: Any, owner: Any) -> bool:
 class _Discard:
     """A zero_grad that threw away gradients a backward since the last step had filled."""
 
-    __slots__ = ("owner_name", "params", "versions", "where", "backward_at", "backwards", "step")
+    __slots__ = ("owner_name", "params", "versions", "where", "backward_at", "backwards")
 
     def __init__(self, owner: Any, params: list[Any], where: Any, backward_at: Any,
-                 backwards: int, step: int) -> None:
+                 backwards: int) -> None:
         self.owner_name = type(owner).__name__
         self.params = [weakref.ref(p) for p in params]
         self.versions = [p._version for p in params]
         self.where = where  # the zero_grad's line
         self.backward_at = backward_at  # the line of the backward whose gradients it discarded
         self.backwards = backwards  # backward calls completed at the zero_grad
-        self.step = step  # optimizer steps completed at the zero_grad

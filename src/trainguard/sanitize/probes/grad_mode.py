@@ -6,9 +6,11 @@ Facts kept (``State``):
   re-enabled);
 - ``enable_grad_at``: for each open ``torch.enable_grad()`` block, the user's line that opened it
   with grad mode off, or None;
-- ``grad_on_at``: the user's line of the latest ``torch.set_grad_enabled(True)`` made inside an
-  open ``no_grad`` block with grad mode off (``optimizer.step()`` calls it with False, which costs
-  one test); for ``enable_grad``/``set_grad_enabled`` used as a decorator, the decorator's line;
+- ``grad_on_at``: the user's line of the latest ``torch.set_grad_enabled(True)`` or
+  ``torch.enable_grad()`` made inside an open ``no_grad`` block with grad mode off, kept until
+  that block closes (an ``enable_grad`` inside a model's ``forward`` has closed by the time the
+  call returns); ``optimizer.step()`` calls ``set_grad_enabled`` with False, which costs one
+  test; for ``enable_grad``/``set_grad_enabled`` used as a decorator, the decorator's line;
 - ``eval_at``: where user code last put a module in eval mode (an outermost
   ``eval()``/``train(False)``), until it calls ``train()`` on it again; only the outermost call
   counts (``Module.train`` calls itself on every child), and a run calls it per epoch, not per
@@ -70,7 +72,10 @@ def _grad_mode(bus: "Bus", undo: list[Undo]) -> None:
             was = is_grad_enabled()
             result = original(self)
             try:
-                state.enable_grad_at.append(None if was else _grad_opener(sys._getframe(1)))
+                opener = None if was else _grad_opener(sys._getframe(1))
+                state.enable_grad_at.append(opener)
+                if opener is not None and state.no_grad_depth:
+                    state.grad_on_at = opener  # kept after the block closes (TG104)
             except Exception as exc:
                 bus.hook_failed("torch.enable_grad", exc)
             return result
