@@ -1,0 +1,159 @@
+"""Where a loss's code can evaluate an op at a singular point of its derivative.
+
+Used by TG405 once a gradient is already proven NaN/Inf while the loss was finite, and re-running
+the latest model call found no op at a singular point in it: the graph that held the values is
+gone (backward freed it, and the step about to run writes NaN into the weights, so the next cycle
+cannot show them), so the place is found in the source of the code that computed the loss from the
+model's outputs. Its calls of ops whose derivative is infinite at a point their input can reach
+are listed: ``torch.sqrt``/``x.sqrt()`` and ``rsqrt`` (at 0: a Euclidean distance of two equal
+embeddings), ``acos``/``asin`` (at +-1: the angle of two equal unit vectors), ``x ** p`` with
+``0 < p < 1`` (at 0). A call whose input is kept off that point in the same expression (``+ eps``,
+``.clamp(min=eps)``, a name with ``eps`` in it) is not listed. ``torch.norm`` is not listed:
+PyTorch gives a norm of a zero vector a zero subgradient.
+
+The code read: the ``forward`` of each user module class given (a loss module such as a triplet
+loss), the function that called backward, and what they call one level down: a function held in
+an attribute of the module (``self.distance_metric``), a method of its class, or a function
+defined at the top of the same file. Python's and NumPy's ``sqrt`` are not tensor ops and never
+listed.
+
+Cost: only at that finding: one parse per file (cached, ``bounds.parse_file``).
+
+Reference: ``torch.sqrt`` backward is ``grad / (2 * sqrt(x))``
+(``tools/autograd/derivatives.yaml`` in PyTorch); "Why does my sqrt give nan gradients"
+https://discuss.pytorch.org/t/57128.
+"""
+
+from __future__ import annotations
+
+import ast
+from types import FunctionType, MethodType
+from typing import Any
+
+from trainguard.sanitize.core.bounds import parse_file
+from trainguard.sanitize.core.frames import Location, is_user_file
+from trainguard.sanitize.core.source import function_node
+
+__all__ = ["singular_sites", "function_at"]
+
+_AT_ZERO = frozenset({"sqrt", "sqrt_", "rsqrt", "rsqrt_"})
+_AT_ONE = frozenset({"acos", "asin", "arccos", "arcsin", "acos_", "asin_"})
+_NOT_TENSOR = frozenset({"math", "np", "numpy", "cmath"})
+_GUARDS = frozenset({"clamp", "clamp_min", "clip", "maximum", "max", "abs"})
+
+
+def singular_sites(modules: list[Any], backward_at: Location | None) -> list[tuple[Location, str]]:
+    """``(location, op)`` of each call of an op with a singular derivative, unguarded, in the
+    ``forward`` of the user modules given, in the function holding ``backward_at``, and in what
+    they call one level down (see the module doc); in source order, each place once."""
+    found: dict[Location, str] = {}
+    for module in modules:
+        forward = getattr(type(module), "forward", None)
+        code = getattr(forward, "__code__", None)
+        if code is None or not is_user_file(code.co_filename):
+            continue
+        node = function_node(code)
+        if node is None:
+            continue
+        _collect(node, code.co_filename, found)
+        for callee, path in _callees(node, code.co_filename, module):
+            _collect(callee, path, found)
+    if backward_at is not None:
+        node = function_at(backward_at[0], backward_at[1])
+        if node is not None:
+            _collect(node, backward_at[0], found)
+            for callee, path in _callees(node, backward_at[0], None):
+                _collect(callee, path, found)
+    return sorted(found.items())
+
+
+def function_at(path: str, line: int) -> ast.AST | None:
+    """The innermost function of file ``path`` whose body holds ``line`` (the module when none)."""
+    tree = parse_file(path)
+    if tree is None:
+        return None
+    best: ast.AST = tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and node.lineno <= line <= (node.end_lineno or node.lineno) \
+                and node.lineno >= getattr(best, "lineno", 0):
+            best = node
+    return best
+
+
+def _callees(node: ast.AST, path: str, module: Any) -> list[tuple[ast.AST, str]]:
+    """``(function node, its file)`` for what ``node`` calls one level down: ``self.<attr>(...)``
+    holding a user function or method (looked up on ``module``), and ``name(...)`` defined at
+    the top of ``path``."""
+    tree = parse_file(path)
+    top = {n.name: n for n in (tree.body if tree is not None else [])
+           if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    out: list[tuple[ast.AST, str]] = []
+    for call in ast.walk(node):
+        if not isinstance(call, ast.Call):
+            continue
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in top:
+            out.append((top[func.id], path))
+        elif module is not None and isinstance(func, ast.Attribute) \
+                and isinstance(func.value, ast.Name) and func.value.id == "self":
+            held = getattr(module, func.attr, None) if func.attr in _own_names(module) else None
+            if isinstance(held, MethodType):
+                held = held.__func__
+            code = getattr(held, "__code__", None) if isinstance(held, FunctionType) else None
+            if code is not None and is_user_file(code.co_filename):
+                callee = function_node(code)
+                if callee is not None:
+                    out.append((callee, code.co_filename))
+    return out
+
+
+def _own_names(module: Any) -> set[str]:
+    """Names reachable on ``module`` without running a property: its instance attributes and
+    the plain functions of its classes."""
+    names = set(vars(module))
+    for klass in type(module).__mro__:
+        names |= {k for k, v in vars(klass).items() if isinstance(v, FunctionType)}
+    return names
+
+
+def _collect(node: ast.AST, path: str, found: dict[Location, str]) -> None:
+    for sub in ast.walk(node):
+        op = _singular_call(sub)
+        if op is not None:
+            found.setdefault((path, sub.lineno, sub.col_offset + 1), op)  # type: ignore[attr-defined]
+
+
+def _singular_call(node: ast.AST) -> str | None:
+    """The op's name when ``node`` calls an op with a singular derivative on an unguarded input."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) \
+            and isinstance(node.right, ast.Constant) and isinstance(node.right.value, float) \
+            and 0 < node.right.value < 1:
+        return None if _guarded(node.left) else f"** {node.right.value}"
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return None
+    name = node.func.attr
+    if name not in _AT_ZERO and name not in _AT_ONE:
+        return None
+    receiver = node.func.value
+    if isinstance(receiver, ast.Name) and receiver.id in _NOT_TENSOR:
+        return None
+    if isinstance(receiver, ast.Name) and receiver.id == "torch":
+        arg = node.args[0] if node.args else None  # torch.sqrt(x)
+    else:
+        arg = receiver  # x.sqrt()
+    return None if arg is None or _guarded(arg) else name.rstrip("_")
+
+
+def _guarded(expr: ast.AST) -> bool:
+    """Whether ``expr`` keeps its value off a singular point: an added or subtracted constant or
+    ``eps``-named value, or a clamp."""
+    for sub in ast.walk(expr):
+        if isinstance(sub, ast.BinOp) and isinstance(sub.op, (ast.Add, ast.Sub)) and any(
+                isinstance(side, ast.Constant) or "eps" in ast.unparse(side).lower()
+                for side in (sub.left, sub.right)):
+            return True
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) \
+                and sub.func.attr in _GUARDS:
+            return True
+    return False
