@@ -21,9 +21,7 @@ When it fires (once per run, at the cause, the symptom in the message):
   learning rate (the optimizer's literal, or the config entry or default it names);
 - a gradient is NaN/Inf while the loss is finite: the latest outermost call re-run, naming the
   first op at a singular point of its derivative (sqrt at 0, acos at +-1, ``x ** 0.5`` at 0) and
-  its line; else, when the code computing the loss (the user modules' ``forward``, the function
-  that called backward, one level of what they call) has exactly one unguarded call of such an
-  op (``torch.sqrt(((a - b) ** 2).sum(-1))`` in a triplet loss), that call
+  its line; else the one unguarded call of such an op in the loss's code, if one
   (``core/singular_sites.py``); else the backward line, with the parameters named.
 With a ``GradScaler`` the scaled root may overflow by design: a non-finite root needs a live
 enabled ``GradScaler`` (``gc``, once) and a non-finite unscaled loss (``core/nonfinite.py``).
@@ -49,7 +47,7 @@ from trainguard.sanitize.core.nonfinite import (
     finite_output, grads_may_be_finite, is_stamped, non_finite_grads, rerun,
     scaled_root_is_non_finite, scaler_in_use, singular_node, stamped_calls)
 from trainguard.sanitize.core.setting import learning_rate_line
-from trainguard.sanitize.core.singular_sites import singular_sites
+from trainguard.sanitize.core.singular_sites import one_singular_site
 from trainguard.sanitize.core.values import READ_LATER, DeviceLosses, reading
 
 _MAX_ROOT = 1  # only scalar roots: a loss
@@ -244,8 +242,12 @@ class NonFiniteLoss(Check):
                 rerun_ids = {id(m) for m in model.modules()}
         loss = f" while the loss was {self.latest[1]:.4g}" if self.latest else ""
         where = self.latest[2] if self.latest else None
-        if not cause:
-            cause = self._singular_site(rerun_ids, where)
+        if not cause:  # the op is in the loss's code: its one unguarded singular op, if any
+            found = one_singular_site([m for m in (r() for r in list(
+                self.state.models._refs.values())) if m is not None and id(m) not in rerun_ids],
+                where)
+            if found is not None:
+                self.cause_at, cause = found
         diverged = self._diverged(where) if where is not None else ""
         if diverged:
             self.cause_at = learning_rate_line(self.built)
@@ -264,21 +266,6 @@ class NonFiniteLoss(Check):
                 "x / x.norm().clamp_min(eps), acos(x.clamp(-1 + eps, 1 - eps))) or use "
                 "F.normalize; torch.autograd.detect_anomaly() names the backward op",
             where=self.cause_at or where)
-
-    def _singular_site(self, rerun_ids: set[int], backward_at: Any) -> str:
-        """The one call in the loss's code of an op with a singular derivative, unguarded
-        (``core/singular_sites.py``), as a clause naming it (its line becomes the place); "" when
-        there is none or more than one. The modules just re-run (and found clean) are left out."""
-        modules = [m for m in (r() for r in list(self.state.models._refs.values()))
-                   if m is not None and id(m) not in rerun_ids]
-        sites = singular_sites(modules, backward_at)
-        if len(sites) != 1:
-            return ""
-        at, op = sites[0]
-        self.cause_at = at
-        return (f"; `{op}` at {short_location(at)} is the one op in the code computing the loss "
-                "whose derivative is infinite at a point its input can reach (sqrt at 0, acos "
-                "at +-1), with nothing keeping it off that point")
 
     def _diverged(self, where: Any) -> str:
         """The loss's growth before it overflowed, when it grew by 1000x or beyond 1e6 (CPU

@@ -31,10 +31,10 @@ from types import FunctionType, MethodType
 from typing import Any
 
 from trainguard.sanitize.core.bounds import parse_file
-from trainguard.sanitize.core.frames import Location, is_user_file
+from trainguard.sanitize.core.frames import Location, is_user_file, short_location
 from trainguard.sanitize.core.source import function_node
 
-__all__ = ["singular_sites", "function_at"]
+__all__ = ["singular_sites", "one_singular_site", "function_at"]
 
 _AT_ZERO = frozenset({"sqrt", "sqrt_", "rsqrt", "rsqrt_"})
 _AT_ONE = frozenset({"acos", "asin", "arccos", "arcsin", "acos_", "asin_"})
@@ -65,6 +65,19 @@ def singular_sites(modules: list[Any], backward_at: Location | None) -> list[tup
             for callee, path in _callees(node, backward_at[0], None):
                 _collect(callee, path, found)
     return sorted(found.items())
+
+
+def one_singular_site(modules: list[Any], backward_at: Location | None
+                      ) -> tuple[Location, str] | None:
+    """``(location, clause for the finding)`` of the one site :func:`singular_sites` lists, or
+    None when it lists none or several."""
+    sites = singular_sites(modules, backward_at)
+    if len(sites) != 1:
+        return None
+    at, op = sites[0]
+    return at, (f"; `{op}` at {short_location(at)} is the one op in the code computing the loss "
+                "whose derivative is infinite at a point its input can reach (sqrt at 0, acos at "
+                "+-1), with nothing keeping it off that point")
 
 
 def function_at(path: str, line: int) -> ast.AST | None:
