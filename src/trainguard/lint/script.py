@@ -240,7 +240,25 @@ class Script:
                  if any(self.call_qualname(v) and
                         re.search(r"(create|build|make|get|configure)_?optimi[sz]er",
                                   self.call_qualname(v) or "") for v in vs)}
+        keys |= {k for k, vs in self.assignments.items() if any(
+            isinstance(v, ast.Call) and _OPTIM_CLASS.search(self._parameter_default(v.func))
+            for v in vs)}
         return keys - set(self.schedulers)
+
+    def _parameter_default(self, func: ast.AST) -> str:
+        """The qualified name of the default of the parameter ``func`` names in its function
+        (``optimizer_cls=torch.optim.Adam``, then ``optimizer_cls(model.parameters())``), or
+        ""."""
+        if not isinstance(func, ast.Name):
+            return ""
+        scope = self.enclosing_function(func)
+        if scope is None:
+            return ""
+        args = scope.args
+        positional = [*args.posonlyargs, *args.args]
+        pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+        return next((self.qualname(d) or "" for a, d in pairs if a.arg == func.id), "")
 
     @cached_property
     def schedulers(self) -> dict[str, str]:
