@@ -15,7 +15,8 @@ where user code turns grad mode back on inside a ``no_grad`` block); at the mode
 such line is known.
 
 Silent on: re-enabled regions where a backward or ``torch.autograd.grad`` does reach the outputs
-(input gradients, saliency, test-time optimisation); ``requires_grad_(True)`` under ``no_grad``
+(input gradients, saliency, test-time optimisation), also inside the forward before it returns
+(an energy whose graph ``autograd.grad`` for the forces already freed); ``requires_grad_(True)`` under ``no_grad``
 (it creates no graph); forwards in PyTorch's own re-enabled regions (LBFGS closures run no
 ``no_grad`` block of the user's).
 
@@ -30,6 +31,7 @@ disabling gradient computation"
 
 from __future__ import annotations
 
+from trainguard.sanitize.core.holders import graphs_released
 from trainguard.sanitize.core.unreached import UnreachedOutputs
 from trainguard.sanitize.core.records import ForwardCall, first_tensor
 
@@ -52,7 +54,8 @@ class GradReenabled(UnreachedOutputs):
         else:
             return
         for tensor in first_tensor(call.output):
-            if tensor.grad_fn is not None:
+            # (a graph the forward itself already ran autograd.grad through, freeing it: used)
+            if tensor.grad_fn is not None and not graphs_released(tensor):
                 self.follow(tensor, (where, type(call.module).__name__, call.where))
 
     def report_unreached(self, key: tuple) -> None:
