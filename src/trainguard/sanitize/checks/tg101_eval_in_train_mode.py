@@ -40,19 +40,18 @@ Silent on: training forwards (a backward reaches the output; a second, logged lo
 output does not make it an evaluation); forwards in a loop that calls backward or a step (a batch
 skipped on purpose, hard-example mining), unless the callers tell an evaluation as above;
 BatchNorm recalibration and ``update_bn`` (output dropped, or a library's call); a dummy forward
-sizing a layer (only its shape read); value targets made under ``no_grad`` by a helper the update
-loop calls (PPO advantages); checkpoint recomputation (inside backward); RL rollouts in a training
-loop; Monte Carlo dropout (model in eval mode with Dropout switched on, or a dropout-only model in
+sizing a layer (only its shape read, or run inside a module's ``__init__``); value targets made
+under ``no_grad`` by a helper the update loop calls (PPO advantages); checkpoint recomputation
+(inside backward); RL rollouts in a training loop; Monte Carlo dropout (model in eval mode with Dropout switched on, or a dropout-only model in
 training mode drawing several no-grad forwards of one unchanged input: :mod:`..core.sampling`);
 models without mode-dependent modules; evaluation after ``model.eval()``.
 
-Cost: per checked outermost forward, its output's first 4 tensors, one parse of its file (cached;
-files over 2,000,000 characters skipped) and the callers' lines (64 frames, 6 callers at most; 8
-user frames and a cached verdict for an output used outside training); at most 8 candidate calls
-and 3 x 256 followed graphs (``Unreached``), resolved at each step and at exit. On the first 8
-checked backward calls and one in 32 after, and on each user ``train()``, the user's stack (32
-frames, ids and code objects); on a finding, each frame's ``self``.
-
+Cost: per checked outermost forward, its output's first 4 tensors, 12 frames looked at for a
+module's ``__init__``, one parse of its file (cached; up to 2M characters), the callers' lines (64
+frames, 6 callers at most; 8 user frames and a cached verdict for an output used outside training);
+at most 8 candidate calls and 3 x 256 followed graphs (``Unreached``), resolved at each step and at
+exit. On the first 8 checked backward calls and one in 32 after, and on each user ``train()``, the
+user's stack (32 frames, ids and code objects); on a finding, each frame's ``self``.
 Reference: ``torch.nn.Module.eval`` docs
 (https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval); GitHub
 wolny/pytorch-3dunet#53 (validation through the training forward), princeton-vl/
@@ -67,7 +66,8 @@ import sys
 import weakref
 from typing import Any
 
-from trainguard.sanitize.core.callstack import callers, callers_train, differing, line_of
+from trainguard.sanitize.core.callstack import (callers, callers_train, differing,
+                                                in_module_init, line_of)
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.sites import SiteReader
 from trainguard.sanitize.core.frames import short_location
@@ -119,7 +119,7 @@ class EvalInTrainMode(Check):
                 self._library_eval(call)
             return
         active = active_in_training(call.module)
-        if not active:
+        if not active or in_module_init(sys._getframe(1)):  # (a layer sized while built)
             return
         outputs = first_tensor(call.output)
         if not outputs:

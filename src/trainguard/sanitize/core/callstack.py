@@ -43,7 +43,7 @@ from trainguard.sanitize.core.source import SourceFile, function_node
 
 __all__ = ["Location", "Stack", "user_stack", "shared_depth", "cause_line", "dispatched",
            "callers", "differing", "line_of", "callers_train", "model_method_caller",
-           "running_line"]
+           "running_line", "in_module_init"]
 
 Stack = tuple[tuple[int, CodeType, Location, bool], ...]
 _COMPREHENSIONS = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"))
@@ -67,6 +67,18 @@ def _module_method(frame: FrameType) -> bool:
     from torch import nn
 
     return isinstance(frame.f_locals.get("self"), nn.Module)
+
+
+def in_module_init(start: Optional[FrameType], *, depth: int = 12) -> bool:
+    """Whether an ``nn.Module``'s ``__init__`` is among the ``depth`` frames from ``start``
+    outwards: a call made while a model is being built (a dummy forward sizing a layer,
+    ``n = self._features(torch.zeros(1, 1, bands, 5, 5)).numel()``), never an evaluation."""
+    frame = start
+    while frame is not None and depth > 0:
+        if frame.f_code.co_name == "__init__" and _module_method(frame):
+            return True
+        frame, depth = frame.f_back, depth - 1
+    return False
 
 
 def model_method_caller(module: Any, start: Optional[FrameType] = None) -> tuple | None:
