@@ -7,7 +7,10 @@ comparison guards a save or an update of the best value. A dict entry keyed for 
 too (``metrics["train_mIoU"]``, ``logs.get("train_loss")``). The metric is followed through a
 plain assignment (``monitored = train_loss``, ``score = metrics["train_acc"]``, reported there) and through a parameter that
 every call fills with a training metric (``self.save(epoch, train_loss)`` into
-``def save(self, epoch, fitness)``, reported at the call).
+``def save(self, epoch, fitness)``, reported at the call), and through the name of the metric a
+callback class of the file watches (``val = metrics[self.monitor]`` compared by
+``self.comp(val, self.best)``, with ``monitor="train_loss"`` at every construction: reported
+there); a framework's ``ModelCheckpoint(monitor="train_loss")`` too.
 """
 
 from __future__ import annotations
@@ -28,10 +31,14 @@ _VAL = re.compile(r"val|valid|test|eval|dev", re.I)
 
 
 def check(script: Script) -> Iterator[Hit]:
+    yield from _checkpoint_callbacks(script)
     for node in script.nodes:
-        if not isinstance(node, ast.Compare) or len(node.comparators) != 1:
+        if isinstance(node, ast.Compare) and len(node.comparators) == 1:
+            sides = [node.left, node.comparators[0]]
+        elif isinstance(node, ast.Call) and len(node.args) == 2 and not node.keywords:
+            sides = list(node.args)  # self.comp(val, self.best), np.less(val, best)
+        else:
             continue
-        sides = [node.left, node.comparators[0]]
         names = [dotted(s) or "" for s in sides]
         best = [i for i, n in enumerate(names) if "best" in n.lower()]
         if len(best) != 1:
@@ -46,7 +53,7 @@ def check(script: Script) -> Iterator[Hit]:
             if isinstance(value, (ast.Name, ast.Attribute)) or _entry(value) is not None:
                 at = parent(value) or node  # `monitored = train_loss`: the line to change
         if why is None:
-            found = _train_argument(script, other)
+            found = _train_argument(script, other) or _monitored(script, other)
             if found is None:
                 continue
             at, why = found
@@ -80,6 +87,73 @@ def _train_argument(script: Script, node: ast.AST) -> tuple[ast.AST, str] | None
         return None
     site, why = found[0]
     return site, f"{why}, passed as `{node.id}` to {func.name}() at {script.at(site.lineno)}"
+
+
+def _checkpoint_callbacks(script: Script) -> Iterator[Hit]:
+    """A framework's checkpoint callback told to keep the best model by a training metric:
+    ``ModelCheckpoint(monitor="train_loss")`` (Lightning, Keras)."""
+    for call in script.calls:
+        if not (script.call_qualname(call) or "").endswith("ModelCheckpoint"):
+            continue
+        given = next((k.value for k in call.keywords if k.arg == "monitor"), None)
+        metric = given.value if isinstance(given, ast.Constant) else None
+        if isinstance(metric, str) and _TRAIN.search(metric) and not _VAL.search(metric):
+            yield Hit(given, f"the best model is chosen on `{metric}`: a training metric keeps "
+                             f"improving while the model overfits, so the checkpoint kept as "
+                             f"best is the most overfit one",
+                      fix='monitor a validation metric (e.g. monitor="val_loss")')
+
+
+def _monitored(script: Script, node: ast.AST) -> tuple[ast.AST, str] | None:
+    """``val = metrics[self.monitor]`` where ``self.monitor`` is set in ``__init__`` from a
+    parameter that every construction of the class in the file fills (or leaves at a default)
+    with a training metric's name (``SaveModelCallback(monitor="train_loss")``): that call."""
+    value = last_assignment(node.id, node) if isinstance(node, ast.Name) else node
+    while isinstance(value, ast.Subscript) and not isinstance(value.slice, ast.Attribute):
+        value = value.value
+    key = value.slice if isinstance(value, ast.Subscript) else None
+    cls = next((c for c in _classes(script) if key is not None and key in ast.walk(c)), None)
+    if cls is None or dotted(key.value) != "self":  # type: ignore[union-attr]
+        return None
+    init = next((f for f in cls.body if isinstance(f, ast.FunctionDef)
+                 and f.name == "__init__"), None)
+    param = _stored_parameter(init, key.attr) if init is not None else None  # type: ignore
+    if param is None:
+        return None
+    names = [a.arg for a in init.args.args][1:]  # type: ignore[union-attr]
+    defaults = dict(zip(names[len(names) - len(init.args.defaults):],  # type: ignore
+                        init.args.defaults))  # type: ignore[union-attr]
+    from trainguard.lint.callgraph import bind_arguments
+
+    found = []
+    for site in (c for c in script.calls if dotted(c.func) == cls.name):
+        given = bind_arguments(names, site).get(param, defaults.get(param))
+        metric = given.value if isinstance(given, ast.Constant) else None
+        if not isinstance(metric, str) or not _TRAIN.search(metric) or _VAL.search(metric):
+            return None
+        found.append(site)
+    if not found:
+        return None
+    return found[0], f"`{metric}`, the metric {cls.name} watches (its `{param}`)"
+
+
+def _classes(script: Script) -> list[ast.ClassDef]:
+    return [n for n in script.nodes if isinstance(n, ast.ClassDef)]
+
+
+def _stored_parameter(init: ast.FunctionDef, attr: str) -> str | None:
+    """The parameter of ``init`` stored as ``self.<attr>`` (also by tuple assignment)."""
+    params = {a.arg for a in init.args.args}
+    for stmt in ast.walk(init):
+        if not isinstance(stmt, ast.Assign):
+            continue
+        for target in stmt.targets:
+            pairs = zip(target.elts, stmt.value.elts) if isinstance(target, ast.Tuple) and \
+                isinstance(stmt.value, ast.Tuple) else [(target, stmt.value)]
+            for t, v in pairs:
+                if dotted(t) == f"self.{attr}" and isinstance(v, ast.Name) and v.id in params:
+                    return v.id
+    return None
 
 
 def _train_metric(script: Script, node: ast.AST, depth: int = 2) -> str | None:
