@@ -57,8 +57,8 @@ def check(script: Script) -> Iterator[Hit]:
             where = "a torch.no_grad() region"
         else:
             where = f"evaluation function {region.name}()"  # type: ignore[union-attr]
-        if isinstance(node, ast.Expr):  # a plain switch: it outlives the helper's return
-            if not _forward_follows(script, node):
+        if isinstance(node, ast.Expr) and idle is None:  # a plain switch: it outlives the
+            if not _forward_follows(script, node):  # helper's return
                 continue  # grad restored for what comes next: training (a validation hook's end)
             yield Hit(target, f"torch.set_grad_enabled(True) switches grad on inside {where} "
                               f"and leaves it on after the function returns: what the caller "
@@ -66,6 +66,16 @@ def check(script: Script) -> Iterator[Hit]:
                               f"evaluation never uses",
                       fix="save torch.is_grad_enabled() first and restore that value, or use "
                           "`with torch.set_grad_enabled(False):` around the block")
+            continue
+        if idle is not None and isinstance(node, ast.Expr):
+            name = dotted(idle.func) or "the model"
+            yield Hit(target, f"torch.set_grad_enabled(True) switches grad on inside {where} "
+                              f"for the rest of the loop: from the next pass on, {name}(...) "
+                              f"at {script.at(idle.lineno)} runs with grad enabled and its "
+                              f"output, which no gradient computed here uses, carries a graph "
+                              f"that grows with every pass",
+                      fix="put only the gradient computation under `with torch.enable_grad():` "
+                          "so that grad mode is restored after it")
             continue
         if idle is not None:
             name = dotted(idle.func) or "the model"
@@ -106,8 +116,11 @@ def _reenablings(script: Script, nodes: Iterable[ast.AST]
         if target is None or block is None:
             continue
         if _reads_grads(script, block):
+            if isinstance(node, ast.Expr):  # a switch in a loop stays on for the next pass
+                loops = script.enclosing_loops(node)
+                block = loops[-1] if loops and _within(loops[-1], block) else None
             idle = _idle_forward(script, block) \
-                if isinstance(block, (ast.With, ast.AsyncWith)) else None
+                if isinstance(block, (ast.With, ast.AsyncWith, ast.For, ast.While)) else None
             if idle is not None:
                 yield node, target, idle
             continue
@@ -119,12 +132,15 @@ def _reenablings(script: Script, nodes: Iterable[ast.AST]
         yield node, target, None
 
 
-def _idle_forward(script: Script, block: ast.With | ast.AsyncWith) -> ast.Call | None:
+def _idle_forward(script: Script, block: ast.AST) -> ast.Call | None:
     """A forward in a re-enabled block that reads gradients, whose output no gradient read
-    of the block uses and that the code after the block reads (``pred = model(x)`` next to
-    ``jn = jacobian_norm(x)`` that runs ``autograd.grad``, then ``return pred``): it leaves
-    the block with a ``grad_fn`` for nothing. What feeds ``autograd.grad``, a backward or a
-    helper that reads gradients (through the block's names) is no idle forward."""
+    of the block uses and that the code after the block reads, itself or through what is
+    computed from it (``pred = model(x)`` next to ``jn = jacobian_norm(x)`` that runs
+    ``autograd.grad``, then ``return pred``): it leaves the block with a ``grad_fn`` for
+    nothing. What feeds ``autograd.grad``, a backward or a helper that reads gradients
+    (through the block's names, not through ``.detach()``) is no idle forward. The block may
+    be the loop around a ``set_grad_enabled(True)`` statement: grad stays on for the next
+    pass (a guided sampler's denoiser call)."""
     assigns = [n for n in walk_local(block) if isinstance(n, ast.Assign)]
     readers = [n for n in walk_local(block) if isinstance(n, ast.stmt) and
                not isinstance(n, (ast.For, ast.While, ast.If, ast.With, ast.Try)) and
@@ -140,12 +156,21 @@ def _idle_forward(script: Script, block: ast.With | ast.AsyncWith) -> ast.Call |
         derived = {a.targets[0].id}
         for _ in range(3):
             derived |= {t.id for b in assigns if _names(b.value) & derived
-                        for t in b.targets if isinstance(t, ast.Name)}
+                        and not _detached(b.value) for t in b.targets if isinstance(t, ast.Name)}
         if any(_names(r) & derived for r in readers):
             continue  # it feeds the gradient: saliency, an input gradient
-        if any(n.id == a.targets[0].id for n in after):
+        if any(n.id in derived for n in after):
             return forward_calls(script, a)[0]
     return None
+
+
+def _detached(value: ast.AST) -> bool:
+    """``x.detach()...`` or ``x.detach().requires_grad_(True)``: a new leaf, no graph carried."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        if value.func.attr in ("detach", "item", "numpy", "tolist"):
+            return True
+        value = value.func.value
+    return False
 
 
 def _names(node: ast.AST) -> set[str]:
