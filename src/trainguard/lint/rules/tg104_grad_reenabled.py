@@ -67,6 +67,15 @@ def check(script: Script) -> Iterator[Hit]:
                       fix="save torch.is_grad_enabled() first and restore that value, or use "
                           "`with torch.set_grad_enabled(False):` around the block")
             continue
+        if idle is not None and (script.call_qualname(idle) or "").endswith("autograd.grad"):
+            flag = kwarg(idle, "create_graph")
+            yield Hit(flag or idle, f"grad is re-enabled inside {where} to compute a gradient "
+                                    f"with create_graph=True: the gradient itself carries a "
+                                    f"graph, which leaves the block although evaluation never "
+                                    f"differentiates it (forces as -dE/dx in validation)",
+                      fix="pass create_graph=self.training (a graph of the gradient is needed "
+                          "only when a loss on it is backpropagated)")
+            continue
         if idle is not None and isinstance(node, ast.Expr):
             name = dotted(idle.func) or "the model"
             yield Hit(target, f"torch.set_grad_enabled(True) switches grad on inside {where} "
@@ -121,6 +130,8 @@ def _reenablings(script: Script, nodes: Iterable[ast.AST]
                 block = loops[-1] if loops and _within(loops[-1], block) else None
             idle = _idle_forward(script, block) \
                 if isinstance(block, (ast.With, ast.AsyncWith, ast.For, ast.While)) else None
+            if idle is None and isinstance(block, (ast.With, ast.AsyncWith)):
+                idle = _graph_of_gradient(script, block)
             if idle is not None:
                 yield node, target, idle
             continue
@@ -161,6 +172,24 @@ def _idle_forward(script: Script, block: ast.AST) -> ast.Call | None:
             continue  # it feeds the gradient: saliency, an input gradient
         if any(n.id in derived for n in after):
             return forward_calls(script, a)[0]
+    return None
+
+
+def _graph_of_gradient(script: Script, block: ast.With | ast.AsyncWith) -> ast.Call | None:
+    """``torch.autograd.grad(..., create_graph=True)`` (a literal True) in ``block`` whose result
+    is read after the block: a graph of the gradient that leaves it."""
+    func = script.enclosing_function(block)
+    after = {n.id for n in walk_local(func if func is not None else script.tree)
+             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and
+             n.lineno > (block.end_lineno or block.lineno)}
+    for stmt in walk_local(block):
+        if not isinstance(stmt, ast.Assign):
+            continue
+        for sub in ast.walk(stmt.value):
+            if isinstance(sub, ast.Call) and (script.call_qualname(sub) or "").endswith(
+                    "autograd.grad") and is_true(kwarg(sub, "create_graph")) and \
+                    any(isinstance(t, ast.Name) and t.id in after for t in stmt.targets):
+                return sub
     return None
 
 
