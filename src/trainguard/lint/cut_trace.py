@@ -3,7 +3,9 @@
 ``trace(script, expr, at, depth)`` answers whether the value ``expr`` (read at ``at``) reaches
 a model's output or parameters without a cut, and which cuts it passes: ``.detach()``,
 ``.data``, ``.item()``, ``float()``/``int()``, a NumPy round trip, a new leaf made from a
-value (``torch.tensor(x, requires_grad=True)``) and, for a model in focus, a value computed
+value (``torch.tensor(x, requires_grad=True)``; a leaf made learnable with
+``.requires_grad_(True)`` is trained itself: no cut of the loss as a whole) and, for a model in
+focus, a value computed
 under ``torch.no_grad()``. Values are followed through assignments, tuple unpacking, loop
 variables, lists filled with ``append``, a helper's parameters (what the file's calls pass)
 and what a helper returns. Used by TG205 (a loss or a term cut from the model) and TG206 (a
@@ -118,6 +120,12 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
             if uncut or cuts:
                 return False, [(expr, f"{expr.func.id}(), a Python number")] + cuts
             return False, []
+        if focus is None and isinstance(expr.func, ast.Attribute) and \
+                expr.func.attr == "requires_grad_" and (not expr.args or is_true(expr.args[0])):
+            # enc(x).detach().clone().requires_grad_(True): a new learnable leaf (a latent code
+            # optimized directly), not a loss cut from every graph; for a model in focus (one
+            # an optimizer holds) the detach on the way is still its cut
+            return True, []
         if isinstance(expr.func, ast.Attribute) and expr.func.attr in _CUT_ATTRS:
             uncut, cuts = trace(script, expr.func.value, at, depth - 1, focus)
             if uncut or cuts:

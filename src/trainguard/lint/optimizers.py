@@ -19,19 +19,27 @@ __all__ = ["held_modules", "cleared", "zero_covers"]
 _PARAM_CALLS = ("parameters", "named_parameters")
 
 
-def held_modules(script: Script, key: str | None) -> frozenset[str] | None:
-    """The keys of the modules whose parameters optimizer ``key`` holds, or None if unknown."""
+def held_modules(script: Script, key: str | None, at: ast.AST | None = None
+                 ) -> frozenset[str] | None:
+    """The keys of the modules whose parameters optimizer ``key`` holds, or None if unknown.
+    With ``at`` (a use of a plain local name), only the optimizers that name is bound to in the
+    function holding ``at``, when it binds it there (``opt`` in ``pretrain()`` and in
+    ``restore()`` are two optimizers)."""
     if not key:
         return None
+    scope = script.enclosing_function(at) if at is not None and "." not in key else None
     memo = script.__dict__.setdefault("_tg_held", {})
-    if key not in memo:
-        memo[key] = _held(script, key)
-    return memo[key]
+    if (key, id(scope)) not in memo:
+        memo[(key, id(scope))] = _held(script, key, scope)
+    return memo[(key, id(scope))]
 
 
-def _held(script: Script, key: str) -> frozenset[str] | None:
+def _held(script: Script, key: str, scope: ast.AST | None) -> frozenset[str] | None:
     found: set[str] = set()
     values = script.assignments.get(key, [])
+    if scope is not None:
+        local = [v for v in values if script.enclosing_function(v) is scope]
+        values = local or values
     if not values:
         return None
     for value in values:

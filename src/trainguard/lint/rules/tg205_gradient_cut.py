@@ -175,12 +175,14 @@ def _cut_models(script: Script, loop: ast.AST, call: ast.Call, target: ast.AST, 
     if at is None:
         return
     stepped: list[str] = []
+    steps: dict[str, ast.AST] = {}
     for e in evs[at + 1:]:
         if e.kind == "backward":
             break
         if e.kind == "step" and e.key:
             stepped.append(e.key)
-    held = {opt: sorted(held_modules(script, opt) or ()) for opt in stepped}
+            steps.setdefault(e.key, e.node)
+    held = {opt: sorted(held_modules(script, opt, steps[opt]) or ()) for opt in stepped}
     if not seen_cut and sum(map(len, held.values())) < 2:
         return
     for opt in stepped:

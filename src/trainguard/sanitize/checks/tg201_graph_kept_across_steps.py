@@ -11,7 +11,8 @@ forwards instead), graphs made at three or more distinct earlier iterations, eac
 iterations old, are all still alive. An iteration is one optimizer step, or, with several
 optimizers alive that have stepped, one step of each (a GAN's two steps make one). Something holds
 them: ``total += loss``, ``losses.append(loss)``, ``preds.append(out)``. The finding names the
-variable found in the user's frames that holds them and points at the line that accumulates into it;
+variable found in the user's frames that holds them and points at the line that accumulates into it
+(for a meter whose method stores what it is given, the call that gives it the tensor);
 when an object's attribute holds them (``model.train_losses``) and the frame that holds the object
 never writes to it, at the line in a method of the object's class that does
 (``self.train_losses.append(loss)`` in a LightningModule's ``training_step``, called by the
@@ -37,7 +38,8 @@ import weakref
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.growth import attribute_accumulation_line
+from trainguard.sanitize.core.frames import short_location
+from trainguard.sanitize.core.growth import attribute_accumulation_line, storing_call
 from trainguard.sanitize.core.holders import (ROOT, accumulation_line, find_holder,
                                               graphs_released)
 from trainguard.sanitize.core.records import BackwardCall, Made
@@ -116,14 +118,19 @@ class GraphKeptAcrossSteps(Check):
             # ``self.trace.append(h)``, ``self.train_losses.append(loss)``), else in the frame
             # that holds it
             line = attribute_accumulation_line(held)
+            stored_at = line
+            if line is not None:  # a meter's update() storing what it is given: the call
+                line = storing_call(held, line) or line
             if line is None and not held.path.startswith(f"{held.name}."):
                 # (for ``self.stats``, a line growing ``self.baseline`` is not the one)
                 line = accumulation_line(held.frame.f_code, held.name)
             if line is not None:
                 where = line
+            stored = f", stored by {short_location(stored_at)} from what this call passes" \
+                if stored_at and stored_at != where else ""
             holder = f"`{held.path}` holds them" + (
-                " (a tensor that keeps a grad_fn)" if held.kind == "tensor"
-                else " (tensors with grad_fn)")
+                f" (a tensor that keeps a grad_fn{stored})" if held.kind == "tensor"
+                else f" (tensors with grad_fn{stored})")
             if graphs_released(held.tensors):
                 # backward already freed the saved activations: the autograd history (node
                 # objects, and a running sum's own graph) still grows every step (PyTorch FAQ).

@@ -4,7 +4,10 @@ When ``holders.find_holder`` finds old graphs through attributes (``meter.sum``,
 ``self.stats[...].sum``, ``self.hidden_trace``), the fix belongs where that attribute grows: the
 statement in the methods of the owning object's class (``self.sum += val * n``,
 ``self.hidden_trace.append(h)``, ``self.train_losses.append(loss)`` in a LightningModule), not in
-the frame that happens to hold the object. Bounded like every walk (``bounds.py``):
+the frame that happens to hold the object; and when that method only stores what it is given
+(``self.preds.append(preds)`` in ``update(self, preds, target)``), the call in the holding frame
+that hands it a tensor with its graph (``meter.update(torch.sigmoid(logits), y)``), where a
+``.detach()`` or ``.item()`` belongs. Bounded like every walk (``bounds.py``):
 ``CONTAINER_DEPTH`` containers per attribute, ``CONTAINER_NEWEST`` items each, the user's methods
 among the first 64 of each of 8 classes of the MRO, one parse per file.
 """
@@ -19,7 +22,7 @@ from trainguard.sanitize.core.bounds import CONTAINER_DEPTH, CONTAINER_NEWEST, p
 from trainguard.sanitize.core.frames import Location, is_user_code
 from trainguard.sanitize.core.holders import _ACCUMULATING_METHODS, Holder, _inside
 
-__all__ = ["attribute_accumulation_line"]
+__all__ = ["attribute_accumulation_line", "storing_call"]
 
 _CLASSES = 8  # classes of the owner's MRO looked at (the user's own come first)
 _METHODS = CONTAINER_NEWEST * 4  # methods of one class looked at
@@ -122,3 +125,47 @@ def _self_accumulation(code: CodeType, self_name: str, attr: str) -> Location | 
     if best is None:
         return None
     return (code.co_filename, best.lineno, best.col_offset + 1)  # type: ignore[attr-defined]
+
+
+def storing_call(holder: Holder, grown: Location) -> Location | None:
+    """The call in ``holder``'s frame of the method holding statement ``grown`` on the object
+    that owns the grown attribute (``train_auroc.update(probs, y)`` for ``train_auroc.preds``),
+    when that statement grows the attribute with one of the method's parameters (the method
+    stores what it is given); the first such call in source order, else None."""
+    tree = parse_file(grown[0])
+    if tree is None or "." not in holder.path:
+        return None
+    method = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and node.lineno <= grown[1] <= (node.end_lineno or node.lineno) \
+                and (method is None or node.lineno > method.lineno):
+            method = node
+    if method is None:
+        return None
+    params = {a.arg for a in method.args.args[1:]} | {a.arg for a in method.args.kwonlyargs}
+    stored = [n for n in ast.walk(method) if getattr(n, "lineno", None) == grown[1]
+              and isinstance(n, (ast.AugAssign, ast.Call, ast.Assign))]
+    values = [v for n in stored for v in ([n.value] if not isinstance(n, ast.Call) else n.args)]
+    if not any(isinstance(x, ast.Name) and x.id in params for v in values for x in ast.walk(v)):
+        return None
+    owner = holder.path.rsplit(".", 1)[0]
+    code = holder.frame.f_code
+    scope = parse_file(code.co_filename)
+    lines = [line for _, _, line in code.co_lines() if line is not None]
+    if scope is None or not lines:
+        return None
+    low, high = (1, 10**9) if code.co_name == "<module>" else (min(lines), max(lines))
+    calls = [n for n in ast.walk(scope) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Attribute) and n.func.attr == method.name
+             and low <= n.lineno <= high and _receiver_of(ast.unparse(n.func.value), owner)]
+    if not calls:
+        return None
+    first = min(calls, key=lambda n: (n.lineno, n.col_offset))
+    return (code.co_filename, first.lineno, first.col_offset + 1)
+
+
+def _receiver_of(receiver: str, owner: str) -> bool:
+    """``meter`` for ``meter``; ``self.stats.setdefault(k, Meter())`` or ``meters[k]`` for an
+    owner reached through ``self.stats``/``meters``."""
+    return receiver == owner or receiver.startswith((owner + ".", owner + "["))
