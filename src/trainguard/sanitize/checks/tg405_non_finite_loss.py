@@ -13,7 +13,7 @@ When it fires (once per run, at the cause, the symptom in the message):
   call that made it, 2 levels); else the forward re-run once (no grad, RNG forked, buffers copied)
   naming the first non-finite module and the first op making NaN/Inf from finite inputs, at its
   user line (``x / x.norm()``). When every call's output was finite, the loss computation made
-  it: a graph node whose saved input sits at its singular point (log of 0, a division by 0) is
+  it: a graph node whose saved input sits at its singular point (log of 0, division by 0) is
   named, and when that input is a model's output, the submodule that made it (a ReLU head with
   exact zeros) and its line in ``forward``; else the finding waits one cycle for that op's line
   (``core/node_lines.py``: its route from the root, in the next graph);

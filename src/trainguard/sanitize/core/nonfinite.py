@@ -212,9 +212,12 @@ def singular_node(root: Any, stop: Any = None, limit: int = GRAPH_NODES) -> tupl
     if root is None or root.grad_fn is None:
         return None
     hits: list[tuple[Any, Any, str]] = []
+    carried: list[tuple[Any, Any, str]] = []  # a product with a value already inf/NaN
     for node in graph_nodes(root.grad_fn, limit=limit, stop=stop):
         entry = _SINGULAR_NODES.get(type(node).__name__)
         if entry is None:
+            if type(node).__name__ == "MulBackward0" and not hits:
+                carried += _non_finite_factor(node)
             continue
         attr, test, what = entry
         try:
@@ -232,7 +235,27 @@ def singular_node(root: Any, stop: Any = None, limit: int = GRAPH_NODES) -> tupl
             bad = not bool(torch.isfinite(saved).all())
         if bad:
             hits.append((node, saved, what))
-    return hits[-1] if hits else None
+    return hits[-1] if hits else carried[-1] if carried else None
+
+
+def _non_finite_factor(node: Any) -> list[tuple[Any, Any, str]]:
+    """``[(node, factor, what)]`` when a ``MulBackward0`` saved a floating CPU factor holding
+    inf/NaN: a value made non-finite before the product (``torch.log`` of data holding 0, which
+    no graph node records when the data needs no gradient) that it carries into the loss
+    (``0 * -inf`` is NaN)."""
+    import torch
+
+    for attr in ("_saved_other", "_saved_self"):
+        try:
+            saved = getattr(node, attr)
+        except Exception:  # freed, or not saved for this product
+            continue
+        if isinstance(saved, torch.Tensor) and saved.device.type == "cpu" and saved.numel() \
+                and saved.is_floating_point() and not bool(torch.isfinite(saved).all()):
+            return [(node, saved, "a product with a factor that is already inf or NaN (0 * inf "
+                                  "is NaN): a value made non-finite before it, such as the log "
+                                  "of data holding 0")]
+    return []
 
 
 def scaler_in_use() -> bool:
