@@ -10,7 +10,9 @@ changed the tensor: the in-place statements (``x += ...``, ``x[i] = ...``, ``x.a
 function that called backward) are searched, preferring one that modifies a variable assigned from
 that op (``h = torch.sigmoid(...)`` then ``h += 1``); modules built with ``inplace=True`` are named.
 When the line cannot be told, the finding stays on the backward line and lists the candidates.
-``running += loss.item()`` (a Python number made by a call on the right) is no candidate.
+``running += loss.item()`` (a Python number made by a call on the right) is no candidate. Else
+the one ``m.inplace = True`` store, or ``inplace=True`` construction, of an in-place module of
+another kind than the op (a Dropout overwriting a ReLU's output) in the model classes.
 When the changed tensor is a parameter of a model seen (same shape and version, or its transpose:
 ``Linear`` saves ``weight.t()``, a view sharing the version counter), the diagnosis names it, the
 optimizer holding it and the line of that optimizer's latest checked ``step()`` (recorded per
@@ -136,6 +138,43 @@ def _assigned_from(func: ast.AST, name: str, op: str) -> bool:
     return False
 
 
+def _inplace_switch(models: list[Any], op: str) -> tuple[str, int, int, str] | None:
+    """Where user code made a module of another kind than ``op`` in-place: the one
+    ``m.inplace = True`` store in the methods of the classes of the models and their submodules
+    (a loop switching every ReLU and Dropout, MVANet#2), else the one ``inplace=True``
+    construction of such a module in their ``__init__``; None when there are none or several."""
+    import dis
+
+    kinds = {type(s).__name__.lower() for model in models for s in model.modules()
+             if getattr(s, "inplace", False) is True} - {op.lower()}
+    if not kinds:
+        return None
+    named = " or ".join(sorted({type(s).__name__ for model in models for s in model.modules()
+                                if type(s).__name__.lower() in kinds}))
+    stores, built = set(), set()
+    classes = {cls for model in models for sub in list(model.modules())[:256]
+               for cls in type(sub).__mro__[:4]}
+    for cls in classes:
+        for func in vars(cls).values():
+            code = getattr(func, "__code__", None)
+            if not isinstance(code, CodeType) or not is_user_file(code.co_filename):
+                continue
+            for ins in dis.get_instructions(code):
+                if ins.opname == "STORE_ATTR" and ins.argval == "inplace" and ins.positions:
+                    stores.add((code.co_filename, ins.positions.lineno, 1,
+                                f"{named} made in-place by `.inplace = True`"))
+            node = function_node(code) if code.co_name == "__init__" else None
+            for call in (ast.walk(node) if node is not None else ()):
+                if isinstance(call, ast.Call) and any(
+                        k.arg == "inplace" and isinstance(k.value, ast.Constant)
+                        and k.value.value is True for k in call.keywords) and \
+                        ast.unparse(call.func).rsplit(".", 1)[-1].lower() in kinds:
+                    built.add((code.co_filename, call.lineno, call.col_offset + 1,
+                               f"the `{ast.unparse(call.func)}(..., inplace=True)` built"))
+    found = stores or built
+    return next(iter(found)) if len(found) == 1 else None
+
+
 class InplaceOnSaved(Check):
     code = "TG207"
 
@@ -239,6 +278,8 @@ class InplaceOnSaved(Check):
         failed = next((b for b in reversed(self.state.backwards) if b.failed), None)
         if best is None and len(candidates) == 1:
             best = candidates[0]
+        if best is None and modules:
+            best = _inplace_switch(list(self.state.models), op)
         if best is not None:
             return Diagnosis(f"{seen}: {best[3]} here changed it", fix=fix, where=best[:3])
         listed = "; ".join(f"{os.path.basename(p)}:{line} {w}" for p, line, _, w in candidates[:3])
