@@ -61,16 +61,18 @@ def _micro_loop_zeroing(script: Script, loop: ast.AST, evs: list[Event],
     for i, e in enumerate(evs):
         if e.kind != "zero" or e.foreign or _guarded(e.node):
             continue
-        inner = next(iter(script.enclosing_loops(e.node)), None)
-        if inner is None or inner is loop or _leaves_iteration(e.node, inner):
+        found = _passes(script, e.node)
+        if found is None:
             continue
-        targets = {n.id for n in ast.walk(getattr(inner, "target", ast.Pass()))
+        inner, one_pass = found
+        if inner is loop or isinstance(inner, _LOOPS) and _leaves_iteration(e.node, inner):
+            continue
+        targets = {n.id for t in _loop_targets(inner) for n in ast.walk(t)
                    if isinstance(n, ast.Name)}
         if targets & {n.id for n in ast.walk(e.node) if isinstance(n, ast.Name)} or any(
                 isinstance(n, ast.Attribute) and n.attr == "grad" and
                 isinstance(n.ctx, ast.Load) for n in ast.walk(inner)):
             continue  # per-pass gradients read (kept per task, PCGrad): zeroed on purpose
-        one_pass = events(script, inner.body)  # type: ignore[attr-defined]
         at = next((j for j, x in enumerate(one_pass) if x.node is e.node), None)
         if at is None or not any(x.kind == "backward" for x in one_pass[at + 1:]) or \
                 any(x.kind == "step" for x in one_pass):
@@ -81,7 +83,7 @@ def _micro_loop_zeroing(script: Script, loop: ast.AST, evs: list[Event],
         if step is None or not _related(script, e, step, steppers):
             continue
         yield Hit(e.node,
-                  f"gradients are zeroed at the top of every pass of the loop at "
+                  f"gradients are zeroed in every pass of the loop at "
                   f"{script.at(inner.lineno)}, whose passes each run backward() before "
                   f"{step.key or 'the optimizer'}.step() at {step.place(script)}: each pass "
                   f"wipes the gradients of the passes before it, so the step uses the last "
@@ -89,6 +91,35 @@ def _micro_loop_zeroing(script: Script, loop: ast.AST, evs: list[Event],
                   fix="zero once before the loop (or after the step), not inside it")
         return
 
+
+
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_COMPREHENSIONS = (ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp)
+
+
+def _passes(script: Script, zero: ast.AST) -> tuple[ast.AST, list[Event]] | None:
+    """The loop whose every pass runs ``zero``, and the events of one pass: the loop around it in
+    its function; else, for a function with no loop of its own (``forward_backward()``), a loop
+    or comprehension around a call of it (``sum(fb(mb) for mb in chunks)``), with that
+    function's events as one pass."""
+    inner = next(iter(script.enclosing_loops(zero)), None)
+    if inner is not None:
+        return inner, events(script, inner.body)  # type: ignore[attr-defined]
+    func = script.enclosing_function(zero)
+    for site in script.call_sites(func)[:4] if func is not None else ():
+        n = parent(site)
+        while n is not None and not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                   ast.Lambda, ast.Module)):
+            if isinstance(n, _LOOPS + _COMPREHENSIONS):
+                return n, events(script, func.body)  # type: ignore[union-attr]
+            n = parent(n)
+    return None
+
+
+def _loop_targets(loop: ast.AST) -> list[ast.AST]:
+    if isinstance(loop, _COMPREHENSIONS):
+        return [g.target for g in loop.generators]
+    return [getattr(loop, "target", ast.Pass())]
 
 
 # Hooks a training framework runs after backward() and before optimizer.step()
