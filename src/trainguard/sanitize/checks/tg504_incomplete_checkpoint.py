@@ -65,6 +65,9 @@ class IncompleteCheckpoint(Check):
         self.schedulers: list[Any] = []  # weak references to LR schedulers the user stepped
         self.partial: dict[str, tuple[Any, str]] = {}  # path -> (where, keys) of model-only saves
         self.resumed: tuple[Any, str, str] | None = None  # (where, keys, path) loaded back
+        # code objects of save sites whose frames held no GradScaler in use once steps had run
+        # (a scaler scales its first loss before any step): not looked at again
+        self.no_scaler: set[Any] = set()
 
     def on_scheduler_step(self, scheduler: Any) -> None:
         if not any(ref() is scheduler for ref in self.schedulers):
@@ -128,6 +131,16 @@ class IncompleteCheckpoint(Check):
                 "state_dict(), RNG states) to the checkpoint and load them when resuming",
             where=where)
 
+    def _scaler_in_use(self, start: Any) -> bool:
+        site = user_frame(start)
+        code = site.f_code if site is not None else None
+        if code in self.no_scaler:
+            return False
+        found = _scaler_in_use(start)
+        if not found and code is not None and self.state.step:
+            self.no_scaler.add(code)
+        return found
+
     def _companions_left_out(self, obj: Mapping) -> list[str]:
         """The live LR scheduler (stepped by the user) and enabled GradScaler (in use) whose state
         ``obj`` does not hold (the GradScaler looked for in the user's frames that saved it)."""
@@ -137,7 +150,7 @@ class IncompleteCheckpoint(Check):
         if any(ref() is not None for ref in self.schedulers) \
                 and not any(_is_scheduler_state(v) for v in values):
             left.append(type(next(r() for r in self.schedulers if r() is not None)).__name__)
-        if _scaler_in_use(sys._getframe(2)) and not any(_is_scaler_state(v) for v in values):
+        if not any(_is_scaler_state(v) for v in values) and self._scaler_in_use(sys._getframe(2)):
             left.append("GradScaler")
         return left
 
