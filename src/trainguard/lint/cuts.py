@@ -72,8 +72,9 @@ def forward_cuts(script: Script) -> list[ForwardCut]:
 
 def _may_cut(script: Script, forward: ast.FunctionDef,
              methods: dict[str, ast.FunctionDef]) -> bool:
-    """``forward`` (or a method of the class it calls) holds a cut, or calls a function of
-    the file that may: otherwise no flow needs reading."""
+    """``forward`` (or a method of the class it calls, or the ``forward`` of a submodule class
+    of the file it calls) holds a cut, or calls a function of the file that may: otherwise no
+    flow needs reading."""
     todo, seen = [forward], set()
     while todo:
         f = todo.pop()
@@ -92,6 +93,8 @@ def _may_cut(script: Script, forward: ast.FunctionDef,
                     todo.append(methods[name])
                 elif isinstance(n.func, ast.Name) and n.func.id in script.functions:
                     return True
+                elif name is not None:  # a submodule of the file: self.quantizer(z)
+                    todo.extend(_module_forward(script, n) or ())
     return False
 
 
@@ -99,11 +102,14 @@ def _parametric_submodules(script: Script, init: ast.FunctionDef) -> set[str]:
     subs = set()
     for node in walk_local(init):
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            t = node.targets[0]
-            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and \
-                    t.value.id == "self" and (_parametric(script, node.value, 4) or
-                                              _learnable_parameter(script, node.value)):
-                subs.add(t.attr)
+            t, v = node.targets[0], node.value
+            pairs = zip(t.elts, v.elts) if isinstance(t, ast.Tuple) and \
+                isinstance(v, ast.Tuple) and len(t.elts) == len(v.elts) else [(t, v)]
+            for t, v in pairs:  # self.encoder, self.decoder = Encoder(), Decoder() too
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and \
+                        t.value.id == "self" and (_parametric(script, v, 4) or
+                                                  _learnable_parameter(script, v)):
+                    subs.add(t.attr)
     return subs
 
 
@@ -353,7 +359,11 @@ class _Flow:
                 args = list(node.args) + [k.value for k in node.keywords]
                 if _self_attr(f) in subs:
                     found.append((("sub", f.attr, node), c))  # type: ignore[union-attr]
-                    stack.extend((a, c) for a in args)
+                    # a module class of the file: what of its inputs reaches its output, and
+                    # through which cut (a quantizer returning only detached values)
+                    passed = self.helper(node)
+                    stack.extend(((a, c or how) for a, how in passed) if passed is not None
+                                 else ((a, c) for a in args))
                     continue
                 method = self.methods.get(_self_attr(f) or "")
                 if method is not None:  # self.adjacency(): the submodules it reads feed it
@@ -384,6 +394,10 @@ class _Flow:
         """For a call of a same-file function: each argument that reaches its return, with the
         cut on the way (None: uncut); None when the call runs no such function."""
         func = self.script.callee(call) if self.depth > 0 else None
+        instance = False
+        if func is None and self.depth > 0:  # a module of the file called: self.quantizer(z)
+            found = _module_forward(self.script, call)
+            func, instance = (found[0], True) if found else (None, False)
         if func is None or isinstance(func, ast.AsyncFunctionDef):
             return None
         memo = self.script.__dict__.setdefault("_tg_param_cuts", {})
@@ -396,7 +410,8 @@ class _Flow:
         if reached is None:
             return None
         names = [a.arg for a in func.args.posonlyargs + func.args.args]
-        if names and names[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
+        if names and names[0] in ("self", "cls") and (instance or
+                                                       isinstance(call.func, ast.Attribute)):
             names = names[1:]
         out = []
         for name, arg in bind_arguments(names, call).items():
@@ -404,6 +419,16 @@ class _Flow:
                 out.append((arg, reached[name]))
         out.extend((a.value, None) for a in call.args if isinstance(a, ast.Starred))
         return out
+
+
+def _module_forward(script: Script, call: ast.Call) -> list[ast.FunctionDef]:
+    """The ``forward`` of a module class of this file that calling ``self.<attr>(...)`` runs
+    (one class only), as a list; empty otherwise."""
+    if _self_attr(call.func) is None:
+        return []
+    found = [t.func for t in script.graph.instance_targets(call)
+             if t.script is script and isinstance(t.func, ast.FunctionDef)]
+    return found if len(found) == 1 else []
 
 
 def _statement(node: ast.AST) -> ast.AST:
@@ -461,7 +486,8 @@ def _used_elsewhere(script: Script, cls: ast.ClassDef, attr: str,
     called by another method or from outside): its role is not forward's alone."""
     forward = next(b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "forward")
     own = {id(n) for f in (forward, *called) for n in ast.walk(f)}
-    own |= {id(t) for n in ast.walk(cls) if isinstance(n, ast.Assign) for t in n.targets}
+    own |= {id(e) for n in ast.walk(cls) if isinstance(n, ast.Assign) for t in n.targets
+            for e in ast.walk(t)}  # (self.a, self.b = A(), B() too)
     return any(isinstance(n, ast.Attribute) and n.attr == attr and id(n) not in own and
                not _parameters_read(n) for n in script.nodes) or \
         any(isinstance(n, ast.Constant) and n.value == attr for n in script.nodes)
