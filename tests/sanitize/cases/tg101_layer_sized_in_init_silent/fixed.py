@@ -1,3 +1,4 @@
+# Report: https://github.com/nshaud/DeepHyperX/issues/51
 # Near-miss, must stay silent. Modelled on nshaud/DeepHyperX#51's 3-D CNNs (Hamida et al.), which
 # size their classifier by pushing a zero patch through the convolutional part inside __init__
 # under torch.no_grad(): the BatchNorm layers run in training mode there, called one by one by a

@@ -1,3 +1,4 @@
+# Report: https://github.com/atomistic-machine-learning/schnetpack/issues/250
 # Near-miss, must stay silent. Modelled on atomistic-machine-learning/schnetpack#250: a potential's
 # forward turns grad mode on to compute forces as -dE/dpos; in eval mode it builds no graph of
 # the forces (create_graph=self.training). The energy it returns still carries a grad_fn, but
