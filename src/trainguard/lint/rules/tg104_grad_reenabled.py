@@ -27,6 +27,7 @@ from collections.abc import Iterable
 
 from trainguard.lint.astutil import dotted, is_true, kwarg, parent, walk_local
 from trainguard.lint.project import imports_mention
+from trainguard.lint.module_methods import runs_layers
 from trainguard.lint.regions import eval_regions, forward_calls
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
@@ -160,19 +161,55 @@ def _idle_forward(script: Script, block: ast.AST) -> ast.Call | None:
     after = [n for n in walk_local(func if func is not None else script.tree)
              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and
              n.lineno > (block.end_lineno or block.lineno)]
+    detached = _detached_after(func if func is not None else script.tree,
+                               block.end_lineno or block.lineno)
     for a in assigns:
-        if len(a.targets) != 1 or not isinstance(a.targets[0], ast.Name) or \
-                a in readers or not forward_calls(script, a):
+        names = _target_names(a)
+        forwards = forward_calls(script, a) or [
+            c for c in walk_local(a) if isinstance(c, ast.Call) and _self_attr_call(c)
+            and runs_layers(script, c)]  # self._logits(x) in a model's own forward
+        if not names or a in readers or not forwards:
             continue
-        derived = {a.targets[0].id}
+        derived = set(names)
         for _ in range(3):
             derived |= {t.id for b in assigns if _names(b.value) & derived
                         and not _detached(b.value) for t in b.targets if isinstance(t, ast.Name)}
         if any(_names(r) & derived for r in readers):
             continue  # it feeds the gradient: saliency, an input gradient
-        if any(n.id in derived for n in after):
-            return forward_calls(script, a)[0]
+        if any(n.id in derived and n.id not in detached for n in after):
+            return forwards[0]
     return None
+
+
+def _self_attr_call(call: ast.Call) -> bool:
+    f = call.func
+    return isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self"
+
+
+def _detached_after(scope: ast.AST, line: int) -> set[str]:
+    """Names rebound from their own ``.detach()`` after ``line`` (``a, b = a.detach(),
+    b.detach()`` for evaluation): what leaves the function through them carries no graph."""
+    out = set()
+    for n in walk_local(scope):
+        if isinstance(n, ast.Assign) and n.lineno > line and len(n.targets) == 1:
+            t, v = n.targets[0], n.value
+            pairs = zip(t.elts, v.elts) if isinstance(t, ast.Tuple) and isinstance(v, ast.Tuple) \
+                and len(t.elts) == len(v.elts) else [(t, v)]
+            for te, ve in pairs:
+                if isinstance(te, ast.Name) and _detached(ve) and te.id in _names(ve):
+                    out.add(te.id)
+    return out
+
+
+def _target_names(a: ast.Assign) -> list[str]:
+    """The names one assignment binds: ``out = ...`` or ``logits, fmap = ...``; empty for other
+    targets (an attribute, a subscript, several ``=``)."""
+    if len(a.targets) != 1:
+        return []
+    t = a.targets[0]
+    elts = t.elts if isinstance(t, ast.Tuple) else [t]
+    return [e.id for e in elts if isinstance(e, ast.Name)] \
+        if all(isinstance(e, ast.Name) for e in elts) else []
 
 
 def _graph_of_gradient(script: Script, block: ast.With | ast.AsyncWith) -> ast.Call | None:
