@@ -84,6 +84,9 @@ def _may_cut(script: Script, forward: ast.FunctionDef,
         for n in walk_local(f):
             if isinstance(n, ast.Attribute) and n.attr in CUT_ATTRS:
                 return True
+            if isinstance(n, (ast.With, ast.AsyncWith)) and any(
+                    script.grad_context(i.context_expr) is True for i in n.items):
+                return True  # values computed under no_grad carry no graph
             if isinstance(n, ast.Call):
                 q = script.call_qualname(n) or ""
                 if q in NEW_LEAF or q.startswith("numpy."):
@@ -218,6 +221,9 @@ class _Flow:
             if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 sources = self.deps(node.value)
+                off = self._grad_off(node, func)
+                if off is not None:  # computed under torch.no_grad(): no graph carried on
+                    sources = [(src, c or off) for src, c in sources]
                 if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
                     sources = sources + self.deps(ast.Name(node.target.id, ast.Load(),
                                                            lineno=node.lineno,
@@ -242,6 +248,18 @@ class _Flow:
                         d for a in args for d in self.deps(a))
                 else:  # an effect trainguard cannot see: taken as reaching the output
                     self.roots.extend(self.deps(node.value))
+
+    def _grad_off(self, node: ast.AST, func: ast.AST) -> ast.AST | None:
+        """The ``with torch.no_grad():`` (or another grad-disabling block) around ``node``
+        inside ``func``, else None."""
+        n = getattr(node, "_tg_parent", None)
+        while n is not None and n is not func:
+            if isinstance(n, (ast.With, ast.AsyncWith)):
+                for item in n.items:
+                    if self.script.grad_context(item.context_expr) is True:
+                        return item.context_expr
+            n = getattr(n, "_tg_parent", None)
+        return None
 
     def store(self, target: ast.AST, sources: list, stmt: ast.stmt) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -483,14 +501,26 @@ def _used_elsewhere(script: Script, cls: ast.ClassDef, attr: str,
                     called: list[ast.FunctionDef] = ()) -> bool:  # type: ignore[assignment]
     """The submodule is named anywhere but where ``__init__`` assigns it and ``forward`` (or a
     method forward calls) uses it (frozen, put in eval mode, updated as a moving average,
-    called by another method or from outside): its role is not forward's alone."""
+    called by another method or from outside): its role is not forward's alone. A read that
+    only looks at it (``.detach().clone()`` for a snapshot, ``.shape``) does not count."""
     forward = next(b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "forward")
     own = {id(n) for f in (forward, *called) for n in ast.walk(f)}
     own |= {id(e) for n in ast.walk(cls) if isinstance(n, ast.Assign) for t in n.targets
             for e in ast.walk(t)}  # (self.a, self.b = A(), B() too)
     return any(isinstance(n, ast.Attribute) and n.attr == attr and id(n) not in own and
-               not _parameters_read(n) for n in script.nodes) or \
+               not _parameters_read(n) and not _observed(n) for n in script.nodes) or \
         any(isinstance(n, ast.Constant) and n.value == attr for n in script.nodes)
+
+
+def _observed(node: ast.Attribute) -> bool:
+    """``net.kernel.detach().clone()`` (a snapshot), ``.norm()``, ``.shape``: a value read to look
+    at, which gives the parameter no other role."""
+    p = getattr(node, "_tg_parent", None)
+    return isinstance(p, ast.Attribute) and p.attr in _LOOKS
+
+
+_LOOKS = frozenset({"detach", "clone", "cpu", "tolist", "item", "numpy", "norm", "shape", "size",
+                    "dtype", "device", "numel"})
 
 
 def _parameters_read(node: ast.Attribute) -> bool:
