@@ -16,6 +16,9 @@ graph holds the tensor and wrong when one does. So it fires on the writes that m
   the rescale as if it never happened;
 - in ``forward``, a write on what a submodule returned (``probs.data.clamp_(eps, 1 - eps)``
   after ``probs = torch.sigmoid(self.deep(z))``): its backward reads the changed values;
+- an update written with a gradient that ``torch.autograd.grad(..., create_graph=True)`` made
+  in the same function (``w.data -= lr * g`` in a MAML inner loop, over a dict built from
+  ``named_parameters()``): the update was meant to stay in the graph (Truxify#13118);
 - ``p.data = q.data`` (or ``= q``) with ``q`` a parameter of another module, outside
   initialization: ``p`` then shares ``q``'s storage, so an optimizer step on one model writes
   into the other (a copy, ``p.data.copy_(q.data)``, is silent).
@@ -87,7 +90,8 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         where = (None if output == "parameter" else
                  _in_forward(script, node, projection=output != "output")) or \
-            _before_backward(script, node) or _called_before_backward(script, func)
+            _before_backward(script, node) or _called_before_backward(script, func) or \
+            _second_order(script, node, func)
         if where is None:
             continue
         if output == "output":
@@ -323,6 +327,43 @@ def _called_before_backward(script: Script, func: ast.AST | None) -> str | None:
     return None
 
 
+def _second_order(script: Script, node: ast.Attribute, func: ast.AST | None) -> str | None:
+    """The write's value uses a gradient that ``torch.autograd.grad(..., create_graph=True)``
+    made in the same function (``param.data -= lr * grad`` in a MAML inner loop): the update was
+    meant to stay in the graph, so the meta-gradient can flow through it."""
+    if func is None:
+        return None
+    stmt = node
+    while stmt is not None and not isinstance(stmt, ast.stmt):
+        stmt = getattr(stmt, "_tg_parent", None)
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        value = stmt.value  # param.data.sub_(lr * grad)
+    else:
+        value = getattr(stmt, "value", None)
+    if value is None:
+        return None
+    made: dict[str, int] = {}
+    for n in walk_local(func):
+        if isinstance(n, ast.Assign) and any(
+                isinstance(c, ast.Call) and (script.call_qualname(c) or "").endswith(
+                    "autograd.grad") and is_true(kwarg(c, "create_graph"))
+                for c in ast.walk(n.value)):
+            made.update({t.id: n.lineno for t in ast.walk(n.targets[0])
+                         if isinstance(t, ast.Name)})
+    for _ in range(2):  # for (name, p), g in zip(weights.items(), grads): g is one of them
+        for n in walk_local(func):
+            if isinstance(n, (ast.For, ast.comprehension)) and any(
+                    isinstance(x, ast.Name) and x.id in made for x in ast.walk(n.iter)):
+                line = next(made[x.id] for x in ast.walk(n.iter)
+                            if isinstance(x, ast.Name) and x.id in made)
+                made.update({t.id: line for t in ast.walk(n.target) if isinstance(t, ast.Name)})
+    used = [made[x.id] for x in ast.walk(value) if isinstance(x, ast.Name) and x.id in made]
+    if not used:
+        return None
+    return (f"with a gradient taken with create_graph=True ({script.at(used[0])}), meant to be "
+            f"differentiated through this update (a MAML inner step)")
+
+
 def _parameter_names(script: Script) -> dict[str, list[ast.AST]]:
     """Loop variables over ``X.parameters()``, ``X.named_parameters()`` or ``group['params']``
     (``zip(a.parameters(), b.parameters())`` binds two), each with the loops (or
@@ -338,7 +379,8 @@ def _parameter_names(script: Script) -> dict[str, list[ast.AST]]:
         else:
             pairs = [(node.target, it)]
         for target, source in pairs:
-            if not _PARAM_ITER.search(script.segment(source) or ""):
+            if not _PARAM_ITER.search(script.segment(source) or "") and \
+                    not _parameter_dict(script, source):
                 continue
             if isinstance(target, ast.Tuple) and len(target.elts) == 2:
                 target = target.elts[1]
@@ -346,6 +388,16 @@ def _parameter_names(script: Script) -> dict[str, list[ast.AST]]:
                 scope = parent(node) if isinstance(node, ast.comprehension) else node
                 out.setdefault(target.id, []).append(scope)  # type: ignore[arg-type]
     return out
+
+
+def _parameter_dict(script: Script, source: ast.AST) -> bool:
+    """``weights.items()``/``.values()`` of a dict built from parameters in the same function
+    (``weights = dict(self.model.named_parameters())``, a MAML inner loop's fast weights)."""
+    if not (isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute) and
+            source.func.attr in ("items", "values") and isinstance(source.func.value, ast.Name)):
+        return False
+    value = last_assignment(source.func.value.id, source)
+    return value is not None and bool(_PARAM_ITER.search(script.segment(value) or ""))
 
 
 _METADATA = {"shape", "size", "dtype", "device", "numel", "dim", "ndim", "is_cuda", "new_zeros",
