@@ -161,6 +161,14 @@ def graph_names(script: Script, loop: ast.AST, *, seed: set[str] | None = None) 
     """Names assigned in ``loop`` (grad enabled) that hold a tensor with a ``grad_fn``: model
     outputs, losses, names that ``backward()`` is called on, and arithmetic on those; ``seed``
     are names known to hold one already (a function's parameters its callers hand a loss)."""
+    memo = script.__dict__.setdefault("_tg_graph_names", {})
+    key = (id(loop), frozenset(seed or ()))
+    if key not in memo:
+        memo[key] = (loop, _graph_names(script, loop, seed))
+    return set(memo[key][1])
+
+
+def _graph_names(script: Script, loop: ast.AST, seed: set[str] | None) -> set[str]:
     names: set[str] = set(seed or ())
     for call in walk_local(loop):
         if is_backward(call):

@@ -227,12 +227,19 @@ def _blend(script: Script, node: ast.Assign, names: set[str]):  # type: ignore[n
     acc = _acc_name(node.targets[0])
     if acc is None:
         return None
-    func = scope_of(node)
-    olds = {t.id for a in walk_local(func) if isinstance(a, ast.Assign) and
-            _reads_acc(a.value, acc) for t in a.targets if isinstance(t, ast.Name)}
     value = node.value
-    for branch in [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]:
-        terms = _sum_terms(branch)
+    branches = [_sum_terms(b) for b in ([value.body, value.orelse]
+                                        if isinstance(value, ast.IfExp) else [value])]
+    if all(len(terms) < 2 for terms in branches):
+        return None  # (most assignments: no function walk)
+    func = scope_of(node)
+    memo = script.__dict__.setdefault("_tg_blend_olds", {})
+    if (id(func), acc) not in memo:
+        memo[(id(func), acc)] = {t.id for a in walk_local(func) if isinstance(a, ast.Assign)
+                                 and _reads_acc(a.value, acc)
+                                 for t in a.targets if isinstance(t, ast.Name)}
+    olds = memo[(id(func), acc)]
+    for terms in branches:
         if len(terms) < 2:
             continue
         keeps = [t for t in terms if not _is_cut(t) and any(
