@@ -37,10 +37,16 @@ def main(argv: list[str]) -> None:
     model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
     ddp = nn.parallel.DistributedDataParallel(model)
     count = [0]
+    # The futures this Python hook returns are kept for the life of the process: otherwise gloo's
+    # worker thread may drop the last reference to one while the rank exits, and the rank aborts
+    # with "terminate called without an active exception" (pytorch/pytorch#179291; the loop's own
+    # collectives keep theirs the same way, trainguard.loop.collectives).
+    futures = []
 
     def counting_hook(state, bucket):
         count[0] += 1
-        return allreduce_hook(state, bucket)
+        futures.append(allreduce_hook(state, bucket))
+        return futures[-1]
 
     ddp.register_comm_hook(None, counting_hook)
     if "--sync-every-micro-step" in flags:
