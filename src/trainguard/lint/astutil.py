@@ -9,7 +9,8 @@ import ast
 from collections.abc import Iterator
 
 __all__ = ["dotted", "parent", "walk_local", "kwarg", "is_true", "is_false", "const_value",
-           "names_in", "if_branches", "exclusive", "encloses", "SCOPES"]
+           "names_in", "if_branches", "exclusive", "encloses", "assigned_pairs", "self_attr",
+           "SCOPES"]
 
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
@@ -144,3 +145,23 @@ def names_in(node: ast.AST) -> set[str]:
         elif isinstance(sub, ast.arg):
             out.add(sub.arg.lower())
     return out
+
+
+def assigned_pairs(targets: list[ast.expr], value: ast.expr) -> list[tuple[ast.expr, ast.expr]]:
+    """(target, value) pairs of an assignment, element-wise for ``self.a, self.b = a, b``."""
+    out = []
+    for t in targets:
+        if isinstance(t, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+                and len(t.elts) == len(value.elts):
+            out.extend(zip(t.elts, value.elts))
+        else:
+            out.append((t, value))
+    return out
+
+
+def self_attr(node: ast.AST) -> str | None:
+    """``x`` for ``self.x`` (not ``self.x.y`` nor ``self``), else None."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+            node.value.id == "self":
+        return node.attr
+    return None

@@ -19,7 +19,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from trainguard.lint.astutil import SCOPES, children, dotted, parent, walk_local
+from trainguard.lint.astutil import SCOPES, assigned_pairs, children, dotted, parent, walk_local
 
 if TYPE_CHECKING:
     from trainguard.lint.script import Func, Script
@@ -644,24 +644,12 @@ def _self_assigned(cls: ast.ClassDef, attr: str) -> list[ast.expr]:
         for n in ast.walk(cls):
             if isinstance(n, (ast.Assign, ast.AnnAssign)) and getattr(n, "value", None):
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-                for t, v in _pairs(targets, n.value):
+                for t, v in assigned_pairs(targets, n.value):
                     if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and \
                             t.value.id == "self":
                         table.setdefault(t.attr, []).append(v)
         cls._tg_self_values = table  # type: ignore[attr-defined]
     return table.get(attr, [])
-
-
-def _pairs(targets: list[ast.expr], value: ast.expr) -> list[tuple[ast.expr, ast.expr]]:
-    """(target, value) pairs of an assignment, element-wise for ``self.a, self.b = a, b``."""
-    out = []
-    for t in targets:
-        if isinstance(t, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
-                and len(t.elts) == len(value.elts):
-            out.extend(zip(t.elts, value.elts))
-        else:
-            out.append((t, value))
-    return out
 
 
 def _param(func: "Func", name: str) -> ast.arg | None:

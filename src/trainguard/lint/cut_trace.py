@@ -19,10 +19,10 @@ from typing import NamedTuple
 
 from trainguard.lint.astutil import dotted, is_true, kwarg, parent, walk_local
 from trainguard.lint.callgraph import bind_arguments
-from trainguard.lint.cuts import CUT_ATTRS, NEW_LEAF
+from trainguard.lint.cuts import CUT_ATTRS, NEW_LEAF, no_grad_block
 from trainguard.lint.dataflow import (last_assignment, reaching_values, stored_items,
                                       tuple_assignments)
-from trainguard.lint.script import NO_GRAD, Script
+from trainguard.lint.script import Script
 
 __all__ = ["Focus", "aliases", "trace", "data_terms"]
 
@@ -195,7 +195,7 @@ def _trace_value(script: Script, name: str, value: ast.expr, depth: int,  # type
                  focus: "Focus | None"):
     """What a name's assigned ``value`` reaches (with the items later stored into it)."""
     uncut, cuts = trace(script, value, value, depth - 1, focus)
-    block = _no_grad_block(script, value) if focus is not None else None
+    block = no_grad_block(script, value) if focus is not None else None
     if block is not None:
         if uncut or cuts:  # computed without a graph: a cut for the model it came from
             return False, [(value, f"a value computed under {ast.unparse(block)} "
@@ -205,24 +205,6 @@ def _trace_value(script: Script, name: str, value: ast.expr, depth: int,  # type
         u, c = trace(script, item, item, depth - 1, focus)
         uncut, cuts = uncut or u, cuts + c
     return uncut, cuts
-
-
-def _no_grad_block(script: Script, node: ast.AST) -> ast.AST | None:
-    """The ``torch.no_grad()``/``torch.inference_mode()`` item of a ``with`` block around
-    ``node`` in its own function, or None. (Only those: ``set_grad_enabled(flag)`` may enable
-    grad, and a function's callers are not read here.)"""
-    n = node
-    while (p := parent(n)) is not None and not isinstance(p, (ast.FunctionDef,
-                                                             ast.AsyncFunctionDef, ast.Lambda)):
-        if isinstance(p, (ast.With, ast.AsyncWith)) and n in p.body:
-            for item in p.items:
-                q = script.call_qualname(item.context_expr) \
-                    if isinstance(item.context_expr, ast.Call) else None
-                if q in NO_GRAD and not (item.context_expr.args and  # type: ignore
-                                          not is_true(item.context_expr.args[0])):  # type: ignore
-                    return item.context_expr
-        n = p
-    return None
 
 
 def _unpacked_or_iterated(script: Script, name: str, at: ast.AST) -> ast.expr | None:

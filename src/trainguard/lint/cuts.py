@@ -18,14 +18,15 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from trainguard.lint.astutil import encloses, walk_local
+from trainguard.lint.astutil import assigned_pairs, encloses, is_true, parent, self_attr, walk_local
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.consts import UNKNOWN, resolve, truth
 from trainguard.lint.packed import packs_sequences, recurrent_outputs, recurrent_submodules, \
     rnn_output
-from trainguard.lint.script import Script
+from trainguard.lint.script import NO_GRAD, Script
 
-__all__ = ["ForwardCut", "forward_cuts", "submodules_with_parameters", "CUT_ATTRS", "NEW_LEAF"]
+__all__ = ["ForwardCut", "forward_cuts", "submodules_with_parameters", "no_grad_block", "CUT_ATTRS",
+           "NEW_LEAF"]
 
 # Methods whose result carries no graph: detached copies, Python numbers, NumPy arrays, and
 # integer results (argmax and integer casts cannot require grad).
@@ -85,13 +86,13 @@ def _may_cut(script: Script, forward: ast.FunctionDef,
             if isinstance(n, ast.Attribute) and n.attr in CUT_ATTRS:
                 return True
             if isinstance(n, (ast.With, ast.AsyncWith)) and any(
-                    script.grad_context(i.context_expr) is True for i in n.items):
+                    _turns_grad_off(script, i.context_expr) for i in n.items):
                 return True  # values computed under no_grad carry no graph
             if isinstance(n, ast.Call):
                 q = script.call_qualname(n) or ""
                 if q in NEW_LEAF or q.startswith("numpy."):
                     return True
-                name = _self_attr(n.func)
+                name = self_attr(n.func)
                 if name in methods:
                     todo.append(methods[name])
                 elif isinstance(n.func, ast.Name) and n.func.id in script.functions:
@@ -105,10 +106,7 @@ def _parametric_submodules(script: Script, init: ast.FunctionDef) -> set[str]:
     subs = set()
     for node in walk_local(init):
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            t, v = node.targets[0], node.value
-            pairs = zip(t.elts, v.elts) if isinstance(t, ast.Tuple) and \
-                isinstance(v, ast.Tuple) and len(t.elts) == len(v.elts) else [(t, v)]
-            for t, v in pairs:  # self.encoder, self.decoder = Encoder(), Decoder() too
+            for t, v in assigned_pairs(node.targets, node.value):  # self.a, self.b = A(), B()
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and \
                         t.value.id == "self" and (_parametric(script, v, 4) or
                                                   _learnable_parameter(script, v)):
@@ -128,7 +126,7 @@ def _parameter_attrs(script: Script, init: ast.FunctionDef) -> set[str]:
     """The ``self.x = nn.Parameter(...)`` attributes ``__init__`` sets."""
     return {a for n in walk_local(init) if isinstance(n, ast.Assign) and
             _learnable_parameter(script, n.value)
-            for a in map(_self_attr, n.targets) if a}
+            for a in map(self_attr, n.targets) if a}
 
 
 def _learnable_parameter(script: Script, value: ast.AST) -> bool:
@@ -221,7 +219,7 @@ class _Flow:
             if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 sources = self.deps(node.value)
-                off = self._grad_off(node, func)
+                off = no_grad_block(self.script, node)
                 if off is not None:  # computed under torch.no_grad(): no graph carried on
                     sources = [(src, c or off) for src, c in sources]
                 if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
@@ -248,18 +246,6 @@ class _Flow:
                         d for a in args for d in self.deps(a))
                 else:  # an effect trainguard cannot see: taken as reaching the output
                     self.roots.extend(self.deps(node.value))
-
-    def _grad_off(self, node: ast.AST, func: ast.AST) -> ast.AST | None:
-        """The ``with torch.no_grad():`` (or another grad-disabling block) around ``node``
-        inside ``func``, else None."""
-        n = getattr(node, "_tg_parent", None)
-        while n is not None and n is not func:
-            if isinstance(n, (ast.With, ast.AsyncWith)):
-                for item in n.items:
-                    if self.script.grad_context(item.context_expr) is True:
-                        return item.context_expr
-            n = getattr(n, "_tg_parent", None)
-        return None
 
     def store(self, target: ast.AST, sources: list, stmt: ast.stmt) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -361,7 +347,7 @@ class _Flow:
                     node._tg_parent = at  # type: ignore[attr-defined]
                 found.append((("name", node), c))
                 continue
-            if isinstance(node, ast.Attribute) and _self_attr(node) in subs:
+            if isinstance(node, ast.Attribute) and self_attr(node) in subs:
                 # a module handed on (unknown use), or a parameter's value read here
                 found.append((("sub", node.attr, node if node.attr in self.tensors else None),
                               c))
@@ -375,7 +361,7 @@ class _Flow:
             if isinstance(node, ast.Call):
                 f = node.func
                 args = list(node.args) + [k.value for k in node.keywords]
-                if _self_attr(f) in subs:
+                if self_attr(f) in subs:
                     found.append((("sub", f.attr, node), c))  # type: ignore[union-attr]
                     # a module class of the file: what of its inputs reaches its output, and
                     # through which cut (a quantizer returning only detached values)
@@ -383,11 +369,11 @@ class _Flow:
                     stack.extend(((a, c or how) for a, how in passed) if passed is not None
                                  else ((a, c) for a in args))
                     continue
-                method = self.methods.get(_self_attr(f) or "")
+                method = self.methods.get(self_attr(f) or "")
                 if method is not None:  # self.adjacency(): the submodules it reads feed it
                     self.called.append(method)
                     found.extend((("sub", a, node), c) for a in sorted(
-                        {_self_attr(n) for n in walk_local(method)} & subs))
+                        {self_attr(n) for n in walk_local(method)} & subs))
                 helper = self.helper(node)
                 if helper is not None:  # a same-file function: what reaches its return
                     for arg, how in helper:
@@ -439,10 +425,31 @@ class _Flow:
         return out
 
 
+def no_grad_block(script: Script, node: ast.AST) -> ast.AST | None:
+    """The ``torch.no_grad()``/``torch.inference_mode()`` item of a ``with`` block around
+    ``node`` in its own function, or None. (Only those: ``set_grad_enabled(flag)`` may enable
+    grad, and a function's callers are not read here.)"""
+    n = node
+    while (p := parent(n)) is not None and not isinstance(p, (ast.FunctionDef,
+                                                             ast.AsyncFunctionDef, ast.Lambda)):
+        if isinstance(p, (ast.With, ast.AsyncWith)) and n in p.body:
+            for item in p.items:
+                if _turns_grad_off(script, item.context_expr):
+                    return item.context_expr
+        n = p
+    return None
+
+
+def _turns_grad_off(script: Script, expr: ast.AST) -> bool:
+    """``torch.no_grad()`` or ``torch.inference_mode()`` not given a false flag."""
+    q = script.call_qualname(expr) if isinstance(expr, ast.Call) else None
+    return q in NO_GRAD and not (expr.args and not is_true(expr.args[0]))  # type: ignore
+
+
 def _module_forward(script: Script, call: ast.Call) -> list[ast.FunctionDef]:
     """The ``forward`` of a module class of this file that calling ``self.<attr>(...)`` runs
     (one class only), as a list; empty otherwise."""
-    if _self_attr(call.func) is None:
+    if self_attr(call.func) is None:
         return []
     found = [t.func for t in script.graph.instance_targets(call)
              if t.script is script and isinstance(t.func, ast.FunctionDef)]
@@ -488,13 +495,6 @@ def _loops_around(stmt: ast.AST) -> list[ast.AST]:
         if isinstance(a, (ast.For, ast.AsyncFor, ast.While)):
             out.append(a)
     return out
-
-
-def _self_attr(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
-            node.value.id == "self":
-        return node.attr
-    return None
 
 
 def _used_elsewhere(script: Script, cls: ast.ClassDef, attr: str,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from trainguard.lint.astutil import dotted, parent, walk_local
+from trainguard.lint.astutil import dotted, parent, self_attr, walk_local
 from trainguard.lint.consts import UNKNOWN, const_eval, resolve
 from trainguard.lint.script import Script
 
@@ -74,7 +74,7 @@ def _appending_loop(init: ast.AST, attr: str) -> ast.For | None:
     ``self.<attr>`` it starts empty: one ``self.<attr>.append(...)`` statement directly in one
     loop (no ``if`` or ``try`` around it inside the loop, no ``break``/``continue``), and
     nothing else that changes the list. None otherwise."""
-    uses = [n for n in walk_local(init) if isinstance(n, ast.Attribute) and _self_attr(n) == attr]
+    uses = [n for n in walk_local(init) if isinstance(n, ast.Attribute) and self_attr(n) == attr]
     calls = [parent(u) for u in uses]
     appends = [c for c in calls if isinstance(c, ast.Attribute) and c.attr == "append"]
     if len(appends) != 1 or any(isinstance(c, ast.Attribute) and c.attr in _GROWS
@@ -127,21 +127,14 @@ def _length_of(expr: ast.expr) -> tuple[str | None, bool]:
     """(attribute, whether it is a count): ``len(self.a)``, ``self.a.shape[0]``,
     ``self.a.size(0)`` -> ("a", False); ``self.n`` -> ("n", True)."""
     if isinstance(expr, ast.Call) and dotted(expr.func) == "len" and len(expr.args) == 1:
-        return _self_attr(expr.args[0]), False
+        return self_attr(expr.args[0]), False
     if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) and \
             expr.value.attr == "shape" and const_eval(expr.slice) == 0:
-        return _self_attr(expr.value.value), False
+        return self_attr(expr.value.value), False
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
             expr.func.attr == "size" and len(expr.args) == 1 and const_eval(expr.args[0]) == 0:
-        return _self_attr(expr.func.value), False
-    return _self_attr(expr), True
-
-
-def _self_attr(expr: ast.AST) -> str | None:
-    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and \
-            expr.value.id == "self":
-        return expr.attr
-    return None
+        return self_attr(expr.func.value), False
+    return self_attr(expr), True
 
 
 def _assigned_once(func: ast.AST, attr: str) -> ast.expr | None:
@@ -152,7 +145,7 @@ def _assigned_once(func: ast.AST, attr: str) -> ast.expr | None:
             [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
         for t in targets:
             for sub in ast.walk(t):
-                if _self_attr(sub) == attr:
+                if self_attr(sub) == attr:
                     found.append(node.value if isinstance(node, ast.Assign) and
                                  t is sub else None)
     return found[0] if len(found) == 1 else None

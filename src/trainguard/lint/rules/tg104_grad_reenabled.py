@@ -25,7 +25,8 @@ from collections.abc import Iterator
 
 from collections.abc import Iterable
 
-from trainguard.lint.astutil import dotted, is_true, kwarg, parent, walk_local
+from trainguard.lint.astutil import (assigned_pairs, dotted, is_true, kwarg, parent, self_attr,
+                                     walk_local)
 from trainguard.lint.project import imports_mention
 from trainguard.lint.module_methods import runs_layers
 from trainguard.lint.regions import eval_regions, forward_calls
@@ -166,7 +167,7 @@ def _idle_forward(script: Script, block: ast.AST) -> ast.Call | None:
     for a in assigns:
         names = _target_names(a)
         forwards = forward_calls(script, a) or [
-            c for c in walk_local(a) if isinstance(c, ast.Call) and _self_attr_call(c)
+            c for c in walk_local(a) if isinstance(c, ast.Call) and self_attr(c.func)
             and runs_layers(script, c)]  # self._logits(x) in a model's own forward
         if not names or a in readers or not forwards:
             continue
@@ -181,21 +182,13 @@ def _idle_forward(script: Script, block: ast.AST) -> ast.Call | None:
     return None
 
 
-def _self_attr_call(call: ast.Call) -> bool:
-    f = call.func
-    return isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self"
-
-
 def _detached_after(scope: ast.AST, line: int) -> set[str]:
     """Names rebound from their own ``.detach()`` after ``line`` (``a, b = a.detach(),
     b.detach()`` for evaluation): what leaves the function through them carries no graph."""
     out = set()
     for n in walk_local(scope):
         if isinstance(n, ast.Assign) and n.lineno > line and len(n.targets) == 1:
-            t, v = n.targets[0], n.value
-            pairs = zip(t.elts, v.elts) if isinstance(t, ast.Tuple) and isinstance(v, ast.Tuple) \
-                and len(t.elts) == len(v.elts) else [(t, v)]
-            for te, ve in pairs:
+            for te, ve in assigned_pairs(n.targets, n.value):
                 if isinstance(te, ast.Name) and _detached(ve) and te.id in _names(ve):
                     out.add(te.id)
     return out

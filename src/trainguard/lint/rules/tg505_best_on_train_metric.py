@@ -19,7 +19,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, parent
+from trainguard.lint.astutil import assigned_pairs, dotted, parent
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
@@ -147,12 +147,9 @@ def _stored_parameter(init: ast.FunctionDef, attr: str) -> str | None:
     for stmt in ast.walk(init):
         if not isinstance(stmt, ast.Assign):
             continue
-        for target in stmt.targets:
-            pairs = zip(target.elts, stmt.value.elts) if isinstance(target, ast.Tuple) and \
-                isinstance(stmt.value, ast.Tuple) else [(target, stmt.value)]
-            for t, v in pairs:
-                if dotted(t) == f"self.{attr}" and isinstance(v, ast.Name) and v.id in params:
-                    return v.id
+        for t, v in assigned_pairs(stmt.targets, stmt.value):
+            if dotted(t) == f"self.{attr}" and isinstance(v, ast.Name) and v.id in params:
+                return v.id
     return None
 
 
