@@ -145,15 +145,15 @@ def _inplace_switch(models: list[Any], op: str) -> tuple[str, int, int, str] | N
     construction of such a module in their ``__init__``; None when there are none or several."""
     import dis
 
-    kinds = {type(s).__name__.lower() for model in models for s in model.modules()
+    per_model = [list(model.modules()) for model in models]
+    kinds = {type(s).__name__.lower() for subs in per_model for s in subs
              if getattr(s, "inplace", False) is True} - {op.lower()}
     if not kinds:
         return None
-    named = " or ".join(sorted({type(s).__name__ for model in models for s in model.modules()
+    named = " or ".join(sorted({type(s).__name__ for subs in per_model for s in subs
                                 if type(s).__name__.lower() in kinds}))
     stores, built = set(), set()
-    classes = {cls for model in models for sub in list(model.modules())[:256]
-               for cls in type(sub).__mro__[:4]}
+    classes = {cls for subs in per_model for s in subs[:256] for cls in type(s).__mro__[:4]}
     for cls in classes:
         for func in vars(cls).values():
             code = getattr(func, "__code__", None)

@@ -265,8 +265,7 @@ def _made_in_forward(exc: BaseException) -> tuple[Any, str] | None:
         for klass in type(owner).__mro__:
             for function in vars(klass).values():
                 if isinstance(function, FunctionType) and function.__name__ != "__init__" \
-                        and is_user_file(
-                        function.__code__.co_filename):
+                        and is_user_file(function.__code__.co_filename):
                     node = function_node(function.__code__)
                     found = sorted(_factories(node) if node is not None else (),
                                    key=lambda c: (c.lineno, c.col_offset))

@@ -21,6 +21,7 @@ from types import CodeType
 from trainguard.sanitize.core.bounds import CONTAINER_DEPTH, CONTAINER_NEWEST, parse_file
 from trainguard.sanitize.core.frames import Location, is_user_code
 from trainguard.sanitize.core.holders import _ACCUMULATING_METHODS, Holder, _inside
+from trainguard.sanitize.core.source import function_at
 
 __all__ = ["attribute_accumulation_line", "storing_call"]
 
@@ -132,16 +133,10 @@ def storing_call(holder: Holder, grown: Location) -> Location | None:
     that owns the grown attribute (``train_auroc.update(probs, y)`` for ``train_auroc.preds``),
     when that statement grows the attribute with one of the method's parameters (the method
     stores what it is given); the first such call in source order, else None."""
-    tree = parse_file(grown[0])
-    if tree is None or "." not in holder.path:
+    if "." not in holder.path:
         return None
-    method = None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                and node.lineno <= grown[1] <= (node.end_lineno or node.lineno) \
-                and (method is None or node.lineno > method.lineno):
-            method = node
-    if method is None:
+    method = function_at(grown[0], grown[1])
+    if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
     params = {a.arg for a in method.args.args[1:]} | {a.arg for a in method.args.kwonlyargs}
     stored = [n for n in ast.walk(method) if getattr(n, "lineno", None) == grown[1]

@@ -32,9 +32,9 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.frames import Location, is_user_file, short_location
-from trainguard.sanitize.core.source import function_node
+from trainguard.sanitize.core.source import function_at, function_node
 
-__all__ = ["singular_sites", "one_singular_site", "function_at"]
+__all__ = ["singular_sites", "one_singular_site"]
 
 _AT_ZERO = frozenset({"sqrt", "sqrt_", "rsqrt", "rsqrt_"})
 _AT_ONE = frozenset({"acos", "asin", "arccos", "arcsin", "acos_", "asin_"})
@@ -78,20 +78,6 @@ def one_singular_site(modules: list[Any], backward_at: Location | None
     return at, (f"; `{op}` at {short_location(at)} is the one op in the code computing the loss "
                 "whose derivative is infinite at a point its input can reach (sqrt at 0, acos at "
                 "+-1), with nothing keeping it off that point")
-
-
-def function_at(path: str, line: int) -> ast.AST | None:
-    """The innermost function of file ``path`` whose body holds ``line`` (the module when none)."""
-    tree = parse_file(path)
-    if tree is None:
-        return None
-    best: ast.AST = tree
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                and node.lineno <= line <= (node.end_lineno or node.lineno) \
-                and node.lineno >= getattr(best, "lineno", 0):
-            best = node
-    return best
 
 
 def _callees(node: ast.AST, path: str, module: Any) -> list[tuple[ast.AST, str]]:

@@ -13,8 +13,8 @@ from trainguard.config import is_suppressed
 from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.frames import is_user_code, is_user_file
 
-__all__ = ["SourceFile", "marked", "function_node", "attribute_store", "param_groups_line",
-           "last_assigned"]
+__all__ = ["SourceFile", "marked", "function_node", "function_at", "attribute_store",
+           "param_groups_line", "last_assigned"]
 
 # SourceFile per parsed tree (id -> (tree, index)): the newest few, as bounds keeps its trees
 _INDEXED = 16
@@ -189,3 +189,17 @@ def last_assigned(scope: ast.AST, name: str, before: int | None,
             if found is None or node.lineno >= found.lineno:
                 found = node
     return found.value if found is not None else None
+
+
+def function_at(path: str, line: int) -> ast.AST | None:
+    """The innermost function of file ``path`` whose body holds ``line`` (the module when none)."""
+    tree = parse_file(path)
+    if tree is None:
+        return None
+    best: ast.AST = tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and node.lineno <= line <= (node.end_lineno or node.lineno) \
+                and node.lineno >= getattr(best, "lineno", 0):
+            best = node
+    return best
