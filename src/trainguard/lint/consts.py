@@ -10,6 +10,7 @@ Anything else is unknown (``...``). Nothing is run.
 from __future__ import annotations
 
 import ast
+import json
 import operator
 from typing import Any
 
@@ -133,6 +134,10 @@ def const_eval(expr: ast.AST | None, *, env: dict[str, ast.expr] | None = None,
             if key in base:
                 return base[key]
             return const_eval(expr.args[1], _depth=d) if len(expr.args) == 2 else None
+        if isinstance(expr, ast.Call) and dotted(expr.func) == "json.loads" and \
+                len(expr.args) == 1 and not expr.keywords:
+            text = const_eval(expr.args[0], _depth=d)  # CONFIG = json.loads("""{...}""")
+            return json.loads(text) if isinstance(text, str) else UNKNOWN
         if isinstance(expr, ast.Call) and dotted(expr.func) in ("dict",) and not expr.args:
             return {k.arg: const_eval(k.value, _depth=d) for k in expr.keywords if k.arg}
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
@@ -146,7 +151,7 @@ def const_eval(expr: ast.AST | None, *, env: dict[str, ast.expr] | None = None,
             from trainguard.lint.records import field_value
 
             return field_value(expr, const_eval(expr.value, _depth=d))  # cfg.epochs
-    except (ArithmeticError, TypeError, ValueError, OverflowError):
+    except (ArithmeticError, TypeError, ValueError, OverflowError, RecursionError):
         return UNKNOWN
     return UNKNOWN
 

@@ -30,7 +30,8 @@ __all__ = ["drawn_rows", "count", "value_at"]
 Samples = Callable[..., Any]
 _DRAWS = {"normal", "uniform", "gamma", "beta", "dirichlet", "poisson", "binomial",
           "exponential", "lognormal", "laplace", "multinomial", "negative_binomial",
-          "standard_normal", "multivariate_normal", "random", "random_sample", "choice"}
+          "standard_normal", "multivariate_normal", "random", "random_sample", "choice",
+          "randint", "integers", "rand", "randn"}
 _ARRAY_PARAM = {"poisson", "binomial", "normal", "uniform", "exponential", "gamma", "beta",
                 "lognormal", "laplace", "negative_binomial"}
 _INT_FUNCS = {"int": int, "round": round, "min": min, "max": max, "abs": abs}
@@ -71,6 +72,9 @@ def drawn_rows(script: Script, call: ast.Call, env: dict | None, samples: Sample
         v = value_at(script, size, env)
         if isinstance(v, list) and v and isinstance(v[0], int):
             return v[0]
+        return v if isinstance(v, int) and not isinstance(v, bool) else UNKNOWN
+    if name in ("rand", "randn") and call.args and not call.keywords:
+        v = value_at(script, call.args[0], env)  # rng.rand(n, 3): n rows
         return v if isinstance(v, int) and not isinstance(v, bool) else UNKNOWN
     if name in _ARRAY_PARAM and call.args and len(call.args) <= 2:
         return samples(script, call.args[0], env, depth=depth)  # poisson(rate): rate's shape

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from trainguard.lint.astutil import dotted, parent, self_attr, walk_local
+from trainguard.lint.astutil import assigned_pairs, dotted, parent, self_attr, walk_local
 from trainguard.lint.consts import UNKNOWN, const_eval, resolve
 from trainguard.lint.script import Script
 
@@ -141,11 +141,16 @@ def _assigned_once(func: ast.AST, attr: str) -> ast.expr | None:
     """The value of the one statement of ``func`` that binds ``self.<attr>``, else None."""
     found = []
     for node in walk_local(func):
-        targets = node.targets if isinstance(node, ast.Assign) else \
-            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
-        for t in targets:
+        if isinstance(node, ast.Assign):  # self.images, self.masks = [], []: element-wise
+            pairs = assigned_pairs(node.targets, node.value)
+        elif isinstance(node, ast.AnnAssign):
+            pairs = [(node.target, node.value)]
+        elif isinstance(node, ast.AugAssign):
+            pairs = [(node.target, None)]
+        else:
+            continue
+        for t, value in pairs:
             for sub in ast.walk(t):
                 if self_attr(sub) == attr:
-                    found.append(node.value if isinstance(node, ast.Assign) and
-                                 t is sub else None)
+                    found.append(value if t is sub else None)
     return found[0] if len(found) == 1 else None

@@ -143,7 +143,8 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
             v = resolve(script, size)  # torch.randn(self.cfg["n"], 8)
         if isinstance(v, list) and v and isinstance(v[0], int):
             return v[0]
-        if isinstance(v, int) and not isinstance(v, bool) and name != "randint":
+        if isinstance(v, int) and not isinstance(v, bool) and \
+                (name != "randint" or q.startswith("numpy.")):  # torch's size is a tuple
             return v
         return UNKNOWN
     if q in ("torch.arange", "numpy.arange") and len(expr.args) == 1 and \
