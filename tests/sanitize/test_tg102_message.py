@@ -31,19 +31,23 @@ def test_a_train_run_once_before_the_epoch_loop_is_the_cause_and_the_eval_is_nam
     assert f"the loop at line {loop_line}" in finding.fix
 
 
-def test_a_helper_eval_among_the_steps_is_reported_at_the_call_that_ran_it():
+def test_a_helper_eval_among_the_steps_is_reported_where_the_helper_returns():
     script = CASES / "tg102_validation_helper_mid_epoch" / "buggy.py"
     lines = script.read_text().splitlines()
     eval_line, train_line = _line(lines, "model.eval()"), _line(lines, "self.model.train()")
     forward_line = _line(lines, "F.cross_entropy(self.model(")
     call_line = _line(lines, "print(epoch, self.steps, self._validate())")
+    return_line = _line(lines, "return model(tokens).argmax(-1)")
     watcher, status, _ = run_in_process(script)
     assert status == 0
     [finding] = [f for f in watcher.findings if f.code == "TG102"]
-    # train() runs every epoch; the helper's eval() runs among the steps: train() belongs
-    # after the call into the helper
-    assert finding.line == call_line
-    assert f"this call ran Seq2Label.eval() (buggy.py:{eval_line})" in finding.message
+    # train() runs every epoch; the helper's eval() runs among the steps: the helper returns
+    # with the model in eval mode; the training loop's line that led to it is the other place
+    assert finding.line == return_line
+    assert f"predict() puts Seq2Label in eval mode (Seq2Label.eval() at buggy.py:{eval_line})" \
+        in finding.message
+    assert f"it was called at buggy.py:{call_line}" in finding.message
+    assert f"after the call at buggy.py:{call_line}" in finding.fix
     assert f"the training forward at buggy.py:{forward_line}" in finding.message, finding.message
     assert f"the last model.train() at buggy.py:{train_line} ran before it" in finding.message
 

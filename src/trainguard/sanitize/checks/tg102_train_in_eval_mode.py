@@ -11,10 +11,13 @@ epoch loop and ``model.eval()`` inside it, so every epoch after the first trains
 BatchNorm then neither learns batch statistics nor normalises with them, and Dropout does not
 regularise. Reported at the cause: the ``eval()`` call still in effect (on the model, a module
 holding it, or one of its submodules; the watcher notes where user code last put each module in
-eval mode and back in training mode) when the training code made it; when it ran in a function
-the training code called (a validation helper, a callback's ``on_epoch_end``, a
-``select_best(model)``, a library), that call: the line, in the deepest frame both share, that
-led to the ``eval()`` (see :mod:`..core.callstack`), after which ``model.train()`` belongs. The
+eval mode and back in training mode) when the training code made it, or a method of an
+``nn.Module`` did (a module leaves its mode to its caller); when it ran in a function the training
+code called (a rollout's ``select_action()``, a validation helper, a callback's
+``on_epoch_end``), where that function returns with the model in eval mode (the mode is restored
+there), naming the call that led to it (the line, in the deepest frame both share: see
+:mod:`..core.callstack`); a function that only switches modes (``val_start()``) or a library, at
+that call, after which ``model.train()`` belongs. The
 message names the ``eval()``, the training forward and the latest ``train()`` call, which ran
 before it. Except when the latest user ``train()`` on the model ran once before a
 loop, in a function still running, that runs both the evaluation and a loop of steps of its own
@@ -47,7 +50,8 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from trainguard.sanitize.core.callstack import Stack, cause_line, user_stack
+from trainguard.sanitize.core.callstack import (Stack, cause_line, function_end, sets_modes_only,
+                                                user_stack)
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.modes import describe, inactive
@@ -81,8 +85,8 @@ class TrainInEvalMode(Check):
             return
         if not call.direct or frame is None:
             return
-        self.eval_stacks[id(call.module)] = (weakref.ref(call.module), user_stack(frame),
-                                             self.calls)
+        self.eval_stacks[id(call.module)] = (weakref.ref(call.module),
+                                             user_stack(frame, methods=True), self.calls)
         if len(self.eval_stacks) > 256:
             for key in [k for k, v in self.eval_stacks.items() if v[0]() is None]:
                 del self.eval_stacks[key]
@@ -177,17 +181,30 @@ class TrainInEvalMode(Check):
         trained = self.train_at.get(id(model))
         before = (f"; the last model.train() at {short_location(trained[1])} ran before it"
                   if trained is not None and trained[0]() is model and trained[1] else "")
-        # The eval() itself when the training code calls it; when a helper it calls runs it (a
-        # validation function, a callback), the training code's call into the helper, after which
-        # train() belongs, with the eval() named in the message
-        called = None
         stacked = self.eval_stacks.get(module_id)
+        called = helper = None
         if stacked is not None and stacked[0]() is not None:
             step = user_stack()
             if self._train_once(model, stacked, step, name, frozen, forward, optimizer):
                 return
-            called = cause_line(stacked[1], step)
+            called, helper = _placement(stacked[1], step, set_at)
         if called is not None and called[:2] != set_at[:2]:
+            end = function_end(helper[1]) if helper is not None else None
+            if end is not None and end[0] == set_at[0] and end[1] >= set_at[1]:
+                func = helper[1].co_name
+                self.report(
+                    f"{func}() puts {name} in eval mode ({name}.eval() at "
+                    f"{short_location(set_at)}) and returns without restoring training mode "
+                    f"(model.training=False; {frozen} in eval mode); it was called at "
+                    f"{short_location(called)} and nothing put {name} back in training mode "
+                    f"before {forward}{before}: a backward reached that forward's output and "
+                    f"{type(optimizer).__name__}.step() updated its parameters, so BatchNorm "
+                    "learns no batch statistics and Dropout does not regularise",
+                    fix=f"put {name} back in training mode before {func}() returns "
+                        f"({name}.train() here), or call {name}.train() after the call at "
+                        f"{short_location(called)}",
+                    where=end)
+                return
             self.report(
                 f"this call ran {name}.eval() ({short_location(set_at)}) and left {name} in "
                 f"eval mode (model.training=False; {frozen} in eval mode): nothing put it back "
@@ -238,6 +255,27 @@ class TrainInEvalMode(Check):
                 "(each epoch), not once before it",
             where=where)
         return True
+
+
+def _placement(stacked: Stack, step: Stack, set_at: Any) -> tuple[Any, Any]:
+    """``(called, helper)`` for an ``eval()`` made with the user stack ``stacked``, still in
+    effect at the training step ``step``. ``called``: the training code's call that led to it
+    (None: report at the ``eval()`` itself: the training code made it, or a method of an
+    ``nn.Module`` did, since a module does not switch its own mode, its caller does);
+    ``helper``: the stack entry of the function the training code called that ran the
+    ``eval()`` (a rollout's ``select_action()``, a snapshot, a validation helper, a callback),
+    reported at its end, where the mode is restored before it returns; None when that function
+    only switches modes (``val_start()``, a callback's ``on_validation_begin``): then at
+    ``called``, after which ``train()`` belongs (in a dispatched callback, its own line)."""
+    called = cause_line(stacked, step)
+    helper = stacked[-1]
+    if called is None or helper[2][:2] != set_at[:2]:
+        return called, None
+    if sets_modes_only(helper[1]):
+        return cause_line(stacked, step, past_dispatch=True), None
+    if helper[3]:
+        return None, None
+    return called, helper
 
 
 def _eval_in_effect(eval_at: dict, model: Any) -> tuple[int, Any] | None:

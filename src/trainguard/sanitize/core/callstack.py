@@ -9,10 +9,11 @@ phases (a training loop with a validation call in it, ``fit()`` calling ``train_
 ``validate()``, a notebook's top level); the line that frame was executing toward the second
 stack is where the missing call belongs:
 
-- a validation whose helper put the model in eval mode and never restored it (TG102 reports at
-  that ``eval()`` itself and names this line in its message): the line in the training loop
-  that called the validation (``validate(model)``), or the ``eval()`` when training and
-  validation share one frame;
+- a helper that put the model in eval mode and never restored it (TG102 reports where the
+  helper returns, :func:`function_end`, and names this line in its message; a helper that only
+  switches modes, :func:`sets_modes_only`, at this line): the line in the training loop that
+  called it (``validate(model)``), or the ``eval()`` when training and validation share one
+  frame;
 - an evaluation run in training mode: at a script's (or notebook's) top level, whose statements
   run once and in order, when training happened there too, the statement that started the
   evaluation (``index = build_index(model, docs)`` after the training cell; ``model.eval()`` goes
@@ -43,7 +44,7 @@ from trainguard.sanitize.core.source import SourceFile, function_node
 
 __all__ = ["Location", "Stack", "user_stack", "shared_depth", "cause_line", "dispatched",
            "callers", "differing", "line_of", "callers_train", "model_method_caller",
-           "running_line", "in_module_init"]
+           "running_line", "in_module_init", "function_end", "sets_modes_only"]
 
 Stack = tuple[tuple[int, CodeType, Location, bool], ...]
 _COMPREHENSIONS = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"))
@@ -192,6 +193,47 @@ def statement_start(code: CodeType, line: int) -> Location | None:
         if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
             return (code.co_filename, stmt.lineno, stmt.col_offset + 1)
     return None
+
+
+def function_end(code: CodeType) -> Location | None:
+    """Where the function ``code`` runs returns after its last statement: that ``return``, else
+    the last line of its last statement (after which a call restoring what the function changed
+    goes). None for a module's code or a function not found."""
+    if code.co_name == "<module>":
+        return None
+    body = getattr(function_node(code), "body", None)
+    if not body:
+        return None
+    last = body[-1]
+    line = last.lineno if isinstance(last, ast.Return) else (last.end_lineno or last.lineno)
+    return (code.co_filename, line, 1)
+
+
+_MODE_CALLS = frozenset(("eval", "train", "requires_grad_"))
+
+
+def sets_modes_only(code: CodeType) -> bool:
+    """Whether the function ``code`` runs does nothing but switch modules' modes
+    (``def val_start(self): self.img_enc.eval(); self.txt_enc.eval()``, a callback's
+    ``on_validation_begin`` calling ``model.eval()``, a loop of ``m.eval()`` over ``modules()``):
+    a mode setter, whose caller chooses when the mode changes back. False for a module's code or
+    a function not found."""
+    node = function_node(code)
+    if code.co_name == "<module>" or node is None:
+        return False
+    loops = {id(n.iter) for n in ast.walk(node) if isinstance(n, (ast.For, ast.AsyncFor))}
+    for stmt in node.body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue  # the docstring
+        if not isinstance(stmt, (ast.Expr, ast.For, ast.AsyncFor, ast.If, ast.Pass)):
+            return False
+        for n in ast.walk(stmt):
+            if isinstance(n, (ast.Return, ast.Assign, ast.AugAssign, ast.With, ast.While)):
+                return False
+            if isinstance(n, ast.Call) and id(n) not in loops and not (
+                    isinstance(n.func, ast.Attribute) and n.func.attr in _MODE_CALLS):
+                return False
+    return True
 
 
 def under_no_grad(where: Location) -> bool:

@@ -2,7 +2,8 @@
 # (https://github.com/ThilinaRajapakse/simpletransformers/issues/941): evaluation during training
 # runs from a hook every few steps; the hook puts the model in eval mode to score the dev set and
 # hands control back without restoring training mode, so the remaining steps train with Dropout
-# off and BatchNorm frozen. The eval() in the hook is the line to change.
+# off and BatchNorm frozen. Reported at the hook's last line, after which training mode is
+# restored (as the fixed twin does).
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -37,7 +38,7 @@ class EvalDuringTraining(Callback):
         trainer.model.eval()
         tokens, labels = self.dev
         with torch.no_grad():
-            self.scores.append((trainer.model(tokens).argmax(-1) == labels).float().mean().item())
+            self.scores.append((trainer.model(tokens).argmax(-1) == labels).float().mean().item())  # expect: TG102
 
 
 class CallbackList:
@@ -65,7 +66,7 @@ class Trainer:
                 loss.backward()
                 self.optimizer.step()
                 self.global_step += 1
-                self.callbacks.on_batch_end(self)  # expect: TG102
+                self.callbacks.on_batch_end(self)
 
 
 torch.manual_seed(0)

@@ -1,7 +1,8 @@
 # Modelled on joeynmt/joeynmt#184 (https://github.com/joeynmt/joeynmt/issues/184): the training
 # loop validates every few steps; validation calls a prediction helper that puts the model in eval
 # mode, and training mode only comes back at the next epoch's model.train(), so the rest of each
-# epoch trains with Dropout off. The eval() that is never undone is the line to change.
+# epoch trains with Dropout off. Reported where the helper returns with the model still in eval
+# mode (the mode is restored there, or after the call into it, as the fixed twin does).
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -21,7 +22,7 @@ class Seq2Label(nn.Module):
 def predict(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
     model.eval()
     with torch.no_grad():
-        return model(tokens).argmax(-1)
+        return model(tokens).argmax(-1)  # expect: TG102
 
 
 class TrainManager:
@@ -44,7 +45,7 @@ class TrainManager:
                 self.optimizer.step()
                 self.steps += 1
                 if self.steps % self.every == 0:
-                    print(epoch, self.steps, self._validate())  # expect: TG102
+                    print(epoch, self.steps, self._validate())
 
 
 torch.manual_seed(0)
