@@ -14,7 +14,9 @@ with ``requires_grad=False``) or calls a submodule with parameters, with no cut 
 a method it calls reads ``self.C`` before the store, in another method, or after a store that
 only runs on a condition (``if self.C is None:``). Silent when the store or its reuse depends on grad or training state
 (``requires_grad``, ``torch.is_grad_enabled()``, ``self.training``, or the flag the parameter's
-``requires_grad`` was given), when another method resets the cache, and for state carried from
+``requires_grad`` was given), when another method resets the cache, when the file calls the
+storing method (one outside the forward path) inside a loop, rebuilding the cache every step
+(``model.process_support_set(...)`` before each episode), and for state carried from
 call to call (``self.h = self.rnn(x, self.h)``: TG201). A method under ``functools.lru_cache``
 that returns such a value is a cache too.
 """
@@ -143,7 +145,7 @@ def _cache_store(script: Script, cls: ast.ClassDef, method: ast.FunctionDef, stm
     reused = any(script.enclosing_function(r) is not method or r.lineno < stmt.lineno or
                  conditional for r in reads)
     init = next(b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "__init__")
-    if not reused or _resets(cls, init, method, attr):
+    if not reused or _resets(cls, init, method, attr) or _refreshed(script, cls, method):
         return None
     words = _GRAD_WORDS | flags
     if any(_mentions(g, words, method) for g in conditional):
@@ -290,6 +292,26 @@ def _mentions(test: ast.AST, words: set[str], func: ast.AST, depth: int = 2) -> 
             value = last_assignment(n.id, test)
             if value is not None and _mentions(value, words, func, depth - 1):
                 return True
+    return False
+
+
+def _refreshed(script: Script, cls: ast.ClassDef, method: ast.FunctionDef) -> bool:
+    """The store is in a method outside the forward path that the file calls inside a loop
+    (``model.process_support_set(support, labels)`` before each episode's forward, as
+    prototypical networks do): the cache is rebuilt, with a new graph, at every step."""
+    if method in _forward_path(cls):
+        return False
+    for call in script.calls:
+        f = call.func
+        if not (isinstance(f, ast.Attribute) and f.attr == method.name) or \
+                dotted(f.value) == "self":
+            continue
+        cur = parent(call)
+        while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                        ast.Lambda, ast.Module)):
+            if isinstance(cur, (ast.For, ast.AsyncFor, ast.While)):
+                return True
+            cur = parent(cur)
     return False
 
 
