@@ -4,17 +4,22 @@ The classic shape: ``model.train()`` once before the epoch loop, ``model.eval()`
 a ``validate()`` helper) inside it; from the second epoch on, BatchNorm stops updating its
 running statistics and Dropout stops regularizing. Freezing BatchNorm on purpose
 (``model.train()`` then ``bn.eval()``) is not a model-level eval and stays silent.
-Reported at the ``eval()`` that is left in effect when the loop itself calls it; when a helper
-the loop calls runs it (a ``validate()``, a callback, in this file or another), at the loop's
-call into that helper, after which ``train()`` belongs (the ``eval()`` is named in the
-message).
+Reported at the ``eval()`` that is left in effect when the loop itself calls it; when a function
+of this file that the loop calls runs it (a rollout's ``select_action()``, a ``snapshot()``, a
+validator's ``run()``), where that function returns, as the runtime check does (the mode is
+restored there; the loop's call is named). At the loop's call into the helper, after which
+``train()`` belongs, when the helper only switches modes, is in another file or is a method of
+an ``nn.Module``, or when an epoch loop that called ``train()`` once before it evaluates
+between its steps' loops (``train()`` belongs at the top of each epoch).
 """
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 
-from trainguard.lint.events import events
+from trainguard.lint.astutil import parent, walk_local
+from trainguard.lint.events import Event, events
 from trainguard.lint.regions import loop_label, training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
@@ -43,6 +48,19 @@ def check(script: Script) -> Iterator[Hit]:
         if id(where) in seen:
             continue
         seen.add(id(where))
+        helper = _helper(script, last) if last.via is not None and \
+            not _trained_before(script, loop, step, last.via) else None
+        if helper is not None:  # the function that ran the eval() returns leaving it in effect
+            func, end = helper
+            yield Hit(end,
+                      f"{func.name}() runs {last.key}.eval() ({last.place(script)}) and returns "
+                      f"without restoring training mode; the loop calls it at "
+                      f"{script.at(last.via.lineno)} and no {last.key}.train() follows before "
+                      f"the next iteration's optimizer step ({step.place(script)}) in "
+                      f"{loop_label(script, loop)}",
+                      fix=f"call {last.key}.train() before {func.name}() returns, or right "
+                          f"after the call at {script.at(last.via.lineno)}")
+            continue
         if last.via is not None:
             yield Hit(where,
                       f"this call runs {last.key}.eval() ({last.place(script)}) and leaves it in "
@@ -57,3 +75,69 @@ def check(script: Script) -> Iterator[Hit]:
                   f"{last.key}.train() comes before it in {loop_label(script, loop)}",
                   fix=f"call {last.key}.train() again before the next optimizer step: right "
                       f"after this evaluation, or at the start of every training epoch")
+
+
+_MODE_CALLS = frozenset(("eval", "train", "requires_grad_"))
+
+
+def _helper(script: Script, last: Event) -> tuple[ast.FunctionDef, ast.AST] | None:
+    """``(function, where it returns)`` for the function of this file that made the ``eval()``
+    when it does more than switch modes and is no method of an ``nn.Module`` (the runtime
+    check's placement: a rollout's ``select_action()``, a ``snapshot()`` returns with the model
+    in eval mode, and the mode is restored there). None: report at the loop's call."""
+    if last.foreign:
+        return None
+    func = script.enclosing_function(last.node)
+    if not isinstance(func, ast.FunctionDef) or not func.body or _sets_modes_only(func):
+        return None
+    cls = script.enclosing_class(func)
+    if cls is not None and (ref := script.graph.class_named(cls.name)) is not None and \
+            ref.node is cls and script.graph.is_module_class(ref):
+        return None  # a module leaves its mode to its caller: the eval() itself
+    last_stmt = func.body[-1]
+    if isinstance(last_stmt, ast.Return):
+        return func, last_stmt
+    end = ast.Pass(lineno=last_stmt.end_lineno or last_stmt.lineno, col_offset=0)
+    return func, end
+
+
+def _sets_modes_only(func: ast.FunctionDef) -> bool:
+    """The function does nothing but switch modes (``def val_start(self): self.enc.eval()``)."""
+    loops = {id(n.iter) for n in ast.walk(func) if isinstance(n, (ast.For, ast.AsyncFor))}
+    for stmt in func.body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue
+        if not isinstance(stmt, (ast.Expr, ast.For, ast.AsyncFor, ast.If, ast.Pass)):
+            return False
+        for n in ast.walk(stmt):
+            if isinstance(n, (ast.Return, ast.Assign, ast.AugAssign, ast.With, ast.While)):
+                return False
+            if isinstance(n, ast.Call) and id(n) not in loops and not (
+                    isinstance(n.func, ast.Attribute) and n.func.attr in _MODE_CALLS):
+                return False
+    return True
+
+
+def _trained_before(script: Script, loop: ast.AST, step: Event, via: ast.AST) -> bool:
+    """An epoch loop (its steps run in a loop of their own: an inner loop, a
+    ``train_epoch()`` call; the evaluation is called between those, in the epoch loop's own
+    body) after a ``.train()`` call made once before it, in the function around it: the
+    evaluation undoes it for every later epoch, and ``train()`` belongs at the top of each one
+    (reported at the loop's call into the evaluation)."""
+    if _inner_loop(via, loop) is not loop or \
+            step.via is None and _inner_loop(step.node, loop) is loop:
+        return False  # an evaluation among the steps
+    func = script.enclosing_function(loop) or script.tree
+    inside = {id(n) for n in ast.walk(loop)}
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+               n.func.attr == "train" and len(n.args) <= 1 and id(n) not in inside and
+               n.lineno < loop.lineno for n in walk_local(func))
+
+
+def _inner_loop(node: ast.AST, loop: ast.AST) -> ast.AST | None:
+    """The innermost loop around ``node``, up to ``loop``."""
+    cur = parent(node)
+    while cur is not None and cur is not loop and \
+            not isinstance(cur, (ast.For, ast.AsyncFor, ast.While)):
+        cur = parent(cur)
+    return cur
