@@ -27,7 +27,9 @@ among the steps keeps the ``eval()``). Without an ``eval()`` (``model.training =
 hand), at the line that called the model.
 
 Silent on: BatchNorm frozen on purpose (``model.train()`` then ``bn.eval()``: the model itself is in
-training mode); models without Dropout/BatchNorm; eval-mode forwards with backward but no step on
+training mode); training set up in eval mode on purpose: the optimizer that steps was built after
+the ``eval()`` in effect, so none of its steps ran in training mode (deep generative prior's
+per-image fine-tuning, XingangPan/deep-generative-prior#8); models without Dropout/BatchNorm; eval-mode forwards with backward but no step on
 the model's parameters (adversarial examples, saliency maps, style transfer optimising an image);
 an attack that takes the input's gradient with ``torch.autograd.grad`` in an evaluation between
 training steps (a PGD robustness evaluation, Madry et al. 2018); an attack run in eval mode with
@@ -76,6 +78,17 @@ class TrainInEvalMode(Check):
         # keeps that one's line)
         self.train_at: dict[int, tuple[Any, Any, int, bool, Stack | None, int]] = {}
         self.calls = 0  # user train()/eval() calls seen: their order
+        # id(optimizer) -> (weak reference, ``calls`` when it was built)
+        self.built: dict[int, tuple[Any, int]] = {}
+
+    def on_built(self, obj: Any, where: Any) -> None:
+        from torch.optim import Optimizer
+
+        if isinstance(obj, Optimizer):
+            self.built[id(obj)] = (weakref.ref(obj), self.calls)
+            if len(self.built) > 256:
+                for key in [k for k, v in self.built.items() if v[0]() is None]:
+                    del self.built[key]
 
     def on_mode(self, call: ModeCall) -> None:
         frame = call._frame  # (``call.where`` drops it)
@@ -178,10 +191,17 @@ class TrainInEvalMode(Check):
                 where=where)
             return
         module_id, set_at = found
+        stacked = self.eval_stacks.get(module_id)
+        built = self.built.get(id(optimizer))
+        if stacked is not None and built is not None and built[0]() is optimizer and \
+                built[1] >= stacked[2]:
+            # the optimizer was built after this eval(): this training was set up in eval mode
+            # on purpose (deep generative prior's per-image fine-tuning keeps the pretrained
+            # BatchNorm statistics, XingangPan/deep-generative-prior#8), nothing left it there
+            return
         trained = self.train_at.get(id(model))
         before = (f"; the last model.train() at {short_location(trained[1])} ran before it"
                   if trained is not None and trained[0]() is model and trained[1] else "")
-        stacked = self.eval_stacks.get(module_id)
         called = helper = None
         if stacked is not None and stacked[0]() is not None:
             step = user_stack()
