@@ -257,11 +257,11 @@ def _events(root: Script, script: Script, stmts: list[ast.stmt], rename: dict[st
             if depth <= 0:
                 continue
             dispatched = _dispatched(script, call, rename)
-            for target in dispatched or script.targets(call):
+            for target in dispatched or script.targets(call) or _constructor(script, call):
                 if target.instance or id(target.func) in _stack:
                     continue
                 inner = _bind(script, target.func, call, rename,
-                              method=bool(dispatched) or None)
+                              method=bool(dispatched) or target.bound or None)
                 out.extend(events(root, target.func.body, rename=inner, depth=depth - 1,
                                   via=via or call, _stack=_stack + (id(target.func),),
                                   _src=target.script))
@@ -351,6 +351,18 @@ def _text(node: ast.AST, rename: dict[str, str]) -> str | None:
         return None
     texts = [_text(p, rename) for p in parts]
     return "".join(texts) if all(t is not None for t in texts) else None  # type: ignore[arg-type]
+
+
+def _constructor(script: Script, call: ast.Call) -> list[Target]:
+    """The ``__init__`` an instantiation of a class of the file (not an ``nn.Module``: building
+    one is a ``train`` event) runs: ``Predictor(ckpt)`` whose ``__init__`` builds its network and
+    calls ``self.model.eval()``."""
+    ref = script.graph.class_named(dotted(call.func)) if isinstance(call.func, ast.Name) else None
+    if ref is None or ref.script is not script or script.graph.is_module_class(ref):
+        return []
+    init = script.graph.method(ref, "__init__")
+    return [Target(script, init.func, bound=True)] if init is not None and \
+        init.script is script else []
 
 
 def _bind(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call,

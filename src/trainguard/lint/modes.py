@@ -21,7 +21,8 @@ def mode_before(script: Script, node: ast.AST, *, _depth: int = 3) -> tuple[Mode
     followed) are walked in order, keeping the last ``.train()``/``.eval()``; inside a loop, the
     next pass is walked too (the loop's body has run once more), so an ``eval()`` at the end of
     an epoch and a ``train()`` only before the loop are both seen. When the function itself
-    says nothing, the mode is the one at its call sites (train at any of them is train). At
+    says nothing, the mode is the one at its call sites (train at any of them is train; eval
+    at every one is eval). At
     the top: a training loop that ran earlier, else a model built earlier in the same scope
     (modules start in train mode) by a same-file class, a zoo constructor, or a class or
     factory of another project file that does not set the mode itself."""
@@ -35,10 +36,15 @@ def mode_before(script: Script, node: ast.AST, *, _depth: int = 3) -> tuple[Mode
         return state, reason
     func = script.enclosing_function(node)
     if func is not None and _depth > 0:
+        at_sites = []
         for site in script.call_sites(func):
             mode, why = mode_before(script, site, _depth=_depth - 1)
             if mode == "train":
                 return "train", f"{why}; {func.name}() is called at {script.at(site.lineno)}"
+            at_sites.append((mode, why, site))
+        if at_sites and all(m == "eval" for m, _, _ in at_sites):  # every caller evaluates
+            _, why, site = at_sites[0]
+            return "eval", f"{why}; {func.name}() is called at {script.at(site.lineno)}"
     if trained_at is not None:
         return "train", f"the model has been in train mode since it was built; " \
                         f"it was trained just before (optimizer step at {script.at(trained_at)})"
