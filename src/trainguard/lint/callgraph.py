@@ -232,6 +232,16 @@ class CallGraph:
             return self._name_types(expr, params, depth)
         if isinstance(expr, ast.Attribute):
             return self._attr_types(expr, params, depth)
+        if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Call) and \
+                isinstance(expr.slice, ast.Constant) and isinstance(expr.slice.value, int):
+            out = []  # build(cfg)[1]: that element of the tuple the function returns
+            for t in self.targets(expr.value, params=params, _depth=depth - 1):
+                for r in [] if t.instance else _returns(t.func):
+                    if isinstance(r.value, (ast.Tuple, ast.List)) and \
+                            expr.slice.value < len(r.value.elts):
+                        out.extend(t.script.graph.types(r.value.elts[expr.slice.value],
+                                                        params=params, _depth=depth - 1))
+            return out
         if isinstance(expr, ast.Subscript):  # callbacks[0]
             return self.element_types(expr.value, params=params, _depth=depth - 1)
         return []
@@ -597,6 +607,14 @@ def _assigned(scope: ast.AST, name: str) -> list[ast.expr]:
                         for te, ve in zip(t.elts, n.value.elts):
                             if isinstance(te, ast.Name):
                                 table.setdefault(te.id, []).append(ve)
+                    elif isinstance(t, (ast.Tuple, ast.List)) and isinstance(n.value, ast.Call) \
+                            and not any(isinstance(te, ast.Starred) for te in t.elts):
+                        # model, criterion, opt = build(cfg): element i of what build returns
+                        for i, te in enumerate(t.elts):
+                            if isinstance(te, ast.Name):
+                                part = ast.copy_location(ast.Subscript(
+                                    n.value, ast.Constant(i), ast.Load()), n.value)
+                                table.setdefault(te.id, []).append(part)
             elif isinstance(n, ast.AnnAssign) and n.value is not None and \
                     isinstance(n.target, ast.Name):
                 table.setdefault(n.target.id, []).append(n.value)

@@ -114,7 +114,7 @@ class _Walk:
         q = s.call_qualname(expr) or ""
         if q in REBUILD and expr.args:
             box = _container(s, expr.args[0], at)
-            if box is not None and _holds_graph(s, box, at):
+            if box is not None and _holds_graph(s, box, at, env=env):
                 self.out.rebuilds.append((expr, s.segment(box) or "a list"))
             return
         if isinstance(f, ast.Attribute) and f.attr in CUT_ATTRS:
@@ -122,14 +122,20 @@ class _Walk:
         if isinstance(f, ast.Attribute) and f.attr in ("parameters", "named_parameters"):
             self.out.graph = True
             return
+        # criterion(emb, y): a loss module of the file, followed into its forward
+        func = _forward(s, expr) if isinstance(f, (ast.Name, ast.Attribute)) else None
         k = s.key(f)
-        if k and k != "self" and s.is_model(k):
+        if func is None and k and k != "self" and s.is_model(k):
             self.out.graph = True
             return
-        func = s.callee(expr)
+        if func is None:
+            func = s.callee(expr)
         if func is not None:
             rets = [r.value for r in walk_local(func) if isinstance(r, ast.Return) and r.value]
-            bound = {n: (v, env) for n, v in bind_arguments(_params(func, expr), expr).items()}
+            names = _params(func, expr)
+            if func.name == "forward" and names and names[0] == "self":
+                names = names[1:]
+            bound = {n: (v, env) for n, v in bind_arguments(names, expr).items()}
             for r in rets:
                 self.visit(r, r, bound, depth - 1)
             return
@@ -137,6 +143,24 @@ class _Walk:
             self.visit(child, at, env, depth)
         if isinstance(f, ast.Attribute):
             self.visit(f.value, at, env, depth)
+
+
+def _forward(script: Script, call: ast.Call) -> ast.FunctionDef | None:
+    """The ``forward`` a call of an instance of a same-file module class without parameters of
+    its own runs (a loss module: ``criterion = TripletLoss(margin)``, then
+    ``criterion(emb, labels)``); a module with parameters is a model, whose output carries a
+    graph already."""
+    found = [t for t in script.graph.instance_targets(call) if t.script is script]
+    if len(found) != 1 or not isinstance(found[0].func, ast.FunctionDef):
+        return None
+    cls = script.enclosing_class(found[0].func)
+    if cls is None or any(isinstance(n, ast.Call) and (
+            (script.call_qualname(n) or "").endswith("Parameter") or
+            (script.call_qualname(n) or "").startswith("torch.nn.")) for n in ast.walk(cls)
+            if script.enclosing_function(n) is not None and
+            script.enclosing_function(n).name == "__init__"):
+        return None
+    return found[0].func
 
 
 def _params(func: ast.AST, call: ast.Call) -> list[str]:
@@ -178,9 +202,11 @@ def _container(script: Script, arg: ast.AST, at: ast.AST) -> ast.expr | None:
     return None
 
 
-def _holds_graph(script: Script, box: ast.expr, at: ast.AST, depth: int = 8) -> bool:
+def _holds_graph(script: Script, box: ast.expr, at: ast.AST, depth: int = 8, *,
+                 env: dict | None = None) -> bool:
     """Whether an element stored in the list carries a graph (computed with grad enabled from
-    a model output or a parameter, not cut)."""
+    a model output or a parameter, not cut); ``env``: the parameters of the function around
+    it, bound to a caller's arguments."""
     if isinstance(box, ast.ListComp):
         elements = [box.elt]
     elif isinstance(box, ast.List):
@@ -191,7 +217,7 @@ def _holds_graph(script: Script, box: ast.expr, at: ast.AST, depth: int = 8) -> 
         if script.grad_disabled(e):
             continue
         found = Sources()
-        _Walk(script, found).visit(e, e, {}, depth)
+        _Walk(script, found).visit(e, e, env or {}, depth)
         if found.graph and not found.rebuilds:
             return True
     return False
