@@ -139,6 +139,21 @@ def _run_file(path: str) -> None:
             sys.modules["__main__"] = saved
 
 
+def _explain_handled(exc: SystemExit, status: int, on_error: "callable | None") -> int:
+    """``sys.exit(1)`` in an ``except`` block: the script died of the error it was handling, so
+    ``on_error`` explains it. Its traceback is not printed (the script printed its own
+    message); the notes are. Returns ``status``."""
+    handled = exc.__context__
+    if not status or on_error is None or isinstance(exc, _Terminated) or \
+            not isinstance(handled, Exception):
+        return status
+    before = len(getattr(handled, "__notes__", ()))
+    on_error(handled)
+    for note in getattr(handled, "__notes__", ())[before:]:
+        print(note, file=sys.stderr)
+    return status
+
+
 def run_target(target: str, args: list[str], *, kind: Literal["path", "module"],
                on_error: "callable | None" = None,
                on_interrupt: Literal["status", "raise"] = "status") -> int:
@@ -148,7 +163,7 @@ def run_target(target: str, args: list[str], *, kind: Literal["path", "module"],
         target: a script path (``kind="path"``) or a dotted module name (``kind="module"``).
         args: the script's own arguments.
         kind: how to run it.
-        on_error: called with the exception before its traceback is printed (to add notes).
+        on_error: called with the error the script dies of (notes; :func:`_explain_handled`).
         on_interrupt: what a ``KeyboardInterrupt`` (Ctrl-C) does: ``"status"`` returns 130, as
             ``python script.py`` exits; ``"raise"`` re-raises it, so that a caller running
             scripts in its own process (a test suite) stops at the first Ctrl-C.
@@ -200,7 +215,7 @@ def run_target(target: str, args: list[str], *, kind: Literal["path", "module"],
     except SystemExit as exc:
         if isinstance(exc, _Terminated):
             _pending_signal = exc.signum
-        return _exit_status(exc.code)
+        return _explain_handled(exc, _exit_status(exc.code), on_error)
     except KeyboardInterrupt:
         if on_interrupt == "raise":
             raise
