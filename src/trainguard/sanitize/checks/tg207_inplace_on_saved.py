@@ -44,9 +44,9 @@ from trainguard.sanitize.core.holders import traceback_user_frames
 from trainguard.sanitize.core.source import function_node
 
 _MESSAGE = re.compile(
-    r"modified by an inplace operation: \[(?P<type>[\w.]+) \[(?P<shape>[\d, ]*)\]\], which is "
-    r"output (?P<index>\d+) of (?P<op>\w+), is at version (?P<now>\d+); expected version "
-    r"(?P<then>\d+)")
+    r"modified by an inplace operation: \[(?P<type>[\w.]+) \[(?P<shape>[\d, ]*)\]\],? (?:which is "
+    r"output (?P<index>\d+) of (?P<op>\w+), )?is at version (?P<now>\d+); expected version "
+    r"(?P<then>\d+)")  # (a leaf, such as a parameter saved as itself, names no op)
 
 
 _VIEWS = frozenset({"T", "Transpose", "Permute", "View", "Unsafe", "UnsafeView", "Expand",
@@ -204,6 +204,36 @@ class InplaceOnSaved(Check):
                              f"transposed, {shape})", p)
         return found
 
+    def _parameter_diagnosis(self, m: re.Match, param: str, tensor: Any,
+                             exc: BaseException) -> Diagnosis:
+        """Backward through a graph that saved a parameter an optimizer step changed since.
+        Reported at that ``step()`` when it ran earlier in a function the failing backward's
+        call is still in, before the line that led to the backward (a GAN's ``opt_D.step()``
+        between D's forward for the generator loss and the generator's backward: the step to
+        move); else at the failing backward (a graph carried from an earlier iteration)."""
+        failed = next((b for b in reversed(self.state.backwards) if b.failed), None)
+        step = self._step_of(tensor)
+        where = failed.where if failed is not None else None
+        if step is not None and _earlier_in_call(step, exc):
+            where = step
+        return Diagnosis(
+            f"backward needs the parameter {param} as it was when this graph was built, but "
+            f"it was updated in place since{self._stepped_by(tensor)} (version "
+            f"{m.group('then')} -> {m.group('now')}): this backward runs through a graph made "
+            "before that optimizer step, kept by a tensor carried across iterations or by "
+            "retain_graph=True (a GAN stepping D before the generator's backward through D)",
+            fix="call backward through each graph before the optimizer.step() that updates its "
+                "parameters (or recompute the forward after the step), and detach what is "
+                "carried to the next iteration (hidden = hidden.detach())",
+            where=where)
+
+    def _step_of(self, param: Any) -> Any:
+        """The user's line of the latest checked ``step()`` of the optimizer holding ``param``."""
+        for optimizer in list(self.state.optimizers):
+            if any(p is param for g in optimizer.param_groups for p in g["params"]):
+                return self.stepped_at.get(id(optimizer))
+        return None
+
     def _stepped_by(self, param: Any) -> str:
         """``" by Adam.step() at gan.py:16"``: the optimizer holding ``param``, and the line of its
         latest step seen."""
@@ -220,24 +250,16 @@ class InplaceOnSaved(Check):
         m = _MESSAGE.search(str(exc))
         if m is None:
             return None
+        if m.group("op") is None:  # a leaf: a parameter (or a tensor made with requires_grad)
+            found = self._parameter(m)
+            return self._parameter_diagnosis(m, *found, exc) if found is not None else None
         op = m.group("op").replace("Backward", "").rstrip("0123456789")
         # a parameter is saved as itself or a view of it (Linear saves weight.t()); an optimizer
         # updates it under no_grad, which leaves its history alone, so a tensor whose history
         # names any other op ("output 0 of Div" after `out /= norm`) is not a parameter
         found = self._parameter(m) if op in _VIEWS else None
         if found is not None:
-            param, tensor = found
-            failed = next((b for b in reversed(self.state.backwards) if b.failed), None)
-            return Diagnosis(
-                f"backward needs the parameter {param} as it was when this graph was built, but "
-                f"it was updated in place since{self._stepped_by(tensor)} (version "
-                f"{m.group('then')} -> {m.group('now')}): this backward runs through a graph made "
-                "before that optimizer step, kept by a tensor carried across iterations or by "
-                "retain_graph=True (a GAN stepping D before the generator's backward through D)",
-                fix="call backward through each graph before the optimizer.step() that updates its "
-                    "parameters (or recompute the forward after the step), and detach what is "
-                    "carried to the next iteration (hidden = hidden.detach())",
-                where=failed.where if failed is not None else None)
+            return self._parameter_diagnosis(m, *found, exc)
         shape = f"({m.group('shape')})"
         times = int(m.group("now")) - int(m.group("then"))
         codes: dict[CodeType, None] = {}
@@ -290,3 +312,14 @@ class InplaceOnSaved(Check):
                          where=failed.where if failed is not None else None)
 
 
+def _earlier_in_call(where: Any, exc: BaseException) -> bool:
+    """Whether ``where`` lies in a function of ``exc``'s traceback, above the line that frame
+    was running: it ran earlier in the same call."""
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename == where[0] and code.co_firstlineno <= where[1] < tb.tb_lineno and \
+                where[1] <= max((ln for _, _, ln in code.co_lines() if ln), default=0):
+            return True
+        tb = tb.tb_next
+    return False

@@ -2,7 +2,8 @@
 # fails from PyTorch 1.5 on with "[torch.FloatTensor [128, 1]], which is output 0 of TBackward, is
 # at version 2"): the discriminator's optimizer steps between the discriminator's backward
 # (retain_graph=True) and the generator's backward through the same D(fake) graph, so D's last
-# weight, saved transposed by that graph, was updated in place by opt_D.step().
+# weight, saved transposed by that graph, was updated in place by opt_D.step(), the line to
+# move (after the generator's backward) or to follow with a fresh D(fake).
 import math
 
 import torch
@@ -22,7 +23,7 @@ for step in range(3):
     G_loss = torch.mean(torch.log(1.0 - prob_fake))
     opt_D.zero_grad()
     D_loss.backward(retain_graph=True)
-    opt_D.step()
+    opt_D.step()  # expect: TG207
     opt_G.zero_grad()
-    G_loss.backward()  # expect: TG207
+    G_loss.backward()
     opt_G.step()
