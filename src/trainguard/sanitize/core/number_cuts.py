@@ -3,7 +3,9 @@
 Used by TG205 once it has proof that some parameters never receive a gradient: the path from the
 loss to them may be cut where the user took a Python number (``.item()``, ``float()``,
 ``.tolist()``, ``.numpy()``) from a tensor computed from those parameters and built the loss
-from it again (``-log_prob.item() * reward``, ``torch.tensor(x.item())``, returns as floats).
+from it again (``-log_prob.item() * reward``, ``torch.tensor(x.item())``, returns as floats), or
+copied the tensors themselves into a new leaf (``torch.tensor([loss_a, loss_b],
+requires_grad=True)``).
 Autograd keeps no trace of that: the loss is a new leaf or a graph of constants.
 
 :func:`number_trace` is a ``TorchFunctionMode`` over one cycle (up to the next ``backward``) that
@@ -136,7 +138,10 @@ def number_trace(params: list[Any]) -> Any:
                 carried = self._value(given)
             outs = tensors(out)
             from_params = any(self._derived(t) for t in inputs)
-            if from_params and not any(t.requires_grad for t in outs):
+            # (a new leaf made to require grad from them, ``torch.tensor([...],
+            # requires_grad=True)``, carries no graph either)
+            if from_params and not any(t.requires_grad and (t.grad_fn is not None or any(
+                    t is i for i in inputs)) for t in outs):
                 if torch.is_grad_enabled():
                     name, where = op_name(func), self.caller()
                 else:
