@@ -13,7 +13,9 @@ that called that method (amyxlu/CPCProt#4).
 
 Silent on: evaluation under ``torch.no_grad()``/``inference_mode`` (no ``grad_fn``); eval-mode
 forwards whose output a backward reaches (adversarial examples, saliency, input optimisation);
-frozen models whose output has no ``grad_fn``; forwards inside a ``torch.enable_grad()`` region opened
+frozen models whose output has no ``grad_fn``, or has one only because the input requires grad (no
+parameter requires grad: an attack or a detection score that takes the input's gradient, among
+forwards that only read a prediction, s-huu/TurningWeaknessIntoStrength#6); forwards inside a ``torch.enable_grad()`` region opened
 under ``no_grad`` (TG104 reports those).
 
 Cost: per checked outermost forward in eval mode with grad on, its output's first 4 tensors
@@ -41,8 +43,8 @@ class EvalWithGrad(UnreachedOutputs):
                 or call.reenabled):
             return
         outputs = [t for t in first_tensor(call.output) if t.grad_fn is not None]
-        if not outputs:
-            return
+        if not outputs or not any(p.requires_grad for p in call.module.parameters()):
+            return  # (a frozen model: the graph is the input's, kept for an attack's gradient)
         shapes = ", ".join(str(tuple(t.shape)) for t in outputs[:2])
         where, name, made = call.where, type(call.module).__name__, f"its output (shape {shapes})"
         outer = model_method_caller(call.module)
