@@ -353,6 +353,12 @@ def _backpropagated(script: Script, func: ast.AST) -> bool:
         rebound = [n.lineno for n in walk_local(scope) if isinstance(n, ast.Name) and
                    isinstance(n.ctx, ast.Store) and n.id in names and n.lineno > stmt.lineno]
         end = min(rebound, default=None)
+        # and what is computed from it before then (``out = f(x); loss = crit(out, y)``)
+        for a in sorted((n for n in walk_local(scope) if isinstance(n, ast.Assign) and
+                         n.lineno > stmt.lineno and (end is None or n.lineno < end)),
+                        key=lambda n: n.lineno):
+            if any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(a.value)):
+                names |= {n.id for t in a.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
         # a backward after the call that reads the name before it is bound again
         if names and any(is_backward(c) and c.lineno >= stmt.lineno and
                          (end is None or c.lineno < end) and

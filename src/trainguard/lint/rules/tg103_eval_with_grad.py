@@ -7,7 +7,8 @@ no code in the file calls (their callers, elsewhere, may disable grad); when the
 (``torch.autograd.grad``, ``.grad``, ``requires_grad_``, ``x.requires_grad = True``: saliency,
 adversarial evaluation; reading ``out.requires_grad`` is no such use); and
 when the model called is frozen whole (``teacher.requires_grad_(False)``, or
-``p.requires_grad = False`` for every ``p`` in ``teacher.parameters()``): its outputs then carry
+``p.requires_grad = False`` for every ``p`` in ``teacher.parameters()``, also inside a loop over a
+literal tuple of models, ``for net in (generator, assessor):``): its outputs then carry
 no ``grad_fn``. A frozen part (``model.backbone``) leaves the rest recording graphs, so it does
 not silence the forwards of ``model``.
 """
@@ -152,7 +153,21 @@ def _frozen_models(script: Script) -> set[str]:
             p = node.target.id
             if k and any(_freezes(s, p) for s in node.body):
                 out.add(k)
+                out.update(_loop_elements(script, node, k))
     return out
+
+
+def _loop_elements(script: Script, node: ast.AST, name: str) -> set[str]:
+    """The models a loop variable ``name`` runs over when an enclosing loop iterates a literal
+    (``for net in (generator, assessor):``, freezing each)."""
+    cur = parent(node)
+    while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                    ast.Module)):
+        if isinstance(cur, ast.For) and isinstance(cur.target, ast.Name) and \
+                cur.target.id == name and isinstance(cur.iter, (ast.Tuple, ast.List)):
+            return {k for e in cur.iter.elts if (k := script.key(e))}
+        cur = parent(cur)
+    return set()
 
 
 def _freezes(stmt: ast.stmt, p: str) -> bool:
