@@ -150,7 +150,8 @@ def _inference_entry_points(script: Script) -> Iterator[Hit]:
         if sampled_pass(script, call) or helper_samples(script, call):
             continue  # Monte Carlo passes: dropout is on on purpose
         mode, why = mode_before(script, call)
-        if mode != "train" or _mode_behaviour_changed(script, call):
+        if mode != "train" or _mode_behaviour_changed(script, call) or \
+                not _may_depend_on_mode(script, call):
             continue
         name = dotted(call.func) or "the model's inference method"
         how = "runs inference with grad disabled" if script.grad_disabled(call) else \
@@ -160,6 +161,41 @@ def _inference_entry_points(script: Script) -> Iterator[Hit]:
                         f"varies from call to call",
                   fix="call model.eval() before inference, and model.train() before training "
                       "again")
+
+
+def _may_depend_on_mode(script: Script, call: ast.Call) -> bool:
+    """False when the model called is built only from a class of this file whose code (and that
+    of the same-file classes it builds) shows no mode-dependent module (an ``EmbeddingBag`` and a
+    ``Linear``): train mode changes nothing for it, whatever else the file holds."""
+    f = call.func.value if isinstance(call.func, ast.Attribute) and \
+        call.func.attr in ("forward", "__call__") else call.func
+    refs = script.graph.types(f)
+    if not refs or any(r.script is not script for r in refs):
+        return True
+    return any(_class_mode_dependent(script, r.node, set()) for r in refs)
+
+
+def _class_mode_dependent(script: Script, cls: ast.ClassDef, seen: set[int]) -> bool:
+    from trainguard.lint.project import MODE_DEPENDENT
+
+    if id(cls) in seen:
+        return False
+    seen.add(id(cls))
+    words = " ".join(n.attr if isinstance(n, ast.Attribute) else n.id for n in ast.walk(cls)
+                     if isinstance(n, (ast.Attribute, ast.Name)))
+    if MODE_DEPENDENT.search(script.segment(cls) or "") and MODE_DEPENDENT.search(words):
+        return True
+    for n in ast.walk(cls):
+        if isinstance(n, ast.Call):
+            q = script.call_qualname(n) or dotted(n.func) or ""
+            ref = script.graph.class_named(dotted(n.func)) if isinstance(n.func, ast.Name) \
+                else None
+            if ref is not None:
+                if ref.script is not script or _class_mode_dependent(script, ref.node, seen):
+                    return True
+            elif q and q[0].isupper() and not q.startswith("torch."):
+                return True  # a module class from elsewhere: it may hold Dropout
+    return False
 
 
 # Module attributes whose change makes a layer act the same in both modes (Dropout with p=0,

@@ -7,7 +7,9 @@ script asks to be reproducible (it seeds at least one generator or sets determin
 only for generators it actually uses; a seed the script defines (config key, ``--seed``
 option, ``SEED`` constant) that nothing but a print reads is such a request too. ``seed_everything``/``set_seed`` helpers count as seeding
 all three. A seeding helper of the file that seeds numpy and random but not torch, called by code
-that does not seed torch, fires at its last seeding line (:func:`_partial_helpers`).
+that does not seed torch, fires at its last seeding line (:func:`_partial_helpers`); so does one
+that seeds torch but not numpy or random when the script draws from them (one finding naming
+the draws, where the missing seeds belong).
 """
 
 from __future__ import annotations
@@ -51,6 +53,18 @@ def check(script: Script) -> Iterator[Hit]:
                 not (family == "torch" and helpers):
             first[family] = call
     seeded = ", ".join(sorted(repro.seeded)) or "nothing"
+    helper = _seeding_helper(script) if setting is None else None
+    if helper is not None and first:
+        # the file's own seeding helper leaves these out: its last seeding line is the place
+        func, last = helper
+        families = sorted(first)
+        draws = script.at_lines([first[f].lineno for f in families])
+        yield Hit(last, f"{func.name}() seeds {seeded} but not {' or '.join(families)}, which "
+                        f"the script draws from unseeded ({draws}): runs differ even with the "
+                        f"same seed",
+                  fix=f"seed them here too ({'; '.join(_HOW[f] for f in families)}), or call "
+                      f"trainguard.seed_everything(seed)")
+        return
     for family, node in first.items():
         asks = f"seeds {seeded}" if setting is None else \
             f"sets a seed ({setting[0]} at {script.at(setting[1])}) that nothing applies"
@@ -62,6 +76,18 @@ def check(script: Script) -> Iterator[Hit]:
 
 _HOW = {"torch": "torch.manual_seed(seed)", "numpy": "np.random.seed(seed)",
         "random": "random.seed(seed)"}
+
+
+def _seeding_helper(script: Script) -> tuple[ast.FunctionDef, ast.Call] | None:
+    """The one called function of the file whose body only seeds generators from its argument
+    (``def set_seed(seed): torch.manual_seed(seed)``) and its last seeding call."""
+    found = []
+    for funcs in script.functions.values():
+        for func in funcs:
+            seeds = _seeding_body(script, func, least=1)
+            if seeds and script.call_sites(func):
+                found.append((func, max(seeds, key=lambda c: c.lineno)))
+    return found[0] if len(found) == 1 else None
 
 
 def _partial_helpers(script: Script) -> Iterator[Hit]:
@@ -91,7 +117,7 @@ def _partial_helpers(script: Script) -> Iterator[Hit]:
                       if last.args else "seed torch here too: torch.manual_seed(seed)")
 
 
-def _seeding_body(script: Script, func: ast.AST) -> dict[ast.Call, str]:
+def _seeding_body(script: Script, func: ast.AST, least: int = 2) -> dict[ast.Call, str]:
     """The seeding calls of ``func`` (call -> generator family) when every statement of its body
     seeds a generator from one of its parameters (a docstring, ``os.environ[...] = ...`` and
     deterministic flags aside), else an empty dict."""
@@ -113,7 +139,7 @@ def _seeding_body(script: Script, func: ast.AST) -> dict[ast.Call, str]:
                    for n in ast.walk(a)):
             return {}
         found[call] = family  # type: ignore[index]
-    return found if len(found) >= 2 else {}
+    return found if len(found) >= least else {}
 
 
 def _seeds_torch_around(script: Script, site: ast.AST) -> bool:
