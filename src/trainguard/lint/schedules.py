@@ -37,6 +37,10 @@ def schedule_settings(script: Script, key: str, at: ast.AST | None = None, *,
     (``train_model(model, opt, exp_lr_scheduler)``), when all calls agree (a ``None`` default
     is no scheduler and is passed over)."""
     values = script.assignments.get(key, [])
+    func = script.enclosing_function(at) if at is not None and "." not in key else None
+    local = [v for v in values if script.enclosing_function(v) is func] if func else []
+    if local:  # a name the function around ``at`` assigns: its own, not another's namesake
+        values = local
     found = {_built(script, v, 3) for v in values} - {None}
     if not found and _depth > 0:  # handed in: to the function, or to ``__init__`` (``self.sched = sched``)
         handed = [(v.id, v) for v in values if isinstance(v, ast.Name)]

@@ -114,6 +114,23 @@ def _epoch_loops(script: Script, loop: ast.AST) -> list[ast.AST]:
     return outer[0] if outer and all(outer) else []
 
 
+def _helper_local(script: Script, e: Event, key: str) -> bool:
+    """The step runs in a function the loop calls (``via``) and ``key`` names a local variable
+    of that function (assigned there, no parameter): the helper's own scheduler (a warmup
+    ``LambdaLR`` built inside ``train_one_epoch``), whatever the caller's variable of the same
+    name holds."""
+    if e.via is None or "." in key:
+        return False
+    func = script.enclosing_function(e.node)
+    if func is None:
+        return False
+    params = {a.arg for a in func.args.posonlyargs + func.args.args + func.args.kwonlyargs}
+    if key in params:
+        return False
+    return any(isinstance(n, ast.Name) and n.id == key and isinstance(n.ctx, ast.Store)
+               for n in walk_local(func))
+
+
 def _stepped_twice(script: Script, loops: list[ast.AST], alternatives: set[int]
                    ) -> Iterator[Hit]:
     """One scheduler stepped both once per batch (in a training loop, or a helper it calls) and
@@ -139,6 +156,8 @@ def _stepped_twice(script: Script, loops: list[ast.AST], alternatives: set[int]
                 epoch.setdefault(e.key, e)
         for key in batch.keys() & epoch.keys():
             b, ep = batch[key], epoch[key]
+            if _helper_local(script, b, key) or _helper_local(script, ep, key):
+                continue  # a name local to the helper that steps it: another scheduler
             if exclusive(b.via or b.node, ep.via or ep.node) or \
                     (_conditional(b.node) and _conditional(ep.node)):
                 alternatives.add(id(b.node))
