@@ -12,12 +12,10 @@ holds it: neither one that has stepped nor, looked up once with ``gc`` on this r
 exists but has not stepped yet (a backbone optimizer that starts after a warm-up). While a suspect
 waits, the loop is not settled.
 
-When it fires: a model trained by an optimizer (some of its parameters are in one) has parameters
-that receive gradients but that no optimizer holds: a head added after the optimizer was built, a
-layer replaced (``model.fc = nn.Linear(...)``) after ``optimizer = Adam(model.parameters())``, a
-submodule kept in a plain list instead of ``nn.ModuleList``, a frozen backbone unfrozen
-(``requires_grad=True``) later in the run without ``add_param_group``, a part left out of the
-optimizer but not frozen. Backward fills their ``.grad`` and they never change. Also: a separate
+When it fires: a model trained by an optimizer has parameters that receive gradients but that no
+optimizer holds: a head added after the optimizer was built, a layer replaced after ``optimizer =
+Adam(model.parameters())``, a submodule kept in a plain list, a frozen backbone unfrozen later
+without ``add_param_group``, a part left out of the optimizer but not frozen. Also: a separate
 model in series with a trained one on the way to the loss that no optimizer holds (a classifier
 called on an encoder's output, a decoder, an embedding table in front of the model, with the
 optimizer built over one of them only), in training mode: a trained model's outermost call took its
@@ -47,18 +45,15 @@ helper made the change, at the call in the first function outwards holding an op
 parameters left out of groups written by hand (``AdamW(get_param_groups(model))``, or
 ``AdamW(**options(model))`` returning ``dict(params=groups, ...)``) at the last group listed.
 
-Cost: at optimizer steps 2, 7, 13, 25, 49 and then every 32 (settled ones too), one pass over the
-models' modules and parameters and the optimizers' parameter ids; per checked outermost forward and
-loss, 32 graph nodes per input tensor and 64 per output tensor (4) at most; only to confirm a
-suspect, one scan of the heap for optimizers that have not stepped (``bounds.live_objects``:
-5,000,000 objects at most).
+A separate model no optimizer trains, beside an optimizer given some parameters twice (``mrd``'s
+where ``mpd``'s were meant, line/open-universe#5), is reported at the line that wrote that list.
+Cost: at optimizer steps 2, 7, 13, 25, 49, then every 32, one pass over the models' parameters
+and the optimizers' parameter ids; per checked outermost forward and loss, 32 graph nodes per
+input tensor and 64 per output tensor (4) at most; to confirm a suspect, one heap scan for
+optimizers that have not stepped (``bounds.live_objects``).
 
-Reference: ``torch.optim`` "Constructing it" (the optimizer holds the tensors it was given)
-https://pytorch.org/docs/stable/optim.html#constructing-it; an encoder and a separate classifier
-with the optimizer built over both (https://r2d.info/2019/01/15/pytorch/); guide
-https://runebook.dev/en/docs/pytorch/generated/torch.optim.adafactor/torch.optim.Adafactor.add_param_group;
-"Freezing base model weights" (unfreezing mid-training with the same optimizer)
-https://theneuralbase.com/pytorch/learn/intermediate/freezing-base-model-weights/.
+Reference: ``torch.optim`` "Constructing it" https://pytorch.org/docs/stable/optim.html#constructing-it;
+an encoder and a classifier with the optimizer over both (https://r2d.info/2019/01/15/pytorch/).
 """
 
 from __future__ import annotations
@@ -75,9 +70,10 @@ from trainguard.sanitize.core.frames import (frame_location, short_location, use
 from trainguard.sanitize.core.graph import (LOSS_OUT, node_metadata, stamped_models,
                                             weighs_losses)
 from trainguard.sanitize.core.loss_path import Flow, Suspect, own_leaf_in, takes_a_target_like
-from trainguard.sanitize.core.params import ParamMap, all_parameters, held_ids, no_gradients
+from trainguard.sanitize.core.params import (ParamMap, all_parameters, doubled_parameters, held_ids,
+                                             no_gradients)
 from trainguard.sanitize.core.records import graph_tensors
-from trainguard.sanitize.core.source import param_groups_line
+from trainguard.sanitize.core.source import param_groups_line, params_line
 
 _CONFIRM_AFTER = 5  # steps between noting a suspect and confirming it
 _EVERY = 32  # the most steps between two looks
@@ -245,7 +241,7 @@ class ParamsNotInOptimizer(Check):
         for model in models:
             named = params[id(model)]
             cause = series = ""
-            blame: Any = None  # the optimizer the parameters were left out of
+            doubled = blame = None  # the optimizer the parameters were left out of
             if id(model) not in trained:
                 # No optimizer trains this model: evaluation, a frozen teacher, feature extraction
                 # -- or an optimizer left holding an earlier model's parameters, or a separate
@@ -253,6 +249,9 @@ class ParamsNotInOptimizer(Check):
                 if not any(p.requires_grad and p.grad is not None for _, p, _ in named):
                     continue
                 series = self._series(model, trained)
+                doubled = None if series else doubled_parameters(self.state.optimizers)
+                if doubled is not None:  # ``a.parameters()`` twice where ``b`` was meant
+                    blame, series = doubled
                 if not series:
                     if stale is None:
                         stale = no_gradients(list(self.state.optimizers))
@@ -263,10 +262,11 @@ class ParamsNotInOptimizer(Check):
             for name, p, listed in named:
                 if (p.requires_grad and p.grad is not None and id(p) not in held
                         and p not in self.done):
-                    if blame is None:
-                        blame = self._holder(model, named, trained)
-                    out[id(p)] = (p, name, type(model).__name__, cause, listed, series,
-                                  self.built_at.get(blame) if blame is not None else None)
+                    blame = blame or self._holder(model, named, trained)
+                    built = self.built_at.get(blame) if blame is not None else None
+                    if doubled is not None and built is not None:  # the doubled list's line
+                        built = (built[0], params_line(built) or built[1], 1)
+                    out[id(p)] = (p, name, type(model).__name__, cause, listed, series, built)
         return out
 
     def _holder(self, model: Any, named: list, trained: dict[int, Any]) -> Any:
@@ -396,3 +396,4 @@ class ParamsNotInOptimizer(Check):
                 fix="to train them, build the optimizer after the model is complete, or add them "
                     "with optimizer.add_param_group({'params': [...]}); to keep them fixed, call "
                     "requires_grad_(False) on them (no gradient is then computed)")
+

@@ -16,7 +16,8 @@ from typing import Any
 
 from trainguard.sanitize.core.values import readable
 
-__all__ = ["ParamMap", "all_parameters", "held_ids", "no_gradients", "value_sum", "zeroed_by"]
+__all__ = ["ParamMap", "all_parameters", "doubled_parameters", "held_ids", "no_gradients", "value_sum",
+           "zeroed_by"]
 
 
 def value_sum(p: Any) -> float | None:
@@ -125,3 +126,17 @@ class ParamMap:
     def __contains__(self, p: Any) -> bool:
         found = self._items.get(id(p))
         return found is not None and found[0]() is p
+
+
+def doubled_parameters(optimizers: Any) -> tuple[Any, str] | None:
+    """An optimizer that holds the same parameter more than once (PyTorch warns, "optimizer
+    contains a parameter group with duplicate parameters", pytorch/pytorch#40967), with a phrase
+    for the finding; None when none does."""
+    for o in list(optimizers):
+        ids = [id(p) for g in o.param_groups for p in g["params"]]
+        extra = len(ids) - len(set(ids))
+        if extra:
+            return o, (f"the {type(o).__name__} that steps was given {extra} "
+                       f"parameter{'s' if extra != 1 else ''} twice, as after a copy-paste slip "
+                       "that left this module out")
+    return None

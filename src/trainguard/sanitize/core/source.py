@@ -13,7 +13,7 @@ from trainguard.config import is_suppressed
 from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.frames import is_user_code, is_user_file
 
-__all__ = ["SourceFile", "marked", "function_node", "function_at", "attribute_store",
+__all__ = ["SourceFile", "marked", "function_node", "function_at", "attribute_store", "params_line",
            "param_groups_line", "last_assigned"]
 
 # SourceFile per parsed tree (id -> (tree, index)): the newest few, as bounds keeps its trees
@@ -123,6 +123,27 @@ def attribute_store(cls: type, attr: str) -> tuple[str, int, int] | None:
                     if line:
                         return (code.co_filename, line, (ins.positions.col_offset or 0) + 1)
     return None
+
+
+def params_line(where: tuple[str, int, int]) -> int | None:
+    """The line where the ``params`` given to the optimizer built by the call at ``where`` are
+    written: the statement of the same function that assigns the name passed
+    (``params_disc = list(a.parameters()) + list(b.parameters())``), else the argument itself.
+    None when the call is not found."""
+    tree = parse_file(where[0])
+    file = SourceFile.of(tree)
+    call = file.call_at(where[1], where[2] - 1) if tree is not None and file is not None else None
+    if call is None:
+        return None
+    arg = call.args[0] if call.args else next(
+        (k.value for k in call.keywords if k.arg == "params"), None)
+    if isinstance(arg, ast.Name):
+        stores = [n for n in ast.walk(file.scope(call)) if isinstance(n, ast.Assign) and
+                  n.lineno < call.lineno and any(isinstance(t, ast.Name) and t.id == arg.id
+                                                 for t in n.targets)]
+        if stores:
+            return max(stores, key=lambda n: n.lineno).lineno
+    return arg.lineno if arg is not None else call.lineno
 
 
 def param_groups_line(where: tuple[str, int, int]) -> int | None:
