@@ -87,6 +87,9 @@ def const_eval(expr: ast.AST | None, *, env: dict[str, ast.expr] | None = None,
     try:
         if isinstance(expr, ast.Constant):
             return expr.value
+        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+            v = const_eval(expr.operand, _depth=d)
+            return not v if isinstance(v, bool) else UNKNOWN
         if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, (ast.USub, ast.UAdd)):
             v = const_eval(expr.operand, _depth=d)
             return UNKNOWN if not _number(v) else (-v if isinstance(expr.op, ast.USub) else v)

@@ -25,8 +25,10 @@ from collections.abc import Iterator
 
 from collections.abc import Iterable
 
-from trainguard.lint.astutil import (assigned_pairs, dotted, is_true, kwarg, parent, self_attr,
-                                     walk_local)
+from trainguard.lint.astutil import (assigned_pairs, dotted, is_false, is_true, kwarg, parent,
+                                     self_attr, walk_local)
+from trainguard.lint.callgraph import bind_arguments
+from trainguard.lint.consts import const_eval
 from trainguard.lint.project import imports_mention
 from trainguard.lint.module_methods import runs_layers
 from trainguard.lint.regions import eval_regions, forward_calls
@@ -118,7 +120,8 @@ def _reenablings(script: Script, nodes: Iterable[ast.AST]
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             q = script.call_qualname(node.value) or ""
             mode = node.value.args[0] if node.value.args else kwarg(node.value, "mode")
-            if q.endswith("set_grad_enabled") and is_true(mode):
+            if q.endswith("set_grad_enabled") and (is_true(mode) or
+                                                    _true_when_disabled(script, node, mode)):
                 target, block = node.value, script.enclosing_function(node) or script.tree
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for d in node.decorator_list:  # @torch.enable_grad() on the whole function
@@ -287,6 +290,31 @@ def _in_inference_mode(script: Script, node: ast.AST) -> bool:
     return False
 
 
+def _true_when_disabled(script: Script, node: ast.AST, mode: ast.AST | None) -> bool:
+    """``torch.set_grad_enabled(grad_mode)`` in a helper with ``grad_mode = not eval`` and
+    ``def prepare_data(batch, eval=False)``: the flag is True at a call made under
+    ``torch.no_grad()`` that leaves ``eval`` at its default (NJUNMT-pytorch#16)."""
+    func = script.enclosing_function(node)
+    if mode is None or func is None or is_false(mode):
+        return False
+    if isinstance(mode, ast.Name):  # a local name assigned once above: its expression
+        values = [n.value for n in walk_local(func) if isinstance(n, ast.Assign) and
+                  n.lineno < node.lineno and any(isinstance(t, ast.Name) and t.id == mode.id
+                                                 for t in n.targets)]
+        mode = values[0] if len(values) == 1 else mode
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]
+    if params and params[0] == "self":
+        params = params[1:]
+    for site in _sites(script, func):
+        if not script.grad_disabled(site):
+            continue
+        env = dict(zip(reversed([a.arg for a in func.args.args]), reversed(func.args.defaults)))
+        env.update(bind_arguments(params, site))
+        if const_eval(mode, env=env) is True:
+            return True
+    return False
+
+
 def _disabled_caller(script: Script, node: ast.AST) -> ast.AST | bool | None:
     """Where ``node`` runs with grad disabled: True when its own context disables it, else
     the first call of its function made under ``torch.no_grad()`` (one such caller is
@@ -337,16 +365,28 @@ def _forward_after(script: Script, node: ast.AST) -> bool:
             if isinstance(stmts, list) and n in stmts:
                 rest = stmts if isinstance(p, (ast.For, ast.AsyncFor, ast.While)) \
                     else stmts[stmts.index(n) + 1:]  # a loop's body runs again
-                if any(forward_calls(script, st) for st in rest):
+                if any(_runs_forward(script, st) for st in rest):
                     return True
         n = p
     if isinstance(p, ast.Module):
         stmts = p.body
-        return n in stmts and any(forward_calls(script, st)
+        return n in stmts and any(_runs_forward(script, st)
                                   for st in stmts[stmts.index(n) + 1:])
     if p is not None and isinstance(n, ast.stmt):
         body = getattr(p, "body", [])
-        return n in body and any(forward_calls(script, st) for st in body[body.index(n) + 1:])
+        return n in body and any(_runs_forward(script, st) for st in body[body.index(n) + 1:])
+    return False
+
+
+def _runs_forward(script: Script, stmt: ast.AST) -> bool:
+    """The statement calls a model, or a function of the file that does
+    (``loss, logits = compute_loss(model, x, y)``)."""
+    if forward_calls(script, stmt):
+        return True
+    for call in (n for n in ast.walk(stmt) if isinstance(n, ast.Call)):
+        func = script.callee(call)
+        if func is not None and forward_calls(script, func):
+            return True
     return False
 
 
