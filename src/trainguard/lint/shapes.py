@@ -136,6 +136,8 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
         if size is None and name == "randint":  # randint(high, size) / randint(low, high, size)
             size = next((a for a in reversed(expr.args) if isinstance(a, (ast.Tuple, ast.List))),
                         None)
+            if size is None and q.startswith("numpy.") and len(expr.args) == 3:
+                size = expr.args[2]  # np.random.randint(0, k, n): n draws
         elif size is None and expr.args:
             size = expr.args[0]
         v = const_eval(size, env=env)
@@ -285,6 +287,11 @@ def _binding(name: ast.Name) -> tuple[ast.stmt, int | None] | None:
     return None if stmt is None else (stmt, index)
 
 
+# augmented assignments that keep the rows of what they change (an in-place array op; on a list
+# they raise), unlike ``+=`` and ``*=``, which grow a list
+_SAME_ROWS_OPS = (ast.Sub, ast.Div, ast.FloorDiv, ast.Pow, ast.Mod)
+
+
 def _bindings(scope: ast.AST, name: str) -> list | None:
     """(statement, tuple index or None) per binding of ``name`` in ``scope``; None when one is
     not an assignment (a loop target, ``+=``, ``global``)."""
@@ -298,6 +305,8 @@ def _bindings(scope: ast.AST, name: str) -> list | None:
                         isinstance(e, ast.Name) and e.id == name for e in ast.walk(t)):
                     flat = [e.id if isinstance(e, ast.Name) else None for e in t.elts]
                     found.append((node, flat.index(name)) if name in flat else (None, None))
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, _SAME_ROWS_OPS):
+            continue  # ``depths /= depths.sum(1, keepdims=True)``: in place, same rows
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and \
                 isinstance(node.target, ast.Name) and node.target.id == name:
             found.append((None, None))  # (``x[:, 2] += 1`` is an item store: no binding)
