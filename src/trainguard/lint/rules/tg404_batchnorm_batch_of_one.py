@@ -80,7 +80,8 @@ def check(script: Script) -> Iterator[Hit]:
                 continue  # (a BatchSampler over a RandomSampler shuffles: a training loader)
             at = f" (called at {script.at(site.lineno)})" if site is not None else ""
             if size == 1:
-                yield Hit(size_node or call,
+                written = size_node or _spread_entry(script, call, "batch_size") or call
+                yield Hit(written,
                           f"batch_size=1{at} gives {norm} one value per channel in every "
                           f"training batch: batch statistics are undefined and PyTorch raises "
                           f"'Expected more than 1 value per channel when training'",
@@ -97,6 +98,42 @@ def check(script: Script) -> Iterator[Hit]:
                           fix=f"pass drop_last=True to the training {what} (or pick a batch "
                               "size that leaves no remainder of 1)")
                 break
+
+
+def _spread_entry(script: Script, call: ast.Call, key: str) -> ast.expr | None:
+    """The value written for ``key`` in the dict literal a call spreads with ``**``
+    (``DataLoader(ds, **cfg["loader"])`` with ``CONFIG = {"loader": {"batch_size": 1}}``
+    handed in as ``cfg``): where that option is set, and changed."""
+    for k in call.keywords:
+        if k.arg is None:
+            found = _literal(script, k.value, 6)
+            if isinstance(found, ast.Dict):
+                for name, value in zip(found.keys, found.values):
+                    if name is not None and const_eval(name) == key:
+                        return value
+    return None
+
+
+def _literal(script: Script, expr: ast.AST | None, depth: int) -> ast.AST | None:
+    """The literal an expression reads, through subscripts of dict literals, names assigned
+    once and parameters every call binds alike; None when not found."""
+    from trainguard.lint.consts import _param_value, _single_value
+
+    if expr is None or depth <= 0:
+        return None
+    if isinstance(expr, ast.Dict):
+        return expr
+    if isinstance(expr, ast.Subscript):
+        base, key = _literal(script, expr.value, depth - 1), const_eval(expr.slice)
+        if isinstance(base, ast.Dict) and key is not UNKNOWN:
+            for k, v in zip(base.keys, base.values):
+                if k is not None and const_eval(k) == key:
+                    return _literal(script, v, depth - 1)
+        return None
+    if isinstance(expr, ast.Name):
+        value = _single_value(expr) or _param_value(script, expr, expr.id)
+        return _literal(script, value, depth - 1)
+    return None
 
 
 def _batch_sampler(script: Script, node: ast.AST
