@@ -42,7 +42,8 @@ _SCHED_NAME = re.compile(r"(^|[._])\w*(sched|scheduler|lr_policy)\w*$", re.I)
 _LR_SCHED_NAME = re.compile(r"(sched|scheduler|lr_policy)s?$|(^|[._])lr|lr([._]|$)", re.I)
 _MODEL_NAME = re.compile(
     r"^(self\.)?(model|net|network|\w+_model|model_\w+|\w*net|net\w*|encoder|decoder|classifier|"
-    r"backbone|generator|discriminator|net[GD]|G|D|policy|critic|actor|student|teacher|module)$"
+    r"backbone|generator|discriminator|net[GD]|G|D|policy|critic|actor|student|teacher|module)"
+    r"_?$"  # (skorch's fitted attributes end in ``_``: ``self.module_``)
 )
 _MODEL_CALLS = {"train", "eval", "parameters", "named_parameters", "state_dict",
                 "load_state_dict", "zero_grad", "requires_grad_", "modules", "named_modules",
