@@ -285,12 +285,13 @@ def _placement(stacked: Stack, step: Stack, set_at: Any) -> tuple[Any, Any]:
     ``helper``: the stack entry of the function the training code called that ran the
     ``eval()`` (a rollout's ``select_action()``, a snapshot, a validation helper, a callback),
     reported at its end, where the mode is restored before it returns; None when that function
-    only switches modes (``val_start()``, a callback's ``on_validation_begin``): then at
+    is in another file than the call (a helper module's function serves every caller) or only
+    switches modes (``val_start()``, a callback's ``on_validation_begin``): then at
     ``called``, after which ``train()`` belongs (in a dispatched callback, its own line)."""
     called = cause_line(stacked, step)
     helper = stacked[-1]
-    if called is None or helper[2][:2] != set_at[:2]:
-        return called, None
+    if called is None or helper[2][:2] != set_at[:2] or helper[2][0] != called[0]:
+        return called, None  # (a helper module's function serves every caller: the call)
     if sets_modes_only(helper[1]):
         return cause_line(stacked, step, past_dispatch=True), None
     if helper[3]:
