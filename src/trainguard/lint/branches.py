@@ -74,6 +74,13 @@ def param_env(script: "Script", func: "Func", origin: "Script | None" = None,
                 seen = {_fingerprint(const_eval(v)) for v in values}
                 if len(seen) == 1 and values and const_eval(values[0]) is not UNKNOWN:
                     env[name] = values[0]
+                elif len(values) == 1 and _depth > 1 and isinstance(values[0], ast.Attribute):
+                    # make_scheduler(opt, args.warmup_epochs): an option's default
+                    from trainguard.lint.consts import resolve
+
+                    v = resolve(script, values[0], _depth=1)
+                    if isinstance(v, (int, float, str)) and not isinstance(v, bool):
+                        env[name] = ast.Constant(v)
     memo[k] = env
     return env
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from trainguard.lint.astutil import dotted
+from trainguard.lint.astutil import dotted, walk_local
 from trainguard.lint.consts import UNKNOWN, resolve
 from trainguard.lint.script import Script
 
-__all__ = ["schedule_settings"]
+__all__ = ["schedule_settings", "schedule_span"]
 
 _MODULE = "torch.optim.lr_scheduler"
 # Positional parameters after the optimizer
@@ -154,3 +154,45 @@ def _settings(script: Script, cls: str, call: ast.Call) -> Any:
         elif k.arg != "optimizer":
             out[k.arg] = v
     return out
+
+
+# Schedules sized by a step count given to the constructor: (keyword, position after the
+# optimizer, default) -- torch.optim.lr_scheduler's signatures
+_SPANS = {"CosineAnnealingLR": ("T_max", 0, None), "LinearLR": ("total_iters", 2, 5),
+          "PolynomialLR": ("total_iters", 0, 5), "ConstantLR": ("total_iters", 1, 5)}
+
+
+def schedule_span(script: Script, cls: str | None, call: ast.Call, depth: int = 3) -> Any:
+    """How many ``step()`` calls the schedule built by ``call`` takes to run its course: the
+    ``T_max`` of a ``CosineAnnealingLR``, the ``total_iters`` of a ``LinearLR``; for a
+    ``SequentialLR``, its last milestone plus the span of its last scheduler (its schedulers
+    named in a list, each assigned once in the function). ``UNKNOWN`` otherwise."""
+    if depth <= 0 or cls is None:
+        return UNKNOWN
+    if cls in _SPANS:
+        name, pos, default = _SPANS[cls]
+        node = next((k.value for k in call.keywords if k.arg == name), None)
+        if node is None and len(call.args) > pos + 1:
+            node = call.args[pos + 1]
+        v = resolve(script, node) if node is not None else default
+        return v if isinstance(v, int) and not isinstance(v, bool) else UNKNOWN
+    if cls != "SequentialLR":
+        return UNKNOWN
+    parts = next((k.value for k in call.keywords if k.arg == "schedulers"),
+                 call.args[1] if len(call.args) > 1 else None)
+    stones = next((k.value for k in call.keywords if k.arg == "milestones"),
+                  call.args[2] if len(call.args) > 2 else None)
+    milestones = resolve(script, stones) if stones is not None else UNKNOWN
+    if not isinstance(parts, (ast.List, ast.Tuple)) or not parts.elts or \
+            not isinstance(milestones, list) or not milestones or \
+            not all(isinstance(m, int) for m in milestones):
+        return UNKNOWN
+    last = parts.elts[-1]
+    if isinstance(last, ast.Name):
+        func = script.enclosing_function(call) or script.tree
+        values = [n.value for n in walk_local(func) if isinstance(n, ast.Assign) and
+                  any(isinstance(t, ast.Name) and t.id == last.id for t in n.targets)]
+        last = values[0] if len(values) == 1 else None
+    built = _built(script, last, 2) if last is not None else None
+    span = schedule_span(script, built[0], built[1], depth - 1) if built else UNKNOWN
+    return max(milestones) + span if isinstance(span, int) else UNKNOWN
