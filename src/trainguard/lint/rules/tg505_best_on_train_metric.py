@@ -19,7 +19,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import assigned_pairs, dotted, parent
+from trainguard.lint.astutil import assigned_pairs, dotted, parent, walk_local
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
@@ -171,6 +171,32 @@ def _train_metric(script: Script, node: ast.AST, depth: int = 2) -> str | None:
             fname = (dotted(value.func) or "").rsplit(".", 1)[-1]
             if _TRAIN.search(fname) and not _VAL.search(fname):
                 return f"`{name}`, returned by {fname}()"
+        loss = _summed_backward_loss(script, node)
+        if loss is not None:
+            return f"`{name}`, a sum of the training loss `{loss}` (the one backward runs on)"
+    return None
+
+
+def _summed_backward_loss(script: Script, name: ast.Name) -> str | None:
+    """``epoch_loss += loss.item() * n`` in the function around ``name``, with
+    ``loss.backward()`` there too: the name totals the training loss, whatever it is called."""
+    if _VAL.search(name.id):
+        return None
+    func = script.enclosing_function(name) or script.tree
+    # (loop around it, loss name) of each backward: the total must be summed in that loop
+    backwarded = {(id(loops[0]) if (loops := script.enclosing_loops(n)) else 0,
+                   dotted(n.func.value)) for n in walk_local(func)
+                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+                  n.func.attr == "backward"}
+    for n in walk_local(func):
+        if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and \
+                isinstance(n.target, ast.Name) and n.target.id == name.id:
+            loops = script.enclosing_loops(n)
+            here = id(loops[0]) if loops else 0
+            found = sorted(x.id for x in ast.walk(n.value) if isinstance(x, ast.Name) and
+                           (here, x.id) in backwarded)
+            if found:
+                return found[0]
     return None
 
 

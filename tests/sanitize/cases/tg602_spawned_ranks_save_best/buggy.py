@@ -24,6 +24,7 @@ class Trainer:
         gen = torch.Generator().manual_seed(rank)
         self.batches = [(torch.randn(8, 6, generator=gen), torch.randint(0, 2, (8,), generator=gen))
                         for _ in range(4)]
+        self.val_batch = (torch.randn(16, 6, generator=gen), torch.randint(0, 2, (16,), generator=gen))
 
     def _save_checkpoint(self, tag):
         save_path = f"{self.save_dir}/checkpoint_{tag}.pth"
@@ -33,15 +34,16 @@ class Trainer:
 
     def run(self, epochs):
         for epoch in range(epochs):
-            total = 0.0
             for x, y in self.batches:
                 loss = nn.functional.cross_entropy(self.model(x), y)
                 self.optimizer.zero_grad()
                 loss.backward()
                 self.optimizer.step()
-                total += loss.item()
-            if total < self.best:
-                self.best = total
+            with torch.no_grad():
+                val_loss = nn.functional.cross_entropy(self.model(self.val_batch[0]),
+                                                       self.val_batch[1]).item()
+            if val_loss < self.best:
+                self.best = val_loss
                 self._save_checkpoint("best")  # expect: TG602
 
 
