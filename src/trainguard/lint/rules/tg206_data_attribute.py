@@ -116,7 +116,10 @@ def _is_write(node: ast.Attribute) -> bool:
     if isinstance(p, ast.Attribute) and _INPLACE.match(p.attr) and \
             isinstance(parent(p), ast.Call) and parent(p).func is p:  # type: ignore[union-attr]
         return True
-    if isinstance(p, ast.Subscript) and isinstance(p.ctx, ast.Store):
+    while isinstance(p, ast.Subscript) and p.value is node and isinstance(p.ctx, ast.Load) and \
+            isinstance(parent(p), ast.Subscript):  # x.data[i][a:b] = ...: the outer store
+        node, p = p, parent(p)
+    if isinstance(p, ast.Subscript) and isinstance(p.ctx, ast.Store) and p.value is node:
         return True
     if isinstance(p, ast.AugAssign) and p.target is node:
         return True
