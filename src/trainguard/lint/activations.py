@@ -65,6 +65,9 @@ def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 12,
             return _one({activation_of(script, v, depth=depth - 1, origin=origin)
                          for v in values}, expr)
         return activation_of(script, value, depth=depth - 1, origin=origin)
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant) and \
+            isinstance(expr.slice.value, str):  # out["exist"]: that entry of a returned dict
+        return _part_activation(script, expr.value, expr.slice.value, depth - 1, origin)
     if isinstance(expr, ast.Subscript):  # probs[:, :k], out[0]
         return activation_of(script, expr.value, depth=depth - 1, origin=origin)
     mixed = _mixed(script, expr, depth, origin)
@@ -171,13 +174,31 @@ def _decided_for(script: Script, node: ast.AST, use: ast.AST, origin: Script) ->
     return True
 
 
-def _part_activation(script: Script, value: ast.expr, index: int, depth: int,
+def _part_activation(script: Script, value: ast.expr, index: int | str, depth: int,
                      origin: Script) -> tuple[Activation, ast.AST] | None:
     """The activation of part ``index`` of ``value``: an element of a tuple literal, or of the
-    tuple every ``return`` of the function or ``forward`` it calls builds."""
+    tuple every ``return`` of the function or ``forward`` it calls builds; for a string
+    ``index``, that entry of a dict literal (``return {"seg": ..., "exist": self.head(f)}``),
+    also one handed in as a parameter (a loss module's ``forward(self, out, ...)``)."""
     if depth <= 0:
         return None
-    if isinstance(value, (ast.Tuple, ast.List)):
+    if isinstance(index, str):
+        if isinstance(value, ast.Dict):
+            entry = next((v for k, v in zip(value.keys, value.values)
+                          if isinstance(k, ast.Constant) and k.value == index), None)
+            return activation_of(script, entry, depth=depth - 1, origin=origin) \
+                if entry is not None else None
+        if isinstance(value, ast.Name) and _binding(value) is None:  # a parameter
+            func = script.enclosing_function(value)
+            if func is None:
+                return None
+            params = [a.arg for a in func.args.posonlyargs + func.args.args]
+            if value.id not in params:
+                return None
+            kinds = {_part_activation(script, v, index, depth - 1, origin)
+                     for v in _passed_values(script, value, func, params)[:8]}
+            return _one(kinds, value) if kinds else None
+    elif isinstance(value, (ast.Tuple, ast.List)):
         if index < len(value.elts) and not any(isinstance(e, ast.Starred) for e in value.elts):
             return activation_of(script, value.elts[index], depth=depth - 1, origin=origin)
         return None
