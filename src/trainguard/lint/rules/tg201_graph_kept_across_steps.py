@@ -213,9 +213,22 @@ def _accumulation(script: Script, node: ast.AST, names: set[str]):  # type: igno
                     holder.func.attr == "setdefault":  # logs.setdefault(k, []).append(v)
                 holder = holder.func.value
             acc = _acc_name(holder)
-            if acc is not None and carries_graph(script, call.args[0], names):
+            if acc is not None and carries_graph(script, call.args[0], names) and \
+                    not _rebound_cut(script, call.args[0], names):
                 return acc, call.args[0], "append"
     return None
+
+
+def _rebound_cut(script: Script, value: ast.expr, names: set[str]) -> bool:
+    """The name appended was bound last, above the append in its block, to a cut copy
+    (``output = {k: v.detach() for k, v in output.items()}``): whatever it held before."""
+    if not isinstance(value, ast.Name):
+        return False
+    assigned = last_assignment(value.id, value)
+    if not isinstance(assigned, (ast.DictComp, ast.ListComp)):
+        return False
+    elt = assigned.value if isinstance(assigned, ast.DictComp) else assigned.elt
+    return _is_cut(elt)  # (each entry detached; an entry copied as is keeps its graph)
 
 
 def _blend(script: Script, node: ast.Assign, names: set[str]):  # type: ignore[no-untyped-def]
