@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import const_value, kwarg, walk_local
+from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.dataflow import scope_of
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
@@ -32,38 +33,65 @@ _SCALER = re.compile(r"scaler|amp", re.I)
 
 
 def check(script: Script) -> Iterator[Hit]:
-    for call in script.calls:
-        if script.call_qualname(call) != "torch.save" or not call.args:
+    for save in script.calls:
+        if script.call_qualname(save) != "torch.save" or not save.args:
             continue
-        entries = _entries(script, call, call.args[0])
-        if entries is None:
-            continue
-        keys = " ".join(k for k, _ in entries)
-        values = " ".join(v for _, v in entries)
-        progress = _progress(script, entries)
-        if progress is None:
-            continue
-        has = lambda rx: bool(rx.search(keys)) or any(  # noqa: E731
-            rx.search(v) for v in values.split())
-        if has(_OPTIM):
-            if script.scalers and not has(_SCALER) and _scaler_steps(script):
-                yield Hit(call, f"this checkpoint saves the {progress} and the optimizer but "
-                                f"not the GradScaler state: a resumed run restarts the loss "
-                                f"scale and skips steps until it has found it again",
-                          fix="add scaler.state_dict() to the checkpoint and load it on resume")
-            continue
-        if not _stateful_optimizer(script):
-            continue
-        missing = ["optimizer"]
-        if script.schedulers and not has(_SCHED):
-            missing.append("scheduler")
-        if script.scalers and not has(_SCALER):
-            missing.append("GradScaler")
-        yield Hit(_last_entry(call), f"this checkpoint saves the {progress} but not the "
-                        f"{', '.join(missing)} state: resuming from it restarts "
-                        f"momentum and adaptive moments",
-                  fix=f"add the {' and '.join(m + '.state_dict()' for m in missing)} to the "
-                      f"checkpoint")
+        for call, entries, last in _saved(script, save):
+            yield from _judge(script, call, entries, last)
+
+
+def _saved(script: Script, call: ast.Call
+           ) -> Iterator[tuple[ast.Call, list[tuple[str, str]], ast.AST]]:
+    """(call, the saved dict's entries, its last entry) for ``torch.save(obj, ...)``; when
+    ``obj`` is a parameter of a save helper (``def save_checkpoint(self, state, is_best)``),
+    once per call of the helper that hands it a dict display."""
+    entries = _entries(script, call, call.args[0])
+    if entries is not None:
+        yield call, entries, _last_entry(call)
+        return
+    obj, func = call.args[0], script.enclosing_function(call)
+    if not isinstance(obj, ast.Name) or func is None or \
+            obj.id not in [a.arg for a in func.args.args] or \
+            any(isinstance(n, ast.Name) and n.id == obj.id and isinstance(n.ctx, ast.Store)
+                for n in walk_local(func)):
+        return
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]
+    for site in script.call_sites(func)[:8]:
+        bound = bind_arguments(params[1:] if params[:1] == ["self"] else params, site)
+        arg = bound.get(obj.id)
+        found = _dict_entries(script, arg) if arg is not None else None
+        if found is not None and isinstance(arg, ast.Dict) and arg.keys:
+            yield site, found, arg.keys[-1]
+
+
+def _judge(script: Script, call: ast.Call, entries: list[tuple[str, str]],
+           last: ast.AST) -> Iterator[Hit]:
+    keys = " ".join(k for k, _ in entries)
+    values = " ".join(v for _, v in entries)
+    progress = _progress(script, entries)
+    if progress is None:
+        return
+    has = lambda rx: bool(rx.search(keys)) or any(  # noqa: E731
+        rx.search(v) for v in values.split())
+    if has(_OPTIM):
+        if script.scalers and not has(_SCALER) and _scaler_steps(script):
+            yield Hit(call, f"this checkpoint saves the {progress} and the optimizer but "
+                            f"not the GradScaler state: a resumed run restarts the loss "
+                            f"scale and skips steps until it has found it again",
+                      fix="add scaler.state_dict() to the checkpoint and load it on resume")
+        return
+    if not _stateful_optimizer(script):
+        return
+    missing = ["optimizer"]
+    if script.schedulers and not has(_SCHED):
+        missing.append("scheduler")
+    if script.scalers and not has(_SCALER):
+        missing.append("GradScaler")
+    yield Hit(last, f"this checkpoint saves the {progress} but not the "
+                    f"{', '.join(missing)} state: resuming from it restarts "
+                    f"momentum and adaptive moments",
+              fix=f"add the {' and '.join(m + '.state_dict()' for m in missing)} to the "
+                  f"checkpoint")
 
 
 def _progress(script: Script, entries: list[tuple[str, str]]) -> str | None:
