@@ -104,8 +104,14 @@ def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 12,
     if loop is not None:  # for layer in self.layers: x = layer(x)
         return _one({_last_layer(script, loop.iter, depth - 1, origin)}, expr)
     if key and key != "self":
-        kinds = {_module_activation(script, v, depth - 1, origin)
-                 for v in _feasible_values(script, key, origin)}
+        values = _feasible_values(script, key, origin)
+        # a bare activation module held in a local name (``sigmoid = nn.Sigmoid()`` in the
+        # training function) is applied here, at this call (a model's ``self.act`` keeps the
+        # line that builds it into the model)
+        kinds = {(found[0], expr) if found is not None and found[1] is v and
+                 not key.startswith("self.") and (script.call_qualname(v) or "") in _MODULES
+                 else found
+                 for v in values for found in [_module_activation(script, v, depth - 1, origin)]}
         if not kinds - {None}:  # a parameter or attribute: the classes the call graph knows
             kinds = {_class_activation(script, ref, depth - 1, origin)
                      for ref in script.graph.types(f)}
