@@ -6,8 +6,9 @@ are not ``nn.Module``s, every backward root). Each root node carries a :class:`~
 check keeps only a weak reference to the stamp: the stamp dies with the node, so the check knows
 which graphs are still alive without keeping any alive.
 
-When it fires: after an optimizer step (or at exit, for a run without steps, counting outermost
-forwards instead), graphs made at three or more distinct earlier iterations, each at least two
+When it fires: after an optimizer step (or at exit, for a run without steps, counting backward
+calls instead, or outermost forwards when there is no backward either: the forwards of one
+unrolled sequence belong to one update, as in a char-RNN updated by hand), graphs made at three or more distinct earlier iterations, each at least two
 iterations old, are all still alive. An iteration is one optimizer step, or, with several
 optimizers alive that have stepped, one step of each (a GAN's two steps make one). Something holds
 them: ``total += loss``, ``losses.append(loss)``, ``preds.append(out)``. The finding names the
@@ -64,7 +65,11 @@ class GraphKeptAcrossSteps(Check):
         self.per = 1
 
     def _clock(self, made: Made) -> int:
-        return made.step // self.per if self.state.step else made.order
+        if self.state.step:
+            return made.step // self.per
+        # no optimizer: a loop that updates by hand counts its backward calls (the forwards of
+        # one unrolled sequence, a char-RNN's steps, make one iteration); else the forwards
+        return made.backward_count if self.state.backward_count else made.order
 
     def on_backward(self, call: BackwardCall) -> None:
         # Module outputs are stamped by the watcher, and a loss's graph holds its model's output:
@@ -88,7 +93,8 @@ class GraphKeptAcrossSteps(Check):
         if len(self.followed) < 2:  # the usual case: last step's graphs only
             return
         self.per = max(1, len(state.optimizers))
-        clock = state.step // self.per if state.step else state.root_forwards
+        clock = state.step // self.per if state.step else \
+            state.backward_count or state.root_forwards
         alive = [made for made in (ref() for ref in self.followed) if made is not None]
         limit = clock - _MIN_AGE
         old = [made for made in alive if self._clock(made) <= limit]
@@ -101,7 +107,8 @@ class GraphKeptAcrossSteps(Check):
         if len(ages) < _MIN_ITERATIONS:
             del self.followed[:-_KEEP]
             return
-        unit = "forward" if not state.step else "optimizer step" if self.per == 1 else "iteration"
+        unit = ("backward call" if state.backward_count else "forward") if not state.step else \
+            "optimizer step" if self.per == 1 else "iteration"
         oldest = min(old, key=self._clock)
         oldest_what = oldest.module if oldest.module == "backward root" else \
             f"output of {oldest.module}"
