@@ -292,10 +292,14 @@ def _placement(stacked: Stack, step: Stack, set_at: Any) -> tuple[Any, Any]:
     helper = stacked[-1]
     if called is None or helper[2][:2] != set_at[:2] or helper[2][0] != called[0]:
         return called, None  # (a helper module's function serves every caller: the call)
+    dispatched = cause_line(stacked, step, past_dispatch=True)
     if sets_modes_only(helper[1]):
-        return cause_line(stacked, step, past_dispatch=True), None
+        return dispatched, None
     if helper[3]:
         return None, None
+    if dispatched is not None and dispatched[:2] != called[:2]:
+        # a hook the loop dispatches to each callback: that callback's own line (its eval())
+        return dispatched, None
     return called, helper
 
 

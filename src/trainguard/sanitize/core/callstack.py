@@ -134,7 +134,8 @@ def dispatched(where: Location) -> bool:
     a fault of one callback's own code belongs in that callback, not at the dispatch."""
     file = SourceFile.load(where[0])
     call = file.call_at(where[1], where[2] - 1) if file is not None else None
-    recv = call.func.value if call is not None and isinstance(call.func, ast.Attribute) else None
+    recv = call.func.value if call is not None and isinstance(call.func, ast.Attribute) else \
+        call.func if call is not None else None  # (``for cb in callbacks: cb(self, it)``)
     if not isinstance(recv, ast.Name):
         return False
     cur = file.parents.get(call)  # type: ignore[union-attr]
