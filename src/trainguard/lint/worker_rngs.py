@@ -208,6 +208,14 @@ def _flows_to_consumer(script: Script, node: ast.AST, depth: int) -> bool:
         return any(_flows_to_consumer(script, n, depth - 1) for n in loads)
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
             isinstance(stmt.targets[0], ast.Attribute) and \
+            isinstance(stmt.targets[0].value, ast.Name) and stmt.targets[0].value.id == "self":
+        # self.transform = Crop(...).set_random_state(SEED) in a dataset's own method
+        cls = script.enclosing_class(stmt)
+        ref = script.graph.class_named(cls.name) if cls is not None else None
+        return ref is not None and ref.node is cls and \
+            any(b.endswith(_DATASET_WORDS) for b in script.graph.bases(ref))
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+            isinstance(stmt.targets[0], ast.Attribute) and \
             isinstance(stmt.targets[0].value, ast.Name):  # train_ds.aug = Jitter()
         name, scope = stmt.targets[0].value.id, script.enclosing_function(stmt)
         return any(script.enclosing_function(n) is scope and _inside_consumer(script, n)
