@@ -9,7 +9,9 @@ When it fires: the graph dies, or the run ends, without any backward (``backward
 which costs memory (and can run out of it on large evaluation batches). Reported at the line that
 called the model; when the forward ran inside one of the model's own methods
 (``model.get_context(x)``, ``model.embed(x)``: its layers are the outermost calls), at the line
-that called that method (amyxlu/CPCProt#4).
+that called that method (amyxlu/CPCProt#4); when the line that called the model also ran training
+forwards (a ``compute_loss(batch)`` shared by training and validation), at the evaluation's call
+into the function holding it, one user frame out (jpata/particleflow#290).
 
 Silent on: evaluation under ``torch.no_grad()``/``inference_mode`` (no ``grad_fn``); eval-mode
 forwards whose output a backward reaches (adversarial examples, saliency, input optimisation);
@@ -29,7 +31,11 @@ skorch-dev/skorch#218.
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 from trainguard.sanitize.core.callstack import model_method_caller
+from trainguard.sanitize.core.frames import frame_location, short_location, user_frame
 from trainguard.sanitize.core.unreached import UnreachedOutputs
 from trainguard.sanitize.core.records import ForwardCall, first_tensor
 
@@ -37,8 +43,15 @@ from trainguard.sanitize.core.records import ForwardCall, first_tensor
 class EvalWithGrad(UnreachedOutputs):
     code = "TG103"
 
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
+        self.trained_at: set[tuple] = set()  # (path, line) of model calls seen training
+
     def on_root_forward(self, call: ForwardCall) -> None:
         self._resolve()
+        if call.training and call.grad_enabled and call.where is not None:
+            self.trained_at.add(call.where[:2])  # (a line training runs too: a shared step)
+            return
         if (call.training or not call.grad_enabled or not call.direct or self.state.in_backward
                 or call.reenabled):
             return
@@ -52,6 +65,14 @@ class EvalWithGrad(UnreachedOutputs):
             where, owner, method = outer
             made = f"the output of its {name} (shape {shapes})"
             name = f"{type(owner).__name__}.{method}()"
+        elif where is not None and where[:2] in self.trained_at:
+            # a step function training runs too (``compute_loss(batch)``): the evaluation's
+            # call into it is where ``no_grad`` goes
+            shared = _evaluation_call(where)
+            if shared is not None:
+                made = f"{made}, made through the step at {short_location(where)} that " \
+                       "training also runs"
+                where = shared
         for tensor in outputs:
             self.follow(tensor, (where, name, made))
 
@@ -62,3 +83,13 @@ class EvalWithGrad(UnreachedOutputs):
             "backward ever reached it, so the forward kept activations for nothing",
             fix="wrap evaluation in `with torch.no_grad():` (or torch.inference_mode())",
             where=where)
+
+
+def _evaluation_call(where: Any) -> Any:
+    """The user's line, one function out from the model call at ``where``, that called the
+    function holding it (``validate()``'s ``self.compute_loss(batch)``); None when not found."""
+    frame = user_frame(sys._getframe(1))
+    while frame is not None and frame_location(frame)[:2] != where[:2]:
+        frame = user_frame(frame.f_back)
+    outer = user_frame(frame.f_back) if frame is not None else None
+    return frame_location(outer) if outer is not None else None
