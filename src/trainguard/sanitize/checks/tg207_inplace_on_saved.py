@@ -138,6 +138,35 @@ def _assigned_from(func: ast.AST, name: str, op: str) -> bool:
     return False
 
 
+def _reused_then_inplace(models: list[Any]) -> tuple[str, int, int, str] | None:
+    """The one call, in a user module's ``forward``, of an in-place submodule
+    (``rgb = self.relu(rgb)`` with ``nn.ReLU(inplace=True)``) on a name an earlier statement of
+    that ``forward`` read (``fused = rgb * w``, which saved it for backward): the in-place
+    module overwrites a tensor the graph holds (Jinfu-pku/GMNet#3). None when none or several."""
+    found = set()
+    for model in models:
+        for sub in list(model.modules())[:256]:
+            code = getattr(getattr(type(sub), "forward", None), "__code__", None)
+            node = function_node(code) if isinstance(code, CodeType) and \
+                is_user_file(code.co_filename) else None
+            for call in (ast.walk(node) if node is not None else ()):
+                f = call.func if isinstance(call, ast.Call) else None
+                if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and
+                        f.value.id == "self" and call.args and isinstance(call.args[0], ast.Name)
+                        and getattr(getattr(sub, f.attr, None), "inplace", False) is True):
+                    continue
+                name = call.args[0].id
+                stores = [n.lineno for n in ast.walk(node) if isinstance(n, ast.Name) and
+                          n.id == name and isinstance(n.ctx, ast.Store) and n.lineno < call.lineno]
+                since = max(stores, default=node.lineno)
+                if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+                       and since < n.lineno < call.lineno for n in ast.walk(node)):
+                    found.add((code.co_filename, call.lineno, call.col_offset + 1,
+                               f"`self.{f.attr}({name})` (in place) overwrites `{name}`, which an "
+                               "earlier statement used"))
+    return next(iter(found)) if len(found) == 1 else None
+
+
 def _inplace_switch(models: list[Any], op: str) -> tuple[str, int, int, str] | None:
     """Where user code made a module of another kind than ``op`` in-place: the one
     ``m.inplace = True`` store in the methods of the classes of the models and their submodules
@@ -301,7 +330,8 @@ class InplaceOnSaved(Check):
         if best is None and len(candidates) == 1:
             best = candidates[0]
         if best is None and modules:
-            best = _inplace_switch(list(self.state.models), op)
+            best = _reused_then_inplace(list(self.state.models)) or \
+                _inplace_switch(list(self.state.models), op)
         if best is not None:
             return Diagnosis(f"{seen}: {best[3]} here changed it", fix=fix, where=best[:3])
         listed = "; ".join(f"{os.path.basename(p)}:{line} {w}" for p, line, _, w in candidates[:3])
