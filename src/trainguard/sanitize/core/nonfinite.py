@@ -109,6 +109,17 @@ def _singular(name: str, args: tuple, kwargs: dict, output: Any) -> str:
     return ""
 
 
+_FILLS = frozenset(("masked_fill", "masked_fill_", "fill_", "full", "full_like", "where"))
+_INF = float("inf")
+
+
+def _inf_mask(name: str, args: tuple, kwargs: dict, outs: list) -> bool:
+    """A fill with an explicit infinity (``logits.masked_fill(~allowed, float("-inf"))``, a
+    causal mask): infinities on purpose, and no NaN."""
+    return name in _FILLS and any(isinstance(a, float) and a in (_INF, -_INF) for a in (
+        *args, *kwargs.values())) and not any(bool(o.isnan().any()) for o in outs)
+
+
 def _mode(found: Rerun, singular: bool) -> Any:
     from torch.overrides import TorchFunctionMode
 
@@ -126,7 +137,8 @@ def _mode(found: Rerun, singular: bool) -> Any:
                 outs = _tensors(output if isinstance(output, (tuple, list)) else (output,), [])
                 what = ""
                 if any(not _finite(o) for o in outs):
-                    if all(_finite(t) for t in _tensors((*args, *kwargs.values()), [])):
+                    if all(_finite(t) for t in _tensors((*args, *kwargs.values()), [])) and \
+                            not _inf_mask(name, args, kwargs, outs):
                         what = "made NaN/Inf from finite inputs"
                 elif singular:
                     what = _singular(name, args, kwargs, output)
