@@ -372,8 +372,8 @@ class _Flow:
                 method = self.methods.get(self_attr(f) or "")
                 if method is not None:  # self.adjacency(): the submodules it reads feed it
                     self.called.append(method)
-                    found.extend((("sub", a, node), c) for a in sorted(
-                        {self_attr(n) for n in walk_local(method)} & subs))
+                    found.extend((("sub", a, node), c or how)
+                                 for a, how in self._method_subs(method))
                 helper = self.helper(node)
                 if helper is not None:  # a same-file function: what reaches its return
                     for arg, how in helper:
@@ -393,6 +393,20 @@ class _Flow:
                 continue
             stack.extend((child, c) for child in ast.iter_child_nodes(node))
         return found
+
+    def _method_subs(self, method: ast.FunctionDef) -> list[tuple[str, ast.AST | None]]:
+        """The submodules a method of the class (called on ``self``) reads, each with the cut
+        on its way to what the method returns (None: uncut, or not followed): a
+        ``node_features()`` that runs ``self.embed`` and returns
+        ``torch.from_numpy(np.concatenate([emb.detach().numpy(), ...]))`` cuts it."""
+        reads = sorted({self_attr(n) for n in walk_local(method)} & self.subs)
+        if self.depth <= 0 or not any(isinstance(n, ast.Return) for n in walk_local(method)):
+            return [(a, None) for a in reads]
+        inner = _Flow(self.script, self.subs, self.depth - 1)
+        inner.methods, inner.tensors = self.methods, self.tensors
+        inner.read(method)
+        uncut, cut_at, _ = inner.reach()
+        return [(a, None if a in uncut or a not in cut_at else cut_at[a][1]) for a in reads]
 
     def helper(self, call: ast.Call) -> list[tuple[ast.expr, ast.AST | None]] | None:
         """For a call of a same-file function: each argument that reaches its return, with the
@@ -516,6 +530,9 @@ def _observed(node: ast.Attribute) -> bool:
     """``net.kernel.detach().clone()`` (a snapshot), ``.norm()``, ``.shape``: a value read to look
     at, which gives the parameter no other role."""
     p = getattr(node, "_tg_parent", None)
+    if isinstance(p, ast.Attribute) and p.attr in ("weight", "bias"):  # embed.weight.detach()
+        p = getattr(p, "_tg_parent", None)
+        return isinstance(p, ast.Attribute) and (p.attr in _LOOKS or p.attr == "grad")
     return isinstance(p, ast.Attribute) and p.attr in _LOOKS
 
 
