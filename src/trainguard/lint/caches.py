@@ -301,18 +301,9 @@ def _refreshed(script: Script, cls: ast.ClassDef, method: ast.FunctionDef) -> bo
     prototypical networks do): the cache is rebuilt, with a new graph, at every step."""
     if method in _forward_path(cls):
         return False
-    for call in script.calls:
-        f = call.func
-        if not (isinstance(f, ast.Attribute) and f.attr == method.name) or \
-                dotted(f.value) == "self":
-            continue
-        cur = parent(call)
-        while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                        ast.Lambda, ast.Module)):
-            if isinstance(cur, (ast.For, ast.AsyncFor, ast.While)):
-                return True
-            cur = parent(cur)
-    return False
+    return any(isinstance(call.func, ast.Attribute) and call.func.attr == method.name and
+               dotted(call.func.value) != "self" and script.enclosing_loops(call)
+               for call in script.calls)
 
 
 def _resets(cls: ast.ClassDef, init: ast.FunctionDef, method: ast.FunctionDef,

@@ -18,11 +18,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import parent, walk_local
+from trainguard.lint.astutil import walk_local
 from trainguard.lint.events import Event, events
 from trainguard.lint.regions import loop_label, training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
+from trainguard.placement import return_line, sets_modes_only
 
 CODE = "TG102"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
@@ -77,9 +78,6 @@ def check(script: Script) -> Iterator[Hit]:
                       f"after this evaluation, or at the start of every training epoch")
 
 
-_MODE_CALLS = frozenset(("eval", "train", "requires_grad_"))
-
-
 def _helper(script: Script, last: Event) -> tuple[ast.FunctionDef, ast.AST] | None:
     """``(function, where it returns)`` for the function of this file that made the ``eval()``
     when it does more than switch modes and is no method of an ``nn.Module`` (the runtime
@@ -88,7 +86,7 @@ def _helper(script: Script, last: Event) -> tuple[ast.FunctionDef, ast.AST] | No
     if last.foreign:
         return None
     func = script.enclosing_function(last.node)
-    if not isinstance(func, ast.FunctionDef) or not func.body or _sets_modes_only(func):
+    if not isinstance(func, ast.FunctionDef) or not func.body or sets_modes_only(func):
         return None
     cls = script.enclosing_class(func)
     if cls is not None and (ref := script.graph.class_named(cls.name)) is not None and \
@@ -97,25 +95,7 @@ def _helper(script: Script, last: Event) -> tuple[ast.FunctionDef, ast.AST] | No
     last_stmt = func.body[-1]
     if isinstance(last_stmt, ast.Return):
         return func, last_stmt
-    end = ast.Pass(lineno=last_stmt.end_lineno or last_stmt.lineno, col_offset=0)
-    return func, end
-
-
-def _sets_modes_only(func: ast.FunctionDef) -> bool:
-    """The function does nothing but switch modes (``def val_start(self): self.enc.eval()``)."""
-    loops = {id(n.iter) for n in ast.walk(func) if isinstance(n, (ast.For, ast.AsyncFor))}
-    for stmt in func.body:
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
-            continue
-        if not isinstance(stmt, (ast.Expr, ast.For, ast.AsyncFor, ast.If, ast.Pass)):
-            return False
-        for n in ast.walk(stmt):
-            if isinstance(n, (ast.Return, ast.Assign, ast.AugAssign, ast.With, ast.While)):
-                return False
-            if isinstance(n, ast.Call) and id(n) not in loops and not (
-                    isinstance(n.func, ast.Attribute) and n.func.attr in _MODE_CALLS):
-                return False
-    return True
+    return func, ast.Pass(lineno=return_line(func), col_offset=0)
 
 
 def _trained_before(script: Script, loop: ast.AST, step: Event, via: ast.AST) -> bool:
@@ -124,20 +104,11 @@ def _trained_before(script: Script, loop: ast.AST, step: Event, via: ast.AST) ->
     body) after a ``.train()`` call made once before it, in the function around it: the
     evaluation undoes it for every later epoch, and ``train()`` belongs at the top of each one
     (reported at the loop's call into the evaluation)."""
-    if _inner_loop(via, loop) is not loop or \
-            step.via is None and _inner_loop(step.node, loop) is loop:
+    if script.enclosing_loops(via)[:1] != [loop] or \
+            step.via is None and script.enclosing_loops(step.node)[:1] == [loop]:
         return False  # an evaluation among the steps
     func = script.enclosing_function(loop) or script.tree
     inside = {id(n) for n in ast.walk(loop)}
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
                n.func.attr == "train" and len(n.args) <= 1 and id(n) not in inside and
                n.lineno < loop.lineno for n in walk_local(func))
-
-
-def _inner_loop(node: ast.AST, loop: ast.AST) -> ast.AST | None:
-    """The innermost loop around ``node``, up to ``loop``."""
-    cur = parent(node)
-    while cur is not None and cur is not loop and \
-            not isinstance(cur, (ast.For, ast.AsyncFor, ast.While)):
-        cur = parent(cur)
-    return cur

@@ -37,6 +37,8 @@ import sys
 from types import CodeType, FrameType
 from typing import Any, Optional
 
+from trainguard.placement import return_line
+from trainguard.placement import sets_modes_only as modes_only
 from trainguard.sanitize.core.bounds import FRAMES
 from trainguard.sanitize.core.frames import (Location, frame_location, is_user_code, user_frame,
                                              user_frames)
@@ -197,44 +199,21 @@ def statement_start(code: CodeType, line: int) -> Location | None:
 
 
 def function_end(code: CodeType) -> Location | None:
-    """Where the function ``code`` runs returns after its last statement: that ``return``, else
-    the last line of its last statement (after which a call restoring what the function changed
-    goes). None for a module's code or a function not found."""
-    if code.co_name == "<module>":
-        return None
-    body = getattr(function_node(code), "body", None)
-    if not body:
-        return None
-    last = body[-1]
-    line = last.lineno if isinstance(last, ast.Return) else (last.end_lineno or last.lineno)
-    return (code.co_filename, line, 1)
-
-
-_MODE_CALLS = frozenset(("eval", "train", "requires_grad_"))
+    """Where the function ``code`` runs returns after its last statement
+    (:func:`trainguard.placement.return_line`). None for a module's code or a function not
+    found."""
+    node = function_node(code) if code.co_name != "<module>" else None
+    line = return_line(node) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+        else None
+    return (code.co_filename, line, 1) if line is not None else None
 
 
 def sets_modes_only(code: CodeType) -> bool:
-    """Whether the function ``code`` runs does nothing but switch modules' modes
-    (``def val_start(self): self.img_enc.eval(); self.txt_enc.eval()``, a callback's
-    ``on_validation_begin`` calling ``model.eval()``, a loop of ``m.eval()`` over ``modules()``):
-    a mode setter, whose caller chooses when the mode changes back. False for a module's code or
-    a function not found."""
-    node = function_node(code)
-    if code.co_name == "<module>" or node is None:
-        return False
-    loops = {id(n.iter) for n in ast.walk(node) if isinstance(n, (ast.For, ast.AsyncFor))}
-    for stmt in node.body:
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
-            continue  # the docstring
-        if not isinstance(stmt, (ast.Expr, ast.For, ast.AsyncFor, ast.If, ast.Pass)):
-            return False
-        for n in ast.walk(stmt):
-            if isinstance(n, (ast.Return, ast.Assign, ast.AugAssign, ast.With, ast.While)):
-                return False
-            if isinstance(n, ast.Call) and id(n) not in loops and not (
-                    isinstance(n.func, ast.Attribute) and n.func.attr in _MODE_CALLS):
-                return False
-    return True
+    """Whether the function ``code`` runs only switches modes
+    (:func:`trainguard.placement.sets_modes_only`). False for a module's code or a function not
+    found."""
+    node = function_node(code) if code.co_name != "<module>" else None
+    return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and modes_only(node)
 
 
 def under_no_grad(where: Location) -> bool:
