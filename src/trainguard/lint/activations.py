@@ -195,14 +195,9 @@ def _part_activation(script: Script, value: ast.expr, index: int | str, depth: i
             return activation_of(script, entry, depth=depth - 1, origin=origin) \
                 if entry is not None else None
         if isinstance(value, ast.Name) and _binding(value) is None:  # a parameter
-            func = script.enclosing_function(value)
-            if func is None:
-                return None
-            params = [a.arg for a in func.args.posonlyargs + func.args.args]
-            if value.id not in params:
-                return None
+            passed = _passed_values(script, value)
             kinds = {_part_activation(script, v, index, depth - 1, origin)
-                     for v in _passed_values(script, value, func, params)[:8]}
+                     for v in (passed or [])[:8]}
             return _one(kinds, value) if kinds else None
     elif isinstance(value, (ast.Tuple, ast.List)):
         if index < len(value.elts) and not any(isinstance(e, ast.Starred) for e in value.elts):
@@ -228,23 +223,23 @@ def _parameter_activation(script: Script, name: ast.Name, depth: int,
     this file passes, also a module's ``forward`` run by calling the module (``criterion(seg,
     exist, ...)`` with a loss module whose ``forward`` feeds ``exist`` to a loss). Silent when
     a caller passes something else or nothing is known."""
-    func = script.enclosing_function(name)
-    if func is None or depth <= 0:
+    values = _passed_values(script, name) if depth > 0 else None
+    if values is None:
         return None
-    params = [a.arg for a in func.args.posonlyargs + func.args.args]
-    if name.id not in params:
-        return None
-    values = _passed_values(script, name, func, params)
     kinds = {activation_of(script, v, depth=depth - 1, origin=origin) for v in values[:8]}
     return _one(kinds, name) if kinds else None
 
 
-def _passed_values(script: Script, name: ast.Name, func: ast.AST, params: list[str]
-                   ) -> list[ast.expr]:
-    """What the calls of ``func`` pass for parameter ``name``, also a module's ``forward`` run
-    by calling the module (``self.classify(sims, labels)``)."""
+def _passed_values(script: Script, name: ast.Name) -> list[ast.expr] | None:
+    """What the calls of the function around ``name`` pass for that parameter, also a module's
+    ``forward`` run by calling the module (``self.classify(sims, labels)``); None when ``name``
+    is no parameter of the function around it."""
+    func = script.enclosing_function(name)
+    params = [a.arg for a in func.args.posonlyargs + func.args.args] if func is not None else []
+    if name.id not in params:
+        return None
     values = _argument_values(script, name)
-    if func.name == "forward" and script.enclosing_class(func) is not None:  # type: ignore[attr-defined]
+    if func.name == "forward" and script.enclosing_class(func) is not None:  # type: ignore
         for call in script.graph.instance_sites(func):  # type: ignore[arg-type]
             bound = bind_arguments(params[1:], call)
             if name.id in bound:
@@ -286,11 +281,7 @@ def _one_hot(script: Script, expr: ast.AST, depth: int) -> bool:
         bound = _binding(expr)
         if bound is not None:
             return bound[1] is None and _one_hot(script, bound[0], depth - 1)
-        func = script.enclosing_function(expr)
-        if func is None:
-            return False
-        params = [a.arg for a in func.args.posonlyargs + func.args.args]
-        values = _passed_values(script, expr, func, params) if expr.id in params else []
+        values = _passed_values(script, expr)
         return bool(values) and all(_one_hot(script, v, depth - 1) for v in values[:8])
     return False
 

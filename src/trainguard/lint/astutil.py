@@ -165,3 +165,18 @@ def self_attr(node: ast.AST) -> str | None:
             node.value.id == "self":
         return node.attr
     return None
+
+
+def iterated_literal(node: ast.AST, name: str) -> list[ast.expr] | None:
+    """The elements of the literal tuple or list that the nearest loop or comprehension around
+    ``node`` binding ``name`` runs over (``for d in (disc_a, disc_b)``); None when none binds it
+    there or it runs over something else."""
+    n = node
+    while (n := parent(n)) is not None and not isinstance(n, SCOPES):
+        gens = n.generators if isinstance(n, (ast.GeneratorExp, ast.ListComp, ast.SetComp,
+                                              ast.DictComp)) else \
+            [n] if isinstance(n, (ast.For, ast.AsyncFor)) else []
+        for g in gens:
+            if isinstance(g.target, ast.Name) and g.target.id == name:
+                return list(g.iter.elts) if isinstance(g.iter, (ast.Tuple, ast.List)) else None
+    return None

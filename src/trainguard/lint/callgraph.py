@@ -519,6 +519,12 @@ def _stub(func: ast.AST) -> bool:
     return True
 
 
+def defaults(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr]:
+    """Positional parameter name -> its default expression (the last parameters take them)."""
+    names = [a.arg for a in func.args.posonlyargs + func.args.args]
+    return dict(zip(reversed(names), reversed(func.args.defaults)))
+
+
 def bind_arguments(names: list[str], call: ast.Call) -> dict[str, ast.expr]:
     """Parameter name -> argument expression for a call (positional, then keywords)."""
     bound: dict[str, ast.expr] = {}

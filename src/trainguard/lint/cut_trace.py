@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from typing import NamedTuple
 
-from trainguard.lint.astutil import dotted, is_true, kwarg, parent, walk_local
+from trainguard.lint.astutil import dotted, is_true, iterated_literal, kwarg, parent, walk_local
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.cuts import CUT_ATTRS, NEW_LEAF, no_grad_block
 from trainguard.lint.dataflow import (last_assignment, reaching_values, stored_items,
@@ -143,10 +143,10 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
                 u, c = trace(script, a, at, depth - 1, focus)
                 uncut, cuts = uncut or u, cuts + c
             return uncut, cuts
-        if isinstance(expr.func, ast.Name) and _iterated_models(script, expr.func.id, expr):
-            # ``d(real) for d in (disc_a, disc_b)``: each model of the literal in turn
-            return focus is None or focus.model in _iterated_models(
-                script, expr.func.id, expr), []
+        models = _iterated_models(script, expr.func.id, expr) \
+            if isinstance(expr.func, ast.Name) else []
+        if models:  # ``d(real) for d in (disc_a, disc_b)``: each model of the literal in turn
+            return focus is None or focus.model in models, []
         called = script.targets(expr)
         if called:
             # a helper (``gan_loss(D, fake, True)``): what it returns, with its parameters
@@ -321,19 +321,9 @@ def _iterated(name: str, target: ast.AST, it: ast.expr) -> ast.expr:
 def _iterated_models(script: Script, name: str, at: ast.AST) -> list[str]:
     """The model keys a loop or comprehension variable ``name`` runs over, when it iterates a
     literal tuple or list of models (``for d in (disc_a, disc_b)``); empty otherwise."""
-    n = at
-    while (n := parent(n)) is not None:
-        gens = n.generators if isinstance(n, (ast.GeneratorExp, ast.ListComp, ast.SetComp,
-                                              ast.DictComp)) else [n] \
-            if isinstance(n, (ast.For, ast.AsyncFor)) else []
-        for g in gens:
-            if isinstance(g.target, ast.Name) and g.target.id == name:
-                if not isinstance(g.iter, (ast.Tuple, ast.List)):
-                    return []
-                keys = [script.key(e) for e in g.iter.elts]
-                return [k for k in keys if k] if all(
-                    k and script.is_model(k) for k in keys) else []
-    return []
+    keys = [script.key(e) for e in iterated_literal(at, name) or ()]
+    return [k for k in keys if k] if keys and all(k and script.is_model(k) for k in keys) \
+        else []
 
 
 def _loop_target(name: str, at: ast.AST) -> bool:

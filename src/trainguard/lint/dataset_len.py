@@ -24,7 +24,7 @@ __all__ = ["class_length", "own_attribute"]
 
 def class_length(script: Script, call: ast.Call, depth: int) -> Any:
     """The samples of the instance ``call`` builds of a same-file ``Dataset`` class."""
-    from trainguard.lint.callgraph import bind_arguments
+    from trainguard.lint.callgraph import bind_arguments, defaults
     from trainguard.lint.shapes import samples
 
     cls = script.classes.get(dotted(call.func) or "")
@@ -47,8 +47,7 @@ def class_length(script: Script, call: ast.Call, depth: int) -> Any:
     if value is None:
         return UNKNOWN
     names = [a.arg for a in init.args.posonlyargs + init.args.args][1:]
-    env: dict[str, ast.expr] = dict(zip(reversed([a.arg for a in init.args.args]),
-                                        reversed(init.args.defaults)))
+    env: dict[str, ast.expr] = defaults(init)
     if any(isinstance(a, ast.Starred) for a in call.args) or \
             any(k.arg is None for k in call.keywords):
         return UNKNOWN

@@ -18,7 +18,7 @@ from trainguard.lint.astutil import dotted, walk_local
 from trainguard.lint.consts import UNKNOWN, resolve
 from trainguard.lint.script import Script
 
-__all__ = ["schedule_settings", "schedule_span"]
+__all__ = ["schedule_settings", "schedule_span", "span_of"]
 
 _MODULE = "torch.optim.lr_scheduler"
 # Positional parameters after the optimizer
@@ -36,11 +36,7 @@ def schedule_settings(script: Script, key: str, at: ast.AST | None = None, *,
     around it that is never assigned is the scheduler every call hands in
     (``train_model(model, opt, exp_lr_scheduler)``), when all calls agree (a ``None`` default
     is no scheduler and is passed over)."""
-    values = script.assignments.get(key, [])
-    func = script.enclosing_function(at) if at is not None and "." not in key else None
-    local = [v for v in values if script.enclosing_function(v) is func] if func else []
-    if local:  # a name the function around ``at`` assigns: its own, not another's namesake
-        values = local
+    values = _assigned(script, key, at)
     found = {_built(script, v, 3) for v in values} - {None}
     if not found and _depth > 0:  # handed in: to the function, or to ``__init__`` (``self.sched = sched``)
         handed = [(v.id, v) for v in values if isinstance(v, ast.Name)]
@@ -53,6 +49,27 @@ def schedule_settings(script: Script, key: str, at: ast.AST | None = None, *,
         return None, UNKNOWN
     cls, call = found.pop()  # type: ignore[misc]
     return cls, _settings(script, cls, call)
+
+
+def _assigned(script: Script, key: str, at: ast.AST | None) -> list[ast.expr]:
+    """What ``key`` is assigned: only the function around ``at``'s own assignments when it
+    makes any (a helper's local ``lr_scheduler``, not its caller's namesake)."""
+    values = script.assignments.get(key, [])
+    func = script.enclosing_function(at) if at is not None and "." not in key else None
+    local = [v for v in values if script.enclosing_function(v) is func] if func else []
+    return local or values
+
+
+def span_of(script: Script, key: str, at: ast.AST) -> Any:
+    """The span (:func:`schedule_span`) of the one schedule ``key`` is built as, where ``at``
+    uses it; ``UNKNOWN`` when an assignment builds none or they disagree."""
+    spans = set()
+    for v in _assigned(script, key, at):
+        built = _built(script, v, 3)
+        if built is None:
+            return UNKNOWN
+        spans.add(schedule_span(script, built[0], built[1]))
+    return spans.pop() if len(spans) == 1 else UNKNOWN
 
 
 def _handed_in(script: Script, key: str, at: ast.AST, depth: int) -> tuple[str | None, Any]:

@@ -176,7 +176,7 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
 def _returned(script: Script, call: ast.Call, index: int | None, depth: int) -> Any:
     """The samples of what a function of the file or project returns (element ``index`` of a
     returned tuple), its parameters bound to this call's arguments and its defaults."""
-    from trainguard.lint.callgraph import bind_arguments
+    from trainguard.lint.callgraph import bind_arguments, defaults
 
     found = [t for t in script.targets(call) if not t.instance]
     if len(found) != 1 or isinstance(found[0].func, ast.Lambda):
@@ -190,8 +190,7 @@ def _returned(script: Script, call: ast.Call, index: int | None, depth: int) -> 
     names = [a.arg for a in func.args.posonlyargs + func.args.args]
     if target.bound and names:
         names = names[1:]
-    env: dict[str, ast.expr] = dict(zip(reversed([a.arg for a in func.args.args]),
-                                        reversed(func.args.defaults)))
+    env: dict[str, ast.expr] = defaults(func)
     env.update(bind_arguments(names, call))
     if index is not None:
         if isinstance(value, ast.Call):  # return train_test_split(x, y, ...)

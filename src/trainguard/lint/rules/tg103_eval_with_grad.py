@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, is_false, parent, walk_local
+from trainguard.lint.astutil import dotted, is_false, iterated_literal, parent, walk_local
 from trainguard.lint.regions import _METRIC_HINT, eval_regions, forward_calls
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
@@ -153,21 +153,9 @@ def _frozen_models(script: Script) -> set[str]:
             p = node.target.id
             if k and any(_freezes(s, p) for s in node.body):
                 out.add(k)
-                out.update(_loop_elements(script, node, k))
+                # (``for net in (generator, assessor):`` freezes each model of the literal)
+                out.update(m for e in iterated_literal(node, k) or () if (m := script.key(e)))
     return out
-
-
-def _loop_elements(script: Script, node: ast.AST, name: str) -> set[str]:
-    """The models a loop variable ``name`` runs over when an enclosing loop iterates a literal
-    (``for net in (generator, assessor):``, freezing each)."""
-    cur = parent(node)
-    while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                    ast.Module)):
-        if isinstance(cur, ast.For) and isinstance(cur.target, ast.Name) and \
-                cur.target.id == name and isinstance(cur.iter, (ast.Tuple, ast.List)):
-            return {k for e in cur.iter.elts if (k := script.key(e))}
-        cur = parent(cur)
-    return set()
 
 
 def _freezes(stmt: ast.stmt, p: str) -> bool:

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 
 from trainguard.lint.astutil import (assigned_pairs, dotted, is_false, is_true, kwarg, parent,
                                      self_attr, walk_local)
-from trainguard.lint.callgraph import bind_arguments
+from trainguard.lint.callgraph import bind_arguments, defaults
 from trainguard.lint.consts import const_eval
 from trainguard.lint.project import imports_mention
 from trainguard.lint.module_methods import runs_layers
@@ -308,7 +308,7 @@ def _true_when_disabled(script: Script, node: ast.AST, mode: ast.AST | None) -> 
     for site in _sites(script, func):
         if not script.grad_disabled(site):
             continue
-        env = dict(zip(reversed([a.arg for a in func.args.args]), reversed(func.args.defaults)))
+        env = defaults(func)
         env.update(bind_arguments(params, site))
         if const_eval(mode, env=env) is True:
             return True

@@ -37,7 +37,7 @@ from trainguard.lint.events import Event, events
 from trainguard.lint.handlers import BEFORE_STEP, PER_ITERATION, engine_handlers, handler_body
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
-from trainguard.lint.schedules import _built, schedule_settings, schedule_span
+from trainguard.lint.schedules import schedule_settings, span_of
 from trainguard.lint.script import Script
 
 CODE = "TG305"
@@ -76,7 +76,7 @@ def check(script: Script) -> Iterator[Hit]:
                 continue
             cls, settings = schedule_settings(script, key or "", call)
             if cls in _SIZED and epochs is not UNKNOWN:
-                span = _sized_span(script, key or "", call)
+                span = span_of(script, key or "", call)
                 if isinstance(span, int) and 0 < span <= epochs:
                     through = f" (through the call at {script.at(via.lineno)})" if via else ""
                     yield Hit(call, f"{key} is a {cls} sized in epochs (its schedule spans "
@@ -111,21 +111,6 @@ def check(script: Script) -> Iterator[Hit]:
 
 
 _SIZED = {"CosineAnnealingLR", "LinearLR", "PolynomialLR", "SequentialLR"}
-
-
-def _sized_span(script: Script, key: str, at: ast.AST) -> object:
-    """The span of the one schedule ``key`` is built as (in the function around ``at`` when it
-    assigns ``key``): :func:`trainguard.lint.schedules.schedule_span`."""
-    values = script.assignments.get(key, [])
-    func = script.enclosing_function(at)
-    local = [v for v in values if script.enclosing_function(v) is func]
-    spans = set()
-    for v in local or values:
-        built = _built(script, v, 3)
-        if built is None:
-            return UNKNOWN
-        spans.add(schedule_span(script, built[0], built[1]))
-    return spans.pop() if len(spans) == 1 else UNKNOWN
 
 
 def _epoch_loops(script: Script, loop: ast.AST) -> list[ast.AST]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from trainguard.lint.astutil import dotted, kwarg, parent, walk_local
-from trainguard.lint.callgraph import bind_arguments
+from trainguard.lint.callgraph import bind_arguments, defaults
 from trainguard.lint.consts import UNKNOWN, const_eval, resolve
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
@@ -170,10 +170,10 @@ def _contexts(script: Script, call: ast.Call) -> list[tuple[dict, ast.Call | Non
         return [({}, None)]
     if params and params[0] == "self":
         params = params[1:]
-    defaults = dict(zip(reversed([a.arg for a in func.args.args]), reversed(func.args.defaults)))
+    given = defaults(func)
     out = []
     for site in _sites(script, func)[:8]:
-        env = {k: v for k, v in defaults.items()}
+        env = dict(given)
         env.update(bind_arguments(params, site))
         out.append((env, site))
     return out
@@ -284,7 +284,7 @@ def _layers(script: Script, seq: ast.Call, env: dict,
             yield layer, env
             continue
         names = [a.arg for a in func.args.posonlyargs + func.args.args]  # type: ignore[union-attr]
-        inner = dict(zip(reversed(names), reversed(func.args.defaults)))  # type: ignore[union-attr]
+        inner = defaults(func)  # type: ignore[arg-type]
         inner.update(bind_arguments(names, layer))  # type: ignore[arg-type]
         # the caller's names are read where the caller wrote them
         inner = {k: v if not env else _bound_constant(v, env) for k, v in inner.items()}
@@ -342,7 +342,7 @@ def _parameter_values(script: Script, name: ast.Name) -> list | None:
     params = [a.arg for a in func.args.posonlyargs + func.args.args]
     if name.id not in params:
         return None
-    defaults = dict(zip(reversed(params), reversed(func.args.defaults)))
+    preset = defaults(func)
     cls = script.enclosing_class(func)
     callee = cls.name if cls is not None and func.name == "__init__" else func.name
     index = params.index(name.id) - (1 if cls is not None else 0)
@@ -357,7 +357,7 @@ def _parameter_values(script: Script, name: ast.Name) -> list | None:
                 any(k.arg is None for k in call.keywords):
             return None
         passed.append(given)
-    for given in passed + ([defaults[name.id]] if name.id in defaults and
+    for given in passed + ([preset[name.id]] if name.id in preset and
                            (not passed or None in passed) else []):
         if given is None:
             continue
