@@ -125,18 +125,30 @@ def attribute_store(cls: type, attr: str) -> tuple[str, int, int] | None:
     return None
 
 
-def params_line(where: tuple[str, int, int]) -> int | None:
-    """The line where the ``params`` given to the optimizer built by the call at ``where`` are
-    written: the statement of the same function that assigns the name passed
-    (``params_disc = list(a.parameters()) + list(b.parameters())``), else the argument itself.
-    None when the call is not found."""
+def _optimizer_params(where: tuple[str, int, int], *, spread: bool
+                      ) -> tuple[ast.Module, "SourceFile", ast.Call, ast.expr | None] | None:
+    """(the file's tree, its index, the optimizer's construction at ``where``, what it is given
+    as ``params``: the first argument, ``params=``, and with ``spread`` a ``**options``)."""
     tree = parse_file(where[0])
     file = SourceFile.of(tree)
     call = file.call_at(where[1], where[2] - 1) if tree is not None and file is not None else None
     if call is None:
         return None
     arg = call.args[0] if call.args else next(
-        (k.value for k in call.keywords if k.arg == "params"), None)
+        (k.value for k in call.keywords if k.arg == "params"),
+        next((k.value for k in call.keywords if k.arg is None and spread), None))
+    return tree, file, call, arg
+
+
+def params_line(where: tuple[str, int, int]) -> int | None:
+    """The line where the ``params`` given to the optimizer built by the call at ``where`` are
+    written: the statement of the same function that assigns the name passed
+    (``params_disc = list(a.parameters()) + list(b.parameters())``), else the argument itself.
+    None when the call is not found."""
+    found = _optimizer_params(where, spread=False)
+    if found is None:
+        return None
+    _, file, call, arg = found
     if isinstance(arg, ast.Name):
         stores = [n for n in ast.walk(file.scope(call)) if isinstance(n, ast.Assign) and
                   n.lineno < call.lineno and any(isinstance(t, ast.Name) and t.id == arg.id
@@ -156,16 +168,10 @@ def param_groups_line(where: tuple[str, int, int]) -> int | None:
     of the options such a function returns: ``Adam(**get_params_options(args, model))`` returning
     ``dict(params=groups, lr=...)``). That list is where a
     module left out of every group belongs. None otherwise."""
-    tree = parse_file(where[0])
-    file = SourceFile.of(tree)
-    if tree is None or file is None:
+    found = _optimizer_params(where, spread=True)
+    if found is None:
         return None
-    call = file.call_at(where[1], where[2] - 1)
-    if call is None:
-        return None
-    arg = call.args[0] if call.args else next(
-        (k.value for k in call.keywords if k.arg == "params"),
-        next((k.value for k in call.keywords if k.arg is None), None))  # ``**options``
+    tree, file, call, arg = found
     scope = file.scope(call)
     if isinstance(arg, ast.Call) and isinstance(arg.func, (ast.Name, ast.Attribute)):
         if isinstance(arg.func, ast.Name):
