@@ -21,7 +21,7 @@ from trainguard.lint.consts import module_constants_trusted, truth
 from trainguard.lint.held_calls import held_qualname
 from trainguard.lint.script import Script, is_backward
 
-__all__ = ["Event", "events", "Kind", "branch_taken", "builds_module"]
+__all__ = ["Event", "events", "Kind", "branch_taken", "builds_module", "dispatches"]
 
 Kind = Literal["backward", "step", "zero", "sched", "train", "eval", "mode?", "unscale", "clip",
                "forward", "loop", "setgrad", "autograd"]
@@ -121,7 +121,7 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
     if f.attr in ("train", "eval") and (len(call.args) > 1 or any(
             k.arg != "mode" for k in call.keywords)):
         return None  # not nn.Module.train(mode=True)/eval(): a trainer's own train(epochs=...)
-    if f.attr in ("train", "eval") and recv and script.is_model(recv):
+    if f.attr in ("train", "eval") and recv and (script.is_model(recv) or recv.endswith("()")):
         if f.attr == "eval" or (call.args and is_false(call.args[0])):
             return Event("eval", recv, call)
         if not call.args or is_true(call.args[0]):
@@ -309,12 +309,20 @@ def _constant_test(script: Script, test: ast.AST) -> bool:
     return True
 
 
+def dispatches(script: Script, call: ast.Call | None) -> bool:
+    """``call`` hands control to callbacks (``cb(trainer)`` over a list of callable objects,
+    ``getattr(cb, hook)(trainer)``): whatever a callback does there is its own."""
+    return call is not None and bool(_dispatched(script, call, {}))
+
+
 def _dispatched(script: Script, call: ast.Call, rename: dict[str, str]) -> list[Target]:
     """``getattr(cb, hook)(trainer)``: the methods a hook dispatch runs, when the hook's name is
     a string the caller passed (``self._fire("on_after_backward")``) or a literal. Each type
     ``cb`` may be (the callbacks a trainer was given; when that is not known, each class the
     file instantiates) contributes its method of that name."""
     f = call.func
+    if isinstance(f, ast.Name) and f.id not in script.functions and f.id not in script.classes:
+        return _called_instance(script, f)
     if not (isinstance(f, ast.Call) and isinstance(f.func, ast.Name) and f.func.id == "getattr"
             and len(f.args) >= 2):
         return []
@@ -329,6 +337,21 @@ def _dispatched(script: Script, call: ast.Call, rename: dict[str, str]) -> list[
     out = []
     for ref in refs:
         m = ref.script.graph.method(ref, hook)
+        if m is not None and m not in out:
+            out.append(m)
+    return out[:6]
+
+
+def _called_instance(script: Script, f: ast.Name) -> list[Target]:
+    """``cb(self, it, logs)`` over ``for cb in self.callbacks``: calling an object runs its
+    class's ``__call__`` (each class of the project the name may hold that is no ``nn.Module``,
+    whose call runs ``forward``)."""
+    graph = script.graph
+    out = []
+    for ref in graph.types(f):
+        if ref.script.graph.is_module_class(ref):
+            continue
+        m = ref.script.graph.method(ref, "__call__")
         if m is not None and m not in out:
             out.append(m)
     return out[:6]
@@ -384,8 +407,13 @@ def _bind(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef, call: as
             return f"<str:{arg.value}>"
         return None
 
+    def fresh(arg: ast.AST) -> str | None:  # train(GoNet()): a module built for the call
+        return f"{dotted(arg.func)}()" if isinstance(arg, ast.Call) and \
+            builds_module(script, arg) else None
+
     for name, arg in zip(params, call.args):
-        bound[name] = _renamed(script, arg, rename) or text(arg) or f"<arg {name}>"
+        bound[name] = _renamed(script, arg, rename) or text(arg) or fresh(arg) or \
+            f"<arg {name}>"
     for kw in call.keywords:
         if kw.arg:
             bound[kw.arg] = _renamed(script, kw.value, rename) or text(kw.value) or \

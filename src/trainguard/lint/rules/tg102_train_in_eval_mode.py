@@ -19,7 +19,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import walk_local
-from trainguard.lint.events import Event, events
+from trainguard.lint.events import Event, dispatches, events
 from trainguard.lint.regions import loop_label, training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
@@ -43,6 +43,9 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         last = modes[-1]
         step = evs[first_step]
+        if not last.foreign and dispatches(script, last.via):
+            yield from _callbacks(script, loop, modes, step, seen)
+            continue
         # the eval() itself when the loop calls it; else the loop's call into the helper that
         # runs it (a validation function, a callback), after which train() belongs
         where = last.via or last.site
@@ -76,6 +79,30 @@ def check(script: Script) -> Iterator[Hit]:
                   f"{last.key}.train() comes before it in {loop_label(script, loop)}",
                   fix=f"call {last.key}.train() again before the next optimizer step: right "
                       f"after this evaluation, or at the start of every training epoch")
+
+
+def _callbacks(script: Script, loop: ast.AST, modes: list[Event], step: Event,
+               seen: set[int]) -> Iterator[Hit]:
+    """The loop dispatches callbacks (``for cb in self.callbacks: cb(self, it, logs)``) and
+    those last to set the mode leave ``eval()`` in effect: each such ``eval()`` (after the last
+    ``train()``) is reported at itself, as the runtime check does (a callback's mode is its
+    own business; the loop cannot know which callback switched it)."""
+    via = modes[-1].via
+    for ev in reversed(modes):
+        if ev.kind != "eval" or ev.via is not via:
+            break
+        if id(ev.node) in seen:
+            continue
+        seen.add(id(ev.node))
+        f = getattr(ev.node, "func", None)
+        own = ast.unparse(f.value) if isinstance(f, ast.Attribute) else ev.key
+        yield Hit(ev.node,
+                  f"{own}.eval() in a callback the loop dispatches at "
+                  f"{script.at(via.lineno)} is still in effect when the next iteration's "
+                  f"optimizer step ({step.place(script)}) runs: no {ev.key}.train() comes "
+                  f"before it in {loop_label(script, loop)}",
+                  fix=f"call {own}.train() at the end of this callback, or at the start of "
+                      f"every training iteration")
 
 
 def _helper(script: Script, last: Event) -> tuple[ast.FunctionDef, ast.AST] | None:
