@@ -306,14 +306,21 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
     regions: list[EvalRegion] = []
     covered: set[int] = set()
     for node in script.nodes:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                EVAL_NAME.match(node.name) and not _framework_hook(script, node) and \
-                not _inside_module_class(script, node):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or \
+                _framework_hook(script, node) or _inside_module_class(script, node):
+            continue
+        named = bool(EVAL_NAME.match(node.name))
+        if named or node.name not in _NOT_INFERENCE:
             fwd = forward_calls(script, node)
             text = script.segment(node) or ""
             # an evaluation function feeds a metric, or runs its forwards with grad disabled
-            # (``predict_proba`` returning probabilities under no_grad is inference too)
+            # (``predict_proba`` returning probabilities under no_grad is inference too);
+            # under any name, a grad-free function only called after training is inference
+            # (a tracker's ``track(frames)``, a ``serve()``)
             inference = bool(fwd) and all(_disabled_here(script, f, node) for f in fwd)
+            if not named and not (inference and _called_after_training(script, node) and
+                                  _holds_its_model(script, node, fwd)):
+                continue
             if fwd and (_METRIC_HINT.search(text) or inference) and \
                     not script.has_backward(node) and not _rollout(script, node) and \
                     not _backpropagated(script, node):
@@ -331,6 +338,45 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
                 continue
             regions.append(_region(script, node, forward_calls(script, node)))
     return regions
+
+
+# grad-free by nature, whatever calls them: a module's own methods, data and EMA updates
+_NOT_INFERENCE = frozenset({"__init__", "forward", "__call__", "update", "ema_update",
+                            "update_ema", "step", "collate", "collate_fn"})
+
+
+def _called_after_training(script: Script, func: ast.AST) -> bool:
+    """Every call of ``func`` in the file is made outside the training loops, by code that
+    does not train (module-level statements, a ``main()`` after ``fit``): not a target network,
+    an EMA teacher or a pseudo-labeller that the loop runs between its steps."""
+    sites = script.call_sites(func)  # type: ignore[arg-type]
+    if not sites:
+        return False
+    inside = {id(n) for loop in training_loops(script) for n in ast.walk(loop)}
+    for site in sites:
+        if id(site) in inside:
+            return False
+        caller = script.enclosing_function(site)
+        if caller is not None and (script.has_backward(caller) or
+                                   any(id(n) in inside for n in walk_local(caller))):
+            return False
+    return True
+
+
+def _holds_its_model(script: Script, func: ast.AST, forwards: list[ast.Call]) -> bool:
+    """``func`` runs a model it does not take as a parameter (``self.model(frame)`` in a
+    tracker's method) with plain forwards, and sets no mode itself (BatchNorm recalibration
+    calls ``train()`` on purpose). A model handed in as an argument (``embed_all(encoder,
+    corpus)``) and an inference method (``model.transcribe(x)``) are judged at their calls."""
+    args = func.args  # type: ignore[attr-defined]
+    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} - {"self", "cls"}
+    picked = set(inference_calls(script))
+    for f in forwards:
+        head = (script.key(f.func) or "").split(".", 1)[0]
+        if head in params or f in picked:
+            return False
+    return not any(e.kind in ("train", "eval", "mode?")
+                   for e in events(script, func.body))  # type: ignore[attr-defined]
 
 
 def _backpropagated(script: Script, func: ast.AST) -> bool:
@@ -818,7 +864,25 @@ def preceding_events(script: Script, node: ast.AST, *, again: bool = False) -> l
         if again and i == loop_at:
             out.extend(events(script, owner.body))  # type: ignore[attr-defined]
         out.extend(events(script, before))
+    receiver = _receiver_stmt(script, node)
+    if receiver is not None:
+        out.extend(events(script, [receiver]))
     return out
+
+
+def _receiver_stmt(script: Script, node: ast.AST) -> ast.stmt | None:
+    """``Tracker(model, box).track(frames)``: the receiver of a method call runs before it (the
+    constructor's ``self.model.eval()``), as a statement of its own (kept, so that the events'
+    memo never meets a reused id)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and
+            any(isinstance(n, ast.Call) for n in ast.walk(node.func.value))):
+        return None
+    kept = script.__dict__.setdefault("_tg_receivers", {})
+    if id(node) not in kept:
+        stmt = ast.Expr(value=node.func.value)
+        ast.copy_location(stmt, node)
+        kept[id(node)] = stmt
+    return kept[id(node)]
 
 
 def _touches_optimizer(script: Script, node: ast.AST) -> bool:
