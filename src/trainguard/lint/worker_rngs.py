@@ -36,6 +36,7 @@ class HeldRng:
     attr: str
     created: ast.AST  # the RNG constructor call (in cls's file, or a base's)
     script: Script  # the file of ``created``
+    setter: ast.Call | None = None  # ``Flip().set_random_state(seed)`` in this file: made there
 
 
 def held_rngs(script: Script) -> list[HeldRng]:
@@ -50,10 +51,37 @@ def held_rngs(script: Script) -> list[HeldRng]:
         per_item = _per_item_methods(ref)
         if not per_item:
             continue
+        set_by = _setter_made(call, ref)
         for attr, created, src in _created_before_copy(ref):
+            if attr in set_by:
+                continue
             if _read_in(per_item, attr) and not _reseeded_in(per_item, attr):
                 out.append(HeldRng(ref, attr, created, src))
+        for attr, (setter, created, src) in set_by.items():
+            if _read_in(per_item, attr) and not _reseeded_in(per_item, attr):
+                out.append(HeldRng(ref, attr, created, src, setter))
     return out
+
+
+def _setter_made(call: ast.Call, ref: ClassRef) -> dict[str, tuple[ast.Call, ast.AST, Script]]:
+    """``TimeMask(6).set_random_state(seed)``: a method called on the object as it is built
+    that stores a new RNG on it (a MONAI-style ``Randomizable`` setter), by attribute: (the
+    setter's call, the RNG constructor in the setter, its file). The dataset's line that built
+    and seeded the object is where the copied generator was made."""
+    up = parent(call)
+    outer = parent(up) if isinstance(up, ast.Attribute) else None
+    if not (isinstance(outer, ast.Call) and outer.func is up):
+        return {}
+    m = ref.script.graph.method(ref, up.attr)  # type: ignore[union-attr]
+    if m is None:
+        return {}
+    found = {}
+    for n in ast.walk(m.func):
+        if isinstance(n, ast.Assign) and _is_rng(m.script, n.value):
+            for d in map(dotted, n.targets):
+                if d and d.startswith("self.") and d.count(".") == 1:
+                    found[d[5:]] = (outer, n.value, m.script)
+    return found
 
 
 def _hierarchy(ref: ClassRef, depth: int = 4) -> list[ClassRef]:

@@ -41,6 +41,14 @@ def check(script: Script) -> Iterator[Hit]:
     for held in held_rngs(script):
         cls = held.cls.node
         kind = (held.script.call_qualname(rng_ctor(held.created)) or "RNG").rsplit(".", 1)[-1]
+        if held.setter is not None:
+            setter = held.setter.func.attr  # type: ignore[attr-defined]
+            yield Hit(held.setter, f"{setter}() makes a {kind} for {cls.name}.{held.attr} here, "
+                                   f"before the DataLoader's workers start, and {cls.name} "
+                                   f"draws from it for each item: every worker gets a copy with "
+                                   f"the same state and draws the same random numbers"
+                                   f"{globals_only}")
+            continue
         if held.script is not script:
             if f"{cls.name}.{held.attr}" not in foreign:
                 foreign.append(f"{cls.name}.{held.attr}")

@@ -35,7 +35,8 @@ transform the dataset holds directly, in a list, in a Compose-like object or an 
 container (the class in the script or a helper module). Reported when ``__getitem__`` reads the
 dataset attribute that leads to it and the transform's ``__call__``/``forward`` (or a method
 ``__getitem__`` calls on it) draws from it, at the ``__init__`` line that made it (the dataset's
-line that made it when the transform only keeps a generator handed to it); silent when that
+line that made it when the transform only keeps a generator handed to it, or that built the
+transform when another of its methods made it: ``TimeMask(6).set_random_state(seed)``); silent when that
 code makes it per worker (``get_worker_info``, ``torch.initial_seed``, assigns it) or reseeds it
 per call, or the ``worker_init_fn`` assigns it or calls a method that does. When the transforms
 share one generator object that the dataset also stores (``self.rs = RandomState(seed);
@@ -58,7 +59,7 @@ from typing import Any
 
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import is_user_code
-from trainguard.sanitize.core.source import attribute_store
+from trainguard.sanitize.core.source import attribute_store, stored_in_init
 from trainguard.sanitize.core.rng_holders import Held, held_rngs, made_by, passed_in, rng_kind
 
 _RESEEDS_PER_WORKER = {"get_worker_info", "initial_seed"}
@@ -166,6 +167,11 @@ class RngCopiedToWorkers(Check):
         where = where or attribute_store(holder, found.attr)
         if where is None:
             return  # made by library code: nothing the user can fix at a line of theirs
+        if shared is None and not stored_in_init(holder, found.attr):
+            # made by a setter the dataset called on the transform
+            # (``RandCrop(24).set_random_state(seed)``, a mixin's method): the dataset's line
+            # that built and stored the transform is where its generator was made
+            where = attribute_store(cls, found.first) or where
         kept = ""
         if shared is None and passed_in(where, found.attr):  # kept, not made: where it was made
             generator = getattr(found.holder, found.attr, None)

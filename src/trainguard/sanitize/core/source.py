@@ -110,6 +110,22 @@ def attribute_store(cls: type, attr: str) -> tuple[str, int, int] | None:
     (its ``__init__`` first, then its other methods, through its bases): where an attribute's
     value was made (a generator every DataLoader worker copies, a tensor ``.to()`` does not move).
     None when no user code of the class stores it."""
+    found = _first_store(cls, attr)
+    if found is None:
+        return None
+    function, line, col = found
+    return (function.__code__.co_filename, line, col)
+
+
+def stored_in_init(cls: type, attr: str) -> bool:
+    """Whether the user method that :func:`attribute_store` finds storing ``self.<attr>`` is an
+    ``__init__``; False when another method stores it (a setter such as
+    ``set_random_state(seed)``) or nothing does."""
+    found = _first_store(cls, attr)
+    return found is not None and found[0].__name__ == "__init__"
+
+
+def _first_store(cls: type, attr: str) -> tuple[FunctionType, int, int] | None:
     for klass in cls.__mro__:
         functions = [f for f in vars(klass).values() if isinstance(f, FunctionType)]
         functions.sort(key=lambda f: f.__name__ != "__init__")
@@ -121,7 +137,7 @@ def attribute_store(cls: type, attr: str) -> tuple[str, int, int] | None:
                 if ins.opname == "STORE_ATTR" and ins.argval == attr:
                     line = ins.positions.lineno if ins.positions else None
                     if line:
-                        return (code.co_filename, line, (ins.positions.col_offset or 0) + 1)
+                        return function, line, (ins.positions.col_offset or 0) + 1
     return None
 
 
