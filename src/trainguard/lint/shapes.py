@@ -26,7 +26,7 @@ from typing import Any
 
 from trainguard.lint.astutil import dotted, kwarg, parent, walk_local
 from trainguard.lint.consts import UNKNOWN, const_eval, resolve
-from trainguard.lint.counts import count, drawn_rows
+from trainguard.lint.counts import count, drawn_rows, value_at
 from trainguard.lint.dataset_len import class_length, own_attribute
 from trainguard.lint.script import Script
 
@@ -143,6 +143,8 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
         v = const_eval(size, env=env)
         if v is UNKNOWN and not env and size is not None:
             v = resolve(script, size)  # torch.randn(self.cfg["n"], 8)
+        elif v is UNKNOWN and size is not None and not isinstance(size, (ast.Tuple, ast.List)):
+            v = value_at(script, size, env)  # make_split(args.train_size): randn(n, d)
         if isinstance(v, list) and v and isinstance(v[0], int):
             return v[0]
         if isinstance(v, int) and not isinstance(v, bool) and \
