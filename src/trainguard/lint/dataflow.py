@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import re
 
-from trainguard.lint.astutil import SCOPES, dotted, parent, walk_local
+from trainguard.lint.astutil import SCOPES, dotted, is_true, kwarg, parent, walk_local
 from trainguard.lint.script import Script, is_backward
 
 __all__ = ["scope_of", "last_assignment", "graph_names", "is_loss_call", "carries_graph",
@@ -297,6 +297,8 @@ def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
         if q.startswith("torch.") and q.rsplit(".", 1)[-1] in _DIFFERENTIABLE_FUNCS and \
                 expr.args and carries_graph(script, expr.args[0], names):
             return True  # F.softplus(out[:, 5]), torch.stack(parts)
+        if q.endswith("autograd.grad") and is_true(kwarg(expr, "create_graph")):
+            return True  # gradients with their own graph (a gradient penalty's double backward)
     if isinstance(expr, (ast.Subscript, ast.Attribute)):  # out[0], outputs.loss
         if _self_attr(expr) is not None and _self_attr(expr) in names:
             return True  # self.loss, assigned a graph or backpropagated
