@@ -23,6 +23,7 @@ from trainguard.lint.cuts import CUT_ATTRS, NEW_LEAF, no_grad_block
 from trainguard.lint.dataflow import (last_assignment, reaching_values, stored_items,
                                       tuple_assignments)
 from trainguard.lint.script import Script
+from trainguard.lint.packed import packs_sequences
 
 __all__ = ["Focus", "aliases", "trace", "data_terms"]
 
@@ -363,5 +364,21 @@ def _packed(script: Script, expr: ast.AST, at: ast.AST) -> bool:
     if isinstance(expr, ast.Name):
         value = last_assignment(expr.id, at)
         expr = value if value is not None else expr
-    return isinstance(expr, ast.Call) and \
-        (script.call_qualname(expr) or "").startswith("torch.nn.utils.rnn.pack")
+    if not isinstance(expr, ast.Call):
+        return False
+    if (script.call_qualname(expr) or "").startswith("torch.nn.utils.rnn.pack"):
+        return True
+    # a model whose forward returns a PackedSequence: ``out._replace(data=self.fc(out.data))``
+    # on a recurrent layer's packed output, in a file that packs sequences
+    return packs_sequences(script) and any(
+        _returns_packed(t.func) for t in script.graph.instance_targets(expr)
+        if getattr(t.func, "name", "") == "forward")
+
+
+def _returns_packed(func: ast.AST) -> bool:
+    """Every ``return`` of ``func`` gives ``x._replace(...)`` (a PackedSequence with a field
+    replaced: the namedtuple's own method)."""
+    rets = [r for r in walk_local(func) if isinstance(r, ast.Return) and r.value is not None]
+    return bool(rets) and all(isinstance(r.value, ast.Call) and
+                              isinstance(r.value.func, ast.Attribute) and
+                              r.value.func.attr == "_replace" for r in rets)
