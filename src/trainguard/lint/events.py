@@ -322,7 +322,7 @@ def _dispatched(script: Script, call: ast.Call, rename: dict[str, str]) -> list[
     file instantiates) contributes its method of that name."""
     f = call.func
     if isinstance(f, ast.Name) and f.id not in script.functions and f.id not in script.classes:
-        return _called_instance(script, f)
+        return _called_instance(script, call)
     if not (isinstance(f, ast.Call) and isinstance(f.func, ast.Name) and f.func.id == "getattr"
             and len(f.args) >= 2):
         return []
@@ -342,19 +342,13 @@ def _dispatched(script: Script, call: ast.Call, rename: dict[str, str]) -> list[
     return out[:6]
 
 
-def _called_instance(script: Script, f: ast.Name) -> list[Target]:
+def _called_instance(script: Script, call: ast.Call) -> list[Target]:
     """``cb(self, it, logs)`` over ``for cb in self.callbacks``: calling an object runs its
     class's ``__call__`` (each class of the project the name may hold that is no ``nn.Module``,
-    whose call runs ``forward``)."""
-    graph = script.graph
-    out = []
-    for ref in graph.types(f):
-        if ref.script.graph.is_module_class(ref):
-            continue
-        m = ref.script.graph.method(ref, "__call__")
-        if m is not None and m not in out:
-            out.append(m)
-    return out[:6]
+    whose call runs ``forward``), as a method of the object."""
+    return [Target(t.script, t.func, bound=True)
+            for t in script.graph.instance_targets(call)
+            if getattr(t.func, "name", "") == "__call__"][:6]
 
 
 def _text(node: ast.AST, rename: dict[str, str]) -> str | None:

@@ -341,7 +341,7 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
 
 
 # grad-free by nature, whatever calls them: a module's own methods, data and EMA updates
-_NOT_INFERENCE = frozenset({"__init__", "forward", "__call__", "update", "ema_update",
+_NOT_INFERENCE = frozenset({"__init__", "forward", "update", "ema_update",
                             "update_ema", "step", "collate", "collate_fn"})
 
 
@@ -349,7 +349,7 @@ def _called_after_training(script: Script, func: ast.AST) -> bool:
     """Every call of ``func`` in the file is made outside the training loops, by code that
     does not train (module-level statements, a ``main()`` after ``fit``): not a target network,
     an EMA teacher or a pseudo-labeller that the loop runs between its steps."""
-    sites = script.call_sites(func)  # type: ignore[arg-type]
+    sites = script.call_sites(func) or script.graph.instance_sites(func)  # type: ignore
     if not sites:
         return False
     inside = {id(n) for loop in training_loops(script) for n in ast.walk(loop)}

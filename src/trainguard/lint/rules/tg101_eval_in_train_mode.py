@@ -58,7 +58,8 @@ def check(script: Script) -> Iterator[Hit]:
         fwd = dotted(first.func) or "the model"
         if isinstance(region.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             trained, evald = [], False
-            for site in script.call_sites(region.node):
+            for site in script.call_sites(region.node) or \
+                    script.graph.instance_sites(region.node):
                 mode, why = mode_before(script, site)
                 if mode == "train":
                     trained.append((site, why))
@@ -149,6 +150,9 @@ def _inference_entry_points(script: Script) -> Iterator[Hit]:
             continue  # a call of an evaluation function: judged below, at its call sites
         if sampled_pass(script, call) or helper_samples(script, call):
             continue  # Monte Carlo passes: dropout is on on purpose
+        if any(e.kind in ("eval", "mode?") for t in script.targets(call) if not t.instance
+               for e in events(script, t.func.body)):
+            continue  # the method sets the mode itself (``predict()`` calling ``self.eval()``)
         mode, why = mode_before(script, call)
         if mode != "train" or _mode_behaviour_changed(script, call) or \
                 not _may_depend_on_mode(script, call):

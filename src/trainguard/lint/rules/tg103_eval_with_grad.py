@@ -36,7 +36,8 @@ def check(script: Script) -> Iterator[Hit]:
                 not script.call_sites(region.node):
             continue  # called from another file, whose caller may well hold no_grad
         for fwd in region.forwards:
-            if script.grad_disabled(fwd) or _frozen_call(script, fwd, frozen):
+            if script.grad_disabled(fwd) or _frozen_call(script, fwd, frozen) or \
+                    _runs_without_grad(script, fwd):
                 continue
             name = dotted(fwd.func) or "the model"
             yield Hit(fwd, f"{region.label} runs {name}(...) with grad enabled and never calls "
@@ -44,6 +45,15 @@ def check(script: Script) -> Iterator[Hit]:
                            f"nothing")
             break
     yield from _after_eval(script, frozen)
+
+
+def _runs_without_grad(script: Script, call: ast.Call) -> bool:
+    """``self.model.predict(x)`` whose method is decorated ``@torch.no_grad()``
+    (``inference_mode``): the method disables grad itself."""
+    found = [t for t in script.targets(call) if not t.instance]
+    return bool(found) and all(
+        any(script.grad_context(d) is True for d in getattr(t.func, "decorator_list", ()))
+        for t in found)
 
 
 def _after_eval(script: Script, frozen: set[str]) -> Iterator[Hit]:
