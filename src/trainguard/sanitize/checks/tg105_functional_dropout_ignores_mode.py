@@ -124,8 +124,8 @@ class FunctionalDropoutIgnoresMode(Check):
         self.literal: dict[tuple, bool] = {}  # (code, instruction) -> the flag is a literal True
 
     def on_functional(self, name: str, args: tuple, kwargs: dict) -> None:
-        if not self.state.modules:
-            return
+        if not self.state.modules and _calling_module(self.state.functional_caller) is None:
+            return  # outside any module (``self.forward(x)`` called directly is inside one)
         if name == _SDPA:
             p = args[4] if len(args) > 4 else kwargs.get("dropout_p", 0.0)
             module = self._eval_module(p)
