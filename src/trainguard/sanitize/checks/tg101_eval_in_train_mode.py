@@ -72,7 +72,7 @@ from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.sites import SiteReader
 from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.mode_history import Candidate, ModeHistory
-from trainguard.sanitize.core.modes import active_in_training, describe
+from trainguard.sanitize.core.modes import active_in_training, describe, hooked_by_user
 from trainguard.sanitize.core.records import ForwardCall, LossCall, ModeCall, first_tensor
 from trainguard.sanitize.core.sampling import Sampling
 from trainguard.sanitize.core.state import Unreached
@@ -138,7 +138,7 @@ class EvalInTrainMode(Check):
             cand.callers = callers(call.where, sys._getframe(1))
             cand.loader = self.loader
         if uses.metric is None and uses.loss is None:
-            if uses.used and not uses.trains:
+            if (uses.used or hooked_by_user(call.module)) and not uses.trains:
                 self._used_outside_training(cand, outputs, call)
             return
         if uses.loss is not None and uses.trains:

@@ -16,6 +16,7 @@ from typing import Any
 from trainguard.apifacts import MODE_CLASSES, READS_TRAINING, ModeRule, mode_rule
 
 __all__ = ["mode_dependent", "active_in_training", "inactive", "describe", "rule_of",
+           "hooked_by_user",
            "depends_on_mode"]
 
 _cache: dict[int, list[Any]] = {}  # id(model) -> [weakref(model), candidates, queries]
@@ -97,3 +98,21 @@ def describe(modules: list[Any], limit: int = 3) -> str:
             parts.append(f"{name}({getattr(m, 'num_features', '')})")
     more = f" and {len(modules) - limit} more" if len(modules) > limit else ""
     return ", ".join(parts) + more
+
+
+def hooked_by_user(model: Any, limit: int = 256) -> bool:
+    """A forward hook of user code sits on ``model`` or one of its first ``limit`` submodules
+    (``layer.register_forward_hook(lambda m, i, o: feats.append(o))``): a forward whose own
+    output is dropped still hands activations to the user (feature extraction), unlike a
+    BatchNorm recalibration pass."""
+    from trainguard.sanitize.core.frames import is_user_code
+
+    for i, m in enumerate(model.modules()):
+        if i >= limit:
+            break
+        for hook in getattr(m, "_forward_hooks", {}).values():
+            code = getattr(hook, "__code__", None) or getattr(
+                getattr(hook, "__func__", None), "__code__", None)
+            if code is not None and is_user_code(code):
+                return True
+    return False
