@@ -33,8 +33,8 @@ from trainguard.lint.astutil import dotted, parent, walk_local
 from trainguard.lint.copies import train_mode_copy_forwards
 from trainguard.lint.events import Event, events
 from trainguard.lint.modes import mode_before
-from trainguard.lint.regions import (INFERENCE_METHODS, eval_regions, inference_calls,
-                                     preceding_events)
+from trainguard.lint.regions import (INFERENCE_METHODS, eval_regions, forward_calls,
+                                     inference_calls, preceding_events)
 from trainguard.lint.rules import Hit
 from trainguard.lint.sampling import helper_samples, sampled_pass, samples_only
 from trainguard.lint.script import Script
@@ -141,6 +141,7 @@ def _inference_entry_points(script: Script) -> Iterator[Hit]:
     model is in train mode: an inference entry point however the code around it is named."""
     regions = [r.node for r in eval_regions(script)]
     inside: set[int] | None = None
+    found: list[tuple[ast.Call, str, str]] = []
     for call in inference_calls(script):
         if inside is None:  # (the nodes of every evaluation region, read once)
             inside = {id(n) for r in regions for n in ast.walk(r)}
@@ -157,6 +158,14 @@ def _inference_entry_points(script: Script) -> Iterator[Hit]:
         if mode != "train" or _mode_behaviour_changed(script, call) or \
                 not _may_depend_on_mode(script, call):
             continue
+        found.append((call, mode, why))
+    helpers = _helpers_always_trained(script, found)
+    for call, _, why in found:
+        helper = helpers.get(id(call))
+        if helper is not None:
+            if helper is not False:
+                yield helper
+            continue
         name = dotted(call.func) or "the model's inference method"
         how = "runs inference with grad disabled" if script.grad_disabled(call) else \
             "runs inference (its output only becomes predictions)"
@@ -165,6 +174,49 @@ def _inference_entry_points(script: Script) -> Iterator[Hit]:
                         f"varies from call to call",
                   fix="call model.eval() before inference, and model.train() before training "
                       "again")
+
+
+def _helpers_always_trained(script: Script, found: list[tuple[ast.Call, str, str]]
+                            ) -> dict[int, "Hit | bool"]:
+    """A helper of this file handed the model (``extract(net, x)``) whose every call in the file
+    runs it in train mode, with no caller setting ``eval()`` before it: nothing ever hands it a
+    model in eval mode, so ``model.eval()`` belongs in the helper, before the statement that
+    runs the model (the runtime check's place). By call: the one Hit for the helper (at its
+    first call), False for its other calls; calls of other helpers are absent."""
+    by_func: dict[int, list[tuple[ast.Call, str]]] = {}
+    funcs: dict[int, ast.AST] = {}
+    for call, _, why in found:
+        if isinstance(call.func, ast.Attribute) and call.func.attr in INFERENCE_METHODS:
+            continue
+        targets = [t for t in script.targets(call) if not t.instance]
+        if len(targets) != 1 or targets[0].script is not script:
+            continue
+        func = targets[0].func
+        funcs[id(func)] = func
+        by_func.setdefault(id(func), []).append((call, why))
+    out: dict[int, Hit | bool] = {}
+    for key, calls in by_func.items():
+        func = funcs[key]
+        sites = script.call_sites(func)  # type: ignore[arg-type]
+        fwd = forward_calls(script, func)
+        if not fwd or len(sites) != len(calls) or \
+                any(_caller_sets_eval(script, c) for c, _ in calls):
+            continue
+        first = sorted(fwd, key=lambda f: (f.lineno, f.col_offset))[0]
+        how = "with grad disabled" if script.grad_disabled(first) else "for predictions"
+        lines = script.at_lines([c.lineno for c, _ in calls])
+        each = "at each of its calls" if len(calls) > 1 else "at its call"
+        name = getattr(func, "name", "the helper")
+        out[id(calls[0][0])] = Hit(
+            _statement_holding(func, first),
+            f"{name}() runs {dotted(first.func) or 'the model'}(...) "
+            f"({script.at(first.lineno)}) {how} and the model in train mode "
+            f"{each} ({lines}; {calls[0][1]}); Dropout drops and BatchNorm uses batch statistics, "
+            f"so the output varies from call to call",
+            fix=f"call model.eval() in {name}(), before this statement, and model.train() before "
+                f"training again")
+        out.update((id(c), False) for c, _ in calls[1:])
+    return out
 
 
 def _may_depend_on_mode(script: Script, call: ast.Call) -> bool:
