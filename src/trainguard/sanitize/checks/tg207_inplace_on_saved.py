@@ -6,8 +6,8 @@ shape, the op whose output it is and how many times it was changed.
 
 When it fires: on that error. The diagnosis names the op and the shape, and points at the line that
 changed the tensor: the in-place statements (``x += ...``, ``x[i] = ...``, ``x.add_(...)``,
-``inplace=True``) in the user's own code that ran (the ``forward`` of the models seen and the
-function that called backward) are searched, preferring one that modifies a variable assigned from
+``inplace=True``) in the user's own code that ran (the ``forward`` and other methods of the
+models' classes seen, and the function that called backward) are searched, preferring one that modifies a variable assigned from
 that op (``h = torch.sigmoid(...)`` then ``h += 1``); modules built with ``inplace=True`` are named.
 When the line cannot be told, the finding stays on the backward line and lists the candidates.
 ``running += loss.item()`` (a Python number made by a call on the right) is no candidate. Else
@@ -293,11 +293,12 @@ class InplaceOnSaved(Check):
         times = int(m.group("now")) - int(m.group("then"))
         codes: dict[CodeType, None] = {}
         for model in list(self.state.models):
-            for sub in model.modules():
-                fwd = getattr(type(sub), "forward", None)
-                code = getattr(fwd, "__code__", None)
-                if code is not None and is_user_file(code.co_filename):
-                    codes[code] = None
+            for sub in model.modules():  # forward first, then the class's other methods
+                for fn in (getattr(type(sub), "forward", None), *vars(type(sub)).values()):
+                    code = getattr(fn, "__code__", None)  # (log2feats(), which forward calls)
+                    if code is not None and is_user_file(code.co_filename) and \
+                            not code.co_name.startswith("__"):  # (not __init__'s set-up)
+                        codes[code] = None
         for frame in traceback_user_frames(exc):
             codes[frame.f_code] = None
         # The modified tensor's grad_fn is rebased onto the in-place op itself ("output 0 of Sub"
