@@ -7,7 +7,8 @@ resumed run is not the one that stopped
 A bare ``state_dict`` exported for inference has no epoch/step and stays silent; so do dicts
 built with ``**`` or by helpers the file cannot see, and files whose only optimizer is plain SGD
 without momentum (it has no state). A missing scheduler is named in the message when the
-optimizer is missing too, but alone does not fire; a missing ``GradScaler`` whose ``step`` drives
+optimizer is missing too, and alone fires only when the file resumes (it loads an optimizer's
+state back: the scheduler then restarts at its first step, alibaba/TorchEasyRec#664); a missing ``GradScaler`` whose ``step`` drives
 the optimizer fires alone (the resumed run restarts the loss scale: huggingface/transformers#11323).
 The run's position is a key named like one or a counter the program advances.
 """
@@ -79,6 +80,13 @@ def _judge(script: Script, call: ast.Call, entries: list[tuple[str, str]],
                             f"not the GradScaler state: a resumed run restarts the loss "
                             f"scale and skips steps until it has found it again",
                       fix="add scaler.state_dict() to the checkpoint and load it on resume")
+        elif script.schedulers and not has(_SCHED) and _resumes_optimizer(script):
+            yield Hit(last, f"this checkpoint saves the {progress} and the optimizer but not "
+                            f"the scheduler, and this file resumes from it (the optimizer's "
+                            f"load_state_dict): the resumed run's scheduler starts again at its "
+                            f"first step, so the learning rate jumps back",
+                      fix="add scheduler.state_dict() to the checkpoint and call "
+                          "scheduler.load_state_dict(...) where the optimizer's state is loaded")
         return
     if not _stateful_optimizer(script):
         return
@@ -92,6 +100,13 @@ def _judge(script: Script, call: ast.Call, entries: list[tuple[str, str]],
                     f"momentum and adaptive moments",
               fix=f"add the {' and '.join(m + '.state_dict()' for m in missing)} to the "
                   f"checkpoint")
+
+
+def _resumes_optimizer(script: Script) -> bool:
+    """The file restores an optimizer's state (``optimizer.load_state_dict(state["optim"])``):
+    it resumes from its checkpoints, so what they leave out restarts."""
+    return any(isinstance(c.func, ast.Attribute) and c.func.attr == "load_state_dict" and
+               script.is_optimizer(script.key(c.func.value)) for c in script.calls)
 
 
 def _progress(script: Script, entries: list[tuple[str, str]]) -> str | None:
