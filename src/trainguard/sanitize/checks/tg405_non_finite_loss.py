@@ -28,11 +28,12 @@ enabled ``GradScaler`` (``gc``, once) and a non-finite unscaled loss (``core/non
 Silent on: finite losses and gradients; scaled losses that overflow while the loss is finite;
 gradients under an enabled GradScaler; a norm of a zero vector (a zero subgradient in PyTorch).
 Cost: per backward one value read or flag copy; per outermost call a type test; per checked step
-one sum over the gradients. Once, at the finding: one graph walk (20,000 nodes at most), 4 calls
-re-run at most once each, one heap scan, one parse of a file, at most one traced cycle.
+one sum over the gradients. Once, at the finding: one graph walk (20,000 nodes), 4 calls re-run
+at most once each (a loss module's own call: re-run first), one heap scan, one file parse, at most
+one traced cycle.
 
-Reference: https://pytorch.org/docs/stable/autograd.html (``detect_anomaly``); karpathy/nanoGPT#136.
-"""
+Reference: https://pytorch.org/docs/stable/autograd.html (``detect_anomaly``); karpathy/nanoGPT#136;
+KevinMusgrave/pytorch-metric-learning#107 (a loss module dividing by a count of 0)."""
 
 from __future__ import annotations
 
@@ -74,26 +75,21 @@ class NonFiniteLoss(Check):
         self.pending = DeviceLosses()  # CUDA: losses whose values are not read yet
         self.scaled: bool | None = None  # a GradScaler is in use (looked up at the first non-finite root)
         self.last_loss: Any = None  # weakref to the last loss output, used under a GradScaler
-        # CPU: (optimizer step, value, backward line) of the first finite loss
-        self.first: tuple | None = None
+        self.first: tuple | None = None  # CPU: (step, value, backward line), first finite loss
         self.latest: tuple | None = None  # ... and the latest one
         self.cause_at: Any = None  # the user's line that made the first non-finite value
-        import torch
-        self._tensor = torch.Tensor
+        self._tensor = __import__("torch").Tensor
         self.built: list[tuple[Any, Any]] = []  # (weakref to an optimizer, where it was built)
         self.node_line: Any = None  # the loss op at fault, whose line the next cycle gives
 
     def on_built(self, obj: Any, where: Any) -> None:
-        import torch
-
-        if isinstance(obj, torch.optim.Optimizer):
+        if isinstance(obj, __import__("torch").optim.Optimizer):
             self.built = [b for b in self.built if b[0]() is not None][-7:]
             self.built.append((weakref.ref(obj), where))
 
     def on_root_forward(self, call: Any) -> None:
-        # A module whose output is a scalar with a graph is a loss (a custom loss module, a model
-        # that returns its loss): a NaN there is seen before any backward, also when the script
-        # stops on it (``if not torch.isfinite(loss): break``) without calling backward.
+        # A scalar output with a graph is a loss (a loss module, a model returning its loss): a
+        # NaN there is seen before any backward (``if not torch.isfinite(loss): break``).
         if self.node_line is not None:  # a held finding: the loss made from this output
             self.node_line.start()
         out = call.output
@@ -104,8 +100,11 @@ class NonFiniteLoss(Check):
         if type(value) is float and value - value != 0.0:  # (an unscaled loss: no GradScaler test)
             if self.scaled is None:
                 self.scaled = scaler_in_use()
+            plain = all(isinstance(a, (self._tensor, tuple, int, float)) for a in call.args)
+            rerun = self._rerun(call.module, list(call.args), dict(call.kwargs)) if plain \
+                else None  # (the loss module's own op: x.sum() / count at 0)
             self._found(value, self.state.step + 1, call.where, root=out,
-                        made_by=type(call.module).__name__)
+                        made_by=type(call.module).__name__, rerun=rerun)
 
     def on_loss(self, call: Any) -> None:
         out = call.output
@@ -194,18 +193,18 @@ class NonFiniteLoss(Check):
         self.pending.clear()
 
     def _found(self, value: float, step: int, where: Any, *, exact: bool = True,
-               root: Any = None, made_by: str = "") -> None:
+               root: Any = None, made_by: str = "", rerun: Any = None) -> None:
         self.done = True
         what = f"the loss is {value}" if exact else "the loss is NaN or Inf"
         self.cause_at = None
-        cause = self._cause(root) if exact else ""  # (on CUDA the graph is gone by now)
+        cause = self._op(rerun) if rerun is not None else ""
+        cause = cause or (self._cause(root) if exact else "")  # (CUDA: the graph is gone)
         diverged = self._diverged(where)
         lr_at = learning_rate_line(self.built) if diverged else None
         if lr_at is not None:  # the cause is the learning rate: the line that set it
             self.cause_at = lr_at
             diverged += f" (learning rate set at {short_location(lr_at)})"
-        # Without a scaler the step writes NaN into the weights, so every later step is NaN too;
-        # a GradScaler finds the non-finite gradients and skips that step instead.
+        # Without a scaler the step writes NaN into the weights; a GradScaler skips that step.
         after = ("the GradScaler skips every step whose gradients are not finite, so such batches "
                  "do not train the model, and each skip lowers the scale" if self.scaled
                  else "every step after it trains on NaN")

@@ -174,7 +174,7 @@ def rerun(model: Any, args: list[Any], kwargs: dict[str, Any] | None = None, *,
             return None
         return hook
 
-    devices = sorted({a.device.index or 0 for a in args if a.is_cuda})
+    devices = sorted({a.device.index or 0 for a in args if getattr(a, "is_cuda", False)})
     handles = []
     # Buffers (BatchNorm running statistics) are swapped for copies during the re-run and the
     # originals put back untouched: an in-place restore would bump their version counters and break
