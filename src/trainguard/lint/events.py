@@ -11,6 +11,7 @@ entry (``optimizers["d"].step()``: ``optimizers[d]``).
 from __future__ import annotations
 
 import ast
+import builtins
 import os
 from dataclasses import dataclass
 from typing import Literal
@@ -321,7 +322,8 @@ def _dispatched(script: Script, call: ast.Call, rename: dict[str, str]) -> list[
     ``cb`` may be (the callbacks a trainer was given; when that is not known, each class the
     file instantiates) contributes its method of that name."""
     f = call.func
-    if isinstance(f, ast.Name) and f.id not in script.functions and f.id not in script.classes:
+    if isinstance(f, ast.Name) and f.id not in script.functions and \
+            f.id not in script.classes and f.id not in script.aliases and f.id not in _BUILTINS:
         return _called_instance(script, call)
     if not (isinstance(f, ast.Call) and isinstance(f.func, ast.Name) and f.func.id == "getattr"
             and len(f.args) >= 2):
@@ -340,6 +342,9 @@ def _dispatched(script: Script, call: ast.Call, rename: dict[str, str]) -> list[
         if m is not None and m not in out:
             out.append(m)
     return out[:6]
+
+
+_BUILTINS = frozenset(dir(builtins))
 
 
 def _called_instance(script: Script, call: ast.Call) -> list[Target]:

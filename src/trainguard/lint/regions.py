@@ -310,7 +310,8 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
                 _framework_hook(script, node) or _inside_module_class(script, node):
             continue
         named = bool(EVAL_NAME.match(node.name))
-        if named or node.name not in _NOT_INFERENCE:
+        if named or node.name not in _NOT_INFERENCE and script.mode_dependent and \
+                _mentions_no_grad(script, node):
             fwd = forward_calls(script, node)
             text = script.segment(node) or ""
             # an evaluation function feeds a metric, or runs its forwards with grad disabled
@@ -318,8 +319,8 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
             # under any name, a grad-free function only called after training is inference
             # (a tracker's ``track(frames)``, a ``serve()``)
             inference = bool(fwd) and all(_disabled_here(script, f, node) for f in fwd)
-            if not named and not (inference and _called_after_training(script, node) and
-                                  _holds_its_model(script, node, fwd)):
+            if not named and not (inference and _holds_its_model(script, node, fwd) and
+                                  _called_after_training(script, node)):
                 continue
             if fwd and (_METRIC_HINT.search(text) or inference) and \
                     not script.has_backward(node) and not _rollout(script, node) and \
@@ -345,6 +346,16 @@ _NOT_INFERENCE = frozenset({"__init__", "forward", "update", "ema_update",
                             "update_ema", "step", "collate", "collate_fn"})
 
 
+def _mentions_no_grad(script: Script, func: ast.AST) -> bool:
+    """A cheap first test for a grad-free function: its text names a grad-disabling context."""
+    if not (script.may_reach("no_grad") or script.may_reach("inference_mode")):
+        return False
+    text = (script.segment(func) or "") + "".join(
+        dotted(d.func if isinstance(d, ast.Call) else d) or ""
+        for d in func.decorator_list)  # type: ignore[attr-defined]
+    return "no_grad" in text or "inference_mode" in text
+
+
 def _called_after_training(script: Script, func: ast.AST) -> bool:
     """Every call of ``func`` in the file is made outside the training loops, by code that
     does not train (module-level statements, a ``main()`` after ``fit``): not a target network,
@@ -352,7 +363,10 @@ def _called_after_training(script: Script, func: ast.AST) -> bool:
     sites = script.call_sites(func) or script.graph.instance_sites(func)  # type: ignore
     if not sites:
         return False
-    inside = {id(n) for loop in training_loops(script) for n in ast.walk(loop)}
+    inside = script.__dict__.get("_tg_in_training")
+    if inside is None:
+        inside = script.__dict__["_tg_in_training"] = {
+            id(n) for loop in training_loops(script) for n in ast.walk(loop)}
     for site in sites:
         if id(site) in inside:
             return False
@@ -370,13 +384,12 @@ def _holds_its_model(script: Script, func: ast.AST, forwards: list[ast.Call]) ->
     corpus)``) and an inference method (``model.transcribe(x)``) are judged at their calls."""
     args = func.args  # type: ignore[attr-defined]
     params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} - {"self", "cls"}
+    if any((script.key(f.func) or "").split(".", 1)[0] in params for f in forwards) or any(
+            e.kind in ("train", "eval", "mode?")
+            for e in events(script, func.body)):  # type: ignore[attr-defined]
+        return False
     picked = set(inference_calls(script))
-    for f in forwards:
-        head = (script.key(f.func) or "").split(".", 1)[0]
-        if head in params or f in picked:
-            return False
-    return not any(e.kind in ("train", "eval", "mode?")
-                   for e in events(script, func.body))  # type: ignore[attr-defined]
+    return not any(f in picked for f in forwards)
 
 
 def _backpropagated(script: Script, func: ast.AST) -> bool:
