@@ -115,9 +115,18 @@ class NodeLine(TraceSlot):
         self.held = (message, fix, where)
 
     def flush(self) -> tuple | None:
-        """The held finding, as it is (the run ended first), and the trace closed."""
+        """The held finding (the run ended first), and the trace closed. For a product with a
+        non-finite factor, the one log-probability product of the loss's code is the place
+        (:func:`~trainguard.sanitize.core.singular_sites.one_log_product`)."""
         held, self.held = self.held, None
         self.close()
+        if held is not None and self.kind == "MulBackward0":
+            from trainguard.sanitize.core.singular_sites import one_log_product
+
+            at = one_log_product(held[2])
+            if at is not None:
+                held = (f"{held[0]}; the one product with a log-probability factor in the loss's "
+                        f"code is at {short_location(at)}", held[1], at)
         return held
 
     @property

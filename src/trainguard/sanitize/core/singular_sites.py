@@ -34,7 +34,7 @@ from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.frames import Location, is_user_file, short_location
 from trainguard.sanitize.core.source import function_at, function_node
 
-__all__ = ["singular_sites", "one_singular_site"]
+__all__ = ["singular_sites", "one_singular_site", "one_log_product"]
 
 _AT_ZERO = frozenset({"sqrt", "sqrt_", "rsqrt", "rsqrt_"})
 _AT_ONE = frozenset({"acos", "asin", "arccos", "arcsin", "acos_", "asin_"})
@@ -78,6 +78,36 @@ def one_singular_site(modules: list[Any], backward_at: Location | None
     return at, (f"; `{op}` at {short_location(at)} is the one op in the code computing the loss "
                 "whose derivative is infinite at a point its input can reach (sqrt at 0, acos at "
                 "+-1), with nothing keeping it off that point")
+
+
+def one_log_product(backward_at: Location | None) -> Location | None:
+    """The one product in the loss's code (the function holding ``backward_at`` and what it
+    calls one level down) with a log-probability factor: ``p * logp`` or ``exp(logp) * logp``
+    with ``logp`` from ``log_softmax``/``log``, an entropy's ``0 * -inf`` once a probability is
+    exactly 0 (a masked logit). None when there is none or several."""
+    if backward_at is None:
+        return None
+    node = function_at(backward_at[0], backward_at[1])
+    if node is None:
+        return None
+    found: list[Location] = []
+    for fn, path in [(node, backward_at[0]), *_callees(node, backward_at[0], None)]:
+        logs = {t.id for a in ast.walk(fn) if isinstance(a, ast.Assign) and _is_log(a.value)
+                for t in a.targets if isinstance(t, ast.Name)}
+        for sub in ast.walk(fn):
+            if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Mult) and any(
+                    _is_log(side) or isinstance(side, ast.Name) and side.id in logs
+                    for side in (sub.left, sub.right)):
+                here = (path, sub.lineno, sub.col_offset + 1)
+                if here not in found:
+                    found.append(here)
+    return found[0] if len(found) == 1 else None
+
+
+def _is_log(expr: ast.AST) -> bool:
+    """``F.log_softmax(x)``, ``torch.log(p)``, ``p.log()``, ``dist.log_prob(a)``."""
+    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
+        expr.func.attr in ("log_softmax", "log", "log_prob")
 
 
 def _callees(node: ast.AST, path: str, module: Any) -> list[tuple[ast.AST, str]]:
