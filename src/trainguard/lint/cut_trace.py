@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from trainguard.lint.astutil import dotted, is_true, iterated_literal, kwarg, parent, walk_local
 from trainguard.lint.callgraph import bind_arguments
+from trainguard.lint.consts import UNKNOWN, resolve
 from trainguard.lint.cuts import CUT_ATTRS, NEW_LEAF, no_grad_block
 from trainguard.lint.dataflow import (last_assignment, reaching_values, stored_items,
                                       tuple_assignments)
@@ -93,6 +94,8 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
             if args:  # a helper's parameter: what its callers in this file pass
                 uncut, cuts = False, []
                 for a in args:
+                    if not isinstance(a, ast.Constant) and resolve(script, a) is not UNKNOWN:
+                        continue  # a configuration the file fixes (``self.hp``): no graph
                     u, c = trace(script, a, a, depth - 1, focus)
                     uncut, cuts = uncut or u, cuts + c
                 return uncut, cuts
