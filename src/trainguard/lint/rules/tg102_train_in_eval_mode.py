@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import walk_local
+from trainguard.lint.astutil import parent, walk_local
 from trainguard.lint.events import Event, dispatches, events
 from trainguard.lint.regions import loop_label, training_loops
 from trainguard.lint.rules import Hit
@@ -36,7 +36,8 @@ def check(script: Script) -> Iterator[Hit]:
     for loop in training_loops(script):
         evs = events(script, loop.body)  # type: ignore[attr-defined]
         first_step = next(i for i, e in enumerate(evs) if e.kind == "step")
-        if any(e.kind in ("train", "mode?") for e in evs[:first_step]):
+        if any(e.kind in ("train", "mode?") and not _runs_once(script, e)
+               for e in evs[:first_step]):
             continue
         modes = [e for e in evs if e.kind in ("train", "eval", "mode?")]
         if not modes or modes[-1].kind != "eval":
@@ -79,6 +80,77 @@ def check(script: Script) -> Iterator[Hit]:
                   f"{last.key}.train() comes before it in {loop_label(script, loop)}",
                   fix=f"call {last.key}.train() again before the next optimizer step: right "
                       f"after this evaluation, or at the start of every training epoch")
+
+
+def _runs_once(script: Script, ev: Event) -> bool:
+    """A ``train()`` made under a lazy-initialisation guard (``if not self._initialized:
+    self._initialize(n)``, whose ``_initialize`` builds ``self._net`` and calls its ``train()``):
+    it runs on the first call only, so it sets no mode for later iterations (spotlight's
+    ``fit()``, maciejkula/spotlight#154)."""
+    if ev.foreign:
+        return False
+    if _init_guard(script, ev.node):
+        return True
+    func = script.enclosing_function(ev.node)
+    sites = script.call_sites(func) if isinstance(func, ast.FunctionDef) else []
+    return bool(sites) and all(_init_guard(script, site) for site in sites)
+
+
+def _init_guard(script: Script, node: ast.AST) -> bool:
+    """``node`` sits in the body of an ``if`` testing that a ``self`` attribute is unset
+    (``if not self.x``, ``if self.x is None``, a property returning ``self._net is not None``)
+    whose body, or a method of the class it calls, assigns that attribute."""
+    n = node
+    while n is not None and not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        up = parent(n)
+        if isinstance(up, ast.If) and n in up.body:
+            tested = _self_attrs(script, up.test)
+            if tested and tested & _assigned_in(script, up.body):
+                return True
+        n = up
+    return False
+
+
+def _self_attrs(script: Script, test: ast.AST) -> set[str]:
+    """``self`` attributes an unset-test reads: ``not self.x``, ``self.x is None``, through one
+    property of the class (``not self._initialized`` returning ``self._net is not None``)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    elif isinstance(test, ast.Compare) and len(test.ops) == 1 and \
+            isinstance(test.ops[0], ast.Is) and isinstance(test.comparators[0], ast.Constant) \
+            and test.comparators[0].value is None:
+        test = test.left
+    else:
+        return set()
+    if not (isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and
+            test.value.id == "self"):
+        return set()
+    found = {test.attr}
+    cls = script.enclosing_class(test)
+    for f in cls.body if cls is not None else []:
+        if isinstance(f, ast.FunctionDef) and f.name == test.attr and any(
+                isinstance(d, ast.Name) and d.id == "property" for d in f.decorator_list):
+            found |= {a.attr for a in ast.walk(f) if isinstance(a, ast.Attribute) and
+                      isinstance(a.value, ast.Name) and a.value.id == "self"}
+    return found
+
+
+def _assigned_in(script: Script, body: list[ast.stmt]) -> set[str]:
+    """``self`` attributes ``body`` assigns, also in the methods of the class it calls on
+    ``self`` (one level)."""
+    nodes = [n for stmt in body for n in ast.walk(stmt)]
+    cls = script.enclosing_class(body[0]) if body else None
+    methods = {f.name: f for f in (cls.body if cls is not None else [])
+               if isinstance(f, ast.FunctionDef)}
+    for call in [n for n in nodes if isinstance(n, ast.Call)]:
+        f = call.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+                f.value.id == "self" and f.attr in methods:
+            nodes += list(ast.walk(methods[f.attr]))
+    return {t.attr for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign))
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and
+            t.value.id == "self"}
 
 
 def _callbacks(script: Script, loop: ast.AST, modes: list[Event], step: Event,
