@@ -204,6 +204,8 @@ class TrainInEvalMode(Check):
                   if trained is not None and trained[0]() is model and trained[1] else "")
         called = helper = None
         if stacked is not None and stacked[0]() is not None:
+            # (the module eval() was called on, which holds the one this forward ran)
+            name = type(stacked[0]()).__name__
             step = user_stack()
             if self._train_once(model, stacked, step, name, frozen, forward, optimizer):
                 return
