@@ -363,16 +363,10 @@ def _called_after_training(script: Script, func: ast.AST) -> bool:
     sites = script.call_sites(func) or script.graph.instance_sites(func)  # type: ignore
     if not sites:
         return False
-    inside = script.__dict__.get("_tg_in_training")
-    if inside is None:
-        inside = script.__dict__["_tg_in_training"] = {
-            id(n) for loop in training_loops(script) for n in ast.walk(loop)}
-    for site in sites:
-        if id(site) in inside:
-            return False
+    loops = {id(loop) for loop in training_loops(script)}
+    for site in sites:  # (a function holding a training loop reaches its backward too)
         caller = script.enclosing_function(site)
-        if caller is not None and (script.has_backward(caller) or
-                                   any(id(n) in inside for n in walk_local(caller))):
+        if _inside(site, loops) or caller is not None and script.has_backward(caller):
             return False
     return True
 

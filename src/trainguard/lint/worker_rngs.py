@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from trainguard.lint.astutil import dotted, parent
+from trainguard.lint.astutil import dotted, parent, self_attr
 from trainguard.lint.callgraph import ClassRef
 from trainguard.lint.script import Script
 
@@ -75,13 +75,8 @@ def _setter_made(call: ast.Call, ref: ClassRef) -> dict[str, tuple[ast.Call, ast
     m = ref.script.graph.method(ref, up.attr)  # type: ignore[union-attr]
     if m is None:
         return {}
-    found = {}
-    for n in ast.walk(m.func):
-        if isinstance(n, ast.Assign) and _is_rng(m.script, n.value):
-            for d in map(dotted, n.targets):
-                if d and d.startswith("self.") and d.count(".") == 1:
-                    found[d[5:]] = (outer, n.value, m.script)
-    return found
+    return {attr: (outer, n.value, m.script) for n in ast.walk(m.func)
+            for attr in _stored_rngs(m.script, n)}
 
 
 def _hierarchy(ref: ClassRef, depth: int = 4) -> list[ClassRef]:
@@ -106,6 +101,14 @@ def rng_ctor(value: ast.AST) -> ast.AST:
             value.func.attr == "manual_seed":
         value = value.func.value
     return value
+
+
+def _stored_rngs(script: Script, node: ast.AST) -> list[str]:
+    """The ``self`` attributes an assignment stores a new RNG in (``self.rng =
+    np.random.default_rng(seed)``)."""
+    if not (isinstance(node, ast.Assign) and _is_rng(script, node.value)):
+        return []
+    return [a for a in map(self_attr, node.targets) if a]
 
 
 def _is_rng(script: Script, value: ast.AST) -> bool:
@@ -141,8 +144,7 @@ def _created_before_copy(ref: ClassRef) -> list[tuple[str, ast.AST, Script]]:
         local: dict[str, ast.AST] = {}
         for n in ast.walk(t.func):
             if isinstance(n, ast.Assign) and _is_rng(t.script, n.value):
-                out += [(d[5:], n.value, t.script) for d in map(dotted, n.targets)
-                        if d and d.startswith("self.") and d.count(".") == 1]
+                out += [(attr, n.value, t.script) for attr in _stored_rngs(t.script, n)]
                 local.update((x.id, n.value) for x in n.targets if isinstance(x, ast.Name))
         out += _handed_on(t, local, {a: (c, s) for a, c, s in out})
     return out

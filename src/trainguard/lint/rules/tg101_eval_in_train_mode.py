@@ -141,7 +141,7 @@ def _inference_entry_points(script: Script) -> Iterator[Hit]:
     model is in train mode: an inference entry point however the code around it is named."""
     regions = [r.node for r in eval_regions(script)]
     inside: set[int] | None = None
-    found: list[tuple[ast.Call, str, str]] = []
+    found: list[tuple[ast.Call, str]] = []  # (call, why its model is in train mode)
     for call in inference_calls(script):
         if inside is None:  # (the nodes of every evaluation region, read once)
             inside = {id(n) for r in regions for n in ast.walk(r)}
@@ -158,9 +158,9 @@ def _inference_entry_points(script: Script) -> Iterator[Hit]:
         if mode != "train" or _mode_behaviour_changed(script, call) or \
                 not _may_depend_on_mode(script, call):
             continue
-        found.append((call, mode, why))
+        found.append((call, why))
     helpers = _helpers_always_trained(script, found)
-    for call, _, why in found:
+    for call, why in found:
         helper = helpers.get(id(call))
         if helper is not None:
             if helper is not False:
@@ -176,7 +176,7 @@ def _inference_entry_points(script: Script) -> Iterator[Hit]:
                       "again")
 
 
-def _helpers_always_trained(script: Script, found: list[tuple[ast.Call, str, str]]
+def _helpers_always_trained(script: Script, found: list[tuple[ast.Call, str]]
                             ) -> dict[int, "Hit | bool"]:
     """A helper of this file handed the model (``extract(net, x)``) whose every call in the file
     runs it in train mode, with no caller setting ``eval()`` before it: nothing ever hands it a
@@ -185,7 +185,7 @@ def _helpers_always_trained(script: Script, found: list[tuple[ast.Call, str, str
     first call), False for its other calls; calls of other helpers are absent."""
     by_func: dict[int, list[tuple[ast.Call, str]]] = {}
     funcs: dict[int, ast.AST] = {}
-    for call, _, why in found:
+    for call, why in found:
         if isinstance(call.func, ast.Attribute) and call.func.attr in INFERENCE_METHODS:
             continue
         targets = [t for t in script.targets(call) if not t.instance]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import parent, walk_local
+from trainguard.lint.astutil import parent, self_attr, walk_local
 from trainguard.lint.events import Event, dispatches, events
 from trainguard.lint.regions import loop_label, training_loops
 from trainguard.lint.rules import Hit
@@ -122,16 +122,15 @@ def _self_attrs(script: Script, test: ast.AST) -> set[str]:
         test = test.left
     else:
         return set()
-    if not (isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name) and
-            test.value.id == "self"):
+    attr = self_attr(test)
+    if attr is None:
         return set()
-    found = {test.attr}
+    found = {attr}
     cls = script.enclosing_class(test)
     for f in cls.body if cls is not None else []:
-        if isinstance(f, ast.FunctionDef) and f.name == test.attr and any(
+        if isinstance(f, ast.FunctionDef) and f.name == attr and any(
                 isinstance(d, ast.Name) and d.id == "property" for d in f.decorator_list):
-            found |= {a.attr for a in ast.walk(f) if isinstance(a, ast.Attribute) and
-                      isinstance(a.value, ast.Name) and a.value.id == "self"}
+            found |= {a for a in map(self_attr, ast.walk(f)) if a}
     return found
 
 
@@ -143,14 +142,11 @@ def _assigned_in(script: Script, body: list[ast.stmt]) -> set[str]:
     methods = {f.name: f for f in (cls.body if cls is not None else [])
                if isinstance(f, ast.FunctionDef)}
     for call in [n for n in nodes if isinstance(n, ast.Call)]:
-        f = call.func
-        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
-                f.value.id == "self" and f.attr in methods:
-            nodes += list(ast.walk(methods[f.attr]))
-    return {t.attr for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign))
-            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and
-            t.value.id == "self"}
+        name = self_attr(call.func)
+        if name in methods:
+            nodes += list(ast.walk(methods[name]))
+    return {a for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign))
+            for a in map(self_attr, n.targets if isinstance(n, ast.Assign) else [n.target]) if a}
 
 
 def _callbacks(script: Script, loop: ast.AST, modes: list[Event], step: Event,
