@@ -40,9 +40,9 @@ from typing import Any
 
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location
-from trainguard.sanitize.core.growth import attribute_accumulation_line, storing_call
-from trainguard.sanitize.core.holders import (ROOT, accumulation_line, find_holder,
-                                              graphs_released)
+from trainguard.sanitize.core.growth import (accumulation_line, attribute_accumulation_line,
+                                             storing_call)
+from trainguard.sanitize.core.holders import ROOT, find_holder, graphs_released, path_key
 from trainguard.sanitize.core.records import BackwardCall, Made
 
 _MIN_ITERATIONS = 3  # distinct old iterations whose graphs are alive at once
@@ -130,7 +130,7 @@ class GraphKeptAcrossSteps(Check):
                 line = storing_call(held, line) or line
             if line is None and not held.path.startswith(f"{held.name}."):
                 # (for ``self.stats``, a line growing ``self.baseline`` is not the one)
-                line = accumulation_line(held.frame.f_code, held.name)
+                line = accumulation_line(held.frame.f_code, held.name, path_key(held.path))
             if line is not None:
                 where = line
             stored = f", stored by {short_location(stored_at)} from what this call passes" \

@@ -1,4 +1,5 @@
-"""The line that grows a graph holder reached through an object's attributes.
+"""The line that grows a graph holder: in the holding frame, or for one reached through an
+object's attributes, in the owner's class.
 
 When ``holders.find_holder`` finds old graphs through attributes (``meter.sum``,
 ``self.stats[...].sum``, ``self.hidden_trace``), the fix belongs where that attribute grows: the
@@ -17,16 +18,106 @@ from __future__ import annotations
 import ast
 import itertools
 from types import CodeType
+from typing import Any
 
 from trainguard.sanitize.core.bounds import CONTAINER_DEPTH, CONTAINER_NEWEST, parse_file
 from trainguard.sanitize.core.frames import Location, is_user_code
-from trainguard.sanitize.core.holders import _ACCUMULATING_METHODS, Holder, _inside
+from trainguard.sanitize.core.holders import Holder, _inside, attribute_path, path_key
 from trainguard.sanitize.core.source import function_at
 
-__all__ = ["attribute_accumulation_line", "storing_call"]
+__all__ = ["accumulation_line", "attribute_accumulation_line", "storing_call"]
 
 _CLASSES = 8  # classes of the owner's MRO looked at (the user's own come first)
 _METHODS = CONTAINER_NEWEST * 4  # methods of one class looked at
+_ACCUMULATING_METHODS = {"append", "extend", "insert", "add", "appendleft"}
+
+
+def _root_name(node: ast.AST) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _combines(value: ast.AST, name: str) -> bool:
+    """Whether ``value`` combines variable ``name`` with something else: ``total + loss``,
+    ``loss if total is None else total + loss``, ``torch.cat([hist, h])``."""
+    for node in ast.walk(value):
+        if isinstance(node, ast.BinOp):
+            operands = [node.left, node.right]
+        elif isinstance(node, ast.Call):
+            operands = [*node.args, *(k.value for k in node.keywords)]
+        else:
+            continue
+        if any(isinstance(n, ast.Name) and n.id == name for o in operands for n in ast.walk(o)):
+            return True
+    return False
+
+
+def entry_key(node: ast.AST) -> Any:
+    """The constant key of the entry an accumulation grows: ``'gp'`` for ``hist['gp']``,
+    ``self.history['gp']`` or ``h.setdefault('gp', [])``; None when it names none."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            return node.slice.value
+        if isinstance(node, ast.Call):
+            if (isinstance(node.func, ast.Attribute) and node.func.attr in ("setdefault", "get")
+                    and node.args and isinstance(node.args[0], ast.Constant)):
+                return node.args[0].value
+            node = node.func
+        node = node.value  # type: ignore[attr-defined]
+    return None
+
+
+def grown_target(node: ast.AST) -> ast.AST | None:
+    """What an accumulating statement grows: the target of ``+=`` or ``=``, the receiver of
+    ``.append(...)``."""
+    if isinstance(node, ast.AugAssign):
+        return node.target
+    if isinstance(node, ast.Assign):
+        return node.targets[0]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.value
+    return None
+
+
+def accumulation_line(code: CodeType, name: str, key: Any = None) -> Location | None:
+    """The first statement inside ``code`` that accumulates into variable ``name`` (into its
+    entry ``key`` when one does: ``history['gp'].append(gp)``, not the entry before it)."""
+    tree = parse_file(code.co_filename)
+    if tree is None:
+        return None
+    lines = [line for _, _, line in code.co_lines() if line is not None]
+    if code.co_name == "<module>":
+        low, high = 1, 10**9
+    else:
+        low, high = (min(lines), max(lines)) if lines else (code.co_firstlineno, 10**9)
+    best: ast.AST | None = None
+    keyed: Any = None
+    for node in ast.walk(tree):
+        lineno = getattr(node, "lineno", 0)
+        if not low <= lineno <= high:
+            continue
+        hit = False
+        if isinstance(node, ast.AugAssign) and _root_name(node.target) == name:
+            hit = True
+        elif (isinstance(node, ast.Assign)
+              and any(_root_name(t) == name for t in node.targets)
+              and _combines(node.value, name)):
+            hit = True
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in _ACCUMULATING_METHODS and _root_name(node.func.value) == name
+              and node.args):
+            hit = True
+        if hit and key is not None and entry_key(grown_target(node)) == key:
+            if keyed is None or (node.lineno, node.col_offset) < (keyed.lineno, keyed.col_offset):
+                keyed = node
+        if hit and (best is None or (node.lineno, node.col_offset)
+                    < (best.lineno, best.col_offset)):  # type: ignore[attr-defined]
+            best = node
+    best = keyed or best
+    if best is None:
+        return None
+    return (code.co_filename, best.lineno, best.col_offset + 1)  # type: ignore[attr-defined]
 
 
 def attribute_accumulation_line(holder: Holder) -> Location | None:
@@ -35,7 +126,7 @@ def attribute_accumulation_line(holder: Holder) -> Location | None:
     grows it (``self.sum += val``, ``self.trace.append(h)``, ``self.sum = self.sum + val``), or
     None. The attributes are followed from the frame's variable with ``vars()`` only (no user
     code runs); a container on the way ends the walk there."""
-    parts = holder.path.split(".")
+    parts = attribute_path(holder.path).split(".")
     if len(parts) < 2:
         return None
     value = holder.frame.f_locals.get(holder.name)
@@ -52,7 +143,7 @@ def attribute_accumulation_line(holder: Holder) -> Location | None:
                 found = value
                 break
             inside = [item for item, key in itertools.islice(_inside(value), CONTAINER_NEWEST)
-                      if not key] if attrs is None else []
+                      if key[:1] in ("", "[")] if attrs is None else []
             value = next((item for item in inside if isinstance(getattr(item, "__dict__", None),
                                                                 dict)
                           and part in vars(item)), None)
@@ -70,7 +161,7 @@ def attribute_accumulation_line(holder: Holder) -> Location | None:
             if not isinstance(code, CodeType) or not code.co_argcount or \
                     not is_user_code(code):
                 continue
-            line = _self_accumulation(code, code.co_varnames[0], attr)
+            line = _self_accumulation(code, code.co_varnames[0], attr, path_key(holder.path))
             if line is not None and (best is None or line[0] == best[0] and line < best):
                 best = line
         if best is not None:  # the most derived class that grows it
@@ -89,18 +180,21 @@ def _is_self_attr(node: ast.AST, self_name: str, attr: str) -> bool:
             and isinstance(node.value, ast.Name) and node.value.id == self_name)
 
 
-def _self_accumulation(code: CodeType, self_name: str, attr: str) -> Location | None:
+def _self_accumulation(code: CodeType, self_name: str, attr: str, key: Any = None
+                       ) -> Location | None:
     """The first statement in method ``code`` that grows ``self.attr``: ``self.attr += ...``,
     ``self.attr = self.attr + ...``, ``self.attr.append(...)`` (or another growing method); else
     the first store into an entry, ``self.attr[k] = value`` (a running average kept per key:
     ``old = self.stats.get(k); self.stats[k] = beta * old + (1 - beta) * value``; the holder is
-    known to keep graphs of several steps, so what enters it through an entry grows it)."""
+    known to keep graphs of several steps, so what enters it through an entry grows it). With
+    ``key``, a statement growing that entry (``self.history['gp'].append(gp)``) comes first."""
     tree = parse_file(code.co_filename)
     if tree is None:
         return None
     lines = [line for _, _, line in code.co_lines() if line is not None]
     low, high = (min(lines), max(lines)) if lines else (code.co_firstlineno, code.co_firstlineno)
     best: ast.AST | None = None
+    keyed: Any = None
     entry: ast.AST | None = None
     for node in ast.walk(tree):
         lineno = getattr(node, "lineno", 0)
@@ -113,6 +207,9 @@ def _self_accumulation(code: CodeType, self_name: str, attr: str) -> Location | 
             isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             and node.func.attr in _ACCUMULATING_METHODS and _is_self_attr(node.func.value, self_name, attr)
             and bool(node.args))
+        if hit and key is not None and entry_key(grown_target(node)) == key and (
+                keyed is None or (lineno, node.col_offset) < (keyed.lineno, keyed.col_offset)):
+            keyed = node
         if hit and (best is None or (lineno, node.col_offset)
                     < (best.lineno, best.col_offset)):  # type: ignore[attr-defined]
             best = node
@@ -122,7 +219,7 @@ def _self_accumulation(code: CodeType, self_name: str, attr: str) -> Location | 
                       for t in node.targets)
               and (entry is None or lineno < entry.lineno)):  # type: ignore[attr-defined]
             entry = node
-    best = best or entry
+    best = keyed or best or entry
     if best is None:
         return None
     return (code.co_filename, best.lineno, best.col_offset + 1)  # type: ignore[attr-defined]

@@ -4,10 +4,9 @@ accumulates into it.
 Used when a check has seen that graphs outlive their step: the live user frames are searched for a
 variable whose autograd graphs carry a node stamped by the watcher (``node.metadata``, a ``Made``)
 at earlier steps: a tensor, or tensors inside it (lists, tuples, dicts, sets, deques and the
-attributes of objects, nested: ``history.append({"loss": loss})``, ``self.losses.append(loss)``);
-then the frame's source is searched for the statement that accumulates into that variable
-(``name += ...``, ``name = name + ...``, ``name.append(...)``/``extend``/``insert``, also through
-``name[...]``/``name.attr``).
+attributes of objects, nested: ``history.append({"loss": loss})``, ``self.losses.append(loss)``),
+with the path that reaches them (``self.history['gp']``). ``growth.py`` then finds the statement
+that accumulates into it.
 
 Every walk here is bounded (``bounds.py``): graphs by :data:`~trainguard.sanitize.core.bounds.GRAPH_NODES`
 nodes, the stack by :data:`~trainguard.sanitize.core.bounds.FRAMES` user frames, variables by
@@ -19,10 +18,11 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
 import sys
 import types
 from collections import deque
-from types import CodeType, FrameType
+from types import FrameType
 from typing import Any, Callable, Iterator, NamedTuple
 
 from trainguard.sanitize.core.bounds import (CONTAINER_DEPTH, CONTAINER_ITEMS, CONTAINER_NEWEST,
@@ -32,7 +32,7 @@ from trainguard.sanitize.core.graph import (ROOT, graph_metadata, graph_nodes, g
                                             node_metadata)
 
 __all__ = ["ROOT", "Holder", "graph_nodes", "node_metadata", "graph_stamps", "find_holder",
-           "accumulation_line", "graph_metadata", "tensor_holding", "traceback_user_frames",
+           "graph_metadata", "tensor_holding", "traceback_user_frames",
            "carried_names"]
 
 def _tensors_in(value: Any, limit: int = 256) -> list[Any]:
@@ -104,9 +104,10 @@ def _inside(value: Any) -> Iterator[tuple[Any, str]]:
     elif isinstance(value, dict):
         n = dict.__len__(value)
         if n <= 100_000:
-            items = list(dict.values(value))
+            items = list(dict.items(value))
             for i in _spread(n):
-                yield items[i], ""
+                key, item = items[i]
+                yield item, _key_label(key)
         else:  # (a huge dict: its newest items only, without a list of all of them)
             for item in itertools.islice(reversed(dict.values(value)), CONTAINER_NEWEST):
                 yield item, ""
@@ -124,6 +125,31 @@ def _inside(value: Any) -> Iterator[tuple[Any, str]]:
             for key, item in itertools.islice(reversed(dict.items(attrs)), CONTAINER_NEWEST * 4):
                 if isinstance(key, str) and not key.startswith("__"):
                     yield item, key
+
+
+def _key_label(key: Any) -> str:
+    """``"['gp']"`` for an entry reached by a short str or int key (a path names it), else
+    ``""``."""
+    if type(key) is str and len(key) <= 40 and "]" not in key or type(key) is int:
+        return f"[{key!r}]"
+    return ""
+
+
+def path_key(path: str) -> Any:
+    """The last dict key a holder's ``path`` names (``'gp'`` for ``self.history['gp']``), or
+    None."""
+    if not path.endswith("]"):
+        return None
+    label = path[path.rindex("[") + 1:-1]
+    try:
+        return ast.literal_eval(label)
+    except (ValueError, SyntaxError):
+        return None
+
+
+def attribute_path(path: str) -> str:
+    """``path`` without its dict keys: ``self.history`` for ``self.history['gp']``."""
+    return re.sub(r"\[(?:'[^']*'|\"[^\"]*\"|-?\d+)\]", "", path)
 
 
 def _frame_tensors(frame: FrameType, values: Budget) -> Iterator[tuple[str, str, Any, bool]]:
@@ -155,7 +181,8 @@ def _frame_tensors(frame: FrameType, values: Budget) -> Iterator[tuple[str, str,
                 if isinstance(item, _OPAQUE) or (isinstance(item, tensor_type)
                                                 and item.grad_fn is None):
                     continue
-                below.append((name, f"{path}.{attr}" if attr else path, item))
+                below.append((name, f"{path}{attr}" if attr[:1] == "[" else
+                              f"{path}.{attr}" if attr else path, item))
         if not below:
             return
         level = below
@@ -246,64 +273,6 @@ def graphs_released(value: Any, *, nodes: int = 64) -> bool:
     except Exception:  # a diagnosis aid: any surprise means "not known to be released"
         return False
     return False
-
-
-_ACCUMULATING_METHODS = {"append", "extend", "insert", "add", "appendleft"}
-
-
-def _root_name(node: ast.AST) -> str | None:
-    while isinstance(node, (ast.Attribute, ast.Subscript)):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
-
-
-def _combines(value: ast.AST, name: str) -> bool:
-    """Whether ``value`` combines variable ``name`` with something else: ``total + loss``,
-    ``loss if total is None else total + loss``, ``torch.cat([hist, h])``."""
-    for node in ast.walk(value):
-        if isinstance(node, ast.BinOp):
-            operands = [node.left, node.right]
-        elif isinstance(node, ast.Call):
-            operands = [*node.args, *(k.value for k in node.keywords)]
-        else:
-            continue
-        if any(isinstance(n, ast.Name) and n.id == name for o in operands for n in ast.walk(o)):
-            return True
-    return False
-
-
-def accumulation_line(code: CodeType, name: str) -> Location | None:
-    """The first statement inside ``code`` that accumulates into variable ``name``."""
-    tree = parse_file(code.co_filename)
-    if tree is None:
-        return None
-    lines = [line for _, _, line in code.co_lines() if line is not None]
-    if code.co_name == "<module>":
-        low, high = 1, 10**9
-    else:
-        low, high = (min(lines), max(lines)) if lines else (code.co_firstlineno, 10**9)
-    best: ast.AST | None = None
-    for node in ast.walk(tree):
-        lineno = getattr(node, "lineno", 0)
-        if not low <= lineno <= high:
-            continue
-        hit = False
-        if isinstance(node, ast.AugAssign) and _root_name(node.target) == name:
-            hit = True
-        elif (isinstance(node, ast.Assign)
-              and any(_root_name(t) == name for t in node.targets)
-              and _combines(node.value, name)):
-            hit = True
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr in _ACCUMULATING_METHODS and _root_name(node.func.value) == name
-              and node.args):
-            hit = True
-        if hit and (best is None or (node.lineno, node.col_offset)
-                    < (best.lineno, best.col_offset)):  # type: ignore[attr-defined]
-            best = node
-    if best is None:
-        return None
-    return (code.co_filename, best.lineno, best.col_offset + 1)  # type: ignore[attr-defined]
 
 
 def tensor_holding(frames: list[FrameType], test: Callable[[Any], bool]) -> tuple[str, Location] | None:

@@ -1,7 +1,10 @@
 """The backward probe: ``torch.autograd.backward`` (which ``Tensor.backward`` calls), wrapped.
 
 Events: ``on_backward`` before the backward runs, ``on_backward_done`` after it returned,
-``on_backward_failed`` when it raised. Facts kept (``State``): ``backward_count``,
+``on_backward_failed`` when it raised. ``torch.autograd.grad`` is wrapped too, only to stamp
+(``probes/stamps.py``) the gradients it returns with ``create_graph=True``: they carry a graph of
+their own (a double backward through the model) that reaches no module output, so a gradient
+penalty kept across steps is followed like a kept loss (TG201). Facts kept (``State``): ``backward_count``,
 ``in_backward`` (forwards during a backward are recomputation), ``backwards`` (the latest
 calls, with no reference to the graph). A backward's end may bound the cadence's cycles in a loop
 without an optimizer step. ``torch.export`` never traces a backward, so Dynamo's own test is
@@ -12,13 +15,16 @@ from __future__ import annotations
 
 import sys
 import time
+import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from trainguard.sanitize.core import frames
 from trainguard.sanitize.core.bounds import Overrun
 from trainguard.sanitize.core.cadence import BACKWARD
-from trainguard.sanitize.core.records import BackwardCall
+from trainguard.sanitize.core.graph import ROOT
+from trainguard.sanitize.core.records import BackwardCall, Made
 from trainguard.sanitize.probes.patch import Undo, patch
+from trainguard.sanitize.probes.stamps import wanted
 
 if TYPE_CHECKING:
     from trainguard.sanitize.core.bus import Bus
@@ -76,7 +82,42 @@ def attach(bus: "Bus") -> list[Undo]:
         return backward
 
     patch(torch.autograd, "backward", make_backward, undo)
+    if wanted(bus):
+        patch(torch.autograd, "grad", lambda original: _grad(bus, original), undo)
     return undo
+
+
+def _grad(bus: "Bus", original: Any) -> Any:
+    """``torch.autograd.grad`` whose results made with ``create_graph=True`` are stamped under
+    :data:`ROOT` (like a backward root: no module made them) and followed in ``State.stamps``."""
+    state = bus.state
+
+    def grad(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        if kwargs.get("create_graph") or (len(args) > 4 and args[4]):
+            try:
+                _stamp_grads(state, result)
+            except Exception as exc:
+                bus.hook_failed("torch.autograd.grad", exc)
+        return result
+    return grad
+
+
+def _stamp_grads(state: Any, result: Any) -> None:
+    """One :class:`Made` on the ``grad_fn`` of each returned gradient that has one."""
+    made = None
+    for tensor in result if isinstance(result, (tuple, list)) else (result,):
+        node = getattr(tensor, "grad_fn", None)
+        if node is None:
+            continue
+        if made is None:
+            where = frames.user_location(sys._getframe(2))
+            made = Made(state.backward_count, state.step, where,
+                        "torch.autograd.grad(create_graph=True)", state.root_forwards)
+            state.stamps.append(weakref.ref(made))
+            if len(state.stamps) > 2048:  # (as the module-call probe keeps them)
+                del state.stamps[:-1024]
+        node.metadata[ROOT] = made
 
 
 def _run(original: Any, tensors: Any, grad_tensors: Any, retain_graph: Any, create_graph: Any,
