@@ -67,3 +67,37 @@ def test_a_gan_whose_generator_loss_detaches_is_judged_on_the_generators_loss():
     assert "given to Adam" in finding.message
     assert "`0`" not in finding.message  # G itself is the holder, not one of its layers
     assert "does not reach the loss: the cut is after it" in finding.message, finding.message
+
+
+class _Ablated(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body, self.aux = nn.Linear(3, 2), nn.Linear(2, 1)
+
+    def forward(self, x):
+        h = self.body(x)
+        return h, self.aux(h)
+
+
+def test_a_head_weighted_zero_on_purpose_is_silent():
+    # an ablation: the auxiliary head's only path to the loss is weighted 0, so its gradients are
+    # all zeros, but no cut made them so
+    def run() -> None:
+        torch.manual_seed(0)
+        model = _Ablated()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(5):
+            optimizer.zero_grad()
+            h, aux = model(torch.randn(4, 3))
+            (h.pow(2).mean() + 0.0 * aux.mean()).backward()
+            optimizer.step()
+
+    assert findings_of(run, GradientCut) == []
+
+
+def test_zero_gradients_from_a_term_rebuilt_from_items_are_reported_at_the_item():
+    script = CASES / "tg205_mixture_energy_rebuilt_zero_weighted_term" / "buggy.py"
+    watcher, status, _ = run_in_process(script)
+    [finding] = [f for f in watcher.findings if f.code == "TG205"]
+    assert "never received a non-zero gradient" in finding.message, finding.message
+    assert "membership.0.weight (8, 2)" in finding.message, finding.message

@@ -1,9 +1,11 @@
 """TG205 gradient-cut: parameters the optimizer holds never receive a gradient.
 
 What it watches: at each of an optimizer's first steps, which of its parameters that require grad
-still have ``p.grad is None`` (a cheap pass over the parameters, stopped after the first
-``_STEPS`` steps of each optimizer). Those that never had a gradient then get a
-post-accumulate-grad hook that notes a gradient received later.
+still have ``p.grad is None``, or on the CPU a gradient of zeros only (a cheap pass over the
+parameters, stopped after the first ``_STEPS`` steps of each optimizer; ``core/grad_suspects.py``).
+Those that never had a gradient then get a post-accumulate-grad hook that notes a gradient
+received later. Parameters with zero gradients are reported only with the cut found (below):
+a coefficient of 0 on purpose proves nothing.
 
 When it fires: at the end of the run, some parameters never received a gradient although backward
 ran (some or all of an optimizer's: a learnable scalar turned into a new tensor through
@@ -47,6 +49,7 @@ from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.cuts import (built_lines, cut_inside, trace_after_forward,
                                            trace_next_forward)
 from trainguard.sanitize.core.frames import short_location, user_location
+from trainguard.sanitize.core.grad_suspects import Suspects, without_gradient
 from trainguard.sanitize.core.graph import graph_nodes
 from trainguard.sanitize.core.number_cuts import NumberWatch
 from trainguard.sanitize.core.records import first_tensor
@@ -56,46 +59,11 @@ _STEPS = 3  # steps over which a parameter must never get a gradient
 _PROBE_WAIT = 8  # backward calls a probe waits for one that trains its optimizer's other parameters
 
 
-class _Suspects:
-    """Parameters of one optimizer without a gradient in its first steps, followed to the end of
-    the run by post-accumulate-grad hooks (``Tensor.register_post_accumulate_grad_hook``): any
-    gradient later clears them (a head trained after a warm-up, a task sampled later)."""
-
-    __slots__ = ("optimizer", "total", "names", "where", "got", "handles", "cut", "cut_at",
-                 "traced", "number")
-
-    def __init__(self, optimizer: str, total: int, names: dict[int, str], where: Any) -> None:
-        self.optimizer = optimizer
-        self.total = total
-        self.names = names  # id(param) -> "name (shape)"
-        self.where = where
-        self.got: set[int] = set()
-        self.handles: list[Any] = []
-        self.cut = ""  # where the path is cut, when found
-        self.cut_at: Any = None  # ... and the user line of the first cut output named
-        self.traced = False  # a module's next forward was traced for the op that cuts it
-        self.number: Any = None  # (op, line) where the loss was rebuilt from a Python number
-
-    def follow(self, params: list[Any]) -> None:
-        for p in params:
-            key = id(p)
-
-            def accumulated(_: Any, key: int = key, got: set = self.got) -> None:
-                got.add(key)
-
-            self.handles.append(p.register_post_accumulate_grad_hook(accumulated))
-
-    def release(self) -> None:
-        for handle in self.handles:
-            handle.remove()
-        self.handles = []
-
-
 class _Probe:
     """One step's look at the submodules holding a suspect optimizer's parameters: their outputs'
     ``grad_fn`` (held until the next backward, then dropped) and the lines that called them."""
 
-    def __init__(self, suspects: _Suspects, modules: dict[str, Any], others: set[int],
+    def __init__(self, suspects: Suspects, modules: dict[str, Any], others: set[int],
                  built: dict[str, Any], roots: Any) -> None:
         self.suspects = suspects
         self.built = built  # name -> the `self.<attr> = ...` line that made it, where found
@@ -222,13 +190,14 @@ class GradientCut(Check):
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
-        # id(optimizer) -> [steps seen, ids of params that never had a grad so far]
+        # id(optimizer) -> [steps seen, ids of params that never had a grad so far, ids of
+        # those that had a zero grad]
         self.seen: dict[int, list] = {}
-        self.suspects: list[_Suspects] = []
+        self.suspects: list[Suspects] = []
         self.probes: list[_Probe] = []
         self.terms = TermWatch()  # loss terms cut from every parameter (core/terms.py)
         self.numbers = NumberWatch()  # a loss rebuilt from numbers (core/number_cuts.py)
-        self.numbered: _Suspects | None = None  # ... the suspects it traces for
+        self.numbered: Suspects | None = None  # ... the suspects it traces for
         self.placed: set[Any] = set()
 
     def on_built(self, obj: Any, where: Any) -> None:
@@ -284,20 +253,21 @@ class GradientCut(Check):
         record = self.seen.get(id(optimizer))
         if record is None:
             key = id(optimizer)
-            record = self.seen[key] = [0, None]
+            record = self.seen[key] = [0, None, set()]
             weakref.finalize(optimizer, self.seen.pop, key, None)
-        steps, never = record
+        steps, never, zero = record
         if steps >= _STEPS or self.state.backward_count == 0:
             return
         params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
-        missing = {id(p) for p in params if p.grad is None}
+        missing, zeros = without_gradient(params)
+        missing |= zeros
         never = missing if never is None else never & missing
-        record[0], record[1] = steps + 1, never
+        record[0], record[1], record[2] = steps + 1, never, zero | zeros
         if record[0] == _STEPS and never:
             never = self._in_models(never)
         if record[0] == _STEPS and never:
-            suspects = _Suspects(type(optimizer).__name__, len(params), self._names(never),
-                                 user_location(sys._getframe(1)))
+            suspects = Suspects(type(optimizer).__name__, len(params), self._names(never),
+                                user_location(sys._getframe(1)), zero & never)
             suspects.follow([p for p in params if id(p) in never])
             self.suspects.append(suspects)
             if not self.numbers.started:  # follow the values taken from them to the next loss
@@ -353,14 +323,15 @@ class GradientCut(Check):
         suspects, self.suspects = self.suspects, []
         for s in suspects:
             s.release()
-            never = [key for key in s.names if key not in s.got]
+            never = s.never()
             if not never:
                 continue
             names = [s.names[key] for key in never]
             steps = self.state.step
+            what = "a non-zero gradient" if any(key in s.zero for key in never) else "a gradient"
             self.report(
                 f"{len(never)} of the {s.total} trainable parameters given to {s.optimizer} "
-                f"never received a gradient in the whole run ({steps} optimizer "
+                f"never received {what} in the whole run ({steps} optimizer "
                 f"step{'s' if steps != 1 else ''}; {', '.join(names[:4])}"
                 f"{', ...' if len(names) > 4 else ''}): the path from the loss to them is cut "
                 "(.detach(), .data, .item(), numpy, an integer cast) or their module is not used "

@@ -140,8 +140,10 @@ def number_trace(params: list[Any]) -> Any:
             from_params = any(self._derived(t) for t in inputs)
             # (a new leaf made to require grad from them, ``torch.tensor([...],
             # requires_grad=True)``, carries no graph either)
-            if from_params and not any(t.requires_grad and (t.grad_fn is not None or any(
-                    t is i for i in inputs)) for t in outs):
+            # (an op returning None, an optimizer's ``_foreach_add_`` on them, cuts nothing)
+            if from_params and out is not None and not any(
+                    t.requires_grad and (t.grad_fn is not None or any(t is i for i in inputs))
+                    for t in outs):
                 if torch.is_grad_enabled():
                     name, where = op_name(func), self.caller()
                 else:
@@ -153,9 +155,12 @@ def number_trace(params: list[Any]) -> Any:
             elif carried is not None and not outs and out is not None:
                 self._remember(out, carried)  # a number of a tensor made from a cut number
             for t in outs:
+                # (a parameter updated in place by its optimizer, from its ``.grad``, stays a
+                # parameter: the update cuts nothing)
+                kept = t.grad_fn is None and self._derived(t)
                 if from_params and t.requires_grad:
                     self.derived[id(t)] = ref(t)
-                if carried is not None:
+                if carried is not None and not kept:
                     self.marks[id(t)] = (ref(t), carried)
 
     return NumberTrace()
