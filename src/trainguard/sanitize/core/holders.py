@@ -161,14 +161,16 @@ def _frame_tensors(frame: FrameType, values: Budget) -> Iterator[tuple[str, str,
     import torch
 
     tensor_type = torch.Tensor
-    level: list[tuple[str, str, Any]] = []
+    # (name, path, value, keyed): ``keyed`` is False once the path went through a sequence's
+    # item, after which a dict key would name one entry of many (``history[i]['loss']``)
+    level: list[tuple[str, str, Any, bool]] = []
     seen: set[int] = set()
     for name, value in list(frame.f_locals.items()):
         if not name.startswith("__") and not isinstance(value, _OPAQUE):
-            level.append((name, name, value))
+            level.append((name, name, value, True))
     for depth in range(CONTAINER_DEPTH + 1):
-        below: list[tuple[str, str, Any]] = []
-        for name, path, value in level:
+        below: list[tuple[str, str, Any, bool]] = []
+        for name, path, value, keyed in level:
             if not values.take():
                 return
             if isinstance(value, tensor_type):
@@ -181,8 +183,11 @@ def _frame_tensors(frame: FrameType, values: Budget) -> Iterator[tuple[str, str,
                 if isinstance(item, _OPAQUE) or (isinstance(item, tensor_type)
                                                 and item.grad_fn is None):
                     continue
-                below.append((name, f"{path}{attr}" if attr[:1] == "[" else
-                              f"{path}.{attr}" if attr else path, item))
+                if attr[:1] == "[":
+                    below.append((name, f"{path}{attr}" if keyed else path, item, keyed))
+                else:
+                    below.append((name, f"{path}.{attr}" if attr else path, item,
+                                  keyed and bool(attr)))
         if not below:
             return
         level = below
