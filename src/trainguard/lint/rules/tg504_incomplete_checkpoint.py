@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from trainguard.lint.astutil import const_value, kwarg, walk_local
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.dataflow import scope_of
+from trainguard.lint.options import argparse_default
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
@@ -29,6 +30,7 @@ CODE = "TG504"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
 _PROGRESS = re.compile(r"epoch|step|iter", re.I)
 _OPTIM = re.compile(r"optim|opt\b|opt_|_opt", re.I)
+_OPT_SHORT = re.compile(r"\bopt[A-Z0-9]")  # optG, optD, opt1 (case-sensitive: not "options")
 _SCHED = re.compile(r"sched|lr_", re.I)
 _SCALER = re.compile(r"scaler|amp", re.I)
 
@@ -69,12 +71,12 @@ def _judge(script: Script, call: ast.Call, entries: list[tuple[str, str]],
            last: ast.AST) -> Iterator[Hit]:
     keys = " ".join(k for k, _ in entries)
     values = " ".join(v for _, v in entries)
-    progress = _progress(script, entries)
+    progress = _progress(script, entries, call)
     if progress is None:
         return
     has = lambda rx: bool(rx.search(keys)) or any(  # noqa: E731
         rx.search(v) for v in values.split())
-    if has(_OPTIM):
+    if has(_OPTIM) or has(_OPT_SHORT) or _optimizer_attribute_saved(script, entries):
         if script.scalers and not has(_SCALER) and _scaler_steps(script):
             yield Hit(call, f"this checkpoint saves the {progress} and the optimizer but "
                             f"not the GradScaler state: a resumed run restarts the loss "
@@ -102,6 +104,17 @@ def _judge(script: Script, call: ast.Call, entries: list[tuple[str, str]],
                   f"checkpoint")
 
 
+def _optimizer_attribute_saved(script: Script, entries: list[tuple[str, str]]) -> bool:
+    """A value reads the state of an attribute the file binds to an optimizer it builds
+    (``model.g_optimizer.state_dict()`` for ``self.g_optimizer = torch.optim.Adam(...)`` in the
+    model's ``__init__``), whatever its name."""
+    attrs = {t.attr for node in ast.walk(script.tree)
+             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+             and _optimizer_class(script.call_qualname(node.value) or "")
+             for t in node.targets if isinstance(t, ast.Attribute)}
+    return any(re.search(rf"\.{re.escape(a)}\.state_dict\(", v) for a in attrs for _, v in entries)
+
+
 def _resumes_optimizer(script: Script) -> bool:
     """The file restores an optimizer's state (``optimizer.load_state_dict(state["optim"])``):
     it resumes from its checkpoints, so what they leave out restarts."""
@@ -109,19 +122,27 @@ def _resumes_optimizer(script: Script) -> bool:
                script.is_optimizer(script.key(c.func.value)) for c in script.calls)
 
 
-def _progress(script: Script, entries: list[tuple[str, str]]) -> str | None:
+def _progress(script: Script, entries: list[tuple[str, str]], at: ast.AST) -> str | None:
     """What the checkpoint records of the run's position: a key named like one (``epoch``,
-    ``global_step``, ``iter_num``), or a counter the program advances (``episodes_done``
-    that a loop sets to ``ep + 1`` or ``+= 1``s, or that starts a ``range`` on resume)."""
-    for key, _ in entries:
+    ``global_step``, ``iter_num``) unless its value is a command-line option, or a counter the
+    program advances (``episodes_done`` that a loop sets to ``ep + 1`` or ``+= 1``s, or that
+    starts a ``range`` on resume)."""
+    for key, value in entries:
         m = _PROGRESS.search(key)
-        if m:
+        if m and not _configured(script, value, at):
             return m.group(0).lower()
     counters = _counters(script)
     for key, value in entries:
         if value.rsplit(".", 1)[-1] in counters:
             return f"counter `{key}`"
     return None
+
+
+def _configured(script: Script, value: str, at: ast.AST) -> bool:
+    """``value`` reads a command-line option (``"epochs": args.epochs``, the number of epochs
+    asked for): a setting recorded with the weights, not the run's position."""
+    m = re.fullmatch(r"(\w+)\.(\w+)", value)
+    return m is not None and argparse_default(at, m.group(1), m.group(2), script) is not None
 
 
 def _counters(script: Script) -> set[str]:
