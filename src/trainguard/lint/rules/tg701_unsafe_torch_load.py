@@ -56,6 +56,8 @@ def check(script: Script) -> Iterator[Hit]:
             continue  # a file this program writes (the same path, traced to its binding)
         elsewhere = _from_elsewhere(script, call, origins)
         read = _keys_read(call)
+        if not read and isinstance(parent(call), ast.Return):
+            read = _keys_read_by_callers(script, call)
         if not elsewhere and read and any(read <= keys for keys in formats):
             continue  # a resume of the program's own checkpoint format
         assert flag is not None
@@ -149,9 +151,24 @@ def _dict_keys(script: Script, expr: ast.AST, depth: int) -> set[str]:
     return set()
 
 
+def _keys_read_by_callers(script: Script, load: ast.Call) -> set[str]:
+    """For ``return torch.load(...)`` in a helper (``def read_checkpoint(run_dir)``): the keys
+    its callers read from what it returns (``state = read_checkpoint(d)``, ``state["model"]``);
+    empty when a caller uses the result otherwise."""
+    func = script.enclosing_function(load)
+    sites = script.call_sites(func)[:8] if func is not None else []
+    keys: set[str] = set()
+    for site in sites:
+        read = _keys_read(site)
+        if not read:
+            return set()
+        keys |= read
+    return keys
+
+
 def _keys_read(load: ast.Call) -> set[str]:
-    """The string keys read from what ``torch.load`` returned (``ckpt["model"]``,
-    ``ckpt.get("step")``) where it is assigned to a name."""
+    """The string keys read from what ``load`` (``torch.load``, or a call returning what it
+    gave) returned (``ckpt["model"]``, ``ckpt.get("step")``) where it is assigned to a name."""
     p = parent(load)
     if not (isinstance(p, ast.Assign) and len(p.targets) == 1 and
             isinstance(p.targets[0], ast.Name)):
