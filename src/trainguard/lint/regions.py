@@ -22,7 +22,7 @@ from trainguard.lint.events import Event, events
 from trainguard.lint.module_methods import runs_layers
 from trainguard.lint.script import Script, is_backward
 
-__all__ = ["EvalRegion", "training_loops", "loop_label", "inference_calls", "INFERENCE_METHODS", "eval_regions", "preceding_events", "forward_calls",
+__all__ = ["EvalRegion", "training_loops", "loop_label", "inference_calls", "INFERENCE_METHODS", "eval_regions", "preceding_events", "forward_calls", "rollout",
            "EVAL_NAME"]
 
 EVAL_NAME = re.compile(r"^_*(eval|evaluate|evaluation|validate|validation|valid|val|"
@@ -323,7 +323,7 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
                                   _called_after_training(script, node)):
                 continue
             if fwd and (_METRIC_HINT.search(text) or inference) and \
-                    not script.has_backward(node) and not _rollout(script, node) and \
+                    not script.has_backward(node) and not rollout(script, node) and \
                     not _backpropagated(script, node):
                 regions.append(_region(script, node, fwd))
                 covered.update(id(n) for n in walk_local(node))
@@ -483,14 +483,14 @@ def inference_calls(script: Script) -> list[ast.Call]:
                     for t in script.targets(call))):
                 continue
             func = script.enclosing_function(call)
-            if func is not None and (_rollout(script, func) or script.has_backward(func)):
+            if func is not None and (rollout(script, func) or script.has_backward(func)):
                 continue
             out.append(call)
         for call in helpers:
             if _inside(call, loops) or not _runs_model_without_grad(script, call):
                 continue
             func = script.enclosing_function(call)
-            if func is not None and (_rollout(script, func) or
+            if func is not None and (rollout(script, func) or
                                      _backward_after(script, func, call)):
                 continue
             out.append(call)
@@ -498,7 +498,7 @@ def inference_calls(script: Script) -> list[ast.Call]:
             if _inside(call, loops) or any(call is c for c in out):
                 continue
             func = script.enclosing_function(call)
-            if func is not None and (_rollout(script, func) or
+            if func is not None and (rollout(script, func) or
                                      _backward_after(script, func, call) or
                                      _inside_module_class(script, func)):
                 continue
@@ -677,7 +677,7 @@ def _runs_model_without_grad(script: Script, call: ast.Call) -> bool:
     forwards = forwards_of(func, models)
     return bool(forwards) and (all(t.script.grad_disabled(f) for f in forwards) or
                                all(_predicted(t.script, f, 3) for f in forwards)) and \
-        not _rollout(t.script, func)
+        not rollout(t.script, func)
 
 
 def _sets_mode(script: Script, func: ast.AST, models: set[str]) -> bool:
@@ -727,7 +727,7 @@ def _region_loop(script: Script, loop: ast.AST) -> bool:
     if _inside_module_class(script, loop):
         return False
     forwards = [f for f in forward_calls(script, loop) if _output_used(f, loop)]
-    if not forwards or script.has_backward(loop) or _rollout(script, loop):
+    if not forwards or script.has_backward(loop) or rollout(script, loop):
         return False
     if not _DATA_ITER.search(script.segment(loop.iter) or "") and \
             not _fed_by_target(loop, forwards):  # type: ignore[arg-type]
@@ -834,7 +834,7 @@ def _fed_by_target(loop: ast.For | ast.AsyncFor, forwards: list[ast.Call]) -> bo
                for n in ast.walk(a))
 
 
-def _rollout(script: Script, node: ast.AST) -> bool:
+def rollout(script: Script, node: ast.AST) -> bool:
     """RL rollouts and BatchNorm recalibration run the model on purpose without backward."""
     for sub in walk_local(node):
         if isinstance(sub, ast.Call):
@@ -842,7 +842,9 @@ def _rollout(script: Script, node: ast.AST) -> bool:
             if q.endswith(("env.step", ".reset", "update_bn")) or \
                     (isinstance(sub.func, ast.Attribute) and sub.func.attr == "step"
                      and not script.is_optimizer(script.key(sub.func.value))
-                     and not script.is_scheduler(script.key(sub.func.value))):
+                     and not script.is_scheduler(script.key(sub.func.value))) or \
+                    (isinstance(sub.func, ast.Name) and sub.func.id in ("step", "env_step")
+                     and len(sub.args) >= 2):  # a grid world's own ``step(state, action)``
                 return True
     return False
 

@@ -34,7 +34,7 @@ from trainguard.lint.copies import train_mode_copy_forwards
 from trainguard.lint.events import Event, events
 from trainguard.lint.modes import mode_before
 from trainguard.lint.regions import (INFERENCE_METHODS, eval_regions, forward_calls,
-                                     inference_calls, preceding_events)
+                                     inference_calls, preceding_events, rollout)
 from trainguard.lint.rules import Hit
 from trainguard.lint.sampling import helper_samples, sampled_pass, samples_only
 from trainguard.lint.script import Script
@@ -61,7 +61,7 @@ def check(script: Script) -> Iterator[Hit]:
             for site in script.call_sites(region.node) or \
                     script.graph.instance_sites(region.node):
                 mode, why = mode_before(script, site)
-                if mode == "train":
+                if mode == "train" and not _in_rollout(script, site):
                     trained.append((site, why))
                 evald = evald or mode == "eval"
             if not trained:
@@ -104,6 +104,13 @@ def check(script: Script) -> Iterator[Hit]:
                       fix="call model.eval() before this loop, and model.train() before "
                           "training again")
     yield from _train_mode_copies(script)
+
+
+def _in_rollout(script: Script, site: ast.AST) -> bool:
+    """``site`` lies in a function that steps an environment (an RL rollout collecting
+    transitions runs the policy in train mode on purpose: CATALOG precision for TG101)."""
+    func = script.enclosing_function(site)
+    return func is not None and rollout(script, func)
 
 
 def _statement_holding(func: ast.AST, node: ast.AST) -> ast.AST:
