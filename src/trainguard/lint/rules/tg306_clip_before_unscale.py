@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from trainguard.lint.astutil import parent
 from trainguard.lint.events import events
 from trainguard.lint.held_calls import local_assignments
 from trainguard.lint.regions import training_loops
@@ -40,10 +41,17 @@ def check(script: Script) -> Iterator[Hit]:
             for e in evs)
         if not uses_scaler:
             continue
-        unscaled = False
+        unscaled, last = False, None
         for e in evs:
             if e.kind == "backward":
-                unscaled = _plain_backward(script, e.node)
+                # a backward in the other branch of an ``if`` (``if scaler: ... else:
+                # loss.backward()``): after it, the gradients are unscaled only if they are
+                # on both paths; the branch that leaves out the other's ``scaler.scale(loss)``
+                # runs a plain backward
+                both = last is not None and _exclusive(last, e.node)
+                plain = _plain_backward(script, e.node) or both and _unscaled_twin(last, e.node)
+                unscaled = (unscaled and plain) if both else plain
+                last = e.node
             elif e.kind == "unscale":
                 unscaled = True
             elif e.kind == "clip" and not unscaled:
@@ -52,6 +60,43 @@ def check(script: Script) -> Iterator[Hit]:
                           "loss scale: the threshold applies to scaled gradients",
                           fix="call scaler.unscale_(optimizer) before clipping")
                 break
+
+
+def _unscaled_twin(scaled: ast.AST, node: ast.AST) -> bool:
+    """``node`` is ``loss.backward()`` and ``scaled`` is ``scaler.scale(loss).backward()``."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)):
+        return False
+    name = node.func.value.id
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr == "scale" and any(isinstance(a, ast.Name) and a.id == name
+                                                  for a in n.args)
+               for n in ast.walk(scaled))
+
+
+def _exclusive(a: ast.AST, b: ast.AST) -> bool:
+    """``a`` and ``b`` lie in different branches of one ``if``: they never run in the same
+    pass."""
+    above = {id(n): n for n in _ancestors(a)}
+    child = b
+    for n in _ancestors(b):
+        if id(n) in above and not isinstance(n, ast.If):
+            return False  # (the nearest block around both is no ``if``)
+        if id(n) in above:
+            in_body = any(child is s for s in n.body)
+            in_else = any(child is s for s in n.orelse)
+            other = next(c for c in [a, *_ancestors(a)] if parent(c) is n)
+            return (in_body and any(other is s for s in n.orelse)) or \
+                (in_else and any(other is s for s in n.body))
+        child = n
+    return False
+
+
+def _ancestors(node: ast.AST) -> list[ast.AST]:
+    out = []
+    while (node := parent(node)) is not None:
+        out.append(node)
+    return out
 
 
 def _plain_backward(script: Script, node: ast.AST) -> bool:
