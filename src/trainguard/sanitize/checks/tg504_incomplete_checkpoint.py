@@ -13,7 +13,9 @@ alive, and
   the momentum from zero: the loss jumps and the run is not the one that would have continued;
 - or it holds the optimizer's state but not that of a live LR scheduler the user stepped, or of an
   enabled GradScaler in use held by the user's frames that led to the save (a local, ``self.scaler``,
-  a global): the resumed run restarts the schedule, or the loss scale from its initial value.
+  a global), and training goes on after it (an optimizer step follows; reported then): the
+  resumed run restarts the schedule, or the loss scale from its initial value. A save after the
+  run's last step is the result of training, not a point to resume from.
 
 Where: the ``torch.save`` line, or, when ``torch.save`` sits in a helper that was handed the dict
 (the ImageNet example's ``save_checkpoint(state, is_best, filename)``), the user's line that
@@ -58,13 +60,18 @@ _NAMES = 256  # names of one frame's locals or globals (and attributes of one lo
 
 class IncompleteCheckpoint(Check):
     code = "TG504"
-    on_demand = ("on_step",)  # only after a checkpoint without optimizer state was loaded back
+    # only after a checkpoint without optimizer state was loaded back, or one without a live
+    # scheduler's or scaler's state was saved
+    on_demand = ("on_step",)
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.schedulers: list[Any] = []  # weak references to LR schedulers the user stepped
         self.partial: dict[str, tuple[Any, str]] = {}  # path -> (where, keys) of model-only saves
         self.resumed: tuple[Any, str, str] | None = None  # (where, keys, path) loaded back
+        # (keys, companions left out, where) of the latest checkpoint with the optimizer but not
+        # a live scheduler or scaler, until an optimizer step follows it
+        self.unfinished: tuple[str, list[str], Any] | None = None
         # code objects of save sites whose frames held no GradScaler in use once steps had run
         # (a scaler scales its first loss before any step): not looked at again
         self.no_scaler: set[Any] = set()
@@ -93,16 +100,10 @@ class IncompleteCheckpoint(Check):
             return
         left = self._companions_left_out(obj)
         if left:
-            where = _built_at(obj, caller)
-            self.report(
-                f"torch.save of a resume checkpoint (keys {keys}: model and optimizer state) "
-                f"leaves out the live {' and '.join(left)}: resuming from it "
-                + ("restarts the loss scale at its initial value (the first steps after a resume "
-                   "overflow and are skipped) " if "GradScaler" in left[-1] else "")
-                + "and the run is not the one that would have continued",
-                fix="add their state_dict() to the checkpoint ('scaler': scaler.state_dict(), "
-                    "'lr_scheduler': scheduler.state_dict()) and load them when resuming",
-                where=where)
+            # reported once training goes on after it (an optimizer step follows): a save after
+            # the last step, the end of the run's training, is an export of the result
+            self.unfinished = (keys, left, _built_at(obj, caller))
+            self.arm()
 
     def on_load(self, f: Any, kwargs: dict) -> None:
         if self.partial and isinstance(f, (str, os.PathLike)):
@@ -113,11 +114,26 @@ class IncompleteCheckpoint(Check):
                 self.arm()
 
     def on_step(self, optimizer: Any) -> None:
+        if self.unfinished is not None:
+            keys, left, where = self.unfinished
+            self.unfinished = None
+            if self.resumed is None:
+                self.disarm()
+            self.report(
+                f"torch.save of a resume checkpoint (keys {keys}: model and optimizer state) "
+                f"leaves out the live {' and '.join(left)}: resuming from it "
+                + ("restarts the loss scale at its initial value (the first steps after a resume "
+                   "overflow and are skipped) " if "GradScaler" in left[-1] else "")
+                + "and the run is not the one that would have continued",
+                fix="add their state_dict() to the checkpoint ('scaler': scaler.state_dict(), "
+                    "'lr_scheduler': scheduler.state_dict()) and load them when resuming",
+                where=where)
         # an optimizer stepped after a model-only checkpoint was loaded back: it was a resume
         if self.resumed is not None:
             where, keys, name = self.resumed
             self.resumed = None
-            self.disarm()
+            if self.unfinished is None:
+                self.disarm()
             self._missing(f"keys {keys}: model state, loaded back from {name!r} and trained on",
                           "optimizer", where)
 
