@@ -5,7 +5,8 @@ functional forms: the two shapes (no values, no sync).
 
 When it fires: the shapes differ and broadcasting them gives more elements than either has
 (``(N, 1)`` against ``(N,)`` gives ``(N, N)``): the loss averages every prediction against every
-target. PyTorch only warns ("Using a target size ... that is different to the input size"), and the
+target; or the target is already that ``(N, N)`` result (built by ``r + gamma * q_next`` from
+``(N,)`` and ``(N, 1)`` terms) and the input is ``(N, 1)``. PyTorch only warns ("Using a target size ... that is different to the input size"), and the
 warning is easy to miss in a log.
 
 Silent on: equal shapes; a target that broadcasts into the input without growing it (a scalar
@@ -56,6 +57,16 @@ class LossBroadcast(Check):
         except RuntimeError:
             return  # PyTorch raises its own error
         if prod(both) <= max(prod(a), prod(b)):
+            if _broadcast_before(a, b):
+                self.report(
+                    f"{call.name} input {tuple(a)} and target {tuple(b)}: the target is square in "
+                    f"the batch ({b[0]} x {b[0]}), the result of an earlier broadcast of a "
+                    f"({b[0]},) tensor against a ({b[0]}, 1) one (a reward plus a next-state "
+                    "value, a label minus a prediction); the loss then compares every prediction "
+                    "with every sample's target, so it trains towards the mean target",
+                    fix="find where the target was built and give its terms the same shape, "
+                        "e.g. reward.unsqueeze(1) + gamma * next_q",
+                    where=call.where)
             return
         self.report(
             f"{call.name} input {tuple(a)} and target {tuple(b)} broadcast to {tuple(both)}: the "
@@ -80,6 +91,12 @@ class LossBroadcast(Check):
             "the same shape (an elementwise loss would otherwise compare every prediction with "
             "every target)",
             fix=_fix(given, target))
+
+
+def _broadcast_before(a: Any, b: Any) -> bool:
+    """The target ``b`` grows the input ``a`` into a batch x batch shape: ``a`` (N, 1), ``b``
+    (N, N) with N > 1, as ``r + gamma * q_next`` gives for ``r`` (N,) and ``q_next`` (N, 1)."""
+    return len(a) == len(b) == 2 and a[0] == b[0] == b[1] > 1 and a[1] == 1
 
 
 def _dims(text: str) -> tuple[int, ...]:
