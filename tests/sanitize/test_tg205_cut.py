@@ -101,3 +101,35 @@ def test_zero_gradients_from_a_term_rebuilt_from_items_are_reported_at_the_item(
     [finding] = [f for f in watcher.findings if f.code == "TG205"]
     assert "never received a non-zero gradient" in finding.message, finding.message
     assert "membership.0.weight (8, 2)" in finding.message, finding.message
+
+
+class _Unfolded(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.step = nn.Parameter(torch.tensor(0.5))
+        self.body = nn.Conv2d(3, 3, 3, padding=1)
+
+    def forward(self, x, blurred):
+        x = x - self.step * (x - blurred)  # the first stage starts at x = blurred: zero gradient
+        return x + self.body(x)
+
+
+def test_a_zero_gradient_with_a_zeros_like_buffer_in_the_loss_is_silent():
+    # modelled on a deblurring network's Laplacian loss (a zeros_like buffer filled in place):
+    # torch.zeros_like takes only a shape and cuts no path, and the step size's gradient is zero
+    # because its input difference is, not because anything was cut
+    def run() -> None:
+        torch.manual_seed(0)
+        model = _Unfolded()
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        for _ in range(5):
+            blurred, sharp = torch.rand(2, 3, 8, 8), torch.rand(2, 3, 8, 8)
+            out = model(blurred, blurred)
+            up = torch.zeros_like(out)
+            up[:, :, ::2, ::2] = out[:, :, ::2, ::2] * 4
+            loss = (out - sharp).abs().mean() + (up - sharp).abs().mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+    assert findings_of(run, GradientCut) == []

@@ -19,6 +19,10 @@ from typing import Any
 
 __all__ = ["Suspects", "without_gradient"]
 
+# the ops that take a Python number or array out of the graph (a loss rebuilt from them: the cause
+# that makes zero gradients a cut)
+_NUMBERS = frozenset({"item", "tolist", "__float__", "numpy", "__array__"})
+
 
 def without_gradient(params: list[Any]) -> tuple[set[int], set[int]]:
     """``(missing, zero)``: the ids of ``params`` whose ``.grad`` is None, and of those whose
@@ -73,7 +77,7 @@ class Suspects:
         """The suspects that are still without a gradient: all of them when the cause was found,
         else only those whose gradient was None (a zero gradient alone proves no cut)."""
         keys = [key for key in self.names if key not in self.got]
-        if self.cut or self.cut_at is not None or self.number:
+        if self.cut or self.cut_at is not None or self.number and self.number[0] in _NUMBERS:
             return keys
         return [key for key in keys if key not in self.zero]
 

@@ -42,6 +42,11 @@ _WAIT = 8  # backward calls a trace lasts at most
 _OPS = 20_000  # ops followed at most
 _VALUES = 256  # numbers remembered at most
 _NUMBER_OPS = frozenset({"item", "tolist", "__float__", "numpy", "__array__"})
+# ops whose result takes only the shape, dtype or device of their input, not its values: no path
+# was cut by them (a ``torch.zeros_like(x)`` buffer filled in place later)
+_SHAPE_ONLY = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
+                         "randn_like", "randint_like", "new_zeros", "new_ones", "new_empty",
+                         "new_full", "new_tensor"})
 
 Cut = tuple[str, "Location | None"]
 
@@ -141,7 +146,7 @@ def number_trace(params: list[Any]) -> Any:
             # (a new leaf made to require grad from them, ``torch.tensor([...],
             # requires_grad=True)``, carries no graph either)
             # (an op returning None, an optimizer's ``_foreach_add_`` on them, cuts nothing)
-            if from_params and out is not None and not any(
+            if from_params and out is not None and op_name(func) not in _SHAPE_ONLY and not any(
                     t.requires_grad and (t.grad_fn is not None or any(t is i for i in inputs))
                     for t in outs):
                 if torch.is_grad_enabled():
