@@ -63,6 +63,7 @@ def check(script: Script) -> Iterator[Hit]:
     if ".data" not in script.source:
         return
     yield from _forward_reads(script)
+    yield from _local_reads(script)
     yield from _loss_terms(script)
     params = _parameter_names(script)
     for node in script.nodes:
@@ -466,6 +467,64 @@ def _forward_reads(script: Script) -> Iterator[Hit]:
                             f"outside autograd, so {owner} never gets a gradient and the "
                             f"optimizer never changes it",
                       fix=f"use {owner} itself (the .data read cuts it from the graph)")
+
+
+def _local_reads(script: Script) -> Iterator[Hit]:
+    """``mu + sigma.data * eps`` returned by ``forward`` or a method it calls on ``self``, with
+    ``sigma`` computed there from the method's tensors (``sigma = torch.exp(log_sigma)``): the
+    output takes sigma's values outside autograd, so no gradient of what the output feeds goes
+    back through that term to what made sigma (ethanluoyc/pytorch-vae#5). Silent when the same
+    expression also uses the tensor itself (a straight-through estimator), for metadata, under
+    ``torch.no_grad()``, and for a value that does not reach a ``return``."""
+    for cls in script.classes.values():
+        methods = {b.name: b for b in cls.body if isinstance(b, ast.FunctionDef)}
+        forward = methods.get("forward")
+        if forward is None:
+            continue
+        called = {c.func.attr for c in walk_local(forward) if isinstance(c, ast.Call)
+                  and isinstance(c.func, ast.Attribute) and isinstance(c.func.value, ast.Name)
+                  and c.func.value.id == "self"}
+        for name, func in methods.items():
+            if name != "forward" and name not in called:
+                continue
+            for node in walk_local(func):
+                hit = _local_data_term(script, func, node)
+                if hit is not None:
+                    yield hit
+
+
+def _local_data_term(script: Script, func: ast.FunctionDef, node: ast.AST) -> Hit | None:
+    if not (isinstance(node, ast.Attribute) and node.attr == "data" and
+            isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Load)):
+        return None
+    p = parent(node)
+    if not (isinstance(p, ast.BinOp) and isinstance(p.op, (ast.Add, ast.Sub, ast.Mult,
+                                                           ast.Div))):
+        return None
+    name = node.value.id
+    value = last_assignment(name, node)
+    inputs = {a.arg for a in func.args.args[1:]}
+    if value is None or _is_cut(value) or script.grad_disabled(node) or \
+            not any(isinstance(n, ast.Name) and n.id in inputs for n in ast.walk(value)):
+        return None
+    stmt = p
+    while parent(stmt) is not None and not isinstance(stmt, ast.stmt):
+        stmt = parent(stmt)  # type: ignore[assignment]
+    if any(isinstance(n, ast.Name) and n.id == name and n is not node.value
+           for n in ast.walk(stmt)):
+        return None  # the tensor itself is in the same statement: straight-through
+    returned = isinstance(stmt, ast.Return) or isinstance(stmt, ast.Assign) and any(
+        isinstance(r, ast.Return) and r.value is not None and any(
+            isinstance(n, ast.Name) and n.id in {t.id for t in stmt.targets
+                                                 if isinstance(t, ast.Name)}
+            for n in ast.walk(r.value))
+        for r in walk_local(func))
+    if not returned:
+        return None
+    return Hit(node, f"{func.name}() builds its output from `{name}.data`: autograd does not "
+                     f"see that read, so no gradient goes back through this term to what made "
+                     f"{name} (its part of the output is a constant to the loss)",
+               fix=f"use {name} itself (or {name}.detach() where a constant is meant)")
 
 
 def _own_parameter(cls: ast.ClassDef, name: str) -> bool:
