@@ -40,7 +40,7 @@ def check(script: Script) -> Iterator[Hit]:
     repro = Repro(script)
     setting = None
     if not repro.seeded:
-        setting = _unapplied_seed(script)
+        setting = _unapplied_seed(script) or _stored_seed(script)
         if setting is None:
             return  # a script that seeds nothing has not asked for reproducible runs
     first: dict[str, ast.AST] = {}
@@ -188,6 +188,33 @@ def _unapplied_seed(script: Script) -> tuple[str, int] | None:
         if read and not _only_shown(node):
             return None  # handed to something: a generator, a helper, a library
     return setting
+
+
+def _stored_seed(script: Script) -> tuple[str, int] | None:
+    """A ``seed`` parameter that a method only stores on ``self`` (``self.seed = seed`` in
+    ``__init__(self, ..., seed=1024)``), whose attribute nothing reads but printing: the class
+    promises seeded runs and never seeds (shenweichen/DeepCTR-Torch#100). ``(self.attr,
+    line)``, or None."""
+    for funcs in script.functions.values():
+        for func in funcs:
+            params = {a.arg for a in func.args.args[1:] + func.args.kwonlyargs
+                      if _SEED_NAME.match(a.arg)}
+            if not params or not func.args.args or func.args.args[0].arg != "self":
+                continue
+            uses = [n for n in ast.walk(func) if isinstance(n, ast.Name) and n.id in params
+                    and isinstance(n.ctx, ast.Load)]
+            stores = [u for u in uses if isinstance(parent(u), ast.Assign)
+                      and parent(u).value is u and len(parent(u).targets) == 1
+                      and isinstance(parent(u).targets[0], ast.Attribute)
+                      and dotted(parent(u).targets[0].value) == "self"]
+            if len(uses) != 1 or len(stores) != 1:
+                continue
+            attr = parent(stores[0]).targets[0].attr
+            if any(isinstance(n, ast.Attribute) and n.attr == attr and
+                   isinstance(n.ctx, ast.Load) and not _only_shown(n) for n in script.nodes):
+                continue
+            return f"self.{attr}", stores[0].lineno
+    return None
 
 
 def _only_shown(node: ast.AST) -> bool:
