@@ -191,15 +191,16 @@ def _unapplied_seed(script: Script) -> tuple[str, int] | None:
 
 
 def _stored_seed(script: Script) -> tuple[str, int] | None:
-    """A ``seed`` parameter that a method only stores on ``self`` (``self.seed = seed`` in
-    ``__init__(self, ..., seed=1024)``), whose attribute nothing reads but printing: the class
-    promises seeded runs and never seeds (shenweichen/DeepCTR-Torch#100). ``(self.attr,
-    line)``, or None."""
+    """A ``seed`` parameter that a model's method only stores on ``self`` (``self.seed = seed``
+    in ``__init__(self, ..., seed=1024)`` of an ``nn.Module``), whose attribute nothing reads but
+    printing: the model promises seeded runs and never seeds (shenweichen/DeepCTR-Torch#100).
+    ``(self.attr, line)``, or None."""
     for funcs in script.functions.values():
         for func in funcs:
             params = {a.arg for a in func.args.args[1:] + func.args.kwonlyargs
                       if _SEED_NAME.match(a.arg)}
-            if not params or not func.args.args or func.args.args[0].arg != "self":
+            if not params or not func.args.args or func.args.args[0].arg != "self" or \
+                    not _module_class(script, script.enclosing_class(func)):
                 continue
             uses = [n for n in ast.walk(func) if isinstance(n, ast.Name) and n.id in params
                     and isinstance(n.ctx, ast.Load)]
@@ -215,6 +216,20 @@ def _stored_seed(script: Script) -> tuple[str, int] | None:
                 continue
             return f"self.{attr}", stores[0].lineno
     return None
+
+
+def _module_class(script: Script, cls: ast.ClassDef | None, depth: int = 4) -> bool:
+    """``cls`` is an ``nn.Module`` (a model whose weights the seed should fix), through the
+    file's own base classes."""
+    if cls is None or depth == 0:
+        return False
+    for base in cls.bases:
+        name = dotted(base) or ""
+        if name.endswith("Module"):
+            return True
+        if _module_class(script, script.classes.get(name), depth - 1):
+            return True
+    return False
 
 
 def _only_shown(node: ast.AST) -> bool:
