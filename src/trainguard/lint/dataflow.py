@@ -288,7 +288,8 @@ def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
         if k and script.is_model(k) and k != "self":
             return True
         target = script.callee(expr)
-        if target is not None and returns_graph(script, target):
+        if target is not None and (returns_graph(script, target) or
+                                   _passes_graph(script, expr, target, names)):
             return True
         if isinstance(f, ast.Attribute) and f.attr in _DIFFERENTIABLE and \
                 carries_graph(script, f.value, names):
@@ -304,6 +305,32 @@ def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
             return True  # self.loss, assigned a graph or backpropagated
         return carries_graph(script, expr.value, names)
     return False
+
+
+def _passes_graph(script: Script, call: ast.Call, func: ast.AST, names: set[str]) -> bool:
+    """A same-file helper given a graph tensor returns arithmetic on it: ``mse =
+    masked_mse(mean, x, mask)`` for ``def masked_mse(mean, x, mask): return ((mean - x) ** 2
+    * mask).sum() / mask.sum()``. Only the helper's ``return`` expressions are read (its
+    parameters that received a graph count as graph names there)."""
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or \
+            script.grad_disabled(func) or not call.args:
+        return False
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]
+    if params[:1] == ["self"]:
+        params = params[1:]
+    bound = {p: a for p, a in zip(params, call.args) if not isinstance(a, ast.Starred)}
+    bound.update({k.arg: k.value for k in call.keywords if k.arg})
+    active = script.__dict__.setdefault("_tg_passes_graph", set())
+    if id(func) in active:
+        return False  # (a recursive helper: not while deciding)
+    active.add(id(func))
+    try:
+        given = {p for p, a in bound.items() if carries_graph(script, a, names)}
+        return bool(given) and any(
+            isinstance(r, ast.Return) and r.value is not None and
+            carries_graph(script, r.value, given) for r in walk_local(func))
+    finally:
+        active.discard(id(func))
 
 
 def numeric_only(script: Script, name: str, scope: ast.AST, skip: set[int], *,
