@@ -116,6 +116,9 @@ def _built(script: Script, value: ast.AST, depth: int) -> tuple[str, ast.Call] |
             if len(got) == 1 and None not in got:
                 return got.pop()
     wrapper = script.classes.get(dotted(f) or "")
+    if wrapper is not None and any((script.qualname(b) or "").startswith(_MODULE + ".")
+                                   for b in wrapper.bases):
+        return wrapper.name, value  # a scheduler class of the file (a warm-up multi-step LR)
     if wrapper is not None and _forwards_attributes(wrapper):
         for a in [*value.args, *(k.value for k in value.keywords)]:
             inner = [a] if isinstance(a, ast.Call) else \
