@@ -38,6 +38,7 @@ import re
 from types import CodeType
 from typing import Any
 
+from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import is_user_file, short_location, user_location
 from trainguard.sanitize.core.holders import traceback_user_frames
@@ -175,8 +176,11 @@ def _inplace_switch(models: list[Any], op: str) -> tuple[str, int, int, str] | N
     import dis
 
     per_model = [list(model.modules()) for model in models]
-    kinds = {type(s).__name__.lower() for subs in per_model for s in subs
-             if getattr(s, "inplace", False) is True} - {op.lower()}
+    inplace = {type(s).__name__.lower() for subs in per_model for s in subs
+               if getattr(s, "inplace", False) is True}
+    # (another kind changed the saved output; else one of the same kind applied to it: an
+    # in-place activation first in a block, after the same activation, FUNIT#23)
+    kinds = (inplace - {op.lower()}) or inplace
     if not kinds:
         return None
     named = " or ".join(sorted({type(s).__name__ for subs in per_model for s in subs
@@ -199,6 +203,18 @@ def _inplace_switch(models: list[Any], op: str) -> tuple[str, int, int, str] | N
                         and k.value.value is True for k in call.keywords) and \
                         ast.unparse(call.func).rsplit(".", 1)[-1].lower() in kinds:
                     built.add((code.co_filename, call.lineno, call.col_offset + 1,
+                               f"the `{ast.unparse(call.func)}(..., inplace=True)` built"))
+    if not stores and not built:  # built by a helper of the file (``get_activation(name)``)
+        for filename in {getattr(f, "__code__").co_filename for cls in classes
+                         for f in vars(cls).values() if isinstance(getattr(f, "__code__", None),
+                                                                     CodeType)}:
+            tree = parse_file(filename) if is_user_file(filename) else None
+            for call in (ast.walk(tree) if tree is not None else ()):
+                if isinstance(call, ast.Call) and any(
+                        k.arg == "inplace" and isinstance(k.value, ast.Constant)
+                        and k.value.value is True for k in call.keywords) and \
+                        ast.unparse(call.func).rsplit(".", 1)[-1].lower() in kinds:
+                    built.add((filename, call.lineno, call.col_offset + 1,
                                f"the `{ast.unparse(call.func)}(..., inplace=True)` built"))
     found = stores or built
     return next(iter(found)) if len(found) == 1 else None
