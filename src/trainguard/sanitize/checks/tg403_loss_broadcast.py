@@ -5,12 +5,13 @@ functional forms: the two shapes (no values, no sync).
 
 When it fires: the shapes differ and broadcasting them gives more elements than either has
 (``(N, 1)`` against ``(N,)`` gives ``(N, N)``): the loss averages every prediction against every
-target; or the target is already that ``(N, N)`` result (built by ``r + gamma * q_next`` from
-``(N,)`` and ``(N, 1)`` terms) and the input is ``(N, 1)``. PyTorch only warns ("Using a target size ... that is different to the input size"), and the
+target; or the target has more values than the input and the input grows to it (``(N, 1)``
+against ``(N, K)``: a TD target already broadcast to ``(N, N)`` by ``r + gamma * q_next``, or
+built from a per-dimension log-probability). PyTorch only warns ("Using a target size ... that is different to the input size"), and the
 warning is easy to miss in a log.
 
 Silent on: equal shapes; a target that broadcasts into the input without growing it (a scalar
-target); ``BCELoss``/``BCEWithLogitsLoss``, which raise on a size mismatch themselves.
+target, one target for every head of an ``(N, K)`` output); ``BCELoss``/``BCEWithLogitsLoss``, which raise on a size mismatch themselves.
 
 PyTorch's own error, explained: when ``BCELoss``/``BCEWithLogitsLoss`` (or their functional forms)
 raise on such a mismatch ("Using a target size (torch.Size([64])) that is different to the input
@@ -57,15 +58,20 @@ class LossBroadcast(Check):
         except RuntimeError:
             return  # PyTorch raises its own error
         if prod(both) <= max(prod(a), prod(b)):
-            if _broadcast_before(a, b):
+            if prod(both) > prod(a):  # the target has more values per sample than the input
+                square = len(b) == 2 and b[0] == b[1] > 1 and tuple(a) == (b[0], 1)
                 self.report(
-                    f"{call.name} input {tuple(a)} and target {tuple(b)}: the target is square in "
-                    f"the batch ({b[0]} x {b[0]}), the result of an earlier broadcast of a "
-                    f"({b[0]},) tensor against a ({b[0]}, 1) one (a reward plus a next-state "
-                    "value, a label minus a prediction); the loss then compares every prediction "
-                    "with every sample's target, so it trains towards the mean target",
-                    fix="find where the target was built and give its terms the same shape, "
-                        "e.g. reward.unsqueeze(1) + gamma * next_q",
+                    f"{call.name} input {tuple(a)} and target {tuple(b)}: each prediction is "
+                    f"compared with {prod(b) // max(prod(a), 1)} target values"
+                    + (f"; the target is square in the batch ({b[0]} x {b[0]}), the result of an "
+                       f"earlier broadcast of a ({b[0]},) tensor against a ({b[0]}, 1) one (a "
+                       "reward plus a next-state value)" if square else
+                       "; the target was built with a dimension the prediction does not have "
+                       "(a per-dimension log-probability not summed, an unsqueeze missing)")
+                    + ", so the loss trains towards their mean",
+                    fix="find where the target was built and give it the prediction's shape, "
+                        "e.g. reward.unsqueeze(1) + gamma * next_q, or log_prob.sum(-1, "
+                        "keepdim=True)",
                     where=call.where)
             return
         self.report(
@@ -91,12 +97,6 @@ class LossBroadcast(Check):
             "the same shape (an elementwise loss would otherwise compare every prediction with "
             "every target)",
             fix=_fix(given, target))
-
-
-def _broadcast_before(a: Any, b: Any) -> bool:
-    """The target ``b`` grows the input ``a`` into a batch x batch shape: ``a`` (N, 1), ``b``
-    (N, N) with N > 1, as ``r + gamma * q_next`` gives for ``r`` (N,) and ``q_next`` (N, 1)."""
-    return len(a) == len(b) == 2 and a[0] == b[0] == b[1] > 1 and a[1] == 1
 
 
 def _dims(text: str) -> tuple[int, ...]:
