@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from trainguard.lint.astutil import dotted, parent, walk_local
 from trainguard.lint.activations import activation_of
 from trainguard.lint.losses import loss_input, loss_kind
 from trainguard.lint.rules import Edit, Hit
@@ -76,8 +77,29 @@ def check(script: Script) -> Iterator[Hit]:
             msg = (f"{what} is fed to NLLLoss at {script.at(call.lineno)}, which "
                    f"expects log-probabilities")
             fix = "use log_softmax before NLLLoss, or raw logits with CrossEntropyLoss"
-        # reported at the softmax: the line to change (its loss is named in the message)
-        yield Hit(act, msg, fix=fix, edits=edits, safe=False)
+        # reported at the softmax: the line to change (its loss is named in the message); for
+        # an ``nn.Softmax`` module before CrossEntropyLoss, where forward applies it (the call
+        # the fix removes; before NLLLoss, its construction becomes nn.LogSoftmax)
+        at = _applied(script, act) if kind == "CrossEntropyLoss" else act
+        yield Hit(at, msg, fix=fix, edits=edits, safe=False)
+
+
+def _applied(script: Script, act: ast.AST) -> ast.AST:
+    """For ``self.softmax = nn.Softmax(dim=1)`` in ``__init__``: the one ``self.softmax(...)``
+    call in the class's ``forward`` (the statement the fix removes); else ``act``."""
+    p = parent(act)
+    if not (isinstance(act, ast.Call) and script.call_qualname(act) == "torch.nn.Softmax"
+            and isinstance(p, ast.Assign) and len(p.targets) == 1
+            and isinstance(p.targets[0], ast.Attribute)
+            and dotted(p.targets[0].value) == "self"):
+        return act
+    cls = script.enclosing_class(act)
+    forward = next((b for b in cls.body if isinstance(b, ast.FunctionDef)
+                    and b.name == "forward"), None) if cls is not None else None
+    name = f"self.{p.targets[0].attr}"
+    calls = [c for c in walk_local(forward) if isinstance(c, ast.Call)
+             and dotted(c.func) == name] if forward is not None else []
+    return calls[0] if len(calls) == 1 else act
 
 
 def _written_softmax(script: Script, call: ast.Call) -> bool:
