@@ -18,14 +18,15 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from trainguard.lint.astutil import assigned_pairs, encloses, is_true, parent, self_attr, walk_local
+from trainguard.lint.astutil import (assigned_pairs, dotted, encloses, is_true, parent, self_attr,
+                                     walk_local)
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.consts import UNKNOWN, resolve, truth
 from trainguard.lint.packed import packs_sequences, recurrent_outputs, recurrent_submodules, \
     rnn_output
 from trainguard.lint.script import NO_GRAD, Script
 
-__all__ = ["ForwardCut", "forward_cuts", "submodules_with_parameters", "no_grad_block", "CUT_ATTRS",
+__all__ = ["ForwardCut", "forward_cuts", "InputCut", "input_cuts", "submodules_with_parameters", "no_grad_block", "CUT_ATTRS",
            "NEW_LEAF"]
 
 # Methods whose result carries no graph: detached copies, Python numbers, NumPy arrays, and
@@ -69,6 +70,58 @@ def forward_cuts(script: Script) -> list[ForwardCut]:
         if subs:
             out.extend(_cuts_in(script, cls, forward, subs, methods))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class InputCut:
+    """``cls.forward`` returns its input ``name`` only through ``cut``, and an instance of
+    ``cls`` follows another module with parameters in ``stack`` (an ``nn.Sequential`` call):
+    those modules get no gradient through it."""
+
+    cls: ast.ClassDef
+    name: str
+    cut: ast.AST
+    how: str
+    stack: ast.Call
+
+
+def input_cuts(script: Script) -> list[InputCut]:
+    """Module classes of the file stacked after another module with parameters (``nn.Sequential(
+    Layer(64, 600), Layer(600, 600))``) whose ``forward`` takes its input out of the graph on
+    the way to the output (``np.take(x.detach().numpy(), idx)`` rebuilt with
+    ``torch.from_numpy``, ligerlac/torchlogix#17): the layers before it never learn."""
+    out = []
+    for cls in script.classes.values():
+        methods = {b.name: b for b in cls.body if isinstance(b, ast.FunctionDef)}
+        forward, init = methods.get("forward"), methods.get("__init__")
+        if forward is None or init is None or len(forward.args.args) < 2 or \
+                not _may_cut(script, forward, methods):
+            continue
+        stack = _stacked_after_parameters(script, cls)
+        if stack is None:
+            continue
+        flow = _Flow(script, _parametric_submodules(script, init))
+        flow.methods = {k: v for k, v in methods.items() if k not in ("forward", "__init__")}
+        flow.read(forward)
+        _, _, params = flow.reach()
+        name = forward.args.args[1].arg
+        cut = params.get(name)
+        if cut is not None and not script.grad_disabled(cut):
+            out.append(InputCut(cls, name, cut, _describe(script, cut), stack))
+    return out
+
+
+def _stacked_after_parameters(script: Script, cls: ast.ClassDef) -> ast.Call | None:
+    """An ``nn.Sequential(...)`` call in which an instance of ``cls`` follows a module with
+    parameters (another instance of a class of the file that has them, or a torch layer)."""
+    for call in script.calls:
+        if not (script.call_qualname(call) or "").endswith("Sequential"):
+            continue
+        for before, item in zip(call.args, call.args[1:]):
+            if isinstance(item, ast.Call) and dotted(item.func) == cls.name and \
+                    _parametric(script, before, 2):
+                return call
+    return None
 
 
 def _may_cut(script: Script, forward: ast.FunctionDef,

@@ -24,6 +24,8 @@ no gradient either: reported where ``__init__`` builds it.
 
 Inside a module's ``forward``, a submodule with parameters whose output reaches the returned
 value only through a cut (:mod:`trainguard.lint.cuts`) never learns either: reported at the cut.
+So do the layers before a module whose ``forward`` returns its input only through a cut, when
+an ``nn.Sequential`` stacks it after them (a NumPy gather of the input, ligerlac/torchlogix#17).
 
 A loss rebuilt from graph values (:mod:`trainguard.lint.rebuilds`): ``torch.tensor(log_probs)``,
 ``torch.as_tensor``, ``torch.Tensor(...)`` or a NumPy round trip on a list whose elements a
@@ -40,7 +42,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, walk_local
-from trainguard.lint.cuts import forward_cuts
+from trainguard.lint.cuts import forward_cuts, input_cuts
 from trainguard.lint.cut_trace import Focus, aliases, trace
 from trainguard.lint.events import events
 from trainguard.lint.optimizers import held_modules
@@ -98,6 +100,13 @@ def check(script: Script) -> Iterator[Hit]:
                           f"change",
                   fix=f"keep {names} in the graph (drop the cut), or freeze "
                       f"{'it' if one else 'them'} (requires_grad_(False)) if not meant to learn")
+    for ic in input_cuts(script):
+        yield Hit(ic.cut, f"{ic.cls.name}.forward() returns its input `{ic.name}` only through "
+                          f"{ic.how}, and {ic.cls.name} follows other layers in the "
+                          f"nn.Sequential at {script.at(ic.stack.lineno)}: no gradient flows "
+                          f"back through it, so the layers before it never change",
+                  fix=f"compute with torch operations on {ic.name} (indexing, torch.gather) "
+                      f"instead of a detached or NumPy copy")
 
 
 def _backwards_run(script: Script, loop: ast.AST) -> list[ast.Call]:
