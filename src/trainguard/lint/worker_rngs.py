@@ -128,6 +128,7 @@ def _created_before_copy(ref: ClassRef) -> list[tuple[str, ast.AST, Script]]:
     init = ref.script.graph.method(ref, "__init__")
     if init is None:
         return out
+    bases = {r.node.name: r for r in _hierarchy(ref)}
     funcs, todo = [], [init]
     while todo and len(funcs) < 8:
         t = todo.pop()
@@ -135,11 +136,18 @@ def _created_before_copy(ref: ClassRef) -> list[tuple[str, ast.AST, Script]]:
             continue
         funcs.append(t)
         for n in ast.walk(t.func):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
-                    dotted(n.func.value) in ("self", "super()"):
+            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+                continue
+            owner = dotted(n.func.value)
+            if owner in ("self", "super()"):
                 m = ref.script.graph.method(ref, n.func.attr)
-                if m is not None:
-                    todo.append(m)
+            elif owner in bases and n.args and dotted(n.args[0]) == "self":
+                # a mixin's method called on self by name: ``Seedable.__init__(self, seed=s)``
+                m = ref.script.graph.method(bases[owner], n.func.attr)
+            else:
+                continue
+            if m is not None:
+                todo.append(m)
     for t in funcs:
         local: dict[str, ast.AST] = {}
         for n in ast.walk(t.func):
