@@ -590,7 +590,7 @@ def _observed(node: ast.Attribute) -> bool:
 
 
 _LOOKS = frozenset({"detach", "clone", "cpu", "tolist", "item", "numpy", "norm", "shape", "size",
-                    "dtype", "device", "numel"})
+                    "dtype", "device", "numel", "grad"})  # (printing model.align.lag.grad)
 
 
 def _parameters_read(node: ast.Attribute) -> bool:
