@@ -91,14 +91,13 @@ def input_cuts(script: Script) -> list[InputCut]:
     the way to the output (``np.take(x.detach().numpy(), idx)`` rebuilt with
     ``torch.from_numpy``, ligerlac/torchlogix#17): the layers before it never learn."""
     out = []
-    for cls in script.classes.values():
-        methods = {b.name: b for b in cls.body if isinstance(b, ast.FunctionDef)}
+    stacked = _stacked_after_parameters(script)
+    for name, stack in stacked.items():
+        cls = script.classes.get(name)
+        methods = {b.name: b for b in cls.body if isinstance(b, ast.FunctionDef)} if cls else {}
         forward, init = methods.get("forward"), methods.get("__init__")
         if forward is None or init is None or len(forward.args.args) < 2 or \
                 not _may_cut(script, forward, methods):
-            continue
-        stack = _stacked_after_parameters(script, cls)
-        if stack is None:
             continue
         flow = _Flow(script, _parametric_submodules(script, init))
         flow.methods = {k: v for k, v in methods.items() if k not in ("forward", "__init__")}
@@ -111,17 +110,22 @@ def input_cuts(script: Script) -> list[InputCut]:
     return out
 
 
-def _stacked_after_parameters(script: Script, cls: ast.ClassDef) -> ast.Call | None:
-    """An ``nn.Sequential(...)`` call in which an instance of ``cls`` follows a module with
-    parameters (another instance of a class of the file that has them, or a torch layer)."""
+def _stacked_after_parameters(script: Script) -> dict[str, ast.Call]:
+    """Class name -> an ``nn.Sequential(...)`` call in which an instance of the file's class
+    follows a module with parameters (another instance of a class of the file that has them,
+    or a torch layer)."""
+    found: dict[str, ast.Call] = {}
+    if "Sequential" not in script.source:
+        return found
     for call in script.calls:
-        if not (script.call_qualname(call) or "").endswith("Sequential"):
+        if len(call.args) < 2 or not (script.call_qualname(call) or "").endswith("Sequential"):
             continue
         for before, item in zip(call.args, call.args[1:]):
-            if isinstance(item, ast.Call) and dotted(item.func) == cls.name and \
+            name = dotted(item.func) if isinstance(item, ast.Call) else None
+            if name in script.classes and name not in found and \
                     _parametric(script, before, 2):
-                return call
-    return None
+                found[name] = call
+    return found
 
 
 def _may_cut(script: Script, forward: ast.FunctionDef,

@@ -325,10 +325,16 @@ def _passes_graph(script: Script, call: ast.Call, func: ast.AST, names: set[str]
         return False  # (a recursive helper: not while deciding)
     active.add(id(func))
     try:
-        given = {p for p, a in bound.items() if carries_graph(script, a, names)}
-        return bool(given) and any(
-            isinstance(r, ast.Return) and r.value is not None and
-            carries_graph(script, r.value, given) for r in walk_local(func))
+        given = frozenset(p for p, a in bound.items() if carries_graph(script, a, names))
+        if not given:
+            return False
+        memo = script.__dict__.setdefault("_tg_passes_memo", {})
+        key = (id(func), given)
+        if key not in memo:
+            memo[key] = any(isinstance(r, ast.Return) and r.value is not None and
+                            carries_graph(script, r.value, set(given))
+                            for r in walk_local(func))
+        return memo[key]
     finally:
         active.discard(id(func))
 
