@@ -187,37 +187,37 @@ def _inplace_switch(models: list[Any], op: str) -> tuple[str, int, int, str] | N
                                 if type(s).__name__.lower() in kinds}))
     stores, built = set(), set()
     classes = {cls for subs in per_model for s in subs[:256] for cls in type(s).__mro__[:4]}
+    files = set()
     for cls in classes:
         for func in vars(cls).values():
             code = getattr(func, "__code__", None)
             if not isinstance(code, CodeType) or not is_user_file(code.co_filename):
                 continue
+            files.add(code.co_filename)
             for ins in dis.get_instructions(code):
                 if ins.opname == "STORE_ATTR" and ins.argval == "inplace" and ins.positions:
                     stores.add((code.co_filename, ins.positions.lineno, 1,
                                 f"{named} made in-place by `.inplace = True`"))
-            node = function_node(code) if code.co_name == "__init__" else None
-            for call in (ast.walk(node) if node is not None else ()):
-                if isinstance(call, ast.Call) and any(
-                        k.arg == "inplace" and isinstance(k.value, ast.Constant)
-                        and k.value.value is True for k in call.keywords) and \
-                        ast.unparse(call.func).rsplit(".", 1)[-1].lower() in kinds:
-                    built.add((code.co_filename, call.lineno, call.col_offset + 1,
-                               f"the `{ast.unparse(call.func)}(..., inplace=True)` built"))
+            if code.co_name == "__init__":
+                built |= _inplace_built(function_node(code), code.co_filename, kinds)
     if not stores and not built:  # built by a helper of the file (``get_activation(name)``)
-        for filename in {getattr(f, "__code__").co_filename for cls in classes
-                         for f in vars(cls).values() if isinstance(getattr(f, "__code__", None),
-                                                                     CodeType)}:
-            tree = parse_file(filename) if is_user_file(filename) else None
-            for call in (ast.walk(tree) if tree is not None else ()):
-                if isinstance(call, ast.Call) and any(
-                        k.arg == "inplace" and isinstance(k.value, ast.Constant)
-                        and k.value.value is True for k in call.keywords) and \
-                        ast.unparse(call.func).rsplit(".", 1)[-1].lower() in kinds:
-                    built.add((filename, call.lineno, call.col_offset + 1,
-                               f"the `{ast.unparse(call.func)}(..., inplace=True)` built"))
+        for filename in files:
+            built |= _inplace_built(parse_file(filename), filename, kinds)
     found = stores or built
     return next(iter(found)) if len(found) == 1 else None
+
+
+def _inplace_built(node: ast.AST | None, filename: str, kinds: set[str]
+                   ) -> set[tuple[str, int, int, str]]:
+    """The ``X(..., inplace=True)`` constructions under ``node`` of a module kind in ``kinds``
+    (lower-case class names), as candidate places."""
+    return {(filename, call.lineno, call.col_offset + 1,
+             f"the `{ast.unparse(call.func)}(..., inplace=True)` built")
+            for call in (ast.walk(node) if node is not None else ())
+            if isinstance(call, ast.Call) and any(
+                k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True
+                for k in call.keywords)
+            and ast.unparse(call.func).rsplit(".", 1)[-1].lower() in kinds}
 
 
 class InplaceOnSaved(Check):

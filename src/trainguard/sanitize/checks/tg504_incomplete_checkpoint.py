@@ -117,8 +117,6 @@ class IncompleteCheckpoint(Check):
         if self.unfinished is not None:
             keys, left, where = self.unfinished
             self.unfinished = None
-            if self.resumed is None:
-                self.disarm()
             self.report(
                 f"torch.save of a resume checkpoint (keys {keys}: model and optimizer state) "
                 f"leaves out the live {' and '.join(left)}: resuming from it "
@@ -132,10 +130,9 @@ class IncompleteCheckpoint(Check):
         if self.resumed is not None:
             where, keys, name = self.resumed
             self.resumed = None
-            if self.unfinished is None:
-                self.disarm()
             self._missing(f"keys {keys}: model state, loaded back from {name!r} and trained on",
                           "optimizer", where)
+        self.disarm()  # (nothing is waiting for a step any more)
 
     def _missing(self, holds: str, what: str, where: Any) -> None:
         live = sorted({type(o).__name__ for o in self.state.optimizers})

@@ -17,11 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Suspects", "without_gradient"]
+from trainguard.sanitize.core.number_cuts import NUMBER_OPS
 
-# the ops that take a Python number or array out of the graph (a loss rebuilt from them: the cause
-# that makes zero gradients a cut)
-_NUMBERS = frozenset({"item", "tolist", "__float__", "numpy", "__array__"})
+__all__ = ["Suspects", "without_gradient"]
 
 
 def without_gradient(params: list[Any]) -> tuple[set[int], set[int]]:
@@ -74,10 +72,11 @@ class Suspects:
             self.handles.append(p.register_post_accumulate_grad_hook(accumulated))
 
     def never(self) -> list[int]:
-        """The suspects that are still without a gradient: all of them when the cause was found,
-        else only those whose gradient was None (a zero gradient alone proves no cut)."""
+        """The suspects that are still without a gradient: all of them when the cause was found
+        (a cut output, or a Python number taken out of the graph), else only those whose
+        gradient was None (a zero gradient alone proves no cut)."""
         keys = [key for key in self.names if key not in self.got]
-        if self.cut or self.cut_at is not None or self.number and self.number[0] in _NUMBERS:
+        if self.cut or self.cut_at is not None or self.number and self.number[0] in NUMBER_OPS:
             return keys
         return [key for key in keys if key not in self.zero]
 

@@ -91,33 +91,31 @@ def accumulation_line(code: CodeType, name: str, key: Any = None) -> Location | 
         low, high = 1, 10**9
     else:
         low, high = (min(lines), max(lines)) if lines else (code.co_firstlineno, 10**9)
-    best: ast.AST | None = None
-    keyed: Any = None
+    hits = []
     for node in ast.walk(tree):
         lineno = getattr(node, "lineno", 0)
         if not low <= lineno <= high:
             continue
-        hit = False
-        if isinstance(node, ast.AugAssign) and _root_name(node.target) == name:
-            hit = True
-        elif (isinstance(node, ast.Assign)
-              and any(_root_name(t) == name for t in node.targets)
-              and _combines(node.value, name)):
-            hit = True
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr in _ACCUMULATING_METHODS and _root_name(node.func.value) == name
-              and node.args):
-            hit = True
-        if hit and key is not None and entry_key(grown_target(node)) == key:
-            if keyed is None or (node.lineno, node.col_offset) < (keyed.lineno, keyed.col_offset):
-                keyed = node
-        if hit and (best is None or (node.lineno, node.col_offset)
-                    < (best.lineno, best.col_offset)):  # type: ignore[attr-defined]
-            best = node
-    best = keyed or best
+        if (isinstance(node, ast.AugAssign) and _root_name(node.target) == name) or (
+                isinstance(node, ast.Assign)
+                and any(_root_name(t) == name for t in node.targets)
+                and _combines(node.value, name)) or (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _ACCUMULATING_METHODS
+                and _root_name(node.func.value) == name and node.args):
+            hits.append(node)
+    best = _first(hits, key)
     if best is None:
         return None
     return (code.co_filename, best.lineno, best.col_offset + 1)  # type: ignore[attr-defined]
+
+
+def _first(hits: list[ast.AST], key: Any) -> ast.AST | None:
+    """The first of the statements ``hits`` in source order; with ``key``, the first that grows
+    that entry, when one does."""
+    keyed = [n for n in hits if key is not None and entry_key(grown_target(n)) == key]
+    return min(keyed or hits, key=lambda n: (n.lineno, n.col_offset),  # type: ignore[attr-defined]
+               default=None)
 
 
 def attribute_accumulation_line(holder: Holder) -> Location | None:
@@ -193,8 +191,7 @@ def _self_accumulation(code: CodeType, self_name: str, attr: str, key: Any = Non
         return None
     lines = [line for _, _, line in code.co_lines() if line is not None]
     low, high = (min(lines), max(lines)) if lines else (code.co_firstlineno, code.co_firstlineno)
-    best: ast.AST | None = None
-    keyed: Any = None
+    hits = []
     entry: ast.AST | None = None
     for node in ast.walk(tree):
         lineno = getattr(node, "lineno", 0)
@@ -207,19 +204,15 @@ def _self_accumulation(code: CodeType, self_name: str, attr: str, key: Any = Non
             isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             and node.func.attr in _ACCUMULATING_METHODS and _is_self_attr(node.func.value, self_name, attr)
             and bool(node.args))
-        if hit and key is not None and entry_key(grown_target(node)) == key and (
-                keyed is None or (lineno, node.col_offset) < (keyed.lineno, keyed.col_offset)):
-            keyed = node
-        if hit and (best is None or (lineno, node.col_offset)
-                    < (best.lineno, best.col_offset)):  # type: ignore[attr-defined]
-            best = node
-        elif (not hit and code.co_name != "__init__" and isinstance(node, ast.Assign)
+        if hit:
+            hits.append(node)
+        elif (code.co_name != "__init__" and isinstance(node, ast.Assign)
               and not isinstance(node.value, ast.Constant)
               and any(isinstance(t, ast.Subscript) and _is_self_attr(t, self_name, attr)
                       for t in node.targets)
               and (entry is None or lineno < entry.lineno)):  # type: ignore[attr-defined]
             entry = node
-    best = keyed or best or entry
+    best = _first(hits, key) or entry
     if best is None:
         return None
     return (code.co_filename, best.lineno, best.col_offset + 1)  # type: ignore[attr-defined]

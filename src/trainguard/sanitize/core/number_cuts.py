@@ -36,12 +36,12 @@ from trainguard.sanitize.core.callstack import under_no_grad
 from trainguard.sanitize.core.frames import Location, frame_location, user_frame, user_frames
 from trainguard.sanitize.core.tracing import TraceSlot, bounded_mode, op_name, tensors
 
-__all__ = ["number_trace", "NumberWatch"]
+__all__ = ["number_trace", "NumberWatch", "NUMBER_OPS"]
 
 _WAIT = 8  # backward calls a trace lasts at most
 _OPS = 20_000  # ops followed at most
 _VALUES = 256  # numbers remembered at most
-_NUMBER_OPS = frozenset({"item", "tolist", "__float__", "numpy", "__array__"})
+NUMBER_OPS = frozenset({"item", "tolist", "__float__", "numpy", "__array__"})
 # ops whose result takes only the shape, dtype or device of their input, not its values: no path
 # was cut by them (a ``torch.zeros_like(x)`` buffer filled in place later)
 _SHAPE_ONLY = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
@@ -155,7 +155,7 @@ def number_trace(params: list[Any]) -> Any:
                     name, where = "no_grad", self.no_grad_caller()
                 cut = (name, where)
                 carried = carried or cut
-                if name in _NUMBER_OPS:
+                if name in NUMBER_OPS:
                     self._remember(out, cut)
             elif carried is not None and not outs and out is not None:
                 self._remember(out, carried)  # a number of a tensor made from a cut number

@@ -18,15 +18,7 @@ _PASS_THROUGH = (
 def producer(tensor: Any, *, depth: int = 4) -> str | None:
     """The name of the autograd node that made ``tensor`` (``"SoftmaxBackward0"``), looking through up
     to ``depth`` shape-only operations; None when it has no ``grad_fn`` (made under ``no_grad``)."""
-    node = getattr(tensor, "grad_fn", None)
-    for _ in range(depth):
-        if node is None:
-            return None
-        name = type(node).__name__
-        if not name.startswith(_PASS_THROUGH):
-            return name
-        nxt = [fn for fn, _ in node.next_functions if fn is not None]
-        node = nxt[0] if len(nxt) == 1 else None
+    node = producer_node(tensor, depth=depth)
     return type(node).__name__ if node is not None else None
 
 
@@ -42,8 +34,10 @@ def producer_node(tensor: Any, *, depth: int = 4) -> Any:
         if not type(node).__name__.startswith(_PASS_THROUGH):
             return node
         nxt = [fn for fn, _ in node.next_functions if fn is not None]
-        part = _part_of_cat(node, nxt[0]) if len(nxt) == 1 else None
-        node = part if part is not None else nxt[0] if len(nxt) == 1 else None
+        if len(nxt) != 1:
+            return None
+        part = _part_of_cat(node, nxt[0])
+        node = nxt[0] if part is None else part
     return node
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import sys
 import time
-import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from trainguard.sanitize.core import frames
@@ -24,7 +23,7 @@ from trainguard.sanitize.core.cadence import BACKWARD
 from trainguard.sanitize.core.graph import ROOT
 from trainguard.sanitize.core.records import BackwardCall, Made
 from trainguard.sanitize.probes.patch import Undo, patch
-from trainguard.sanitize.probes.stamps import wanted
+from trainguard.sanitize.probes.stamps import keep, wanted
 
 if TYPE_CHECKING:
     from trainguard.sanitize.core.bus import Bus
@@ -114,9 +113,7 @@ def _stamp_grads(state: Any, result: Any) -> None:
             where = frames.user_location(sys._getframe(2))
             made = Made(state.backward_count, state.step, where,
                         "torch.autograd.grad(create_graph=True)", state.root_forwards)
-            state.stamps.append(weakref.ref(made))
-            if len(state.stamps) > 2048:  # (as the module-call probe keeps them)
-                del state.stamps[:-1024]
+            keep(state.stamps, made)
         node.metadata[ROOT] = made
 
 

@@ -20,9 +20,10 @@ from trainguard.sanitize.core.records import MADE, Made, first_tensor
 if TYPE_CHECKING:
     from trainguard.sanitize.core.bus import Bus
 
-__all__ = ["stamper"]
+__all__ = ["stamper", "keep"]
 
 Stamp = Callable[[Any, Any, Any, tuple, dict], "Made | None"]
+_MOST, _KEPT = 2048, 1024  # stamps followed at most; kept when that is passed
 
 
 def wanted(bus: "Bus") -> str:
@@ -64,12 +65,20 @@ def stamper(bus: "Bus") -> Stamp | None:
             node.metadata[MADE] = made
         else:
             made = _stamp_each(state, module, output, where, args, kwargs, call_refs)
-        if made is not None and not state.in_backward:
+        if made is not None and not state.in_backward:  # (keep(), inlined: every forward)
             stamps.append(ref(made))
-            if len(stamps) > 2048:  # no check reads them (TG201 switched off): keep the newest
-                del stamps[:-1024]
+            if len(stamps) > _MOST:
+                del stamps[:-_KEPT]
         return made
     return stamp
+
+
+def keep(stamps: list[Any], made: Made) -> None:
+    """Follow ``made`` weakly in ``State.stamps``; past :data:`_MOST` (no check reads them:
+    TG201 switched off), only the newest :data:`_KEPT` are kept."""
+    stamps.append(weakref.ref(made))
+    if len(stamps) > _MOST:
+        del stamps[:-_KEPT]
 
 
 def _stamp_each(state: Any, module: Any, output: Any, where: Any, args: tuple, kwargs: dict,
