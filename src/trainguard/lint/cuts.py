@@ -26,8 +26,8 @@ from trainguard.lint.packed import packs_sequences, recurrent_outputs, recurrent
     rnn_output
 from trainguard.lint.script import NO_GRAD, Script
 
-__all__ = ["ForwardCut", "forward_cuts", "InputCut", "input_cuts", "submodules_with_parameters", "no_grad_block", "CUT_ATTRS",
-           "NEW_LEAF"]
+__all__ = ["ForwardCut", "forward_cuts", "InputCut", "input_cuts", "submodules_with_parameters",
+           "no_grad_block", "CUT_ATTRS", "NEW_LEAF"]
 
 # Methods whose result carries no graph: detached copies, Python numbers, NumPy arrays, and
 # integer results (argmax and integer casts cannot require grad).

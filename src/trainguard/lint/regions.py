@@ -22,8 +22,8 @@ from trainguard.lint.events import Event, events
 from trainguard.lint.module_methods import runs_layers
 from trainguard.lint.script import Script, is_backward
 
-__all__ = ["EvalRegion", "training_loops", "loop_label", "inference_calls", "INFERENCE_METHODS", "eval_regions", "preceding_events", "forward_calls", "rollout",
-           "EVAL_NAME"]
+__all__ = ["EvalRegion", "training_loops", "loop_label", "inference_calls", "INFERENCE_METHODS",
+           "eval_regions", "preceding_events", "forward_calls", "rollout", "EVAL_NAME"]
 
 EVAL_NAME = re.compile(r"^_*(eval|evaluate|evaluation|validate|validation|valid|val|"
                        r"predict|prediction|inference|infer|estimate_loss|score|compute_accuracy|"

@@ -513,14 +513,13 @@ def _local_data_term(script: Script, func: ast.FunctionDef, node: ast.AST) -> Hi
     if any(isinstance(n, ast.Name) and n.id == name and n is not node.value
            for n in ast.walk(stmt)):
         return None  # the tensor itself is in the same statement: straight-through
-    returned = isinstance(stmt, ast.Return) or isinstance(stmt, ast.Assign) and any(
-        isinstance(r, ast.Return) and r.value is not None and any(
-            isinstance(n, ast.Name) and n.id in {t.id for t in stmt.targets
-                                                 if isinstance(t, ast.Name)}
-            for n in ast.walk(r.value))
-        for r in walk_local(func))
-    if not returned:
-        return None
+    bound = {t.id for t in stmt.targets if isinstance(t, ast.Name)} \
+        if isinstance(stmt, ast.Assign) else set()
+    if not isinstance(stmt, ast.Return) and not any(
+            isinstance(r, ast.Return) and r.value is not None and
+            any(isinstance(n, ast.Name) and n.id in bound for n in ast.walk(r.value))
+            for r in walk_local(func)):
+        return None  # (the value reaches no ``return``: logged, kept aside)
     return Hit(node, f"{func.name}() builds its output from `{name}.data`: autograd does not "
                      f"see that read, so no gradient goes back through this term to what made "
                      f"{name} (its part of the output is a constant to the loss)",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import parent
+from trainguard.lint.astutil import exclusive
 from trainguard.lint.events import events
 from trainguard.lint.held_calls import local_assignments
 from trainguard.lint.regions import training_loops
@@ -48,7 +48,7 @@ def check(script: Script) -> Iterator[Hit]:
                 # loss.backward()``): after it, the gradients are unscaled only if they are
                 # on both paths; the branch that leaves out the other's ``scaler.scale(loss)``
                 # runs a plain backward
-                both = last is not None and _exclusive(last, e.node)
+                both = last is not None and exclusive(last, e.node)
                 plain = _plain_backward(script, e.node) or both and _unscaled_twin(last, e.node)
                 unscaled = (unscaled and plain) if both else plain
                 last = e.node
@@ -72,31 +72,6 @@ def _unscaled_twin(scaled: ast.AST, node: ast.AST) -> bool:
                and n.func.attr == "scale" and any(isinstance(a, ast.Name) and a.id == name
                                                   for a in n.args)
                for n in ast.walk(scaled))
-
-
-def _exclusive(a: ast.AST, b: ast.AST) -> bool:
-    """``a`` and ``b`` lie in different branches of one ``if``: they never run in the same
-    pass."""
-    above = {id(n): n for n in _ancestors(a)}
-    child = b
-    for n in _ancestors(b):
-        if id(n) in above and not isinstance(n, ast.If):
-            return False  # (the nearest block around both is no ``if``)
-        if id(n) in above:
-            in_body = any(child is s for s in n.body)
-            in_else = any(child is s for s in n.orelse)
-            other = next(c for c in [a, *_ancestors(a)] if parent(c) is n)
-            return (in_body and any(other is s for s in n.orelse)) or \
-                (in_else and any(other is s for s in n.body))
-        child = n
-    return False
-
-
-def _ancestors(node: ast.AST) -> list[ast.AST]:
-    out = []
-    while (node := parent(node)) is not None:
-        out.append(node)
-    return out
 
 
 def _plain_backward(script: Script, node: ast.AST) -> bool:

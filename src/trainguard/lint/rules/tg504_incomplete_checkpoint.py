@@ -19,7 +19,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import const_value, kwarg, walk_local
+from trainguard.lint.astutil import const_value, kwarg, parent, walk_local
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.dataflow import scope_of
 from trainguard.lint.options import argparse_default
@@ -108,10 +108,9 @@ def _optimizer_attribute_saved(script: Script, entries: list[tuple[str, str]]) -
     """A value reads the state of an attribute the file binds to an optimizer it builds
     (``model.g_optimizer.state_dict()`` for ``self.g_optimizer = torch.optim.Adam(...)`` in the
     model's ``__init__``), whatever its name."""
-    attrs = {t.attr for node in ast.walk(script.tree)
-             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-             and _optimizer_class(script.call_qualname(node.value) or "")
-             for t in node.targets if isinstance(t, ast.Attribute)}
+    built = [c for c in script.calls if _optimizer_class(script.call_qualname(c) or "")]
+    attrs = {t.attr for c in built if isinstance(parent(c), ast.Assign)
+             for t in parent(c).targets if isinstance(t, ast.Attribute)}  # type: ignore
     return any(re.search(rf"\.{re.escape(a)}\.state_dict\(", v) for a in attrs for _, v in entries)
 
 
