@@ -66,7 +66,7 @@ def _modules_in(script: Script, expr: ast.AST, depth: int) -> set[str] | None:
             k = script.key(sub.func.value)
             if k is None:
                 return None
-            out.add(k)
+            out.add(_stored_as(script, sub.func.value) or k)
     if out:
         return out
     if isinstance(expr, ast.Name) and depth > 0:
@@ -74,6 +74,21 @@ def _modules_in(script: Script, expr: ast.AST, depth: int) -> set[str] | None:
         if len(values) == 1:
             return _modules_in(script, values[0], depth - 1)
     return None
+
+
+def _stored_as(script: Script, name: ast.AST) -> str | None:
+    """``self.discriminator`` for the argument ``discriminator`` of a method that stores it so
+    (``self.discriminator = discriminator``): the key the rest of the class uses for it."""
+    if not isinstance(name, ast.Name):
+        return None
+    func = script.enclosing_function(name)
+    if func is None or name.id not in {a.arg for a in func.args.args + func.args.kwonlyargs}:
+        return None
+    stored = {script.key(stmt.targets[0]) for stmt in ast.walk(func)
+              if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+              and isinstance(stmt.value, ast.Name) and stmt.value.id == name.id
+              and isinstance(stmt.targets[0], ast.Attribute)}
+    return stored.pop() if len(stored) == 1 else None
 
 
 def cleared(script: Script, zero_key: str | None, step_key: str | None) -> frozenset[str] | None:

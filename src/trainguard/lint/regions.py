@@ -46,6 +46,8 @@ def forward_calls(script: Script, node: ast.AST) -> list[ast.Call]:
             continue
         if isinstance(sub.func, ast.Name) and (sub.func.id in script.classes
                                                or sub.func.id in script.functions):
+            if _forward_helper(script, sub):  # compute_loss(model, batch)
+                out.append(sub)
             continue
         if _forward_helper(script, sub):  # self._forward(xc, xt): a helper that runs the model
             out.append(sub)
@@ -65,16 +67,23 @@ def forward_calls(script: Script, node: ast.AST) -> list[ast.Call]:
 def _forward_helper(script: Script, call: ast.Call) -> bool:
     """``self._forward(x)``: a method of the same (non-module) class whose body is a forward
     of the model it holds, with the grad mode and module mode of its caller (no
-    ``no_grad``, ``eval()``/``train()`` of its own) and no training step."""
+    ``no_grad``, ``eval()``/``train()`` of its own) and no training step; likewise a function
+    of the file handed the model (``compute_loss(model, batch)``, shared by the training and
+    the evaluation loop)."""
     f = call.func
-    if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and
-            f.value.id == "self"):
-        return False
     method = script.callee(call)
-    cls = script.enclosing_class(call)
-    if method is None or cls is None or script.enclosing_class(method) is not cls or \
-            any((script.qualname(b) or "").endswith("Module") for b in cls.bases):
-        return False
+    if isinstance(f, ast.Name):
+        if method is None or script.enclosing_class(method) is not None or not any(
+                script.is_model(script.key(a)) for a in call.args if isinstance(a, ast.Name)):
+            return False
+    else:
+        if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and
+                f.value.id == "self"):
+            return False
+        cls = script.enclosing_class(call)
+        if method is None or cls is None or script.enclosing_class(method) is not cls or \
+                any((script.qualname(b) or "").endswith("Module") for b in cls.bases):
+            return False
     memo = script.__dict__.setdefault("_tg_forward_helpers", {})
     if id(method) not in memo:
         memo[id(method)] = False  # (a recursion: no)

@@ -401,7 +401,13 @@ def _within(node: ast.AST, outer: ast.AST) -> bool:
 
 
 def _reads_grads(script: Script, block: ast.AST) -> bool:
+    """The block, or a function it calls, reads gradients; a called function that re-enables
+    grad itself (``@torch.enable_grad()`` on a normals-from-density helper) needs no caller to
+    do it, and does not count."""
     for n in script.reachable(block):
+        if n is not block and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                script.grad_context(d) is False for d in n.decorator_list):
+            continue
         for sub in walk_local(n):
             if is_backward(sub) or (isinstance(sub, ast.Attribute) and sub.attr == "grad"):
                 return True
