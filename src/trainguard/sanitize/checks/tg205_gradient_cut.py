@@ -46,7 +46,7 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.cuts import (built_lines, cut_inside, trace_after_forward,
+from trainguard.sanitize.core.cuts import (built_lines, cut_inside, routed, trace_after_forward,
                                            trace_next_forward)
 from trainguard.sanitize.core.frames import short_location, user_location
 from trainguard.sanitize.core.grad_suspects import Suspects, without_gradient
@@ -114,6 +114,9 @@ class _Probe:
         parts = []
         for name in self.names:
             if name not in self.calls:
+                if routed(self.roots, name):  # an expert the router never picked: excused
+                    self.suspects.got.update(id(p) for p in self.modules[name].parameters())
+                    continue
                 made = self.built.get(name)
                 parts.append(f"`{name}` was not called in the step looked at (unused in forward"
                              + (f"; built at {short_location(made)})" if made else ")"))

@@ -214,6 +214,37 @@ def built_lines(models: Any, modules: dict[str, Any]) -> dict[str, Location]:
     return out
 
 
+def routed(models: Any, name: str) -> bool:
+    """Whether submodule ``name`` (a qualified name in one of ``models``) is an element of a
+    ``ModuleList``/``ModuleDict`` that its owner's ``forward`` loops over and calls under an
+    ``if``: an expert of a mixture that the router picks per batch, never called when the routing
+    collapses onto other experts (a routing outcome, not a cut path)."""
+    import torch
+
+    container_name, _, _ = name.rpartition(".")
+    owner_name, _, attr = container_name.rpartition(".")
+    for model in list(models):
+        try:
+            container = model.get_submodule(container_name)
+            owner = model.get_submodule(owner_name)
+        except (AttributeError, ValueError):
+            continue
+        if not isinstance(container, (torch.nn.ModuleList, torch.nn.ModuleDict)):
+            return False
+        forward = getattr(type(owner).forward, "__code__", None)
+        node = function_node(forward) if forward is not None else None
+        for loop in ast.walk(node) if isinstance(node, ast.FunctionDef) else ():
+            if isinstance(loop, ast.For) and any(
+                    isinstance(n, ast.Attribute) and n.attr == attr
+                    and isinstance(n.value, ast.Name) and n.value.id == "self"
+                    for n in ast.walk(loop.iter)):
+                return any(isinstance(n, ast.If) and any(isinstance(c, ast.Call)
+                                                         for c in ast.walk(n))
+                           for stmt in loop.body for n in ast.walk(stmt))
+        return False
+    return False
+
+
 def cut_inside(module: Any, node: Any) -> Any:
     """``(path, line, 0)`` of ``module``'s ``forward`` when its output's graph (``node``, walked in
     full within the bound) holds none of the module's own trainable parameters: the forward
