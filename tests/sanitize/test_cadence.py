@@ -119,23 +119,43 @@ def test_a_cycle_settled_on_before_settles_again_after_two_clean_cycles_a_new_on
     assert loop.cadence.skipping and loop.settles == [8]
     evaluation = CYCLE[:4] + [("F", 2, "eval"), ("L", 3, "eval")] + CYCLE[4:]
     for _ in range(3):  # an epoch: training cycles, then one with the evaluation pass in it
-        # the pass's calls and the rest of that cycle go to the checks
+        # the pass's calls and the rest of that cycle go to the checks; the settled cycle with
+        # an interlude inserted settles again at once
         assert loop.cycle(evaluation) == [False] * 4 + [True] * 4
-        assert all(loop.cycle()) and all(loop.cycle())  # the training cycle, seen twice again
         assert loop.cadence.skipping
-        assert not any(loop.cycle())
-    assert loop.settles == [8, 11, 15, 19]  # (an epoch here: four cycles)
+        assert not any(loop.cycle()) and not any(loop.cycle()) and not any(loop.cycle())
+    assert loop.settles == [8, 9, 13, 17]  # (an epoch here: four cycles)
+    # a cycle in which a call of the settled cycle changed (not only calls inserted) is checked
+    # and the training cycle seen twice again before settling
+    changed = CYCLE[:3] + [("B", 8)] + CYCLE[4:]
+    assert loop.cycle(changed) == [False] * 3 + [True] * 3
+    assert all(loop.cycle()) and all(loop.cycle()) and loop.cadence.skipping
+    # the same interlude in two cycles in a row: the second is a new cycle (checked in full,
+    # like the third; it would settle after eight)
+    loop.cycle(evaluation)
+    assert loop.cadence.skipping
+    assert loop.cycle(evaluation) == [False] * 4 + [True] * 4
+    assert all(loop.cycle(evaluation)) and not loop.cadence.skipping
+    # a checked cycle with a report does not settle, interlude or not
+    strict_report = _Loop()
+    for _ in range(8):
+        strict_report.cycle()
+    strict_report.reports += 1
+    strict_report.cycle(evaluation)
+    assert all(strict_report.cycle())
     # a new training cycle (other lines) is checked eight times, as at the start
     other = [("Z", 1), ("F", 7), ("L", 3), ("B", 4), ("S", 5), ("s", 5)]
+    for _ in range(2):
+        loop.cycle()
+    assert loop.cadence.skipping
     assert loop.cycle(other) == [False] + [True] * 5  # (its start matched the settled cycle)
     assert all(all(loop.cycle(other)) for _ in range(7)) and not loop.cadence.skipping
     assert all(loop.cycle(other)) and loop.cadence.skipping
-    assert loop.settles[-1] == 8 + 3 * 4 + 1 + 8  # (cycles run so far)
     # with resettle_after = settle_after the old rule holds: eight every time
     strict = _Loop(resettle_after=8)
     for _ in range(8):
         strict.cycle()
-    strict.cycle(evaluation)
+    strict.cycle(changed)
     assert [all(strict.cycle()) for _ in range(8)] == [True] * 8 and strict.cadence.skipping
     with pytest.raises(ValueError):
         Cadence(settle_after=4, resettle_after=5)

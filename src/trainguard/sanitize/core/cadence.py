@@ -21,7 +21,11 @@ settles again. A loop that comes back to a cycle it had settled on before (train
 epoch's evaluation pass, as Lightning's and Hugging Face's trainers run every epoch) settles again
 after ``resettle_after`` (2) identical clean cycles instead of ``settle_after``: the checks saw
 that exact cycle clean ``settle_after`` times already, and any call that differs from it still
-goes to them. Checks are told with ``on_resume(boundary)`` that they did not see some calls:
+goes to them. Sooner still, a cycle that is the settled one with other calls inserted in one
+place (the evaluation pass itself, run between one step's ``zero_grad`` and the next forward) is
+the loop back in its cycle once its calls after the interlude went to the checks: it settles at
+once (unless a check reported, held or is armed; the same interlude again in the next cycle is a
+new cycle, settled like one). Checks are told with ``on_resume(boundary)`` that they did not see some calls:
 ``boundary`` is True when they resume at the start of a cycle, False when the calls of the cycle
 in progress up to this one were not seen.
 
@@ -149,7 +153,9 @@ class Cadence:
         self._cur: list[Any] = []  # keys of the cycle in progress while checking
         self._last: list[Any] | None = None  # the previous complete cycle's keys
         self._streak = 0
-        self._clean = True  # no call of this cycle went unseen
+        self._clean = True  # no check held, no call went unseen but a settled cycle's start
+        self._unseen = False  # the checks resumed in the middle of this cycle
+        self._last_interlude: Any = None  # (cycle, steps_skipped) of the last ``_interlude``
         self._sampling = False  # this cycle is a settled run's sample
         self._countdown = 0
         self._primary: Any = None  # the boundary: id() of the optimizer, or a call's key
@@ -189,7 +195,9 @@ class Cadence:
         self._cur = self._match[:self._pos] + [key]
         self.skipping = False
         self._sampling = False
-        self._clean = boundary  # a cycle whose start went unseen never counts as clean
+        self._clean = True
+        self._unseen = not boundary  # a cycle whose start went unseen never counts as clean...
+        # (...but may be the settled cycle with an interlude: see ``_interlude``)
         self._streak = 0
         self._pos = 0
         if self._resume is not None:
@@ -262,13 +270,15 @@ class Cadence:
                 self._sampling = True
                 self._cur = []
                 self._clean = True
+                self._unseen = False
                 self._reports_at = reports
                 if self._resume is not None:
                     self._resume(True)
             return
         cycle, self._cur = self._cur, []
-        clean = self._clean and reports == self._reports_at and not armed
-        self._clean = True
+        quiet = self._clean and reports == self._reports_at and not armed
+        clean = quiet and not self._unseen
+        self._clean, self._unseen = True, False
         self._reports_at = reports
         # (cycles that differ only in how often a block repeats are alike; the settled cycle may
         # repeat every block that repeated in one of them)
@@ -281,6 +291,18 @@ class Cadence:
                 self._settle()
                 return
             self._streak = 0
+        if quiet and (cycle, self.steps_skipped) != self._last_interlude and self._interlude(
+                cycle):
+            # the settled cycle with other calls inserted (an epoch's evaluation pass), its own
+            # calls as before: the loop is back in it, settled again at once (the same interlude
+            # in the next cycle too, with no settled cycle between, is a new cycle: it settles
+            # like one)
+            self._last_interlude = (cycle, self.steps_skipped)
+            self._streak = 0
+            self.settled += 1
+            self._samples = 0
+            self._settle()
+            return
         if clean and cycle == self._last:
             self._streak += 1
             self._last_loops = {**self._last_loops, **loops}
@@ -295,6 +317,21 @@ class Cadence:
             if cycle not in self._known:
                 self._known = [*self._known[-3:], cycle]
             self._settle()
+
+    def _interlude(self, cycle: list[Any]) -> bool:
+        """Whether ``cycle`` is the cycle settled on last with calls inserted in one place: its
+        keys, in order, with a run of others between a common start and a common end."""
+        known = self._match[:-1]
+        n = len(known)
+        if not n or len(cycle) <= n:
+            return False
+        head = 0
+        while head < n and cycle[head] == known[head]:
+            head += 1
+        tail = 0
+        while tail < n - head and cycle[-1 - tail] == known[-1 - tail]:
+            tail += 1
+        return head + tail == n
 
     def _adopt(self, optimizer: Any) -> None:
         self.level = STEP
