@@ -12,6 +12,9 @@ ran under ``torch.no_grad()``/``inference_mode``; every parameter of the model i
 the loss was cut from the graph (``.detach()``, ``.item()``/``.numpy()`` and back,
 ``torch.tensor(loss)``, ``.data``).
 
+When the script catches the error (``except RuntimeError:`` around the step, which then skips
+it or stops), the same diagnosis is reported at exit.
+
 Silent on: runs without this error.
 
 Cost: per checked outermost forward, two flags; only at a failed backward, one pass over the
@@ -44,6 +47,7 @@ class BackwardWithoutGrad(Check):
         super().__init__(bus)
         self.last_forward: tuple | None = None
         self.grad_forward: Location | None = None  # the line of the last forward with grad on
+        self.caught: dict[int, BackwardCall] = {}  # id(error) -> the failed backward
 
     def on_root_forward(self, call: ForwardCall) -> None:
         # Forwards without grad matter to the diagnosis; of a normal step only its line is kept.
@@ -83,6 +87,8 @@ class BackwardWithoutGrad(Check):
             "shape": tuple(root.shape),
             "cut": self._cut(call),
         }
+        if len(self.caught) < 4:
+            self.caught[id(exc)] = call  # reported at exit unless the run dies of it
 
     def _cut(self, call: BackwardCall) -> tuple[str, Location] | None:
         """The call that left the graph on the way from the last forward to this backward, read
@@ -95,10 +101,24 @@ class BackwardWithoutGrad(Check):
     def on_error(self, exc: BaseException) -> Diagnosis | None:
         if not isinstance(exc, RuntimeError) or _MESSAGE not in str(exc):
             return None
+        self.caught.pop(id(exc), None)  # the run dies of it: explained there
         failed = next((b for b in reversed(self.state.backwards) if b.failed), None)
         facts = failed.facts.get("tg204") if failed is not None else None
         if failed is None or facts is None:
             return None
+        return self._diagnose(failed, facts)
+
+    def on_exit(self) -> None:
+        """Backward errors the script caught (``except RuntimeError``: the step is skipped, or the
+        run stops quietly): the loss had no graph all the same."""
+        for failed in self.caught.values():
+            found = self._diagnose(failed, failed.facts["tg204"])
+            self.report(f"{found.message}; backward raised \"element 0 of tensors {_MESSAGE}\" "
+                        "and the script caught the error", fix=found.fix,
+                        where=found.where or failed.where)
+        self.caught.clear()
+
+    def _diagnose(self, failed: BackwardCall, facts: dict) -> Diagnosis:
         seen = f"the tensor backward was called on ({facts['dtype']}, shape {facts['shape']})"
         forward = self.last_forward
         cut, where = facts["cut"], failed.where
