@@ -156,6 +156,13 @@ class LabelDtype(Check):
                 fix="convert the targets with `.long()` (class indices), or pass float class "
                     "probabilities of the input's shape",
                 where=made[:2] if made is not None else None)
+        if "Expected floating point type for target with class probabilities" in text:
+            return Diagnosis(
+                f"{func} got integer targets of the input's shape ({shapes}): a target shaped "
+                "like the input is read as class probabilities, which must be floats; these "
+                "look like one-hot labels kept as integers",
+                fix="pass class indices, `y.argmax(dim=1)`, or `y.float()` as class "
+                    "probabilities")
         if "0D or 1D target tensor expected" in text:
             return Diagnosis(
                 f"{func} got integer targets of shape {_shape(t)}: one-hot labels are read as "
