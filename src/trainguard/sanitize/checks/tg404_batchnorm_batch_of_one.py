@@ -6,7 +6,8 @@ the module that raised (the watcher notes the innermost failing module), its nam
 the input size from the message, and, once, the live ``DataLoader`` objects (``gc``) to find the one
 whose last batch holds a single sample.
 
-When it fires: on that error. Reported at the cause when it is known: the line that built the
+When it fires: on that error; when the script catches it (``except ValueError:`` around the
+step), at the end of the run, with the same diagnosis read at the failure. Reported at the cause when it is known: the line that built the
 DataLoader whose last batch holds one sample (the watcher notes where user code builds each
 DataLoader; the one iterated last is preferred), else at the user's line that called the model
 with that batch (the outermost module call: the batch is the caller's, not the layer's), else at
@@ -45,10 +46,21 @@ class BatchNormBatchOfOne(Check):
         super().__init__(bus)
         self.built: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self.failed_at: Any = None
+        # id(error) -> [message, layer, the partial loader's description, its line, call line]
+        self.caught: dict[int, list] = {}
 
     def on_forward_failed(self, module: Any, exc: BaseException, where: Any) -> None:
         if isinstance(exc, ValueError) and _MESSAGE in str(exc):
             self.failed_at = where  # the user's line that called the model with that batch
+            held = self.caught.get(id(exc))
+            if held is not None:  # an outer module call of the same failure
+                held[4] = where
+            elif len(self.caught) < 4:  # read now: the loader may be gone by the end of the run
+                found = _partial_loader(self.state.loader_id)
+                self.caught[id(exc)] = [str(exc), _layer_name(self.state),
+                                        found[1] if found is not None else None,
+                                        self.built.get(found[0]) if found is not None else None,
+                                        where]
 
     def on_built(self, obj: Any, where: Any) -> None:
         if hasattr(obj, "drop_last") and where is not None:  # a DataLoader: where it was built
@@ -57,28 +69,45 @@ class BatchNormBatchOfOne(Check):
     def on_error(self, exc: BaseException) -> Diagnosis | None:
         if not isinstance(exc, ValueError) or _MESSAGE not in str(exc):
             return None
-        m = _SIZE.search(str(exc))
-        size = tuple(int(s) for s in m.group(1).split(",") if s.strip()) if m else None
-        layer = _layer_name(self.state)
-        seen = f"input size {size}" if size else "its input"
-        batch = (f"a batch of {size[0]} sample{'s' if size[0] != 1 else ''}"
-                 if size else "this batch")
-        found = _partial_loader(self.state.loader_id)
-        built = self.built.get(found[0]) if found is not None else None
-        if found is None:
-            where_from = " (often the last, partial batch of an epoch)"
-        elif built is not None:
-            # at the cause: the DataLoader's construction, where drop_last belongs
-            where_from = (f"; this {found[1]} leaves a last batch of one sample, which reached "
-                          f"the model at the failing line")
-        else:
-            where_from = f"; {found[1]} leaves a last batch of one sample"
-        return Diagnosis(
-            f"{layer} got {seen} in training mode: {batch} gives it one value per channel, so "
-            f"the batch variance is undefined{where_from}",
-            fix="pass drop_last=True to the training DataLoader, use a batch size that does not "
-                "leave one sample, or use GroupNorm/LayerNorm for single-sample batches",
-            where=built or self.failed_at)
+        held = self.caught.pop(id(exc), None)
+        if held is None:
+            found = _partial_loader(self.state.loader_id)
+            held = [str(exc), _layer_name(self.state), found[1] if found is not None else None,
+                    self.built.get(found[0]) if found is not None else None, self.failed_at]
+        return _diagnose(*held)
+
+    def on_exit(self) -> None:
+        """Batch-of-one errors the script caught (``except ValueError:``: the batch skipped, or
+        training stopped early)."""
+        for held in self.caught.values():
+            found = _diagnose(*held)
+            self.report(f"{found.message}; the script caught the error", fix=found.fix,
+                        where=found.where or held[4])
+        self.caught.clear()
+
+
+def _diagnose(text: str, layer: str, loader: str | None, built: Any, call: Any) -> Diagnosis:
+    """The diagnosis of PyTorch's batch-of-one error ``text`` raised by ``layer``; ``loader``
+    describes a DataLoader whose last batch holds one sample (built at ``built``), when found."""
+    m = _SIZE.search(text)
+    size = tuple(int(s) for s in m.group(1).split(",") if s.strip()) if m else None
+    seen = f"input size {size}" if size else "its input"
+    batch = (f"a batch of {size[0]} sample{'s' if size[0] != 1 else ''}"
+             if size else "this batch")
+    if loader is None:
+        where_from = " (often the last, partial batch of an epoch)"
+    elif built is not None:
+        # at the cause: the DataLoader's construction, where drop_last belongs
+        where_from = (f"; this {loader} leaves a last batch of one sample, which reached the "
+                      f"model at the failing line")
+    else:
+        where_from = f"; {loader} leaves a last batch of one sample"
+    return Diagnosis(
+        f"{layer} got {seen} in training mode: {batch} gives it one value per channel, so the "
+        f"batch variance is undefined{where_from}",
+        fix="pass drop_last=True to the training DataLoader, use a batch size that does not "
+            "leave one sample, or use GroupNorm/LayerNorm for single-sample batches",
+        where=built or call)
 
 
 def _layer_name(state: Any) -> str:
