@@ -4,7 +4,8 @@ What it watches: nothing per step. When a backward raises PyTorch's "one of the 
 gradient computation has been modified by an inplace operation", the message gives the tensor's
 shape, the op whose output it is and how many times it was changed.
 
-When it fires: on that error. The diagnosis names the op and the shape, and points at the line that
+When it fires: on that error; when the script catches it, at the end of the run (explained at
+the failure). The diagnosis names the op and the shape, and points at the line that
 changed the tensor: the in-place statements (``x += ...``, ``x[i] = ...``, ``x.add_(...)``,
 ``inplace=True``) in the user's own code that ran (the ``forward`` and other methods of the
 models' classes seen, and the function that called backward) are searched, preferring one that modifies a variable assigned from
@@ -127,7 +128,8 @@ def _inplace_statements(func: ast.AST) -> list[tuple[int, int, str | None, str, 
                 callee = ast.unparse(func_node).rsplit(".", 1)[-1].lower()
                 out.append((node.lineno, node.col_offset + 1, name,
                             f"`{ast.unparse(func_node)}(..., inplace=True)`", callee))
-    return sorted(set(out))
+    # (two in-place calls chained on one line share its position; one may have no name)
+    return sorted(set(out), key=lambda t: (t[0], t[1], t[2] or "", t[3], t[4]))
 
 
 def _assigned_from(func: ast.AST, name: str, op: str) -> bool:
@@ -227,6 +229,21 @@ class InplaceOnSaved(Check):
         super().__init__(bus)
         # id(optimizer) -> the user's line of its latest checked step() (for the diagnosis)
         self.stepped_at: dict[int, Any] = {}
+        self.caught: dict[int, tuple[Diagnosis, Any]] = {}  # id(error) -> (diagnosis, backward)
+
+    def on_backward_failed(self, call: Any, exc: BaseException) -> None:
+        """Explain the error now, while the models and frames are alive: reported at exit if
+        the script catches it (``except RuntimeError:`` around the step)."""
+        if isinstance(exc, RuntimeError) and _MESSAGE.search(str(exc)) and len(self.caught) < 4:
+            found = self._explain(exc)
+            if found is not None:
+                self.caught[id(exc)] = (found, call.where)
+
+    def on_exit(self) -> None:
+        for found, where in self.caught.values():
+            self.report(f"{found.message}; backward raised and the script caught the error",
+                        fix=found.fix, where=found.where or where)
+        self.caught.clear()
 
     def on_step(self, optimizer: Any) -> None:
         self.stepped_at[id(optimizer)] = user_location()
@@ -290,6 +307,12 @@ class InplaceOnSaved(Check):
         return ""
 
     def on_error(self, exc: BaseException) -> Diagnosis | None:
+        # the run dies of it: explained there, from its whole traceback (at the failure it
+        # held only the frames from backward inwards)
+        self.caught.pop(id(exc), None)
+        return self._explain(exc)
+
+    def _explain(self, exc: BaseException) -> Diagnosis | None:
         if not isinstance(exc, RuntimeError):
             return None
         m = _MESSAGE.search(str(exc))
