@@ -22,7 +22,8 @@ as do draws the run makes by calling a library's function later.
 
 When it fires: a generator the run did not seed was drawn from after the run asked to be
 reproducible: runs differ even with the same seed. Reported once per generator, at the user's line
-that last asked before the draw was seen (the seeding in effect: a ``set_seed(cfg)`` helper run
+that last asked before the draw was seen, a seeding call rather than a determinism switch set after
+it (the seeding in effect: a ``set_seed(cfg)`` helper run
 after a ``torch.manual_seed(0)`` at the top; where the missing seed belongs); when the run had seeded it and a later call
 reseeded it from the OS (``np.random.seed()`` in an epoch hook), at that call. When the run seeds that generator later, the
 finding points at that late seed instead: the draws before it differ every run.
@@ -112,6 +113,7 @@ class UnseededRun(Check):
         # the latest ask (the seed in effect when a draw is seen: a seeding helper that runs after
         # a boilerplate torch.manual_seed at the top is where the missing seed belongs)
         self.latest: tuple[Location | None, str] = (None, "")
+        self.latest_seeds = False  # ``latest`` is a seeding call, not a determinism switch
         self.seeded: dict[Family, bool] = {f: False for f in FAMILIES}
         self.observed: set[Family] = set()  # generators whose seeding calls were seen
         self.ref: dict[Family, Any] = {}  # snapshot of each unseeded generator since the ask
@@ -172,8 +174,11 @@ class UnseededRun(Check):
                 self.ref[family] = snapshot(family)  # reseeded from the OS: draws from now count
                 # (the cause, when the run had seeded it: that seeding is undone here)
                 self.reseeded_at[family] = (user_location(), call_text(name, value))
-        if asks(name, value) and not in_fork_rng():
+        if asks(name, value) and not in_fork_rng() and (fixed or not self.latest_seeds):
+            # a missing seed goes next to the latest seeding call; a determinism switch
+            # (``cudnn.deterministic = True``) is the place only while no seed was set
             self.latest = (user_location(), call_text(name, value))
+            self.latest_seeds = fixed
         if self.asked_at is None and asks(name, value):
             self.asked_at = user_location()
             self.asked_by = call_text(name, value)
