@@ -48,7 +48,7 @@ _OWNERS = 64  # zero_grad owners whose latest call is remembered
 
 class _Watched:
     __slots__ = ("grad_ref", "version", "first_seen", "polluted", "opt_key", "handle", "backward",
-                 "stack")
+                 "stack", "at_step")
 
     def __init__(self) -> None:
         self.grad_ref: Any = None
@@ -59,6 +59,7 @@ class _Watched:
         self.handle: Any = None
         self.backward = -1  # index of the backward that added onto the stale gradient
         self.stack: Any = ()  # ... and the user's stack that called it (empty: not known)
+        self.at_step = -1  # the run's optimizer step count when ``backward`` was recorded
 
 
 class GradsAccumulate(Check):
@@ -104,12 +105,15 @@ class GradsAccumulate(Check):
     def _make_hook(self, watched: _Watched) -> Any:
         def after_accumulate(param: Any) -> None:
             if watched.first_seen:
-                if watched.polluted and watched.opt_key is not None:
-                    # another backward onto the stale gradient: the latest one before the step
-                    # is the cause (a GAN's discriminator step after the generator's backward
-                    # went through the discriminator: its own backward lacks the zero_grad)
+                if watched.polluted and watched.opt_key is not None and \
+                        watched.at_step != self.state.step:
+                    # another backward onto the stale gradient, the first since any optimizer
+                    # stepped is the cause (a GAN's discriminator step after the generator's
+                    # backward went through the discriminator: the discriminator's own first
+                    # backward lacks the zero_grad; its later ones add to it on purpose)
                     watched.backward = self.state.backward_count
                     watched.stack = _stack()
+                    watched.at_step = self.state.step
                 return
             watched.first_seen = True
             grad = param.grad
@@ -118,6 +122,7 @@ class GradsAccumulate(Check):
             watched.polluted = same and grad._version == watched.version + 1
             # the backward running now: its index is the count of those completed before it
             watched.backward = self.state.backward_count
+            watched.at_step = self.state.step
             if watched.polluted and watched.opt_key is not None:
                 watched.stack = _stack()
                 key = watched.opt_key
