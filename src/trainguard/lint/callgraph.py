@@ -466,6 +466,10 @@ class CallGraph:
             return []
         if isinstance(f, (ast.Name, ast.Attribute, ast.Subscript)):
             return self._instance_call(f, True, 7)
+        if isinstance(f, ast.Call) and isinstance(f.func, ast.Name):  # Runner(step)(loader)
+            cls = self.class_named(f.func.id)
+            found = self.method(cls, "__call__") if cls is not None else None
+            return [Target(found.script, found.func, instance=True)] if found is not None else []
         return []
 
     def sites(self, func: "Func", *, params: bool = True) -> list[ast.Call]:

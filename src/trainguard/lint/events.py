@@ -258,7 +258,8 @@ def _events(root: Script, script: Script, stmts: list[ast.stmt], rename: dict[st
             if depth <= 0:
                 continue
             dispatched = _dispatched(script, call, rename)
-            for target in dispatched or script.targets(call) or _constructor(script, call):
+            for target in dispatched or script.targets(call) or _constructor(script, call) \
+                    or _object_called(script, call):
                 if target.instance or id(target.func) in _stack:
                     continue
                 inner = _bind(script, target.func, call, rename,
@@ -354,6 +355,17 @@ def _called_instance(script: Script, call: ast.Call) -> list[Target]:
     return [Target(t.script, t.func, bound=True)
             for t in script.graph.instance_targets(call)
             if getattr(t.func, "name", "") == "__call__"][:6]
+
+
+def _object_called(script: Script, call: ast.Call) -> list[Target]:
+    """An object's ``__call__`` run by calling it: one held on ``self``
+    (``self.steprunner(x, y)``, a runner handed to ``__init__``) or one just built
+    (``EpochRunner(step_runner)(loader)``), as in keras-style training wrappers."""
+    f = call.func
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self" \
+            or isinstance(f, ast.Call):
+        return _called_instance(script, call)
+    return []
 
 
 def _text(node: ast.AST, rename: dict[str, str]) -> str | None:

@@ -29,7 +29,8 @@ _POSITIONAL = {"StepLR": ("step_size", "gamma"), "MultiStepLR": ("milestones", "
 
 
 def schedule_settings(script: Script, key: str, at: ast.AST | None = None, *,
-                      _depth: int = 3) -> tuple[str | None, Any]:
+                      _depth: int = 3, _seen: frozenset[str] = frozenset()
+                      ) -> tuple[str | None, Any]:
     """(scheduler class name, {setting: value}) for what ``key`` is assigned, or
     ``(None, UNKNOWN)``; the settings are ``UNKNOWN`` when any of them is not fixed, or when
     assignments disagree. With ``at`` (the node that uses ``key``), a parameter of the function
@@ -42,8 +43,8 @@ def schedule_settings(script: Script, key: str, at: ast.AST | None = None, *,
         handed = [(v.id, v) for v in values if isinstance(v, ast.Name)]
         if at is not None and not values:
             handed.append((key, at))
-        got = {repr(r): r for r in (_handed_in(script, name, node, _depth - 1)
-                                    for name, node in handed)}
+        got = {repr(r): r for r in (_handed_in(script, name, node, _depth - 1, _seen | {key})
+                                    for name, node in handed) if r is not None}
         return got.popitem()[1] if len(got) == 1 else (None, UNKNOWN)
     if len(found) != 1:
         return None, UNKNOWN
@@ -72,26 +73,35 @@ def span_of(script: Script, key: str, at: ast.AST) -> Any:
     return spans.pop() if len(spans) == 1 else UNKNOWN
 
 
-def _handed_in(script: Script, key: str, at: ast.AST, depth: int) -> tuple[str | None, Any]:
+def _handed_in(script: Script, key: str, at: ast.AST, depth: int, seen: frozenset[str]
+               ) -> tuple[str | None, Any] | None:
+    """What every call hands in as parameter ``key`` of the function around ``at``; None when
+    each call only passes back a key being resolved (``StepRunner(..., self.lr_scheduler)``
+    inside the class whose ``self.lr_scheduler`` is asked about: the other assignment says)."""
     func = script.enclosing_function(at)
     bound = script.graph.parameter_values(func, key) if func is not None else None
     if bound is None:
         return None, UNKNOWN
     values = [v for v in bound if not (isinstance(v, ast.Constant) and v.value is None)]
+    looped = [v for v in values if not isinstance(v, ast.Call) and script.key(v) in seen]
+    if looped and len(looped) == len(values):
+        return None
+    values = [v for v in values if not any(v is x for x in looped)]
     got = set()
     for value in values:
         if isinstance(value, ast.Call):
             built = _built(script, value, 3)
             got.add((built[0], repr(_settings(script, *built))) if built else (None, "?"))
         else:  # a name the caller holds
-            cls, settings = schedule_settings(script, script.key(value) or "", _depth=depth)
+            cls, settings = schedule_settings(script, script.key(value) or "", _depth=depth,
+                                              _seen=seen)
             got.add((cls, repr(settings)))
     if len(got) != 1 or None in next(iter(got)):
         return None, UNKNOWN
     if isinstance(values[0], ast.Call):
         built = _built(script, values[0], 3)
         return built[0], _settings(script, *built)  # type: ignore[index,misc]
-    return schedule_settings(script, script.key(values[0]) or "", _depth=depth)
+    return schedule_settings(script, script.key(values[0]) or "", _depth=depth, _seen=seen)
 
 
 def _built(script: Script, value: ast.AST, depth: int) -> tuple[str, ast.Call] | None:
