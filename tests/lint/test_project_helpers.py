@@ -338,6 +338,46 @@ RNG_DATASET_SCRIPT = '''
         pass
 '''
 
+# An attentional-feature-fusion model in a helper module whose global branch pools to 1x1 before
+# BatchNorm2d (one value per channel for a batch of one); the script's loader leaves a last batch
+# of one sample. Modelled on YimianDai/open-aff#15.
+POOLED_HELPERS = '''
+    import torch
+    from torch import nn
+
+
+    class AFFNet(nn.Module):
+        def __init__(self, channels=8):
+            super().__init__()
+            self.stem = nn.Conv2d(1, channels, 3, padding=1)
+            self.global_att = nn.Sequential(
+                nn.AdaptiveAvgPool2d(1), nn.Conv2d(channels, channels, 1),
+                nn.BatchNorm2d(channels), nn.ReLU())
+            self.head = nn.Linear(channels, 10)
+
+        def forward(self, x):
+            h = self.stem(x)
+            return self.head((h * torch.sigmoid(self.global_att(h))).mean((2, 3)))
+'''
+POOLED_SCRIPT = '''
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from helpers import AFFNet
+
+    data = TensorDataset(torch.randn(129, 1, 8, 8), torch.randint(0, 10, (129,)))
+    loader = DataLoader(data, batch_size=16, shuffle=True{drop})
+    model = AFFNet()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(2):
+        for x, y in loader:
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+'''
+
+
 CASES = [
     # (id, helpers, script, fill of the buggy script, fill of the fixed twin, code, marked text)
     ("TG602-helper-save", DDP_HELPERS, DDP_SCRIPT,
@@ -370,6 +410,9 @@ CASES = [
     ("TG503-helper-transforms", AUG_HELPERS, AUG_SCRIPT,
      {"init": ""}, {"init": ", worker_init_fn=reseed"},
      "TG503", "return DataLoader("),
+    ("TG404-helper-pooled-batchnorm", POOLED_HELPERS, POOLED_SCRIPT,
+     {"drop": ""}, {"drop": ", drop_last=True"},
+     "TG404", "loader = DataLoader("),
 ]
 
 

@@ -246,6 +246,8 @@ def _one_value_norm(script: Script) -> str | None:
         other = project_script(Path(builder.path))
         if other is not None and "BatchNorm1d" in other.source:
             return f"BatchNorm1d (in {Path(builder.path).name})"
+        if other is not None and _pooled_batchnorm2d(other):  # (open-aff's global branch)
+            return f"BatchNorm2d after a pool to 1x1 (in {Path(builder.path).name})"
     return None
 
 
