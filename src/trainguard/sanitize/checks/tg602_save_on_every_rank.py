@@ -1,4 +1,5 @@
-"""TG602 save-on-every-rank: several ranks write the same file with ``torch.save``.
+"""TG602 save-on-every-rank: several ranks write the same file with ``torch.save``, or open it
+for writing in their own code (a log, a metrics file: ``on_file_write``).
 
 What it watches: under ``torchrun``, and in the processes a watched script starts itself through
 ``torch.multiprocessing`` (``mp.spawn``, ``mp.Process``: ``ranks/children.py``), the target of every ``torch.save``: a path (``str`` or
@@ -60,50 +61,63 @@ class SaveOnEveryRank(Check):
             self.step_stack = user_stack(sys._getframe(1))
 
     def on_save(self, obj: Any, f: Any) -> None:
+        self._wrote(f, "torch.save", sys._getframe(1))
+
+    def on_file_write(self, path: Any) -> None:
+        """``open(path, "a")`` in user code (a log, a metrics file), in a run of several ranks."""
+        self._wrote(path, "open", sys._getframe(1))
+
+    def _wrote(self, f: Any, how: str, caller: Any) -> None:
         if self.bus.ranks is None:
             return
         target = _target(f)
-        if target is None:
+        if target is None or target.startswith(("/dev/", "/proc/")):
             return
         known = self.saves.get(target)
         if known is not None:
             known[1] += 1
         elif len(self.saves) < _LIMIT:
-            saved_at = user_location() or ("<unknown>", 0, 1)
+            saved_at = user_location(caller) or ("<unknown>", 0, 1)
             where = None
             if self.step_stack is not None:
-                where = cause_line(user_stack(sys._getframe(1)), self.step_stack,
-                                   past_dispatch=True)
-            self.saves[target] = [list(where or saved_at), 1, list(saved_at)]
+                where = cause_line(user_stack(caller), self.step_stack, past_dispatch=True)
+            self.saves[target] = [list(where or saved_at), 1, list(saved_at), how]
 
     def rank_facts(self) -> Any:
         if not self.saves:
             return None
         return {"host": self.bus.ranks.host,
-                "saves": [[path, where, n, at] for path, (where, n, at) in self.saves.items()]}
+                "saves": [[path, where, n, at, how]
+                          for path, (where, n, at, how) in self.saves.items()]}
 
     def on_ranks(self, facts: dict[int, Any]) -> None:
         writers: dict[tuple[str, str], list[tuple[int, list, int]]] = {}
         for rank, fact in sorted(facts.items()):
-            for path, where, n, at in fact.get("saves", []):
-                writers.setdefault((fact.get("host", ""), path), []).append((rank, where, n, at))
+            for path, where, n, at, how in fact.get("saves", []):
+                writers.setdefault((fact.get("host", ""), path), []).append(
+                    (rank, where, n, at, how))
         for (host, path), seen in writers.items():
-            ranks = sorted({rank for rank, _, _, _ in seen})
+            ranks = sorted({rank for rank, _, _, _, _ in seen})
             if len(ranks) < 2:
                 continue
-            writes = ", ".join(f"rank {rank}: {n}x" for rank, _, n, _ in seen)
-            where, at = seen[0][1], seen[0][3]
-            saved = (f" (torch.save at {os.path.basename(at[0])}:{at[1]})"
+            writes = ", ".join(f"rank {rank}: {n}x" for rank, _, n, _, _ in seen)
+            where, at, how = seen[0][1], seen[0][3], seen[0][4]
+            saved = (f" ({how} at {os.path.basename(at[0])}:{at[1]})"
                      if tuple(at[:2]) != tuple(where[:2]) else "")
+            if how == "open":
+                what = (f"opened {_shown(path)} for writing{saved} ({writes}): every rank writes "
+                        "the same records into one file, duplicated and interleaved")
+                fix = ("write it on one rank (`if dist.get_rank() == 0:` around the file or the "
+                       "logger that writes it), or give each rank its own file name")
+            else:
+                what = (f"wrote {_shown(path)} with torch.save{saved} ({writes}): the writes race, "
+                        "and a file interleaved with or cut by another rank's write fails to load")
+                fix = ("save on one rank (`if dist.get_rank() == 0: torch.save(...)`, then "
+                       "`dist.barrier()` before other ranks read the file), or give each rank its "
+                       "own file name")
             finding = self.bus.report(
-                self.code,
-                f"{len(ranks)} ranks ({', '.join(map(str, ranks))}) on host {host} each wrote "
-                f"{_shown(path)} with torch.save{saved} ({writes}): the writes race, and a file "
-                "interleaved with or cut by another rank's write fails to load",
-                fix="save on one rank (`if dist.get_rank() == 0: torch.save(...)`, then "
-                    "`dist.barrier()` before other ranks read the file), or give each rank its own "
-                    "file name",
-                where=tuple(where))
+                self.code, f"{len(ranks)} ranks ({', '.join(map(str, ranks))}) on host {host} each "
+                f"{what}", fix=fix, where=tuple(where))
             if finding is not None:
                 finding.ranks = sorted(set(finding.ranks or []) | set(ranks))
 

@@ -1,9 +1,15 @@
 """The io probe: ``torch.save`` (``on_save(obj, f)``) and ``torch.load`` (``on_load(f, kwargs)``),
-wrapped when a check listens to them. Both events come before the call runs."""
+wrapped when a check listens to them; in a run of several ranks only, ``open()`` of a file path
+for writing (``on_file_write(path)``: modes with ``w``, ``a``, ``x`` or ``+``). The events come
+before the call runs."""
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import TYPE_CHECKING, Any
+
+from trainguard.sanitize.core import frames
 
 from trainguard.sanitize.probes.patch import Undo, patch
 
@@ -32,4 +38,21 @@ def attach(bus: "Bus") -> list[Undo]:
                 return original(f, *args, **kwargs)
             return load
         patch(torch, "load", make_load, undo)
+    if bus.handlers["on_file_write"] and bus.ranks is not None:
+        import builtins
+        import io
+
+        def make_open(original: Any) -> Any:
+            def open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+                if isinstance(file, (str, os.PathLike)) and isinstance(mode, str) and \
+                        not _READ_ONLY.issuperset(mode) and \
+                        frames.is_user_code(sys._getframe(1).f_code):  # (not a library's)
+                    bus.emit("on_file_write", file)  # never raises
+                return original(file, mode, *args, **kwargs)
+            return open
+        patch(builtins, "open", make_open, undo)
+        patch(io, "open", make_open, undo)
     return undo
+
+
+_READ_ONLY = frozenset("rbt")  # a mode made of these only reads
