@@ -32,6 +32,7 @@ import sys
 import weakref
 from typing import Any
 
+from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import Location, short_location, user_frame
 from trainguard.sanitize.core.loss_source import cut_in_source
@@ -47,7 +48,7 @@ class BackwardWithoutGrad(Check):
         super().__init__(bus)
         self.last_forward: tuple | None = None
         self.grad_forward: Location | None = None  # the line of the last forward with grad on
-        self.caught: dict[int, BackwardCall] = {}  # id(error) -> the failed backward
+        self.caught = Caught(4)  # the failed backward of each error, until claimed or the end
 
     def on_root_forward(self, call: ForwardCall) -> None:
         # Forwards without grad matter to the diagnosis; of a normal step only its line is kept.
@@ -87,8 +88,7 @@ class BackwardWithoutGrad(Check):
             "shape": tuple(root.shape),
             "cut": self._cut(call),
         }
-        if len(self.caught) < 4:
-            self.caught[id(exc)] = call  # reported at exit unless the run dies of it
+        self.caught.hold(exc, call)  # reported at exit unless the run dies of it
 
     def _cut(self, call: BackwardCall) -> tuple[str, Location] | None:
         """The call that left the graph on the way from the last forward to this backward, read
@@ -101,7 +101,7 @@ class BackwardWithoutGrad(Check):
     def on_error(self, exc: BaseException) -> Diagnosis | None:
         if not isinstance(exc, RuntimeError) or _MESSAGE not in str(exc):
             return None
-        self.caught.pop(id(exc), None)  # the run dies of it: explained there
+        self.caught.claim(exc)  # the run dies of it: explained there
         failed = next((b for b in reversed(self.state.backwards) if b.failed), None)
         facts = failed.facts.get("tg204") if failed is not None else None
         if failed is None or facts is None:
@@ -111,12 +111,11 @@ class BackwardWithoutGrad(Check):
     def on_exit(self) -> None:
         """Backward errors the script caught (``except RuntimeError``: the step is skipped, or the
         run stops quietly): the loss had no graph all the same."""
-        for failed in self.caught.values():
+        for failed in self.caught.drain():
             found = self._diagnose(failed, failed.facts["tg204"])
             self.report(f"{found.message}; backward raised \"element 0 of tensors {_MESSAGE}\" "
                         "and the script caught the error", fix=found.fix,
                         where=found.where or failed.where)
-        self.caught.clear()
 
     def _diagnose(self, failed: BackwardCall, facts: dict) -> Diagnosis:
         seen = f"the tensor backward was called on ({facts['dtype']}, shape {facts['shape']})"

@@ -40,6 +40,7 @@ from types import CodeType
 from typing import Any
 
 from trainguard.sanitize.core.bounds import parse_file
+from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import is_user_file, short_location, user_location
 from trainguard.sanitize.core.holders import traceback_user_frames
@@ -229,21 +230,20 @@ class InplaceOnSaved(Check):
         super().__init__(bus)
         # id(optimizer) -> the user's line of its latest checked step() (for the diagnosis)
         self.stepped_at: dict[int, Any] = {}
-        self.caught: dict[int, tuple[Diagnosis, Any]] = {}  # id(error) -> (diagnosis, backward)
+        self.caught = Caught(4)  # (diagnosis, backward's line) of each error, until claimed
 
     def on_backward_failed(self, call: Any, exc: BaseException) -> None:
         """Explain the error now, while the models and frames are alive: reported at exit if
         the script catches it (``except RuntimeError:`` around the step)."""
-        if isinstance(exc, RuntimeError) and _MESSAGE.search(str(exc)) and len(self.caught) < 4:
+        if isinstance(exc, RuntimeError) and _MESSAGE.search(str(exc)) and not self.caught.full:
             found = self._explain(exc)
             if found is not None:
-                self.caught[id(exc)] = (found, call.where)
+                self.caught.hold(exc, (found, call.where))
 
     def on_exit(self) -> None:
-        for found, where in self.caught.values():
+        for found, where in self.caught.drain():
             self.report(f"{found.message}; backward raised and the script caught the error",
                         fix=found.fix, where=found.where or where)
-        self.caught.clear()
 
     def on_step(self, optimizer: Any) -> None:
         self.stepped_at[id(optimizer)] = user_location()
@@ -309,7 +309,7 @@ class InplaceOnSaved(Check):
     def on_error(self, exc: BaseException) -> Diagnosis | None:
         # the run dies of it: explained there, from its whole traceback (at the failure it
         # held only the frames from backward inwards)
-        self.caught.pop(id(exc), None)
+        self.caught.claim(exc)
         return self._explain(exc)
 
     def _explain(self, exc: BaseException) -> Diagnosis | None:

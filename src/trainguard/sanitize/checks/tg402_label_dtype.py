@@ -35,6 +35,7 @@ import re
 import sys
 from typing import Any
 
+from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import frame_location, is_user_file, short_location, user_frame
 from trainguard.sanitize.core.target_origin import target_origin
@@ -53,9 +54,9 @@ class LabelDtype(Check):
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.seen: set[Any] = set()
-        # id(exc) -> (diagnosis, user line, first line of the error, exc): errors of a loss
-        # call that the script may catch (the exception kept alive so its id stays its own)
-        self.caught: dict[int, tuple] = {}
+        # (diagnosis, user line, first line of the error) of errors of a loss call that the
+        # script may catch
+        self.caught = Caught(8)
 
     def on_loss(self, call: Any) -> None:
         name = call.name
@@ -115,21 +116,20 @@ class LabelDtype(Check):
         return super().report(message, fix=fix, where=where, **extra)
 
     def on_forward_failed(self, module: Any, exc: BaseException, where: Any) -> None:
-        if len(self.caught) < 8 and id(exc) not in self.caught:
+        if not self.caught.full and self.caught.get(exc) is None:
             found = self._explain(exc)
             if found is not None:
-                self.caught[id(exc)] = (found, where, str(exc).splitlines()[0][:120], exc)
+                self.caught.hold(exc, (found, where, str(exc).splitlines()[0][:120]))
 
     def on_error(self, exc: BaseException) -> Diagnosis | None:
-        self.caught.pop(id(exc), None)  # the run dies of it: explained there (whole traceback)
+        self.caught.claim(exc)  # the run dies of it: explained there (whole traceback)
         return self._explain(exc)
 
     def on_exit(self) -> None:
         """Label errors the script caught: the run went on (or stopped) without that loss."""
-        for found, where, text, _ in self.caught.values():
+        for found, where, text in self.caught.drain():
             self.report(f"{found.message}; the loss raised `{text}` and the script caught the "
                         f"error", fix=found.fix, where=where)
-        self.caught.clear()
 
     def _explain(self, exc: BaseException) -> Diagnosis | None:
         text = str(exc)

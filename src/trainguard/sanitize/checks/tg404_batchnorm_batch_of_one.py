@@ -33,6 +33,7 @@ import weakref
 from typing import Any
 
 from trainguard.sanitize.core.bounds import live_objects
+from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 
 _MESSAGE = "Expected more than 1 value per channel when training"
@@ -46,21 +47,21 @@ class BatchNormBatchOfOne(Check):
         super().__init__(bus)
         self.built: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self.failed_at: Any = None
-        # id(error) -> [message, layer, the partial loader's description, its line, call line]
-        self.caught: dict[int, list] = {}
+        # [message, layer, the partial loader's description, its line, call line] per error
+        self.caught = Caught(4)
 
     def on_forward_failed(self, module: Any, exc: BaseException, where: Any) -> None:
         if isinstance(exc, ValueError) and _MESSAGE in str(exc):
             self.failed_at = where  # the user's line that called the model with that batch
-            held = self.caught.get(id(exc))
+            held = self.caught.get(exc)
             if held is not None:  # an outer module call of the same failure
                 held[4] = where
-            elif len(self.caught) < 4:  # read now: the loader may be gone by the end of the run
+            elif not self.caught.full:  # read now: the loader may be gone by the end of the run
                 found = _partial_loader(self.state.loader_id)
-                self.caught[id(exc)] = [str(exc), _layer_name(self.state),
-                                        found[1] if found is not None else None,
-                                        self.built.get(found[0]) if found is not None else None,
-                                        where]
+                self.caught.hold(exc, [str(exc), _layer_name(self.state),
+                                       found[1] if found is not None else None,
+                                       self.built.get(found[0]) if found is not None else None,
+                                       where])
 
     def on_built(self, obj: Any, where: Any) -> None:
         if hasattr(obj, "drop_last") and where is not None:  # a DataLoader: where it was built
@@ -69,7 +70,7 @@ class BatchNormBatchOfOne(Check):
     def on_error(self, exc: BaseException) -> Diagnosis | None:
         if not isinstance(exc, ValueError) or _MESSAGE not in str(exc):
             return None
-        held = self.caught.pop(id(exc), None)
+        held = self.caught.claim(exc)
         if held is None:
             found = _partial_loader(self.state.loader_id)
             held = [str(exc), _layer_name(self.state), found[1] if found is not None else None,
@@ -79,11 +80,10 @@ class BatchNormBatchOfOne(Check):
     def on_exit(self) -> None:
         """Batch-of-one errors the script caught (``except ValueError:``: the batch skipped, or
         training stopped early)."""
-        for held in self.caught.values():
+        for held in self.caught.drain():
             found = _diagnose(*held)
             self.report(f"{found.message}; the script caught the error", fix=found.fix,
                         where=found.where or held[4])
-        self.caught.clear()
 
 
 def _diagnose(text: str, layer: str, loader: str | None, built: Any, call: Any) -> Diagnosis:

@@ -38,6 +38,7 @@ import ast
 from types import FunctionType
 from typing import Any, Callable
 
+from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import is_user_file, short_location
 from trainguard.sanitize.core.source import attribute_store, function_node
@@ -51,20 +52,20 @@ class DeviceMismatch(Check):
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
-        # id(exc) -> (diagnosis, the user's line of the failing call, the error's first line):
-        # device errors of module calls, until the run dies of one (on_error) or ends (on_exit)
-        self.caught: dict[int, tuple[Diagnosis, Any, str]] = {}
+        # (diagnosis, the user's line of the failing call, the error's first line) of device
+        # errors of module calls, until the run dies of one (on_error) or ends (on_exit)
+        self.caught = Caught(8)
 
     def on_forward_failed(self, module: Any, exc: BaseException, where: Any) -> None:
-        if len(self.caught) < 8 and id(exc) not in self.caught:
+        if not self.caught.full and self.caught.get(exc) is None:
             found = self._diagnose(exc)
             if found is not None:
-                self.caught[id(exc)] = (found, where, _first_line(exc))
+                self.caught.hold(exc, (found, where, _first_line(exc)))
 
     def on_error(self, exc: BaseException) -> Diagnosis | None:
         chained, seen = exc, 0
         while chained is not None and seen < 8:  # the run dies of it (or of an error raised
-            held = self.caught.pop(id(chained), None)  # while handling it): a diagnosis only
+            held = self.caught.claim(chained)  # while handling it): a diagnosis only
             if held is not None and chained is exc:
                 return held[0]
             chained, seen = chained.__cause__ or chained.__context__, seen + 1
@@ -72,13 +73,12 @@ class DeviceMismatch(Check):
 
     def on_exit(self) -> None:
         """Device errors the script caught: the run went on without those results."""
-        for found, where, text in self.caught.values():
+        for found, where, text in self.caught.drain():
             call = "here" if found.where is None or where is None else \
                 f"at {short_location(where)}"
             self.report(f"{found.message}; the model call {call} raised `{text}` and the script "
                         "caught the error and went on without its result",
                         fix=found.fix, where=found.where or where)
-        self.caught.clear()
 
     def _diagnose(self, exc: BaseException) -> Diagnosis | None:
         text = str(exc)
