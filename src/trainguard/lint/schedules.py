@@ -83,10 +83,10 @@ def _handed_in(script: Script, key: str, at: ast.AST, depth: int, seen: frozense
     if bound is None:
         return None, UNKNOWN
     values = [v for v in bound if not (isinstance(v, ast.Constant) and v.value is None)]
-    looped = [v for v in values if not isinstance(v, ast.Call) and script.key(v) in seen]
-    if looped and len(looped) == len(values):
+    kept = [v for v in values if isinstance(v, ast.Call) or script.key(v) not in seen]
+    if values and not kept:
         return None
-    values = [v for v in values if not any(v is x for x in looped)]
+    values = kept
     got = set()
     for value in values:
         if isinstance(value, ast.Call):

@@ -7,11 +7,11 @@ the input size from the message, and, once, the live ``DataLoader`` objects (``g
 whose last batch holds a single sample.
 
 When it fires: on that error; when the script catches it (``except ValueError:`` around the
-step), at the end of the run, with the same diagnosis read at the failure. Reported at the cause when it is known: the line that built the
-DataLoader whose last batch holds one sample (the watcher notes where user code builds each
-DataLoader; the one iterated last is preferred), else at the user's line that called the model
-with that batch (the outermost module call: the batch is the caller's, not the layer's), else at
-the failing line. In eager PyTorch 2.x
+step), at the end of the run, with the same diagnosis read at the failure. Reported at the cause
+when it is known: the line that built the DataLoader whose last batch holds one sample (the
+watcher notes where user code builds each DataLoader; the one iterated last is preferred), else at
+the user's line that called the model with that batch (the outermost module call: the batch is the
+caller's, not the layer's), else at the failing line. In eager PyTorch 2.x
 every BatchNorm call in training mode with one value per channel raises this error (``BatchNorm1d`` on ``(1, C)`` or ``(1, C, 1)``,
 ``BatchNorm2d`` on ``(1, C, 1, 1)``), so the error is where the pitfall shows. The diagnosis names
 the layer and, where found, the loader (``len(dataset) % batch_size == 1``) and the fix.

@@ -25,9 +25,9 @@ goes to them. Sooner still, a cycle that is the settled one with other calls ins
 place (the evaluation pass itself, run between one step's ``zero_grad`` and the next forward) is
 the loop back in its cycle once its calls after the interlude went to the checks: it settles at
 once (unless a check reported, held or is armed; the same interlude again in the next cycle is a
-new cycle, settled like one). Checks are told with ``on_resume(boundary)`` that they did not see some calls:
-``boundary`` is True when they resume at the start of a cycle, False when the calls of the cycle
-in progress up to this one were not seen.
+new cycle, settled like one). Checks are told with ``on_resume(boundary)`` that they did not see
+some calls: ``boundary`` is True when they resume at the start of a cycle, False when the calls of
+the cycle in progress up to this one were not seen.
 
 A step in which any check reports or holds (``Check.hold``: it is gathering evidence over several
 steps, such as graphs of earlier steps still alive), or a cycle that differs from the one before,

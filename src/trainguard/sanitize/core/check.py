@@ -145,7 +145,8 @@ __all__ = ["Check", "Diagnosis", "EVENTS"]
 EVENTS = (
     "on_forward_pre", "on_forward", "on_forward_failed", "on_root_forward", "on_loss", "on_backward",
     "on_backward_done", "on_backward_failed", "on_step_pre", "on_step", "on_zero_grad",
-    "on_functional", "on_save", "on_load", "on_file_write", "on_exit", "on_error", "on_scheduler_step", "on_clip",
+    "on_functional", "on_save", "on_load", "on_file_write", "on_exit", "on_error",
+    "on_scheduler_step", "on_clip",
     "on_sampler_iter", "on_repro_pre", "on_repro", "on_library_import_pre", "on_library_import",
     "on_loader_iter", "on_resume", "on_settle",
     "on_built", "on_mode", "on_params_added",

@@ -10,7 +10,6 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from trainguard.sanitize.core import frames
-
 from trainguard.sanitize.probes.patch import Undo, patch
 
 if TYPE_CHECKING:
