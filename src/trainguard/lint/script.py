@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
+from collections.abc import Iterator
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -345,8 +346,26 @@ class Script:
                         k = self.key(arg.func.value)
                         if k and "[]" not in k:
                             keys.add(k)
+        keys |= self._stored_models(keys)
         bad = self.optimizers | set(self.schedulers) | self.scalers
         return {k for k in keys if k not in bad and not self.is_optimizer(k)}
+
+    def _stored_models(self, keys: set[str]) -> set[str]:
+        """``self.inception`` where a class of the file stores an ``__init__`` argument so
+        (``self.inception = inception``) and the file builds it handed a model in that place
+        (``FIDCallback(feature_net, real)``, ``feature_net = FeatureNet()``): a callback or
+        metric holding a network under a name no model pattern knows."""
+        out: set[str] = set()
+        for cls in self.classes.values():
+            init = next((b for b in cls.body if isinstance(b, ast.FunctionDef)
+                         and b.name == "__init__"), None)
+            if init is None:
+                continue
+            for target, param in _self_stores(init):
+                values = self.graph.parameter_values(init, param) or []
+                if any(self.key(v) in keys for v in values):
+                    out.add(target)
+        return out
 
     def is_model(self, key: str | None) -> bool:
         if not key or key.startswith("<"):
@@ -612,3 +631,19 @@ def is_backward(call: ast.AST) -> bool:
     ``torch.autograd.backward(...)``."""
     return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
         call.func.attr == "backward"
+
+
+def _self_stores(func: ast.FunctionDef) -> Iterator[tuple[str, str]]:
+    """``("self.x", "x")`` for each ``self.x = x`` (also unpacked: ``self.x, self.y = x, y``)
+    in ``func``'s own body."""
+    for stmt in ast.walk(func):
+        if not isinstance(stmt, ast.Assign):
+            continue
+        for t in stmt.targets:
+            pairs = zip(t.elts, stmt.value.elts) if isinstance(t, ast.Tuple) and \
+                isinstance(stmt.value, ast.Tuple) and len(t.elts) == len(stmt.value.elts) \
+                else [(t, stmt.value)]
+            for target, value in pairs:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                        and target.value.id == "self" and isinstance(value, ast.Name):
+                    yield f"self.{target.attr}", value.id

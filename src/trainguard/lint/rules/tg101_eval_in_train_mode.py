@@ -38,6 +38,7 @@ from trainguard.lint.regions import (INFERENCE_METHODS, eval_regions, forward_ca
 from trainguard.lint.rules import Hit
 from trainguard.lint.sampling import helper_samples, sampled_pass, samples_only
 from trainguard.lint.script import Script
+from trainguard.lint.untouched import never_switched
 
 CODE = "TG101"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
@@ -65,6 +66,7 @@ def check(script: Script) -> Iterator[Hit]:
                     trained.append((site, why))
                 evald = evald or mode == "eval"
             if not trained:
+                yield from _never_switched(script, region)
                 continue
             own = next((e for e in events(script, body) if e.kind == "train" and e.via is None
                         and e.node.lineno < first.lineno), None)  # type: ignore[attr-defined]
@@ -103,7 +105,27 @@ def check(script: Script) -> Iterator[Hit]:
                              f"and BatchNorm act as in training",
                       fix="call model.eval() before this loop, and model.train() before "
                           "training again")
+        elif mode == "unknown":
+            yield from _never_switched(script, region)
     yield from _train_mode_copies(script)
+
+
+def _never_switched(script: Script, region) -> Iterator[Hit]:  # type: ignore[no-untyped-def]
+    """The region's first forward of a model the file never switches out of train mode (a
+    frozen feature network scored under no_grad: :mod:`trainguard.lint.untouched`)."""
+    for call in region.forwards:
+        found = never_switched(script, call)
+        if found is None:
+            continue
+        built = found.built
+        yield Hit(call, f"{region.label} runs {found.key}(...) in train mode: the network "
+                        f"built at {script.at(built.lineno)} is never put in eval mode and "
+                        f"never trained (modules start in train mode), so Dropout drops and "
+                        f"BatchNorm normalizes with batch statistics and overwrites its "
+                        f"running statistics",
+                  fix=f"call {found.key}.eval() once after it is built or loaded (it is "
+                      f"never trained, so it can stay in eval mode)")
+        return
 
 
 def _in_rollout(script: Script, site: ast.AST) -> bool:
