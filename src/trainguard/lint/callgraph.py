@@ -184,6 +184,14 @@ class CallGraph:
         return any(b.startswith("torch.nn.") or b in ("nn.Module", "Module")
                    for b in self.bases(cls))
 
+    def in_module_class(self, node: ast.AST) -> bool:
+        """``node`` lies in a class of the file that is an ``nn.Module`` (there ``self`` is
+        the module: ``self(x)`` runs its ``forward``, ``self.encoder = enc`` registers a
+        child that the module's ``eval()`` reaches)."""
+        cls = self.script.enclosing_class(node)
+        ref = self.class_named(cls.name) if cls is not None else None
+        return ref is not None and self.is_module_class(ref)
+
     # -- types ---------------------------------------------------------------------------------
 
     def types(self, expr: ast.AST | None, *, params: bool = True, _depth: int = 7

@@ -136,9 +136,11 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
                 return False, [(expr, f".{expr.func.attr}()")] + cuts
             return False, []
         k = script.key(expr.func)
-        if k and k != "self" and script.is_model(k):
-            if focus is None or k == focus.model or k in focus.aliases:
-                return True, []
+        if k == "self" and script.graph.in_module_class(expr) or \
+                k and k != "self" and script.is_model(k):
+            if focus is None or k == focus.model or k in focus.aliases or \
+                    focus.model == "self" and k.startswith("self."):
+                return True, []  # (a module's own method: self(x), self.decoder(h))
             if k not in focus.others:
                 return False, []
             # another stepped model: the one in focus may feed it (an encoder's features)

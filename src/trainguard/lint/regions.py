@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from trainguard.lint.astutil import SCOPES, dotted, parent, walk_local
 from trainguard.lint.dataflow import last_assignment
+from trainguard.lint.eval_data import eval_data
 from trainguard.lint.events import Event, events
 from trainguard.lint.module_methods import runs_layers
 from trainguard.lint.script import Script, is_backward
@@ -301,6 +302,7 @@ class EvalRegion:
 
 def _region(script: Script, node: ast.AST, forwards: list[ast.Call]) -> EvalRegion:
     label = f"{node.name}()" if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+        else f"the evaluation at {script.at(node.lineno)}" if isinstance(node, (ast.If, ast.With)) \
         else f"the loop at {script.at(node.lineno)}"  # type: ignore[attr-defined]
     # in source order: the first forward of the region is where a report goes
     forwards = sorted(forwards, key=lambda f: (f.lineno, f.col_offset))
@@ -347,7 +349,35 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
             if func is not None and _framework_hook(script, func):
                 continue
             regions.append(_region(script, node, forward_calls(script, node)))
+            covered.update(id(n) for n in walk_local(node))
+    regions.extend(_eval_blocks(script, covered))
     return regions
+
+
+def _eval_blocks(script: Script, covered: set[int]) -> list[EvalRegion]:
+    """An evaluation written as a block inside a training loop (``if i % 10 == 0:`` running
+    the model on a batch of the test loader, ``with torch.no_grad():`` over the validation
+    tensors): its forwards use evaluation data (:mod:`trainguard.lint.eval_data`) and feed a
+    metric, and the block has no backward and steps no optimizer (fxia22/pointnet.pytorch#19:
+    the periodic test batch ran in train mode)."""
+    out = []
+    for loop in training_loops(script):
+        for node in walk_local(loop):
+            if not isinstance(node, (ast.If, ast.With)) or id(node) in covered:
+                continue
+            inside = list(walk_local(node))
+            if any(id(n) in covered for n in inside if isinstance(n, ast.stmt)) or not any(
+                    isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and eval_data(n.id)
+                    or isinstance(n, ast.Attribute) and eval_data(n.attr) for n in inside):
+                continue
+            fwd = [f for f in forward_calls(script, node) if _output_used(f, node)]
+            if not fwd or script.has_backward(node) or rollout(script, node) or \
+                    _steps_optimizer(script, node) or \
+                    not _METRIC_HINT.search(script.segment(node) or ""):
+                continue
+            out.append(_region(script, node, fwd))
+            covered.update(id(n) for n in inside)
+    return out
 
 
 # grad-free by nature, whatever calls them: a module's own methods, data and EMA updates
@@ -901,6 +931,12 @@ def _receiver_stmt(script: Script, node: ast.AST) -> ast.stmt | None:
         ast.copy_location(stmt, node)
         kept[id(node)] = stmt
     return kept[id(node)]
+
+
+def _steps_optimizer(script: Script, node: ast.AST) -> bool:
+    return any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and
+               c.func.attr in ("step", "zero_grad") and script.is_optimizer(script.key(c.func.value))
+               for c in walk_local(node))
 
 
 def _touches_optimizer(script: Script, node: ast.AST) -> bool:

@@ -49,7 +49,7 @@ def never_switched(script: Script, call: ast.Call) -> Untouched | None:
     aliases, builds, handed = found
     if not builds or not all(_mode_dependent(script, b) for b in builds):
         return None
-    if any(_inside_module(script, node) for node in _stores(script, aliases)):
+    if any(script.graph.in_module_class(node) for node in _stores(script, aliases)):
         return None  # a child of a module: the parent's eval() reaches it
     for node in script.nodes:
         if isinstance(node, (ast.Name, ast.Attribute)) and script.key(node) in aliases and \
@@ -143,14 +143,6 @@ def _iterated(call: ast.AST) -> bool:
 
 def _stores(script: Script, aliases: set[str]) -> list[ast.AST]:
     return [v for k in aliases for v in script.assignments.get(k, [])]
-
-
-def _inside_module(script: Script, node: ast.AST) -> bool:
-    cls = script.enclosing_class(node)
-    if cls is None:
-        return False
-    ref = script.graph.class_named(cls.name)
-    return ref is not None and script.graph.is_module_class(ref)
 
 
 def _mode_dependent(script: Script, build: ast.Call) -> bool:

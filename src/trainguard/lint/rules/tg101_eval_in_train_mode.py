@@ -100,11 +100,13 @@ def check(script: Script) -> Iterator[Hit]:
                           f"model.train() before training again")
             continue
         mode, why = mode_before(script, first)
+        where = "at the start of this block" if isinstance(region.node, (ast.If, ast.With)) \
+            else "before this loop"
         if mode == "train":
             yield Hit(first, f"{region.label} runs {fwd}(...) in train mode ({why}); Dropout "
                              f"and BatchNorm act as in training",
-                      fix="call model.eval() before this loop, and model.train() before "
-                          "training again")
+                      fix=f"call model.eval() {where}, and model.train() before training "
+                          f"again")
         elif mode == "unknown":
             yield from _never_switched(script, region)
     yield from _train_mode_copies(script)

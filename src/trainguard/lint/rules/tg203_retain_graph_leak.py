@@ -4,8 +4,10 @@
 can run through it (https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html). With
 no second backward in the same iteration, those buffers outlive the step; a common cargo-cult
 fix for "Trying to backward through the graph a second time" that hides a missing ``detach()``.
-Silent when another backward or ``torch.autograd.grad`` that may pass through the graph
-follows in the same iteration (GAN discriminator/generator steps, GradNorm's gradient norms).
+Silent when another backward or ``torch.autograd.grad`` follows before the next optimizer step
+(the retained one is not the step's last: a WGAN-GP critic's ``pen.backward(retain_graph=True)``
+then ``loss_d.backward()``, sdv-dev/CTGAN#37), or follows later in the same iteration and may
+pass through the graph (GAN discriminator/generator steps, GradNorm's gradient norms).
 When every later backward in the same function is built from values whose (uncut) history
 shares no intermediate with this one's (a CycleGAN's discriminator losses on ``fake.detach()``
 after the generator's last ``retain_graph=True``), none of them needs the graph: reported.
@@ -31,13 +33,18 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 def check(script: Script) -> Iterator[Hit]:
     for loop in training_loops(script):
         evs = [e for e in events(script, loop.body)  # type: ignore[attr-defined]
-               if e.kind in ("backward", "autograd")]
+               if e.kind in ("backward", "autograd", "step")]
         for i, e in enumerate(evs):
             call = e.node
             assert isinstance(call, ast.Call)
             if e.kind != "backward" or not is_true(kwarg(call, "retain_graph")):
                 continue
-            later = evs[i + 1:]
+            later = [b for b in evs[i + 1:] if b.kind != "step"]
+            step = next((j for j in range(i + 1, len(evs)) if evs[j].kind == "step"), len(evs))
+            if any(b.kind != "step" for b in evs[i + 1:step]):
+                # not the step's last backward: a later one feeds the same optimizer step (a
+                # WGAN-GP critic's penalty, then its loss: CTGAN's pen.backward(retain_graph=True))
+                continue
             if later and not _passes_none(script, e, later):
                 continue  # a later backward or autograd.grad may pass through the graph again
             edits = []

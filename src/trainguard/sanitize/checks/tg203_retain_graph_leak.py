@@ -6,12 +6,15 @@ backward runs through them. The graph's trunk is its earliest-made outermost mod
 watcher stamps those); the next call of that module from the same line starts the next iteration.
 
 When it fires: the next iteration starts (or the run ends, or, for graphs with no module output,
-the optimizer steps) and no later backward went through the retained graph: ``retain_graph=True``
-kept the step's saved activations alive past the step for nothing. When a carried tensor (an RNN
+the optimizer steps), no later backward went through the retained graph, and none ran before the
+next optimizer step (the retained backward was its step's last, as the catalogue defines the
+pitfall): ``retain_graph=True`` kept the step's saved activations alive past the step for nothing. When a carried tensor (an RNN
 state) links the iterations, later backwards run through ever longer retained graphs: memory and
 time grow every step. Reported at the backward line.
 
-Silent on: two losses through one graph with ``retain_graph=True`` on the first; GANs whose
+Silent on: two losses through one graph with ``retain_graph=True`` on the first; a later
+backward of another graph feeding the same step (a WGAN-GP critic's ``pen.backward(
+retain_graph=True)`` then ``loss_d.backward()``, sdv-dev/CTGAN#37); GANs whose
 generator output is backpropagated again by the generator's loss in the same iteration;
 ``create_graph=True`` (higher-order gradients).
 
@@ -36,14 +39,15 @@ _MAX_NODES = 512
 
 
 class _Retained:
-    __slots__ = ("where", "step", "trunk", "handles", "reached", "__weakref__")
+    __slots__ = ("where", "step", "trunk", "handles", "reached", "stepped", "__weakref__")
 
     def __init__(self, where: Any, step: int, trunk: Any) -> None:
         self.where = where
         self.step = step
         self.trunk = trunk  # (where, module name) of the earliest-made module output, or None
         self.handles: list[Any] = []
-        self.reached = False
+        self.reached = False  # a later backward went through the graph, or fed the same step
+        self.stepped = False  # an optimizer stepped since
 
     def __call__(self, grad_outputs: Any) -> None:
         self.reached = True
@@ -68,6 +72,8 @@ class RetainGraphLeak(Check):
         self.retained: list[_Retained] = []
 
     def on_backward_done(self, call: BackwardCall) -> None:
+        for record in self.retained:  # a later backward before the step: not its last one
+            record.reached = record.reached or not record.stepped
         if not call.retain_graph or call.create_graph or not call.tensors:
             return
         nodes, stamps, seen = [], [], set()
@@ -97,6 +103,8 @@ class RetainGraphLeak(Check):
         self._settle([r for r in self.retained if r.trunk == here])
 
     def on_step(self, optimizer: Any) -> None:
+        for record in self.retained:
+            record.stepped = True
         self._settle([r for r in self.retained if r.trunk is None])
 
     def on_exit(self) -> None:

@@ -1,0 +1,28 @@
+"""Names of evaluation data: ``val_loader``, ``testdataloader``, ``X_val``, ``self.test_set``.
+
+A name is split into words at underscores, digits and lower-to-upper case changes; it names
+evaluation data when one word names a held-out split (``val``, ``valid``, ``test``, ``eval``,
+...) and one names data (``loader``, ``data``, ``set``, ``x``, ...), or one word joins the two
+(``testdataloader``, ``valset``). ``val_loss``, ``test_acc`` and ``interval`` do not.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["eval_data"]
+
+_SPLITS = ("validation", "valid", "val", "testing", "test", "evaluation", "eval", "holdout",
+           "heldout")
+_DATA = frozenset({"loader", "loaders", "dataloader", "dl", "data", "dataset", "set", "batch",
+                   "batches", "iter", "iterator", "x", "inputs", "input", "images", "imgs",
+                   "points", "samples", "features", "feats", "graphs", "sequences", "seqs",
+                   "split", "stream"})
+_WORDS = re.compile(r"[_\d]+|(?<=[a-z])(?=[A-Z])")
+
+
+def eval_data(name: str) -> bool:
+    words = [w.lower() for w in _WORDS.split(name) if w]
+    if any(w in _SPLITS for w in words) and any(w in _DATA for w in words):
+        return True
+    return any(w.startswith(s) and w[len(s):] in _DATA for w in words for s in _SPLITS)
