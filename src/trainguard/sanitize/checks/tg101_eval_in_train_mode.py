@@ -25,16 +25,14 @@ last (one ``run_epoch()`` line for both phases of a phase loop, on two loaders).
 evaluation when it ran under ``no_grad`` while the same model line is trained elsewhere (reported
 at once), or, at the end of the run, when no backward reached any call from its chain of callers,
 calls of the same line from another chain (or DataLoader) were trained, and no backward ran between
-it and the next model call. Batches skipped on purpose come from the same callers as the trained
-ones, or from callers that train later.
+it and the next model call (batches skipped on purpose come from the trained callers).
 
-Reported where the missing ``eval()`` belongs (:mod:`..core.callstack`,
-:mod:`..core.mode_history`), for a call reported at once: the evaluation's line in the deepest
-frame it shares with the model's latest ``train()`` (not one restoring its own function's
-``eval()``; without one, the latest checked backward): inside the evaluation's own function when
-the shared frame calls one (at a script's top level too), else the statement that started it. When
-user code's ``train()`` undid an ``eval()`` with no backward since, at that ``train()`` (a
-``self.train()`` left in a LightningModule's ``validation_step``). Otherwise at the model call.
+Reported where ``eval()`` belongs (:mod:`..core.callstack`, :mod:`..core.mode_history`), for a
+call reported at once: the evaluation's line in the deepest frame it shares with the model's latest
+``train()`` (not one restoring its own function's ``eval()``; without one, the latest checked
+backward): inside the evaluation's own function when the shared frame calls one, else the
+statement that started it. When user code's ``train()`` undid an ``eval()`` with no backward
+since, at that ``train()`` (``self.train()`` left in ``validation_step``). Else at the model call.
 
 Silent on: training forwards (a backward reaches the output; a second, logged loss of the same
 output does not make it an evaluation); forwards in a loop that calls backward or a step (a batch
@@ -42,16 +40,16 @@ skipped on purpose, hard-example mining), unless the callers tell an evaluation 
 BatchNorm recalibration and ``update_bn`` (output dropped, or a library's call); a dummy forward
 sizing a layer (only its shape read, or run inside a module's ``__init__``); value targets made
 under ``no_grad`` by a helper the update loop calls (PPO advantages); checkpoint recomputation
-(inside backward); RL rollouts in a training loop; Monte Carlo dropout (model in eval mode with Dropout switched on, or a dropout-only model in
-training mode drawing several no-grad forwards of one unchanged input: :mod:`..core.sampling`);
-models without mode-dependent modules; evaluation after ``model.eval()``.
+(inside backward); RL rollouts in a training loop; Monte Carlo dropout (:mod:`..core.sampling`);
+models without mode-dependent modules; evaluation after ``model.eval()``; a no-grad output passed
+to a loss beside a name holding a graph in the caller's frame (a BYOL target network in training
+mode, Lightning-Universe/lightning-bolts#801: the loss trains the online branch).
 
-Cost: per checked outermost forward, its output's first 4 tensors, 12 frames looked at for a
-module's ``__init__``, one parse of its file (cached; up to 2M characters), the callers' lines (64
-frames, 6 callers at most; 8 user frames and a cached verdict for an output used outside training);
-at most 8 candidate calls and 3 x 256 followed graphs (``Unreached``), resolved at each step and at
-exit. On the first 8 checked backward calls and one in 32 after, and on each user ``train()``, the
-user's stack (32 frames, ids and code objects); on a finding, each frame's ``self``.
+Cost: per checked outermost forward, its output's first 4 tensors, 12 frames (a module's
+``__init__``?), one parse of its file (cached), the callers' lines (64 frames, 6 callers); 8
+candidates and 3 x 256 followed graphs (``Unreached``), resolved at each step and at exit. On the
+first 8 checked backward calls, one in 32 after, and each user ``train()``, the user's stack (32
+frames); on a finding, each frame's ``self``.
 Reference: ``torch.nn.Module.eval`` docs
 (https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval); GitHub
 wolny/pytorch-3dunet#53 (validation through the training forward), princeton-vl/
@@ -70,7 +68,7 @@ from trainguard.sanitize.core.callstack import (callers, callers_train, differin
                                                 in_module_init, line_of)
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.sites import SiteReader
-from trainguard.sanitize.core.frames import short_location
+from trainguard.sanitize.core.frames import names_hold_graph, short_location
 from trainguard.sanitize.core.mode_history import Candidate, ModeHistory
 from trainguard.sanitize.core.modes import active_in_training, describe, hooked_by_user
 from trainguard.sanitize.core.records import ForwardCall, LossCall, ModeCall, first_tensor
@@ -141,8 +139,9 @@ class EvalInTrainMode(Check):
             if (uses.used or hooked_by_user(call.module)) and not uses.trains:
                 self._used_outside_training(cand, outputs, call)
             return
-        if uses.loss is not None and uses.trains:
-            return  # e.g. a teacher's output as the target of a loss that is backpropagated
+        if uses.loss is not None and (uses.trains or not call.grad_enabled and
+                                      names_hold_graph(uses.partners, sys._getframe(1))):
+            return  # a teacher's or target network's output: the target of a trained loss
         fed = f"was {uses.metric}" if uses.metric else f"fed {uses.loss}"
         graphs = [t for t in outputs if t.grad_fn is not None]
         if not graphs:
@@ -398,3 +397,4 @@ class EvalInTrainMode(Check):
         owner = found[0]()
         return found[1] if owner is not None and (
             owner is module or any(m is module for m in owner.modules())) else None
+

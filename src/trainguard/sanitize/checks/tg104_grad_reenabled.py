@@ -15,7 +15,10 @@ where user code turns grad mode back on inside a ``no_grad`` block); at the mode
 such line is known.
 
 Silent on: re-enabled regions where a backward or ``torch.autograd.grad`` does reach the outputs
-(input gradients, saliency, test-time optimisation), also inside the forward before it returns
+(input gradients, saliency, test-time optimisation); re-enabled regions where a backward runs at
+all (a linear probe trained on frozen embeddings inside a ``no_grad`` validation, whose last
+prediction keeps a graph: GRACE's evaluator, determined-ai/determined#7043); also inside the
+forward before it returns
 (an energy whose graph ``autograd.grad`` for the forces already freed); ``requires_grad_(True)`` under ``no_grad``
 (it creates no graph); forwards in PyTorch's own re-enabled regions (LBFGS closures run no
 ``no_grad`` block of the user's).
@@ -31,6 +34,8 @@ disabling gradient computation"
 
 from __future__ import annotations
 
+from typing import Any
+
 from trainguard.sanitize.core.holders import graphs_released
 from trainguard.sanitize.core.unreached import UnreachedOutputs
 from trainguard.sanitize.core.records import ForwardCall, first_tensor
@@ -38,6 +43,18 @@ from trainguard.sanitize.core.records import ForwardCall, first_tensor
 
 class GradReenabled(UnreachedOutputs):
     code = "TG104"
+
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
+        self.trained: set = set()  # re-enabling lines under which a backward ran
+
+    def on_backward_done(self, call: Any) -> None:
+        if self.state.no_grad_depth:
+            opened = [w for w in self.state.enable_grad_at if w is not None]
+            where = opened[-1] if opened else self.state.grad_on_at
+            if where is not None:
+                self.trained.add(where)  # a probe trained in the re-enabled region
+        super().on_backward_done(call)
 
     def on_root_forward(self, call: ForwardCall) -> None:
         self._resolve()
@@ -62,6 +79,8 @@ class GradReenabled(UnreachedOutputs):
         import os
 
         where, name, forward_at = key
+        if where in self.trained:
+            return  # grad was needed there: the region trains (its last prediction aside)
         at = f"{os.path.basename(forward_at[0])}:{forward_at[1]}" if forward_at else "?"
         self.report(
             f"grad mode was turned back on here inside a torch.no_grad() region: {name}'s "

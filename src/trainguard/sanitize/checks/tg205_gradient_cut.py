@@ -22,7 +22,10 @@ loss's graph is searched for those nodes (once). An output the loss does not rea
 its line ("the cut is after it": ``self.encoder(x).detach()``), an output made with grad disabled
 is named as such, and a submodule not called in that step is said to be unused.
 
-Silent on: parameters of a module that was replaced after the optimizer was built (no model
+Silent on: a parameter of a PyTorch layer whose other parameters get gradients (the last
+``Linear``'s bias of an energy model fitted on its forces, ``-autograd.grad(energy, x)``: a
+constant offset has no derivative; coarse-graining/cgnet#105); parameters of a module that was
+replaced after the optimizer was built (no model
 seen holds them: TG304 reports that); frozen parameters (``requires_grad=False``); parameters that
 got a gradient at any step (branches used only sometimes, a head trained after a warm-up, tasks
 sampled per batch); several optimizers (each is judged on its own steps); optimizers that never
@@ -267,7 +270,7 @@ class GradientCut(Check):
         never = missing if never is None else never & missing
         record[0], record[1], record[2] = steps + 1, never, zero | zeros
         if record[0] == _STEPS and never:
-            never = self._in_models(never)
+            never = self._in_models(never) - self._beside_trained(never)
         if record[0] == _STEPS and never:
             suspects = Suspects(type(optimizer).__name__, len(params), self._names(never),
                                 user_location(sys._getframe(1)), zero & never)
@@ -356,6 +359,21 @@ class GradientCut(Check):
             return ids
         held = {id(p) for model in models for p in model.parameters()}
         return ids & held
+
+    def _beside_trained(self, ids: set[int]) -> set[int]:
+        """Those of ``ids`` owned by a PyTorch layer (``nn.Linear``) whose other parameters got
+        a gradient: no cut in the user's code reaches inside the layer, so the loss does not
+        depend on them by its form (the last layer's bias of an energy whose forces alone are
+        fitted: a constant offset of the energy, gone in its derivative)."""
+        out: set[int] = set()
+        for model in list(self.state.models):
+            for module in model.modules():
+                own = [p for p in module.parameters(recurse=False) if p.requires_grad]
+                if len(own) > 1 and type(module).__module__.startswith("torch.nn.") and \
+                        any(id(p) in ids for p in own) and \
+                        not all(id(p) in ids for p in own):
+                    out.update(id(p) for p in own if id(p) in ids)
+        return out
 
     def _names(self, ids: set[int]) -> dict[int, str]:
         """``id(param) -> "name (shape)"`` for ``ids``, by their names in the models seen."""

@@ -29,8 +29,11 @@ cross-entropy in its call: its parameters are leaves of the loss's graph, found 
 and it took no floating target of the prediction's shape). Read
 from the ``Made`` stamps on outermost outputs and a mark on the ``grad_fn`` of each watched loss's
 output, found from positional and keyword arguments, on the latest checked steps. Also: a model no optimizer holds receives gradients while no
-optimizer that steps has a gradient on any of its parameters (None, or zeros): an optimizer built
-once for the first model of a k-fold or hyper-parameter loop that builds a new model each time.
+optimizer that steps (in the last 8 steps: an earlier phase's optimizer, still alive with its
+last gradients, does not count) has a gradient on any of its parameters (None, or zeros): an
+optimizer built once for the first model of a k-fold or hyper-parameter loop that builds a new
+model each time, or built before the model was replaced by one loaded from a checkpoint
+(NVIDIA/Megatron-LM#174).
 
 Silent on: frozen parameters (``requires_grad=False``), parameters that never get a gradient
 (unused branches, EMA teachers), parameters updated by other means (by hand, a dual variable),
@@ -77,6 +80,7 @@ from trainguard.sanitize.core.source import param_groups_line, params_line
 
 _CONFIRM_AFTER = 5  # steps between noting a suspect and confirming it
 _EVERY = 32  # the most steps between two looks
+_RECENT = 8  # optimizers that stepped within this many steps are the ones stepping now
 
 
 class ParamsNotInOptimizer(Check):
@@ -97,6 +101,9 @@ class ParamsNotInOptimizer(Check):
         # optimizer -> the user's line that built it (on_built): where parameters were left out
         self.built_at: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
         self.idle: weakref.WeakSet[Any] = weakref.WeakSet()  # optimizers found by gc, not stepped
+        # optimizer -> the step count at its latest step: an optimizer of an earlier phase (a
+        # pre-training run's, kept alive by a reference cycle with its scheduler) does not step
+        self.last_step: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
         self.where: Any = None  # the step line where the suspects were noted
         # What the looks read, replaced at each look after which checked steps brought a new
         # record (a settled loop repeats the same calls), and that record.
@@ -148,6 +155,7 @@ class ParamsNotInOptimizer(Check):
             self._records().loss_targets.update(stamped_models(call.target))
 
     def on_step(self, optimizer: Any) -> None:
+        self.last_step[optimizer] = self.state.step
         step = self.state.step - 1  # steps completed before this one
         if step < self.next_step:
             return
@@ -248,13 +256,14 @@ class ParamsNotInOptimizer(Check):
                 # module in series with a trained model that was never given to an optimizer.
                 if not any(p.requires_grad and p.grad is not None for _, p, _ in named):
                     continue
-                series = self._series(model, trained)
+                series = self.flow.series(model, trained)
                 doubled = None if series else doubled_parameters(self.state.optimizers)
                 if doubled is not None:  # ``a.parameters()`` twice where ``b`` was meant
                     blame, series = doubled
                 if not series:
                     if stale is None:
-                        stale = no_gradients(list(self.state.optimizers))
+                        stale = no_gradients([o for o in self.state.optimizers if
+                                              self.last_step.get(o, 0) > self.state.step - _RECENT])
                     if not stale:
                         continue
                     cause = type(optimizer).__name__
@@ -281,35 +290,6 @@ class ParamsNotInOptimizer(Check):
             if any(id(p) in ids for g in o.param_groups for p in g["params"]):
                 return o
         return None
-
-    def _series(self, model: Any, trained: dict[int, Any]) -> str:
-        """How ``model`` (which no optimizer holds) sits in series with a trained model on the way
-        to the loss, as a phrase for the finding, or "" when it does not (a teacher or a feature
-        network beside the model, a loss network applied to a prediction that is itself a loss's
-        input, a module in eval mode)."""
-        if not model.training:
-            return ""
-        flow, key = self.flow, id(model)
-        down = flow.after(key)
-        feeds = down & trained.keys()
-        if feeds:  # a trained model takes its output: an embedding or an encoder before it
-            name = type(trained[next(iter(feeds))]).__name__
-            return f"its output goes into {name}, which an optimizer trains"
-        takes = [k for k in trained if key in flow.after(k)]
-        weighs = flow.weighs.get(key, set()) & trained.keys()
-        if weighs:  # its parameters weigh the losses of a trained model (uncertainty weighting)
-            return (f"it takes the losses of {type(trained[next(iter(weighs))]).__name__}, which "
-                    "an optimizer trains, and its output is backpropagated")
-        if not takes or any(k in flow.loss_inputs for k in takes):
-            return ""  # beside the trained models, or applied to a prediction a loss takes itself
-        # a head, a neck or a decoder: the trained model's output reaches the loss only through
-        # it -- unless a loss compares its outputs with each other (a loss network applied to the
-        # prediction and to the target)
-        down.add(key)
-        if not down & flow.loss_inputs or down & flow.loss_targets:
-            return ""
-        return (f"it takes the output of {type(trained[takes[0]]).__name__}, which an optimizer "
-                "trains, on the way to the loss")
 
     def _not_held_by_idle(self, still: list[Suspect]) -> list[Suspect]:
         """Leave out parameters an optimizer that has not stepped yet holds (``gc``, once per

@@ -19,7 +19,7 @@ import os
 import sys
 import sysconfig
 from types import CodeType, FrameType
-from typing import Iterator
+from typing import Any, Iterator
 
 from trainguard.sanitize.core.bounds import FRAMES
 
@@ -142,3 +142,11 @@ def frame_location(frame: FrameType) -> Location:
 def short_location(where: Location | None, unknown: str = "an unknown line") -> str:
     """``file.py:line`` of a location for a finding's message (``unknown`` when there is none)."""
     return f"{os.path.basename(where[0])}:{where[1]}" if where else unknown
+
+
+def names_hold_graph(names: tuple[str, ...], frame: Any) -> bool:
+    """Whether one of ``names`` holds a tensor with a graph (a ``grad_fn``) in the first user
+    frame from ``frame`` (``h1`` beside a target network's ``z2`` in ``byol_loss(h1, z2)``)."""
+    user = next(iter(user_frames(frame)), None) if names else None
+    local = user.f_locals if user is not None else {}
+    return any(getattr(local.get(n), "grad_fn", None) is not None for n in names)

@@ -84,6 +84,35 @@ class Flow:
         out.discard(key)
         return out
 
+    def series(self, model: Any, trained: dict[int, Any]) -> str:
+        """How ``model`` (which no optimizer holds) sits in series with a trained model on the way
+        to the loss, as a phrase for the finding, or "" when it does not (a teacher or a feature
+        network beside the model, a loss network applied to a prediction that is itself a loss's
+        input, a module in eval mode)."""
+        if not model.training:
+            return ""
+        flow, key = self, id(model)
+        down = flow.after(key)
+        feeds = down & trained.keys()
+        if feeds:  # a trained model takes its output: an embedding or an encoder before it
+            name = type(trained[next(iter(feeds))]).__name__
+            return f"its output goes into {name}, which an optimizer trains"
+        takes = [k for k in trained if key in flow.after(k)]
+        weighs = flow.weighs.get(key, set()) & trained.keys()
+        if weighs:  # its parameters weigh the losses of a trained model (uncertainty weighting)
+            return (f"it takes the losses of {type(trained[next(iter(weighs))]).__name__}, which "
+                    "an optimizer trains, and its output is backpropagated")
+        if not takes or any(k in flow.loss_inputs for k in takes):
+            return ""  # beside the trained models, or applied to a prediction a loss takes itself
+        # a head, a neck or a decoder: the trained model's output reaches the loss only through
+        # it -- unless a loss compares its outputs with each other (a loss network applied to the
+        # prediction and to the target)
+        down.add(key)
+        if not down & flow.loss_inputs or down & flow.loss_targets:
+            return ""
+        return (f"it takes the output of {type(trained[takes[0]]).__name__}, which an optimizer "
+                "trains, on the way to the loss")
+
 
 def own_leaf_in(output: Any, module: Any, limit: int = 64) -> bool:
     """Whether the graph of the first tensor in ``output`` (an outermost call's, which computed a

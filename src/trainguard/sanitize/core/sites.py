@@ -1,29 +1,23 @@
 """Where a model call's output goes, read from the source of the function that made the call.
 
-A runtime check sees that a model ran, in which mode and grad mode, but not what the caller did with
-the output afterwards (``pred = model(x).argmax(1); correct += (pred == y).sum().item()`` runs no
-hook at all). :func:`output_uses` answers that from the caller's source, once per call site: it
-parses the file (``linecache``, so notebooks and ``python -c`` files without source just answer
-None), finds the call at the frame's line and column, and follows the value through attribute and
-method calls, ``torch``/NumPy functions, operators, assignments (to names, tuples, attributes) and
-list ``append``/``extend`` within the same function, until it reaches:
+A runtime check sees that a model ran, not what the caller did with its output (``correct +=
+(model(x).argmax(1) == y).sum().item()`` runs no hook). :func:`output_uses` reads it from the
+caller's source, once per call site (``linecache``; no source: None), following the value through
+attributes, methods, ``torch``/NumPy functions, operators, assignments and list ``append`` within
+the function, until it reaches:
 
-- a *metric*: an ``==``/``!=`` comparison with something that is not a constant (``pred == y``,
-  ``.eq(y)``, ``torch.eq``), a call whose name says metric (``accuracy_score``, ``f1``,
-  ``metric.update``, ``count_correct``, ...), a ``+=`` of a value that went through ``.item()``, or
-  a ``return`` from a function whose name says evaluation (``evaluate``, ``validate``, ``test``,
-  ``predict``, ``infer``);
+- a *metric*: an ``==``/``!=`` comparison with a non-constant (``pred == y``, ``.eq(y)``), a call
+  whose name says metric (``accuracy_score``, ``metric.update``), a ``+=`` of a value that went
+  through ``.item()``, or a ``return`` from a function named for evaluation (``validate``);
 - a *loss*: a call whose name says loss (``criterion``, ``loss_fn``, ``F.cross_entropy``);
-- nothing of either: the output is discarded (``model(x)`` as a statement, BatchNorm
-  recalibration), or goes to code whose purpose the name does not tell (``env.step(action)``).
+- nothing of either: the output is discarded, or goes to code whose name does not tell.
 
 Whether the output is *used* at all: not when the call is a statement of its own (``model(x)``,
-``model(x).mean()``) or is only assigned to names that nothing reads afterwards (``_ = model(x)``).
+``model(x).mean()``, BatchNorm recalibration) or only assigned to names nothing reads.
 
 It also says whether the call runs in a *training iteration*: the innermost loop around the call
-(or, outside any loop, the function around it) calls ``backward``, ``torch.autograd.grad`` or a
-``step``. A :class:`SiteReader` caches the answer per ``(path, line, column)``; the cost on the
-hot path is one dict look-up.
+(or the function) calls ``backward``, ``torch.autograd.grad`` or a ``step``. A
+:class:`SiteReader` caches the answer per ``(path, line, column)``: one dict look-up.
 """
 
 from __future__ import annotations
@@ -49,12 +43,14 @@ class Uses:
         trains: the call sits in a training iteration (its loop calls backward or a step).
         used: something reads the output (False: a statement of its own, or assigned to names
             nothing reads).
+        partners: the names passed to that loss beside the output (``h1`` in ``loss(h1, z2)``).
     """
 
     metric: str | None
     loss: str | None
     trains: bool
     used: bool = True
+    partners: tuple[str, ...] = ()
 
 
 _METRIC = frozenset((
@@ -172,11 +168,12 @@ class _Flow:
         self.scope = file.scope(call)
         self.metric: str | None = None
         self.loss: str | None = None
+        self.partners: tuple[str, ...] = ()
         self.seen: set[tuple[str, int]] = set()
 
     def uses(self) -> Uses:
         self._follow(self.call, 0)
-        return Uses(self.metric, self.loss, self._trains(), not self._discarded())
+        return Uses(self.metric, self.loss, self._trains(), not self._discarded(), self.partners)
 
     def _discarded(self) -> bool:
         """The value is dropped: the call is a statement of its own, only its shape is read
@@ -300,6 +297,12 @@ class _Flow:
         if self.metric is None:
             self.metric = how
 
+    def _note_loss(self, name: str, call: ast.Call, arg: ast.AST) -> bool:
+        if self.loss is None:
+            self.loss = f"{name}()"
+            self.partners = tuple(a.id for a in call.args if isinstance(a, ast.Name) and a is not arg)
+        return False
+
     def _argument(self, call: ast.Call, arg: ast.AST, hops: int) -> bool:
         """The value is an argument of ``call``: note a metric or loss, follow a container it is
         added to; True when the value flows on through the call's result."""
@@ -316,20 +319,17 @@ class _Flow:
                 self._note_metric(f"compared with `{_short(other)}` ({name})")
             return False
         if last in FUNCTIONAL_LOSSES or last_tokens & _LOSS:
-            self.loss = self.loss or f"{name}()"
-            return False
+            return self._note_loss(name, call, arg)
         if last_tokens & _METRIC:
             self._note_metric(f"passed to {name}()")
             return False
         if root in _PASS_ROOTS or name in _PASS_BUILTINS:
             return True
-        tokens = _tokens(name)
-        if tokens & _METRIC:
+        if _tokens(name) & _METRIC:
             self._note_metric(f"passed to {name}()")
             return False
-        if tokens & _LOSS:
-            self.loss = self.loss or f"{name}()"
-            return False
+        if _tokens(name) & _LOSS:
+            return self._note_loss(name, call, arg)
         if last in _CONTAINER_ADD and isinstance(call.func, ast.Attribute):
             statement = self._statement(call)
             if statement is not None:

@@ -1,0 +1,43 @@
+# Fixed twin of buggy.py (https://github.com/NVIDIA/Megatron-LM/issues/174): the optimizer and
+# scheduler are built after the checkpoint's model is in place.
+import io
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+
+
+def build():
+    return nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.Linear(32, 4))
+
+
+def setup(checkpoint=None):
+    model = build()
+    if checkpoint is not None:
+        model = build()
+        model.load_state_dict(torch.load(checkpoint, weights_only=True))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, 40)
+    return model, optimizer, scheduler
+
+
+def train(model, optimizer, scheduler, x, y, steps):
+    for _ in range(steps):
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+    return loss.item()
+
+
+x, y = torch.randn(64, 8), torch.randint(0, 4, (64,))
+base = setup()  # (kept: the pre-trained model, its optimizer with its last gradients)
+print("pre-train", train(*base, x, y, 40))
+buffer = io.BytesIO()
+torch.save(base[0].state_dict(), buffer)
+buffer.seek(0)
+model, optimizer, scheduler = setup(buffer)
+print("fine-tune", train(model, optimizer, scheduler, x, (y + 1) % 4, 40))
