@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from trainguard.lint.astutil import SCOPES, dotted, parent, walk_local
 from trainguard.lint.dataflow import last_assignment
-from trainguard.lint.eval_data import eval_data
+from trainguard.datanames import reads_eval_data
 from trainguard.lint.events import Event, events
 from trainguard.lint.module_methods import runs_layers
 from trainguard.lint.script import Script, is_backward
@@ -357,7 +357,7 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
 def _eval_blocks(script: Script, covered: set[int]) -> list[EvalRegion]:
     """An evaluation written as a block inside a training loop (``if i % 10 == 0:`` running
     the model on a batch of the test loader, ``with torch.no_grad():`` over the validation
-    tensors): its forwards use evaluation data (:mod:`trainguard.lint.eval_data`) and feed a
+    tensors): its forwards use evaluation data (:mod:`trainguard.datanames`) and feed a
     metric, and the block has no backward and steps no optimizer (fxia22/pointnet.pytorch#19:
     the periodic test batch ran in train mode)."""
     out = []
@@ -366,9 +366,8 @@ def _eval_blocks(script: Script, covered: set[int]) -> list[EvalRegion]:
             if not isinstance(node, (ast.If, ast.With)) or id(node) in covered:
                 continue
             inside = list(walk_local(node))
-            if any(id(n) in covered for n in inside if isinstance(n, ast.stmt)) or not any(
-                    isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and eval_data(n.id)
-                    or isinstance(n, ast.Attribute) and eval_data(n.attr) for n in inside):
+            if any(id(n) in covered for n in inside if isinstance(n, ast.stmt)) or \
+                    not reads_eval_data(node):
                 continue
             fwd = [f for f in forward_calls(script, node) if _output_used(f, node)]
             if not fwd or script.has_backward(node) or rollout(script, node) or \

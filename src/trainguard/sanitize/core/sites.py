@@ -16,7 +16,8 @@ Whether the output is *used* at all: not when the call is a statement of its own
 ``model(x).mean()``, BatchNorm recalibration) or only assigned to names nothing reads.
 
 It also says whether the call runs in a *training iteration*: the innermost loop around the call
-(or the function) calls ``backward``, ``torch.autograd.grad`` or a ``step``. A
+(or the function) calls ``backward``, ``torch.autograd.grad`` or a ``step``, and no ``if``/``with``
+block around the call within it reads evaluation data without training (a test batch). A
 :class:`SiteReader` caches the answer per ``(path, line, column)``: one dict look-up.
 """
 
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainguard.apifacts import FUNCTIONAL_LOSSES
-from trainguard.sanitize.core.source import SourceFile
+from trainguard.sanitize.core.source import SourceFile, trains
 
 __all__ = ["SiteReader", "Uses", "output_uses"]
 
@@ -71,7 +72,6 @@ _EVAL_FUNCTION = re.compile(
     r"prediction|predictions|infer|inference|score|accuracy|metrics?)(_|$)")
 _SHAPE_READS = frozenset(("shape", "size", "numel", "dim", "ndim", "ndimension", "dtype",
                           "device"))
-_TRAIN_CALLS = frozenset(("backward", "step", "manual_backward"))
 _MAX_HOPS = 6
 
 
@@ -213,13 +213,7 @@ class _Flow:
             if isinstance(self.scope, ast.Module):
                 return False
             region = self.scope
-        for node in ast.walk(region):
-            if isinstance(node, ast.Call):
-                name = _dotted(node.func) or ""
-                last = name.rsplit(".", 1)[-1]
-                if last in _TRAIN_CALLS or name.endswith("autograd.grad"):
-                    return True
-        return False
+        return not self.file.in_eval_block(self.call, region) and trains(region)
 
     def _follow(self, node: ast.AST, hops: int, scalar: bool = False) -> None:
         """Walk up from ``node`` (an expression holding the value) to where the value ends."""

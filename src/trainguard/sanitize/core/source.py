@@ -10,11 +10,12 @@ import linecache
 from types import CodeType, FunctionType
 
 from trainguard.config import is_suppressed
+from trainguard.datanames import reads_eval_data
 from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.frames import is_user_code, is_user_file
 
 __all__ = ["SourceFile", "marked", "function_node", "function_at", "attribute_store", "params_line",
-           "param_groups_line", "last_assigned"]
+           "param_groups_line", "last_assigned", "trains"]
 
 # SourceFile per parsed tree (id -> (tree, index)): the newest few, as bounds keeps its trees
 _INDEXED = 16
@@ -103,6 +104,17 @@ class SourceFile:
                 return cur
             cur = self.parents.get(cur)
         return None
+
+    def in_eval_block(self, node: ast.AST, region: ast.AST) -> bool:
+        """Whether an ``if``/``with`` block around ``node`` inside ``region`` (a training loop)
+        reads evaluation data and trains nothing: a test batch scored every k steps
+        (fxia22/pointnet.pytorch#19)."""
+        cur = self.parents.get(node)
+        while cur is not None and cur is not region:
+            if isinstance(cur, (ast.If, ast.With)) and reads_eval_data(cur) and not trains(cur):
+                return True
+            cur = self.parents.get(cur)
+        return False
 
 
 def attribute_store(cls: type, attr: str) -> tuple[str, int, int] | None:
@@ -246,3 +258,16 @@ def function_at(path: str, line: int) -> ast.AST | None:
                 and node.lineno >= getattr(best, "lineno", 0):
             best = node
     return best
+
+
+_TRAIN_CALLS = frozenset(("backward", "step", "manual_backward"))
+
+
+def trains(node: ast.AST) -> bool:
+    """Whether the code under ``node`` calls ``backward``, a ``step`` or ``autograd.grad``."""
+    for n in ast.walk(node):
+        f = n.func if isinstance(n, ast.Call) else None
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+        if name in _TRAIN_CALLS or name == "grad" and "autograd" in ast.unparse(f):
+            return True
+    return False

@@ -1,4 +1,5 @@
-"""Names of evaluation data: ``val_loader``, ``testdataloader``, ``X_val``, ``self.test_set``.
+"""Names of evaluation data (``val_loader``, ``testdataloader``, ``X_val``, ``self.test_set``),
+read by the linter and the watcher alike.
 
 A name is split into words at underscores, digits and lower-to-upper case changes; it names
 evaluation data when one word names a held-out split (``val``, ``valid``, ``test``, ``eval``,
@@ -8,9 +9,10 @@ evaluation data when one word names a held-out split (``val``, ``valid``, ``test
 
 from __future__ import annotations
 
+import ast
 import re
 
-__all__ = ["eval_data"]
+__all__ = ["eval_data", "reads_eval_data"]
 
 _SPLITS = ("validation", "valid", "val", "testing", "test", "evaluation", "eval", "holdout",
            "heldout")
@@ -26,3 +28,9 @@ def eval_data(name: str) -> bool:
     if any(w in _SPLITS for w in words) and any(w in _DATA for w in words):
         return True
     return any(w.startswith(s) and w[len(s):] in _DATA for w in words for s in _SPLITS)
+
+
+def reads_eval_data(node: ast.AST) -> bool:
+    """Whether the code under ``node`` reads a name or attribute of evaluation data."""
+    return any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and eval_data(n.id)
+               or isinstance(n, ast.Attribute) and eval_data(n.attr) for n in ast.walk(node))
