@@ -42,9 +42,13 @@ def loss_kind(script: Script, call: ast.Call) -> str | None:
 
 
 def _held_losses(script: Script, value: ast.AST) -> list[str | None]:
-    """The loss classes an assigned value instantiates; for a parameter stored as it comes
-    (``self.loss_fn = loss_fn`` in ``__init__``), the ones every caller passes for it."""
+    """The loss classes an assigned value instantiates (a functional loss stored as it is counts
+    as its class); for a parameter stored as it comes (``self.loss_fn = loss_fn`` in
+    ``__init__``), the ones every caller passes for it."""
     if not isinstance(value, ast.Name):
+        q = script.qualname(value) if isinstance(value, ast.Attribute) else None
+        if q in _FUNCTIONAL:  # self.loss_func = F.binary_cross_entropy_with_logits
+            return [f"torch.nn.{_FUNCTIONAL[q]}"]
         return [_built_loss(script, value)]
     func = script.enclosing_function(value)
     arg = None if func is None else next(
