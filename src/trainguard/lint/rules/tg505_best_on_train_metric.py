@@ -39,7 +39,8 @@ def check(script: Script) -> Iterator[Hit]:
             sides = list(node.args)  # self.comp(val, self.best), np.less(val, best)
         else:
             continue
-        names = [dotted(s) or "" for s in sides]
+        # (a margin beside the best counts as the best: ``loss < best_loss - min_delta``)
+        names = [dotted(s.left if isinstance(s, ast.BinOp) else s) or "" for s in sides]
         best = [i for i, n in enumerate(names) if "best" in n.lower()]
         if len(best) != 1:
             continue
@@ -204,8 +205,9 @@ def _train_metric(script: Script, node: ast.AST, depth: int = 2) -> str | None:
 
 
 def _summed_backward_loss(script: Script, name: ast.Name) -> str | None:
-    """``epoch_loss += loss.item() * n`` in the function around ``name``, with
-    ``loss.backward()`` there too: the name totals the training loss, whatever it is called."""
+    """``epoch_loss += loss.item() * n`` in the function around ``name``, or a list the name is
+    computed from filled with ``losses.append(loss.item())``, with ``loss.backward()`` in the same
+    loop: the name totals the training loss, whatever it is called (oscmcompany/fund#821)."""
     if _VAL.search(name.id):
         return None
     func = script.enclosing_function(name) or script.tree
@@ -214,15 +216,27 @@ def _summed_backward_loss(script: Script, name: ast.Name) -> str | None:
                    dotted(n.func.value)) for n in walk_local(func)
                   if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
                   n.func.attr == "backward"}
+    # ... or appended to a list that the name is then computed from (``epoch_losses.append(
+    # loss.item())``, ``epoch_loss = sum(epoch_losses) / len(epoch_losses)``)
+    value = last_assignment(name.id, name)
+    lists = {x.id for x in ast.walk(value) if isinstance(x, ast.Name)} if value is not None \
+        else set()
     for n in walk_local(func):
         if isinstance(n, ast.AugAssign) and isinstance(n.op, ast.Add) and \
                 isinstance(n.target, ast.Name) and n.target.id == name.id:
-            loops = script.enclosing_loops(n)
-            here = id(loops[0]) if loops else 0
-            found = sorted(x.id for x in ast.walk(n.value) if isinstance(x, ast.Name) and
-                           (here, x.id) in backwarded)
-            if found:
-                return found[0]
+            added = n.value
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                n.func.attr == "append" and isinstance(n.func.value, ast.Name) and \
+                n.func.value.id in lists and len(n.args) == 1:
+            added = n.args[0]
+        else:
+            continue
+        loops = script.enclosing_loops(n)
+        here = id(loops[0]) if loops else 0
+        found = sorted(x.id for x in ast.walk(added) if isinstance(x, ast.Name) and
+                       (here, x.id) in backwarded)
+        if found:
+            return found[0]
     return None
 
 
