@@ -10,7 +10,9 @@ without momentum (it has no state). A missing scheduler is named in the message 
 optimizer is missing too, and alone fires only when the file resumes (it loads an optimizer's
 state back: the scheduler then restarts at its first step, alibaba/TorchEasyRec#664); a missing ``GradScaler`` whose ``step`` drives
 the optimizer fires alone (the resumed run restarts the loss scale: huggingface/transformers#11323).
-The run's position is a key named like one or a counter the program advances.
+The run's position is a key named like one or a counter the program advances. A call of a
+project helper that saves the optimizer only when given one (``optimizer=None``) and is not
+given it is reported at the call.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import const_value, kwarg, parent, walk_local
+from trainguard.lint.astutil import const_value, dotted, kwarg, parent, walk_local
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.dataflow import scope_of
 from trainguard.lint.options import argparse_default
@@ -27,6 +29,7 @@ from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
 CODE = "TG504"
+_SAVE_HELPER = re.compile(r"save|checkpoint|ckpt", re.I)
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
 _PROGRESS = re.compile(r"epoch|step|iter", re.I)
 _OPTIM = re.compile(r"optim|opt\b|opt_|_opt", re.I)
@@ -37,10 +40,45 @@ _SCALER = re.compile(r"scaler|amp", re.I)
 
 def check(script: Script) -> Iterator[Hit]:
     for save in script.calls:
-        if script.call_qualname(save) != "torch.save" or not save.args:
-            continue
-        for call, entries, last in _saved(script, save):
-            yield from _judge(script, call, entries, last)
+        if script.call_qualname(save) == "torch.save" and save.args:
+            for call, entries, last in _saved(script, save):
+                yield from _judge(script, call, entries, last)
+        elif _SAVE_HELPER.search(dotted(save.func) or ""):
+            found = _optimizer_left_to_default(script, save)
+            for hit in _judge(script, save, found, save) if found is not None else ():
+                name = (dotted(save.func) or "").rsplit(".", 1)[-1]
+                yield Hit(save, f"{name}() is called without its optimizer argument, so "
+                                f"{hit.message.replace('this checkpoint', 'the checkpoint')}",
+                          fix="pass the optimizer (and scheduler) to this call")
+
+
+def _optimizer_left_to_default(script: Script, call: ast.Call) -> list[tuple[str, str]] | None:
+    """The entries a project helper saves when ``call`` leaves its optimizer parameter to its
+    default ``None`` (``def save_checkpoint(path, model, epoch, optimizer=None)`` adding
+    ``state["optimizer"]`` only when given one; ktonal/mimikit#30), without the entries that
+    read that parameter; None when the call passes it or the helper is not so."""
+    targets = [t for t in script.targets(call) if not t.instance]
+    if len(targets) != 1:
+        return None
+    func, other = targets[0].func, targets[0].script
+    args = func.args  # type: ignore[attr-defined]
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]],
+                        args.defaults))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d})
+    optional = {n for n, d in defaults.items() if "optim" in n and const_value(d) is None
+                and isinstance(d, ast.Constant)}
+    names = [a.arg for a in positional]
+    if targets[0].bound and names[:1] in (["self"], ["cls"]):
+        names = names[1:]
+    if not optional or optional & set(bind_arguments(names, call)):
+        return None
+    for save in walk_local(func):
+        if isinstance(save, ast.Call) and other.call_qualname(save) == "torch.save" and save.args:
+            entries = _entries(other, save, save.args[0])
+            if entries and any(o in v for o in optional for _, v in entries):
+                return [(k, v) for k, v in entries if not any(o in v for o in optional)]
+    return None
 
 
 def _saved(script: Script, call: ast.Call

@@ -171,7 +171,9 @@ class IncompleteCheckpoint(Check):
 def _built_at(obj: Any, start: Any) -> Any:
     """Where the checkpoint dict was built: the line of ``torch.save``, or, when ``torch.save``
     sits in a helper that was handed the dict (``save_checkpoint(state, ...)``), the line of the
-    user's code that called the helper with it (outermost such caller). None: the default line."""
+    user's code that called the helper with it (outermost such caller); or, when the function
+    that built it takes an optimizer parameter left ``None``, the line that called it without
+    one. None: the default line."""
     frame = user_frame(start)
     while frame is not None:
         code = frame.f_code
@@ -185,6 +187,14 @@ def _built_at(obj: Any, start: Any) -> Any:
         frame = caller
     if frame is None:
         return None
+    code = frame.f_code
+    caller = frame.f_back
+    if caller is not None and is_user_code(caller.f_code) and any(
+            "optim" in name and frame.f_locals.get(name, 0) is None
+            for name in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]):
+        # a helper that saves the optimizer when given one (``optimizer=None``), called
+        # without it: the call is what to change (ktonal/mimikit#30)
+        return frame_location(caller)
     where = frame_location(frame)
     try:
         return _entries_line(where, frame, obj)
