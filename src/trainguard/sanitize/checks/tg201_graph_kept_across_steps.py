@@ -49,6 +49,7 @@ _MIN_ITERATIONS = 3  # distinct old iterations whose graphs are alive at once
 _MIN_AGE = 2         # iterations a graph must have outlived
 _KEEP = 512          # stamps followed at most
 _HOLD_AGE = 4        # steps the oldest live graph may have outlived before the steps stay checked
+_BY_HAND_EVERY = 16  # backward calls between two looks when no optimizer steps
 
 
 class GraphKeptAcrossSteps(Check):
@@ -63,6 +64,7 @@ class GraphKeptAcrossSteps(Check):
         # optimizer steps per iteration: the optimizers alive that have stepped (a GAN's two make
         # one iteration, so a loss kept until the next iteration is not two steps old)
         self.per = 1
+        self.held_once = False  # a holder was found and reported
 
     def _clock(self, made: Made) -> int:
         if self.state.step:
@@ -79,6 +81,10 @@ class GraphKeptAcrossSteps(Check):
                         self.state.root_forwards)
             call.tensors[0].grad_fn.metadata[ROOT] = made
             self.followed.append(weakref.ref(made))
+        if not self.state.step and self.state.backward_count % _BY_HAND_EVERY == 0:
+            # a loop updating by hand (a line search, a closure) has no step to look at: look
+            # while its frames, and the list it appends to, are alive
+            self._inspect()
 
     def on_step(self, optimizer: Any) -> None:
         self._inspect()
@@ -146,11 +152,15 @@ class GraphKeptAcrossSteps(Check):
                            "slowly, but it grows every step)")
             else:
                 message = f"{seen}: {holder}, so every step's graph and activations stay in memory"
+        elif self.held_once:
+            where = None  # (at exit, after the frames that held them ended: reported already)
         else:
             message = (f"{seen}, first made by the {oldest_what} here: something keeps these "
                        "tensors with their grad_fn across iterations, so memory grows every step")
         # Forget what was seen so that the same graphs are not counted again.
         old_ids = {id(m) for m in old}
         self.followed[:] = [weakref.ref(m) for m in alive if id(m) not in old_ids][-_KEEP:]
+        self.held_once = self.held_once or held is not None
         del alive, old, held
-        self.report(message, where=where, iterations=sorted(ages)[:8], clock=clock)
+        if where is not None:
+            self.report(message, where=where, iterations=sorted(ages)[:8], clock=clock)

@@ -106,7 +106,7 @@ class LabelDtype(Check):
 
     def _made(self, target: Any, used_at: Any) -> Any:
         """The dataset line that made ``target`` (``core/target_origin.py``), else ``used_at``."""
-        return target_origin(user_frame(sys._getframe(2)), target) or used_at
+        return target_origin(user_frame(sys._getframe(2)), target, self.state.loader_passes) or used_at
 
     def report(self, message: str, *, fix: str | None = None, where: Any = None,
                used_at: Any = None, **extra: Any) -> Any:
@@ -148,7 +148,7 @@ class LabelDtype(Check):
                 fix="make the model's last layer output one score per class, or remap the labels "
                     "to 0..C-1 (labels starting at 1 need `y - 1`)")
         if "expected target dtype to be Long" in text or "expected scalar type Long" in text:
-            made, used = _made_at_error(exc, t)
+            made, used = _made_at_error(exc, t, self.state.loader_passes)
             return Diagnosis(
                 f"{func} got class indices stored as floats ({shapes})"
                 + (f" (the targets are made here, in the dataset; the loss at "
@@ -175,7 +175,7 @@ class LabelDtype(Check):
         return None
 
 
-def _made_at_error(exc: BaseException, target: Any) -> tuple[Any, Any]:
+def _made_at_error(exc: BaseException, target: Any, passes: Any) -> tuple[Any, Any]:
     """``(dataset line that made target, the loss's user line)`` from the failing traceback's
     innermost user frame (``core/target_origin.py``); ``(None, None)`` when not found."""
     tb, frame = exc.__traceback__, None
@@ -183,7 +183,7 @@ def _made_at_error(exc: BaseException, target: Any) -> tuple[Any, Any]:
         if is_user_file(tb.tb_frame.f_code.co_filename):
             frame = tb.tb_frame
         tb = tb.tb_next
-    made = target_origin(frame, target)
+    made = target_origin(frame, target, passes)
     return (made, frame_location(frame)) if made is not None else (None, None)
 
 

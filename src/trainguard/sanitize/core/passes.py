@@ -31,12 +31,13 @@ class LoaderPass:
     """
 
     __slots__ = ("number", "loader_id", "length", "epoch", "step_at_start", "step_at_end",
-                 "_ref", "_vars", "_given", "_steps", "_listeners", "__weakref__")
+                 "_ref", "_vars", "_given", "_steps", "_listeners", "source", "__weakref__")
 
     def __init__(self, number: int, loader: Any, length: int | None, epoch: int, iterator: Any,
                  steps: Callable[[], int],
                  listeners: "list[Callable[[LoaderPass], None]]") -> None:
         self.number, self.loader_id, self.length, self.epoch = number, id(loader), length, epoch
+        self.source = _source(loader)  # (read only on a finding's rare path)
         self._steps, self._listeners = steps, listeners
         self.step_at_start, self.step_at_end = steps(), None
         self._given = 0
@@ -82,3 +83,15 @@ class LoaderPass:
             self.end()
         except Exception:  # (a weakref callback must not raise into the user's code)
             self._vars = None
+
+
+def _source(loader: Any) -> Any:
+    """A weak reference to ``loader``'s dataset, or None when its collate function is the user's
+    own (it may reorder a sample's elements) or the dataset cannot be referenced weakly."""
+    collate = getattr(loader, "collate_fn", None)
+    if collate is not None and getattr(collate, "__module__", "").split(".")[0] != "torch":
+        return None
+    try:
+        return weakref.ref(loader.dataset)
+    except TypeError:
+        return None

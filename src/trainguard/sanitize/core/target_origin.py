@@ -10,7 +10,8 @@ call is enough in the usual case:
    list or dict held by one (``masks``, ``batch["mask"]``, ``batch[1]``), found by identity;
 2. that variable is bound by a ``for`` loop of that function over a ``DataLoader`` (``for x, y in
    loader``, ``enumerate(loader)``, ``self.train_dl``; names resolved in the frame's locals,
-   globals and attributes, never by calling anything);
+   globals and attributes, never by calling anything; a loop over a call, ``for batch in
+   dm.train_dataloader()``, takes the dataset of the latest pass the watcher saw start);
 3. the loader's dataset (through ``Subset``) has a ``__getitem__`` in the user's code whose
    ``return`` gives the same position or key; that element's line is the answer: the last
    assignment of the returned name in ``__getitem__`` (``mask = self.to_tensor(mask)``), or
@@ -25,7 +26,7 @@ Cost: at a finding only, one parse of each source file involved (cached).
 from __future__ import annotations
 
 import ast
-from types import FrameType
+from types import FrameType, SimpleNamespace
 from typing import Any
 
 from trainguard.sanitize.core.bounds import parse_file
@@ -39,15 +40,17 @@ __all__ = ["target_origin"]
 _FRAMES = 4  # user frames searched outwards from the loss call (a loss helper's callers)
 
 
-def target_origin(frame: FrameType | None, target: Any) -> Location | None:
+def target_origin(frame: FrameType | None, target: Any, passes: Any = ()) -> Location | None:
     """The line of the user's dataset that made ``target`` (see the module doc), searched from
-    ``frame`` (the innermost user frame at the loss call) outwards, or None."""
+    ``frame`` (the innermost user frame at the loss call) outwards, or None. ``passes`` (the
+    watcher's ``State.loader_passes``) stand in for a loop over a call that returns a DataLoader
+    (``for batch in dm.train_dataloader():``): the latest pass still running is its."""
     seen = 0
     while frame is not None and target is not None and seen < _FRAMES:
         if is_user_file(frame.f_code.co_filename):
             seen += 1
             try:
-                found = _origin(frame, target)
+                found = _origin(frame, target, passes)
             except Exception:  # a locating aid: never in the way of the finding
                 return None
             if found is not None:
@@ -56,7 +59,7 @@ def target_origin(frame: FrameType | None, target: Any) -> Location | None:
     return None
 
 
-def _origin(frame: FrameType, target: Any) -> Location | None:
+def _origin(frame: FrameType, target: Any, passes: Any) -> Location | None:
     found = _holder(frame, target)
     if found is None:
         return None
@@ -70,6 +73,9 @@ def _origin(frame: FrameType, target: Any) -> Location | None:
             if path is None:
                 continue
             loader, path = _iterated(loop.iter, frame, path)
+            if loader is None and isinstance(loop.iter, ast.Call) and \
+                    _iterated(loop.iter, frame, path) == (None, path):
+                loader = _running(passes, loop.iter)
             if loader is None:
                 continue
             if inner is not None:
@@ -126,6 +132,16 @@ def _iterated(expr: ast.AST, frame: FrameType, path: tuple) -> tuple[Any, tuple]
     from torch.utils.data import DataLoader
 
     return (value, path) if isinstance(value, DataLoader) else (None, path)
+
+
+def _running(passes: Any, call: ast.Call) -> Any:
+    """For a loop over ``dm.train_dataloader()`` (a call, not run again here): the DataLoader of
+    the latest pass still running, else (the loop was left by the error) of the latest pass."""
+    if isinstance(call.func, ast.Name) and call.func.id in ("enumerate", "zip", "range"):
+        return None
+    latest = [p for p in passes if not p.ended][-1:] or list(passes)[-1:]
+    dataset = latest[0].source() if latest and latest[0].source is not None else None
+    return SimpleNamespace(dataset=dataset, collate_fn=None) if dataset is not None else None
 
 
 def _resolve(expr: ast.AST, frame: FrameType) -> Any:
