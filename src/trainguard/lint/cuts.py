@@ -573,14 +573,25 @@ def _used_elsewhere(script: Script, cls: ast.ClassDef, attr: str,
     """The submodule is named anywhere but where ``__init__`` assigns it and ``forward`` (or a
     method forward calls) uses it (frozen, put in eval mode, updated as a moving average,
     called by another method or from outside): its role is not forward's alone. A read that
-    only looks at it (``.detach().clone()`` for a snapshot, ``.shape``) does not count."""
+    only looks at it (``.detach().clone()`` for a snapshot, ``.shape``) or initializes it
+    (``nn.init.uniform_(self.emb.weight, ...)``) does not count."""
     forward = next(b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "forward")
     own = {id(n) for f in (forward, *called) for n in ast.walk(f)}
     own |= {id(e) for n in ast.walk(cls) if isinstance(n, ast.Assign) for t in n.targets
             for e in ast.walk(t)}  # (self.a, self.b = A(), B() too)
     return any(isinstance(n, ast.Attribute) and n.attr == attr and id(n) not in own and
-               not _parameters_read(n) and not _observed(n) for n in script.nodes) or \
+               not _parameters_read(n) and not _observed(n) and not _initialized(script, n)
+               for n in script.nodes) or \
         any(isinstance(n, ast.Constant) and n.value == attr for n in script.nodes)
+
+
+def _initialized(script: Script, node: ast.Attribute) -> bool:
+    """``nn.init.uniform_(self.u_embeddings.weight, -r, r)``: an initialization, no role."""
+    p = parent(node)
+    if isinstance(p, ast.Attribute) and p.attr in ("weight", "bias"):
+        p = parent(p)
+    return isinstance(p, ast.Call) and node in ast.walk(p) and p.func is not node and \
+        (script.call_qualname(p) or "").startswith("torch.nn.init.")
 
 
 def _observed(node: ast.Attribute) -> bool:
