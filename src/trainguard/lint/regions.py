@@ -24,7 +24,8 @@ from trainguard.lint.module_methods import runs_layers
 from trainguard.lint.script import Script, is_backward
 
 __all__ = ["EvalRegion", "training_loops", "loop_label", "inference_calls", "INFERENCE_METHODS",
-           "eval_regions", "preceding_events", "forward_calls", "rollout", "EVAL_NAME"]
+           "eval_regions", "preceding_events", "forward_calls", "rollout", "EVAL_NAME",
+           "disabled_here"]
 
 EVAL_NAME = re.compile(r"^_*(eval|evaluate|evaluation|validate|validation|valid|val|"
                        r"predict|prediction|inference|infer|estimate_loss|score|compute_accuracy|"
@@ -90,7 +91,7 @@ def _forward_helper(script: Script, call: ast.Call) -> bool:
         memo[id(method)] = False  # (a recursion: no)
         fwd = forward_calls(script, method)
         memo[id(method)] = bool(fwd) and not any(
-            _disabled_here(script, c, method) for c in fwd) and not any(
+            disabled_here(script, c, method) for c in fwd) and not any(
             isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and
             c.func.attr in ("backward", "step", "zero_grad", "eval", "train")
             for c in ast.walk(method))
@@ -329,7 +330,7 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
             # (``predict_proba`` returning probabilities under no_grad is inference too);
             # under any name, a grad-free function only called after training is inference
             # (a tracker's ``track(frames)``, a ``serve()``)
-            inference = bool(fwd) and all(_disabled_here(script, f, node) for f in fwd)
+            inference = bool(fwd) and all(disabled_here(script, f, node) for f in fwd)
             if not named and not (inference and _holds_its_model(script, node, fwd) and
                                   _called_after_training(script, node)):
                 continue
@@ -474,7 +475,7 @@ def _framework_hook(script: Script, func: ast.AST) -> bool:
     return True
 
 
-def _disabled_here(script: Script, node: ast.AST, func: ast.AST) -> bool:
+def disabled_here(script: Script, node: ast.AST, func: ast.AST) -> bool:
     """``node`` runs with grad disabled by a ``with`` block or a decorator of ``func`` itself."""
     n = node
     while (p := parent(n)) is not None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from trainguard.lint.astutil import dotted, parent
 from trainguard.lint.events import builds_module
 from trainguard.lint.project import MODE_DEPENDENT
+from trainguard.lint.regions import disabled_here
 from trainguard.lint.script import Script
 
 __all__ = ["Untouched", "never_switched"]
@@ -105,7 +106,7 @@ def _harmless(script: Script, node: ast.AST, aliases: set[str], handed: set[int]
     if isinstance(up, ast.Tuple) and isinstance(parent(up), ast.Assign):
         return True  # self.a, self.b = a, b: followed by _aliases
     if isinstance(up, ast.Call) and up.func is node:
-        return _without_grad(script, up)
+        return disabled_here(script, up, script.enclosing_function(up))
     if isinstance(up, ast.keyword):
         up = parent(up)
     if isinstance(up, ast.Call) and id(up) in handed:
@@ -115,22 +116,11 @@ def _harmless(script: Script, node: ast.AST, aliases: set[str], handed: set[int]
             return False
         if up.attr == "forward":
             call = parent(up)
-            return isinstance(call, ast.Call) and _without_grad(script, call)
+            return isinstance(call, ast.Call) and \
+                disabled_here(script, call, script.enclosing_function(call))
         if up.attr in _PARAMS:
             return _iterated(parent(up))
         return True  # inception.to(device), .named_buffers(), .state_dict()
-    return False
-
-
-def _without_grad(script: Script, call: ast.AST) -> bool:
-    n = call
-    while (p := parent(n)) is not None:
-        if isinstance(p, (ast.With, ast.AsyncWith)) and n in p.body and any(
-                script.grad_context(i.context_expr) is True for i in p.items):
-            return True
-        if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return any(script.grad_context(d) is True for d in p.decorator_list)
-        n = p
     return False
 
 
