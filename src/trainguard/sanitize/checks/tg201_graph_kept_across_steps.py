@@ -81,7 +81,8 @@ class GraphKeptAcrossSteps(Check):
                         self.state.root_forwards)
             call.tensors[0].grad_fn.metadata[ROOT] = made
             self.followed.append(weakref.ref(made))
-        if not self.state.step and self.state.backward_count % _BY_HAND_EVERY == 0:
+        count = self.state.backward_count
+        if not self.state.step and count and count % _BY_HAND_EVERY == 0:
             # a loop updating by hand (a line search, a closure) has no step to look at: look
             # while its frames, and the list it appends to, are alive
             self._inspect()
