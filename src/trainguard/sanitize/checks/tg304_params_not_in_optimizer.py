@@ -371,9 +371,25 @@ class ParamsNotInOptimizer(Check):
                 where = (built[0], groups_at, 1)
                 why = (f"the parameter groups listed here for the optimizer built at line "
                        f"{built[1]} leave {them} out; add a group holding {them}")
+            elif built is not None and where == built and _picks_trainable(built):
+                # ``[p for p in model.parameters() if p.requires_grad]``: frozen when the
+                # optimizer was built, unfrozen later (Q661: a box head unfrozen mid-run)
+                where = (built[0], params_line(built) or built[1], 1)
+                they, were = ("it", "was") if n == 1 else ("they", "were")
+                why = (f"the optimizer built at line {built[1]} was given only the parameters "
+                       f"that required grad here, and {they} {were} frozen then: unfrozen later "
+                       f"(requires_grad = True), {they} need{s} optimizer.add_param_group(...)")
             self.report(
                 f"{head} ({why})", where=where,
                 fix="to train them, build the optimizer after the model is complete, or add them "
                     "with optimizer.add_param_group({'params': [...]}); to keep them fixed, call "
                     "requires_grad_(False) on them (no gradient is then computed)")
 
+
+def _picks_trainable(built: Any) -> bool:
+    """The ``params`` given to the optimizer built at ``built`` are filtered on
+    ``requires_grad`` where they are written (a comprehension or ``filter``)."""
+    import linecache
+
+    line = params_line(built)
+    return line is not None and "requires_grad" in linecache.getline(built[0], line)
