@@ -359,26 +359,7 @@ class ParamsNotInOptimizer(Check):
                     "is built",
                 where=where)
         else:
-            why = ("the optimizer was built before they were added, replaced or unfrozen, or "
-                   "they were left out of it without being frozen")
-            groups_at = param_groups_line(built) if built is not None and where == built else None
-            if added is not None:  # the cause: the line that added them
-                where, inner = added
-                by = f" (at {short_location(inner)})" if inner else ""
-                why = (f"this line added {them}{by} to a model already built, and no optimizer "
-                       f"was given {them} afterwards")
-            elif groups_at is not None:  # groups written out by hand: the list that left them out
-                where = (built[0], groups_at, 1)
-                why = (f"the parameter groups listed here for the optimizer built at line "
-                       f"{built[1]} leave {them} out; add a group holding {them}")
-            elif built is not None and where == built and _picks_trainable(built):
-                # ``[p for p in model.parameters() if p.requires_grad]``: frozen when the
-                # optimizer was built, unfrozen later (Q661: a box head unfrozen mid-run)
-                where = (built[0], params_line(built) or built[1], 1)
-                they, were = ("it", "was") if n == 1 else ("they", "were")
-                why = (f"the optimizer built at line {built[1]} was given only the parameters "
-                       f"that required grad here, and {they} {were} frozen then: unfrozen later "
-                       f"(requires_grad = True), {they} need{s} optimizer.add_param_group(...)")
+            where, why = _left_out_cause(built, where, added, them, s)
             self.report(
                 f"{head} ({why})", where=where,
                 fix="to train them, build the optimizer after the model is complete, or add them "
@@ -386,9 +367,33 @@ class ParamsNotInOptimizer(Check):
                     "requires_grad_(False) on them (no gradient is then computed)")
 
 
+def _left_out_cause(built: Any, where: Any, added: Any, them: str, s: str) -> tuple[Any, str]:
+    """Where left-out parameters are reported, and why: the line that added them, the groups
+    written without them, a ``requires_grad`` filter, else the optimizer's construction."""
+    why = ("the optimizer was built before they were added, replaced or unfrozen, or "
+           "they were left out of it without being frozen")
+    groups_at = param_groups_line(built) if built is not None and where == built else None
+    if added is not None:  # the cause: the line that added them
+        where, inner = added
+        by = f" (at {short_location(inner)})" if inner else ""
+        why = (f"this line added {them}{by} to a model already built, and no optimizer "
+               f"was given {them} afterwards")
+    elif groups_at is not None:  # groups written out by hand: the list that left them out
+        where = (built[0], groups_at, 1)
+        why = (f"the parameter groups listed here for the optimizer built at line "
+               f"{built[1]} leave {them} out; add a group holding {them}")
+    elif built is not None and where == built and _picks_trainable(built):
+        # ``[p for p in model.parameters() if p.requires_grad]``: frozen then, unfrozen later
+        where = (built[0], params_line(built) or built[1], 1)
+        they, were = ("it", "was") if them == "it" else ("they", "were")
+        why = (f"the optimizer built at line {built[1]} was given only the parameters that "
+               f"required grad here, and {they} {were} frozen then: unfrozen later "
+               f"(requires_grad = True), {they} need{s} optimizer.add_param_group(...)")
+    return where, why
+
+
 def _picks_trainable(built: Any) -> bool:
-    """The ``params`` given to the optimizer built at ``built`` are filtered on
-    ``requires_grad`` where they are written (a comprehension or ``filter``)."""
+    """The ``params`` of the optimizer built at ``built`` are filtered on ``requires_grad``."""
     import linecache
 
     line = params_line(built)
