@@ -236,6 +236,9 @@ class CallGraph:
             return out
         if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
             return []
+        if isinstance(expr, ast.IfExp):  # Saver(...) if is_primary else None
+            return self.types(expr.body, params=params, _depth=depth - 1) + \
+                self.types(expr.orelse, params=params, _depth=depth - 1)
         if isinstance(expr, ast.Name):
             return self._name_types(expr, params, depth)
         if isinstance(expr, ast.Attribute):

@@ -23,7 +23,8 @@ callback or policy hook the batch loop calls, or be a handler of a training engi
 engine's ``optimizer.step()``, ``ITERATION_COMPLETED`` once per batch). A scheduler handed to
 the training function or to a trainer's ``__init__`` is the one every call passes
 (:func:`trainguard.lint.schedules.schedule_settings`); a loop that holds another training loop
-(``for phase in ("train", "val")``) is no batch loop.
+(``for phase in ("train", "val")``) is no batch loop, and no epoch loop either: around a batch
+loop inside ``while steps < max_steps:`` it leaves a run counted in updates (piergiaj/pytorch-i3d).
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ def check(script: Script) -> Iterator[Hit]:
         if id(loop) in nested:
             continue  # a training loop runs inside it: it is no batch loop (`for phase in ...`)
         around = _epoch_loops(script, loop)
+        while around and _over_phases(around[0]):
+            around = around[1:]  # `for phase in ["train", "val"]`: no epochs
         if not around or not isinstance(around[0], (ast.For, ast.AsyncFor)):
             continue  # no epoch loop around it (a `while step < N` loop counts iterations)
         epochs = _epoch_count(script, around)
@@ -321,6 +324,13 @@ def _schedule_length(cls: str | None, settings: dict) -> object:
     if isinstance(v, list):
         return max(v) if v and all(isinstance(x, (int, float)) for x in v) else UNKNOWN
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else UNKNOWN
+
+
+def _over_phases(loop: ast.AST) -> bool:
+    """``for phase in ["train", "val"]``: a loop over a literal of strings (phases, splits)."""
+    it = getattr(loop, "iter", None)
+    return isinstance(it, (ast.List, ast.Tuple)) and bool(it.elts) and all(
+        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in it.elts)
 
 
 def _per_iteration_decay(cls: str | None, settings: dict) -> bool:

@@ -6,7 +6,8 @@ log interleaved
 (https://pytorch.org/tutorials/intermediate/ddp_tutorial.html#save-and-load-checkpoints).
 Only in files that set up ``torch.distributed``. Silent for writes guarded by a rank check, a
 ``master_process``/``is_main_process`` flag, an early ``return`` on non-zero ranks or a
-``raise`` unless the world size is 1 (a single-process hook), inside
+``raise`` unless the world size is 1 (a single-process hook), under ``if saver is not None:``
+for an object made on one rank only (``saver = Saver(...) if is_primary(args) else None``), inside
 helpers such as ``save_on_master`` or ``@rank_zero_only``, for per-rank file names, and for the
 distributed checkpoint API that every rank must call. A periodic test (``epoch % k == 0``)
 is no rank check. A write inside a helper of the file is reported at its first unguarded call,
@@ -170,7 +171,8 @@ def _written_path(script: Script, call: ast.Call) -> tuple[str, ast.expr | None]
 def _guarded(script: Script, node: ast.AST, seen: frozenset[int]) -> bool:
     n = node
     while (p := parent(n)) is not None:
-        if isinstance(p, (ast.If, ast.IfExp)) and _rank_test(p.test):
+        if isinstance(p, (ast.If, ast.IfExp)) and (_rank_test(p.test) or
+                                                   _made_on_one_rank(script, p.test)):
             return True
         if isinstance(p, ast.Assert) and _rank_test(p.test):
             return True
@@ -230,6 +232,23 @@ def _early_return_block(block_owner: ast.AST, child: ast.AST) -> bool:
                 isinstance(x, (ast.Return, ast.Continue, ast.Raise)) for x in s.body):
             return True
     return False
+
+
+def _made_on_one_rank(script: Script, test: ast.AST) -> bool:
+    """``if saver is not None:`` (or ``if saver:``) where every value of ``saver`` is made on
+    one rank only (``saver = CheckpointSaver(...) if is_primary(args) else None``: timm's
+    train.py): the test holds on that rank alone."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and \
+            isinstance(test.ops[0], ast.IsNot) and isinstance(test.comparators[0], ast.Constant) \
+            and test.comparators[0].value is None:
+        test = test.left
+    key = script.key(test) if isinstance(test, (ast.Name, ast.Attribute)) else None
+    values = script.assignments.get(key or "", [])
+    made = [v for v in values if isinstance(v, ast.IfExp)]  # (its branches are listed too)
+    return bool(made) and all(
+        _rank_test(v.test) and
+        any(isinstance(b, ast.Constant) and b.value is None for b in (v.body, v.orelse))
+        for v in made) and all(v in made or parent(v) in made for v in values)
 
 
 def _rank_test(test: ast.AST) -> bool:
