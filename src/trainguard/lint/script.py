@@ -282,7 +282,15 @@ class Script:
         if not key or key in self.schedulers or key in self.scalers:
             return False
         return key in self.optimizers or bool(_OPTIM_NAME.search(key)) and \
-            not _SCHED_NAME.search(key)
+            not _SCHED_NAME.search(key) and not self._built_as_module(key)
+
+    def _built_as_module(self, key: str) -> bool:
+        """``solver = Solver()`` with ``Solver`` a module class of the file: a model, whatever
+        its name says (a continual learner's "solver" is no Caffe solver)."""
+        return any(isinstance(v, ast.Call) and (cls := self.classes.get(dotted(v.func) or ""))
+                   is not None and any(isinstance(b, ast.FunctionDef) and b.name == "forward"
+                                       for b in cls.body)
+                   for v in self.assignments.get(key, []))
 
     def is_scheduler(self, key: str | None) -> bool:
         """A learning-rate scheduler: built by a ``torch.optim.lr_scheduler`` class (or a
