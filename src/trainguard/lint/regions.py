@@ -58,12 +58,20 @@ def forward_calls(script: Script, node: ast.AST) -> list[ast.Call]:
         if isinstance(f, ast.Attribute) and f.attr == "forward":
             f = f.value
         k = script.key(f)
-        if k and k != "self" and script.is_model(k) and script.callee(sub) is None:
+        if k and k != "self" and script.callee(sub) is None and (
+                script.is_model(k) or isinstance(f, ast.Attribute) and _typed_module(script, f)):
             out.append(sub)
         elif isinstance(f, ast.Attribute) and script.key(f.value) not in (None, "self") and \
                 script.is_model(script.key(f.value)) and runs_layers(script, sub):
             out.append(sub)  # model.embed(x): a method of the model that runs its layers
     return out
+
+
+def _typed_module(script: Script, attr: ast.Attribute) -> bool:
+    """``trainer.netG`` whose value the call graph types as module classes of the project only
+    (a callback handed the trainer that built ``self.netG = Generator()``)."""
+    types = script.graph.types(attr)
+    return bool(types) and all(script.graph.is_module_class(t) for t in types)
 
 
 def _forward_helper(script: Script, call: ast.Call) -> bool:
