@@ -43,20 +43,18 @@ a module in eval mode) while some stepping optimizer's own parameters have gradi
 multi-optimizer setups where each part has its optimizer. Frozen parameters that an optimizer
 holds are harmless (no gradient, no update) and are not reported.
 
-Parameters added to a model already built are reported at the line that added them, or, when a
-helper made the change, at the call in the first function outwards holding an optimizer;
-parameters left out of groups written by hand (``AdamW(get_param_groups(model))``, or
-``AdamW(**options(model))`` returning ``dict(params=groups, ...)``) at the last group listed.
-
-A separate model no optimizer trains, beside an optimizer given some parameters twice (``mrd``'s
-where ``mpd``'s were meant, line/open-universe#5), is reported at the line that wrote that list.
+Parameters added to a model already built: at the line that added them (or the call in the
+first function outwards holding an optimizer); left out of groups written by hand: at the last
+group listed; a stale optimizer whose function built the model class again after it: at that
+line (``rnn = RNN(...)`` re-run below it, spro/practical-pytorch#21). A separate model beside an
+optimizer given some parameters twice (line/open-universe#5): at the line that wrote that list.
 Cost: at optimizer steps 2, 7, 13, 25, 49, then every 32, one pass over the models' parameters
 and the optimizers' parameter ids; per checked outermost forward and loss, 32 graph nodes per
 input tensor and 64 per output tensor (4) at most; to confirm a suspect, one heap scan for
 optimizers that have not stepped (``bounds.live_objects``).
 
-Reference: ``torch.optim`` "Constructing it" https://pytorch.org/docs/stable/optim.html#constructing-it;
-an encoder and a classifier with the optimizer over both (https://r2d.info/2019/01/15/pytorch/).
+Reference: ``torch.optim`` "Constructing it" https://pytorch.org/docs/stable/optim.html; an encoder
+and a classifier with the optimizer over both (https://r2d.info/2019/01/15/pytorch/).
 """
 
 from __future__ import annotations
@@ -76,7 +74,7 @@ from trainguard.sanitize.core.loss_path import Flow, Suspect, own_leaf_in, takes
 from trainguard.sanitize.core.params import (ParamMap, all_parameters, doubled_parameters, held_ids,
                                              no_gradients)
 from trainguard.sanitize.core.records import graph_tensors
-from trainguard.sanitize.core.source import param_groups_line, params_line
+from trainguard.sanitize.core.source import built_again, param_groups_line, params_line
 
 _CONFIRM_AFTER = 5  # steps between noting a suspect and confirming it
 _EVERY = 32  # the most steps between two looks
@@ -351,13 +349,15 @@ class ParamsNotInOptimizer(Check):
                     "build the optimizer",
                 where=where)
         elif still[0].stale and added is None:
-            self.report(
-                f"{head}; the {still[0].stale} that steps holds parameters none of which has a "
-                "gradient (it was built for an earlier model, e.g. once before a loop that builds "
-                "a new model per fold or per run)",
-                fix="build the optimizer (and scheduler) after the model, each time a new model "
-                    "is built",
-                where=where)
+            again = built_again(built, still[0].model) if built is not None else None
+            where = (built[0], again, 1) if again else where
+            why = (f"built at line {built[1]}, before this line built a new {still[0].model}"
+                   if again else "it was built for an earlier model, e.g. once before a loop "
+                   "that builds a new model per fold or per run")
+            self.report(f"{head}; the {still[0].stale} that steps holds parameters none of which "
+                        f"has a gradient ({why})", where=where,
+                        fix="build the optimizer (and scheduler) after the model, each time a new "
+                            "model is built")
         else:
             where, why = _left_out_cause(built, where, added, them, s)
             self.report(

@@ -15,7 +15,7 @@ from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.frames import is_user_code, is_user_file
 
 __all__ = ["SourceFile", "marked", "function_node", "function_at", "attribute_store", "params_line",
-           "param_groups_line", "last_assigned", "trains"]
+           "param_groups_line", "last_assigned", "trains", "built_again"]
 
 # SourceFile per parsed tree (id -> (tree, index)): the newest few, as bounds keeps its trees
 _INDEXED = 16
@@ -271,3 +271,19 @@ def trains(node: ast.AST) -> bool:
         if name in _TRAIN_CALLS or name == "grad" and "autograd" in ast.unparse(f):
             return True
     return False
+
+
+def built_again(where: tuple[str, int, int], class_name: str) -> int | None:
+    """The line, after ``where`` (an optimizer's construction) in the same function or module
+    code, of the one call building ``class_name`` (``rnn = RNN(...)`` again, a notebook cell
+    run after the one that built the optimizer), or None."""
+    tree = parse_file(where[0])
+    file = SourceFile.of(tree)
+    call = file.call_at(where[1], where[2] - 1) if tree is not None and file is not None else None
+    if call is None:
+        return None
+    scope = file.scope(call)
+    lines = {n.lineno for n in ast.walk(scope) if isinstance(n, ast.Call) and n.lineno > call.lineno
+             and (getattr(n.func, "id", None) or getattr(n.func, "attr", None)) == class_name
+             and file.scope(n) is scope}
+    return lines.pop() if len(lines) == 1 else None
