@@ -50,6 +50,7 @@ _MIN_AGE = 2         # iterations a graph must have outlived
 _KEEP = 512          # stamps followed at most
 _HOLD_AGE = 4        # steps the oldest live graph may have outlived before the steps stay checked
 _BY_HAND_EVERY = 16  # backward calls between two looks when no optimizer steps
+_HOLDER_TRIES = 3    # looks without a holder before the finding goes to the model line
 
 
 class GraphKeptAcrossSteps(Check):
@@ -65,6 +66,7 @@ class GraphKeptAcrossSteps(Check):
         # one iteration, so a loss kept until the next iteration is not two steps old)
         self.per = 1
         self.held_once = False  # a holder was found and reported
+        self.unheld = 0  # looks that found old graphs but no holder
 
     def _clock(self, made: Made) -> int:
         if self.state.step:
@@ -91,10 +93,10 @@ class GraphKeptAcrossSteps(Check):
         self._inspect()
 
     def on_exit(self) -> None:
-        self._inspect()
+        self._inspect(final=True)
         self.followed.clear()
 
-    def _inspect(self) -> None:
+    def _inspect(self, final: bool = False) -> None:
         state = self.state
         self.followed[:] = [ref for ref in self.followed if ref() is not None]
         if len(self.followed) < 2:  # the usual case: last step's graphs only
@@ -155,6 +157,9 @@ class GraphKeptAcrossSteps(Check):
                 message = f"{seen}: {holder}, so every step's graph and activations stay in memory"
         elif self.held_once:
             where = None  # (at exit, after the frames that held them ended: reported already)
+        elif not final and self.unheld < _HOLDER_TRIES:
+            self.unheld += 1  # look again at the next steps: the holder may be found then
+            return
         else:
             message = (f"{seen}, first made by the {oldest_what} here: something keeps these "
                        "tensors with their grad_fn across iterations, so memory grows every step")
