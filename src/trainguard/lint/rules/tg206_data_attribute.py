@@ -14,6 +14,9 @@ graph holds the tensor and wrong when one does. So it fires on the writes that m
   parameter (``delta = generator(z); delta.data = delta.data * scale``) or on a learnable
   tensor (``nn.Parameter``, ``requires_grad=True``) once a forward used it: backward treats
   the rescale as if it never happened;
+- a write into a name bound to such a tensor's ``.data`` (``target_f = q_pred.data`` then
+  ``target_f[range(n), actions] = targets`` before backward: a DQN target that is the
+  prediction itself, google-deepmind/dqn#8);
 - in ``forward``, a write on what a submodule returned (``probs.data.clamp_(eps, 1 - eps)``
   after ``probs = torch.sigmoid(self.deep(z))``): its backward reads the changed values;
 - an update written with a gradient that ``torch.autograd.grad(..., create_graph=True)`` made
@@ -95,6 +98,15 @@ def check(script: Script) -> Iterator[Hit]:
             _second_order(script, node, func)
         if where is None:
             continue
+        up = parent(node)
+        if output == "output" and isinstance(up, ast.Assign) and up.value is node and \
+                isinstance(up.targets[0], ast.Name):  # an alias written into later
+            alias_name = up.targets[0].id
+            yield Hit(node, f"`{alias_name} = {text}.data` shares {text}'s storage, and "
+                            f"{alias_name} is written in place {where}: {text} changes behind "
+                            f"autograd's back (the loss compares the prediction with itself)",
+                      fix=f"make a copy: `{alias_name} = {text}.detach().clone()`")
+            continue
         if output == "output":
             yield Hit(node, f"`{text}.data` is written {where}, but {text} is an output the "
                             f"graph recorded: autograd does not see the change, so backward "
@@ -124,6 +136,31 @@ def _is_write(node: ast.Attribute) -> bool:
         return True
     if isinstance(p, ast.AugAssign) and p.target is node:
         return True
+    if isinstance(p, ast.Assign) and p.value is node and len(p.targets) == 1 and \
+            isinstance(p.targets[0], ast.Name):
+        return _written_through(p, p.targets[0].id)
+    return False
+
+
+def _written_through(assign: ast.Assign, name: str) -> bool:
+    """``target_f = q_pred.data`` followed, before ``name`` is bound again, by a write into it
+    (``target_f[range(n), actions] = targets``, ``target_f.clamp_(...)``): a write through
+    ``.data`` (google-deepmind/dqn#8's DQN target made from the prediction itself)."""
+    scope = parent(assign)
+    while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                       ast.Module)):
+        scope = parent(scope)
+    for n in sorted((n for n in walk_local(scope) if getattr(n, "lineno", 0) > assign.lineno),
+                    key=lambda n: (n.lineno, n.col_offset)):  # type: ignore[union-attr]
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store):
+            return False  # bound again first
+        if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and \
+                isinstance(n.value, ast.Name) and n.value.id == name:
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                isinstance(n.func.value, ast.Name) and n.func.value.id == name and \
+                _INPLACE.match(n.func.attr):
+            return True
     return False
 
 
