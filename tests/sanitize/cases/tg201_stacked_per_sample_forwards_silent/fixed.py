@@ -1,6 +1,7 @@
-# Near miss for TG201: each batch runs the model once per sample (a per-complex affinity model)
-# and stacks the outputs before the backward. Twenty forwards are alive at the first backward
-# call, before any optimizer step, all of one step: nothing is kept across steps, silent.
+# Near miss for TG201, modelled on the atomic-convolution affinity model of
+# https://github.com/deepchem/deepchem/pull/5094: each batch runs the model once per sample (one
+# complex at a time) and stacks the outputs before the backward. Twenty forwards are alive at the
+# first backward call, before any optimizer step, all of one step: nothing is kept, silent.
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
