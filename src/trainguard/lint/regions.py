@@ -70,6 +70,10 @@ def forward_calls(script: Script, node: ast.AST) -> list[ast.Call]:
 def _typed_module(script: Script, attr: ast.Attribute) -> bool:
     """``trainer.netG`` whose value the call graph types as module classes of the project only
     (a callback handed the trainer that built ``self.netG = Generator()``)."""
+    root = dotted(attr)
+    root = root.split(".", 1)[0] if root else None
+    if root is None or root == "self" or root in script.aliases:
+        return False  # (self.x is known by its key; torch.nn.functional.relu is no value)
     types = script.graph.types(attr)
     return bool(types) and all(script.graph.is_module_class(t) for t in types)
 

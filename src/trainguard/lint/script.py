@@ -364,9 +364,10 @@ class Script:
         (``FIDCallback(feature_net, real)``, ``feature_net = FeatureNet()``): a callback or
         metric holding a network under a name no model pattern knows."""
         out: set[str] = set()
-        for cls in self.classes.values():
+        built = {dotted(c.func) for c in self.calls}
+        for name, cls in self.classes.items():
             init = next((b for b in cls.body if isinstance(b, ast.FunctionDef)
-                         and b.name == "__init__"), None)
+                         and b.name == "__init__"), None) if name in built else None
             if init is None:
                 continue
             for target, param in _self_stores(init):
