@@ -20,7 +20,7 @@ import ast
 from typing import TYPE_CHECKING, Any
 
 from trainguard.lint.astutil import SCOPES, dotted, parent
-from trainguard.lint.callgraph import _default, bind_arguments
+from trainguard.lint.callgraph import bind_arguments, parameter_default
 from trainguard.lint.consts import UNKNOWN, const_eval, truth
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def param_env(script: "Script", func: "Func", origin: "Script | None" = None,
                 else:
                     arg = next(a for a in [*func.args.posonlyargs, *func.args.args,
                                            *func.args.kwonlyargs] if a.arg == name)
-                    default = _default(func, arg)
+                    default = parameter_default(func, arg)
                     if default is None:
                         break
                     values.append(default)

@@ -24,7 +24,7 @@ from trainguard.lint.astutil import SCOPES, assigned_pairs, children, dotted, pa
 if TYPE_CHECKING:
     from trainguard.lint.script import Func, Script
 
-__all__ = ["CallGraph", "ClassRef", "Target"]
+__all__ = ["CallGraph", "ClassRef", "Target", "parameter_default"]
 
 # Module methods that return the module itself (``Net().to(device)`` is still a ``Net``).
 RETURNS_SELF = {"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval",
@@ -371,7 +371,7 @@ class CallGraph:
             bound = bind_arguments(names, call)
             if arg.arg in bound:
                 values.append(bound[arg.arg])
-        default = _default(func, arg)
+        default = parameter_default(func, arg)
         if default is not None:
             values.append(default)
         return values
@@ -699,7 +699,8 @@ def _param(func: "Func", name: str) -> ast.arg | None:
     return None
 
 
-def _default(func: "Func", arg: ast.arg) -> ast.expr | None:
+def parameter_default(func: "Func", arg: ast.arg) -> ast.expr | None:
+    """The default value written for parameter ``arg`` of ``func``, or None."""
     a = func.args
     positional = [*a.posonlyargs, *a.args]
     if arg in positional:

@@ -947,8 +947,8 @@ def _receiver_stmt(script: Script, node: ast.AST) -> ast.stmt | None:
 
 def _steps_optimizer(script: Script, node: ast.AST) -> bool:
     return any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and
-               c.func.attr in ("step", "zero_grad") and script.is_optimizer(script.key(c.func.value))
-               for c in walk_local(node))
+               c.func.attr in ("step", "zero_grad") and
+               script.is_optimizer(script.key(c.func.value)) for c in walk_local(node))
 
 
 def _touches_optimizer(script: Script, node: ast.AST) -> bool:

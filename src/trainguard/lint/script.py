@@ -287,10 +287,14 @@ class Script:
     def _built_as_module(self, key: str) -> bool:
         """``solver = Solver()`` with ``Solver`` a module class of the file: a model, whatever
         its name says (a continual learner's "solver" is no Caffe solver)."""
-        return any(isinstance(v, ast.Call) and (cls := self.classes.get(dotted(v.func) or ""))
-                   is not None and any(isinstance(b, ast.FunctionDef) and b.name == "forward"
-                                       for b in cls.body)
+        return any(isinstance(v, ast.Call) and dotted(v.func) in self.module_classes
                    for v in self.assignments.get(key, []))
+
+    @cached_property
+    def module_classes(self) -> set[str]:
+        """Names of the classes of the file that define ``forward``."""
+        return {name for name, cls in self.classes.items()
+                if any(isinstance(b, ast.FunctionDef) and b.name == "forward" for b in cls.body)}
 
     def is_scheduler(self, key: str | None) -> bool:
         """A learning-rate scheduler: built by a ``torch.optim.lr_scheduler`` class (or a
@@ -329,12 +333,9 @@ class Script:
                 if any((q := self.call_qualname(v)) and not _NOT_A_MODULE.search(q) and
                        (_MODEL_CTOR.search(q) or _MODEL_CTOR.search(q.rsplit(".", 1)[-1]))
                        for v in values)}
-        module_classes = {name for name, cls in self.classes.items()
-                          if any(isinstance(b, ast.FunctionDef) and b.name == "forward"
-                                 for b in cls.body)}
         for k, values in self.assignments.items():
             for v in values:
-                if isinstance(v, ast.Call) and dotted(v.func) in module_classes:
+                if isinstance(v, ast.Call) and dotted(v.func) in self.module_classes:
                     keys.add(k)
                 elif isinstance(v, ast.Call) and (dotted(v.func) or "").endswith(".to") \
                         and self.key(v.func.value) in keys:  # type: ignore[attr-defined]

@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import const_value, dotted, kwarg, parent, walk_local
-from trainguard.lint.callgraph import bind_arguments
+from trainguard.lint.callgraph import bind_arguments, parameter_default
 from trainguard.lint.dataflow import scope_of
 from trainguard.lint.options import argparse_default
 from trainguard.lint.rules import Hit
@@ -63,11 +63,8 @@ def _optimizer_left_to_default(script: Script, call: ast.Call) -> list[tuple[str
     func, other = targets[0].func, targets[0].script
     args = func.args  # type: ignore[attr-defined]
     positional = [*args.posonlyargs, *args.args]
-    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]],
-                        args.defaults))
-    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d})
-    optional = {n for n, d in defaults.items() if "optim" in n and const_value(d) is None
-                and isinstance(d, ast.Constant)}
+    optional = {a.arg for a in [*positional, *args.kwonlyargs] if "optim" in a.arg and
+                isinstance(d := parameter_default(func, a), ast.Constant) and d.value is None}
     names = [a.arg for a in positional]
     if targets[0].bound and names[:1] in (["self"], ["cls"]):
         names = names[1:]

@@ -8,9 +8,9 @@ watcher stamps those); the next call of that module from the same line starts th
 When it fires: the next iteration starts (or the run ends, or, for graphs with no module output,
 the optimizer steps), no later backward went through the retained graph, and none ran before the
 next optimizer step (the retained backward was its step's last, as the catalogue defines the
-pitfall): ``retain_graph=True`` kept the step's saved activations alive past the step for nothing. When a carried tensor (an RNN
-state) links the iterations, later backwards run through ever longer retained graphs: memory and
-time grow every step. Reported at the backward line.
+pitfall): ``retain_graph=True`` kept the step's saved activations alive past the step for
+nothing. When a carried tensor (an RNN state) links the iterations, later backwards run through
+ever longer retained graphs: memory and time grow every step. Reported at the backward line.
 
 Silent on: two losses through one graph with ``retain_graph=True`` on the first; a later
 backward of another graph feeding the same step (a WGAN-GP critic's ``pen.backward(

@@ -106,7 +106,8 @@ class LabelDtype(Check):
 
     def _made(self, target: Any, used_at: Any) -> Any:
         """The dataset line that made ``target`` (``core/target_origin.py``), else ``used_at``."""
-        return target_origin(user_frame(sys._getframe(2)), target, self.state.loader_passes) or used_at
+        passes = self.state.loader_passes
+        return target_origin(user_frame(sys._getframe(2)), target, passes) or used_at
 
     def report(self, message: str, *, fix: str | None = None, where: Any = None,
                used_at: Any = None, **extra: Any) -> Any:

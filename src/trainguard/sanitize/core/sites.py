@@ -294,7 +294,8 @@ class _Flow:
     def _note_loss(self, name: str, call: ast.Call, arg: ast.AST) -> bool:
         if self.loss is None:
             self.loss = f"{name}()"
-            self.partners = tuple(a.id for a in call.args if isinstance(a, ast.Name) and a is not arg)
+            self.partners = tuple(a.id for a in call.args
+                                  if isinstance(a, ast.Name) and a is not arg)
         return False
 
     def _argument(self, call: ast.Call, arg: ast.AST, hops: int) -> bool:
@@ -319,10 +320,11 @@ class _Flow:
             return False
         if root in _PASS_ROOTS or name in _PASS_BUILTINS:
             return True
-        if _tokens(name) & _METRIC:
+        tokens = _tokens(name)
+        if tokens & _METRIC:
             self._note_metric(f"passed to {name}()")
             return False
-        if _tokens(name) & _LOSS:
+        if tokens & _LOSS:
             return self._note_loss(name, call, arg)
         if last in _CONTAINER_ADD and isinstance(call.func, ast.Attribute):
             statement = self._statement(call)

@@ -73,8 +73,7 @@ def _origin(frame: FrameType, target: Any, passes: Any) -> Location | None:
             if path is None:
                 continue
             loader, path = _iterated(loop.iter, frame, path)
-            if loader is None and isinstance(loop.iter, ast.Call) and \
-                    _iterated(loop.iter, frame, path) == (None, path):
+            if loader is None and isinstance(loop.iter, ast.Call):
                 loader = _running(passes, loop.iter)
             if loader is None:
                 continue
