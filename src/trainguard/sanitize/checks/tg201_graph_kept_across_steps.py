@@ -6,9 +6,10 @@ are not ``nn.Module``s, every backward root). Each root node carries a :class:`~
 check keeps only a weak reference to the stamp: the stamp dies with the node, so the check knows
 which graphs are still alive without keeping any alive.
 
-When it fires: after an optimizer step (or at exit, for a run without steps, counting backward
-calls instead, or outermost forwards when there is no backward either: the forwards of one
-unrolled sequence belong to one update, as in a char-RNN updated by hand), graphs made at three or more distinct earlier iterations, each at least two
+When it fires: after an optimizer step (for a run without steps, at the first backward it sees
+past every 16th and at exit, counting backward calls instead, or outermost forwards when there is
+no backward either: the forwards of one unrolled sequence belong to one update, as in a char-RNN
+updated by hand), graphs made at three or more distinct earlier iterations, each at least two
 iterations old, are all still alive. An iteration is one optimizer step, or, with several
 optimizers alive that have stepped, one step of each (a GAN's two steps make one). Something holds
 them: ``total += loss``, ``losses.append(loss)``, ``preds.append(out)``. The finding names the
@@ -17,7 +18,8 @@ variable found in the user's frames that holds them and points at the line that 
 when an object's attribute holds them (``model.train_losses``) and the frame that holds the object
 never writes to it, at the line in a method of the object's class that does
 (``self.train_losses.append(loss)`` in a LightningModule's ``training_step``, called by the
-framework's loop); else at the line that made the oldest graph.
+framework's loop); else, when three more looks (or the end of the run) find no holder either, at
+the line that made the oldest graph.
 
 Silent on: a list of losses summed and backpropagated in the same iteration (graphs die at the end
 of the step); gradient accumulation over micro-batches (one optimizer step); one output kept for
@@ -67,6 +69,7 @@ class GraphKeptAcrossSteps(Check):
         self.per = 1
         self.held_once = False  # a holder was found and reported
         self.unheld = 0  # looks that found old graphs but no holder
+        self.next_look = _BY_HAND_EVERY  # backward count of the next look without optimizer
 
     def _clock(self, made: Made) -> int:
         if self.state.step:
@@ -83,10 +86,11 @@ class GraphKeptAcrossSteps(Check):
                         self.state.root_forwards)
             call.tensors[0].grad_fn.metadata[ROOT] = made
             self.followed.append(weakref.ref(made))
-        count = self.state.backward_count
-        if not self.state.step and count and count % _BY_HAND_EVERY == 0:
+        if not self.state.step and self.state.backward_count >= self.next_look:
             # a loop updating by hand (a line search, a closure) has no step to look at: look
-            # while its frames, and the list it appends to, are alive
+            # while its frames, and the list it appends to, are alive (at the first backward
+            # this check sees past each 16th: settled iterations are not all delivered)
+            self.next_look = self.state.backward_count + _BY_HAND_EVERY
             self._inspect()
 
     def on_step(self, optimizer: Any) -> None:
