@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, ifs_between, walk_local
+from trainguard.lint.astutil import dotted, ifs_between, parent, walk_local
 from trainguard.lint.caches import cached_graphs
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.dataflow import (CUTS, _is_cut, carries_graph, graph_names, is_loss_call,
@@ -224,11 +224,38 @@ def _rebound_cut(script: Script, value: ast.expr, names: set[str]) -> bool:
     (``output = {k: v.detach() for k, v in output.items()}``): whatever it held before."""
     if not isinstance(value, ast.Name):
         return False
+    if _entry_cut_before(value):
+        return True
     assigned = last_assignment(value.id, value)
     if not isinstance(assigned, (ast.DictComp, ast.ListComp)):
         return False
     elt = assigned.value if isinstance(assigned, ast.DictComp) else assigned.elt
     return _is_cut(elt)  # (each entry detached; an entry copied as is keeps its graph)
+
+
+def _entry_cut_before(value: ast.Name) -> bool:
+    """Above the append, in its block and after ``value`` was last bound, an entry of it is
+    replaced by a cut copy (``output["loss"] = output["loss"].detach()``): the writer cut what
+    held the graph."""
+    stmt: ast.AST | None = value
+    while stmt is not None and not isinstance(stmt, ast.stmt):
+        stmt = parent(stmt)
+    block = parent(stmt) if stmt is not None else None
+    body = next((b for b in (getattr(block, f, None) for f in ("body", "orelse", "finalbody"))
+                 if isinstance(b, list) and stmt in b), None)
+    if body is None:
+        return False
+    for prev in reversed(body[:body.index(stmt)]):
+        if not isinstance(prev, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            continue
+        targets = prev.targets if isinstance(prev, ast.Assign) else [prev.target]
+        if any(isinstance(t, ast.Name) and t.id == value.id for t in targets):
+            return False  # bound here: what it holds now comes from this line
+        if isinstance(prev, ast.Assign) and prev.value is not None and any(
+                isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and
+                t.value.id == value.id for t in targets) and _is_cut(prev.value):
+            return True
+    return False
 
 
 def _blend(script: Script, node: ast.Assign, names: set[str]):  # type: ignore[no-untyped-def]
