@@ -252,6 +252,11 @@ def _events(root: Script, script: Script, stmts: list[ast.stmt], rename: dict[st
             out.append(Event("train", built, stmt, via, foreign))
         for call in _calls_in_order(stmt):
             ev = _classify(script, call, rename)
+            if ev is not None and ev.kind == "backward" and depth > 0:
+                own = _own_backward(root, script, call, rename, depth, via, _stack)
+                if own is not None:  # balancer.backward(losses): a project method, read inside
+                    out.extend(own)
+                    continue
             if ev is not None:
                 out.append(Event(ev.kind, ev.key, ev.node, via or None, foreign))
                 continue
@@ -284,6 +289,25 @@ def _events(root: Script, script: Script, stmts: list[ast.stmt], rename: dict[st
             for case in stmt.cases:
                 out.extend(sub(case.body))
     return out
+
+
+def _own_backward(root: Script, script: Script, call: ast.Call, rename: dict[str, str],
+                  depth: int, via: ast.Call | None, _stack: tuple[int, ...]) -> list[Event] | None:
+    """The events of a project method named ``backward`` that ``call`` runs (a gradient
+    balancer's ``backward(losses)`` that sets ``p.grad`` by hand around each task's
+    ``loss.backward()``), when it holds a backward of its own; None otherwise (``loss.backward()``,
+    ``accelerator.backward(loss)``: PyTorch's or a library's)."""
+    if not isinstance(call.func, ast.Attribute) or not isinstance(call.func.value, ast.Name) \
+            or call.func.value.id == "self":  # (a trainer's own self.backward(loss): its call)
+        return None
+    targets = [t for t in script.targets(call) if not t.instance and id(t.func) not in _stack]
+    if len(targets) != 1:
+        return None
+    target = targets[0]
+    inner = _bind(script, target.func, call, rename, method=target.bound or None)
+    found = events(root, target.func.body, rename=inner, depth=depth - 1, via=via or call,
+                   _stack=_stack + (id(target.func),), _src=target.script)
+    return found if any(e.kind == "backward" for e in found) else None
 
 
 def branch_taken(script: Script, stmt: ast.If) -> bool | None:
