@@ -1,7 +1,8 @@
 """TG505 best-on-train-metric: the "best" model is chosen on a training metric.
 
 The training loss keeps falling while the model overfits, so a checkpoint chosen on it is the
-most overfit one, not the best. Fires on a comparison between a ``best*`` value and a value named
+most overfit one, not the best. Fires on a comparison between a ``best*`` value (or a record the
+``if`` it guards updates, ``if score < lowest: lowest = score``) and a value named
 for training (``train_loss``, ``train_acc``) or returned by a ``train*()`` function, where the
 comparison guards a save or an update of the best value. A dict entry keyed for training counts
 too (``metrics["train_mIoU"]``, ``logs.get("train_loss")``). The metric is followed through a
@@ -41,7 +42,7 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         # (a margin beside the best counts as the best: ``loss < best_loss - min_delta``)
         names = [dotted(s.left if isinstance(s, ast.BinOp) else s) or "" for s in sides]
-        best = [i for i, n in enumerate(names) if "best" in n.lower()]
+        best = [i for i, n in enumerate(names) if "best" in n.lower()] or _record(node, names)
         if len(best) != 1:
             continue
         other = sides[1 - best[0]]
@@ -62,6 +63,17 @@ def check(script: Script) -> Iterator[Hit]:
         yield Hit(at, f"the best model is chosen on {why}: a training metric keeps improving "
                       f"while the model overfits",
                   fix="compare a validation metric (e.g. val_loss) against the best value")
+
+
+def _record(compare: ast.AST, names: list[str]) -> list[int]:
+    """The side that keeps the record, whatever its name: ``if score < lowest: lowest = score``
+    (the ``if`` sets that side to the other one)."""
+    p = parent(compare)
+    if not isinstance(p, ast.If) or p.test is not compare or not all(names):
+        return []
+    kept = {(dotted(t), dotted(st.value)) for st in p.body if isinstance(st, ast.Assign)
+            for t in st.targets}
+    return [i for i in (0, 1) if (names[i], names[1 - i]) in kept]
 
 
 def _returned_metric(script: Script, node: ast.AST) -> tuple[ast.AST, str] | None:
@@ -193,19 +205,21 @@ def _train_metric(script: Script, node: ast.AST, depth: int = 2) -> str | None:
         if depth > 0 and (isinstance(value, (ast.Name, ast.Attribute)) or
                           _entry(value) is not None):  # = train_loss, = logs["train_acc"]
             inner = _train_metric(script, value, depth - 1)
-            return f"`{name}` (= {inner.strip('`').split('`')[0]})" if inner else None
+            return f"`{name}` (= {inner})" if inner else None
         if isinstance(value, ast.Call):
             fname = (dotted(value.func) or "").rsplit(".", 1)[-1]
             if _TRAIN.search(fname) and not _VAL.search(fname):
                 return f"`{name}`, returned by {fname}()"
         loss = _summed_backward_loss(script, node)
         if loss is not None:
-            return f"`{name}`, a sum of the training loss `{loss}` (the one backward runs on)"
+            return f"`{name}`, a total or running mean of the training loss `{loss}` (the one " \
+                f"backward runs on)"
     return None
 
 
 def _summed_backward_loss(script: Script, name: ast.Name) -> str | None:
-    """``epoch_loss += loss.item() * n`` in the function around ``name``, or a list the name is
+    """``epoch_loss += loss.item() * n`` (or a running mean of it, ``mloss = (mloss * i +
+    loss.item()) / (i + 1)``) in the function around ``name``, or a list the name is
     computed from filled with ``losses.append(loss.item())``, with ``loss.backward()`` in the same
     loop: the name totals the training loss, whatever it is called (oscmcompany/fund#821)."""
     if _VAL.search(name.id):
@@ -229,6 +243,10 @@ def _summed_backward_loss(script: Script, name: ast.Name) -> str | None:
                 n.func.attr == "append" and isinstance(n.func.value, ast.Name) and \
                 n.func.value.id in lists and len(n.args) == 1:
             added = n.args[0]
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and \
+                isinstance(n.targets[0], ast.Name) and n.targets[0].id == name.id and \
+                any(isinstance(x, ast.Name) and x.id == name.id for x in ast.walk(n.value)):
+            added = n.value  # a running mean: mloss = (mloss * i + loss.item()) / (i + 1)
         else:
             continue
         loops = script.enclosing_loops(n)
