@@ -6,7 +6,7 @@ Reported at the epoch loop (the loop around the training loop, or around the cal
 function that holds it), where ``set_epoch`` goes; at the sampler when there is none.
 Silent for ``shuffle=False`` samplers (evaluation), when any ``set_epoch`` call is in the file,
 when the file has no training loop (the epochs run elsewhere) and when the sampler is handed to a
-helper other than ``DataLoader`` that is not a function of the file (a function of the file
+helper other than ``DataLoader`` that is not a function or class of the file (code of the file
 cannot call ``set_epoch``: the file has no such call).
 """
 
@@ -74,6 +74,10 @@ def _handed_on(script: Script, sampler: ast.Call) -> bool:
     for call in script.calls:
         if (script.call_qualname(call) or "").endswith("DataLoader"):
             continue
+        cls = script.classes.get(call.func.id) if isinstance(call.func, ast.Name) else None
+        if cls is not None and all(isinstance(b, ast.Name) and (
+                b.id == "object" or b.id in script.classes) for b in cls.bases):
+            continue  # Trainer(loader, sampler, ...): the file's own class (no set_epoch here)
         for arg in [*call.args, *(k.value for k in call.keywords)]:
             if isinstance(arg, ast.Name) and arg.id in names:
                 targets = script.targets(call)
