@@ -143,6 +143,10 @@ def const_eval(expr: ast.AST | None, *, env: dict[str, ast.expr] | None = None,
             return json.loads(text) if isinstance(text, str) else UNKNOWN
         if isinstance(expr, ast.Call) and dotted(expr.func) in ("dict",) and not expr.args:
             return {k.arg: const_eval(k.value, _depth=d) for k in expr.keywords if k.arg}
+        if isinstance(expr, ast.Call) and (dotted(expr.func) or "").endswith("Namespace"):
+            from trainguard.lint.records import namespace_instance
+
+            return namespace_instance(expr, d)  # SimpleNamespace(**CONFIG["trainer"])
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
             from trainguard.lint.records import dataclass_instance
 

@@ -1,6 +1,7 @@
 """Instances of the file's dataclasses as constants: ``cfg = RunConfig()`` then
 ``cfg.batch_size`` is the field's default (or what the call passes), for
-:func:`trainguard.lint.consts.const_eval`. A field that the file ever assigns
+:func:`trainguard.lint.consts.const_eval`; likewise a namespace built from a config
+(``args = SimpleNamespace(**CONFIG["trainer"])``). A field that the file ever assigns
 (``cfg.batch_size = 32``, ``setattr``) is unknown."""
 
 from __future__ import annotations
@@ -11,12 +12,33 @@ from typing import Any
 from trainguard.lint.astutil import dotted, parent
 from trainguard.lint.consts import UNKNOWN, const_eval
 
-__all__ = ["Fields", "dataclass_instance", "field_value"]
+__all__ = ["Fields", "dataclass_instance", "field_value", "namespace_instance"]
+
+_NAMESPACES = frozenset({"SimpleNamespace", "types.SimpleNamespace", "Namespace",
+                         "argparse.Namespace"})
 
 
 class Fields(dict):  # type: ignore[type-arg]
     """The fields of an instance of a dataclass of the file (``RunConfig()``), read as
     attributes; a plain dict has none."""
+
+
+def namespace_instance(call: ast.Call, depth: int) -> Any:
+    """``SimpleNamespace(**CONFIG["trainer"], seed=0)`` (or ``argparse.Namespace(...)``): its
+    attributes, from the keywords and the dicts spread into it; UNKNOWN when a spread is not a
+    dict the source fixes, or for any other call."""
+    if (dotted(call.func) or "") not in _NAMESPACES or call.args:
+        return UNKNOWN
+    out = Fields()
+    for k in call.keywords:
+        v = const_eval(k.value, _depth=depth)
+        if k.arg is not None:
+            out[k.arg] = v
+        elif isinstance(v, dict):
+            out.update(v)
+        else:
+            return UNKNOWN
+    return out
 
 
 def dataclass_instance(call: ast.Call, depth: int) -> Any:

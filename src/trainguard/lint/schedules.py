@@ -15,7 +15,7 @@ import ast
 from typing import Any
 
 from trainguard.lint.astutil import dotted, walk_local
-from trainguard.lint.consts import UNKNOWN, resolve
+from trainguard.lint.consts import UNKNOWN, _single_value, resolve
 from trainguard.lint.script import Script
 
 __all__ = ["schedule_settings", "schedule_span", "span_of"]
@@ -111,6 +111,9 @@ def _built(script: Script, value: ast.AST, depth: int) -> tuple[str, ast.Call] |
     if q.startswith(_MODULE + "."):
         return q.rsplit(".", 1)[-1], value
     f = value.func
+    if isinstance(f, ast.Name):  # cls = getattr(torch.optim.lr_scheduler, spec["name"]); cls(...)
+        held = _single_value(f)
+        f = held if isinstance(held, ast.Call) and dotted(held.func) == "getattr" else f
     if isinstance(f, ast.Call) and dotted(f.func) == "getattr" and len(f.args) == 2 and \
             script.qualname(f.args[0]) == _MODULE:
         name = resolve(script, f.args[1])
