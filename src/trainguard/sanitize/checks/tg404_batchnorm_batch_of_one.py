@@ -11,7 +11,10 @@ step), at the end of the run, with the same diagnosis read at the failure. Repor
 when it is known: the line that built the DataLoader whose last batch holds one sample (the
 watcher notes where user code builds each DataLoader; the one iterated last is preferred), else at
 the user's line that called the model with that batch (the outermost module call: the batch is the
-caller's, not the layer's), else at the failing line. In eager PyTorch 2.x
+caller's, not the layer's), else at the failing line. Batches sliced by hand have no DataLoader:
+a ``for i in range(0, n, bs)`` loop around the calling line, or around the ``yield`` of a
+suspended generator of user code, whose last chunk is one sample is the cause, reported at that
+``for`` (:mod:`trainguard.sanitize.core.batching`). In eager PyTorch 2.x
 every BatchNorm call in training mode with one value per channel raises this error (``BatchNorm1d`` on ``(1, C)`` or ``(1, C, 1)``,
 ``BatchNorm2d`` on ``(1, C, 1, 1)``), so the error is where the pitfall shows. The diagnosis names
 the layer and, where found, the loader (``len(dataset) % batch_size == 1``) and the fix.
@@ -32,6 +35,7 @@ import re
 import weakref
 from typing import Any
 
+from trainguard.sanitize.core.batching import partial_range_loop
 from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
@@ -58,10 +62,16 @@ class BatchNormBatchOfOne(Check):
                 held[4] = where
             elif not self.caught.full:  # read now: the loader may be gone by the end of the run
                 found = _partial_loader(self.state.loader_id)
-                self.caught.hold(exc, [str(exc), _layer_name(self.state),
-                                       found[1] if found is not None else None,
-                                       self.built.get(found[0]) if found is not None else None,
-                                       where])
+                sliced = None
+                if found is None or id(found[0]) != self.state.loader_id:
+                    # batches sliced by hand: the loop (or generator) that slices them, unless
+                    # the partial loader is the one the run iterates
+                    sliced = partial_range_loop()
+                if sliced is not None or found is None:
+                    loader, built = sliced or (None, None)
+                else:
+                    loader, built = found[1], self.built.get(found[0])
+                self.caught.hold(exc, [str(exc), _layer_name(self.state), loader, built, where])
 
     def on_built(self, obj: Any, where: Any) -> None:
         if hasattr(obj, "drop_last") and where is not None:  # a DataLoader: where it was built
@@ -105,8 +115,11 @@ def _diagnose(text: str, layer: str, loader: str | None, built: Any, call: Any) 
     return Diagnosis(
         f"{layer} got {seen} in training mode: {batch} gives it one value per channel, so the "
         f"batch variance is undefined{where_from}",
-        fix="pass drop_last=True to the training DataLoader, use a batch size that does not "
-            "leave one sample, or use GroupNorm/LayerNorm for single-sample batches",
+        fix=("skip the last partial batch (end the range at n - n % batch_size), "
+             if (loader or "").startswith("batching loop") else
+             "pass drop_last=True to the training DataLoader, ") +
+            "use a batch size that does not leave one sample, or use GroupNorm/LayerNorm for "
+            "single-sample batches",
         where=built or call)
 
 
