@@ -6,6 +6,9 @@ What it watches: every ``torch.save`` call's object (no tensor values are read),
 When it fires: the saved object is a dict that holds a model's state (an ``nn.Module`` or a
 ``state_dict``: a mapping of names to tensors) while an optimizer that has stepped in this run is
 alive, and
+- (a checkpoint written as several files by one call of a save function counts as one: the
+  weights in one file, the step or scheduler state in another; judged when an optimizer step
+  follows, reported at the file with the step)
 - it holds no optimizer state (``optimizer.state_dict()``, the optimizer, or a list of them) and it
   is meant for resuming: it holds a progress counter (a number under a key naming an epoch, step or
   iteration), or, whatever its keys, the file is loaded back in this run and an optimizer steps
@@ -75,6 +78,10 @@ class IncompleteCheckpoint(Check):
         # code objects of save sites whose frames held no GradScaler in use once steps had run
         # (a scaler scales its first loss before any step): not looked at again
         self.no_scaler: set[Any] = set()
+        # a checkpoint written as several files by one call of a save function: [(id, code) of
+        # that call's frame, model state saved, optimizer state saved, (where, keys) of the
+        # first file with a progress counter or scheduler state], judged at the next step
+        self.split: list[Any] | None = None
 
     def on_scheduler_step(self, scheduler: Any) -> None:
         if not any(ref() is scheduler for ref in self.schedulers):
@@ -86,6 +93,7 @@ class IncompleteCheckpoint(Check):
             return
         model_keys = [k for k, v in obj.items() if _is_model_state(v)]
         if not model_keys:
+            self._split_part(obj, sys._getframe(1))
             return
         keys = ", ".join(repr(k) for k in list(obj)[:8])
         caller = sys._getframe(1)  # (where the dict was built is read only when it is needed)
@@ -105,6 +113,28 @@ class IncompleteCheckpoint(Check):
             self.unfinished = (keys, left, _built_at(obj, caller))
             self.arm()
 
+    def _split_part(self, obj: Mapping, caller: Any) -> None:
+        """One file of a checkpoint that a save function writes as several (the weights in one
+        file, the scheduler and step in another: OneVision-Encoder's ``save_checkpoint``): the
+        files one call of the function writes are one checkpoint."""
+        site = user_frame(caller)
+        if site is None:
+            return
+        key = (id(site), site.f_code)
+        if self.split is None or self.split[0] != key:
+            self.split = [key, False, False, None]
+        part = self.split
+        if _is_model_state(obj):
+            part[1] = True
+        elif _is_optimizer_state(obj) or any(_is_optimizer_state(v) for v in obj.values()):
+            part[2] = True
+        elif part[3] is None and any(
+                isinstance(k, str) and _PROGRESS.search(k) and isinstance(v, (int, float)) and
+                not isinstance(v, bool) or _is_scheduler_state(v) for k, v in obj.items()):
+            part[3] = (_built_at(obj, caller), ", ".join(repr(k) for k in list(obj)[:8]))
+        if part[1] and part[3] is not None and not part[2]:
+            self.arm()  # judged when training goes on (the optimizer may still be saved)
+
     def on_load(self, f: Any, kwargs: dict) -> None:
         if self.partial and isinstance(f, (str, os.PathLike)):
             path = os.path.abspath(os.fspath(f))
@@ -114,6 +144,11 @@ class IncompleteCheckpoint(Check):
                 self.arm()
 
     def on_step(self, optimizer: Any) -> None:
+        part, self.split = self.split, None
+        if part is not None and part[1] and part[3] is not None and not part[2]:
+            where, keys = part[3]
+            self._missing(f"keys {keys}, in a file written beside the model's state by the same "
+                          "call", "optimizer", where)
         if self.unfinished is not None:
             keys, left, where = self.unfinished
             self.unfinished = None
