@@ -123,7 +123,7 @@ class EvalInTrainMode(Check):
         if not outputs:
             return
         cand = Candidate(outputs, call.where, type(call.module).__name__, active,
-                          call.grad_enabled)
+                          call.grad_enabled, self.state.backward_count)
         cand.reverted = self._reverted_at(call.module)
         cand.module = weakref.ref(call.module)
         self.candidates.append(cand)
@@ -188,7 +188,7 @@ class EvalInTrainMode(Check):
             self.train_at = (weakref.ref(call.module), call.where, self.state.backward_count,
                              call.after_library_eval)
         if call.direct and call._frame is not None:
-            self.history.note_mode(call.module, call.mode, call._frame)
+            self.history.note_mode(call.module, call.mode, call._frame, self.state.backward_count)
 
     def _library_eval(self, call: ForwardCall) -> None:
         """A library's evaluation loop (a ``Trainer``'s ``prediction_step``) called the model under
@@ -320,9 +320,8 @@ class EvalInTrainMode(Check):
             cand.keep_stack(self.history)
             self._fire(cand, f"under torch.no_grad(), and its output fed {call.name}")
             return
-        # Whether this was training is decided by the model's output, not by this loss: another
-        # loss of the same output may be the one backpropagated (a logged MAE next to the
-        # training loss, co-teaching's per-sample losses).
+        # Training or not is decided by the model's output, not by this loss: another loss of it
+        # may be the one backpropagated (a logged MAE beside it, co-teaching's per-sample losses)
         cand.followed = True
         for ref in cand.outputs:  # one key: reaching any of its outputs makes it training
             tensor = ref()
@@ -362,15 +361,17 @@ class EvalInTrainMode(Check):
         cand.fired = True
         fix = "call model.eval() before evaluating (and model.train() before training again)"
         where, after = cand.where, ""
-        cause = (cand.cause or self.history.missing_eval_at(cand.module and cand.module(),
-                                                            cand.stack)
-                 if cand.reverted is None else None)
+        meant = None if cand.reverted else self.history.train_before(  # its own train() call
+            cand.module and cand.module(), cand.stack, cand.backwards)
+        cause = None if cand.reverted or meant else (cand.cause or self.history.missing_eval_at(
+            cand.module and cand.module(), cand.stack))
         if cause is not None and cause[:2] != cand.where[:2]:
             where, after = cause, (
                 f"; the evaluation's model call is at {short_location(cand.where)}, and "
                 "model.eval() belongs before this line")
             fix = ("call model.eval() before this evaluation (and model.train() before training "
                    "again)")
+        where, after, fix = meant or (where, after, fix)
         if cand.reverted is not None:  # the cause: a train() that undid the eval() before it
             where, after = cand.reverted, (
                 f"; the model was in eval mode until this train() call put it back in training "
@@ -397,4 +398,3 @@ class EvalInTrainMode(Check):
         owner = found[0]()
         return found[1] if owner is not None and (
             owner is module or any(m is module for m in owner.modules())) else None
-

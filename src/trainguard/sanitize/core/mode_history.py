@@ -14,6 +14,7 @@ import weakref
 from typing import Any
 
 from trainguard.sanitize.core.callstack import Location, Stack, cause_line, user_stack
+from trainguard.sanitize.core.frames import frame_location
 
 __all__ = ["ModeHistory", "Candidate"]
 
@@ -27,6 +28,8 @@ class ModeHistory:
         # id(module) -> (weak reference, frame id, code, line) of its latest user eval()
         self.evals: dict[int, tuple[Any, int, Any, int]] = {}
         self.backward_stack: Stack | None = None
+        # (weak reference, backward count, frame id, code, line) of the latest user train()
+        self.last_train: tuple[Any, int, int, Any, Location | None] | None = None
         self.backward_taken = 0  # the backward count when backward_stack was taken
         self.calls = 0
 
@@ -37,12 +40,15 @@ class ModeHistory:
             self.backward_stack = user_stack()
             self.backward_taken = count
 
-    def note_mode(self, module: Any, mode: bool, frame: Any) -> None:
-        """A user ``train(mode)``/``eval()`` call on ``module`` made from ``frame``."""
+    def note_mode(self, module: Any, mode: bool, frame: Any, backwards: int = 0) -> None:
+        """A user ``train(mode)``/``eval()`` call on ``module`` made from ``frame``, after
+        ``backwards`` backward calls."""
         key = id(module)
         if not mode:
             self.evals[key] = (weakref.ref(module), id(frame), frame.f_code, frame.f_lineno)
             return
+        self.last_train = (weakref.ref(module), backwards, id(frame), frame.f_code,
+                           frame_location(frame))
         before = self.evals.pop(key, None)
         if (before is not None and before[0]() is module and before[1] == id(frame)
                 and before[2] is frame.f_code and before[3] < frame.f_lineno):
@@ -52,6 +58,26 @@ class ModeHistory:
         if len(self.trained_at) > 64:
             for k in [k for k, v in self.trained_at.items() if v[0]() is None]:
                 del self.trained_at[k]
+
+    def train_before(self, model: Any, stack: Stack | None, backwards: int
+                     ) -> tuple[Location, str, str] | None:
+        """``(line, message tail, fix)`` when the latest user ``train()`` of ``model`` (or of a
+        module holding it) was called by a function on the evaluation's ``stack``, in the same
+        run of it, with no backward since (``backwards`` before the evaluation's call): that
+        ``train()`` is where ``eval()`` was meant (``validate()`` opening with
+        ``self.model.train()``)."""
+        found = self.last_train
+        if found is None or stack is None or model is None or found[1] != backwards:
+            return None
+        owner = found[0]()
+        if owner is None or not (owner is model or any(m is model for m in owner.modules())):
+            return None
+        if found[4] is None or not any(e[0] == found[2] and e[1] is found[3] for e in stack):
+            return None
+        return (found[4], "; this train() call, made by the evaluation's own function with no "
+                          "backward after it, is what put the model in training mode",
+                "call model.eval() here instead of model.train() (and model.train() before "
+                "training again)")
 
     def missing_eval_at(self, model: Any, stack: Stack | None) -> Location | None:
         """Where ``model.eval()`` belongs for the evaluation whose user stack is ``stack``: its
@@ -81,7 +107,7 @@ class Candidate:
                  "module", "stack", "cause")
 
     def __init__(self, outputs: list[Any], where: Any, model_name: str, active: list[Any],
-                 grad_enabled: bool) -> None:
+                 grad_enabled: bool, backwards: int = 0) -> None:
         self.outputs = [weakref.ref(t) for t in outputs]
         self.where = where
         self.model_name = model_name
@@ -93,7 +119,7 @@ class Candidate:
         self.callers: tuple = ()  # a training function's call: the user lines that called it
         self.loader = 0  # ... and the DataLoader iterated last (a serial number; 0: none)
         self.loss = ""  # ... and the loss its output goes to
-        self.backwards = 0  # backward calls completed before it
+        self.backwards = backwards  # backward calls completed before it
         self.quiet: bool | None = None  # no backward ran before the next model call
         self.reverted: Any = None  # the user's ``train()`` line that undid an ``eval()``
         self.module: Any = None  # a weak reference to the model

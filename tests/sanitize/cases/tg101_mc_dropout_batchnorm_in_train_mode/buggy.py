@@ -26,9 +26,9 @@ def train(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> None:
 
 
 def mc_predict(model: nn.Module, x: torch.Tensor, passes: int = 25) -> torch.Tensor:
-    model.train()  # keeps dropout on, and BatchNorm in batch-statistics mode too
+    model.train()  # keeps dropout on, and BatchNorm in batch-stats mode too  # expect: TG101
     with torch.no_grad():
-        probs = [model(x).softmax(-1) for _ in range(passes)]  # expect: TG101
+        probs = [model(x).softmax(-1) for _ in range(passes)]
     return torch.stack(probs).mean(0)
 
 
