@@ -31,7 +31,11 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 
 
 def check(script: Script) -> Iterator[Hit]:
-    for loop in training_loops(script):
+    steps: set[int] = set()  # steps reported: an epoch loop around a reported loop adds nothing
+    # the loops that hold their step themselves first: the one to report a step in
+    loops = sorted(training_loops(script), key=lambda lp: any(
+        e.kind == "step" and e.via is not None for e in events(script, lp.body)))
+    for loop in loops:
         evs = events(script, loop.body)  # type: ignore[attr-defined]
         if _zeroes_in_closure(script, loop):
             continue
@@ -65,7 +69,10 @@ def check(script: Script) -> Iterator[Hit]:
         # step (a backward in an inner loop accumulates on purpose: then at the step)
         bwds = [e for e in evs if e.kind == "backward"]
         at = bwds[0].site if len(bwds) == 1 and not bwds[0].via and \
-            _same_block(bwds[0].node, step.node) else step.site
+            _same_loop(script, bwds[0].node, step.node) else step.site
+        if id(step.node) in steps:
+            continue
+        steps.add(id(step.node))
         yield Hit(at,
                   f"{step.key or 'the optimizer'}.step() at {script.at(step.site.lineno)} runs in "
                   f"every iteration of {loop_label(script, loop)}, but gradients are never "
@@ -94,6 +101,16 @@ def _zeroed_before(script: Script, loop: ast.AST) -> ast.AST | None:
         if not isinstance(p, (ast.For, ast.AsyncFor, ast.While)):
             return None
         node = p
+
+
+def _same_loop(script: Script, a: ast.AST, b: ast.AST) -> bool:
+    """``a`` and ``b`` run once per iteration of the same innermost loop (the step may sit in an
+    ``if`` of that iteration: ``if torch.isfinite(grad_norm): optimizer.step()``); a backward in
+    an inner loop of its own accumulates on purpose."""
+    la, lb = script.enclosing_loops(a), script.enclosing_loops(b)
+    if not la and not lb:  # a step function: one iteration per call
+        return script.enclosing_function(a) is script.enclosing_function(b)
+    return bool(la) and bool(lb) and la[0] is lb[0]
 
 
 def _same_block(a: ast.AST, b: ast.AST) -> bool:
