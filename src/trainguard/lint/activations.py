@@ -22,7 +22,7 @@ from trainguard.lint.astutil import dotted, parent, walk_local
 from trainguard.lint.dataflow import last_assignment, reaching_values, scope_of
 from trainguard.lint.script import Script
 
-__all__ = ["activation_of", "Activation"]
+__all__ = ["activation_of", "Activation", "helper_activation"]
 
 Activation = Literal["softmax", "log_softmax", "sigmoid"]
 _FUNCS: dict[str, Activation] = {
@@ -122,6 +122,29 @@ def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 12,
         if found is not None:
             return found
     return _returned_activation(script, expr, depth - 1, origin)
+
+
+def helper_activation(script: Script, call: ast.AST, fed: set[int]) -> ast.AST | None:
+    """The activation inside a function of the file (not a method) that ``call`` runs and whose
+    returns all end in it (``def forward_logits(b): return torch.sigmoid(model(b))``), when
+    every call of that function in the file is in ``fed`` (ids of the calls whose output
+    reaches a loss that applies the activation itself): the function exists to feed that loss,
+    so its activation is the line to change. None otherwise (a model's ``predict_proba``, or a
+    helper also used for probabilities, keeps its contract: the call feeding the loss is what to
+    change)."""
+    if not isinstance(call, ast.Call):
+        return None
+    targets = [t for t in script.targets(call)[:2] if not t.instance and t.script is script]
+    if len(targets) != 1 or script.enclosing_class(targets[0].func) is not None:
+        return None  # (a method: a model's ``predict_proba`` keeps its contract)
+    sites = script.call_sites(targets[0].func)
+    if not sites or any(id(site) not in fed for site in sites):
+        return None
+    rets = [n.value for n in ast.walk(targets[0].func) if isinstance(n, ast.Return) and
+            n.value is not None]
+    inner = {activation_of(script, r) for r in rets}
+    found = inner.pop() if len(inner) == 1 else None
+    return found[1] if found is not None and found[1] is not call else None
 
 
 def _binding(name: ast.Name) -> tuple[ast.expr, int | None] | None:

@@ -10,7 +10,8 @@ that return such a head, and the ``forward`` of the model's class however the mo
 loss (``Net().to(device)``, ``self.model`` set from a constructor argument). Reported at the
 softmax when it is in the file (the line to change), else at the loss call; probabilities
 returned by another method of the model (``model.predict_proba(x)``) or a helper are reported
-at that call. Probabilities made by mixing one-hot label rows with softmax weights (a
+at that call, unless every call of that function in the file feeds such a loss: then the
+function exists to feed it, and its softmax is the line to change. Probabilities made by mixing one-hot label rows with softmax weights (a
 matching network's ``softmax(sims) @ F.one_hot(y).float()``) are reported at the loss: there
 is no final softmax to remove. The loss may be a parameter that the callers fill with a loss module, a
 trainer's attribute set from its constructor, or a config's choice (:mod:`trainguard.lint.losses`);
@@ -23,7 +24,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, parent, walk_local
-from trainguard.lint.activations import activation_of
+from trainguard.lint.activations import activation_of, helper_activation
 from trainguard.lint.losses import loss_input, loss_kind
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script
@@ -33,15 +34,32 @@ _FUNCS = {"torch.softmax", "torch.nn.functional.softmax"}
 
 
 def check(script: Script) -> Iterator[Hit]:
+    fed = []  # (loss call, its kind, its input, the node that applied the softmax)
     for call in script.calls:
         kind = loss_kind(script, call)
         if kind not in ("CrossEntropyLoss", "NLLLoss"):
             continue
         arg = loss_input(call)
         found = activation_of(script, arg) if arg is not None else None
-        if found is None or found[0] != "softmax":
+        if found is not None and found[0] == "softmax":
+            fed.append((call, kind, arg, found[1]))
+    acts = {id(act) for _, _, _, act in fed}
+    inside: set[int] = set()
+    for call, kind, arg, act in fed:
+        inner = helper_activation(script, act, acts)
+        if inner is not None:  # a helper that only feeds such losses: its softmax
+            if id(inner) not in inside:
+                inside.add(id(inner))
+                helper = script.segment(act.func) or "the helper"  # type: ignore[attr-defined]
+                yield Hit(inner, f"this softmax's output, returned by {helper}(), is fed to "
+                                 f"{kind} at {script.at(call.lineno)}, which "
+                                 + ("applies log_softmax itself: softmax is applied twice and "
+                                    "the loss saturates" if kind == "CrossEntropyLoss" else
+                                    "expects log-probabilities"),
+                          fix="return the logits (the loss applies log_softmax)"
+                          if kind == "CrossEntropyLoss" else "return log_softmax instead",
+                          safe=False)
             continue
-        act = found[1]
         if isinstance(act, ast.BinOp) or script.call_qualname(act) in ("torch.matmul",
                                                                         "torch.bmm"):
             # softmax weights mixing one-hot labels: probabilities by design, the loss is

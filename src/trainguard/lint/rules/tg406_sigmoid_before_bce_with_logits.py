@@ -8,7 +8,9 @@ class's ``forward`` (:mod:`trainguard.lint.activations`), and reported at the si
 the loss's function, or in a model whose output a trainer feeds to its loss), or at
 the loss when the sigmoid is in a helper or in the component that also picks the loss (an
 output block whose ``forward`` returns probabilities and whose ``compute_loss`` uses logits):
-there the probabilities are the component's contract and the loss is what to change;
+there the probabilities are the component's contract and the loss is what to change (unless
+every call of a helper function in the file feeds such a loss: then the helper exists to feed
+it, and its sigmoid is reported);
 ``nn.BCELoss`` after a sigmoid is the right pairing and stays silent.
 """
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.activations import activation_of
+from trainguard.lint.activations import activation_of, helper_activation
 from trainguard.lint.losses import loss_input, loss_kind
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script
@@ -26,14 +28,28 @@ CODE = "TG406"
 
 
 def check(script: Script) -> Iterator[Hit]:
+    fed = []  # (loss call, its input, the node that applied the sigmoid)
     for call in script.calls:
         if loss_kind(script, call) != "BCEWithLogitsLoss":
             continue
         arg = loss_input(call)
         found = activation_of(script, arg) if arg is not None else None
-        if found is None or found[0] != "sigmoid":
+        if found is not None and found[0] == "sigmoid":
+            fed.append((call, arg, found[1]))
+    acts = {id(act) for _, _, act in fed}
+    inside: set[int] = set()
+    for call, arg, act in fed:
+        inner = helper_activation(script, act, acts)
+        if inner is not None:  # a helper that only feeds this loss: its sigmoid
+            if id(inner) not in inside:
+                inside.add(id(inner))
+                helper = script.segment(act.func) or "the helper"  # type: ignore[attr-defined]
+                yield Hit(inner, f"this sigmoid's output, returned by {helper}(), is fed to "
+                                 f"BCEWithLogitsLoss at {script.at(call.lineno)}, which applies "
+                                 f"the sigmoid itself: the sigmoid is applied twice and "
+                                 f"gradients vanish",
+                          fix="return the logits (the loss applies the sigmoid)", safe=False)
             continue
-        act = found[1]
         edits = []
         written = script.call_qualname(act) in ("torch.sigmoid", "torch.nn.functional.sigmoid") \
             or isinstance(act, ast.Call) and isinstance(act.func, ast.Attribute) \
