@@ -9,7 +9,9 @@ option, ``SEED`` constant) that nothing but a print reads is such a request too.
 all three. A seeding helper of the file that seeds numpy and random but not torch, called by code
 that does not seed torch, fires at its last seeding line (:func:`_partial_helpers`); so does one
 that seeds torch but not numpy or random when the script draws from them (one finding naming
-the draws, where the missing seeds belong).
+the draws, where the missing seeds belong), and so do the script's own seeding calls
+(``np.random.seed(seed)`` with torch drawn unseeded: the last seeding call of the function that
+holds the first one).
 """
 
 from __future__ import annotations
@@ -58,10 +60,20 @@ def check(script: Script) -> Iterator[Hit]:
         # the file's own seeding helper leaves these out: its last seeding line is the place
         func, last = helper
         families = sorted(first)
-        draws = script.at_lines([first[f].lineno for f in families])
+        draws = script.at_lines(sorted(first[f].lineno for f in families))
         yield Hit(last, f"{func.name}() seeds {seeded} but not {' or '.join(families)}, which "
                         f"the script draws from unseeded ({draws}): runs differ even with the "
                         f"same seed",
+                  fix=f"seed them here too ({'; '.join(_HOW[f] for f in families)}), or call "
+                      f"trainguard.seed_everything(seed)")
+        return
+    at = _seed_site(script) if setting is None and first else None
+    if at is not None:
+        # the script's own seeding code leaves these out: the missing seeds go beside it
+        families = sorted(first)
+        draws = script.at_lines(sorted(first[f].lineno for f in families))
+        yield Hit(at, f"the script seeds {seeded} here but not {' or '.join(families)}, which "
+                      f"it draws from unseeded ({draws}): runs differ even with the same seed",
                   fix=f"seed them here too ({'; '.join(_HOW[f] for f in families)}), or call "
                       f"trainguard.seed_everything(seed)")
         return
@@ -76,6 +88,17 @@ def check(script: Script) -> Iterator[Hit]:
 
 _HOW = {"torch": "torch.manual_seed(seed)", "numpy": "np.random.seed(seed)",
         "random": "random.seed(seed)"}
+
+
+def _seed_site(script: Script) -> ast.Call | None:
+    """The last of the file's own global seeding calls (``np.random.seed(seed)``) in the
+    function (or module code) that holds the first one: where the missing seeds belong."""
+    calls = sorted((c for c in script.calls if SEED_CALLS.get(script.call_qualname(c) or "")
+                    in ("torch", "numpy", "random")), key=lambda c: (c.lineno, c.col_offset))
+    if not calls:
+        return None
+    scope = script.enclosing_function(calls[0])
+    return [c for c in calls if script.enclosing_function(c) is scope][-1]
 
 
 def _seeding_helper(script: Script) -> tuple[ast.FunctionDef, ast.Call] | None:
