@@ -103,7 +103,8 @@ def check(script: Script) -> Iterator[Hit]:
         where = "at the start of this block" if isinstance(region.node, (ast.If, ast.With)) \
             else "before this loop"
         if mode == "train":
-            yield Hit(first, f"{region.label} runs {fwd}(...) in train mode ({why}); Dropout "
+            yield Hit(_region_start(script, region.node, first), f"{region.label} runs "
+                      f"{fwd}(...) ({script.at(first.lineno)}) in train mode ({why}); Dropout "
                              f"and BatchNorm act as in training",
                       fix=f"call model.eval() {where}, and model.train() before training "
                           f"again")
@@ -135,6 +136,18 @@ def _in_rollout(script: Script, site: ast.AST) -> bool:
     transitions runs the policy in train mode on purpose: CATALOG precision for TG101)."""
     func = script.enclosing_function(site)
     return func is not None and rollout(script, func)
+
+
+def _region_start(script: Script, region: ast.AST, first: ast.AST) -> ast.AST:
+    """Where ``model.eval()`` goes for an evaluation region inside a function that only
+    evaluates (no backward in it: ``get_test_accuracy(model, loader)``): before the statement
+    of its body that holds the region (its ``with torch.no_grad():`` block); elsewhere the
+    model call."""
+    func = script.enclosing_function(region)
+    if func is None or any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+                           n.func.attr in ("backward", "step") for n in walk_local(func)):
+        return first
+    return _statement_holding(func, first)
 
 
 def _statement_holding(func: ast.AST, node: ast.AST) -> ast.AST:
