@@ -78,8 +78,10 @@ TRAIN = textwrap.dedent("""\
 
 
 @pytest.mark.parametrize("transform, workers, init, expected", [
-    ("RandomContrast()", 2, "", [("augment.py", 9)]),  # the __init__ line that made it
-    ("torch.nn.Sequential(ModuleFlip())", 2, "", [("augment.py", 28)]),
+    # a transform of a helper module (it serves other loaders too): at the DataLoader's line,
+    # where the worker_init_fn goes; the message names the __init__ line that made it
+    ("RandomContrast()", 2, "", [("train.py", 25)]),
+    ("torch.nn.Sequential(ModuleFlip())", 2, "", [("train.py", 25)]),
     ("RandomContrast()", 0, "", []),  # no workers: one generator, one process
     ("RandomContrast()", 2, ", worker_init_fn=reseed", []),  # reseeded in every worker
     ("LazyJitter()", 2, "", []),  # made in the worker from its own seed
@@ -93,3 +95,4 @@ def test_generators_held_by_a_transform(tmp_path, transform, workers, init, expe
     assert [(f.path.rsplit("/", 1)[-1], f.line) for f in watcher.findings] == expected, stderr
     for finding in watcher.findings:
         assert "all 2 workers draw the same numbers" in finding.message
+        assert "(made at augment.py:" in finding.message

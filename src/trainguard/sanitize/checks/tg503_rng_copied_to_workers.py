@@ -16,7 +16,9 @@ so every worker draws the same sequence: with 4 workers, 4 consecutive batches g
 "random" crops. Reported once per dataset class and attribute, at the line of the class that
 stores the generator (``self.rng = np.random.default_rng(0)`` in ``__init__``: the cause), else at
 the user's line that iterates the DataLoader; when several are reported at one line, its message
-names them all.
+names them all. A generator kept by a class of another file than the one that built the
+DataLoader (a helper module's transform) is reported at the DataLoader's construction, where a
+``worker_init_fn`` goes, naming the line that made it.
 
 Silent on: ``num_workers=0``; the global functions (``np.random.rand``, ``random.random``,
 ``torch.rand``) in ``__getitem__``: PyTorch reseeds ``random``, torch and (since 1.9, pytorch#56488)
@@ -54,6 +56,8 @@ data loader workers return identical random numbers"
 from __future__ import annotations
 
 import dis
+import os
+import weakref
 from types import CodeType, FunctionType
 from typing import Any
 
@@ -93,6 +97,22 @@ class RngCopiedToWorkers(Check):
         self.reported: set[tuple[type, str]] = set()
         # per finding (by id): its first message and the class.attribute pairs it stands for
         self.places: dict[int, tuple[str, list[str]]] = {}
+        self.built: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+    def on_built(self, obj: Any, where: Any) -> None:
+        if hasattr(obj, "num_workers") and where is not None:  # a DataLoader: where it was built
+            self.built[obj] = where
+
+    def _placed(self, loader: Any, where: Any, origin: Any = None) -> tuple[Any, str]:
+        """Where to report a generator found at ``where`` and kept by a class at ``origin``
+        (default: ``where``): ``where`` when the DataLoader was built in the same file as that
+        class; else at the DataLoader's construction, where a ``worker_init_fn`` goes (the
+        class belongs to a helper module that serves other loaders), naming ``where``."""
+        built, origin = self.built.get(loader), origin or where
+        if where is None or built is None or origin is None or built[0] == origin[0]:
+            return where, ""
+        return built, (f" (made at {os.path.basename(where[0])}:{where[1]}; this DataLoader is "
+                       f"where a worker_init_fn goes)")
 
     def on_loader_iter(self, loader: Any) -> None:
         workers = getattr(loader, "num_workers", 0) or 0
@@ -127,16 +147,17 @@ class RngCopiedToWorkers(Check):
                 self.reported.add((cls, attr))
                 init = ("" if init_names is None else
                         f"; its worker_init_fn {_name(loader.worker_init_fn)} does not reseed it")
+                where, made = self._placed(loader, attribute_store(cls, attr))
                 finding = self.report(
                     f"DataLoader(num_workers={workers}) gives every worker a copy of "
-                    f"{cls.__name__}.{attr} (a {kind} made before the workers start), and "
+                    f"{cls.__name__}.{attr} (a {kind} made before the workers start{made}), and "
                     f"{cls.__name__}.{entry} draws from it{init}: all {workers} workers draw the "
                     "same numbers, so the random augmentations repeat across workers",
                     fix=f"reseed it in each worker with a worker_init_fn that runs `info = "
                         f"torch.utils.data.get_worker_info(); {path}.{attr} = {_FIX[kind]}`, "
                         "or draw from the np.random.* / torch.* global functions, which PyTorch "
                         "reseeds in every worker",
-                    where=attribute_store(cls, attr))
+                    where=where)
                 self._merge(finding, f"{cls.__name__}.{attr}")
 
     def _held(self, loader: Any, workers: int, init_names: set[str] | None, path: str,
@@ -182,6 +203,8 @@ class RngCopiedToWorkers(Check):
         self.reported.add(key)
         init = ("" if init_names is None else
                 f"; its worker_init_fn {_name(loader.worker_init_fn)} does not reseed it")
+        where, made = self._placed(loader, where, attribute_store(holder, found.attr))
+        kept += made
         reach = f"{path}{found.path}"
         fix = f"{reach}.{found.attr} = {_FIX[found.kind]}"
         if shared is not None:
