@@ -113,10 +113,14 @@ class DeviceMismatch(Check):
                 note(device, what.replace("{name}", _qualified(models, failed)))
         else:
             _note_frames(note, models, failed, *_frames(exc))
-        if len(by_device) < 2:
-            return Diagnosis(f"two tensors of one operation are on different devices ({text.splitlines()[0]})",
+        if len(by_device) < 2:  # what met is not held by a name: at the failing operation
+            at = _op_line(exc)
+            return Diagnosis(f"two tensors of one operation are on different devices "
+                             f"({text.splitlines()[0]})"
+                             + (" in this line of the model's forward" if at else ""),
                              fix="move the model and every tensor it meets to one device with "
-                                 "`.to(device)`")
+                                 "`.to(device)` (a tensor made inside forward: on the input's "
+                                 "device, `device=x.device`)", where=at)
         parts = "; ".join(f"on {d}: {', '.join(w)}" for d, w in sorted(by_device.items()))
         made = _made_in_forward(exc) if "cpu" in by_device else None
         if made is not None:
@@ -193,6 +197,23 @@ def _frames(exc: BaseException) -> tuple[Any, Any]:
             user_frame = frame
         tb = tb.tb_next
     return module_frame, user_frame
+
+
+def _op_line(exc: BaseException) -> tuple[str, int, int] | None:
+    """The line of the innermost user frame of the traceback when it runs a module's
+    ``forward`` (the operation that met two devices: ``emb(x) + self.pe(x)``), else None."""
+    from torch import nn
+
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if is_user_file(frame.f_code.co_filename):
+            found = (frame, tb.tb_lineno)
+        tb = tb.tb_next
+    if found is None or not isinstance(found[0].f_locals.get("self"), nn.Module):
+        return None
+    return (found[0].f_code.co_filename, found[1], 1)
 
 
 def _qualified(models: list[Any], module: Any) -> str:
