@@ -10,7 +10,9 @@ the model) and a training ``DataLoader`` (it shuffles, or a training loop iterat
 arguments at a call site, an ``__init__``'s at an instantiation: :mod:`trainguard.lint.shapes`), ``N % B == 1`` and ``drop_last`` is
 not set. Sizes and loader options may come from a config: a dataclass of the file
 (:mod:`trainguard.lint.records`), a dict handed to a trainer, options spread with ``**``.
-Reported at the ``DataLoader`` call, where ``drop_last=True`` goes.
+Reported at the ``DataLoader`` call, where ``drop_last=True`` goes. Batches sliced by hand
+(``for i in range(0, len(x), bs): xb = x[i:i + bs]``, in a training loop or a generator one
+iterates: :mod:`trainguard.lint.sliced_batches`) are reported at that loop.
 
 Silent: ``BatchNorm2d`` on ``(1, C, H, W)`` with ``H*W > 1`` (it trains), ``drop_last=True``
 or a ``drop_last`` the file does not fix (``**options`` it does not fix), loaders that do not shuffle and that no training
@@ -32,6 +34,7 @@ from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.shapes import samples
+from trainguard.lint.sliced_batches import sliced_batch_loops
 
 CODE = "TG404"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
@@ -39,13 +42,22 @@ _POOL_TO_ONE = ("AdaptiveAvgPool2d", "AdaptiveMaxPool2d")
 
 
 def check(script: Script) -> Iterator[Hit]:
-    if "DataLoader" not in script.source or "BatchNorm" not in script.source and \
-            not script.model_builders:
+    if "BatchNorm" not in script.source and not script.model_builders:
         return
     if not training_loops(script):  # cached: the other rules read it too
         return
     norm = _one_value_norm(script)
     if norm is None:
+        return
+    for loop, n, size, site in sliced_batch_loops(script):
+        at = f" (called at {script.at(site.lineno)})" if site is not None else ""
+        yield Hit(loop, f"this loop{at} slices {n} samples into batches of {size} by hand: the "
+                        f"last batch of every epoch holds 1 sample, and {norm} in train mode "
+                        f"raises 'Expected more than 1 value per channel when training' on it",
+                  fix=f"skip the last partial batch (end the range at n - n % {size}, as "
+                      "DataLoader's drop_last=True does), or pick a batch size that leaves no "
+                      "remainder of 1")
+    if "DataLoader" not in script.source:
         return
     for call in script.calls:
         if not (script.call_qualname(call) or "").endswith("DataLoader"):

@@ -1,0 +1,113 @@
+"""Batches a script slices by hand: ``for i in range(0, len(x), bs): xb = x[i:i + bs]``.
+
+Such a loop has no ``drop_last``: when the number of samples leaves a remainder of one, its last
+batch is one sample. :func:`sliced_batch_loops` finds ``for`` loops over ``range(start, stop,
+step)`` whose body slices from the loop variable (``x[i:i + step]``), with ``stop`` the length of
+something whose samples the file fixes (``len(volumes)``, ``x.shape[0]``, ``x.size(0)``, a
+number) and ``step`` a batch size the file fixes, under each call site's arguments when they are
+the function's parameters (``volume_batches(volumes, labels, bs=5)``). Such a loop feeds training
+when it is a training loop itself or runs in a generator that a training loop iterates.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from trainguard.lint.astutil import parent, walk_local
+from trainguard.lint.callgraph import bind_arguments, defaults
+from trainguard.lint.consts import UNKNOWN, _single_value, const_eval, resolve
+from trainguard.lint.regions import training_loops
+from trainguard.lint.script import Script
+from trainguard.lint.shapes import samples
+
+__all__ = ["sliced_batch_loops"]
+
+
+def sliced_batch_loops(script: Script) -> Iterator[tuple[ast.For, int, int, ast.Call | None]]:
+    """``(loop, samples, batch size, call site or None)`` for each hand-slicing loop that feeds
+    training and whose last batch is one sample."""
+    trains = {id(loop) for loop in training_loops(script)}
+    for loop in script.nodes:
+        if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name) and
+                _range3(loop.iter) and _slices_from(loop, loop.target.id)):
+            continue
+        func = script.enclosing_function(loop)
+        if id(loop) not in trains and not _generator_feeding_training(script, func, trains):
+            continue
+        start, stop, step = loop.iter.args  # type: ignore[attr-defined]
+        for env, site in _bindings(script, func):
+            n, size = _length(script, stop, env), _value(script, step, env)
+            first = _value(script, start, env)
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, size, first)):
+                continue
+            if size > 1 and n > first and (n - first) % size == 1:
+                yield loop, n - first, size, site
+                break
+
+
+def _range3(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+        node.func.id == "range" and len(node.args) == 3 and not node.keywords
+
+
+def _slices_from(loop: ast.For, var: str) -> bool:
+    """The body slices something from the loop variable: ``x[i:i + bs]``, ``order[i:i + bs]``."""
+    return any(isinstance(n, ast.Slice) and isinstance(n.lower, ast.Name) and n.lower.id == var
+               for stmt in loop.body for n in ast.walk(stmt))
+
+
+def _generator_feeding_training(script: Script, func: ast.AST | None, trains: set[int]) -> bool:
+    """``func`` yields, and a training loop iterates one of its calls (``for x, y in
+    batches(...)``, also through ``enumerate``/``zip``)."""
+    if func is None or not any(isinstance(n, (ast.Yield, ast.YieldFrom))
+                               for n in walk_local(func)):
+        return False
+    for site in script.call_sites(func):  # type: ignore[arg-type]
+        node: ast.AST | None = site
+        while node is not None and not isinstance(node, (ast.For, ast.stmt)):
+            node = parent(node)
+        if isinstance(node, ast.For) and id(node) in trains and \
+                any(n is site for n in ast.walk(node.iter)):
+            return True
+    return False
+
+
+def _bindings(script: Script, func: ast.AST | None) -> list[tuple[dict, ast.Call | None]]:
+    if func is None:
+        return [({}, None)]
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]  # type: ignore[attr-defined]
+    if params and params[0] == "self":
+        params = params[1:]
+    out = []
+    for site in script.call_sites(func)[:8]:  # type: ignore[arg-type]
+        env = dict(defaults(func))  # type: ignore[arg-type]
+        env.update(bind_arguments(params, site))
+        out.append((env, site))
+    return out or [({}, None)]
+
+
+def _value(script: Script, node: ast.AST, env: dict) -> object:
+    v = const_eval(node, env=env)
+    if v is UNKNOWN and isinstance(node, ast.Name) and node.id in env:
+        v = resolve(script, env[node.id])
+    return resolve(script, node) if v is UNKNOWN else v
+
+
+def _length(script: Script, node: ast.AST, env: dict, depth: int = 2) -> object:
+    """The number a ``range`` stops at: ``len(x)``, ``x.shape[0]``, ``x.size(0)``, a number,
+    or a local name assigned one of those once (``n = len(volumes)``)."""
+    if isinstance(node, ast.Name) and not (env and node.id in env):
+        held = _single_value(node)
+        if held is not None and depth > 0:
+            return _length(script, held, env, depth - 1)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+            node.func.id == "len" and len(node.args) == 1:
+        return samples(script, node.args[0], env)
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and \
+            node.value.attr == "shape" and const_eval(node.slice) == 0:
+        return samples(script, node.value.value, env)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr == "size" and len(node.args) == 1 and const_eval(node.args[0]) == 0:
+        return samples(script, node.func.value, env)
+    return _value(script, node, env)
