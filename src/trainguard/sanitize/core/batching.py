@@ -24,6 +24,7 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import live_objects, parse_file
 from trainguard.sanitize.core.frames import Location, is_user_code
+from trainguard.sanitize.core.target_origin import resolve_in_frame
 
 __all__ = ["partial_range_loop"]
 
@@ -94,19 +95,15 @@ def _value(node: ast.AST, frame: types.FrameType) -> Any:
     try:
         if isinstance(node, ast.Constant):
             return node.value
-        if isinstance(node, ast.Name):
-            if node.id in frame.f_locals:
-                return frame.f_locals[node.id]
-            return frame.f_globals.get(node.id)
-        if isinstance(node, ast.Attribute):
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            found = resolve_in_frame(node, frame)  # a name, an instance attribute (self.bs)
+            if found is not None or isinstance(node, ast.Name):
+                return found
             base = _value(node.value, frame)
             if base is None:
                 return None
             if node.attr == "shape":  # a tensor's (or an array's) shape
                 return getattr(base, "shape", None)
-            stored = getattr(base, "__dict__", None)
-            if isinstance(stored, dict) and node.attr in stored:  # self.batch_size, self.data
-                return stored[node.attr]
             static = inspect.getattr_static(base, node.attr, None)
             # a plain class attribute; never a property or other code of the script
             return static if isinstance(static, (int, tuple, list)) else None

@@ -34,7 +34,7 @@ from trainguard.sanitize.core.cuts import assigned_in_init
 from trainguard.sanitize.core.frames import Location, is_user_file
 from trainguard.sanitize.core.source import function_node
 
-__all__ = ["target_origin"]
+__all__ = ["resolve_in_frame", "target_origin"]
 
 
 _FRAMES = 4  # user frames searched outwards from the loss call (a loss helper's callers)
@@ -127,7 +127,7 @@ def _iterated(expr: ast.AST, frame: FrameType, path: tuple) -> tuple[Any, tuple]
         if called in ("tqdm", "iter", "progress", "track"):  # wrappers that pass batches on
             return _iterated(expr.args[0], frame, path)
         return None, path
-    value = _resolve(expr, frame)
+    value = resolve_in_frame(expr, frame)
     from torch.utils.data import DataLoader
 
     return (value, path) if isinstance(value, DataLoader) else (None, path)
@@ -143,14 +143,14 @@ def _running(passes: Any, call: ast.Call) -> Any:
     return SimpleNamespace(dataset=dataset, collate_fn=None) if dataset is not None else None
 
 
-def _resolve(expr: ast.AST, frame: FrameType) -> Any:
+def resolve_in_frame(expr: ast.AST, frame: FrameType) -> Any:
     """The value of a name or attribute chain in ``frame`` (no calls, no properties run)."""
     if isinstance(expr, ast.Name):
         if expr.id in frame.f_locals:
             return frame.f_locals[expr.id]
         return frame.f_globals.get(expr.id)
     if isinstance(expr, ast.Attribute):
-        owner = _resolve(expr.value, frame)
+        owner = resolve_in_frame(expr.value, frame)
         if owner is None:
             return None
         found = getattr(owner, "__dict__", {}).get(expr.attr)
