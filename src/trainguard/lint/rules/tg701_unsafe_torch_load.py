@@ -8,7 +8,9 @@ a call without the argument stays silent; so does loading a path the same script
 (``ckpt["model"]``) is a key of a dict the program saves (a literal, or what its
 ``build_checkpoint()`` returns).
 
-The same path means the same binding, not the same text: a parameter is followed to what the
+The same path means the same binding, not the same text: a path read from a registry the
+program fills (``self.index[name]`` with ``self.index[name] = path`` beside ``torch.save(obj,
+path)``) is the paths stored there; a parameter is followed to what the
 file's calls pass (``save_checkpoint(path)`` and ``load_checkpoint(path)`` called with one local
 ``path``), so ``save_pretrained(self, path)`` and ``from_pretrained(cls, path)`` are different
 files. A load that visibly takes a file from outside (a download or URL feeds the path, or a
@@ -104,6 +106,16 @@ def _origins(script: Script, expr: ast.AST, depth: int) -> set[tuple[object, ...
             return out or {("param", id(func), expr.id)}
     if isinstance(expr, ast.Constant):
         return {("const", repr(expr.value))}
+    if isinstance(expr, ast.Subscript) and (holder := dotted(expr.value)):
+        # self.index[name]: the paths the program stored in that registry
+        # (``self.index[name] = path`` beside the ``torch.save(obj, path)``)
+        stored = [n.value for n in script.nodes if isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Subscript) and dotted(t.value) == holder for t in n.targets)]
+        if stored:
+            out = set()
+            for value in stored[:8]:
+                out |= _origins(script, value, depth - 1)
+            return out
     return {("text", ast.unparse(expr))}
 
 
