@@ -11,7 +11,9 @@ every call fills with a training metric (``self.save(epoch, train_loss)`` into
 ``def save(self, epoch, fitness)``, reported at the call), and through the name of the metric a
 callback class of the file watches (``val = metrics[self.monitor]`` compared by
 ``self.comp(val, self.best)``, with ``monitor="train_loss"`` at every construction: reported
-there); a framework's ``ModelCheckpoint(monitor="train_loss")`` too.
+there); a framework's ``ModelCheckpoint(monitor="train_loss")`` too. A monitored bare name whose
+validation twin the file also writes (``monitor="loss"`` beside a ``"val_loss"`` key) is the
+training metric (Keras's convention).
 """
 
 from __future__ import annotations
@@ -132,11 +134,12 @@ def _checkpoint_callbacks(script: Script) -> Iterator[Hit]:
     """A framework's checkpoint callback told to keep the best model by a training metric:
     ``ModelCheckpoint(monitor="train_loss")`` (Lightning, Keras)."""
     for call in script.calls:
-        if not (script.call_qualname(call) or "").endswith("ModelCheckpoint"):
-            continue
+        if not (script.call_qualname(call) or "").endswith("ModelCheckpoint") or \
+                (dotted(call.func) or "") in script.classes:
+            continue  # (the file's own class: its body is read by _monitored)
         given = next((k.value for k in call.keywords if k.arg == "monitor"), None)
         metric = given.value if isinstance(given, ast.Constant) else None
-        if isinstance(metric, str) and _TRAIN.search(metric) and not _VAL.search(metric):
+        if isinstance(metric, str) and _train_name(script, metric):
             yield Hit(given, f"the best model is chosen on `{metric}`: a training metric keeps "
                              f"improving while the model overfits, so the checkpoint kept as "
                              f"best is the most overfit one",
@@ -168,12 +171,24 @@ def _monitored(script: Script, node: ast.AST) -> tuple[ast.AST, str] | None:
     for site in (c for c in script.calls if dotted(c.func) == cls.name):
         given = bind_arguments(names, site).get(param, defaults.get(param))
         metric = given.value if isinstance(given, ast.Constant) else None
-        if not isinstance(metric, str) or not _TRAIN.search(metric) or _VAL.search(metric):
+        if not isinstance(metric, str) or not _train_name(script, metric):
             return None
         found.append(site)
     if not found:
         return None
     return found[0], f"`{metric}`, the metric {cls.name} watches (its `{param}`)"
+
+
+def _train_name(script: Script, metric: str) -> bool:
+    """A metric name that means the training split: ``train_loss``, ``trn_acc``; or a bare name
+    whose validation twin the file also writes (``"loss"`` beside ``"val_loss"``: Keras's
+    convention for the logs a callback reads)."""
+    if _VAL.search(metric):
+        return False
+    if _TRAIN.search(metric):
+        return True
+    twins = {f"{p}{metric}" for p in ("val_", "valid_", "validation_", "val")}
+    return any(isinstance(n, ast.Constant) and n.value in twins for n in script.nodes)
 
 
 def _classes(script: Script) -> list[ast.ClassDef]:
