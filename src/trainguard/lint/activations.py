@@ -228,8 +228,11 @@ def _part_activation(script: Script, value: ast.expr, index: int | str, depth: i
         return None
     if isinstance(value, ast.Name):  # out = self.head(x); return out
         bound = _binding(value)
-        return _part_activation(script, bound[0], index, depth - 1, origin) \
+        found = _part_activation(script, bound[0], index, depth - 1, origin) \
             if bound is not None and bound[1] is None else None
+        if found is None and isinstance(index, str):  # out["exist"] = ...; out.update(head(x))
+            found = _added_entry(script, value, index, depth - 1, origin)
+        return found
     if not isinstance(value, ast.Call):
         return None
     kinds = set()
@@ -238,6 +241,27 @@ def _part_activation(script: Script, value: ast.expr, index: int | str, depth: i
         kinds |= {_part_activation(target.script, r.value, index, depth - 1, origin)
                   for r in walk_local(target.func) if isinstance(r, ast.Return) and r.value}
     return _one(kinds, value) if kinds else None
+
+
+def _added_entry(script: Script, name: ast.Name, key: str, depth: int,
+                 origin: Script) -> tuple[Activation, ast.AST] | None:
+    """Entry ``key`` of the dict ``name`` holds when it was added after the dict was built, in
+    ``name``'s scope above it: ``out[key] = value``, or ``out.update(call)`` with ``call``
+    returning a dict that has ``key`` (a model's ``forward`` merging a head's outputs)."""
+    found = None
+    for node in walk_local(scope_of(name)):
+        if getattr(node, "lineno", 0) >= name.lineno:
+            continue
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and
+                t.value.id == name.id and isinstance(t.slice, ast.Constant) and
+                t.slice.value == key for t in node.targets):
+            found = activation_of(script, node.value, depth=depth - 1, origin=origin)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "update" and isinstance(node.func.value, ast.Name) and \
+                node.func.value.id == name.id and len(node.args) == 1:
+            found = _part_activation(script, node.args[0], key, depth - 1, origin) or found
+    return found
 
 
 def _parameter_activation(script: Script, name: ast.Name, depth: int,
