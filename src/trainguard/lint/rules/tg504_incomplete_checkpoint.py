@@ -10,7 +10,8 @@ without momentum (it has no state). A missing scheduler is named in the message 
 optimizer is missing too, and alone fires only when the file resumes (it loads an optimizer's
 state back: the scheduler then restarts at its first step, alibaba/TorchEasyRec#664); a missing ``GradScaler`` whose ``step`` drives
 the optimizer fires alone (the resumed run restarts the loss scale: huggingface/transformers#11323).
-The run's position is a key named like one or a counter the program advances. A call of a
+The run's position is a key named like one or a counter the program advances; a save function
+that every call hands the optimizer and that never reads it is meant for resuming too. A call of a
 project helper that saves the optimizer only when given one (``optimizer=None``) and is not
 given it is reported at the call.
 """
@@ -108,7 +109,9 @@ def _judge(script: Script, call: ast.Call, entries: list[tuple[str, str]],
     values = " ".join(v for _, v in entries)
     progress = _progress(script, entries, call)
     if progress is None:
-        return
+        progress = _unused_optimizer(script, call)
+        if progress is None:
+            return
     has = lambda rx: bool(rx.search(keys)) or any(  # noqa: E731
         rx.search(v) for v in values.split())
     if has(_OPTIM) or has(_OPT_SHORT) or _optimizer_attribute_saved(script, entries):
@@ -137,6 +140,27 @@ def _judge(script: Script, call: ast.Call, entries: list[tuple[str, str]],
                     f"momentum and adaptive moments",
               fix=f"add the {' and '.join(m + '.state_dict()' for m in missing)} to the "
                   f"checkpoint")
+
+
+def _unused_optimizer(script: Script, save: ast.Call) -> str | None:
+    """The save sits in a function that every call hands an optimizer (by name or build) and
+    that never reads that parameter (``def save_checkpoint(path, model, optimizer, epoch)``
+    saving only the model): a checkpoint meant for resuming that leaves the optimizer out."""
+    func = script.enclosing_function(save)
+    if func is None or not script.call_sites(func):
+        return None
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]
+    read = {n.id for n in walk_local(func) if isinstance(n, ast.Name)}
+    for name in params:
+        if name in read or name == "self":
+            continue
+        args = [bind_arguments(params[1:] if params[:1] == ["self"] else params, site).get(name)
+                for site in script.call_sites(func)[:8]]
+        if args and all(a is not None and (script.is_optimizer(script.key(a)) or
+                                           _OPTIM.search(dotted(a) or "")) for a in args):
+            return (f"model state ({func.name}() is handed the optimizer as `{name}` and "
+                    f"never saves it)")
+    return None
 
 
 def _optimizer_attribute_saved(script: Script, entries: list[tuple[str, str]]) -> bool:
