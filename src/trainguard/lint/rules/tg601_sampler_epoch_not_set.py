@@ -3,7 +3,9 @@
 The sampler seeds its shuffle with ``seed + epoch``; without ``set_epoch`` every epoch uses the
 same order (https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler).
 Reported at the epoch loop (the loop around the training loop, or around the call of the
-function that holds it), where ``set_epoch`` goes; at the sampler when there is none.
+function that holds it), where ``set_epoch`` goes; the ``while`` of a generator that passes over
+a loader again and again (``while True: for batch in loader: yield batch``); at the sampler when
+there is none.
 Silent for ``shuffle=False`` samplers (evaluation), when any ``set_epoch`` call is in the file,
 when the file has no training loop (the epochs run elsewhere) and when the sampler is handed to a
 helper other than ``DataLoader`` that is not a function or class of the file (code of the file
@@ -62,6 +64,18 @@ def _epoch_loop(script: Script) -> ast.AST | None:
             around = script.enclosing_loops(site)
             if around:
                 return around[0]
+    return _endless_pass(script)
+
+
+def _endless_pass(script: Script) -> ast.AST | None:
+    """``while True: for batch in loader: yield batch`` (an infinite sampler of batches, as in
+    StyleGAN's ``sample_data``): each pass of the ``while`` is an epoch of the loader."""
+    for node in script.nodes:
+        if isinstance(node, ast.While) and any(
+                isinstance(f, (ast.For, ast.AsyncFor)) and any(
+                    isinstance(y, (ast.Yield, ast.YieldFrom)) for y in ast.walk(f))
+                for f in node.body):
+            return node
     return None
 
 
