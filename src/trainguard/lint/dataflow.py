@@ -281,13 +281,15 @@ def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
     if isinstance(expr, ast.UnaryOp):
         return carries_graph(script, expr.operand, names)
     if isinstance(expr, ast.Call):
+        target = script.callee(expr)
+        if target is not None and _returns_cut(target):
+            return False  # def labeled_loss(...): ... return loss.item(): a number, by its body
         if is_loss_call(script, expr):
             return True
         f = expr.func
         k = script.key(f)
         if k and script.is_model(k) and k != "self":
             return True
-        target = script.callee(expr)
         if target is not None and (returns_graph(script, target) or
                                    _passes_graph(script, expr, target, names)):
             return True
@@ -396,6 +398,38 @@ def _forwards_without_grad(script: Script, func: ast.AST) -> bool:
     calls = [c for c in walk_local(func) if isinstance(c, ast.Call) and
              (k := script.key(c.func)) and k != "self" and script.is_model(k)]
     return bool(calls) and all(script.grad_disabled(c) for c in calls)
+
+
+def _returns_cut(func: ast.AST) -> bool:
+    """Every ``return`` of ``func`` gives a cut value: ``.item()``, ``.detach()``, ``float()``,
+    or a name last assigned one above it (``loss = F.cross_entropy(...).item(); return
+    loss``)."""
+    rets = [r.value for r in walk_local(func) if isinstance(r, ast.Return)]
+    if not rets or any(v is None for v in rets):
+        return False
+    for ret in rets:
+        for value in ret.elts if isinstance(ret, (ast.Tuple, ast.List)) else [ret]:
+            if isinstance(value, ast.Name):
+                value = last_assignment(value.id, value)
+            if value is None or not _cut_whole(value):
+                return False
+    return True
+
+
+def _cut_whole(expr: ast.AST) -> bool:
+    """The value itself is cut, not a part of it: ``loss.item()``, ``out.detach().cpu()``,
+    ``float(loss)`` (``a + b.detach()`` keeps ``a``'s graph)."""
+    node = expr
+    while isinstance(node, ast.Call):
+        f = node.func
+        if isinstance(f, ast.Name):
+            return f.id in ("float", "int", "round")
+        if not isinstance(f, ast.Attribute):
+            return False
+        if f.attr in CUTS:
+            return True
+        node = f.value
+    return isinstance(node, ast.Attribute) and node.attr in CUTS  # x.data
 
 
 def returns_graph(script: Script, func: ast.AST) -> bool:
