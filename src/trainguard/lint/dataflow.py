@@ -187,7 +187,7 @@ def _graph_names(script: Script, loop: ast.AST, seed: set[str] | None) -> set[st
                     isinstance(call.args[0], ast.Name):  # accelerator.backward(loss)
                 names.add(call.args[0].id)
     assigns = [n for n in walk_local(loop) if isinstance(n, (ast.Assign, ast.For))
-               and n is not loop]
+               and n is not loop or _dict_update(n) is not None]
     assigns.sort(key=lambda n: n.lineno)
     for _ in range(2):
         for a in assigns:
@@ -195,6 +195,12 @@ def _graph_names(script: Script, loop: ast.AST, seed: set[str] | None) -> set[st
                 continue
             if isinstance(a, ast.For):  # for k, v in losses.items(): v holds a graph
                 names.update(_items_of_graph(script, a, names))
+                continue
+            update = _dict_update(a)
+            if update is not None:  # state.update(loss=loss): the dict now holds the graph
+                holder, values = update
+                if any(carries_graph(script, v, names) for v in values):
+                    names.add(holder)
                 continue
             if carries_graph(script, a.value, names):
                 for t in a.targets:
@@ -207,6 +213,21 @@ def _graph_names(script: Script, loop: ast.AST, seed: set[str] | None) -> set[st
                         names.update(e.id for i, e in enumerate(t.elts)
                                      if isinstance(e, ast.Name) and (parts is None or parts[i]))
     return names
+
+
+def _dict_update(node: ast.AST) -> tuple[str, list[ast.expr]] | None:
+    """``state.update(loss=loss, mse=mse)`` or ``state.update({"loss": loss})`` as a statement:
+    the dict's name and the values it takes."""
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        return None
+    call = node.value
+    f = call.func
+    if not (isinstance(f, ast.Attribute) and f.attr == "update" and isinstance(f.value, ast.Name)):
+        return None
+    values = [k.value for k in call.keywords]
+    for arg in call.args:
+        values.extend(arg.values if isinstance(arg, ast.Dict) else [])
+    return (f.value.id, values) if values else None
 
 
 def _self_attr(node: ast.AST) -> str | None:
