@@ -102,7 +102,15 @@ def check(script: Script) -> Iterator[Hit]:
         mode, why = mode_before(script, first)
         where = "at the start of this block" if isinstance(region.node, (ast.If, ast.With)) \
             else "before this loop"
-        if mode == "train":
+        undone = _train_undoing_eval(script, first) if mode == "train" else None
+        if undone is not None:  # model.eval(), then a model.train() before the evaluation
+            yield Hit(undone.node, f"this {undone.key}.train() undoes the {undone.key}.eval() "
+                                   f"before it with no training in between, and {region.label} "
+                                   f"then runs {fwd}(...) ({script.at(first.lineno)}) in train "
+                                   f"mode; Dropout and BatchNorm act as in training",
+                      fix="remove this train() call from the evaluation (call model.train() "
+                          "before the next training step instead)")
+        elif mode == "train":
             yield Hit(_region_start(script, region.node, first), f"{region.label} runs "
                       f"{fwd}(...) ({script.at(first.lineno)}) in train mode ({why}); Dropout "
                              f"and BatchNorm act as in training",
@@ -136,6 +144,26 @@ def _in_rollout(script: Script, site: ast.AST) -> bool:
     transitions runs the policy in train mode on purpose: CATALOG precision for TG101)."""
     func = script.enclosing_function(site)
     return func is not None and rollout(script, func)
+
+
+def _train_undoing_eval(script: Script, first: ast.AST):  # type: ignore[no-untyped-def]
+    """The last ``train()`` before ``first`` in its function when it follows an ``eval()`` with
+    no backward or step in between, and none runs between it and ``first`` (MultiBench#26:
+    ``model.eval()``, then ``model.train()`` inside the validation block)."""
+    evs = [e for e in preceding_events(script, first) if e.via is None]
+    for i in range(len(evs) - 1, -1, -1):
+        e = evs[i]
+        if e.kind in ("backward", "step"):
+            return None
+        if e.kind == "train":
+            before = evs[:i]
+            for b in reversed(before):
+                if b.kind in ("backward", "step", "train"):
+                    return None
+                if b.kind == "eval":
+                    return e
+            return None
+    return None
 
 
 def _region_start(script: Script, region: ast.AST, first: ast.AST) -> ast.AST:
