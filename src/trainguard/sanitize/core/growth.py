@@ -218,11 +218,20 @@ def _self_accumulation(code: CodeType, self_name: str, attr: str, key: Any = Non
     return (code.co_filename, best.lineno, best.col_offset + 1)  # type: ignore[attr-defined]
 
 
+def _bare_names(expr: ast.AST) -> list[ast.Name]:
+    """The names of ``expr`` used as values themselves, not as the object of a subscript or an
+    attribute (``val * n`` gives ``val``; ``state["loss"]`` gives none)."""
+    picked = {id(n.value) for n in ast.walk(expr) if isinstance(n, (ast.Subscript, ast.Attribute))}
+    return [n for n in ast.walk(expr) if isinstance(n, ast.Name) and id(n) not in picked]
+
+
 def storing_call(holder: Holder, grown: Location) -> Location | None:
     """The call in ``holder``'s frame of the method holding statement ``grown`` on the object
     that owns the grown attribute (``train_auroc.update(probs, y)`` for ``train_auroc.preds``),
-    when that statement grows the attribute with one of the method's parameters (the method
-    stores what it is given); the first such call in source order, else None."""
+    when that statement grows the attribute with one of the method's parameters itself (the
+    method stores what it is given: a meter); the first such call in source order, else None.
+    A method that picks an entry of what it is given (``self.total += state["loss"]`` in a
+    callback) chose what to keep: its own line is the one to change."""
     if "." not in holder.path:
         return None
     method = function_at(grown[0], grown[1])
@@ -232,8 +241,8 @@ def storing_call(holder: Holder, grown: Location) -> Location | None:
     stored = [n for n in ast.walk(method) if getattr(n, "lineno", None) == grown[1]
               and isinstance(n, (ast.AugAssign, ast.Call, ast.Assign))]
     values = [v for n in stored for v in ([n.value] if not isinstance(n, ast.Call) else n.args)]
-    if not any(isinstance(x, ast.Name) and x.id in params for v in values for x in ast.walk(v)):
-        return None
+    if not any(x.id in params for v in values for x in _bare_names(v)):
+        return None  # (it picks an entry of what it is given, state["loss"]: its own choice)
     owner = holder.path.rsplit(".", 1)[0]
     code = holder.frame.f_code
     scope = parse_file(code.co_filename)
