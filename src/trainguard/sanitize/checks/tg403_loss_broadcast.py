@@ -10,8 +10,11 @@ against ``(N, K)``: a TD target already broadcast to ``(N, N)`` by ``r + gamma *
 built from a per-dimension log-probability). PyTorch only warns ("Using a target size ... that is different to the input size"), and the
 warning is easy to miss in a log.
 
+Also: a target of one row that is a view of a tensor with at least the batch's rows (``y[:1]``
+against an ``(N, 1)`` prediction): every prediction is trained towards one sample's target.
+
 Silent on: equal shapes; a target that broadcasts into the input without growing it (a scalar
-target, one target for every head of an ``(N, K)`` output); ``BCELoss``/``BCEWithLogitsLoss``, which raise on a size mismatch themselves.
+target, one target for every head of an ``(N, K)`` output, a constant ``(1, 1)`` target); ``BCELoss``/``BCEWithLogitsLoss``, which raise on a size mismatch themselves.
 
 PyTorch's own error, explained: when ``BCELoss``/``BCEWithLogitsLoss`` (or their functional forms)
 raise on such a mismatch ("Using a target size (torch.Size([64])) that is different to the input
@@ -58,6 +61,19 @@ class LossBroadcast(Check):
         except RuntimeError:
             return  # PyTorch raises its own error
         if prod(both) <= max(prod(a), prod(b)):
+            base = getattr(call.target, "_base", None)
+            if len(a) == len(b) and len(a) >= 1 and b[0] == 1 < a[0] and base is not None and \
+                    len(base.shape) >= 1 and base.shape[0] >= a[0]:
+                # one row sliced out of a target that has the whole batch (y[:1]): every
+                # prediction is trained towards that one sample's target
+                self.report(
+                    f"{call.name} input {tuple(a)} and target {tuple(b)}: the target is one row "
+                    f"sliced from a tensor of {base.shape[0]} rows (such as y[:1]), and it "
+                    f"broadcasts to every prediction of the batch, so all {a[0]} are trained "
+                    "towards the first sample's target",
+                    fix="pass the whole target (same shape as the prediction), not a slice of it",
+                    where=call.where)
+                return
             if prod(both) > prod(a):  # the target has more values per sample than the input
                 square = len(b) == 2 and b[0] == b[1] > 1 and tuple(a) == (b[0], 1)
                 self.report(
