@@ -55,10 +55,11 @@ def forward_calls(script: Script, node: ast.AST) -> list[ast.Call]:
             out.append(sub)
             continue
         f = sub.func
-        if isinstance(f, ast.Attribute) and f.attr == "forward":
-            f = f.value
+        explicit = isinstance(f, ast.Attribute) and f.attr == "forward"
+        if explicit:
+            f = f.value  # self.model.forward(x): the model's forward, called by name
         k = script.key(f)
-        if k and k != "self" and script.callee(sub) is None and (
+        if k and k != "self" and (explicit or script.callee(sub) is None) and (
                 script.is_model(k) or isinstance(f, ast.Attribute) and _typed_module(script, f)):
             out.append(sub)
         elif isinstance(f, ast.Attribute) and script.key(f.value) not in (None, "self") and \

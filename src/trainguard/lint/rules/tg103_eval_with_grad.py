@@ -10,7 +10,8 @@ when the model called is frozen whole (``teacher.requires_grad_(False)``, or
 ``p.requires_grad = False`` for every ``p`` in ``teacher.parameters()``, also inside a loop over a
 literal tuple of models, ``for net in (generator, assessor):``): its outputs then carry
 no ``grad_fn``. A frozen part (``model.backbone``) leaves the rest recording graphs, so it does
-not silence the forwards of ``model``.
+not silence the forwards of ``model``. A function that backpropagates only under ``if train:``
+(a parameter), called with ``train=False`` and grad enabled, is reported at that call.
 """
 
 from __future__ import annotations
@@ -45,6 +46,47 @@ def check(script: Script) -> Iterator[Hit]:
                            f"nothing")
             break
     yield from _after_eval(script, frozen)
+    yield from _flagged_off(script, frozen)
+
+
+def _flagged_off(script: Script, frozen: set[str]) -> Iterator[Hit]:
+    """A function that runs the model and backpropagates only under ``if <param>:`` (a shared
+    ``iteration(epoch, loader, train=True)``), called with that parameter ``False`` and grad
+    enabled: that call runs the forwards, records their graphs and never calls backward
+    (codertimo/BERT-pytorch-style trainers). Reported at the call, where ``torch.no_grad()``
+    goes."""
+    from trainguard.lint.callgraph import bind_arguments, defaults
+
+    for func in script.nodes:
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        params = [a.arg for a in func.args.posonlyargs + func.args.args]
+        backwards = [c for c in walk_local(func) if isinstance(c, ast.Call) and
+                     isinstance(c.func, ast.Attribute) and c.func.attr == "backward"]
+        guards = [n for n in walk_local(func) if isinstance(n, ast.If) and
+                  isinstance(n.test, ast.Name) and n.test.id in params]
+        # every backward of the function sits in the body of an ``if <param>:``
+        flags = {g.test.id for g in guards} if backwards and all(  # type: ignore[attr-defined]
+            any(any(b is c for st in g.body for c in ast.walk(st)) for g in guards)
+            for b in backwards) and len({g.test.id for g in guards}) == 1 else set()
+        if not flags:
+            continue
+        fwds = [f for f in forward_calls(script, func)
+                if not script.grad_disabled(f) and not _frozen_call(script, f, frozen)]
+        if not fwds:
+            continue
+        names = params[1:] if params[:1] == ["self"] else params
+        for site in script.call_sites(func)[:8]:
+            bound = {**defaults(func), **bind_arguments(names, site)}
+            off = [f for f in flags if f in bound and is_false(bound[f])]
+            if not off or script.grad_disabled(site):
+                continue
+            yield Hit(site, f"{func.name}() runs {dotted(fwds[0].func) or 'the model'}(...) "
+                            f"({script.at(fwds[0].lineno)}) with grad enabled, and this call "
+                            f"passes {off[0]}=False, which skips its backward: every batch "
+                            f"records a graph that is kept alive for nothing",
+                      fix="wrap this call in `with torch.no_grad():` (or decorate the "
+                          "evaluation with @torch.no_grad())")
 
 
 def _runs_without_grad(script: Script, call: ast.Call) -> bool:
