@@ -8,7 +8,8 @@ class's ``forward`` (:mod:`trainguard.lint.activations`), and reported at the si
 the loss's function, or in a model whose output a trainer feeds to its loss), or at
 the loss when the sigmoid is in a helper or in the component that also picks the loss (an
 output block whose ``forward`` returns probabilities and whose ``compute_loss`` uses logits):
-there the probabilities are the component's contract and the loss is what to change (unless
+there the probabilities are the component's contract and the loss is what to change, as it is
+when the loss's input is a name other statements read too (a focal loss's ``probs``) (unless
 every call of a helper function in the file feeds such a loss: then the helper exists to feed
 it, and its sigmoid is reported);
 ``nn.BCELoss`` after a sigmoid is the right pairing and stays silent.
@@ -20,6 +21,8 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.activations import activation_of, helper_activation
+from trainguard.lint.astutil import parent, walk_local
+from trainguard.lint.dataflow import scope_of
 from trainguard.lint.losses import loss_input, loss_kind
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script
@@ -61,6 +64,14 @@ def check(script: Script) -> Iterator[Hit]:
             if text:
                 edits = [Edit(act.lineno, act.col_offset, act.end_lineno or act.lineno,
                               act.end_col_offset or 0, text)]
+        if isinstance(arg, ast.Name) and _reused(arg, call):
+            # the probabilities serve other code too (a focal loss's p_t): the loss is the fix
+            yield Hit(call, f"BCEWithLogitsLoss is fed `{arg.id}`, made by the sigmoid at "
+                            f"{script.at(act.lineno)}, which the loss applies again, so "
+                            f"gradients vanish; other code uses `{arg.id}` too, so this call is "
+                            f"what to change",
+                      fix="feed the logits (the sigmoid's input) to this loss")
+            continue
         if _loss_to_change(script, act, call):
             yield Hit(call, f"BCEWithLogitsLoss is fed probabilities: the sigmoid at "
                             f"{script.at(act.lineno)} already made them, and the loss applies "
@@ -72,6 +83,17 @@ def check(script: Script) -> Iterator[Hit]:
                        f"{script.at(call.lineno)}, which applies the sigmoid itself: the "
                        f"sigmoid is applied twice and gradients vanish",
                   edits=edits, safe=False)
+
+
+def _reused(arg: ast.Name, loss: ast.AST) -> bool:
+    """The loss input is a name that other statements of its scope read too (a focal loss's
+    ``probs``, fed to the loss and used for ``p_t``): the probabilities are needed there."""
+    stmt: ast.AST | None = loss
+    while stmt is not None and not isinstance(stmt, ast.stmt):
+        stmt = parent(stmt)
+    inside = {id(n) for n in ast.walk(stmt)} if stmt is not None else set()
+    return any(isinstance(n, ast.Name) and n.id == arg.id and isinstance(n.ctx, ast.Load) and
+               id(n) not in inside for n in walk_local(scope_of(loss)))
 
 
 def _loss_to_change(script: Script, act: ast.AST, loss: ast.AST) -> bool:

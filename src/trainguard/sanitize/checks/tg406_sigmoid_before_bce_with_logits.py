@@ -10,6 +10,8 @@ and the gradients vanish. Reported at the cause: after the first sighting, a win
 (``core/origin.py``) notes where sigmoid outputs are made until the next such loss call, which is
 then reported at the line that called sigmoid or an ``nn.Sigmoid`` module (``self.act(x)``), or,
 when library code called the module (an ``nn.Sequential``), at the line that built it; the loss line is in the message (at the loss line when the run ends first).
+When the loss's input is a name that other statements of the function read too (a focal loss's
+``probs``, also used for ``p_t``), the probabilities are needed: the loss call is reported.
 
 Silent on: logits; ``sigmoid`` output given to ``BCELoss`` (that is its contract); losses computed
 under ``torch.no_grad()`` (no ``grad_fn`` to read).
@@ -30,6 +32,7 @@ from typing import Any
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.origin import Origin, Pending
 from trainguard.sanitize.core.producer import producer_node, shape
+from trainguard.sanitize.core.source import reused_input
 
 _NAMES = ("BCEWithLogitsLoss", "binary_cross_entropy_with_logits")
 
@@ -57,6 +60,16 @@ class SigmoidBeforeBCEWithLogits(Check):
             return
         node = producer_node(call.input)
         if node is None or not type(node).__name__.startswith("SigmoidBackward"):
+            return
+        reused = reused_input(call.where)
+        if reused is not None:  # the probabilities serve other code too: the loss is the fix
+            self.report(
+                f"{call.name} got `{reused}`, made by sigmoid, which the loss applies again: "
+                "its predictions stay within (0.5, 0.73) and the gradients vanish; the "
+                f"probabilities in `{reused}` are used by other code too, so this call is what "
+                "to change",
+                fix="pass the raw logits (the sigmoid's input) to this loss and keep "
+                    f"`{reused}` for the rest", where=call.where)
             return
         self.pending.found(
             node,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import dis
+import functools
 import linecache
 from types import CodeType, FunctionType
 
@@ -287,3 +288,24 @@ def built_again(where: tuple[str, int, int], class_name: str) -> int | None:
              and (getattr(n.func, "id", None) or getattr(n.func, "attr", None)) == class_name
              and file.scope(n) is scope}
     return lines.pop() if len(lines) == 1 else None
+
+
+@functools.lru_cache(maxsize=64)
+def reused_input(where: tuple[str, int, int] | None) -> str | None:
+    """The name a loss call at ``where`` is given as its first argument, when other statements of
+    its function read that name too (``probs`` fed to the loss and used for ``p_t``); None."""
+    if where is None:
+        return None
+    file = SourceFile.load(where[0])
+    call = file.call_at(where[1], where[2] - 1) if file is not None else None
+    if call is None or not call.args or not isinstance(call.args[0], ast.Name):
+        return None
+    name = call.args[0].id
+    stmt: ast.AST = call
+    while stmt in file.parents and not isinstance(stmt, ast.stmt):  # type: ignore[union-attr]
+        stmt = file.parents[stmt]  # type: ignore[union-attr]
+    scope = file.scope(call)  # type: ignore[union-attr]
+    inside = {id(n) for n in ast.walk(stmt)}
+    return name if any(isinstance(n, ast.Name) and n.id == name and
+                       isinstance(n.ctx, ast.Load) and id(n) not in inside
+                       for n in ast.walk(scope)) else None
