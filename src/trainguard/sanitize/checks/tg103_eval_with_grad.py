@@ -61,7 +61,16 @@ class EvalWithGrad(UnreachedOutputs):
         shapes = ", ".join(str(tuple(t.shape)) for t in outputs[:2])
         where, name, made = call.where, type(call.module).__name__, f"its output (shape {shapes})"
         outer = model_method_caller(call.module)
-        if outer is not None:  # ``model.embed(x)``: the line calling the model's method
+        if outer is not None and outer[2] == "forward":
+            # ``self.model.forward(x)``: the model called by name, as model(x) at that line
+            trained = where is not None and where[:2] in self.trained_at
+            where, name = outer[0], type(outer[1]).__name__
+            shared = _evaluation_call(where) if trained else None
+            if shared is not None:
+                made = f"{made}, made through the step at {short_location(where)} that " \
+                       "training also runs"
+                where = shared
+        elif outer is not None:  # ``model.embed(x)``: the line calling the model's method
             where, owner, method = outer
             made = f"the output of its {name} (shape {shapes})"
             name = f"{type(owner).__name__}.{method}()"
