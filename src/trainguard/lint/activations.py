@@ -22,7 +22,7 @@ from trainguard.lint.astutil import dotted, parent, walk_local
 from trainguard.lint.dataflow import last_assignment, reaching_values, scope_of
 from trainguard.lint.script import Script
 
-__all__ = ["activation_of", "Activation", "helper_activation"]
+__all__ = ["activation_of", "Activation", "helper_activations"]
 
 Activation = Literal["softmax", "log_softmax", "sigmoid"]
 _FUNCS: dict[str, Activation] = {
@@ -124,7 +124,23 @@ def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 12,
     return _returned_activation(script, expr, depth - 1, origin)
 
 
-def helper_activation(script: Script, call: ast.AST, fed: set[int]) -> ast.AST | None:
+def helper_activations(script: Script, acts: list[ast.AST]) -> list[tuple[ast.AST, bool] | None]:
+    """For each node ``activation_of`` found for the input of a loss that applies the activation
+    itself: the activation inside a helper function that only feeds such losses
+    (:func:`_helper_activation`) and whether this is the first of ``acts`` to reach it (one
+    finding per helper); None where there is none."""
+    fed = {id(a) for a in acts}
+    seen: set[int] = set()
+    out: list[tuple[ast.AST, bool] | None] = []
+    for act in acts:
+        inner = _helper_activation(script, act, fed)
+        out.append(None if inner is None else (inner, id(inner) not in seen))
+        if inner is not None:
+            seen.add(id(inner))
+    return out
+
+
+def _helper_activation(script: Script, call: ast.AST, fed: set[int]) -> ast.AST | None:
     """The activation inside a function of the file (not a method) that ``call`` runs and whose
     returns all end in it (``def forward_logits(b): return torch.sigmoid(model(b))``), when
     every call of that function in the file is in ``fed`` (ids of the calls whose output

@@ -40,6 +40,14 @@ def parent(node: ast.AST) -> ast.AST | None:
     return getattr(node, "_tg_parent", None)
 
 
+def statement_of(node: ast.AST) -> ast.AST | None:
+    """The statement that holds ``node`` (``node`` itself when it is one), or None."""
+    n: ast.AST | None = node
+    while n is not None and not isinstance(n, ast.stmt):
+        n = parent(n)
+    return n
+
+
 def encloses(outer: ast.AST, node: ast.AST) -> bool:
     """``node`` lies inside ``outer`` (by the parent links; not ``outer`` itself)."""
     n = node

@@ -303,7 +303,7 @@ def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
         return carries_graph(script, expr.operand, names)
     if isinstance(expr, ast.Call):
         target = script.callee(expr)
-        if target is not None and _returns_cut(target):
+        if target is not None and _returns_cut(script, target):
             return False  # def labeled_loss(...): ... return loss.item(): a number, by its body
         if is_loss_call(script, expr):
             return True
@@ -421,10 +421,17 @@ def _forwards_without_grad(script: Script, func: ast.AST) -> bool:
     return bool(calls) and all(script.grad_disabled(c) for c in calls)
 
 
-def _returns_cut(func: ast.AST) -> bool:
+def _returns_cut(script: Script, func: ast.AST) -> bool:
     """Every ``return`` of ``func`` gives a cut value: ``.item()``, ``.detach()``, ``float()``,
     or a name last assigned one above it (``loss = F.cross_entropy(...).item(); return
-    loss``)."""
+    loss``). Decided once per function (``carries_graph`` asks at every call of it)."""
+    memo = script.__dict__.setdefault("_tg_returns_cut", {})
+    if id(func) not in memo:
+        memo[id(func)] = _all_returns_cut(func)
+    return memo[id(func)]
+
+
+def _all_returns_cut(func: ast.AST) -> bool:
     rets = [r.value for r in walk_local(func) if isinstance(r, ast.Return)]
     if not rets or any(v is None for v in rets):
         return False

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 
-from trainguard.lint.astutil import SCOPES, dotted, parent, walk_local
+from trainguard.lint.astutil import SCOPES, dotted, parent, statement_of, walk_local
 from trainguard.lint.dataflow import last_assignment
 from trainguard.datanames import reads_eval_data
 from trainguard.lint.events import Event, events
@@ -447,9 +447,7 @@ def _backpropagated(script: Script, func: ast.AST) -> bool:
     for site in script.call_sites(func):  # type: ignore[arg-type]
         if any(is_backward(p) for p in _ancestors(site)):
             return True
-        stmt = parent(site)
-        while stmt is not None and not isinstance(stmt, ast.stmt):
-            stmt = parent(stmt)
+        stmt = statement_of(site)
         if not isinstance(stmt, (ast.Assign, ast.AnnAssign)):
             continue
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]

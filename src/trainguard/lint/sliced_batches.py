@@ -14,14 +14,14 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import parent, walk_local
+from trainguard.lint.astutil import dotted, parent, walk_local
 from trainguard.lint.callgraph import bind_arguments, defaults
 from trainguard.lint.consts import UNKNOWN, _single_value, const_eval, resolve
 from trainguard.lint.regions import training_loops
 from trainguard.lint.script import Script
 from trainguard.lint.shapes import samples
 
-__all__ = ["sliced_batch_loops"]
+__all__ = ["site_envs", "sliced_batch_loops"]
 
 
 def sliced_batch_loops(script: Script) -> Iterator[tuple[ast.For, int, int, ast.Call | None]]:
@@ -36,7 +36,7 @@ def sliced_batch_loops(script: Script) -> Iterator[tuple[ast.For, int, int, ast.
         if id(loop) not in trains and not _generator_feeding_training(script, func, trains):
             continue
         start, stop, step = loop.iter.args  # type: ignore[attr-defined]
-        for env, site in _bindings(script, func):
+        for env, site in site_envs(script, loop.iter):
             n, size = _length(script, stop, env), _value(script, step, env)
             first = _value(script, start, env)
             if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, size, first)):
@@ -73,18 +73,37 @@ def _generator_feeding_training(script: Script, func: ast.AST | None, trains: se
     return False
 
 
-def _bindings(script: Script, func: ast.AST | None) -> list[tuple[dict, ast.Call | None]]:
+def site_envs(script: Script, node: ast.AST) -> list[tuple[dict, ast.Call | None]]:
+    """The bindings ``node``'s names are evaluated under (a DataLoader's arguments, a range's
+    bounds): none at module level or in a function whose parameters it does not read, else each
+    call site's arguments over the parameters' defaults (up to 8 sites)."""
+    func = script.enclosing_function(node)
     if func is None:
         return [({}, None)]
-    params = [a.arg for a in func.args.posonlyargs + func.args.args]  # type: ignore[attr-defined]
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]
+    used = {n.id for n in walk_local(node) if isinstance(n, ast.Name)} & set(params)
+    if not used:
+        return [({}, None)]
     if params and params[0] == "self":
         params = params[1:]
+    given = defaults(func)
     out = []
-    for site in script.call_sites(func)[:8]:  # type: ignore[arg-type]
-        env = dict(defaults(func))  # type: ignore[arg-type]
+    for site in _sites(script, func)[:8]:
+        env = dict(given)
         env.update(bind_arguments(params, site))
         out.append((env, site))
-    return out or [({}, None)]
+    return out
+
+
+def _sites(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Call]:
+    """The calls that run ``func``: for ``__init__``, the instantiations of its class
+    (``Learner(cfg, train_ds)`` runs ``Learner.__init__``)."""
+    cls = script.enclosing_class(func)
+    if cls is None or func.name != "__init__":
+        return script.call_sites(func)
+    return [c for c in script.calls if (dotted(c.func) or "").rsplit(".", 1)[-1] == cls.name
+            and (ref := script.graph.class_named(dotted(c.func))) is not None
+            and ref.node is cls]
 
 
 def _value(script: Script, node: ast.AST, env: dict) -> object:

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from trainguard.lint.astutil import dotted, is_false, iterated_literal, parent, walk_local
 from trainguard.lint.regions import _METRIC_HINT, eval_regions, forward_calls
 from trainguard.lint.rules import Hit
-from trainguard.lint.script import Script
+from trainguard.lint.script import Script, is_backward
 
 CODE = "TG103"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
@@ -57,20 +57,21 @@ def _flagged_off(script: Script, frozen: set[str]) -> Iterator[Hit]:
     goes."""
     from trainguard.lint.callgraph import bind_arguments, defaults
 
+    if not script.may_reach("backward"):
+        return
     for func in script.nodes:
         if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
+        backwards = [c for c in walk_local(func) if is_backward(c)]
+        if not backwards:
+            continue
         params = [a.arg for a in func.args.posonlyargs + func.args.args]
-        backwards = [c for c in walk_local(func) if isinstance(c, ast.Call) and
-                     isinstance(c.func, ast.Attribute) and c.func.attr == "backward"]
         guards = [n for n in walk_local(func) if isinstance(n, ast.If) and
                   isinstance(n.test, ast.Name) and n.test.id in params]
-        # every backward of the function sits in the body of an ``if <param>:``
-        flags = {g.test.id for g in guards} if backwards and all(  # type: ignore[attr-defined]
-            any(any(b is c for st in g.body for c in ast.walk(st)) for g in guards)
-            for b in backwards) and len({g.test.id for g in guards}) == 1 else set()
-        if not flags:
-            continue
+        flags = {g.test.id for g in guards}  # type: ignore[attr-defined]
+        guarded = {id(c) for g in guards for st in g.body for c in ast.walk(st)}
+        if len(flags) != 1 or any(id(b) not in guarded for b in backwards):
+            continue  # (every backward of the function sits in the body of one ``if <param>:``)
         fwds = [f for f in forward_calls(script, func)
                 if not script.grad_disabled(f) and not _frozen_call(script, f, frozen)]
         if not fwds:

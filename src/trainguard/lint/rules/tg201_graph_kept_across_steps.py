@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, ifs_between, parent, walk_local
+from trainguard.lint.astutil import dotted, ifs_between, parent, statement_of, walk_local
 from trainguard.lint.caches import cached_graphs
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.dataflow import (CUTS, _is_cut, carries_graph, graph_names, is_loss_call,
@@ -237,9 +237,7 @@ def _entry_cut_before(value: ast.Name) -> bool:
     """Above the append, in its block and after ``value`` was last bound, an entry of it is
     replaced by a cut copy (``output["loss"] = output["loss"].detach()``): the writer cut what
     held the graph."""
-    stmt: ast.AST | None = value
-    while stmt is not None and not isinstance(stmt, ast.stmt):
-        stmt = parent(stmt)
+    stmt = statement_of(value)
     block = parent(stmt) if stmt is not None else None
     body = next((b for b in (getattr(block, f, None) for f in ("body", "orelse", "finalbody"))
                  if isinstance(b, list) and stmt in b), None)

@@ -24,7 +24,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, parent, walk_local
-from trainguard.lint.activations import activation_of, helper_activation
+from trainguard.lint.activations import activation_of, helper_activations
 from trainguard.lint.losses import loss_input, loss_kind
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script
@@ -43,13 +43,11 @@ def check(script: Script) -> Iterator[Hit]:
         found = activation_of(script, arg) if arg is not None else None
         if found is not None and found[0] == "softmax":
             fed.append((call, kind, arg, found[1]))
-    acts = {id(act) for _, _, _, act in fed}
-    inside: set[int] = set()
-    for call, kind, arg, act in fed:
-        inner = helper_activation(script, act, acts)
-        if inner is not None:  # a helper that only feeds such losses: its softmax
-            if id(inner) not in inside:
-                inside.add(id(inner))
+    helpers = helper_activations(script, [act for _, _, _, act in fed])
+    for (call, kind, arg, act), in_helper in zip(fed, helpers):
+        if in_helper is not None:  # a helper that only feeds such losses: its softmax
+            inner, first = in_helper
+            if first:
                 helper = script.segment(act.func) or "the helper"  # type: ignore[attr-defined]
                 yield Hit(inner, f"this softmax's output, returned by {helper}(), is fed to "
                                  f"{kind} at {script.at(call.lineno)}, which "

@@ -34,7 +34,7 @@ from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.shapes import samples
-from trainguard.lint.sliced_batches import sliced_batch_loops
+from trainguard.lint.sliced_batches import site_envs, sliced_batch_loops
 
 CODE = "TG404"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
@@ -71,7 +71,7 @@ def check(script: Script) -> Iterator[Hit]:
             if built is None:
                 continue  # a batch sampler the file does not build: its batches are unknown
             size_node, drop, shuffled, batches = built
-        for env, site in _contexts(script, call):
+        for env, site in site_envs(script, call):
             spread = _spread(script, call, env)  # DataLoader(ds, **cfg["loader"])
             if spread is UNKNOWN:
                 continue  # options the file does not fix may hold drop_last
@@ -168,38 +168,6 @@ def _batch_sampler(script: Script, node: ast.AST
     shuffled = isinstance(sampler, ast.Call) and \
         (script.call_qualname(sampler) or "").endswith("RandomSampler")
     return size, drop if drop is not None else ast.Constant(False), shuffled, value
-
-
-def _contexts(script: Script, call: ast.Call) -> list[tuple[dict, ast.Call | None]]:
-    """The bindings the loader's arguments are evaluated under: none at module level or in a
-    function whose parameters it does not read, else each call site's arguments (up to 8)."""
-    func = script.enclosing_function(call)
-    if func is None:
-        return [({}, None)]
-    params = [a.arg for a in func.args.posonlyargs + func.args.args]
-    used = {n.id for n in walk_local(call) if isinstance(n, ast.Name)} & set(params)
-    if not used:
-        return [({}, None)]
-    if params and params[0] == "self":
-        params = params[1:]
-    given = defaults(func)
-    out = []
-    for site in _sites(script, func)[:8]:
-        env = dict(given)
-        env.update(bind_arguments(params, site))
-        out.append((env, site))
-    return out
-
-
-def _sites(script: Script, func: ast.FunctionDef) -> list[ast.Call]:
-    """The calls that run ``func``: for ``__init__``, the instantiations of its class
-    (``Learner(cfg, train_ds)`` runs ``Learner.__init__``)."""
-    cls = script.enclosing_class(func)
-    if cls is None or func.name != "__init__":
-        return script.call_sites(func)
-    return [c for c in script.calls if (dotted(c.func) or "").rsplit(".", 1)[-1] == cls.name
-            and (ref := script.graph.class_named(dotted(c.func))) is not None
-            and ref.node is cls]
 
 
 def _spread(script: Script, call: ast.Call, env: dict) -> Any:

@@ -20,8 +20,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.activations import activation_of, helper_activation
-from trainguard.lint.astutil import parent, walk_local
+from trainguard.lint.activations import activation_of, helper_activations
+from trainguard.lint.astutil import statement_of, walk_local
 from trainguard.lint.dataflow import scope_of
 from trainguard.lint.losses import loss_input, loss_kind
 from trainguard.lint.rules import Edit, Hit
@@ -39,13 +39,11 @@ def check(script: Script) -> Iterator[Hit]:
         found = activation_of(script, arg) if arg is not None else None
         if found is not None and found[0] == "sigmoid":
             fed.append((call, arg, found[1]))
-    acts = {id(act) for _, _, act in fed}
-    inside: set[int] = set()
-    for call, arg, act in fed:
-        inner = helper_activation(script, act, acts)
-        if inner is not None:  # a helper that only feeds this loss: its sigmoid
-            if id(inner) not in inside:
-                inside.add(id(inner))
+    helpers = helper_activations(script, [act for _, _, act in fed])
+    for (call, arg, act), in_helper in zip(fed, helpers):
+        if in_helper is not None:  # a helper that only feeds this loss: its sigmoid
+            inner, first = in_helper
+            if first:
                 helper = script.segment(act.func) or "the helper"  # type: ignore[attr-defined]
                 yield Hit(inner, f"this sigmoid's output, returned by {helper}(), is fed to "
                                  f"BCEWithLogitsLoss at {script.at(call.lineno)}, which applies "
@@ -88,9 +86,7 @@ def check(script: Script) -> Iterator[Hit]:
 def _reused(arg: ast.Name, loss: ast.AST) -> bool:
     """The loss input is a name that other statements of its scope read too (a focal loss's
     ``probs``, fed to the loss and used for ``p_t``): the probabilities are needed there."""
-    stmt: ast.AST | None = loss
-    while stmt is not None and not isinstance(stmt, ast.stmt):
-        stmt = parent(stmt)
+    stmt = statement_of(loss)
     inside = {id(n) for n in ast.walk(stmt)} if stmt is not None else set()
     return any(isinstance(n, ast.Name) and n.id == arg.id and isinstance(n.ctx, ast.Load) and
                id(n) not in inside for n in walk_local(scope_of(loss)))

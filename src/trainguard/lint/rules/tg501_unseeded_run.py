@@ -55,25 +55,19 @@ def check(script: Script) -> Iterator[Hit]:
                 not (family == "torch" and helpers):
             first[family] = call
     seeded = ", ".join(sorted(repro.seeded)) or "nothing"
-    helper = _seeding_helper(script) if setting is None else None
-    if helper is not None and first:
-        # the file's own seeding helper leaves these out: its last seeding line is the place
-        func, last = helper
+    place = None
+    if setting is None and first:
+        helper = _seeding_helper(script)
+        if helper is not None:  # the file's own seeding helper leaves these out: its last line
+            place = (helper[1], f"{helper[0].name}() seeds {seeded}", "the script")
+        elif (at := _seed_site(script)) is not None:  # so do its own seeding calls: beside them
+            place = (at, f"the script seeds {seeded} here", "it")
+    if place is not None:
+        at, lead, who = place
         families = sorted(first)
         draws = script.at_lines(sorted(first[f].lineno for f in families))
-        yield Hit(last, f"{func.name}() seeds {seeded} but not {' or '.join(families)}, which "
-                        f"the script draws from unseeded ({draws}): runs differ even with the "
-                        f"same seed",
-                  fix=f"seed them here too ({'; '.join(_HOW[f] for f in families)}), or call "
-                      f"trainguard.seed_everything(seed)")
-        return
-    at = _seed_site(script) if setting is None and first else None
-    if at is not None:
-        # the script's own seeding code leaves these out: the missing seeds go beside it
-        families = sorted(first)
-        draws = script.at_lines(sorted(first[f].lineno for f in families))
-        yield Hit(at, f"the script seeds {seeded} here but not {' or '.join(families)}, which "
-                      f"it draws from unseeded ({draws}): runs differ even with the same seed",
+        yield Hit(at, f"{lead} but not {' or '.join(families)}, which {who} draws from unseeded "
+                      f"({draws}): runs differ even with the same seed",
                   fix=f"seed them here too ({'; '.join(_HOW[f] for f in families)}), or call "
                       f"trainguard.seed_everything(seed)")
         return

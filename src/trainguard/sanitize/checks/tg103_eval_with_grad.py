@@ -60,21 +60,16 @@ class EvalWithGrad(UnreachedOutputs):
             return  # (a frozen model: the graph is the input's, kept for an attack's gradient)
         shapes = ", ".join(str(tuple(t.shape)) for t in outputs[:2])
         where, name, made = call.where, type(call.module).__name__, f"its output (shape {shapes})"
+        trained = where is not None and where[:2] in self.trained_at  # (a line training runs)
         outer = model_method_caller(call.module)
         if outer is not None and outer[2] == "forward":
             # ``self.model.forward(x)``: the model called by name, as model(x) at that line
-            trained = where is not None and where[:2] in self.trained_at
-            where, name = outer[0], type(outer[1]).__name__
-            shared = _evaluation_call(where) if trained else None
-            if shared is not None:
-                made = f"{made}, made through the step at {short_location(where)} that " \
-                       "training also runs"
-                where = shared
-        elif outer is not None:  # ``model.embed(x)``: the line calling the model's method
+            where, name, outer = outer[0], type(outer[1]).__name__, None
+        if outer is not None:  # ``model.embed(x)``: the line calling the model's method
             where, owner, method = outer
             made = f"the output of its {name} (shape {shapes})"
             name = f"{type(owner).__name__}.{method}()"
-        elif where is not None and where[:2] in self.trained_at:
+        elif trained:
             # a step function training runs too (``compute_loss(batch)``): the evaluation's
             # call into it is where ``no_grad`` goes
             shared = _evaluation_call(where)

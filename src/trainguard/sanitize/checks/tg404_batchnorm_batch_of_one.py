@@ -62,15 +62,12 @@ class BatchNormBatchOfOne(Check):
                 held[4] = where
             elif not self.caught.full:  # read now: the loader may be gone by the end of the run
                 found = _partial_loader(self.state.loader_id)
-                sliced = None
-                if found is None or id(found[0]) != self.state.loader_id:
-                    # batches sliced by hand: the loop (or generator) that slices them, unless
-                    # the partial loader is the one the run iterates
-                    sliced = partial_range_loop()
-                if sliced is not None or found is None:
-                    loader, built = sliced or (None, None)
-                else:
-                    loader, built = found[1], self.built.get(found[0])
+                # batches sliced by hand (the loop or generator that slices them) come first,
+                # unless the partial loader is the one the run iterates
+                iterated = found is not None and id(found[0]) == self.state.loader_id
+                sliced = None if iterated else partial_range_loop()
+                loader, built = sliced or ((found[1], self.built.get(found[0])) if found
+                                           else (None, None))
                 self.caught.hold(exc, [str(exc), _layer_name(self.state), loader, built, where])
 
     def on_built(self, obj: Any, where: Any) -> None:
