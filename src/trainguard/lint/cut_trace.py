@@ -86,7 +86,7 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
             return (True, []) if uncut else (False, cuts)
         value = values[0] if values else None
         if value is None:
-            value = _unpacked_or_iterated(script, expr.id, at)
+            value = _comprehension_bound(expr) or _unpacked_or_iterated(script, expr.id, at)
             if value is not None and _loop_target(expr.id, at) and _opaque(script, value):
                 return False, []  # a batch of a loader handed in: no parameters
         if value is None:
@@ -132,9 +132,9 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
             return True, []
         if isinstance(expr.func, ast.Attribute) and expr.func.attr in _CUT_ATTRS:
             uncut, cuts = trace(script, expr.func.value, at, depth - 1, focus)
-            if uncut or cuts:
+            if uncut:
                 return False, [(expr, f".{expr.func.attr}()")] + cuts
-            return False, []
+            return False, cuts  # (cut before: ``w.data.detach()`` is cut at ``.data``)
         k = script.key(expr.func)
         if k == "self" and script.graph.in_module_class(expr) or \
                 k and k != "self" and script.is_model(k):
@@ -187,6 +187,10 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
         return False, []
     any_uncut, all_cuts = False, []
     children = list(ast.iter_child_nodes(expr))
+    if isinstance(expr, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+        children = [expr.elt]  # (the iterable reaches the value through the loop's target)
+    elif isinstance(expr, ast.DictComp):
+        children = [expr.key, expr.value]
     if isinstance(expr, ast.Call):
         children = [c for c in children if c is not expr.func] + (
             [expr.func.value] if isinstance(expr.func, ast.Attribute) else [])
@@ -250,6 +254,19 @@ def _unpacked_or_iterated(script: Script, name: str, at: ast.AST) -> ast.expr | 
             v = _returned_part(script, v, names.index(True), len(t.elts)) or v
         best = (lineno, v)
     return best[1] if best else None
+
+
+def _comprehension_bound(name: ast.Name) -> ast.expr | None:
+    """The iterable of the comprehension around ``name`` that binds it (``c`` in
+    ``[c.detach() for c in comps]``), found from the name itself: the point a value is read at
+    may be the comprehension, outside its scope."""
+    n: ast.AST | None = name
+    while (n := parent(n)) is not None and not isinstance(n, ast.stmt):
+        if isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            for g in n.generators:
+                if any(isinstance(t, ast.Name) and t.id == name.id for t in ast.walk(g.target)):
+                    return _iterated(name.id, g.target, g.iter)
+    return None
 
 
 def _opaque(script: Script, it: ast.expr) -> bool:
