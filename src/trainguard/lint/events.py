@@ -252,10 +252,12 @@ def _events(root: Script, script: Script, stmts: list[ast.stmt], rename: dict[st
             out.append(Event("train", built, stmt, via, foreign))
         for call in _calls_in_order(stmt):
             ev = _classify(script, call, rename)
-            if ev is not None and ev.kind == "backward" and depth > 0:
+            if ev is not None and ev.kind in ("backward", "step") and depth > 0:
                 own = _own_backward(root, script, call, rename, depth, via, _stack)
                 if own is not None:  # balancer.backward(losses): a project method, read inside
                     out.extend(own)
+                    if ev.kind == "step":  # an optimizer's step(losses) that backpropagates
+                        out.append(Event(ev.kind, ev.key, ev.node, via or None, foreign))
                     continue
             if ev is not None:
                 out.append(Event(ev.kind, ev.key, ev.node, via or None, foreign))
@@ -293,10 +295,11 @@ def _events(root: Script, script: Script, stmts: list[ast.stmt], rename: dict[st
 
 def _own_backward(root: Script, script: Script, call: ast.Call, rename: dict[str, str],
                   depth: int, via: ast.Call | None, _stack: tuple[int, ...]) -> list[Event] | None:
-    """The events of a project method named ``backward`` that ``call`` runs (a gradient
-    balancer's ``backward(losses)`` that sets ``p.grad`` by hand around each task's
-    ``loss.backward()``), when it holds a backward of its own; None otherwise (``loss.backward()``,
-    ``accelerator.backward(loss)``: PyTorch's or a library's)."""
+    """The events of a project method named ``backward`` or ``step`` that ``call`` runs (a
+    gradient balancer's ``backward(losses)`` that sets ``p.grad`` by hand around each task's
+    ``loss.backward()``; a multi-term optimizer's ``step(losses)`` that backpropagates each
+    term), when it holds a backward of its own; None otherwise (``loss.backward()``,
+    ``accelerator.backward(loss)``, ``optimizer.step()``: PyTorch's or a library's)."""
     if not isinstance(call.func, ast.Attribute) or not isinstance(call.func.value, ast.Name) \
             or call.func.value.id == "self":  # (a trainer's own self.backward(loss): its call)
         return None
