@@ -46,7 +46,8 @@ from trainguard.sanitize.core.source import SourceFile, function_node
 
 __all__ = ["Location", "Stack", "user_stack", "shared_depth", "cause_line", "dispatched",
            "callers", "differing", "line_of", "callers_train", "model_method_caller",
-           "running_line", "in_module_init", "function_end", "sets_modes_only"]
+           "running_line", "in_module_init", "function_end", "sets_modes_only",
+           "grad_off_site"]
 
 Stack = tuple[tuple[int, CodeType, Location, bool], ...]
 _COMPREHENSIONS = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"))
@@ -214,6 +215,32 @@ def sets_modes_only(code: CodeType) -> bool:
     found."""
     node = function_node(code) if code.co_name != "<module>" else None
     return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and modes_only(node)
+
+
+_CHECKPOINT = ("torch/utils/checkpoint.py", "torch\\utils\\checkpoint.py")
+_REENTRANT = "a reentrant checkpoint (use_reentrant=True) whose inputs do not require grad"
+
+
+def grad_off_site(start: Optional[FrameType]) -> tuple[str, Optional[Location]]:
+    """Where grad was turned off for an op whose innermost frame is ``start``: the user's call of
+    ``torch.utils.checkpoint`` when the op runs inside a reentrant checkpoint (it runs the
+    function under ``no_grad`` and, when no input requires grad, returns an output without
+    ``grad_fn``: the checkpoint docs' warning "None of the inputs have requires_grad=True");
+    else the innermost user frame that sits in a ``no_grad`` block or decorated function (the
+    ``feats = encode(obs)`` under ``with torch.no_grad():``, not the model's forward it
+    reached); else the op's user line. With the cut's name: ``no_grad``, or the checkpoint's."""
+    frame, inside = start, False
+    for _ in range(FRAMES):
+        if frame is None:
+            break
+        if inside and is_user_code(frame.f_code):
+            return _REENTRANT, frame_location(frame)
+        inside = inside or frame.f_code.co_filename.endswith(_CHECKPOINT)
+        frame = frame.f_back
+    first = user_frame(start)
+    found = next((loc for f in user_frames(first, limit=16)
+                  if under_no_grad(loc := frame_location(f))), None)
+    return "no_grad", found or (frame_location(first) if first is not None else None)
 
 
 def under_no_grad(where: Location) -> bool:

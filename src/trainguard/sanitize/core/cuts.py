@@ -20,9 +20,11 @@ Reference: ``torch.overrides.TorchFunctionMode``
 from __future__ import annotations
 
 import ast
+import sys
 from typing import Any
 
 from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget
+from trainguard.sanitize.core.callstack import grad_off_site
 from trainguard.sanitize.core.frames import Location, is_user_file
 from trainguard.sanitize.core.graph import graph_nodes
 from trainguard.sanitize.core.modestack import remove_mode
@@ -61,7 +63,8 @@ def _make_mode(params: list[Any]) -> Any:
 
                 name = op_name(func) if torch.is_grad_enabled() else "no_grad"
                 if outs or name in EXPLICIT:  # (shape queries return ints: not cuts)
-                    cut = (name, self.caller())
+                    cut = (name, self.caller()) if name != "no_grad" else \
+                        grad_off_site(sys._getframe(2))
                     self.seen.append(cut)
                     carried = carried or cut
             for t in outs:

@@ -28,12 +28,11 @@ https://pytorch.org/docs/stable/generated/torch.Tensor.item.html); GitHub isayev
 from __future__ import annotations
 
 import sys
-from itertools import islice
 from typing import Any
 from weakref import ref
 
-from trainguard.sanitize.core.callstack import under_no_grad
-from trainguard.sanitize.core.frames import Location, frame_location, user_frame, user_frames
+from trainguard.sanitize.core.callstack import grad_off_site
+from trainguard.sanitize.core.frames import Location, user_frame
 from trainguard.sanitize.core.tracing import TraceSlot, bounded_mode, op_name, tensors
 
 __all__ = ["number_trace", "NumberWatch", "NUMBER_OPS"]
@@ -118,19 +117,15 @@ def number_trace(params: list[Any]) -> Any:
             _Marks.__init__(self, params)
             self.no_grad_sites: dict[tuple, Location | None] = {}
 
-        def no_grad_caller(self) -> Location | None:
-            """Where grad was turned off for the op (only from ``_follow``): the line of the
-            innermost user frame that sits in a ``no_grad`` block or decorated function (the
-            ``feats = encode(obs)`` under ``with torch.no_grad():``, not the model's forward it
-            reached), else the op's user line. Cached per op site."""
+        def no_grad_caller(self) -> tuple[str, Location | None]:
+            """Where grad was turned off for the op (only from ``_follow``):
+            :func:`..callstack.grad_off_site`. Cached per op site."""
             start = user_frame(sys._getframe(3))
             key = (id(start.f_code), start.f_lasti) if start is not None else None
             if key not in self.no_grad_sites:
-                found = next((loc for f in islice(user_frames(start), 16)
-                              if under_no_grad(loc := frame_location(f))), None)
                 if len(self.no_grad_sites) > 256:
                     self.no_grad_sites.clear()
-                self.no_grad_sites[key] = found or (frame_location(start) if start else None)
+                self.no_grad_sites[key] = grad_off_site(sys._getframe(3))
             return self.no_grad_sites[key]
 
         def _follow(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
@@ -152,7 +147,7 @@ def number_trace(params: list[Any]) -> Any:
                 if torch.is_grad_enabled():
                     name, where = op_name(func), self.caller()
                 else:
-                    name, where = "no_grad", self.no_grad_caller()
+                    name, where = self.no_grad_caller()
                 cut = (name, where)
                 carried = carried or cut
                 if name in NUMBER_OPS:
