@@ -788,7 +788,10 @@ def _region_loop(script: Script, loop: ast.AST) -> bool:
             script, loop) or _returned_to_backward(script, loop):
         return False  # micro-batches of one step: their outputs reach the step's backward
     text = script.segment(loop) or ""
-    return bool(_METRIC_HINT.search(text))
+    # last (it reads the loop's events): a backward run by what the loop calls (a runner's
+    # hooks dispatched by name, ``getattr(h, name)(self)``) makes it a training loop
+    return bool(_METRIC_HINT.search(text)) and \
+        not any(e.kind == "backward" for e in events(script, loop.body))  # type: ignore
 
 
 def _backward_follows_in_iteration(script: Script, loop: ast.AST) -> bool:
