@@ -1,14 +1,15 @@
 """Where a finding about a helper function belongs, read from the helper's source.
 
 Standard library only, shared by the linter and the sanitizer so that both layers place a
-finding at the same line (TG102: a helper that leaves the model in eval mode).
+finding at the same line (TG102: a helper that leaves the model in eval mode; TG101: where the
+missing ``model.eval()`` of an evaluation function goes).
 """
 
 from __future__ import annotations
 
 import ast
 
-__all__ = ["MODE_CALLS", "return_line", "sets_modes_only"]
+__all__ = ["MODE_CALLS", "return_line", "sets_modes_only", "setup_start"]
 
 MODE_CALLS = frozenset(("eval", "train", "requires_grad_"))
 """The ``nn.Module`` methods that switch a module's mode."""
@@ -42,3 +43,47 @@ def return_line(func: ast.FunctionDef | ast.AsyncFunctionDef) -> int | None:
         return None
     last = func.body[-1]
     return last.lineno if isinstance(last, ast.Return) else (last.end_lineno or last.lineno)
+
+
+_EMPTY_CALLS = frozenset(("list", "dict", "set", "tuple", "defaultdict", "Counter", "OrderedDict"))
+
+
+def _initial(value: ast.AST) -> bool:
+    """A value an accumulator starts from: a constant, a container of constants (``[]``,
+    ``(0, 0)``), or an empty container made by a call (``defaultdict(list)``)."""
+    if isinstance(value, ast.Constant):
+        return True
+    if isinstance(value, ast.UnaryOp):
+        return _initial(value.operand)
+    if isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+        return all(_initial(e) for e in value.elts)
+    if isinstance(value, ast.Dict):
+        return not value.keys
+    if isinstance(value, ast.Call):
+        f = value.func
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+        return name in _EMPTY_CALLS and all(
+            isinstance(a, (ast.Name, ast.Attribute, ast.Constant)) for a in value.args)
+    return False
+
+
+def setup_start(body: list[ast.stmt], stmt: ast.stmt) -> ast.stmt:
+    """The first of the statements right before ``stmt`` in ``body`` that only set up
+    accumulators (``total, correct = 0, 0``, ``preds = []``, a docstring), else ``stmt``: a call
+    meant for the stretch that ``stmt`` starts (an evaluation's missing ``model.eval()``) goes
+    before its set-up, at the top of that stretch."""
+    if stmt not in body:
+        return stmt
+    i = body.index(stmt)
+    while i > 0:
+        prev = body[i - 1]
+        if isinstance(prev, ast.Assign) and _initial(prev.value) or \
+                isinstance(prev, ast.AnnAssign) and prev.value is not None and \
+                _initial(prev.value) or \
+                isinstance(prev, ast.Expr) and isinstance(prev.value, ast.Constant):
+            i -= 1
+            continue
+        break
+    while i < body.index(stmt) and isinstance(body[i], ast.Expr):
+        i += 1  # (not the docstring itself)
+    return body[i]

@@ -39,6 +39,7 @@ from trainguard.lint.rules import Hit
 from trainguard.lint.sampling import helper_samples, sampled_pass, samples_only
 from trainguard.lint.script import Script
 from trainguard.lint.untouched import never_switched
+from trainguard.placement import setup_start
 
 CODE = "TG101"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
@@ -180,11 +181,12 @@ def _region_start(script: Script, region: ast.AST, first: ast.AST) -> ast.AST:
 
 def _statement_holding(func: ast.AST, node: ast.AST) -> ast.AST:
     """The statement at the top of ``func``'s body that holds ``node`` (the loop or ``no_grad``
-    block the evaluation's forward runs in): ``model.eval()`` goes before it, after the
-    function's own set-up."""
-    for stmt in getattr(func, "body", ()):
+    block the evaluation's forward runs in), or the first of the statements right before it
+    that set up its accumulators (``total, correct = 0, 0``): ``model.eval()`` goes there."""
+    body = getattr(func, "body", ())
+    for stmt in body:
         if stmt.lineno <= node.lineno <= (stmt.end_lineno or stmt.lineno):  # type: ignore
-            return stmt
+            return setup_start(body, stmt)  # (before its accumulators' set-up)
     return node
 
 

@@ -39,6 +39,7 @@ from typing import Any, Optional
 
 from trainguard.placement import return_line
 from trainguard.placement import sets_modes_only as modes_only
+from trainguard.placement import setup_start
 from trainguard.sanitize.core.bounds import FRAMES
 from trainguard.sanitize.core.frames import (Location, frame_location, is_user_code, user_frame,
                                              user_frames)
@@ -186,15 +187,18 @@ def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False,
 
 def statement_start(code: CodeType, line: int) -> Location | None:
     """The statement of the function ``code`` runs, at the top of its body, that holds ``line``
-    (the ``for`` loop or ``with torch.no_grad():`` block an evaluation's forward runs in): where
-    a call meant for that stretch belongs (``model.eval()`` before it: one place for every
-    forward in it, after the function's own set-up). None for a module's code or a function not
-    found."""
+    (the ``for`` loop or ``with torch.no_grad():`` block an evaluation's forward runs in), or
+    the first of the statements right before it that set up accumulators (``total, correct =
+    0, 0``; :func:`trainguard.placement.setup_start`): where a call meant for that stretch
+    belongs (``model.eval()``: one place for every forward in it). None for a module's code or
+    a function not found."""
     if code.co_name == "<module>":
         return None
     node = function_node(code)
-    for stmt in getattr(node, "body", None) or ():
+    body = getattr(node, "body", None) or []
+    for stmt in body:
         if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+            stmt = setup_start(body, stmt)  # (before its accumulators' set-up)
             return (code.co_filename, stmt.lineno, stmt.col_offset + 1)
     return None
 

@@ -34,8 +34,8 @@ class Solver:
         return self.test(task_model)
 
     def test(self, task_model: nn.Module) -> float:
-        total, correct = 0, 0
-        for imgs, labels in self.test_batches:  # expect: TG101
+        total, correct = 0, 0  # expect: TG101
+        for imgs, labels in self.test_batches:
             with torch.no_grad():
                 preds = task_model(imgs)
             preds = torch.argmax(preds, dim=1)

@@ -23,8 +23,8 @@ class Learner:
                 self.optimizer.step()
 
     def get_preds(self, inputs: list) -> torch.Tensor:
-        out = []
-        with torch.no_grad():  # expect: TG101
+        out = []  # expect: TG101
+        with torch.no_grad():
             for x in inputs:
                 out.append(torch.softmax(self.model(x), -1))
         return torch.cat(out)

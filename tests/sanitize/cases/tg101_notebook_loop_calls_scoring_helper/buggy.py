@@ -32,8 +32,8 @@ def batch(generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
 @torch.inference_mode()
 def estimate_loss(model: nn.Module) -> float:
     generator = torch.Generator().manual_seed(1)
-    total = 0.0
-    for _ in range(4):  # expect: TG101
+    total = 0.0  # expect: TG101
+    for _ in range(4):
         x, y = batch(generator)
         logits = model(x)
         total += nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten()).item()

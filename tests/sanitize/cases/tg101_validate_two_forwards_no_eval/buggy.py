@@ -19,8 +19,8 @@ def train_epoch(model, optimizer, batches):
 
 
 def validate(model, batches, eps=0.1):
-    clean, perturbed = 0, 0
-    for x, y in batches:  # expect: TG101
+    clean, perturbed = 0, 0  # expect: TG101
+    for x, y in batches:
         with torch.no_grad():
             clean += int((model(x).argmax(1) == y).sum())
             noisy = x + eps * torch.randn_like(x).sign()
