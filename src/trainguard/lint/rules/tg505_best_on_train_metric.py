@@ -8,7 +8,9 @@ comparison guards a save or an update of the best value. A dict entry keyed for 
 too (``metrics["train_mIoU"]``, ``logs.get("train_loss")``). The metric is followed through a
 plain assignment (``monitored = train_loss``, ``score = metrics["train_acc"]``, reported there) and through a parameter that
 every call fills with a training metric (``self.save(epoch, train_loss)`` into
-``def save(self, epoch, fitness)``, reported at the call), and through the name of the metric a
+``def save(self, epoch, fitness)``, reported at the call), or a dict parameter every call fills
+with the training metrics (``curr = eval_metrics["mIoU"]`` in ``save_best(self,
+eval_metrics)``, called as ``self.save_best(train_metrics)``), and through the name of the metric a
 callback class of the file watches (``val = metrics[self.monitor]`` compared by
 ``self.comp(val, self.best)``, with ``monitor="train_loss"`` at every construction: reported
 there); a framework's ``ModelCheckpoint(monitor="train_loss")`` too. A monitored bare name whose
@@ -57,7 +59,8 @@ def check(script: Script) -> Iterator[Hit]:
             if isinstance(value, (ast.Name, ast.Attribute)) or _entry(value) is not None:
                 at = parent(value) or node  # `monitored = train_loss`: the line to change
         if why is None:
-            found = _train_argument(script, other) or _monitored(script, other) or \
+            found = _train_argument(script, other) or \
+                _train_argument(script, _entry_base(other)) or _monitored(script, other) or \
                 _returned_metric(script, other)
             if found is None:
                 continue
@@ -128,6 +131,19 @@ def _train_argument(script: Script, node: ast.AST) -> tuple[ast.AST, str] | None
         return None
     site, why = found[0]
     return site, f"{why}, passed as `{node.id}` to {func.name}() at {script.at(site.lineno)}"
+
+
+def _entry_base(node: ast.AST) -> ast.AST | None:
+    """The dict an entry named ``node`` was read from: ``eval_metrics`` for ``curr =
+    eval_metrics["mIoU"]`` (a parameter its callers may fill with the training metrics)."""
+    value = last_assignment(node.id, node) if isinstance(node, ast.Name) else None
+    if _entry(value) is None:
+        return None
+    while isinstance(value, ast.Subscript):
+        value = value.value
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        value = value.func.value  # metrics.get("mIoU")
+    return value if isinstance(value, ast.Name) else None
 
 
 def _checkpoint_callbacks(script: Script) -> Iterator[Hit]:
