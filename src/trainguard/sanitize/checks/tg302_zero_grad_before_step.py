@@ -14,6 +14,11 @@ backward before it kept no graph, the next step's optimizer holds the zeroed par
 version counters did not move in between, and the backward before the step is written where the
 discarded one is (the same micro-batch code run again; other backward calls may follow it, such as
 a debug helper's on a copy of the model). Seen at two steps, it is reported at that ``zero_grad``.
+When the later backward is another line, the discard is reported only when it is lost for good:
+the ``zero_grad`` covered every parameter of the stepping optimizer, and a sampled parameter it
+cleared (not zero then) has no gradient at the step, as no later backward reaches it (a local
+loss backpropagated inside ``forward``, then zeroed by an optimizer hook;
+blackfeather-wang/InfoPro-Pytorch#1).
 
 Silent on: ``zero_grad`` before backward or after step, ``p.grad = None``, LBFGS closures (they zero
 inside ``step``), GANs whose other optimizer is zeroed in between (its parameters are not this
@@ -83,7 +88,8 @@ class ZeroGradBeforeStep(Check):
             return
         params = [p for p in zeroed_by(owner) if p.requires_grad and p.grad is not None][:_SAMPLE]
         grads = [p.grad for p in params]
-        if not grads or not readable(*grads) or not any(bool(g.any()) for g in grads):
+        filled = [bool(g.any()) for g in grads] if grads and readable(*grads) else []
+        if not any(filled):
             self.discards_now.pop(id(owner), None)  # nothing learned is thrown away
             return
         import torch
@@ -98,7 +104,7 @@ class ZeroGradBeforeStep(Check):
         if len(self.discards_now) >= 4:  # the oldest (a copy's, whose optimizer never steps)
             del self.discards_now[next(iter(self.discards_now))]
         self.discards_now[id(owner)] = _Discard(owner, params, where, last.where,
-                                                state.backward_count)
+                                                state.backward_count, filled)
 
     def on_step_pre(self, optimizer: Any) -> None:
         if self.discards_now:
@@ -163,14 +169,15 @@ class ZeroGradBeforeStep(Check):
         # micro-batch code run again; a debug helper's backward on a copy of the model may come
         # after it); else another loss: a probe before training, a GAN's other player
         since = [b for b in state.backwards if b.index >= discard.backwards]
-        if not any(b.where is not None and b.where[:2] == discard.backward_at[:2]
-                   and not b.retain_graph for b in since):
-            return
+        again = any(b.where is not None and b.where[:2] == discard.backward_at[:2]
+                    and not b.retain_graph for b in since)
         params = [r() for r in discard.params]
         if any(p is None or id(p) not in held for p in params):
             return  # the zeroed parameters are not (all) this optimizer's
         if any(p._version != v for p, v in zip(params, discard.versions)):
             return  # the parameters were moved in between (a hand-written SAM ascent step)
+        if not again and not _lost(optimizer, discard, params, held):
+            return  # another loss refilled them: a probe before training, a GAN's other player
         key = discard.where[:2]
         first = self.discards.get(key)
         if first is None:
@@ -181,6 +188,18 @@ class ZeroGradBeforeStep(Check):
             return
         backwards = state.backward_count - state.backwards_at_step
         line = discard.backward_at[1]
+        if not again:
+            self.report(
+                f"{discard.owner_name}.zero_grad() here ran after a backward and before "
+                f"{type(optimizer).__name__}.step(): it discarded the gradients the backward at "
+                f"line {line} had put into parameters that no later backward reaches (still "
+                f"zero at step {state.step + 1}), so the step never moves them: they learn "
+                "nothing (e.g. a local loss backpropagated inside forward, then zeroed)",
+                fix="call zero_grad() before the first backward of the step (or after "
+                    "optimizer.step()), not between a backward and the step",
+                where=discard.where)
+            self.discards[key] = -1
+            return
         self.report(
             f"{discard.owner_name}.zero_grad() here ran after a backward and before "
             f"{type(optimizer).__name__}.step(), with another backward in between: it discarded "
@@ -191,6 +210,20 @@ class ZeroGradBeforeStep(Check):
                 "micro-batch's backward), not before every backward of an accumulation loop",
             where=discard.where)
         self.discards[key] = -1  # reported: the same place is merged by the bus from now on
+
+
+def _lost(optimizer: Any, discard: "_Discard", params: list[Any], held: set[int]) -> bool:
+    """Whether the discarded gradients are lost for good: the zero_grad covered every parameter
+    of the stepping optimizer (its own, or a model holding them all: not a part zeroed on
+    purpose), and a sampled parameter whose gradient it cleared (not zero then) still has none
+    (None or zeros) at the step: no backward since reached it."""
+    owner = discard.owner()
+    if owner is None or owner is not optimizer and \
+            not held <= {id(p) for p in zeroed_by(owner)}:
+        return False
+    grads = [p.grad for p, filled in zip(params, discard.filled) if filled]
+    return readable(*(g for g in grads if g is not None)) and any(
+        g is None or not bool(g.any()) for g in grads)
 
 
 def _own_method(caller: Any, owner: Any) -> bool:
@@ -216,10 +249,13 @@ def _own_method(caller: Any, owner: Any) -> bool:
 class _Discard:
     """A zero_grad that threw away gradients a backward since the last step had filled."""
 
-    __slots__ = ("owner_name", "params", "versions", "where", "backward_at", "backwards")
+    __slots__ = ("owner", "owner_name", "params", "versions", "where", "backward_at",
+                 "backwards", "filled")
 
     def __init__(self, owner: Any, params: list[Any], where: Any, backward_at: Any,
-                 backwards: int) -> None:
+                 backwards: int, filled: list[bool]) -> None:
+        self.filled = filled  # per sampled parameter: its gradient was not all zero
+        self.owner = weakref.ref(owner)
         self.owner_name = type(owner).__name__
         self.params = [weakref.ref(p) for p in params]
         self.versions = [p._version for p in params]
