@@ -20,7 +20,10 @@ diagnosis names each device and what is on it: `x` on cpu, the parameters of `Li
 cuda:0, the GRU's `input 1` (the hidden state) on cpu, so the user sees which side to move.
 CPU tensors made inside a user model's ``forward`` whose own inputs are all off the CPU point at
 the factory without ``device=`` in the one method of its class that has such calls
-(``h = torch.zeros(...)`` in ``_set_hidden_state``; pytorch_geometric_temporal#18).
+(``h = torch.zeros(...)`` in ``_set_hidden_state``; pytorch_geometric_temporal#18). A buffer of
+the failing module alone on another device than its inputs (a loss's class ``weight`` made on the
+CPU) points at the one construction of that class with that keyword in the user's files of the
+traceback and stack (pytorch/pytorch#122757).
 
 Silent on: runs without an error; errors of a module whose parameters and inputs share one device
 (a shape mismatch), unless the message is the device error.
@@ -35,12 +38,16 @@ https://discuss.pytorch.org/t/expected-all-tensors-to-be-on-the-same-device-but-
 from __future__ import annotations
 
 import ast
+import sys
+from itertools import islice
 from types import FunctionType
 from typing import Any, Callable
 
+from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
-from trainguard.sanitize.core.frames import is_user_file, short_location
+from trainguard.sanitize.core.frames import is_user_file, short_location, user_frames
+from trainguard.sanitize.core.holders import traceback_user_frames
 from trainguard.sanitize.core.source import attribute_store, function_node
 
 _PATTERNS = ("Expected all tensors to be on the same device", "is not on the expected device",
@@ -108,6 +115,16 @@ class DeviceMismatch(Check):
                     "persistent=False)` (moved with the model, not saved) or make it on the "
                     "input's device in forward (`device=x.device`)",
                 where=where)
+        left = _buffer_left(exc, failed, self.state.failed_inputs) if len(met) >= 2 else None
+        if left is not None:  # a loss's class weights made on another device than its inputs
+            bname, device, others, where = left
+            kind = type(failed).__name__
+            return Diagnosis(
+                f"{kind}'s `{bname}` buffer is on {device} while its inputs are on {others}: "
+                f"the {kind} was built here with a `{bname}` tensor made on {device}, and "
+                "nothing moved the loss module to the model's device",
+                fix=f"make the {bname} on the training device ({kind}({bname}=w.to(device))) "
+                    "or move the loss module with `.to(device)`, as the model", where=where)
         if len(met) >= 2:  # the failing call itself: what met there is the diagnosis
             for device, what in met:
                 note(device, what.replace("{name}", _qualified(models, failed)))
@@ -181,6 +198,33 @@ def _call_devices(module: Any, inputs: list[tuple[str, tuple[int, ...], str]]
         if shape or device != "cpu":
             found.append((device, f"{kind}'s {where} {shape}"))
     return found if len({d for d, _ in found}) >= 2 else []
+
+
+def _buffer_left(exc: BaseException, module: Any, inputs: list[tuple[str, tuple[int, ...], str]]
+                 ) -> tuple[str, str, str, Any] | None:
+    """``(buffer, its device, the inputs' device, where the module was built)`` when a buffer of
+    the failing module (a loss's ``weight``, ``pos_weight``) is alone on a device its inputs,
+    all on one device, are not on, and the user's files in the traceback and on the stack (a
+    caught error is diagnosed where it is raised) build that class with
+    that buffer's keyword exactly once (``nn.CrossEntropyLoss(weight=weights)``); else None."""
+    devices = {d for _, shape, d in inputs if shape or d != "cpu"}
+    if module is None or len(devices) != 1:
+        return None
+    odd = [(n, str(b.device)) for n, b in list(module.named_buffers(recurse=False))[:8]
+           if b.dim() > 0 and str(b.device) not in devices]
+    if len(odd) != 1:
+        return None
+    bname, device = odd[0]
+    kind = type(module).__name__
+    found = set()
+    here = list(islice(user_frames(sys._getframe(1)), 8))  # (a caught error: the callers)
+    for path in dict.fromkeys(f.f_code.co_filename for f in traceback_user_frames(exc) + here):
+        tree = parse_file(path)
+        for call in (ast.walk(tree) if tree is not None else ()):
+            if isinstance(call, ast.Call) and any(k.arg == bname for k in call.keywords) and \
+                    ast.unparse(call.func).rsplit(".", 1)[-1] == kind:
+                found.add((path, call.lineno, call.col_offset + 1))
+    return (bname, device, next(iter(devices)), found.pop()) if len(found) == 1 else None
 
 
 def _frames(exc: BaseException) -> tuple[Any, Any]:

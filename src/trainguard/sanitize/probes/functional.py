@@ -84,7 +84,10 @@ def _functional_loss(bus: "Bus", name: str, original: Any, loss_type: type) -> A
         try:
             output = original(*args, **kwargs)
         except Exception as exc:  # (a try costs nothing until it raises)
-            _loss_failed(bus, name, exc, sys._getframe(1))
+            if not (modules and isinstance(modules[-1], loss_type)):
+                # (inside a loss module's forward, that module's own failure event follows,
+                # with the module: its weight buffer's device, TG702)
+                _loss_failed(bus, name, exc, sys._getframe(1))
             raise
         # A loss module calls this function itself; its own event covers it.
         if is_dynamo_compiling() or compiling._is_compiling_flag or (
