@@ -130,6 +130,17 @@ class DeviceMismatch(Check):
                 note(device, what.replace("{name}", _qualified(models, failed)))
         else:
             _note_frames(note, models, failed, *_frames(exc))
+        parts = "; ".join(f"on {d}: {', '.join(w)}" for d, w in sorted(by_device.items()))
+        made = _made_in_forward(exc) if "cpu" in by_device or len(by_device) < 2 else None
+        if made is not None:  # (named by a local of forward, or by the error alone)
+            seen = f": {parts}" if len(by_device) >= 2 else f" ({text.splitlines()[0]})"
+            return Diagnosis(
+                f"tensors on two devices met in one operation{seen}; the cpu ones were made "
+                f"inside the model's forward by `{made[1]}` here, which takes no device and so "
+                "makes them on the CPU whatever device the model is on",
+                fix="make them on the input's device: pass `device=x.device` (and "
+                    "`dtype=x.dtype`) to the factory, or use torch.zeros_like(...)/"
+                    "x.new_zeros(...)", where=made[0])
         if len(by_device) < 2:  # what met is not held by a name: at the failing operation
             at = _op_line(exc)
             return Diagnosis(f"two tensors of one operation are on different devices "
@@ -138,16 +149,6 @@ class DeviceMismatch(Check):
                              fix="move the model and every tensor it meets to one device with "
                                  "`.to(device)` (a tensor made inside forward: on the input's "
                                  "device, `device=x.device`)", where=at)
-        parts = "; ".join(f"on {d}: {', '.join(w)}" for d, w in sorted(by_device.items()))
-        made = _made_in_forward(exc) if "cpu" in by_device else None
-        if made is not None:
-            return Diagnosis(
-                f"tensors on {len(by_device)} devices met in one operation: {parts}; the cpu "
-                f"ones were made inside the model's forward by `{made[1]}` here, which takes "
-                "no device and so makes them on the CPU whatever device the model is on",
-                fix="make them on the input's device: pass `device=x.device` (and "
-                    "`dtype=x.dtype`) to the factory, or use torch.zeros_like(...)/"
-                    "x.new_zeros(...)", where=made[0])
         return Diagnosis(
             f"tensors on {len(by_device)} devices met in one operation: {parts}",
             fix="create one `device = torch.device(...)`, call `model.to(device)` once, and move each "
@@ -293,7 +294,8 @@ _FACTORIES = frozenset({"zeros", "ones", "empty", "full", "rand", "randn", "rand
 
 def _made_in_forward(exc: BaseException) -> tuple[Any, str] | None:
     """``(location, call text)`` of the tensor factory without ``device=`` in a user model's
-    methods that made the CPU tensors its ``forward`` held (``h0 = torch.zeros(...)``), when that
+    methods that made the CPU tensors its ``forward`` held (``h0 = torch.zeros(...)``; or, held
+    by no name, named by the error while the model's parameters are all off the CPU), when that
     forward's own tensor arguments are all off the CPU (the batch was moved) and one method of its
     class, not ``__init__`` (where buffers are made: ``.to()`` moves those), has such factory
     calls (the first is named); None otherwise."""
@@ -309,6 +311,7 @@ def _made_in_forward(exc: BaseException) -> tuple[Any, str] | None:
 
     impl = (nn.Module._call_impl.__code__, nn.Module._wrapped_call_impl.__code__)
     called: dict[int, list[Any]] = {}  # id(module) -> the tensors its call was given
+    held_cpu, named_cpu = [], []  # user modules whose forward made CPU tensors (named or not)
     tb = exc.__traceback__
     while tb is not None:
         frame, tb = tb.tb_frame, tb.tb_next
@@ -321,14 +324,20 @@ def _made_in_forward(exc: BaseException) -> tuple[Any, str] | None:
                 or not is_user_file(code.co_filename):
             continue
         given = called.get(id(owner), [])
+        if not given or any(t.is_cpu for t in given):
+            continue
         ids = {id(t) for t in given}
         made = [t for v in frame.f_locals.values() for t in held(v) if id(t) not in ids]
-        if not given or any(t.is_cpu for t in given) or not any(
-                t.is_cpu and t.dim() > 0 for t in made):
-            continue
+        if any(t.is_cpu and t.dim() > 0 for t in made):
+            held_cpu.append(owner)
+        elif "cpu" in str(exc) and not any(p.is_cpu for p in owner.parameters()):
+            named_cpu.append(owner)  # a CPU temporary no name holds: the error names the CPU
+    owners = held_cpu[:1] or named_cpu[-1:]  # (else the innermost such forward)
+    for owner in owners:
         calls = {}
         for klass in type(owner).__mro__:
             for function in vars(klass).values():
+                function = getattr(function, "__func__", function)  # (a staticmethod's too)
                 if isinstance(function, FunctionType) and function.__name__ != "__init__" \
                         and is_user_file(function.__code__.co_filename):
                     node = function_node(function.__code__)
