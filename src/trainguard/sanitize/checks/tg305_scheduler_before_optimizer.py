@@ -143,6 +143,9 @@ class SchedulerBeforeOptimizer(Check):
         self.order: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
         # per-epoch and plateau schedulers seen stepping -> the user's latest step() line seen
         self.step_at: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+        # ... and each of its step() lines -> [calls, location] (stepped per batch at one line
+        # and per epoch at another: the per-batch line, the one called most, is reported)
+        self.sites: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
         # id(DataLoader) -> {scheduler: where it stood} for that DataLoader's pass in progress
         self.open: dict[int, "weakref.WeakKeyDictionary[Any, pace.Mark]"] = {}
         # passes ended since the last event: (pass, scheduler, where it stood at the start,
@@ -309,7 +312,10 @@ class SchedulerBeforeOptimizer(Check):
         """Note the user's ``step()`` line; the first time, where ``scheduler`` stands in each
         pass in progress (from the batch being processed: this step is counted)."""
         first = scheduler not in self.step_at
-        self.step_at[scheduler] = user_location()
+        self.step_at[scheduler] = where = user_location()
+        sites = self.sites.setdefault(scheduler, {})
+        if where is not None and len(sites) < 8:
+            sites.setdefault(where[:2], [0, where])[0] += 1
         if not first:
             return
         for noted in list(self.state.loader_passes):
@@ -362,7 +368,9 @@ class SchedulerBeforeOptimizer(Check):
         (``what``; ``per_pass`` steps in a whole epoch; ``whole``: seen from its start), if the
         rate is cut as the docstring says."""
         cut = min((b / a for a, b in zip(start.lrs, end.lrs) if a > 0), default=1.0)
-        where = self.step_at.get(scheduler)
+        sites = self.sites.get(scheduler) or {}
+        where = max(sites.values(), key=lambda c: c[0])[1] if len(sites) > 1 else \
+            self.step_at.get(scheduler)
         if isinstance(scheduler, self.plateau):
             message = pace.plateau_cuts(scheduler, epoch, what, stepped, per_pass, cut, start, end)
             if message:
