@@ -35,7 +35,7 @@ from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.cuts import assigned_in_methods
 from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.graph import graph_nodes
-from trainguard.sanitize.core.holders import carried_names, graph_metadata
+from trainguard.sanitize.core.holders import carried_names, graph_metadata, rebound_before
 from trainguard.sanitize.core.records import MADE as _KEY
 from trainguard.sanitize.core.records import BackwardCall
 _MESSAGE = "backward through the graph a second time"
@@ -138,10 +138,15 @@ class BackwardTwice(Check):
                     "it the output detached (D(fake.detach())); or pass retain_graph=True to the "
                     "first of the two backward calls",
                 where=failed.where)
+        rebound = rebound_before(made_where, carried[0]) if carried and made_where else None
+        if rebound is not None:  # ``hidden = repackage_hidden(hidden)`` that copies, not cuts
+            held += (f"; it is rebound at {short_location(rebound)} before that call, but what "
+                     "that call returns still holds the old graph (a copy such as clone() keeps "
+                     "the history; detach() cuts it)")
         return Diagnosis(
             f"this backward (optimizer step {failed.step + 1}) runs through {what} during "
             f"optimizer step {made_step + 1}, whose saved tensors {before} already freed: a "
             f"tensor carried across iterations keeps the old graph{held}",
             fix="detach what is carried to the next iteration (e.g. hidden = hidden.detach()) "
                 "or compute it again inside the loop; retain_graph=True would only grow memory",
-            where=made_where if carried else failed.where)
+            where=rebound or (made_where if carried else failed.where))

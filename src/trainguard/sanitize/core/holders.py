@@ -324,3 +324,26 @@ def carried_names(where: Location | None) -> list[str]:
                     for n in ast.walk(a) if isinstance(n, ast.Name)}
             return sorted(targets & used)
     return []
+
+
+def rebound_before(where: Location, name: str) -> Location | None:
+    """The latest statement before the call at ``where``, in the loop around it, that rebinds
+    ``name`` from itself through a call (``hidden = repackage_hidden(hidden)``): where the carried
+    state was meant to be cut. None when there is none (or the call is in no loop)."""
+    tree = parse_file(where[0])
+    if tree is None:
+        return None
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))
+             and n.lineno < where[1] <= (n.end_lineno or 0)]
+    if not loops:
+        return None
+    loop = max(loops, key=lambda n: n.lineno)  # the innermost
+    found = None
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Assign) and node.lineno < where[1] and \
+                any(isinstance(t, ast.Name) and t.id == name for t in node.targets) and \
+                isinstance(node.value, ast.Call) and any(
+                    isinstance(a, ast.Name) and a.id == name for a in node.value.args):
+            if found is None or node.lineno > found[1]:
+                found = (where[0], node.lineno, node.col_offset + 1)
+    return found
