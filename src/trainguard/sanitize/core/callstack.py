@@ -40,7 +40,7 @@ from typing import Any, Optional
 from trainguard.placement import return_line
 from trainguard.placement import sets_modes_only as modes_only
 from trainguard.placement import setup_start
-from trainguard.sanitize.core.bounds import FRAMES
+from trainguard.sanitize.core.bounds import FRAMES, parse_file
 from trainguard.sanitize.core.frames import (Location, frame_location, is_user_code, user_frame,
                                              user_frames)
 from trainguard.sanitize.core.source import SourceFile, function_node
@@ -172,6 +172,13 @@ def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False,
         return None
     while past_dispatch and depth + 1 < len(at) and dispatched(at[depth][2]):
         depth += 1  # into the callback: its own line is the one to change
+    if into_phase and under_no_grad(at[depth][2]):
+        # the evaluation is written in the shared frame itself (a ``with torch.no_grad():`` loop
+        # calling a helper that training calls too): its statement there, not inside the helper
+        # (the line itself when that statement holds the training too: a test batch scored
+        # inside the training loop)
+        return statement_start(at[depth][1], at[depth][2][1], avoid=ref[depth][2][1]) or \
+            at[depth][2]
     if into_phase:
         phase = []
         for entry in at[depth + 1:]:
@@ -185,19 +192,20 @@ def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False,
     return at[depth][2]
 
 
-def statement_start(code: CodeType, line: int) -> Location | None:
+def statement_start(code: CodeType, line: int, avoid: int | None = None) -> Location | None:
     """The statement of the function ``code`` runs, at the top of its body, that holds ``line``
     (the ``for`` loop or ``with torch.no_grad():`` block an evaluation's forward runs in), or
     the first of the statements right before it that set up accumulators (``total, correct =
     0, 0``; :func:`trainguard.placement.setup_start`): where a call meant for that stretch
-    belongs (``model.eval()``: one place for every forward in it). None for a module's code or
-    a function not found."""
-    if code.co_name == "<module>":
-        return None
-    node = function_node(code)
+    belongs (``model.eval()``: one place for every forward in it); at a script's top level, the
+    top-level statement. None for a function not found, or when that statement also holds the
+    line ``avoid``."""
+    node = parse_file(code.co_filename) if code.co_name == "<module>" else function_node(code)
     body = getattr(node, "body", None) or []
     for stmt in body:
         if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+            if avoid is not None and stmt.lineno <= avoid <= (stmt.end_lineno or stmt.lineno):
+                return None  # (that statement holds the ``avoid`` line too)
             stmt = setup_start(body, stmt)  # (before its accumulators' set-up)
             return (code.co_filename, stmt.lineno, stmt.col_offset + 1)
     return None

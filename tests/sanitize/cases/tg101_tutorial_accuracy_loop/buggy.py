@@ -19,10 +19,10 @@ for epoch in range(2):
         loss.backward()
         optimizer.step()
 
-correct = total = 0
+correct = total = 0  # expect: TG101
 with torch.no_grad():
     for images, labels in test_batches:
-        outputs = net(images)  # expect: TG101
+        outputs = net(images)
         _, predicted = torch.max(outputs.data, 1)
         total += labels.size(0)
         correct += (predicted == labels).sum().item()
