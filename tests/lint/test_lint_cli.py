@@ -275,7 +275,7 @@ def test_notebook_recall_eval_after_training_across_cells(tmp_path: Path) -> Non
     ]))
     r = run_cli("lint", "mlp.ipynb", "--format", "json", cwd=tmp_path)
     found = [(f["code"], f["cell"], f["line"]) for f in json.loads(r.stdout)["findings"]]
-    assert found == [("TG101", 5, 3), ("TG103", 5, 3)]
+    assert found == [("TG101", 5, 1), ("TG103", 5, 3)]
 
 
 def test_unsafe_fix_removes_only_a_written_softmax(tmp_path: Path) -> None:

@@ -129,7 +129,7 @@ def training_loops(script: Script) -> list[ast.AST]:
 def _find_training_loops(script: Script) -> list[ast.AST]:
     loops: list[ast.AST] = [n for n in script.nodes
                             if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
-                            and _trains(script, n)]
+                            and not _dispatch_loop(n) and _trains(script, n)]
     for node in script.nodes:
         if not isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp,
                                  ast.Call)) or not _may_step(script, node):
@@ -159,6 +159,27 @@ def _find_training_loops(script: Script) -> list[ast.AST]:
     for func in steps:
         inner.update(f for f in _functions_run(script, func.body) if f != id(func))
     return loops + [f for f in steps if id(f) not in inner]
+
+
+def _dispatch_loop(loop: ast.AST) -> bool:
+    """A ``for`` over handler objects whose variable is only the receiver of method calls
+    (``for hook in self.hooks: hook.after_iter(self)``, ``getattr(cb, name)(self)``): it hands
+    one event to each handler, it is no iteration of training (the loop around it is)."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)) or not isinstance(loop.target, ast.Name):
+        return False
+    name, uses = loop.target.id, 0
+    for node in ast.walk(ast.Module(body=loop.body, type_ignores=[])):
+        if isinstance(node, ast.Name) and node.id == name:
+            p = parent(node)
+            call = parent(p) if isinstance(p, ast.Attribute) else p
+            if isinstance(p, ast.Attribute) and isinstance(call, ast.Call) and call.func is p:
+                uses += 1  # hook.after_iter(...)
+            elif isinstance(p, ast.Call) and isinstance(p.func, ast.Name) and \
+                    p.func.id == "getattr" and p.args and p.args[0] is node:
+                uses += 1  # getattr(hook, name)(...)
+            else:
+                return False
+    return uses > 0
 
 
 def loop_label(script: Script, loop: ast.AST) -> str:

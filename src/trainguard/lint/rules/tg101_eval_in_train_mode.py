@@ -170,12 +170,21 @@ def _train_undoing_eval(script: Script, first: ast.AST):  # type: ignore[no-unty
 def _region_start(script: Script, region: ast.AST, first: ast.AST) -> ast.AST:
     """Where ``model.eval()`` goes for an evaluation region inside a function that only
     evaluates (no backward in it: ``get_test_accuracy(model, loader)``): before the statement
-    of its body that holds the region (its ``with torch.no_grad():`` block); elsewhere the
-    model call."""
+    of its body that holds the region (its ``with torch.no_grad():`` block); at a script's top
+    level, before the top-level statement that holds it when that statement only evaluates
+    (and its accumulators' set-up); elsewhere the model call."""
     func = script.enclosing_function(region)
-    if func is None or any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
-                           n.func.attr in ("backward", "step") for n in walk_local(func)):
+    scope = func if func is not None else script.tree
+    if func is None:  # a script's top level: the top-level statement, when it only evaluates
+        scope = ast.Module(body=[s for s in script.tree.body
+                                 if s.lineno <= region.lineno <= (s.end_lineno or s.lineno)],
+                           type_ignores=[])
+    if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+           n.func.attr in ("backward", "step") for n in walk_local(scope)):
         return first
+    if func is None:
+        held = scope.body[0] if scope.body else None
+        return setup_start(script.tree.body, held) if held is not None else first
     return _statement_holding(func, first)
 
 

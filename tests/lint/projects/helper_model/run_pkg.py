@@ -5,6 +5,6 @@ from pkg import Net
 
 model = Net()
 loader = [(torch.randn(8, 8), torch.randint(0, 3, (8,)))]
-with torch.no_grad():
+with torch.no_grad():  # expect: TG101
     for x, y in loader:
-        print((model(x).argmax(1) == y).float().mean().item())  # expect: TG101
+        print((model(x).argmax(1) == y).float().mean().item())
