@@ -10,7 +10,10 @@ validator's ``run()``), where that function returns, as the runtime check does (
 restored there; the loop's call is named). At the loop's call into the helper, after which
 ``train()`` belongs, when the helper only switches modes, is in another file or is a method of
 an ``nn.Module``, or when an epoch loop that called ``train()`` once before it evaluates
-between its steps' loops (``train()`` belongs at the top of each epoch).
+between its steps' loops (``train()`` belongs at the top of each epoch). When the loop calls a
+training function of this file that runs the steps in a loop of its own (``train(model,
+loader)`` then ``test(model, loader)`` per epoch), at that function's loop: ``train()`` belongs
+at its start.
 """
 
 from __future__ import annotations
@@ -53,6 +56,17 @@ def check(script: Script) -> Iterator[Hit]:
         if id(where) in seen:
             continue
         seen.add(id(where))
+        fresh = _fresh_training(script, loop, step, last)
+        if fresh is not None:  # train(model, loader) called after test(model, loader)
+            func, stmt = fresh
+            yield Hit(stmt,
+                      f"{func.name}() trains {last.key} in eval mode: {last.key}.eval() "
+                      f"({last.place(script)}) runs in an evaluation {loop_label(script, loop)} "
+                      f"calls before {func.name}(), and {func.name}() never calls "
+                      f"{last.key}.train() before its optimizer step ({step.place(script)})",
+                      fix=f"call {last.key}.train() at the start of {func.name}(), before this "
+                          f"loop (the evaluation sets eval mode for itself)")
+            continue
         helper = _helper(script, last) if last.via is not None and \
             not _trained_before(script, loop, step, last.via) else None
         if helper is not None:  # the function that ran the eval() returns leaving it in effect
@@ -80,6 +94,24 @@ def check(script: Script) -> Iterator[Hit]:
                   f"{last.key}.train() comes before it in {loop_label(script, loop)}",
                   fix=f"call {last.key}.train() again before the next optimizer step: right "
                       f"after this evaluation, or at the start of every training epoch")
+
+
+def _fresh_training(script: Script, loop: ast.AST, step: Event, last: Event
+                    ) -> tuple[ast.FunctionDef, ast.stmt] | None:
+    """``(function, its loop)`` when the step runs in a loop of its own inside a function of
+    this file that ``loop`` calls (``train(model, loader)`` per epoch), and the ``eval()`` comes
+    from another call of ``loop`` (``test(model, loader)``): each call of that training function
+    starts in whatever mode the evaluation left, so ``train()`` belongs at its start, before
+    that loop (as the runtime check reports it)."""
+    if step.via is None or step.foreign or last.via is None or last.via is step.via:
+        return None
+    func = script.enclosing_function(step.node)
+    if not isinstance(func, ast.FunctionDef) or func is script.enclosing_function(loop) or \
+            script.enclosing_function(last.site) is func:
+        return None
+    stmt = next((b for b in func.body if b.lineno <= step.node.lineno <= (b.end_lineno or 0)),
+                None)
+    return (func, stmt) if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)) else None
 
 
 def _runs_once(script: Script, ev: Event) -> bool:

@@ -49,16 +49,18 @@ HuiZeng/Grid-Anchor-based-Image-Cropping-Pytorch#2 (``net.eval()`` in the test f
 
 from __future__ import annotations
 
+import ast
 import weakref
 from typing import Any
 
 from trainguard.sanitize.core.callstack import (Stack, cause_line, function_end, sets_modes_only,
-                                                user_stack)
+                                                shared_depth, statement_start, user_stack)
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.modes import describe, inactive
 from trainguard.sanitize.core.params import zeroed_by
 from trainguard.sanitize.core.records import ForwardCall, ModeCall, first_tensor
+from trainguard.sanitize.core.source import function_node
 from trainguard.sanitize.core.state import GraphTrack
 from trainguard.sanitize.core.train_once import train_once_before
 
@@ -209,6 +211,11 @@ class TrainInEvalMode(Check):
             step = user_stack()
             if self._train_once(model, stacked, step, name, frozen, forward, optimizer):
                 return
+            fresh = _fresh_training_call(stacked[1], step)
+            if fresh is not None:  # train(model, loader) called after test(model, loader)
+                self._report_fresh(fresh, name, set_at, f"{frozen} in eval mode",
+                                   f"{forward}{before}", type(optimizer).__name__)
+                return
             called, helper = _placement(stacked[1], step, set_at)
         if called is not None and called[:2] != set_at[:2]:
             end = function_end(helper[1]) if helper is not None else None
@@ -247,6 +254,20 @@ class TrainInEvalMode(Check):
                 "every training epoch",
             where=set_at)
 
+    def _report_fresh(self, fresh: tuple[str, Any], name: str, set_at: Any, frozen: str,
+                      forward: str, optimizer: str) -> None:
+        """Report a training function called after the evaluation left ``name`` in eval mode
+        (:func:`_fresh_training_call`), before its training loop."""
+        func, where = fresh
+        self.report(
+            f"{func}() trains {name} in eval mode: the eval() at {short_location(set_at)} ran "
+            f"in an evaluation called before {func}() (model.training=False; {frozen}), and "
+            f"{func}() never puts {name} back in training mode before {forward}: a backward "
+            f"reached that forward's output and {optimizer}.step() updated its parameters, so "
+            "BatchNorm learns no batch statistics and Dropout does not regularise",
+            fix=f"call {name}.train() at the start of {func}(), before this loop (the "
+                "evaluation sets eval mode for itself)", where=where)
+
     def _train_once(self, model: Any, stacked: tuple, step: Stack, name: str, frozen: str,
                     forward: str, optimizer: Any) -> bool:
         """Report at the user's latest ``train()`` on ``model`` (or a module holding it) when
@@ -277,6 +298,29 @@ class TrainInEvalMode(Check):
                 "(each epoch), not once before it",
             where=where)
         return True
+
+
+def _fresh_training_call(stacked: Stack, step: Stack) -> tuple[str, Any] | None:
+    """``(function, where)`` when the training step runs inside a function (``train(model,
+    loader)``, a library's ``fit()``) that the frame it shares with the ``eval()``'s stack called
+    after the evaluation's own function, which ran the ``eval()``, returned: each call of that
+    training function starts in whatever mode the evaluation left, so ``train()`` belongs at its
+    start, before the statement that holds the step (its training loop). None otherwise (the
+    evaluation runs inside the training function's call: an epoch loop calling a validation
+    helper, reported by :func:`_placement`; a function of one step, called per iteration)."""
+    depth = shared_depth(stacked, step)
+    if depth < 0 or len(step) < depth + 2 or len(stacked) < depth + 2:
+        return None
+    entry = step[depth + 1]
+    if entry[3] or entry[1].co_name in ("<module>", "<lambda>"):
+        return None  # (a method of the model: its caller sets the mode)
+    node, line = function_node(entry[1]), entry[2][1]
+    loop = next((b for b in getattr(node, "body", ()) if b.lineno <= line <= (b.end_lineno or 0)
+                 and isinstance(b, (ast.For, ast.AsyncFor, ast.While))), None)
+    if loop is None:
+        return None  # a function of one step (an update, a train_step): its caller's loop
+    where = statement_start(entry[1], line)
+    return (entry[1].co_name, where) if where is not None else None
 
 
 def _placement(stacked: Stack, step: Stack, set_at: Any) -> tuple[Any, Any]:
