@@ -11,7 +11,9 @@ that does not seed torch, fires at its last seeding line (:func:`_partial_helper
 that seeds torch but not numpy or random when the script draws from them (one finding naming
 the draws, where the missing seeds belong), and so do the script's own seeding calls
 (``np.random.seed(seed)`` with torch drawn unseeded: the last seeding call of the function that
-holds the first one).
+holds the first one). Draws made by functions of another project file that the script calls
+(a data helper's ``np.random.rand``, a batching generator's ``random.shuffle``) count, named
+by the call.
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ def check(script: Script) -> Iterator[Hit]:
             continue  # drawn in DataLoader workers, which seed numpy and random per worker
         if family and family not in repro.seeded and family not in first and \
                 not (family == "torch" and helpers):
+            first[family] = call
+    for family, call in _project_draws(script).items():  # a data helper of another file
+        if family not in repro.seeded and family not in first:
             first[family] = call
     seeded = ", ".join(sorted(repro.seeded)) or "nothing"
     place = None
@@ -277,6 +282,28 @@ def _family(script: Script, call: ast.Call) -> str | None:
     if q.startswith("random.") and q.count(".") == 1 and q.rsplit(".", 1)[-1] in _RANDOM_USE:
         return "random"
     return None
+
+
+def _project_draws(script: Script) -> dict[str, ast.Call]:
+    """Family -> the file's first call of a function of another project file whose own body
+    draws from that family's global generator (``downsample_negatives(examples)`` in
+    ``helpers.py`` calling ``np.random.rand``; ``random.shuffle`` in a batching generator):
+    the run draws from it through that call. Functions only, one level deep."""
+    found: dict[str, ast.Call] = {}
+    if not script.project_imports:
+        return found
+    for call in sorted(script.calls, key=lambda c: (c.lineno, c.col_offset)):
+        if not isinstance(call.func, ast.Name) or call.func.id not in script.project_imports:
+            continue
+        for target in script.targets(call)[:2]:
+            other = target.script
+            if other is script or not isinstance(target.func, ast.FunctionDef):
+                continue
+            for inner in ast.walk(target.func):
+                family = _family(other, inner) if isinstance(inner, ast.Call) else None
+                if family in ("numpy", "random") and family not in found:
+                    found[family] = call
+    return found
 
 
 def _workers_seed_numpy(script: Script) -> bool:
