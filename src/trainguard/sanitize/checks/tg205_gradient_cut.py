@@ -103,6 +103,10 @@ class _Probe:
         budget = Budget(GRAPH_NODES)  # the roots' graphs together
         for root in roots:
             node = getattr(root, "grad_fn", None)
+            if node is None and getattr(root, "requires_grad", False):
+                # a loss made a leaf by hand (``loss.requires_grad = True`` on a cut loss, to
+                # silence "does not require grad"): this backward trains only that leaf
+                variables.add(id(root))
             if node is not None:
                 for n in graph_nodes(node, budget=budget):
                     reached.add(id(n))
