@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["MODE_CALLS", "return_line", "sets_modes_only", "setup_start"]
+__all__ = ["MODE_CALLS", "body_statement", "return_line", "sets_modes_only", "setup_start"]
 
 MODE_CALLS = frozenset(("eval", "train", "requires_grad_"))
 """The ``nn.Module`` methods that switch a module's mode."""
@@ -67,6 +67,12 @@ def _initial(value: ast.AST) -> bool:
     return False
 
 
+def body_statement(body: list[ast.stmt], line: int) -> ast.stmt | None:
+    """The statement of ``body`` (a function's or a module's) whose lines hold ``line``: the
+    loop or ``with`` block a call on that line runs in; None when none does."""
+    return next((s for s in body if s.lineno <= line <= (s.end_lineno or s.lineno)), None)
+
+
 def setup_start(body: list[ast.stmt], stmt: ast.stmt) -> ast.stmt:
     """The first of the statements right before ``stmt`` in ``body`` that only set up
     accumulators (``total, correct = 0, 0``, ``preds = []``, a docstring), else ``stmt``: a call
@@ -74,7 +80,7 @@ def setup_start(body: list[ast.stmt], stmt: ast.stmt) -> ast.stmt:
     before its set-up, at the top of that stretch."""
     if stmt not in body:
         return stmt
-    i = body.index(stmt)
+    i = end = body.index(stmt)
     while i > 0:
         prev = body[i - 1]
         if isinstance(prev, ast.Assign) and _initial(prev.value) or \
@@ -84,6 +90,6 @@ def setup_start(body: list[ast.stmt], stmt: ast.stmt) -> ast.stmt:
             i -= 1
             continue
         break
-    while i < body.index(stmt) and isinstance(body[i], ast.Expr):
+    while i < end and isinstance(body[i], ast.Expr):
         i += 1  # (not the docstring itself)
     return body[i]

@@ -168,7 +168,7 @@ def _dispatch_loop(loop: ast.AST) -> bool:
     if not isinstance(loop, (ast.For, ast.AsyncFor)) or not isinstance(loop.target, ast.Name):
         return False
     name, uses = loop.target.id, 0
-    for node in ast.walk(ast.Module(body=loop.body, type_ignores=[])):
+    for node in (n for stmt in loop.body for n in ast.walk(stmt)):
         if isinstance(node, ast.Name) and node.id == name:
             p = parent(node)
             call = parent(p) if isinstance(p, ast.Attribute) else p

@@ -39,7 +39,7 @@ from trainguard.lint.rules import Hit
 from trainguard.lint.sampling import helper_samples, sampled_pass, samples_only
 from trainguard.lint.script import Script
 from trainguard.lint.untouched import never_switched
-from trainguard.placement import setup_start
+from trainguard.placement import body_statement, setup_start
 
 CODE = "TG101"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
@@ -174,18 +174,12 @@ def _region_start(script: Script, region: ast.AST, first: ast.AST) -> ast.AST:
     level, before the top-level statement that holds it when that statement only evaluates
     (and its accumulators' set-up); elsewhere the model call."""
     func = script.enclosing_function(region)
-    scope = func if func is not None else script.tree
-    if func is None:  # a script's top level: the top-level statement, when it only evaluates
-        scope = ast.Module(body=[s for s in script.tree.body
-                                 if s.lineno <= region.lineno <= (s.end_lineno or s.lineno)],
-                           type_ignores=[])
-    if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
-           n.func.attr in ("backward", "step") for n in walk_local(scope)):
+    # at a script's top level, the top-level statement that holds the region is the scope
+    scope = func if func is not None else body_statement(script.tree.body, region.lineno)
+    if scope is None or any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+                            n.func.attr in ("backward", "step") for n in walk_local(scope)):
         return first
-    if func is None:
-        held = scope.body[0] if scope.body else None
-        return setup_start(script.tree.body, held) if held is not None else first
-    return _statement_holding(func, first)
+    return _statement_holding(func or script.tree, first)
 
 
 def _statement_holding(func: ast.AST, node: ast.AST) -> ast.AST:
@@ -193,10 +187,8 @@ def _statement_holding(func: ast.AST, node: ast.AST) -> ast.AST:
     block the evaluation's forward runs in), or the first of the statements right before it
     that set up its accumulators (``total, correct = 0, 0``): ``model.eval()`` goes there."""
     body = getattr(func, "body", ())
-    for stmt in body:
-        if stmt.lineno <= node.lineno <= (stmt.end_lineno or stmt.lineno):  # type: ignore
-            return setup_start(body, stmt)  # (before its accumulators' set-up)
-    return node
+    stmt = body_statement(body, node.lineno)  # type: ignore[attr-defined]
+    return setup_start(body, stmt) if stmt is not None else node
 
 
 def _caller_sets_eval(script: Script, site: ast.AST) -> bool:

@@ -26,7 +26,7 @@ from trainguard.lint.events import Event, dispatches, events
 from trainguard.lint.regions import loop_label, training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
-from trainguard.placement import return_line, sets_modes_only
+from trainguard.placement import body_statement, return_line, sets_modes_only
 
 CODE = "TG102"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
@@ -109,8 +109,7 @@ def _fresh_training(script: Script, loop: ast.AST, step: Event, last: Event
     if not isinstance(func, ast.FunctionDef) or func is script.enclosing_function(loop) or \
             script.enclosing_function(last.site) is func:
         return None
-    stmt = next((b for b in func.body if b.lineno <= step.node.lineno <= (b.end_lineno or 0)),
-                None)
+    stmt = body_statement(func.body, step.node.lineno)
     return (func, stmt) if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)) else None
 
 

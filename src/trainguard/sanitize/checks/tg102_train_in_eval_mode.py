@@ -53,8 +53,9 @@ import ast
 import weakref
 from typing import Any
 
-from trainguard.sanitize.core.callstack import (Stack, cause_line, function_end, sets_modes_only,
-                                                shared_depth, statement_start, user_stack)
+from trainguard.sanitize.core.callstack import (Stack, body_statement, cause_line, function_end,
+                                                sets_modes_only, shared_depth, statement_start,
+                                                user_stack)
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.modes import describe, inactive
@@ -315,9 +316,8 @@ def _fresh_training_call(stacked: Stack, step: Stack) -> tuple[str, Any] | None:
     if entry[3] or entry[1].co_name in ("<module>", "<lambda>"):
         return None  # (a method of the model: its caller sets the mode)
     node, line = function_node(entry[1]), entry[2][1]
-    loop = next((b for b in getattr(node, "body", ()) if b.lineno <= line <= (b.end_lineno or 0)
-                 and isinstance(b, (ast.For, ast.AsyncFor, ast.While))), None)
-    if loop is None:
+    held = body_statement(getattr(node, "body", None) or [], line)
+    if not isinstance(held, (ast.For, ast.AsyncFor, ast.While)):
         return None  # a function of one step (an update, a train_step): its caller's loop
     where = statement_start(entry[1], line)
     return (entry[1].co_name, where) if where is not None else None

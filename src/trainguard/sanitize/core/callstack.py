@@ -39,7 +39,7 @@ from typing import Any, Optional
 
 from trainguard.placement import return_line
 from trainguard.placement import sets_modes_only as modes_only
-from trainguard.placement import setup_start
+from trainguard.placement import body_statement, setup_start
 from trainguard.sanitize.core.bounds import FRAMES, parse_file
 from trainguard.sanitize.core.frames import (Location, frame_location, is_user_code, user_frame,
                                              user_frames)
@@ -48,7 +48,7 @@ from trainguard.sanitize.core.source import SourceFile, function_node
 __all__ = ["Location", "Stack", "user_stack", "shared_depth", "cause_line", "dispatched",
            "callers", "differing", "line_of", "callers_train", "model_method_caller",
            "running_line", "in_module_init", "function_end", "sets_modes_only",
-           "grad_off_site"]
+           "grad_off_site", "body_statement"]
 
 Stack = tuple[tuple[int, CodeType, Location, bool], ...]
 _COMPREHENSIONS = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"))
@@ -202,13 +202,11 @@ def statement_start(code: CodeType, line: int, avoid: int | None = None) -> Loca
     line ``avoid``."""
     node = parse_file(code.co_filename) if code.co_name == "<module>" else function_node(code)
     body = getattr(node, "body", None) or []
-    for stmt in body:
-        if stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
-            if avoid is not None and stmt.lineno <= avoid <= (stmt.end_lineno or stmt.lineno):
-                return None  # (that statement holds the ``avoid`` line too)
-            stmt = setup_start(body, stmt)  # (before its accumulators' set-up)
-            return (code.co_filename, stmt.lineno, stmt.col_offset + 1)
-    return None
+    stmt = body_statement(body, line)
+    if stmt is None or avoid is not None and body_statement([stmt], avoid) is not None:
+        return None  # (no such statement, or it holds the ``avoid`` line too)
+    stmt = setup_start(body, stmt)  # (before its accumulators' set-up)
+    return (code.co_filename, stmt.lineno, stmt.col_offset + 1)
 
 
 def function_end(code: CodeType) -> Location | None:
