@@ -99,6 +99,14 @@ def check(script: Script) -> Iterator[Hit]:
                       fix=f"move {name}(...) out of the block, so that only the gradient "
                           f"computation runs with grad enabled")
             continue
+        flag = _flag_name(target)
+        if flag is not None:
+            yield Hit(target, f"torch.set_grad_enabled({flag}) re-enables grad inside {where}, "
+                              f"where {flag} is True: outputs computed here carry a grad_fn and "
+                              f"build graphs that evaluation never uses",
+                      fix=f"default {flag} to False (or pass it from torch.is_grad_enabled()), "
+                          f"so that a caller under torch.no_grad() keeps grad off")
+            continue
         yield Hit(target, f"grad is re-enabled inside {where}: outputs computed here carry a "
                           f"grad_fn and build graphs that evaluation never uses")
 
@@ -115,7 +123,8 @@ def _reenablings(script: Script, nodes: Iterable[ast.AST]
         block: ast.AST | None = None
         if isinstance(node, (ast.With, ast.AsyncWith)):
             for item in node.items:
-                if script.grad_context(item.context_expr) is False:
+                if script.grad_context(item.context_expr) is False or \
+                        _flag_true_when_disabled(script, node, item.context_expr):
                     target, block = item.context_expr, node
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             q = script.call_qualname(node.value) or ""
@@ -288,6 +297,26 @@ def _in_inference_mode(script: Script, node: ast.AST) -> bool:
                 return "inference_mode" in (q or "")
         n = p
     return False
+
+
+def _flag_name(target: ast.AST) -> str | None:
+    """The parameter name of ``set_grad_enabled(flag)`` when the re-enabling is such a call."""
+    if isinstance(target, ast.Call) and (dotted(target.func) or "").endswith("set_grad_enabled"):
+        mode = target.args[0] if target.args else kwarg(target, "mode")
+        if isinstance(mode, ast.Name):
+            return mode.id
+    return None
+
+
+def _flag_true_when_disabled(script: Script, node: ast.AST, expr: ast.expr) -> bool:
+    """``with torch.set_grad_enabled(track_gradients):`` whose flag is a parameter defaulting
+    to True, in a method a ``torch.no_grad()`` caller runs without passing it (sbi's
+    ``log_prob(theta, x, track_gradients=True)``)."""
+    if not isinstance(expr, ast.Call) or not (script.call_qualname(expr) or "").endswith(
+            "set_grad_enabled"):
+        return False
+    mode = expr.args[0] if expr.args else kwarg(expr, "mode")
+    return mode is not None and not is_true(mode) and _true_when_disabled(script, node, mode)
 
 
 def _true_when_disabled(script: Script, node: ast.AST, mode: ast.AST | None) -> bool:
