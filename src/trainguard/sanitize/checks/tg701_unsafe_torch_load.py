@@ -18,7 +18,9 @@ url))``, ``shutil.copyfileobj``) is judged without the program's-own-format rule
 of the program's save function wrote it. Under torchrun or with watched children, a file another
 process wrote during the run is judged by the program's own format (a rank's own save). A
 checkpoint is a pickle: loading one from elsewhere (a download, a shared drive) runs whatever code
-it carries.
+it carries. Whatever its origin, a file whose pickle calls a global that runs code
+(``builtins.exec``, ``os.system``: ecmwf/anemoi-core#1416) is reported, also when this process
+wrote it (a "download" helper filling a cache): no checkpoint needs such a call.
 
 Silent on: ``weights_only=True`` or the torch >= 2.6 default; files this process torch.saved;
 resumes of the program's own format (a ``torch.save`` of a variable counts as any format); files
@@ -26,9 +28,9 @@ that pickle the program's own classes; file objects and buffers; loads made by a
 (``torch.hub.load_state_dict_from_url`` inside torchvision, ``accelerator.load_state()``): only a
 ``torch.load`` in the user's code is a line the user can change.
 
-Cost: per ``torch.load``, its keyword arguments; only before a report, one ``stat`` of the file,
-one read of its pickle's opcodes (1 MB at most), one parse of the calling file and of at most 64
-scripts beside it.
+Cost: per ``torch.load``, its keyword arguments; per unsafe load, one read of its pickle's
+opcodes (1 MB at most); only before a report, one ``stat`` of the file, one parse of the calling
+file and of at most 64 scripts beside it.
 
 Reference: ``torch.load`` docs (warning on ``weights_only=False``)
 https://pytorch.org/docs/stable/generated/torch.load.html; PyTorch's security policy
@@ -47,7 +49,7 @@ from typing import Any
 from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import is_trainguard_file, is_user_code, user_location
-from trainguard.sanitize.core.pickled import pickle_strings
+from trainguard.sanitize.core.pickled import code_calls, pickle_strings
 
 
 def _default_is_safe() -> bool:
@@ -85,8 +87,20 @@ class UnsafeTorchLoad(Check):
             if self.safe_default:
                 return
         path = os.path.abspath(os.fspath(f))
-        if (os.path.realpath(path) in self.written or self._moved_here(path)
-                or not _called_by_user(sys._getframe(1))):
+        if not _called_by_user(sys._getframe(1)):
+            return
+        how = "weights_only=False" if weights_only is False else \
+            "no weights_only=True (this torch defaults to full unpickling)"
+        payload = code_calls(path)
+        if payload:  # whoever wrote it: a hub cache, a "download" helper, a tampered copy
+            self.report(
+                f"torch.load({os.path.basename(path)!r}) with {how}: the file's pickle calls "
+                f"{', '.join(payload[:3])} when it is unpickled, so loading it runs code",
+                fix="pass weights_only=True, which refuses such a payload (allow extra types "
+                    "with torch.serialization.add_safe_globals)",
+                where=user_location(sys._getframe(1)))
+            return
+        if os.path.realpath(path) in self.written or self._moved_here(path):
             return
         # Written during this run, but not by a torch.save of this process: by another process of
         # this program (a rank, a child: its own save function may have written it), or by raw
@@ -99,8 +113,6 @@ class UnsafeTorchLoad(Check):
         if own or (where is not None and (_written_by_sibling(where[0], path) or (
                 not alone and _saved_by_program(where[0], strings)))):
             return
-        how = "weights_only=False" if weights_only is False else \
-            "no weights_only=True (this torch defaults to full unpickling)"
         origin = ("was written during this run by code other than torch.save (raw bytes: a "
                   "download or a copy)" if alone else "was not written by this run")
         self.report(

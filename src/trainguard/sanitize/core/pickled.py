@@ -12,17 +12,48 @@ from typing import Any
 
 from trainguard.sanitize.core.frames import is_user_file
 
-__all__ = ["pickle_strings"]
+__all__ = ["pickle_strings", "code_calls"]
 
 _PICKLE_BYTES = 1 << 20  # a data.pkl larger than this is not read (tensors are stored apart)
 _STRINGS = ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8", "SHORT_BINSTRING",
             "BINSTRING", "STRING")
 
 
+# Globals that run code or touch the system when a pickle calls them: no checkpoint needs them
+# (``weights_only=True`` refuses them all), and a tampered file's payload is made of them.
+_RUNS_CODE = {"builtins": {"exec", "eval", "compile", "__import__", "open", "getattr", "setattr",
+                           "delattr", "breakpoint", "input", "globals", "vars"},
+              "__builtin__": {"exec", "eval", "compile", "__import__", "open", "getattr",
+                              "execfile", "apply"}}
+_RUNS_CODE_MODULES = {"os", "posix", "nt", "subprocess", "runpy", "pty", "socket", "shutil",
+                      "importlib", "webbrowser", "code", "codeop", "ctypes", "sys", "pickle",
+                      "_pickle", "marshal", "commands", "popen2", "multiprocessing"}
+
+
+def code_calls(path: str) -> list[str]:
+    """The globals of the ``torch.save`` archive at ``path`` whose call runs code or touches the
+    system when the pickle is loaded (``builtins.exec``, ``os.system``, ``subprocess.Popen``):
+    a payload, whoever wrote the file. Empty when the pickle names none or cannot be read."""
+    found = _read(path)
+    if found is None:
+        return []
+    return sorted(f"{'builtins' if m == '__builtin__' else m}.{n}" for m, n in found[1]
+                  if n in _RUNS_CODE.get(m, ()) or m.split(".")[0] in _RUNS_CODE_MODULES)
+
+
 def pickle_strings(path: str) -> tuple[set[str] | None, bool]:
     """``(strings, own)`` for the ``torch.save`` zip archive at ``path``: the string constants of
     its pickle (None when it cannot be read: not a zip archive, too large, malformed) and whether
     it names a class of this program (``__main__`` or a module whose file is the user's)."""
+    found = _read(path)
+    if found is None:
+        return None, False
+    strings, names = found
+    return strings, any(_is_own(m) for m, _ in names)
+
+
+def _read(path: str) -> tuple[set[str], set[tuple[str, str]]] | None:
+    """The string constants and the ``(module, name)`` globals of the archive's pickle."""
     try:
         with zipfile.ZipFile(path) as archive:
             name = next((n for n in archive.namelist() if n.endswith("/data.pkl")), None)
@@ -30,21 +61,22 @@ def pickle_strings(path: str) -> tuple[set[str] | None, bool]:
                 return None, False
             data = archive.read(name)
         strings: set[str] = set()
-        modules: set[str] = set()
+        names: set[tuple[str, str]] = set()
         recent: list[Any] = []
         for op, arg, _ in pickletools.genops(data):
             if op.name in _STRINGS and isinstance(arg, str):
                 strings.add(arg)
                 recent = (recent + [arg])[-2:]
             elif op.name == "GLOBAL" and isinstance(arg, str):
-                modules.add(arg.split(" ")[0])
+                module, _, name = arg.partition(" ")
+                names.add((module, name))
             elif op.name == "STACK_GLOBAL" and len(recent) == 2:
-                modules.add(recent[0])
+                names.add((recent[0], recent[1]))
             elif op.name not in ("MEMOIZE", "BINPUT", "LONG_BINPUT", "PUT"):
                 recent = recent if op.name in _STRINGS else []
     except Exception:  # not a zip archive, a truncated or foreign file: nothing known
-        return None, False
-    return strings, any(_is_own(m) for m in modules)
+        return None
+    return strings, names
 
 
 def _is_own(module: str) -> bool:
