@@ -63,10 +63,32 @@ def test_dropout_on_whatever_the_mode_is_reported_in_eval_mode(form):
     assert "eval mode" in finding.message
 
 
-@pytest.mark.parametrize("form", ["follows-mode", "keyword-true", "mc-switch", "p-zero",
-                                  "sdpa-guarded"])
+@pytest.mark.parametrize("form", ["follows-mode", "mc-switch", "p-zero", "sdpa-guarded"])
 def test_look_alikes_in_eval_mode_are_silent(form):
     assert _eval_forward(form) == []
+
+
+def test_keyword_true_in_a_sub_module_is_a_stated_choice():
+    """A pre-net inside the evaluated model (Tacotron 2 keeps its dropout on at inference)."""
+    model = nn.Sequential(Block("keyword-true"), nn.Linear(8, 2)).eval()
+    assert findings_of(lambda: model(torch.randn(4, 8)), FunctionalDropoutIgnoresMode) == []
+
+
+def test_keyword_true_in_the_evaluated_model_is_reported_at_its_line():
+    """The evaluated model's own forward keeps dropout on, each input seen once
+    (Coderx7/SimpleNet#2): reported when the run ends, at the dropout's line."""
+    block = Block("keyword-true").eval()
+    (finding,) = findings_of(lambda: [block(torch.randn(4, 8)) for _ in range(3)],
+                             FunctionalDropoutIgnoresMode)
+    assert "training=True" in finding.message and "Block" in finding.message
+    assert finding.line == Block.forward.__code__.co_firstlineno + 16
+
+
+def test_monte_carlo_passes_over_the_same_input_are_silent():
+    """MC dropout: model.eval() (BatchNorm frozen), the same batch sampled several times."""
+    block, x = Block("keyword-true").eval(), torch.randn(4, 8)
+    assert findings_of(lambda: torch.stack([block(x) for _ in range(5)]).mean(0),
+                       FunctionalDropoutIgnoresMode) == []
 
 
 @pytest.mark.parametrize("form", ["positional-true", "torch-true", "sdpa", "alpha-default"])

@@ -25,9 +25,14 @@ makes the call is in eval mode, the probability is above 0, and dropout is on wh
 Dropout stays on after ``model.eval()``, so evaluation is random. Reported at the call's line
 (for ``scaled_dot_product_attention``, at its ``dropout_p=`` argument, the part to change).
 
+An explicit ``training=True`` by name fires only in the forward of the outermost module of the
+call (the model being evaluated itself, in eval mode: Coderx7/SimpleNet#2) when no input is
+given to it twice (no Monte Carlo pass): reported at the end of the run.
+
 Silent on: ``training=self.training`` (any flag that follows the mode: False in eval mode); an
-explicit ``training=True`` by name on ``F.dropout`` (a stated choice: Tacotron 2's pre-net keeps
-dropout on at inference; Monte Carlo dropout); ``p == 0``; calls in training mode (MC dropout
+explicit ``training=True`` by name in a sub-module (a stated choice: Tacotron 2's pre-net keeps
+dropout on at inference) or in a model sampled repeatedly on the same input (Monte Carlo
+dropout); ``p == 0``; calls in training mode (MC dropout
 with the model kept in training mode); calls outside any module (the mode is unknown).
 
 Cost: per checked call in eval mode with ``p > 0``, 4 frames looked at for the calling module;
@@ -47,7 +52,8 @@ import sys
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import frame_location, is_user_code, user_frame
+from trainguard.sanitize.core.frames import (frame_location, is_user_code, user_frame,
+                                            user_location)
 from trainguard.sanitize.core.source import SourceFile
 
 _SDPA = "scaled_dot_product_attention"
@@ -87,6 +93,12 @@ def _stray_owner(drop: Any, frame: Any) -> Any:
     return owner
 
 
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
 def _literal_true(frame: Any, index: int, keyword: str) -> bool:
     """Whether the call the user's ``frame`` is making passes the literal ``True`` as its
     ``index``-th positional argument or as ``keyword`` (by its source)."""
@@ -122,6 +134,9 @@ class FunctionalDropoutIgnoresMode(Check):
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.literal: dict[tuple, bool] = {}  # (code, instruction) -> the flag is a literal True
+        self.passes: dict[Any, set] = {}  # a stated training=True's line -> inputs it was given
+        self.sampled: set[Any] = set()  # lines of Monte Carlo passes
+        self.pending: dict[Any, tuple] = {}  # line -> (owner, function, p), reported at exit
 
     def on_functional(self, name: str, args: tuple, kwargs: dict) -> None:
         if not self.state.modules and _calling_module(self.state.functional_caller) is None:
@@ -138,8 +153,10 @@ class FunctionalDropoutIgnoresMode(Check):
             how = "passes the literal train=True"
             positional = False
         else:
-            if "training" in kwargs:
-                return  # stated: training=self.training, or training=True on purpose
+            if "training" in kwargs:  # stated: training=self.training, or True on purpose,
+                if kwargs["training"] is True:  # unless the model that says so is evaluated
+                    self._stated(name, args[1] if len(args) > 1 else kwargs.get("p", 0.5))
+                return
             flag = args[2] if len(args) > 2 else True
             p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
             positional = len(args) > 2
@@ -178,6 +195,48 @@ class FunctionalDropoutIgnoresMode(Check):
             "dropout still drops activations after model.eval()",
             fix=f"pass {flag}=self.training ({call}(x, p, {flag}=self.training)) or use an "
                 "nn.Dropout module")
+
+    def _stated(self, name: str, p: Any) -> None:
+        """``F.dropout(x, p, training=True)`` written in the forward of the outermost module of
+        the call, that module in eval mode: the model itself is evaluated with dropout on
+        (Coderx7/SimpleNet#2). A Monte Carlo pass (the same model on the same input again) makes
+        it a choice for good; otherwise it is reported when the run ends."""
+        module = self._eval_module(p)
+        modules = self.state.modules
+        if module is None or not modules or modules[0] is not module:
+            return  # a sub-module's own choice (a Tacotron 2 pre-net), or training mode
+        _, frame = _module_frame(self.state.functional_caller)
+        where = user_location(self.state.functional_caller)
+        if where is None or where in self.sampled or not self._is_literal(name):
+            return
+        code = frame.f_code
+        given = frame.f_locals.get(code.co_varnames[1]) if code.co_argcount > 1 else None
+        if not _is_tensor(given):
+            return
+        import torch
+
+        with torch.no_grad():
+            sample = (id(module), given.data_ptr(), tuple(given.shape),
+                      float(given.detach().float().sum()))
+        passes = self.passes.setdefault(where, set())
+        if sample in passes:  # the same input again: Monte Carlo sampling
+            self.sampled.add(where)
+            self.pending.pop(where, None)
+            return
+        if len(passes) < 256:
+            passes.add(sample)
+        self.pending[where] = (type(module).__name__, name, p)
+
+    def on_exit(self) -> None:
+        for where, (owner, name, p) in self.pending.items():
+            self.report(
+                f"F.{name}(..., p={p}) in {owner}.forward passes training=True while {owner}, "
+                f"the model being evaluated, is in eval mode and samples each input once: "
+                f"dropout still drops activations after model.eval(), so its outputs change "
+                f"from call to call",
+                fix="pass training=self.training (F.dropout(x, p, training=self.training)) or "
+                    "use an nn.Dropout module", where=where)
+        self.pending.clear()
 
     def _eval_module(self, p: Any) -> Any:
         """The calling module when it is in eval mode and ``p`` is above 0, else None."""
