@@ -45,8 +45,8 @@ holds are harmless (no gradient, no update) and are not reported.
 
 Parameters added to a model already built: at the line that added them (or the call in the
 first function outwards holding an optimizer); left out of groups written by hand: at the last
-group listed; a stale optimizer whose function built the model class again after it: at that
-line (``rnn = RNN(...)`` re-run below it, spro/practical-pytorch#21). A separate model beside an
+group listed; a stale optimizer whose function built the model class again after it, or
+rebound the name it took ``.parameters()`` from (``net = deepen(net)``): at that line. A separate model beside an
 optimizer given some parameters twice (line/open-universe#5): at the line that wrote that list.
 Cost: at optimizer steps 2, 7, 13, 25, 49, then every 32, one pass over the models' parameters
 and the optimizers' parameter ids; per checked outermost forward and loss, 32 graph nodes per
@@ -74,7 +74,8 @@ from trainguard.sanitize.core.loss_path import Flow, Suspect, own_leaf_in, takes
 from trainguard.sanitize.core.params import (ParamMap, all_parameters, doubled_parameters, held_ids,
                                              no_gradients)
 from trainguard.sanitize.core.records import graph_tensors
-from trainguard.sanitize.core.source import built_again, param_groups_line, params_line
+from trainguard.sanitize.core.source import (built_again, param_groups_line, params_line,
+                                            picks_trainable)
 
 _CONFIRM_AFTER = 5  # steps between noting a suspect and confirming it
 _EVERY = 32  # the most steps between two looks
@@ -359,7 +360,7 @@ class ParamsNotInOptimizer(Check):
                         fix="build the optimizer (and scheduler) after the model, each time a new "
                             "model is built")
         else:
-            where, why = _left_out_cause(built, where, added, them, s)
+            where, why = _left_out_cause(built, where, added, them, s, still[0].model)
             self.report(
                 f"{head} ({why})", where=where,
                 fix="to train them, build the optimizer after the model is complete, or add them "
@@ -367,7 +368,8 @@ class ParamsNotInOptimizer(Check):
                     "requires_grad_(False) on them (no gradient is then computed)")
 
 
-def _left_out_cause(built: Any, where: Any, added: Any, them: str, s: str) -> tuple[Any, str]:
+def _left_out_cause(built: Any, where: Any, added: Any, them: str, s: str,
+                    model: str) -> tuple[Any, str]:
     """Where left-out parameters are reported, and why: the line that added them, the groups
     written without them, a ``requires_grad`` filter, else the optimizer's construction."""
     why = ("the optimizer was built before they were added, replaced or unfrozen, or "
@@ -382,7 +384,11 @@ def _left_out_cause(built: Any, where: Any, added: Any, them: str, s: str) -> tu
         where = (built[0], groups_at, 1)
         why = (f"the parameter groups listed here for the optimizer built at line "
                f"{built[1]} leave {them} out; add a group holding {them}")
-    elif built is not None and where == built and _picks_trainable(built):
+    elif built is not None and where == built and (again := built_again(built, model)):
+        where = (built[0], again, 1)  # ``net = deepen(net)``: a model with new layers
+        why = (f"the optimizer built at line {built[1]} holds the model this line replaced, "
+               f"not {them}; build it again after this line")
+    elif built is not None and where == built and picks_trainable(built):
         # ``[p for p in model.parameters() if p.requires_grad]``: frozen then, unfrozen later
         where = (built[0], params_line(built) or built[1], 1)
         they, were = ("it", "was") if them == "it" else ("they", "were")
@@ -391,10 +397,3 @@ def _left_out_cause(built: Any, where: Any, added: Any, them: str, s: str) -> tu
                f"(requires_grad = True), {they} need{s} optimizer.add_param_group(...)")
     return where, why
 
-
-def _picks_trainable(built: Any) -> bool:
-    """The ``params`` of the optimizer built at ``built`` are filtered on ``requires_grad``."""
-    import linecache
-
-    line = params_line(built)
-    return line is not None and "requires_grad" in linecache.getline(built[0], line)

@@ -16,7 +16,7 @@ from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.frames import is_user_code, is_user_file
 
 __all__ = ["SourceFile", "marked", "function_node", "function_at", "attribute_store", "params_line",
-           "param_groups_line", "last_assigned", "trains", "built_again"]
+           "param_groups_line", "last_assigned", "trains", "built_again", "picks_trainable"]
 
 # SourceFile per parsed tree (id -> (tree, index)): the newest few, as bounds keeps its trees
 _INDEXED = 16
@@ -277,7 +277,8 @@ def trains(node: ast.AST) -> bool:
 def built_again(where: tuple[str, int, int], class_name: str) -> int | None:
     """The line, after ``where`` (an optimizer's construction) in the same function or module
     code, of the one call building ``class_name`` (``rnn = RNN(...)`` again, a notebook cell
-    run after the one that built the optimizer), or None."""
+    run after the one that built the optimizer), else of the one assignment rebinding the name
+    whose ``.parameters()`` the optimizer was given (``net = widen(net, 32)``), or None."""
     tree = parse_file(where[0])
     file = SourceFile.of(tree)
     call = file.call_at(where[1], where[2] - 1) if tree is not None and file is not None else None
@@ -287,6 +288,13 @@ def built_again(where: tuple[str, int, int], class_name: str) -> int | None:
     lines = {n.lineno for n in ast.walk(scope) if isinstance(n, ast.Call) and n.lineno > call.lineno
              and (getattr(n.func, "id", None) or getattr(n.func, "attr", None)) == class_name
              and file.scope(n) is scope}
+    if not lines:  # the model name the optimizer took parameters from, rebound by a helper
+        names = {n.func.value.id for n in ast.walk(call) if isinstance(n, ast.Call) and
+                 isinstance(n.func, ast.Attribute) and n.func.attr == "parameters" and
+                 isinstance(n.func.value, ast.Name)}  # (``net = widen(net, 32)``)
+        lines = {n.lineno for n in ast.walk(scope) if isinstance(n, ast.Assign) and
+                 n.lineno > call.lineno and file.scope(n) is scope and
+                 any(isinstance(t, ast.Name) and t.id in names for t in n.targets)}
     return lines.pop() if len(lines) == 1 else None
 
 
@@ -309,3 +317,9 @@ def reused_input(where: tuple[str, int, int] | None) -> str | None:
     return name if any(isinstance(n, ast.Name) and n.id == name and
                        isinstance(n.ctx, ast.Load) and id(n) not in inside
                        for n in ast.walk(scope)) else None
+
+
+def picks_trainable(built: tuple[str, int, int]) -> bool:
+    """The ``params`` of the optimizer built at ``built`` are filtered on ``requires_grad``."""
+    line = params_line(built)
+    return line is not None and "requires_grad" in linecache.getline(built[0], line)

@@ -22,7 +22,7 @@ def setup(checkpoint=None):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, 40)
     if checkpoint is not None:
-        model = build()
+        model = build()  # expect: TG304
         model.load_state_dict(torch.load(checkpoint, weights_only=True))
     return model, optimizer, scheduler
 
@@ -32,7 +32,7 @@ def train(model, optimizer, scheduler, x, y, steps):
         loss = F.cross_entropy(model(x), y)
         optimizer.zero_grad()
         loss.backward()
-        optimizer.step()  # expect: TG304
+        optimizer.step()
         scheduler.step()
     return loss.item()
 
