@@ -14,7 +14,9 @@ file, for the lowest rank that wrote it, at the line where a rank check belongs:
 that runs the training step (the first ``optimizer.step()`` seen), the line that led to the save
 (``save_checkpoint(state, ...)`` in the epoch loop, the ``torch.save`` itself when the loop calls
 it), with the ``torch.save`` line in the message when they differ; ``ranks`` the ranks that wrote
-it.
+it. A file written by a method of a user's writer object (not a module, not the trainer, not a
+dispatched callback) is reported where that object is built, when the user's files build it at
+one place.
 
 Silent on: saves guarded by a rank check (``if rank == 0``, a ``master_process`` flag, a helper
 such as ``save_on_master``: one rank writes), per-rank file names (``f"rng_rank{rank}.pt"``),
@@ -40,9 +42,10 @@ import os
 import sys
 from typing import Any
 
-from trainguard.sanitize.core.callstack import cause_line, user_stack
+from trainguard.sanitize.core.callstack import cause_line, dispatched, user_stack
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import user_location
+from trainguard.sanitize.core.frames import is_user_code, user_frame, user_location
+from trainguard.sanitize.core.source import constructed_at
 
 _LIMIT = 256
 
@@ -80,7 +83,9 @@ class SaveOnEveryRank(Check):
             saved_at = user_location(caller) or ("<unknown>", 0, 1)
             where = None
             if self.step_stack is not None:
-                where = cause_line(user_stack(caller), self.step_stack, past_dispatch=True)
+                stack = user_stack(caller)
+                where = _writer_built(caller, stack, self.step_stack) or \
+                    cause_line(stack, self.step_stack, past_dispatch=True)
             self.saves[target] = [list(where or saved_at), 1, list(saved_at), how]
 
     def rank_facts(self) -> Any:
@@ -120,6 +125,28 @@ class SaveOnEveryRank(Check):
                 f"{what}", fix=fix, where=tuple(where))
             if finding is not None:
                 finding.ranks = sorted(set(finding.ranks or []) | set(ranks))
+
+
+def _writer_built(caller: Any, stack: Any, step_stack: Any) -> Any:
+    """Where the object whose method wrote the file was built, when it is a writer of its own
+    (a report manager, a metrics logger: a user class, not a module, none of whose methods runs
+    the training step, not a callback reached through a dispatch loop) built at one place: every rank builds it, and the rank check belongs
+    there (OpenNMT's ``build_report_manager``). None otherwise."""
+    from torch import nn
+
+    frame = user_frame(caller)
+    code = frame.f_code if frame is not None else None
+    if code is None or not code.co_argcount or code.co_varnames[0] != "self":
+        return None
+    cls = type(frame.f_locals.get("self"))
+    if issubclass(cls, nn.Module) or not is_user_code(code):
+        return None
+    own = {id(getattr(v, "__code__", None)) for v in vars(cls).values()}
+    if any(id(entry[1]) in own for entry in step_stack):
+        return None  # a trainer's own save: the guard belongs around the call
+    if any(dispatched(entry[2]) for entry in stack):
+        return None  # a callback the trainer dispatches to: the guard belongs in the hook
+    return constructed_at([entry[2][0] for entry in stack], cls.__name__)
 
 
 def _target(f: Any) -> str | None:

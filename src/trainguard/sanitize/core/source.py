@@ -16,7 +16,8 @@ from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.frames import is_user_code, is_user_file
 
 __all__ = ["SourceFile", "marked", "function_node", "function_at", "attribute_store", "params_line",
-           "param_groups_line", "last_assigned", "trains", "built_again", "picks_trainable"]
+           "param_groups_line", "last_assigned", "trains", "built_again", "picks_trainable",
+           "constructed_at"]
 
 # SourceFile per parsed tree (id -> (tree, index)): the newest few, as bounds keeps its trees
 _INDEXED = 16
@@ -323,3 +324,19 @@ def picks_trainable(built: tuple[str, int, int]) -> bool:
     """The ``params`` of the optimizer built at ``built`` are filtered on ``requires_grad``."""
     line = params_line(built)
     return line is not None and "requires_grad" in linecache.getline(built[0], line)
+
+
+def constructed_at(paths: list[str], class_name: str) -> tuple[str, int, int] | None:
+    """The one call building ``class_name`` (``ReportMgr(opt["log_file"])``) in the files
+    ``paths``, as ``(path, line, column)``; None when there is none or more than one."""
+    found = []
+    for path in dict.fromkeys(paths):
+        tree = parse_file(path)
+        if tree is None:
+            continue
+        found += [(path, n.lineno, n.col_offset + 1) for n in ast.walk(tree)
+                  if isinstance(n, ast.Call) and
+                  (getattr(n.func, "id", None) or getattr(n.func, "attr", None)) == class_name]
+        if len(found) > 1:
+            return None
+    return found[0] if found else None
