@@ -30,6 +30,7 @@ __all__ = ["Focus", "aliases", "trace", "data_terms"]
 
 _CUT_ATTRS, _NEW_LEAF = CUT_ATTRS, NEW_LEAF
 _NUMBER_CASTS = {"float", "int"}  # float(log_prob): a Python number, no graph
+_INDEX_OPS = {"torch.argmax", "torch.argmin", "torch.argsort", "torch.bucketize"}
 
 
 class Focus(NamedTuple):
@@ -130,6 +131,11 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
             # optimized directly), not a loss cut from every graph; for a model in focus (one
             # an optimizer holds) the detach on the way is still its cut
             return True, []
+        if q in _INDEX_OPS and expr.args:  # torch.argmax(logits, dim=1): integer indices
+            uncut, cuts = trace(script, expr.args[0], at, depth - 1, focus)
+            if uncut:
+                return False, [(expr, f"{q}(), integer indices")] + cuts
+            return False, cuts
         if isinstance(expr.func, ast.Attribute) and expr.func.attr in _CUT_ATTRS:
             uncut, cuts = trace(script, expr.func.value, at, depth - 1, focus)
             if uncut:
