@@ -3,7 +3,8 @@
 Used by TG205 once it has proof that some parameters never receive a gradient: the path from the
 loss to them may be cut where the user took a Python number (``.item()``, ``float()``,
 ``.tolist()``, ``.numpy()``) from a tensor computed from those parameters and built the loss
-from it again (``-log_prob.item() * reward``, ``torch.tensor(x.item())``, returns as floats), or
+from it again (``-log_prob.item() * reward``, ``torch.tensor(x.item())``, returns as floats,
+``torch.from_numpy(log_prob.detach().numpy())``, read by the array's memory), or
 copied the tensors themselves into a new leaf (``torch.tensor([loss_a, loss_b],
 requires_grad=True)``).
 Autograd keeps no trace of that: the loss is a new leaf or a graph of constants.
@@ -33,7 +34,8 @@ from weakref import ref
 
 from trainguard.sanitize.core.callstack import grad_off_site
 from trainguard.sanitize.core.frames import Location, user_frame
-from trainguard.sanitize.core.tracing import TraceSlot, bounded_mode, op_name, tensors
+from trainguard.sanitize.core.tracing import (ArrayMarks, TraceSlot, bounded_mode, op_name,
+                                             tensors)
 
 __all__ = ["number_trace", "NumberWatch", "NUMBER_OPS"]
 
@@ -70,6 +72,7 @@ class _Marks:
         self.derived = {id(p): ref(p) for p in params}  # computed from them, with grad
         self.marks: dict[int, tuple[Any, Cut]] = {}  # id(tensor or array) -> its cut
         self.values: dict[float, Cut] = {}  # a number taken from the graph -> its cut
+        self.arrays = ArrayMarks()  # marked arrays, for the tensors torch.from_numpy makes
 
     def _derived(self, t: Any) -> bool:
         r = self.derived.get(id(t))
@@ -90,6 +93,7 @@ class _Marks:
                 self.marks[id(out)] = (ref(out), cut)
             except TypeError:  # (an object without weak references)
                 pass
+            self.arrays.add(out, cut)
             return
         for n in _numbers(out):
             if len(self.values) < _VALUES:
@@ -102,6 +106,7 @@ class _Marks:
         self.derived.clear()
         self.marks.clear()
         self.values.clear()
+        self.arrays.clear()
 
 
 def number_trace(params: list[Any]) -> Any:
@@ -131,11 +136,16 @@ def number_trace(params: list[Any]) -> Any:
         def _follow(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
             given = (*args, *kwargs.values())
             inputs = [t for a in given for t in tensors(a)]
-            carried = next((c for t in inputs if (c := self._mark(t)) is not None), None)
+            # (of several marked inputs, an explicit cut before a no_grad one: PPO's old
+            # log-probabilities, computed under no_grad on purpose, beside a detached new one)
+            carried = min((c for t in inputs if (c := self._mark(t)) is not None),
+                          key=lambda c: c[0] == "no_grad", default=None)
             if carried is None and self.marks:
                 carried = next((c for a in given if (c := self._mark(a)) is not None), None)
             if carried is None and self.values:
                 carried = self._value(given)
+            if carried is None and self.arrays.marks:
+                carried = next((c for t in inputs if (c := self.arrays.of(t)) is not None), None)
             outs = tensors(out)
             from_params = any(self._derived(t) for t in inputs)
             # (a new leaf made to require grad from them, ``torch.tensor([...],

@@ -33,7 +33,8 @@ from typing import Any
 from trainguard.sanitize.core.bounds import Budget
 from trainguard.sanitize.core.frames import Location
 from trainguard.sanitize.core.graph import graph_nodes
-from trainguard.sanitize.core.tracing import TraceSlot, bounded_mode, op_name, tensors
+from trainguard.sanitize.core.tracing import (ArrayMarks, TraceSlot, bounded_mode, op_name,
+                                             tensors)
 
 __all__ = ["open_terms", "term_trace", "TermWatch"]
 
@@ -48,7 +49,7 @@ _ADDS = frozenset({"add", "add_", "__add__", "__radd__", "__iadd__", "sub", "sub
 _CUTS = frozenset({"detach", "detach_", "data", "tensor", "as_tensor"})
 # a copy of graph tensors into a new one (``torch.tensor([log_p, ...])``): never meant as a term,
 # unlike a detached baseline or target beside it in the same product, so it is named first
-_COPIES = frozenset({"tensor", "as_tensor"})
+_COPIES = frozenset({"tensor", "as_tensor", "numpy"})  # (numpy: a round trip through NumPy)
 
 
 def _kind(node: Any) -> str:
@@ -111,6 +112,7 @@ def term_trace() -> Any:
             self.keep: list[Any] = []  # marked tensors, alive so that their ids stay unique
             self.adds: dict[int, tuple[str, Location | None]] = {}  # id(grad_fn) -> cut
             self.nodes: list[Any] = []
+            self.arrays = ArrayMarks()  # marked arrays, for the tensors torch.from_numpy makes
 
         def _follow(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
             import torch
@@ -120,8 +122,13 @@ def term_trace() -> Any:
                 return
             outs = tensors(out, dicts=False)
             name = op_name(func)
-            marked = [self.marks[id(t)] for t in inputs if id(t) in self.marks]
+            marked = [self.marks[id(t)] if id(t) in self.marks else self.arrays.of(t)
+                      for t in inputs]
+            marked = [m for m in marked if m is not None]
             carried = next((m for m in marked if m[0] in _COPIES), marked[0] if marked else None)
+            if not outs and marked and type(out).__module__ == "numpy":  # x.detach().numpy()
+                self.arrays.add(out, ("numpy", marked[0][1], marked[0][2]))
+                return
             if outs and not any(t.requires_grad for t in outs):
                 source = next((t for t in inputs if t.requires_grad), None)
                 if source is not None and (name in _CUTS or not torch.is_grad_enabled()):
@@ -154,6 +161,7 @@ def term_trace() -> Any:
             self.keep.clear()
             self.adds.clear()
             self.nodes.clear()
+            self.arrays.clear()
 
     return TermTrace()
 

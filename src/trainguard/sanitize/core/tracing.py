@@ -20,7 +20,7 @@ from typing import Any
 from trainguard.sanitize.core.frames import Location, user_location
 from trainguard.sanitize.core.modestack import remove_mode
 
-__all__ = ["bounded_mode", "tensors", "op_name", "TraceSlot"]
+__all__ = ["bounded_mode", "tensors", "op_name", "TraceSlot", "ArrayMarks"]
 
 @cache  # made on first use: torch is imported lazily
 def bounded_mode() -> type:
@@ -71,6 +71,41 @@ def tensors(value: Any, *, dicts: bool = True) -> list[Any]:
     if dicts and isinstance(value, dict):
         return [v for v in value.values() if isinstance(v, torch.Tensor)]
     return []
+
+
+class ArrayMarks:
+    """NumPy arrays a tracer marked (``x.detach().numpy()``), by their data address:
+    ``torch.from_numpy`` is not seen by a ``TorchFunctionMode`` (it is among
+    ``torch.overrides.get_ignored_functions()``), but the tensor it makes shares the array's
+    memory, so a later op given that tensor carries the array's mark. Weak references: an
+    address is trusted only while its array lives (``from_numpy`` keeps it alive)."""
+
+    LIMIT = 1024
+
+    def __init__(self) -> None:
+        self.marks: dict[int, tuple[Any, Any]] = {}
+
+    def add(self, array: Any, mark: Any) -> None:
+        from weakref import ref
+
+        try:
+            if getattr(array, "size", 0) and len(self.marks) < self.LIMIT:
+                self.marks[array.__array_interface__["data"][0]] = (ref(array), mark)
+        except (TypeError, AttributeError, KeyError):  # (no weak references, no buffer)
+            pass
+
+    def of(self, t: Any) -> Any:
+        """The mark of the array whose memory the CPU tensor ``t`` shares, else None."""
+        if not self.marks:
+            return None
+        try:
+            found = self.marks.get(t.data_ptr()) if t.device.type == "cpu" else None
+        except Exception:  # (a tensor without storage)
+            return None
+        return found[1] if found is not None and found[0]() is not None else None
+
+    def clear(self) -> None:
+        self.marks.clear()
 
 
 def op_name(func: Any) -> str:
