@@ -421,7 +421,7 @@ def _parameter_names(script: Script) -> dict[str, list[ast.AST]]:
             pairs = [(node.target, it)]
         for target, source in pairs:
             if not _PARAM_ITER.search(script.segment(source) or "") and \
-                    not _parameter_dict(script, source):
+                    not _parameter_dict(script, source) and not _parameter_list(script, source):
                 continue
             if isinstance(target, ast.Tuple) and len(target.elts) == 2:
                 target = target.elts[1]
@@ -429,6 +429,15 @@ def _parameter_names(script: Script) -> dict[str, list[ast.AST]]:
                 scope = parent(node) if isinstance(node, ast.comprehension) else node
                 out.setdefault(target.id, []).append(scope)  # type: ignore[arg-type]
     return out
+
+
+def _parameter_list(script: Script, source: ast.AST) -> bool:
+    """A name assigned the parameters in the same function (``params =
+    list(self.model.parameters())`` iterated as ``zip(params, grads)`` in a MAML inner loop)."""
+    if not isinstance(source, ast.Name):
+        return False
+    value = last_assignment(source.id, source)
+    return value is not None and bool(_PARAM_ITER.search(script.segment(value) or ""))
 
 
 def _parameter_dict(script: Script, source: ast.AST) -> bool:
