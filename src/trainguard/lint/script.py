@@ -41,6 +41,7 @@ _SCHED_CLASS = re.compile(r"(lr_scheduler\.|LR$|Scheduler$|ReduceLROnPlateau$|"
                           r"get_\w*schedule\w*$|schedule_with_warmup$)")
 _SCHED_NAME = re.compile(r"(^|[._])\w*(sched|scheduler|lr_policy)\w*$", re.I)
 _LR_SCHED_NAME = re.compile(r"(sched|scheduler|lr_policy)s?$|(^|[._])lr|lr([._]|$)", re.I)
+_DEEP_COPY = ("copy.deepcopy", "deepcopy")
 _MODEL_NAME = re.compile(
     r"^(self\.)?(model|net|network|\w+_model|model_\w+|\w*net|net\w*|encoder|decoder|classifier|"
     r"backbone|generator|discriminator|net[GD]|G|D|policy|critic|actor|student|teacher|module)"
@@ -340,6 +341,9 @@ class Script:
                 elif isinstance(v, ast.Call) and (dotted(v.func) or "").endswith(".to") \
                         and self.key(v.func.value) in keys:  # type: ignore[attr-defined]
                     keys.add(k)
+                elif isinstance(v, ast.Call) and (dotted(v.func) or "") in _DEEP_COPY and \
+                        v.args and self.key(v.args[0]) in keys:  # ``copy.deepcopy(model)``
+                    keys.add(k)
         for call in self.calls:
             f = call.func
             if isinstance(f, ast.Attribute) and f.attr in _MODEL_CALLS:
@@ -348,8 +352,11 @@ class Script:
                     keys.add(k)
             q = self.call_qualname(call) or ""
             if _OPTIM_CLASS.search(q) or _OPTIM_CLASS.search(q.rsplit(".", 1)[-1]):
-                # whatever hands its parameters to an optimizer is a model being trained
-                for arg in ast.walk(call):
+                # whatever hands its parameters to an optimizer is a model being trained (also
+                # through a name: ``params = list(copy.parameters())``, ``Adam(params)``)
+                given = [call] + [v for a in call.args if isinstance(a, ast.Name)
+                                  for v in self.assignments.get(a.id, [])[:4]]
+                for arg in (n for g in given for n in ast.walk(g)):
                     if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and \
                             arg.func.attr in ("parameters", "named_parameters"):
                         k = self.key(arg.func.value)

@@ -192,6 +192,10 @@ def _cut_models(script: Script, loop: ast.AST, call: ast.Call, target: ast.AST, 
             stepped.append(e.key)
             steps.setdefault(e.key, e.node)
     held = {opt: sorted(held_modules(script, opt, steps[opt]) or ()) for opt in stepped}
+    copied = _copy_stepped(script, loop, call, target, held)
+    if copied is not None:
+        yield copied
+        return
     if not seen_cut and sum(map(len, held.values())) < 2:
         return
     for opt in stepped:
@@ -211,6 +215,44 @@ def _cut_models(script: Script, loop: ast.AST, call: ast.Call, target: ast.AST, 
                               f"as fixed targets under it), or drop {opt} if {model} is meant "
                               f"to stay frozen" if no_grad else None)
                 return
+
+
+def _copy_stepped(script: Script, loop: ast.AST, call: ast.Call, target: ast.AST,
+                  held: dict[str, list[str]]) -> Hit | None:
+    """The optimizer stepped after the backward holds a deep copy of a model (``modelcp =
+    copy.deepcopy(model)``, an adapted copy for test-time training) that the loss never
+    reaches, while it reaches the original, or the other way round (skorch-dev/skorch#317):
+    the stepped one gets no gradient. Reported at the other one's call, the line to change."""
+    copies = [(k, script.key(v.args[0])) for k, vs in script.assignments.items() for v in vs
+              if isinstance(v, ast.Call) and v.args and
+              (dotted(v.func) or "") in ("copy.deepcopy", "deepcopy")]
+    for opt, models in held.items():
+        for model in models:
+            # the other one of a copy and its original (either may be the one stepped)
+            original = next((b if a == model else a for a, b in copies if model in (a, b)
+                             and (b if a == model else a) not in models), None)
+            if not original:
+                continue
+            reach = trace(script, target, call, depth=12,
+                          focus=Focus(model, frozenset(), aliases(script, model)))
+            if reach[0] or reach[1]:
+                continue
+            if not trace(script, target, call, depth=12,
+                         focus=Focus(original, frozenset(), aliases(script, original)))[0]:
+                continue
+            kin = "its deep copy" if (model, original) in copies else \
+                f"the model {original} was copied from"
+            site = next((c for scope in (loop, script.enclosing_function(call) or loop)
+                         for c in walk_local(scope) if isinstance(c, ast.Call) and
+                         script.key(c.func) == original and c.lineno <= call.lineno), None)
+            if site is None:
+                continue
+            return Hit(site, f"the loss that backward() runs on at {script.at(call.lineno)} "
+                             f"is computed with {original}, but {opt} steps {model}, "
+                             f"{kin}, which the loss never reaches: {model}'s parameters get no "
+                             f"gradient and never change",
+                       fix=f"call {model} here, or give {opt} the parameters of {original}")
+    return None
 
 
 def _cut_term(script: Script, call: ast.Call, target: ast.AST) -> Hit | None:
