@@ -13,7 +13,9 @@ user code builds each ``DistributedSampler``) and the line that started the pass
 loop (passes in a notebook's separate cells), at the sampler's construction. Visible in a single process
 too (``DistributedSampler(ds, num_replicas=1, rank=0)``).
 
-Silent on: ``shuffle=False`` samplers (validation); samplers whose ``epoch`` changes between passes
+Silent on: ``shuffle=False`` samplers (validation); a sampler that a DataLoader iterates, iterated
+by the user's code too (``list(train_sampler)[:4]`` printed in the epoch: only the DataLoader's
+passes are epochs); samplers whose ``epoch`` changes between passes
 (``set_epoch`` called, or trainguard's loop, which calls it); a sampler iterated once.
 
 Cost: per ``DistributedSampler`` pass, two integers compared; once, at the finding, a parse of
@@ -33,7 +35,8 @@ from typing import Any
 
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.bounds import parse_file
-from trainguard.sanitize.core.frames import short_location, user_frame, user_frames, user_location
+from trainguard.sanitize.core.frames import (is_trainguard_file, short_location, user_frame,
+                                            user_frames, user_location)
 
 
 class SamplerEpochNotSet(Check):
@@ -44,6 +47,7 @@ class SamplerEpochNotSet(Check):
         self.last_epoch: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self.reported: weakref.WeakSet[Any] = weakref.WeakSet()
         self.built: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self.loaded: weakref.WeakSet[Any] = weakref.WeakSet()  # iterated by a DataLoader
 
     def on_built(self, obj: Any, where: Any) -> None:
         if hasattr(obj, "set_epoch") and where is not None:  # a DistributedSampler
@@ -52,6 +56,11 @@ class SamplerEpochNotSet(Check):
     def on_sampler_iter(self, sampler: Any) -> None:
         if not getattr(sampler, "shuffle", False) or sampler in self.reported:
             return
+        by_loader = _by_data_loader(sys._getframe(1))
+        if by_loader:
+            self.loaded.add(sampler)
+        elif sampler in self.loaded:
+            return  # ``list(sampler)[:4]`` printed beside the DataLoader's passes: no epoch
         epoch = getattr(sampler, "epoch", None)
         previous = self.last_epoch.get(sampler)
         self.last_epoch[sampler] = epoch
@@ -68,6 +77,15 @@ class SamplerEpochNotSet(Check):
                 fix="call sampler.set_epoch(epoch) at the start of every epoch, before iterating "
                     "the DataLoader",
                 where=loop or built)
+
+
+def _by_data_loader(frame: Any) -> bool:
+    """Whether the pass was started by PyTorch's data loading code (a DataLoader's iterator or
+    ``BatchSampler``), not by user code iterating the sampler itself."""
+    while frame is not None and is_trainguard_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    name = frame.f_code.co_filename.replace("\\", "/") if frame is not None else ""
+    return "/torch/utils/data/" in name
 
 
 def _epoch_loop(start: Any) -> Any:
