@@ -27,7 +27,8 @@ among the steps keeps the ``eval()``). Without an ``eval()`` (``model.training =
 hand), at the line that called the model.
 
 Silent on: BatchNorm frozen on purpose (``model.train()`` then ``bn.eval()``: the model itself is in
-training mode); training set up in eval mode on purpose: the optimizer that steps was built after
+training mode); a model in eval mode with a mode-dependent part switched back to training mode
+(FixRes's ``model.eval()`` then ``last_bn.train()``, facebookresearch/FixRes#9); training set up in eval mode on purpose: the optimizer that steps was built after
 the ``eval()`` in effect, so none of its steps ran in training mode (deep generative prior's
 per-image fine-tuning, XingangPan/deep-generative-prior#8); models without Dropout/BatchNorm; eval-mode forwards with backward but no step on
 the model's parameters (adversarial examples, saliency maps, style transfer optimising an image);
@@ -58,7 +59,7 @@ from trainguard.sanitize.core.callstack import (Stack, body_statement, cause_lin
                                                 user_stack)
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location
-from trainguard.sanitize.core.modes import describe, inactive
+from trainguard.sanitize.core.modes import active_in_training, describe, inactive
 from trainguard.sanitize.core.params import zeroed_by
 from trainguard.sanitize.core.records import ForwardCall, ModeCall, first_tensor
 from trainguard.sanitize.core.source import function_node
@@ -130,7 +131,9 @@ class TrainInEvalMode(Check):
         if call.training or not call.grad_enabled or not call.direct or self.state.in_backward:
             return
         frozen = inactive(call.module)
-        if not frozen:
+        if not frozen or active_in_training(call.module):
+            # (a model in eval mode with a mode-dependent part switched back to training mode:
+            # set so on purpose, FixRes's last BatchNorm re-estimating its statistics)
             return
         for tensor in first_tensor(call.output, limit=1):
             track = self.state.track_graph(
