@@ -141,6 +141,10 @@ def _reenablings(script: Script, nodes: Iterable[ast.AST]
         if _reads_grads(script, block):
             if isinstance(node, ast.Expr):  # a switch in a loop stays on for the next pass
                 loops = script.enclosing_loops(node)
+                if not (loops and _within(loops[-1], block)) and \
+                        script.enclosing_function(node) is not None:
+                    yield node, target, None  # (and after the function returns: judged there)
+                    continue
                 block = loops[-1] if loops and _within(loops[-1], block) else None
             idle = _idle_forward(script, block) \
                 if isinstance(block, (ast.With, ast.AsyncWith, ast.For, ast.While)) else None
@@ -432,8 +436,14 @@ def _within(node: ast.AST, outer: ast.AST) -> bool:
 def _reads_grads(script: Script, block: ast.AST) -> bool:
     """The block, or a function it calls, reads gradients; a called function that re-enables
     grad itself (``@torch.enable_grad()`` on a normals-from-density helper) needs no caller to
-    do it, and does not count."""
-    for n in script.reachable(block):
+    do it, and does not count. A module called in the block counts by its ``forward``
+    (``energy, forces = self.model(pos)`` with the forces from ``autograd.grad`` in it)."""
+    nodes = script.reachable(block)
+    forwards = [t.func for c in walk_local(block) if isinstance(c, ast.Call)
+                for t in script.graph.instance_targets(c)[:2] if t.script is script]
+    for f in forwards[:4]:
+        nodes += [n for n in script.reachable(f) if all(n is not m for m in nodes)]
+    for n in nodes:
         if n is not block and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
                 script.grad_context(d) is False for d in n.decorator_list):
             continue
