@@ -4,7 +4,9 @@ What it watches: outermost module calls made with grad mode on while a ``torch.n
 open (the watcher counts them): grad mode was turned back on inside it, by ``torch.enable_grad()``
 (whose line the watcher notes) or ``torch.set_grad_enabled(True)``; and outermost calls made with
 grad mode off inside such a block whose ``forward`` turned it back on itself (``with
-torch.enable_grad():`` in ``forward``, ngxbac/GAIN#5). Their outputs that carry a ``grad_fn`` are
+torch.enable_grad():`` in ``forward``, ngxbac/GAIN#5); and the losses computed with grad turned
+back on inside such a block (a bare ``torch.set_grad_enabled(True)`` left on after the forward
+that needed it, Lightning-AI/pytorch-lightning#10287). Their outputs that carry a ``grad_fn`` are
 followed without keeping them alive.
 
 When it fires: those outputs die, or the run ends, without any backward reaching them: the
@@ -75,6 +77,24 @@ class GradReenabled(UnreachedOutputs):
             if tensor.grad_fn is not None and not graphs_released(tensor):
                 self.follow(tensor, (where, type(call.module).__name__, call.where))
 
+    def on_loss(self, call: Any) -> None:
+        """A loss computed with grad turned back on inside a ``no_grad`` region (a validation
+        step's bare ``torch.set_grad_enabled(True)`` still on after the forward that needed it,
+        Lightning-AI/pytorch-lightning#10287): followed like a forward's output."""
+        import torch
+
+        if self.state.in_backward or not self.state.no_grad_depth or \
+                not torch.is_grad_enabled():
+            return
+        opened = [w for w in self.state.enable_grad_at if w is not None]
+        where = opened[-1] if opened else self.state.grad_on_at
+        output = call.output
+        # (a graph that autograd.grad already ran through in the forward counts here: the
+        # loss's own nodes are new, and no backward can use them)
+        if where is None or not isinstance(output, torch.Tensor) or output.grad_fn is None:
+            return
+        self.follow(output, (where, call.name, call.where))
+
     def report_unreached(self, key: tuple) -> None:
         import os
 
@@ -84,8 +104,8 @@ class GradReenabled(UnreachedOutputs):
         at = f"{os.path.basename(forward_at[0])}:{forward_at[1]}" if forward_at else "?"
         self.report(
             f"grad mode was turned back on here inside a torch.no_grad() region: {name}'s "
-            f"forward at {at} built a graph (its output carries a grad_fn) that no backward "
-            "ever used",
+            f"{'call' if name[:1].islower() or name.endswith('Loss') else 'forward'} at {at} "
+            "built a graph (its output carries a grad_fn) that no backward ever used",
             fix="remove torch.enable_grad()/set_grad_enabled(True) from the evaluation code, "
                 "or keep it only around the part that needs gradients",
             where=where)
