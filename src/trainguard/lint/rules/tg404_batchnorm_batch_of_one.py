@@ -216,7 +216,7 @@ def _feeds_training(script: Script, loader: ast.Call) -> bool:
 def _one_value_norm(script: Script) -> str | None:
     """``BatchNorm1d`` when the model may use one (in this file or in the project file that
     builds it), ``BatchNorm2d after a pool to 1x1`` for that shape, else None."""
-    if "BatchNorm1d" in script.source:
+    if "BatchNorm1d" in script.source and not _lengths_only(script):
         return "BatchNorm1d"
     if _pooled_batchnorm2d(script):
         return "BatchNorm2d after a pool to 1x1"
@@ -229,6 +229,40 @@ def _one_value_norm(script: Script) -> str | None:
         if other is not None and _pooled_batchnorm2d(other):  # (open-aff's global branch)
             return f"BatchNorm2d after a pool to 1x1 (in {Path(builder.path).name})"
     return None
+
+
+_CONV1D = ("Conv1d", "ConvTranspose1d")
+
+
+def _lengths_only(script: Script) -> bool:
+    """Every ``BatchNorm1d`` of the file follows a ``Conv1d``: in an ``nn.Sequential`` right
+    after it (``Conv1d(6, 32, 1), BatchNorm1d(32)``), or called on its output
+    (``self.bn1(self.conv1(x))``), so it sees ``(N, C, L)``: L values per channel even for a
+    batch of one (a point cloud's points, a signal's time steps)."""
+    conv_attrs = {k for k, vs in script.assignments.items() for v in vs if isinstance(v, ast.Call)
+                  and (script.call_qualname(v) or "").rsplit(".", 1)[-1] in _CONV1D}
+    norms = [c for c in script.calls
+             if (script.call_qualname(c) or "").rsplit(".", 1)[-1] == "BatchNorm1d"]
+    if not norms:
+        return False
+    for norm in norms:
+        seq = parent(norm)
+        if isinstance(seq, ast.Call) and norm in seq.args and \
+                (script.call_qualname(seq) or "").rsplit(".", 1)[-1] == "Sequential":
+            i = seq.args.index(norm)
+            before = seq.args[i - 1] if i else None
+            if isinstance(before, ast.Call) and \
+                    (script.call_qualname(before) or "").rsplit(".", 1)[-1] in _CONV1D:
+                continue
+            return False
+        up = parent(norm)
+        owner = next((k for k, vs in script.assignments.items() if any(v is norm for v in vs)),
+                     None) if isinstance(up, ast.Assign) else None
+        uses = [c for c in script.calls if owner and script.key(c.func) == owner]
+        if not uses or not all(c.args and isinstance(c.args[0], ast.Call) and
+                               script.key(c.args[0].func) in conv_attrs for c in uses):
+            return False
+    return True
 
 
 def _pooled_batchnorm2d(script: Script) -> bool:
