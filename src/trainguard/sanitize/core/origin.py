@@ -15,12 +15,15 @@ and nothing once closed; values are never touched, and the originals are put bac
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 from collections import deque
 from typing import Any, Callable
 
 from trainguard.sanitize.core import frames
 from trainguard.sanitize.core.callstack import cause_line, user_stack
+from trainguard.sanitize.core.cuts import assigned_in_init
+from trainguard.sanitize.core.source import function_node
 
 __all__ = ["Origin", "Pending", "storage_key"]
 
@@ -110,7 +113,10 @@ class Origin:
                 built = self.built(owner)
                 if built is not None:
                     caller = _direct_caller(frame)
-                    if caller is not None:  # ``p = self.sigmoid(logits)`` in the user's code
+                    built_at = _used_once(caller, owner) if caller is not None else None
+                    if built_at is not None:  # ``self.softmax = nn.Softmax(dim=1)``, called once
+                        self.noted.append((node, built_at, type(owner).__name__))
+                    elif caller is not None:  # ``p = self.sigmoid(logits)`` in the user's code
                         self.noted.append((node, frames.frame_location(caller), "call"))
                     else:  # inside a container's forward: the line that built the module
                         self.noted.append((node, built, type(owner).__name__))
@@ -125,6 +131,38 @@ class Origin:
     def _stack(self, node: Any, start: Any) -> None:
         if type(node) is tuple and len(self.stacks) < _KEPT:  # made without a graph
             self.stacks[node] = user_stack(start)
+
+
+@functools.lru_cache(maxsize=64)
+def _calls_of(cls: type, attr: str) -> int:
+    """How many ``self.<attr>(...)`` calls the methods of ``cls`` (and its first bases) make."""
+    import ast
+
+    count = 0
+    for klass in cls.__mro__[:4]:
+        for f in vars(klass).values():
+            f = inspect.unwrap(f) if callable(f) else f  # (``@torch.no_grad()`` wraps it)
+            node = function_node(f.__code__) if hasattr(f, "__code__") else None
+            count += sum(1 for n in ast.walk(node) if isinstance(n, ast.Call) and
+                         isinstance(n.func, ast.Attribute) and n.func.attr == attr and
+                         isinstance(n.func.value, ast.Name) and n.func.value.id == "self") \
+                if node is not None else 0
+    return count
+
+
+def _used_once(caller: Any, module: Any) -> Any:
+    """Where ``module`` was built, when the user's method in ``caller`` calls it as
+    ``self.<attr>(...)`` and its class calls that attribute nowhere else: an ``nn.Softmax``
+    kept only to end ``forward`` is changed where it is built (``LogSoftmax``, or removed);
+    one called in several places is changed at the call. None otherwise."""
+    own = caller.f_locals.get("self")
+    children = getattr(own, "_modules", None)
+    if not isinstance(children, dict):
+        return None
+    attr = next((k for k, v in children.items() if v is module), None)
+    if attr is None or _calls_of(type(own), attr) != 1:
+        return None
+    return assigned_in_init(type(own), attr)
 
 
 def _direct_caller(forward: Any) -> Any:

@@ -2,8 +2,8 @@
 # (https://discuss.pytorch.org/t/do-i-need-to-use-softmax-before-nn-crossentropyloss/16739): a
 # graph classifier (mean-aggregation GNN on a dense adjacency) ends its forward with an
 # nn.Softmax module it built in __init__, and trains with CrossEntropyLoss, which applies
-# log_softmax itself; the loss cannot approach zero. The line to change is the forward's call of
-# the module.
+# log_softmax itself; the loss cannot approach zero. The module is called only there, so the line
+# to change is the one that built it (drop it, or make it a LogSoftmax for NLLLoss).
 # Fixed twin: forward returns the logits.
 import torch
 import torch.nn.functional as F
