@@ -42,7 +42,8 @@ import os
 import sys
 from typing import Any
 
-from trainguard.sanitize.core.callstack import cause_line, dispatched, user_stack
+from trainguard.sanitize.core.callstack import (cause_line, dispatched, shared_depth,
+                                               user_stack)
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import is_user_code, user_frame, user_location
 from trainguard.sanitize.core.source import constructed_at
@@ -144,7 +145,8 @@ def _writer_built(caller: Any, stack: Any, step_stack: Any) -> Any:
     own = {id(getattr(v, "__code__", None)) for v in vars(cls).values()}
     if any(id(entry[1]) in own for entry in step_stack):
         return None  # a trainer's own save: the guard belongs around the call
-    if any(dispatched(entry[2]) for entry in stack):
+    depth = shared_depth(stack, step_stack)
+    if any(dispatched(entry[2]) for entry in stack[max(depth, 0):]):
         return None  # a callback the trainer dispatches to: the guard belongs in the hook
     return constructed_at([entry[2][0] for entry in stack], cls.__name__)
 
