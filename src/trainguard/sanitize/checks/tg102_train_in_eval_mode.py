@@ -213,12 +213,12 @@ class TrainInEvalMode(Check):
             # (the module eval() was called on, which holds the one this forward ran)
             name = type(stacked[0]()).__name__
             step = user_stack()
-            if self._train_once(model, stacked, step, name, frozen, forward, optimizer):
-                return
             fresh = _fresh_training_call(stacked[1], step)
             if fresh is not None:  # train(model, loader) called after test(model, loader)
                 self._report_fresh(fresh, name, set_at, f"{frozen} in eval mode",
                                    f"{forward}{before}", type(optimizer).__name__)
+                return
+            if self._train_once(model, stacked, step, name, frozen, forward, optimizer):
                 return
             called, helper = _placement(stacked[1], step, set_at)
         if called is not None and called[:2] != set_at[:2]:

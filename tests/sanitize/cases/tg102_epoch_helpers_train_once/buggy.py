@@ -3,7 +3,8 @@
 # model.train() be added back once model.eval() is used: here the script is split into functions,
 # main() calls model.train() once, before the epoch loop, and the per-epoch check_accuracy()
 # calls model.eval(), so every epoch after the first runs run_epoch() in eval mode (an LSTM tagger
-# whose Dropout stops working). The train() that runs once is the line to move into the loop.
+# whose Dropout stops working). run_epoch() starts in whatever mode the evaluation left: as in
+# PyTorch's quickstart, model.train() belongs at its start (or the one train() moved into the loop).
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -23,7 +24,7 @@ class Tagger(nn.Module):
 
 
 def run_epoch(model: nn.Module, batches: list, optimizer: torch.optim.Optimizer) -> float:
-    total = 0.0
+    total = 0.0  # expect: TG102
     for tokens, tags in batches:
         scores = model(tokens)
         loss = F.cross_entropy(scores.flatten(0, 1), tags.flatten())
@@ -46,7 +47,7 @@ def main(epochs: int = 3) -> None:
     dev = (torch.randint(0, 40, (8, 6)), torch.randint(0, 4, (8, 6)))
     model = Tagger()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    model.train()  # expect: TG102
+    model.train()
     for epoch in range(epochs):
         loss = run_epoch(model, batches, optimizer)
         print(epoch, loss, check_accuracy(model, *dev))
