@@ -215,9 +215,10 @@ def param_groups_line(where: tuple[str, int, int]) -> int | None:
             return None
         returned = [n.value for n in ast.walk(scope) if isinstance(n, ast.Return)]
         arg = _params_entry(returned[-1]) if len(returned) == 1 else None
-    if isinstance(arg, ast.Name):
-        arg = last_assigned(scope, arg.id, call.lineno if scope is file.scope(call) else None,
-                            (ast.List,))
+    if isinstance(arg, ast.Name):  # (``Adam(**options)`` with ``options = dict(params=[...])``)
+        arg = _params_entry(last_assigned(scope, arg.id, call.lineno if scope is
+                                          file.scope(call) else None, (ast.List, ast.Call,
+                                                                       ast.Dict)))
     if isinstance(arg, ast.List) and arg.elts and all(isinstance(e, ast.Dict) for e in arg.elts):
         return arg.elts[-1].lineno
     return None
