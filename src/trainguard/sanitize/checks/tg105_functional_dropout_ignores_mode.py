@@ -213,18 +213,21 @@ class FunctionalDropoutIgnoresMode(Check):
         given = frame.f_locals.get(code.co_varnames[1]) if code.co_argcount > 1 else None
         if not _is_tensor(given):
             return
+        passes = self.passes.setdefault(where, set())
+        if len(passes) >= 64:
+            return  # (enough passes seen: a Monte Carlo loop repeats its input right away)
         import torch
 
+        if given.device.type not in ("cpu", "cuda"):
+            return  # (a value read from a meta tensor raises)
         with torch.no_grad():
             sample = (id(module), given.data_ptr(), tuple(given.shape),
                       float(given.detach().float().sum()))
-        passes = self.passes.setdefault(where, set())
         if sample in passes:  # the same input again: Monte Carlo sampling
             self.sampled.add(where)
             self.pending.pop(where, None)
             return
-        if len(passes) < 256:
-            passes.add(sample)
+        passes.add(sample)
         self.pending[where] = (type(module).__name__, name, p)
 
     def on_exit(self) -> None:
