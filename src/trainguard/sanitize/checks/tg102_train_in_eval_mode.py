@@ -28,7 +28,8 @@ hand), at the line that called the model.
 
 Silent on: BatchNorm frozen on purpose (``model.train()`` then ``bn.eval()``: the model itself is in
 training mode); a model in eval mode with a mode-dependent part switched back to training mode
-(FixRes's ``model.eval()`` then ``last_bn.train()``, facebookresearch/FixRes#9); training set up in eval mode on purpose: the optimizer that steps was built after
+(FixRes's ``model.eval()`` then ``last_bn.train()``, facebookresearch/FixRes#9); training set up
+in eval mode on purpose: the optimizer that steps was built after
 the ``eval()`` in effect, so none of its steps ran in training mode (deep generative prior's
 per-image fine-tuning, XingangPan/deep-generative-prior#8); models without Dropout/BatchNorm; eval-mode forwards with backward but no step on
 the model's parameters (adversarial examples, saliency maps, style transfer optimising an image);

@@ -46,7 +46,8 @@ holds are harmless (no gradient, no update) and are not reported.
 Parameters added to a model already built: at the line that added them (or the call in the
 first function outwards holding an optimizer); left out of groups written by hand: at the last
 group listed; a stale optimizer whose function built the model class again after it, or
-rebound the name it took ``.parameters()`` from (``net = deepen(net)``): at that line. A separate model beside an
+rebound the name it took ``.parameters()`` from (``net = deepen(net)``): at that line. A
+separate model beside an
 optimizer given some parameters twice (line/open-universe#5): at the line that wrote that list.
 Cost: at optimizer steps 2, 7, 13, 25, 49, then every 32, one pass over the models' parameters
 and the optimizers' parameter ids; per checked outermost forward and loss, 32 graph nodes per

@@ -131,8 +131,9 @@ class SaveOnEveryRank(Check):
 def _writer_built(caller: Any, stack: Any, step_stack: Any) -> Any:
     """Where the object whose method wrote the file was built, when it is a writer of its own
     (a report manager, a metrics logger: a user class, not a module, none of whose methods runs
-    the training step, not a callback reached through a dispatch loop) built at one place: every rank builds it, and the rank check belongs
-    there (OpenNMT's ``build_report_manager``). None otherwise."""
+    the training step, not a callback reached through a dispatch loop) built at one place:
+    every rank builds it, and the rank check belongs there (OpenNMT's
+    ``build_report_manager``). None otherwise."""
     from torch import nn
 
     frame = user_frame(caller)
