@@ -52,9 +52,13 @@ def check(script: Script) -> Iterator[Hit]:
     loops = training_loops(script)
     for loop in loops:
         evs = events(script, loop.body)  # type: ignore[attr-defined]
-        first_step = next(i for i, e in enumerate(evs) if e.kind == "step")
-        for e in evs[:first_step]:
-            if e.kind == "sched" and script.schedulers.get(e.key or "") != "ReduceLROnPlateau":
+        any_step = next(i for i, e in enumerate(evs) if e.kind == "step")
+        for k, e in enumerate(evs):
+            if e.kind != "sched":
+                continue
+            own = _own_first_step(script, evs, e)  # (a warm-up optimizer's steps came first)
+            first_step = own if own is not None else any_step
+            if k < first_step and script.schedulers.get(e.key or "") != "ReduceLROnPlateau":
                 yield Hit(e.node,
                           f"{e.key}.step() runs before the first {evs[first_step].key}.step() "
                           f"({evs[first_step].place(script)}): the schedule's first "
@@ -114,6 +118,16 @@ def check(script: Script) -> Iterator[Hit]:
 
 
 _SIZED = {"CosineAnnealingLR", "LinearLR", "PolynomialLR", "SequentialLR"}
+
+
+def _own_first_step(script: Script, evs: list[Event], sched: Event) -> int | None:
+    """The index of the first step of the optimizer ``sched``'s scheduler was built on
+    (``StepLR(joint_optimizer, ...)``), when the loop steps it; None when unknown."""
+    built = [v for v in script.assignments.get(sched.key or "", [])
+             if isinstance(v, ast.Call) and v.args]
+    owner = script.key(built[0].args[0]) if len(built) == 1 else None
+    return next((i for i, e in enumerate(evs) if e.kind == "step" and e.key == owner),
+                None) if owner else None
 
 
 def _epoch_loops(script: Script, loop: ast.AST) -> list[ast.AST]:
