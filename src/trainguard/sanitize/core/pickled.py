@@ -21,10 +21,10 @@ _STRINGS = ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8", "SHORT_B
 
 # Globals that run code or touch the system when a pickle calls them: no checkpoint needs them
 # (``weights_only=True`` refuses them all), and a tampered file's payload is made of them.
-_RUNS_CODE = {"builtins": {"exec", "eval", "compile", "__import__", "open", "getattr", "setattr",
-                           "delattr", "breakpoint", "input", "globals", "vars"},
-              "__builtin__": {"exec", "eval", "compile", "__import__", "open", "getattr",
-                              "execfile", "apply"}}
+# Of the builtins, only plain data types are rebuilt by checkpoints; any other builtin called by
+# a pickle (``exec``, ``eval``, ``getattr``, even ``print``) is code run at load.
+_DATA_BUILTINS = {"set", "frozenset", "slice", "complex", "bytearray", "bytes", "int", "float",
+                  "bool", "str", "tuple", "list", "dict", "range", "object"}
 _RUNS_CODE_MODULES = {"os", "posix", "nt", "subprocess", "runpy", "pty", "socket", "shutil",
                       "importlib", "webbrowser", "code", "codeop", "ctypes", "sys", "pickle",
                       "_pickle", "marshal", "commands", "popen2", "multiprocessing"}
@@ -32,13 +32,15 @@ _RUNS_CODE_MODULES = {"os", "posix", "nt", "subprocess", "runpy", "pty", "socket
 
 def code_calls(path: str) -> list[str]:
     """The globals of the ``torch.save`` archive at ``path`` whose call runs code or touches the
-    system when the pickle is loaded (``builtins.exec``, ``os.system``, ``subprocess.Popen``):
+    system when the pickle is loaded (``builtins.exec`` and any builtin but a plain data type,
+    ``os.system``, ``subprocess.Popen``):
     a payload, whoever wrote the file. Empty when the pickle names none or cannot be read."""
     found = _read(path)
     if found is None:
         return []
     return sorted(f"{'builtins' if m == '__builtin__' else m}.{n}" for m, n in found[1]
-                  if n in _RUNS_CODE.get(m, ()) or m.split(".")[0] in _RUNS_CODE_MODULES)
+                  if m in ("builtins", "__builtin__") and n not in _DATA_BUILTINS
+                  or m.split(".")[0] in _RUNS_CODE_MODULES)
 
 
 def pickle_strings(path: str) -> tuple[set[str] | None, bool]:
