@@ -10,7 +10,9 @@ integer or bool tensor (``argmax``, ``round``, a comparison); it is an inference
 (``torch.inference_mode``); backward was called where grad mode was off; the last model forward
 ran under ``torch.no_grad()``/``inference_mode``; every parameter of the model is frozen; otherwise
 the loss was cut from the graph (``.detach()``, ``.item()``/``.numpy()`` and back,
-``torch.tensor(loss)``, ``.data``).
+``torch.tensor(loss)``, ``.data``). A forward under ``no_grad`` is reported at the training code's
+line that led to it (the call of a helper decorated with ``@torch.no_grad()``), else at the
+backward.
 
 When the script catches the error (``except RuntimeError:`` around the step, which then skips
 it or stops), the same diagnosis is reported at exit.
@@ -32,6 +34,7 @@ import sys
 import weakref
 from typing import Any
 
+from trainguard.sanitize.core.callstack import cause_line, user_stack
 from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import Location, short_location, user_frame
@@ -55,7 +58,8 @@ class BackwardWithoutGrad(Check):
         inference = not call.grad_enabled and self._inference()
         if not call.grad_enabled or inference:
             self.last_forward = (type(call.module).__name__, call.where, call.grad_enabled,
-                                 inference, weakref.ref(call.module))
+                                 inference, weakref.ref(call.module),
+                                 user_stack(sys._getframe(1)))
         else:
             self.last_forward = None
             self.grad_forward = call.where
@@ -87,6 +91,7 @@ class BackwardWithoutGrad(Check):
             "grad_mode": torch.is_grad_enabled(),
             "shape": tuple(root.shape),
             "cut": self._cut(call),
+            "stack": user_stack(sys._getframe(1)),
         }
         self.caught.hold(exc, call)  # reported at exit unless the run dies of it
 
@@ -141,6 +146,10 @@ class BackwardWithoutGrad(Check):
                    "which ran "
                    f"under {how} (grad mode off), so its output has no grad_fn")
             fix = f"run the training forward outside {how}"
+            # the training code's line that led to that forward (``pred = query(field, xy)``,
+            # a helper decorated with ``@torch.no_grad()``): the line to change
+            called = cause_line(forward[5], facts.get("stack") or ())
+            where = called if called is not None else where
         elif frozen := self._frozen_model():
             why = (f"{seen} has no grad_fn because every parameter of {frozen} is frozen "
                    "(requires_grad=False)")
