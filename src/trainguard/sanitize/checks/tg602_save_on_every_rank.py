@@ -13,8 +13,9 @@ file. Their writes race: a checkpoint interleaved with or cut by another rank's 
 file, for the lowest rank that wrote it, at the line where a rank check belongs: in the function
 that runs the training step (the first ``optimizer.step()`` seen), the line that led to the save
 (``save_checkpoint(state, ...)`` in the epoch loop, the ``torch.save`` itself when the loop calls
-it), with the ``torch.save`` line in the message when they differ; ``ranks`` the ranks that wrote
-it. A file written by a method of a user's writer object (not a module, not the trainer, not a
+it; the call of the writing function when it is made past that frame: a trainer's
+``validate()`` calling ``save_best(...)``), with the ``torch.save`` line in the message when they
+differ; ``ranks`` the ranks that wrote it. A file written by a method of a user's writer object (not a module, not the trainer, not a
 dispatched callback) is reported where that object is built, when the user's files build it at
 one place.
 
@@ -86,6 +87,7 @@ class SaveOnEveryRank(Check):
             if self.step_stack is not None:
                 stack = user_stack(caller)
                 where = _writer_built(caller, stack, self.step_stack) or \
+                    _helper_call(stack, self.step_stack) or \
                     cause_line(stack, self.step_stack, past_dispatch=True)
             self.saves[target] = [list(where or saved_at), 1, list(saved_at), how]
 
@@ -126,6 +128,17 @@ class SaveOnEveryRank(Check):
                 f"{what}", fix=fix, where=tuple(where))
             if finding is not None:
                 finding.ranks = sorted(set(finding.ranks or []) | set(ranks))
+
+
+def _helper_call(stack: Any, step_stack: Any) -> Any:
+    """The call of the function that writes (``save_checkpoint(...)`` in a trainer's
+    ``validation()``), when that call is made past the frame shared with the training step:
+    the guard belongs there, not at the shared frame's call of ``validation()``. None when the
+    call is in the shared frame itself, or dispatches a callback (its own line is reported)."""
+    depth = shared_depth(stack, step_stack)
+    if depth < 0 or len(stack) - 2 <= depth or dispatched(stack[-2][2]):
+        return None
+    return stack[-2][2]
 
 
 def _writer_built(caller: Any, stack: Any, step_stack: Any) -> Any:
