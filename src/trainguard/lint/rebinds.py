@@ -25,11 +25,10 @@ from trainguard.lint.astutil import SCOPES, dotted, parent, walk_local
 from trainguard.lint.callgraph import RETURNS_SELF
 from trainguard.lint.events import events
 from trainguard.lint.optimizers import held_modules
-from trainguard.lint.script import _MODEL_CTOR, Script
+from trainguard.lint.script import _MODEL_CTOR, DEEP_COPIES, Script
 
 __all__ = ["stale_optimizers"]
 
-_DEEP_COPIES = ("copy.deepcopy", "deepcopy")
 Stale = tuple[ast.stmt, str, str, ast.AST, bool]  # rebinding, optimizer, model, step, shared
 
 
@@ -76,7 +75,7 @@ def _fresh(script: Script, value: ast.expr, key: str, depth: int = 2) -> bool:
     if not isinstance(value, ast.Call):
         return False
     q = script.call_qualname(value) or ""
-    if q.endswith(_DEEP_COPIES):
+    if q.endswith(DEEP_COPIES):
         return True
     if any(script.key(n) == key for n in ast.walk(value) if isinstance(n, (ast.Name,
                                                                               ast.Attribute))):

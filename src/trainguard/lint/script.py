@@ -41,7 +41,7 @@ _SCHED_CLASS = re.compile(r"(lr_scheduler\.|LR$|Scheduler$|ReduceLROnPlateau$|"
                           r"get_\w*schedule\w*$|schedule_with_warmup$)")
 _SCHED_NAME = re.compile(r"(^|[._])\w*(sched|scheduler|lr_policy)\w*$", re.I)
 _LR_SCHED_NAME = re.compile(r"(sched|scheduler|lr_policy)s?$|(^|[._])lr|lr([._]|$)", re.I)
-_DEEP_COPY = ("copy.deepcopy", "deepcopy")
+DEEP_COPIES = ("copy.deepcopy", "deepcopy")  # (as written: ``import copy`` or ``from copy``)
 _MODEL_NAME = re.compile(
     r"^(self\.)?(model|net|network|\w+_model|model_\w+|\w*net|net\w*|encoder|decoder|classifier|"
     r"backbone|generator|discriminator|net[GD]|G|D|policy|critic|actor|student|teacher|module)"
@@ -341,7 +341,7 @@ class Script:
                 elif isinstance(v, ast.Call) and (dotted(v.func) or "").endswith(".to") \
                         and self.key(v.func.value) in keys:  # type: ignore[attr-defined]
                     keys.add(k)
-                elif isinstance(v, ast.Call) and (dotted(v.func) or "") in _DEEP_COPY and \
+                elif isinstance(v, ast.Call) and (dotted(v.func) or "") in DEEP_COPIES and \
                         v.args and self.key(v.args[0]) in keys:  # ``copy.deepcopy(model)``
                     keys.add(k)
         for call in self.calls:

@@ -128,7 +128,7 @@ def _reenablings(script: Script, nodes: Iterable[ast.AST]
                     target, block = item.context_expr, node
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             q = script.call_qualname(node.value) or ""
-            mode = node.value.args[0] if node.value.args else kwarg(node.value, "mode")
+            mode = _mode_arg(node.value)
             if q.endswith("set_grad_enabled") and (is_true(mode) or
                                                     _true_when_disabled(script, node, mode)):
                 target, block = node.value, script.enclosing_function(node) or script.tree
@@ -303,10 +303,15 @@ def _in_inference_mode(script: Script, node: ast.AST) -> bool:
     return False
 
 
+def _mode_arg(call: ast.Call) -> ast.expr | None:
+    """``set_grad_enabled``'s ``mode``: its first argument or ``mode=``."""
+    return call.args[0] if call.args else kwarg(call, "mode")
+
+
 def _flag_name(target: ast.AST) -> str | None:
     """The parameter name of ``set_grad_enabled(flag)`` when the re-enabling is such a call."""
     if isinstance(target, ast.Call) and (dotted(target.func) or "").endswith("set_grad_enabled"):
-        mode = target.args[0] if target.args else kwarg(target, "mode")
+        mode = _mode_arg(target)
         if isinstance(mode, ast.Name):
             return mode.id
     return None
@@ -319,7 +324,7 @@ def _flag_true_when_disabled(script: Script, node: ast.AST, expr: ast.expr) -> b
     if not isinstance(expr, ast.Call) or not (script.call_qualname(expr) or "").endswith(
             "set_grad_enabled"):
         return False
-    mode = expr.args[0] if expr.args else kwarg(expr, "mode")
+    mode = _mode_arg(expr)
     return mode is not None and not is_true(mode) and _true_when_disabled(script, node, mode)
 
 

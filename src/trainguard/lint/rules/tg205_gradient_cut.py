@@ -49,7 +49,7 @@ from trainguard.lint.optimizers import held_modules
 from trainguard.lint.rebuilds import REBUILD, loss_sources
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
-from trainguard.lint.script import Script, is_backward
+from trainguard.lint.script import DEEP_COPIES, Script, is_backward
 from trainguard.lint.terms import summed_terms
 from trainguard.lint.unused import unused_submodules
 
@@ -225,7 +225,7 @@ def _copy_stepped(script: Script, loop: ast.AST, call: ast.Call, target: ast.AST
     the stepped one gets no gradient. Reported at the other one's call, the line to change."""
     copies = [(k, script.key(v.args[0])) for k, vs in script.assignments.items() for v in vs
               if isinstance(v, ast.Call) and v.args and
-              (dotted(v.func) or "") in ("copy.deepcopy", "deepcopy")]
+              (dotted(v.func) or "") in DEEP_COPIES]
     for opt, models in held.items():
         for model in models:
             # the other one of a copy and its original (either may be the one stepped)

@@ -443,11 +443,8 @@ def _parameter_list(script: Script, source: ast.AST) -> bool:
 def _parameter_dict(script: Script, source: ast.AST) -> bool:
     """``weights.items()``/``.values()`` of a dict built from parameters in the same function
     (``weights = dict(self.model.named_parameters())``, a MAML inner loop's fast weights)."""
-    if not (isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute) and
-            source.func.attr in ("items", "values") and isinstance(source.func.value, ast.Name)):
-        return False
-    value = last_assignment(source.func.value.id, source)
-    return value is not None and bool(_PARAM_ITER.search(script.segment(value) or ""))
+    return isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute) and \
+        source.func.attr in ("items", "values") and _parameter_list(script, source.func.value)
 
 
 _METADATA = {"shape", "size", "dtype", "device", "numel", "dim", "ndim", "is_cuda", "new_zeros",

@@ -52,8 +52,7 @@ class GradReenabled(UnreachedOutputs):
 
     def on_backward_done(self, call: Any) -> None:
         if self.state.no_grad_depth:
-            opened = [w for w in self.state.enable_grad_at if w is not None]
-            where = opened[-1] if opened else self.state.grad_on_at
+            where = self._reenabled_at()
             if where is not None:
                 self.trained.add(where)  # a probe trained in the re-enabled region
         super().on_backward_done(call)
@@ -63,8 +62,7 @@ class GradReenabled(UnreachedOutputs):
         if self.state.in_backward:
             return
         if call.reenabled:
-            opened = [w for w in self.state.enable_grad_at if w is not None]
-            where = opened[-1] if opened else (self.state.grad_on_at or call.where)
+            where = self._reenabled_at() or call.where
         elif not call.grad_enabled and self.state.no_grad_depth and self.state.grad_on_at:
             # called with grad off, yet its forward turned grad back on (``with
             # torch.enable_grad():`` inside ``forward``, for a Grad-CAM): outputs with a grad_fn
@@ -86,14 +84,19 @@ class GradReenabled(UnreachedOutputs):
         if self.state.in_backward or not self.state.no_grad_depth or \
                 not torch.is_grad_enabled():
             return
-        opened = [w for w in self.state.enable_grad_at if w is not None]
-        where = opened[-1] if opened else self.state.grad_on_at
+        where = self._reenabled_at()
         output = call.output
         # (a graph that autograd.grad already ran through in the forward counts here: the
         # loss's own nodes are new, and no backward can use them)
         if where is None or not isinstance(output, torch.Tensor) or output.grad_fn is None:
             return
         self.follow(output, (where, call.name, call.where))
+
+    def _reenabled_at(self) -> Any:
+        """The user's line that turned grad back on: the innermost ``enable_grad()`` block open,
+        else the latest ``set_grad_enabled(True)``; None when unknown."""
+        opened = [w for w in self.state.enable_grad_at if w is not None]
+        return opened[-1] if opened else self.state.grad_on_at
 
     def report_unreached(self, key: tuple) -> None:
         import os

@@ -15,9 +15,9 @@ that runs the training step (the first ``optimizer.step()`` seen), the line that
 (``save_checkpoint(state, ...)`` in the epoch loop, the ``torch.save`` itself when the loop calls
 it; the call of the writing function when it is made past that frame: a trainer's
 ``validate()`` calling ``save_best(...)``), with the ``torch.save`` line in the message when they
-differ; ``ranks`` the ranks that wrote it. A file written by a method of a user's writer object (not a module, not the trainer, not a
-dispatched callback) is reported where that object is built, when the user's files build it at
-one place.
+differ; ``ranks`` the ranks that wrote it. A file written by a method of a user's writer object
+(not a module, not the trainer, not a dispatched callback) is reported where that object is
+built, when the user's files build it at one place.
 
 Silent on: saves guarded by a rank check (``if rank == 0``, a ``master_process`` flag, a helper
 such as ``save_on_master``: one rank writes), per-rank file names (``f"rng_rank{rank}.pt"``),
@@ -86,8 +86,9 @@ class SaveOnEveryRank(Check):
             where = None
             if self.step_stack is not None:
                 stack = user_stack(caller)
-                where = _writer_built(caller, stack, self.step_stack) or \
-                    _helper_call(stack, self.step_stack) or \
+                depth = shared_depth(stack, self.step_stack)
+                where = _writer_built(caller, stack, self.step_stack, depth) or \
+                    _helper_call(stack, depth) or \
                     cause_line(stack, self.step_stack, past_dispatch=True)
             self.saves[target] = [list(where or saved_at), 1, list(saved_at), how]
 
@@ -130,18 +131,18 @@ class SaveOnEveryRank(Check):
                 finding.ranks = sorted(set(finding.ranks or []) | set(ranks))
 
 
-def _helper_call(stack: Any, step_stack: Any) -> Any:
+def _helper_call(stack: Any, depth: int) -> Any:
     """The call of the function that writes (``save_checkpoint(...)`` in a trainer's
     ``validation()``), when that call is made past the frame shared with the training step:
     the guard belongs there, not at the shared frame's call of ``validation()``. None when the
-    call is in the shared frame itself, or dispatches a callback (its own line is reported)."""
-    depth = shared_depth(stack, step_stack)
+    call is in the shared frame itself, or dispatches a callback (its own line is reported).
+    ``depth``: the index in ``stack`` of the frame shared with the step."""
     if depth < 0 or len(stack) - 2 <= depth or dispatched(stack[-2][2]):
         return None
     return stack[-2][2]
 
 
-def _writer_built(caller: Any, stack: Any, step_stack: Any) -> Any:
+def _writer_built(caller: Any, stack: Any, step_stack: Any, depth: int) -> Any:
     """Where the object whose method wrote the file was built, when it is a writer of its own
     (a report manager, a metrics logger: a user class, not a module, none of whose methods runs
     the training step, not a callback reached through a dispatch loop) built at one place:
@@ -159,7 +160,6 @@ def _writer_built(caller: Any, stack: Any, step_stack: Any) -> Any:
     own = {id(getattr(v, "__code__", None)) for v in vars(cls).values()}
     if any(id(entry[1]) in own for entry in step_stack):
         return None  # a trainer's own save: the guard belongs around the call
-    depth = shared_depth(stack, step_stack)
     if any(dispatched(entry[2]) for entry in stack[max(depth, 0):]):
         return None  # a callback the trainer dispatches to: the guard belongs in the hook
     return constructed_at([entry[2][0] for entry in stack], cls.__name__)

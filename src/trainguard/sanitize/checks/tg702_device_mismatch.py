@@ -43,12 +43,11 @@ from itertools import islice
 from types import FunctionType
 from typing import Any, Callable
 
-from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import is_user_file, short_location, user_frames
 from trainguard.sanitize.core.holders import traceback_user_frames
-from trainguard.sanitize.core.source import attribute_store, function_node
+from trainguard.sanitize.core.source import attribute_store, constructed_at, function_node
 
 _PATTERNS = ("Expected all tensors to be on the same device", "is not on the expected device",
              "should be the same or input should be a MKLDNN tensor")
@@ -216,16 +215,10 @@ def _buffer_left(exc: BaseException, module: Any, inputs: list[tuple[str, tuple[
     if len(odd) != 1:
         return None
     bname, device = odd[0]
-    kind = type(module).__name__
-    found = set()
     here = list(islice(user_frames(sys._getframe(1)), 8))  # (a caught error: the callers)
-    for path in dict.fromkeys(f.f_code.co_filename for f in traceback_user_frames(exc) + here):
-        tree = parse_file(path)
-        for call in (ast.walk(tree) if tree is not None else ()):
-            if isinstance(call, ast.Call) and any(k.arg == bname for k in call.keywords) and \
-                    ast.unparse(call.func).rsplit(".", 1)[-1] == kind:
-                found.add((path, call.lineno, call.col_offset + 1))
-    return (bname, device, next(iter(devices)), found.pop()) if len(found) == 1 else None
+    paths = [f.f_code.co_filename for f in traceback_user_frames(exc) + here]
+    built = constructed_at(paths, type(module).__name__, bname)
+    return (bname, device, next(iter(devices)), built) if built is not None else None
 
 
 def _frames(exc: BaseException) -> tuple[Any, Any]:

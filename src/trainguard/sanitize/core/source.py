@@ -327,9 +327,11 @@ def picks_trainable(built: tuple[str, int, int]) -> bool:
     return line is not None and "requires_grad" in linecache.getline(built[0], line)
 
 
-def constructed_at(paths: list[str], class_name: str) -> tuple[str, int, int] | None:
-    """The one call building ``class_name`` (``ReportMgr(opt["log_file"])``) in the files
-    ``paths``, as ``(path, line, column)``; None when there is none or more than one."""
+def constructed_at(paths: list[str], class_name: str,
+                   keyword: str | None = None) -> tuple[str, int, int] | None:
+    """The one call building ``class_name`` (``ReportMgr(opt["log_file"])``; with ``keyword``,
+    one passing it: ``nn.CrossEntropyLoss(weight=w)``) in the files ``paths``, as ``(path,
+    line, column)``; None when there is none or more than one."""
     found = []
     for path in dict.fromkeys(paths):
         tree = parse_file(path)
@@ -337,7 +339,8 @@ def constructed_at(paths: list[str], class_name: str) -> tuple[str, int, int] | 
             continue
         found += [(path, n.lineno, n.col_offset + 1) for n in ast.walk(tree)
                   if isinstance(n, ast.Call) and
-                  (getattr(n.func, "id", None) or getattr(n.func, "attr", None)) == class_name]
+                  (getattr(n.func, "id", None) or getattr(n.func, "attr", None)) == class_name
+                  and (keyword is None or any(k.arg == keyword for k in n.keywords))]
         if len(found) > 1:
             return None
     return found[0] if found else None
