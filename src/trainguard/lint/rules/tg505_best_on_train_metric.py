@@ -257,10 +257,14 @@ def _summed_backward_loss(script: Script, name: ast.Name) -> str | None:
         return None
     func = script.enclosing_function(name) or script.tree
     # (loop around it, loss name) of each backward: the total must be summed in that loop
+    # (a backward under another phase than the comparison, ``if phase == "Train":
+    # loss.backward()`` against ``if phase == "Test" and epoch_loss < best``, runs in the other
+    # passes of the phase loop: the total compared is the other phase's)
+    compared = _guards(name)
     backwarded = {(id(loops[0]) if (loops := script.enclosing_loops(n)) else 0,
                    dotted(n.func.value)) for n in walk_local(func)
                   if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
-                  n.func.attr == "backward"}
+                  n.func.attr == "backward" and not _exclusive(compared, _guards(n))}
     # ... or appended to a list that the name is then computed from (``epoch_losses.append(
     # loss.item())``, ``epoch_loss = sum(epoch_losses) / len(epoch_losses)``)
     value = last_assignment(name.id, name)
@@ -287,6 +291,47 @@ def _summed_backward_loss(script: Script, name: ast.Name) -> str | None:
         if found:
             return found[0]
     return None
+
+
+def _guards(node: ast.AST) -> set[tuple[str, object, bool]]:
+    """The tests ``name == constant`` that hold wherever ``node`` runs, as ``(name, constant,
+    equal)``: the ``if``s around it (negated in their ``else``) and the other terms of an ``and``
+    it is part of."""
+    facts: set[tuple[str, object, bool]] = set()
+    child, p = node, parent(node)
+    while p is not None and not isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(p, ast.BoolOp) and isinstance(p.op, ast.And):
+            for term in p.values:
+                if term is not child:
+                    facts |= _equality(term, True)
+        elif isinstance(p, ast.If) and child is not p.test:
+            facts |= _equality(p.test, child in p.body)
+        child, p = p, parent(p)
+    return facts
+
+
+def _equality(test: ast.AST, holds: bool) -> set[tuple[str, object, bool]]:
+    """``{(name, constant, equal)}`` of a test ``name == constant`` (or ``!=``) that is
+    ``holds``; empty for any other test."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and
+            isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
+        return set()
+    sides = [test.left, test.comparators[0]]
+    const = [s.value for s in sides if isinstance(s, ast.Constant)]
+    names = [dotted(s) for s in sides if not isinstance(s, ast.Constant)]
+    if len(const) != 1 or len(names) != 1 or names[0] is None:
+        return set()
+    return {(names[0], const[0], isinstance(test.ops[0], ast.Eq) == holds)}
+
+
+def _exclusive(a: set[tuple[str, object, bool]], b: set[tuple[str, object, bool]]) -> bool:
+    """Whether the tests in ``a`` and ``b`` cannot all hold at once."""
+    for name, value, equal in a:
+        for name2, value2, equal2 in b:
+            if name == name2 and ((equal and equal2 and value != value2) or
+                                  (value == value2 and equal != equal2)):
+                return True
+    return False
 
 
 def _entry(node: ast.AST | None) -> str | None:
