@@ -19,7 +19,9 @@ such line is known.
 Silent on: re-enabled regions where a backward or ``torch.autograd.grad`` does reach the outputs
 (input gradients, saliency, test-time optimisation); re-enabled regions where a backward runs at
 all (a linear probe trained on frozen embeddings inside a ``no_grad`` validation, whose last
-prediction keeps a graph: GRACE's evaluator, determined-ai/determined#7043); also inside the
+prediction keeps a graph: GRACE's evaluator, determined-ai/determined#7043) or whose own
+code (not a model's ``forward``) calls ``torch.autograd.grad`` without ``create_graph`` (an adversarial test step's input gradient, whose attacked forward builds a
+graph no one uses: Lightning-AI/pytorch-lightning#2427); also inside the
 forward before it returns
 (an energy whose graph ``autograd.grad`` for the forces already freed); ``requires_grad_(True)`` under ``no_grad``
 (it creates no graph); forwards in PyTorch's own re-enabled regions (LBFGS closures run no
@@ -93,17 +95,16 @@ class GradReenabled(UnreachedOutputs):
         self.follow(output, (where, call.name, call.where))
 
     def _reenabled_at(self) -> Any:
-        """The user's line that turned grad back on: the innermost ``enable_grad()`` block open,
-        else the latest ``set_grad_enabled(True)``; None when unknown."""
-        opened = [w for w in self.state.enable_grad_at if w is not None]
-        return opened[-1] if opened else self.state.grad_on_at
+        return self.state.reenabled_at()
 
     def report_unreached(self, key: tuple) -> None:
         import os
 
         where, name, forward_at = key
-        if where in self.trained:
-            return  # grad was needed there: the region trains (its last prediction aside)
+        if where in self.trained or where in self.state.grads_taken_at:
+            # grad was needed there: the region trains, or takes gradients with
+            # torch.autograd.grad (an attack's input gradient; its other forwards aside)
+            return
         at = f"{os.path.basename(forward_at[0])}:{forward_at[1]}" if forward_at else "?"
         self.report(
             f"grad mode was turned back on here inside a torch.no_grad() region: {name}'s "

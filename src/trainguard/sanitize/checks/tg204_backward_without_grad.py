@@ -5,7 +5,8 @@ records nothing); the models seen (for frozen parameters, looked at only on the 
 backward raises, the roots' dtype, ``requires_grad``, inference flag and the grad mode at the call.
 
 When it fires: the script dies of PyTorch's "element 0 of tensors does not require grad and does not
-have a grad_fn". The diagnosis says why the loss has no graph, the first that holds of: it is an
+have a grad_fn", raised by ``backward`` or by ``torch.autograd.grad`` (an input gradient taken in
+an evaluation step that runs under ``no_grad``, Lightning-AI/pytorch-lightning#2427). The diagnosis says why the loss has no graph, the first that holds of: it is an
 integer or bool tensor (``argmax``, ``round``, a comparison); it is an inference tensor
 (``torch.inference_mode``); backward was called where grad mode was off; the last model forward
 ran under ``torch.no_grad()``/``inference_mode``; every parameter of the model is frozen; otherwise
@@ -123,7 +124,8 @@ class BackwardWithoutGrad(Check):
                         where=found.where or failed.where)
 
     def _diagnose(self, failed: BackwardCall, facts: dict) -> Diagnosis:
-        seen = f"the tensor backward was called on ({facts['dtype']}, shape {facts['shape']})"
+        api = failed.facts.get("api", "backward")  # or torch.autograd.grad (probes/backward.py)
+        seen = f"the tensor {api} was called on ({facts['dtype']}, shape {facts['shape']})"
         forward = self.last_forward
         cut, where = facts["cut"], failed.where
         at = "" if cut is None else \
@@ -137,9 +139,11 @@ class BackwardWithoutGrad(Check):
             why = f"{seen} is an inference tensor: it was made under torch.inference_mode()"
             fix = "compute the training loss outside torch.inference_mode()"
         elif not facts["grad_mode"]:
-            why = f"backward was called where grad mode is off (inside torch.no_grad()); {seen} " \
+            why = f"{api} was called where grad mode is off (inside torch.no_grad()); {seen} " \
                   "was built there too"
-            fix = "compute the loss and call backward outside the torch.no_grad() block"
+            fix = f"compute the loss and call {api} outside the torch.no_grad() block, or " \
+                  "under torch.enable_grad() where the gradient is wanted there (e.g. " \
+                  "@torch.enable_grad() on an evaluation step that takes input gradients)"
         elif forward is not None and (not forward[2] or forward[3]):
             how = "torch.inference_mode()" if forward[3] else "torch.no_grad()"
             why = (f"{seen} comes from {forward[0]}'s forward at {short_location(forward[1])}, "

@@ -203,6 +203,8 @@ class State:
         # the user's line of the latest ``set_grad_enabled(True)`` made inside an open no_grad
         # block with grad mode off (None once every no_grad block is closed)
         self.grad_on_at: Location | None = None
+        # the re-enabling lines (``reenabled_at``) under which ``torch.autograd.grad`` returned
+        self.grads_taken_at: set[Location] = set()
         self.functional_caller: Any = None  # during on_functional: the frame that called it
         # id(module) -> (weak reference, line): where user code last put that module in eval mode
         # (an outermost ``eval()``/``train(False)``), until it calls ``train()`` on it again
@@ -218,6 +220,13 @@ class State:
         if len(self._tracks) > 4096:
             self._tracks = [t for t in self._tracks if t.alive]
         return track
+
+    def reenabled_at(self) -> Location | None:
+        """The user's line that turned grad back on inside a ``no_grad`` block: the innermost
+        ``enable_grad()`` block open, else the latest ``set_grad_enabled(True)``; None when
+        unknown."""
+        opened = [w for w in self.enable_grad_at if w is not None]
+        return opened[-1] if opened else self.grad_on_at
 
     def last_backward_where(self) -> Location | None:
         """The user's line of the last backward call (a place in the script for findings made

@@ -1,10 +1,11 @@
 """The backward probe: ``torch.autograd.backward`` (which ``Tensor.backward`` calls), wrapped.
 
 Events: ``on_backward`` before the backward runs, ``on_backward_done`` after it returned,
-``on_backward_failed`` when it raised. ``torch.autograd.grad`` is wrapped too, only to stamp
-(``probes/stamps.py``) the gradients it returns with ``create_graph=True``: they carry a graph of
-their own (a double backward through the model) that reaches no module output, so a gradient
-penalty kept across steps is followed like a kept loss (TG201). Facts kept (``State``): ``backward_count``,
+``on_backward_failed`` when it raised. ``torch.autograd.grad`` is wrapped too: a call that raises
+is a failed backward (the same errors: no graph, freed buffers, an in-place change), and the
+gradients it returns with ``create_graph=True`` are stamped (``probes/stamps.py``): they carry a
+graph of their own (a double backward through the model) that reaches no module output, so a
+gradient penalty kept across steps is followed like a kept loss (TG201). Facts kept (``State``): ``backward_count``,
 ``in_backward`` (forwards during a backward are recomputation), ``backwards`` (the latest
 calls, with no reference to the graph). A backward's end may bound the cadence's cycles in a loop
 without an optimizer step. ``torch.export`` never traces a backward, so Dynamo's own test is
@@ -81,18 +82,36 @@ def attach(bus: "Bus") -> list[Undo]:
         return backward
 
     patch(torch.autograd, "backward", make_backward, undo)
-    if wanted(bus):
-        patch(torch.autograd, "grad", lambda original: _grad(bus, original), undo)
+    patch(torch.autograd, "grad", lambda original: _grad(bus, original, failed), undo)
     return undo
 
 
-def _grad(bus: "Bus", original: Any) -> Any:
+def _grad(bus: "Bus", original: Any, failed: Callable) -> Any:
     """``torch.autograd.grad`` whose results made with ``create_graph=True`` are stamped under
-    :data:`ROOT` (like a backward root: no module made them) and followed in ``State.stamps``."""
+    :data:`ROOT` (like a backward root: no module made them) and followed in ``State.stamps``
+    (when a check wants stamps); a call that raises is a failed backward
+    (``on_backward_failed``, ``facts["api"]`` naming it)."""
+    import torch
+
     state = bus.state
+    stamps = bool(wanted(bus))
 
     def grad(*args: Any, **kwargs: Any) -> Any:
-        result = original(*args, **kwargs)
+        try:
+            result = original(*args, **kwargs)
+        except BaseException as exc:
+            if not torch.compiler.is_dynamo_compiling():
+                _grad_failed(state, failed, args, kwargs, exc)
+            raise
+        if state.no_grad_depth and not state.modules and not kwargs.get("create_graph") and \
+                not (len(args) > 4 and args[4]):
+            # TG104: the re-enabled region takes gradients itself (an attack's input gradient),
+            # not inside a model's forward and not to train through them
+            where = state.reenabled_at()
+            if where is not None:
+                state.grads_taken_at.add(where)
+        if not stamps:
+            return result
         if kwargs.get("create_graph") or (len(args) > 4 and args[4]):
             try:
                 _stamp_grads(state, result)
@@ -100,6 +119,27 @@ def _grad(bus: "Bus", original: Any) -> Any:
                 bus.hook_failed("torch.autograd.grad", exc)
         return result
     return grad
+
+
+def _grad_failed(state: Any, failed: Callable, args: tuple, kwargs: dict,
+                 exc: BaseException) -> None:
+    """A failed ``torch.autograd.grad``: its outputs as the roots of a failed backward. Never
+    raises."""
+    import torch
+
+    try:
+        outputs = args[0] if args else kwargs.get("outputs")
+        roots = (outputs,) if isinstance(outputs, torch.Tensor) else tuple(
+            t for t in outputs or () if isinstance(t, torch.Tensor))
+        retain = kwargs.get("retain_graph", args[3] if len(args) > 3 else None)
+        create = bool(kwargs.get("create_graph", args[4] if len(args) > 4 else False))
+        where = frames.user_location(sys._getframe(2))
+        call = BackwardCall(roots, create if retain is None else bool(retain), create, where,
+                            state.backward_count, state.step)
+        call.facts["api"] = "torch.autograd.grad"
+    except Exception:
+        return
+    failed(call, exc)
 
 
 def _stamp_grads(state: Any, result: Any) -> None:
