@@ -20,10 +20,10 @@ Silent on: re-enabled regions where a backward or ``torch.autograd.grad`` does r
 (input gradients, saliency, test-time optimisation); re-enabled regions where a backward runs at
 all (a linear probe trained on frozen embeddings inside a ``no_grad`` validation, whose last
 prediction keeps a graph: GRACE's evaluator, determined-ai/determined#7043) or whose own
-code (not a model's ``forward``) calls ``torch.autograd.grad`` without ``create_graph`` (an adversarial test step's input gradient, whose attacked forward builds a
-graph no one uses: Lightning-AI/pytorch-lightning#2427); also inside the
-forward before it returns
-(an energy whose graph ``autograd.grad`` for the forces already freed); ``requires_grad_(True)`` under ``no_grad``
+code (not a model's ``forward``) calls ``torch.autograd.grad`` without ``create_graph`` (an
+adversarial test step's input gradient, whose attacked forward builds a graph no one uses:
+Lightning-AI/pytorch-lightning#2427); also inside the forward before it returns (an energy whose
+graph ``autograd.grad`` for the forces already freed); ``requires_grad_(True)`` under ``no_grad``
 (it creates no graph); forwards in PyTorch's own re-enabled regions (LBFGS closures run no
 ``no_grad`` block of the user's).
 
