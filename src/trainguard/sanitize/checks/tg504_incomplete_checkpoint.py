@@ -12,7 +12,9 @@ alive, and
 - it holds no optimizer state (``optimizer.state_dict()``, the optimizer, or a list of them) and it
   is meant for resuming: it holds a progress counter (a number under a key naming an epoch, step or
   iteration), or, whatever its keys, the file is loaded back in this run and an optimizer steps
-  after that (a resume seen happening; reported at the save). Resuming restarts Adam's moments or
+  after that (a resume seen happening; reported at the save); so is a model's ``state_dict``
+  saved alone to a file named for its step (``step_20``, ``epoch_3.pt``: the step kept only in the
+  name, SamsungSAILMontreal/TinyRecursiveModels#56) that is loaded back and trained on. Resuming restarts Adam's moments or
   the momentum from zero: the loss jumps and the run is not the one that would have continued;
 - or it holds the optimizer's state but not that of a live LR scheduler the user stepped, or of an
   enabled GradScaler in use held by the user's frames that led to the save (a local, ``self.scaler``,
@@ -53,11 +55,14 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
+from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import frame_location, is_user_code, user_frame, user_frames
 from trainguard.sanitize.core.source import SourceFile, last_assigned
 
 _PROGRESS = re.compile(r"epoch|step|iter", re.IGNORECASE)
+# a file name that carries a progress counter: ``step_20``, ``epoch-3.pt``, ``iter1000.pth``
+_STEP_NAMED = re.compile(r"(epoch|step|iter)[a-z]*[_-]?\d+", re.IGNORECASE)
 _NAMES = 256  # names of one frame's locals or globals (and attributes of one local) looked at
 
 
@@ -70,8 +75,10 @@ class IncompleteCheckpoint(Check):
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.schedulers: list[Any] = []  # weak references to LR schedulers the user stepped
-        self.partial: dict[str, tuple[Any, str]] = {}  # path -> (where, keys) of model-only saves
-        self.resumed: tuple[Any, str, str] | None = None  # (where, keys, path) loaded back
+        # path -> (where, what it holds) of model-only saves
+        self.partial: dict[str, tuple[Any, str]] = {}
+        # (where, what it holds, file name, the parameters alive then) of a file loaded back
+        self.resumed: tuple[Any, str, str, Any] | None = None
         # (keys, companions left out, where) of the latest checkpoint with the optimizer but not
         # a live scheduler or scaler, until an optimizer step follows it
         self.unfinished: tuple[str, list[str], Any] | None = None
@@ -93,6 +100,13 @@ class IncompleteCheckpoint(Check):
             return
         model_keys = [k for k, v in obj.items() if _is_model_state(v)]
         if not model_keys:
+            if isinstance(f, (str, os.PathLike)) and _is_model_state(obj) and \
+                    _STEP_NAMED.search(os.path.basename(os.fspath(f))):
+                # a model's state_dict alone in a file named for its step (``step_20``): the
+                # step kept only in the name; a resume if it is loaded back and trained on
+                self.partial[os.path.abspath(os.fspath(f))] = (
+                    _built_at(obj, sys._getframe(1)), "a model's state_dict alone, the step "
+                    "only in the file name")
             self._split_part(obj, sys._getframe(1))
             return
         keys = ", ".join(repr(k) for k in list(obj)[:8])
@@ -104,7 +118,8 @@ class IncompleteCheckpoint(Check):
                 self._missing(f"keys {keys}: model state and {progress[0]!r}", "optimizer",
                               _built_at(obj, caller))
             elif isinstance(f, (str, os.PathLike)):  # resume-like only if loaded back and trained
-                self.partial[os.path.abspath(os.fspath(f))] = (_built_at(obj, caller), keys)
+                self.partial[os.path.abspath(os.fspath(f))] = (_built_at(obj, caller),
+                                                                f"keys {keys}: model state")
             return
         left = self._companions_left_out(obj)
         if left:
@@ -140,7 +155,7 @@ class IncompleteCheckpoint(Check):
             path = os.path.abspath(os.fspath(f))
             if path in self.partial:
                 where, keys = self.partial.pop(path)
-                self.resumed = (where, keys, os.path.basename(path))
+                self.resumed = (where, keys, os.path.basename(path), _live_parameters())
                 self.arm()
 
     def on_step(self, optimizer: Any) -> None:
@@ -163,9 +178,15 @@ class IncompleteCheckpoint(Check):
                 where=where)
         # an optimizer stepped after a model-only checkpoint was loaded back: it was a resume
         if self.resumed is not None:
-            where, keys, name = self.resumed
+            where, keys, name, alive = self.resumed
             self.resumed = None
-            self._missing(f"keys {keys}: model state, loaded back from {name!r} and trained on",
+            # a resume trains parameters that existed when the file was read (it went into
+            # them); a model built after the load (the next fold of a cross-validation) is new
+            if not any((r := alive.get(id(p))) is not None and r() is p
+                       for g in optimizer.param_groups for p in g["params"]):
+                self.disarm()
+                return
+            self._missing(f"{keys}, loaded back from {name!r} and trained on",
                           "optimizer", where)
         self.disarm()  # (nothing is waiting for a step any more)
 
@@ -270,6 +291,16 @@ def _assigned(file: SourceFile, call: ast.Call, name: str) -> int | None:
             and value.keywords):
         return value.keywords[-1].lineno
     return None
+
+def _live_parameters() -> Any:
+    """``id -> weak reference`` of the ``nn.Parameter`` objects alive now (``gc``: once per
+    model-only file loaded back)."""
+    from torch import nn
+
+    # by id, with a weak reference to tell a reused id (a WeakSet compares tensors with ==)
+    return {id(p): weakref.ref(p) for p in live_objects(
+        lambda o: type(o) is nn.Parameter or nn.Parameter in type(o).__mro__)}
+
 
 def _is_model_state(value: Any) -> bool:
     import torch
