@@ -22,6 +22,7 @@ from trainguard.datanames import reads_eval_data
 from trainguard.lint.events import Event, events
 from trainguard.lint.module_methods import runs_layers
 from trainguard.lint.script import Script, is_backward
+from trainguard.lint.callgraph import bind_arguments
 
 __all__ = ["EvalRegion", "training_loops", "loop_label", "inference_calls", "INFERENCE_METHODS",
            "eval_regions", "preceding_events", "forward_calls", "rollout", "EVAL_NAME",
@@ -584,7 +585,9 @@ _PREDICT = {"argmax", "topk", "argsort"}
 def _prediction_forwards(script: Script) -> list[ast.Call]:
     """Forwards of a model (``model(x)``) whose output is turned into predictions
     (``.argmax(1)``, ``.topk(k)``, ``torch.argmax(out, 1)``, ``out.max(1)``; through a softmax,
-    ``.detach()`` and a name first) and never reaches a loss nor a backward in its scope:
+    ``.detach()`` and a name first; through a slice, a comprehension over the output's rows and
+    the parameter of a helper called once, ``[decode(o) for o in outputs]``) and never reaches
+    a loss nor a backward in its scope:
     inference written as plain statements (a notebook cell after training) or in any function.
     Found from the prediction ops back to the forward, so files without them cost nothing."""
     out: list[ast.Call] = []
@@ -603,8 +606,13 @@ def _prediction_forwards(script: Script) -> list[ast.Call]:
             source = f.value  # out.argmax(1)
         else:
             continue
-        for _ in range(4):  # peel softmax, detach, a name
-            if isinstance(source, ast.Call) and _torch_function(script, source):
+        hops = 0  # through a slice, a helper's parameter or a comprehension's target
+        for _ in range(6):  # peel softmax, detach, a name
+            if isinstance(source, ast.Subscript) and isinstance(source.slice, ast.Slice):
+                source, hops = source.value, hops + 1  # vec[i * n:(i + 1) * n]
+            elif isinstance(source, ast.Name) and (hop := _handed_in(script, source)) is not None:
+                source, hops = hop, hops + 1
+            elif isinstance(source, ast.Call) and _torch_function(script, source):
                 if not source.args or \
                         (dotted(source.func) or "").rsplit(".", 1)[-1] not in _PEEL:
                     break
@@ -626,9 +634,48 @@ def _prediction_forwards(script: Script) -> list[ast.Call]:
                 _is_parameter(script, source.func):
             continue  # a model handed to a helper: judged at the helper's call
         seen.add(id(source))
-        if _predicted(script, source, 3):
+        if _predicted(script, source, 3) if not hops else _never_trained_on(script, source):
             out.append(source)
     return out
+
+
+def _handed_in(script: Script, name: ast.Name) -> ast.expr | None:
+    """What a name holds when it is a comprehension's target (``o`` in ``[decode(o) for o in
+    outputs]``: ``outputs``) or the parameter of a function with one call site in the file (its
+    argument there); None otherwise."""
+    for up in _ancestors(name):
+        if isinstance(up, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            for gen in up.generators:
+                if isinstance(gen.target, ast.Name) and gen.target.id == name.id:
+                    return gen.iter
+        if isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            break
+    func = script.enclosing_function(name)
+    if func is None or not _is_parameter(script, name) or last_assignment_of(name) is not None:
+        return None
+    sites = script.call_sites(func)
+    if len(sites) != 1:
+        return None
+    a = func.args  # type: ignore[attr-defined]
+    names = [x.arg for x in [*a.posonlyargs, *a.args]]
+    return bind_arguments(names, sites[0]).get(name.id)
+
+
+def _never_trained_on(script: Script, forward: ast.Call) -> bool:
+    """The name a forward is assigned to (or the forward itself) never reaches a loss or a
+    backward in its scope."""
+    p = parent(forward)
+    if not (isinstance(p, ast.Assign) and len(p.targets) == 1 and
+            isinstance(p.targets[0], ast.Name)):
+        return False
+    name = p.targets[0].id
+    scope = script.enclosing_function(p) or script.tree
+    for n in walk_local(scope):
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
+            up = parent(n)
+            if isinstance(up, ast.Call) and (is_backward(up) or _loss_like(script, up)):
+                return False
+    return True
 
 
 def _torch_function(script: Script, call: ast.Call) -> bool:
