@@ -122,6 +122,8 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
     if f.attr in ("train", "eval") and (len(call.args) > 1 or any(
             k.arg != "mode" for k in call.keywords)):
         return None  # not nn.Module.train(mode=True)/eval(): a trainer's own train(epochs=...)
+    if f.attr in ("train", "eval") and _own_method(script, f):
+        return None  # an object of a project class that is no module: its own train(batch)
     if f.attr in ("train", "eval") and recv and (script.is_model(recv) or recv.endswith("()")):
         if f.attr == "eval" or (call.args and is_false(call.args[0])):
             return Event("eval", recv, call)
@@ -134,6 +136,16 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
         # model may have changed, so nothing is known about it any more
         return Event("mode?", recv, call)
     return None
+
+
+def _own_method(script: Script, f: ast.Attribute) -> bool:
+    """``f`` (``learner.train``) is a method that a project class defines for itself, the
+    receiver being an instance of it that is not an ``nn.Module`` (a learner whose
+    ``train(feed)`` runs one step, ULTRA_pytorch#6): a call of that method, no mode switch."""
+    graph = script.graph
+    types = graph.types(f.value)
+    return bool(types) and all(graph.method(t, f.attr) is not None and
+                               not graph.is_module_class(t) for t in types)
 
 
 def _held_clip(script: Script, f: ast.expr) -> bool:
