@@ -216,6 +216,15 @@ def _accumulation(script: Script, node: ast.AST, names: set[str]):  # type: igno
             if acc is not None and carries_graph(script, call.args[0], names) and \
                     not _rebound_cut(script, call.args[0], names):
                 return acc, call.args[0], "append"
+        if isinstance(f, ast.Attribute) and f.attr == "add_" and len(call.args) == 1:
+            # total.add_(loss); stats.device_stat("loss").add_(loss): the tensor the object
+            # returns is kept by it (DeepLearningExamples#1102)
+            holder = f.value
+            if isinstance(holder, ast.Call) and isinstance(holder.func, ast.Attribute):
+                holder = holder.func.value
+            acc = _acc_name(holder)
+            if acc is not None and carries_graph(script, call.args[0], names):
+                return acc, call.args[0], "add_"
     return None
 
 
@@ -508,6 +517,10 @@ def _hit(script: Script, node: ast.AST, acc: str, value: ast.expr, verb: str,
         holder = getattr(getattr(node, "value", None), "func", None)
         what = f"{script.segment(holder.value) or acc}.append({text})" \
             if isinstance(holder, ast.Attribute) else f"{acc}.append({text})"
+    elif verb == "add_":
+        holder = getattr(getattr(node, "value", None), "func", None)
+        what = f"{script.segment(holder.value) or acc}.add_({text})" \
+            if isinstance(holder, ast.Attribute) else f"{acc}.add_({text})"
     elif isinstance(node, ast.AugAssign):
         what = f"{script.segment(node.target) or acc} += {text}"
     elif isinstance(node, ast.Assign):
