@@ -18,8 +18,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from trainguard.lint.astutil import (assigned_pairs, dotted, encloses, is_true, parent, self_attr,
-                                     walk_local)
+from trainguard.lint.astutil import (assigned_pairs, dotted, encloses, is_false, is_true, parent,
+                                     self_attr, walk_local)
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.consts import UNKNOWN, resolve, truth
 from trainguard.lint.packed import packs_sequences, recurrent_outputs, recurrent_submodules, \
@@ -139,6 +139,8 @@ def _may_cut(script: Script, forward: ast.FunctionDef,
         if id(f) in seen:
             continue
         seen.add(id(f))
+        if f is not forward and _no_grad_decorator(script, f) is not None:
+            return True  # a called forward under @torch.no_grad()
         for n in walk_local(f):
             if isinstance(n, ast.Attribute) and n.attr in CUT_ATTRS:
                 return True
@@ -484,6 +486,9 @@ class _Flow:
         reached = memo[id(func)]
         if reached is None:
             return None
+        off = _no_grad_decorator(self.script, func)
+        if off is not None:  # @torch.no_grad() def forward(...): nothing it returns has a graph
+            reached = {name: how or off for name, how in reached.items()}
         names = [a.arg for a in func.args.posonlyargs + func.args.args]
         if names and names[0] in ("self", "cls") and (instance or
                                                        isinstance(call.func, ast.Attribute)):
@@ -494,6 +499,16 @@ class _Flow:
                 out.append((arg, reached[name]))
         out.extend((a.value, None) for a in call.args if isinstance(a, ast.Starred))
         return out
+
+
+def _no_grad_decorator(script: Script, func: ast.AST) -> ast.AST | None:
+    """The ``@torch.no_grad()``/``@torch.inference_mode()`` decorator of ``func``, or None
+    (``set_grad_enabled(flag)`` may enable grad: not counted)."""
+    for d in getattr(func, "decorator_list", ()):
+        q = script.call_qualname(d) if isinstance(d, ast.Call) else script.qualname(d)
+        if q in NO_GRAD and not (isinstance(d, ast.Call) and d.args and is_false(d.args[0])):
+            return d
+    return None
 
 
 def no_grad_block(script: Script, node: ast.AST) -> ast.AST | None:
@@ -629,6 +644,12 @@ def _parameters_read(node: ast.Attribute) -> bool:
 def _describe(script: Script, cut: ast.AST) -> str:
     if isinstance(cut, ast.Attribute):
         return ".data"
+    decorated = getattr(parent(cut), "decorator_list", ())
+    if any(d is cut for d in decorated):
+        func = parent(cut)
+        owner = script.enclosing_class(func)
+        name = f"{owner.name}.{func.name}" if owner is not None else func.name  # type: ignore
+        return f"{name}(), decorated with @{script.segment(cut) or 'torch.no_grad()'}"
     if isinstance(cut, ast.Call):
         f = cut.func
         if isinstance(f, ast.Attribute) and f.attr in CUT_ATTRS:
