@@ -248,25 +248,36 @@ def grad_off_site(start: Optional[FrameType]) -> tuple[str, Optional[Location]]:
         inside = inside or frame.f_code.co_filename.endswith(_CHECKPOINT)
         frame = frame.f_back
     first = user_frame(start)
-    found = next((loc for f in user_frames(first, limit=16)
-                  if under_no_grad(loc := frame_location(f))), None)
+    found = next((reason for f in user_frames(first, limit=16)
+                  if (reason := _no_grad_reason(frame_location(f))) is not None), None)
     return "no_grad", found or (frame_location(first) if first is not None else None)
 
 
 def under_no_grad(where: Location) -> bool:
     """Whether the call at ``where`` sits, by the source, in a ``with torch.no_grad()`` (or
     ``inference_mode()``, ``set_grad_enabled(False)``) block or a function decorated with one."""
+    return _no_grad_reason(where) is not None
+
+
+def _no_grad_reason(where: Location) -> Optional[Location]:
+    """For a call at ``where`` under no_grad by the source: ``where`` itself inside a ``with``
+    block, the decorator's line in a function decorated with ``@torch.no_grad()`` (the line to
+    change: a constraint module's decorated forward, denfed/leaf-audio-pytorch#3); else None."""
     file = SourceFile.load(where[0])
     node = file.call_at(where[1], where[2] - 1) if file is not None else None
+    if node is None and file is not None:  # an op that is no call: ``kernel[:, 0]``
+        node = next((n for n in file.parents if getattr(n, "lineno", None) == where[1] and
+                     getattr(n, "col_offset", None) == where[2] - 1), None)
     cur = file.parents.get(node) if node is not None else None
     while cur is not None:
         if isinstance(cur, (ast.With, ast.AsyncWith)):
             if any(_disables_grad(item.context_expr) for item in cur.items):
-                return True
+                return where
         elif isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            return any(_disables_grad(d) for d in getattr(cur, "decorator_list", ()))
+            off = next((d for d in getattr(cur, "decorator_list", ()) if _disables_grad(d)), None)
+            return (where[0], off.lineno, off.col_offset + 1) if off is not None else None
         cur = file.parents.get(cur)
-    return False
+    return None
 
 
 def _disables_grad(expr: ast.AST) -> bool:
