@@ -6,9 +6,10 @@ What it watches: each time a ``DistributedSampler`` starts iterating (once per e
 When it fires: a shuffling sampler starts a second pass with the same ``epoch`` value as the pass
 before: ``set_epoch(epoch)`` was not called between them, so its permutation, seeded by
 ``seed + epoch``, repeats and every epoch sees the same order. Reported once per sampler where the
-missing call belongs: the loop that repeats the passes (from the user's frame that started the
+missing call belongs: in the loop that repeats the passes (from the user's frame that started the
 pass outwards, the innermost ``for``/``while`` whose body holds it: the epoch loop, also when the
-pass runs in a helper it calls), naming the line that built the sampler (the watcher notes where
+pass runs in a helper it calls), the statement that runs the pass (the ``for`` over the
+DataLoader, or the call of that helper: ``set_epoch`` goes right above it), naming the line that built the sampler (the watcher notes where
 user code builds each ``DistributedSampler``) and the line that started the pass; without such a
 loop (passes in a notebook's separate cells), at the sampler's construction. Visible in a single process
 too (``DistributedSampler(ds, num_replicas=1, rank=0)``).
@@ -35,6 +36,7 @@ from typing import Any
 
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.bounds import parse_file
+from trainguard.sanitize.core.callstack import body_statement
 from trainguard.sanitize.core.frames import (is_trainguard_file, short_location, user_frame,
                                             user_frames, user_location)
 
@@ -92,7 +94,8 @@ def _epoch_loop(start: Any) -> Any:
     """``(path, line, col)`` of the loop that repeats the passes over the DataLoader: from the
     user's frame that started this pass outwards, the innermost ``for``/``while`` whose body holds
     the frame's current line (not the ``for`` over the DataLoader itself, whose header is that
-    line); there ``set_epoch`` belongs. None when no user frame's function has one."""
+    line), and there the statement of its body that runs the pass: ``set_epoch`` belongs right
+    above it. None when no user frame's function has one."""
     for frame in user_frames(user_frame(start), limit=8):
         path, line = frame.f_code.co_filename, frame.f_lineno
         tree = parse_file(path)
@@ -105,5 +108,8 @@ def _epoch_loop(start: Any) -> Any:
                     and (best is None or node.lineno > best.lineno):
                 best = node
         if best is not None:
-            return (path, best.lineno, best.col_offset + 1)
+            # the statement of its body that runs the pass (the ``for`` over the DataLoader, or
+            # the call of the helper that iterates it): set_epoch goes right above it
+            stmt = body_statement(best.body, line) or best
+            return (path, stmt.lineno, stmt.col_offset + 1)
     return None

@@ -26,8 +26,8 @@ class Trainer:
         return loss.item()
 
     def fit(self, epochs):
-        for epoch in range(epochs):  # expect: TG601
-            last = self.train()
+        for epoch in range(epochs):
+            last = self.train()  # expect: TG601
         return last
 
 

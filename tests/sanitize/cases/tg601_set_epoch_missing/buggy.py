@@ -13,8 +13,8 @@ sampler = DistributedSampler(data, num_replicas=1, rank=0, shuffle=True, seed=0)
 loader = DataLoader(data, batch_size=16, sampler=sampler)
 model = nn.Linear(4, 2)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for epoch in range(3):  # expect: TG601
-    for x, y in loader:
+for epoch in range(3):
+    for x, y in loader:  # expect: TG601
         opt.zero_grad()
         loss = nn.functional.cross_entropy(model(x), y)
         loss.backward()
