@@ -51,20 +51,31 @@ def check(script: Script) -> Iterator[Hit]:
 
 
 def _epoch_loop(script: Script) -> ast.AST | None:
-    """The loop around the training loop (``for epoch in range(...)``), where ``set_epoch``
-    goes: the nearest loop enclosing a training loop, or enclosing a call of the function that
-    holds one."""
+    """Where ``set_epoch`` goes, in the loop around the training loop (``for epoch in
+    range(...)``): the statement of its body that runs the pass (the training loop, or the call
+    of the function that holds one: ``set_epoch`` goes right above it, after the epoch's
+    bookkeeping; lucidrains/DALLE-pytorch#230). The epoch loop is the nearest loop enclosing a
+    training loop, or enclosing a call of the function that holds one."""
     for loop in training_loops(script):
         outer = script.enclosing_loops(loop)
         if outer:
-            return outer[0]
+            return _running(outer[0], loop)
         func = loop if isinstance(loop, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
             script.enclosing_function(loop)
         for site in script.call_sites(func) if func is not None else []:
             around = script.enclosing_loops(site)
             if around:
-                return around[0]
-    return _endless_pass(script)
+                return _running(around[0], site)
+    endless = _endless_pass(script)
+    return _running(endless, next((f for f in endless.body if isinstance(
+        f, (ast.For, ast.AsyncFor))), endless)) if endless is not None else None
+
+
+def _running(loop: ast.AST, inner: ast.AST) -> ast.AST:
+    """The statement of ``loop``'s body that holds ``inner`` (``loop`` itself when none)."""
+    line = inner.lineno  # type: ignore[attr-defined]
+    return next((s for s in loop.body  # type: ignore[attr-defined]
+                 if s.lineno <= line <= (s.end_lineno or s.lineno)), loop)
 
 
 def _endless_pass(script: Script) -> ast.AST | None:
