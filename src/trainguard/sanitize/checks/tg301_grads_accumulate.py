@@ -12,9 +12,12 @@ neither ``zero_grad()`` (which sets ``None`` or zeroes in place), ``p.grad = Non
 ``p.grad.zero_()``. The finding is judged at the next ``optimizer.step()`` of that optimizer,
 unless the gradients were zeroed after that backward (a GAN's generator gradients polluted by the
 discriminator's backward, then zeroed before the generator's step), and reported at the cause: the
-line of the latest backward that added onto the stale gradients before the step (of the last 8
-backward calls; else at the step line), naming the step; when that backward runs in a helper that the step's code calls,
-the line in the frame both stacks share that called it.
+line of the step's first forward, at the top of the step where the missing ``zero_grad`` goes,
+when that forward ran in a frame the backward's stack holds (the loop body or step function that
+also calls backward; the order of PyTorch's tutorials: zero_grad, forward, backward, step); else the line of the latest backward that added onto the stale gradients before the
+step (of the last 8 backward calls; else at the step line), naming the step; when that backward
+runs in a helper that the step's code calls, the line in the frame both stacks share that called
+it.
 
 Silent on: ``zero_grad`` before backward or at the end of the step, ``set_to_none`` either way,
 ``p.grad = None``, ``model.zero_grad()``, LBFGS closures (they zero inside ``step``), manual SGD
@@ -38,7 +41,7 @@ from typing import Any
 
 from trainguard.sanitize.core.callstack import cause_line, user_stack
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import short_location, user_location
+from trainguard.sanitize.core.frames import short_location, user_frame, user_location
 from trainguard.sanitize.core.params import zeroed_by
 from trainguard.sanitize.core.source import SourceFile, marked
 
@@ -74,6 +77,17 @@ class GradsAccumulate(Check):
         self.polluted_by: dict[int, int] = {}
         # id(owner) -> (weakref(owner), the user's line): the zero_grad calls seen, latest last
         self.zeroed_at: dict[int, tuple[Any, Any]] = {}
+        # the first forward with grad of the current step (checked steps): (steps completed,
+        # its line, id and code of its user frame)
+        self.first_forward: tuple[int, Any, int, Any] | None = None
+
+    def on_root_forward(self, call: Any) -> None:
+        first = self.first_forward
+        if (first is None or first[0] != self.state.step) and call.grad_enabled and \
+                not self.state.in_backward and call.where is not None:
+            frame = user_frame(sys._getframe(1))
+            if frame is not None:
+                self.first_forward = (self.state.step, call.where, id(frame), frame.f_code)
 
     def _sample(self, optimizer: Any) -> list[int]:
         ids = self.sampled.get(id(optimizer))
@@ -173,7 +187,14 @@ class GradsAccumulate(Check):
             if cause is not None:
                 where, lead = cause
             elif where is not None and stack and not marked(self.code, where):
-                where, lead = _caller(where, stack, user_stack(sys._getframe(1)), lead)
+                top = self._step_start(stack)
+                if top is not None and top[:2] != where[:2]:
+                    where, lead = top, (
+                        f"this forward starts the step, and nothing zeroes the gradients before "
+                        f"it (the backward at {short_location(where)} then adds onto the "
+                        "previous step's); so ")
+                else:
+                    where, lead = _caller(where, stack, user_stack(sys._getframe(1)), lead)
             self.report(
                 f"{lead}{type(optimizer).__name__}.step() at optimizer step "
                 f"{self.state.step + 1}{at} used "
@@ -186,6 +207,17 @@ class GradsAccumulate(Check):
                     "`# trainguard: ignore[TG301]`",
                 where=where,
             )
+
+    def _step_start(self, backward_stack: Any) -> Any:
+        """The line of this step's first forward when it ran in a frame the backward's call
+        stack holds (the loop body or step function that also calls backward): where a missing
+        ``zero_grad`` goes, at the top of the step (tutorials' order: zero_grad, forward,
+        backward, step); None otherwise."""
+        first = self.first_forward
+        if first is None or first[0] != self.state.step:
+            return None
+        _, where, fid, code = first
+        return where if any(e[0] == fid and e[1] is code for e in backward_stack) else None
 
     def _cause(self, optimizer: Any, stale: list[Any], backward_at: Any,
                step_at: Any) -> tuple[Any, str] | None:

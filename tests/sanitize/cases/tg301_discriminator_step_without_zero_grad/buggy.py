@@ -2,7 +2,8 @@
 # "Missing zero_grad in the VQGAN tutorial": the autoencoder's adversarial loss is backpropagated
 # through the discriminator (which adds to the discriminator's gradients), and the discriminator's
 # own step never zeroes its optimizer, so it steps on its previous gradients plus the generator's.
-# The cause is the discriminator's backward, where its zero_grad belongs.
+# Its zero_grad belongs in the discriminator's step, which starts at its forward (reported
+# there; right before its backward is as good).
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -26,10 +27,10 @@ def train_epoch(images):
         loss_g.backward()
         opt_g.step()
 
-        logits_fake = discriminator(recon.detach())
+        logits_fake = discriminator(recon.detach())  # expect: TG301
         logits_real = discriminator(x)
         loss_d = 0.5 * (F.softplus(logits_fake).mean() + F.softplus(-logits_real).mean())
-        loss_d.backward()  # expect: TG301
+        loss_d.backward()
         opt_d.step()
     return loss_g.item(), loss_d.item()
 

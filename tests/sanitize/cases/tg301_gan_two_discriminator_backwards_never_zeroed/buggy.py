@@ -3,7 +3,8 @@
 # the discriminator's real and fake backward passes one after the other and steps it, but never
 # zeroes the discriminator (only the generator, before its own update). The first of the two
 # backward calls adds onto the gradients of every earlier iteration and of the generator's pass
-# through the discriminator: that is where the zeroing belongs.
+# through the discriminator: the zeroing belongs before it, at the top of the discriminator's
+# step (its first forward).
 import torch
 from torch import nn
 
@@ -20,8 +21,8 @@ class GAN:
 
     def step(self, real: torch.Tensor) -> float:
         ones, zeros = torch.ones(len(real), 1), torch.zeros(len(real), 1)
-        err_real = self.criterion(self.discriminator(real), ones)
-        err_real.backward()  # expect: TG301
+        err_real = self.criterion(self.discriminator(real), ones)  # expect: TG301
+        err_real.backward()
         fake = self.generator(torch.randn(len(real), 4))
         err_fake = self.criterion(self.discriminator(fake.detach()), zeros)
         err_fake.backward()

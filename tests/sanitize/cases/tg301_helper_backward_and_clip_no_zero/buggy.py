@@ -38,9 +38,9 @@ def train(model, steps=8):
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 4))
     for step in range(steps):
         tokens = torch.randint(0, VOCAB, (4, 12))
-        logits = model(tokens[:, :-1])
+        logits = model(tokens[:, :-1])  # expect: TG301
         loss = F.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
-        norm = backward_and_clip(loss, model)  # expect: TG301
+        norm = backward_and_clip(loss, model)
         apply_update(optimizer, scheduler)
         if step % 4 == 0:
             print(f"step {step} loss {loss.item():.3f} grad norm {norm:.3f}")

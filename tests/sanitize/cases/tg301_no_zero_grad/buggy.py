@@ -13,7 +13,7 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
 for step in range(6):
     batch = slice(step * 8, step * 8 + 8)
-    loss = nn.functional.mse_loss(model(x[batch]), y[batch])
-    loss.backward()  # expect: TG301
+    loss = nn.functional.mse_loss(model(x[batch]), y[batch])  # expect: TG301
+    loss.backward()
     optimizer.step()
 print(f"final loss {loss.item():.3f}")
