@@ -38,6 +38,8 @@ from trainguard.sanitize.core.graph import graph_nodes
 from trainguard.sanitize.core.holders import carried_names, graph_metadata, rebound_before
 from trainguard.sanitize.core.records import MADE as _KEY
 from trainguard.sanitize.core.records import BackwardCall
+from trainguard.sanitize.core.source import SourceFile
+
 _MESSAGE = "backward through the graph a second time"
 
 
@@ -143,10 +145,26 @@ class BackwardTwice(Check):
             held += (f"; it is rebound at {short_location(rebound)} before that call, but what "
                      "that call returns still holds the old graph (a copy such as clone() keeps "
                      "the history; detach() cuts it)")
+        once = not carried and made_step == 0 and _outside_loops(made_where)
+        if once:  # data preprocessed once through a module, before the loop, graph and all
+            held += ("; it was made once, outside any loop, and every step reuses it with the "
+                     "graph of that one call")
         return Diagnosis(
             f"this backward (optimizer step {failed.step + 1}) runs through {what} during "
             f"optimizer step {made_step + 1}, whose saved tensors {before} already freed: a "
             f"tensor carried across iterations keeps the old graph{held}",
             fix="detach what is carried to the next iteration (e.g. hidden = hidden.detach()) "
-                "or compute it again inside the loop; retain_graph=True would only grow memory",
-            where=rebound or (made_where if carried else failed.where))
+                "or compute it again inside the loop; retain_graph=True would only grow memory"
+                if not once else "make it without a graph (under torch.no_grad(), or "
+                ".detach() it) when it is input data, or compute it inside the loop when its "
+                "module should learn",
+            where=rebound or (made_where if carried or once else failed.where))
+
+
+def _outside_loops(where: Any) -> bool:
+    """Whether the call at ``where`` sits in no ``for``/``while`` of its function or module
+    (``training_seq = to_channels(raw)`` at a script's top level, before the training loop;
+    lucidrains/denoising-diffusion-pytorch#109)."""
+    file = SourceFile.load(where[0]) if where is not None else None
+    call = file.call_at(where[1], where[2] - 1) if file is not None else None
+    return call is not None and file.loop(call, file.scope(call)) is None
