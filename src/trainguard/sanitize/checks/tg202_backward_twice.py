@@ -156,7 +156,7 @@ class BackwardTwice(Check):
             fix="detach what is carried to the next iteration (e.g. hidden = hidden.detach()) "
                 "or compute it again inside the loop; retain_graph=True would only grow memory"
                 if not once else "make it without a graph (under torch.no_grad(), or "
-                ".detach() it) when it is input data, or compute it inside the loop when its "
+                ".detach() it) when it is input data, or compute it again inside the loop when its "
                 "module should learn",
             where=rebound or (made_where if carried or once else failed.where))
 
