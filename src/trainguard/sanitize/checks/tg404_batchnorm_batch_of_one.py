@@ -9,7 +9,10 @@ whose last batch holds a single sample.
 When it fires: on that error; when the script catches it (``except ValueError:`` around the
 step), at the end of the run, with the same diagnosis read at the failure. Reported at the cause
 when it is known: the line that built the DataLoader whose last batch holds one sample (the
-watcher notes where user code builds each DataLoader; the one iterated last is preferred), else at
+watcher notes where user code builds each DataLoader; the one iterated last is preferred), or
+whose every batch is one sample (``batch_size=1``: at the configuration entry that sets it to 1
+when the loader reads one, a dict literal's ``"batch_size": 1`` or an ``add_argument`` default;
+huaifeng1993/DFANet#9), else at
 the user's line that called the model with that batch (the outermost module call: the batch is the
 caller's, not the layer's), else at the failing line. Batches sliced by hand have no DataLoader:
 a ``for i in range(0, n, bs)`` loop around the calling line, or around the ``yield`` of a
@@ -31,6 +34,7 @@ forum thread https://discuss.pytorch.org/t/batch-norm-training-when-batch-size-1
 
 from __future__ import annotations
 
+import ast
 import re
 import weakref
 from typing import Any
@@ -39,6 +43,7 @@ from trainguard.sanitize.core.batching import partial_range_loop
 from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
+from trainguard.sanitize.core.source import SourceFile
 
 _MESSAGE = "Expected more than 1 value per channel when training"
 _SIZE = re.compile(r"input size torch\.Size\(\[([\d, ]*)\]\)")
@@ -66,8 +71,8 @@ class BatchNormBatchOfOne(Check):
                 # unless the partial loader is the one the run iterates
                 iterated = found is not None and id(found[0]) == self.state.loader_id
                 sliced = None if iterated else partial_range_loop()
-                loader, built = sliced or ((found[1], self.built.get(found[0])) if found
-                                           else (None, None))
+                loader, built = sliced or ((found[1], _size_written(found[0], self.built.get(
+                    found[0]))) if found else (None, None))
                 self.caught.hold(exc, [str(exc), _layer_name(self.state), loader, built, where])
 
     def on_built(self, obj: Any, where: Any) -> None:
@@ -81,7 +86,8 @@ class BatchNormBatchOfOne(Check):
         if held is None:
             found = _partial_loader(self.state.loader_id)
             held = [str(exc), _layer_name(self.state), found[1] if found is not None else None,
-                    self.built.get(found[0]) if found is not None else None, self.failed_at]
+                    _size_written(found[0], self.built.get(found[0])) if found is not None
+                    else None, self.failed_at]
         return _diagnose(*held)
 
     def on_exit(self) -> None:
@@ -103,6 +109,8 @@ def _diagnose(text: str, layer: str, loader: str | None, built: Any, call: Any) 
              if size else "this batch")
     if loader is None:
         where_from = " (often the last, partial batch of an epoch)"
+    elif loader == "DataLoader(batch_size=1)":
+        where_from = f"; the {loader} gives it one sample in every batch"
     elif built is not None:
         # at the cause: the DataLoader's construction, where drop_last belongs
         where_from = (f"; this {loader} leaves a last batch of one sample, which reached the "
@@ -112,12 +120,43 @@ def _diagnose(text: str, layer: str, loader: str | None, built: Any, call: Any) 
     return Diagnosis(
         f"{layer} got {seen} in training mode: {batch} gives it one value per channel, so the "
         f"batch variance is undefined{where_from}",
-        fix=("skip the last partial batch (end the range at n - n % batch_size), "
+        fix="use a batch size of 2 or more, or GroupNorm/LayerNorm for single-sample batches"
+            if loader == "DataLoader(batch_size=1)" else
+            ("skip the last partial batch (end the range at n - n % batch_size), "
              if (loader or "").startswith("batching loop") else
              "pass drop_last=True to the training DataLoader, ") +
             "use a batch size that does not leave one sample, or use GroupNorm/LayerNorm for "
             "single-sample batches",
         where=built or call)
+
+
+def _size_written(loader: Any, built: Any) -> Any:
+    """Where a batch size of 1 was written, when the DataLoader built at ``built`` read it from a
+    configuration entry (``batch_size=cfg["batch_size"]``, ``args.batch_size``) that one dict
+    literal or ``add_argument`` default of the same file sets to 1 (a config with
+    ``"batch_size": 1``, huaifeng1993/DFANet#9): the line to change. Else ``built``."""
+    if built is None or getattr(loader, "batch_size", None) != 1:
+        return built
+    file = SourceFile.load(built[0])
+    call = file.call_at(built[1], built[2] - 1) if file is not None else None
+    size = next((k.value for k in call.keywords if k.arg == "batch_size"), None) \
+        if call is not None else None
+    key = size.slice.value if isinstance(size, ast.Subscript) and isinstance(
+        size.slice, ast.Constant) else size.attr if isinstance(size, ast.Attribute) else None
+    if not isinstance(key, str):
+        return built
+    names = {key, "--" + key, "--" + key.replace("_", "-")}
+    found = []
+    for node in file.parents:
+        if isinstance(node, ast.Dict):
+            found += [v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant)
+                      and k.value == key and isinstance(v, ast.Constant) and v.value == 1]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "add_argument" and any(
+                    isinstance(a, ast.Constant) and a.value in names for a in node.args):
+            found += [k.value for k in node.keywords if k.arg == "default" and
+                      isinstance(k.value, ast.Constant) and k.value.value == 1]
+    return (built[0], found[0].lineno, found[0].col_offset + 1) if len(found) == 1 else built
 
 
 def _layer_name(state: Any) -> str:
@@ -145,7 +184,9 @@ def _partial_loader(last_id: int) -> tuple[Any, str] | None:
             n = len(obj.dataset)  # type: ignore[arg-type]
         except TypeError:
             continue
-        if size and not obj.drop_last and n % size == 1:
+        if size == 1 and n > 1:
+            found.append((obj, "DataLoader(batch_size=1)"))
+        elif size and not obj.drop_last and n % size == 1:
             found.append((obj, f"DataLoader(batch_size={size}) over {n} samples"))
     found.sort(key=lambda item: id(item[0]) != last_id)
     return found[0] if found else None
