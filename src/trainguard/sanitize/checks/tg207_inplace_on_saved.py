@@ -10,7 +10,8 @@ changed the tensor: the in-place statements (``x += ...``, ``x[i] = ...``, ``x.a
 ``inplace=True``) in the user's own code that ran (the ``forward`` and other methods of the
 models' classes seen, and the function that called backward) are searched, preferring one that modifies a variable assigned from
 that op (``h = torch.sigmoid(...)`` then ``h += 1``); modules built with ``inplace=True`` are named.
-When the line cannot be told, the finding stays on the backward line and lists the candidates.
+Candidates that are one run of consecutive statements (a neck's ``c2 += ...; c3 += ...``,
+open-mmlab/mmocr#884) are one fix, at their first; else the finding stays on the backward.
 ``running += loss.item()`` (a Python number made by a call on the right) is no candidate. Else
 the one ``m.inplace = True`` store, or ``inplace=True`` construction, of an in-place module of
 another kind than the op (a Dropout overwriting a ReLU's output) in the model classes.
@@ -367,7 +368,9 @@ class InplaceOnSaved(Check):
                "instead of x.clamp_(...), inplace=False), or clone the tensor before "
                "changing it")
         failed = next((b for b in reversed(self.state.backwards) if b.failed), None)
-        if best is None and len(candidates) == 1:
+        if best is None and candidates and all(  # one candidate, or one run of consecutive lines
+                c[0] == candidates[0][0] and c[1] == candidates[0][1] + i
+                for i, c in enumerate(candidates)):
             best = candidates[0]
         if best is None and modules:
             best = _reused_then_inplace(list(self.state.models)) or \
