@@ -272,7 +272,8 @@ def _pooled_batchnorm2d(script: Script) -> bool:
     if "BatchNorm2d" not in script.source:
         return False
     for call in script.calls:
-        if (script.call_qualname(call) or "").rsplit(".", 1)[-1] != "Sequential":
+        if (script.call_qualname(call) or "").rsplit(".", 1)[-1] != "Sequential" and \
+                not _sequential_init(script, call):
             continue
         pooled = False
         for layer, env in _layers(script, call, {}, 2):
@@ -285,6 +286,19 @@ def _pooled_batchnorm2d(script: Script) -> bool:
                     name == "Conv2d" and not _pointwise(layer, env):
                 pooled = False
     return False
+
+
+def _sequential_init(script: Script, call: ast.Call) -> bool:
+    """``super().__init__(layer, ...)`` in a subclass of ``nn.Sequential`` (torchvision's
+    ``ASPPPooling``): its arguments are the layers."""
+    f = call.func
+    if not (isinstance(f, ast.Attribute) and f.attr == "__init__" and
+            isinstance(f.value, ast.Call) and isinstance(f.value.func, ast.Name) and
+            f.value.func.id == "super" and call.args):
+        return False
+    cls = script.enclosing_class(call)
+    return cls is not None and any((script.qualname(b) or "").endswith("Sequential")
+                                   for b in cls.bases)
 
 
 def _layers(script: Script, seq: ast.Call, env: dict,
