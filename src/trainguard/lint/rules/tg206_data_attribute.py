@@ -67,6 +67,7 @@ def check(script: Script) -> Iterator[Hit]:
         return
     yield from _forward_reads(script)
     yield from _local_reads(script)
+    yield from _restored_by_context(script)
     yield from _loss_terms(script)
     params = _parameter_names(script)
     for node in script.nodes:
@@ -162,6 +163,54 @@ def _written_through(assign: ast.Assign, name: str) -> bool:
                 _INPLACE.match(n.func.attr):
             return True
     return False
+
+
+def _restored_by_context(script: Script) -> Iterator[Hit]:
+    """A ``@contextmanager`` that writes parameters through ``.data`` before its ``yield`` and
+    writes the old values back after it (zennit's ``mod_params``, chr5tphr/zennit#61), used as
+    ``with swap(layer): out = layer(x)`` in a function that then runs ``backward`` or
+    ``torch.autograd.grad``: the restore lands between the forward and the backward, which then
+    computes with the restored weights, not the ones the forward used."""
+    for func in (f for fs in script.functions.values() for f in fs):
+        if not any((script.qualname(d) or "").endswith("contextmanager")
+                   for d in func.decorator_list):
+            continue
+        yields = [n.lineno for n in walk_local(func) if isinstance(n, (ast.Yield, ast.YieldFrom))]
+        writes = [n for n in walk_local(func) if isinstance(n, ast.Attribute) and
+                  n.attr == "data" and _is_write(n)]
+        if not yields or not any(w.lineno < yields[0] for w in writes):
+            continue  # (nothing written before the yield: no swap)
+        restores = [w for w in writes if w.lineno > yields[0]]
+        site = next((w for w in _with_sites(script, func) if forward_calls(script, w) or any(
+            isinstance(n, ast.Call) for st in w.body for n in ast.walk(st))), None)
+        if not restores or site is None or script.grad_disabled(site):
+            continue
+        outer = script.enclosing_function(site) or script.tree
+        after = next((c for c in walk_local(outer) if isinstance(c, ast.Call) and
+                      c.lineno > (site.end_lineno or site.lineno) and
+                      (is_backward(c) or (script.call_qualname(c) or "").endswith(
+                          "autograd.grad"))), None)
+        if after is None:
+            continue
+        text = script.segment(restores[0].value) or "the parameter"
+        yield Hit(restores[0],
+                  f"`{text}.data` is written back after the `yield` of {func.name}(), which the "
+                  f"`with` at {script.at(site.lineno)} wraps around a forward: the restore lands "
+                  f"before the backward at {script.at(after.lineno)}, so the gradients are "
+                  f"computed with the restored values, not the ones the forward used",
+                  fix="swap the parameters out of place (setattr a new nn.Parameter, or compute "
+                      "with the modified tensor directly, e.g. F.linear(x, w_mod, b_mod)), and "
+                      "restore after the backward")
+
+
+def _with_sites(script: Script, func: ast.AST) -> list[ast.With]:
+    """The ``with`` statements whose item calls ``func``."""
+    out = []
+    for call in script.call_sites(func):  # type: ignore[arg-type]
+        item = parent(call)
+        if isinstance(item, ast.withitem) and isinstance(parent(item), ast.With):
+            out.append(parent(item))  # type: ignore[arg-type]
+    return out
 
 
 def _tensorish(recv: ast.AST, params: dict[str, list[ast.AST]]) -> bool:
