@@ -97,9 +97,9 @@ LOOP_IN_CELL_3 = [
 
 
 def test_sarif_for_a_notebook_names_the_cell_in_place_and_message(tmp_path: Path) -> None:
-    # Gradients never zeroed (TG301), reported at the backward in cell 4 (where zero_grad goes);
-    # the message's loop is the `for` on that cell's line 2 (line 7 of the joined code, a line
-    # no cell has) and its step is on that cell's line 5.
+    # Gradients never zeroed (TG301), reported at the step's forward in cell 4 (where zero_grad
+    # goes); the message's loop is the `for` on that cell's line 2 (line 7 of the joined code, a
+    # line no cell has) and its step is on that cell's line 5.
     (tmp_path / "nb.ipynb").write_text(_notebook(LOOP_IN_CELL_3))
     r = run_cli("lint", "nb.ipynb", "--format", "sarif", cwd=tmp_path)
     [result] = json.loads(r.stdout)["runs"][0]["results"]
@@ -107,7 +107,7 @@ def test_sarif_for_a_notebook_names_the_cell_in_place_and_message(tmp_path: Path
     [loc] = result["locations"]
     assert loc["logicalLocations"] == [{"name": "cell 4",
                                         "fullyQualifiedName": "nb.ipynb[cell 4]"}]
-    assert (loc["properties"]["cell"], loc["properties"]["cellLine"]) == (4, 4)
+    assert (loc["properties"]["cell"], loc["properties"]["cellLine"]) == (4, 3)
     assert "the loop at cell 4, line 2," in result["message"]["text"]
     assert "step() at cell 4, line 5 " in result["message"]["text"]
     assert "line 7" not in result["message"]["text"]

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from trainguard.lint.astutil import exclusive, if_branches, parent, walk_local
 from trainguard.lint.events import events
 from trainguard.lint.optimizers import cleared, held_modules, zero_covers
-from trainguard.lint.regions import loop_label, training_loops
+from trainguard.lint.regions import forward_calls, loop_label, training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
@@ -70,6 +70,8 @@ def check(script: Script) -> Iterator[Hit]:
         bwds = [e for e in evs if e.kind == "backward"]
         at = bwds[0].site if len(bwds) == 1 and not bwds[0].via and \
             _same_loop(script, bwds[0].node, step.node) else step.site
+        if bwds and at is bwds[0].site:
+            at = _step_start(script, loop, at)
         if id(step.node) in steps:
             continue
         steps.add(id(step.node))
@@ -79,6 +81,17 @@ def check(script: Script) -> Iterator[Hit]:
                   f"zeroed there: each step uses the sum of all earlier gradients",
                   fix=f"call {step.key or 'optimizer'}.zero_grad(set_to_none=True) once per step "
                       f"(before backward or after step)")
+
+
+def _step_start(script: Script, loop: ast.AST, backward: ast.AST) -> ast.AST:
+    """The first forward with grad of the iteration, in the loop body before ``backward`` (the
+    top of the step, where the tutorials put ``zero_grad``, as ``trainguard run`` reports it),
+    else ``backward``."""
+    line = backward.lineno  # type: ignore[attr-defined]
+    found = [c for c in forward_calls(script, loop) if c.lineno <= line and
+             not script.grad_disabled(c) and script.enclosing_loops(c)[:1] ==
+             script.enclosing_loops(backward)[:1]]
+    return min(found, key=lambda c: (c.lineno, c.col_offset)) if found else backward
 
 
 def _zeroed_before(script: Script, loop: ast.AST) -> ast.AST | None:
