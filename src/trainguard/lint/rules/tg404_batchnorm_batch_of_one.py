@@ -92,7 +92,8 @@ def check(script: Script) -> Iterator[Hit]:
                 continue  # (a BatchSampler over a RandomSampler shuffles: a training loader)
             at = f" (called at {script.at(site.lineno)})" if site is not None else ""
             if size == 1:
-                written = size_node or _spread_entry(script, call, "batch_size") or call
+                written = _entry_of(script, size_node) or size_node or \
+                    _spread_entry(script, call, "batch_size") or call
                 yield Hit(written,
                           f"batch_size=1{at} gives {norm} one value per channel in every "
                           f"training batch: batch statistics are undefined and PyTorch raises "
@@ -124,6 +125,19 @@ def _spread_entry(script: Script, call: ast.Call, key: str) -> ast.expr | None:
                     if name is not None and const_eval(name) == key:
                         return value
     return None
+
+
+def _entry_of(script: Script, expr: ast.AST | None) -> ast.AST | None:
+    """The value written in a dict literal for ``cfg["batch_size"]`` (through the names and
+    parameters :func:`_literal` follows): where a configured batch size of 1 is set, and
+    changed (huaifeng1993/DFANet#9); None when not found."""
+    if not isinstance(expr, ast.Subscript):
+        return None
+    base, key = _literal(script, expr.value, 6), const_eval(expr.slice)
+    if not isinstance(base, ast.Dict) or key is UNKNOWN:
+        return None
+    return next((v for k, v in zip(base.keys, base.values)
+                 if k is not None and const_eval(k) == key), None)
 
 
 def _literal(script: Script, expr: ast.AST | None, depth: int) -> ast.AST | None:
@@ -218,7 +232,7 @@ def _one_value_norm(script: Script) -> str | None:
     builds it), ``BatchNorm2d after a pool to 1x1`` for that shape, else None."""
     if "BatchNorm1d" in script.source and not _lengths_only(script):
         return "BatchNorm1d"
-    if _pooled_batchnorm2d(script):
+    if _pooled_batchnorm2d(script) or _pooled_in_forward(script):
         return "BatchNorm2d after a pool to 1x1"
     from trainguard.lint.project import project_script
 
@@ -286,6 +300,72 @@ def _pooled_batchnorm2d(script: Script) -> bool:
                     name == "Conv2d" and not _pointwise(layer, env):
                 pooled = False
     return False
+
+
+def _pooled_in_forward(script: Script) -> bool:
+    """A module's ``forward`` that hands a 1x1 map to a BatchNorm2d attribute, or to an
+    ``nn.Sequential`` attribute that reaches one through 1x1 convolutions and activations: the
+    map comes from a pool-to-1x1 attribute, or is shaped ``(N, C, 1, 1)`` by ``.view``/
+    ``.reshape`` (a squeeze-and-excitation or channel-attention block, huaifeng1993/DFANet#9:
+    ``y = self.fc(self.avgpool(x).view(n, c)).view(n, c, 1, 1)``, then ``self.conv(y)``)."""
+    if "BatchNorm2d" not in script.source:
+        return False
+    for cls in script.classes.values():
+        methods = {b.name: b for b in cls.body if isinstance(b, ast.FunctionDef)}
+        init, forward = methods.get("__init__"), methods.get("forward")
+        if init is None or forward is None:
+            continue
+        pools, norms = set(), set()
+        for node in walk_local(init):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and
+                    isinstance(node.targets[0], ast.Attribute) and
+                    isinstance(node.value, ast.Call)):
+                continue
+            name = (script.call_qualname(node.value) or "").rsplit(".", 1)[-1]
+            attr = node.targets[0].attr
+            if name in _POOL_TO_ONE and node.value.args and \
+                    1 in _possible_values(script, node.value.args[0]):
+                pools.add(attr)
+            elif name == "BatchNorm2d" or name == "Sequential" and _norm_first(script, node.value):
+                norms.add(attr)
+        if not norms:
+            continue
+        flat = {node.targets[0].id for node in walk_local(forward)  # names of 1x1 maps
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and
+                isinstance(node.targets[0], ast.Name) and _one_by_one(node.value, pools)}
+        for node in walk_local(forward):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    isinstance(node.func.value, ast.Name) and node.func.value.id == "self" and \
+                    node.func.attr in norms and node.args and (
+                        isinstance(node.args[0], ast.Name) and node.args[0].id in flat or
+                        _one_by_one(node.args[0], pools)):
+                return True
+    return False
+
+
+def _norm_first(script: Script, seq: ast.Call) -> bool:
+    """``nn.Sequential(Conv2d(c, c, 1), BatchNorm2d(c), ...)``: a BatchNorm2d before any layer
+    that is not a 1x1 convolution or an activation."""
+    for layer, env in _layers(script, seq, {}, 2):
+        name = (script.call_qualname(layer) or "").rsplit(".", 1)[-1]
+        if name == "BatchNorm2d":
+            return True
+        if name not in ("Conv2d", "ReLU", "ReLU6", "SiLU", "Identity") or \
+                name == "Conv2d" and not _pointwise(layer, env):
+            return False
+    return False
+
+
+def _one_by_one(expr: ast.AST, pools: set[str]) -> bool:
+    """``self.pool(x)`` of a pool-to-1x1 attribute, or ``t.view(n, c, 1, 1)`` /
+    ``t.reshape(n, c, 1, 1)``."""
+    if not isinstance(expr, ast.Call) or not isinstance(expr.func, ast.Attribute):
+        return False
+    f = expr.func
+    if isinstance(f.value, ast.Name) and f.value.id == "self" and f.attr in pools:
+        return True
+    return f.attr in ("view", "reshape") and len(expr.args) == 4 and all(
+        isinstance(a, ast.Constant) and a.value == 1 for a in expr.args[2:])
 
 
 def _sequential_init(script: Script, call: ast.Call) -> bool:
