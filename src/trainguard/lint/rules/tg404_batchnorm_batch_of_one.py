@@ -296,10 +296,15 @@ def _pooled_batchnorm2d(script: Script) -> bool:
                 pooled = 1 in _possible_values(script, layer.args[0])
             elif name == "BatchNorm2d" and pooled:
                 return True
-            elif name not in ("Conv2d", "ReLU", "ReLU6", "SiLU", "Identity") or \
-                    name == "Conv2d" and not _pointwise(layer, env):
+            elif not _keeps_1x1(name, layer, env):
                 pooled = False
     return False
+
+
+def _keeps_1x1(name: str, layer: ast.AST, env: dict) -> bool:
+    """A layer that leaves a 1x1 map 1x1: a 1x1 convolution, an activation."""
+    return name in ("ReLU", "ReLU6", "SiLU", "Identity") or \
+        name == "Conv2d" and _pointwise(layer, env)
 
 
 def _pooled_in_forward(script: Script) -> bool:
@@ -350,8 +355,7 @@ def _norm_first(script: Script, seq: ast.Call) -> bool:
         name = (script.call_qualname(layer) or "").rsplit(".", 1)[-1]
         if name == "BatchNorm2d":
             return True
-        if name not in ("Conv2d", "ReLU", "ReLU6", "SiLU", "Identity") or \
-                name == "Conv2d" and not _pointwise(layer, env):
+        if not _keeps_1x1(name, layer, env):
             return False
     return False
 

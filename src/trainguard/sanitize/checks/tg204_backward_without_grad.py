@@ -5,15 +5,15 @@ records nothing); the models seen (for frozen parameters, looked at only on the 
 backward raises, the roots' dtype, ``requires_grad``, inference flag and the grad mode at the call.
 
 When it fires: the script dies of PyTorch's "element 0 of tensors does not require grad and does not
-have a grad_fn", raised by ``backward`` or by ``torch.autograd.grad`` (an input gradient taken in
-an evaluation step that runs under ``no_grad``, Lightning-AI/pytorch-lightning#2427). The diagnosis says why the loss has no graph, the first that holds of: it is an
-integer or bool tensor (``argmax``, ``round``, a comparison); it is an inference tensor
-(``torch.inference_mode``); backward was called where grad mode was off; the last model forward
-ran under ``torch.no_grad()``/``inference_mode``; every parameter of the model is frozen; otherwise
-the loss was cut from the graph (``.detach()``, ``.item()``/``.numpy()`` and back,
-``torch.tensor(loss)``, ``.data``). A forward under ``no_grad`` is reported at the training code's
-line that led to it (the call of a helper decorated with ``@torch.no_grad()``), else at the
-backward.
+have a grad_fn", raised by ``backward`` or by ``torch.autograd.grad`` (an input gradient taken in an
+evaluation step that runs under ``no_grad``, Lightning-AI/pytorch-lightning#2427). The diagnosis
+says why the loss has no graph, the first that holds of: it is an integer or bool tensor
+(``argmax``, ``round``, a comparison); it is an inference tensor (``torch.inference_mode``);
+backward was called where grad mode was off; the last model forward ran under
+``torch.no_grad()``/``inference_mode``; every parameter of the model is frozen; otherwise the loss
+was cut from the graph (``.detach()``, ``.item()``/``.numpy()`` and back, ``torch.tensor(loss)``,
+``.data``). A forward under ``no_grad`` is reported at the training code's line that led to it (the
+call of a helper decorated with ``@torch.no_grad()``), else at the backward.
 
 When the script catches the error (``except RuntimeError:`` around the step, which then skips
 it or stops), the same diagnosis is reported at exit.

@@ -6,18 +6,18 @@ on those parameters (``Tensor.register_post_accumulate_grad_hook``) sees the fir
 adds into each gradient after the step. The hooks are taken off while the loop is settled (its
 steps are not judged, ``on_settle``) and put back when checking resumes.
 
-When it fires: that first backward added onto the very tensor the previous step used, untouched
-in between (the same object, its version advanced by exactly this accumulation): nothing zeroed it,
+When it fires: that first backward added onto the very tensor the previous step used, untouched in
+between (the same object, its version advanced by exactly this accumulation): nothing zeroed it,
 neither ``zero_grad()`` (which sets ``None`` or zeroes in place), ``p.grad = None`` nor
-``p.grad.zero_()``. The finding is judged at the next ``optimizer.step()`` of that optimizer,
-unless the gradients were zeroed after that backward (a GAN's generator gradients polluted by the
+``p.grad.zero_()``. The finding is judged at the next ``optimizer.step()`` of that optimizer, unless
+the gradients were zeroed after that backward (a GAN's generator gradients polluted by the
 discriminator's backward, then zeroed before the generator's step), and reported at the cause: the
-line of the step's first forward, at the top of the step where the missing ``zero_grad`` goes,
-when that forward ran in a frame the backward's stack holds (the loop body or step function that
-also calls backward; the order of PyTorch's tutorials: zero_grad, forward, backward, step); else the line of the latest backward that added onto the stale gradients before the
-step (of the last 8 backward calls; else at the step line), naming the step; when that backward
-runs in a helper that the step's code calls, the line in the frame both stacks share that called
-it.
+line of the step's first forward, at the top of the step where the missing ``zero_grad`` goes, when
+that forward ran in a frame the backward's stack holds (the loop body or step function that also
+calls backward; the order of PyTorch's tutorials: zero_grad, forward, backward, step); else the line
+of the latest backward that added onto the stale gradients before the step (of the last 8 backward
+calls; else at the step line), naming the step; when that backward runs in a helper that the step's
+code calls, the line in the frame both stacks share that called it.
 
 Silent on: ``zero_grad`` before backward or at the end of the step, ``set_to_none`` either way,
 ``p.grad = None``, ``model.zero_grad()``, LBFGS closures (they zero inside ``step``), manual SGD

@@ -12,10 +12,11 @@ alive, and
 - it holds no optimizer state (``optimizer.state_dict()``, the optimizer, or a list of them) and it
   is meant for resuming: it holds a progress counter (a number under a key naming an epoch, step or
   iteration), or, whatever its keys, the file is loaded back in this run and an optimizer steps
-  after that (a resume seen happening; reported at the save); so is a model's ``state_dict``
-  saved alone to a file named for its step (``step_20``, ``epoch_3.pt``: the step kept only in the
-  name, SamsungSAILMontreal/TinyRecursiveModels#56) that is loaded back and trained on. Resuming restarts Adam's moments or
-  the momentum from zero: the loss jumps and the run is not the one that would have continued;
+  after that (a resume seen happening; reported at the save); so is a model's ``state_dict`` saved
+  alone to a file named for its step (``step_20``, ``epoch_3.pt``: the step kept only in the name,
+  SamsungSAILMontreal/TinyRecursiveModels#56) that is loaded back and trained on. Resuming restarts
+  Adam's moments or the momentum from zero: the loss jumps and the run is not the one that would
+  have continued;
 - or it holds the optimizer's state but not that of a live LR scheduler the user stepped, or of an
   enabled GradScaler in use held by the user's frames that led to the save (a local, ``self.scaler``,
   a global), and training goes on after it (an optimizer step follows; reported then): the

@@ -4,15 +4,15 @@ What it watches: each time a ``DistributedSampler`` starts iterating (once per e
 ``shuffle`` flag and its ``epoch`` attribute.
 
 When it fires: a shuffling sampler starts a second pass with the same ``epoch`` value as the pass
-before: ``set_epoch(epoch)`` was not called between them, so its permutation, seeded by
-``seed + epoch``, repeats and every epoch sees the same order. Reported once per sampler where the
-missing call belongs: in the loop that repeats the passes (from the user's frame that started the
-pass outwards, the innermost ``for``/``while`` whose body holds it: the epoch loop, also when the
-pass runs in a helper it calls), the statement that runs the pass (the ``for`` over the
-DataLoader, or the call of that helper: ``set_epoch`` goes right above it), naming the line that built the sampler (the watcher notes where
-user code builds each ``DistributedSampler``) and the line that started the pass; without such a
-loop (passes in a notebook's separate cells), at the sampler's construction. Visible in a single process
-too (``DistributedSampler(ds, num_replicas=1, rank=0)``).
+before: ``set_epoch(epoch)`` was not called between them, so its permutation, seeded by ``seed +
+epoch``, repeats and every epoch sees the same order. Reported once per sampler where the missing
+call belongs: in the loop that repeats the passes (from the user's frame that started the pass
+outwards, the innermost ``for``/``while`` whose body holds it: the epoch loop, also when the pass
+runs in a helper it calls), the statement that runs the pass (the ``for`` over the DataLoader, or
+the call of that helper: ``set_epoch`` goes right above it), naming the line that built the sampler
+(the watcher notes where user code builds each ``DistributedSampler``) and the line that started the
+pass; without such a loop (passes in a notebook's separate cells), at the sampler's construction.
+Visible in a single process too (``DistributedSampler(ds, num_replicas=1, rank=0)``).
 
 Silent on: ``shuffle=False`` samplers (validation); a sampler that a DataLoader iterates, iterated
 by the user's code too (``list(train_sampler)[:4]`` printed in the epoch: only the DataLoader's

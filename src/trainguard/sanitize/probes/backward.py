@@ -1,15 +1,14 @@
 """The backward probe: ``torch.autograd.backward`` (which ``Tensor.backward`` calls), wrapped.
 
 Events: ``on_backward`` before the backward runs, ``on_backward_done`` after it returned,
-``on_backward_failed`` when it raised. ``torch.autograd.grad`` is wrapped too: a call that raises
-is a failed backward (the same errors: no graph, freed buffers, an in-place change), and the
-gradients it returns with ``create_graph=True`` are stamped (``probes/stamps.py``): they carry a
-graph of their own (a double backward through the model) that reaches no module output, so a
-gradient penalty kept across steps is followed like a kept loss (TG201). Facts kept (``State``): ``backward_count``,
-``in_backward`` (forwards during a backward are recomputation), ``backwards`` (the latest
-calls, with no reference to the graph). A backward's end may bound the cadence's cycles in a loop
-without an optimizer step. ``torch.export`` never traces a backward, so Dynamo's own test is
-enough here.
+``on_backward_failed`` when it raised. ``torch.autograd.grad`` is wrapped too: a call that raises is
+a failed backward (the same errors: no graph, freed buffers, an in-place change), and the gradients
+it returns with ``create_graph=True`` are stamped (``probes/stamps.py``): they carry a graph of
+their own (a double backward through the model) that reaches no module output, so a gradient penalty
+kept across steps is followed like a kept loss (TG201). Facts kept (``State``): ``backward_count``,
+``in_backward`` (forwards during a backward are recomputation), ``backwards`` (the latest calls,
+with no reference to the graph). A backward's end may bound the cadence's cycles in a loop without
+an optimizer step. ``torch.export`` never traces a backward, so Dynamo's own test is enough here.
 """
 
 from __future__ import annotations

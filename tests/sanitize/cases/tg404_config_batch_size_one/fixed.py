@@ -19,7 +19,8 @@ class Attention(nn.Module):
     def __init__(self, ch: int) -> None:
         super().__init__()
         self.pool = nn.AdaptiveAvgPool2d(1)
-        self.gate = nn.Sequential(nn.Conv2d(ch, ch, 1, bias=False), nn.BatchNorm2d(ch), nn.Sigmoid())
+        self.gate = nn.Sequential(nn.Conv2d(ch, ch, 1, bias=False), nn.BatchNorm2d(ch),
+                                  nn.Sigmoid())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x * self.gate(self.pool(x))
