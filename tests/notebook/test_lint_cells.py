@@ -32,8 +32,8 @@ def _lint(tmp_path: Path) -> dict:
 
 def test_finding_is_placed_at_its_cell_and_line(tmp_path: Path) -> None:
     f = _lint(tmp_path)
-    # at the backward, where zero_grad() goes (the step, line 4, is named in the message)
-    assert (f["code"], f["path"], f["cell"], f["line"]) == ("TG301", "nb.ipynb", 3, 3)
+    # at the step's forward, where zero_grad() goes (the step, line 4, is named in the message)
+    assert (f["code"], f["path"], f["cell"], f["line"]) == ("TG301", "nb.ipynb", 3, 2)
 
 
 def test_line_numbers_inside_the_message_are_cell_lines(tmp_path: Path) -> None:

@@ -333,8 +333,8 @@ LATE = {
             x, y = xs[i % 40], ys[i % 40]
             if i % 50 == 49:
                 BRANCH_ZERO
-                loss = F.cross_entropy(model(x), y)
-                loss.backward()  # expect: TG301
+                loss = F.cross_entropy(model(x), y)  # expect: TG301
+                loss.backward()
                 optimizer.step()
                 continue
             optimizer.zero_grad()
@@ -414,8 +414,8 @@ LATE = {
             x, y = xs[i % 40], ys[i % 40]
             if i < 100 or FIX_ALWAYS:
                 optimizer.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()  # expect: TG301
+            loss = F.cross_entropy(model(x), y)  # expect: TG301
+            loss.backward()
             optimizer.step()
     """, None),
 }
