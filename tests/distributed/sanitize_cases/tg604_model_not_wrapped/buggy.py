@@ -16,8 +16,8 @@ sampler = DistributedSampler(data, shuffle=True, seed=0)
 loader = DataLoader(data, batch_size=16, sampler=sampler)
 model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-for epoch in range(3):  # expect: TG601
-    for x, y in loader:
+for epoch in range(3):
+    for x, y in loader:  # expect: TG601
         optimizer.zero_grad()
         loss = nn.functional.cross_entropy(model(x), y)
         loss.backward()
