@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 
 from trainguard.lint.astutil import SCOPES, dotted, parent, statement_of, walk_local
+from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.dataflow import last_assignment
 from trainguard.datanames import reads_eval_data
 from trainguard.lint.events import Event, events
 from trainguard.lint.module_methods import runs_layers
 from trainguard.lint.script import Script, is_backward
-from trainguard.lint.callgraph import bind_arguments
 
 __all__ = ["EvalRegion", "training_loops", "loop_label", "inference_calls", "INFERENCE_METHODS",
            "eval_regions", "preceding_events", "forward_calls", "rollout", "EVAL_NAME",

@@ -513,14 +513,10 @@ def _hit(script: Script, node: ast.AST, acc: str, value: ast.expr, verb: str,
     new = f"{text}{method}" if simple else f"({text}){method}"
     edit = Edit(value.lineno, value.col_offset, value.end_lineno or value.lineno,
                 value.end_col_offset or value.col_offset, new)
-    if verb == "append":
+    if verb in ("append", "add_"):  # a method call on the holder
         holder = getattr(getattr(node, "value", None), "func", None)
-        what = f"{script.segment(holder.value) or acc}.append({text})" \
-            if isinstance(holder, ast.Attribute) else f"{acc}.append({text})"
-    elif verb == "add_":
-        holder = getattr(getattr(node, "value", None), "func", None)
-        what = f"{script.segment(holder.value) or acc}.add_({text})" \
-            if isinstance(holder, ast.Attribute) else f"{acc}.add_({text})"
+        what = f"{script.segment(holder.value) or acc}.{verb}({text})" \
+            if isinstance(holder, ast.Attribute) else f"{acc}.{verb}({text})"
     elif isinstance(node, ast.AugAssign):
         what = f"{script.segment(node.target) or acc} += {text}"
     elif isinstance(node, ast.Assign):

@@ -119,11 +119,9 @@ def _spread_entry(script: Script, call: ast.Call, key: str) -> ast.expr | None:
     handed in as ``cfg``): where that option is set, and changed."""
     for k in call.keywords:
         if k.arg is None:
-            found = _literal(script, k.value, 6)
-            if isinstance(found, ast.Dict):
-                for name, value in zip(found.keys, found.values):
-                    if name is not None and const_eval(name) == key:
-                        return value
+            value = _dict_value(_literal(script, k.value, 6), key)
+            if value is not None:
+                return value
     return None
 
 
@@ -133,10 +131,15 @@ def _entry_of(script: Script, expr: ast.AST | None) -> ast.AST | None:
     changed (huaifeng1993/DFANet#9); None when not found."""
     if not isinstance(expr, ast.Subscript):
         return None
-    base, key = _literal(script, expr.value, 6), const_eval(expr.slice)
-    if not isinstance(base, ast.Dict) or key is UNKNOWN:
+    return _dict_value(_literal(script, expr.value, 6), const_eval(expr.slice))
+
+
+def _dict_value(found: ast.AST | None, key: object) -> ast.expr | None:
+    """The value a dict literal writes for the constant ``key``; None when ``found`` is no dict
+    literal, ``key`` is unknown or absent."""
+    if not isinstance(found, ast.Dict) or key is UNKNOWN:
         return None
-    return next((v for k, v in zip(base.keys, base.values)
+    return next((v for k, v in zip(found.keys, found.values)
                  if k is not None and const_eval(k) == key), None)
 
 
@@ -150,12 +153,8 @@ def _literal(script: Script, expr: ast.AST | None, depth: int) -> ast.AST | None
     if isinstance(expr, ast.Dict):
         return expr
     if isinstance(expr, ast.Subscript):
-        base, key = _literal(script, expr.value, depth - 1), const_eval(expr.slice)
-        if isinstance(base, ast.Dict) and key is not UNKNOWN:
-            for k, v in zip(base.keys, base.values):
-                if k is not None and const_eval(k) == key:
-                    return _literal(script, v, depth - 1)
-        return None
+        value = _dict_value(_literal(script, expr.value, depth - 1), const_eval(expr.slice))
+        return _literal(script, value, depth - 1) if value is not None else None
     if isinstance(expr, ast.Name):
         value = _single_value(expr) or _param_value(script, expr, expr.id)
         return _literal(script, value, depth - 1)

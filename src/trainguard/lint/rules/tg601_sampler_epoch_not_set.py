@@ -21,6 +21,7 @@ from trainguard.lint.astutil import is_false, kwarg, parent
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
+from trainguard.placement import body_statement
 
 CODE = "TG601"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
@@ -59,23 +60,16 @@ def _epoch_loop(script: Script) -> ast.AST | None:
     for loop in training_loops(script):
         outer = script.enclosing_loops(loop)
         if outer:
-            return _running(outer[0], loop)
+            return body_statement(outer[0].body, loop.lineno) or outer[0]
         func = loop if isinstance(loop, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
             script.enclosing_function(loop)
         for site in script.call_sites(func) if func is not None else []:
             around = script.enclosing_loops(site)
             if around:
-                return _running(around[0], site)
+                return body_statement(around[0].body, site.lineno) or around[0]
     endless = _endless_pass(script)
-    return _running(endless, next((f for f in endless.body if isinstance(
-        f, (ast.For, ast.AsyncFor))), endless)) if endless is not None else None
-
-
-def _running(loop: ast.AST, inner: ast.AST) -> ast.AST:
-    """The statement of ``loop``'s body that holds ``inner`` (``loop`` itself when none)."""
-    line = inner.lineno  # type: ignore[attr-defined]
-    return next((s for s in loop.body  # type: ignore[attr-defined]
-                 if s.lineno <= line <= (s.end_lineno or s.lineno)), loop)
+    return next((f for f in endless.body if isinstance(f, (ast.For, ast.AsyncFor))), endless) \
+        if endless is not None else None
 
 
 def _endless_pass(script: Script) -> ast.AST | None:

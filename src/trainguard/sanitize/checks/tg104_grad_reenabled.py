@@ -54,7 +54,7 @@ class GradReenabled(UnreachedOutputs):
 
     def on_backward_done(self, call: Any) -> None:
         if self.state.no_grad_depth:
-            where = self._reenabled_at()
+            where = self.state.reenabled_at()
             if where is not None:
                 self.trained.add(where)  # a probe trained in the re-enabled region
         super().on_backward_done(call)
@@ -64,7 +64,7 @@ class GradReenabled(UnreachedOutputs):
         if self.state.in_backward:
             return
         if call.reenabled:
-            where = self._reenabled_at() or call.where
+            where = self.state.reenabled_at() or call.where
         elif not call.grad_enabled and self.state.no_grad_depth and self.state.grad_on_at:
             # called with grad off, yet its forward turned grad back on (``with
             # torch.enable_grad():`` inside ``forward``, for a Grad-CAM): outputs with a grad_fn
@@ -86,16 +86,13 @@ class GradReenabled(UnreachedOutputs):
         if self.state.in_backward or not self.state.no_grad_depth or \
                 not torch.is_grad_enabled():
             return
-        where = self._reenabled_at()
+        where = self.state.reenabled_at()
         output = call.output
         # (a graph that autograd.grad already ran through in the forward counts here: the
         # loss's own nodes are new, and no backward can use them)
         if where is None or not isinstance(output, torch.Tensor) or output.grad_fn is None:
             return
         self.follow(output, (where, call.name, call.where))
-
-    def _reenabled_at(self) -> Any:
-        return self.state.reenabled_at()
 
     def report_unreached(self, key: tuple) -> None:
         import os

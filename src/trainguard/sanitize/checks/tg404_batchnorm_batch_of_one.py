@@ -71,9 +71,13 @@ class BatchNormBatchOfOne(Check):
                 # unless the partial loader is the one the run iterates
                 iterated = found is not None and id(found[0]) == self.state.loader_id
                 sliced = None if iterated else partial_range_loop()
-                loader, built = sliced or ((found[1], _size_written(found[0], self.built.get(
-                    found[0]))) if found else (None, None))
+                loader, built = sliced or ((found[1], self._cause_at(found[0])) if found
+                                           else (None, None))
                 self.caught.hold(exc, [str(exc), _layer_name(self.state), loader, built, where])
+
+    def _cause_at(self, loader: Any) -> Any:
+        """Where the loader was built, or the configuration entry that set its batch size to 1."""
+        return _size_written(loader, self.built.get(loader))
 
     def on_built(self, obj: Any, where: Any) -> None:
         if hasattr(obj, "drop_last") and where is not None:  # a DataLoader: where it was built
@@ -86,8 +90,7 @@ class BatchNormBatchOfOne(Check):
         if held is None:
             found = _partial_loader(self.state.loader_id)
             held = [str(exc), _layer_name(self.state), found[1] if found is not None else None,
-                    _size_written(found[0], self.built.get(found[0])) if found is not None
-                    else None, self.failed_at]
+                    self._cause_at(found[0]) if found is not None else None, self.failed_at]
         return _diagnose(*held)
 
     def on_exit(self) -> None:

@@ -293,6 +293,7 @@ def _assigned(file: SourceFile, call: ast.Call, name: str) -> int | None:
         return value.keywords[-1].lineno
     return None
 
+
 def _live_parameters() -> Any:
     """``id -> weak reference`` of the ``nn.Parameter`` objects alive now (``gc``: once per
     model-only file loaded back)."""

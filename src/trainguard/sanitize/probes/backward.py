@@ -96,22 +96,21 @@ def _grad(bus: "Bus", original: Any, failed: Callable) -> Any:
     stamps = bool(wanted(bus))
 
     def grad(*args: Any, **kwargs: Any) -> Any:
+        # (grad(outputs, inputs, grad_outputs, retain_graph, create_graph, ...))
+        create = bool(kwargs.get("create_graph", args[4] if len(args) > 4 else False))
         try:
             result = original(*args, **kwargs)
         except BaseException as exc:
             if not torch.compiler.is_dynamo_compiling():
-                _grad_failed(state, failed, args, kwargs, exc)
+                _grad_failed(state, failed, args, kwargs, create, exc)
             raise
-        if state.no_grad_depth and not state.modules and not kwargs.get("create_graph") and \
-                not (len(args) > 4 and args[4]):
+        if state.no_grad_depth and not state.modules and not create:
             # TG104: the re-enabled region takes gradients itself (an attack's input gradient),
             # not inside a model's forward and not to train through them
             where = state.reenabled_at()
             if where is not None:
                 state.grads_taken_at.add(where)
-        if not stamps:
-            return result
-        if kwargs.get("create_graph") or (len(args) > 4 and args[4]):
+        if stamps and create:
             try:
                 _stamp_grads(state, result)
             except Exception as exc:
@@ -120,7 +119,7 @@ def _grad(bus: "Bus", original: Any, failed: Callable) -> Any:
     return grad
 
 
-def _grad_failed(state: Any, failed: Callable, args: tuple, kwargs: dict,
+def _grad_failed(state: Any, failed: Callable, args: tuple, kwargs: dict, create: bool,
                  exc: BaseException) -> None:
     """A failed ``torch.autograd.grad``: its outputs as the roots of a failed backward. Never
     raises."""
@@ -131,7 +130,6 @@ def _grad_failed(state: Any, failed: Callable, args: tuple, kwargs: dict,
         roots = (outputs,) if isinstance(outputs, torch.Tensor) else tuple(
             t for t in outputs or () if isinstance(t, torch.Tensor))
         retain = kwargs.get("retain_graph", args[3] if len(args) > 3 else None)
-        create = bool(kwargs.get("create_graph", args[4] if len(args) > 4 else False))
         where = frames.user_location(sys._getframe(2))
         call = BackwardCall(roots, create if retain is None else bool(retain), create, where,
                             state.backward_count, state.step)
