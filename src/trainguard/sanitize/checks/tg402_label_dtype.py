@@ -16,7 +16,9 @@ When it fires:
   loss ("result type Float can't be cast to the desired output type Long").
 
 Where: at the dataset line that made the targets when the loss call's frames show it
-(``core/target_origin.py``), the loss line in the message; else at the loss line.
+(``core/target_origin.py``), the loss line in the message; else at the loss line. A class index
+out of range is placed there only when the labels are the fault: all in 1..C (counted from 1) or
+only 0 and 255 (a mask's grey levels); any other may be a model with too few outputs.
 
 Silent on: integer class indices in range (``ignore_index`` included), one-hot or label-smoothed
 float probabilities, binary targets in [0, 1] (soft labels included).
@@ -143,11 +145,25 @@ class LabelDtype(Check):
         if m:
             classes = x.shape[1] if getattr(x, "dim", lambda: 0)() >= 2 else None
             span = f"[0, {classes - 1}]" if classes else "the class range"
+            message = f"{func} got class index {m.group(1)}, but the input has " \
+                f"{classes if classes else 'fewer'} classes ({shapes}); valid targets lie in {span}"
+            form = _label_form(t, classes) if classes else ""
+            if not form:
+                return Diagnosis(message, fix="make the model's last layer output one score per "
+                                 "class, or remap the labels to 0..C-1 (labels starting at 1 "
+                                 "need `y - 1`)")
+            # labels 1..C, or a 0/255 mask, for C scores: the labels are what to change
+            made, used = _made_at_error(exc, t, self.state.loader_passes)
+            fix = "subtract 1 where the labels are made (`int(label) - 1`)" if form == "one" \
+                else "map the mask's values to class indices where it is read (`mask == 255`)"
             return Diagnosis(
-                f"{func} got class index {m.group(1)}, but the input has "
-                f"{classes if classes else 'fewer'} classes ({shapes}); valid targets lie in {span}",
-                fix="make the model's last layer output one score per class, or remap the labels "
-                    "to 0..C-1 (labels starting at 1 need `y - 1`)")
+                message + ("; these labels run from 1 to {classes}: counted from 1, not 0"
+                           if form == "one" else "; the targets hold only 0 and 255: a mask "
+                           "image's grey levels, not class indices").format(classes=classes)
+                + (f" (the targets are made here, in the dataset; the loss at "
+                   f"{short_location(used)})" if made is not None and used is not None else ""),
+                fix=fix + f", so that they run from 0 to {classes - 1}",
+                where=made[:2] if made is not None else None)
         if "expected target dtype to be Long" in text or "expected scalar type Long" in text:
             made, used = _made_at_error(exc, t, self.state.loader_passes)
             return Diagnosis(
@@ -186,6 +202,22 @@ def _made_at_error(exc: BaseException, target: Any, passes: Any) -> tuple[Any, A
         tb = tb.tb_next
     made = target_origin(frame, target, passes)
     return (made, frame_location(frame)) if made is not None else (None, None)
+
+
+def _label_form(target: Any, classes: int) -> str:
+    """How out-of-range integer class indices were written, where the labels (not the model's
+    ``classes`` scores) are what is wrong: ``"one"`` when they all lie in 1..``classes`` (counted
+    from 1), ``"255"`` when they hold only 0 and 255 (a mask's grey levels), else ``""``. Values
+    read on CPU and CUDA only (a sync, at the error)."""
+    if not readable(target) or target.is_floating_point() or target.numel() == 0:
+        return ""
+    low, high = int(target.min()), int(target.max())
+    if low >= 1 and high <= classes:
+        return "one"
+    if low == 0 and high == 255 and classes < 255 and \
+            bool(((target == 0) | (target == 255)).all()):
+        return "255"
+    return ""
 
 
 def _loss_args(exc: BaseException) -> tuple[str, Any, Any] | None:

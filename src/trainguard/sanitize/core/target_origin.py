@@ -15,9 +15,15 @@ call is enough in the usual case:
 3. the loader's dataset (through ``Subset``) has a ``__getitem__`` in the user's code whose
    ``return`` gives the same position or key; that element's line is the answer: the last
    assignment of the returned name in ``__getitem__`` (``mask = self.to_tensor(mask)``), or
-   the ``return`` itself when it builds the element there.
+   the ``return`` itself when it builds the element there;
+4. followed one step further: a name unpacked from a list ``__init__`` fills with one ``append``
+   (``path, label = self.samples[i]``) to where ``__init__`` made that element of the appended
+   tuple; an element made by a call of the user's (``self.preprocess(mask, is_mask=True)``, a
+   function of ``__getitem__``'s module, through ``torch.as_tensor``-like conversions) to the
+   ``return`` the call reaches, decided by ``if`` tests of parameters passed as constants.
 
-Anything else (a target made outside a loader, a collate function that reorders, an iterable
+A target taken out of the batch into a local (``masks = batch["mask"]``) is found through the
+batch that still holds it. Anything else (a target made outside a loader, a collate function that reorders, an iterable
 dataset) answers None: the finding stays at the loss line.
 
 Cost: at a finding only, one parse of each source file involved (cached).
@@ -26,6 +32,7 @@ Cost: at a finding only, one parse of each source file involved (cached).
 from __future__ import annotations
 
 import ast
+import inspect
 from types import FrameType, SimpleNamespace
 from typing import Any
 
@@ -60,46 +67,43 @@ def target_origin(frame: FrameType | None, target: Any, passes: Any = ()) -> Loc
 
 
 def _origin(frame: FrameType, target: Any, passes: Any) -> Location | None:
-    found = _holder(frame, target)
-    if found is None:
-        return None
-    name, inner = found  # the local's name, and the key or index inside it (None: itself)
     function = function_node(frame.f_code)
     if function is None:
         return None
-    for loop in ast.walk(function):
-        if isinstance(loop, (ast.For, ast.comprehension)):
-            path = _path(loop.target, name)
-            if path is None:
-                continue
-            loader, path = _iterated(loop.iter, frame, path)
-            if loader is None and isinstance(loop.iter, ast.Call):
-                loader = _running(passes, loop.iter)
-            if loader is None:
-                continue
-            if inner is not None:
-                path = path + (inner,)
-            return _made_in_dataset(loader, path)
+    # the local's name, and the key or index inside it (None: itself); a local taken out of
+    # the batch (`masks = batch["mask"]`) is no loop variable, the batch holding it is
+    for name, inner in _holders(frame, target):
+        for loop in ast.walk(function):
+            if isinstance(loop, (ast.For, ast.comprehension)):
+                path = _path(loop.target, name)
+                if path is None:
+                    continue
+                loader, path = _iterated(loop.iter, frame, path)
+                if loader is None and isinstance(loop.iter, ast.Call):
+                    loader = _running(passes, loop.iter)
+                if loader is None:
+                    continue
+                if inner is not None:
+                    path = path + (inner,)
+                return _made_in_dataset(loader, path)
     return None
 
 
-def _holder(frame: FrameType, target: Any) -> tuple[str, Any] | None:
-    """``(name, None)`` for a local bound to ``target``; ``(name, key)`` for a local tuple, list
-    or dict holding it."""
+def _holders(frame: FrameType, target: Any) -> list[tuple[str, Any]]:
+    """``(name, None)`` for each local bound to ``target``, then ``(name, key)`` for each local
+    tuple, list or dict holding it."""
     items = list(frame.f_locals.items())
-    for name, value in items:
-        if value is target:
-            return name, None
+    found: list[tuple[str, Any]] = [(name, None) for name, value in items if value is target]
     for name, value in items:
         if isinstance(value, dict):
             key = next((k for k, v in value.items() if v is target), None)
             if key is not None:
-                return name, key
+                found.append((name, key))
         elif isinstance(value, (tuple, list)) and len(value) <= 16:
             index = next((i for i, v in enumerate(value) if v is target), None)
             if index is not None:
-                return name, index
-    return None
+                found.append((name, index))
+    return found
 
 
 def _path(target: ast.AST, name: str) -> tuple[int, ...] | None:
@@ -183,16 +187,136 @@ def _made_in_dataset(loader: Any, path: tuple) -> Location | None:
     if element is None:
         return None
     where = (getitem.co_filename, element.lineno, element.col_offset + 1)
+    position = None  # in `name, label = self.items[i]`: label's place in each stored item
     if isinstance(element, ast.Name):
         made = [n for n in ast.walk(function) if isinstance(n, (ast.Assign, ast.AugAssign))
                 and n.lineno < returns[0].lineno and _binds(n, element.id)]
         if made:
             last = max(made, key=lambda n: n.lineno)
+            position = _unpacked_at(last, element.id)
             where, element = (getitem.co_filename, last.lineno, last.col_offset + 1), last.value
+    cls = type(dataset)
     # only indexed here (`self.labels[i]`): the tensor was made where __init__ stored it
     stored = _indexed_attribute(element)
-    made_in_init = assigned_in_init(type(dataset), stored) if stored else None
-    return made_in_init or where
+    if stored and position is not None:
+        appended = _appended_in_init(cls, stored, position)
+        if appended is not None:
+            return appended
+    made_in_init = assigned_in_init(cls, stored) if stored else None
+    return made_in_init or _returned_by(cls, element) or where
+
+
+# calls that only convert what they are given: the form was decided inside
+_CONVERTERS = frozenset({"as_tensor", "tensor", "from_numpy", "asarray", "array", "Tensor",
+                         "LongTensor", "FloatTensor"})
+
+
+def _returned_by(cls: type, element: ast.AST) -> Location | None:
+    """For an element made by a call of the user's (``torch.as_tensor(self.preprocess(mask,
+    is_mask=True))``, a module function), the ``return`` that call reaches: decided by ``if``
+    tests of parameters the call passes as constants; None when that is not known."""
+    while isinstance(element, ast.Call) and element.args and _called(element) in _CONVERTERS:
+        element = element.args[0]
+    if not isinstance(element, ast.Call):
+        return None
+    func = element.func
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+            func.value.id == "self":
+        found, bound = getattr(cls, func.attr, None), not isinstance(
+            inspect.getattr_static(cls, func.attr, None), staticmethod)
+    elif isinstance(func, ast.Name):  # a function of __getitem__'s module
+        scope = getattr(getattr(cls, "__getitem__", None), "__globals__", {})
+        found, bound = scope.get(func.id), False
+    else:
+        return None
+    code = getattr(found, "__code__", None)
+    node = function_node(code) if code is not None else None
+    if not isinstance(node, ast.FunctionDef) or \
+            any(isinstance(a, ast.Starred) for a in element.args):
+        return None
+    names = [a.arg for a in node.args.posonlyargs + node.args.args][1 if bound else 0:]
+    env = {n: d.value for n, d in zip(names[::-1], node.args.defaults[::-1])
+           if isinstance(d, ast.Constant)}
+    env.update({n: a.value for n, a in zip(names, element.args) if isinstance(a, ast.Constant)})
+    env.update({k.arg: k.value.value for k in element.keywords
+                if k.arg is not None and isinstance(k.value, ast.Constant)})
+    taken = _reached(node.body, env)
+    if isinstance(taken, ast.Return):
+        return (code.co_filename, taken.lineno, taken.col_offset + 1)
+    return None
+
+
+def _reached(body: list[ast.stmt], env: dict[str, Any]) -> ast.Return | bool | None:
+    """The ``return`` a run of ``body`` reaches with the parameters in ``env``; None when it
+    reaches none, False when that depends on something else (a loop, an unknown test)."""
+    for stmt in body:
+        if isinstance(stmt, ast.Return):
+            return stmt
+        if isinstance(stmt, ast.If):
+            test = _truth(stmt.test, env)
+            if test is None:
+                return False
+            taken = _reached(stmt.body if test else stmt.orelse, env)
+            if taken is not None:
+                return taken
+        elif any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
+            return False
+    return None
+
+
+def _truth(test: ast.AST, env: dict[str, Any]) -> bool | None:
+    if isinstance(test, ast.Constant):
+        return bool(test.value)
+    if isinstance(test, ast.Name) and test.id in env:
+        return bool(env[test.id])
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _truth(test.operand, env)
+        return None if inner is None else not inner
+    return None
+
+
+def _called(call: ast.Call) -> str:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else \
+        func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def _unpacked_at(assign: ast.AST, name: str) -> int | None:
+    """``1`` for ``label`` in ``path, label = ...``; None for anything else."""
+    targets = getattr(assign, "targets", [])
+    if len(targets) == 1 and isinstance(targets[0], (ast.Tuple, ast.List)):
+        for i, element in enumerate(targets[0].elts):
+            if isinstance(element, ast.Name) and element.id == name:
+                return i
+    return None
+
+
+def _appended_in_init(cls: type, attr: str, position: int) -> Location | None:
+    """Where ``__init__`` made the element at ``position`` of the items it appends to
+    ``self.<attr>`` (``self.items.append((path, label))``: the last assignment of ``label``
+    before that line, or the ``append`` itself); None unless there is one such ``append``."""
+    init = getattr(getattr(cls, "__init__", None), "__code__", None)
+    node = function_node(init) if init is not None and is_user_file(init.co_filename) else None
+    if not isinstance(node, ast.FunctionDef):
+        return None
+    appends = [c for c in ast.walk(node) if isinstance(c, ast.Call) and len(c.args) == 1
+               and _called(c) == "append" and isinstance(c.func, ast.Attribute)
+               and isinstance(c.func.value, ast.Attribute) and c.func.value.attr == attr
+               and isinstance(c.func.value.value, ast.Name) and c.func.value.value.id == "self"]
+    if len(appends) != 1 or not isinstance(appends[0].args[0], (ast.Tuple, ast.List)):
+        return None
+    items = appends[0].args[0].elts
+    if position >= len(items):
+        return None
+    element, line = items[position], appends[0].lineno
+    where = (init.co_filename, element.lineno, element.col_offset + 1)
+    if isinstance(element, ast.Name):
+        made = [n for n in ast.walk(node) if isinstance(n, (ast.Assign, ast.AugAssign))
+                and n.lineno < line and _binds(n, element.id)]
+        if made:
+            last = max(made, key=lambda n: n.lineno)
+            where = (init.co_filename, last.lineno, last.col_offset + 1)
+    return where
 
 
 def _indexed_attribute(node: ast.AST) -> str | None:
