@@ -7,16 +7,18 @@ rule says the module depends on the mode.
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
-from trainguard.apifacts import MODE_CLASSES, MODE_RULES, mode_rule
+from trainguard.apifacts import MODE_CLASSES, MODE_RULES, mode_rule, training_read_matters
 from trainguard.sanitize.core.modes import describe, mode_dependent
 
 
@@ -117,3 +119,63 @@ def test_the_definition_imports_no_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=env)
     assert out.stdout.strip() == "False"
+
+
+def _forward(src: str) -> ast.FunctionDef:
+    return ast.parse(textwrap.dedent(src)).body[0]
+
+
+@pytest.mark.parametrize("src, matters", [
+    # torchvision-style detector: train mode picks the loss dict to return, the numbers are alike
+    ("""def forward(self, x, y=None):
+            out = self.head(x)
+            if self.training:
+                return {"loss": F.smooth_l1_loss(out, y)}
+            return out""", False),
+    ("""def forward(self, x):
+            aux = self.aux(x) if self.training else None
+            return self.main(x), aux""", False),
+    ("""def forward(self, x):
+            return x + torch.randn_like(x) if self.training else x""", True),
+    ("""def forward(self, x):
+            if not self.training or self.p == 0:
+                return x
+            return x * torch.bernoulli(torch.full_like(x, 1 - self.p))""", True),
+    ("""def forward(self, x):
+            return F.dropout(x, self.p, self.training)""", True),
+    ("""def forward(self, x):
+            if self.training:
+                mean = x.mean(0)
+            else:
+                mean = self.running_mean
+            return x - mean""", True),
+    ("""def forward(self, x):
+            if self.training:
+                self.calls += 1
+            return x""", True),
+    ("""def forward(self, x):
+            if self.training:
+                self.ema.mul_(0.9).add_(x.detach().mean(0), alpha=0.1)
+            return x - self.ema""", True),
+    ("""def forward(self, x):
+            flag = self.training
+            return self.block(x, flag)""", True),
+])
+def test_a_training_read_matters_when_it_selects_randomness_or_state(src, matters):
+    assert training_read_matters(_forward(src)) is matters
+
+
+class _LossDictDetector(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x, y=None):
+        out = self.head(x)
+        if self.training:
+            return {"loss": nn.functional.smooth_l1_loss(out, y)}
+        return out
+
+
+def test_a_forward_that_only_picks_its_return_is_not_mode_dependent():
+    assert mode_dependent(_LossDictDetector()) == []

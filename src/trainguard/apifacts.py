@@ -5,10 +5,12 @@ Standard library only: ``trainguard lint`` imports this module and never imports
 
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import dataclass
 
 __all__ = ["FUNCTIONAL_LOSSES", "ModeRule", "MODE_RULES", "MODE_CLASSES", "READS_TRAINING",
-           "mode_rule"]
+           "mode_rule", "training_read_matters"]
 
 FUNCTIONAL_LOSSES = (
     "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
@@ -88,3 +90,70 @@ def mode_rule(class_name: str) -> ModeRule | None:
         if class_name in rule.classes:
             return rule
     return None
+
+
+# calls that draw random numbers or keep statistics: what a mode switch changes in a module of
+# the user's (a hand-written dropout, stochastic depth, noise injection, a running average)
+_RANDOM_OR_STATE = re.compile(r"rand|drop|bernoulli|noise|normal|uniform|multinomial|perm|"
+                              r"shuffle|sample|batch_norm|instance_norm|momentum|update|track")
+
+# batch statistics, which a hand-written norm layer uses in training instead of running ones
+_BATCH_STATISTICS = frozenset({"mean", "var", "std", "var_mean", "std_mean"})
+
+
+def training_read_matters(forward: ast.FunctionDef) -> bool:
+    """Whether the ``self.training`` reads of a user module's ``forward`` make its numbers depend
+    on the mode: a read passed on (``F.dropout(x, p, self.training)``) or kept in a value does;
+    an ``if`` on it does when the code it selects (with the rest of the function after an early
+    ``return``) draws random numbers, keeps statistics (a call named like ``rand``, ``dropout``,
+    ``bernoulli``, ``batch_norm``, ``update``...), takes batch statistics (``mean``, ``var``,
+    ``std``) or writes state (an in-place method, an assignment to ``self.<attr>``). An ``if self.training:`` that only picks what to return (a
+    torchvision-style detector that returns its loss dict in training, its boxes in eval; an
+    auxiliary head's output added in training) does not: train mode changes what it returns, not
+    the numbers, and its submodules are judged by their own rules."""
+    reads = [n for n in ast.walk(forward) if isinstance(n, ast.Attribute)
+             and n.attr == READS_TRAINING and isinstance(n.value, ast.Name)
+             and n.value.id == "self"]
+    if not reads:
+        return False
+    tests: dict[int, list[ast.AST]] = {}  # id(read) -> the code its `if` selects
+    for node in ast.walk(forward):
+        if isinstance(node, (ast.If, ast.IfExp)):
+            governed = _selected(forward, node)
+            for n in ast.walk(node.test):
+                tests.setdefault(id(n), governed)
+    for read in reads:
+        governed = tests.get(id(read))
+        if governed is None or any(_random_or_state(n) for part in governed
+                                   for n in ast.walk(part)):
+            return True
+    return False
+
+
+def _selected(forward: ast.FunctionDef, node: ast.AST) -> list[ast.AST]:
+    """What an ``if`` (statement or expression) selects: both branches, and for a statement
+    whose branch returns, the statements after it in the same block."""
+    if isinstance(node, ast.IfExp):
+        return [node.body, node.orelse]
+    parts: list[ast.AST] = [*node.body, *node.orelse]
+    if any(isinstance(n, ast.Return) for part in parts for n in ast.walk(part)):
+        for block in ast.walk(forward):
+            for field in ("body", "orelse", "finalbody"):
+                stmts = getattr(block, field, None)
+                if isinstance(stmts, list) and node in stmts:
+                    parts += stmts[stmts.index(node) + 1:]
+    return parts
+
+
+def _random_or_state(node: ast.AST) -> bool:
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else \
+            func.id if isinstance(func, ast.Name) else ""
+        return bool(_RANDOM_OR_STATE.search(name.lower())) or name in _BATCH_STATISTICS or \
+            (name.endswith("_") and not name.startswith("_"))
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                   and n.value.id == "self" for t in targets for n in ast.walk(t))
+    return False

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from trainguard.apifacts import training_read_matters
 from trainguard.lint.astutil import (SCOPES, dotted, is_false, is_true, parent, set_parents,
                                      walk_local)
 from trainguard.lint.project import MODE_DEPENDENT as _MODE_DEPENDENT
@@ -394,10 +395,11 @@ class Script:
     def _code_words(self) -> str:
         """The names the code uses (identifiers, attributes, keywords, imports), without
         comments and strings: ``# no Dropout here`` shows no Dropout."""
-        words = set()
+        words, plain = set(), self.plain_classes
         for n in self.nodes:
             if isinstance(n, ast.Name):
-                words.add(n.id)
+                if n.id not in plain:
+                    words.add(n.id)
             elif isinstance(n, ast.Attribute):
                 words.add(n.attr)
             elif isinstance(n, ast.keyword) and n.arg:
@@ -408,6 +410,19 @@ class Script:
                     any(k.arg == "track_running_stats" for k in n.keywords):
                 words.add("InstanceNorm(track_running")
         return " ".join(sorted(words))
+
+    @cached_property
+    def plain_classes(self) -> frozenset[str]:
+        """Classes of this file whose own ``forward`` does not depend on the mode
+        (:func:`~trainguard.apifacts.training_read_matters`): a ``FrozenBatchNorm2d`` written
+        here is a name, not a BatchNorm; its base classes (``nn.BatchNorm2d``) still count."""
+        out = set()
+        for name, cls in self.classes.items():
+            forward = next((f for f in cls.body if isinstance(f, ast.FunctionDef)
+                            and f.name == "forward"), None)
+            if forward is None or not training_read_matters(forward):
+                out.add(name)
+        return frozenset(out)
 
     @cached_property
     def mode_dependent(self) -> bool:

@@ -312,8 +312,11 @@ def _class_mode_dependent(script: Script, cls: ast.ClassDef, seen: set[int]) -> 
     if id(cls) in seen:
         return False
     seen.add(id(cls))
-    words = " ".join(n.attr if isinstance(n, ast.Attribute) else n.id for n in ast.walk(cls)
-                     if isinstance(n, (ast.Attribute, ast.Name)))
+    # a class of this file named like a layer (`FrozenBatchNorm2d`) is judged by its code below
+    plain = script.plain_classes
+    words = " ".join(w for w in (n.attr if isinstance(n, ast.Attribute) else n.id
+                                 for n in ast.walk(cls) if isinstance(n, (ast.Attribute, ast.Name)))
+                     if w not in plain)
     if MODE_DEPENDENT.search(script.segment(cls) or "") and MODE_DEPENDENT.search(words):
         return True
     for n in ast.walk(cls):

@@ -4,16 +4,19 @@ The definition is :data:`trainguard.apifacts.MODE_RULES`, shared with the linter
 ``trainguard explain``: Dropout (and AlphaDropout, FeatureAlphaDropout) with ``p > 0``; BatchNorm
 that keeps running statistics; InstanceNorm with ``track_running_stats=True``; RNN/LSTM/GRU with
 ``dropout > 0`` (between layers); MultiheadAttention with ``dropout > 0``; and a user-defined
-module whose ``forward`` reads ``self.training`` (``READS_TRAINING``). See
+module whose ``forward`` reads ``self.training`` (``READS_TRAINING``) where that read changes
+its numbers (``training_read_matters``: not an ``if`` that only picks what to return). See
 ``torch.nn.Module.train`` and each module's docs (cited in ``apifacts.py``).
 """
 
 from __future__ import annotations
 
+import ast
 import weakref
 from typing import Any
 
-from trainguard.apifacts import MODE_CLASSES, READS_TRAINING, ModeRule, mode_rule
+from trainguard.apifacts import MODE_CLASSES, READS_TRAINING, ModeRule, mode_rule, \
+    training_read_matters
 
 __all__ = ["mode_dependent", "active_in_training", "inactive", "describe", "rule_of",
            "hooked_by_user",
@@ -39,10 +42,22 @@ def rule_of(module: Any) -> ModeRule | str | None:
             break
     if found is None and not cls.__module__.startswith("torch."):
         code = getattr(getattr(cls, "forward", None), "__code__", None)
-        if code is not None and READS_TRAINING in code.co_names:
+        if code is not None and READS_TRAINING in code.co_names and _read_matters(code):
             found = _READS
     _by_class[cls] = found
     return found
+
+
+def _read_matters(code: Any) -> bool:
+    """Whether the ``self.training`` reads of the ``forward`` running ``code`` change its numbers
+    (:func:`~trainguard.apifacts.training_read_matters`); True where its source is not read."""
+    from trainguard.sanitize.core.source import function_node
+
+    try:
+        node = function_node(code)
+        return not isinstance(node, ast.FunctionDef) or training_read_matters(node)
+    except Exception:  # an aid to precision: never in the way of the check
+        return True
 
 
 def _candidates(model: Any) -> list[Any]:
