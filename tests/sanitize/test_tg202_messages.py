@@ -22,6 +22,9 @@ def test_a_gan_output_used_by_both_backward_calls_is_one_iteration_not_a_carried
     assert "two backward calls through one graph" in finding.message
     assert "carried across iterations" not in finding.message
     assert "D(fake.detach())" in finding.fix and "hidden.detach()" not in finding.fix
+    # reported at the discriminator's call that took `fake` whole, the second backward named
+    assert finding.line == 21 and "reached it through `D(fake)` here (the second backward at " \
+        "buggy.py:26)" in finding.message, finding.message
 
 
 def test_an_rnn_hidden_state_carried_across_iterations_is_still_called_carried():

@@ -28,6 +28,7 @@ to backward through the graph a second time"
 
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget
@@ -38,7 +39,7 @@ from trainguard.sanitize.core.graph import graph_nodes
 from trainguard.sanitize.core.holders import carried_names, graph_metadata, rebound_before
 from trainguard.sanitize.core.records import MADE as _KEY
 from trainguard.sanitize.core.records import BackwardCall
-from trainguard.sanitize.core.source import SourceFile
+from trainguard.sanitize.core.source import SourceFile, function_node
 
 _MESSAGE = "backward through the graph a second time"
 
@@ -77,14 +78,22 @@ class BackwardTwice(Check):
 
         nodes: set[int] = set()
         budget = Budget(GRAPH_NODES)
+        keep = []  # the walked nodes, alive while their ids are compared
         for root in roots:
             if getattr(root, "grad_fn", None) is not None:
-                nodes.update(id(n) for n in graph_nodes(root.grad_fn, budget=budget))
+                keep += graph_nodes(root.grad_fn, budget=budget)
+        nodes.update(id(n) for n in keep)
+        carried = _carried_state(self.state.models, nodes, budget)
+        if carried is not None:
+            return carried
         for model in list(self.state.models):
             for module in model.modules():
                 for attr, value in vars(module).items():
-                    if isinstance(value, torch.Tensor) and value.grad_fn is not None \
-                            and id(value.grad_fn) in nodes:
+                    # a tensor, or a recurrent state kept as a tuple (h, c)
+                    kept = value if isinstance(value, (tuple, list)) and len(value) <= 4 \
+                        else (value,)
+                    if any(isinstance(v, torch.Tensor) and v.grad_fn is not None
+                           and id(v.grad_fn) in nodes for v in kept):
                         return (f"{type(module).__name__}.{attr}",
                                 assigned_in_methods(type(module), attr))
         return None
@@ -107,10 +116,11 @@ class BackwardTwice(Check):
                 f"this backward runs through `{name}`, a tensor a module keeps between calls"
                 + (f" (assigned at {short_location(where)})" if where else "")
                 + f" with the graph of the step that made it, whose saved tensors {before} "
-                "already freed: a cache filled in forward and reused by later steps",
-                fix="cache a tensor computed without a graph (under torch.no_grad() or "
-                    ".detach()) when its inputs are fixed, or recompute it in every forward when "
-                    "they are learnable parameters",
+                "already freed: a state or cache filled in forward and reused by later steps",
+                fix="keep it detached (a recurrent state: `self.hidden = tuple(h.detach() for h "
+                    "in self.hidden)`, or a fresh state for each batch); a cache of fixed inputs: "
+                    "compute it under torch.no_grad(); of learnable parameters: recompute it in "
+                    "every forward",
                 where=where or failed.where)
         if made is None:
             return Diagnosis(
@@ -132,14 +142,20 @@ class BackwardTwice(Check):
             when = ("in the same step" if same_step else
                     "in the same iteration (an optimizer step ran between the two backward calls, "
                     f"and {short_location(made_where)} made no newer output)")
+            # across an optimizer step (a GAN's D then G step), the first backward's module
+            # call that took the output in whole is the line to change: D(fake.detach())
+            taken = None if same_step or earlier is None else \
+                _taken_in(made_where, earlier.where)
             return Diagnosis(
                 f"this backward runs through {what}, whose saved tensors {before} already freed "
-                f"{when}: two backward calls through one graph",
+                f"{when}: two backward calls through one graph"
+                + (f"; the first backward reached it through `{taken[1]}` here (the second "
+                   f"backward at {short_location(failed.where)})" if taken else ""),
                 fix="add the losses and call backward once (loss = loss_a + loss_b); when the "
                     f"first backward should not reach {module} (a GAN's discriminator step), give "
                     "it the output detached (D(fake.detach())); or pass retain_graph=True to the "
                     "first of the two backward calls",
-                where=failed.where)
+                where=taken[0] if taken else failed.where)
         rebound = rebound_before(made_where, carried[0]) if carried and made_where else None
         if rebound is not None:  # ``hidden = repackage_hidden(hidden)`` that copies, not cuts
             held += (f"; it is rebound at {short_location(rebound)} before that call, but what "
@@ -159,6 +175,69 @@ class BackwardTwice(Check):
                 ".detach() it) when it is input data, or compute it again inside the loop when its "
                 "module should learn",
             where=rebound or (made_where if carried or once else failed.where))
+
+
+def _taken_in(made: Any, until: Any) -> tuple[Any, str] | None:
+    """``(location, "netD(fake)")``: the one call, after the assignment ``fake = netG(noise)`` at
+    ``made`` and before the backward at ``until`` in the same function, that is given the name
+    whole (not ``fake.detach()``): where the first backward's graph took the output in. None
+    when there is not exactly one, or the lines are in different functions or files."""
+    if made is None or until is None or made[0] != until[0]:
+        return None
+    file = SourceFile.load(made[0])
+    call = file.call_at(made[1], made[2] - 1) if file is not None else None
+    if call is None:
+        return None
+    scope = file.scope(call)
+    assign = file.parents.get(call)
+    if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1
+            and isinstance(assign.targets[0], ast.Name)):
+        return None
+    name = assign.targets[0].id
+    later = [c for c in ast.walk(scope) if isinstance(c, ast.Call)
+             and made[1] < c.lineno <= until[1] and file.scope(c) is scope
+             and any(isinstance(a, ast.Name) and a.id == name for a in c.args)]
+    if len(later) != 1:
+        return None
+    return (made[0], later[0].lineno, later[0].col_offset + 1), ast.unparse(later[0])
+
+
+def _carried_state(models: Any, nodes: set[int], budget: Budget) -> tuple[str, Any] | None:
+    """``("Net.hidden", line)`` for a module whose ``forward`` reads and stores ``self.hidden``
+    (``out, self.hidden = self.lstm(x, self.hidden)``) and whose stored value's graph meets the
+    failing one below its own top: the state this step's forward took in, and stored again with
+    the old graph beneath it (an RNN's hidden state kept on the module)."""
+    import torch
+
+    for model in list(models):
+        for module in model.modules():
+            forward = getattr(type(module), "forward", None)
+            code = getattr(forward, "__code__", None)
+            node = function_node(code) if code is not None else None
+            if node is None or isinstance(node, ast.Module):
+                continue
+            stored: dict[str, ast.stmt] = {}  # attr -> its first store in forward
+            for n in ast.walk(node):
+                if isinstance(n, (ast.Assign, ast.AugAssign)):
+                    for target in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                        for t in ast.walk(target):
+                            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) \
+                                    and t.value.id == "self":
+                                stored.setdefault(t.attr, n)
+            read = {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+                    and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)
+                    and n.value.id == "self"}
+            for attr in sorted(set(stored) & read):
+                value = vars(module).get(attr)
+                kept = value if isinstance(value, (tuple, list)) and len(value) <= 4 else (value,)
+                for v in kept:
+                    if isinstance(v, torch.Tensor) and v.grad_fn is not None and any(
+                            id(n) in nodes and not hasattr(n, "variable")
+                            for n in list(graph_nodes(v.grad_fn, budget=budget))[1:]):
+                        store = stored[attr]
+                        return (f"{type(module).__name__}.{attr}",
+                                (code.co_filename, store.lineno, store.col_offset + 1))
+    return None
 
 
 def _outside_loops(where: Any) -> bool:

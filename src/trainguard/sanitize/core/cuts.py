@@ -193,13 +193,23 @@ def _assigned(cls: type, attr: str, *, init: bool) -> Location | None:
             for stmt in ast.walk(node) if isinstance(node, ast.FunctionDef) else ():
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else \
                     [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+                # (a tuple target too: `out, self.hidden = self.lstm(x, self.hidden)`)
                 if any(isinstance(t, ast.Attribute) and t.attr == attr
                        and isinstance(t.value, ast.Name) and t.value.id == "self"
-                       for t in targets):
+                       for target in targets for t in _elements(target)):
                     return (function.__code__.co_filename, stmt.lineno, stmt.col_offset + 1)
         if init and functions:
             return None  # the first __init__ defined is the one that ran
     return None
+
+
+def _elements(target: ast.AST) -> list[ast.AST]:
+    """The targets a (possibly nested) tuple or list target assigns, or the target itself."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [t for e in target.elts for t in _elements(e)]
+    if isinstance(target, ast.Starred):
+        return _elements(target.value)
+    return [target]
 
 
 def built_lines(models: Any, modules: dict[str, Any]) -> dict[str, Location]:

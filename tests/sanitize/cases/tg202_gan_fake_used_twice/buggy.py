@@ -2,7 +2,7 @@
 # (https://pytroubles.com/ru/posts/id2658-gan-v-pytorch-ispravljaem-oshibku-backward-cherez-detach):
 # one generator output feeds the discriminator's loss and then the generator's; the
 # discriminator's backward frees the generator's graph. The DCGAN tutorial gives D `fake.detach()`
-# (https://pytorch.org/tutorials/beginner/dcgan_faces_tutorial.html).
+# (https://pytorch.org/tutorials/beginner/dcgan_faces_tutorial.html), the line to change.
 import torch
 from torch import nn
 
@@ -18,10 +18,10 @@ for step in range(3):
     real = torch.randn(8, 2)
     fake = G(torch.randn(8, 4))
     opt_d.zero_grad()
-    d_loss = bce(D(real), ones) + bce(D(fake), zeros)
+    d_loss = bce(D(real), ones) + bce(D(fake), zeros)  # expect: TG202
     d_loss.backward()
     opt_d.step()
     opt_g.zero_grad()
     g_loss = bce(D(fake), ones)
-    g_loss.backward()  # expect: TG202
+    g_loss.backward()
     opt_g.step()
