@@ -201,7 +201,7 @@ def _accumulation(script: Script, node: ast.AST, names: set[str]):  # type: igno
                 if _reads_acc(mine, acc) and carries_graph(script, other, names):
                     return acc, other, "= +"
     if isinstance(node, ast.Assign) and len(node.targets) == 1:
-        blended = _blend(script, node, names)
+        blended = _blend(script, node, names) or _zipped_sum(script, node, names)
         if blended is not None:
             return blended
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
@@ -295,6 +295,34 @@ def _blend(script: Script, node: ast.Assign, names: set[str]):  # type: ignore[n
         new = [t for t in terms if t not in keeps and carries_graph(script, t, names)]
         if keeps and new:
             return acc, new[0], "= +"
+    return None
+
+
+def _zipped_sum(script: Script, node: ast.Assign, names: set[str]):  # type: ignore[no-untyped-def]
+    """``total = tuple(t + l for t, l in zip(total, losses))`` (a list comprehension too, or a
+    branch of ``losses if total is None else ...``): per-term totals that add each loss tensor of
+    the step to the accumulator's own terms (RecBole's trainer keeps its loss tuple this way)."""
+    acc = _acc_name(node.targets[0])
+    if acc is None:
+        return None
+    for comp in ast.walk(node.value):
+        if not isinstance(comp, (ast.GeneratorExp, ast.ListComp)) or len(comp.generators) != 1:
+            continue
+        gen = comp.generators[0]
+        zipped, target = gen.iter, gen.target
+        if not (isinstance(zipped, ast.Call) and dotted(zipped.func) == "zip"
+                and len(zipped.args) == 2 and isinstance(target, ast.Tuple)
+                and len(target.elts) == 2 and isinstance(comp.elt, ast.BinOp)
+                and isinstance(comp.elt.op, ast.Add)):
+            continue
+        bound = [e.id for e in target.elts if isinstance(e, ast.Name)]
+        added = {t.id for t in _sum_terms(comp.elt) if isinstance(t, ast.Name)}
+        if len(bound) != 2 or set(bound) != added:
+            continue
+        for i in (0, 1):
+            if _reads_acc(zipped.args[i], acc) and \
+                    carries_graph(script, zipped.args[1 - i], names):
+                return acc, zipped.args[1 - i], "= +"
     return None
 
 
@@ -452,7 +480,8 @@ def _outlives(acc: str, loop: ast.AST) -> bool:
             for name, v in pairs:
                 if isinstance(name, ast.Name) and name.id == acc and not (
                         isinstance(v, ast.BinOp) and isinstance(v.left, ast.Name) and
-                        v.left.id == acc or _blend_of(v, acc)) and not ifs_between(sub, loop):
+                        v.left.id == acc or _blend_of(v, acc) or _first_time(v, acc)) and \
+                        not ifs_between(sub, loop):
                     return False
     scope = scope_of(loop)
     return any(isinstance(sub, (ast.Assign, ast.AnnAssign)) and sub.lineno < loop.lineno
@@ -460,6 +489,13 @@ def _outlives(acc: str, loop: ast.AST) -> bool:
                        for t in (sub.targets if isinstance(sub, ast.Assign) else [sub.target])
                        for n in ast.walk(t))
                for sub in walk_local(scope))
+
+
+def _first_time(value: ast.AST, acc: str) -> bool:
+    """``terms if total is None else ...``: a value chosen by a test of the accumulator itself
+    starts it on the first iteration only, as an ``if total is None:`` statement would."""
+    return isinstance(value, ast.IfExp) and any(
+        isinstance(n, ast.Name) and n.id == acc for n in ast.walk(value.test))
 
 
 def _blend_of(value: ast.AST, acc: str) -> bool:
