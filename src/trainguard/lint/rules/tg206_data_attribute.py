@@ -383,7 +383,8 @@ def _before_backward(script: Script, node: ast.AST) -> str | None:
         if not any(n is node for n in walk_local(loop)):
             continue
         backwards = [c.lineno for c in walk_local(loop) if is_backward(c)]
-        forwards = [c.lineno for c in forward_calls(script, loop)]
+        forwards = [c.lineno for c in forward_calls(script, loop)] + \
+            _loss_reads(loop, node, backwards)
         before = [f for f in forwards if f < line]
         if not before or not any(b > line for b in backwards):
             continue
@@ -392,6 +393,33 @@ def _before_backward(script: Script, node: ast.AST) -> str | None:
         b = min(b for b in backwards if b > line)
         return f"after the forward and before backward() at {script.at(b)}"
     return None
+
+
+def _loss_reads(loop: ast.AST, node: ast.AST, backwards: list[int]) -> list[int]:
+    """Lines before ``node`` (``theta.data.clamp_(...)``) that compute, from the tensor it writes
+    through (a learnable tensor used without a model: ``c, k, a, w = theta``), values the loss of
+    a later backward is made from: that use is the forward whose graph saved the tensor."""
+    if not isinstance(node, ast.Attribute):
+        return []  # (a call site of a helper that writes)
+    recv = node.value
+    later = [b for b in backwards if b > node.lineno]
+    if not isinstance(recv, ast.Name) or not later:
+        return []
+    calls = [c for c in walk_local(loop) if is_backward(c) and c.lineno == min(later)]
+    needed = {n.id for c in calls for a in [c.func.value, *c.args]  # type: ignore[attr-defined]
+              for n in ast.walk(a) if isinstance(n, ast.Name)}
+    assigns = sorted((a for a in walk_local(loop) if isinstance(a, ast.Assign)
+                      and a.lineno < min(later)), key=lambda a: -a.lineno)
+    found = []
+    for a in assigns:  # backwards through the iteration: what the loss is made from
+        targets = {n.id for t in a.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        if not targets & needed:
+            continue
+        reads = {n.id for n in ast.walk(a.value) if isinstance(n, ast.Name)}
+        needed |= reads
+        if recv.id in reads and a.lineno < node.lineno:  # type: ignore[attr-defined]
+            found.append(a.lineno)
+    return found
 
 
 def _called_before_backward(script: Script, func: ast.AST | None) -> str | None:
