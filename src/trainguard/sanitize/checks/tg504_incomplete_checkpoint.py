@@ -64,6 +64,7 @@ from trainguard.sanitize.core.source import SourceFile, last_assigned
 _PROGRESS = re.compile(r"epoch|step|iter", re.IGNORECASE)
 # a file name that carries a progress counter: ``step_20``, ``epoch-3.pt``, ``iter1000.pth``
 _STEP_NAMED = re.compile(r"(epoch|step|iter)[a-z]*[_-]?\d+", re.IGNORECASE)
+_NUMBERED = re.compile(r"(?:^|[_.-])\d+\.(?:pth?|ckpt|bin|tar)$")  # 00005.pth, model-12.pt
 _NAMES = 256  # names of one frame's locals or globals (and attributes of one local) looked at
 
 
@@ -101,13 +102,14 @@ class IncompleteCheckpoint(Check):
             return
         model_keys = [k for k, v in obj.items() if _is_model_state(v)]
         if not model_keys:
-            if isinstance(f, (str, os.PathLike)) and _is_model_state(obj) and \
-                    _STEP_NAMED.search(os.path.basename(os.fspath(f))):
-                # a model's state_dict alone in a file named for its step (``step_20``): the
-                # step kept only in the name; a resume if it is loaded back and trained on
+            name = os.path.basename(os.fspath(f)) if isinstance(f, (str, os.PathLike)) else ""
+            if _is_model_state(obj) and (_STEP_NAMED.search(name) or _NUMBERED.search(name)):
+                # a model's state_dict alone in a file named for its step (``step_20``,
+                # ``00005.pth``): the step kept only in the name; a resume if it is loaded back
+                # and trained on (a file numbered otherwise: by a fresh optimizer only)
                 self.partial[os.path.abspath(os.fspath(f))] = (
                     _built_at(obj, sys._getframe(1)), "a model's state_dict alone, the step "
-                    "only in the file name")
+                    "only in the file name", not _STEP_NAMED.search(name))
             self._split_part(obj, sys._getframe(1))
             return
         keys = ", ".join(repr(k) for k in list(obj)[:8])
@@ -120,7 +122,8 @@ class IncompleteCheckpoint(Check):
                               _built_at(obj, caller))
             elif isinstance(f, (str, os.PathLike)):  # resume-like only if loaded back and trained
                 self.partial[os.path.abspath(os.fspath(f))] = (_built_at(obj, caller),
-                                                                f"keys {keys}: model state")
+                                                                f"keys {keys}: model state",
+                                                                False)
             return
         left = self._companions_left_out(obj)
         if left:
@@ -155,8 +158,11 @@ class IncompleteCheckpoint(Check):
         if self.partial and isinstance(f, (str, os.PathLike)):
             path = os.path.abspath(os.fspath(f))
             if path in self.partial:
-                where, keys = self.partial.pop(path)
-                self.resumed = (where, keys, os.path.basename(path), _live_parameters())
+                where, keys, numbered = self.partial.pop(path)
+                # optimizers that already stepped keep their state in memory: stepped on after
+                # a reload of numbered weights (the best epoch's), they continue, not resume
+                stepped = {id(o) for o in self.state.optimizers if o.state} if numbered else None
+                self.resumed = (where, keys, os.path.basename(path), _live_parameters(), stepped)
                 self.arm()
 
     def on_step(self, optimizer: Any) -> None:
@@ -179,12 +185,15 @@ class IncompleteCheckpoint(Check):
                 where=where)
         # an optimizer stepped after a model-only checkpoint was loaded back: it was a resume
         if self.resumed is not None:
-            where, keys, name, alive = self.resumed
-            self.resumed = None
+            where, keys, name, alive, stepped = self.resumed
             # a resume trains parameters that existed when the file was read (it went into
             # them); a model built after the load (the next fold of a cross-validation) is new
-            if not any((r := alive.get(id(p))) is not None and r() is p
-                       for g in optimizer.param_groups for p in g["params"]):
+            trains = any((r := alive.get(id(p))) is not None and r() is p
+                         for g in optimizer.param_groups for p in g["params"])
+            if stepped is not None and (not trains or id(optimizer) in stepped):
+                return  # numbered weights: waiting for an optimizer with no state to train them
+            self.resumed = None
+            if not trains:
                 self.disarm()
                 return
             self._missing(f"{keys}, loaded back from {name!r} and trained on",
@@ -315,16 +324,27 @@ def _is_model_state(value: Any) -> bool:
     return False
 
 
-def _is_optimizer_state(value: Any) -> bool:
+def _is_optimizer_state(value: Any, depth: int = 2) -> bool:
     """An optimizer, its ``state_dict()``, or a non-empty list or tuple of them (Lightning's
-    ``optimizer_states``)."""
+    ``optimizer_states``); also an optimizer wrapper (an object holding one as ``.optimizer``,
+    a warm-up schedule such as the Transformer's ``NoamOpt``) or its ``state_dict()``, a dict
+    that holds an optimizer's among its values (``{"_step": 40, "optimizer": {...}}``), up to
+    ``depth`` levels down."""
     import torch
 
     if isinstance(value, (list, tuple)) and value:
-        return all(_is_optimizer_state(v) for v in value)
+        return all(_is_optimizer_state(v, depth) for v in value)
     if isinstance(value, torch.optim.Optimizer):
         return True
-    return isinstance(value, Mapping) and "state" in value and "param_groups" in value
+    if isinstance(getattr(value, "optimizer", None), torch.optim.Optimizer) and \
+            not isinstance(value, torch.optim.lr_scheduler.LRScheduler):
+        return True
+    if not isinstance(value, Mapping):
+        return False
+    if "state" in value and "param_groups" in value:
+        return True
+    return depth > 0 and any(_is_optimizer_state(v, depth - 1) for v in value.values()
+                             if isinstance(v, Mapping))
 
 
 def _is_scheduler_state(value: Any) -> bool:
