@@ -31,6 +31,7 @@ from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, parent, walk_local
 from trainguard.lint.copies import train_mode_copy_forwards
+from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.events import Event, events
 from trainguard.lint.modes import mode_before
 from trainguard.lint.regions import (INFERENCE_METHODS, eval_regions, forward_calls,
@@ -300,10 +301,22 @@ def _may_depend_on_mode(script: Script, call: ast.Call) -> bool:
     ``Linear``): train mode changes nothing for it, whatever else the file holds."""
     f = call.func.value if isinstance(call.func, ast.Attribute) and \
         call.func.attr in ("forward", "__call__") else call.func
+    if isinstance(f, ast.Name):  # probe = nn.Linear(32, 5): a layer with no mode of its own
+        built = last_assignment(f.id, call)
+        made = dotted(built.func) or "" if isinstance(built, ast.Call) else ""
+        if made.startswith(("nn.", "torch.nn.")) and made.rsplit(".", 1)[-1] in _MODELESS_LAYERS:
+            return False
     refs = script.graph.types(f)
     if not refs or any(r.script is not script for r in refs):
         return True
     return any(_class_mode_dependent(script, r.node, set()) for r in refs)
+
+
+# torch.nn layers that compute the same in both modes (no dropout, no running statistics)
+_MODELESS_LAYERS = frozenset({
+    "Linear", "Bilinear", "LazyLinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
+    "ConvTranspose2d", "ConvTranspose3d", "Embedding", "EmbeddingBag", "LayerNorm", "GroupNorm",
+    "RMSNorm", "Identity"})
 
 
 def _class_mode_dependent(script: Script, cls: ast.ClassDef, seen: set[int]) -> bool:
