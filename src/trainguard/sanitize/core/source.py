@@ -193,7 +193,8 @@ def param_groups_line(where: tuple[str, int, int]) -> int | None:
     ``where``, when its ``params`` are groups written out in the source: a list of dicts given
     to the call (``AdamW([{"params": ...}, ...])``), assigned to the name given (``groups =
     [...]``) in the same function, or returned (directly or through a name) by a function of the
-    same file that the call calls (``AdamW(get_param_groups(model, args))``, or a method the
+    same file that the call calls (``AdamW(get_param_groups(model, args))``, also through a name
+    assigned from that call in the same function, or a method the
     file defines once: ``AdamW(model.get_optimizer_parameters(config))``; or the ``params`` entry
     of the options such a function returns: ``Adam(**get_params_options(args, model))`` returning
     ``dict(params=groups, lr=...)``). That list is where a
@@ -203,6 +204,11 @@ def param_groups_line(where: tuple[str, int, int]) -> int | None:
         return None
     tree, file, call, arg = found
     scope = file.scope(call)
+    if isinstance(arg, ast.Name):  # groups = get_optimizer_parameters(model, cfg); AdamW(groups)
+        value = last_assigned(scope, arg.id, call.lineno, (ast.Call,))
+        if isinstance(value, ast.Call) and not (isinstance(value.func, ast.Name)
+                                                and value.func.id == "dict"):
+            arg = value
     if isinstance(arg, ast.Call) and isinstance(arg.func, (ast.Name, ast.Attribute)):
         if isinstance(arg.func, ast.Name):
             found = [n for n in tree.body if isinstance(n, ast.FunctionDef)

@@ -1,0 +1,45 @@
+# Report: https://github.com/zhunzhong07/HHL/issues/8
+# A re-identification trainer whose build function names the parameter groups a helper lists
+# (a lower learning rate for the pretrained base) before handing them to SGD; the embedding
+# layer added between base and classifier is in no group, so it gets gradients and never
+# changes. Its group belongs in the list the helper returns, not at the optimizer's line.
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class ReIDNet(nn.Module):
+    def __init__(self, classes=5):
+        super().__init__()
+        self.base = nn.Sequential(nn.Linear(24, 48), nn.ReLU())
+        self.embedding = nn.Linear(48, 16)
+        self.classifier = nn.Linear(16, classes)
+
+    def forward(self, x):
+        return self.classifier(F.relu(self.embedding(self.base(x))))
+
+
+def optimizer_groups(net, lr):
+    return [
+        {"params": net.base.parameters(), "lr": lr * 0.1},
+        {"params": net.classifier.parameters(), "lr": lr},  # expect: TG304
+    ]
+
+
+def build_trainer(net, args):
+    groups = optimizer_groups(net, args["lr"])
+    optimizer = torch.optim.SGD(groups, momentum=0.9, weight_decay=5e-4)
+    return optimizer
+
+
+net = ReIDNet()
+optimizer = build_trainer(net, {"lr": 0.1})
+x, y = torch.randn(40, 24), torch.randint(0, 5, (40,))
+for step in range(8):
+    loss = F.cross_entropy(net(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+print(f"loss {loss.item():.3f}")
