@@ -63,7 +63,7 @@ from typing import Any
 
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import is_user_code
-from trainguard.sanitize.core.source import attribute_store, stored_in_init
+from trainguard.sanitize.core.source import attribute_store, setter_call, stored_in_init
 from trainguard.sanitize.core.rng_holders import Held, held_rngs, made_by, passed_in, rng_kind
 
 _RESEEDS_PER_WORKER = {"get_worker_info", "initial_seed"}
@@ -147,7 +147,9 @@ class RngCopiedToWorkers(Check):
                 self.reported.add((cls, attr))
                 init = ("" if init_names is None else
                         f"; its worker_init_fn {_name(loader.worker_init_fn)} does not reseed it")
-                where, made = self._placed(loader, attribute_store(cls, attr))
+                # made by a setter __init__ calls (a mixin's set_random_state(seed)): that call
+                where, made = self._placed(loader, setter_call(cls, attr)
+                                           or attribute_store(cls, attr))
                 finding = self.report(
                     f"DataLoader(num_workers={workers}) gives every worker a copy of "
                     f"{cls.__name__}.{attr} (a {kind} made before the workers start{made}), and "

@@ -15,8 +15,8 @@ from trainguard.datanames import reads_eval_data
 from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.frames import is_user_code, is_user_file
 
-__all__ = ["SourceFile", "marked", "function_node", "function_at", "attribute_store", "params_line",
-           "param_groups_line", "last_assigned", "trains", "built_again", "picks_trainable",
+__all__ = ["SourceFile", "marked", "function_node", "function_at", "attribute_store", "setter_call",
+           "params_line", "param_groups_line", "last_assigned", "trains", "built_again", "picks_trainable",
            "constructed_at"]
 
 # SourceFile per parsed tree (id -> (tree, index)): the newest few, as bounds keeps its trees
@@ -137,6 +137,27 @@ def stored_in_init(cls: type, attr: str) -> bool:
     ``set_random_state(seed)``) or nothing does."""
     found = _first_store(cls, attr)
     return found is not None and found[0].__name__ == "__init__"
+
+
+def setter_call(cls: type, attr: str) -> tuple[str, int, int] | None:
+    """For ``self.<attr>`` stored by a method other than ``__init__`` (a mixin's setter,
+    ``set_random_state(seed)``), the ``self.set_random_state(...)`` call in the class's user
+    ``__init__`` that runs it: the line of the class that made the value. None otherwise."""
+    found = _first_store(cls, attr)
+    if found is None or found[0].__name__ == "__init__":
+        return None
+    setter = found[0].__name__
+    init = getattr(cls, "__init__", None)
+    code = getattr(init, "__code__", None)
+    node = function_node(code) if code is not None and is_user_code(code) else None
+    if not isinstance(node, ast.FunctionDef):
+        return None
+    calls = [c for c in ast.walk(node) if isinstance(c, ast.Call)
+             and isinstance(c.func, ast.Attribute) and c.func.attr == setter
+             and isinstance(c.func.value, ast.Name) and c.func.value.id == "self"]
+    if len(calls) != 1:
+        return None
+    return (code.co_filename, calls[0].lineno, calls[0].col_offset + 1)
 
 
 def _first_store(cls: type, attr: str) -> tuple[FunctionType, int, int] | None:
