@@ -52,11 +52,17 @@ def held_rngs(script: Script) -> list[HeldRng]:
         if not per_item:
             continue
         set_by = _setter_made(call, ref)
-        for attr, created, src in _created_before_copy(ref):
+        for attr, created, src, via in _created_before_copy(ref):
             if attr in set_by:
                 continue
             if _read_in(per_item, attr) and not _reseeded_in(per_item, attr):
-                out.append(HeldRng(ref, attr, created, src))
+                # made by a setter the class's own __init__ calls (`self.set_random_state(seed)`
+                # with a mixin's setter): that call, in this file, is the class's line
+                setter = via if via is not None and ref.script is script and \
+                    dotted(via.func.value) == "self" and any(  # type: ignore[attr-defined]
+                        w in (dotted(b) or "") for b in ref.node.bases
+                        for w in _DATASET_WORDS) else None
+                out.append(HeldRng(ref, attr, created, src, setter))
         for attr, (setter, created, src) in set_by.items():
             if _read_in(per_item, attr) and not _reseeded_in(per_item, attr):
                 out.append(HeldRng(ref, attr, created, src, setter))
@@ -116,10 +122,12 @@ def _is_rng(script: Script, value: ast.AST) -> bool:
     return isinstance(value, ast.Call) and (script.call_qualname(value) or "").endswith(RNG_CTORS)
 
 
-def _created_before_copy(ref: ClassRef) -> list[tuple[str, ast.AST, Script]]:
-    """(attr, constructor call, its file) for RNGs the class body, ``__init__`` or a method
-    that ``__init__`` calls on ``self`` creates."""
-    out = []
+def _created_before_copy(ref: ClassRef) -> list[tuple[str, ast.AST, Script, ast.Call | None]]:
+    """(attr, constructor call, its file, the ``self.<method>(...)`` call of ``__init__`` that
+    runs the method making it, or None) for RNGs the class body, ``__init__`` or a method that
+    ``__init__`` calls on ``self`` creates. A class attribute that ``__init__`` replaces on the
+    instance (a mixin's default ``R = RandomState()``) is not what the workers copy."""
+    out: list[tuple[str, ast.AST, Script]] = []
     for r in _hierarchy(ref):
         for stmt in r.node.body:  # class attributes: shared, and copied all the same
             if isinstance(stmt, ast.Assign) and _is_rng(r.script, stmt.value):
@@ -127,9 +135,10 @@ def _created_before_copy(ref: ClassRef) -> list[tuple[str, ast.AST, Script]]:
                         if isinstance(t, ast.Name)]
     init = ref.script.graph.method(ref, "__init__")
     if init is None:
-        return out
+        return [(a, c, s, None) for a, c, s in out]
     bases = {r.node.name: r for r in _hierarchy(ref)}
     funcs, todo = [], [init]
+    via: dict[int, ast.Call] = {}  # id(method's node) -> the call of __init__ that runs it
     while todo and len(funcs) < 8:
         t = todo.pop()
         if any(t.func is f.func for f in funcs):
@@ -148,6 +157,9 @@ def _created_before_copy(ref: ClassRef) -> list[tuple[str, ast.AST, Script]]:
                 continue
             if m is not None:
                 todo.append(m)
+                if t is init and n.func.attr != "__init__":
+                    via.setdefault(id(m.func), n)
+    body = len(out)  # (the class attributes come first)
     for t in funcs:
         local: dict[str, ast.AST] = {}
         for n in ast.walk(t.func):
@@ -155,7 +167,11 @@ def _created_before_copy(ref: ClassRef) -> list[tuple[str, ast.AST, Script]]:
                 out += [(attr, n.value, t.script) for attr in _stored_rngs(t.script, n)]
                 local.update((x.id, n.value) for x in n.targets if isinstance(x, ast.Name))
         out += _handed_on(t, local, {a: (c, s) for a, c, s in out})
-    return out
+    on_instance = {a for a, _, _ in out[body:]}
+    made_in = {id(n): t for t in funcs for n in ast.walk(t.func)}
+    return [(a, c, s, None if i < body else via.get(id(made_in[id(c)].func))
+             if id(c) in made_in else None)
+            for i, (a, c, s) in enumerate(out) if i >= body or a not in on_instance]
 
 
 def _handed_on(t, local: dict[str, ast.AST],  # type: ignore[no-untyped-def]
