@@ -369,7 +369,10 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
             if not named and not (inference and _holds_its_model(script, node, fwd) and
                                   _called_after_training(script, node)):
                 continue
-            if fwd and (_METRIC_HINT.search(text) or inference) and \
+            # (or, named for evaluation, it puts its own model in eval mode first:
+            # ``self.embed.eval()`` in an estimator's ``predict``)
+            if fwd and (_METRIC_HINT.search(text) or inference or
+                        named and _sets_eval_first(node, fwd)) and \
                     not script.has_backward(node) and not rollout(script, node) and \
                     not _backpropagated(script, node):
                 regions.append(_region(script, node, fwd))
@@ -388,6 +391,14 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
             covered.update(id(n) for n in walk_local(node))
     regions.extend(_eval_blocks(script, covered))
     return regions
+
+
+def _sets_eval_first(func: ast.AST, forwards: list[ast.Call]) -> bool:
+    """``X.eval()`` in ``func``'s own body before its first forward."""
+    first = min(f.lineno for f in forwards)
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr == "eval" and not n.args and not n.keywords
+               and n.lineno < first for n in walk_local(func))
 
 
 def _eval_blocks(script: Script, covered: set[int]) -> list[EvalRegion]:
