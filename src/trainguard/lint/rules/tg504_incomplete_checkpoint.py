@@ -40,6 +40,7 @@ _SCALER = re.compile(r"scaler|amp", re.I)
 
 
 def check(script: Script) -> Iterator[Hit]:
+    yield from _weights_resumed(script)
     for save in script.calls:
         if script.call_qualname(save) == "torch.save" and save.args:
             for call, entries, last in _saved(script, save):
@@ -51,6 +52,78 @@ def check(script: Script) -> Iterator[Hit]:
                 yield Hit(save, f"{name}() is called without its optimizer argument, so "
                                 f"{hit.message.replace('this checkpoint', 'the checkpoint')}",
                           fix="pass the optimizer (and scheduler) to this call")
+
+
+def _weights_resumed(script: Script) -> Iterator[Hit]:
+    """``torch.save(model.state_dict(), f"{epoch:05d}.pth")`` in a training loop, the step kept
+    only in the file's name, and a ``load_state_dict(torch.load(...))`` in the same file that
+    training then goes on from: that file was a resume checkpoint without the optimizer
+    (SamsungSAILMontreal/TinyRecursiveModels#56; k2-fsa/snowfall#110). A load after which nothing
+    trains (evaluating the best epoch's weights) keeps the save an export."""
+    if "load_state_dict" not in script.source or not script.may_reach("backward"):
+        return
+    saves = [c for c in script.calls if script.call_qualname(c) == "torch.save" and
+             len(c.args) >= 2 and isinstance(c.args[0], ast.Call) and
+             isinstance(c.args[0].func, ast.Attribute) and c.args[0].func.attr == "state_dict"
+             and any(isinstance(n, ast.Name) and _PROGRESS.search(n.id)
+                     for n in ast.walk(c.args[1]))
+             and any(script.has_backward(loop) for loop in script.enclosing_loops(c))]
+    if not saves or not _optimizer_has_state(script):
+        return
+    for load in script.calls:
+        if not (isinstance(load.func, ast.Attribute) and load.func.attr == "load_state_dict"
+                and load.args and _loaded_file(script, load.args[0], load)):
+            continue
+        if _trains_after(script, load):
+            for save in saves:
+                yield Hit(save, "this saves the model's state_dict alone, the "
+                                f"{_progress_name(save)} kept only in the file name, and the "
+                                f"file is loaded back at {script.at(load.lineno)} and trained "
+                                "on: a resume checkpoint without the optimizer's state, so the "
+                                "resumed run restarts its momentum/moment estimates (and the "
+                                "schedule) from zero",
+                          fix="save a dict with 'model', 'optimizer' (and scheduler) state_dict()s "
+                              "and the epoch, and load them all when resuming")
+            return
+
+
+def _progress_name(save: ast.Call) -> str:
+    names = [n.id for n in ast.walk(save.args[1]) if isinstance(n, ast.Name)
+             and _PROGRESS.search(n.id)]
+    return names[0] if names else "step"
+
+
+def _loaded_file(script: Script, arg: ast.AST, at: ast.AST) -> bool:
+    """``torch.load(...)`` given directly, or through a name last assigned from one."""
+    if isinstance(arg, ast.Call):
+        return script.call_qualname(arg) == "torch.load"
+    if isinstance(arg, ast.Name):
+        from trainguard.lint.dataflow import last_assignment
+
+        value = last_assignment(arg.id, at)
+        return isinstance(value, ast.Call) and script.call_qualname(value) == "torch.load"
+    return False
+
+
+def _trains_after(script: Script, load: ast.Call) -> bool:
+    """A statement after ``load`` in its function (or the module) that reaches a backward."""
+    scope = script.enclosing_function(load) or script.tree
+    stmts = [s for s in walk_local(scope) if isinstance(s, ast.stmt)
+             and s.lineno > (load.end_lineno or load.lineno) and parent(s) is not None]
+    return any(script.has_backward(s) for s in stmts if isinstance(s, (ast.Expr, ast.Assign,
+                                                                          ast.For, ast.While)))
+
+
+def _optimizer_has_state(script: Script) -> bool:
+    """The file builds an optimizer that keeps state: any but plain SGD without momentum."""
+    for call in script.calls:
+        q = script.call_qualname(call) or ""
+        if q.startswith("torch.optim.") and q.rsplit(".", 1)[-1][:1].isupper() and \
+                "lr_scheduler" not in q:
+            if q.endswith(".SGD") and not kwarg(call, "momentum"):
+                continue
+            return True
+    return False
 
 
 def _optimizer_left_to_default(script: Script, call: ast.Call) -> list[tuple[str, str]] | None:
