@@ -41,7 +41,9 @@ def test_a_submodule_never_called_is_said_to_be_unused():
             optimizer.step()
 
     [finding] = findings_of(run, GradientCut)
-    assert "`spare` was not called in the step looked at (unused in forward)" in finding.message
+    assert "`spare` was not called in the step looked at (unused in forward; built at " \
+        "test_tg205_cut.py:27)" in finding.message, finding.message
+    assert finding.line == 27  # `self.used, self.spare = ...`: where it was built
 
 
 def test_a_gan_whose_generator_loss_detaches_is_judged_on_the_generators_loss():
