@@ -65,3 +65,4 @@ def test_an_output_computed_once_before_the_loop_is_carried_not_one_iteration(tm
     [finding] = [f for f in watcher.findings if f.code == "TG202"]
     assert "carried across iterations" in finding.message, finding.message
     assert "compute it again inside the loop" in finding.fix
+

@@ -40,6 +40,7 @@ from trainguard.sanitize.core.holders import carried_names, graph_metadata, rebo
 from trainguard.sanitize.core.records import MADE as _KEY
 from trainguard.sanitize.core.records import BackwardCall
 from trainguard.sanitize.core.source import SourceFile, function_node
+from trainguard.sanitize.core.target_origin import resolve_in_frame
 
 _MESSAGE = "backward through the graph a second time"
 
@@ -63,6 +64,7 @@ class BackwardTwice(Check):
         # The earliest made is the shared trunk (an encoder, the first chunk's state).
         first = min(freed, key=lambda s: (s.backward_count, s.order)) if freed else None
         call.facts["tg202_freed"] = first
+        call.facts["tg202_freed_lines"] = {s.where[:2] for s in freed if s.where is not None}
         call.facts["tg202_cached"] = None if first is not None else self._cached(call.tensors)
         # A carried tensor (an RNN's hidden state) is one whose line made a newer output that
         # this graph also holds; a GAN's generator output used by the discriminator's backward
@@ -145,7 +147,9 @@ class BackwardTwice(Check):
             # across an optimizer step (a GAN's D then G step), the first backward's module
             # call that took the output in whole is the line to change: D(fake.detach())
             taken = None if same_step or earlier is None else \
-                _taken_in(made_where, earlier.where)
+                _taken_in(made_where, earlier.where, exc)
+            if taken is not None and taken[0][:2] in failed.facts.get("tg202_freed_lines", ()):
+                taken = None  # that call's own output is reused (a critic's score): not a fix
             return Diagnosis(
                 f"this backward runs through {what}, whose saved tensors {before} already freed "
                 f"{when}: two backward calls through one graph"
@@ -177,11 +181,13 @@ class BackwardTwice(Check):
             where=rebound or (made_where if carried or once else failed.where))
 
 
-def _taken_in(made: Any, until: Any) -> tuple[Any, str] | None:
-    """``(location, "netD(fake)")``: the one call, after the assignment ``fake = netG(noise)`` at
-    ``made`` and before the backward at ``until`` in the same function, that is given the name
-    whole (not ``fake.detach()``): where the first backward's graph took the output in. None
-    when there is not exactly one, or the lines are in different functions or files."""
+def _taken_in(made: Any, until: Any, exc: BaseException) -> tuple[Any, str] | None:
+    """``(location, "netD(fake)")``: the one module call, after the assignment ``fake =
+    netG(noise)`` at ``made`` and before the backward at ``until`` in the same function, that is
+    given the name whole (not ``fake.detach()``): where the first backward's graph took the
+    output in. The callee must be an ``nn.Module`` in a frame of the failing traceback (not
+    ``torch.mean(fake)``). None when there is not exactly one, or the lines are in different
+    functions or files."""
     if made is None or until is None or made[0] != until[0]:
         return None
     file = SourceFile.load(made[0])
@@ -197,9 +203,24 @@ def _taken_in(made: Any, until: Any) -> tuple[Any, str] | None:
     later = [c for c in ast.walk(scope) if isinstance(c, ast.Call)
              and made[1] < c.lineno <= until[1] and file.scope(c) is scope
              and any(isinstance(a, ast.Name) and a.id == name for a in c.args)]
-    if len(later) != 1:
+    if len(later) != 1 or not _module_called(later[0], made[0], exc):
         return None
     return (made[0], later[0].lineno, later[0].col_offset + 1), ast.unparse(later[0])
+
+
+def _module_called(call: ast.Call, path: str, exc: BaseException) -> bool:
+    """Whether ``call``'s callee is an ``nn.Module`` in a frame of ``exc``'s traceback that runs
+    ``path`` (names and attributes resolved without calling anything)."""
+    from torch import nn
+
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_filename == path and \
+                isinstance(resolve_in_frame(call.func, frame), nn.Module):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _carried_state(models: Any, nodes: set[int], budget: Budget) -> tuple[str, Any] | None:
