@@ -65,16 +65,16 @@ def _weights_resumed(script: Script) -> Iterator[Hit]:
     saves = [c for c in script.calls if script.call_qualname(c) == "torch.save" and
              len(c.args) >= 2 and isinstance(c.args[0], ast.Call) and
              isinstance(c.args[0].func, ast.Attribute) and c.args[0].func.attr == "state_dict"
-             and any(isinstance(n, ast.Name) and _PROGRESS.search(n.id)
-                     for n in ast.walk(c.args[1]))
-             and any(script.has_backward(loop) for loop in script.enclosing_loops(c))]
+             and _numbered_path(c.args[1], c) and _in_training_loop(script, c)]
     if not saves or not _optimizer_has_state(script):
         return
     for load in script.calls:
         if not (isinstance(load.func, ast.Attribute) and load.func.attr == "load_state_dict"
                 and load.args and _loaded_file(script, load.args[0], load)):
             continue
-        if _trains_after(script, load):
+        func = script.enclosing_function(load)
+        if _trains_after(script, load) or func is not None and any(
+                _trains_after(script, site) for site in script.call_sites(func)[:6]):
             for save in saves:
                 yield Hit(save, "this saves the model's state_dict alone, the "
                                 f"{_progress_name(save)} kept only in the file name, and the "
@@ -88,9 +88,42 @@ def _weights_resumed(script: Script) -> Iterator[Hit]:
 
 
 def _progress_name(save: ast.Call) -> str:
-    names = [n.id for n in ast.walk(save.args[1]) if isinstance(n, ast.Name)
-             and _PROGRESS.search(n.id)]
-    return names[0] if names else "step"
+    found = _PROGRESS.search(" ".join(_path_words(save.args[1], save)))
+    return found.group(0).lower() if found else "step"
+
+
+def _path_expression(path: ast.AST, at: ast.AST) -> ast.AST | None:
+    """``path``, or for a name the value last assigned to it before ``at``."""
+    from trainguard.lint.dataflow import last_assignment
+
+    return last_assignment(path.id, at) if isinstance(path, ast.Name) else path
+
+
+def _path_words(path: ast.AST, at: ast.AST) -> list[str]:
+    """The names, keys and text of a file path expression: ``f"{epoch:05d}.pth"``,
+    ``os.path.join(d, f"step_{state['step']}")``."""
+    expr = _path_expression(path, at)
+    return [n.id if isinstance(n, ast.Name) else str(n.value) for n in ast.walk(expr)
+            if isinstance(n, ast.Name) or isinstance(n, ast.Constant)
+            and isinstance(n.value, str)] if expr is not None else []
+
+
+def _numbered_path(path: ast.AST, at: ast.AST) -> bool:
+    """A path built with a value formatted in (an f-string, ``%``, ``format``, ``join``) that names
+    the run's position: a progress variable or key, or text such as ``step_``."""
+    expr = _path_expression(path, at)
+    return expr is not None and any(_PROGRESS.search(w) for w in _path_words(path, at)) and \
+        any(isinstance(n, (ast.FormattedValue, ast.BinOp, ast.Call)) for n in ast.walk(expr))
+
+
+def _in_training_loop(script: Script, call: ast.AST) -> bool:
+    """In a loop that reaches a backward, or in a function called from one (a save helper)."""
+    if any(script.has_backward(loop) for loop in script.enclosing_loops(call)):
+        return True
+    func = script.enclosing_function(call)
+    return func is not None and any(
+        any(script.has_backward(loop) for loop in script.enclosing_loops(site))
+        for site in script.call_sites(func)[:6])
 
 
 def _loaded_file(script: Script, arg: ast.AST, at: ast.AST) -> bool:
