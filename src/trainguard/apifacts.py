@@ -107,9 +107,10 @@ def training_read_matters(forward: ast.FunctionDef) -> bool:
     an ``if`` on it does when the code it selects (with the rest of the function after an early
     ``return``) draws random numbers, keeps statistics (a call named like ``rand``, ``dropout``,
     ``bernoulli``, ``batch_norm``, ``update``...), takes batch statistics (``mean``, ``var``,
-    ``std``) or writes state (an in-place method, an assignment to ``self.<attr>``). An ``if self.training:`` that only picks what to return (a
-    torchvision-style detector that returns its loss dict in training, its boxes in eval; an
-    auxiliary head's output added in training) does not: train mode changes what it returns, not
+    ``std``) or writes state (an in-place method, an assignment to ``self.<attr>``). An ``if
+    self.training:`` that only picks what to return (a torchvision-style detector that returns
+    its loss dict in training, its boxes in eval; an auxiliary head's output added in training)
+    does not: train mode changes what it returns, not
     the numbers, and its submodules are judged by their own rules."""
     reads = [n for n in ast.walk(forward) if isinstance(n, ast.Attribute)
              and n.attr == READS_TRAINING and isinstance(n.value, ast.Name)

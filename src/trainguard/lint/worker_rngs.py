@@ -160,6 +160,7 @@ def _created_before_copy(ref: ClassRef) -> list[tuple[str, ast.AST, Script, ast.
                 if t is init and n.func.attr != "__init__":
                     via.setdefault(id(m.func), n)
     body = len(out)  # (the class attributes come first)
+    made_by: list[ast.Call | None] = [None] * body  # per entry: the call of __init__ that made it
     for t in funcs:
         local: dict[str, ast.AST] = {}
         for n in ast.walk(t.func):
@@ -167,11 +168,10 @@ def _created_before_copy(ref: ClassRef) -> list[tuple[str, ast.AST, Script, ast.
                 out += [(attr, n.value, t.script) for attr in _stored_rngs(t.script, n)]
                 local.update((x.id, n.value) for x in n.targets if isinstance(x, ast.Name))
         out += _handed_on(t, local, {a: (c, s) for a, c, s in out})
+        made_by += [via.get(id(t.func))] * (len(out) - len(made_by))
     on_instance = {a for a, _, _ in out[body:]}
-    made_in = {id(n): t for t in funcs for n in ast.walk(t.func)}
-    return [(a, c, s, None if i < body else via.get(id(made_in[id(c)].func))
-             if id(c) in made_in else None)
-            for i, (a, c, s) in enumerate(out) if i >= body or a not in on_instance]
+    return [(a, c, s, m) for i, ((a, c, s), m) in enumerate(zip(out, made_by))
+            if i >= body or a not in on_instance]
 
 
 def _handed_on(t, local: dict[str, ast.AST],  # type: ignore[no-untyped-def]

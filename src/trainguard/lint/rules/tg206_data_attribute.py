@@ -405,11 +405,12 @@ def _loss_reads(loop: ast.AST, node: ast.AST, backwards: list[int]) -> list[int]
     later = [b for b in backwards if b > node.lineno]
     if not isinstance(recv, ast.Name) or not later:
         return []
-    calls = [c for c in walk_local(loop) if is_backward(c) and c.lineno == min(later)]
+    backward = min(later)  # the line of the backward the write comes before
+    calls = [c for c in walk_local(loop) if is_backward(c) and c.lineno == backward]
     needed = {n.id for c in calls for a in [c.func.value, *c.args]  # type: ignore[attr-defined]
               for n in ast.walk(a) if isinstance(n, ast.Name)}
     assigns = sorted((a for a in walk_local(loop) if isinstance(a, ast.Assign)
-                      and a.lineno < min(later)), key=lambda a: -a.lineno)
+                      and a.lineno < backward), key=lambda a: -a.lineno)
     found = []
     for a in assigns:  # backwards through the iteration: what the loss is made from
         targets = {n.id for t in a.targets for n in ast.walk(t) if isinstance(n, ast.Name)}

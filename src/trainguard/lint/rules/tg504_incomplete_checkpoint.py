@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 from trainguard.lint.astutil import const_value, dotted, kwarg, parent, walk_local
 from trainguard.lint.callgraph import bind_arguments, parameter_default
-from trainguard.lint.dataflow import scope_of
+from trainguard.lint.dataflow import last_assignment, scope_of
 from trainguard.lint.options import argparse_default
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
@@ -66,7 +66,7 @@ def _weights_resumed(script: Script) -> Iterator[Hit]:
              len(c.args) >= 2 and isinstance(c.args[0], ast.Call) and
              isinstance(c.args[0].func, ast.Attribute) and c.args[0].func.attr == "state_dict"
              and _numbered_path(c.args[1], c) and _in_training_loop(script, c)]
-    if not saves or not _optimizer_has_state(script):
+    if not saves or not _stateful_optimizer(script):
         return
     for load in script.calls:
         if not (isinstance(load.func, ast.Attribute) and load.func.attr == "load_state_dict"
@@ -94,8 +94,6 @@ def _progress_name(save: ast.Call) -> str:
 
 def _path_expression(path: ast.AST, at: ast.AST) -> ast.AST | None:
     """``path``, or for a name the value last assigned to it before ``at``."""
-    from trainguard.lint.dataflow import last_assignment
-
     return last_assignment(path.id, at) if isinstance(path, ast.Name) else path
 
 
@@ -131,8 +129,6 @@ def _loaded_file(script: Script, arg: ast.AST, at: ast.AST) -> bool:
     if isinstance(arg, ast.Call):
         return script.call_qualname(arg) == "torch.load"
     if isinstance(arg, ast.Name):
-        from trainguard.lint.dataflow import last_assignment
-
         value = last_assignment(arg.id, at)
         return isinstance(value, ast.Call) and script.call_qualname(value) == "torch.load"
     return False
@@ -145,18 +141,6 @@ def _trains_after(script: Script, load: ast.Call) -> bool:
              and s.lineno > (load.end_lineno or load.lineno) and parent(s) is not None]
     return any(script.has_backward(s) for s in stmts if isinstance(s, (ast.Expr, ast.Assign,
                                                                           ast.For, ast.While)))
-
-
-def _optimizer_has_state(script: Script) -> bool:
-    """The file builds an optimizer that keeps state: any but plain SGD without momentum."""
-    for call in script.calls:
-        q = script.call_qualname(call) or ""
-        if q.startswith("torch.optim.") and q.rsplit(".", 1)[-1][:1].isupper() and \
-                "lr_scheduler" not in q:
-            if q.endswith(".SGD") and not kwarg(call, "momentum"):
-                continue
-            return True
-    return False
 
 
 def _optimizer_left_to_default(script: Script, call: ast.Call) -> list[tuple[str, str]] | None:

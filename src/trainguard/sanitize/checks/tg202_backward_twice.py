@@ -76,8 +76,6 @@ class BackwardTwice(Check):
         """``("RotaryEmbedding.cached_freqs", line)`` when the failing graph holds a tensor kept
         in a plain attribute of a module of the models seen (not a parameter or buffer: a cache
         filled in forward), with the line of the class that assigns it outside ``__init__``."""
-        import torch
-
         nodes: set[int] = set()
         budget = Budget(GRAPH_NODES)
         keep = []  # the walked nodes, alive while their ids are compared
@@ -91,11 +89,8 @@ class BackwardTwice(Check):
         for model in list(self.state.models):
             for module in model.modules():
                 for attr, value in vars(module).items():
-                    # a tensor, or a recurrent state kept as a tuple (h, c)
-                    kept = value if isinstance(value, (tuple, list)) and len(value) <= 4 \
-                        else (value,)
-                    if any(isinstance(v, torch.Tensor) and v.grad_fn is not None
-                           and id(v.grad_fn) in nodes for v in kept):
+                    if any(v.grad_fn is not None and id(v.grad_fn) in nodes
+                           for v in _kept_tensors(value)):
                         return (f"{type(module).__name__}.{attr}",
                                 assigned_in_methods(type(module), attr))
         return None
@@ -228,37 +223,49 @@ def _carried_state(models: Any, nodes: set[int], budget: Budget) -> tuple[str, A
     (``out, self.hidden = self.lstm(x, self.hidden)``) and whose stored value's graph meets the
     failing one below its own top: the state this step's forward took in, and stored again with
     the old graph beneath it (an RNN's hidden state kept on the module)."""
-    import torch
-
+    carried: dict[type, dict[str, Any]] = {}  # class -> attr -> where its forward stores it
     for model in list(models):
         for module in model.modules():
-            forward = getattr(type(module), "forward", None)
-            code = getattr(forward, "__code__", None)
-            node = function_node(code) if code is not None else None
-            if node is None or isinstance(node, ast.Module):
-                continue
-            stored: dict[str, ast.stmt] = {}  # attr -> its first store in forward
-            for n in ast.walk(node):
-                if isinstance(n, (ast.Assign, ast.AugAssign)):
-                    for target in (n.targets if isinstance(n, ast.Assign) else [n.target]):
-                        for t in ast.walk(target):
-                            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) \
-                                    and t.value.id == "self":
-                                stored.setdefault(t.attr, n)
-            read = {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
-                    and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)
-                    and n.value.id == "self"}
-            for attr in sorted(set(stored) & read):
-                value = vars(module).get(attr)
-                kept = value if isinstance(value, (tuple, list)) and len(value) <= 4 else (value,)
-                for v in kept:
-                    if isinstance(v, torch.Tensor) and v.grad_fn is not None and any(
+            cls = type(module)
+            if cls not in carried:
+                carried[cls] = _read_and_stored(cls)
+            for attr, where in carried[cls].items():
+                for v in _kept_tensors(vars(module).get(attr)):
+                    if v.grad_fn is not None and any(
                             id(n) in nodes and not hasattr(n, "variable")
                             for n in list(graph_nodes(v.grad_fn, budget=budget))[1:]):
-                        store = stored[attr]
-                        return (f"{type(module).__name__}.{attr}",
-                                (code.co_filename, store.lineno, store.col_offset + 1))
+                        return f"{cls.__name__}.{attr}", where
     return None
+
+
+def _read_and_stored(cls: type) -> dict[str, Any]:
+    """``attr -> location`` of the first store of each ``self.<attr>`` that ``cls.forward`` both
+    reads and stores (in the user's code)."""
+    code = getattr(getattr(cls, "forward", None), "__code__", None)
+    node = function_node(code) if code is not None else None
+    if node is None or isinstance(node, ast.Module):
+        return {}
+    stored: dict[str, ast.stmt] = {}  # attr -> its first store in forward
+    for n in ast.walk(node):
+        if isinstance(n, (ast.Assign, ast.AugAssign)):
+            for target in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                for t in ast.walk(target):
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) \
+                            and t.value.id == "self":
+                        stored.setdefault(t.attr, n)
+    read = {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)
+            and n.value.id == "self"}
+    return {attr: (code.co_filename, stored[attr].lineno, stored[attr].col_offset + 1)
+            for attr in sorted(set(stored) & read)}
+
+
+def _kept_tensors(value: Any) -> list[Any]:
+    """The tensors a module attribute holds: itself, or a recurrent state kept as a tuple (h, c)."""
+    import torch
+
+    kept = value if isinstance(value, (tuple, list)) and len(value) <= 4 else (value,)
+    return [v for v in kept if isinstance(v, torch.Tensor)]
 
 
 def _outside_loops(where: Any) -> bool:

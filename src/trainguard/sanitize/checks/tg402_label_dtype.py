@@ -114,8 +114,7 @@ class LabelDtype(Check):
     def report(self, message: str, *, fix: str | None = None, where: Any = None,
                used_at: Any = None, **extra: Any) -> Any:
         if used_at is not None and where is not None and where[:2] != used_at[:2]:
-            message += f" (the targets are made here, in the dataset; the loss at " \
-                       f"{short_location(used_at)})"
+            message += _made_here(used_at)
         return super().report(message, fix=fix, where=where, **extra)
 
     def on_forward_failed(self, module: Any, exc: BaseException, where: Any) -> None:
@@ -160,16 +159,14 @@ class LabelDtype(Check):
                 message + ("; these labels run from 1 to {classes}: counted from 1, not 0"
                            if form == "one" else "; the targets hold only 0 and 255: a mask "
                            "image's grey levels, not class indices").format(classes=classes)
-                + (f" (the targets are made here, in the dataset; the loss at "
-                   f"{short_location(used)})" if made is not None and used is not None else ""),
+                + (_made_here(used) if made is not None and used is not None else ""),
                 fix=fix + f", so that they run from 0 to {classes - 1}",
                 where=made[:2] if made is not None else None)
         if "expected target dtype to be Long" in text or "expected scalar type Long" in text:
             made, used = _made_at_error(exc, t, self.state.loader_passes)
             return Diagnosis(
                 f"{func} got class indices stored as floats ({shapes})"
-                + (f" (the targets are made here, in the dataset; the loss at "
-                   f"{short_location(used)})" if made is not None and used is not None else ""),
+                + (_made_here(used) if made is not None and used is not None else ""),
                 fix="convert the targets with `.long()` (class indices), or pass float class "
                     "probabilities of the input's shape",
                 where=made[:2] if made is not None else None)
@@ -202,6 +199,11 @@ def _made_at_error(exc: BaseException, target: Any, passes: Any) -> tuple[Any, A
         tb = tb.tb_next
     made = target_origin(frame, target, passes)
     return (made, frame_location(frame)) if made is not None else (None, None)
+
+
+def _made_here(loss_at: Any) -> str:
+    """The note a finding placed at the dataset line carries: where the loss is."""
+    return f" (the targets are made here, in the dataset; the loss at {short_location(loss_at)})"
 
 
 def _label_form(target: Any, classes: int) -> str:

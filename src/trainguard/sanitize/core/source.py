@@ -16,8 +16,8 @@ from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.frames import is_user_code, is_user_file
 
 __all__ = ["SourceFile", "marked", "function_node", "function_at", "attribute_store", "setter_call",
-           "params_line", "param_groups_line", "last_assigned", "trains", "built_again", "picks_trainable",
-           "constructed_at"]
+           "params_line", "param_groups_line", "last_assigned", "trains", "built_again",
+           "picks_trainable", "constructed_at"]
 
 # SourceFile per parsed tree (id -> (tree, index)): the newest few, as bounds keeps its trees
 _INDEXED = 16

@@ -23,8 +23,8 @@ call is enough in the usual case:
    ``return`` the call reaches, decided by ``if`` tests of parameters passed as constants.
 
 A target taken out of the batch into a local (``masks = batch["mask"]``) is found through the
-batch that still holds it. Anything else (a target made outside a loader, a collate function that reorders, an iterable
-dataset) answers None: the finding stays at the loss line.
+batch that still holds it. Anything else (a target made outside a loader, a collate function
+that reorders, an iterable dataset) answers None: the finding stays at the loss line.
 
 Cost: at a finding only, one parse of each source file involved (cached).
 """
@@ -121,9 +121,7 @@ def _path(target: ast.AST, name: str) -> tuple[int, ...] | None:
 def _iterated(expr: ast.AST, frame: FrameType, path: tuple) -> tuple[Any, tuple]:
     """The DataLoader a loop iterates and the position inside its batches, or (None, path)."""
     if isinstance(expr, ast.Call) and expr.args:
-        func = expr.func
-        called = func.id if isinstance(func, ast.Name) else \
-            func.attr if isinstance(func, ast.Attribute) else ""
+        called = _called(expr)
         if called == "enumerate":
             if not path or path[0] != 1:
                 return None, path
@@ -189,10 +187,8 @@ def _made_in_dataset(loader: Any, path: tuple) -> Location | None:
     where = (getitem.co_filename, element.lineno, element.col_offset + 1)
     position = None  # in `name, label = self.items[i]`: label's place in each stored item
     if isinstance(element, ast.Name):
-        made = [n for n in ast.walk(function) if isinstance(n, (ast.Assign, ast.AugAssign))
-                and n.lineno < returns[0].lineno and _binds(n, element.id)]
-        if made:
-            last = max(made, key=lambda n: n.lineno)
+        last = _last_binding(function, element.id, returns[0].lineno)
+        if last is not None:
             position = _unpacked_at(last, element.id)
             where, element = (getitem.co_filename, last.lineno, last.col_offset + 1), last.value
     cls = type(dataset)
@@ -310,13 +306,17 @@ def _appended_in_init(cls: type, attr: str, position: int) -> Location | None:
         return None
     element, line = items[position], appends[0].lineno
     where = (init.co_filename, element.lineno, element.col_offset + 1)
-    if isinstance(element, ast.Name):
-        made = [n for n in ast.walk(node) if isinstance(n, (ast.Assign, ast.AugAssign))
-                and n.lineno < line and _binds(n, element.id)]
-        if made:
-            last = max(made, key=lambda n: n.lineno)
-            where = (init.co_filename, last.lineno, last.col_offset + 1)
+    last = _last_binding(node, element.id, line) if isinstance(element, ast.Name) else None
+    if last is not None:
+        where = (init.co_filename, last.lineno, last.col_offset + 1)
     return where
+
+
+def _last_binding(function: ast.AST, name: str, before: int) -> ast.stmt | None:
+    """The last assignment (or augmented one) to ``name`` in ``function`` above line ``before``."""
+    made = [n for n in ast.walk(function) if isinstance(n, (ast.Assign, ast.AugAssign))
+            and n.lineno < before and _binds(n, name)]
+    return max(made, key=lambda n: n.lineno) if made else None
 
 
 def _indexed_attribute(node: ast.AST) -> str | None:
