@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 __all__ = ["FUNCTIONAL_LOSSES", "ModeRule", "MODE_RULES", "MODE_CLASSES", "READS_TRAINING",
-           "mode_rule", "training_read_matters"]
+           "mode_rule", "named_as_logits", "training_read_matters"]
 
 FUNCTIONAL_LOSSES = (
     "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
@@ -90,6 +90,18 @@ def mode_rule(class_name: str) -> ModeRule | None:
         if class_name in rule.classes:
             return rule
     return None
+
+
+def named_as_logits(name: str) -> bool:
+    """The user's own name for a value says it holds logits (``y_logits``, ``pred_logit``).
+
+    Where a sigmoid's or softmax's output reaches a loss that applies it again and other code
+    reads it too, the name decides which line to change: a value the author calls logits was
+    meant to be raw scores, so the activation that made it is the mistake (the model's sigmoid,
+    as in https://github.com/avBuffer/UNet3plus_pth/issues/23); under any other name (a focal
+    loss's ``probs``) the probabilities are wanted there and the loss call is what to change.
+    """
+    return "logit" in name.lower()
 
 
 # calls that draw random numbers or keep statistics: what a mode switch changes in a module of

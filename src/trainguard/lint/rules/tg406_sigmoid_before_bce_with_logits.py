@@ -9,7 +9,8 @@ the loss's function, or in a model whose output a trainer feeds to its loss), or
 the loss when the sigmoid is in a helper or in the component that also picks the loss (an
 output block whose ``forward`` returns probabilities and whose ``compute_loss`` uses logits):
 there the probabilities are the component's contract and the loss is what to change, as it is
-when the loss's input is a name other statements read too (a focal loss's ``probs``) (unless
+when the loss's input is a name other statements read too (a focal loss's ``probs``; not one
+that says logits, ``y_logits``, whose author meant raw scores) (unless
 every call of a helper function in the file feeds such a loss: then the helper exists to feed
 it, and its sigmoid is reported);
 ``nn.BCELoss`` after a sigmoid is the right pairing and stays silent.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from trainguard.apifacts import named_as_logits
 from trainguard.lint.activations import activation_of, helper_activations
 from trainguard.lint.astutil import statement_of, walk_local
 from trainguard.lint.dataflow import scope_of
@@ -62,7 +64,7 @@ def check(script: Script) -> Iterator[Hit]:
             if text:
                 edits = [Edit(act.lineno, act.col_offset, act.end_lineno or act.lineno,
                               act.end_col_offset or 0, text)]
-        if isinstance(arg, ast.Name) and _reused(arg, call):
+        if isinstance(arg, ast.Name) and not named_as_logits(arg.id) and _reused(arg, call):
             # the probabilities serve other code too (a focal loss's p_t): the loss is the fix
             yield Hit(call, f"BCEWithLogitsLoss is fed `{arg.id}`, made by the sigmoid at "
                             f"{script.at(act.lineno)}, which the loss applies again, so "
@@ -70,7 +72,8 @@ def check(script: Script) -> Iterator[Hit]:
                             f"what to change",
                       fix="feed the logits (the sigmoid's input) to this loss")
             continue
-        if _loss_to_change(script, act, call):
+        if not (isinstance(arg, ast.Name) and named_as_logits(arg.id)) \
+                and _loss_to_change(script, act, call):
             yield Hit(call, f"BCEWithLogitsLoss is fed probabilities: the sigmoid at "
                             f"{script.at(act.lineno)} already made them, and the loss applies "
                             f"the sigmoid again, so gradients vanish",

@@ -11,7 +11,8 @@ and the gradients vanish. Reported at the cause: after the first sighting, a win
 then reported at the line that called sigmoid or an ``nn.Sigmoid`` module (``self.act(x)``), or,
 when library code called the module (an ``nn.Sequential``), at the line that built it; the loss line is in the message (at the loss line when the run ends first).
 When the loss's input is a name that other statements of the function read too (a focal loss's
-``probs``, also used for ``p_t``), the probabilities are needed: the loss call is reported.
+``probs``, also used for ``p_t``), the probabilities are needed: the loss call is reported (not
+when the name says logits, ``y_logits``: its author meant raw scores, so the sigmoid is the fix).
 
 Silent on: logits; ``sigmoid`` output given to ``BCELoss`` (that is its contract); losses computed
 under ``torch.no_grad()`` (no ``grad_fn`` to read).
@@ -29,6 +30,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+from trainguard.apifacts import named_as_logits
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.origin import Origin, Pending
 from trainguard.sanitize.core.producer import producer_node, shape
@@ -62,7 +64,8 @@ class SigmoidBeforeBCEWithLogits(Check):
         if node is None or not type(node).__name__.startswith("SigmoidBackward"):
             return
         reused = reused_input(call.where)
-        if reused is not None:  # the probabilities serve other code too: the loss is the fix
+        if reused is not None and not named_as_logits(reused):
+            # the probabilities serve other code too: the loss is the fix
             self.report(
                 f"{call.name} got `{reused}`, made by sigmoid, which the loss applies again: "
                 "its predictions stay within (0.5, 0.73) and the gradients vanish; the "
