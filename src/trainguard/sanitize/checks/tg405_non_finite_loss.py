@@ -16,7 +16,9 @@ When it fires (once per run, at the cause, the symptom in the message):
   it: a graph node whose saved input sits at its singular point (log of 0, division by 0) is
   named, and when that input is a model's output, the submodule that made it (a ReLU head with
   exact zeros) and its line in ``forward``; else the finding waits one cycle for that op's line
-  (``core/node_lines.py``: its route from the root, in the next graph);
+  (``core/node_lines.py``: its route from the root, in the next graph). A re-run finding a module
+  whose own parameters are non-finite after a finite loss means an unchecked step's gradient made
+  them so: placed like a NaN gradient (the loss code's one singular op, below), if one;
 - the loss diverged first (grew 1000x, or beyond 1e6, on the CPU): at the line that set the
   learning rate (the optimizer's literal, or the config entry or default it names);
 - a gradient is NaN/Inf while the loss is finite: the latest outermost call re-run, naming the
@@ -47,15 +49,13 @@ from trainguard.sanitize.core.node_lines import NodeLine
 from trainguard.sanitize.core.nonfinite import (
     finite_output, grads_may_be_finite, is_stamped, non_finite_grads, rerun,
     scaled_root_is_non_finite, scaler_in_use, singular_node, stamped_calls)
-from trainguard.sanitize.core.setting import learning_rate_line
+from trainguard.sanitize.core.setting import diverged, learning_rate_line
 from trainguard.sanitize.core.singular_sites import one_singular_site
 from trainguard.sanitize.core.values import READ_LATER, DeviceLosses, reading
 
 _MAX_ROOT = 1  # only scalar roots: a loss
 _CALLS = 4  # outermost calls in the loss's graph examined at most
 _UPSTREAM = 2  # levels of calls whose output was another's non-finite input followed at most
-_DIVERGED_AT = 1e6  # a finite loss this large before the overflow: the run diverged
-_DIVERGED_GROWTH = 1e3  # ... or one that grew this much since the first step
 _DIVERGED_FIX = ("lower the learning rate, normalize the inputs and regression targets (zero mean, "
                  "unit variance), or clip gradients")
 
@@ -81,6 +81,7 @@ class NonFiniteLoss(Check):
         self._tensor = __import__("torch").Tensor
         self.built: list[tuple[Any, Any]] = []  # (weakref to an optimizer, where it was built)
         self.node_line: Any = None  # the loss op at fault, whose line the next cycle gives
+        self.params_bad = False  # a re-run found a module whose own parameters were NaN/Inf
 
     def on_built(self, obj: Any, where: Any) -> None:
         if isinstance(obj, __import__("torch").optim.Optimizer):
@@ -204,6 +205,11 @@ class NonFiniteLoss(Check):
         if lr_at is not None:  # the cause is the learning rate: the line that set it
             self.cause_at = lr_at
             diverged += f" (learning rate set at {short_location(lr_at)})"
+        if self.params_bad and self.latest and not diverged and self.cause_at is None:
+            site = self._site(self.latest[2])  # an unchecked step's gradient made the weights NaN
+            cause += site and (f": the step after a finite loss ({self.latest[1]:.4g} at step "
+                               f"{self.latest[0]}) wrote NaN/Inf into them, from gradients that "
+                               f"were not finite{site}")
         # Without a scaler the step writes NaN into the weights; a GradScaler skips that step.
         after = ("the GradScaler skips every step whose gradients are not finite, so such batches "
                  "do not train the model, and each skip lowers the scale" if self.scaled
@@ -241,12 +247,7 @@ class NonFiniteLoss(Check):
                 rerun_ids = {id(m) for m in model.modules()}
         loss = f" while the loss was {self.latest[1]:.4g}" if self.latest else ""
         where = self.latest[2] if self.latest else None
-        if not cause:  # the op is in the loss's code: its one unguarded singular op, if any
-            found = one_singular_site([m for m in (r() for r in list(
-                self.state.models._refs.values())) if m is not None and id(m) not in rerun_ids],
-                where)
-            if found is not None:
-                self.cause_at, cause = found
+        cause = cause or self._site(where, rerun_ids)  # the op in the loss's code, if one
         diverged = self._diverged(where) if where is not None else ""
         if diverged:
             self.cause_at = learning_rate_line(self.built)
@@ -266,21 +267,18 @@ class NonFiniteLoss(Check):
                 "F.normalize; torch.autograd.detect_anomaly() names the backward op",
             where=self.cause_at or where)
 
+    def _site(self, where: Any, skip: frozenset[int] | set[int] = frozenset()) -> str:
+        """The one unguarded op with a singular derivative in the loss's code (the models but
+        ``skip``, and the function holding ``where``), as a clause; its line becomes the place."""
+        found = one_singular_site([m for m in (r() for r in list(
+            self.state.models._refs.values())) if m is not None and id(m) not in skip], where)
+        if found is None:
+            return ""
+        self.cause_at = found[0]
+        return found[1]
+
     def _diverged(self, where: Any) -> str:
-        """The loss's growth before it overflowed, when it grew by 1000x or beyond 1e6 (CPU
-        losses of the same backward line only, so a GAN's two losses are not compared; without a
-        GradScaler, whose scaled roots change by design); else ""."""
-        if self.first is None or self.latest is None or self.scaled:
-            return ""
-        (s0, v0, w0), (s1, v1, w1) = self.first, self.latest
-        if not w0 == w1 == where:
-            return ""
-        if abs(v1) < _DIVERGED_AT and abs(v1) < _DIVERGED_GROWTH * max(abs(v0), 1e-12):
-            return ""
-        if s0 == s1:
-            return f", after a loss of {v1:.3g} at step {s1}: training diverged"
-        return (f", after the loss grew from {v0:.3g} at step {s0} to {v1:.3g} at step {s1}: "
-                "training diverged")
+        return "" if self.scaled else diverged(self.first, self.latest, where)
 
     def _cause(self, root: Any) -> str:
         """Why the loss ``root`` (a CPU backward root whose graph is intact) is non-finite: the
@@ -376,6 +374,7 @@ class NonFiniteLoss(Check):
         if found.module is not None:
             module_name, kind, params_bad = found.module
             whose = " whose own parameters are already non-finite" if params_bad else ""
+            self.params_bad = self.params_bad or params_bad
             said += (f", the first module whose output is non-finite is `{module_name}` "
                      f"({kind}){whose}")
         return said + self._op(found), True

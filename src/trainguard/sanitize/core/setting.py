@@ -1,6 +1,6 @@
 """The user's line that set a number passed to a constructor: the learning rate of an optimizer
-(TG405 reports a diverged run there). Read from the source (``bounds.parse_file``), once, on the
-rare path after a finding."""
+(TG405 reports a diverged run there), and whether a run diverged. Read from the source
+(``bounds.parse_file``), once, on the rare path after a finding."""
 
 from __future__ import annotations
 
@@ -11,7 +11,28 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import parse_file
 
-__all__ = ["argument_line", "learning_rate_line"]
+__all__ = ["argument_line", "diverged", "learning_rate_line"]
+
+_DIVERGED_AT = 1e6  # a finite loss this large before the overflow: the run diverged
+_DIVERGED_GROWTH = 1e3  # ... or one that grew this much since the first step
+
+
+def diverged(first: Any, latest: Any, where: Any) -> str:
+    """The loss's growth before it overflowed, as a clause, when it grew by 1000x or beyond 1e6;
+    else "". ``first``/``latest``: ``(step, value, backward line)`` of the first and the latest
+    finite loss, or None; only losses of the backward line ``where`` are compared (a GAN's two
+    losses are not). The caller leaves out scaled losses (a GradScaler changes them by design)."""
+    if first is None or latest is None:
+        return ""
+    (s0, v0, w0), (s1, v1, w1) = first, latest
+    if not w0 == w1 == where:
+        return ""
+    if abs(v1) < _DIVERGED_AT and abs(v1) < _DIVERGED_GROWTH * max(abs(v0), 1e-12):
+        return ""
+    if s0 == s1:
+        return f", after a loss of {v1:.3g} at step {s1}: training diverged"
+    return (f", after the loss grew from {v0:.3g} at step {s0} to {v1:.3g} at step {s1}: "
+            "training diverged")
 
 
 def learning_rate_line(built: list[tuple[Any, Any]]) -> Any:

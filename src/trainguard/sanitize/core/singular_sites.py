@@ -1,20 +1,24 @@
 """Where a loss's code can evaluate an op at a singular point of its derivative.
 
-Used by TG405 once a gradient is already proven NaN/Inf while the loss was finite, and re-running
-the latest model call found no op at a singular point in it: the graph that held the values is
-gone (backward freed it, and the step about to run writes NaN into the weights, so the next cycle
-cannot show them), so the place is found in the source of the code that computed the loss from the
-model's outputs. Its calls of ops whose derivative is infinite at a point their input can reach
-are listed: ``torch.sqrt``/``x.sqrt()`` and ``rsqrt`` (at 0: a Euclidean distance of two equal
-embeddings), ``acos``/``asin`` (at +-1: the angle of two equal unit vectors), ``x ** p`` with
-``0 < p < 1`` (at 0). A call whose input is kept off that point in the same expression (``+ eps``,
-``.clamp(min=eps)``, a name with ``eps`` in it) is not listed. ``torch.norm`` is not listed:
-PyTorch gives a norm of a zero vector a zero subgradient.
+Used by TG405 once a gradient is already proven NaN/Inf while the loss was finite (or the first
+non-finite loss comes from weights an earlier, unchecked step made NaN while its loss was finite),
+and re-running the latest model call found no op at a singular point in it: the graph that held the
+values is gone (backward freed it, and the step about to run writes NaN into the weights, so the
+next cycle cannot show them), so the place is found in the source of the code that computed the loss
+from the model's outputs. Its calls of ops whose derivative is infinite at a point their input can
+reach are listed: ``torch.sqrt``/``x.sqrt()`` and ``rsqrt`` (at 0: a Euclidean distance of two equal
+embeddings), ``acos``/``asin`` (at +-1: the angle of two equal unit vectors), ``x ** p`` with ``0 <
+p < 1`` (at 0); when none is, ``log`` (at 0: ``log(1 - softmax(x))`` once a probability is exactly
+1, its -inf left out of the loss by ``nll_loss``'s pick but not out of the gradient). A call whose
+input is kept off that point in the same expression (``+ eps``, ``.clamp(min=eps)``, a name with
+``eps`` in it; ``1 - p`` is no guard) is not listed. ``torch.norm`` is not listed: PyTorch gives a
+norm of a zero vector a zero subgradient.
 
 The code read: the ``forward`` of each user module class given (a loss module such as a triplet
 loss), the function that called backward, and what they call one level down: a function held in
-an attribute of the module (``self.distance_metric``), a method of its class, or a function
-defined at the top of the same file. Python's and NumPy's ``sqrt`` are not tensor ops and never
+an attribute of the module (``self.distance_metric``), a method of its class (of a trainer's
+class, for the function that called backward: ``self.get_loss(...)``), or a function defined at
+the top of the same file. Python's and NumPy's ``sqrt`` are not tensor ops and never
 listed.
 
 Cost: only at that finding: one parse per file (cached, ``bounds.parse_file``).
@@ -38,14 +42,18 @@ __all__ = ["singular_sites", "one_singular_site", "one_log_product"]
 
 _AT_ZERO = frozenset({"sqrt", "sqrt_", "rsqrt", "rsqrt_"})
 _AT_ONE = frozenset({"acos", "asin", "arccos", "arcsin", "acos_", "asin_"})
+_LOGS = frozenset({"log", "log_", "log2", "log10"})  # at 0: listed when nothing else is
+_SINGULAR = _AT_ZERO | _AT_ONE
 _NOT_TENSOR = frozenset({"math", "np", "numpy", "cmath"})
 _GUARDS = frozenset({"clamp", "clamp_min", "clip", "maximum", "max", "abs"})
 
 
-def singular_sites(modules: list[Any], backward_at: Location | None) -> list[tuple[Location, str]]:
+def singular_sites(modules: list[Any], backward_at: Location | None,
+                   logs: bool = False) -> list[tuple[Location, str]]:
     """``(location, op)`` of each call of an op with a singular derivative, unguarded, in the
     ``forward`` of the user modules given, in the function holding ``backward_at``, and in what
-    they call one level down (see the module doc); in source order, each place once."""
+    they call one level down (see the module doc); in source order, each place once. With
+    ``logs``, the calls of ``log`` instead (whose derivative is infinite at 0)."""
     found: dict[Location, str] = {}
     for module in modules:
         forward = getattr(type(module), "forward", None)
@@ -55,29 +63,29 @@ def singular_sites(modules: list[Any], backward_at: Location | None) -> list[tup
         node = function_node(code)
         if node is None:
             continue
-        _collect(node, code.co_filename, found)
+        _collect(node, code.co_filename, found, logs)
         for callee, path in _callees(node, code.co_filename, module):
-            _collect(callee, path, found)
+            _collect(callee, path, found, logs)
     if backward_at is not None:
         node = function_at(backward_at[0], backward_at[1])
         if node is not None:
-            _collect(node, backward_at[0], found)
+            _collect(node, backward_at[0], found, logs)
             for callee, path in _callees(node, backward_at[0], None):
-                _collect(callee, path, found)
+                _collect(callee, path, found, logs)
     return sorted(found.items())
 
 
 def one_singular_site(modules: list[Any], backward_at: Location | None
                       ) -> tuple[Location, str] | None:
-    """``(location, clause for the finding)`` of the one site :func:`singular_sites` lists, or
-    None when it lists none or several."""
-    sites = singular_sites(modules, backward_at)
+    """``(location, clause for the finding)`` of the one site :func:`singular_sites` lists (when
+    it lists none, of the one call of ``log``), or None when it lists none or several."""
+    sites = singular_sites(modules, backward_at) or singular_sites(modules, backward_at, True)
     if len(sites) != 1:
         return None
     at, op = sites[0]
     return at, (f"; `{op}` at {short_location(at)} is the one op in the code computing the loss "
-                "whose derivative is infinite at a point its input can reach (sqrt at 0, acos at "
-                "+-1), with nothing keeping it off that point")
+                "whose derivative is infinite at a point its input can reach (sqrt or log at 0, "
+                "acos at +-1), with nothing keeping it off that point")
 
 
 def one_log_product(backward_at: Location | None) -> Location | None:
@@ -112,11 +120,16 @@ def _is_log(expr: ast.AST) -> bool:
 
 def _callees(node: ast.AST, path: str, module: Any) -> list[tuple[ast.AST, str]]:
     """``(function node, its file)`` for what ``node`` calls one level down: ``self.<attr>(...)``
-    holding a user function or method (looked up on ``module``), and ``name(...)`` defined at
-    the top of ``path``."""
+    holding a user function or method (looked up on ``module``; without one, a method of the
+    class defining ``node``), and ``name(...)`` defined at the top of ``path``."""
     tree = parse_file(path)
     top = {n.name: n for n in (tree.body if tree is not None else [])
            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    # a method's own class (a trainer whose step() calls self.get_loss()), when not a module's
+    methods = {} if module is not None else next(
+        ({n.name: n for n in c.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+         for c in (tree.body if tree is not None else [])
+         if isinstance(c, ast.ClassDef) and node in c.body), {})
     out: list[tuple[ast.AST, str]] = []
     for call in ast.walk(node):
         if not isinstance(call, ast.Call):
@@ -124,6 +137,9 @@ def _callees(node: ast.AST, path: str, module: Any) -> list[tuple[ast.AST, str]]
         func = call.func
         if isinstance(func, ast.Name) and func.id in top:
             out.append((top[func.id], path))
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                and func.value.id == "self" and func.attr in methods:
+            out.append((methods[func.attr], path))
         elif module is not None and isinstance(func, ast.Attribute) \
                 and isinstance(func.value, ast.Name) and func.value.id == "self":
             held = getattr(module, func.attr, None) if func.attr in _own_names(module) else None
@@ -146,23 +162,24 @@ def _own_names(module: Any) -> set[str]:
     return names
 
 
-def _collect(node: ast.AST, path: str, found: dict[Location, str]) -> None:
+def _collect(node: ast.AST, path: str, found: dict[Location, str], logs: bool) -> None:
     for sub in ast.walk(node):
-        op = _singular_call(sub)
+        op = _singular_call(sub, _LOGS if logs else _SINGULAR)
         if op is not None:
             found.setdefault((path, sub.lineno, sub.col_offset + 1), op)  # type: ignore[attr-defined]
 
 
-def _singular_call(node: ast.AST) -> str | None:
-    """The op's name when ``node`` calls an op with a singular derivative on an unguarded input."""
+def _singular_call(node: ast.AST, ops: frozenset[str]) -> str | None:
+    """The op's name when ``node`` calls one of ``ops`` (``** p`` with ``0 < p < 1`` when they
+    are the ops with a singular derivative) on an unguarded input."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) \
             and isinstance(node.right, ast.Constant) and isinstance(node.right.value, float) \
-            and 0 < node.right.value < 1:
+            and 0 < node.right.value < 1 and ops is _SINGULAR:
         return None if _guarded(node.left) else f"** {node.right.value}"
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
         return None
     name = node.func.attr
-    if name not in _AT_ZERO and name not in _AT_ONE:
+    if name not in ops:
         return None
     receiver = node.func.value
     if isinstance(receiver, ast.Name) and receiver.id in _NOT_TENSOR:
@@ -175,12 +192,12 @@ def _singular_call(node: ast.AST) -> str | None:
 
 
 def _guarded(expr: ast.AST) -> bool:
-    """Whether ``expr`` keeps its value off a singular point: an added or subtracted constant or
-    ``eps``-named value, or a clamp."""
+    """Whether ``expr`` keeps its value off a singular point: an added constant or
+    ``eps``-named value (a subtracted one only when so named: ``1 - p`` reaches 0), or a clamp."""
     for sub in ast.walk(expr):
         if isinstance(sub, ast.BinOp) and isinstance(sub.op, (ast.Add, ast.Sub)) and any(
-                isinstance(side, ast.Constant) or "eps" in ast.unparse(side).lower()
-                for side in (sub.left, sub.right)):
+                isinstance(side, ast.Constant) and isinstance(sub.op, ast.Add)
+                or "eps" in ast.unparse(side).lower() for side in (sub.left, sub.right)):
             return True
         if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) \
                 and sub.func.attr in _GUARDS:
