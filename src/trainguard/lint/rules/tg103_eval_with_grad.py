@@ -5,7 +5,8 @@ Each forward records an autograd graph and keeps activations alive that nothing 
 ``with``, a decorator, or every same-file caller disables grad; for evaluation functions that
 no code in the file calls (their callers, elsewhere, may disable grad); when the region reads gradients
 (``torch.autograd.grad``, ``.grad``, ``requires_grad_``, ``x.requires_grad = True``: saliency,
-adversarial evaluation; reading ``out.requires_grad`` is no such use); and
+adversarial evaluation; reading ``out.requires_grad`` is no such use) or the model's class's
+``forward`` takes gradients itself (``torch.autograd.grad`` of an energy for forces); and
 when the model called is frozen whole (``teacher.requires_grad_(False)``, or
 ``p.requires_grad = False`` for every ``p`` in ``teacher.parameters()``, also inside a loop over a
 literal tuple of models, ``for net in (generator, assessor):``): its outputs then carry
@@ -38,7 +39,7 @@ def check(script: Script) -> Iterator[Hit]:
             continue  # called from another file, whose caller may well hold no_grad
         for fwd in region.forwards:
             if script.grad_disabled(fwd) or _frozen_call(script, fwd, frozen) or \
-                    _runs_without_grad(script, fwd):
+                    _runs_without_grad(script, fwd) or _forward_takes_gradients(script, fwd):
                 continue
             name = dotted(fwd.func) or "the model"
             yield Hit(fwd, f"{region.label} runs {name}(...) with grad enabled and never calls "
@@ -121,7 +122,8 @@ def _after_eval(script: Script, frozen: set[str]) -> Iterator[Hit]:
             continue
         forwards = [f for st in window for f in forward_calls(script, st)
                     if script.key(f.func) == key and not script.grad_disabled(f)
-                    and not _in_loop_or_def(f, st) and not isinstance(parent(f), ast.Expr)]
+                    and not _in_loop_or_def(f, st) and not isinstance(parent(f), ast.Expr)
+                    and not _forward_takes_gradients(script, f)]
         text = "\n".join(script.segment(st) or "" for st in window)
         if not forwards or not _METRIC_HINT.search(text) or \
                 _reaches_backward_or_caller(script, window) or _uses_gradients_in(script, window):
@@ -171,6 +173,22 @@ def _in_loop_or_def(node: ast.AST, top: ast.stmt) -> bool:
 
 def _uses_gradients_in(script: Script, stmts: list[ast.stmt]) -> bool:
     return any(_uses_gradients(script, st) for st in stmts)
+
+
+def _forward_takes_gradients(script: Script, fwd: ast.Call) -> bool:
+    """The model called is of a class whose ``forward`` takes gradients itself (forces as
+    ``-torch.autograd.grad(energy, pos)``, a PINN's derivatives): it cannot run under
+    ``no_grad``, in evaluation either."""
+    graph = script.graph
+    for ref in graph.types(fwd.func):
+        target = graph.method(ref, "forward")
+        if target is not None and any(
+                isinstance(n, ast.Call) and (
+                    (target.script.call_qualname(n) or "").endswith("autograd.grad")
+                    or isinstance(n.func, ast.Attribute) and n.func.attr == "backward")
+                for n in ast.walk(target.func)):
+            return True
+    return False
 
 
 def _uses_gradients(script: Script, node: ast.AST) -> bool:

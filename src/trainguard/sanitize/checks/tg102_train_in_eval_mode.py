@@ -27,7 +27,9 @@ among the steps keeps the ``eval()``). Without an ``eval()`` (``model.training =
 hand), at the line that called the model.
 
 Silent on: BatchNorm frozen on purpose (``model.train()`` then ``bn.eval()``: the model itself is in
-training mode); a model in eval mode with a mode-dependent part switched back to training mode
+training mode; or BatchNorm whose affine parameters are frozen too, in a model with no active
+Dropout kept in eval mode to train: DeepLab-style fine-tuning, isht7/pytorch-deeplab-resnet#15);
+a model in eval mode with a mode-dependent part switched back to training mode
 (FixRes's ``model.eval()`` then ``last_bn.train()``, facebookresearch/FixRes#9); training set up
 in eval mode on purpose: the optimizer that steps was built after
 the ``eval()`` in effect, so none of its steps ran in training mode (deep generative prior's
@@ -60,7 +62,7 @@ from trainguard.sanitize.core.callstack import (Stack, body_statement, cause_lin
                                                 user_stack)
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location
-from trainguard.sanitize.core.modes import active_in_training, describe, inactive
+from trainguard.sanitize.core.modes import active_in_training, describe, frozen_norm, inactive
 from trainguard.sanitize.core.params import zeroed_by
 from trainguard.sanitize.core.records import ForwardCall, ModeCall, first_tensor
 from trainguard.sanitize.core.source import function_node
@@ -131,7 +133,8 @@ class TrainInEvalMode(Check):
     def on_root_forward(self, call: ForwardCall) -> None:
         if call.training or not call.grad_enabled or not call.direct or self.state.in_backward:
             return
-        frozen = inactive(call.module)
+        # (norm layers whose affine parameters are frozen too: a frozen BatchNorm, kept fixed)
+        frozen = [m for m in inactive(call.module) if not frozen_norm(m)]
         if not frozen or active_in_training(call.module):
             # (a model in eval mode with a mode-dependent part switched back to training mode:
             # set so on purpose, FixRes's last BatchNorm re-estimating its statistics)

@@ -18,7 +18,8 @@ forwards whose output a backward reaches (adversarial examples, saliency, input 
 frozen models whose output has no ``grad_fn``, or has one only because the input requires grad (no
 parameter requires grad: an attack or a detection score that takes the input's gradient, among
 forwards that only read a prediction, s-huu/TurningWeaknessIntoStrength#6); forwards inside a ``torch.enable_grad()`` region opened
-under ``no_grad`` (TG104 reports those).
+under ``no_grad`` (TG104 reports those); models whose ``forward`` calls ``torch.autograd.grad``
+(forces as an energy's gradient: they cannot run without grad).
 
 Cost: per checked outermost forward in eval mode with grad on, its output's first 4 tensors
 followed (256 at most, ``Unreached``); resolved at each forward and at exit.
@@ -53,7 +54,7 @@ class EvalWithGrad(UnreachedOutputs):
             self.trained_at.add(call.where[:2])  # (a line training runs too: a shared step)
             return
         if (call.training or not call.grad_enabled or not call.direct or self.state.in_backward
-                or call.reenabled):
+                or call.reenabled or type(call.module) in self.state.grads_in_forward):
             return
         outputs = [t for t in first_tensor(call.output) if t.grad_fn is not None]
         if not outputs or not any(p.requires_grad for p in call.module.parameters()):

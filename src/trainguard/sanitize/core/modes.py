@@ -18,9 +18,8 @@ from typing import Any
 from trainguard.apifacts import MODE_CLASSES, READS_TRAINING, ModeRule, mode_rule, \
     training_read_matters
 
-__all__ = ["mode_dependent", "active_in_training", "inactive", "describe", "rule_of",
-           "hooked_by_user",
-           "depends_on_mode"]
+__all__ = ["mode_dependent", "active_in_training", "inactive", "describe", "frozen_norm",
+           "rule_of", "hooked_by_user", "depends_on_mode"]
 
 _cache: dict[int, list[Any]] = {}  # id(model) -> [weakref(model), candidates, queries]
 _REFRESH = 256  # queries between two walks of a model (a head swapped in later is seen)
@@ -98,6 +97,18 @@ def active_in_training(model: Any) -> list[Any]:
 def inactive(model: Any) -> list[Any]:
     """Mode-dependent submodules that are in evaluation mode right now."""
     return [m for m in mode_dependent(model) if not m.training]
+
+
+def frozen_norm(m: Any) -> bool:
+    """A norm layer keeping running statistics whose own affine parameters are all frozen
+    (``requires_grad=False``): a frozen BatchNorm, which a model kept in eval mode while it
+    trains leaves wholly fixed, as DeepLab-style fine-tuning means it to
+    (isht7/pytorch-deeplab-resnet#15)."""
+    rule = rule_of(m)
+    if not isinstance(rule, ModeRule) or rule.attribute != "track_running_stats":
+        return False
+    params = list(m.parameters(recurse=False))
+    return bool(params) and not any(p.requires_grad for p in params)
 
 
 def describe(modules: list[Any], limit: int = 3) -> str:

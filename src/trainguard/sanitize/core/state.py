@@ -205,6 +205,9 @@ class State:
         self.grad_on_at: Location | None = None
         # the re-enabling lines (``reenabled_at``) under which ``torch.autograd.grad`` returned
         self.grads_taken_at: set[Location] = set()
+        # classes of the outermost modules whose forward called ``torch.autograd.grad`` (forces
+        # from an energy, a PINN's derivatives): they need grad mode, in evaluation too
+        self.grads_in_forward: set[type] = set()
         self.functional_caller: Any = None  # during on_functional: the frame that called it
         # id(module) -> (weak reference, line): where user code last put that module in eval mode
         # (an outermost ``eval()``/``train(False)``), until it calls ``train()`` on it again

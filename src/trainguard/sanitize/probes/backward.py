@@ -104,7 +104,9 @@ def _grad(bus: "Bus", original: Any, failed: Callable) -> Any:
             if not torch.compiler.is_dynamo_compiling():
                 _grad_failed(state, failed, args, kwargs, create, exc)
             raise
-        if state.no_grad_depth and not state.modules and not create:
+        if state.modules:
+            state.grads_in_forward.add(type(state.modules[0]))
+        elif state.no_grad_depth and not create:
             # TG104: the re-enabled region takes gradients itself (an attack's input gradient),
             # not inside a model's forward and not to train through them
             where = state.reenabled_at()
