@@ -177,7 +177,8 @@ def _cut_models(script: Script, loop: ast.AST, call: ast.Call, target: ast.AST, 
     went through NumPy, summed with a critic's loss), or only through a value computed under
     ``torch.no_grad()`` (an encoder whose features feed the critic's loss but were computed
     without a graph, while ``encoder_opt.step()`` follows). A GAN's discriminator step, which
-    detaches the generator that its optimizer does not hold, stays silent. Unless the loss
+    detaches the generator that its optimizer does not hold, stays silent, as does a model an
+    earlier backward of the same step reaches uncut (a critic's loss first). Unless the loss
     showed a cut already (``seen_cut``), only where the steps hold two models or more."""
     evs = events(script, loop.body)  # type: ignore[attr-defined]
     at = next((i for i, e in enumerate(evs) if e.kind == "backward" and e.node is call), None)
@@ -198,11 +199,23 @@ def _cut_models(script: Script, loop: ast.AST, call: ast.Call, target: ast.AST, 
         return
     if not seen_cut and sum(map(len, held.values())) < 2:
         return
+    # the backwards of the same step before this one (an actor-critic's critic loss, with
+    # retain_graph=True): a model they reach gets its gradient there
+    earlier = []
+    for e in reversed(evs[:at]):
+        if e.kind in ("step", "zero"):
+            break
+        if e.kind == "backward" and isinstance(e.node, ast.Call) and \
+                isinstance(e.node.func, ast.Attribute):
+            earlier.append(e.node)
     for opt in stepped:
         for model in held[opt]:
             others = frozenset(m for ms in held.values() for m in ms if m != model)
             focus = Focus(model, others, aliases(script, model))
             uncut, cuts = trace(script, target, call, depth=12, focus=focus)
+            if cuts and not uncut and any(
+                    trace(script, b.func.value, b, depth=12, focus=focus)[0] for b in earlier):
+                continue  # an earlier backward of the step reaches it uncut
             if cuts and not uncut:
                 cut, how = cuts[0]
                 if _rebuild_reported(script, target, cut):
