@@ -20,7 +20,9 @@ process wrote during the run is judged by the program's own format (a rank's own
 checkpoint is a pickle: loading one from elsewhere (a download, a shared drive) runs whatever code
 it carries. Whatever its origin, a file whose pickle calls a global that runs code
 (``builtins.exec``, ``os.system``: ecmwf/anemoi-core#1416) is reported, also when this process
-wrote it (a "download" helper filling a cache): no checkpoint needs such a call.
+wrote it (a "download" helper filling a cache): no checkpoint needs such a call. Reported at the
+line that chose ``weights_only``: the ``torch.load`` call, or, when a loader hands its keyword
+arguments on (``torch.load(path, **load_kwargs)``), the caller that wrote ``weights_only=False``.
 
 Silent on: ``weights_only=True`` or the torch >= 2.6 default; files this process torch.saved;
 resumes of the program's own format (a ``torch.save`` of a variable counts as any format); files
@@ -48,8 +50,10 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import is_trainguard_file, is_user_code, user_location
+from trainguard.sanitize.core.frames import (
+    frame_location, is_trainguard_file, is_user_code, user_frame, user_location)
 from trainguard.sanitize.core.pickled import code_calls, pickle_strings
+from trainguard.sanitize.core.source import SourceFile
 
 
 def _default_is_safe() -> bool:
@@ -98,7 +102,7 @@ class UnsafeTorchLoad(Check):
                 f"{', '.join(payload[:3])} when it is unpickled, so loading it runs code",
                 fix="pass weights_only=True, which refuses such a payload (allow extra types "
                     "with torch.serialization.add_safe_globals)",
-                where=user_location(sys._getframe(1)))
+                where=_where_chosen(sys._getframe(1)))
             return
         if os.path.realpath(path) in self.written or self._moved_here(path):
             return
@@ -121,7 +125,7 @@ class UnsafeTorchLoad(Check):
             fix="pass weights_only=True (allow extra types with "
                 "torch.serialization.add_safe_globals), and load full pickles only from sources "
                 "you trust",
-            where=where)
+            where=_where_chosen(sys._getframe(1)) or where)
 
 
     def _moved_here(self, path: str) -> bool:
@@ -129,6 +133,29 @@ class UnsafeTorchLoad(Check):
         and renamed onto ``path`` (an atomic save)."""
         folder = os.path.dirname(os.path.realpath(path))
         return any(os.path.dirname(w) == folder and not os.path.exists(w) for w in self.written)
+
+
+def _where_chosen(frame: Any) -> Any:
+    """The user's line that chose ``weights_only``: the innermost user call passing it by name,
+    climbing from a helper's ``torch.load(path, **load_kwargs)`` to the caller that wrote
+    ``weights_only=False`` (4 frames at most); else the innermost user call."""
+    first = None
+    frame = user_frame(frame)
+    for _ in range(4):
+        if frame is None:
+            break
+        where = frame_location(frame)
+        first = first or where
+        file = SourceFile.load(where[0])
+        call = file.call_at(where[1], where[2] - 1) if file is not None else None
+        if call is None:
+            break
+        if any(k.arg == "weights_only" for k in call.keywords):
+            return where
+        if not any(k.arg is None for k in call.keywords):  # nothing handed on by **kwargs
+            break
+        frame = user_frame(frame.f_back)
+    return first
 
 
 def _file_name(f: Any) -> str | None:
