@@ -20,7 +20,8 @@ diagnosis names each device and what is on it: `x` on cpu, the parameters of `Li
 cuda:0, the GRU's `input 1` (the hidden state) on cpu, so the user sees which side to move.
 CPU tensors made inside a user model's ``forward`` whose own inputs are all off the CPU point at
 the factory without ``device=`` in the one method of its class that has such calls
-(``h = torch.zeros(...)`` in ``_set_hidden_state``; pytorch_geometric_temporal#18). A buffer of
+(``h = torch.zeros(...)`` in ``_set_hidden_state``; pytorch_geometric_temporal#18), or, when it
+has none, of its submodules' classes (``cell.init_state(batch)``). A buffer of
 the failing module alone on another device than its inputs (a loss's class ``weight`` made on the
 CPU) points at the one construction of that class with that keyword in the user's files of the
 traceback and stack (pytorch/pytorch#122757).
@@ -327,21 +328,31 @@ def _made_in_forward(exc: BaseException) -> tuple[Any, str] | None:
             named_cpu.append(owner)  # a CPU temporary no name holds: the error names the CPU
     owners = held_cpu[:1] or named_cpu[-1:]  # (else the innermost such forward)
     for owner in owners:
-        calls = {}
-        for klass in type(owner).__mro__:
-            for function in vars(klass).values():
-                function = getattr(function, "__func__", function)  # (a staticmethod's too)
-                if isinstance(function, FunctionType) and function.__name__ != "__init__" \
-                        and is_user_file(function.__code__.co_filename):
-                    node = function_node(function.__code__)
-                    found = sorted(_factories(node) if node is not None else (),
-                                   key=lambda c: (c.lineno, c.col_offset))
-                    if found:
-                        calls[function.__code__] = (
-                            (function.__code__.co_filename, found[0].lineno,
-                             found[0].col_offset + 1), ast.unparse(found[0].func) + "(...)")
+        calls = _factory_methods([type(owner)])
+        if not calls and held_cpu:  # (a named state) its submodules': ``cell.init_hidden(b)``
+            calls = _factory_methods(list(dict.fromkeys(
+                type(m) for m in list(owner.modules())[1:64] if type(m) is not type(owner))))
         return next(iter(calls.values())) if len(calls) == 1 else None
     return None
+
+
+def _factory_methods(classes: list[type]) -> dict[Any, tuple[Any, str]]:
+    """``{code: (location, call text)}`` of the first tensor factory without ``device=`` in each
+    user-defined method (not ``__init__``) of ``classes`` that has one."""
+    calls = {}
+    for klass in (k for c in classes for k in c.__mro__):
+        for function in vars(klass).values():
+            function = getattr(function, "__func__", function)  # (a staticmethod's too)
+            if isinstance(function, FunctionType) and function.__name__ != "__init__" \
+                    and is_user_file(function.__code__.co_filename):
+                node = function_node(function.__code__)
+                found = sorted(_factories(node) if node is not None else (),
+                               key=lambda c: (c.lineno, c.col_offset))
+                if found:
+                    calls[function.__code__] = (
+                        (function.__code__.co_filename, found[0].lineno,
+                         found[0].col_offset + 1), ast.unparse(found[0].func) + "(...)")
+    return calls
 
 
 def _factories(func: ast.AST) -> list[ast.Call]:
