@@ -142,7 +142,7 @@ class TrainInEvalMode(Check):
         for tensor in first_tensor(call.output, limit=1):
             track = self.state.track_graph(
                 tensor, info=(call.where, type(call.module).__name__, describe(frozen),
-                              weakref.ref(call.module)))
+                              weakref.ref(call.module), user_stack()))
             if track is not None:
                 self.pending.append(track)
                 self.arm()
@@ -178,16 +178,18 @@ class TrainInEvalMode(Check):
             return
         stepped = {id(p) for g in optimizer.param_groups for p in g["params"]}
         for track in reached:
-            where, name, frozen, model_ref = track.info
+            where, name, frozen, model_ref, made = track.info
             model = model_ref()
             if model is not None and any(id(p) in stepped for p in model.parameters()):
-                self._report(model, where, name, frozen, optimizer)
+                self._report(model, where, name, frozen, optimizer, made)
             track.release()
         self.pending = [t for t in self.pending if t.active and t.alive]
 
-    def _report(self, model: Any, where: Any, name: str, frozen: str, optimizer: Any) -> None:
+    def _report(self, model: Any, where: Any, name: str, frozen: str, optimizer: Any,
+                made: Stack) -> None:
         """Report at the ``eval()`` call still in effect (the cause), naming this training
-        forward and the latest ``train()`` call, which came before that ``eval()``."""
+        forward (``made``: its user stack) and the latest ``train()`` call, which came before
+        that ``eval()``."""
         found = _eval_in_effect(self.state.eval_at, model)
         forward = f"the training forward at {short_location(where)}"
         if found is None:
@@ -224,7 +226,9 @@ class TrainInEvalMode(Check):
                 return
             if self._train_once(model, stacked, step, name, frozen, forward, optimizer):
                 return
-            called, helper = _placement(stacked[1], step, set_at)
+            # (the forward's stack: a step function's own call that left eval, lc_loss()'s
+            # get_blob_dict(model, batch), shares that function's frame with the forward)
+            called, helper = _placement(stacked[1], made or step, set_at)
         if called is not None and called[:2] != set_at[:2]:
             end = function_end(helper[1]) if helper is not None else None
             if end is not None and end[0] == set_at[0] and end[1] >= set_at[1]:

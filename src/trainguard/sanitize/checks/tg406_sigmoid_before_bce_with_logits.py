@@ -30,7 +30,6 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from trainguard.apifacts import named_as_logits
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.origin import Origin, Pending
 from trainguard.sanitize.core.producer import producer_node, shape
@@ -64,8 +63,7 @@ class SigmoidBeforeBCEWithLogits(Check):
         if node is None or not type(node).__name__.startswith("SigmoidBackward"):
             return
         reused = reused_input(call.where)
-        if reused is not None and not named_as_logits(reused):
-            # the probabilities serve other code too: the loss is the fix
+        if reused is not None:  # the probabilities serve other code too: the loss is the fix
             self.report(
                 f"{call.name} got `{reused}`, made by sigmoid, which the loss applies again: "
                 "its predictions stay within (0.5, 0.73) and the gradients vanish; the "

@@ -10,6 +10,7 @@ import functools
 import linecache
 from types import CodeType, FunctionType
 
+from trainguard.apifacts import named_as_logits
 from trainguard.config import is_suppressed
 from trainguard.datanames import reads_eval_data
 from trainguard.sanitize.core.bounds import parse_file
@@ -330,7 +331,8 @@ def built_again(where: tuple[str, int, int], class_name: str) -> int | None:
 @functools.lru_cache(maxsize=64)
 def reused_input(where: tuple[str, int, int] | None) -> str | None:
     """The name a loss call at ``where`` is given as its first argument, when other statements of
-    its function read that name too (``probs`` fed to the loss and used for ``p_t``); None."""
+    its function read that name too (``probs`` fed to the loss and used for ``p_t``), unless the
+    name says logits (``pred_logits``: its author meant raw scores, ``named_as_logits``); None."""
     if where is None:
         return None
     file = SourceFile.load(where[0])
@@ -338,6 +340,8 @@ def reused_input(where: tuple[str, int, int] | None) -> str | None:
     if call is None or not call.args or not isinstance(call.args[0], ast.Name):
         return None
     name = call.args[0].id
+    if named_as_logits(name):
+        return None
     stmt: ast.AST = call
     while stmt in file.parents and not isinstance(stmt, ast.stmt):  # type: ignore[union-attr]
         stmt = file.parents[stmt]  # type: ignore[union-attr]
