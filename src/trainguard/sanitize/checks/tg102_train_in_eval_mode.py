@@ -15,7 +15,8 @@ eval mode and back in training mode) when the training code made it, or a method
 ``nn.Module`` did (a module leaves its mode to its caller); when it ran in a function the training
 code called (a rollout's ``select_action()``, a validation helper, a callback's
 ``on_epoch_end``), where that function returns with the model in eval mode (the mode is restored
-there), naming the call that led to it (the line, in the deepest frame both share: see
+there), naming the call that led to it (the line, in the deepest frame the ``eval()``'s stack
+shares with the training forward's: see
 :mod:`..core.callstack`); a function that only switches modes (``val_start()``) or a library, at
 that call, after which ``model.train()`` belongs. The
 message names the ``eval()``, the training forward and the latest ``train()`` call, which ran
