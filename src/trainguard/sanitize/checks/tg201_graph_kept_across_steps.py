@@ -81,7 +81,12 @@ class GraphKeptAcrossSteps(Check):
     def on_backward(self, call: BackwardCall) -> None:
         # Module outputs are stamped by the watcher, and a loss's graph holds its model's output:
         # stamp the loss itself only for models that are not nn.Modules.
-        if self.state.root_forwards == 0 and call.tensors and call.tensors[0].grad_fn is not None:
+        # (also when no outermost output of this iteration was stamped: an output object the
+        # stamper cannot read, such as a model returning its own class of record)
+        last = self.followed[-1]() if self.followed else None
+        unstamped = last is None or last.backward_count < call.index
+        if (self.state.root_forwards == 0 or unstamped) and call.tensors \
+                and call.tensors[0].grad_fn is not None:
             made = Made(call.index, self.state.step, call.where, "backward root",
                         self.state.root_forwards)
             call.tensors[0].grad_fn.metadata[ROOT] = made

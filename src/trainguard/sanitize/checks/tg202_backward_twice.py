@@ -32,6 +32,7 @@ import ast
 from typing import Any
 
 from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget
+from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.cuts import assigned_in_methods
 from trainguard.sanitize.core.frames import short_location
@@ -51,6 +52,7 @@ class BackwardTwice(Check):
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
+        self.caught = Caught(4)  # (error, failed call, earlier call) of each, until claimed
 
     def on_backward_failed(self, call: BackwardCall, exc: BaseException) -> None:
         if _MESSAGE not in str(exc):
@@ -71,6 +73,16 @@ class BackwardTwice(Check):
         # and then the generator's is the latest output of its line.
         call.facts["tg202_renewed"] = first is not None and any(
             s.where == first.where and s.backward_count > first.backward_count for s in stamps)
+        # the script may catch it (``except RuntimeError:`` around training): reported at exit
+        earlier = next((b for b in reversed(self.state.backwards) if not b.failed), None)
+        self.caught.hold(exc, (exc, call, earlier))
+
+    def on_exit(self) -> None:
+        for exc, failed, earlier in self.caught.drain():
+            found = self._diagnose(exc, failed, earlier)
+            if found is not None:
+                self.report(f"{found.message}; backward raised and the script caught the error",
+                            fix=found.fix, where=found.where or failed.where)
 
     def _cached(self, roots: tuple) -> tuple[str, Any] | None:
         """``("RotaryEmbedding.cached_freqs", line)`` when the failing graph holds a tensor kept
@@ -98,10 +110,15 @@ class BackwardTwice(Check):
     def on_error(self, exc: BaseException) -> Diagnosis | None:
         if not isinstance(exc, RuntimeError) or _MESSAGE not in str(exc):
             return None
+        held = self.caught.claim(exc)  # the run dies of it: explained here, not at exit
+        if held is not None:
+            return self._diagnose(exc, held[1], held[2])
         failed = next((b for b in reversed(self.state.backwards) if b.failed), None)
         earlier = next((b for b in reversed(self.state.backwards) if not b.failed), None)
-        if failed is None:
-            return None
+        return self._diagnose(exc, failed, earlier) if failed is not None else None
+
+    def _diagnose(self, exc: BaseException, failed: Any, earlier: Any) -> Diagnosis | None:
+        """The diagnosis of the failed backward ``failed`` (``earlier``: the last that ran)."""
         made = failed.facts.get("tg202_freed")
         before = (f"the backward at {short_location(earlier.where)} "
                   f"(optimizer step {earlier.step + 1})"

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from dataclasses import is_dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from trainguard.sanitize.core.frames import Location, user_location
@@ -193,6 +195,10 @@ def first_tensor(value: Any, *, limit: int = 4) -> list[Any]:
             stack.extend(reversed(list(item.values())))
         elif isinstance(item, torch.distributions.Distribution):
             stack.extend(v for v in vars(item).values() if isinstance(v, torch.Tensor))
+        elif isinstance(item, SimpleNamespace) or (is_dataclass(item) and hasattr(item, "__dict__")
+                                                   and not isinstance(item, type)):
+            # a record of outputs: ``SimpleNamespace(loss=..., logits=...)``, a dataclass
+            stack.extend(reversed(list(vars(item).values())))
     return out
 
 
