@@ -52,10 +52,11 @@ def held_rngs(script: Script) -> list[HeldRng]:
         if not per_item:
             continue
         set_by = _setter_made(call, ref)
+        unset = _left_none(ref, call)
         for attr, created, src, via in _created_before_copy(ref):
             if attr in set_by:
                 continue
-            if _read_in(per_item, attr) and not _reseeded_in(per_item, attr):
+            if _read_in(per_item, attr) and not _reseeded_in(per_item, attr, unset):
                 # made by a setter the class's own __init__ calls (`self.set_random_state(seed)`
                 # with a mixin's setter): that call, in this file, is the class's line
                 setter = via if via is not None and ref.script is script and \
@@ -225,15 +226,57 @@ def _read_in(funcs: list[ast.AST], attr: str) -> bool:
                and isinstance(n.ctx, ast.Load) for f in funcs for n in ast.walk(f))
 
 
-def _reseeded_in(funcs: list[ast.AST], attr: str) -> bool:
+def _reseeded_in(funcs: list[ast.AST], attr: str, unset: frozenset[str] = frozenset()) -> bool:
+    """The per-item path reseeds or replaces ``self.<attr>``; a replacement under ``if
+    self.seed is not None:`` (or ``if self.seed:``) does not count when this construction left
+    ``self.seed`` at its None default and the per-item path never sets it: it never runs."""
+    unset = unset - {n.attr for f in funcs for n in ast.walk(f)
+                     if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
     for f in funcs:
         for n in ast.walk(f):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
                     n.func.attr in _RESEED and dotted(n.func.value) == f"self.{attr}":
                 return True
-            if isinstance(n, ast.Assign) and any(dotted(t) == f"self.{attr}" for t in n.targets):
+            if isinstance(n, ast.Assign) and any(dotted(t) == f"self.{attr}" for t in n.targets) \
+                    and not _needs_set(n, f, unset):
                 return True
     return False
+
+
+def _needs_set(node: ast.AST, top: ast.AST, unset: frozenset[str]) -> bool:
+    """``node`` runs only when an attribute in ``unset`` (None) is set."""
+    while (up := parent(node)) is not None and node is not top:
+        test = up.test if isinstance(up, ast.If) and node in up.body else None
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and \
+                isinstance(test.ops[0], ast.IsNot) and const_is_none(test.comparators[0]):
+            test = test.left
+        if test is not None and self_attr(test) in unset:
+            return True
+        node = up
+    return False
+
+
+def const_is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _left_none(ref: ClassRef, call: ast.Call) -> frozenset[str]:
+    """Attributes ``__init__`` sets from a parameter that ``call`` leaves at its None default
+    (``Compose(transforms)`` for ``def __init__(self, transforms, seed=None)``)."""
+    init = ref.script.graph.method(ref, "__init__")
+    if init is None or any(isinstance(a, ast.Starred) for a in call.args) or \
+            any(k.arg is None for k in call.keywords):
+        return frozenset()
+    args = init.func.args
+    params = [a.arg for a in [*args.posonlyargs, *args.args][1:]]
+    passed = set(params[:len(call.args)]) | {k.arg for k in call.keywords}
+    pairs = [*zip(params[len(params) - len(args.defaults):], args.defaults),
+             *zip((a.arg for a in args.kwonlyargs), args.kw_defaults)]
+    left = {p for p, d in pairs if d is not None and const_is_none(d) and p not in passed}
+    sets = [(self_attr(t), n.value) for n in ast.walk(init.func) if isinstance(n, ast.Assign)
+            for t in n.targets if self_attr(t)]
+    return frozenset(a for a, v in sets if isinstance(v, ast.Name) and v.id in left
+                     and sum(b == a for b, _ in sets) == 1)
 
 
 def _reaches_dataset(script: Script, call: ast.Call, ref: ClassRef) -> bool:

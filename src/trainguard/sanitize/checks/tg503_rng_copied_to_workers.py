@@ -65,6 +65,7 @@ from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import is_user_code
 from trainguard.sanitize.core.source import attribute_store, setter_call, stored_in_init
 from trainguard.sanitize.core.rng_holders import Held, held_rngs, made_by, passed_in, rng_kind
+from trainguard.sanitize.core.live_guard import only_skipped_stores
 
 _RESEEDS_PER_WORKER = {"get_worker_info", "initial_seed"}
 _INDIRECT_STORES = {"setattr", "__dict__", "__setattr__"}
@@ -139,7 +140,8 @@ class RngCopiedToWorkers(Check):
                     self._held(loader, workers, init_names, path, dataset, entry, loaded, found,
                                {id(attributes[a]): a for a, _ in rngs})
             for attr, kind in rngs:
-                if (cls, attr) in self.reported or attr not in loaded or attr in stored:
+                if (cls, attr) in self.reported or attr not in loaded or attr in stored and \
+                        not only_skipped_stores(dataset, _methods(cls), attr, stored):
                     continue
                 if init_names is not None and (
                         attr in init_names or {"get_worker_info", "dataset"} <= init_names):
@@ -175,7 +177,8 @@ class RngCopiedToWorkers(Check):
             self.holders[(holder, cls)] = _holder_names(holder, entry_loaded)
         drawn_in, loaded, stored = self.holders[(holder, cls)]
         draw = drawn_in.get(found.attr)
-        if draw is None or found.attr in stored or _made_per_worker(loaded):
+        if draw is None or _made_per_worker(loaded) or found.attr in stored and not \
+                only_skipped_stores(found.holder, _methods(holder), found.attr, stored):
             return  # never drawn from in a worker, reseeded per call, or made per worker
         # the same generator object also stored on the dataset (``self.rs = RandomState(seed);
         # self.flip = Flip(self.rs)``): the dataset's line made it, and one reseed in place there
