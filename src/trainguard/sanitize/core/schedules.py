@@ -212,9 +212,10 @@ def epoch_verdict(scheduler: Any, cut: float, stepped: int, per_pass: float, uni
         return ""
     factor = per_pass_factor(scheduler, per_pass)
     decayed = ratio(scheduler) <= DECAYED * (1 + 1e-6)
-    fast = too_fast(scheduler, factor)
-    # this epoch, seen whole, cut the rate twice itself: no need to see another one
+    # this epoch, seen whole, cut the rate twice itself: no need to see another one, and too
+    # fast whatever the average pace says (step_size 10 in a 19-batch epoch: 1.9 cuts a pass)
     cut_here = whole and too_fast(scheduler, cut * (1 - 1e-6))
+    fast = too_fast(scheduler, factor) or cut_here
     if not (fast and (again or cut_here or decayed)) \
             and not (decayed and first_cut <= 0.8 * per_pass):
         return ""
