@@ -285,7 +285,9 @@ def _self_value(script: Any, at: ast.AST, attr: str) -> ast.expr | None:
     cls = script.enclosing_class(at)
     if cls is None:
         return None
-    assigned = _self_assigned(cls, attr)
+    assigned = _self_assigned(cls, attr) or [  # a class attribute: ``ckpt_keys = ("model",)``
+        s.value for s in cls.body if isinstance(s, ast.Assign) and len(s.targets) == 1 and
+        isinstance(s.targets[0], ast.Name) and s.targets[0].id == attr]
     if len(assigned) != 1:
         return None
     value = assigned[0]

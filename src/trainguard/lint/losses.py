@@ -9,6 +9,9 @@ from __future__ import annotations
 import ast
 
 from trainguard.lint.astutil import dotted
+from trainguard.lint.branches import _test_truth
+from trainguard.lint.callgraph import _self_assigned
+from trainguard.lint.dataflow import reaching_values
 from trainguard.lint.consts import resolve
 from trainguard.lint.script import Script
 
@@ -36,8 +39,10 @@ def loss_kind(script: Script, call: ast.Call) -> str | None:
     if isinstance(call.func, ast.Call):
         return _CLASSES.get(script.call_qualname(call.func) or "")
     key = script.key(call.func)
-    kinds = {_CLASSES.get(q or "") for v in script.assignments.get(key or "", [])
-             for q in _held_losses(script, v)}
+    values = script.assignments.get(key or "", [])
+    if isinstance(call.func, ast.Name):  # a local name: the values that reach this call
+        values = reaching_values(call.func.id, call) or values
+    kinds = {_CLASSES.get(q or "") for v in values for q in _held_losses(script, v)}
     return kinds.pop() if len(kinds) == 1 else None
 
 
@@ -72,6 +77,18 @@ def _built_loss(script: Script, value: ast.AST, depth: int = 2) -> str | None:
     ``LOSSES[cfg["loss"]]()`` with ``LOSSES`` a dict literal of loss classes, or
     ``getattr(nn, cfg["loss"])()``, when the program fixes the key; or the one a function or
     method of the file returns (``handler.get_criterion()``)."""
+    if isinstance(value, ast.IfExp) and depth > 0:  # loss if loss is not None else default
+        t = _test_truth(script, value.test, script)
+        got = {_built_loss(script, b, depth - 1) for b in
+               ([value.body] if t is True else [value.orelse] if t is False else
+                [value.body, value.orelse])}
+        return got.pop() if len(got) == 1 else None
+    if isinstance(value, ast.Attribute) and depth > 0:  # self.head.default_loss
+        held = {_built_loss(ref.script, v, depth - 1)
+                for ref in script.graph.types(value.value)
+                for v in _self_assigned(ref.node, value.attr)}
+        if len(held) == 1 and (found := held.pop()) in _CLASSES:
+            return found
     q = script.call_qualname(value)
     if q in _CLASSES or not isinstance(value, ast.Call):
         return q

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from trainguard.lint.astutil import const_value, dotted, kwarg, parent, walk_local
 from trainguard.lint.callgraph import bind_arguments, parameter_default
 from trainguard.lint.dataflow import last_assignment, scope_of
+from trainguard.lint.consts import resolve
 from trainguard.lint.options import argparse_default
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
@@ -218,7 +219,7 @@ def _judge(script: Script, call: ast.Call, entries: list[tuple[str, str]],
                       fix="add scheduler.state_dict() to the checkpoint and call "
                           "scheduler.load_state_dict(...) where the optimizer's state is loaded")
         return
-    if not _stateful_optimizer(script):
+    if not _stateful_optimizer(script) or _untrained_weights(script, call):
         return
     missing = ["optimizer"]
     if script.schedulers and not has(_SCHED):
@@ -363,6 +364,8 @@ def _last_entry(call: ast.Call) -> ast.AST:
         obj = found.value if found is not None else obj
     if isinstance(obj, ast.Dict) and obj.keys and obj.keys[-1] is not None:
         return obj.keys[-1]
+    if isinstance(obj, ast.DictComp):  # the keys it iterates: where the missing ones belong
+        return obj.generators[0].iter
     if isinstance(obj, ast.Call) and obj.keywords and obj.func is not None and \
             ast.unparse(obj.func) == "dict":
         return obj.keywords[-1]
@@ -400,7 +403,54 @@ def _dict_entries(script: Script, node: ast.AST) -> list[tuple[str, str]] | None
                 return None
             out.append((str(k.value), ast.unparse(v)))
         return out
+    if isinstance(node, ast.DictComp):
+        return _comprehension_entries(script, node)
     if isinstance(node, ast.Call) and (ast.unparse(node.func) == "dict") and not node.args:
         return [(kw.arg, ast.unparse(kw.value)) for kw in node.keywords if kw.arg] \
             if all(kw.arg for kw in node.keywords) else None
     return None
+
+
+def _comprehension_entries(script: Script, node: ast.DictComp) -> list[tuple[str, str]] | None:
+    """``{k: objs[k].state_dict() for k in self.ckpt_keys}`` over keys the program fixes (a
+    literal tuple, or a name or class attribute bound to one): one entry per key, the value
+    read with the key put in (``objs['model'].state_dict()``)."""
+    gen = node.generators[0] if len(node.generators) == 1 else None
+    if gen is None or gen.ifs or gen.is_async or not isinstance(gen.target, ast.Name):
+        return None
+    keys = resolve(script, gen.iter)
+    if not isinstance(keys, (tuple, list)) or not all(isinstance(k, str) for k in keys):
+        return None
+    name = gen.target.id
+
+    class _Put(ast.NodeTransformer):
+        def visit_Name(self, n: ast.Name) -> ast.AST:
+            return ast.Constant(key) if n.id == name else n
+
+    out = []
+    for key in keys:
+        k = _Put().visit(ast.parse(ast.unparse(node.key), mode="eval").body)
+        v = _Put().visit(ast.parse(ast.unparse(node.value), mode="eval").body)
+        out.append((str(const_value(k)) if isinstance(k, ast.Constant) else ast.unparse(k),
+                    ast.unparse(v)))
+    return out
+
+
+def _untrained_weights(script: Script, save: ast.Call) -> bool:
+    """The saved ``state_dict()``s are all of models built in the save's own function, which
+    trains nothing (``donor = Net()`` saved as a published file): freshly initialised weights,
+    no run whose optimizer state could be missing."""
+    func = script.enclosing_function(save)
+    if func is None or not save.args or script.has_backward(func):
+        return False
+    obj = save.args[0]
+    exprs = [obj, last_assignment(obj.id, save)] if isinstance(obj, ast.Name) else [obj]
+    for n in [n for e in exprs if e is not None for n in ast.walk(e)]:
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n is not obj:
+            exprs.append(last_assignment(n.id, n))  # "model": state, state = {...}
+    owners = [c.func.value for e in exprs if e is not None for c in ast.walk(e)
+              if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and
+              c.func.attr == "state_dict"]
+    return bool(owners) and all(
+        isinstance(o, ast.Name) and isinstance(v := last_assignment(o.id, o), ast.Call) and
+        script.graph.class_named(dotted(v.func)) is not None for o in owners)

@@ -46,29 +46,80 @@ def check(script: Script) -> Iterator[Hit]:
     for c in saves:
         saved |= _origins(script, c.args[1], 3)
     formats = [keys for c in saves if (keys := _dict_keys(script, c.args[0], 3))]
-    for call in script.calls:
-        if script.call_qualname(call) != "torch.load":
-            continue
-        flag = kwarg(call, "weights_only")
-        if not is_false(flag):
-            continue
-        path = ast.unparse(call.args[0]) if call.args else "the file"
-        origins = _origins(script, call.args[0], 3) if call.args else set()
-        if origins and origins <= saved:
+    payload = any(_runs_code_on_load(script, c.args[0]) for c in saves)
+    for call, flag, arg in _unsafe_loads(script):
+        path = ast.unparse(arg) if arg is not None else "the file"
+        origins = _origins(script, arg, 3) if arg is not None else set()
+        if origins and origins <= saved and not payload:
             continue  # a file this program writes (the same path, traced to its binding)
-        elsewhere = _from_elsewhere(script, call, origins)
+        elsewhere = payload or _from_elsewhere(script, call, origins)
         read = _keys_read(call)
         if not read and isinstance(parent(call), ast.Return):
             read = _keys_read_by_callers(script, call)
         if not elsewhere and read and any(read <= keys for keys in formats):
             continue  # a resume of the program's own checkpoint format
-        assert flag is not None
-        yield Hit(call, f"torch.load({path}, weights_only=False) unpickles whatever the file "
+        yield Hit(call, f"{dotted(call.func)}({path}, weights_only=False) unpickles whatever the "
+                        f"file "
                         f"holds: a checkpoint from elsewhere can run code",
                   fix="pass weights_only=True (the default from torch 2.6); save state_dict()s, "
                       "or allow-list classes with torch.serialization.add_safe_globals",
                   edits=[Edit(flag.lineno, flag.col_offset, flag.end_lineno or flag.lineno,
                               flag.end_col_offset or 0, "True")], safe=False)
+
+
+def _unsafe_loads(script: Script) -> Iterator[tuple[ast.Call, ast.expr, ast.expr | None]]:
+    """(call, its ``weights_only=False``, the path it loads) for each ``torch.load`` given the
+    flag, and each call of a project function that forwards its ``**kwargs`` to a
+    ``torch.load`` (``load_checkpoint(path, weights_only=False)``): the flag reaches the load."""
+    for call in script.calls:
+        flag = kwarg(call, "weights_only")
+        if flag is None or not is_false(flag):
+            continue
+        if script.call_qualname(call) == "torch.load":
+            yield call, flag, call.args[0] if call.args else None
+            continue
+        for t in [t for t in script.targets(call) if not t.instance][:1]:
+            args = t.func.args
+            if args.kwarg is None or "weights_only" in [a.arg for a in args.kwonlyargs]:
+                continue
+            names = [a.arg for a in [*args.posonlyargs, *args.args]]
+            names = names[1:] if t.bound and names[:1] in (["self"], ["cls"]) else names
+            for load in walk_local(t.func):
+                if isinstance(load, ast.Call) and \
+                        t.script.call_qualname(load) == "torch.load" and \
+                        kwarg(load, "weights_only") is None and any(
+                            k.arg is None and dotted(k.value) == args.kwarg.arg
+                            for k in load.keywords):
+                    first = load.args[0] if load.args else None
+                    param = _param_behind(first, t.func) if first is not None else None
+                    yield call, flag, bind_arguments(names, call).get(param or "")
+                    break
+
+
+def _param_behind(expr: ast.expr, func: ast.AST) -> str | None:
+    """The parameter a load's path is: itself, or ``path = Path(path)`` of it."""
+    while isinstance(expr, ast.Name):
+        value = last_assignment(expr.id, expr)
+        if value is None:
+            return expr.id
+        expr = value.args[0] if isinstance(value, ast.Call) and len(value.args) == 1 else value
+    return None
+
+
+def _runs_code_on_load(script: Script, obj: ast.AST) -> bool:
+    """What ``torch.save`` writes holds an instance of a project class that defines
+    ``__reduce__`` (or ``__reduce_ex__``/``__setstate__``): unpickling it calls what that
+    returns, so no file holding it is safe to load with full pickle, whoever wrote it."""
+    exprs = [obj, last_assignment(obj.id, obj)] if isinstance(obj, ast.Name) else [obj]
+    for e in [e for e in exprs if e is not None]:
+        for c in ast.walk(e):
+            ref = script.graph.class_named(dotted(c.func)) if isinstance(c, ast.Call) else None
+            if ref is not None and any(
+                    isinstance(b, ast.FunctionDef) and
+                    b.name in ("__reduce__", "__reduce_ex__", "__setstate__")
+                    for b in ref.node.body):
+                return True
+    return False
 
 
 _DOWNLOADS = re.compile(r"download|urlretrieve|urlopen|hf_hub|fetch|from_url|get_file",
