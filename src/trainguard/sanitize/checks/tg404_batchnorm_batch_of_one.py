@@ -37,6 +37,7 @@ from __future__ import annotations
 import ast
 import re
 import weakref
+from collections import deque
 from typing import Any
 
 from trainguard.sanitize.core.batching import partial_range_loop
@@ -55,6 +56,9 @@ class BatchNormBatchOfOne(Check):
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.built: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        # (id, description, line) of the last DataLoaders built that leave a batch of one: a
+        # loader built in the ``for`` statement itself is gone once its iterator runs
+        self.partial: deque[tuple[int, str, Any]] = deque(maxlen=16)
         self.failed_at: Any = None
         # [message, layer, the partial loader's description, its line, call line] per error
         self.caught = Caught(4)
@@ -70,9 +74,10 @@ class BatchNormBatchOfOne(Check):
                 # batches sliced by hand (the loop or generator that slices them) come first,
                 # unless the partial loader is the one the run iterates
                 iterated = found is not None and id(found[0]) == self.state.loader_id
-                sliced = None if iterated else partial_range_loop()
-                loader, built = sliced or ((found[1], self._cause_at(found[0])) if found
-                                           else (None, None))
+                recorded = None if iterated else self._recorded()
+                sliced = None if iterated or recorded else partial_range_loop()
+                loader, built = sliced or recorded or (
+                    (found[1], self._cause_at(found[0])) if found else (None, None))
                 self.caught.hold(exc, [str(exc), _layer_name(self.state), loader, built, where])
 
     def _cause_at(self, loader: Any) -> Any:
@@ -82,6 +87,15 @@ class BatchNormBatchOfOne(Check):
     def on_built(self, obj: Any, where: Any) -> None:
         if hasattr(obj, "drop_last") and where is not None:  # a DataLoader: where it was built
             self.built[obj] = where
+            found = _partial([obj])
+            if found is not None:
+                self.partial.append((id(obj), found[1], self._cause_at(obj)))
+
+    def _recorded(self) -> tuple[Any, Any] | None:
+        """``(description, line)`` of the DataLoader the run iterates last when, at its
+        construction, it left a batch of one (a loader no name holds any more); else None."""
+        return next(((r[1], r[2]) for r in reversed(self.partial)
+                     if r[0] == self.state.loader_id), None)
 
     def on_error(self, exc: BaseException) -> Diagnosis | None:
         if not isinstance(exc, ValueError) or _MESSAGE not in str(exc):
@@ -89,8 +103,11 @@ class BatchNormBatchOfOne(Check):
         held = self.caught.claim(exc)
         if held is None:
             found = _partial_loader(self.state.loader_id)
-            held = [str(exc), _layer_name(self.state), found[1] if found is not None else None,
-                    self._cause_at(found[0]) if found is not None else None, self.failed_at]
+            recorded = None if found is not None and id(found[0]) == self.state.loader_id \
+                else self._recorded()
+            loader, built = recorded or ((found[1], self._cause_at(found[0])) if found
+                                         else (None, None))
+            held = [str(exc), _layer_name(self.state), loader, built, self.failed_at]
         return _diagnose(*held)
 
     def on_exit(self) -> None:
@@ -179,13 +196,19 @@ def _partial_loader(last_id: int) -> tuple[Any, str] | None:
     iterated last (``last_id``) first."""
     from torch.utils.data import DataLoader
 
-    found = []
     # type(), not isinstance: some objects warn on __class__
-    for obj in live_objects(lambda o: DataLoader in type(o).__mro__):
+    return _partial(live_objects(lambda o: DataLoader in type(o).__mro__), last_id)
+
+
+def _partial(loaders: Any, last_id: int = 0) -> tuple[Any, str] | None:
+    """The first of ``loaders`` whose last batch holds one sample (``last_id``'s first), and its
+    description."""
+    found = []
+    for obj in loaders:
         size = obj.batch_size
         try:
             n = len(obj.dataset)  # type: ignore[arg-type]
-        except TypeError:
+        except Exception:  # (an IterableDataset: no length; a dataset whose __len__ fails)
             continue
         if size == 1 and n > 1:
             found.append((obj, "DataLoader(batch_size=1)"))
