@@ -293,10 +293,12 @@ def _last_entry(node: ast.Dict) -> int:
 
 def _assigned(file: SourceFile, call: ast.Call, name: str) -> int | None:
     """The line of the last entry of the last ``name = {...}`` (or ``dict(...)``) before ``call``
-    in its function."""
-    value = last_assigned(file.scope(call), name, call.lineno, (ast.Dict, ast.Call))
+    in its function; of a dict comprehension, the line of the keys it iterates."""
+    value = last_assigned(file.scope(call), name, call.lineno, (ast.Dict, ast.Call, ast.DictComp))
     if isinstance(value, ast.Dict) and value.values:
         return _last_entry(value)
+    if isinstance(value, ast.DictComp):  # ``{k: objs[k].state_dict() for k in self.keys}``
+        return value.generators[0].iter.lineno
     if (isinstance(value, ast.Call) and getattr(value.func, "id", "") == "dict"
             and value.keywords):
         return value.keywords[-1].lineno
