@@ -85,8 +85,8 @@ class BatchNormBatchOfOne(Check):
         return _size_written(loader, self.built.get(loader))
 
     def on_built(self, obj: Any, where: Any) -> None:
-        if hasattr(obj, "drop_last") and where is not None:  # a DataLoader: where it was built
-            self.built[obj] = where
+        if hasattr(obj, "drop_last") and hasattr(obj, "batch_size") and where is not None:
+            self.built[obj] = where  # a DataLoader (not a sampler): where it was built
             found = _partial([obj])
             if found is not None:
                 self.partial.append((id(obj), found[1], self._cause_at(obj)))

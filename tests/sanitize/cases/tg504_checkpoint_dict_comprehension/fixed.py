@@ -1,6 +1,7 @@
 # A speech trainer whose checkpoint is built by a dict comprehension over the keys its class names
 # (`ckpt_keys`): the keys hold the model and the epoch, not the optimizer, so Adam's moments
-# restart on resume. Modelled on alibaba/TorchEasyRec#664 (state left out of the checkpoint).
+# restart on resume. Modelled on alibaba/TorchEasyRec#664
+# (https://github.com/alibaba/TorchEasyRec/issues/664: state left out of the checkpoint).
 import os
 import tempfile
 
