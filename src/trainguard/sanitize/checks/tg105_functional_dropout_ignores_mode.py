@@ -31,7 +31,8 @@ given to it twice (no Monte Carlo pass): reported at the end of the run.
 
 Silent on: ``training=self.training`` (any flag that follows the mode: False in eval mode); an
 explicit ``training=True`` by name in a sub-module (a stated choice: Tacotron 2's pre-net keeps
-dropout on at inference) or in a model sampled repeatedly on the same input (Monte Carlo
+dropout on at inference; a sub-module of a model the run called, also when the model's own method
+reaches it outermost, NVIDIA/tacotron2#324) or in a model sampled repeatedly on the same input (Monte Carlo
 dropout); ``p == 0``; calls in training mode (MC dropout
 with the model kept in training mode); calls outside any module (the mode is unknown).
 
@@ -135,6 +136,7 @@ class FunctionalDropoutIgnoresMode(Check):
         super().__init__(bus)
         self.literal: dict[tuple, bool] = {}  # (code, instruction) -> the flag is a literal True
         self.passes: dict[Any, set] = {}  # a stated training=True's line -> inputs it was given
+        self.held: dict[int, bool] = {}  # id(module) -> a sub-module of another model called
         self.sampled: set[Any] = set()  # lines of Monte Carlo passes
         self.pending: dict[Any, tuple] = {}  # line -> (owner, function, p), reported at exit
 
@@ -203,7 +205,7 @@ class FunctionalDropoutIgnoresMode(Check):
         it a choice for good; otherwise it is reported when the run ends."""
         module = self._eval_module(p)
         modules = self.state.modules
-        if module is None or not modules or modules[0] is not module:
+        if module is None or not modules or modules[0] is not module or self._held(module):
             return  # a sub-module's own choice (a Tacotron 2 pre-net), or training mode
         _, frame = _module_frame(self.state.functional_caller)
         where = user_location(self.state.functional_caller)
@@ -229,6 +231,16 @@ class FunctionalDropoutIgnoresMode(Check):
             return
         passes.add(sample)
         self.pending[where] = (type(module).__name__, name, p)
+
+    def _held(self, module: Any) -> bool:
+        """``module`` is a sub-module of a model the run called (a decoder's pre-net reached
+        through the decoder's own ``inference()`` method, so outermost in that call): its choice,
+        like any sub-module's. Cached per module."""
+        key = id(module)
+        if key not in self.held:
+            self.held[key] = any(m is not module and any(c is module for c in m.modules())
+                                 for m in self.state.models)
+        return self.held[key]
 
     def on_exit(self) -> None:
         for where, (owner, name, p) in self.pending.items():
