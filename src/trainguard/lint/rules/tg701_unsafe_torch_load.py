@@ -59,8 +59,7 @@ def check(script: Script) -> Iterator[Hit]:
         if not elsewhere and read and any(read <= keys for keys in formats):
             continue  # a resume of the program's own checkpoint format
         yield Hit(call, f"{dotted(call.func)}({path}, weights_only=False) unpickles whatever the "
-                        f"file "
-                        f"holds: a checkpoint from elsewhere can run code",
+                        f"file holds: a checkpoint from elsewhere can run code",
                   fix="pass weights_only=True (the default from torch 2.6); save state_dict()s, "
                       "or allow-list classes with torch.serialization.add_safe_globals",
                   edits=[Edit(flag.lineno, flag.col_offset, flag.end_lineno or flag.lineno,
@@ -91,12 +90,12 @@ def _unsafe_loads(script: Script) -> Iterator[tuple[ast.Call, ast.expr, ast.expr
                             k.arg is None and dotted(k.value) == args.kwarg.arg
                             for k in load.keywords):
                     first = load.args[0] if load.args else None
-                    param = _param_behind(first, t.func) if first is not None else None
+                    param = _param_behind(first) if first is not None else None
                     yield call, flag, bind_arguments(names, call).get(param or "")
                     break
 
 
-def _param_behind(expr: ast.expr, func: ast.AST) -> str | None:
+def _param_behind(expr: ast.expr) -> str | None:
     """The parameter a load's path is: itself, or ``path = Path(path)`` of it."""
     while isinstance(expr, ast.Name):
         value = last_assignment(expr.id, expr)
