@@ -80,6 +80,7 @@ class GradsAccumulate(Check):
         # the first forward with grad of the current step (checked steps): (steps completed,
         # its line, id and code of its user frame)
         self.first_forward: tuple[int, Any, int, Any] | None = None
+        self.closure_calls: dict[int, int] = {}  # id(optimizer) -> closure calls in its step
 
     def on_root_forward(self, call: Any) -> None:
         first = self.first_forward
@@ -184,6 +185,7 @@ class GradsAccumulate(Check):
                     "and " if where is not None else "")
             at = f" at {short_location(step_at)}" if step_at is not None else ""
             cause = self._cause(optimizer, still, where, step_at)
+            closure = bool(self.closure_calls.get(id(optimizer)))
             if cause is not None:
                 where, lead = cause
             elif where is not None and stack and not marked(self.code, where):
@@ -193,17 +195,21 @@ class GradsAccumulate(Check):
                         f"this forward starts the step, and nothing zeroes the gradients before "
                         f"it (the backward at {short_location(where)} then adds onto the "
                         "previous step's); so ")
-                else:
+                elif not closure:  # (a closure's backward: its own line, inside the closure)
                     where, lead = _caller(where, stack, user_stack(sys._getframe(1)), lead)
+            previous = "closure evaluation's (the step calls its closure several times)" \
+                if closure else "step's"
+            lead = lead.replace("previous step's", "previous evaluation's") if closure else lead
             self.report(
                 f"{lead}{type(optimizer).__name__}.step() at optimizer step "
                 f"{self.state.step + 1}{at} used "
-                f"gradients that still hold the previous step's: {len(still)} of {len(ids)} "
+                f"gradients that still hold the previous {previous}: {len(still)} of {len(ids)} "
                 f"followed parameters (shapes {', '.join(str(tuple(p.shape)) for p in still[:3])}) "
                 "were never zeroed between the two steps, so every backward adds onto all earlier "
                 "ones",
-                fix="call optimizer.zero_grad() once per step (before backward, or after step); "
-                    "for intended accumulation across steps, mark this line "
+                fix=("call optimizer.zero_grad() first thing inside the closure; " if closure else
+                     "call optimizer.zero_grad() once per step (before backward, or after step); ")
+                + "for intended accumulation across steps, mark this line "
                     "`# trainguard: ignore[TG301]`",
                 where=where,
             )
@@ -284,7 +290,24 @@ class GradsAccumulate(Check):
                 if id(optimizer) == self.state.last_stepped:
                     self._follow(optimizer)
 
+    def on_closure(self, optimizer: Any, calls: int) -> None:
+        """A closure evaluation inside ``step()``: from the second on, the optimizer has read the
+        gradients of the previous one, and this one must start from zero like a step."""
+        self.closure_calls[id(optimizer)] = calls
+        if calls:
+            self.on_step_pre(optimizer)
+            self._follow(optimizer)
+            self.first_forward = None  # this evaluation's first forward starts it
+
     def on_step(self, optimizer: Any) -> None:
+        if self.closure_calls.get(id(optimizer)):
+            # the last closure evaluation, judged now (the step count has just advanced: its
+            # first forward is this step's)
+            first = self.first_forward
+            if first is not None and first[0] == self.state.step - 1:
+                self.first_forward = (self.state.step, *first[1:])
+            self.on_step_pre(optimizer)
+        self.closure_calls.pop(id(optimizer), None)
         self._follow(optimizer)
 
     def _follow(self, optimizer: Any) -> None:

@@ -4,6 +4,9 @@
   (``torch.optim.optimizer.register_optimizer_step_pre_hook``/``..._post_hook``) send
   ``on_step_pre``/``on_step``; facts kept (``State``): ``step``, ``in_step``, ``optimizers``,
   ``backwards_at_step``, ``last_stepped``. The end of a step is the cadence's cycle boundary.
+  On checked steps a ``step(closure)`` gets the closure wrapped (the pre-hook returns the new
+  arguments, as ``register_optimizer_step_pre_hook`` allows) to send ``on_closure`` before each
+  evaluation; the closure itself and its result are unchanged.
 - ``Optimizer.zero_grad``/``Module.zero_grad``: ``on_zero_grad`` (when a check listens);
 - ``LRScheduler.step`` and every scheduler class that overrides it: ``on_scheduler_step``, for calls
   made by user code only (not the ``step()`` a scheduler's constructor makes, not a
@@ -69,6 +72,8 @@ def _step_hooks(bus: "Bus") -> list[Undo]:
                 state.optimizers.add(optimizer)
             if see(("S", id(optimizer))) and h["on_step_pre"]:
                 bus.emit_to("on_step_pre", h["on_step_pre"], (optimizer,))
+            if h["on_closure"] and not cadence.skipping:
+                return _closure(bus, optimizer, args, kwargs)
         except Exception as exc:
             bus.hook_failed("Optimizer.step", exc)
         return None
@@ -102,6 +107,24 @@ def _step_hooks(bus: "Bus") -> list[Undo]:
 
     return [optim_mod.register_optimizer_step_pre_hook(step_pre).remove,
             optim_mod.register_optimizer_step_post_hook(step_post).remove]
+
+
+def _closure(bus: "Bus", optimizer: Any, args: tuple, kwargs: dict) -> Any:
+    """``step(closure)``: the closure wrapped to send ``on_closure(optimizer, calls so far)``
+    before each evaluation (LBFGS evaluates it several times per step)."""
+    # (``args`` holds the optimizer first: the hook sees the wrapped method's arguments)
+    closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
+    if not callable(closure):
+        return None
+    calls = [0]
+
+    def evaluate(*a: Any, **k: Any) -> Any:
+        bus.emit("on_closure", optimizer, calls[0])
+        calls[0] += 1
+        return closure(*a, **k)
+    if "closure" in kwargs:
+        return args, {**kwargs, "closure": evaluate}
+    return (args[0], evaluate, *args[2:]), kwargs
 
 
 def _zero_grad(bus: "Bus", undo: list[Undo]) -> None:
