@@ -14,15 +14,25 @@ optimizer's gradients when they were clipped: the threshold was compared with
 gradients multiplied by the scale (65536 at the start), so clipping cuts almost every step to a
 tiny update, or, with ``clip_grad_value_``, to a fixed sign step.
 
+Also fires when the clip is the user's own code (adaptive gradient clipping, a hand-written global
+norm, ``p.grad.clamp_``): after each checked backward from a scaled loss, the first 4096 elements
+of three of each optimizer's gradients are copied; when ``unscale_`` comes (the user's call, or
+the one ``scaler.step`` makes) and those gradients were changed in place since, by factors in
+(0, 1) that differ between elements (a threshold) or a uniform factor that differs from the last
+step's, the clip met scaled gradients. Reported at the user's ``unscale_`` call, or, when
+``scaler.step`` unscaled them, at the scaled backward (the fix goes right after it).
+
 Silent on: ``scaler.unscale_(optimizer)`` before clipping (the AMP recipe), clipping without a
 ``GradScaler`` or with a disabled one, clipping another model's unscaled gradients while a
 scaler exists, a GAN whose other optimizer's gradients are unscaled and
-clipped in turn.
+clipped in turn, gradients divided by one constant before unscaling (accumulation), and masks
+(gradient rows zeroed, the rest kept: the same on scaled and unscaled gradients).
 
 Not seen: clipping functions imported by name before the watcher started
 (``from torch.nn.utils import clip_grad_norm_``).
 
-Cost: per checked backward, one look at its root's node; per checked clip, a set of the clipped
+Cost: per checked backward, one look at its root's node (with an enabled scaler, three
+gradient slices copied); per checked clip, a set of the clipped
 parameter ids (one scan of the heap for a GradScaler per run, ``bounds.live_objects``); 16 pending
 clips at most.
 
@@ -39,7 +49,7 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import user_location
+from trainguard.sanitize.core.frames import short_location, user_location
 
 
 class ClipBeforeUnscale(Check):
@@ -51,6 +61,10 @@ class ClipBeforeUnscale(Check):
         self.scaler: Any = None  # weakref to the GradScaler, False when the run has none
         self.clips: list[tuple[set[int], set[int], Any, str]] = []  # (param ids, unscaled, where, name)
         self.scaled_by: int | None = None  # data_ptr of the factor of the last backward's Mul root
+        # id(optimizer) -> [(weakref(grad), version, first elements, backward_count)] after the
+        # latest scaled backward; id(optimizer) -> the uniform factor last seen before unscale_
+        self.snaps: dict[int, list] = {}
+        self.factors: dict[int, float] = {}
 
     def on_backward(self, call: Any) -> None:
         roots = call.tensors
@@ -64,6 +78,63 @@ class ClipBeforeUnscale(Check):
             self.scaled_by = None
             return
         self.scaled_by = other.data_ptr() if other.numel() == 1 else None
+
+    def on_backward_done(self, call: Any) -> None:
+        """After a backward the scaler scaled: note a few gradients of each optimizer as they
+        stand (tensor, version, their first elements), to see them changed before unscale_."""
+        self.snaps = {}
+        scaler = self._scaler() if self.scaled_by is not None else None
+        if scaler is None or self.scaled_by != scaler._scale.data_ptr():
+            return
+        for optimizer in list(self.state.optimizers):
+            with_grad = [p for g in optimizer.param_groups for p in g["params"]
+                         if p.grad is not None]
+            picked = sorted({0, len(with_grad) // 2, len(with_grad) - 1}) if with_grad else []
+            self.snaps[id(optimizer)] = [
+                (weakref.ref(with_grad[i].grad), with_grad[i].grad._version,
+                 with_grad[i].grad.detach().flatten()[:_SNAP].float().clone(),
+                 self.state.backward_count) for i in picked]
+
+    def on_unscale(self, scaler: Any, optimizer: Any, by_user: bool) -> None:
+        """Report gradients shrunk in place between the scaled backward and ``unscale_``: at the
+        user's ``unscale_`` call (to move up), or, when ``scaler.step`` unscaled them, at the
+        backward (``unscale_`` goes right after it)."""
+        snaps = self.snaps.pop(id(optimizer), ())
+        for ref, version, old, backward in snaps:
+            grad = ref()
+            if grad is None or grad._version == version or backward != self.state.backward_count:
+                continue
+            new = grad.detach().flatten()[:_SNAP].float()
+            factor = _shrink(old, new)
+            last = self.factors.get(id(optimizer))
+            if factor is None or factor == 1.0:
+                continue
+            self.factors[id(optimizer)] = factor
+            if factor >= 0 and (last is None or abs(last - factor) <= 1e-3 * abs(last)):
+                continue  # one constant factor (gradients divided by the accumulation steps)
+            where = user_location(sys._getframe(1))
+            after = self.state.last_backward_where() if not by_user else None
+            self.report(
+                f"{type(optimizer).__name__}'s gradients were shrunk in place (clipped: "
+                f"{'unit by unit' if factor < 0 else 'by a factor that changes'}) after "
+                + ("this scaled backward, before scaler.unscale_ (which scaler.step at "
+                   f"{short_location(where)} then called)" if after is not None else
+                   "the scaled backward and before scaler.unscale_ here")
+                + f": the threshold met gradients multiplied by the scale "
+                f"({scaler.get_scale():g}), so the clipping is far stronger than intended",
+                fix="call scaler.unscale_(optimizer) right after backward, before any clipping "
+                    "or other change of the gradients",
+                where=after or where)
+            return
+
+    def _scaler(self) -> Any:
+        if self.scaler is None:
+            found = _find_scaler()
+            self.scaler = weakref.ref(found) if found is not None else False
+        scaler = self.scaler() if self.scaler else None
+        if scaler is None or not scaler.is_enabled() or getattr(scaler, "_scale", None) is None:
+            return None
+        return scaler
 
     def on_clip(self, name: str, params: list) -> None:
         if self.scaler is None:
@@ -99,6 +170,24 @@ class ClipBeforeUnscale(Check):
             del self.clips[:-16]
         if not self.clips:
             self.disarm()
+
+
+_SNAP = 4096  # elements of a gradient compared
+
+
+def _shrink(old: Any, new: Any) -> float | None:
+    """How ``new`` shrank ``old`` in place: None if not a shrink (a sign flipped, a value grew:
+    an all-reduce, noise), the factor when every element was multiplied by one, -1.0 when the
+    factors differ (a threshold: some values cut, others kept or cut less)."""
+    live = old != 0
+    if not bool(live.any()) or bool((new[~live] != 0).any()):
+        return None
+    r = new[live] / old[live]
+    if bool((r < 0).any()) or bool((r > 1 + 1e-4).any()) or \
+            not bool(((r > 1e-6) & (r < 1 - 1e-4)).any()):
+        return None  # (values only kept or zeroed: a mask, not a clip)
+    lo, hi = float(r.min()), float(r.max())
+    return hi if hi - lo <= 1e-4 * max(hi, 1e-12) else -1.0
 
 
 def _find_scaler() -> Any:

@@ -64,6 +64,9 @@ Events (arguments are what PyTorch passed; nothing is copied):
   to run; ``params`` is the list of tensors it clips.
 - ``on_closure(optimizer, calls)``: ``optimizer.step(closure)`` is about to evaluate its
   closure; ``calls`` evaluations came before in this step (LBFGS makes several).
+- ``on_unscale(scaler, optimizer, by_user)``: an enabled ``GradScaler`` is about to unscale the
+  optimizer's gradients (``by_user``: user code called ``scaler.unscale_``; else
+  ``scaler.step`` did).
 - ``on_sampler_iter(sampler)``: a ``DistributedSampler`` starts an epoch's iteration (its
   ``__iter__`` body runs; with a DataLoader, at the first batch of that epoch).
 - ``on_repro_pre(name, value)`` / ``on_repro(name, value)``: a call that seeds or restores a global
@@ -148,7 +151,7 @@ EVENTS = (
     "on_forward_pre", "on_forward", "on_forward_failed", "on_root_forward", "on_loss", "on_backward",
     "on_backward_done", "on_backward_failed", "on_step_pre", "on_step", "on_zero_grad",
     "on_functional", "on_save", "on_load", "on_file_write", "on_exit", "on_error",
-    "on_scheduler_step", "on_clip", "on_closure",
+    "on_scheduler_step", "on_clip", "on_closure", "on_unscale",
     "on_sampler_iter", "on_repro_pre", "on_repro", "on_library_import_pre", "on_library_import",
     "on_loader_iter", "on_resume", "on_settle",
     "on_built", "on_mode", "on_params_added",
@@ -245,6 +248,7 @@ class Check:
     def on_scheduler_step(self, scheduler: Any) -> None: ...
     def on_clip(self, name: str, params: list) -> None: ...
     def on_closure(self, optimizer: Any, calls: int) -> None: ...
+    def on_unscale(self, scaler: Any, optimizer: Any, by_user: bool) -> None: ...
     def on_sampler_iter(self, sampler: Any) -> None: ...
     def on_repro_pre(self, name: str, value: Any) -> None: ...
     def on_repro(self, name: str, value: Any) -> None: ...

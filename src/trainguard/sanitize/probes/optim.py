@@ -12,7 +12,9 @@
   made by user code only (not the ``step()`` a scheduler's constructor makes, not a
   ``SequentialLR``/``ChainedScheduler`` stepping its children);
 - ``torch.nn.utils.clip_grad_norm_``/``clip_grad_value_``: ``on_clip``, with the parameters read
-  once into a list (which the original then receives: it accepts any iterable).
+  once into a list (which the original then receives: it accepts any iterable);
+- ``torch.amp.GradScaler.unscale_`` (the user's call, or the one ``scaler.step`` makes):
+  ``on_unscale``, before it divides the gradients.
 
 Optimizer steps, zero_grad and schedulers are never traced by ``torch.export``, so Dynamo's own
 test (one call, folded to True while Dynamo traces) is enough for them.
@@ -48,7 +50,31 @@ def attach(bus: "Bus") -> list[Undo]:
 
         for name in ("clip_grad_norm_", "clip_grad_value_"):
             patch(torch.nn.utils, name, lambda orig, name=name: _clip(bus, name, orig), undo)
+    if h["on_unscale"]:
+        _unscale(bus, undo)
     return undo
+
+
+def _unscale(bus: "Bus", undo: list[Undo]) -> None:
+    """``GradScaler.unscale_`` (called by the user, or by ``scaler.step``): ``on_unscale`` as
+    it is about to divide the optimizer's gradients by the scale, and whether user code called
+    it."""
+    from torch.amp import GradScaler
+
+    see = bus.cadence.see
+
+    def make(original: Any) -> Any:
+        def unscale_(self: Any, optimizer: Any) -> Any:
+            try:
+                caller = sys._getframe(1)
+                if self.is_enabled() and see(("U", id(optimizer), caller.f_code, caller.f_lasti)):
+                    bus.emit("on_unscale", self, optimizer,
+                             is_user_file(caller.f_code.co_filename))
+            except Exception as exc:
+                bus.hook_failed("GradScaler.unscale_", exc)
+            return original(self, optimizer)
+        return unscale_
+    patch(GradScaler, "unscale_", make, undo)
 
 
 def _step_hooks(bus: "Bus") -> list[Undo]:
