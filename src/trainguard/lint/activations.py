@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 from typing import Literal
 
-from trainguard.lint.branches import EMPTY, _test_truth, feasible, last_elements
+from trainguard.lint.branches import EMPTY, test_truth, feasible, last_elements
 from trainguard.lint.callgraph import RETURNS_SELF, ClassRef, bind_arguments
 from trainguard.lint.astutil import dotted, parent, walk_local
 from trainguard.lint.dataflow import last_assignment, reaching_values, scope_of
@@ -213,7 +213,7 @@ def _decided_for(script: Script, node: ast.AST, use: ast.AST, origin: Script) ->
     n = node
     while (p := parent(n)) is not None and id(p) not in around:
         if isinstance(p, ast.If) and n is not p.test:
-            if _test_truth(script, p.test, origin) is not (n in p.body):
+            if test_truth(script, p.test, origin) is not (n in p.body):
                 return False
         n = p
     return True
@@ -475,7 +475,7 @@ def _module_activation(script: Script, value: ast.AST | None, depth: int,
         found = _one(kinds, value)
         return (found[0], None if found[1] is value else found[1]) if found else None
     if isinstance(value, ast.IfExp):  # act if act is not None else nn.Identity()
-        t = _test_truth(script, value.test, origin)
+        t = test_truth(script, value.test, origin)
         branches = [value.body] if t is True else [value.orelse] if t is False else \
             [value.body, value.orelse]
         found = _one({_module_activation(script, b, depth - 1, origin) for b in branches}, value)

@@ -202,7 +202,7 @@ def _instance(script: "Script", expr: ast.expr | None) -> bool:
         script.graph.class_named(dotted(expr.func)) is not None
 
 
-def _test_truth(script: "Script", test: ast.expr, origin: "Script | None") -> bool | None:
+def test_truth(script: "Script", test: ast.expr, origin: "Script | None") -> bool | None:
     """``truth`` of an ``if`` test, with the parameters of the function around it bound."""
     found = truth(test)
     if found is not None:
@@ -222,7 +222,7 @@ def feasible(script: "Script", node: ast.AST, origin: "Script | None" = None) ->
     n = node
     while (p := parent(n)) is not None and not isinstance(p, (*SCOPES, ast.Module)):
         if isinstance(p, (ast.If, ast.IfExp)) and n is not p.test:
-            t = _test_truth(script, p.test, origin)
+            t = test_truth(script, p.test, origin)
             in_body = n in p.body if isinstance(p, ast.If) else n is p.body
             if t is not None and t != in_body:
                 return False
@@ -272,7 +272,7 @@ def _walk(script: "Script", body: list[ast.stmt], name: ast.Name, state: Any,
 def _walk_block(script: "Script", stmt: ast.stmt, name: ast.Name, state: Any,
                 origin: "Script | None", stop: bool = False) -> Any:
     if isinstance(stmt, ast.If):
-        t = _test_truth(script, stmt.test, origin)
+        t = test_truth(script, stmt.test, origin)
         if stop:
             branch = stmt.body if _in(stmt.body, name) else stmt.orelse
             return _walk(script, branch, name, state, origin)

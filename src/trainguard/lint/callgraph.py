@@ -295,7 +295,7 @@ class CallGraph:
     def _member_types(self, owner: ClassRef, name: str, params: bool, depth: int
                       ) -> list[ClassRef]:
         out: list[ClassRef] = []
-        for value in _self_assigned(owner.node, name):
+        for value in self_assigned(owner.node, name):
             out.extend(self.types(value, params=params, _depth=depth))
         return out
 
@@ -331,7 +331,7 @@ class CallGraph:
             cls = self.script.enclosing_class(expr)
             out = []
             if cls is not None:
-                for value in _self_assigned(cls, expr.attr):
+                for value in self_assigned(cls, expr.attr):
                     out.extend(self.element_types(value, params=params, _depth=_depth - 1))
             return out
         return []
@@ -676,7 +676,7 @@ def _appends(scope: ast.AST, name: str) -> list[ast.Call]:
     return table.get(name, [])
 
 
-def _self_assigned(cls: ast.ClassDef, attr: str) -> list[ast.expr]:
+def self_assigned(cls: ast.ClassDef, attr: str) -> list[ast.expr]:
     table = getattr(cls, "_tg_self_values", None)
     if table is None:
         table = {}

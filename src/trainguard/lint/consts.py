@@ -280,12 +280,12 @@ def _local_value(script: Any, at: ast.AST, name: str, depth: int) -> ast.expr | 
 def _self_value(script: Any, at: ast.AST, attr: str) -> ast.expr | None:
     """What ``self.attr`` holds when the class sets it once: the value, or for an ``__init__``
     parameter the argument every instantiation passes."""
-    from trainguard.lint.callgraph import _self_assigned
+    from trainguard.lint.callgraph import self_assigned
 
     cls = script.enclosing_class(at)
     if cls is None:
         return None
-    assigned = _self_assigned(cls, attr) or [  # a class attribute: ``ckpt_keys = ("model",)``
+    assigned = self_assigned(cls, attr) or [  # a class attribute: ``ckpt_keys = ("model",)``
         s.value for s in cls.body if isinstance(s, ast.Assign) and len(s.targets) == 1 and
         isinstance(s.targets[0], ast.Name) and s.targets[0].id == attr]
     if len(assigned) != 1:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import ast
 
 from trainguard.lint.astutil import dotted
-from trainguard.lint.branches import _test_truth
-from trainguard.lint.callgraph import _self_assigned
+from trainguard.lint.branches import test_truth
+from trainguard.lint.callgraph import self_assigned
 from trainguard.lint.dataflow import reaching_values
 from trainguard.lint.consts import resolve
 from trainguard.lint.script import Script
@@ -78,7 +78,7 @@ def _built_loss(script: Script, value: ast.AST, depth: int = 2) -> str | None:
     ``getattr(nn, cfg["loss"])()``, when the program fixes the key; or the one a function or
     method of the file returns (``handler.get_criterion()``)."""
     if isinstance(value, ast.IfExp) and depth > 0:  # loss if loss is not None else default
-        t = _test_truth(script, value.test, script)
+        t = test_truth(script, value.test, script)
         got = {_built_loss(script, b, depth - 1) for b in
                ([value.body] if t is True else [value.orelse] if t is False else
                 [value.body, value.orelse])}
@@ -86,7 +86,7 @@ def _built_loss(script: Script, value: ast.AST, depth: int = 2) -> str | None:
     if isinstance(value, ast.Attribute) and depth > 0:  # self.head.default_loss
         held = {_built_loss(ref.script, v, depth - 1)
                 for ref in script.graph.types(value.value)
-                for v in _self_assigned(ref.node, value.attr)}
+                for v in self_assigned(ref.node, value.attr)}
         if len(held) == 1 and (found := held.pop()) in _CLASSES:
             return found
     q = script.call_qualname(value)

@@ -68,9 +68,9 @@ def _runs_layers(script: Script, cls: ast.ClassDef, method: ast.AST, depth: int)
 def _is_layer(script: Script, cls: ast.ClassDef, attr: str) -> bool:
     """``self.attr`` is set to a module in the class: a ``torch.nn`` layer or a module class
     of the file."""
-    from trainguard.lint.callgraph import _self_assigned
+    from trainguard.lint.callgraph import self_assigned
 
-    for v in _self_assigned(cls, attr):
+    for v in self_assigned(cls, attr):
         if not isinstance(v, ast.Call):
             continue
         q = script.call_qualname(v) or ""

@@ -16,7 +16,7 @@ import ast
 from dataclasses import dataclass, field
 
 from trainguard.lint.astutil import dotted, walk_local
-from trainguard.lint.callgraph import _self_assigned, bind_arguments
+from trainguard.lint.callgraph import self_assigned, bind_arguments
 from trainguard.lint.cuts import CUT_ATTRS
 from trainguard.lint.dataflow import last_assignment, stored_items
 from trainguard.lint.script import Script
@@ -67,7 +67,7 @@ class _Walk:
                     self.out.graph = True
                     return
                 cls = s.enclosing_class(expr)  # self.loss = ... in another method
-                for value in _self_assigned(cls, expr.attr) if cls is not None else ():
+                for value in self_assigned(cls, expr.attr) if cls is not None else ():
                     self.visit(value, value, {}, depth - 1)
                 for value in _stored(s, expr, at):  # a list the class appends to
                     self.visit(value, value, {}, depth - 1)
