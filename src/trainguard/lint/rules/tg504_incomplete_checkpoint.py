@@ -19,6 +19,7 @@ given it is reported at the call.
 from __future__ import annotations
 
 import ast
+import copy
 import re
 from collections.abc import Iterator
 
@@ -429,8 +430,8 @@ def _comprehension_entries(script: Script, node: ast.DictComp) -> list[tuple[str
 
     out = []
     for key in keys:
-        k = _Put().visit(ast.parse(ast.unparse(node.key), mode="eval").body)
-        v = _Put().visit(ast.parse(ast.unparse(node.value), mode="eval").body)
+        k = _Put().visit(copy.deepcopy(node.key))
+        v = _Put().visit(copy.deepcopy(node.value))
         out.append((str(const_value(k)) if isinstance(k, ast.Constant) else ast.unparse(k),
                     ast.unparse(v)))
     return out
