@@ -583,7 +583,8 @@ def inference_calls(script: Script) -> list[ast.Call]:
             func = script.enclosing_function(call)
             if func is not None and (rollout(script, func) or
                                      _backward_after(script, func, call) or
-                                     _inside_module_class(script, func)):
+                                     _inside_module_class(script, func) or
+                                     _acts_in_rollout(script, func)):
                 continue
             out.append(call)
         return out
@@ -591,6 +592,13 @@ def inference_calls(script: Script) -> list[ast.Call]:
 
 
 _PREDICT = {"argmax", "topk", "argsort"}
+
+
+def _acts_in_rollout(script: Script, func: ast.AST) -> bool:
+    """``func`` picks actions for an RL rollout: a caller of it steps an environment
+    (``a = self.act(s)`` then ``step(s, a)``); its greedy choice is the policy, not a score."""
+    return any((f := script.enclosing_function(site)) is not None and rollout(script, f)
+               for site in script.call_sites(func))  # type: ignore[arg-type]
 
 
 def _prediction_forwards(script: Script) -> list[ast.Call]:
@@ -607,7 +615,7 @@ def _prediction_forwards(script: Script) -> list[ast.Call]:
         f = sink.func
         name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) \
             else None
-        if name not in _PREDICT and name != "max":
+        if name not in _PREDICT and name not in ("max", "amax"):
             continue
         if _torch_function(script, sink):
             if not sink.args:
@@ -621,6 +629,8 @@ def _prediction_forwards(script: Script) -> list[ast.Call]:
         for _ in range(6):  # peel softmax, detach, a name
             if isinstance(source, ast.Subscript) and isinstance(source.slice, ast.Slice):
                 source, hops = source.value, hops + 1  # vec[i * n:(i + 1) * n]
+            elif isinstance(source, ast.Subscript):
+                source = source.value  # probs[0], probs[:, 1]: a part of the same output
             elif isinstance(source, ast.Name) and (hop := _handed_in(script, source)) is not None:
                 source, hops = hop, hops + 1
             elif isinstance(source, ast.Call) and _torch_function(script, source):
@@ -729,27 +739,32 @@ def _is_parameter(script: Script, expr: ast.AST) -> bool:
     return expr.id in {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
 
 
-def _predicted(script: Script, value: ast.AST, depth: int) -> bool:
-    """``value`` (a forward or a name holding it) is used only for predictions in its scope."""
+def _predicted(script: Script, value: ast.AST, depth: int, prob: bool = False) -> bool:
+    """``value`` (a forward or a name holding it) is used only for predictions in its scope.
+    ``prob``: it already went through a softmax or a sigmoid, so its maximum (``.max()``, no
+    dimension) is a confidence or an anomaly score, a prediction too."""
     p = parent(value)
     if isinstance(p, ast.Attribute) and p.attr in _PREDICT:
         return True
-    if isinstance(p, ast.Attribute) and p.attr == "max" and isinstance(parent(p), ast.Call) \
-            and _with_dim(parent(p), 0):  # out.max(1) -> (values, indices)
-        return True
+    if isinstance(p, ast.Attribute) and p.attr in ("max", "amax") and \
+            isinstance(parent(p), ast.Call) and (prob or p.attr == "max" and
+                                                 _with_dim(parent(p), 0)):
+        return True  # out.max(1) -> (values, indices); probs.max(): a score
+    if isinstance(p, ast.Subscript) and p.value is value and depth > 0:
+        return _predicted(script, p, depth, prob)  # probs[:, 1]: a part of the same output
     if isinstance(p, ast.Attribute) and p.attr in ("detach", "cpu", "float", "squeeze") and \
             depth > 0 and isinstance(parent(p), ast.Call):  # out.detach().argmax(1)
-        return _predicted(script, parent(p), depth - 1)  # type: ignore[arg-type]
+        return _predicted(script, parent(p), depth - 1, prob)  # type: ignore[arg-type]
     if isinstance(p, ast.Attribute) and p.attr in ("softmax", "sigmoid", "log_softmax") and \
             depth > 0 and isinstance(parent(p), ast.Call):
-        return _predicted(script, parent(p), depth - 1)  # type: ignore[arg-type]
+        return _predicted(script, parent(p), depth - 1, True)  # type: ignore[arg-type]
     if isinstance(p, ast.Call) and value in p.args:
         q = (script.call_qualname(p) or "").rsplit(".", 1)[-1]
         if q in _PREDICT or q == "max" and (script.call_qualname(p) or "").startswith(
                 "torch.") and _with_dim(p, 1):  # _, pred = torch.max(out, 1)
             return True
         if q in ("softmax", "sigmoid", "log_softmax") and depth > 0:
-            return _predicted(script, p, depth - 1)
+            return _predicted(script, p, depth - 1, True)
         return False
     if isinstance(p, ast.Assign) and len(p.targets) == 1 and \
             isinstance(p.targets[0], ast.Name) and depth > 0:
@@ -764,7 +779,7 @@ def _predicted(script: Script, value: ast.AST, depth: int) -> bool:
             up = parent(use)
             if isinstance(up, ast.Call) and (is_backward(up) or _loss_like(script, up)):
                 return False
-            if _predicted(script, use, depth - 1):
+            if _predicted(script, use, depth - 1, prob):
                 predicted = True
         return predicted
     return False

@@ -319,7 +319,10 @@ _MODELESS_LAYERS = frozenset({
     "RMSNorm", "Identity"})
 
 
-def _class_mode_dependent(script: Script, cls: ast.ClassDef, seen: set[int]) -> bool:
+def _class_mode_dependent(script: Script, cls: ast.AST, seen: set[int]) -> bool:
+    """``cls`` (a class of this file, or a function of it that builds layers for one) shows
+    a mode-dependent module, itself or in the same-file classes and layer factories it calls
+    (``self.enc = conv_bn(3, 8)`` returning a ``Sequential`` with a ``BatchNorm2d``)."""
     from trainguard.lint.project import MODE_DEPENDENT
 
     if id(cls) in seen:
@@ -340,9 +343,21 @@ def _class_mode_dependent(script: Script, cls: ast.ClassDef, seen: set[int]) -> 
             if ref is not None:
                 if ref.script is not script or _class_mode_dependent(script, ref.node, seen):
                     return True
+            elif (made := _layer_factory(script, n)) is not None:
+                if _class_mode_dependent(script, made, seen):
+                    return True
             elif q and q[0].isupper() and not q.startswith("torch."):
                 return True  # a module class from elsewhere: it may hold Dropout
     return False
+
+
+def _layer_factory(script: Script, call: ast.Call) -> ast.AST | None:
+    """The function of this file that ``call`` runs for a value (``conv_bn(3, 8)``): what it
+    builds becomes part of the module. A call made for its effect (``init_weights(self)``) is
+    not followed."""
+    if isinstance(parent(call), ast.Expr):
+        return None
+    return script.callee(call)
 
 
 # Module attributes whose change makes a layer act the same in both modes (Dropout with p=0,
