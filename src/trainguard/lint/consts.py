@@ -291,10 +291,10 @@ def _self_value(script: Any, at: ast.AST, attr: str) -> ast.expr | None:
     if len(assigned) != 1:
         return None
     value = assigned[0]
-    if not isinstance(value, ast.Name):
-        return value
     init = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "__init__"),
                 None)
+    if not isinstance(value, ast.Name):
+        return _with_init_arguments(script, init, value)
     if init is None or value.id not in {x.arg for x in init.args.args}:
         return value
     arg = next(x for x in init.args.args if x.arg == value.id)
@@ -303,6 +303,35 @@ def _self_value(script: Any, at: ast.AST, attr: str) -> ast.expr | None:
             const_eval(values[0]) is not UNKNOWN:
         return values[0]
     return None
+
+
+def _with_init_arguments(script: Any, init: ast.AST | None, value: ast.expr) -> ast.expr:
+    """``value`` (``argparse.Namespace(**cfg)`` set on ``self`` in ``__init__``) with each
+    ``__init__`` parameter it reads replaced by the constant every instantiation passes
+    (``DataModule(CONFIG["data"])``); ``value`` itself when a parameter's value is unknown."""
+    if init is None or not isinstance(value, ast.Call):
+        return value
+    params = {x.arg: x for x in init.args.args[1:]}  # type: ignore[attr-defined]
+    used = {n.id for n in ast.walk(value) if isinstance(n, ast.Name) and n.id in params}
+    if not used:
+        return value
+    consts: dict[str, Any] = {}
+    for name in used:
+        values = script.graph._param_values(init, params[name])
+        got = [resolve(script, v, _depth=2) for v in values]
+        if not got or any(v is UNKNOWN for v in got) or len({repr(v) for v in got}) != 1:
+            return value
+        consts[name] = got[0]
+
+    class _Sub(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            if node.id in consts:
+                return ast.copy_location(ast.Constant(consts[node.id]), node)
+            return node
+
+    copy = _Sub().visit(ast.parse(ast.unparse(value), mode="eval").body)
+    _link(copy, parent(value))
+    return copy
 
 
 def _name_at(at: ast.AST, name: str) -> ast.Name:

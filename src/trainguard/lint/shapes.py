@@ -48,6 +48,24 @@ _SAME_LENGTH = {"to", "float", "long", "double", "half", "int", "cuda", "cpu", "
                 "contiguous", "unsqueeze", "squeeze", "requires_grad_", "astype", "copy"}
 
 
+def _class_attribute(script: Script, attr: ast.Attribute) -> ast.expr | None:
+    """``self.x`` read in a method other than ``__init__``: the one value the class ever
+    assigns to it there (``self.ds = Table(n)``), else None."""
+    from trainguard.lint.callgraph import self_assigned
+
+    if not (isinstance(attr.value, ast.Name) and attr.value.id == "self"):
+        return None
+    cls = script.enclosing_class(attr)
+    func = script.enclosing_function(attr)
+    if cls is None or func is None or getattr(func, "name", "") == "__init__":
+        return None
+    values = self_assigned(cls, attr.attr)
+    if len(values) != 1 or (init := script.enclosing_function(values[0])) is None or \
+            getattr(init, "name", "") != "__init__":
+        return None
+    return values[0]
+
+
 def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | None = None, *,
             depth: int = 22) -> Any:
     """The number of samples (first dimension) of ``expr``, or ``UNKNOWN``."""
@@ -85,6 +103,9 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
     if isinstance(expr, ast.Attribute) and env is not None and \
             (own := own_attribute(expr)) is not None:  # self.users, set in this __init__
         return samples(script, own, env, depth=d)
+    if isinstance(expr, ast.Attribute) and env is not None and \
+            (kept := _class_attribute(script, expr)) is not None:
+        return samples(script, kept, None, depth=d)  # self.ds, set once in __init__
     if isinstance(expr, ast.Attribute) and expr.attr in _PER_SAMPLE:
         return samples(script, expr.value, env, depth=d)  # digits.images, bunch.target
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.MatMult):

@@ -84,7 +84,8 @@ def check(script: Script) -> Iterator[Hit]:
                 size = spread["batch_size"]
             if not isinstance(size, int) or isinstance(size, bool) or size < 1:
                 continue
-            if drop is not None and const_eval(drop, env=env) is not False:
+            if drop is not None and const_eval(drop, env=env) is not False and \
+                    resolve(script, drop) is not False:  # drop_last=self.cfg.drop_last
                 continue
             if spread.get("drop_last", False) is not False:
                 continue
@@ -104,7 +105,10 @@ def check(script: Script) -> Iterator[Hit]:
             n = samples(script, dataset, env)
             if isinstance(n, int) and n % size == 1:
                 what = "DataLoader" if batches is call else "DataLoader's BatchSampler"
-                yield Hit(batches, f"this training {what}{at} splits {n} samples into "
+                # a drop_last=False read from a configuration: where it is written, and changed
+                configured = _written_false(script, "drop_last") \
+                    if drop is not None and const_eval(drop, env=env) is UNKNOWN else None
+                yield Hit(configured or batches, f"this training {what}{at} splits {n} samples into "
                                    f"batches of {size}: the last batch of every epoch holds 1 "
                                    f"sample, and {norm} in train mode raises 'Expected more "
                                    f"than 1 value per channel when training' on it",
@@ -132,6 +136,16 @@ def _entry_of(script: Script, expr: ast.AST | None) -> ast.AST | None:
     if not isinstance(expr, ast.Subscript):
         return None
     return _dict_value(_literal(script, expr.value, 6), const_eval(expr.slice))
+
+
+def _written_false(script: Script, key: str) -> ast.expr | None:
+    """The one ``"drop_last": False`` entry of the file's dict literals, where a
+    ``drop_last=cfg.drop_last`` read from a configuration is set, and changed; None when the
+    file writes it in no dict or in several."""
+    found = [v for d in script.nodes if isinstance(d, ast.Dict)
+             for k, v in zip(d.keys, d.values)
+             if k is not None and const_eval(k) == key and const_eval(v) is False]
+    return found[0] if len(found) == 1 else None
 
 
 def _dict_value(found: ast.AST | None, key: object) -> ast.expr | None:
