@@ -48,22 +48,30 @@ _SAME_LENGTH = {"to", "float", "long", "double", "half", "int", "cuda", "cpu", "
                 "contiguous", "unsqueeze", "squeeze", "requires_grad_", "astype", "copy"}
 
 
-def _class_attribute(script: Script, attr: ast.Attribute) -> ast.expr | None:
-    """``self.x`` read in a method other than ``__init__``: the one value the class ever
-    assigns to it there (``self.ds = Table(n)``), else None."""
-    from trainguard.lint.callgraph import self_assigned
-
+def _class_attribute(script: Script,
+                     attr: ast.Attribute) -> tuple[ast.Assign, int | None] | None:
+    """``self.x`` read in a method other than ``__init__``: the one assignment the class ever
+    makes to it, in ``__init__`` (``self.ds = Table(n)``; ``self.tr, self.va = split(n)``, with
+    the element of the tuple it takes), else None."""
     if not (isinstance(attr.value, ast.Name) and attr.value.id == "self"):
         return None
     cls = script.enclosing_class(attr)
     func = script.enclosing_function(attr)
     if cls is None or func is None or getattr(func, "name", "") == "__init__":
         return None
-    values = self_assigned(cls, attr.attr)
-    if len(values) != 1 or (init := script.enclosing_function(values[0])) is None or \
-            getattr(init, "name", "") != "__init__":
+    found: list[tuple[ast.AST, int | None]] = []
+    for node in ast.walk(cls):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        for t in targets:
+            for i, e in enumerate(t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+                if isinstance(e, ast.Attribute) and e.attr == attr.attr and \
+                        isinstance(e.value, ast.Name) and e.value.id == "self":
+                    found.append((node, i if isinstance(t, (ast.Tuple, ast.List)) else None))
+    if len(found) != 1 or not isinstance(found[0][0], ast.Assign) or \
+            getattr(script.enclosing_function(found[0][0]), "name", "") != "__init__":
         return None
-    return values[0]
+    return found[0]  # type: ignore[return-value]
 
 
 def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | None = None, *,
@@ -80,7 +88,7 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
             return _param_samples(script, expr, None, d)
         stmt, index = bound
         if index is not None:
-            return _part(script, stmt, index, d)  # type: ignore[arg-type]
+            return _part(script, stmt, index, d, env)  # type: ignore[arg-type]
         return samples(script, stmt.value, env, depth=d)  # type: ignore[attr-defined]
     if isinstance(expr, ast.Subscript) and not isinstance(expr.slice, (ast.Slice, ast.Tuple)):
         # x[idx] with an index array of known length (train_test_split's indices): as many
@@ -103,9 +111,11 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
     if isinstance(expr, ast.Attribute) and env is not None and \
             (own := own_attribute(expr)) is not None:  # self.users, set in this __init__
         return samples(script, own, env, depth=d)
-    if isinstance(expr, ast.Attribute) and env is not None and \
-            (kept := _class_attribute(script, expr)) is not None:
-        return samples(script, kept, None, depth=d)  # self.ds, set once in __init__
+    if isinstance(expr, ast.Attribute) and \
+            (kept := _class_attribute(script, expr)) is not None:  # self.ds, set in __init__
+        stmt, index = kept
+        return samples(script, stmt.value, None, depth=d) if index is None else \
+            _part(script, stmt, index, d)
     if isinstance(expr, ast.Attribute) and expr.attr in _PER_SAMPLE:
         return samples(script, expr.value, env, depth=d)  # digits.images, bunch.target
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.MatMult):
@@ -356,14 +366,15 @@ def _ancestors(node: ast.AST) -> list[ast.AST]:
     return out
 
 
-def _part(script: Script, node: ast.Assign, index: int, depth: int) -> Any:
+def _part(script: Script, node: ast.Assign, index: int, depth: int,
+          env: dict | None = None) -> Any:
     """Element ``index`` of a tuple assignment: ``a, b = random_split(ds, [900, 125])``,
     ``x_tr, x_te, y_tr, y_te = train_test_split(x, y)``, ``x, y = load_digits(return_X_y=True)``,
     ``images, masks = make_tiles(64)``, ``a, b = 97, 23``."""
     value = node.value
     if isinstance(value, (ast.Tuple, ast.List)):
-        return samples(script, value.elts[index], None, depth=depth) \
-            if index < len(value.elts) else UNKNOWN
+        return samples(script, value.elts[index], env, depth=depth) \
+            if index < len(value.elts) else UNKNOWN  # (``tr, va = p[:n], p[n:]``, n bound)
     if not isinstance(value, ast.Call):
         return UNKNOWN
     return _call_part(script, value, index, None, depth)
