@@ -178,6 +178,9 @@ def _idle_forward(script: Script, block: ast.AST) -> ast.Call | None:
     after = [n for n in walk_local(func if func is not None else script.tree)
              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and
              n.lineno > (block.end_lineno or block.lineno)]
+    # a return inside the block hands its value to the caller, out of the block too
+    after += [n for r in walk_local(block) if isinstance(r, ast.Return) and r.value is not None
+              for n in ast.walk(r.value) if isinstance(n, ast.Name)]
     detached = _detached_after(func if func is not None else script.tree,
                                block.end_lineno or block.lineno)
     for a in assigns:
