@@ -108,10 +108,11 @@ def check(script: Script) -> Iterator[Hit]:
                 # a drop_last=False read from a configuration: where it is written, and changed
                 configured = _written_false(script, "drop_last") \
                     if drop is not None and const_eval(drop, env=env) is UNKNOWN else None
-                yield Hit(configured or batches, f"this training {what}{at} splits {n} samples into "
-                                   f"batches of {size}: the last batch of every epoch holds 1 "
-                                   f"sample, and {norm} in train mode raises 'Expected more "
-                                   f"than 1 value per channel when training' on it",
+                yield Hit(configured or batches,
+                          f"this training {what}{at} splits {n} samples into "
+                          f"batches of {size}: the last batch of every epoch holds 1 "
+                          f"sample, and {norm} in train mode raises 'Expected more "
+                          f"than 1 value per channel when training' on it",
                           fix=f"pass drop_last=True to the training {what} (or pick a batch "
                               "size that leaves no remainder of 1)")
                 break
