@@ -19,7 +19,8 @@ of the program's save function wrote it. Under torchrun or with watched children
 process wrote during the run is judged by the program's own format (a rank's own save). A
 checkpoint is a pickle: loading one from elsewhere (a download, a shared drive) runs whatever code
 it carries. Whatever its origin, a file whose pickle calls a global that runs code
-(``builtins.exec``, ``os.system``: ecmwf/anemoi-core#1416) is reported, also when this process
+(``builtins.exec``, ``os.system``: ecmwf/anemoi-core#1416; ``io.open``, which creates a file at
+load: kyutai-labs/moshi#408) is reported, also when this process
 wrote it (a "download" helper filling a cache): no checkpoint needs such a call. Reported at the
 line that chose ``weights_only``: the ``torch.load`` call, or, when a loader hands its keyword
 arguments on (``torch.load(path, **load_kwargs)``), the caller that wrote ``weights_only=False``.

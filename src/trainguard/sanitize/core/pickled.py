@@ -28,19 +28,23 @@ _DATA_BUILTINS = {"set", "frozenset", "slice", "complex", "bytearray", "bytes", 
 _RUNS_CODE_MODULES = {"os", "posix", "nt", "subprocess", "runpy", "pty", "socket", "shutil",
                       "importlib", "webbrowser", "code", "codeop", "ctypes", "sys", "pickle",
                       "_pickle", "marshal", "commands", "popen2", "multiprocessing"}
+# Python 3's ``open`` pickles as ``io.open``: called by a pickle, it creates or truncates a file
+# at load time (a payload's write); no checkpoint rebuilds an open file.
+_OPENS_FILES = {("io", "open"), ("_io", "open"), ("io", "open_code"), ("_io", "open_code"),
+                ("io", "FileIO"), ("_io", "FileIO"), ("codecs", "open")}
 
 
 def code_calls(path: str) -> list[str]:
     """The globals of the ``torch.save`` archive at ``path`` whose call runs code or touches the
     system when the pickle is loaded (``builtins.exec`` and any builtin but a plain data type,
-    ``os.system``, ``subprocess.Popen``):
+    ``os.system``, ``subprocess.Popen``, ``io.open``):
     a payload, whoever wrote the file. Empty when the pickle names none or cannot be read."""
     found = _read(path)
     if found is None:
         return []
     return sorted(f"{'builtins' if m == '__builtin__' else m}.{n}" for m, n in found[1]
                   if m in ("builtins", "__builtin__") and n not in _DATA_BUILTINS
-                  or m.split(".")[0] in _RUNS_CODE_MODULES)
+                  or m.split(".")[0] in _RUNS_CODE_MODULES or (m, n) in _OPENS_FILES)
 
 
 def pickle_strings(path: str) -> tuple[set[str] | None, bool]:
