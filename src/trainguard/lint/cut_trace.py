@@ -8,7 +8,8 @@ value (``torch.tensor(x, requires_grad=True)``; a leaf made learnable with
 focus, a value computed
 under ``torch.no_grad()``. Values are followed through assignments, tuple unpacking, loop
 variables, lists filled with ``append``, a helper's parameters (what the file's calls pass)
-and what a helper returns. Used by TG205 (a loss or a term cut from the model) and TG206 (a
+and what a helper returns; a layer called out of a container by index (``self.net[2](h)``)
+reaches the container. Used by TG205 (a loss or a term cut from the model) and TG206 (a
 loss term computed from a parameter's ``.data``).
 """
 
@@ -141,7 +142,7 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
             if uncut:
                 return False, [(expr, f".{expr.func.attr}()")] + cuts
             return False, cuts  # (cut before: ``w.data.detach()`` is cut at ``.data``)
-        k = script.key(expr.func)
+        k = script.key(expr.func) or _container_model(script, expr.func)
         if k == "self" and script.graph.in_module_class(expr) or \
                 k and k != "self" and script.is_model(k):
             if focus is None or k == focus.model or k in focus.aliases or \
@@ -353,6 +354,16 @@ def _iterated_models(script: Script, name: str, at: ast.AST) -> list[str]:
     keys = [script.key(e) for e in iterated_literal(at, name) or ()]
     return [k for k in keys if k] if keys and all(k and script.is_model(k) for k in keys) \
         else []
+
+
+def _container_model(script: Script, func: ast.AST) -> str | None:
+    """The model key of the container a called layer is taken from by index (``self.net[2](h)``
+    on an ``nn.Sequential``, ``self.blocks[i](h)`` on an ``nn.ModuleList``): calling it runs
+    that model's parameters, so the call reaches the model."""
+    while isinstance(func, ast.Subscript):
+        func = func.value
+    k = script.key(func)
+    return k if k is not None and k != "self" and script.is_model(k) else None
 
 
 def _loop_target(name: str, at: ast.AST) -> bool:

@@ -20,7 +20,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, is_false, iterated_literal, parent, walk_local
+from trainguard.lint.astutil import dotted, is_false, parent, walk_local
+from trainguard.lint.frozen import frozen_models
 from trainguard.lint.regions import _METRIC_HINT, eval_regions, forward_calls
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
@@ -30,7 +31,7 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 
 
 def check(script: Script) -> Iterator[Hit]:
-    frozen = _frozen_models(script)
+    frozen = frozen_models(script)
     for region in eval_regions(script):
         if _uses_gradients(script, region.node):
             continue
@@ -201,44 +202,6 @@ def _uses_gradients(script: Script, node: ast.AST) -> bool:
             if isinstance(sub, ast.Call) and (script.call_qualname(sub) or "").endswith(
                     ("autograd.grad", "enable_grad", "set_grad_enabled")):
                 return True
-    return False
-
-
-def _frozen_models(script: Script) -> set[str]:
-    """Keys of models whose every parameter is frozen: ``m.requires_grad_(False)``, or a loop
-    over ``m.parameters()`` that sets ``requires_grad = False`` (or ``requires_grad_(False)``)
-    on each, unconditionally."""
-    if "requires_grad" not in script.source:
-        return set()
-    out: set[str] = set()
-    for node in script.nodes:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr == "requires_grad_" and node.args and is_false(node.args[0]):
-            k = script.key(node.func.value)
-            if k:
-                out.add(k)
-        elif isinstance(node, ast.For) and isinstance(node.target, ast.Name) and \
-                isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Attribute) and \
-                node.iter.func.attr == "parameters":
-            k = script.key(node.iter.func.value)
-            p = node.target.id
-            if k and any(_freezes(s, p) for s in node.body):
-                out.add(k)
-                # (``for net in (generator, assessor):`` freezes each model of the literal)
-                out.update(m for e in iterated_literal(node, k) or () if (m := script.key(e)))
-    return out
-
-
-def _freezes(stmt: ast.stmt, p: str) -> bool:
-    """``p.requires_grad = False`` or ``p.requires_grad_(False)`` as a statement of the loop
-    body itself (not under an ``if``: that freezes only some)."""
-    if isinstance(stmt, ast.Assign) and is_false(stmt.value):
-        return any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" and
-                   dotted(t.value) == p for t in stmt.targets)
-    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-        f = stmt.value.func
-        return isinstance(f, ast.Attribute) and f.attr == "requires_grad_" and \
-            dotted(f.value) == p and bool(stmt.value.args) and is_false(stmt.value.args[0])
     return False
 
 

@@ -45,6 +45,7 @@ from trainguard.lint.astutil import dotted, walk_local
 from trainguard.lint.cuts import forward_cuts, input_cuts
 from trainguard.lint.cut_trace import Focus, aliases, trace
 from trainguard.lint.events import events
+from trainguard.lint.frozen import frozen_models
 from trainguard.lint.optimizers import held_modules
 from trainguard.lint.rebuilds import REBUILD, loss_sources
 from trainguard.lint.regions import training_loops
@@ -192,7 +193,11 @@ def _cut_models(script: Script, loop: ast.AST, call: ast.Call, target: ast.AST, 
         if e.kind == "step" and e.key:
             stepped.append(e.key)
             steps.setdefault(e.key, e.node)
-    held = {opt: sorted(held_modules(script, opt, steps[opt]) or ()) for opt in stepped}
+    # a model frozen whole (requires_grad False) is meant to get no gradient: a frozen encoder
+    # run under no_grad, handed over in a parameter list filtered by ``p.requires_grad``
+    frozen = frozen_models(script)
+    held = {opt: sorted(set(held_modules(script, opt, steps[opt]) or ()) - frozen)
+            for opt in stepped}
     copied = _copy_stepped(script, loop, call, target, held)
     if copied is not None:
         yield copied
