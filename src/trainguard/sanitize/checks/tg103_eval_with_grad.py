@@ -13,6 +13,10 @@ that called that method (amyxlu/CPCProt#4); when the line that called the model 
 forwards (a ``compute_loss(batch)`` shared by training and validation), at the evaluation's call
 into the function holding it, one user frame out (jpata/particleflow#290).
 
+Also in train mode: an outermost call fed a graph that an earlier call of the same module made
+(an agent's state carried across environment steps), whose chained graph no backward reaches
+(oxwhirl/pymarl#73): reported at that call.
+
 Silent on: evaluation under ``torch.no_grad()``/``inference_mode`` (no ``grad_fn``); eval-mode
 forwards whose output a backward reaches (adversarial examples, saliency, input optimisation);
 frozen models whose output has no ``grad_fn``, or has one only because the input requires grad (no
@@ -37,12 +41,14 @@ from typing import Any
 
 from trainguard.sanitize.core.callstack import model_method_caller
 from trainguard.sanitize.core.frames import frame_location, short_location, user_frame
+from trainguard.sanitize.core.graph import stamped_models
 from trainguard.sanitize.core.unreached import UnreachedOutputs
 from trainguard.sanitize.core.records import ForwardCall, first_tensor
 
 
 class EvalWithGrad(UnreachedOutputs):
     code = "TG103"
+    stamps = "outputs"  # (a training-mode call fed its own earlier output: a rollout's state)
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
@@ -52,6 +58,7 @@ class EvalWithGrad(UnreachedOutputs):
         self._resolve()
         if call.training and call.grad_enabled and call.where is not None:
             self.trained_at.add(call.where[:2])  # (a line training runs too: a shared step)
+            self._follow_recurrent(call)
             return
         if (call.training or not call.grad_enabled or not call.direct or self.state.in_backward
                 or call.reenabled or type(call.module) in self.state.grads_in_forward):
@@ -81,7 +88,37 @@ class EvalWithGrad(UnreachedOutputs):
         for tensor in outputs:
             self.follow(tensor, (where, name, made))
 
+    def _follow_recurrent(self, call: ForwardCall) -> None:
+        """A training-mode forward fed a graph its own module made earlier (an agent's belief
+        or hidden state carried from one environment step to the next): followed like an
+        evaluation's output, since acting chains every step into one graph that only a backward
+        justifies (a policy gradient's episode loss reaches it: silent)."""
+        if not call.direct or self.state.in_backward or call.reenabled:
+            return
+        inputs = [t for a in call.args for t in first_tensor(a) if t.grad_fn is not None]
+        if not inputs or not any(id(call.module) in stamped_models(t) for t in inputs[:4]):
+            return
+        outputs = [t for t in first_tensor(call.output) if t.grad_fn is not None]
+        if not outputs:
+            return
+        where, name = call.where, type(call.module).__name__
+        outer = model_method_caller(call.module)
+        if outer is not None:  # ``rssm.observe_step(h, ...)``: the line calling the method
+            where, name = outer[0], f"{type(outer[1]).__name__}.{outer[2]}()"
+        shapes = ", ".join(str(tuple(t.shape)) for t in outputs[:2])
+        for tensor in outputs:
+            self.follow(tensor, (where, name, shapes, True))
+
     def report_unreached(self, key: tuple) -> None:
+        if len(key) == 4:
+            where, name, shapes, _ = key
+            self.report(
+                f"{name} ran with grad enabled and its output (shape {shapes}) fed its own next "
+                "call (a state carried from step to step): every call chained into one graph "
+                "that no backward ever reached, so all their activations were kept for nothing",
+                fix="collect experience (act, roll out, sample) under `torch.no_grad()`",
+                where=where)
+            return
         where, name, made = key
         self.report(
             f"{name} ran in eval mode with grad enabled: {made} carries a grad_fn, but no "
