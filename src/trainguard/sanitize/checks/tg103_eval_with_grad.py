@@ -112,6 +112,8 @@ class EvalWithGrad(UnreachedOutputs):
     def report_unreached(self, key: tuple) -> None:
         if len(key) == 4:
             where, name, shapes, _ = key
+            if key in self.reached:  # a backward reached this chain before: a tail left over
+                return  # (truncated BPTT's last chunk, an episode cut off at the end)
             self.report(
                 f"{name} ran with grad enabled and its output (shape {shapes}) fed its own next "
                 "call (a state carried from step to step): every call chained into one graph "
