@@ -42,8 +42,9 @@ from typing import Any
 from trainguard.sanitize.core.callstack import cause_line, user_stack
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location, user_frame, user_location
+from trainguard.sanitize.core.loops import before_the_loop, inner_loop
 from trainguard.sanitize.core.params import zeroed_by
-from trainguard.sanitize.core.source import SourceFile, marked
+from trainguard.sanitize.core.source import marked
 
 _SAMPLE = 3  # parameters followed per optimizer (one polluted gradient is proof)
 _OWNERS = 64  # zero_grad owners whose latest call is remembered
@@ -80,15 +81,24 @@ class GradsAccumulate(Check):
         # the first forward with grad of the current step (checked steps): (steps completed,
         # its line, id and code of its user frame)
         self.first_forward: tuple[int, Any, int, Any] | None = None
+        # the step's first few forwards with grad, with their modules: (steps completed, line,
+        # id and code of its user frame, weakref to the module)
+        self.forwards: list[tuple[int, Any, int, Any, Any]] = []
         self.closure_calls: dict[int, int] = {}  # id(optimizer) -> closure calls in its step
 
     def on_root_forward(self, call: Any) -> None:
         first = self.first_forward
-        if (first is None or first[0] != self.state.step) and call.grad_enabled and \
-                not self.state.in_backward and call.where is not None:
+        if not call.grad_enabled or self.state.in_backward or call.where is None:
+            return
+        new = first is None or first[0] != self.state.step
+        if new or len(self.forwards) < 4:
             frame = user_frame(sys._getframe(1))
-            if frame is not None:
-                self.first_forward = (self.state.step, call.where, id(frame), frame.f_code)
+            if frame is None:
+                return
+            entry = (self.state.step, call.where, id(frame), frame.f_code)
+            if new:
+                self.first_forward, self.forwards = entry, []
+            self.forwards.append((*entry, weakref.ref(call.module)))
 
     def _sample(self, optimizer: Any) -> list[int]:
         ids = self.sampled.get(id(optimizer))
@@ -189,7 +199,7 @@ class GradsAccumulate(Check):
             if cause is not None:
                 where, lead = cause
             elif where is not None and stack and not marked(self.code, where):
-                top = self._step_start(stack)
+                top = self._step_start(stack, optimizer)
                 if top is not None and top[:2] != where[:2]:
                     where, lead = top, (
                         f"this forward starts the step, and nothing zeroes the gradients before "
@@ -214,15 +224,18 @@ class GradsAccumulate(Check):
                 where=where,
             )
 
-    def _step_start(self, backward_stack: Any) -> Any:
-        """The line of this step's first forward when it ran in a frame the backward's call
-        stack holds (the loop body or step function that also calls backward): where a missing
-        ``zero_grad`` goes, at the top of the step (tutorials' order: zero_grad, forward,
-        backward, step); None otherwise."""
+    def _step_start(self, backward_stack: Any, optimizer: Any) -> Any:
+        """The line of this step's first forward of a model ``optimizer`` steps (else its first
+        forward: a generator's detached samples come before the student's forward) when it ran in
+        a frame the backward's call stack holds (the loop body or step function that also calls
+        backward): where a missing ``zero_grad`` goes, at the top of the step (tutorials' order:
+        zero_grad, forward, backward, step); None otherwise."""
         first = self.first_forward
         if first is None or first[0] != self.state.step:
             return None
-        _, where, fid, code = first
+        held = {id(p) for g in optimizer.param_groups for p in g["params"]}
+        _, where, fid, code = next((f[:4] for f in self.forwards if f[0] == first[0] and
+                                    _holds_any(f[4](), held)), first)
         return where if any(e[0] == fid and e[1] is code for e in backward_stack) else None
 
     def _cause(self, optimizer: Any, stale: list[Any], backward_at: Any,
@@ -244,7 +257,7 @@ class GradsAccumulate(Check):
             if not {id(p) for p in stale} <= ids:
                 part = ("it clears only part of the optimizer's parameters, not the ones listed "
                         "below")
-            elif backward_at is not None and _before_the_loop(where, backward_at):
+            elif backward_at is not None and before_the_loop(where, backward_at):
                 part = ("it runs once, before the loop that runs the backward and the step, not "
                         "in every iteration")
             else:
@@ -253,7 +266,7 @@ class GradsAccumulate(Check):
                            f"these gradients, and {part}; so ")
         if backward_at is None or step_at is None or backward_at[0] != step_at[0]:
             return None
-        loop = _inner_loop(backward_at, step_at)
+        loop = inner_loop(backward_at, step_at)
         if loop is None:
             return None
         return ((backward_at[0], loop.lineno, loop.col_offset + 1),
@@ -350,49 +363,6 @@ def _caller(backward_at: Any, backward_stack: Any, step_stack: Any, lead: str) -
                   "added onto gradients that still held the previous step's, and ")
 
 
-def _inner_loop(backward_at: Any, step_at: Any) -> Any:
-    """The innermost ``for``/``while`` around the backward call at ``backward_at`` that does not
-    hold the step call at ``step_at`` but sits in the same function and inside a loop that holds
-    it (a micro-batch loop), or None."""
-    file = SourceFile.load(backward_at[0])
-    if file is None:
-        return None
-    call = file.call_at(backward_at[1], backward_at[2] - 1)
-    if call is None:
-        return None
-    scope = file.scope(call)
-    loop = file.loop(call, scope)
-    if loop is None or _holds(loop, step_at[1]):
-        return None
-    outer = file.loop(loop, scope)
-    while outer is not None and not _holds(outer, step_at[1]):
-        outer = file.loop(outer, scope)
-    if outer is None:
-        return None
-    # the loop right inside the one that holds the step
-    found = loop
-    cur = file.loop(found, scope)
-    while cur is not None and cur is not outer:
-        found, cur = cur, file.loop(cur, scope)
-    return found
-
-
-def _holds(node: Any, line: int) -> bool:
-    return node.lineno <= line <= (node.end_lineno or node.lineno)
-
-
-def _before_the_loop(zero_at: Any, backward_at: Any) -> bool:
-    """Whether the zero_grad at ``zero_at`` is written in the function that runs the backward at
-    ``backward_at``, outside (before) the innermost loop around that backward."""
-    if zero_at[0] != backward_at[0]:
-        return False
-    file = SourceFile.load(backward_at[0])
-    if file is None:
-        return False
-    call = file.call_at(backward_at[1], backward_at[2] - 1)
-    zero = file.call_at(zero_at[1], zero_at[2] - 1)
-    if call is None or zero is None:
-        return False
-    scope = file.scope(call)
-    loop = file.loop(call, scope)
-    return (loop is not None and file.scope(zero) is scope and zero.lineno < loop.lineno)
+def _holds_any(module: Any, held: set[int]) -> bool:
+    """``module`` (None when freed) has a parameter among the ids ``held``."""
+    return module is not None and any(id(p) in held for p in module.parameters())
