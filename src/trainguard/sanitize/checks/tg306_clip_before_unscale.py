@@ -83,8 +83,7 @@ class ClipBeforeUnscale(Check):
         """After a backward the scaler scaled: note a few gradients of each optimizer as they
         stand (tensor, version, their first elements), to see them changed before unscale_."""
         self.snaps = {}
-        scaler = self._scaler() if self.scaled_by is not None else None
-        if scaler is None or self.scaled_by != scaler._scale.data_ptr():
+        if self._scaling() is None:
             return
         for optimizer in list(self.state.optimizers):
             with_grad = [p for g in optimizer.param_groups for p in g["params"]
@@ -106,10 +105,9 @@ class ClipBeforeUnscale(Check):
                 continue
             new = grad.detach().flatten()[:_SNAP].float()
             factor = _shrink(old, new)
-            last = self.factors.get(id(optimizer))
             if factor is None or factor == 1.0:
                 continue
-            self.factors[id(optimizer)] = factor
+            last, self.factors[id(optimizer)] = self.factors.get(id(optimizer)), factor
             if factor >= 0 and (last is None or abs(last - factor) <= 1e-3 * abs(last)):
                 continue  # one constant factor (gradients divided by the accumulation steps)
             where = user_location(sys._getframe(1))
@@ -127,24 +125,23 @@ class ClipBeforeUnscale(Check):
                 where=after or where)
             return
 
-    def _scaler(self) -> Any:
+    def _scaling(self) -> Any:
+        """The run's enabled ``GradScaler`` (looked up once) when the last backward's loss was
+        scaled by it; None otherwise (no scaler, disabled, or an unscaled backward)."""
+        if self.scaled_by is None:
+            return None
         if self.scaler is None:
             found = _find_scaler()
             self.scaler = weakref.ref(found) if found is not None else False
         scaler = self.scaler() if self.scaler else None
         if scaler is None or not scaler.is_enabled() or getattr(scaler, "_scale", None) is None:
             return None
-        return scaler
+        return scaler if self.scaled_by == scaler._scale.data_ptr() else None
 
     def on_clip(self, name: str, params: list) -> None:
-        if self.scaler is None:
-            found = _find_scaler()
-            self.scaler = weakref.ref(found) if found is not None else False
-        scaler = self.scaler() if self.scaler else None
-        if scaler is None or not scaler.is_enabled() or getattr(scaler, "_scale", None) is None:
-            return
-        if self.scaled_by is None or self.scaled_by != scaler._scale.data_ptr():
-            return  # the gradients come from a backward the scaler did not scale
+        scaler = self._scaling()
+        if scaler is None:
+            return  # no enabled scaler, or gradients from a backward it did not scale
         unscaled = {oid for oid, st in scaler._per_optimizer_states.items()
                     if getattr(st.get("stage"), "name", "") == "UNSCALED"}
         self.clips.append(({id(p) for p in params}, unscaled, user_location(sys._getframe(1)), name))
