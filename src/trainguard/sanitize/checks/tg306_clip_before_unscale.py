@@ -99,6 +99,9 @@ class ClipBeforeUnscale(Check):
         user's ``unscale_`` call (to move up), or, when ``scaler.step`` unscaled them, at the
         backward (``unscale_`` goes right after it)."""
         snaps = self.snaps.pop(id(optimizer), ())
+        mine = {id(p) for g in optimizer.param_groups for p in g["params"]} if snaps else set()
+        if any(c[0] & mine for c in self.clips):
+            return  # a clip_grad_* call of these gradients is pending: reported at that call
         for ref, version, old, backward in snaps:
             grad = ref()
             if grad is None or grad._version == version or backward != self.state.backward_count:
