@@ -78,27 +78,23 @@ class GradsAccumulate(Check):
         self.polluted_by: dict[int, int] = {}
         # id(owner) -> (weakref(owner), the user's line): the zero_grad calls seen, latest last
         self.zeroed_at: dict[int, tuple[Any, Any]] = {}
-        # the first forward with grad of the current step (checked steps): (steps completed,
-        # its line, id and code of its user frame)
-        self.first_forward: tuple[int, Any, int, Any] | None = None
-        # the step's first few forwards with grad, with their modules: (steps completed, line,
-        # id and code of its user frame, weakref to the module)
+        # the first few forwards with grad of the current step (checked steps), first first:
+        # (steps completed, its line, id and code of its user frame, weakref to the module)
         self.forwards: list[tuple[int, Any, int, Any, Any]] = []
         self.closure_calls: dict[int, int] = {}  # id(optimizer) -> closure calls in its step
 
     def on_root_forward(self, call: Any) -> None:
-        first = self.first_forward
         if not call.grad_enabled or self.state.in_backward or call.where is None:
             return
-        new = first is None or first[0] != self.state.step
+        new = not self.forwards or self.forwards[0][0] != self.state.step
         if new or len(self.forwards) < 4:
             frame = user_frame(sys._getframe(1))
             if frame is None:
                 return
-            entry = (self.state.step, call.where, id(frame), frame.f_code)
             if new:
-                self.first_forward, self.forwards = entry, []
-            self.forwards.append((*entry, weakref.ref(call.module)))
+                self.forwards = []
+            self.forwards.append((self.state.step, call.where, id(frame), frame.f_code,
+                                  weakref.ref(call.module)))
 
     def _sample(self, optimizer: Any) -> list[int]:
         ids = self.sampled.get(id(optimizer))
@@ -230,12 +226,11 @@ class GradsAccumulate(Check):
         a frame the backward's call stack holds (the loop body or step function that also calls
         backward): where a missing ``zero_grad`` goes, at the top of the step (tutorials' order:
         zero_grad, forward, backward, step); None otherwise."""
-        first = self.first_forward
-        if first is None or first[0] != self.state.step:
+        if not self.forwards or self.forwards[0][0] != self.state.step:
             return None
         held = {id(p) for g in optimizer.param_groups for p in g["params"]}
-        _, where, fid, code = next((f[:4] for f in self.forwards if f[0] == first[0] and
-                                    _holds_any(f[4](), held)), first)
+        _, where, fid, code, _ = next((f for f in self.forwards if _holds_any(f[4](), held)),
+                                      self.forwards[0])
         return where if any(e[0] == fid and e[1] is code for e in backward_stack) else None
 
     def _cause(self, optimizer: Any, stale: list[Any], backward_at: Any,
@@ -310,15 +305,14 @@ class GradsAccumulate(Check):
         if calls:
             self.on_step_pre(optimizer)
             self._follow(optimizer)
-            self.first_forward = None  # this evaluation's first forward starts it
+            self.forwards = []  # this evaluation's first forward starts it
 
     def on_step(self, optimizer: Any) -> None:
         if self.closure_calls.get(id(optimizer)):
             # the last closure evaluation, judged now (the step count has just advanced: its
             # first forward is this step's)
-            first = self.first_forward
-            if first is not None and first[0] == self.state.step - 1:
-                self.first_forward = (self.state.step, *first[1:])
+            if self.forwards and self.forwards[0][0] == self.state.step - 1:
+                self.forwards = [(self.state.step, *f[1:]) for f in self.forwards]
             self.on_step_pre(optimizer)
         self.closure_calls.pop(id(optimizer), None)
         self._follow(optimizer)
