@@ -175,6 +175,13 @@ def _with_env(expr: ast.AST, env: dict[str, ast.expr], depth: int) -> Any:
         if v is UNKNOWN or not isinstance(v, (int, float, str, bool, type(None), dict, list)):
             return UNKNOWN
         values[name] = v
+    return const_eval(with_constants(expr, values), _depth=depth)
+
+
+def with_constants(expr: ast.AST, values: dict[str, Any]) -> ast.AST:
+    """A copy of ``expr`` in which each name in ``values`` is that constant, linked to the
+    original's parent (names left in it resolve in the original scope). Copied through its
+    source text: a deep copy would follow the parent links and copy the whole module."""
 
     class _Bind(ast.NodeTransformer):
         def visit_Name(self, node: ast.Name) -> ast.AST:
@@ -182,10 +189,9 @@ def _with_env(expr: ast.AST, env: dict[str, ast.expr], depth: int) -> Any:
                 return ast.copy_location(ast.Constant(values[node.id]), node)
             return node
 
-    fresh = ast.parse(ast.unparse(expr), mode="eval").body  # a copy without parent links
-    bound = _Bind().visit(fresh)
+    bound = _Bind().visit(ast.parse(ast.unparse(expr), mode="eval").body)
     _link(bound, parent(expr))
-    return const_eval(bound, _depth=depth)
+    return bound
 
 
 def _link(node: ast.AST, up: ast.AST | None) -> None:
@@ -322,16 +328,7 @@ def _with_init_arguments(script: Any, init: ast.AST | None, value: ast.expr) -> 
         if not got or any(v is UNKNOWN for v in got) or len({repr(v) for v in got}) != 1:
             return value
         consts[name] = got[0]
-
-    class _Sub(ast.NodeTransformer):
-        def visit_Name(self, node: ast.Name) -> ast.AST:
-            if node.id in consts:
-                return ast.copy_location(ast.Constant(consts[node.id]), node)
-            return node
-
-    copy = _Sub().visit(ast.parse(ast.unparse(value), mode="eval").body)
-    _link(copy, parent(value))
-    return copy
+    return with_constants(value, consts)  # type: ignore[return-value]
 
 
 def _name_at(at: ast.AST, name: str) -> ast.Name:

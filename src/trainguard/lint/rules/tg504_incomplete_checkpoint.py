@@ -19,14 +19,13 @@ given it is reported at the call.
 from __future__ import annotations
 
 import ast
-import copy
 import re
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import const_value, dotted, kwarg, parent, walk_local
 from trainguard.lint.callgraph import bind_arguments, parameter_default
 from trainguard.lint.dataflow import last_assignment, scope_of
-from trainguard.lint.consts import resolve
+from trainguard.lint.consts import resolve, with_constants
 from trainguard.lint.options import argparse_default
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
@@ -423,15 +422,10 @@ def _comprehension_entries(script: Script, node: ast.DictComp) -> list[tuple[str
     if not isinstance(keys, (tuple, list)) or not all(isinstance(k, str) for k in keys):
         return None
     name = gen.target.id
-
-    class _Put(ast.NodeTransformer):
-        def visit_Name(self, n: ast.Name) -> ast.AST:
-            return ast.Constant(key) if n.id == name else n
-
     out = []
     for key in keys:
-        k = _Put().visit(copy.deepcopy(node.key))
-        v = _Put().visit(copy.deepcopy(node.value))
+        k = with_constants(node.key, {name: key})
+        v = with_constants(node.value, {name: key})
         out.append((str(const_value(k)) if isinstance(k, ast.Constant) else ast.unparse(k),
                     ast.unparse(v)))
     return out
