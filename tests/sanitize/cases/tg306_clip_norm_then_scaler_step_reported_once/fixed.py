@@ -20,18 +20,22 @@ class FlowHead(nn.Module):
         return self.net(pair)
 
 
-model = FlowHead()
-optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-scaler = torch.amp.GradScaler("cpu")
-for step in range(12):
-    pair, flow = torch.randn(4, 4, 12, 12), torch.randn(4, 2, 12, 12)
-    optimizer.zero_grad()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        pred = model(pair)
-    loss = (pred.float() - flow).abs().mean()
-    scaler.scale(loss).backward()
-    scaler.unscale_(optimizer)
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    scaler.step(optimizer)
-    scaler.update()
-print(f"epe {loss.item():.3f}")
+def main() -> None:
+    model = FlowHead()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu")
+    for step in range(12):
+        pair, flow = torch.randn(4, 4, 12, 12), torch.randn(4, 2, 12, 12)
+        optimizer.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            pred = model(pair)
+        loss = (pred.float() - flow).abs().mean()
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+    print(f"epe {loss.item():.3f}")
+
+
+main()
