@@ -10,6 +10,7 @@ import csv
 import importlib.util
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -146,7 +147,8 @@ def _metrics(run_dir: Path) -> list[dict[str, str]]:
 def test_two_ranks_equal_one_process_on_the_concatenated_batches(tmp_path):
     run_dir = tmp_path / "ddp"
     out = _run(_standalone() + [str(HERE / "fit_worker.py"), str(run_dir)])
-    shas = [line.split("=")[1] for line in out.splitlines() if "rank-done" in line]
+    # both ranks share one pipe; print's text and newline are two writes, so lines can interleave
+    shas = re.findall(r"rank-done weights_sha256=([0-9a-f]{64})", out)
     assert len(shas) == 2 and shas[0] == shas[1], out  # the replicas hold the same weights
 
     spec = importlib.util.spec_from_file_location("fit_worker", HERE / "fit_worker.py")
