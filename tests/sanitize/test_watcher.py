@@ -3,10 +3,13 @@ to PyTorch's errors, and a watched run computes exactly the same numbers."""
 
 from __future__ import annotations
 
+import gc
 import inspect
 import io
+import runpy
 import textwrap
 import warnings
+import weakref
 
 import pytest
 import torch
@@ -70,6 +73,38 @@ def test_identical_weights_with_and_without_the_watcher():
     assert plain.keys() == watched.keys()
     for key in plain:
         assert torch.equal(plain[key], watched[key]), key
+
+
+RUN_SCRIPT = """
+import torch
+from torch import nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Dropout(0.1))
+    def forward(self, x):
+        return self.body(x).sum()
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(4):
+    opt.zero_grad()
+    net(torch.randn(8, 4)).backward()
+    opt.step()
+"""
+
+
+def test_a_script_watched_in_process_leaves_nothing_of_its_own_alive(tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text(RUN_SCRIPT)
+    with watch(summary=False) as w:
+        names = runpy.run_path(str(script), run_name="__main__")
+    assert w.state.step == 4
+    net = weakref.ref(names["net"])
+    del names
+    gc.collect()
+    # the caches kept per module class must not hold the script's class, whose methods hold
+    # the script's globals (its model, data and optimizer)
+    assert net() is None
 
 
 def test_nested_watch_shares_the_outer_watcher():

@@ -24,7 +24,8 @@ __all__ = ["mode_dependent", "active_in_training", "inactive", "describe", "froz
 _cache: dict[int, list[Any]] = {}  # id(model) -> [weakref(model), candidates, queries]
 _REFRESH = 256  # queries between two walks of a model (a head swapped in later is seen)
 _READS = "reads"  # a user-defined module whose forward reads self.training
-_by_class: dict[type, ModeRule | str | None] = {}
+# held weakly: a user class keeps its module's globals (the script's model) alive
+_by_class: "weakref.WeakKeyDictionary[type, ModeRule | str | None]" = weakref.WeakKeyDictionary()
 
 
 def rule_of(module: Any) -> ModeRule | str | None:

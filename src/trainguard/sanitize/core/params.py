@@ -44,7 +44,8 @@ def no_gradients(optimizers: list[Any]) -> bool:
     return bool(optimizers)
 
 
-_TORCH_CLASS: dict[type, bool] = {}  # module class -> defined by PyTorch itself
+# module class -> defined by PyTorch itself; held weakly (a user class keeps its globals alive)
+_TORCH_CLASS: "weakref.WeakKeyDictionary[type, bool]" = weakref.WeakKeyDictionary()
 
 
 def all_parameters(model: Any) -> list[tuple[str, Any, str]]:
