@@ -24,6 +24,7 @@ from trainguard.lint.consts import UNKNOWN, resolve
 from trainguard.lint.cuts import CUT_ATTRS, NEW_LEAF, no_grad_block
 from trainguard.lint.dataflow import (last_assignment, reaching_values, stored_items,
                                       tuple_assignments)
+from trainguard.lint.optimizers import held_leaves_of_all
 from trainguard.lint.script import Script
 from trainguard.lint.packed import packs_sequences
 
@@ -41,6 +42,7 @@ class Focus(NamedTuple):
     model: str
     others: frozenset[str]
     aliases: frozenset[str]  # other keys bound to it (``self.policy = policy``)
+    leaf: bool = False  # a learnable tensor given to the optimizer by name (``Adam([offsets])``)
 
 
 def aliases(script: Script, model: str) -> frozenset[str]:
@@ -74,6 +76,12 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
                 focus: "Focus | None" = None):
     if depth == 0:
         return focus is None, []
+    if isinstance(expr, (ast.Name, ast.Attribute)) and isinstance(expr.ctx, ast.Load) and (
+            focus is None or focus.leaf) and script.key(expr) in (
+            held_leaves_of_all(script) if focus is None else (focus.model, *focus.aliases)):
+        # a learnable tensor an optimizer holds (SAC's log_alpha in the temperature's own loss;
+        # the tensor in focus itself): parameters the loss reaches
+        return True, []
     if isinstance(expr, ast.Name):
         if not isinstance(expr.ctx, ast.Load):
             return False, []  # a target (``for _ in range(n)``): its value is traced where read

@@ -14,9 +14,14 @@ import ast
 
 from trainguard.lint.script import Script
 
-__all__ = ["held_modules", "cleared", "zero_covers"]
+__all__ = ["held_modules", "held_leaves", "held_leaves_of_all", "cleared", "zero_covers"]
 
 _PARAM_CALLS = ("parameters", "named_parameters")
+# tensor factories whose result, with requires_grad=True, is a new learnable leaf
+_FACTORIES = {f"torch.{n}" for n in (
+    "zeros", "ones", "randn", "rand", "empty", "full", "eye", "arange", "linspace",
+    "zeros_like", "ones_like", "randn_like", "rand_like", "empty_like", "full_like")}
+_PARAMETER = ("torch.nn.Parameter", "torch.nn.parameter.Parameter")
 
 
 def held_modules(script: Script, key: str | None, at: ast.AST | None = None
@@ -54,6 +59,65 @@ def _held(script: Script, key: str, scope: ast.AST | None) -> frozenset[str] | N
             return None
         found |= keys
     return frozenset(found) or None
+
+
+def _learnable_leaf(script: Script, expr: ast.AST) -> bool:
+    """``nn.Parameter(...)``, a tensor factory called with ``requires_grad=True``
+    (``torch.zeros(1, requires_grad=True)``), or ``t.requires_grad_()``: a new leaf that
+    records gradients (https://pytorch.org/docs/stable/notes/autograd.html, "Setting
+    requires_grad"); one that an optimizer is given is learned."""
+    if not isinstance(expr, ast.Call):
+        return False
+    q = script.call_qualname(expr) or ""
+    if q in _PARAMETER:
+        return True
+    if isinstance(expr.func, ast.Attribute) and expr.func.attr == "requires_grad_":
+        return not expr.args or isinstance(expr.args[0], ast.Constant) and \
+            expr.args[0].value is True
+    return q in _FACTORIES and any(k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
+                                   and k.value.value is True for k in expr.keywords)
+
+
+def held_leaves(script: Script, key: str | None) -> frozenset[str]:
+    """Keys of the learnable tensors (:func:`learnable_leaf`) that optimizer ``key`` is given by
+    name in a list or tuple (``Adam([log_alpha])``, a param group's ``"params"`` list): names
+    the file binds to such a leaf and to nothing else."""
+    out: set[str] = set()
+    for value in script.assignments.get(key or "", []):
+        if not isinstance(value, ast.Call):
+            continue
+        params = value.args[0] if value.args else next(
+            (k.value for k in value.keywords if k.arg == "params"), None)
+        for item in _listed(params):
+            k = script.key(item)
+            values = script.assignments.get(k or "", [])
+            if k and values and all(_learnable_leaf(script, v) for v in values):
+                out.add(k)
+    return frozenset(out)
+
+
+def held_leaves_of_all(script: Script) -> frozenset[str]:
+    """:func:`held_leaves` of every optimizer the file builds (memoised per file)."""
+    memo = script.__dict__
+    if "_tg_leaves" not in memo:
+        memo["_tg_leaves"] = frozenset().union(*(
+            held_leaves(script, k) for k in list(script.assignments) if script.is_optimizer(k)))
+    return memo["_tg_leaves"]
+
+
+def _listed(params: ast.AST | None) -> list[ast.AST]:
+    """The named items of a parameter list literal, param groups' ``"params"`` lists included."""
+    if not isinstance(params, (ast.List, ast.Tuple)):
+        return []
+    out: list[ast.AST] = []
+    for e in params.elts:
+        if isinstance(e, ast.Dict):
+            for k, v in zip(e.keys, e.values):
+                if isinstance(k, ast.Constant) and k.value == "params":
+                    out.extend(_listed(v) if isinstance(v, (ast.List, ast.Tuple)) else [v])
+        elif isinstance(e, (ast.Name, ast.Attribute)):
+            out.append(e)
+    return out
 
 
 def _modules_in(script: Script, expr: ast.AST, depth: int) -> set[str] | None:

@@ -46,7 +46,7 @@ from trainguard.lint.cuts import forward_cuts, input_cuts
 from trainguard.lint.cut_trace import Focus, aliases, trace
 from trainguard.lint.events import events
 from trainguard.lint.frozen import frozen_models
-from trainguard.lint.optimizers import held_modules
+from trainguard.lint.optimizers import held_leaves, held_modules
 from trainguard.lint.rebuilds import REBUILD, loss_sources
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
@@ -196,8 +196,8 @@ def _cut_models(script: Script, loop: ast.AST, call: ast.Call, target: ast.AST, 
     # a model frozen whole (requires_grad False) is meant to get no gradient: a frozen encoder
     # run under no_grad, handed over in a parameter list filtered by ``p.requires_grad``
     frozen = frozen_models(script)
-    held = {opt: sorted(set(held_modules(script, opt, steps[opt]) or ()) - frozen)
-            for opt in stepped}
+    held = {opt: sorted(set(held_modules(script, opt, steps[opt]) or
+                            held_leaves(script, opt)) - frozen) for opt in stepped}
     copied = _copy_stepped(script, loop, call, target, held)
     if copied is not None:
         yield copied
@@ -216,7 +216,8 @@ def _cut_models(script: Script, loop: ast.AST, call: ast.Call, target: ast.AST, 
     for opt in stepped:
         for model in held[opt]:
             others = frozenset(m for ms in held.values() for m in ms if m != model)
-            focus = Focus(model, others, aliases(script, model))
+            leaf = model in held_leaves(script, opt)  # a tensor, not a model
+            focus = Focus(model, others, aliases(script, model), leaf)
             uncut, cuts = trace(script, target, call, depth=12, focus=focus)
             if cuts and not uncut and any(
                     trace(script, b.func.value, b, depth=12, focus=focus)[0] for b in earlier):
@@ -226,9 +227,11 @@ def _cut_models(script: Script, loop: ast.AST, call: ast.Call, target: ast.AST, 
                 if _rebuild_reported(script, target, cut):
                     continue
                 no_grad = how.startswith("a value computed under")
+                whose, end = (model, "it never changes") if leaf else \
+                    (f"{model}'s parameters", "they never change")
                 yield Hit(cut, f"the loss that backward() runs on at {script.at(call.lineno)} "
                                f"reaches {model} only through {how}: {opt}.step() finds no "
-                               f"gradient for {model}'s parameters, so they never change",
+                               f"gradient for {whose}, so {end}",
                           fix=f"compute it outside the no_grad block (keep only values meant "
                               f"as fixed targets under it), or drop {opt} if {model} is meant "
                               f"to stay frozen" if no_grad else None)
