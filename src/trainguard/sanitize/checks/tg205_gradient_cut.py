@@ -25,8 +25,9 @@ is named as such, and a submodule not called in that step is said to be unused.
 Silent on: a parameter of a PyTorch layer whose other parameters get gradients (the last
 ``Linear``'s bias of an energy model fitted on its forces, ``-autograd.grad(energy, x)``: a
 constant offset has no derivative; coarse-graining/cgnet#105); parameters of a module that was
-replaced after the optimizer was built (no model
-seen holds them: TG304 reports that); frozen parameters (``requires_grad=False``); parameters that
+replaced after the optimizer was built (no model seen holds them while one of the models'
+trainable parameters is in no optimizer: TG304 reports that; a tensor given to an optimizer by
+name, which no model holds, is judged); frozen parameters (``requires_grad=False``); parameters that
 got a gradient at any step (branches used only sometimes, a head trained after a warm-up, tasks
 sampled per batch); several optimizers (each is judged on its own steps); optimizers that never
 step.
@@ -55,6 +56,7 @@ from trainguard.sanitize.core.frames import short_location, user_location
 from trainguard.sanitize.core.grad_suspects import Suspects, without_gradient
 from trainguard.sanitize.core.graph import graph_nodes
 from trainguard.sanitize.core.number_cuts import NumberWatch
+from trainguard.sanitize.core.params import held_ids
 from trainguard.sanitize.core.records import first_tensor
 from trainguard.sanitize.core.terms import TermWatch
 
@@ -357,12 +359,18 @@ class GradientCut(Check):
 
     def _in_models(self, ids: set[int]) -> set[int]:
         """Leave out parameters no watched model holds any more: a module replaced after the
-        optimizer was built is TG304's finding (params-not-in-optimizer), not a cut path."""
+        optimizer was built is TG304's finding (params-not-in-optimizer), not a cut path; the
+        sign of one is a trainable parameter of the models that no optimizer holds. When every
+        one is held, a tensor no model holds was made to be learned on its own (offsets given
+        to an optimizer by name, ashawkey/torch-ngp#60) and stays suspect."""
         models = list(self.state.models)
         if not models:
             return ids
-        held = {id(p) for model in models for p in model.parameters()}
-        return ids & held
+        params = [p for model in models for p in model.parameters()]
+        optimized = held_ids(list(self.state.optimizers))
+        if all(id(p) in optimized for p in params if p.requires_grad):
+            return ids
+        return ids & {id(p) for p in params}
 
     def _beside_trained(self, ids: set[int]) -> set[int]:
         """Those of ``ids`` owned by a PyTorch layer (``nn.Linear``) whose other parameters got
