@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, exclusive, if_branches, is_true, walk_local
+from trainguard.lint.astutil import dotted, exclusive, if_branches, is_true, parent, walk_local
 from trainguard.lint.repro import Repro
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script
@@ -36,10 +36,14 @@ def check(script: Script) -> Iterator[Hit]:
                 (dotted(t) or "").endswith("cudnn.benchmark") for t in node.targets)):
             continue
         seeding = _seeding_function(script, node)
+        beside = _seeded_beside(script, node) if seeding is None else None
         if seeding is not None:
             why = f"{seeding.name}() seeds every generator so that runs repeat, yet"
         elif flags and not all(exclusive(node, f) for f in flags):
             why = f"the deterministic setting at {script.at(flags[0].lineno)} is undone:"
+        elif beside is not None:
+            why = (f"the run seeds its generators ({ast.unparse(beside.func)}(...) at "
+                   f"{script.at(beside.lineno)}) so that runs repeat, yet")
         else:
             continue
         value = node.value
@@ -59,12 +63,62 @@ def _seeding_function(script: Script, node: ast.AST) -> ast.AST | None:
     func = script.enclosing_function(node)
     if func is None or if_branches(node):
         return None
+    return func if _seeds(script, func) == {"torch", "other"} else None
+
+
+def _seeded_beside(script: Script, node: ast.AST) -> ast.Call | None:
+    """The call beside ``node`` (in the same function, or at the top level of the script, a
+    ``__main__`` block included) that seeds torch and numpy or random unconditionally, directly
+    or through a helper it calls (``set_random_seeds(seed)`` from another file of the project):
+    a run set up to repeat. None when ``node`` sits under another ``if``."""
+    scope = script.enclosing_function(node) or script.tree
+    if _guarded(node):
+        return None
     seeded: set[str] = set()
-    for sub in walk_local(func):
-        if isinstance(sub, ast.Call) and not if_branches(sub):
-            q = script.call_qualname(sub) or ""
-            if q.startswith("torch.") and q.endswith("manual_seed"):
-                seeded.add("torch")
-            elif q in ("numpy.random.seed", "random.seed"):
-                seeded.add("other")
-    return func if seeded == {"torch", "other"} else None
+    last = None
+    for sub in sorted((n for n in walk_local(scope) if isinstance(n, ast.Call)),
+                      key=lambda n: (n.lineno, n.col_offset)):
+        if _guarded(sub):
+            continue
+        found = _seeds_in_call(script, sub) or {
+            f for t in script.targets(sub)[:2] for f in _seeds(t.script, t.func)}
+        if found - seeded:
+            seeded |= found
+            last = sub
+    return last if seeded == {"torch", "other"} else None
+
+
+def _seeds(script: Script, scope: ast.AST) -> set[str]:
+    """Which of torch and the others (numpy, random) ``scope`` seeds with a value, outside any
+    ``if``."""
+    return {f for sub in walk_local(scope) if isinstance(sub, ast.Call) and not _guarded(sub)
+            for f in _seeds_in_call(script, sub)}
+
+
+def _seeds_in_call(script: Script, call: ast.Call) -> set[str]:
+    q = script.call_qualname(call) or ""
+    if not (call.args or call.keywords):
+        return set()  # random.seed(): a seed from the OS
+    if q.startswith("torch.") and q.endswith("manual_seed"):
+        return {"torch"}
+    return {"other"} if q in ("numpy.random.seed", "random.seed") else set()
+
+
+def _guarded(node: ast.AST) -> bool:
+    """Under an ``if`` other than ``if __name__ == "__main__":``."""
+    return any(not _main_guard(n) for n in _ifs(node))
+
+
+def _ifs(node: ast.AST) -> Iterator[ast.If]:
+    n = node
+    while (p := parent(n)) is not None:
+        if isinstance(p, ast.If) and n is not p.test:
+            yield p
+        n = p
+
+
+def _main_guard(node: ast.If) -> bool:
+    t = node.test
+    return isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and \
+        t.left.id == "__name__" and len(t.comparators) == 1 and \
+        isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value == "__main__"

@@ -13,8 +13,8 @@ When it fires (once each):
 
 - ``cudnn.benchmark`` is True in a run that asks for deterministic results
   (``use_deterministic_algorithms(True)``, ``cudnn.deterministic = True``, a non-default
-  ``set_deterministic_debug_mode``; a seed alone does not ask: seeding for a reproducible
-  initialization while timing kernels for speed is common and deliberate): cuDNN times
+  ``set_deterministic_debug_mode``) or is seeded so that it repeats (torch and numpy or
+  ``random`` seeded with a value; braindecode/braindecode#360): cuDNN times
   several convolution algorithms for each new input shape and keeps the fastest, and the choice can
   differ between runs (it also overrides ``cudnn.deterministic = True``, pytorch/pytorch#6351).
   Reported at the line that set it (else at the first ask). It fires on a CPU-only run as well,
@@ -26,8 +26,9 @@ When it fires (once each):
   ``EmbeddingBag`` backward kernels (atomicAdd) while deterministic algorithms are off. Reported at
   the first ask, naming the module types found.
 
-Silent on: runs that never ask for deterministic results (``benchmark = True`` for speed, with
-or without a seed);
+Silent on: runs that neither ask for deterministic results nor seed torch and another
+generator (``benchmark = True`` for speed, unseeded or with torch alone seeded); the CUDA kernel
+report needs an ask for deterministic kernels;
 ``cudnn.enabled = False``; runs where
 benchmark is True only inside a block that ends before any step (a timing phase); CUDA models made
 only of layers with deterministic kernels (``Linear``, ``Embedding``, normalization, activations);
@@ -49,8 +50,8 @@ import itertools
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.seeding import asks_determinism, call_text
-from trainguard.sanitize.core.frames import Location, user_location
+from trainguard.sanitize.core.seeding import SEEDS, asks_determinism, call_text, fixes_seed
+from trainguard.sanitize.core.frames import Location, short_location, user_location
 
 # Module types whose CUDA kernels are nondeterministic (torch.use_deterministic_algorithms docs).
 _CONV = ("Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d")
@@ -69,6 +70,9 @@ class NondeterministicAlgorithms(Check):
         self.asked_at: Location | None = None
         self.asked_by = ""
         self.benchmark_at: Location | None = None
+        self.seeded: set[str] = set()  # generators seeded with a fixed seed so far
+        self.seeded_at: Location | None = None  # where torch and another one were seeded
+        self.seeded_by = ""
         self.done: set[str] = set()
         self.next_step = 1  # looked at steps 1, 2, 4, 8, ... (the first checked one from each)
 
@@ -78,6 +82,15 @@ class NondeterministicAlgorithms(Check):
         elif self.asked_at is None and asks_determinism(name, value):
             self.asked_at = user_location()
             self.asked_by = call_text(name, value)
+        elif name in SEEDS and self.seeded_at is None:
+            if not fixes_seed(name, value):
+                self.seeded.discard(SEEDS[name])  # reseeded from the OS
+                return
+            self.seeded.add(SEEDS[name])
+            if "torch" in self.seeded and len(self.seeded) > 1:  # every generator: a repeat
+                self.seeded_at = user_location()
+                self.seeded_by = f"it seeds {', '.join(sorted(self.seeded))}: " \
+                                 f"{call_text(name, value)}"
 
     def on_step(self, optimizer: Any) -> None:
         step = self.state.step
@@ -94,17 +107,20 @@ class NondeterministicAlgorithms(Check):
         import torch
 
         cudnn = torch.backends.cudnn
-        if ("benchmark" in self.done or self.asked_at is None or not cudnn.benchmark
-                or not cudnn.enabled):
+        asked_at, asked_by = (self.asked_at, self.asked_by) if self.asked_at else \
+            (self.seeded_at, self.seeded_by)
+        if "benchmark" in self.done or asked_at is None or not cudnn.benchmark \
+                or not cudnn.enabled:
             return
         self.done.add("benchmark")
         cuda = any(_on_cuda(m) for m in self.state.models)
         seen = ("this run's model is on CUDA" if cuda else
                 "this run's models are not on CUDA, so the flag changes nothing here, but it will "
                 "when the script runs on a GPU")
-        where = self.benchmark_at or self.asked_at
-        ask = (f"{self.asked_by} here" if where == self.asked_at
-               else f"{self.asked_by} at line {self.asked_at[1]}")
+        where = self.benchmark_at or asked_at
+        ask = f"{asked_by} here" if where == asked_at else \
+            f"{asked_by} at line {asked_at[1]}" if where[0] == asked_at[0] else \
+            f"{asked_by} at {short_location(asked_at)}"
         self.report(
             f"torch.backends.cudnn.benchmark is True in a run that asks to be reproducible ({ask}): "
             "cuDNN times several convolution algorithms for each new input shape and keeps the "
