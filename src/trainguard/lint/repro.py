@@ -9,7 +9,7 @@ from functools import cached_property
 from trainguard.lint.astutil import dotted, is_true, parent, walk_local
 from trainguard.lint.script import Script
 
-__all__ = ["Repro", "SEED_CALLS"]
+__all__ = ["Repro", "SEED_CALLS", "seeds_in"]
 
 _SEED_ALL = re.compile(r"(^|\.)(seed_everything|set_seed|seed_all|set_random_seed|fix_seed|"
                        r"setup_seed|init_seeds|seed_torch)$")
@@ -22,7 +22,7 @@ class Repro:
     @cached_property
     def seeded(self) -> set[str]:
         """Families seeded somewhere in the file: ``torch``, ``numpy``, ``random``."""
-        return _seeds(self.script, self.script.calls, depth=3)
+        return seeds_in(self.script, self.script.calls, depth=3)
 
     @cached_property
     def deterministic_flags(self) -> list[ast.AST]:
@@ -53,9 +53,11 @@ without CUDA: https://pytorch.org/docs/stable/generated/torch.cuda.manual_seed.h
 initialised on the CPU and CPU draws stay unseeded, so it does not count as seeding torch."""
 
 
-def _seeds(script: Script, calls, *, depth: int) -> set[str]:  # type: ignore[no-untyped-def]
+def seeds_in(script: Script, calls, *, depth: int,  # type: ignore[no-untyped-def]
+             local: bool = False) -> set[str]:
     """The generators ``calls`` seed. A seeding helper of the project (``setup_seed(cfg)``
-    defined in this file or one it imports) seeds what its body seeds; only a helper the
+    defined in this file or one it imports) seeds what its body seeds (one of this file only
+    with ``local``: otherwise its calls are among those read already); only a helper the
     project cannot see (Lightning's or transformers' ``seed_everything``/``set_seed``) counts
     as seeding all three by its name."""
     out: set[str] = set()
@@ -70,9 +72,9 @@ def _seeds(script: Script, calls, *, depth: int) -> set[str]:  # type: ignore[no
             if targets:
                 if depth > 0:
                     for t in targets:
-                        if t.script is not script:  # this file's calls are already read
+                        if local or t.script is not script:
                             body = [c for c in walk_local(t.func) if isinstance(c, ast.Call)]
-                            out |= _seeds(t.script, body, depth=depth - 1)
+                            out |= seeds_in(t.script, body, depth=depth - 1)
             elif _SEED_ALL.search(q):
                 out |= {"torch", "numpy", "random"}
     return out

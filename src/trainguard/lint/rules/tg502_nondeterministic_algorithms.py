@@ -18,8 +18,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, exclusive, if_branches, is_true, parent, walk_local
-from trainguard.lint.repro import Repro
+from trainguard.lint.astutil import dotted, exclusive, if_branches, is_false, is_true, parent, \
+    walk_local
+from trainguard.lint.repro import Repro, seeds_in
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script
 
@@ -39,7 +40,8 @@ def check(script: Script) -> Iterator[Hit]:
         beside = _seeded_beside(script, node) if seeding is None else None
         if seeding is not None:
             why = f"{seeding.name}() seeds every generator so that runs repeat, yet"
-        elif flags and not all(exclusive(node, f) for f in flags):
+        elif flags and not all(exclusive(node, f) or _turned_off_after(script, node, f)
+                               for f in flags):
             why = f"the deterministic setting at {script.at(flags[0].lineno)} is undone:"
         elif beside is not None:
             why = (f"the run seeds its generators ({ast.unparse(beside.func)}(...) at "
@@ -63,45 +65,60 @@ def _seeding_function(script: Script, node: ast.AST) -> ast.AST | None:
     func = script.enclosing_function(node)
     if func is None or if_branches(node):
         return None
-    return func if _seeds(script, func) == {"torch", "other"} else None
+    calls = [c for c in walk_local(func) if isinstance(c, ast.Call) and not _guarded(c)]
+    return func if _repeats(seeds_in(script, calls, depth=0)) else None
 
 
 def _seeded_beside(script: Script, node: ast.AST) -> ast.Call | None:
     """The call beside ``node`` (in the same function, or at the top level of the script, a
-    ``__main__`` block included) that seeds torch and numpy or random unconditionally, directly
-    or through a helper it calls (``set_random_seeds(seed)`` from another file of the project):
-    a run set up to repeat. None when ``node`` sits under another ``if``."""
-    scope = script.enclosing_function(node) or script.tree
+    ``__main__`` block included) after which torch and numpy or random are seeded
+    unconditionally, directly or through a helper it calls (``set_random_seeds(seed)`` from
+    another file of the project): a run set up to repeat. None when ``node`` sits under
+    another ``if``."""
     if _guarded(node):
         return None
+    scope = script.enclosing_function(node) or script.tree
     seeded: set[str] = set()
-    last = None
-    for sub in sorted((n for n in walk_local(scope) if isinstance(n, ast.Call)),
-                      key=lambda n: (n.lineno, n.col_offset)):
-        if _guarded(sub):
-            continue
-        found = _seeds_in_call(script, sub) or {
-            f for t in script.targets(sub)[:2] for f in _seeds(t.script, t.func)}
-        if found - seeded:
-            seeded |= found
-            last = sub
-    return last if seeded == {"torch", "other"} else None
+    for call in sorted((n for n in walk_local(scope) if isinstance(n, ast.Call)),
+                       key=lambda n: (n.lineno, n.col_offset)):
+        if not _guarded(call):
+            seeded |= seeds_in(script, [call], depth=1, local=True)
+            for t in script.targets(call)[:2]:  # a helper of any name (``set_environment``)
+                seeded |= seeds_in(t.script, [c for c in walk_local(t.func)
+                                              if isinstance(c, ast.Call)], depth=0)
+            if _repeats(seeded):
+                return call
+    return None
 
 
-def _seeds(script: Script, scope: ast.AST) -> set[str]:
-    """Which of torch and the others (numpy, random) ``scope`` seeds with a value, outside any
-    ``if``."""
-    return {f for sub in walk_local(scope) if isinstance(sub, ast.Call) and not _guarded(sub)
-            for f in _seeds_in_call(script, sub)}
+def _turned_off_after(script: Script, node: ast.AST, flag: ast.AST) -> bool:
+    """The deterministic ``flag`` sits in a function with ``benchmark = False`` beside it, and
+    ``node`` (``benchmark = True``) is top-level code above every call of that function: the
+    function turns benchmark mode off after it (OpenNMT's ``set_random_seed`` after a
+    module-level speed-up)."""
+    func = script.enclosing_function(flag)
+    if func is None or script.enclosing_function(node) is not None or _guarded(node) or \
+            not _benchmark_off_beside(flag):
+        return False
+    calls = [c for c in script.calls if any(t.func is func for t in script.targets(c))]
+    return bool(calls) and all(c.lineno > node.lineno for c in calls)
 
 
-def _seeds_in_call(script: Script, call: ast.Call) -> set[str]:
-    q = script.call_qualname(call) or ""
-    if not (call.args or call.keywords):
-        return set()  # random.seed(): a seed from the OS
-    if q.startswith("torch.") and q.endswith("manual_seed"):
-        return {"torch"}
-    return {"other"} if q in ("numpy.random.seed", "random.seed") else set()
+def _benchmark_off_beside(flag: ast.AST) -> bool:
+    """``cudnn.benchmark = False`` among the statements around the deterministic ``flag``."""
+    stmt = flag
+    while not isinstance(stmt, ast.stmt) and (p := parent(stmt)) is not None:
+        stmt = p
+    block = parent(stmt)
+    body = next((b for b in (getattr(block, f, None) for f in ("body", "orelse", "finalbody"))
+                 if isinstance(b, list) and stmt in b), [])
+    return any(isinstance(n, ast.Assign) and is_false(n.value) and any(
+        (dotted(t) or "").endswith("cudnn.benchmark") for t in n.targets) for n in body)
+
+
+def _repeats(seeded: set[str]) -> bool:
+    """Torch seeded, and numpy or random: every generator a training run draws from."""
+    return "torch" in seeded and bool(seeded & {"numpy", "random"})
 
 
 def _guarded(node: ast.AST) -> bool:
