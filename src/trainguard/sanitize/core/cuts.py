@@ -25,7 +25,7 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget
 from trainguard.sanitize.core.callstack import grad_off_site
-from trainguard.sanitize.core.frames import Location, is_user_file
+from trainguard.sanitize.core.frames import Location, is_user_file, user_location
 from trainguard.sanitize.core.graph import graph_nodes
 from trainguard.sanitize.core.modestack import remove_mode
 from trainguard.sanitize.core.source import function_node
@@ -34,7 +34,7 @@ from trainguard.sanitize.core.tracing import bounded_mode, op_name, tensors
 __all__ = ["cut_trace", "trace_next_forward", "trace_after_forward", "assigned_in_init",
            "assigned_in_methods", "built_lines", "cut_inside", "EXPLICIT"]
 
-EXPLICIT = frozenset({"detach", "detach_", "data", "item", "numpy", "tolist"})
+EXPLICIT = frozenset({"detach", "detach_", "data", "item", "numpy", "tolist", "nn.Parameter"})
 """Ops whose only purpose is to leave the graph; preferred when several cuts are seen."""
 
 _OPS = 4096  # ops followed at most in the traced call
@@ -77,6 +77,21 @@ def _make_mode(params: list[Any]) -> Any:
                     # computed from it (``x[perm]``) carries this line
                     self.cuts[id(t)] = (op_name(func), self.caller())
                 self.keep.append(t)
+
+        def registered(self, module: Any, name: str, param: Any) -> None:
+            """A module parameter registered during the call (``self.lin.weight =
+            nn.Parameter(w)``): when it is a new leaf over the memory of a tensor computed
+            from the followed ones, wrapping it ended their path (``nn.Parameter`` is not seen
+            by the mode)."""
+            try:
+                if param is None or param.grad_fn is not None:
+                    return
+                ptr = param.untyped_storage().data_ptr()
+                if ptr and any(t is not param and id(t) in self.derived
+                               and t.untyped_storage().data_ptr() == ptr for t in self.keep):
+                    self.seen.append(("nn.Parameter", user_location(sys._getframe(1))))
+            except Exception:
+                return  # (a meta or sparse tensor: nothing is said)
 
         def result(self, output: Any) -> tuple[str, Location | None] | None:
             """The cut ``output`` comes from, else the first explicit cut, else the first."""
@@ -139,9 +154,12 @@ def _enter(active: list[Any], handles: list[Any], followed: Any) -> None:
     """Enter a :func:`cut_trace` following the tensors ``followed()`` gives (on failure, remove
     the hooks)."""
     try:
+        from torch.nn.modules.module import register_module_parameter_registration_hook
+
         mode = cut_trace(followed())
         mode.__enter__()
         active.append(mode)
+        handles.append(register_module_parameter_registration_hook(mode.registered))
     except Exception:
         _release(handles)
 
