@@ -136,8 +136,10 @@ class DeviceMismatch(Check):
             seen = f": {parts}" if len(by_device) >= 2 else f" ({text.splitlines()[0]})"
             return Diagnosis(
                 f"tensors on two devices met in one operation{seen}; the cpu ones were made "
-                f"inside the model's forward by `{made[1]}` here, which takes no device and so "
-                "makes them on the CPU whatever device the model is on",
+                f"inside the model's forward by `{made[1]}` here, which "
+                + ("is given a fixed device, not its inputs', and so" if "device=" in made[1] else
+                   "takes no device and so") + " makes them on the CPU whatever device the "
+                "model is on",
                 fix="make them on the input's device: pass `device=x.device` (and "
                     "`dtype=x.dtype`) to the factory, or use torch.zeros_like(...)/"
                     "x.new_zeros(...)", where=made[0])
@@ -306,6 +308,7 @@ def _made_in_forward(exc: BaseException) -> tuple[Any, str] | None:
     impl = (nn.Module._call_impl.__code__, nn.Module._wrapped_call_impl.__code__)
     called: dict[int, list[Any]] = {}  # id(module) -> the tensors its call was given
     held_cpu, named_cpu = [], []  # user modules whose forward made CPU tensors (named or not)
+    named: list[tuple[Any, set[str]]] = []  # (forward's code, its locals holding them)
     tb = exc.__traceback__
     while tb is not None:
         frame, tb = tb.tb_frame, tb.tb_next
@@ -321,9 +324,10 @@ def _made_in_forward(exc: BaseException) -> tuple[Any, str] | None:
         if not given or any(t.is_cpu for t in given):
             continue
         ids = {id(t) for t in given}
-        made = [t for v in frame.f_locals.values() for t in held(v) if id(t) not in ids]
-        if any(t.is_cpu and t.dim() > 0 for t in made):
+        made = {k: t for k, v in frame.f_locals.items() for t in held(v) if id(t) not in ids}
+        if any(t.is_cpu and t.dim() > 0 for t in made.values()):
             held_cpu.append(owner)
+            named.append((code, {k for k, t in made.items() if t.is_cpu and t.dim() > 0}))
         elif "cpu" in str(exc) and not any(p.is_cpu for p in owner.parameters()):
             named_cpu.append(owner)  # a CPU temporary no name holds: the error names the CPU
     owners = held_cpu[:1] or named_cpu[-1:]  # (else the innermost such forward)
@@ -332,8 +336,28 @@ def _made_in_forward(exc: BaseException) -> tuple[Any, str] | None:
         if not calls and held_cpu:  # (a named state) its submodules': ``cell.init_hidden(b)``
             calls = _factory_methods(list(dict.fromkeys(
                 type(m) for m in list(owner.modules())[1:64] if type(m) is not type(owner))))
-        return next(iter(calls.values())) if len(calls) == 1 else None
+        if len(calls) == 1:
+            return next(iter(calls.values()))
+        # no factory without ``device=``: one given a device the inputs are not on
+        # (``torch.zeros(..., device=self.gpu_ids[0])``) that made a CPU local of that forward
+        return _assigned_factory(*named[0]) if named and not calls else None
     return None
+
+
+def _assigned_factory(code: Any, names: set[str]) -> tuple[Any, str] | None:
+    """``(location, call text)`` of the one ``name = torch.<factory>(..., device=...)``
+    statement in the function of ``code`` assigning one of ``names``; None unless exactly one."""
+    node = function_node(code)
+    found = [n for n in ast.walk(node) if isinstance(n, ast.Assign) and len(n.targets) == 1
+             and isinstance(n.targets[0], ast.Name) and n.targets[0].id in names
+             and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute)
+             and n.value.func.attr in _FACTORIES and isinstance(n.value.func.value, ast.Name)
+             and n.value.func.value.id == "torch"] if node is not None else []
+    if len(found) != 1:
+        return None
+    call = found[0].value
+    return ((code.co_filename, call.lineno, call.col_offset + 1),
+            ast.unparse(call.func) + "(..., device=...)")
 
 
 def _factory_methods(classes: list[type]) -> dict[Any, tuple[Any, str]]:
