@@ -354,12 +354,15 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
     covered: set[int] = set()
     for node in script.nodes:
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or \
-                _framework_hook(script, node) or _inside_module_class(script, node):
+                _framework_hook(script, node):
             continue
         named = bool(EVAL_NAME.match(node.name))
+        own = _inside_module_class(script, node)
+        if own and not (named and _self_calls_after_eval(node)):
+            continue
         if named or node.name not in _NOT_INFERENCE and script.mode_dependent and \
                 _mentions_no_grad(script, node):
-            fwd = forward_calls(script, node)
+            fwd = forward_calls(script, node) + (_self_calls_after_eval(node) if own else [])
             text = script.segment(node) or ""
             # an evaluation function feeds a metric, or runs its forwards with grad disabled
             # (``predict_proba`` returning probabilities under no_grad is inference too);
@@ -372,7 +375,7 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
             # (or, named for evaluation, it puts its own model in eval mode first:
             # ``self.embed.eval()`` in an estimator's ``predict``)
             if fwd and (_METRIC_HINT.search(text) or inference or
-                        named and _sets_eval_first(node, fwd)) and \
+                        named and (_sets_eval_first(node, fwd) or _leave_graph(fwd))) and \
                     not script.has_backward(node) and not rollout(script, node) and \
                     not _backpropagated(script, node):
                 regions.append(_region(script, node, fwd))
@@ -391,6 +394,39 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
             covered.update(id(n) for n in walk_local(node))
     regions.extend(_eval_blocks(script, covered))
     return regions
+
+
+def _self_calls_after_eval(func: ast.AST) -> list[ast.Call]:
+    """A model's own evaluation method (``def predict(self, x): self.eval(); return self(x)``)
+    switches its module to eval mode and then calls it: those calls are its forwards."""
+    calls = [n for n in walk_local(func) if isinstance(n, ast.Call)]
+    evals = [c.lineno for c in calls if isinstance(c.func, ast.Attribute) and
+             c.func.attr == "eval" and not c.args and dotted(c.func.value) == "self"]
+    return [c for c in calls if evals and c.lineno > min(evals) and
+            dotted(c.func) in ("self", "self.forward")]
+
+
+_DETACHING = frozenset({"detach", "numpy", "tolist"})
+
+
+def _leave_graph(forwards: list[ast.Call]) -> bool:
+    """A forward's output is taken out of the graph at once (``net(x).squeeze(1).detach()
+    .numpy()``): the function keeps values, not the graph it recorded, so (with no backward
+    in it, nor at its callers) it evaluates, whatever it computes."""
+    ids = {id(f) for f in forwards}
+
+    def leaves(call: ast.AST) -> bool:
+        n = call
+        while isinstance(p := parent(n), (ast.Attribute, ast.Call, ast.Subscript)):
+            if isinstance(p, ast.Subscript) and n is not p.value:
+                return False
+            if isinstance(p, ast.Call) and n is not p.func and id(p) not in ids:
+                return False  # handed on as an argument (but to another forward)
+            if isinstance(p, ast.Attribute) and p.attr in _DETACHING:
+                return True
+            n = p
+        return False
+    return any(leaves(f) for f in forwards)
 
 
 def _sets_eval_first(func: ast.AST, forwards: list[ast.Call]) -> bool:

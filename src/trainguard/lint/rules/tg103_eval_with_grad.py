@@ -12,7 +12,9 @@ when the model called is frozen whole (``teacher.requires_grad_(False)``, or
 literal tuple of models, ``for net in (generator, assessor):``): its outputs then carry
 no ``grad_fn``. A frozen part (``model.backbone``) leaves the rest recording graphs, so it does
 not silence the forwards of ``model``. A function that backpropagates only under ``if train:``
-(a parameter), called with ``train=False`` and grad enabled, is reported at that call.
+(a parameter), called with ``train=False`` and grad enabled, is reported at that call. A bare
+``torch.no_grad()`` statement (made and dropped, never entered) before forwards with no
+backward is reported at that statement.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from trainguard.lint.astutil import dotted, is_false, parent, walk_local
 from trainguard.lint.frozen import frozen_models
 from trainguard.lint.regions import _METRIC_HINT, eval_regions, forward_calls
 from trainguard.lint.rules import Hit
-from trainguard.lint.script import Script, is_backward
+from trainguard.lint.script import NO_GRAD, Script, is_backward
 
 CODE = "TG103"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
@@ -49,6 +51,34 @@ def check(script: Script) -> Iterator[Hit]:
             break
     yield from _after_eval(script, frozen)
     yield from _flagged_off(script, frozen)
+    yield from _discarded_context(script, frozen)
+
+
+def _discarded_context(script: Script, frozen: set[str]) -> Iterator[Hit]:
+    """``torch.no_grad()`` (or ``inference_mode()``) written as a statement, not as ``with``:
+    the context manager is made and dropped, grad stays enabled, and the forwards after it in
+    the same function record graphs that no backward uses. ``set_grad_enabled(False)`` as a
+    statement does switch grad off, so it is not one."""
+    if "no_grad()" not in script.source and "inference_mode()" not in script.source:
+        return
+    for node in script.nodes:
+        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and
+                script.call_qualname(node.value) in NO_GRAD and not node.value.args):
+            continue
+        scope = script.enclosing_function(node)
+        if scope is None or script.has_backward(scope) or _uses_gradients(script, scope):
+            continue
+        fwds = [f for f in sorted(forward_calls(script, scope), key=lambda c: c.lineno)
+                if f.lineno > node.lineno and
+                not script.grad_disabled(f) and not _frozen_call(script, f, frozen)]
+        if fwds:
+            q = script.call_qualname(node.value)
+            yield Hit(node, f"{q}() is called as a statement: the context manager is created "
+                            f"and dropped, so grad stays enabled and "
+                            f"{dotted(fwds[0].func) or 'the model'}(...) "
+                            f"({script.at(fwds[0].lineno)}) records a graph no backward uses",
+                      fix="indent the code under `with torch.no_grad():` (or decorate the "
+                          "function with @torch.no_grad())")
 
 
 def _flagged_off(script: Script, frozen: set[str]) -> Iterator[Hit]:
