@@ -40,6 +40,7 @@ _DROPOUT_MODULES = {f"torch.nn.{n}" for n in MODE_RULES[0].classes}
 
 
 def check(script: Script) -> Iterator[Hit]:
+    yield from _shadow_flag(script)
     yield from _foreign_helpers(script)
     yield from _built_in_forward(script)
     for call in script.calls:
@@ -298,3 +299,65 @@ def _guarded_by_training(call: ast.AST, func: ast.AST) -> bool:
             return n in getattr(p, "body", []) or n is getattr(p, "body", None)
         n = p
     return False
+
+
+_RANDOM = ("torch.rand", "torch.rand_like", "torch.bernoulli", "torch.randn")
+
+
+def _drops(script: Script, node: ast.AST) -> bool:
+    """``node`` runs dropout that takes no mode: a functional dropout op, or a function of the
+    file that draws a random mask (``(torch.rand(x.shape) > p).float() * x``)."""
+    for c in walk_local(node):
+        if not isinstance(c, ast.Call):
+            continue
+        if script.call_qualname(c) in _DROPOUTS | _TORCH_DROPOUTS:
+            func = script.enclosing_function(c)
+            if func is not None and _ignores_mode(script, c, func):
+                return True
+            continue
+        if isinstance(c.func, ast.Name) and c.func.id in script.functions and any(
+                isinstance(r, ast.Call) and script.call_qualname(r) in _RANDOM and
+                "training" not in (script.segment(f) or "")
+                for f in script.functions[c.func.id] for r in ast.walk(f)):
+            return True
+    return False
+
+
+def _shadow_flag(script: Script) -> Iterator[Hit]:
+    """``forward`` drops only under ``if self.is_training:``, a flag of the module's own set in
+    ``__init__`` and never changed after: ``model.eval()`` updates ``self.training``, not it, so
+    an instance evaluated after ``.eval()`` still drops (d2l's dropout from scratch)."""
+    if "eval()" not in script.source:
+        return
+    for cls in script.nodes:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        methods = {b.name: b for b in cls.body if isinstance(b, ast.FunctionDef)}
+        forward, init = methods.get("forward"), methods.get("__init__")
+        if forward is None or init is None or "train" in methods or "eval" in methods:
+            continue
+        for node in walk_local(forward):
+            if not (isinstance(node, ast.If) and isinstance(node.test, (ast.Attribute,
+                                                                         ast.Compare))):
+                continue
+            attrs = [a.attr for a in ast.walk(node.test) if isinstance(a, ast.Attribute)
+                     and dotted(a.value) == "self"]
+            if len(attrs) != 1 or attrs[0] == "training" or "train" not in attrs[0].lower() \
+                    or not _drops(script, ast.Module(body=node.body, type_ignores=[])) \
+                    or _set_outside(script, attrs[0], init):
+                continue
+            relied = _eval_forward(script, cls)
+            if relied is None:
+                continue
+            yield Hit(node.test, f"{cls.name}.forward drops only when self.{attrs[0]} is set, a "
+                                 f"flag fixed in __init__ that model.eval() does not change: the "
+                                 f"{cls.name} evaluated at {script.at(relied.lineno)} in eval "
+                                 f"mode still drops units",
+                      fix="test self.training instead (nn.Module.train()/eval() set it)")
+
+
+def _set_outside(script: Script, attr: str, init: ast.AST) -> bool:
+    """``attr`` is stored anywhere but in ``__init__`` (``net.is_training = False``)."""
+    inside = {id(n) for n in ast.walk(init)}
+    return any(isinstance(n, ast.Attribute) and n.attr == attr and
+               isinstance(n.ctx, ast.Store) and id(n) not in inside for n in ast.walk(script.tree))
