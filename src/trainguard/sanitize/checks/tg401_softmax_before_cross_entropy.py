@@ -6,7 +6,9 @@ no ``grad_fn`` (a validation loss under ``torch.no_grad()``), its values, on the
 
 When it fires: the input was made by ``softmax`` (``F.softmax``, ``nn.Softmax``, ``Tensor.softmax``),
 possibly through a reshape or dtype cast; or, without a ``grad_fn``, it holds probabilities: two or
-more classes along dim 1, every value in [0, 1], every row summing to 1 (within 1e-3).
+more classes along dim 1, every value in [0, 1], every row summing to 1 (within 1e-3), and not
+every value exactly 0 or 1 (one-hot rows: a softmax never gives exact zeros, so they are built,
+e.g. to compute the floor a perfect prediction reaches, not a model's output).
 ``cross_entropy`` applies ``log_softmax`` itself, so the model is trained through two softmaxes
 and its gradients shrink; ``nll_loss`` expects log-probabilities, so on probabilities it is not a
 likelihood at all. Reported at the cause: after the first sighting, a window (``core/origin.py``)
@@ -111,4 +113,8 @@ def _probabilities(given: Any) -> bool:
     if float(given.min()) < 0.0 or float(given.max()) > 1.0:
         return False
     sums = given.sum(dim=1)
-    return bool(((sums - 1.0).abs() <= 1e-3).all())
+    if not bool(((sums - 1.0).abs() <= 1e-3).all()):
+        return False
+    # Exact one-hot rows are made, not predicted (a softmax is never exactly 0): a reference
+    # value such as the loss floor of a perfect prediction, not a model's output.
+    return not bool(((given == 0) | (given == 1)).all())
