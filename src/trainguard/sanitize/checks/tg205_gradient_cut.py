@@ -29,17 +29,16 @@ replaced after the optimizer was built (no model seen holds them while one of th
 trainable parameters is in no optimizer: TG304 reports that; a tensor given to an optimizer by
 name, which no model holds, is judged); frozen parameters (``requires_grad=False``); parameters that
 got a gradient at any step (branches used only sometimes, a head trained after a warm-up, tasks
-sampled per batch); several optimizers (each is judged on its own steps); optimizers that never
-step.
+sampled per batch); several optimizers (each judged on its own steps); optimizers that never step;
+a model output the training code never reads (weighted 0, left out, not cut: ``core/handed.py``).
 
 Cost: at each of an optimizer's first 3 steps, one pass over its parameters; once suspects are
 found, one pass over the models' modules (4 holders at most) and, at each of the next 8 backward
 calls at most, one walk of the loss's graph, 20,000 nodes in all (a walk cut short names no cut);
 at exit, one pass over the suspects.
 
-Reference: GitHub yifita/deep_cage#16 (a ``.detach()`` left a loss term without effect) and
-isayev/ReLeaSE#39 (a loss rebuilt through ``.item()``/numpy left every grad None); autograd notes
-(https://pytorch.org/docs/stable/notes/autograd.html).
+Reference: yifita/deep_cage#16 (a ``.detach()`` left a loss term without effect), isayev/ReLeaSE#39
+(a loss rebuilt through ``.item()``/numpy), https://pytorch.org/docs/stable/notes/autograd.html.
 """
 
 from __future__ import annotations
@@ -55,8 +54,9 @@ from trainguard.sanitize.core.cuts import (built_lines, cut_inside, routed, trac
 from trainguard.sanitize.core.frames import short_location, user_location
 from trainguard.sanitize.core.grad_suspects import Suspects, without_gradient
 from trainguard.sanitize.core.graph import graph_nodes
+from trainguard.sanitize.core.handed import HandedOut, settle
 from trainguard.sanitize.core.number_cuts import NumberWatch
-from trainguard.sanitize.core.params import held_ids
+from trainguard.sanitize.core.params import held_ids, param_names
 from trainguard.sanitize.core.records import first_tensor
 from trainguard.sanitize.core.terms import TermWatch
 
@@ -80,6 +80,7 @@ class _Probe:
                         for name, module in modules.items()]
         self.modules = modules
         self.names = list(modules)
+        self.handed: list[tuple[Any, HandedOut]] = []  # outputs the model returns (core/handed)
 
     def _hook(self, name: str) -> Any:
         import torch
@@ -146,6 +147,9 @@ class _Probe:
                 parts.append(f"`{name}`'s output at {at} does not reach the loss: the cut is "
                              "after it, on that line or later")
                 self._trace(name, after=True)
+                module = self.modules[name]
+                for root in [m for m in self.roots if module in m.modules()][:1]:
+                    self.handed.append((module, HandedOut(root, module)))
             else:
                 inside = cut_inside(self.modules.get(name), node)
                 if inside is None:
@@ -211,6 +215,7 @@ class GradientCut(Check):
         self.numbers = NumberWatch()  # a loss rebuilt from numbers (core/number_cuts.py)
         self.numbered: Suspects | None = None  # ... the suspects it traces for
         self.placed: set[Any] = set()
+        self.handed: list[tuple[Suspects, Any, HandedOut]] = []  # judged at the next step
 
     def on_built(self, obj: Any, where: Any) -> None:
         # the first backward calls come after an optimizer is built: look at their losses' terms
@@ -226,6 +231,8 @@ class GradientCut(Check):
             cut = probe.judge(call.tensors)
             if cut is not None:
                 probe.suspects.cut = cut
+                self.handed += [(probe.suspects, *h) for h in probe.handed]
+                self.hold() if self.handed else None  # the next step must come: it closes them
             elif probe.waited < _PROBE_WAIT:
                 probe.waited += 1
                 waiting.append(probe)
@@ -262,6 +269,8 @@ class GradientCut(Check):
     def on_step_pre(self, optimizer: Any) -> None:
         self.terms.settle()
         self.numbers.settle()
+        self.handed = settle(self.handed)  # outputs returned by the model, then left out
+        self.hold() if self.handed else None
         record = self.seen.get(id(optimizer))
         if record is None:
             key = id(optimizer)
@@ -278,7 +287,8 @@ class GradientCut(Check):
         if record[0] == _STEPS and never:
             never = self._in_models(never) - self._beside_trained(never)
         if record[0] == _STEPS and never:
-            suspects = Suspects(type(optimizer).__name__, len(params), self._names(never),
+            suspects = Suspects(type(optimizer).__name__, len(params),
+                                param_names(self.state.models, never),
                                 user_location(sys._getframe(1)), zero & never)
             suspects.follow([p for p in params if id(p) in never])
             self.suspects.append(suspects)
@@ -331,7 +341,9 @@ class GradientCut(Check):
         self.numbers.close()
         for probe in self.probes:
             probe.release()
-        self.probes = []
+        for _, _, handed in self.handed:
+            handed.close(judge=False)
+        self.probes, self.handed = [], []
         suspects, self.suspects = self.suspects, []
         for s in suspects:
             s.release()
@@ -386,14 +398,3 @@ class GradientCut(Check):
                         not all(id(p) in ids for p in own):
                     out.update(id(p) for p in own if id(p) in ids)
         return out
-
-    def _names(self, ids: set[int]) -> dict[int, str]:
-        """``id(param) -> "name (shape)"`` for ``ids``, by their names in the models seen."""
-        names: dict[int, str] = {}
-        for model in list(self.state.models):
-            for name, p in model.named_parameters():
-                if id(p) in ids and id(p) not in names:
-                    names[id(p)] = f"{name} {tuple(p.shape)}"
-        for key in ids - names.keys():
-            names[key] = "an unnamed parameter"
-        return names

@@ -16,8 +16,8 @@ from typing import Any
 
 from trainguard.sanitize.core.values import readable
 
-__all__ = ["ParamMap", "all_parameters", "doubled_parameters", "held_ids", "no_gradients", "value_sum",
-           "zeroed_by"]
+__all__ = ["ParamMap", "all_parameters", "param_names", "doubled_parameters", "held_ids",
+           "no_gradients", "value_sum", "zeroed_by"]
 
 
 def value_sum(p: Any) -> float | None:
@@ -141,3 +141,15 @@ def doubled_parameters(optimizers: Any) -> tuple[Any, str] | None:
                        f"parameter{'s' if extra != 1 else ''} twice, as after a copy-paste slip "
                        "that left this module out")
     return None
+
+
+def param_names(models: Any, ids: set[int]) -> dict[int, str]:
+    """``id(param) -> "name (shape)"`` for ``ids``, by their names in ``models``."""
+    names: dict[int, str] = {}
+    for model in list(models):
+        for name, p in model.named_parameters():
+            if id(p) in ids and id(p) not in names:
+                names[id(p)] = f"{name} {tuple(p.shape)}"
+    for key in ids - names.keys():
+        names[key] = "an unnamed parameter"
+    return names
