@@ -9,7 +9,7 @@ from functools import cached_property
 from trainguard.lint.astutil import dotted, is_true, parent, walk_local
 from trainguard.lint.script import Script
 
-__all__ = ["Repro", "SEED_CALLS", "seeds_in"]
+__all__ = ["Repro", "SEED_CALLS", "in_unused_function", "seeds_in"]
 
 _SEED_ALL = re.compile(r"(^|\.)(seed_everything|set_seed|seed_all|set_random_seed|fix_seed|"
                        r"setup_seed|init_seeds|seed_torch)$")
@@ -61,10 +61,13 @@ def seeds_in(script: Script, calls, *, depth: int,  # type: ignore[no-untyped-de
     project cannot see (Lightning's or transformers' ``seed_everything``/``set_seed``) counts
     as seeding all three by its name."""
     out: set[str] = set()
+    unused = _never_called(script)
     for call in calls:
         q = script.call_qualname(call) or ""
         if _in_fork_rng(script, call):
             continue  # seeds only the draws inside the block; the run itself is unseeded
+        if unused and _top_function(call) in unused:
+            continue  # a helper nothing in the file calls or names seeds nothing in this run
         if q in SEED_CALLS:
             out.add(SEED_CALLS[q])
         elif "seed" in q.lower():
@@ -91,3 +94,35 @@ def _in_fork_rng(script: Script, node: ast.AST) -> bool:
             return True
         n = p
     return False
+
+
+def _top_function(node: ast.AST) -> str | None:
+    """The name of the module-level function whose body holds ``node``, or None."""
+    n = node
+    while (p := parent(n)) is not None:
+        if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)) and isinstance(
+                parent(p), ast.Module):
+            return p.name
+        n = p
+    return None
+
+
+def _never_called(script: Script) -> set[str]:
+    """Module-level functions of a script (a file with ``if __name__ == "__main__":``) that no
+    code of the file calls or names (a ``set_seed(seed)`` defined and forgotten): what they would
+    seed is never seeded. A file without that guard may be imported for its helpers: none."""
+    tree = script.tree
+    main = any(isinstance(n, ast.If) and "__main__" in ast.dump(n.test) for n in tree.body)
+    if not main:
+        return set()
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
+        {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)} | \
+        {e.value for e in ast.walk(tree) if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return defined - named
+
+
+def in_unused_function(script: Script, node: ast.AST) -> bool:
+    """Whether ``node`` lies in a module-level function that nothing in the script calls."""
+    unused = _never_called(script)
+    return bool(unused) and _top_function(node) in unused

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, is_true, kwarg, parent
 from trainguard.lint.consts import const_eval
-from trainguard.lint.repro import SEED_CALLS, Repro
+from trainguard.lint.repro import SEED_CALLS, Repro, in_unused_function
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
@@ -59,6 +59,10 @@ def check(script: Script) -> Iterator[Hit]:
     for family, call in _project_draws(script).items():  # a data helper of another file
         if family not in repro.seeded and family not in first:
             first[family] = call
+    forgotten = _forgotten_helper(script, setting) if setting and first else None
+    if forgotten is not None:  # one call is missing: reported once, where it belongs
+        yield forgotten
+        return
     seeded = ", ".join(sorted(repro.seeded)) or "nothing"
     place = None
     if setting is None and first:
@@ -204,12 +208,41 @@ def _unapplied_seed(script: Script) -> tuple[str, int] | None:
         read = (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and
                 isinstance(node.slice.value, str) and _SEED_NAME.match(node.slice.value)) or \
             (isinstance(node, ast.Attribute) and _SEED_NAME.match(node.attr) and
-             isinstance(node.ctx, ast.Load)) or \
+             isinstance(node.ctx, ast.Load) and not _called(node)) or \
             (isinstance(node, ast.Name) and _SEED_NAME.match(node.id) and
              isinstance(node.ctx, ast.Load))
-        if read and not _only_shown(node):
+        if read and not _only_shown(node) and not in_unused_function(script, node):
             return None  # handed to something: a generator, a helper, a library
     return setting
+
+
+def _forgotten_helper(script: Script, setting: tuple[str, int]) -> Hit | None:
+    """A seeding helper of the script (``def set_seed(seed): torch.manual_seed(seed); ...``)
+    that nothing calls, with a seed setting nothing applies: the one call is missing. Reported
+    where the seed becomes known (the ``parse_args()`` statement for a ``--seed`` option, else
+    the setting's line), where the call belongs."""
+    helpers = [f for f in script.tree.body if isinstance(f, ast.FunctionDef)
+               and in_unused_function(script, f.body[0]) and _seeding_body(script, f, least=1)]
+    if not helpers:
+        return None
+    known = [c for c in script.calls if isinstance(c.func, ast.Attribute)
+             and c.func.attr == "parse_args" and c.lineno > setting[1]]
+    at = known[0] if setting[0].startswith("-") and known else next(
+        (n for n in script.nodes if isinstance(n, ast.stmt) and n.lineno == setting[1]), None)
+    if at is None:
+        return None
+    name = helpers[0].name
+    return Hit(at, f"{name}() (at {script.at(helpers[0].lineno)}) seeds the random generators "
+                   f"but nothing calls it, and the seed ({setting[0]} at "
+                   f"{script.at(setting[1])}) is applied nowhere: every run draws different "
+                   "weights, dropout masks and data order",
+               fix=f"call {name}(seed) once the seed is known, before the model is built")
+
+
+def _called(node: ast.AST) -> bool:
+    """``g.manual_seed`` in ``g.manual_seed(123)``: a method called, not a seed setting read."""
+    p = parent(node)
+    return isinstance(p, ast.Call) and p.func is node
 
 
 def _stored_seed(script: Script) -> tuple[str, int] | None:
@@ -270,8 +303,10 @@ def _only_shown(node: ast.AST) -> bool:
 
 def _family(script: Script, call: ast.Call) -> str | None:
     q = script.call_qualname(call) or ""
-    if _TORCH_RNG.match(q):
-        return "torch"
+    if _TORCH_RNG.match(q):  # (not with a generator of its own: torch.rand(n, generator=g))
+        gen = kwarg(call, "generator")
+        return "torch" if gen is None or (isinstance(gen, ast.Constant) and gen.value is None) \
+            else None
     if q.endswith("DataLoader") and is_true(kwarg(call, "shuffle")):
         return "torch"
     if q.startswith("numpy.random.") and "()" not in q:  # not RandomState(0).rand()
