@@ -110,7 +110,15 @@ def _top_function(node: ast.AST) -> str | None:
 def _never_called(script: Script) -> set[str]:
     """Module-level functions of a script (a file with ``if __name__ == "__main__":``) that no
     code of the file calls or names (a ``set_seed(seed)`` defined and forgotten): what they would
-    seed is never seeded. A file without that guard may be imported for its helpers: none."""
+    seed is never seeded. A file without that guard may be imported for its helpers: none.
+    Memoised per file."""
+    memo = script.__dict__
+    if "_tg_never_called" not in memo:
+        memo["_tg_never_called"] = _unnamed_functions(script)
+    return memo["_tg_never_called"]
+
+
+def _unnamed_functions(script: Script) -> set[str]:
     tree = script.tree
     main = any(isinstance(n, ast.If) and "__main__" in ast.dump(n.test) for n in tree.body)
     if not main:
