@@ -215,7 +215,7 @@ class TrainInEvalMode(Check):
         trained = self.train_at.get(id(model))
         before = (f"; the last model.train() at {short_location(trained[1])} ran before it"
                   if trained is not None and trained[0]() is model and trained[1] else "")
-        called = helper = None
+        called, helper, asked = None, None, set_at
         if stacked is not None and stacked[0]() is not None:
             # (the module eval() was called on, which holds the one this forward ran)
             name = type(stacked[0]()).__name__
@@ -229,14 +229,14 @@ class TrainInEvalMode(Check):
                 return
             # (the forward's stack: a step function's own call that left eval, lc_loss()'s
             # get_blob_dict(model, batch), shares that function's frame with the forward)
-            called, helper = _placement(stacked[1], made or step, set_at)
+            called, helper, asked = _placement(stacked[1], made or step, set_at)
         if called is not None and called[:2] != set_at[:2]:
             end = function_end(helper[1]) if helper is not None else None
-            if end is not None and end[0] == set_at[0] and end[1] >= set_at[1]:
-                func = helper[1].co_name
+            if end is not None and end[0] == asked[0] and end[1] >= asked[1]:
+                func = helper[1].co_name  # (asked: its eval(), or its call of a mode setter)
                 self.report(
                     f"{func}() puts {name} in eval mode ({name}.eval() at "
-                    f"{short_location(set_at)}) and returns without restoring training mode "
+                    f"{short_location(asked)}) and returns without restoring training mode "
                     f"(model.training=False; {frozen} in eval mode); it was called at "
                     f"{short_location(called)} and nothing put {name} back in training mode "
                     f"before {forward}{before}: a backward reached that forward's output and "
@@ -335,8 +335,8 @@ def _fresh_training_call(stacked: Stack, step: Stack) -> tuple[str, Any] | None:
     return (entry[1].co_name, where) if where is not None else None
 
 
-def _placement(stacked: Stack, step: Stack, set_at: Any) -> tuple[Any, Any]:
-    """``(called, helper)`` for an ``eval()`` made with the user stack ``stacked``, still in
+def _placement(stacked: Stack, step: Stack, set_at: Any) -> tuple[Any, Any, Any]:
+    """``(called, helper, asked)`` for an ``eval()`` made with the user stack ``stacked``, still in
     effect at the training step ``step``. ``called``: the training code's call that led to it
     (None: report at the ``eval()`` itself: the training code made it, or a method of an
     ``nn.Module`` did, since a module does not switch its own mode, its caller does);
@@ -345,20 +345,29 @@ def _placement(stacked: Stack, step: Stack, set_at: Any) -> tuple[Any, Any]:
     reported at its end, where the mode is restored before it returns; None when that function
     is in another file than the call (a helper module's function serves every caller) or only
     switches modes (``val_start()``, a callback's ``on_validation_begin``): then at
-    ``called``, after which ``train()`` belongs (in a dispatched callback, its own line)."""
+    ``called``, after which ``train()`` belongs (in a dispatched callback, its own line).
+    ``asked``: the line of ``helper`` that put the model in eval mode: the ``eval()``, or its
+    call of a mode setter in a helper module (``set_mode("eval", models)`` in
+    ``check_accuracy()``: the setter's caller is the function that leaves the mode)."""
     called = cause_line(stacked, step)
     helper = stacked[-1]
+    if called is not None and len(stacked) > 1 and helper[2][0] != called[0] and \
+            stacked[-2][2][0] == called[0] and stacked[-2][2][:2] != called[:2] and \
+            sets_modes_only(helper[1]):
+        helper = stacked[-2]  # (a mode setter of a helper module, called by the helper)
+        set_at = helper[2]
     if called is None or helper[2][:2] != set_at[:2] or helper[2][0] != called[0]:
-        return called, None  # (a helper module's function serves every caller: the call)
+        # (a helper module's function serves every caller: the call)
+        return called, None, set_at
     dispatched = cause_line(stacked, step, past_dispatch=True)
     if sets_modes_only(helper[1]):
-        return dispatched, None
+        return dispatched, None, set_at
     if helper[3]:
-        return None, None
+        return None, None, set_at
     if dispatched is not None and dispatched[:2] != called[:2]:
         # a hook the loop dispatches to each callback: that callback's own line (its eval())
-        return dispatched, None
-    return called, helper
+        return dispatched, None, set_at
+    return called, helper, set_at
 
 
 def _eval_in_effect(eval_at: dict, model: Any) -> tuple[int, Any] | None:

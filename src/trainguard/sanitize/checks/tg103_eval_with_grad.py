@@ -11,7 +11,10 @@ called the model; when the forward ran inside one of the model's own methods
 (``model.get_context(x)``, ``model.embed(x)``: its layers are the outermost calls), at the line
 that called that method (amyxlu/CPCProt#4); when the line that called the model also ran training
 forwards (a ``compute_loss(batch)`` shared by training and validation), at the evaluation's call
-into the function holding it, one user frame out (jpata/particleflow#290).
+into the function holding it, one user frame out (jpata/particleflow#290). A model method that
+calls ``self(x)`` itself (a ``predict()`` written on the model) is the evaluation's own code: at
+that call. A ``torch.no_grad()`` made as a statement of its own (never entered) before the call,
+in the function making it, is reported at that statement (CosmiQ/solaris#414).
 
 Also in train mode: an outermost call fed a graph that an earlier call of the same module made
 (an agent's state carried across environment steps), whose chained graph no backward reaches
@@ -39,7 +42,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from trainguard.sanitize.core.callstack import model_method_caller
+from trainguard.sanitize.core.callstack import discarded_no_grad, model_method_caller
 from trainguard.sanitize.core.frames import frame_location, short_location, user_frame
 from trainguard.sanitize.core.graph import stamped_models
 from trainguard.sanitize.core.unreached import UnreachedOutputs
@@ -69,7 +72,7 @@ class EvalWithGrad(UnreachedOutputs):
         shapes = ", ".join(str(tuple(t.shape)) for t in outputs[:2])
         where, name, made = call.where, type(call.module).__name__, f"its output (shape {shapes})"
         trained = where is not None and where[:2] in self.trained_at  # (a line training runs)
-        outer = model_method_caller(call.module)
+        outer = None if _called_by_itself(call.module) else model_method_caller(call.module)
         if outer is not None and outer[2] == "forward":
             # ``self.model.forward(x)``: the model called by name, as model(x) at that line
             where, name, outer = outer[0], type(outer[1]).__name__, None
@@ -85,8 +88,9 @@ class EvalWithGrad(UnreachedOutputs):
                 made = f"{made}, made through the step at {short_location(where)} that " \
                        "training also runs"
                 where = shared
+        where, note = _dropped_no_grad(where)
         for tensor in outputs:
-            self.follow(tensor, (where, name, made))
+            self.follow(tensor, (where, name, made + note))
 
     def _follow_recurrent(self, call: ForwardCall) -> None:
         """A training-mode forward fed a graph its own module made earlier (an agent's belief
@@ -106,18 +110,20 @@ class EvalWithGrad(UnreachedOutputs):
         if outer is not None:  # ``rssm.observe_step(h, ...)``: the line calling the method
             where, name = outer[0], f"{type(outer[1]).__name__}.{outer[2]}()"
         shapes = ", ".join(str(tuple(t.shape)) for t in outputs[:2])
+        where, note = _dropped_no_grad(where)
         for tensor in outputs:
-            self.follow(tensor, (where, name, shapes, True))
+            self.follow(tensor, (where, name, shapes, note, True))
 
     def report_unreached(self, key: tuple) -> None:
-        if len(key) == 4:
-            where, name, shapes, _ = key
+        if len(key) == 5:
+            where, name, shapes, note, _ = key
             if key in self.reached:  # a backward reached this chain before: a tail left over
                 return  # (truncated BPTT's last chunk, an episode cut off at the end)
             self.report(
                 f"{name} ran with grad enabled and its output (shape {shapes}) fed its own next "
                 "call (a state carried from step to step): every call chained into one graph "
-                "that no backward ever reached, so all their activations were kept for nothing",
+                "that no backward ever reached, so all their activations were kept for "
+                f"nothing{note}",
                 fix="collect experience (act, roll out, sample) under `torch.no_grad()`",
                 where=where)
             return
@@ -127,6 +133,29 @@ class EvalWithGrad(UnreachedOutputs):
             "backward ever reached it, so the forward kept activations for nothing",
             fix="wrap evaluation in `with torch.no_grad():` (or torch.inference_mode())",
             where=where)
+
+
+def _dropped_no_grad(where: Any) -> tuple[Any, str]:
+    """``(where, note)``: the line of a ``torch.no_grad()`` statement that the function making
+    the model call dropped unentered before the call (``torch.no_grad()`` alone on its line:
+    grad mode never changed), with a note on it; else ``where`` unchanged and no note."""
+    dropped = discarded_no_grad(user_frame(sys._getframe(2)))
+    if dropped is None:
+        return where, ""
+    return dropped, (f"; the torch.no_grad() at {short_location(dropped)} is a statement of its "
+                     "own: the context it makes is never entered, so grad mode never changed")
+
+
+def _called_by_itself(module: Any) -> bool:
+    """Whether the user frame that called ``module`` runs a method of that same module
+    (``return self(x)`` in a ``predict()`` the model defines): the method is the evaluation's
+    own code, written on the model, so ``no_grad`` goes at its line there."""
+    frame = user_frame(sys._getframe(2))
+    if frame is None or frame.f_code.co_name == "forward":
+        return False
+    code = frame.f_code
+    return "self" in code.co_varnames[:max(code.co_argcount, 1)] and \
+        frame.f_locals.get("self") is module
 
 
 def _evaluation_call(where: Any) -> Any:

@@ -22,7 +22,9 @@ all (a linear probe trained on frozen embeddings inside a ``no_grad`` validation
 prediction keeps a graph: GRACE's evaluator, determined-ai/determined#7043) or whose own
 code (not a model's ``forward``) calls ``torch.autograd.grad`` without ``create_graph`` (an
 adversarial test step's input gradient, whose attacked forward builds a graph no one uses:
-Lightning-AI/pytorch-lightning#2427); also inside the forward before it returns (an energy whose
+Lightning-AI/pytorch-lightning#2427; a gradient taken inside a user ``enable_grad()`` block of its
+own nested in the region does not count: that helper did not need the outer re-enabling,
+pyro-ppl/pyro#1914); also inside the forward before it returns (an energy whose
 graph ``autograd.grad`` for the forces already freed); ``requires_grad_(True)`` under ``no_grad``
 (it creates no graph); forwards in PyTorch's own re-enabled regions (LBFGS closures run no
 ``no_grad`` block of the user's).

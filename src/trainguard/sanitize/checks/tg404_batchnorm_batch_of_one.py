@@ -154,29 +154,43 @@ def _size_written(loader: Any, built: Any) -> Any:
     """Where a batch size of 1 was written, when the DataLoader built at ``built`` read it from a
     configuration entry (``batch_size=cfg["batch_size"]``, ``args.batch_size``) that one dict
     literal or ``add_argument`` default of the same file sets to 1 (a config with
-    ``"batch_size": 1``, huaifeng1993/DFANet#9): the line to change. Else ``built``."""
-    if built is None or getattr(loader, "batch_size", None) != 1:
+    ``"batch_size": 1``, huaifeng1993/DFANet#9): the line to change. Likewise, for a larger batch
+    size that leaves a last batch of one, where ``drop_last=False`` was written when the loader
+    read it from such an entry (``drop_last=cfg["drop_last"]``). Else ``built``."""
+    if built is None:
+        return built
+    size = getattr(loader, "batch_size", None)
+    arg, value = ("batch_size", 1) if size == 1 else ("drop_last", False)
+    if size is None or arg == "drop_last" and getattr(loader, "drop_last", None) is not False:
         return built
     file = SourceFile.load(built[0])
     call = file.call_at(built[1], built[2] - 1) if file is not None else None
-    size = next((k.value for k in call.keywords if k.arg == "batch_size"), None) \
+    given = next((k.value for k in call.keywords if k.arg == arg), None) \
         if call is not None else None
-    key = size.slice.value if isinstance(size, ast.Subscript) and isinstance(
-        size.slice, ast.Constant) else size.attr if isinstance(size, ast.Attribute) else None
+    key = given.slice.value if isinstance(given, ast.Subscript) and isinstance(
+        given.slice, ast.Constant) else given.attr if isinstance(given, ast.Attribute) else None
     if not isinstance(key, str):
         return built
+    found = _entries(file, key, value)
+    return (built[0], found[0].lineno, found[0].col_offset + 1) if len(found) == 1 else built
+
+
+def _entries(file: Any, key: str, value: Any) -> list[Any]:
+    """The value nodes of ``file``'s dict literal entries and ``add_argument`` defaults for the
+    configuration key ``key`` that set it to the constant ``value`` (1, or False)."""
     names = {key, "--" + key, "--" + key.replace("_", "-")}
+    same = (lambda v: isinstance(v, ast.Constant) and type(v.value) is type(value)
+            and v.value == value)
     found = []
     for node in file.parents:
         if isinstance(node, ast.Dict):
             found += [v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant)
-                      and k.value == key and isinstance(v, ast.Constant) and v.value == 1]
+                      and k.value == key and same(v)]
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                 node.func.attr == "add_argument" and any(
                     isinstance(a, ast.Constant) and a.value in names for a in node.args):
-            found += [k.value for k in node.keywords if k.arg == "default" and
-                      isinstance(k.value, ast.Constant) and k.value.value == 1]
-    return (built[0], found[0].lineno, found[0].col_offset + 1) if len(found) == 1 else built
+            found += [k.value for k in node.keywords if k.arg == "default" and same(k.value)]
+    return found
 
 
 def _layer_name(state: Any) -> str:

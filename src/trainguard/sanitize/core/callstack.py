@@ -48,7 +48,7 @@ from trainguard.sanitize.core.source import SourceFile, function_node
 __all__ = ["Location", "Stack", "user_stack", "shared_depth", "cause_line", "dispatched",
            "callers", "differing", "line_of", "callers_train", "model_method_caller",
            "running_line", "in_module_init", "function_end", "sets_modes_only",
-           "grad_off_site", "body_statement"]
+           "grad_off_site", "body_statement", "discarded_no_grad"]
 
 Stack = tuple[tuple[int, CodeType, Location, bool], ...]
 _COMPREHENSIONS = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"))
@@ -182,6 +182,9 @@ def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False,
     if into_phase:
         phase = []
         for entry in at[depth + 1:]:
+            if entry[3] and not phase and _no_grad_reason(entry[2]) == entry[2]:
+                phase.append(entry)  # the model's own ``predict()`` opening a no_grad block
+                break
             if entry[3] or (phase and entry[2][0] != phase[0][2][0]):
                 break  # a method of the model, or a helper module's code
             if entry[1].co_name not in _COMPREHENSIONS:
@@ -278,6 +281,35 @@ def _no_grad_reason(where: Location) -> Optional[Location]:
             return (where[0], off.lineno, off.col_offset + 1) if off is not None else None
         cur = file.parents.get(cur)
     return None
+
+
+def discarded_no_grad(frame: Optional[FrameType]) -> Optional[Location]:
+    """The line of a ``torch.no_grad()`` (or ``inference_mode()``) made as a statement of its
+    own before the line ``frame`` runs, in its own function: the context object is dropped
+    unentered, so grad mode never changed for the code after it (the line to change is that
+    statement; ``set_grad_enabled(False)`` acts at once and is not one). None when none."""
+    if frame is None:
+        return None
+    node = function_node(frame.f_code)
+    if node is None:
+        return None
+    todo, found = list(getattr(node, "body", ())), None
+    while todo:
+        cur = todo.pop()
+        if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue  # (another function's code)
+        if isinstance(cur, ast.Expr) and isinstance(cur.value, ast.Call) and \
+                _call_name(cur.value) in ("no_grad", "inference_mode") and \
+                cur.lineno < frame.f_lineno and \
+                (found is None or cur.lineno > found.lineno):
+            found = cur
+        todo.extend(n for n in ast.iter_child_nodes(cur) if isinstance(n, ast.stmt))
+    return (frame.f_code.co_filename, found.lineno, found.col_offset + 1) if found else None
+
+
+def _call_name(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
 def _disables_grad(expr: ast.AST) -> bool:

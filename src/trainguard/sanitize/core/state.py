@@ -163,7 +163,9 @@ class State:
         optimizers: optimizers seen stepping, weakly held.
         no_grad_depth: ``torch.no_grad()`` blocks open now.
         enable_grad_at: for each open ``torch.enable_grad()`` block, the user's line that opened it
-            with grad mode off, or None (opened by a library, or with grad already on).
+            with grad mode off, or None (opened by a library, or by user code with grad on while
+            no ``no_grad`` block is open), or False (opened by user code with grad already on
+            inside a re-enabled region: a block of its own around a gradient, TG104).
     """
 
     def __init__(self) -> None:
@@ -199,7 +201,7 @@ class State:
         # settled steps included; TG201 reads and trims it
         self.stamps: list[Any] = []
         self.no_grad_depth = 0
-        self.enable_grad_at: list[Location | None] = []
+        self.enable_grad_at: list[Location | None | bool] = []
         # the user's line of the latest ``set_grad_enabled(True)`` made inside an open no_grad
         # block with grad mode off (None once every no_grad block is closed)
         self.grad_on_at: Location | None = None
@@ -228,8 +230,16 @@ class State:
         """The user's line that turned grad back on inside a ``no_grad`` block: the innermost
         ``enable_grad()`` block open, else the latest ``set_grad_enabled(True)``; None when
         unknown."""
-        opened = [w for w in self.enable_grad_at if w is not None]
+        opened = [w for w in self.enable_grad_at if w]
         return opened[-1] if opened else self.grad_on_at
+
+    def grads_need_reenabling(self) -> bool:
+        """Whether a gradient taken now needs the re-enabled region it runs in: False when user
+        code opened an ``enable_grad()`` block of its own around it, inside that region (a
+        helper's ``with torch.enable_grad():`` around ``autograd.grad``, for any caller)."""
+        blocks = self.enable_grad_at
+        last = max((i for i, w in enumerate(blocks) if w), default=-1)
+        return not any(w is False for w in blocks[last + 1:])
 
     def last_backward_where(self) -> Location | None:
         """The user's line of the last backward call (a place in the script for findings made

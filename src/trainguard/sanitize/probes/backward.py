@@ -110,7 +110,7 @@ def _grad(bus: "Bus", original: Any, failed: Callable) -> Any:
             # TG104: the re-enabled region takes gradients itself (an attack's input gradient),
             # not inside a model's forward and not to train through them
             where = state.reenabled_at()
-            if where is not None:
+            if where is not None and state.grads_need_reenabling():
                 state.grads_taken_at.add(where)
         if stamps and create:
             try:

@@ -72,7 +72,12 @@ def _grad_mode(bus: "Bus", undo: list[Undo]) -> None:
             was = is_grad_enabled()
             result = original(self)
             try:
-                opener = None if was else _grad_opener(sys._getframe(1))
+                opener = None
+                if not was:
+                    opener = _grad_opener(sys._getframe(1))
+                elif state.no_grad_depth and state.reenabled_at():
+                    # user code's own block inside a re-enabled region: False
+                    opener = False if _grad_opener(sys._getframe(1)) is not None else None
                 state.enable_grad_at.append(opener)
                 if opener is not None and state.no_grad_depth:
                     state.grad_on_at = opener  # kept after the block closes (TG104)
