@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 __all__ = ["dotted", "parent", "walk_local", "kwarg", "is_true", "is_false", "const_value",
            "names_in", "if_branches", "exclusive", "encloses", "assigned_pairs", "self_attr",
-           "SCOPES"]
+           "is_main_guard", "SCOPES"]
 
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
@@ -138,6 +138,18 @@ def is_true(node: ast.AST | None) -> bool:
 
 def is_false(node: ast.AST | None) -> bool:
     return const_value(node) is False
+
+
+def is_main_guard(node: ast.AST) -> bool:
+    """Whether ``node`` is ``if __name__ == "__main__":`` (either operand order)."""
+    if not isinstance(node, ast.If):
+        return False
+    t = node.test
+    if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq)):
+        return False
+    sides = (t.left, t.comparators[0])
+    return any(isinstance(a, ast.Name) and a.id == "__name__" and const_value(b) == "__main__"
+               for a, b in (sides, sides[::-1]))
 
 
 def names_in(node: ast.AST) -> set[str]:

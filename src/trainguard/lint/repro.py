@@ -6,7 +6,7 @@ import ast
 import re
 from functools import cached_property
 
-from trainguard.lint.astutil import dotted, is_true, parent, walk_local
+from trainguard.lint.astutil import dotted, is_main_guard, is_true, parent, walk_local
 from trainguard.lint.script import Script
 
 __all__ = ["Repro", "SEED_CALLS", "in_unused_function", "seeds_in"]
@@ -120,8 +120,7 @@ def _never_called(script: Script) -> set[str]:
 
 def _unnamed_functions(script: Script) -> set[str]:
     tree = script.tree
-    main = any(isinstance(n, ast.If) and "__main__" in ast.dump(n.test) for n in tree.body)
-    if not main:
+    if not any(is_main_guard(n) for n in tree.body):
         return set()
     defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \

@@ -18,8 +18,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, exclusive, if_branches, is_false, is_true, parent, \
-    walk_local
+from trainguard.lint.astutil import dotted, exclusive, if_branches, is_false, is_main_guard, \
+    is_true, parent, walk_local
 from trainguard.lint.repro import Repro, seeds_in
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script
@@ -123,7 +123,7 @@ def _repeats(seeded: set[str]) -> bool:
 
 def _guarded(node: ast.AST) -> bool:
     """Under an ``if`` other than ``if __name__ == "__main__":``."""
-    return any(not _main_guard(n) for n in _ifs(node))
+    return any(not is_main_guard(n) for n in _ifs(node))
 
 
 def _ifs(node: ast.AST) -> Iterator[ast.If]:
@@ -133,9 +133,3 @@ def _ifs(node: ast.AST) -> Iterator[ast.If]:
             yield p
         n = p
 
-
-def _main_guard(node: ast.If) -> bool:
-    t = node.test
-    return isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and \
-        t.left.id == "__name__" and len(t.comparators) == 1 and \
-        isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value == "__main__"
