@@ -196,8 +196,9 @@ def _cut_models(script: Script, loop: ast.AST, call: ast.Call, target: ast.AST, 
     # a model frozen whole (requires_grad False) is meant to get no gradient: a frozen encoder
     # run under no_grad, handed over in a parameter list filtered by ``p.requires_grad``
     frozen = frozen_models(script)
-    held = {opt: sorted(set(held_modules(script, opt, steps[opt]) or
-                            held_leaves(script, opt)) - frozen) for opt in stepped}
+    leaves = {opt: held_leaves(script, opt) for opt in stepped}
+    held = {opt: sorted(set(held_modules(script, opt, steps[opt]) or leaves[opt]) - frozen)
+            for opt in stepped}
     copied = _copy_stepped(script, loop, call, target, held)
     if copied is not None:
         yield copied
@@ -216,7 +217,7 @@ def _cut_models(script: Script, loop: ast.AST, call: ast.Call, target: ast.AST, 
     for opt in stepped:
         for model in held[opt]:
             others = frozenset(m for ms in held.values() for m in ms if m != model)
-            leaf = model in held_leaves(script, opt)  # a tensor, not a model
+            leaf = model in leaves[opt]  # a tensor, not a model
             focus = Focus(model, others, aliases(script, model), leaf)
             uncut, cuts = trace(script, target, call, depth=12, focus=focus)
             if cuts and not uncut and any(
