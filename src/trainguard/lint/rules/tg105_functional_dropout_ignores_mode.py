@@ -122,7 +122,7 @@ def _attention_dropout(script: Script, call: ast.Call) -> Iterator[Hit]:
     p = kwarg(call, "dropout_p") or (call.args[4] if len(call.args) >= 5 else None)
     func = script.enclosing_function(call)
     if p is None or func is None or const_value(p) in (0, 0.0) or \
-            "training" in ast.unparse(p) or _guarded_by_training(call, func):
+            _reads_training(p, func) or _guarded_by_training(call, func):
         return
     forward = _forward_running(script, call, func)
     if forward is None:
@@ -288,6 +288,36 @@ def _forward_running(script: Script, call: ast.AST, func: ast.AST) -> ast.AST | 
                 nxt.append(caller)
         frontier = nxt
     return None
+
+
+def _reads_training(expr: ast.expr, func: ast.AST) -> bool:
+    """``expr`` follows the module's mode: it reads ``training`` (``p if self.training else
+    0.0``), or it is a local name that the function sets from ``training`` or sets under a test
+    of it (``dropout_p = self.p if self.training else 0.0``, then ``if not self.training:
+    dropout_p = 0.0``, as ``F.multi_head_attention_forward`` does)."""
+    if "training" in ast.unparse(expr):
+        return True
+    if not isinstance(expr, ast.Name):
+        return False
+    for n in walk_local(func):
+        targets = n.targets if isinstance(n, ast.Assign) else \
+            [n.target] if isinstance(n, (ast.AnnAssign, ast.AugAssign)) else []
+        if any(isinstance(t, ast.Name) and t.id == expr.id for t in targets) and (
+                n.value is not None and "training" in ast.unparse(n.value) or
+                _under_training_test(n, func)):
+            return True
+    return False
+
+
+def _under_training_test(node: ast.AST, func: ast.AST) -> bool:
+    """Under an ``if`` (either branch) whose test reads ``.training``."""
+    n = node
+    while (p := parent(n)) is not None and p is not func:
+        if isinstance(p, ast.If) and n is not p.test and any(
+                isinstance(s, ast.Attribute) and s.attr == "training" for s in ast.walk(p.test)):
+            return True
+        n = p
+    return False
 
 
 def _guarded_by_training(call: ast.AST, func: ast.AST) -> bool:
