@@ -581,10 +581,22 @@ class Script:
 
     # -- grad mode ---------------------------------------------------------------------------
 
-    def grad_context(self, expr: ast.AST) -> bool | None:
+    def grad_context(self, expr: ast.AST, _depth: int = 0) -> bool | None:
         """True when ``expr`` (a ``with`` item or decorator) disables grad, False when it enables
         it, None when it says nothing about grad mode. A non-literal ``set_grad_enabled(flag)``
-        counts as disabling: it may, and a rule must not fire on a maybe."""
+        counts as disabling: it may, and a rule must not fire on a maybe; so does a conditional
+        expression with a disabling branch, or a name bound to one."""
+        if isinstance(expr, ast.IfExp):
+            # ``torch.no_grad() if phase == "val" else nullcontext()``: a maybe, as above
+            kinds = {self.grad_context(expr.body), self.grad_context(expr.orelse)}
+            return True if True in kinds else False if kinds == {False} else None
+        if isinstance(expr, ast.Name) and _depth < 3:
+            # ``ctx = torch.no_grad() if ... else nullcontext()`` then ``with ctx:``
+            values = self.assignments.get(self.key(expr) or "", [])
+            kinds = {self.grad_context(v, _depth + 1) for v in values
+                     if isinstance(v, (ast.IfExp, ast.Call))}
+            if True in kinds:
+                return True
         q = self.call_qualname(expr) if isinstance(expr, ast.Call) else self.qualname(expr)
         if q in NO_GRAD:
             if isinstance(expr, ast.Call) and expr.args and is_false(expr.args[0]):
