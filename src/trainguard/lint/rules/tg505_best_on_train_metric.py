@@ -5,7 +5,8 @@ most overfit one, not the best. Fires on a comparison between a ``best*`` value 
 ``if`` it guards updates, ``if score < lowest: lowest = score``) and a value named
 for training (``train_loss``, ``train_acc``) or returned by a ``train*()`` function, where the
 comparison guards a save or an update of the best value. A dict entry keyed for training counts
-too (``metrics["train_mIoU"]``, ``logs.get("train_loss")``). The metric is followed through a
+too (``metrics["train_mIoU"]``, ``logs.get("train_loss")``), as does any entry of a mapping
+named for training (``train_stats["acc"]``). The metric is followed through a
 plain assignment (``monitored = train_loss``, ``score = metrics["train_acc"]``, reported there) and through a parameter that
 every call fills with a training metric (``self.save(epoch, train_loss)`` into
 ``def save(self, epoch, fitness)``, reported at the call), or a dict parameter every call fills
@@ -139,11 +140,18 @@ def _entry_base(node: ast.AST) -> ast.AST | None:
     value = last_assignment(node.id, node) if isinstance(node, ast.Name) else None
     if _entry(value) is None:
         return None
-    while isinstance(value, ast.Subscript):
-        value = value.value
-    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
-        value = value.func.value  # metrics.get("mIoU")
+    value = _dict_of(value)  # (metrics.get("mIoU"): metrics)
     return value if isinstance(value, ast.Name) else None
+
+
+def _dict_of(node: ast.AST) -> ast.AST:
+    """The mapping an entry is read from: ``train_metrics`` for ``train_metrics["mIoU"]``,
+    ``history["loss"][-1]`` or ``stats.get("acc")``."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        node = node.func.value
+    return node
 
 
 def _checkpoint_callbacks(script: Script) -> Iterator[Hit]:
@@ -231,6 +239,10 @@ def _train_metric(script: Script, node: ast.AST, depth: int = 2) -> str | None:
     entry = _entry(node)
     if entry is not None and _TRAIN.search(entry) and not _VAL.search(entry):
         return f"`{script.segment(node) or entry}`"  # metrics["train_mIoU"]
+    if entry is not None and not _VAL.search(entry):
+        base = (dotted(_dict_of(node)) or "").rsplit(".", 1)[-1]
+        if _TRAIN.search(base) and not _VAL.search(base):
+            return f"`{script.segment(node) or entry}`"  # train_metrics["mIoU"]
     if isinstance(node, ast.Name):
         value = last_assignment(node.id, node)
         if depth > 0 and (isinstance(value, (ast.Name, ast.Attribute)) or
