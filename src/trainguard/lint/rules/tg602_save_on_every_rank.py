@@ -5,7 +5,8 @@ Under DDP every process runs the script; an unguarded ``torch.save(path)`` or Te
 log interleaved
 (https://pytorch.org/tutorials/intermediate/ddp_tutorial.html#save-and-load-checkpoints).
 Only in files that set up ``torch.distributed``. Silent for writes guarded by a rank check, a
-``master_process``/``is_main_process`` flag, an early ``return`` on non-zero ranks or a
+``master_process``/``is_main_process`` flag or a flag set from the rank
+(``save_to_disk=get_rank() == 0``), an early ``return`` on non-zero ranks or a
 ``raise`` unless the world size is 1 (a single-process hook), under ``if saver is not None:``
 for an object made on one rank only (``saver = Saver(...) if is_primary(args) else None``), inside
 helpers such as ``save_on_master`` or ``@rank_zero_only``, for per-rank file names, and for the
@@ -171,16 +172,16 @@ def _written_path(script: Script, call: ast.Call) -> tuple[str, ast.expr | None]
 def _guarded(script: Script, node: ast.AST, seen: frozenset[int]) -> bool:
     n = node
     while (p := parent(n)) is not None:
-        if isinstance(p, (ast.If, ast.IfExp)) and (_rank_test(p.test) or
+        if isinstance(p, (ast.If, ast.IfExp)) and (_rank_cond(script, p.test) or
                                                    _made_on_one_rank(script, p.test)):
             return True
-        if isinstance(p, ast.Assert) and _rank_test(p.test):
+        if isinstance(p, ast.Assert) and _rank_cond(script, p.test):
             return True
         if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if _GUARD.search(p.name) or any(_GUARD.search(ast.unparse(d))
                                             for d in p.decorator_list):
                 return True
-            if _early_return(p, n):
+            if _early_return_block(script, p, n):
                 return True
             sites = list(script.call_sites(p)) + _handed_calls(script, p)
             if id(p) in seen or not sites:
@@ -188,7 +189,7 @@ def _guarded(script: Script, node: ast.AST, seen: frozenset[int]) -> bool:
             return all(_guarded(script, s, seen | {id(p)}) for s in sites)
         if isinstance(p, SCOPES):
             return False
-        if _early_return_block(p, n):
+        if _early_return_block(script, p, n):
             return True
         n = p
     return False
@@ -218,16 +219,12 @@ def _handed_calls(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef
     return out
 
 
-def _early_return(func: ast.AST, stmt: ast.AST) -> bool:
-    return _early_return_block(func, stmt)
-
-
-def _early_return_block(block_owner: ast.AST, child: ast.AST) -> bool:
+def _early_return_block(script: Script, block_owner: ast.AST, child: ast.AST) -> bool:
     body = getattr(block_owner, "body", None)
     if not isinstance(body, list) or child not in body:
         return False
     for s in body[:body.index(child)]:
-        if isinstance(s, ast.If) and (_rank_test(s.test) or
+        if isinstance(s, ast.If) and (_rank_cond(script, s.test) or
                                       _WORLD.search(ast.unparse(s.test))) and any(
                 isinstance(x, (ast.Return, ast.Continue, ast.Raise)) for x in s.body):
             return True
@@ -246,7 +243,7 @@ def _made_on_one_rank(script: Script, test: ast.AST) -> bool:
     values = script.assignments.get(key or "", [])
     made = [v for v in values if isinstance(v, ast.IfExp)]  # (its branches are listed too)
     return bool(made) and all(
-        _rank_test(v.test) and
+        _rank_cond(script, v.test) and
         any(isinstance(b, ast.Constant) and b.value is None for b in (v.body, v.orelse))
         for v in made) and all(v in made or parent(v) in made for v in values)
 
@@ -263,3 +260,36 @@ def _rank_test(test: ast.AST) -> bool:
             any(_GUARD.search(ast.unparse(c)) for c in test.comparators
                 if not (isinstance(c, ast.Constant) and c.value == 0))
     return bool(_GUARD.search(ast.unparse(test)))
+
+
+def _rank_cond(script: Script, test: ast.AST) -> bool:
+    """The test reads the rank itself or a flag set from it (``if not self.save_to_disk:
+    return`` with ``Checkpointer(..., save_to_disk=get_rank() == 0)``)."""
+    if isinstance(test, ast.BoolOp):
+        return any(_rank_cond(script, v) for v in test.values)
+    return _rank_test(test) or _rank_flag(script, test, 4)
+
+
+def _rank_flag(script: Script, expr: ast.AST, depth: int) -> bool:
+    """``expr`` (a name or attribute, maybe under ``not``) holds a value set from the rank
+    only: every value assigned to it (``is_writer = rank == 0``), or bound to the parameter it
+    is copied from (``self.save_to_disk = save_to_disk`` in ``__init__``, at every
+    instantiation), is a rank test or a flag set from one; a ``None``/``False`` default writes
+    on no rank. Any other value (``True``, a config option) leaves it an ordinary switch."""
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+        expr = expr.operand
+    key = script.key(expr) if isinstance(expr, (ast.Name, ast.Attribute)) else None
+    if depth == 0 or key is None:
+        return False
+    values = list(script.assignments.get(key, []))
+    func = script.enclosing_function(expr)
+    if isinstance(expr, ast.Name) and func is not None:
+        values += script.graph.parameter_values(func, expr.id) or []
+    ranked = False
+    for v in values:
+        if isinstance(v, ast.Constant) and v.value in (None, False):
+            continue
+        if isinstance(v, ast.Constant) or not (_rank_test(v) or _rank_flag(script, v, depth - 1)):
+            return False
+        ranked = True
+    return ranked
