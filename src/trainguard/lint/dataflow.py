@@ -309,7 +309,9 @@ def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
             return True
         f = expr.func
         k = script.key(f)
-        if k and script.is_model(k) and k != "self":
+        if k and script.is_model(k) and k != "self" and (target is None or k in script.models):
+            # (a function of this file named like a model, ``train_model(...)``, is judged by
+            # what it returns below, not by its name)
             return True
         if target is not None and (returns_graph(script, target) or
                                    _passes_graph(script, expr, target, names)):
