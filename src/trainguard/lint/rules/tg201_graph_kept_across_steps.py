@@ -23,6 +23,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, ifs_between, parent, statement_of, walk_local
+from trainguard.lint.bounded import bounded_container
 from trainguard.lint.caches import cached_graphs
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.dataflow import (CUTS, _is_cut, carries_graph, graph_names, is_loss_call,
@@ -214,7 +215,10 @@ def _accumulation(script: Script, node: ast.AST, names: set[str]):  # type: igno
                 holder = holder.func.value
             acc = _acc_name(holder)
             if acc is not None and carries_graph(script, call.args[0], names) and \
-                    not _rebound_cut(script, call.args[0], names):
+                    not _rebound_cut(script, call.args[0], names) and \
+                    not bounded_container(script, node, acc):
+                # (a deque(maxlen=N), or a list trimmed as it grows, keeps the last N graphs:
+                # memory stops growing)
                 return acc, call.args[0], "append"
         if isinstance(f, ast.Attribute) and f.attr == "add_" and len(call.args) == 1:
             # total.add_(loss); stats.device_stat("loss").add_(loss): the tensor the object
