@@ -19,6 +19,7 @@ from typing import Literal
 from trainguard.lint.astutil import SCOPES, children, dotted, is_false, is_true
 from trainguard.lint.callgraph import RETURNS_SELF, ClassRef, Target
 from trainguard.lint.consts import module_constants_trusted, truth
+from trainguard.lint.factories import bound_mode
 from trainguard.lint.held_calls import held_qualname
 from trainguard.lint.script import Script, is_backward
 
@@ -212,6 +213,26 @@ def _module_built(script: Script, stmt: ast.stmt, rename: dict[str, str]) -> str
     return k
 
 
+def _module_bound(script: Script, stmt: ast.stmt,
+                  rename: dict[str, str]) -> tuple[Kind, str] | None:
+    """``model = make().eval()``, ``encoder = Encoder.from_pretrained(path)``: a model bound to
+    a module whose mode the call chain or the factory's returns say
+    (:func:`~trainguard.lint.factories.bound_mode`): that mode and the model's key."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
+            isinstance(stmt.value, ast.Call)):
+        return None
+    k = script.key(stmt.targets[0])
+    if k is None or not script.is_model(k):
+        return None
+    mode = bound_mode(script, stmt.value)
+    if mode is None:
+        return None
+    head, _, rest = k.partition(".")
+    if head in rename:
+        k = f"{rename[head]}.{rest}" if rest else rename[head]
+    return mode, k
+
+
 def _calls_in_order(stmt: ast.AST) -> list[ast.Call]:
     calls = []
     stack = [stmt]
@@ -286,6 +307,10 @@ def _events(root: Script, script: Script, stmts: list[ast.stmt], rename: dict[st
                 out.extend(events(root, target.func.body, rename=inner, depth=depth - 1,
                                   via=via or call, _stack=_stack + (id(target.func),),
                                   _src=target.script))
+        if built is None:  # model = make().eval(), Encoder.from_pretrained(path)
+            bound = _module_bound(script, stmt, rename)
+            if bound is not None:
+                out.append(Event(bound[0], bound[1], stmt, via, foreign))
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
             out.append(Event("loop", None, stmt, via, foreign))
         taken = branch_taken(script, stmt) if isinstance(stmt, ast.If) else None
