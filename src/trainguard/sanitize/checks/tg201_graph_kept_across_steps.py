@@ -23,7 +23,9 @@ the line that made the oldest graph.
 
 Silent on: a list of losses summed and backpropagated in the same iteration (graphs die at the end
 of the step); gradient accumulation over micro-batches (one optimizer step); one output kept for
-later (one graph is not a growing leak); accumulating ``loss.item()`` or ``loss.detach()``.
+later (one graph is not a growing leak); accumulating ``loss.item()`` or ``loss.detach()``; a
+holder that is a ``deque`` with a ``maxlen`` (a window of its last entries, which stops growing
+once full: pytorch/tutorials#842).
 
 Cost: per checked optimizer step (and at exit), one pass over the followed stamps (weak references,
 2,048 at most); only when graphs of 3 earlier iterations are alive, one holder search
@@ -44,7 +46,8 @@ from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.growth import (accumulation_line, attribute_accumulation_line,
                                              storing_call)
-from trainguard.sanitize.core.holders import ROOT, find_holder, graphs_released, path_key
+from trainguard.sanitize.core.holders import (ROOT, find_holder, graphs_released, path_key,
+                                              window_size)
 from trainguard.sanitize.core.records import BackwardCall, Made
 
 _MIN_ITERATIONS = 3  # distinct old iterations whose graphs are alive at once
@@ -68,6 +71,7 @@ class GraphKeptAcrossSteps(Check):
         # one iteration, so a loss kept until the next iteration is not two steps old)
         self.per = 1
         self.held_once = False  # a holder was found and reported
+        self.windowed = False  # a holder found was a bounded window (deque(maxlen=N))
         self.unheld = 0  # looks that found old graphs but no holder
         self.next_look = _BY_HAND_EVERY  # backward count of the next look without optimizer
 
@@ -138,44 +142,60 @@ class GraphKeptAcrossSteps(Check):
                 f"still alive at {unit} {clock}")
         if unit == "iteration":
             seen += f" (an iteration: one step of each of the {self.per} optimizers)"
+        if held is not None and window_size(held) is not None:
+            # a deque(maxlen=N) keeps the graphs of its last N entries only: they stop piling up
+            # once it is full, so no step's memory grows (the mechanism of TG201 is absent)
+            self.windowed = True
+            self._forget(alive, old)
+            return
         if held is not None:
-            # at the line that grows it: in the holder's class (``self.sum += loss`` in a meter,
-            # ``self.trace.append(h)``, ``self.train_losses.append(loss)``), else in the frame
-            # that holds it
-            line = attribute_accumulation_line(held)
-            stored_at = line
-            if line is not None:  # a meter's update() storing what it is given: the call
-                line = storing_call(held, line) or line
-            if line is None and not held.path.startswith(f"{held.name}."):
-                # (for ``self.stats``, a line growing ``self.baseline`` is not the one)
-                line = accumulation_line(held.frame.f_code, held.name, path_key(held.path))
-            if line is not None:
-                where = line
-            stored = f", stored by {short_location(stored_at)} from what this call passes" \
-                if stored_at and stored_at != where else ""
-            holder = f"`{held.path}` holds them" + (
-                f" (a tensor that keeps a grad_fn{stored})" if held.kind == "tensor"
-                else f" (tensors with grad_fn{stored})")
-            if graphs_released(held.tensors):
-                # backward already freed the saved activations: the autograd history (node
-                # objects, and a running sum's own graph) still grows every step (PyTorch FAQ).
-                message = (f"{seen}: {holder}, so every step's autograd history stays alive (a "
-                           "backward already freed their saved activations, so memory grows "
-                           "slowly, but it grows every step)")
-            else:
-                message = f"{seen}: {holder}, so every step's graph and activations stay in memory"
-        elif self.held_once:
-            where = None  # (at exit, after the frames that held them ended: reported already)
+            where, message = self._held_message(held, seen, where)
+        elif self.held_once or self.windowed:
+            where = None  # (at exit, after the frames that held them ended: reported already,
+            # or a bounded window)
         elif not final and self.unheld < _HOLDER_TRIES:
             self.unheld += 1  # look again at the next steps: the holder may be found then
             return
         else:
             message = (f"{seen}, first made by the {oldest_what} here: something keeps these "
                        "tensors with their grad_fn across iterations, so memory grows every step")
-        # Forget what was seen so that the same graphs are not counted again.
-        old_ids = {id(m) for m in old}
-        self.followed[:] = [weakref.ref(m) for m in alive if id(m) not in old_ids][-_KEEP:]
+        self._forget(alive, old)
         self.held_once = self.held_once or held is not None
         del alive, old, held
         if where is not None:
             self.report(message, where=where, iterations=sorted(ages)[:8], clock=clock)
+
+    def _forget(self, alive: list[Made], old: list[Made]) -> None:
+        """Forget what was seen so that the same graphs are not counted again."""
+        old_ids = {id(m) for m in old}
+        self.followed[:] = [weakref.ref(m) for m in alive if id(m) not in old_ids][-_KEEP:]
+
+    @staticmethod
+    def _held_message(held: Any, seen: str, where: Any) -> tuple[Any, str]:
+        """The line to report and the message, for graphs that ``held`` keeps."""
+        # at the line that grows it: in the holder's class (``self.sum += loss`` in a meter,
+        # ``self.trace.append(h)``, ``self.train_losses.append(loss)``), else in the frame
+        # that holds it
+        line = attribute_accumulation_line(held)
+        stored_at = line
+        if line is not None:  # a meter's update() storing what it is given: the call
+            line = storing_call(held, line) or line
+        if line is None and not held.path.startswith(f"{held.name}."):
+            # (for ``self.stats``, a line growing ``self.baseline`` is not the one)
+            line = accumulation_line(held.frame.f_code, held.name, path_key(held.path))
+        if line is not None:
+            where = line
+        stored = f", stored by {short_location(stored_at)} from what this call passes" \
+            if stored_at and stored_at != where else ""
+        holder = f"`{held.path}` holds them" + (
+            f" (a tensor that keeps a grad_fn{stored})" if held.kind == "tensor"
+            else f" (tensors with grad_fn{stored})")
+        if graphs_released(held.tensors):
+            # backward already freed the saved activations: the autograd history (node
+            # objects, and a running sum's own graph) still grows every step (PyTorch FAQ).
+            message = (f"{seen}: {holder}, so every step's autograd history stays alive (a "
+                       "backward already freed their saved activations, so memory grows "
+                       "slowly, but it grows every step)")
+        else:
+            message = f"{seen}: {holder}, so every step's graph and activations stay in memory"
+        return where, message

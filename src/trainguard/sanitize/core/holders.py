@@ -33,7 +33,7 @@ from trainguard.sanitize.core.graph import (ROOT, graph_metadata, graph_nodes, g
 
 __all__ = ["ROOT", "Holder", "graph_nodes", "node_metadata", "graph_stamps", "find_holder",
            "graph_metadata", "tensor_holding", "traceback_user_frames",
-           "carried_names"]
+           "carried_names", "window_size"]
 
 def _tensors_in(value: Any, limit: int = 256) -> list[Any]:
     import torch
@@ -256,6 +256,27 @@ def _search(is_old: Callable[[list[Any]], bool], start: FrameType, nodes: Budget
                 return None
         if values.spent:
             return None
+    return None
+
+
+def window_size(held: Holder) -> int | None:
+    """The ``maxlen`` of the container ``held.path`` names, when it is a ``deque`` built with one
+    (``self.recent = deque(maxlen=200)``): it drops its oldest entry at each append, so what it
+    holds is a window of fixed size. None otherwise. Reads the path without running user code
+    (``vars()``, ``dict.get``); never raises."""
+    try:
+        value: Any = held.frame.f_locals.get(held.name)
+        for part in re.findall(r"\.(\w+)|\[([^\]]*)\]", held.path[len(held.name):]):
+            attr, key = part
+            if attr:
+                attrs = vars(value) if not isinstance(value, _OPAQUE) else None
+                value = dict.get(attrs, attr) if isinstance(attrs, dict) else None
+            else:
+                value = dict.get(value, ast.literal_eval(key)) if isinstance(value, dict) else None
+        if isinstance(value, deque) and value.maxlen is not None:
+            return value.maxlen
+    except Exception:  # a diagnosis aid: any surprise means "not a window"
+        return None
     return None
 
 
