@@ -33,6 +33,7 @@ from trainguard.lint.astutil import dotted, parent, walk_local
 from trainguard.lint.copies import train_mode_copy_forwards
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.events import Event, events
+from trainguard.lint.factories import factory_of
 from trainguard.lint.modes import mode_before
 from trainguard.lint.regions import (INFERENCE_METHODS, eval_regions, forward_calls,
                                      inference_calls, preceding_events, rollout)
@@ -283,6 +284,11 @@ def _helpers_always_trained(script: Script, found: list[tuple[ast.Call, str]]
         lines = script.at_lines([c.lineno for c, _ in calls])
         each = "at each of its calls" if len(calls) > 1 else "at its call"
         name = getattr(func, "name", "the helper")
+        loader = _loader_left_training(script, [c for c, _ in calls])
+        if loader is not None:
+            out[id(calls[0][0])] = loader
+            out.update((id(c), False) for c, _ in calls[1:])
+            continue
         out[id(calls[0][0])] = Hit(
             _statement_holding(func, first),
             f"{name}() runs {dotted(first.func) or 'the model'}(...) "
@@ -293,6 +299,38 @@ def _helpers_always_trained(script: Script, found: list[tuple[ast.Call, str]]
                 f"training again")
         out.update((id(c), False) for c, _ in calls[1:])
     return out
+
+
+def _loader_left_training(script: Script, sites: list[ast.Call]) -> Hit | None:
+    """Every model handed to the evaluation at ``sites`` comes straight from one loader of the
+    file (a function or classmethod that loads weights into a module it builds and returns it:
+    ``Encoder.from_pretrained(path)``) that leaves it in the train mode every new module starts
+    in, with no mode change in between: ``return model.eval()`` there fixes every use
+    (huggingface/transformers#21244). The Hit at that return, or None."""
+    found: set[int] = set()
+    loader: ast.FunctionDef | None = None
+    for site in sites:
+        modes = [e for e in preceding_events(script, site) if e.kind in ("train", "eval", "mode?")]
+        last = modes[-1] if modes else None
+        value = getattr(last.node, "value", None) if last is not None else None
+        func = factory_of(script, value) if last is not None and last.kind == "train" and \
+            last.via is None and isinstance(last.node, ast.Assign) else None
+        if func is None or not any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                                   and c.func.attr == "load_state_dict" for c in ast.walk(func)):
+            return None
+        found.add(id(func))
+        loader = func
+    rets = [r for r in walk_local(loader) if isinstance(r, ast.Return)] if loader else []
+    if len(found) != 1 or len(rets) != 1 or not isinstance(rets[0].value, ast.Name):
+        return None
+    name, title = rets[0].value.id, getattr(loader, "name", "the loader")
+    lines = script.at_lines(sorted({s.lineno for s in sites}))
+    return Hit(rets[0], f"{title}() loads weights into the module it builds and returns it in "
+                        f"the train mode every new module starts in; its result is then "
+                        f"evaluated without eval() ({lines}): Dropout drops and BatchNorm uses "
+                        f"batch statistics, so the output varies from call to call",
+               fix=f"return {name}.eval() (and call .train() where the loaded model is trained "
+                   f"further)")
 
 
 def _may_depend_on_mode(script: Script, call: ast.Call) -> bool:
