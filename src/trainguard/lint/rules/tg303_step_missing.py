@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import parent, walk_local
+from trainguard.lint.astutil import SCOPES, parent, walk_local
 from trainguard.lint.events import events
 from trainguard.lint.rebinds import stale_optimizers
 from trainguard.lint.rules import Hit
@@ -43,7 +43,8 @@ def check(script: Script) -> Iterator[Hit]:
                       f"deep-copy the whole object)" if shared else
                       f"build {opt} after this line, from the new module's parameters")
     if _steps_somewhere(script):
-        if "enumerate" in script.source and not _manual_update(script):
+        if ("enumerate" in script.source or "%" in script.source) and \
+                not _manual_update(script):
             yield from _branch_never_taken(script)
         if "zero_grad" in script.source and not _manual_update(script):
             yield from _one_never_stepped(script)
@@ -198,26 +199,100 @@ def _stepped_or_handed(script: Script, key: str) -> bool:
 
 
 def _branch_never_taken(script: Script) -> Iterator[Hit]:
-    """Every optimizer step of the file sits under an ``if`` on the batch index of
-    ``for i, batch in enumerate(loader)`` that no index of one epoch satisfies: an accumulation
-    test ``(i + 1) % 32 == 0`` over a loader of 29 batches (the index restarts every epoch), so
-    the step never runs. The loader's length comes from the file
-    (:func:`trainguard.lint.shapes.samples`, ``batch_size``, ``drop_last``)."""
+    """Every optimizer step of the file sits under an ``if`` that never passes, while a
+    backward runs: an accumulation test on the batch index of ``for i, batch in
+    enumerate(loader)`` that no index of one epoch satisfies (``(i + 1) % 32 == 0`` over a
+    loader of 29 batches; the index restarts every epoch, the loader's length comes from the
+    file: :func:`trainguard.lint.shapes.samples`, ``batch_size``, ``drop_last``), or a test
+    that is false whenever a remainder by one in it is 0 (:func:`_modulo_one_gate`)."""
+    if not any(is_backward(c) for c in script.calls):
+        return
     steps = [c for c in script.calls if isinstance(c.func, ast.Attribute) and
              c.func.attr == "step" and not script.is_scheduler(script.key(c.func.value))]
-    tests: dict[int, ast.If] = {}
+    tests: dict[int, tuple[ast.If, str]] = {}
     for call in steps:
-        gate = _index_gate(script, call)
+        gate = _index_gate(script, call) if "enumerate" in script.source else None
+        if gate is not None:
+            tests[id(gate)] = gate, f"this test is false for every batch index of an epoch " \
+                                    f"({ast.unparse(gate.test)}), so the optimizer step under it"
+            continue
+        gate, divisor = _modulo_one_gate(script, call)
         if gate is None:
             return
-        tests[id(gate)] = gate
-    for gate in tests.values():
-        yield Hit(gate.test, f"this test is false for every batch index of an epoch "
-                             f"({ast.unparse(gate.test)}), so the optimizer step under it never "
-                             f"runs: backward() accumulates gradients and the parameters never "
-                             f"change",
+        tests[id(gate)] = gate, f"this test ({ast.unparse(gate.test)}) keeps the loop from " \
+                                f"reaching the optimizer step at {script.at(call.lineno)} " \
+                                f"whenever {divisor} is 1 (its value as written), as any whole " \
+                                f"number modulo 1 is 0, so the step"
+    for gate, what in tests.values():
+        yield Hit(gate.test, f"{what} never runs: backward() accumulates gradients and the "
+                             f"parameters never change",
                   fix="count optimizer steps across epochs (a global step), or step when the "
-                      "epoch ends")
+                      "epoch ends" if "batch index" in what else
+                      "step when the remainder is 0 (`if (step + 1) % accumulation == 0:`)")
+
+
+def _modulo_one_gate(script: Script, call: ast.Call) -> tuple[ast.If | None, str]:
+    """The ``if`` in the loop around ``call`` that keeps the loop from ever reaching it once
+    each remainder ``n % k`` in its test whose divisor ``k`` is 1 (a constant of the file, an
+    option's default) is replaced by 0, and that divisor; else ``(None, "")``. Any whole number
+    modulo 1 is 0, so ``if batches_done % accumulation: optimizer.step()`` never steps with an
+    accumulation of 1, nor does ``if i % accumulation == 0: continue`` placed before the step.
+    Remainders of strings (``"%d" % n`` formats) and of known floats are left alone."""
+    if not script.enclosing_loops(call):
+        return None, ""
+    n: ast.AST = call
+    while (p := parent(n)) is not None and not isinstance(p, (*SCOPES, ast.Module)):
+        for field in ("body", "orelse"):
+            block = getattr(p, field, None)
+            if not isinstance(block, list) or n not in block:
+                continue
+            if isinstance(p, ast.If):  # the test decides whether the block runs
+                value, divisor = _zeroed_truth(script, p.test)
+                if divisor and value is (field == "orelse"):
+                    return p, divisor
+            for before in block[:block.index(n)]:  # if ...: continue, before the step
+                if isinstance(before, ast.If) and not before.orelse and \
+                        isinstance(before.body[-1], (ast.Continue, ast.Break, ast.Return,
+                                                     ast.Raise)):
+                    value, divisor = _zeroed_truth(script, before.test)
+                    if divisor and value is True:
+                        return before, divisor
+        if isinstance(p, (ast.For, ast.AsyncFor, ast.While)):
+            break
+        n = p
+    return None, ""
+
+
+def _zeroed_truth(script: Script, test: ast.expr) -> tuple[bool | None, str]:
+    """The truth of ``test`` with each remainder by 1 in it replaced by 0 (None when unknown),
+    and the first such divisor's source ("" when there is none)."""
+    from trainguard.lint.consts import _link, resolve, truth
+
+    ones = {ast.unparse(m): m for m in ast.walk(test)
+            if isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mod) and
+            _is_one(resolve(script, m.right)) and not isinstance(m.left, ast.JoinedStr) and
+            not isinstance(resolve(script, m.left), (str, float))}
+    if not ones:
+        return None, ""
+    copy = _ZeroRemainders(set(ones)).visit(ast.parse(ast.unparse(test), mode="eval").body)
+    _link(copy, parent(test))
+    return truth(copy), ast.unparse(next(iter(ones.values())).right)
+
+
+def _is_one(value: object) -> bool:
+    return type(value) is int and value == 1
+
+
+class _ZeroRemainders(ast.NodeTransformer):
+    """Replaces each remainder whose source is one of ``texts`` by the constant 0."""
+
+    def __init__(self, texts: set[str]) -> None:
+        self.texts = texts
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        if ast.unparse(node) in self.texts:
+            return ast.copy_location(ast.Constant(0), node)
+        return self.generic_visit(node)
 
 
 def _index_gate(script: Script, call: ast.Call) -> ast.If | None:
