@@ -32,7 +32,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import SCOPES, dotted, exclusive, parent, walk_local
+from trainguard.lint.astutil import SCOPES, assigned_pairs, dotted, exclusive, parent, walk_local
 from trainguard.lint.consts import UNKNOWN, resolve
 from trainguard.lint.events import Event, events
 from trainguard.lint.handlers import BEFORE_STEP, PER_ITERATION, engine_handlers, handler_body
@@ -295,12 +295,15 @@ def _handed_scheduler(script: Script, step: ast.AST) -> str | None:
         return None
     params = {a.arg: a for a in init.args.args[1:]}
     for n in ast.walk(init):
-        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name) and \
-                n.value.id in params and any(script.key(t) == f"self.{recv.attr}"
-                                             for t in n.targets):
-            found = {script.key(v) for v in script.graph._param_values(init, params[n.value.id])}
-            found = {k for k in found if k in script.schedulers}
-            return found.pop() if len(found) == 1 else None
+        if not isinstance(n, ast.Assign):
+            continue
+        for target, value in assigned_pairs(n.targets, n.value):  # self.a, self.s = a, s
+            if isinstance(value, ast.Name) and value.id in params and \
+                    script.key(target) == f"self.{recv.attr}":
+                found = {script.key(v)
+                         for v in script.graph._param_values(init, params[value.id])}
+                found = {k for k in found if k in script.schedulers}
+                return found.pop() if len(found) == 1 else None
     return None
 
 
