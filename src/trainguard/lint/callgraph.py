@@ -4,8 +4,10 @@
 need the receiver's class: :class:`CallGraph` infers it from what the name holds (``trainer =
 Trainer(...)``, ``self.model = model`` with ``Trainer(model=Net())`` at the instantiation,
 ``model = make_model()`` whose ``return Net()`` builds it, ``for cb in [Logger(), Stopper()]``,
-``copy.deepcopy(model)``), follows same-file base classes (``super().m()``, inherited methods), and
-resolves calling a module instance (``model(x)``) to its ``forward`` (or ``__call__``).
+``copy.deepcopy(model)``, an attribute set on an instance from outside its class: ``trainer =
+Trainer(...)`` then ``trainer.callbacks = [Logger()]``), follows same-file base classes
+(``super().m()``, inherited methods), and resolves calling a module instance (``model(x)``) to
+its ``forward`` (or ``__call__``).
 
 Classes and functions imported from another file of the same project (``from helpers import
 EarlyStopping``) resolve into that file, parsed once (``trainguard.lint.project`` finds it as
@@ -75,6 +77,7 @@ class CallGraph:
         self._sites: dict[tuple[int, bool], list[ast.Call]] = {}
         self._imports: dict[str, object] | None = None
         self._cycles = 0  # answers cut short by a cycle are not remembered
+        self._outside: dict[str, list[tuple[ast.expr, ast.expr]]] | None = None
 
     # -- classes -------------------------------------------------------------------------------
 
@@ -295,9 +298,30 @@ class CallGraph:
     def _member_types(self, owner: ClassRef, name: str, params: bool, depth: int
                       ) -> list[ClassRef]:
         out: list[ClassRef] = []
-        for value in self_assigned(owner.node, name):
+        for value in self_assigned(owner.node, name) + \
+                self.set_on_instances(owner, name, params=params, _depth=depth):
             out.extend(self.types(value, params=params, _depth=depth))
         return out
+
+    def set_on_instances(self, owner: ClassRef, name: str, *, params: bool = True,
+                         _depth: int = 5) -> list[ast.expr]:
+        """The values this file assigns to attribute ``name`` of an instance of ``owner`` from
+        outside the class (``trainer = Trainer(model, [])`` then ``trainer.callbacks =
+        [Logger(), Scheduler(sched)]``)."""
+        if self._outside is None:
+            self._outside = {}
+            for n in self.script.nodes:
+                if isinstance(n, (ast.Assign, ast.AnnAssign)) and \
+                        getattr(n, "value", None) is not None:
+                    targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                    for t, v in assigned_pairs(targets, n.value):  # type: ignore[arg-type]
+                        if isinstance(t, ast.Attribute) and not (
+                                isinstance(t.value, ast.Name) and t.value.id == "self"):
+                            self._outside.setdefault(t.attr, []).append((t.value, v))
+        if _depth <= 0:
+            return []
+        return [v for obj, v in self._outside.get(name, ())
+                if owner in self.types(obj, params=params, _depth=_depth - 1)]
 
     def element_types(self, expr: ast.AST | None, *, params: bool = True, _depth: int = 5
                       ) -> list[ClassRef]:
@@ -331,7 +355,8 @@ class CallGraph:
             cls = self.script.enclosing_class(expr)
             out = []
             if cls is not None:
-                for value in self_assigned(cls, expr.attr):
+                for value in self_assigned(cls, expr.attr) + self.set_on_instances(
+                        ClassRef(self.script, cls), expr.attr, params=params, _depth=_depth):
                     out.extend(self.element_types(value, params=params, _depth=_depth - 1))
             return out
         return []

@@ -58,13 +58,20 @@ def check(script: Script) -> Iterator[Hit]:
                 continue
             own = _own_first_step(script, evs, e)  # (a warm-up optimizer's steps came first)
             first_step = own if own is not None else any_step
-            if k < first_step and script.schedulers.get(e.key or "") != "ReduceLROnPlateau":
-                yield Hit(e.node,
-                          f"{e.key}.step() runs before the first {evs[first_step].key}.step() "
-                          f"({evs[first_step].place(script)}): the schedule's first "
-                          f"learning rate is skipped",
-                          fix=f"call {e.key}.step() after optimizer.step()")
-                break
+            if k >= first_step:
+                continue
+            key = (_handed_scheduler(script, e.node) if e.via else None) or e.key or ""
+            if (script.schedulers.get(key) or schedule_settings(script, key, e.node)[0]) \
+                    == "ReduceLROnPlateau":
+                continue
+            through = f" (through the call at {script.at(e.via.lineno)})" \
+                if e.via is not None and not e.foreign else ""
+            yield Hit(e.node,
+                      f"{key}.step() runs before the first {evs[first_step].key}.step() "
+                      f"({evs[first_step].place(script)}){through}: the schedule's first "
+                      f"learning rate is skipped",
+                      fix=f"call {key}.step() after optimizer.step()")
+            break
     yield from _handler_steps(script)
     alternatives: set[int] = set()  # per-batch steps configured as the per-epoch one's other
     yield from _stepped_twice(script, loops, alternatives)
