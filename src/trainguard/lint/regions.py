@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 
 from trainguard.lint.astutil import SCOPES, dotted, parent, statement_of, walk_local
-from trainguard.lint.callgraph import bind_arguments
+from trainguard.lint.callgraph import ClassRef, bind_arguments
 from trainguard.lint.dataflow import last_assignment
 from trainguard.datanames import reads_eval_data
 from trainguard.lint.events import Event, events
@@ -358,11 +358,12 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
             continue
         named = bool(EVAL_NAME.match(node.name))
         own = _inside_module_class(script, node)
-        if own and not (named and _self_calls_after_eval(node)):
+        selfs = _self_inference(script, node) if named else []
+        if own and not (named and (_self_calls_after_eval(node) or selfs)):
             continue
         if named or node.name not in _NOT_INFERENCE and script.mode_dependent and \
                 _mentions_no_grad(script, node):
-            fwd = forward_calls(script, node) + (_self_calls_after_eval(node) if own else [])
+            fwd = forward_calls(script, node) + (_self_calls_after_eval(node) or selfs)
             text = script.segment(node) or ""
             # an evaluation function feeds a metric, or runs its forwards with grad disabled
             # (``predict_proba`` returning probabilities under no_grad is inference too);
@@ -404,6 +405,23 @@ def _self_calls_after_eval(func: ast.AST) -> list[ast.Call]:
              c.func.attr == "eval" and not c.args and dotted(c.func.value) == "self"]
     return [c for c in calls if evals and c.lineno > min(evals) and
             dotted(c.func) in ("self", "self.forward")]
+
+
+def _self_inference(script: Script, func: ast.AST) -> list[ast.Call]:
+    """A module's own evaluation method that runs the module under no_grad without switching
+    it to eval mode (``def predict(self, x): with torch.no_grad(): return self(x)``, also in a
+    base class that leaves ``forward`` to its subclasses): its calls of ``self``, which run in
+    whatever mode its callers left the module, when every one of them has grad disabled."""
+    cls = script.enclosing_class(func)
+    if cls is None or not (_inside_module_class(script, func) or
+                           script.graph.is_module_class(ClassRef(script, cls))):
+        return []
+    calls = [n for n in walk_local(func) if isinstance(n, ast.Call)]
+    if any(isinstance(c.func, ast.Attribute) and c.func.attr in ("eval", "train") and
+           dotted(c.func.value) == "self" for c in calls):
+        return []
+    selfs = [c for c in calls if dotted(c.func) in ("self", "self.forward")]
+    return selfs if selfs and all(disabled_here(script, c, func) for c in selfs) else []
 
 
 _DETACHING = frozenset({"detach", "numpy", "tolist"})

@@ -93,13 +93,14 @@ def check(script: Script) -> Iterator[Hit]:
             # Every caller (one or several) leaves the model training: nothing ever hands the
             # evaluation a model in eval mode, so the function is the one place where
             # model.eval() fixes it (the line its fix changes).
-            lines = script.at_lines([s.lineno for s, _ in trained])
+            lines = script.at_lines(sorted({s.lineno for s, _ in trained}))
             each = "at each of its calls" if len(trained) > 1 else "at its call"
+            owner = "self" if fwd in ("self", "self.forward") else "model"  # a module's method
             yield Hit(_statement_holding(region.node, first),
                       f"{region.label} runs {fwd}(...) ({script.at(first.lineno)}) in train "
                       f"mode {each} ({lines}; {trained[0][1]}); Dropout and BatchNorm act as "
                       f"in training",
-                      fix=f"call model.eval() in {region.label}, before this statement, and "
+                      fix=f"call {owner}.eval() in {region.label}, before this statement, and "
                           f"model.train() before training again")
             continue
         mode, why = mode_before(script, first)
