@@ -370,8 +370,9 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
             # under any name, a grad-free function only called after training is inference
             # (a tracker's ``track(frames)``, a ``serve()``)
             inference = bool(fwd) and all(disabled_here(script, f, node) for f in fwd)
-            if not named and not (inference and _holds_its_model(script, node, fwd) and
-                                  _called_after_training(script, node)):
+            if not named and not (inference and (_holds_its_model(script, node, fwd) or
+                                                 _trains_before_scoring(script, node, fwd, text))
+                                  and _called_after_training(script, node)):
                 continue
             # (or, named for evaluation, it puts its own model in eval mode first:
             # ``self.embed.eval()`` in an estimator's ``predict``)
@@ -523,6 +524,24 @@ def _holds_its_model(script: Script, func: ast.AST, forwards: list[ast.Call]) ->
         return False
     picked = set(inference_calls(script))
     return not any(f in picked for f in forwards)
+
+
+def _trains_before_scoring(script: Script, func: ast.AST, forwards: list[ast.Call],
+                           text: str) -> bool:
+    """``func`` calls ``model.train()`` itself and then runs that model with grad disabled, and
+    keeps what it computes (no forward is a bare statement; the text scores it: a metric, an
+    ``.item()``): an evaluation that switched the wrong way (``model.train()`` where
+    ``model.eval()`` was meant). BatchNorm recalibration (``update_bn``) discards its outputs
+    and stays out."""
+    keys = {script.key(f.func) for f in forwards}
+    if len(keys) != 1 or None in keys or any(isinstance(parent(f), ast.Expr) for f in forwards) \
+            or not _METRIC_HINT.search(text):
+        return False
+    first = min(f.lineno for f in forwards)
+    own = [e for e in events(script, func.body)  # type: ignore[attr-defined]
+           if e.via is None and e.kind in ("train", "eval", "mode?")]
+    return bool(own) and all(e.kind == "train" and e.key in keys and
+                             e.node.lineno < first for e in own)  # type: ignore[attr-defined]
 
 
 def _backpropagated(script: Script, func: ast.AST) -> bool:
