@@ -10,6 +10,9 @@ changed the tensor: the in-place statements (``x += ...``, ``x[i] = ...``, ``x.a
 ``inplace=True``) in the user's own code that ran (the ``forward`` and other methods of the
 models' classes seen, and the function that called backward) are searched, preferring one that modifies a variable assigned from
 that op (``h = torch.sigmoid(...)`` then ``h += 1``); modules built with ``inplace=True`` are named.
+A name a ``forward`` read and then handed to a submodule whose first layer is an in-place
+module of the op's kind (``nn.Sequential(nn.ReLU(inplace=True), ...)`` after ``self.shortcut(x)``,
+pytorch/pytorch#15428) points at that module's construction (``core/inplace_reuse.py``).
 Candidates that are one run of consecutive statements (a neck's ``c2 += ...; c3 += ...``,
 open-mmlab/mmocr#884) are one fix, at their first; else the finding stays on the backward.
 ``running += loss.item()`` (a Python number made by a call on the right) is no candidate. Else
@@ -45,6 +48,7 @@ from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import is_user_file, short_location, user_location
 from trainguard.sanitize.core.holders import traceback_user_frames
+from trainguard.sanitize.core.inplace_reuse import reused_then_inplace
 from trainguard.sanitize.core.source import function_node
 
 _MESSAGE = re.compile(
@@ -141,35 +145,6 @@ def _assigned_from(func: ast.AST, name: str, op: str) -> bool:
             if op in ast.unparse(node.value).lower():
                 return True
     return False
-
-
-def _reused_then_inplace(models: list[Any]) -> tuple[str, int, int, str] | None:
-    """The one call, in a user module's ``forward``, of an in-place submodule
-    (``rgb = self.relu(rgb)`` with ``nn.ReLU(inplace=True)``) on a name an earlier statement of
-    that ``forward`` read (``fused = rgb * w``, which saved it for backward): the in-place
-    module overwrites a tensor the graph holds (Jinfu-pku/GMNet#3). None when none or several."""
-    found = set()
-    for model in models:
-        for sub in list(model.modules())[:256]:
-            code = getattr(getattr(type(sub), "forward", None), "__code__", None)
-            node = function_node(code) if isinstance(code, CodeType) and \
-                is_user_file(code.co_filename) else None
-            for call in (ast.walk(node) if node is not None else ()):
-                f = call.func if isinstance(call, ast.Call) else None
-                if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and
-                        f.value.id == "self" and call.args and isinstance(call.args[0], ast.Name)
-                        and getattr(getattr(sub, f.attr, None), "inplace", False) is True):
-                    continue
-                name = call.args[0].id
-                stores = [n.lineno for n in ast.walk(node) if isinstance(n, ast.Name) and
-                          n.id == name and isinstance(n.ctx, ast.Store) and n.lineno < call.lineno]
-                since = max(stores, default=node.lineno)
-                if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-                       and since < n.lineno < call.lineno for n in ast.walk(node)):
-                    found.add((code.co_filename, call.lineno, call.col_offset + 1,
-                               f"`self.{f.attr}({name})` (in place) overwrites `{name}`, which an "
-                               "earlier statement used"))
-    return next(iter(found)) if len(found) == 1 else None
 
 
 def _inplace_switch(models: list[Any], op: str) -> tuple[str, int, int, str] | None:
@@ -373,7 +348,7 @@ class InplaceOnSaved(Check):
                 for i, c in enumerate(candidates)):
             best = candidates[0]
         if best is None and modules:
-            best = _reused_then_inplace(list(self.state.models)) or \
+            best = reused_then_inplace(list(self.state.models), op) or \
                 _inplace_switch(list(self.state.models), op)
         if best is not None:
             return Diagnosis(f"{seen}: {best[3]} here changed it", fix=fix, where=best[:3])
