@@ -15,10 +15,11 @@ when the loader reads one, a dict literal's ``"batch_size": 1`` or an ``add_argu
 huaifeng1993/DFANet#9), else at
 the user's line that called the model with that batch (the outermost module call: the batch is the
 caller's, not the layer's), else at the failing line. Batches sliced by hand have no DataLoader:
-a ``for i in range(0, n, bs)`` loop around the calling line, or around the ``yield`` of a
-suspended generator of user code, whose last chunk is one sample is the cause, reported at that
-``for`` (:mod:`trainguard.sanitize.core.batching`). In eager PyTorch 2.x
-every BatchNorm call in training mode with one value per channel raises this error (``BatchNorm1d`` on ``(1, C)`` or ``(1, C, 1)``,
+a ``for i in range(0, n, bs)`` loop (or a ``while start < n:`` advancing ``start += bs``)
+around the calling line, or around the ``yield`` of a suspended generator of user code, whose
+last chunk is one sample is the cause, reported at that loop's first line
+(:mod:`trainguard.sanitize.core.batching`). In eager PyTorch 2.x every BatchNorm call in training
+mode with one value per channel raises this error (``BatchNorm1d`` on ``(1, C)`` or ``(1, C, 1)``,
 ``BatchNorm2d`` on ``(1, C, 1, 1)``), so the error is where the pitfall shows. The diagnosis names
 the layer and, where found, the loader (``len(dataset) % batch_size == 1``) and the fix.
 

@@ -1,15 +1,16 @@
 """Hand-written batching loops whose last batch holds one sample.
 
-A script that slices its own batches (``for i in range(0, len(x), bs): xb = x[i:i + bs]``, in
-the training loop or in a generator that yields them) has no ``drop_last``: when the number of
-samples leaves a remainder of one, the epoch's last batch is a single sample. On PyTorch's
-batch-of-one error, :func:`partial_range_loop` looks at the user frames on the stack and at the
-suspended generators of user code for a ``for`` over ``range(start, stop, step)`` around the
-line each one is at, reads ``start``, ``stop`` and ``step`` from that frame (names, attributes,
-``len()``, ``.shape[k]`` and integer arithmetic; nothing else is evaluated) and returns the first
-loop whose last chunk, ``stop - start`` modulo ``step``, is one sample and whose loop variable is
-at that chunk now (the batch that failed is the one it sliced). Only called on that error:
-it parses the files of those frames and scans the heap once (``bounds.live_objects``).
+A script that slices its own batches (``for i in range(0, len(x), bs): xb = x[i:i + bs]``, in the
+training loop or in a generator that yields them) has no ``drop_last``: when the number of samples
+leaves a remainder of one, the epoch's last batch is a single sample. On PyTorch's batch-of-one
+error, :func:`partial_range_loop` looks at the user frames on the stack and at the suspended
+generators of user code for a ``for`` over ``range(start, stop, step)`` (or a ``while start <
+stop:`` that advances ``start += step``) around the line each one is at, reads ``start``, ``stop``
+and ``step`` from that frame (names, attributes, ``len()``, ``.shape[k]`` and integer arithmetic;
+nothing else is evaluated) and returns the first loop whose last chunk, ``stop - start`` modulo
+``step``, is one sample and whose loop variable is at that chunk now (the batch that failed is the
+one it sliced). Only called on that error: it parses the files of those frames and scans the heap
+once (``bounds.live_objects``).
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ def _range_loop(frame: types.FrameType) -> tuple[str, Location] | None:
     tree = parse_file(path)
     if tree is None:
         return None
+    found = _while_loop(tree, frame)
+    if found is not None:
+        return found
     loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor)) and
              n.lineno <= line <= (n.end_lineno or n.lineno) and _range_call(n.iter)]
     for loop in sorted(loops, key=lambda n: -n.lineno):  # the innermost first
@@ -81,6 +85,36 @@ def _range_loop(frame: types.FrameType) -> tuple[str, Location] | None:
             text = ast.unparse(loop.iter)
             return (f"batching loop `for {ast.unparse(loop.target)} in {text}` "
                     f"({stop - start} samples in steps of {step})",
+                    (path, loop.lineno, loop.col_offset + 1))
+    return None
+
+
+def _while_loop(tree: ast.AST, frame: types.FrameType) -> tuple[str, Location] | None:
+    """The innermost ``while start < stop:`` around ``frame``'s line whose body advances
+    ``start += step`` once, at its last chunk now and that chunk one sample: ``start`` is the
+    chunk's first index before that statement runs, the next chunk's after it."""
+    path, line = frame.f_code.co_filename, frame.f_lineno
+    loops = [n for n in ast.walk(tree) if isinstance(n, ast.While) and
+             n.lineno < line <= (n.end_lineno or n.lineno)]
+    for loop in sorted(loops, key=lambda n: -n.lineno):
+        test = loop.test
+        if not (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and
+                len(test.ops) == 1 and isinstance(test.ops[0], ast.Lt)):
+            continue
+        name = test.left.id
+        steps = [n for stmt in loop.body for n in ast.walk(stmt) if isinstance(n, ast.AugAssign)
+                 and isinstance(n.op, ast.Add) and isinstance(n.target, ast.Name)
+                 and n.target.id == name]
+        if len(steps) != 1:
+            continue
+        start, stop = _value(test.left, frame), _value(test.comparators[0], frame)
+        step = _value(steps[0].value, frame)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, stop, step)):
+            continue
+        first = start if line < steps[0].lineno else start - step  # the chunk at this line
+        if step > 1 and stop - first == 1:
+            return (f"batching loop `while {ast.unparse(test)}` (steps of {step} up to "
+                    f"{stop}, whose last chunk starts at {first})",
                     (path, loop.lineno, loop.col_offset + 1))
     return None
 
