@@ -12,7 +12,8 @@ when it is known: the line that built the DataLoader whose last batch holds one 
 watcher notes where user code builds each DataLoader; the one iterated last is preferred), or
 whose every batch is one sample (``batch_size=1``: at the configuration entry that sets it to 1
 when the loader reads one, a dict literal's ``"batch_size": 1`` or an ``add_argument`` default;
-huaifeng1993/DFANet#9), else at
+huaifeng1993/DFANet#9), or the ``batch_size`` entry of the options dict literal it unpacks
+(``DataLoader(ds, **cfg["train_loader"])`` with no ``drop_last`` there), else at
 the user's line that called the model with that batch (the outermost module call: the batch is the
 caller's, not the layer's), else at the failing line. Batches sliced by hand have no DataLoader:
 a ``for i in range(0, n, bs)`` loop (or a ``while start < n:`` advancing ``start += bs``)
@@ -157,7 +158,9 @@ def _size_written(loader: Any, built: Any) -> Any:
     literal or ``add_argument`` default of the same file sets to 1 (a config with
     ``"batch_size": 1``, huaifeng1993/DFANet#9): the line to change. Likewise, for a larger batch
     size that leaves a last batch of one, where ``drop_last=False`` was written when the loader
-    read it from such an entry (``drop_last=cfg["drop_last"]``). Else ``built``."""
+    read it from such an entry (``drop_last=cfg["drop_last"]``), or the options dict it
+    unpacks (``**cfg["train_loader"]``) when that dict literal sets the batch size and no
+    ``drop_last``. Else ``built``."""
     if built is None:
         return built
     size = getattr(loader, "batch_size", None)
@@ -168,12 +171,40 @@ def _size_written(loader: Any, built: Any) -> Any:
     call = file.call_at(built[1], built[2] - 1) if file is not None else None
     given = next((k.value for k in call.keywords if k.arg == arg), None) \
         if call is not None else None
+    if given is None and call is not None and not any(k.arg == "batch_size"
+                                                      for k in call.keywords):
+        found = _options_entry(file, call, size)
+        return (built[0], found.lineno, found.col_offset + 1) if found is not None else built
     key = given.slice.value if isinstance(given, ast.Subscript) and isinstance(
         given.slice, ast.Constant) else given.attr if isinstance(given, ast.Attribute) else None
     if not isinstance(key, str):
         return built
     found = _entries(file, key, value)
     return (built[0], found[0].lineno, found[0].col_offset + 1) if len(found) == 1 else built
+
+
+def _options_entry(file: Any, call: ast.Call, size: int) -> Any:
+    """The ``batch_size`` value node of the one dict literal that a DataLoader call unpacks
+    (``DataLoader(ds, **cfg["train_loader"])``: the literal stored under that key anywhere in
+    the file) and that sets the loader's batch size and no ``drop_last``: the options where
+    ``drop_last=True`` belongs. None when there is none or several."""
+    unpacked = [k.value for k in call.keywords if k.arg is None]
+    keys = {u.slice.value if isinstance(u, ast.Subscript) else u.attr for u in unpacked
+            if isinstance(u, ast.Subscript) and isinstance(u.slice, ast.Constant)
+            or isinstance(u, ast.Attribute)}
+    found = []
+    for node in file.parents:
+        if not isinstance(node, ast.Dict):
+            continue
+        for k, v in zip(node.keys, node.values):
+            if not (isinstance(k, ast.Constant) and k.value in keys and isinstance(v, ast.Dict)):
+                continue
+            entries = {o.value: w for o, w in zip(v.keys, v.values) if isinstance(o, ast.Constant)}
+            sized = entries.get("batch_size")
+            if "drop_last" not in entries and isinstance(sized, ast.Constant) and \
+                    sized.value == size:
+                found.append(sized)
+    return found[0] if len(found) == 1 else None
 
 
 def _entries(file: Any, key: str, value: Any) -> list[Any]:
