@@ -14,7 +14,10 @@ forwards (a ``compute_loss(batch)`` shared by training and validation), at the e
 into the function holding it, one user frame out (jpata/particleflow#290). A model method that
 calls ``self(x)`` itself (a ``predict()`` written on the model) is the evaluation's own code: at
 that call. A ``torch.no_grad()`` made as a statement of its own (never entered) before the call,
-in the function making it, is reported at that statement (CosmiQ/solaris#414).
+in the function making it, is reported at that statement (CosmiQ/solaris#414). A ``with`` around
+the call whose context a condition chose (``ctx = torch.no_grad() if phase == "valid" else
+nullcontext()``, ``torch.set_grad_enabled(phase != "val")``) and that left grad on is reported at
+that choice, with the values its condition read (:mod:`..core.grad_choice`).
 
 Also in train mode: an outermost call fed a graph that an earlier call of the same module made
 (an agent's state carried across environment steps), whose chained graph no backward reaches
@@ -44,6 +47,7 @@ from typing import Any
 
 from trainguard.sanitize.core.callstack import discarded_no_grad, model_method_caller
 from trainguard.sanitize.core.frames import frame_location, short_location, user_frame
+from trainguard.sanitize.core.grad_choice import chosen_grad_context
 from trainguard.sanitize.core.graph import stamped_models
 from trainguard.sanitize.core.unreached import UnreachedOutputs
 from trainguard.sanitize.core.records import ForwardCall, first_tensor
@@ -89,6 +93,9 @@ class EvalWithGrad(UnreachedOutputs):
                        "training also runs"
                 where = shared
         where, note = _dropped_no_grad(where)
+        chosen = None if note else chosen_grad_context(user_frame(sys._getframe(1)))
+        if chosen is not None:  # ``with ctx:``, ctx chosen by a condition: at the choice
+            where, note = chosen
         for tensor in outputs:
             self.follow(tensor, (where, name, made + note))
 
