@@ -38,8 +38,8 @@ Silent on: training forwards (a backward reaches the output; a second, logged lo
 output does not make it an evaluation); forwards in a loop that calls backward or a step (a batch
 skipped on purpose, hard-example mining), unless the callers tell an evaluation as above;
 BatchNorm recalibration and ``update_bn`` (output dropped, or a library's call); a dummy forward
-sizing a layer (only its shape read, or run inside a module's ``__init__``); value targets made
-under ``no_grad`` by a helper the update loop calls (PPO advantages); checkpoint recomputation
+sizing a layer or a shape test (only its shape read, or run in a module's ``__init__``); targets
+made under ``no_grad`` by a helper the update loop calls (PPO advantages); checkpoint recomputation
 (inside backward); RL rollouts in a training loop; Monte Carlo dropout (:mod:`..core.sampling`);
 models without mode-dependent modules; evaluation after ``model.eval()``; a no-grad output passed
 to a loss beside a name holding a graph in the caller's frame (a BYOL target network in training

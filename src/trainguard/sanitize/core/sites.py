@@ -8,7 +8,9 @@ the function, until it reaches:
 
 - a *metric*: an ``==``/``!=`` comparison with a non-constant (``pred == y``, ``.eq(y)``), a call
   whose name says metric (``accuracy_score``, ``metric.update``), a ``+=`` of a value that went
-  through ``.item()``, or a ``return`` from a function named for evaluation (``validate``);
+  through ``.item()``, or a ``return`` from a function named for evaluation (``validate``); never
+  through a read of the value's shape, dtype or device (``out.shape == (n, vocab)`` in a smoke
+  test), which no mode changes;
 - a *loss*: a call whose name says loss (``criterion``, ``loss_fn``, ``F.cross_entropy``);
 - nothing of either: the output is discarded, or goes to code whose name does not tell.
 
@@ -224,6 +226,8 @@ class _Flow:
             if p is None:
                 return
             if isinstance(p, ast.Attribute):
+                if p.attr in _SHAPE_READS:  # (a shape, dtype or device: the same in either mode)
+                    return
                 if p.attr == "item":
                     scalar = True
                 cur = p
