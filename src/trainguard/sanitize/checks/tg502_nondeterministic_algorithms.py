@@ -30,7 +30,8 @@ Silent on: runs that neither ask for deterministic results nor seed torch and an
 generator (``benchmark = True`` for speed, unseeded or with torch alone seeded); the CUDA kernel
 report needs an ask for deterministic kernels;
 ``cudnn.enabled = False``; runs where
-benchmark is True only inside a block that ends before any step (a timing phase); CUDA models made
+benchmark is True only inside a block that ends before any step, or is set by the user's line
+after the run's last optimizer step (a timing phase before or after training); CUDA models made
 only of layers with deterministic kernels (``Linear``, ``Embedding``, normalization, activations);
 runs with ``use_deterministic_algorithms(True)`` (and ``cudnn.deterministic`` for convolutions).
 
@@ -70,6 +71,7 @@ class NondeterministicAlgorithms(Check):
         self.asked_at: Location | None = None
         self.asked_by = ""
         self.benchmark_at: Location | None = None
+        self.benchmark_step = 0  # optimizer steps done when the user's line set it
         self.seeded: set[str] = set()  # generators seeded with a fixed seed so far
         self.seeded_at: Location | None = None  # where torch and another one were seeded
         self.seeded_by = ""
@@ -79,6 +81,7 @@ class NondeterministicAlgorithms(Check):
     def on_repro(self, name: str, value: Any) -> None:
         if name == "cudnn.benchmark":
             self.benchmark_at = user_location() if value else None
+            self.benchmark_step = self.state.step
         elif self.asked_at is None and asks_determinism(name, value):
             self.asked_at = user_location()
             self.asked_by = call_text(name, value)
@@ -100,7 +103,8 @@ class NondeterministicAlgorithms(Check):
             self._check_cuda(training=True)
 
     def on_exit(self) -> None:
-        self._check_benchmark()
+        if self.benchmark_at is None or not 0 < self.state.step == self.benchmark_step:
+            self._check_benchmark()  # (else: set after the run's last step, which it never ran)
         self._check_cuda(training=self.state.step > 0)
 
     def _check_benchmark(self) -> None:
