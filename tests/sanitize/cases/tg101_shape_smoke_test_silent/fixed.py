@@ -1,7 +1,8 @@
 # Near miss for TG101: a freshly built language model (in training mode, its Dropout active) is
 # run once as a shape smoke test before training: only the output's shape is compared, and a
 # shape does not depend on the mode. Pattern from a tutorial's model check that prints
-# `out.logits.shape` right after building the model (https://github.com/datawhalechina/happy-llm/issues/99).
+# `out.logits.shape` right after building the model
+# (https://github.com/datawhalechina/happy-llm/issues/99).
 import torch
 from torch import nn
 

@@ -1,7 +1,7 @@
-# Near miss for TG502: a seeded, deterministic training run (cudnn.benchmark off, cudnn.deterministic
-# on) is followed by an inference-speed measurement that turns cudnn.benchmark on so cuDNN can
-# autotune for the fixed input shape; no optimizer step runs after the flag is set. Pattern from an
-# inference benchmark that warms cuDNN's autotuner before timing
+# Near miss for TG502: a seeded, deterministic training run (cudnn.benchmark off,
+# cudnn.deterministic on) is followed by an inference-speed measurement that turns
+# cudnn.benchmark on so cuDNN can autotune for the fixed input shape; no optimizer step runs after
+# the flag is set. Pattern from an inference benchmark that warms cuDNN's autotuner before timing
 # (https://github.com/Alibaba-MIIL/TResNet/issues/3).
 import random
 import time
