@@ -58,6 +58,9 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.ckpt_states import (is_model_state, is_optimizer_state,
+                                                  is_scaler_state, is_scheduler_state,
+                                                  optimizer_settings, trainer_of)
 from trainguard.sanitize.core.frames import frame_location, is_user_code, user_frame, user_frames
 from trainguard.sanitize.core.source import SourceFile, last_assigned
 
@@ -91,6 +94,9 @@ class IncompleteCheckpoint(Check):
         # that call's frame, model state saved, optimizer state saved, (where, keys) of the
         # first file with a progress counter or scheduler state], judged at the next step
         self.split: list[Any] | None = None
+        # path -> (steps then, (type, settings) of the optimizer training the weights) of the
+        # first save of a model's state_dict alone to that file
+        self.saved: dict[str, tuple[int, Any]] = {}
 
     def on_scheduler_step(self, scheduler: Any) -> None:
         if not any(ref() is scheduler for ref in self.schedulers):
@@ -100,23 +106,25 @@ class IncompleteCheckpoint(Check):
     def on_save(self, obj: Any, f: Any) -> None:
         if not isinstance(obj, Mapping) or not self.state.optimizers:
             return
-        model_keys = [k for k, v in obj.items() if _is_model_state(v)]
+        model_keys = [k for k, v in obj.items() if is_model_state(v)]
         if not model_keys:
             name = os.path.basename(os.fspath(f)) if isinstance(f, (str, os.PathLike)) else ""
-            if _is_model_state(obj) and (_STEP_NAMED.search(name) or _NUMBERED.search(name)):
+            if is_model_state(obj) and (_STEP_NAMED.search(name) or _NUMBERED.search(name)):
                 # a model's state_dict alone in a file named for its step (``step_20``,
                 # ``00005.pth``): the step kept only in the name; a resume if it is loaded back
                 # and trained on (a file numbered otherwise: by a fresh optimizer only)
                 self.partial[os.path.abspath(os.fspath(f))] = (
                     _built_at(obj, sys._getframe(1)), "a model's state_dict alone, the step "
                     "only in the file name", not _STEP_NAMED.search(name))
+            elif name and is_model_state(obj):
+                self._periodic(obj, os.path.abspath(os.fspath(f)))
             self._split_part(obj, sys._getframe(1))
             return
         keys = ", ".join(repr(k) for k in list(obj)[:8])
         caller = sys._getframe(1)  # (where the dict was built is read only when it is needed)
         progress = [k for k, v in obj.items() if isinstance(k, str) and _PROGRESS.search(k)
                     and isinstance(v, (int, float)) and not isinstance(v, bool)]
-        if not any(_is_optimizer_state(v) for v in obj.values()):
+        if not any(is_optimizer_state(v) for v in obj.values()):
             if progress:
                 self._missing(f"keys {keys}: model state and {progress[0]!r}", "optimizer",
                               _built_at(obj, caller))
@@ -132,6 +140,21 @@ class IncompleteCheckpoint(Check):
             self.unfinished = (keys, left, _built_at(obj, caller))
             self.arm()
 
+    def _periodic(self, obj: Mapping, path: str) -> None:
+        """A model's ``state_dict`` saved alone, again and again to one file while an optimizer
+        with state trains those weights (the latest weights of a run that goes on): a resume
+        point if a fresh optimizer of the same kind and settings trains them after a reload."""
+        trainer = trainer_of(obj, self.state.optimizers)
+        if trainer is None:
+            return
+        setup = (type(trainer), optimizer_settings(trainer))
+        first = self.saved.get(path)
+        if first is None or first[1] != setup:
+            self.saved = {**dict(list(self.saved.items())[-15:]), path: (self.state.step, setup)}
+        elif self.state.step > first[0]:  # saved again after more steps: a periodic save
+            self.partial[path] = (_built_at(obj, sys._getframe(2)),
+                                  "a model's state_dict alone, saved as training went on", setup)
+
     def _split_part(self, obj: Mapping, caller: Any) -> None:
         """One file of a checkpoint that a save function writes as several (the weights in one
         file, the scheduler and step in another: OneVision-Encoder's ``save_checkpoint``): the
@@ -143,13 +166,13 @@ class IncompleteCheckpoint(Check):
         if self.split is None or self.split[0] != key:
             self.split = [key, False, False, None]
         part = self.split
-        if _is_model_state(obj):
+        if is_model_state(obj):
             part[1] = True
-        elif _is_optimizer_state(obj) or any(_is_optimizer_state(v) for v in obj.values()):
+        elif is_optimizer_state(obj) or any(is_optimizer_state(v) for v in obj.values()):
             part[2] = True
         elif part[3] is None and any(
                 isinstance(k, str) and _PROGRESS.search(k) and isinstance(v, (int, float)) and
-                not isinstance(v, bool) or _is_scheduler_state(v) for k, v in obj.items()):
+                not isinstance(v, bool) or is_scheduler_state(v) for k, v in obj.items()):
             part[3] = (_built_at(obj, caller), ", ".join(repr(k) for k in list(obj)[:8]))
         if part[1] and part[3] is not None and not part[2]:
             self.arm()  # judged when training goes on (the optimizer may still be saved)
@@ -158,11 +181,15 @@ class IncompleteCheckpoint(Check):
         if self.partial and isinstance(f, (str, os.PathLike)):
             path = os.path.abspath(os.fspath(f))
             if path in self.partial:
+                # numbered: True for numbered weights, the (type, settings) of the optimizer
+                # that trained weights saved periodically; a fresh optimizer must train them
                 where, keys, numbered = self.partial.pop(path)
                 # optimizers that already stepped keep their state in memory: stepped on after
                 # a reload of numbered weights (the best epoch's), they continue, not resume
                 stepped = {id(o) for o in self.state.optimizers if o.state} if numbered else None
-                self.resumed = (where, keys, os.path.basename(path), _live_parameters(), stepped)
+                setup = numbered if isinstance(numbered, tuple) else None
+                self.resumed = (where, keys, os.path.basename(path), _live_parameters(), stepped,
+                                setup)
                 self.arm()
 
     def on_step(self, optimizer: Any) -> None:
@@ -185,7 +212,7 @@ class IncompleteCheckpoint(Check):
                 where=where)
         # an optimizer stepped after a model-only checkpoint was loaded back: it was a resume
         if self.resumed is not None:
-            where, keys, name, alive, stepped = self.resumed
+            where, keys, name, alive, stepped, setup = self.resumed
             # a resume trains parameters that existed when the file was read (it went into
             # them); a model built after the load (the next fold of a cross-validation) is new
             trains = any((r := alive.get(id(p))) is not None and r() is p
@@ -193,7 +220,8 @@ class IncompleteCheckpoint(Check):
             if stepped is not None and (not trains or id(optimizer) in stepped):
                 return  # numbered weights: waiting for an optimizer with no state to train them
             self.resumed = None
-            if not trains:
+            # a fresh optimizer of other settings (a lower lr) fine-tunes the weights: no resume
+            if not trains or setup not in (None, (type(optimizer), optimizer_settings(optimizer))):
                 self.disarm()
                 return
             self._missing(f"{keys}, loaded back from {name!r} and trained on",
@@ -202,10 +230,12 @@ class IncompleteCheckpoint(Check):
 
     def _missing(self, holds: str, what: str, where: Any) -> None:
         live = sorted({type(o).__name__ for o in self.state.optimizers})
+        schedulers = sorted({type(s).__name__ for s in (r() for r in self.schedulers) if s})
         self.report(
             f"torch.save of a resume checkpoint ({holds}) leaves out the state of the live "
             f"{'/'.join(live)} {what}: resuming restarts its momentum/moment estimates and step "
-            "counts from zero",
+            "counts from zero" + (f", and the live {'/'.join(schedulers)} its learning-rate "
+                                  "schedule" if schedulers else ""),
             fix="add 'optimizer': optimizer.state_dict() (and the scheduler's and GradScaler's "
                 "state_dict(), RNG states) to the checkpoint and load them when resuming",
             where=where)
@@ -227,9 +257,9 @@ class IncompleteCheckpoint(Check):
         values = [*obj.values(), *(v for x in obj.values() if isinstance(x, Mapping)
                                    for v in x.values())]
         if any(ref() is not None for ref in self.schedulers) \
-                and not any(_is_scheduler_state(v) for v in values):
+                and not any(is_scheduler_state(v) for v in values):
             left.append(type(next(r() for r in self.schedulers if r() is not None)).__name__)
-        if not any(_is_scaler_state(v) for v in values) and self._scaler_in_use(sys._getframe(2)):
+        if not any(is_scaler_state(v) for v in values) and self._scaler_in_use(sys._getframe(2)):
             left.append("GradScaler")
         return left
 
@@ -313,58 +343,6 @@ def _live_parameters() -> Any:
     # by id, with a weak reference to tell a reused id (a WeakSet compares tensors with ==)
     return {id(p): weakref.ref(p) for p in live_objects(
         lambda o: type(o) is nn.Parameter or nn.Parameter in type(o).__mro__)}
-
-
-def _is_model_state(value: Any) -> bool:
-    import torch
-    from torch import nn
-
-    if isinstance(value, nn.Module):
-        return True
-    if isinstance(value, Mapping) and value:
-        return all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items())
-    return False
-
-
-def _is_optimizer_state(value: Any, depth: int = 2) -> bool:
-    """An optimizer, its ``state_dict()``, or a non-empty list or tuple of them (Lightning's
-    ``optimizer_states``); also an optimizer wrapper (an object holding one as ``.optimizer``,
-    a warm-up schedule such as the Transformer's ``NoamOpt``) or its ``state_dict()``, a dict
-    that holds an optimizer's among its values (``{"_step": 40, "optimizer": {...}}``), up to
-    ``depth`` levels down."""
-    import torch
-
-    if isinstance(value, (list, tuple)) and value:
-        return all(_is_optimizer_state(v, depth) for v in value)
-    if isinstance(value, torch.optim.Optimizer):
-        return True
-    if isinstance(getattr(value, "optimizer", None), torch.optim.Optimizer) and \
-            not isinstance(value, torch.optim.lr_scheduler.LRScheduler):
-        return True
-    if not isinstance(value, Mapping):
-        return False
-    if "state" in value and "param_groups" in value:
-        return True
-    return depth > 0 and any(_is_optimizer_state(v, depth - 1) for v in value.values()
-                             if isinstance(v, Mapping))
-
-
-def _is_scheduler_state(value: Any) -> bool:
-    import torch
-
-    if isinstance(value, (list, tuple)) and value:
-        return all(_is_scheduler_state(v) for v in value)
-    if isinstance(value, torch.optim.lr_scheduler.LRScheduler):
-        return True
-    return isinstance(value, Mapping) and "last_epoch" in value
-
-
-def _is_scaler_state(value: Any) -> bool:
-    from torch.amp import GradScaler
-
-    if isinstance(value, GradScaler):
-        return True
-    return isinstance(value, Mapping) and "scale" in value and "_growth_tracker" in value
 
 
 def _scaler_in_use(start: Any) -> bool:

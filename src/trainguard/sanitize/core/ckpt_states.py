@@ -1,0 +1,90 @@
+"""What a checkpoint holds, told from the objects handed to ``torch.save``: a model's state, an
+optimizer's, an LR scheduler's, a GradScaler's; and which optimizer trains the weights saved.
+
+No tensor values are read: a ``state_dict`` is told by its keys and value types, the optimizer
+that trains saved weights by the storage the saved tensors share with its parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["is_model_state", "is_optimizer_state", "is_scaler_state", "is_scheduler_state",
+           "optimizer_settings", "trainer_of"]
+
+_NAMES = 256  # saved tensors, and parameters of one group, looked at
+
+
+def trainer_of(obj: Mapping, optimizers: Any) -> Any:
+    """The optimizer with state (it has stepped) that holds parameters whose storage the saved
+    ``state_dict`` shares (``state_dict()`` returns detached views of them); None if none."""
+    import torch
+
+    saved = {v.data_ptr() for v in list(obj.values())[:_NAMES] if isinstance(v, torch.Tensor)
+             and v.device.type != "meta"}
+    for optimizer in optimizers:
+        if optimizer.state and any(p.data_ptr() in saved for g in optimizer.param_groups
+                                   for p in g["params"][:_NAMES]):
+            return optimizer
+    return None
+
+
+def optimizer_settings(optimizer: Any) -> tuple:
+    """The optimizer's constructor settings (``defaults``: lr, betas, momentum, ...) as a
+    comparable tuple; tensors and other objects by type only."""
+    simple = (int, float, bool, str, type(None), tuple)
+    return tuple(sorted((k, v if isinstance(v, simple) else type(v).__name__)
+                        for k, v in optimizer.defaults.items()))
+
+
+def is_model_state(value: Any) -> bool:
+    import torch
+    from torch import nn
+
+    if isinstance(value, nn.Module):
+        return True
+    if isinstance(value, Mapping) and value:
+        return all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items())
+    return False
+
+
+def is_optimizer_state(value: Any, depth: int = 2) -> bool:
+    """An optimizer, its ``state_dict()``, or a non-empty list or tuple of them (Lightning's
+    ``optimizer_states``); also an optimizer wrapper (an object holding one as ``.optimizer``,
+    a warm-up schedule such as the Transformer's ``NoamOpt``) or its ``state_dict()``, a dict
+    that holds an optimizer's among its values (``{"_step": 40, "optimizer": {...}}``), up to
+    ``depth`` levels down."""
+    import torch
+
+    if isinstance(value, (list, tuple)) and value:
+        return all(is_optimizer_state(v, depth) for v in value)
+    if isinstance(value, torch.optim.Optimizer):
+        return True
+    if isinstance(getattr(value, "optimizer", None), torch.optim.Optimizer) and \
+            not isinstance(value, torch.optim.lr_scheduler.LRScheduler):
+        return True
+    if not isinstance(value, Mapping):
+        return False
+    if "state" in value and "param_groups" in value:
+        return True
+    return depth > 0 and any(is_optimizer_state(v, depth - 1) for v in value.values()
+                             if isinstance(v, Mapping))
+
+
+def is_scheduler_state(value: Any) -> bool:
+    import torch
+
+    if isinstance(value, (list, tuple)) and value:
+        return all(is_scheduler_state(v) for v in value)
+    if isinstance(value, torch.optim.lr_scheduler.LRScheduler):
+        return True
+    return isinstance(value, Mapping) and "last_epoch" in value
+
+
+def is_scaler_state(value: Any) -> bool:
+    from torch.amp import GradScaler
+
+    if isinstance(value, GradScaler):
+        return True
+    return isinstance(value, Mapping) and "scale" in value and "_growth_tracker" in value
