@@ -1,10 +1,10 @@
 """A grad context chosen at run time that left grad on: where the choice was made.
 
-``ctx = torch.no_grad() if phase == "valid" else contextlib.nullcontext()`` then ``with ctx:``
-(or the conditional written in the ``with`` itself, or ``torch.set_grad_enabled(phase != "val")``)
-disables grad on one branch only. When a
-forward inside that ``with`` ran with grad enabled, the condition picked the other branch: a
-phase named ``"val"`` where the test says ``"valid"`` (gentaiscool/end2end-asr-pytorch#29). The
+``ctx = torch.no_grad() if stage == "validation" else contextlib.nullcontext()`` then ``with
+ctx:`` (or the conditional written in the ``with`` itself, or ``torch.set_grad_enabled(stage !=
+"val")``) disables grad on one branch only. When a forward inside that ``with`` ran with grad
+enabled, the condition picked the other branch: a stage named ``"val"`` where the test says
+``"validation"`` (validation that records graphs: facebookresearch/fairchem#199). The
 line to change is the choice, not the forward; the values of the names the condition reads in
 that frame are shown (plain strings, numbers, booleans and None only).
 """
