@@ -18,8 +18,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, exclusive, if_branches, is_false, is_main_guard, \
-    is_true, parent, walk_local
+from trainguard.lint.astutil import dotted, encloses, exclusive, if_branches, is_false, \
+    is_main_guard, is_true, parent, walk_local
 from trainguard.lint.repro import Repro, seeds_in
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script
@@ -36,6 +36,8 @@ def check(script: Script) -> Iterator[Hit]:
         if not (isinstance(node, ast.Assign) and is_true(node.value) and any(
                 (dotted(t) or "").endswith("cudnn.benchmark") for t in node.targets)):
             continue
+        if _after_training(script, node):
+            continue  # benchmark turned on for timing after the last training step
         seeding = _seeding_function(script, node)
         beside = _seeded_beside(script, node) if seeding is None else None
         if seeding is not None:
@@ -55,6 +57,53 @@ def check(script: Script) -> Iterator[Hit]:
                       "reproducible",
                   edits=[Edit(value.lineno, value.col_offset, value.end_lineno or value.lineno,
                               value.end_col_offset or 0, "False")], safe=False)
+
+
+def _after_training(script: Script, node: ast.AST) -> bool:
+    """``node`` runs only after the script's last training step: every top-level statement
+    that runs it (the statement itself, or each call of the module-level function around it)
+    comes after every top-level statement that trains, and none of them trains. Benchmark mode
+    turned on for an inference speed measurement after training changes no trained weight
+    (Alibaba-MIIL/TResNet#3: cuDNN autotuning warmed before timing)."""
+    tops = _top_statements(script)
+    func = script.enclosing_function(node)
+    if func is None:
+        runs = [s for s in tops if s is node or encloses(s, node)]
+    elif parent(func) is script.tree or any(is_main_guard(p) and func in p.body
+                                             for p in script.tree.body):
+        sites = script.call_sites(func)
+        if not sites or any(script.enclosing_function(c) is not None for c in sites):
+            return False
+        runs = [s for s in tops if any(encloses(s, c) for c in sites)]
+    else:
+        return False
+    training = [s for s in tops if _trains(script, s, 3)]
+    return bool(runs) and bool(training) and not any(s in training for s in runs) and \
+        min(s.lineno for s in runs) > max(s.end_lineno or s.lineno for s in training)
+
+
+def _top_statements(script: Script) -> list[ast.stmt]:
+    """The script's top-level statements, those of an ``if __name__ == "__main__":`` block
+    in its place."""
+    out: list[ast.stmt] = []
+    for s in script.tree.body:
+        out.extend(s.body if is_main_guard(s) else [s])
+    return [s for s in out if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                  ast.ClassDef))]
+
+
+def _trains(script: Script, node: ast.AST, depth: int) -> bool:
+    """``node`` calls ``backward()`` or ``step()``, itself or through the file's functions."""
+    for c in ast.walk(node):
+        if not isinstance(c, ast.Call):
+            continue
+        if isinstance(c.func, ast.Attribute) and c.func.attr in ("backward", "step"):
+            return True
+        name = c.func.id if isinstance(c.func, ast.Name) else None
+        if depth and name in script.functions and any(
+                _trains(script, f, depth - 1) for f in script.functions[name]):
+            return True
+    return False
 
 
 def _seeding_function(script: Script, node: ast.AST) -> ast.AST | None:
