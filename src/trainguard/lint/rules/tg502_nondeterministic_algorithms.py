@@ -40,6 +40,8 @@ def check(script: Script) -> Iterator[Hit]:
             continue  # benchmark turned on for timing after the last training step
         seeding = _seeding_function(script, node)
         beside = _seeded_beside(script, node) if seeding is None else None
+        if seeding is None and beside is None:
+            beside = _seeded_around_calls(script, node)
         if seeding is not None:
             why = f"{seeding.name}() seeds every generator so that runs repeat, yet"
         elif flags and not all(exclusive(node, f) or _turned_off_after(script, node, f)
@@ -138,6 +140,22 @@ def _seeded_beside(script: Script, node: ast.AST) -> ast.Call | None:
             if _repeats(seeded):
                 return call
     return None
+
+
+def _seeded_around_calls(script: Script, node: ast.AST) -> ast.Call | None:
+    """``node`` sits unconditionally in a module-level function (not a seeding one) that only
+    top-level code calls, and that code seeds the run (:func:`_seeded_beside` of each call):
+    a speed-up helper called in a run set up to repeat."""
+    func = script.enclosing_function(node)
+    if func is None or _guarded(node) or not (
+            parent(func) is script.tree or any(is_main_guard(p) and func in p.body
+                                               for p in script.tree.body)):
+        return None
+    sites = script.call_sites(func)
+    if not sites or any(script.enclosing_function(c) is not None for c in sites):
+        return None
+    seeded = [_seeded_beside(script, c) for c in sites]
+    return seeded[0] if all(seeded) else None
 
 
 def _turned_off_after(script: Script, node: ast.AST, flag: ast.AST) -> bool:
