@@ -588,7 +588,7 @@ class Script:
         expression with a disabling branch, or a name bound to one."""
         if isinstance(expr, ast.IfExp):
             # ``torch.no_grad() if phase == "val" else nullcontext()``: a maybe, as above
-            kinds = {self.grad_context(expr.body), self.grad_context(expr.orelse)}
+            kinds = {self.grad_context(expr.body, _depth), self.grad_context(expr.orelse, _depth)}
             return True if True in kinds else False if kinds == {False} else None
         if isinstance(expr, ast.Name) and _depth < 3:
             # ``ctx = torch.no_grad() if ... else nullcontext()`` then ``with ctx:``
