@@ -311,24 +311,25 @@ def _reads_training(expr: ast.expr, func: ast.AST) -> bool:
 
 def _under_training_test(node: ast.AST, func: ast.AST) -> bool:
     """Under an ``if`` (either branch) whose test reads ``.training``."""
-    n = node
-    while (p := parent(n)) is not None and p is not func:
-        if isinstance(p, ast.If) and n is not p.test and any(
-                isinstance(s, ast.Attribute) and s.attr == "training" for s in ast.walk(p.test)):
-            return True
-        n = p
-    return False
+    return any(isinstance(p, ast.If) for p, _ in _training_tests(node, func))
 
 
 def _guarded_by_training(call: ast.AST, func: ast.AST) -> bool:
     """``if self.training: x = F.dropout(x, p)`` only runs in train mode."""
-    n = call
+    p, n = next(_training_tests(call, func), (None, None))
+    return p is not None and (n in getattr(p, "body", []) or n is getattr(p, "body", None))
+
+
+def _training_tests(node: ast.AST, func: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
+    """The ``if`` statements and conditional expressions between ``node`` and ``func`` whose
+    test reads ``.training`` and that ``node`` sits in a branch of, innermost first, each with
+    its child on the way to ``node``."""
+    n = node
     while (p := parent(n)) is not None and p is not func:
         if isinstance(p, (ast.If, ast.IfExp)) and n is not p.test and any(
                 isinstance(s, ast.Attribute) and s.attr == "training" for s in ast.walk(p.test)):
-            return n in getattr(p, "body", []) or n is getattr(p, "body", None)
+            yield p, n
         n = p
-    return False
 
 
 _RANDOM = ("torch.rand", "torch.rand_like", "torch.bernoulli", "torch.randn")

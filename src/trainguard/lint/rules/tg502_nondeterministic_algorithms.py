@@ -71,17 +71,26 @@ def _after_training(script: Script, node: ast.AST) -> bool:
     func = script.enclosing_function(node)
     if func is None:
         runs = [s for s in tops if s is node or encloses(s, node)]
-    elif parent(func) is script.tree or any(is_main_guard(p) and func in p.body
-                                             for p in script.tree.body):
-        sites = script.call_sites(func)
-        if not sites or any(script.enclosing_function(c) is not None for c in sites):
+    else:
+        sites = _top_level_sites(script, func)
+        if sites is None:
             return False
         runs = [s for s in tops if any(encloses(s, c) for c in sites)]
-    else:
-        return False
     training = [s for s in tops if _trains(script, s, 3)]
     return bool(runs) and bool(training) and not any(s in training for s in runs) and \
         min(s.lineno for s in runs) > max(s.end_lineno or s.lineno for s in training)
+
+
+def _top_level_sites(script: Script, func: ast.AST) -> list[ast.Call] | None:
+    """The calls of ``func``, a module-level function (a ``__main__`` block's included), when
+    there are some and all of them are top-level code; None otherwise."""
+    if not (parent(func) is script.tree or any(is_main_guard(p) and func in p.body
+                                               for p in script.tree.body)):
+        return None
+    sites = script.call_sites(func)
+    if not sites or any(script.enclosing_function(c) is not None for c in sites):
+        return None
+    return sites
 
 
 def _top_statements(script: Script) -> list[ast.stmt]:
@@ -147,12 +156,8 @@ def _seeded_around_calls(script: Script, node: ast.AST) -> ast.Call | None:
     top-level code calls, and that code seeds the run (:func:`_seeded_beside` of each call):
     a speed-up helper called in a run set up to repeat."""
     func = script.enclosing_function(node)
-    if func is None or _guarded(node) or not (
-            parent(func) is script.tree or any(is_main_guard(p) and func in p.body
-                                               for p in script.tree.body)):
-        return None
-    sites = script.call_sites(func)
-    if not sites or any(script.enclosing_function(c) is not None for c in sites):
+    sites = _top_level_sites(script, func) if func is not None and not _guarded(node) else None
+    if sites is None:
         return None
     seeded = [_seeded_beside(script, c) for c in sites]
     return seeded[0] if all(seeded) else None
