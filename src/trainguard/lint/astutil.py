@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-__all__ = ["dotted", "parent", "walk_local", "kwarg", "is_true", "is_false", "const_value",
+__all__ = ["dotted", "parent", "walk_local", "kwarg", "is_true", "is_false", "const_value", "mode_switch",
            "names_in", "if_branches", "exclusive", "encloses", "assigned_pairs", "self_attr",
            "is_main_guard", "SCOPES"]
 
@@ -138,6 +138,25 @@ def is_true(node: ast.AST | None) -> bool:
 
 def is_false(node: ast.AST | None) -> bool:
     return const_value(node) is False
+
+
+def mode_switch(call: ast.Call) -> str | None:
+    """The mode a call written as ``X.train(...)``/``X.eval()`` sets when it is
+    ``nn.Module.train(mode=True)``/``eval()``: ``"train"``, ``"eval"`` (``eval()``,
+    ``train(False)``, ``train(mode=False)``), ``"?"`` (``train(flag)`` with a flag not constant),
+    or None for another call (other arguments: a trainer's own ``train(epochs=3)``; any other
+    attribute). ``eval()`` is ``train(False)`` (torch.nn.Module.eval's documentation)."""
+    f = call.func
+    if not isinstance(f, ast.Attribute) or f.attr not in ("train", "eval"):
+        return None
+    if f.attr == "eval":
+        return "eval" if not call.args and not call.keywords else None
+    if len(call.args) + len(call.keywords) > 1 or any(k.arg != "mode" for k in call.keywords):
+        return None
+    flag = call.args[0] if call.args else kwarg(call, "mode")
+    if flag is None or is_true(flag):
+        return "train"
+    return "eval" if is_false(flag) else "?"
 
 
 def is_main_guard(node: ast.AST) -> bool:

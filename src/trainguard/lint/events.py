@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
-from trainguard.lint.astutil import SCOPES, children, dotted, is_false, is_true
+from trainguard.lint.astutil import SCOPES, children, dotted, mode_switch
 from trainguard.lint.callgraph import RETURNS_SELF, ClassRef, Target
 from trainguard.lint.consts import module_constants_trusted, truth
 from trainguard.lint.factories import bound_mode
@@ -120,22 +120,18 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
     if q.endswith(("clip_grad_norm_", "clip_grad_value_")) or f.attr == "clip_grad_norm_" or \
             _held_clip(script, f):
         return Event("clip", None, call)
-    if f.attr in ("train", "eval") and (len(call.args) > 1 or any(
-            k.arg != "mode" for k in call.keywords)):
-        return None  # not nn.Module.train(mode=True)/eval(): a trainer's own train(epochs=...)
-    if f.attr in ("train", "eval") and _own_method(script, f):
-        return None  # an object of a project class that is no module: its own train(batch)
-    if f.attr in ("train", "eval") and recv and (script.is_model(recv) or recv.endswith("()")):
-        if f.attr == "eval" or (call.args and is_false(call.args[0])):
-            return Event("eval", recv, call)
-        if not call.args or is_true(call.args[0]):
-            return Event("train", recv, call)
-        return Event("mode?", recv, call)
-    if f.attr in ("train", "eval") and recv and len(call.args) <= 1 and not call.keywords \
-            and not script.is_optimizer(recv) and not script.is_scheduler(recv):
-        # a module under another name (trainable_module.train(), m.eval()): the mode of the
-        # model may have changed, so nothing is known about it any more
-        return Event("mode?", recv, call)
+    if f.attr in ("train", "eval"):
+        mode = mode_switch(call)
+        if mode is None:
+            return None  # not nn.Module.train(mode=True)/eval(): a trainer's own train(epochs=...)
+        if _own_method(script, f):
+            return None  # an object of a project class that is no module: its own train(batch)
+        if recv and (script.is_model(recv) or recv.endswith("()")):
+            return Event("mode?" if mode == "?" else mode, recv, call)
+        if recv and not script.is_optimizer(recv) and not script.is_scheduler(recv):
+            # a module under another name (trainable_module.train(), m.eval()): the mode of the
+            # model may have changed, so nothing is known about it any more
+            return Event("mode?", recv, call)
     return None
 
 

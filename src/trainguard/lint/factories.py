@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from typing import Literal
 
-from trainguard.lint.astutil import dotted, is_false, is_true, walk_local
+from trainguard.lint.astutil import dotted, mode_switch, walk_local
 from trainguard.lint.callgraph import RETURNS_SELF
 from trainguard.lint.script import Script
 
@@ -30,14 +30,11 @@ def _chain_mode(value: ast.AST) -> tuple[Mode | None, ast.AST, bool]:
     node, mode, decided = value, None, False
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
             node.func.attr in RETURNS_SELF:
-        attr, args = node.func.attr, node.args
+        attr = node.func.attr
         if not decided and attr in ("train", "eval"):
             decided = True  # (the outermost switch is the one that holds)
-            if attr == "eval" and not args and not node.keywords:
-                mode = "eval"
-            elif attr == "train" and len(args) <= 1 and not node.keywords:
-                mode = "train" if not args or is_true(args[0]) else \
-                    "eval" if is_false(args[0]) else None
+            switch = mode_switch(node)
+            mode = switch if switch in ("train", "eval") else None
         node = node.func.value
     return mode, node, decided
 
