@@ -11,7 +11,9 @@ so 2 epochs take 6 optimizer steps and 16 micro-steps.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import ctypes
 import os
 import signal
 import sys
@@ -23,6 +25,24 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 import trainguard
+
+
+# The futures the counting hook returns, kept for the life of the process (a module global, not a
+# local of main(), which is gone before the process group is destroyed at exit): otherwise gloo's
+# worker thread may drop the last reference to one while the rank exits, and the rank aborts with
+# "terminate called without an active exception" (pytorch/pytorch#179291; the loop's own
+# collectives keep theirs the same way, trainguard.loop.collectives).
+_FUTURES: list = []
+
+
+def _keep_at_exit() -> None:
+    """At exit, before the interpreter clears this module, give each kept future a reference that
+    is never dropped (as trainguard.loop.collectives does with its own works)."""
+    for future in _FUTURES:
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(future))
+
+
+atexit.register(_keep_at_exit)
 
 
 def dataset(n: int, seed: int) -> TensorDataset:
@@ -37,16 +57,11 @@ def main(argv: list[str]) -> None:
     model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
     ddp = nn.parallel.DistributedDataParallel(model)
     count = [0]
-    # The futures this Python hook returns are kept for the life of the process: otherwise gloo's
-    # worker thread may drop the last reference to one while the rank exits, and the rank aborts
-    # with "terminate called without an active exception" (pytorch/pytorch#179291; the loop's own
-    # collectives keep theirs the same way, trainguard.loop.collectives).
-    futures = []
 
     def counting_hook(state, bucket):
         count[0] += 1
-        futures.append(allreduce_hook(state, bucket))
-        return futures[-1]
+        _FUTURES.append(allreduce_hook(state, bucket))
+        return _FUTURES[-1]
 
     ddp.register_comm_hook(None, counting_hook)
     if "--sync-every-micro-step" in flags:
