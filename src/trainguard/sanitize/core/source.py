@@ -23,6 +23,7 @@ __all__ = ["SourceFile", "marked", "function_node", "function_at", "attribute_st
 # SourceFile per parsed tree (id -> (tree, index)): the newest few, as bounds keeps its trees
 _INDEXED = 16
 _indexed: dict[int, tuple[ast.Module, "SourceFile"]] = {}
+_function_index: dict[int, tuple[ast.Module, dict[tuple[str, int], ast.AST]]] = {}
 
 
 def marked(code: str, where: tuple) -> bool:
@@ -41,11 +42,25 @@ def function_node(code: CodeType) -> ast.AST | None:
     tree = parse_file(code.co_filename)
     if tree is None or code.co_name == "<module>":
         return tree
+    return _functions(tree).get((code.co_name, code.co_firstlineno))
+
+
+def _functions(tree: ast.Module) -> dict[tuple[str, int], ast.AST]:
+    """``{(name, line): node}`` of every function of ``tree``, ``line`` being its ``def``'s and
+    each decorator's (a code object's first line is its first decorator's); built once per tree
+    (the newest few, as bounds keeps its trees)."""
+    known = _function_index.get(id(tree))
+    if known is not None and known[0] is tree:
+        return known[1]
+    found: dict[tuple[str, int], ast.AST] = {}
     for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == code.co_name \
-                and code.co_firstlineno in {node.lineno, *(d.lineno for d in node.decorator_list)}:
-            return node
-    return None
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for line in (node.lineno, *(d.lineno for d in node.decorator_list)):
+                found.setdefault((node.name, line), node)
+    if len(_function_index) >= _INDEXED:
+        _function_index.pop(next(iter(_function_index)))
+    _function_index[id(tree)] = (tree, found)
+    return found
 
 
 class SourceFile:

@@ -18,6 +18,8 @@ per frame; callers use it on rare paths only (before an optimizer's first step).
 from __future__ import annotations
 
 import ast
+import linecache
+import re
 import sys
 from types import FrameType
 from typing import Any
@@ -29,6 +31,7 @@ __all__ = ["StepSite", "find_step_site"]
 
 _FRAMES = 4  # user frames searched, innermost first
 _MISSING = object()
+_STEP_TEXT = re.compile(r"\.[\s\\]*step\b")
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
@@ -56,7 +59,7 @@ def find_step_site(optimizer: Any, start: FrameType | None = None) -> StepSite |
     frame = start if start is not None else sys._getframe(1)
     for f in user_frames(frame, limit=_FRAMES):
         body = function_node(f.f_code)
-        if body is None:
+        if body is None or not _may_step(f.f_code.co_filename, body):
             continue
         for call, parents in _step_calls(body):
             if _is(optimizer, call.func.value, f) or (
@@ -64,6 +67,17 @@ def find_step_site(optimizer: Any, start: FrameType | None = None) -> StepSite |
                 where = (f.f_code.co_filename, call.lineno, call.col_offset + 1)
                 return StepSite(where, _text(call), _guard(parents))
     return None
+
+
+def _may_step(path: str, body: ast.AST) -> bool:
+    """Whether the source text of ``body`` holds ``.step`` at all (an attribute ``step`` read
+    with a dot, the dot and the name maybe on separate lines): when it does not, no
+    ``X.step(...)`` is written there and the walk is skipped (a trainer's own loop in a library:
+    the user's functions on the stack call ``trainer.fit`` only)."""
+    lines = linecache.getlines(path)
+    first = getattr(body, "lineno", 1) - 1
+    last = getattr(body, "end_lineno", None) or len(lines)
+    return _STEP_TEXT.search("".join(lines[first:last])) is not None
 
 
 def _step_calls(body: ast.AST) -> list[tuple[ast.Call, list[ast.AST]]]:
