@@ -45,7 +45,7 @@ _ON_DEMAND = frozenset({"on_root_forward", "on_backward", "on_backward_done", "o
 
 
 # Events a check may also receive on settled steps (``Check.always``).
-_ALWAYS = frozenset({"on_root_forward", "on_backward", "on_step"})
+_ALWAYS = frozenset({"on_root_forward", "on_loss", "on_backward", "on_step"})
 
 
 class Watcher(Dispatch):

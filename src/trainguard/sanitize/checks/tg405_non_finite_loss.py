@@ -1,38 +1,31 @@
 """TG405 non-finite-loss: the loss or a gradient became NaN or Inf.
 
-What it watches, settled steps too: the root of every ``backward()`` that is a single value, and
-every outermost module output that is a scalar with a graph (a loss module, a model returning its
-loss). Values are read per device (``core/values.py``: CPU ``.item()``; CUDA a window of 16
-losses kept on the device, one kernel per step, copied without blocking and read later
-(:class:`LossWindow`); ``meta`` not read). On checked steps, before ``optimizer.step()``,
-the gradients are tested in one op (a float64 sum, or a foreach max-norm past a million values).
-
-When it fires (once per run, at the cause, the symptom in the message):
+Watched, settled steps too: the root of every ``backward()`` that is a single value; every
+outermost module output that is a scalar with a graph (a model returning its loss); every loss
+call's CPU output (a NaN one is kept until a backward takes it, and at the exit is a run that
+stopped on it: ``if not torch.isfinite(loss): return``). Values are read per device
+(``core/values.py``; CUDA: a window of 16 losses on the device, read later). On checked steps the
+gradients are tested in one op before ``optimizer.step()``. Fires once per run, at the cause:
 - the first non-finite loss. The outermost calls whose stamped outputs the loss's graph holds are
   examined, latest first (``core/nonfinite.py``): an input batch already NaN/Inf (followed to the
   call that made it, 2 levels); else the forward re-run once (no grad, RNG forked, buffers copied)
   naming the first non-finite module and the first op making NaN/Inf from finite inputs, at its
-  user line (``x / x.norm()``). When every call's output was finite, the loss computation made
-  it: a graph node whose saved input sits at its singular point (log of 0, division by 0) is
-  named, and when that input is a model's output, the submodule that made it (a ReLU head with
-  exact zeros) and its line in ``forward``; else the finding waits one cycle for that op's line
-  (``core/node_lines.py``: its route from the root, in the next graph). A re-run finding a module
-  whose own parameters are non-finite after a finite loss means an unchecked step's gradient made
-  them so: placed like a NaN gradient (the loss code's one singular op, below), if one;
-- the loss diverged first (grew 1000x, or beyond 1e6, on the CPU): at the line that set the
-  learning rate (the optimizer's literal, or the config entry or default it names);
+  user line. When every call's output was finite, the loss computation made it: a graph node whose
+  saved input sits at its singular point (log of 0, division by 0) is named, with the submodule
+  that made that input when it is a model's output (a ReLU head's exact zeros); else the finding
+  waits one cycle for that op's line (``core/node_lines.py``; a run that ended first: the loss
+  code's one unguarded such op). Non-finite parameters after a finite loss (an unchecked step's
+  gradient) are placed like a NaN gradient;
+- the loss diverged first (grew 1000x, or beyond 1e6, on the CPU): at the line that set the LR;
 - a gradient is NaN/Inf while the loss is finite: the latest outermost call re-run, naming the
-  first op at a singular point of its derivative (sqrt at 0, acos at +-1, ``x ** 0.5`` at 0) and
-  its line; else the one unguarded call of such an op in the loss's code, if one
-  (``core/singular_sites.py``); else the backward line, with the parameters named.
-With a ``GradScaler`` the scaled root may overflow by design: a non-finite root needs a live
-enabled ``GradScaler`` (``gc``, once) and a non-finite unscaled loss (``core/nonfinite.py``).
-Silent on: finite losses and gradients; scaled losses that overflow while the loss is finite;
-gradients under an enabled GradScaler; a norm of a zero vector (a zero subgradient in PyTorch).
-Cost: per backward one value read or flag copy; per outermost call a type test; per checked step
-one sum over the gradients. Once, at the finding: one graph walk (20,000 nodes), 4 calls re-run
-at most once each (a loss module's own call: re-run first), one heap scan, one file parse, at most
-one traced cycle.
+  first op at a singular point of its derivative (sqrt at 0, acos at +-1) and its line; else the
+  loss code's one unguarded call of such an op (``core/singular_sites.py``); else the backward.
+With a ``GradScaler`` a non-finite root needs a live enabled scaler (``gc``, once) and a non-finite
+unscaled loss. Silent on: finite losses and gradients; scaled losses that overflow while the loss
+is finite; gradients under a GradScaler; a norm of a zero vector (a zero subgradient); a NaN loss
+the script skips (a backward of a later loss follows). Cost: per backward and per CPU loss one value
+read; per outermost call a type test; per checked step one sum over the gradients. Once, at the
+finding: one graph walk (20,000 nodes), 4 re-runs at most, one heap scan, one parse, one cycle.
 
 Reference: https://pytorch.org/docs/stable/autograd.html (``detect_anomaly``); karpathy/nanoGPT#136;
 KevinMusgrave/pytorch-metric-learning#107 (a loss module dividing by a count of 0)."""
@@ -67,7 +60,7 @@ def _shown(names: list[Any]) -> str:
 class NonFiniteLoss(Check):
     code = "TG405"
     stamps = "inputs"  # outputs stamped, with weak references to the call's tensor arguments
-    always = ("on_backward", "on_root_forward")  # every step is looked at, settled ones too
+    always = ("on_backward", "on_root_forward", "on_loss")  # settled steps too
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
@@ -82,6 +75,7 @@ class NonFiniteLoss(Check):
         self.built: list[tuple[Any, Any]] = []  # (weakref to an optimizer, where it was built)
         self.node_line: Any = None  # the loss op at fault, whose line the next cycle gives
         self.params_bad = False  # a re-run found a module whose own parameters were NaN/Inf
+        self.unused: tuple | None = None  # (value, step, line, loss): a NaN loss before backward
 
     def on_built(self, obj: Any, where: Any) -> None:
         if isinstance(obj, __import__("torch").optim.Optimizer):
@@ -110,8 +104,15 @@ class NonFiniteLoss(Check):
     def on_loss(self, call: Any) -> None:
         out = call.output
         self.last_loss = weakref.ref(out) if hasattr(out, "numel") else None
+        if out.__class__ is not self._tensor or out.ndim or out.grad_fn is None or self.done \
+                or self.unused is not None or not out.is_cpu:
+            return
+        value = out.item()
+        if type(value) is float and value - value != 0.0:
+            self.unused = (value, self.state.step + 1, call.where, out, call.name)
 
     def on_backward(self, call: Any) -> None:
+        self.unused = None  # (a loss skipped by the script: the run goes on, guarded)
         if self.node_line is not None and self.node_line.held is not None:
             held = self.node_line.at_backward(call.tensors, call.where)
             if held is not None:
@@ -128,7 +129,7 @@ class NonFiniteLoss(Check):
             return
         if not root.is_cpu:  # (the usual case first: reading() without a call)
             if reading(root) == READ_LATER and root.is_floating_point():
-                self._queue(root, call)
+                self.pending.add(root, self.state.step + 1, call.where)  # read at a later one
             return  # (meta and other devices: no value to read)
         value = root.item()
         if type(value) is not float:  # a complex root (backward roots are never integers)
@@ -175,9 +176,6 @@ class NonFiniteLoss(Check):
             return False
         return not bool(torch.isfinite(loss.detach()))  # note: a sync, only on this path
 
-    def _queue(self, root: Any, call: Any) -> None:
-        self.pending.add(root, self.state.step + 1, call.where)  # read at a later backward
-
     def _poll(self) -> None:
         bad = self.pending.first_non_finite()
         if bad is not None and self._loss_is_non_finite():
@@ -185,6 +183,9 @@ class NonFiniteLoss(Check):
             self._found(float("nan"), *bad, exact=False)
 
     def on_exit(self) -> None:
+        if self.unused is not None and not self.done:  # a NaN loss no backward took
+            value, step, where, root, name = self.unused
+            self._found(value, step, where, root=root, made_by=name, ended=True)
         held = self.node_line.flush() if self.node_line is not None else None
         if held is not None:  # the run ended before the op's line came
             self.report(held[0], fix=held[1], where=held[2])
@@ -193,8 +194,8 @@ class NonFiniteLoss(Check):
             self._poll()
         self.pending.clear()
 
-    def _found(self, value: float, step: int, where: Any, *, exact: bool = True,
-               root: Any = None, made_by: str = "", rerun: Any = None) -> None:
+    def _found(self, value: float, step: int, where: Any, *, exact: bool = True, root: Any = None,
+               made_by: str = "", rerun: Any = None, ended: bool = False) -> None:
         self.done = True
         what = f"the loss is {value}" if exact else "the loss is NaN or Inf"
         self.cause_at = None
@@ -213,6 +214,7 @@ class NonFiniteLoss(Check):
         # Without a scaler the step writes NaN into the weights; a GradScaler skips that step.
         after = ("the GradScaler skips every step whose gradients are not finite, so such batches "
                  "do not train the model, and each skip lowers the scale" if self.scaled
+                 else "no backward took it before the run ended" if ended
                  else "every step after it trains on NaN")
         fix = _DIVERGED_FIX if diverged else (
             "lower the learning rate or clip gradients, check the named module and the inputs for "
@@ -221,9 +223,9 @@ class NonFiniteLoss(Check):
                    f"{'made by ' + made_by if made_by else 'backward'} at "
                    f"{short_location(where)}){diverged}{cause}; {after}")
         line = self.node_line
-        if self.cause_at is None and line is not None and line.usable and not made_by:
+        if self.cause_at is None and line is not None and line.usable and (ended or not made_by):
             line.hold(message, fix, where)  # the loss op's line: at the next backward from here
-            return
+            return  # (``ended``: placed from the loss's code at once, by ``on_exit``)
         self.report(message, fix=fix, where=self.cause_at or where)
 
     def _bad_gradients(self, optimizer: Any) -> None:

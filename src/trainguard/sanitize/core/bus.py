@@ -30,7 +30,7 @@ class Bus:
         handlers: event name -> ``[(check, bound method)]`` subscribed now. The lists are replaced,
             never changed in place, so a probe may keep the dict and read a list per call.
         always: event name -> the handlers that also run on settled steps
-            (``on_root_forward``, ``on_backward``, ``on_step``).
+            (``on_root_forward``, ``on_loss``, ``on_backward``, ``on_step``).
         module_types: the module types some check wants ``on_forward_pre``/``on_forward`` for.
         armed: the checks following something across steps now (a step with one never settles).
         reports: :meth:`report` calls so far (a step with one never settles).

@@ -117,7 +117,8 @@ class NodeLine(TraceSlot):
     def flush(self) -> tuple | None:
         """The held finding (the run ended first), and the trace closed. For a product with a
         non-finite factor, the one log-probability product of the loss's code is the place
-        (:func:`~trainguard.sanitize.core.singular_sites.one_log_product`)."""
+        (:func:`~trainguard.sanitize.core.singular_sites.one_log_product`); for a log of 0, the
+        one unguarded call of ``log`` there (the function holding the line, one level down)."""
         held, self.held = self.held, None
         self.close()
         if held is not None and self.kind == "MulBackward0":
@@ -127,6 +128,14 @@ class NodeLine(TraceSlot):
             if at is not None:
                 held = (f"{held[0]}; the one product with a log-probability factor in the loss's "
                         f"code is at {short_location(at)}", held[1], at)
+        elif held is not None and self.kind == "LogBackward0":
+            from trainguard.sanitize.core.singular_sites import singular_sites
+
+            logs = singular_sites([], held[2], logs=True)
+            if len(logs) == 1:  # the one unguarded log of the loss's code (``log(1 - p)``)
+                at, op = logs[0]
+                held = (f"{held[0]}; the one `{op}` of the loss's code with nothing keeping its "
+                        f"input off 0 is at {short_location(at)}", held[1], at)
         return held
 
     @property

@@ -6,7 +6,8 @@
   :data:`TORCH_WATCHED`, named ``torch.dropout`` in the event) become ``on_functional`` events;
   during the event ``State.functional_caller`` is the frame that called the function.
 
-Installed only when a check listens to those events. Each call also gives a cadence key.
+Installed only when a check listens to those events. Each call also gives a cadence key; a
+settled loss call goes to the checks' ``always`` handlers of ``on_loss`` only.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ def _functional_loss(bus: "Bus", name: str, original: Any, loss_type: type) -> A
     compiling = compiling_flags()
     modules = bus.state.modules
     see = bus.cadence.see
+    always = bus.always  # event -> the checks' always handlers (lists are replaced, not the dict)
 
     def loss(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -101,6 +103,10 @@ def _functional_loss(bus: "Bus", name: str, original: Any, loss_type: type) -> A
             except (IndexError, AttributeError):
                 sig = loss_sig(args, kwargs)
             if not see(("L", name, caller.f_code, caller.f_lasti, sig)):
+                if always["on_loss"]:  # (a settled step: TG405 reads the loss)
+                    call = LossCall(name, args, kwargs, output, None, None, caller)
+                    bus.emit_settled("on_loss", call)
+                    call._frame = None
                 return output
             call = LossCall(name, args, kwargs, output, None, None, caller)
             bus.emit("on_loss", call)

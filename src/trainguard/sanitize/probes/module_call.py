@@ -14,7 +14,8 @@ call passed through, read from its traceback), and the stamps on outputs (``stam
 Every call returns at once while ``torch.compile`` traces (``torch.compiler.is_dynamo_compiling()``,
 which Dynamo folds to True, and ``is_compiling()`` where ``torch.export`` may trace too), so
 compiled graphs are unchanged. Each outermost call also gives a key (``Cadence.see``): once the
-loop has settled, a call matching the settled cycle only updates the counters.
+loop has settled, a call matching the settled cycle only updates the counters (and goes to the
+checks' ``always`` handlers: ``on_root_forward``, and ``on_loss`` for a loss module).
 """
 
 from __future__ import annotations
@@ -171,6 +172,10 @@ def _settled(bus: "Bus", original_call: Any, direct: bool, stamp: Any,
         finally:
             modules.pop()
         if depth or isinstance(self, _Loss):
+            if always["on_loss"] and isinstance(self, _Loss):  # (TG405 reads the loss)
+                loss = LossCall(type(self).__name__, args, kwargs, output, self, None, caller)
+                bus.emit_settled("on_loss", loss)
+                loss._frame = None
             return output
         state.root_forwards += 1
         if id(self) not in seen_ids:
