@@ -4,16 +4,17 @@ A run is reproducible only if every generator it draws from is seeded
 (https://pytorch.org/docs/stable/notes/randomness.html): ``torch`` (weight init, ``randn``,
 shuffling DataLoaders, dropout), ``numpy.random`` and Python's ``random``. Fires only when the
 script asks to be reproducible (it seeds at least one generator or sets deterministic flags), and
-only for generators it actually uses; a seed the script defines (config key, ``--seed``
-option, ``SEED`` constant) that nothing but a print reads is such a request too. ``seed_everything``/``set_seed`` helpers count as seeding
-all three. A seeding helper of the file that seeds numpy and random but not torch, called by code
-that does not seed torch, fires at its last seeding line (:func:`_partial_helpers`); so does one
-that seeds torch but not numpy or random when the script draws from them (one finding naming
-the draws, where the missing seeds belong), and so do the script's own seeding calls
+only for generators it actually uses; a seed the script defines (config key, ``--seed`` option,
+``SEED`` constant) that nothing but a print reads is such a request too, and so is one handed only
+to a library's own generator (``train_test_split(..., random_state=SEED)``: one finding where
+torch's seed belongs, :func:`_library_only`). ``seed_everything``/``set_seed`` helpers count as
+seeding all three. A seeding helper of the file that seeds numpy and random but not torch, called
+by code that does not seed torch, fires at its last seeding line (:func:`_partial_helpers`); so
+does one that seeds torch but not numpy or random when the script draws from them (one finding
+naming the draws, where the missing seeds belong), and so do the script's own seeding calls
 (``np.random.seed(seed)`` with torch drawn unseeded: the last seeding call of the function that
-holds the first one). Draws made by functions of another project file that the script calls
-(a data helper's ``np.random.rand``, a batching generator's ``random.shuffle``) count, named
-by the call.
+holds the first one). Draws made by functions of another project file that the script calls (a data
+helper's ``np.random.rand``, a batching generator's ``random.shuffle``) count, named by the call.
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ def check(script: Script) -> Iterator[Hit]:
     for family, call in _project_draws(script).items():  # a data helper of another file
         if family not in repro.seeded and family not in first:
             first[family] = call
+    if setting is not None and len(setting) > 2:  # the seed went to a library's own draw alone
+        if "torch" in first:
+            yield _library_only(script, setting, first["torch"])
+        return
     forgotten = _forgotten_helper(script, setting) if setting and first else None
     if forgotten is not None:  # one call is missing: reported once, where it belongs
         yield forgotten
@@ -180,10 +185,11 @@ _SEED_NAME = re.compile(r"^(random_|global_|manual_)?seed$", re.I)
 _SHOWN = {"print", "str", "repr", "format", "info", "debug", "warning", "log", "write"}
 
 
-def _unapplied_seed(script: Script) -> tuple[str, int] | None:
+def _unapplied_seed(script: Script) -> tuple | None:
     """A seed the script defines (a ``"seed"`` config key, a ``--seed`` argument, a ``SEED``
-    constant) and never hands to anything but printing: the run asks to be reproducible, and
-    nothing seeds it. ``(how it is written, line)``, or None."""
+    constant) and never hands to anything but printing, or a library's own generator (see
+    :func:`_own_rng_of_library`): the run asks to be reproducible, and nothing seeds torch.
+    ``(how it is written, line)``, plus the first library call given it, or None."""
     if "seed" not in script.source.lower():
         return None
     setting = None
@@ -204,6 +210,7 @@ def _unapplied_seed(script: Script) -> tuple[str, int] | None:
             setting = setting or (str(node.args[0].value), node.lineno)
     if setting is None:
         return None
+    libraries: list[ast.Call] = []
     for node in script.nodes:
         read = (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and
                 isinstance(node.slice.value, str) and _SEED_NAME.match(node.slice.value)) or \
@@ -211,9 +218,54 @@ def _unapplied_seed(script: Script) -> tuple[str, int] | None:
              isinstance(node.ctx, ast.Load) and not _called(node)) or \
             (isinstance(node, ast.Name) and _SEED_NAME.match(node.id) and
              isinstance(node.ctx, ast.Load))
-        if read and not _only_shown(node) and not in_unused_function(script, node):
-            return None  # handed to something: a generator, a helper, a library
-    return setting
+        if not read or _only_shown(node) or in_unused_function(script, node):
+            continue
+        library = _own_rng_of_library(script, node)
+        if library is None:
+            return None  # handed to something: a generator, a helper, a library's helper
+        libraries.append(library)
+    return (*setting, min(libraries, key=lambda c: c.lineno)) if libraries else setting
+
+
+# Libraries whose ``random_state=``/``seed=`` argument seeds a generator of their own (scikit-learn
+# builds a ``np.random.RandomState`` from it: https://scikit-learn.org/stable/glossary.html
+# #term-random_state) and never torch's: none of them imports torch.
+_OWN_RNG = frozenset({"sklearn", "scipy", "imblearn", "xgboost", "lightgbm", "catboost",
+                      "statsmodels", "umap"})
+_OWN_RNG_ARGS = frozenset({"random_state", "seed", "random_seed"})
+
+
+def _own_rng_of_library(script: Script, node: ast.AST) -> ast.Call | None:
+    """The call when ``node`` is the value of its ``random_state=``/``seed=`` argument (as is,
+    or with a number added: ``SEED + fold``) and it is a function or class of a library in
+    :data:`_OWN_RNG` (``train_test_split(X, y, random_state=SEED)``): that seeds the library's
+    draw alone, not torch's global generator."""
+    n, p = node, parent(node)
+    while isinstance(p, ast.BinOp):
+        n, p = p, parent(p)
+    if not isinstance(p, ast.keyword) or p.arg not in _OWN_RNG_ARGS:
+        return None
+    call = parent(p)
+    q = script.call_qualname(call) or ""
+    return call if q.split(".", 1)[0] in _OWN_RNG else None  # type: ignore[return-value]
+
+
+def _library_only(script: Script, setting: tuple, draw: ast.AST) -> Hit:
+    """The seed reaches only a library's own generator (``train_test_split(...,
+    random_state=SEED)``) while torch draws unseeded: one finding where torch's seed belongs,
+    the first statement of the function holding torch's first draw (the run's own code when that
+    draw is at the top level: the draw itself)."""
+    name, line, call = setting
+    func = script.enclosing_function(draw)
+    body = [st for st in func.body if not (isinstance(st, ast.Expr) and isinstance(
+        st.value, ast.Constant))] if func is not None else []  # (a docstring aside)
+    library = (script.call_qualname(call) or "").rsplit(".", 1)[-1]
+    return Hit(body[0] if body else draw,
+               f"the seed ({name} at {script.at(line)}) goes only to {library}() at "
+               f"{script.at(call.lineno)}, which seeds that library's own draw; torch's global "
+               f"generator (the draw at {script.at(draw.lineno)}, weight init, dropout masks) is "
+               "never seeded: runs differ even with the same seed",
+               fix=f"seed torch where the run starts: torch.manual_seed({name})")
 
 
 def _forgotten_helper(script: Script, setting: tuple[str, int]) -> Hit | None:
