@@ -186,10 +186,10 @@ class Check:
     Stamping costs a few microseconds per outermost call: ask only when the check reads them."""
     always: tuple[str, ...] = ()
     """Events this check needs on settled steps too (see ``sanitize/core/cadence.py``):
-    ``on_root_forward``, ``on_loss``, ``on_backward`` and ``on_step`` are supported. May be set per instance
-    in ``__init__``. The check reads ``self.bus.cadence.skipping`` to know whether the step
-    is a settled one. On a settled step ``on_root_forward`` gets one record reused for every
-    settled call (emptied after the event): read it during the event, never keep it."""
+    ``on_root_forward``, ``on_loss``, ``on_backward`` and ``on_step`` are supported. May be set
+    per instance in ``__init__``. The check reads ``self.bus.cadence.skipping`` to know whether
+    the step is a settled one. On a settled step ``on_root_forward`` gets one record reused for
+    every settled call (emptied after the event): read it during the event, never keep it."""
     spent_s: float = 0.0
     """Seconds this check took in events slower than ``watchdog.SLOW_S`` (``watchdog.py``)."""
     on_demand: ClassVar[tuple[str, ...]] = ()
