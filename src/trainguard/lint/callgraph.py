@@ -325,8 +325,9 @@ class CallGraph:
 
     def element_types(self, expr: ast.AST | None, *, params: bool = True, _depth: int = 5
                       ) -> list[ClassRef]:
-        """Types of the elements of a list/tuple value (``[Logger(), Stopper()]``, a name or a
-        parameter bound to one, ``list(x)``, ``self.callbacks``)."""
+        """Types of the elements of a list/tuple value (``[Logger(), Stopper()]``, a
+        comprehension ``[Client(s) for s in shards]``, a name or a parameter bound to one,
+        ``list(x)``, ``self.callbacks``)."""
         if expr is None or _depth <= 0:
             return []
         if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
@@ -335,6 +336,14 @@ class CallGraph:
                 out.extend(self.types(e.value if isinstance(e, ast.Starred) else e,
                                       params=params, _depth=_depth - 1))
             return out
+        if isinstance(expr, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+            # [Client(shard) for shard in shards]: every element is what ``elt`` builds; an
+            # ``elt`` that is the loop's own name holds the elements of what it iterates
+            gen = next((g for g in expr.generators if isinstance(expr.elt, ast.Name) and
+                        isinstance(g.target, ast.Name) and g.target.id == expr.elt.id), None)
+            if gen is not None:
+                return self.element_types(gen.iter, params=params, _depth=_depth - 1)
+            return self.types(expr.elt, params=params, _depth=_depth - 1)
         if isinstance(expr, ast.Call) and dotted(expr.func) in ("list", "tuple") and expr.args:
             return self.element_types(expr.args[0], params=params, _depth=_depth - 1)
         if isinstance(expr, ast.Name):
