@@ -223,8 +223,9 @@ def _part_activation(script: Script, value: ast.expr, index: int | str, depth: i
                      origin: Script) -> tuple[Activation, ast.AST] | None:
     """The activation of part ``index`` of ``value``: an element of a tuple literal, or of the
     tuple every ``return`` of the function or ``forward`` it calls builds; for a string
-    ``index``, that entry of a dict literal (``return {"seg": ..., "exist": self.head(f)}``),
-    also one handed in as a parameter (a loss module's ``forward(self, out, ...)``)."""
+    ``index``, that entry of a dict literal (``return {"seg": ..., "exist": self.head(f)}``).
+    Either also of a parameter, from what its callers pass (a loss module's ``forward(self,
+    out, ...)`` reading ``out["exist"]`` or unpacking ``main, side = out``)."""
     if depth <= 0:
         return None
     if isinstance(index, str):
@@ -233,15 +234,17 @@ def _part_activation(script: Script, value: ast.expr, index: int | str, depth: i
                           if isinstance(k, ast.Constant) and k.value == index), None)
             return activation_of(script, entry, depth=depth - 1, origin=origin) \
                 if entry is not None else None
-        if isinstance(value, ast.Name) and _binding(value) is None:  # a parameter
-            passed = _passed_values(script, value)
-            kinds = {_part_activation(script, v, index, depth - 1, origin)
-                     for v in (passed or [])[:8]}
-            return _one(kinds, value) if kinds else None
     elif isinstance(value, (ast.Tuple, ast.List)):
         if index < len(value.elts) and not any(isinstance(e, ast.Starred) for e in value.elts):
             return activation_of(script, value.elts[index], depth=depth - 1, origin=origin)
         return None
+    if isinstance(value, ast.Name) and _binding(value) is None:
+        # a parameter (``main, side = outputs`` in a loss module's ``forward``): that part of
+        # what every caller passes
+        passed = _passed_values(script, value)
+        kinds = {_part_activation(script, v, index, depth - 1, origin)
+                 for v in (passed or [])[:8]}
+        return _one(kinds, value) if kinds else None
     if isinstance(value, ast.Name):  # out = self.head(x); return out
         bound = _binding(value)
         found = _part_activation(script, bound[0], index, depth - 1, origin) \
