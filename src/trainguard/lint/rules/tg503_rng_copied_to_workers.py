@@ -112,9 +112,12 @@ def _no_dataset_reseed(script: Script, init: ast.expr | None) -> bool:
     https://pytorch.org/docs/stable/notes/randomness.html#dataloader): it never reaches the
     worker's copy of the dataset (``get_worker_info().dataset``), so RNG objects the dataset
     holds keep the copied state. One that calls anything else, or is not in the file, may
-    reseed them and counts as a reseed."""
+    reseed them and counts as a reseed. ``functools.partial(fn, ...)`` is read as ``fn``."""
     if init is None:
         return True
+    if isinstance(init, ast.Call) and init.args and \
+            script.call_qualname(init) == "functools.partial":
+        init = init.args[0]  # partial(seed_worker, seed=seed): the function it calls
     if isinstance(init, ast.Lambda):
         body: ast.AST = init.body
     elif isinstance(init, ast.Name) and len(script.functions.get(init.id, [])) == 1:
