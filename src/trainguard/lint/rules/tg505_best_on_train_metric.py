@@ -3,7 +3,8 @@
 The training loss keeps falling while the model overfits, so a checkpoint chosen on it is the
 most overfit one, not the best. Fires on a comparison between a ``best*`` value (or a record the
 ``if`` it guards updates, ``if score < lowest: lowest = score``) and a value named
-for training (``train_loss``, ``train_acc``) or returned by a ``train*()`` function, where the
+for training (``train_loss``, ``train_acc``; also converted: ``train_loss.item()``,
+``float(train_loss)``) or returned by a ``train*()`` function, where the
 comparison guards a save or an update of the best value. A dict entry keyed for training counts
 too (``metrics["train_mIoU"]``, ``logs.get("train_loss")``), as does any entry of a mapping
 named for training (``train_stats["acc"]``). The metric is followed through a
@@ -231,11 +232,31 @@ def _stored_parameter(init: ast.FunctionDef, attr: str) -> str | None:
     return None
 
 
+# Calls that give the same number in another form: ``train_loss.item()`` is the training loss.
+_SAME_NUMBER = {"item", "detach", "cpu", "numpy", "float", "double"}
+
+
+def _same_number(node: ast.AST) -> ast.AST:
+    """The value ``node`` converts: ``loss`` for ``loss.item()``, ``loss.detach().cpu()`` or
+    ``float(loss)``; ``node`` itself otherwise."""
+    while isinstance(node, ast.Call) and not node.keywords:
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr in _SAME_NUMBER and not node.args:
+            node = f.value
+        elif isinstance(f, ast.Name) and f.id == "float" and len(node.args) == 1:
+            node = node.args[0]
+        else:
+            break
+    return node
+
+
 def _train_metric(script: Script, node: ast.AST, depth: int = 2) -> str | None:
+    shown = script.segment(node) if isinstance(node, ast.Call) else None
+    node = _same_number(node)
     name = dotted(node) or ""
     last = name.rsplit(".", 1)[-1]
     if _TRAIN.search(last) and not _VAL.search(last):
-        return f"`{name}`"
+        return f"`{shown or name}`"
     entry = _entry(node)
     if entry is not None and _TRAIN.search(entry) and not _VAL.search(entry):
         return f"`{script.segment(node) or entry}`"  # metrics["train_mIoU"]
