@@ -57,7 +57,7 @@ def check(script: Script) -> Iterator[Hit]:
         if family and family not in repro.seeded and family not in first and \
                 not (family == "torch" and helpers):
             first[family] = call
-    for family, call in _project_draws(script).items():  # a data helper of another file
+    for family, call in _project_draws(script, seeded_workers).items():  # another file's
         if family not in repro.seeded and family not in first:
             first[family] = call
     if setting is not None and len(setting) > 2:  # the seed went to a library's own draw alone
@@ -371,26 +371,50 @@ def _family(script: Script, call: ast.Call) -> str | None:
     return None
 
 
-def _project_draws(script: Script) -> dict[str, ast.Call]:
+# Methods an instance runs by being built, called, iterated or indexed: ``gen =
+# BatchGenerator(...)`` then ``next(gen)`` runs ``__next__``.
+_RUN_BY_USE = ("__init__", "__call__", "__iter__", "__next__", "__getitem__")
+
+
+def _project_draws(script: Script, seeded_workers: bool = False) -> dict[str, ast.Call]:
     """Family -> the file's first call of a function of another project file whose own body
     draws from that family's global generator (``downsample_negatives(examples)`` in
     ``helpers.py`` calling ``np.random.rand``; ``random.shuffle`` in a batching generator):
-    the run draws from it through that call. Functions only, one level deep."""
+    the run draws from it through that call. A class of another file counts by the methods
+    its instances run when built, called, iterated or indexed (a batch generator drawing in
+    ``__next__``), and by a method called on an instance (``gen.sample()``); a ``Dataset``
+    when every DataLoader has workers, which seed numpy and random, does not. Bodies only,
+    one level deep."""
     found: dict[str, ast.Call] = {}
     if not script.project_imports:
         return found
     for call in sorted(script.calls, key=lambda c: (c.lineno, c.col_offset)):
-        if not isinstance(call.func, ast.Name) or call.func.id not in script.project_imports:
-            continue
-        for target in script.targets(call)[:2]:
-            other = target.script
-            if other is script or not isinstance(target.func, ast.FunctionDef):
-                continue
-            for inner in ast.walk(target.func):
+        for other, func in _project_bodies(script, call, seeded_workers):
+            for inner in ast.walk(func):
                 family = _family(other, inner) if isinstance(inner, ast.Call) else None
                 if family in ("numpy", "random") and family not in found:
                     found[family] = call
     return found
+
+
+def _project_bodies(script: Script, call: ast.Call, seeded_workers: bool
+                    ) -> list[tuple[Script, ast.AST]]:
+    """The functions of another project file that ``call`` runs (see :func:`_project_draws`),
+    each with the file that holds it."""
+    name = dotted(call.func)
+    if not name or name.split(".")[0] not in script.project_imports:
+        if not isinstance(call.func, ast.Attribute):
+            return []
+        return [(t.script, t.func) for t in script.targets(call)[:2]  # gen.sample()
+                if t.script is not script and t.bound and not t.instance]
+    ref = script.graph.class_named(name)
+    if ref is not None:
+        if seeded_workers and any(b.endswith("Dataset") for b in script.graph.bases(ref)):
+            return []
+        methods = [script.graph.method(ref, m) for m in _RUN_BY_USE]
+        return [(m.script, m.func) for m in methods if m is not None]
+    return [(t.script, t.func) for t in script.targets(call)[:2]
+            if t.script is not script and isinstance(t.func, ast.FunctionDef)]
 
 
 def _workers_seed_numpy(script: Script) -> bool:
