@@ -415,7 +415,8 @@ class _Flow:
                 packed = self.packed or rnn_output(node.value, self.rnn_out, self.recurrent)
                 stack.append((node.value, c if packed else c or node))
                 continue
-            if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.ClassDef)):
+            if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.ClassDef)) or \
+                    _metadata(node):
                 continue
             if isinstance(node, ast.Call):
                 f = node.func
@@ -499,6 +500,24 @@ class _Flow:
                 out.append((arg, reached[name]))
         out.extend((a.value, None) for a in call.args if isinstance(a, ast.Starred))
         return out
+
+
+# Reads of a tensor's metadata, not of its values: no gradient flows through a shape, a
+# dtype or a device (``F.one_hot(labels, cosine.shape[1])`` does not depend on ``cosine``'s
+# values), so they are no path from a submodule to the output, cut or uncut.
+_META_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "layout"})
+_META_CALLS = frozenset({"size", "dim", "ndimension", "numel", "get_device", "nelement"})
+
+
+def _metadata(node: ast.AST) -> bool:
+    """``x.shape``, ``x.size(0)``, ``x.dim()``, ``len(x)``: a read of metadata only."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in _META_ATTRS
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    return isinstance(f, ast.Attribute) and f.attr in _META_CALLS or \
+        isinstance(f, ast.Name) and f.id == "len" and len(node.args) == 1
 
 
 def _no_grad_decorator(script: Script, func: ast.AST) -> ast.AST | None:
