@@ -377,6 +377,54 @@ POOLED_SCRIPT = '''
             optimizer.step()
 '''
 
+# A feature network in a helper module, and the script's model that detaches its features before
+# the task head (jason718/game-feature-learning#3: "the weights won't be able to be backproped to
+# B because of detaching"): the optimizer holds the feature network, which never learns.
+BASE_HELPERS = '''
+    import torch.nn as nn
+
+
+    class FeatureNet(nn.Module):
+        def __init__(self, dim=16):
+            super().__init__()
+            self.convs = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
+                                       nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, dim))
+
+        def forward(self, x):
+            return self.convs(x)
+'''
+BASE_SCRIPT = '''
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    from helpers import FeatureNet
+
+    torch.manual_seed(0)
+
+
+    class DepthNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.base = FeatureNet()
+            self.head = nn.Linear(16, 1)
+
+        def forward(self, x):
+            feat = self.base(x)
+            {cut}
+            return self.head(feat)
+
+
+    model = DepthNet()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    images, depth = torch.randn(16, 3, 8, 8), torch.rand(16, 1)
+    for step in range(3):
+        loss = F.mse_loss(model(images), depth)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+'''
+
 
 CASES = [
     # (id, helpers, script, fill of the buggy script, fill of the fixed twin, code, marked text)
@@ -413,6 +461,9 @@ CASES = [
     ("TG404-helper-pooled-batchnorm", POOLED_HELPERS, POOLED_SCRIPT,
      {"drop": ""}, {"drop": ", drop_last=True"},
      "TG404", "loader = DataLoader("),
+    ("TG205-helper-module-detached", BASE_HELPERS, BASE_SCRIPT,
+     {"cut": "feat = feat.detach()"}, {"cut": "feat = F.normalize(feat)"},
+     "TG205", "feat = feat.detach()"),
 ]
 
 

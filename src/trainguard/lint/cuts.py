@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from trainguard.lint.astutil import (assigned_pairs, dotted, encloses, is_false, is_true, parent,
                                      self_attr, walk_local)
-from trainguard.lint.callgraph import bind_arguments
+from trainguard.lint.callgraph import ClassRef, bind_arguments
 from trainguard.lint.consts import UNKNOWN, resolve, truth
 from trainguard.lint.packed import packs_sequences, recurrent_outputs, recurrent_submodules, \
     rnn_output
@@ -167,7 +167,7 @@ def _parametric_submodules(script: Script, init: ast.FunctionDef) -> set[str]:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             for t, v in assigned_pairs(node.targets, node.value):  # self.a, self.b = A(), B()
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and \
-                        t.value.id == "self" and (_parametric(script, v, 4) or
+                        t.value.id == "self" and (_parametric(script, v, 4, imported=True) or
                                                   _learnable_parameter(script, v)):
                     subs.add(t.attr)
     return subs
@@ -198,7 +198,10 @@ def _learnable_parameter(script: Script, value: ast.AST) -> bool:
     return not (isinstance(flag, ast.Constant) and flag.value is False)
 
 
-def _parametric(script: Script, value: ast.AST, depth: int) -> bool:
+def _parametric(script: Script, value: ast.AST, depth: int, *, imported: bool = False) -> bool:
+    """``value`` builds a module with parameters: a torch layer that has them, a container of
+    such layers, a module class of the file, and with ``imported`` one of another project file
+    (:func:`_imported_parametric`)."""
     if not isinstance(value, ast.Call) or depth <= 0:
         return False
     q = script.call_qualname(value) or ""
@@ -212,10 +215,39 @@ def _parametric(script: Script, value: ast.AST, depth: int) -> bool:
             [p.value.elt] if isinstance(p, ast.Starred) and isinstance(
                 p.value, (ast.ListComp, ast.GeneratorExp)) else
             [p.elt] if isinstance(p, (ast.ListComp, ast.GeneratorExp)) else [p])]
-        return any(_parametric(script, e, depth - 1) for e in items)
+        return any(_parametric(script, e, depth - 1, imported=imported) for e in items)
     cls = script.classes.get(q) if q else None
-    return cls is not None and any(isinstance(b, ast.FunctionDef) and b.name == "forward"
-                                   for b in cls.body)
+    if cls is None:
+        return imported and _imported_parametric(script, value, depth)
+    return any(isinstance(b, ast.FunctionDef) and b.name == "forward" for b in cls.body)
+
+
+# Signs that an imported module class may be meant to stay frozen (loaded weights, parameters
+# switched off): a cut in the forward that uses it may then be the point.
+_FROZEN_HINTS = ("requires_grad", "pretrained", "load_state_dict", "torch.load", "torch.hub",
+                 "torchvision", "timm")
+
+
+def _imported_parametric(script: Script, value: ast.Call, depth: int) -> bool:
+    """A module class of another file of the project (``from helpers import ConvBackbone``)
+    whose ``forward`` exists and whose ``__init__`` builds layers with parameters, read in its
+    own file; not one that loads weights or sets ``requires_grad`` (maybe frozen on purpose)."""
+    name = dotted(value.func)
+    if not name or name.split(".")[0] not in script.project_imports:
+        return False
+    from trainguard.lint.project import foreign_definition  # (project reads Script: lazy)
+
+    ref = foreign_definition(script, name)
+    if not isinstance(ref, ClassRef) or ref.script is script:
+        return False
+    methods = {b.name: b for b in ref.node.body if isinstance(b, ast.FunctionDef)}
+    text = ref.script.segment(ref.node) or ""
+    if "forward" not in methods or "__init__" not in methods or \
+            any(h in text for h in _FROZEN_HINTS):
+        return False
+    return any(isinstance(n, ast.Assign) and
+               _parametric(ref.script, n.value, depth - 1, imported=True)
+               for n in walk_local(methods["__init__"]))
 
 
 Source = tuple  # ("name", Name node) | ("sub", attr, call or None)
