@@ -20,7 +20,8 @@ graph holds the tensor and wrong when one does. So it fires on the writes that m
 - in ``forward``, a write on what a submodule returned (``probs.data.clamp_(eps, 1 - eps)``
   after ``probs = torch.sigmoid(self.deep(z))``): its backward reads the changed values;
 - an update written with a gradient that ``torch.autograd.grad(..., create_graph=True)`` made
-  in the same function (``w.data -= lr * g`` in a MAML inner loop, over a dict built from
+  in the same function or at a flat script's top level (``w.data -= lr * g`` in a MAML inner
+  loop, over a dict built from
   ``named_parameters()``): the update was meant to stay in the graph (Truxify#13118);
 - ``p.data = q.data`` (or ``= q``) with ``q`` a parameter of another module, outside
   initialization: ``p`` then shares ``q``'s storage, so an optimizer step on one model writes
@@ -448,10 +449,11 @@ def _called_before_backward(script: Script, func: ast.AST | None) -> str | None:
 
 def _second_order(script: Script, node: ast.Attribute, func: ast.AST | None) -> str | None:
     """The write's value uses a gradient that ``torch.autograd.grad(..., create_graph=True)``
-    made in the same function (``param.data -= lr * grad`` in a MAML inner loop): the update was
-    meant to stay in the graph, so the meta-gradient can flow through it."""
+    made in the same function, or at the top level of a flat script (``param.data -= lr * grad``
+    in a MAML inner loop): the update was meant to stay in the graph, so the meta-gradient can
+    flow through it."""
     if func is None:
-        return None
+        func = script.tree
     stmt = node
     while stmt is not None and not isinstance(stmt, ast.stmt):
         stmt = getattr(stmt, "_tg_parent", None)
