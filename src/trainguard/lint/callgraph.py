@@ -327,7 +327,8 @@ class CallGraph:
                       ) -> list[ClassRef]:
         """Types of the elements of a list/tuple value (``[Logger(), Stopper()]``, a
         comprehension ``[Client(s) for s in shards]``, a name or a parameter bound to one,
-        ``list(x)``, ``self.callbacks``)."""
+        ``list(x)``, ``self.callbacks``), of the values of a dict (``{n: Meter() for n in
+        names}``, what ``meters[k]`` looks up)."""
         if expr is None or _depth <= 0:
             return []
         if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
@@ -336,14 +337,19 @@ class CallGraph:
                 out.extend(self.types(e.value if isinstance(e, ast.Starred) else e,
                                       params=params, _depth=_depth - 1))
             return out
-        if isinstance(expr, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
-            # [Client(shard) for shard in shards]: every element is what ``elt`` builds; an
-            # ``elt`` that is the loop's own name holds the elements of what it iterates
-            gen = next((g for g in expr.generators if isinstance(expr.elt, ast.Name) and
-                        isinstance(g.target, ast.Name) and g.target.id == expr.elt.id), None)
+        if isinstance(expr, ast.Dict):  # {"recon": Meter(), ...}: what a key looks up
+            return [t for v in expr.values
+                    for t in self.types(v, params=params, _depth=_depth - 1)]
+        if isinstance(expr, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            # [Client(shard) for shard in shards], {n: Meter(n) for n in names}: every element
+            # is what ``elt`` builds; an ``elt`` that is the loop's own name holds the elements
+            # of what it iterates
+            elt = expr.value if isinstance(expr, ast.DictComp) else expr.elt
+            gen = next((g for g in expr.generators if isinstance(elt, ast.Name) and
+                        isinstance(g.target, ast.Name) and g.target.id == elt.id), None)
             if gen is not None:
                 return self.element_types(gen.iter, params=params, _depth=_depth - 1)
-            return self.types(expr.elt, params=params, _depth=_depth - 1)
+            return self.types(elt, params=params, _depth=_depth - 1)
         if isinstance(expr, ast.Call) and dotted(expr.func) in ("list", "tuple") and expr.args:
             return self.element_types(expr.args[0], params=params, _depth=_depth - 1)
         if isinstance(expr, ast.Name):

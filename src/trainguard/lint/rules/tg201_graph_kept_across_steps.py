@@ -66,13 +66,16 @@ def check(script: Script) -> Iterator[Hit]:
         # a step function the loop calls that keeps its graph on the object
         # (``self.loss_history.append(task_loss)``): the object outlives every iteration
         handed = _graph_params(script, loop, names)
+        direct = set(handed)
         for func in script.reachable(loop)[1:]:
             if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             inner = graph_names(script, func)
-            if handed.get(id(func)) and not any(_kept_attr(func, p) for p in handed[id(func)]):
-                # self._log(losses): the parameter holds the graph (a meter's own update is
-                # reported at its call instead)
+            if handed.get(id(func)) and (id(func) not in direct or not any(
+                    _kept_attr(func, p) for p in handed[id(func)])):
+                # self._log(losses): the parameter holds the graph (a meter's own update that
+                # the loop calls is reported at its call instead; one that a logger's method
+                # calls, at the line that keeps it)
                 inner = graph_names(script, func, seed=handed[id(func)])
             if inner:  # what this function hands on (step() -> self._record(terms))
                 for k, params in _graph_params(script, func, inner).items():
@@ -109,7 +112,13 @@ def _graph_params(script: Script, loop: ast.AST, names: set[str]) -> dict[int, s
             params = [a.arg for a in func.args.posonlyargs + func.args.args]
             if target.bound and params:
                 params = params[1:]
+            named = set(params) | {a.arg for a in func.args.kwonlyargs}
+            extra = func.args.kwarg.arg if func.args.kwarg is not None else None
             for param, arg in bind_arguments(params, call).items():
+                if param not in named:  # log(recon=recon) into def log(self, **values)
+                    if extra is None:
+                        continue
+                    param = extra
                 if isinstance(arg, ast.Name) and arg.id in names:
                     out.setdefault(id(func), set()).add(param)
     return out
