@@ -25,6 +25,11 @@ makes the call is in eval mode, the probability is above 0, and dropout is on wh
 Dropout stays on after ``model.eval()``, so evaluation is random. Reported at the call's line
 (for ``scaled_dot_product_attention``, at its ``dropout_p=`` argument, the part to change).
 
+A flag that is a helper's parameter left at its default True by the call that reached the
+helper (``def attend(q, k, v, p, train=True)`` passing ``training=train``, ``forward`` calling
+``attend(q, k, v, self.p)``: NVIDIA/apex#1449) is that default: reported at the call that left
+it out (followed through 3 helpers that pass their own parameter on).
+
 An explicit ``training=True`` by name fires only in the forward of the outermost module of the
 call (the model being evaluated itself, in eval mode: Coderx7/SimpleNet#2) when no input is
 given to it twice (no Monte Carlo pass): reported at the end of the run.
@@ -55,7 +60,7 @@ from typing import Any
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import (frame_location, is_user_code, user_frame,
                                             user_location)
-from trainguard.sanitize.core.source import SourceFile
+from trainguard.sanitize.core.source import SourceFile, function_node
 
 _SDPA = "scaled_dot_product_attention"
 
@@ -115,6 +120,75 @@ def _literal_true(frame: Any, index: int, keyword: str) -> bool:
     return isinstance(given, ast.Constant) and given.value is True
 
 
+def _flag_source(frame: Any, index: int, keyword: str) -> Any:
+    """The expression the call the user's ``frame`` is making gives as its ``index``-th
+    positional argument or as ``keyword`` (by its source), else None."""
+    if frame is None or not is_user_code(frame.f_code):
+        return None
+    path, line, col = frame_location(frame)
+    file = SourceFile.load(path)
+    node = file.call_at(line, col - 1) if file is not None else None
+    if node is None or any(isinstance(a, ast.Starred) for a in node.args):
+        return None
+    return node.args[index] if len(node.args) > index else next(
+        (k.value for k in node.keywords if k.arg == keyword), None)
+
+
+def _parameter_index(func: Any, name: str) -> Any:
+    """``(position, default)`` of the parameter ``name`` of the function node ``func`` (the
+    position None for a keyword-only one), else None; a body that rebinds it: None."""
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or any(
+            isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+            for n in ast.walk(func)):
+        return None
+    a = func.args
+    positional = [*a.posonlyargs, *a.args]
+    defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
+    for i, arg in enumerate(positional):
+        if arg.arg == name:
+            return i, defaults[i]
+    for arg, default in zip(a.kwonlyargs, a.kw_defaults):
+        if arg.arg == name:
+            return None, default
+    return None
+
+
+def _defaulted_flag(frame: Any, index: int, keyword: str) -> Any:
+    """Where a dropout flag that is True comes from a helper's parameter whose default is True
+    and a call left it out: ``def attend(q, k, v, p, train=True)`` calling
+    ``F.dropout(w, p, training=train)``, and ``forward`` calling ``attend(q, k, v, self.p)``.
+    Followed through helpers that pass their own parameter on (3 calls at most). Returns
+    ``(location of the call that left it out, function name, parameter)``, else None."""
+    given = _flag_source(frame, index, keyword)
+    for _ in range(3):
+        if not isinstance(given, ast.Name):
+            return None  # (a literal True is a stated choice; anything else is computed)
+        name, func = given.id, function_node(frame.f_code)
+        found = _parameter_index(func, name)
+        caller = frame.f_back
+        if found is None or caller is None or not is_user_code(caller.f_code):
+            return None
+        path, line, col = frame_location(caller)
+        file = SourceFile.load(path)
+        call = file.call_at(line, col - 1) if file is not None else None
+        if call is None or any(isinstance(a, ast.Starred) for a in call.args) or any(
+                k.arg is None for k in call.keywords):
+            return None  # (``*args``/``**kwargs``: what was passed is unknown)
+        position, default = found
+        if position is not None and isinstance(call.func, ast.Attribute) and \
+                func.args.args and func.args.args[0].arg in ("self", "cls"):
+            position -= 1  # (a method: its receiver is not in the call's arguments)
+        given = next((k.value for k in call.keywords if k.arg == name), None)
+        if given is None and position is not None and 0 <= position < len(call.args):
+            given = call.args[position]
+        if given is None:
+            if isinstance(default, ast.Constant) and default.value is True:
+                return (path, line, col), func.name, name
+            return None
+        frame = caller
+    return None
+
+
 def _keyword_location(keyword: str) -> Any:
     """``(path, line, col)`` of ``keyword=`` in the call the user's innermost frame is making
     (``dropout_p=self.dropout`` on its own line of a call written over several lines: the line
@@ -139,6 +213,7 @@ class FunctionalDropoutIgnoresMode(Check):
         self.held: dict[int, bool] = {}  # id(module) -> a sub-module of another model called
         self.sampled: set[Any] = set()  # lines of Monte Carlo passes
         self.pending: dict[Any, tuple] = {}  # line -> (owner, function, p), reported at exit
+        self.defaults: dict[tuple, Any] = {}  # frames -> a helper's flag left at True, or None
 
     def on_functional(self, name: str, args: tuple, kwargs: dict) -> None:
         if not self.state.modules and _calling_module(self.state.functional_caller) is None:
@@ -157,7 +232,10 @@ class FunctionalDropoutIgnoresMode(Check):
         else:
             if "training" in kwargs:  # stated: training=self.training, or True on purpose,
                 if kwargs["training"] is True:  # unless the model that says so is evaluated
-                    self._stated(name, args[1] if len(args) > 1 else kwargs.get("p", 0.5))
+                    p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+                    module = self._eval_module(p)
+                    if module is None or not self._defaulted(name, module, p):
+                        self._stated(name, p)
                 return
             flag = args[2] if len(args) > 2 else True
             p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
@@ -188,7 +266,8 @@ class FunctionalDropoutIgnoresMode(Check):
         if module is None:
             return
         if (name.startswith("torch.") or positional) and not self._is_literal(name):
-            return  # a flag computed at run time (an MC-dropout switch)
+            self._defaulted(name, module, p)  # a helper's flag left at True, else computed at
+            return  # run time (an MC-dropout switch)
         owner = type(module).__name__
         call = name if name.startswith("torch.") else f"F.{name}"
         flag = "train" if name.startswith("torch.") else "training"
@@ -197,6 +276,35 @@ class FunctionalDropoutIgnoresMode(Check):
             "dropout still drops activations after model.eval()",
             fix=f"pass {flag}=self.training ({call}(x, p, {flag}=self.training)) or use an "
                 "nn.Dropout module")
+
+    def _defaulted(self, name: str, module: Any, p: Any) -> bool:
+        """The flag is a helper's parameter left at its default True by a call (see
+        :func:`_defaulted_flag`): reported at that call, the line that can pass the mode."""
+        frame = self.state.functional_caller
+        key, f = [], frame
+        for _ in range(4):
+            if f is None:
+                break
+            key.append((id(f.f_code), f.f_lasti))
+            f = f.f_back
+        if tuple(key) not in self.defaults:
+            if len(self.defaults) > 1024:
+                self.defaults.clear()
+            torch_op = name.startswith("torch.")
+            self.defaults[tuple(key)] = _defaulted_flag(frame, 2, "train" if torch_op
+                                                        else "training")
+        found = self.defaults[tuple(key)]
+        if found is None:
+            return False
+        where, helper, param = found
+        owner = type(module).__name__
+        call, flag = (name, "train") if name.startswith("torch.") else (f"F.{name}", "training")
+        self.report(
+            f"{helper}() is called without {param}=, so its default {param}=True reaches "
+            f"{call}(..., p={p}, {flag}={param}) while {owner} is in eval mode: dropout still "
+            "drops activations after model.eval()",
+            fix=f"pass {param}=self.training to {helper}() here", where=where)
+        return True
 
     def _stated(self, name: str, p: Any) -> None:
         """``F.dropout(x, p, training=True)`` written in the forward of the outermost module of
