@@ -7,8 +7,9 @@ name, when it is passed by position as anything but the literal ``True``, and wh
 literal 0. ``training=True`` by name is a stated choice (a Tacotron 2 pre-net keeps dropout on at
 inference, a Monte Carlo model is sampled) unless an instance of the dropping class itself runs
 after ``.eval()`` and none of its forwards is a Monte Carlo pass: the code relies on eval mode. The op may sit in a helper the forward calls (a module-level function or
-a method, two calls deep; a ``training=True`` helper parameter the forward never sets counts as
-not given), reported at the op; ``torch.dropout(x, p, True)`` fires on its literal ``train``.
+a method, two calls deep), reported at the op; a helper parameter ``training=True`` passed as
+the flag and left out by a call is reported at that call (the line that can pass the mode);
+``torch.dropout(x, p, True)`` fires on its literal ``train``.
 ``F.scaled_dot_product_attention(..., dropout_p=self.dropout)`` in a forward has no mode either:
 reported at ``dropout_p`` unless it reads ``self.training``.
 """
@@ -21,6 +22,7 @@ from collections.abc import Iterator
 from trainguard.apifacts import MODE_RULES
 from trainguard.lint.astutil import const_value, dotted, is_true, kwarg, parent, walk_local
 from trainguard.lint.branches import param_env
+from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.consts import const_eval
 from trainguard.lint.project import imports_mention
 from trainguard.lint.rules import Edit, Hit
@@ -88,6 +90,11 @@ def check(script: Script) -> Iterator[Hit]:
         via = "" if forward is func else f" (reached from {owner}.forward through {func.name}())"
         name = q.rsplit(".", 1)[-1]  # type: ignore[union-attr]
         if forward is not func:
+            sites = _left_at_default(script, func, training) if training is not None else []
+            for site, helper, param in sites:
+                yield _default_hit(script, site, helper, param, name, call)
+            if sites:
+                continue
             given = "has no training= argument" if training is None else \
                 "gets training=True"
             yield Hit(call, f"{name}(...) {given}{via}, so dropout stays on after "
@@ -239,6 +246,63 @@ def _default_true(script: Script, func: ast.AST, training: ast.AST,
         return False
     bound = param_env(script, func, origin).get(training.id)  # type: ignore[arg-type]
     return bound is not None and const_eval(bound) is True
+
+
+def _left_at_default(script: Script, func: ast.AST, flag: ast.AST,
+                     depth: int = 3) -> list[tuple[ast.Call, ast.AST, str]]:
+    """The calls that leave the helper parameter ``flag`` (a name the dropout call is given as
+    its training flag) at its default True: ``(call, helper, parameter)``, following helpers
+    that pass a parameter of their own on (``def block(x, train=True): return attend(x,
+    train=train)``). A call that sets it (``train=self.training``, or a literal) is not one."""
+    if not isinstance(flag, ast.Name) or depth <= 0 or func.name == "forward":  # type: ignore
+        return []
+    args = func.args  # type: ignore[attr-defined]
+    names = [a.arg for a in [*args.posonlyargs, *args.args]]
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip(names[len(names) - len(args.defaults):], args.defaults))
+    defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d)
+    if flag.id not in defaults or not is_true(defaults[flag.id]) or any(
+            isinstance(n, ast.Name) and n.id == flag.id and isinstance(n.ctx, ast.Store)
+            for n in ast.walk(func)):
+        return []
+    if script.enclosing_class(func) is not None and positional and \
+            positional[0].arg in ("self", "cls"):
+        names = names[1:]
+    found = []
+    for site in script.call_sites(func)[:8]:  # type: ignore[arg-type]
+        if any(isinstance(a, ast.Starred) for a in site.args) or \
+                any(k.arg is None for k in site.keywords):
+            continue  # (``*args``/``**kwargs``: what was passed is unknown)
+        given = bind_arguments(names, site).get(flag.id)
+        caller = script.enclosing_function(site)
+        if given is None:
+            found.append((site, func, flag.id))
+        elif caller is not None:
+            found += _left_at_default(script, caller, given, depth - 1)
+    return found
+
+
+def _default_hit(script: Script, site: ast.Call, helper: ast.AST, param: str, name: str,
+                 drop: ast.Call) -> Hit:
+    """A call of ``helper`` that leaves ``param`` at True, so the dropout call ``drop`` in it
+    drops after ``model.eval()``: the line that can pass the module's mode down."""
+    caller = script.enclosing_function(site)
+    in_forward = caller is not None and caller.name == "forward" and \
+        isinstance(parent(caller), ast.ClassDef)
+    edits = []
+    if in_forward:
+        line = script.lines[(site.end_lineno or 1) - 1]
+        end = (site.end_col_offset or 1) - 1
+        sep = " " if line[:end].rstrip().endswith((",", "(")) else ", "
+        sep = "" if line[:end].rstrip().endswith("(") else sep
+        edits = [Edit(site.end_lineno or 1, end, site.end_lineno or 1, end,
+                      f"{sep}{param}=self.training")]
+    return Hit(site, f"{helper.name}() is called without {param}=, so its default "  # type: ignore
+                     f"{param}=True reaches {name}(..., training={param}) at "
+                     f"{script.at(drop.lineno)}: dropout stays on after model.eval()",
+               fix=f"pass {param}=self.training here" if in_forward else
+                   f"pass the module's self.training down as {param}=",
+               edits=edits, safe=False)
 
 
 def _built_in_forward(script: Script) -> Iterator[Hit]:
