@@ -16,7 +16,9 @@ call is an evaluation:
   nothing reads, not read only for its shape) outside any training iteration (neither the call's
   loop or function nor up to 6 callers' lines call ``backward`` or ``step``). Under ``no_grad``
   (a model's ``generate``/``transcribe`` method, an index of embeddings, a top-k): at once; with
-  grad on, when no backward reached it.
+  grad on, when no backward reached it. In a loop or callers that only seem to train (an agent's
+  ``env.step(action)``): at the end of the run, when the model was trained before the first call
+  of that line and chain and no backward or step ran after it (:mod:`..core.after_training`).
 
 A forward inside a function that trains may skip backward on purpose, so a loss alone says nothing
 there. Such a call that fed a loss is followed with the chain of user lines that called the
@@ -64,12 +66,14 @@ import sys
 import weakref
 from typing import Any
 
+from trainguard.sanitize.core.after_training import AfterTraining
 from trainguard.sanitize.core.callstack import (callers, callers_train, differing,
                                                 in_module_init, line_of)
 from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.loader_serials import LoaderSerials
 from trainguard.sanitize.core.sites import SiteReader
 from trainguard.sanitize.core.frames import names_hold_graph, short_location
-from trainguard.sanitize.core.mode_history import Candidate, ModeHistory
+from trainguard.sanitize.core.mode_history import Candidate, ModeHistory, reverted_at
 from trainguard.sanitize.core.modes import active_in_training, describe, hooked_by_user
 from trainguard.sanitize.core.records import ForwardCall, LossCall, ModeCall, first_tensor
 from trainguard.sanitize.core.sampling import Sampling
@@ -93,23 +97,22 @@ class EvalInTrainMode(Check):
         # (model line, callers, loader) -> [calls no backward reached and none followed, the first]
         self.idle: dict[tuple, list] = {}
         self.waiting: list[Candidate] = []  # followed calls before the next model call
-        # DataLoaders by serial number (ids are reused once a loader per epoch is freed), and a
-        # description of each ("batch_size=32, 384 samples")
-        self.loaders: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
-        self.loader_desc: dict[int, str] = {}
-        self.loader = 0
+        self.loaders = LoaderSerials()  # the DataLoader iterated last, by serial number
         # (weak reference, line, backward calls then, after a library's eval()): the last train()
         # user code called on a module in eval mode (``on_mode``)
         self.train_at: tuple[Any, Any, int, bool] | None = None
         self.history = ModeHistory()  # where each model was put in its mode (the cause)
         self.caller_trains: dict[tuple, bool] = {}  # see callstack.callers_train
         self.sampling = Sampling()  # Monte Carlo dropout draws (see core.sampling)
+        self.after = AfterTraining()  # calls in a training loop by the source, until one trains
 
     def on_root_forward(self, call: ForwardCall) -> None:
         if self.waiting:
             self._settle_waiting()
         repeat = self.sampling.repeats(call)  # (a Monte Carlo dropout draw: core.sampling)
         self._resolve()
+        if repeat:
+            self.after.drop(call.where)
         if repeat or not call.training or self.state.in_backward:
             return
         if not call.direct:  # (a library's call: only the user's own train() is the cause)
@@ -124,7 +127,7 @@ class EvalInTrainMode(Check):
             return
         cand = Candidate(outputs, call.where, type(call.module).__name__, active,
                           call.grad_enabled, self.state.backward_count)
-        cand.reverted = self._reverted_at(call.module)
+        cand.reverted = reverted_at(self.train_at, self.state.backward_count, call.module)
         cand.module = weakref.ref(call.module)
         self.candidates.append(cand)
         del self.candidates[:-8]
@@ -134,10 +137,12 @@ class EvalInTrainMode(Check):
         cand.trains = uses.trains
         if uses.trains:
             cand.callers = callers(call.where, sys._getframe(1))
-            cand.loader = self.loader
+            cand.loader = self.loaders.current
         if uses.metric is None and uses.loss is None:
             if (uses.used or hooked_by_user(call.module)) and not uses.trains:
                 self._used_outside_training(cand, outputs, call)
+            elif uses.used:  # (an evaluation when nothing trains after it: core.after_training)
+                self._after_training(cand, call)
             return
         if uses.loss is not None and (uses.trains or not call.grad_enabled and
                                       names_hold_graph(uses.partners, sys._getframe(1))):
@@ -161,6 +166,7 @@ class EvalInTrainMode(Check):
         embedding index, an argmax) reported at once; with grad on, when no backward reached it.
         Dropped outputs and shape reads (BatchNorm recalibration, layer sizing) stay silent."""
         if callers_train(self.sites, sys._getframe(2), self.caller_trains):
+            self._after_training(cand, call)
             return
         if not cand.grad_enabled:
             import torch
@@ -177,6 +183,12 @@ class EvalInTrainMode(Check):
             for tensor in graphs:
                 self.metric_outputs.add(tensor, (cand, "is used outside any training step"))
             self.arm()
+
+    def _after_training(self, cand: Candidate, call: ForwardCall) -> None:
+        key = (call.where, callers(call.where, sys._getframe(1)))
+        if self.after.wants(key, call.module, self.state):
+            cand.keep_stack(self.history)
+            self.after.keep(key, cand, self.state)
 
     def on_backward(self, call: Any) -> None:
         self.sampling.release()
@@ -197,7 +209,7 @@ class EvalInTrainMode(Check):
         found = self.train_at
         if found is None or not found[3]:  # (a library other than an evaluation loop: update_bn)
             return
-        reverted = self._reverted_at(call.module)
+        reverted = reverted_at(self.train_at, self.state.backward_count, call.module)
         active = active_in_training(call.module) if reverted is not None else None
         if not active:
             return
@@ -276,9 +288,9 @@ class EvalInTrainMode(Check):
     def _fire_trainer(self, cand: Candidate, trained: set[tuple], count: int) -> None:
         chains = {c for c, _ in trained}
         if cand.callers in chains:  # the same lines, batches of another DataLoader
-            mine = self.loader_desc.get(cand.loader, "no DataLoader")
-            theirs = next((self.loader_desc.get(loader, "no DataLoader")
-                           for c, loader in trained if c == cand.callers), "another")
+            mine = self.loaders.describe(cand.loader)
+            theirs = next((self.loaders.describe(loader) for c, loader in trained
+                           if c == cand.callers), "another")
             how = (f"on the batches of a DataLoader ({mine}), and its output fed {cand.loss}, "
                    f"but no backward reached it, while the same line trains the model on the "
                    f"batches of another ({theirs})")
@@ -290,15 +302,7 @@ class EvalInTrainMode(Check):
         self._fire(cand, how, count=count)
 
     def on_loader_iter(self, loader: Any) -> None:
-        serial = self.loaders.get(loader)
-        if serial is None:
-            serial = self.loaders[loader] = len(self.loader_desc) + 1
-            try:
-                desc = f"batch_size={loader.batch_size}, {len(loader.dataset)} samples"
-            except Exception:  # an iterable dataset has no length
-                desc = f"batch_size={getattr(loader, 'batch_size', None)}"
-            self.loader_desc[serial] = desc
-        self.loader = serial
+        self.loaders.note(loader)
 
     def _from_candidate(self, tensor: Any) -> Candidate | None:
         for cand in reversed(self.candidates):
@@ -339,6 +343,10 @@ class EvalInTrainMode(Check):
 
     def on_exit(self) -> None:
         self._resolve(final=True)
+        for cand in self.after.untrained(self.state):  # (its loop's step is not a training one)
+            self._fire(cand, f"{'with grad enabled' if cand.grad_enabled else 'under no_grad'} "
+                             "once the model was trained, and no backward or optimizer step ran "
+                             "from then to the end of the run")
 
     def _resolve(self, final: bool = False) -> None:
         self.sampling.release()
@@ -388,13 +396,3 @@ class EvalInTrainMode(Check):
         )
         if finding is not None and count > 1:  # calls decided together: one report each
             finding.count += count - 1
-
-    def _reverted_at(self, module: Any) -> Any:
-        """The line of the user's ``train()`` that put ``module`` (or a module holding it) back in
-        training mode from eval mode, with no backward since (the same evaluation), or None."""
-        found = self.train_at
-        if found is None or found[2] != self.state.backward_count:
-            return None
-        owner = found[0]()
-        return found[1] if owner is not None and (
-            owner is module or any(m is module for m in owner.modules())) else None

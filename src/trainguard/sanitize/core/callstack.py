@@ -160,7 +160,9 @@ def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False,
     level too: a notebook loop calling an ``estimate_loss()`` helper is reported in the helper): of the frames past the shared one (comprehensions
     skipped, up to the first method of the model, which ``at`` marks when made with
     ``methods=True``, and up to the first one in another file: a helper module's function serves
-    every caller), the outermost whose line sits in a ``no_grad``/``inference_mode`` region
+    every caller; a method of the model whose line opens the ``no_grad`` block around the model
+    call, a policy's ``predict()``, is taken instead: its callers all go through it), the
+    outermost whose line sits in a ``no_grad``/``inference_mode`` region
     of its own function (the evaluation code: ``predict_proba`` under ``score()``), else the
     first; of that frame's function, the statement at the top of its body that holds the line
     (:func:`statement_start`: where a call for that stretch goes). With ``past_dispatch``, a
@@ -182,9 +184,9 @@ def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False,
     if into_phase:
         phase = []
         for entry in at[depth + 1:]:
-            if entry[3] and not phase and _no_grad_reason(entry[2]) == entry[2]:
-                phase.append(entry)  # the model's own ``predict()`` opening a no_grad block
-                break
+            if entry[3] and _no_grad_reason(entry[2]) == entry[2]:
+                phase = [entry]  # the model's own ``predict()`` opening a no_grad block, also
+                break  # when the user's evaluation function calls it: it serves every caller
             if entry[3] or (phase and entry[2][0] != phase[0][2][0]):
                 break  # a method of the model, or a helper module's code
             if entry[1].co_name not in _COMPREHENSIONS:

@@ -16,7 +16,7 @@ from typing import Any
 from trainguard.sanitize.core.callstack import Location, Stack, cause_line, user_stack
 from trainguard.sanitize.core.frames import frame_location
 
-__all__ = ["ModeHistory", "Candidate"]
+__all__ = ["ModeHistory", "Candidate", "reverted_at"]
 
 
 class ModeHistory:
@@ -133,3 +133,15 @@ class Candidate:
         self.stack = user_stack(methods=True)
         if self.reverted is None:
             self.cause = history.missing_eval_at(self.module and self.module(), self.stack)
+
+
+def reverted_at(found: Any, backwards: int, module: Any) -> Any:
+    """The line of the user's ``train()`` that put ``module`` (or a module holding it) back in
+    training mode from eval mode, with no backward since (the same evaluation), or None.
+    ``found`` is ``(weak reference to the module, line, backward calls then, ...)`` of the last
+    such ``train()``, or None; ``backwards`` the backward calls completed now."""
+    if found is None or found[2] != backwards:
+        return None
+    owner = found[0]()
+    return found[1] if owner is not None and (
+        owner is module or any(m is module for m in owner.modules())) else None
