@@ -12,8 +12,10 @@ says why the loss has no graph, the first that holds of: it is an integer or boo
 backward was called where grad mode was off; the last model forward ran under
 ``torch.no_grad()``/``inference_mode``; every parameter of the model is frozen; otherwise the loss
 was cut from the graph (``.detach()``, ``.item()``/``.numpy()`` and back, ``torch.tensor(loss)``,
-``.data``). A forward under ``no_grad`` is reported at the training code's line that led to it (the
-call of a helper decorated with ``@torch.no_grad()``), else at the backward.
+``.data``). A forward under ``no_grad`` is reported at the training code's line that led to it: the
+call inside a ``with torch.no_grad():`` block on the way, also in a helper the step calls
+(hushell/sib_meta_learn#3), else the call of a helper decorated with ``@torch.no_grad()``; else
+at the backward.
 
 When the script catches the error (``except RuntimeError:`` around the step, which then skips
 it or stops), the same diagnosis is reported at exit.
@@ -35,7 +37,7 @@ import sys
 import weakref
 from typing import Any
 
-from trainguard.sanitize.core.callstack import cause_line, user_stack
+from trainguard.sanitize.core.callstack import cause_line, no_grad_block_line, user_stack
 from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import Location, short_location, user_frame
@@ -151,8 +153,11 @@ class BackwardWithoutGrad(Check):
                    f"under {how} (grad mode off), so its output has no grad_fn")
             fix = f"run the training forward outside {how}"
             # the training code's line that led to that forward (``pred = query(field, xy)``,
-            # a helper decorated with ``@torch.no_grad()``): the line to change
-            called = cause_line(forward[5], facts.get("stack") or ())
+            # a helper decorated with ``@torch.no_grad()``): the line to change; but when a
+            # ``with torch.no_grad():`` block on the way holds the call (a feature helper's
+            # block that also runs the trainable model), the call inside that block
+            stack = facts.get("stack") or ()
+            called = no_grad_block_line(forward[5], stack) or cause_line(forward[5], stack)
             where = called if called is not None else where
         elif frozen := self._frozen_model():
             why = (f"{seen} has no grad_fn because every parameter of {frozen} is frozen "

@@ -48,7 +48,7 @@ from trainguard.sanitize.core.source import SourceFile, function_node
 __all__ = ["Location", "Stack", "user_stack", "shared_depth", "cause_line", "dispatched",
            "callers", "differing", "line_of", "callers_train", "model_method_caller",
            "running_line", "in_module_init", "function_end", "sets_modes_only",
-           "grad_off_site", "body_statement", "discarded_no_grad"]
+           "grad_off_site", "body_statement", "discarded_no_grad", "no_grad_block_line"]
 
 Stack = tuple[tuple[int, CodeType, Location, bool], ...]
 _COMPREHENSIONS = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"))
@@ -195,6 +195,18 @@ def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False,
             entry = next((e for e in phase if under_no_grad(e[2])), phase[0])
             return statement_start(entry[1], entry[2][1]) or entry[2]
     return at[depth][2]
+
+
+def no_grad_block_line(at: Stack, ref: Stack) -> Location | None:
+    """The line of ``at``, from the deepest frame it shares with ``ref`` inwards, that sits in a
+    ``with torch.no_grad():`` (or ``inference_mode()``, ``set_grad_enabled(False)``) block of
+    its own function: the outermost such, where the block that turned grad off for the rest of
+    ``at`` took in the call (``predict = model(feats)`` inside a feature helper's no_grad block).
+    None when no frame's line is in one (a decorated helper) or the stacks share no frame."""
+    depth = shared_depth(at, ref)
+    if depth < 0:
+        return None
+    return next((e[2] for e in at[depth:] if _no_grad_reason(e[2]) == e[2]), None)
 
 
 def statement_start(code: CodeType, line: int, avoid: int | None = None) -> Location | None:
