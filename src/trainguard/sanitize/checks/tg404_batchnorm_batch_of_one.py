@@ -11,8 +11,9 @@ step), at the end of the run, with the same diagnosis read at the failure. Repor
 when it is known: the line that built the DataLoader whose last batch holds one sample (the
 watcher notes where user code builds each DataLoader; the one iterated last is preferred), or
 whose every batch is one sample (``batch_size=1``: at the configuration entry that sets it to 1
-when the loader reads one, a dict literal's ``"batch_size": 1`` or an ``add_argument`` default;
-huaifeng1993/DFANet#9), or the ``batch_size`` entry of the options dict literal it unpacks
+when the loader reads one, a dict literal's ``"batch_size": 1``, an ``add_argument`` default or a
+config class field's default; huaifeng1993/DFANet#9; likewise ``drop_last``, eth-easl/modyn#550),
+or the ``batch_size`` entry of the options dict literal it unpacks
 (``DataLoader(ds, **cfg["train_loader"])`` with no ``drop_last`` there), else at
 the user's line that called the model with that batch (the outermost module call: the batch is the
 caller's, not the layer's), else at the failing line. Batches sliced by hand have no DataLoader:
@@ -158,7 +159,8 @@ def _size_written(loader: Any, built: Any) -> Any:
     literal or ``add_argument`` default of the same file sets to 1 (a config with
     ``"batch_size": 1``, huaifeng1993/DFANet#9): the line to change. Likewise, for a larger batch
     size that leaves a last batch of one, where ``drop_last=False`` was written when the loader
-    read it from such an entry (``drop_last=cfg["drop_last"]``), or the options dict it
+    read it from such an entry (``drop_last=cfg["drop_last"]``, or ``config.drop_last_batch``
+    of a config class whose field defaults to False, eth-easl/modyn#550), or the options dict it
     unpacks (``**cfg["train_loader"]``) when that dict literal sets the batch size and no
     ``drop_last``. Else ``built``."""
     if built is None:
@@ -208,21 +210,30 @@ def _options_entry(file: Any, call: ast.Call, size: int) -> Any:
 
 
 def _entries(file: Any, key: str, value: Any) -> list[Any]:
-    """The value nodes of ``file``'s dict literal entries and ``add_argument`` defaults for the
-    configuration key ``key`` that set it to the constant ``value`` (1, or False)."""
+    """The value nodes of ``file``'s dict literal entries, ``add_argument`` defaults and class
+    attribute defaults (a config dataclass's ``drop_last: bool = False``) for the configuration
+    key ``key`` that set it to the constant ``value`` (1, or False). With a class default, also
+    the calls that pass ``key=value`` (``LoaderCfg(drop_last=False)``): a default that such a
+    call may override is not the one place that set it."""
     names = {key, "--" + key, "--" + key.replace("_", "-")}
     same = (lambda v: isinstance(v, ast.Constant) and type(v.value) is type(value)
             and v.value == value)
-    found = []
+    found, fields, passed = [], [], []
     for node in file.parents:
         if isinstance(node, ast.Dict):
             found += [v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant)
                       and k.value == key and same(v)]
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr == "add_argument" and any(
-                    isinstance(a, ast.Constant) and a.value in names for a in node.args):
-            found += [k.value for k in node.keywords if k.arg == "default" and same(k.value)]
-    return found
+        elif isinstance(node, ast.ClassDef):
+            fields += [s.value for s in node.body if isinstance(s, (ast.Assign, ast.AnnAssign))
+                       and any(isinstance(t, ast.Name) and t.id == key for t in
+                               (s.targets if isinstance(s, ast.Assign) else [s.target]))
+                       and s.value is not None and same(s.value)]
+        elif isinstance(node, ast.Call):
+            passed += [k.value for k in node.keywords if k.arg == key and same(k.value)]
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument" and \
+                    any(isinstance(a, ast.Constant) and a.value in names for a in node.args):
+                found += [k.value for k in node.keywords if k.arg == "default" and same(k.value)]
+    return found + fields + passed if fields else found
 
 
 def _layer_name(state: Any) -> str:
