@@ -10,7 +10,9 @@ backward: those graphs were freed by it. The diagnosis names the module output a
 made it, the earlier backward (its line and step) that freed it, whether it was the same iteration
 (two backward calls through one graph: sum the losses, or detach the output for the first one, as
 a GAN's discriminator step must) or an earlier one (a tensor carried across iterations, such as an
-RNN hidden state: detach it), and the variable still holding it. The same iteration is the same
+RNN hidden state: detach it), and the variable still holding it; a state rebound through the
+user's helper that gives it back undetached (``hidden = repackage_hidden(hidden)`` returning ``h``
+or ``h.clone()``) is reported at that helper's ``return``. The same iteration is the same
 optimizer step, or a freed output whose line made no newer output that the failing graph holds,
 freed by a backward on another line (a GAN's generator output, used by the discriminator's backward
 and, after ``opt_d.step()``, by the generator's); a carried tensor's line made a newer one this
@@ -172,11 +174,8 @@ class BackwardTwice(Check):
                     "it the output detached (D(fake.detach())); or pass retain_graph=True to the "
                     "first of the two backward calls",
                 where=taken[0] if taken else failed.where)
-        rebound = rebound_before(made_where, carried[0]) if carried and made_where else None
-        if rebound is not None:  # ``hidden = repackage_hidden(hidden)`` that copies, not cuts
-            held += (f"; it is rebound at {short_location(rebound)} before that call, but what "
-                     "that call returns still holds the old graph (a copy such as clone() keeps "
-                     "the history; detach() cuts it)")
+        rebound, returned, clause = _rebound(made_where, carried, exc)
+        held += clause
         once = not carried and made_step == 0 and _outside_loops(made_where)
         if once:  # data preprocessed once through a module, before the loop, graph and all
             held += ("; it was made once, outside any loop, and every step reuses it with the "
@@ -185,12 +184,109 @@ class BackwardTwice(Check):
             f"this backward (optimizer step {failed.step + 1}) runs through {what} during "
             f"optimizer step {made_step + 1}, whose saved tensors {before} already freed: a "
             f"tensor carried across iterations keeps the old graph{held}",
-            fix="detach what is carried to the next iteration (e.g. hidden = hidden.detach()) "
-                "or compute it again inside the loop; retain_graph=True would only grow memory"
-                if not once else "make it without a graph (under torch.no_grad(), or "
-                ".detach() it) when it is input data, or compute it again inside the loop when its "
-                "module should learn",
-            where=rebound or (made_where if carried or once else failed.where))
+            fix="make it without a graph (under torch.no_grad(), or .detach() it) when it is "
+                "input data, or compute it again inside the loop when its module should learn"
+                if once else ("return the state detached from the helper (h.detach() for each "
+                              "tensor)" if returned else "detach what is carried to the next "
+                              "iteration (e.g. hidden = hidden.detach()) or compute it again "
+                              "inside the loop") + "; retain_graph=True would only grow memory",
+            where=returned or rebound or (made_where if carried or once else failed.where))
+
+
+def _rebound(made: Any, carried: list[str], exc: BaseException) -> tuple[Any, Any, str]:
+    """``(rebinding, return, clause)`` for a carried state rebound from itself through a call
+    before the call at ``made`` (``hidden = repackage_hidden(hidden)`` that copies, not cuts):
+    that statement's line, the helper's return that kept the history (:func:`_copy_returned`)
+    and the message's clause; Nones and "" when there is none."""
+    rebound = rebound_before(made, carried[0]) if carried and made else None
+    if rebound is None:
+        return None, None, ""
+    clause = (f"; it is rebound at {short_location(rebound)} before that call, but what that "
+              "call returns still holds the old graph (a copy such as clone() keeps the "
+              "history; detach() cuts it)")
+    returned = _copy_returned(rebound, exc)
+    if returned is None:
+        return rebound, None, clause
+    clause += (f"; the helper returns it at {short_location(returned[0])} (`{returned[1]}`) "
+               "without detaching it")
+    return rebound, returned[0], clause
+
+
+_COPY_NAMES = frozenset(("tuple", "list", "torch", "autograd", "Variable", "clone", "contiguous",
+                         "detach", "detach_", "requires_grad_", "data"))
+
+
+def _copy_returned(rebound: Any, exc: BaseException) -> tuple[Any, str] | None:
+    """``(location, "return h")`` of the one statement by which the user's helper called at
+    ``rebound`` (``hidden = repackage_hidden(hidden)``, resolved in a frame of ``exc``'s
+    traceback running that line) returns what it was given, or copies of it (``return h``,
+    ``tuple(s.clone() for s in states)``), besides returns that recurse into the helper (over a
+    tuple of states): the line that kept the history where a detach belongs. None when the
+    callee is not such a helper (one that moves or transforms the state, ``h.to(device)``:
+    the rebinding is the place), or it has no single such return."""
+    import inspect
+
+    file = SourceFile.load(rebound[0])
+    assign = next((n for n in file.parents if isinstance(n, ast.Assign)
+                   and n.lineno == rebound[1]), None) if file is not None else None
+    call = assign.value if assign is not None else None
+    name = getattr(getattr(call, "func", None), "attr", getattr(getattr(call, "func", None),
+                                                                "id", None))
+    func = None
+    tb = exc.__traceback__
+    while tb is not None and isinstance(call, ast.Call) and name:
+        frame = tb.tb_frame
+        if frame.f_code.co_filename == rebound[0]:
+            owner = resolve_in_frame(call.func.value, frame) \
+                if isinstance(call.func, ast.Attribute) else None
+            func = resolve_in_frame(call.func, frame) if owner is None else \
+                inspect.getattr_static(type(owner), name, None)
+            func = getattr(func, "__func__", func)  # (a staticmethod)
+            if getattr(func, "__code__", None) is not None:
+                break
+        tb = tb.tb_next
+    node = function_node(func.__code__) if getattr(func, "__code__", None) else None
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    params = {a.arg for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]}
+    returns = [r for r in _own_returns(node) if r.value is not None and not any(
+        isinstance(c, ast.Call) and getattr(c.func, "attr", getattr(c.func, "id", None)) == name
+        for c in ast.walk(r.value))]
+    if len(returns) != 1 or not _copies(returns[0].value, params):
+        return None
+    ret = returns[0]
+    return (func.__code__.co_filename, ret.lineno, ret.col_offset + 1), ast.unparse(ret)
+
+
+def _own_returns(node: ast.AST) -> list[ast.Return]:
+    """The ``return`` statements of the function ``node`` itself (not of functions in it)."""
+    found, todo = [], list(ast.iter_child_nodes(node))
+    while todo:
+        cur = todo.pop()
+        if isinstance(cur, ast.Return):
+            found.append(cur)
+        elif not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                  ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(cur))
+    return found
+
+
+def _copies(value: ast.AST, params: set[str]) -> bool:
+    """Whether ``value`` only gives back the parameters ``params`` or copies of them: names of
+    parameters or comprehension variables, containers, indexing and the methods in
+    ``_COPY_NAMES`` (no ``.to(device)``, no arithmetic, no other call)."""
+    bound = params | {t.id for c in ast.walk(value) if isinstance(c, ast.comprehension)
+                      for t in ast.walk(c.target) if isinstance(t, ast.Name)}
+    for n in ast.walk(value):
+        if isinstance(n, ast.Name) and n.id not in bound and n.id not in _COPY_NAMES:
+            return False
+        if isinstance(n, ast.Attribute) and n.attr not in _COPY_NAMES:
+            return False
+        if not isinstance(n, (ast.Name, ast.Attribute, ast.Call, ast.Tuple, ast.List,
+                              ast.GeneratorExp, ast.ListComp, ast.comprehension, ast.Subscript,
+                              ast.Constant, ast.Slice, ast.keyword, ast.expr_context)):
+            return False
+    return True
 
 
 def _taken_in(made: Any, until: Any, exc: BaseException) -> tuple[Any, str] | None:

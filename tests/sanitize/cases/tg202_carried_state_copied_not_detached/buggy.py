@@ -24,7 +24,7 @@ class CharLM(nn.Module):
 
 
 def carry(states):
-    return tuple(s.clone() for s in states)
+    return tuple(s.clone() for s in states)  # expect: TG202
 
 
 model = CharLM()
@@ -33,7 +33,7 @@ stream = torch.randint(0, 20, (4, 61))
 states = (torch.zeros(1, 4, 24), torch.zeros(1, 4, 24))
 for start in range(0, 60, 15):
     ids, targets = stream[:, start:start + 15], stream[:, start + 1:start + 16]
-    states = carry(states)  # expect: TG202
+    states = carry(states)
     logits, states = model(ids, states)
     loss = F.cross_entropy(logits.reshape(-1, 20), targets.reshape(-1))
     optimizer.zero_grad()
