@@ -14,7 +14,11 @@ whose every batch is one sample (``batch_size=1``: at the configuration entry th
 when the loader reads one, a dict literal's ``"batch_size": 1``, an ``add_argument`` default or a
 config class field's default; huaifeng1993/DFANet#9; likewise ``drop_last``, eth-easl/modyn#550),
 or the ``batch_size`` entry of the options dict literal it unpacks
-(``DataLoader(ds, **cfg["train_loader"])`` with no ``drop_last`` there), else at
+(``DataLoader(ds, **cfg["train_loader"])`` with no ``drop_last`` there; the call's own
+``drop_last=False`` when it passes one). A larger last batch that the code between the loader and
+the model split further (shards over replicas, chunks: fastai/fastai#1352) is the cause when the
+error came in that last batch of the pass, after the full batches went through: reported at the
+same places. Else at
 the user's line that called the model with that batch (the outermost module call: the batch is the
 caller's, not the layer's), else at the failing line. Batches sliced by hand have no DataLoader:
 a ``for i in range(0, n, bs)`` loop (or a ``while start < n:`` advancing ``start += bs``)
@@ -81,6 +85,8 @@ class BatchNormBatchOfOne(Check):
                 sliced = None if iterated or recorded else partial_range_loop()
                 loader, built = sliced or recorded or (
                     (found[1], self._cause_at(found[0])) if found else (None, None))
+                if loader is None:  # a last partial batch split further (over replicas)
+                    loader, built = self._last_partial(str(exc)) or (None, None)
                 self.caught.hold(exc, [str(exc), _layer_name(self.state), loader, built, where])
 
     def _cause_at(self, loader: Any) -> Any:
@@ -93,6 +99,33 @@ class BatchNormBatchOfOne(Check):
             found = _partial([obj])
             if found is not None:
                 self.partial.append((id(obj), found[1], self._cause_at(obj)))
+
+    def _last_partial(self, text: str) -> tuple[str, Any] | None:
+        """``(description, line)`` of the DataLoader the run iterates when the failing batch
+        is part of its last, partial batch: its pass has given its last batch (all the full
+        ones before it went through), that batch holds ``len(dataset) % batch_size`` samples,
+        more than the failing input's one (the batch was split further: shards over replicas,
+        chunks); its line the loader's (or the config entry setting ``drop_last=False``).
+        None otherwise (pytorch/pytorch#7716: DataParallel scattering a last batch)."""
+        m = _SIZE.search(text)
+        rows = int(m.group(1).split(",")[0]) if m and m.group(1).strip() else None
+        noted = next((p for p in reversed(list(self.state.loader_passes))
+                      if p.loader_id == self.state.loader_id), None)
+        loader = next((o for o in list(self.built.keys()) if id(o) == self.state.loader_id),
+                      None)
+        if rows is None or noted is None or noted.ended or loader is None or \
+                not noted.length or noted.length < 2 or noted.given != noted.length:
+            return None
+        size = getattr(loader, "batch_size", None)
+        try:
+            n = len(loader.dataset)
+        except Exception:  # (an IterableDataset; a dataset whose __len__ fails)
+            return None
+        last = n % size if size else 0
+        if loader.drop_last or not rows < last < size:
+            return None
+        return (f"DataLoader(batch_size={size}) over {n} samples ends each pass with a partial "
+                f"batch of {last} samples", self._cause_at(loader))
 
     def _recorded(self) -> tuple[Any, Any] | None:
         """``(description, line)`` of the DataLoader the run iterates last when, at its
@@ -110,6 +143,8 @@ class BatchNormBatchOfOne(Check):
                 else self._recorded()
             loader, built = recorded or ((found[1], self._cause_at(found[0])) if found
                                          else (None, None))
+            if loader is None:
+                loader, built = self._last_partial(str(exc)) or (None, None)
             held = [str(exc), _layer_name(self.state), loader, built, self.failed_at]
         return _diagnose(*held)
 
@@ -134,6 +169,10 @@ def _diagnose(text: str, layer: str, loader: str | None, built: Any, call: Any) 
         where_from = " (often the last, partial batch of an epoch)"
     elif loader == "DataLoader(batch_size=1)":
         where_from = f"; the {loader} gives it one sample in every batch"
+    elif "partial batch" in loader:
+        where_from = (f"; this {loader}, and the error came in that last batch (the full batches "
+                      "before it went through): the code between the loader and the model split "
+                      "it into parts (shards over replicas, chunks), one of them a single sample")
     elif built is not None:
         # at the cause: the DataLoader's construction, where drop_last belongs
         where_from = (f"; this {loader} leaves a last batch of one sample, which reached the "
@@ -162,7 +201,8 @@ def _size_written(loader: Any, built: Any) -> Any:
     read it from such an entry (``drop_last=cfg["drop_last"]``, or ``config.drop_last_batch``
     of a config class whose field defaults to False, eth-easl/modyn#550), or the options dict it
     unpacks (``**cfg["train_loader"]``) when that dict literal sets the batch size and no
-    ``drop_last``. Else ``built``."""
+    ``drop_last``; or the call's own ``drop_last=False``, on whatever line of the call it is
+    written. Else ``built``."""
     if built is None:
         return built
     size = getattr(loader, "batch_size", None)
@@ -173,6 +213,8 @@ def _size_written(loader: Any, built: Any) -> Any:
     call = file.call_at(built[1], built[2] - 1) if file is not None else None
     given = next((k.value for k in call.keywords if k.arg == arg), None) \
         if call is not None else None
+    if arg == "drop_last" and isinstance(given, ast.Constant) and given.value is False:
+        return (built[0], given.lineno, given.col_offset + 1)
     if given is None and call is not None and not any(k.arg == "batch_size"
                                                       for k in call.keywords):
         found = _options_entry(file, call, size)
