@@ -48,9 +48,10 @@ When it fires:
   spacing are seen this way from the first epoch. Where batches are sliced by hand (no
   DataLoader), the epoch is the interval between two ``train()`` calls on a model (``on_mode``:
   once per epoch in most loops, once per step in a Hugging Face ``Trainer``, whose intervals of
-  one step are never judged): the scheduler must have stepped with every optimizer step in it (2
-  at least), and the same rules hold for its steps in that interval; a model whose ``train()`` is
-  called once is never judged this way;
+  one step are never judged), and also between two returns of a model from ``eval()`` to
+  ``train()`` with no DataLoader pass begun in between (a validation ends the epoch, where
+  ``train()`` runs at every step): the scheduler must have stepped with every optimizer step in
+  it (2 at least), and the same rules hold for its steps in that interval;
 - a ``ReduceLROnPlateau`` stepped per batch (a "batch end" callback calling
   ``scheduler.step(loss)`` with the mini-batch loss): its ``patience`` and ``cooldown`` count
   ``step()`` calls, so with a patience shorter than an epoch's calls noisy batches cut the rate
@@ -152,33 +153,44 @@ class SchedulerBeforeOptimizer(Check):
         # where at the end)
         self.ended: list[tuple[Any, Any, pace.Mark, pace.Mark]] = []
         self.failed: Exception | None = None  # raised by a pass's end, reported at an event
-        # id(model) -> (its train() calls so far, {scheduler: where it stood at the latest one})
-        self.trained: dict[int, tuple[int, "weakref.WeakKeyDictionary[Any, pace.Mark]"]] = {}
+        # id(model) -> (its train() calls so far, {scheduler: where it stood at the latest one});
+        # -id(model) -> (its returns from eval mode, {...}, DataLoader passes begun by then)
+        self.trained: dict[int, tuple[int, Any, int]] = {}
+        self.passes_begun = 0
         self.state.pass_listeners.append(self._pass_ended)
 
     def on_loader_iter(self, loader: Any) -> None:
         """Judge the passes that ended; note where each scheduler stands as ``loader``'s starts."""
         self._judge_ended()
+        self.passes_begun += 1
         self.open[id(loader)] = weakref.WeakKeyDictionary(
             (scheduler, pace.Mark.now(scheduler, 0, self.state.step)) for scheduler in self.step_at)
 
     def on_mode(self, call: Any) -> None:
-        """A model set to training mode: judge the interval since its previous ``train()`` call
-        (an epoch, where batches are sliced by hand), and note where each scheduler stands."""
+        """A model set to training mode: judge the intervals since its previous ``train()`` call
+        and since it last came back from ``eval()`` (epochs, where batches are sliced by hand)."""
         if not call.mode:
             return
         key = id(call.module)
-        count, marks = self.trained.get(key, (0, None))
-        if marks:
+        count = self._interval(key, "between two train() calls on the model")
+        if count == 1 or not call.was_training:
+            self._interval(-key, "between two returns of the model from eval() to train()",
+                           by_hand=True)
+
+    def _interval(self, key: int, what: str, by_hand: bool = False) -> int:
+        """Judge the interval of model ``key`` ended here, start the next; return their count."""
+        count, marks, begun = self.trained.get(key, (0, None, 0))
+        if marks and not (by_hand and begun != self.passes_begun):
             for scheduler, start in list(marks.items()):
                 if scheduler not in self.reported:
                     end = pace.Mark.now(scheduler, 0, self.state.step)
-                    self._judge_interval(scheduler, start, end, count)
-        if len(self.trained) > 64:  # (models dropped)
+                    self._judge_interval(scheduler, start, end, count, what)
+        if len(self.trained) > 128:  # (models dropped)
             self.trained.clear()
         self.trained[key] = (count + 1, weakref.WeakKeyDictionary(
             (scheduler, pace.Mark.now(scheduler, 0, self.state.step))
-            for scheduler in self.step_at))
+            for scheduler in self.step_at), self.passes_begun)
+        return count + 1
 
     def on_exit(self) -> None:
         for noted in list(self.state.loader_passes):  # exhausted passes whose iterator is kept
@@ -323,20 +335,20 @@ class SchedulerBeforeOptimizer(Check):
             if noted.length and not noted.ended and marks is not None and scheduler not in marks:
                 marks[scheduler] = pace.Mark.now(scheduler, max(noted.given - 1, 0),
                                                  self.state.step)
-        for _, marks in self.trained.values():
+        for _, marks, _ in self.trained.values():
             marks.setdefault(scheduler, pace.Mark.now(scheduler, 0, self.state.step))
 
     def _judge_interval(self, scheduler: Any, start: "pace.Mark", end: "pace.Mark",
-                        epoch: int) -> None:
-        """Report ``scheduler`` if it stepped with every optimizer step between two ``train()``
-        calls on a model (epoch ``epoch``, with batches sliced by hand) and cut the rate within
-        it as the docstring says."""
+                        epoch: int, what: str) -> None:
+        """Report ``scheduler`` if it stepped with every optimizer step in an interval (``what``:
+        epoch ``epoch``, with batches sliced by hand) and cut the rate within it as the docstring
+        says."""
         stepped, optimizer_steps = end.last_epoch - start.last_epoch, end.step - start.step
         if optimizer_steps < 2 or stepped < optimizer_steps:
             return
         self._judge_epoch(scheduler, start, end, stepped, float(stepped), "optimizer steps",
                           epoch, whole=True, again=epoch > 1,
-                          what="between two train() calls on the model, at every optimizer step")
+                          what=f"{what}, at every optimizer step")
 
     def _judge_pass(self, noted: Any, scheduler: Any, start: "pace.Mark", end: "pace.Mark") -> None:
         """Report ``scheduler`` if it stepped per batch during the ended pass ``noted`` and cut
