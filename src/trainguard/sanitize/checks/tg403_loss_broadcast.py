@@ -13,6 +13,12 @@ warning is easy to miss in a log.
 Also: a target of one row that is a view of a tensor with at least the batch's rows (``y[:1]``
 against an ``(N, 1)`` prediction): every prediction is trained towards one sample's target.
 
+Also: a prediction of one row against a target of N rows, made by a model call given N samples
+(stamped with its inputs): the model folded its batch into one row (``x.view(-1, C * H * W)``
+with a feature size larger than one sample's). The call is run again once per loss line
+(``core/batch_fold.py``) and the finding is reported at the first op that turned the N rows into
+one without changing the number of elements; at the loss line when none is found.
+
 Silent on: equal shapes; a target that broadcasts into the input without growing it (a scalar
 target, one target for every head of an ``(N, K)`` output, a constant ``(1, 1)`` target); ``BCELoss``/``BCEWithLogitsLoss``, which raise on a size mismatch themselves.
 
@@ -21,20 +27,26 @@ raise on such a mismatch ("Using a target size (torch.Size([64])) that is differ
 size (torch.Size([64, 1]))", "Target size ... must be the same as input size ..."), the diagnosis
 names the two shapes and which one to squeeze or unsqueeze.
 
-Cost: per checked loss call, a comparison of two shapes; at PyTorch's size error, its message.
+Cost: per checked loss call, a comparison of two shapes; at PyTorch's size error, its message;
+once per loss line with a folded batch, one forward of the model with a Python call per op.
 
 Reference: ``MSELoss`` docs (input and target of the same shape)
 https://pytorch.org/docs/stable/generated/torch.nn.MSELoss.html; GitHub issue
-https://github.com/deepset-ai/FARM/issues/229.
+https://github.com/deepset-ai/FARM/issues/229; a batch folded by ``View(-1)``:
+https://github.com/karpathy/neuraltalk2/issues/90.
 """
 
 from __future__ import annotations
 
 import re
+import weakref
 from math import prod
 from typing import Any
 
+from trainguard.sanitize.core.batch_fold import batch_fold
 from trainguard.sanitize.core.check import Check, Diagnosis
+from trainguard.sanitize.core.frames import short_location
+from trainguard.sanitize.core.graph import stamp_of
 
 _SIZE = r"torch\.Size\(\[([\d, ]*)\]\)"
 # binary_cross_entropy / binary_cross_entropy_with_logits (torch/nn/functional.py)
@@ -47,6 +59,12 @@ _NAMES = ("MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
 
 class LossBroadcast(Check):
     code = "TG403"
+    stamps = "inputs"  # model outputs stamped, with the call's tensor arguments (a re-run)
+
+    def __init__(self, bus: Any) -> None:
+        super().__init__(bus)
+        # loss line -> (model class, batch_fold's answer) or None: a one-row prediction's model
+        self.folds: dict[Any, Any] = {}
 
     def on_loss(self, call: Any) -> None:
         if call.name not in _NAMES:
@@ -74,6 +92,9 @@ class LossBroadcast(Check):
                     fix="pass the whole target (same shape as the prediction), not a slice of it",
                     where=call.where)
                 return
+            if prod(both) > prod(a) and len(a) == len(b) >= 2 and a[0] == 1 < b[0] and \
+                    a[1:] == b[1:] and self._folded(call, b[0]):
+                return
             if prod(both) > prod(a):  # the target has more values per sample than the input
                 square = len(b) == 2 and b[0] == b[1] > 1 and tuple(a) == (b[0], 1)
                 self.report(
@@ -97,6 +118,48 @@ class LossBroadcast(Check):
             fix="give input and target the same shape, e.g. output.squeeze(-1) or "
                 "target.unsqueeze(-1)",
             where=call.where)
+
+    def _folded(self, call: Any, batch: int) -> bool:
+        """Report a one-row prediction made by a model given ``batch`` samples (its batch folded
+        into one row), at the op that folded it when a re-run finds it; False when the model
+        call is not known or was not given ``batch`` samples."""
+        key = call.where[:2] if call.where is not None else None
+        if key not in self.folds:
+            self.folds[key] = self._find_fold(call.input, batch)
+        fold = self.folds[key]
+        if fold is None:
+            return False
+        module, op = fold
+        said = f"; `{op[0]}` at {short_location(op[3])} turned {op[1]} into {op[2]}" \
+            if op is not None and op[3] is not None else ""
+        self.report(
+            f"{call.name} input {tuple(call.input.shape)} and target {tuple(call.target.shape)}: "
+            f"{module} was given {batch} samples and returned one row{said}, so the batch was "
+            "folded into one row and the loss compares one prediction with every target",
+            fix="flatten each sample, not the batch: x.flatten(1) or x.view(x.size(0), -1), and "
+                "size the next layer for one sample's features",
+            where=op[3] if op is not None and op[3] is not None else call.where)
+        return True
+
+    def _find_fold(self, prediction: Any, batch: int) -> tuple[str, Any] | None:
+        """``(model class name, batch_fold's answer)`` when ``prediction`` is the output of a
+        model call (stamped) whose first argument has ``batch`` rows; else None."""
+        made = stamp_of(prediction) if getattr(prediction, "grad_fn", None) is not None else None
+        ref = self.state.models._refs.get(made.model_id) if made is not None else None
+        model = ref() if ref is not None else None
+        args = [r() for r in made.inputs] if made is not None and made.inputs else None
+        if model is None or not args or any(a is None for a in args) or \
+                getattr(args[0], "shape", (0,))[:1] != (batch,):
+            return None
+        kwargs = {k: v() if isinstance(v, weakref.ref) else v
+                  for k, v in (made.kwargs or {}).items()}
+        if any(v is None and isinstance(made.kwargs[k], weakref.ref) for k, v in kwargs.items()):
+            return None
+        self.state.modules.append(model)  # inner calls of the re-run are not outermost forwards
+        try:
+            return type(model).__name__, batch_fold(model, args, kwargs, batch, 1)
+        finally:
+            self.state.modules.pop()
 
     def on_error(self, exc: BaseException) -> Diagnosis | None:
         if not isinstance(exc, ValueError):

@@ -19,6 +19,7 @@ Two tools, both run once, never on a healthy step:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from typing import Any
@@ -152,11 +153,11 @@ def _mode(found: Rerun, singular: bool) -> Any:
 
 
 def rerun(model: Any, args: list[Any], kwargs: dict[str, Any] | None = None, *,
-          singular: bool = False, record: bool = False) -> Rerun:
+          singular: bool = False, record: bool = False, watch: Any = None) -> Rerun:
     """Run ``model`` once more on ``args`` (and ``kwargs``) without grad, RNG forked and buffers
     swapped for copies; see :class:`Rerun` for what it returns. ``singular``: also note the first
     op evaluated at a singular point of its derivative; ``record``: keep every submodule's output
-    with the user's line that called it (``Rerun.made``)."""
+    with the user's line that called it (``Rerun.made``); ``watch``: a tracer's mode, also on."""
     import torch
 
     found = Rerun()
@@ -188,7 +189,7 @@ def rerun(model: Any, args: list[Any], kwargs: dict[str, Any] | None = None, *,
             for qual, module in model.named_modules():
                 if module is not model:
                     handles.append(module.register_forward_hook(make_hook(qual)))
-            with _mode(found, singular):
+            with _mode(found, singular), (watch or contextlib.nullcontext()):
                 found.output = type(model)._call_impl(model, *args, **(kwargs or {}))
     except Exception:
         found.output = None
