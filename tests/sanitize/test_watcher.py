@@ -107,6 +107,45 @@ def test_a_script_watched_in_process_leaves_nothing_of_its_own_alive(tmp_path):
     assert net() is None
 
 
+FAILING_SCRIPT = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 3))
+        self.softmax = nn.Softmax(dim=1)
+    def forward(self, x):
+        return self.softmax(self.body(x))
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    opt.zero_grad()
+    F.cross_entropy(net(torch.randn(8, 4)), torch.randint(0, 3, (8,))).backward()
+    opt.step()
+try:
+    net(torch.randn(1, 4))
+except ValueError:
+    pass
+"""
+
+
+def test_a_stopped_watcher_keeps_no_model_of_its_run(tmp_path):
+    # a trainer callback keeps its watcher after the fit: neither the module a failing call
+    # passed through nor a per-class cache (TG401 reads the model's class) may keep the model
+    script = tmp_path / "script.py"
+    script.write_text(FAILING_SCRIPT)
+    with watch(summary=False) as w:
+        names = runpy.run_path(str(script), run_name="__main__")
+    assert sorted(f.code for f in w.findings) == ["TG401", "TG404"]
+    net = weakref.ref(names["net"])
+    del names
+    gc.collect()
+    assert net() is None
+    assert w.findings  # (the watcher itself is still held here)
+
+
 def test_nested_watch_shares_the_outer_watcher():
     with watch(summary=False) as outer:
         with watch(summary=False) as inner:

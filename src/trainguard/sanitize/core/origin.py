@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import weakref
 from collections import deque
 from typing import Any, Callable
 
@@ -133,9 +134,24 @@ class Origin:
             self.stacks[node] = user_stack(start)
 
 
-@functools.lru_cache(maxsize=64)
+# cls -> {attr: count}: weakly keyed, so that a user's class (and through its methods the globals
+# of its script: data, loaders, models) is not kept alive by the cache after the run drops it
+_calls: "weakref.WeakKeyDictionary[type, dict[str, int]]" = weakref.WeakKeyDictionary()
+
+
 def _calls_of(cls: type, attr: str) -> int:
-    """How many ``self.<attr>(...)`` calls the methods of ``cls`` (and its first bases) make."""
+    """How many ``self.<attr>(...)`` calls the methods of ``cls`` (and its first bases) make;
+    cached per class while the class lives."""
+    try:
+        known = _calls.setdefault(cls, {})
+    except TypeError:  # (a class that takes no weak reference: counted each time)
+        known = {}
+    if attr not in known:
+        known[attr] = _count_calls(cls, attr)
+    return known[attr]
+
+
+def _count_calls(cls: type, attr: str) -> int:
     import ast
 
     count = 0

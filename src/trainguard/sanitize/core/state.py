@@ -248,6 +248,10 @@ class State:
         return last.where if last is not None else None
 
     def release_all(self) -> None:
+        """At the watcher's stop: drop the trackers and every reference to the user's objects
+        (the module a failing call passed through, the frame a functional call came from), so
+        that a watcher kept after its run (a trainer callback's) holds no model or data."""
         for track in self._tracks:
             track.release()
         self._tracks.clear()
+        self.failed_module = self.failed_root = self.functional_caller = None
