@@ -8,8 +8,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-__all__ = ["dotted", "parent", "walk_local", "kwarg", "is_true", "is_false", "const_value", "mode_switch",
-           "names_in", "if_branches", "exclusive", "encloses", "assigned_pairs", "self_attr",
+__all__ = ["dotted", "parent", "walk_local", "kwarg", "is_true", "is_false", "const_value",
+           "mode_switch", "names_in", "if_branches", "exclusive", "encloses", "assigned_pairs", "self_attr",
            "is_main_guard", "SCOPES"]
 
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)

@@ -11,10 +11,11 @@ by none, to the end of the run.
 
 :class:`AfterTraining` keeps, for each (model line, callers) a source reading put in a training
 iteration, the first call made once the model was trained (an optimizer that holds its parameters
-stepped before it), with the backward and step counts then; at the end of the run the calls after which neither count moved
-are evaluations. Calls before the model is trained (a rollout that fills a buffer before learning
-starts, a model this run never trains) and lines whose first call was followed by training (an RL rollout between updates, a target
-network's forward) stay silent; so does a line whose calls repeat one input (Monte Carlo dropout).
+stepped before it), with the backward and step counts then; at the end of the run the calls after
+which neither count moved are evaluations. Calls before the model is trained (a rollout that fills
+a buffer before learning starts, a model this run never trains) and lines whose first call was
+followed by training (an RL rollout between updates, a target network's forward) stay silent; so
+does a line whose calls repeat one input (Monte Carlo dropout).
 Cost: one dict look-up per such call; the caller chain, and the user's stack once per line and
 chain (64 at most).
 """
