@@ -55,3 +55,22 @@ def test_large_half_precision_values_do_not_overflow_the_joined_sum():
     # 4096 float16 values of 60000 sum to 2.5e8, far past float16's 65504: summed in float64
     grads = [torch.full((64, 64), 60000.0, dtype=torch.float16)]
     assert grads_may_be_finite(grads) is True
+
+
+def test_a_scaler_only_reference_cycles_keep_is_not_in_use():
+    # an earlier run's GradScaler (a notebook cell's, a test's), dropped but not yet collected,
+    # must not make this run's NaN loss read as a scaled overflow the scaler skips
+    import gc
+
+    assert nonfinite.scaler_in_use() is False
+    gc.disable()
+    try:
+        cycle: dict = {"scaler": torch.amp.GradScaler("cpu")}
+        cycle["self"] = cycle
+        del cycle
+        assert nonfinite.scaler_in_use() is False
+        kept = torch.amp.GradScaler("cpu")  # a live one still counts
+        assert nonfinite.scaler_in_use() is True
+        del kept
+    finally:
+        gc.enable()

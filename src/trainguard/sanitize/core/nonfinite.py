@@ -3,16 +3,13 @@
 Two tools, both run once, never on a healthy step:
 
 - :func:`rerun` runs a module's forward again on the same batch under ``torch.no_grad()`` (RNG
-  forked, buffers swapped for copies, so nothing the user computes changes) with forward hooks that
-  name the first module whose output is non-finite, and a ``TorchFunctionMode`` that names the
-  first torch operation (with the user's line that called it) that made a non-finite value from
-  finite inputs (``log(0)``, ``x / 0``, ``exp`` overflow), or, when asked (``singular=True``), the
-  first one evaluated where its derivative is infinite or undefined although its value is finite:
-  ``sqrt`` at 0 (derivative ``1 / (2 sqrt(x))``), ``acos``/``asin`` at +-1, ``x ** e`` with
-  ``0 < e < 1`` at 0. (A norm of a zero vector is not one: PyTorch's norm backward gives it a zero
-  subgradient; dividing by that norm is 0/0 in the forward already.) These give a NaN or Inf
-  gradient while the loss stays finite (PyTorch's autograd notes on gradients at
-  non-differentiable points: https://pytorch.org/docs/stable/notes/autograd.html#gradients-for-non-differentiable-functions).
+  forked, buffers copied: nothing the user computes changes), with forward hooks naming the first
+  module whose output is non-finite and a ``TorchFunctionMode`` naming the first torch op (and
+  the user's line) that made a non-finite value from finite inputs (``log(0)``, ``x / 0``, ``exp``
+  overflow), or, with ``singular=True``, the first one evaluated where its derivative is infinite
+  though its value is finite: ``sqrt`` at 0, ``acos``/``asin`` at +-1, ``x ** e`` (0 < e < 1) at
+  0 (a norm of a zero vector has a zero subgradient). These give a NaN or Inf gradient while the
+  loss stays finite (https://pytorch.org/docs/stable/notes/autograd.html#gradients-for-non-differentiable-functions).
 - :func:`singular_node` walks a loss's graph (bounded) for a node whose saved input is at such a
   point (``LogBackward0`` of 0, ``SqrtBackward0`` of 0, ``DivBackward0`` by 0, ...).
 """
@@ -20,6 +17,7 @@ Two tools, both run once, never on a healthy step:
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import sys
 from typing import Any
@@ -272,11 +270,13 @@ def _non_finite_factor(node: Any) -> list[tuple[Any, Any, str]]:
 
 
 def scaler_in_use() -> bool:
-    """Whether a live, enabled ``torch.amp.GradScaler`` exists (one heap scan: rare path only)."""
+    """Whether a live, enabled ``torch.amp.GradScaler`` exists (rare path only: one collection, so
+    that an earlier run's scaler only reference cycles keep does not count, and one heap scan)."""
     try:
         from torch.amp import GradScaler
     except ImportError:
         return False
+    gc.collect()
     return any(o.is_enabled() for o in live_objects(lambda o: GradScaler in type(o).__mro__))
 
 
