@@ -21,25 +21,23 @@ import sys
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 import trainguard
 
 
-# The futures the counting hook returns, kept for the life of the process (a module global, not a
-# local of main(), which is gone before the process group is destroyed at exit): otherwise gloo's
-# worker thread may drop the last reference to one while the rank exits, and the rank aborts with
-# "terminate called without an active exception" (pytorch/pytorch#179291; the loop's own
-# collectives keep theirs the same way, trainguard.loop.collectives).
-_FUTURES: list = []
+# The works of the counting hook's all-reduces, kept for the life of the process (a module global,
+# not a local of main(), which is gone before the process group is destroyed at exit), as
+# trainguard.loop.collectives keeps its own: gloo's worker thread must never drop the last
+# reference to one while the rank exits (pytorch/pytorch#179291).
+_WORKS: list = []
 
 
 def _keep_at_exit() -> None:
-    """At exit, before the interpreter clears this module, give each kept future a reference that
-    is never dropped (as trainguard.loop.collectives does with its own works)."""
-    for future in _FUTURES:
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(future))
+    """At exit, before the interpreter clears this module, give each kept work a reference that
+    is never dropped (as trainguard.loop.collectives does with its own)."""
+    for work in _WORKS:
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(work))
 
 
 atexit.register(_keep_at_exit)
@@ -59,9 +57,18 @@ def main(argv: list[str]) -> None:
     count = [0]
 
     def counting_hook(state, bucket):
+        # PyTorch's allreduce_hook, without its ``.then`` callback: that Python callable runs on,
+        # and is dropped by, gloo's worker thread, which then needs the GIL; at exit the rank
+        # aborts (pytorch/pytorch#179291). The all-reduce is waited for here and its work kept.
         count[0] += 1
-        _FUTURES.append(allreduce_hook(state, bucket))
-        return _FUTURES[-1]
+        tensor = bucket.buffer()
+        tensor.div_(dist.get_world_size())
+        work = dist.all_reduce(tensor, async_op=True)
+        work.wait()
+        _WORKS.append(work)
+        done = torch.futures.Future()
+        done.set_result(tensor)
+        return done
 
     ddp.register_comm_hook(None, counting_hook)
     if "--sync-every-micro-step" in flags:
