@@ -83,10 +83,11 @@ class BatchNormBatchOfOne(Check):
                 iterated = found is not None and id(found[0]) == self.state.loader_id
                 recorded = None if iterated else self._recorded()
                 sliced = None if iterated or recorded else partial_range_loop()
-                loader, built = sliced or recorded or (
+                # a last partial batch split further (over replicas) of the iterated loader
+                # before a live loader the run does not iterate (one left from earlier work)
+                split = None if iterated or recorded or sliced else self._last_partial(str(exc))
+                loader, built = sliced or recorded or split or (
                     (found[1], self._cause_at(found[0])) if found else (None, None))
-                if loader is None:  # a last partial batch split further (over replicas)
-                    loader, built = self._last_partial(str(exc)) or (None, None)
                 self.caught.hold(exc, [str(exc), _layer_name(self.state), loader, built, where])
 
     def _cause_at(self, loader: Any) -> Any:
