@@ -436,11 +436,34 @@ def _meter_update(script: Script, node: ast.AST, names: set[str]) -> Hit | None:
                                    f"{script.at(call.lineno)} hands it tensors with a grad_fn: "
                                    f"every step's autograd graph stays alive",
                            fix=f"keep .item() (or .detach()) of what is stored in {kept}")
-            return Hit(call, f"`{owner}({text}, ...)` hands a tensor with a grad_fn to "
+            part = _graph_element(script, arg, names)
+            shown = script.segment(call) or f"{owner}({text}, ...)"
+            if len(shown) > 60:
+                shown = f"{owner}(..., {text}, ...)" if len(text) <= 40 else f"{owner}(...)"
+            tensor = script.segment(part) or "loss"
+            inside = f" in {text}" if part is not arg else ""
+            return Hit(call, f"`{shown}` hands a tensor with a grad_fn to "
                              f"{func.name}(), which keeps it in `{kept}` across iterations: "
                              f"every step's autograd graph stays alive",
-                       fix=f"pass {text}.item() (or {text}.detach())")
+                       fix=f"pass {tensor}.item() (or {tensor}.detach()){inside}")
     return None
+
+
+def _graph_element(script: Script, arg: ast.AST, names: set[str]) -> ast.AST:
+    """The element of a dict, list or tuple literal ``arg`` that carries a graph (the value to
+    detach: ``loss`` of ``{"loss": loss}``); ``arg`` itself otherwise."""
+    while True:
+        if isinstance(arg, ast.Dict):
+            parts = arg.values
+        elif isinstance(arg, (ast.List, ast.Tuple)):
+            parts = arg.elts
+        else:
+            return arg
+        found = next((p for p in parts if p is not None and carries_graph(script, p, names)),
+                     None)
+        if found is None:
+            return arg
+        arg = found
 
 
 def _kept_attr(func: ast.AST, param: str) -> tuple[str, ast.AST] | None:
