@@ -64,7 +64,7 @@ def _read(path: str) -> tuple[set[str], set[tuple[str, str]]] | None:
         with zipfile.ZipFile(path) as archive:
             name = next((n for n in archive.namelist() if n.endswith("/data.pkl")), None)
             if name is None or archive.getinfo(name).file_size > _PICKLE_BYTES:
-                return None, False
+                return None
             data = archive.read(name)
         strings: set[str] = set()
         names: set[tuple[str, str]] = set()
