@@ -77,7 +77,8 @@ def check(script: Script) -> Iterator[Hit]:
         recv = node.value
         output = False
         if not _tensorish(recv, params):
-            output = _graph_tensor(script, node)
+            output = _graph_tensor(script, node) or (
+                "grad input" if _differentiated_input(script, node) else None)
             if not output:
                 continue
         if script.grad_disabled(node):
@@ -94,10 +95,13 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         if func is not None and _INIT_FUNC.search(func.name):
             continue
-        where = (None if output == "parameter" else
-                 _in_forward(script, node, projection=output != "output")) or \
-            _before_backward(script, node) or _called_before_backward(script, func) or \
-            _second_order(script, node, func)
+        if output == "grad input":  # (only the MAML inner step: an input of that gradient)
+            where = _second_order(script, node, func)
+        else:
+            where = (None if output == "parameter" else
+                     _in_forward(script, node, projection=output != "output")) or \
+                _before_backward(script, node) or _called_before_backward(script, func) or \
+                _second_order(script, node, func)
         if where is None:
             continue
         up = parent(node)
@@ -116,12 +120,16 @@ def check(script: Script) -> Iterator[Hit]:
                             f"it did not produce",
                       fix=f"rescale as part of the graph: `{text} = {text} * scale` (no .data)")
             continue
+        if where.startswith("with a gradient taken with create_graph=True"):
+            fix = ("make the adapted weights new tensors in the graph (`fast = [p - lr * g for "
+                   "p, g in zip(fast, grads)]`, no .data) and run the next forward with them")
+        else:
+            fix = ("compute the masked or updated value as part of the graph (e.g. "
+                   "F.linear(x, w * mask)), or change it under `with torch.no_grad():` "
+                   "outside the forward")
         yield Hit(node, f"`{text}.data` is written {where}: autograd does not see the change, "
                         f"so the graph and the gradients use values the parameter no longer "
-                        f"has",
-                  fix="compute the masked or updated value as part of the graph (e.g. "
-                      "F.linear(x, w * mask)), or change it under `with torch.no_grad():` "
-                      "outside the forward")
+                        f"has", fix=fix)
 
 
 def _is_write(node: ast.Attribute) -> bool:
@@ -471,6 +479,9 @@ def _second_order(script: Script, node: ast.Attribute, func: ast.AST | None) -> 
                 for c in ast.walk(n.value)):
             made.update({t.id: n.lineno for t in ast.walk(n.targets[0])
                          if isinstance(t, ast.Name)})
+    made = {name: line for name, line in made.items()  # (a name the write still sees so)
+            if any(isinstance(c, ast.Call) and is_true(kwarg(c, "create_graph"))
+                   for c in ast.walk(last_assignment(name, node) or ast.Constant(None)))}
     for _ in range(2):  # for (name, p), g in zip(weights.items(), grads): g is one of them
         for n in walk_local(func):
             if isinstance(n, (ast.For, ast.comprehension)) and any(
@@ -483,6 +494,52 @@ def _second_order(script: Script, node: ast.Attribute, func: ast.AST | None) -> 
         return None
     return (f"with a gradient taken with create_graph=True ({script.at(used[0])}), meant to be "
             f"differentiated through this update (a MAML inner step)")
+
+
+def _differentiated_input(script: Script, node: ast.Attribute) -> bool:
+    """The receiver of ``p.data`` is a loop variable that ``zip`` pairs with the result of a
+    ``torch.autograd.grad(loss, inputs, ...)`` call taken over ``inputs`` (``for p, g in
+    zip(fast, grads)`` after ``grads = torch.autograd.grad(loss, fast, ...)``): ``p`` is one of
+    the tensors that gradient was taken for, however ``fast`` was built (``[w, b]``, a list or a
+    dict's values)."""
+    recv = node.value
+    if not isinstance(recv, ast.Name):
+        return False
+    scope = script.enclosing_function(node) or script.tree
+    for n in walk_local(scope):
+        if not isinstance(n, (ast.For, ast.comprehension)) or not isinstance(n.iter, ast.Call) \
+                or dotted(n.iter.func) != "zip" or not isinstance(n.target, ast.Tuple) \
+                or len(n.target.elts) != len(n.iter.args):
+            continue
+        pairs = list(zip(n.target.elts, n.iter.args))
+        texts = {_inputs_text(script, a) for a in n.iter.args}
+        grads = [a for _, a in pairs if isinstance(a, ast.Name) and
+                 _gradient_inputs(script, last_assignment(a.id, n.iter)) in texts]
+        if grads and any(isinstance(t, ast.Name) and t.id == recv.id and a not in grads
+                         for t, a in pairs):
+            return True
+    return False
+
+
+def _gradient_inputs(script: Script, value: ast.AST | None) -> str | None:
+    """The source of the inputs of ``torch.autograd.grad(outputs, inputs, ...)`` when ``value``
+    is that call; else None."""
+    if isinstance(value, ast.Call) and len(value.args) >= 2 and \
+            (script.call_qualname(value) or "").endswith("autograd.grad"):
+        return _inputs_text(script, value.args[1])
+    return None
+
+
+def _inputs_text(script: Script, node: ast.AST) -> str:
+    """The source of a gradient's inputs, unwrapped from ``list(...)`` and ``.values()``."""
+    while True:
+        if isinstance(node, ast.Call) and dotted(node.func) in ("list", "tuple") and node.args:
+            node = node.args[0]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "values" and not node.args:
+            node = node.func.value
+        else:
+            return script.segment(node) or ""
 
 
 def _parameter_names(script: Script) -> dict[str, list[ast.AST]]:
