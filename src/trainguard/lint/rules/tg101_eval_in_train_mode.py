@@ -65,7 +65,8 @@ def check(script: Script) -> Iterator[Hit]:
             for site in script.call_sites(region.node) or \
                     script.graph.instance_sites(region.node):
                 mode, why = mode_before(script, site)
-                if mode == "train" and not _in_rollout(script, site):
+                if mode == "train" and not _in_rollout(script, site) and \
+                        not _adapts_when_called(script, site):
                     trained.append((site, why))
                 evald = evald or mode == "eval"
             if not trained:
@@ -114,7 +115,7 @@ def check(script: Script) -> Iterator[Hit]:
                                    f"mode; Dropout and BatchNorm act as in training",
                       fix="remove this train() call from the evaluation (call model.train() "
                           "before the next training step instead)")
-        elif mode == "train":
+        elif mode == "train" and not _adapts_when_called(script, first):
             yield Hit(_region_start(script, region.node, first), f"{region.label} runs "
                       f"{fwd}(...) ({script.at(first.lineno)}) in train mode ({why}); Dropout "
                              f"and BatchNorm act as in training",
@@ -234,7 +235,7 @@ def _inference_entry_points(script: Script) -> Iterator[Hit]:
             continue  # the method sets the mode itself (``predict()`` calling ``self.eval()``)
         mode, why = mode_before(script, call)
         if mode != "train" or _mode_behaviour_changed(script, call) or \
-                not _may_depend_on_mode(script, call):
+                not _may_depend_on_mode(script, call) or _adapts_when_called(script, call):
             continue
         found.append((call, why))
     helpers = _helpers_always_trained(script, found)
@@ -252,6 +253,44 @@ def _inference_entry_points(script: Script) -> Iterator[Hit]:
                         f"varies from call to call",
                   fix="call model.eval() before inference, and model.train() before training "
                       "again")
+
+
+def _adapts_when_called(script: Script, call: ast.Call) -> bool:
+    """The model called (or handed to the helper called) is an instance of a class of this file
+    whose ``forward``, or a method it calls on ``self``, runs ``backward()``: each call trains it (test-time adaptation such as TENT, which updates the norm
+    layers' affine parameters on every test batch, in train mode on purpose:
+    DequanWang/tent's ``forward_and_adapt``), so the call is no inference."""
+    models = [call.func.value if isinstance(call.func, ast.Attribute) else call.func]
+    models += [a for a in call.args if isinstance(a, ast.Name)]
+    for expr in models:
+        for ref in script.graph.types(expr) or ():
+            if ref.script is script and isinstance(ref.node, ast.ClassDef) and \
+                    _forward_trains(ref.node):
+                return True
+    return False
+
+
+def _forward_trains(cls: ast.ClassDef) -> bool:
+    """``cls.forward``, or a method of ``cls`` it calls on ``self`` (two calls deep), calls
+    ``.backward()``."""
+    methods = {f.name: f for f in cls.body
+               if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    todo, seen = ["forward"], set()
+    for _ in range(3):
+        nxt = []
+        for name in todo:
+            if name in seen or name not in methods:
+                continue
+            seen.add(name)
+            for n in ast.walk(methods[name]):
+                if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+                    continue
+                if n.func.attr == "backward":  # (not `.step()`: a diffusion sampler's too)
+                    return True
+                if isinstance(n.func.value, ast.Name) and n.func.value.id == "self":
+                    nxt.append(n.func.attr)
+        todo = nxt
+    return False
 
 
 def _helpers_always_trained(script: Script, found: list[tuple[ast.Call, str]]
