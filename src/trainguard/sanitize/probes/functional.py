@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainguard.apifacts import FUNCTIONAL_LOSSES
 from trainguard.sanitize.core.records import LossCall
-from trainguard.sanitize.probes.patch import Undo, compiling_flags, patch
+from trainguard.sanitize.probes.patch import Undo, compiling_flags, patch, transform_level
 
 if TYPE_CHECKING:
     from trainguard.sanitize.core.bus import Bus
@@ -81,6 +81,7 @@ def _functional_loss(bus: "Bus", name: str, original: Any, loss_type: type) -> A
     modules = bus.state.modules
     see = bus.cadence.see
     always = bus.always  # event -> the checks' always handlers (lists are replaced, not the dict)
+    in_transform = transform_level()
 
     def loss(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -93,8 +94,8 @@ def _functional_loss(bus: "Bus", name: str, original: Any, loss_type: type) -> A
             raise
         # A loss module calls this function itself; its own event covers it.
         if is_dynamo_compiling() or compiling._is_compiling_flag or (
-                modules and isinstance(modules[-1], loss_type)):
-            return output
+                modules and isinstance(modules[-1], loss_type)) or in_transform() is not None:
+            return output  # (inside torch.func's vmap/grad: see patch.transform_level)
         try:
             caller = sys._getframe(1)
             try:  # (loss_sig's usual case, inlined: this runs on every step, settled ones too)
@@ -148,8 +149,10 @@ def _functional(bus: "Bus", name: str, original: Any) -> Any:
     state = bus.state
     see = bus.cadence.see
 
+    in_transform = transform_level()
+
     def observed(*args: Any, **kwargs: Any) -> Any:
-        if not is_compiling():
+        if not is_compiling() and in_transform() is None:
             caller = sys._getframe(1)
             if not see(("D", name, caller.f_code, caller.f_lasti)):
                 return original(*args, **kwargs)

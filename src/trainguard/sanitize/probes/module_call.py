@@ -29,7 +29,7 @@ from trainguard.sanitize.core.bounds import Overrun
 from trainguard.sanitize.core.cadence import FORWARD
 from trainguard.sanitize.core.records import ForwardCall, LossCall
 from trainguard.sanitize.probes.functional import loss_sig
-from trainguard.sanitize.probes.patch import Undo, compiling_flags, patch
+from trainguard.sanitize.probes.patch import Undo, compiling_flags, patch, transform_level
 from trainguard.sanitize.probes.stamps import stamper
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ def _module_call(bus: "Bus", original_call: Any, direct: bool, begin: Callable,
     compiling = compiling_flags()
     modules = bus.state.modules
     full_types = (_Loss, *bus.module_types)
+    in_transform = transform_level()
 
     def module_call(self: Any, *args: Any, **kwargs: Any) -> Any:
         if is_dynamo_compiling():
@@ -83,7 +84,9 @@ def _module_call(bus: "Bus", original_call: Any, direct: bool, begin: Callable,
             if kwargs or not direct or self._compiled_call_impl is not None:
                 return original_call(self, *args, **kwargs)
             return self._call_impl(*args)  # (most calls: no keyword dict to rebuild)
-        if compiling._is_compiling_flag:  # traced by torch.export
+        if compiling._is_compiling_flag or in_transform() is not None:
+            # traced by torch.export, or run inside torch.func's vmap/grad (per-sample gradients,
+            # model ensembles): a function of the transform, whose tensors hold no readable values
             return original_call(self, *args, **kwargs)
         try:
             depth = len(modules)

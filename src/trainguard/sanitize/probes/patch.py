@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-__all__ = ["Undo", "patch", "compiling_flags"]
+__all__ = ["Undo", "patch", "compiling_flags", "transform_level"]
 
 Undo = Callable[[], None]
 """An action that removes one wrapper or hook; called once, when the watcher stops."""
@@ -41,3 +41,20 @@ def compiling_flags() -> Any:
     if isinstance(getattr(torch.compiler, "_is_compiling_flag", None), bool):
         return torch.compiler
     return _CompilingFlag()
+
+
+def _no_transform() -> None:
+    return None
+
+
+def transform_level() -> Any:
+    """A function answering, without arguments, whether a ``torch.func`` transform (``vmap``,
+    ``grad``, ``jvp``, ``functionalize``) is running: its interpreter, else None. Inside one,
+    tensors are wrappers whose values cannot be read (``.item()`` raises "vmap: It looks like
+    you're calling .item() on a Tensor"), and the code is a function of the transform, not a
+    training step: the probes hand such calls straight to PyTorch. ``torch._C._functorch``'s
+    ``peek_interpreter_stack``, where this torch has it."""
+    import torch
+
+    functorch = getattr(torch._C, "_functorch", None)
+    return getattr(functorch, "peek_interpreter_stack", None) or _no_transform
