@@ -20,8 +20,9 @@ script (one ``__main__`` namespace), under the sanitizer, and reports ``notebook
 cells numbered from 1 as they appear in the notebook (markdown cells count, as in
 ``trainguard lint``), lines within the cell. IPython syntax that plain Python cannot run is
 skipped and said on stderr: line magics and shell lines (``%matplotlib inline``, ``!pip install``)
-become blank lines, and a cell that starts with a cell magic other than ``%%trainguard`` is not
-run.
+become blank lines; the body of a cell under ``%%time``, ``%%capture`` or ``%%prun`` runs as
+Python (IPython runs it once, in the notebook's namespace), and a cell that starts with another
+cell magic (``%%bash``, ``%%timeit``) is not run.
 """
 
 from __future__ import annotations
@@ -67,12 +68,20 @@ def notebook_cells(path: str) -> list[tuple[int, str]]:
                          "--to script`") from None
 
 
+# cell magics whose body IPython runs once, as Python, in the notebook's namespace (timing it,
+# capturing its output, profiling it): run as the body alone, the cell does the same work
+_ONCE_MAGICS = frozenset({"time", "capture", "prun"})
+
+
 def _plain_python(number: int, source: str, path: str) -> str | None:
     """``source`` with IPython-only lines blanked (line numbers kept); None for a cell magic."""
     lines = source.splitlines()
     if lines and lines[0].lstrip().startswith("%%"):
         magic = lines[0].lstrip()[2:].split()
-        if not magic or magic[0] != "trainguard":
+        if magic and magic[0] in _ONCE_MAGICS:
+            print(f"trainguard run: {Path(path).name}[cell {number}]: its body under the cell "
+                  f"magic {lines[0].strip()!r} runs as plain Python", file=sys.stderr)
+        elif not magic or magic[0] != "trainguard":
             print(f"trainguard run: {Path(path).name}[cell {number}] starts with the cell magic "
                   f"{lines[0].strip()!r} and was not run", file=sys.stderr)
             return None

@@ -73,3 +73,22 @@ def test_not_a_notebook_exits_2(tmp_path: Path) -> None:
     r = run_cli("run", "nb.ipynb", cwd=tmp_path)
     assert r.returncode == 2
     assert "nb.ipynb: not a readable Jupyter notebook" in r.stderr
+
+
+def test_a_training_cell_under_time_runs_and_is_watched(tmp_path: Path) -> None:
+    # `%%time` on the training cell, as notebooks often time it: IPython runs the body once in
+    # the notebook's namespace, so the run does too (its line 1 is the magic's line)
+    write_notebook(tmp_path / "nb.ipynb", [
+        ("code", SETUP),
+        ("code", "%%time\n" + LOOP.format(fix="loss")),  # cell 2
+        ("code", "%%bash\necho skipped"),
+        ("code", "print(len(losses))"),
+    ])
+    r = run_cli("run", "--report", "r.json", "nb.ipynb", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "20" in r.stdout.split()
+    found = json.loads((tmp_path / "r.json").read_text())["findings"]
+    assert [(f["code"], f["cell"], f["line"]) for f in found] == [("TG201", 2, 5)]
+    assert "nb.ipynb[cell 2]: its body under the cell magic '%%time' runs as plain Python" \
+        in r.stderr
+    assert "nb.ipynb[cell 3] starts with the cell magic '%%bash' and was not run" in r.stderr
