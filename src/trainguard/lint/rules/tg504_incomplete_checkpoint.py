@@ -277,7 +277,7 @@ def _progress(script: Script, entries: list[tuple[str, str]], at: ast.AST) -> st
     program advances (``episodes_done`` that a loop sets to ``ep + 1`` or ``+= 1``s, or that
     starts a ``range`` on resume)."""
     for key, value in entries:
-        m = _PROGRESS.search(key)
+        m = _PROGRESS.search(key) if not key.startswith("[") else None
         if m and not _configured(script, value, at):
             return m.group(0).lower()
     counters = _counters(script)
@@ -387,10 +387,24 @@ def _entries(script: Script, call: ast.Call, obj: ast.AST) -> list[tuple[str, st
             elif isinstance(sub, ast.Assign) and found is not None:
                 for t in sub.targets:
                     if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and \
-                            t.value.id == obj.id and isinstance(t.slice, ast.Constant):
-                        found.append((str(t.slice.value), ast.unparse(sub.value)))
+                            t.value.id == obj.id:
+                        found.append((_key_text(t.slice, sub), ast.unparse(sub.value)))
         return found
     return _dict_entries(script, obj)
+
+
+def _key_text(key: ast.AST, assign: ast.Assign) -> str:
+    """A saved entry's key: the constant, or for a key computed in a loop (``state[name] =
+    getattr(self, name).state_dict()`` for ``name in self.optimizer_names``) its source and
+    the collections the loops around it iterate, which say what the entries hold; in brackets,
+    so that it is never read as the run's position."""
+    if isinstance(key, ast.Constant):
+        return str(key.value)
+    names = {n.id for n in ast.walk(assign) if isinstance(n, ast.Name)}
+    loops = [loop.iter for loop in Script.enclosing_loops(assign)
+             if isinstance(loop, (ast.For, ast.AsyncFor)) and
+             names & {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}]
+    return "[" + " ".join(ast.unparse(n) for n in [key, *loops]) + "]"
 
 
 def _dict_entries(script: Script, node: ast.AST) -> list[tuple[str, str]] | None:
