@@ -80,8 +80,9 @@ def _micro_loop_zeroing(script: Script, loop: ast.AST, evs: list[Event],
         after = [x for x in evs[i + 1:] if not encloses(inner, x.via or x.node)
                  and not encloses(inner, x.node)]
         step = _next_step([x for x in after if x.kind != "backward"])
-        if step is None or not _related(script, e, step, steppers):
-            continue
+        if step is None or not _related(script, e, step, steppers) or \
+                not step.foreign and exclusive(inner, step.via or step.node):
+            continue  # `if minibatch: for ...: zero; backward` `else: ...; step()`
         yield Hit(e.node,
                   f"gradients are zeroed in every pass of the loop at "
                   f"{script.at(inner.lineno)}, whose passes each run backward() before "

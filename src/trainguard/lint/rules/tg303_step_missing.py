@@ -10,6 +10,9 @@ When the step exists but sits under a test on the batch index of ``enumerate(loa
 index of an epoch satisfies (``(step + 1) % 32 == 0`` over 29 batches), reported at the test.
 When other optimizers step: one that the file zeroes but never steps nor hands to anything (a
 GAN's ``opt_d.step()`` left out), reported at the backward that follows its zeroing.
+When every step sits in one branch of an ``if`` on a setting the loop never changes
+(``if args.minibatch: ... else: ...; optimizer.step()``) and the other branch runs backward with
+no step after it, reported at that backward: with that setting, nothing ever steps.
 When the step exists but the model it should update was rebound to a new module after the
 optimizer was built (:mod:`trainguard.lint.rebinds`), reported at the rebinding.
 """
@@ -19,7 +22,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import SCOPES, parent, walk_local
+from trainguard.lint.astutil import SCOPES, encloses, parent, walk_local
+from trainguard.lint.consts import truth
 from trainguard.lint.events import events
 from trainguard.lint.rebinds import stale_optimizers
 from trainguard.lint.rules import Hit
@@ -48,6 +52,8 @@ def check(script: Script) -> Iterator[Hit]:
             yield from _branch_never_taken(script)
         if "zero_grad" in script.source and not _manual_update(script):
             yield from _one_never_stepped(script)
+        if not _manual_update(script):
+            yield from _setting_branch_without_step(script)
         return
     if _manual_update(script):
         return
@@ -334,3 +340,71 @@ def _index_gate(script: Script, call: ast.Call) -> ast.If | None:
             return p
         n = p
     return None
+
+
+def _setting_branch_without_step(script: Script) -> Iterator[Hit]:
+    """A backward in one branch of an ``if`` inside a training loop whose other branch steps,
+    when every step of the loop sits in that other branch and the test reads only a setting
+    the loop never assigns (``args.minibatch``, ``cfg.use_amp``: no call, no loop variable):
+    each iteration takes the same branch, so with that setting the optimizer never steps
+    (pytorch/pytorch-lightning#5995, an apex branch that skipped ``optimizer.step``). A test on
+    the iteration (``if (i + 1) % accum:``) is accumulation, and a branch handed the optimizer
+    may step it in a helper: both stay silent."""
+    for call in script.calls:
+        loops = script.enclosing_loops(call)
+        if not is_backward(call) or not loops:
+            continue
+        found = _setting_if(script, call, loops[-1])
+        if found is None:
+            continue
+        gate, branch, other = found
+        evs = events(script, loops[-1].body)  # type: ignore[attr-defined]
+        steps = [e for e in evs if e.kind == "step"]
+        inside = lambda e: any(s is (e.via or e.node) or encloses(s, e.via or e.node)  # noqa
+                               for s in other)
+        if not steps or not all(inside(e) for e in steps) or \
+                any(e.kind == "step" for e in events(script, branch)) or \
+                any(_hands_optimizer(script, s) for s in branch):
+            continue
+        key = steps[0].key or "the optimizer"
+        which = "is false" if branch is gate.orelse else "holds"
+        yield Hit(call, f"backward() runs here, but {key}.step() runs only in the other branch "
+                        f"of the test at {script.at(gate.lineno)} ({ast.unparse(gate.test)}), "
+                        f"a setting the loop never changes: when it {which}, no iteration "
+                        f"steps and the parameters never change",
+                  fix=f"call {key}.step() after this backward() too, or step after the if")
+        return
+
+
+def _setting_if(script: Script, call: ast.AST, outer: ast.AST
+                ) -> tuple[ast.If, list[ast.stmt], list[ast.stmt]] | None:
+    """The innermost ``if`` between ``call`` and the loop ``outer`` whose test reads only
+    names the loop never assigns, with ``call``'s branch and the other one; else None."""
+    n = call
+    while (p := parent(n)) is not None and p is not outer:
+        if isinstance(p, ast.If) and p.orelse and n is not p.test:
+            mine, other = (p.body, p.orelse) if n in p.body else (p.orelse, p.body)
+            taken = truth(p.test)
+            if taken is not None and taken is (mine is p.orelse):
+                return None  # the file fixes the setting: this branch never runs
+            return (p, mine, other) if _invariant(p.test, outer) else None
+        n = p
+    return None
+
+
+def _invariant(test: ast.expr, loop: ast.AST) -> bool:
+    """``test`` reads settings only (names, attributes, constants, comparisons; no call, no
+    ``self``) whose names nothing in ``loop`` assigns."""
+    allowed = (ast.Name, ast.Attribute, ast.Constant, ast.Compare, ast.BoolOp, ast.UnaryOp,
+               ast.Load, ast.cmpop, ast.boolop, ast.unaryop)
+    if not all(isinstance(n, allowed) for n in ast.walk(test)):
+        return False
+    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    if not names or "self" in names:
+        return False
+    stored = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name) and
+              isinstance(n.ctx, (ast.Store, ast.Del))}
+    changed = {ast.unparse(n) for n in ast.walk(loop) if isinstance(n, ast.Attribute) and
+               isinstance(n.ctx, (ast.Store, ast.Del))}  # `cfg.warmup = False` in the loop
+    read = {ast.unparse(n) for n in ast.walk(test) if isinstance(n, ast.Attribute)}
+    return not names & stored and not read & changed
