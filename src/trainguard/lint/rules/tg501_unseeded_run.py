@@ -25,7 +25,8 @@ from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, is_true, kwarg, parent
 from trainguard.lint.consts import const_eval
-from trainguard.lint.repro import SEED_CALLS, Repro, in_unused_function
+from trainguard.lint.options import _argparse_dest
+from trainguard.lint.repro import SEED_CALLS, Repro, in_unused_function, seeds_in
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
@@ -40,6 +41,10 @@ _RANDOM_USE = {"random", "randint", "randrange", "choice", "choices", "shuffle",
 
 
 def check(script: Script) -> Iterator[Hit]:
+    skipped = list(_zero_seed_skipped(script))
+    if skipped:  # the run is unseeded as configured: one finding, at the test
+        yield from skipped
+        return
     helpers = list(_partial_helpers(script))
     yield from helpers  # (their fix is torch's seed: its first draw is not reported again)
     repro = Repro(script)
@@ -436,3 +441,86 @@ def _workers_seed_numpy(script: Script) -> bool:
 def _in_dataset(script: Script, node: ast.AST) -> bool:
     cls = script.enclosing_class(node)
     return cls is not None and any((dotted(b) or "").endswith("Dataset") for b in cls.bases)
+
+
+# Help text that gives 0 a meaning of its own ("0 = random", "0 disables seeding").
+_ZERO_MEANS = re.compile(r"\b0\s*(=|means|for|:|to\b|disables)|\bzero\s+(=|means|for|to)|"
+                         r"disabl|\bnone\b|unseeded|no seed|not seed", re.I)
+
+
+def _zero_seed_skipped(script: Script) -> Iterator[Hit]:
+    """Seeding under a test of the seed's truth (``if cfg.get("seed"):``, ``if args.seed:``)
+    while the file configures that seed as 0 (a config entry, an option's default, a parameter
+    default, a constant): 0 is false, so the seeding calls never run and the run draws unseeded
+    (ashleve/lightning-hydra-template#635; huggingface/diffusers#10964). Silent when the test
+    compares (``is not None``), an ``else`` seeds, the option's help gives 0 a meaning of its
+    own, or nothing draws from a generator the branch seeds."""
+    for node in script.nodes:
+        if not isinstance(node, ast.If):
+            continue
+        name = _seed_name(node.test)
+        if name is None:
+            continue
+        calls = [c for st in node.body for c in ast.walk(st) if isinstance(c, ast.Call)]
+        seeded = seeds_in(script, calls, depth=2, local=True) & {"torch", "numpy", "random"}
+        other = [c for st in node.orelse for c in ast.walk(st) if isinstance(c, ast.Call)]
+        if not seeded or seeds_in(script, other, depth=2, local=True):
+            continue
+        zero = _configured_zero(script, name)
+        if zero is None or not any(_family(script, c) in seeded for c in script.calls):
+            continue
+        yield Hit(node.test, f"the seed `{name}` is configured as 0 (at {script.at(zero)}), and "
+                             f"0 is false, so this test skips the seeding of "
+                             f"{', '.join(sorted(seeded))}: the run is not seeded at all",
+                  fix=f"test `{ast.unparse(node.test)} is not None` instead of its truth")
+        return
+
+
+def _seed_name(test: ast.expr) -> str | None:
+    """The seed whose truth ``test`` is: ``seed``, ``args.seed``, ``cfg["seed"]``,
+    ``cfg.get("seed")`` (a name with "seed" in it); None for anything else."""
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and \
+            test.func.attr == "get" and len(test.args) == 1 and not test.keywords:
+        test = ast.Subscript(value=test.func.value, slice=test.args[0])
+    if isinstance(test, ast.Subscript) and isinstance(test.slice, ast.Constant):
+        name = test.slice.value
+    elif isinstance(test, ast.Attribute):
+        name = test.attr
+    elif isinstance(test, ast.Name):
+        name = test.id
+    else:
+        return None
+    return name if isinstance(name, str) and "seed" in name.lower() else None
+
+
+def _configured_zero(script: Script, name: str) -> int | None:
+    """The line where the file gives the seed ``name`` the value 0: a dict entry, a keyword
+    argument, an option's default (unless its help says what 0 means), a parameter default or an
+    assignment (also ``SEED = 0`` for ``seed``); None when it gives none."""
+    for node in script.nodes:
+        value: ast.AST | None = None
+        if isinstance(node, ast.Dict):
+            value = next((v for k, v in zip(node.keys, node.values)
+                          if isinstance(k, ast.Constant) and k.value == name), None)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "add_argument":
+            if _argparse_dest(node) == name and \
+                    not _ZERO_MEANS.search(str(const_eval(kwarg(node, "help")))):
+                value = kwarg(node, "default")
+        elif isinstance(node, ast.keyword) and node.arg == name and \
+                not (isinstance(parent(node), ast.Call) and
+                     (dotted(parent(node).func) or "").endswith("add_argument")):
+            value = node.value
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            for a, d in zip(args.args[::-1], args.defaults[::-1]):
+                value = d if a.arg == name else value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            t = node.targets[0]
+            t_name = t.id if isinstance(t, ast.Name) else t.attr \
+                if isinstance(t, ast.Attribute) else None
+            value = node.value if t_name in (name, name.upper()) else None
+        if isinstance(value, ast.Constant) and value.value == 0 and \
+                type(value.value) is int:
+            return value.lineno
+    return None
