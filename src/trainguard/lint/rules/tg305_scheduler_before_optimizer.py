@@ -25,6 +25,9 @@ the training function or to a trainer's ``__init__`` is the one every call passe
 (:func:`trainguard.lint.schedules.schedule_settings`); a loop that holds another training loop
 (``for phase in ("train", "val")``) is no batch loop, and no epoch loop either: around a batch
 loop inside ``while steps < max_steps:`` it leaves a run counted in updates (piergiaj/pytorch-i3d).
+With gradient accumulation (the optimizer steps under ``if (i + 1) % accum == 0:``), a
+scheduler stepped in every iteration whose length was counted in optimizer updates (divided by
+that ``accum``) runs ``accum`` times too fast (starVLA/starVLA#210).
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import SCOPES, assigned_pairs, dotted, exclusive, parent, walk_local
+from trainguard.lint.astutil import (SCOPES, assigned_pairs, dotted, encloses, exclusive, parent,
+                                     walk_local)
+from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.consts import UNKNOWN, resolve
 from trainguard.lint.events import Event, events
 from trainguard.lint.handlers import BEFORE_STEP, PER_ITERATION, engine_handlers, handler_body
@@ -73,6 +78,7 @@ def check(script: Script) -> Iterator[Hit]:
                       fix=f"call {key}.step() after optimizer.step()")
             break
     yield from _handler_steps(script)
+    yield from _per_micro_batch(script, loops)
     alternatives: set[int] = set()  # per-batch steps configured as the per-epoch one's other
     yield from _stepped_twice(script, loops, alternatives)
     nested = {id(p) for x in loops for p in script.enclosing_loops(x)}
@@ -375,3 +381,76 @@ def _per_batch(script: Script, call: ast.AST, loop: ast.AST, loops: list[ast.AST
 def _inner_most(script: Script, call: ast.AST, loop: ast.AST) -> bool:
     loops = script.enclosing_loops(call)
     return bool(loops) and loops[0] is loop
+
+
+def _per_micro_batch(script: Script, loops: list[ast.AST]) -> Iterator[Hit]:
+    """Gradient accumulation: the optimizer steps only under a remainder test of a counter the
+    loop advances (``if (micro + 1) % accum == 0:``), while its scheduler steps in every
+    iteration, outside that test, and the schedule's length was counted in optimizer updates
+    (an argument divided by the same ``accum``: ``epochs * len(loader) // accum``): the
+    schedule advances once per micro-batch and runs ``accum`` times too fast
+    (starVLA/starVLA#210). A schedule sized in micro-batches keeps pace and stays silent."""
+    for loop in loops:
+        evs = events(script, loop.body)  # type: ignore[attr-defined]
+        for step in (e for e in evs if e.kind == "step" and not e.foreign):
+            gate, divisor = _accumulation_gate(step.via or step.node, loop)
+            if gate is None:
+                continue
+            for e in evs:
+                at = e.via or e.node
+                if e.kind != "sched" or e.foreign or not e.key or encloses(gate, at) or \
+                        _conditional(at) or not _same_loop(script, at, gate) or \
+                        not _sized_in_updates(script, e.key, divisor, at):
+                    continue
+                yield Hit(e.site, f"{step.key or 'the optimizer'}.step() runs only when "
+                                  f"{ast.unparse(gate.test)} ({script.at(gate.lineno)}), but "
+                                  f"{e.key}.step() runs every micro-batch, and its schedule "
+                                  f"was sized in optimizer updates (divided by {divisor}): it "
+                                  f"runs {divisor} times too fast and ends early",
+                          fix=f"move {e.key}.step() under the same if, after "
+                              f"{step.key or 'optimizer'}.step()")
+                return
+
+
+def _accumulation_gate(node: ast.AST, loop: ast.AST) -> tuple[ast.If | None, str]:
+    """The ``if`` inside ``loop`` around ``node`` whose test takes a remainder of a value the
+    loop changes (``(i + 1) % accum``), and the divisor's source."""
+    n = node
+    while (p := parent(n)) is not None and p is not loop and not isinstance(p, SCOPES):
+        if isinstance(p, ast.If) and n in p.body:
+            stored = {x.id for x in ast.walk(loop) if isinstance(x, ast.Name) and
+                      isinstance(x.ctx, ast.Store)}
+            for m in ast.walk(p.test):
+                if isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mod) and \
+                        stored & {x.id for x in ast.walk(m.left) if isinstance(x, ast.Name)}:
+                    return p, ast.unparse(m.right)
+        n = p
+    return None, ""
+
+
+def _same_loop(script: Script, a: ast.AST, b: ast.AST) -> bool:
+    loops_a, loops_b = script.enclosing_loops(a), script.enclosing_loops(b)
+    return bool(loops_a) and bool(loops_b) and loops_a[0] is loops_b[0]
+
+
+def _sized_in_updates(script: Script, key: str, divisor: str, at: ast.AST) -> bool:
+    """The scheduler ``key`` is built from a value divided by ``divisor`` (followed through
+    the names its construction reads, two assignments deep)."""
+    todo = [v for v in script.assignments.get(key, []) if isinstance(v, ast.Call)]
+    seen: set[int] = set()
+    for _ in range(3):
+        nxt = []
+        for expr in todo:
+            if id(expr) in seen:
+                continue
+            seen.add(id(expr))
+            for m in ast.walk(expr):
+                if isinstance(m, ast.BinOp) and isinstance(m.op, (ast.Div, ast.FloorDiv)) and \
+                        ast.unparse(m.right) == divisor:
+                    return True
+                if isinstance(m, ast.Name) and isinstance(m.ctx, ast.Load):
+                    value = last_assignment(m.id, m)
+                    if value is not None:
+                        nxt.append(value)
+        todo = nxt
+    return False
