@@ -8,7 +8,8 @@ for training (``train_loss``, ``train_acc``; also converted: ``train_loss.item()
 comparison guards a save or an update of the best value. A dict entry keyed for training counts
 too (``metrics["train_mIoU"]``, ``logs.get("train_loss")``), as does any entry of a mapping
 named for training (``train_stats["acc"]``). The metric is followed through a
-plain assignment (``monitored = train_loss``, ``score = metrics["train_acc"]``, reported there) and through a parameter that
+plain assignment (``monitored = train_loss``, ``score = metrics["train_acc"]``, reported there; also
+negated, ``perf = -train_loss``) and through a parameter that
 every call fills with a training metric (``self.save(epoch, train_loss)`` into
 ``def save(self, epoch, fitness)``, reported at the call), or a dict parameter every call fills
 with the training metrics (``curr = eval_metrics["mIoU"]`` in ``save_best(self,
@@ -57,9 +58,10 @@ def check(script: Script) -> Iterator[Hit]:
         why = _train_metric(script, other)
         at: ast.AST = node
         if why is not None and isinstance(other, ast.Name):
-            value = last_assignment(other.id, other)
+            raw = last_assignment(other.id, other)
+            value = _negated(raw)
             if isinstance(value, (ast.Name, ast.Attribute)) or _entry(value) is not None:
-                at = parent(value) or node  # `monitored = train_loss`: the line to change
+                at = parent(raw) or node  # `monitored = train_loss`: the line to change
         if why is None:
             found = _train_argument(script, other) or \
                 _train_argument(script, _entry_base(other)) or _monitored(script, other) or \
@@ -265,7 +267,7 @@ def _train_metric(script: Script, node: ast.AST, depth: int = 2) -> str | None:
         if _TRAIN.search(base) and not _VAL.search(base):
             return f"`{script.segment(node) or entry}`"  # train_metrics["mIoU"]
     if isinstance(node, ast.Name):
-        value = last_assignment(node.id, node)
+        value = _negated(last_assignment(node.id, node))  # score = -train_loss: higher is better
         if depth > 0 and (isinstance(value, (ast.Name, ast.Attribute)) or
                           _entry(value) is not None):  # = train_loss, = logs["train_acc"]
             inner = _train_metric(script, value, depth - 1)
@@ -279,6 +281,14 @@ def _train_metric(script: Script, node: ast.AST, depth: int = 2) -> str | None:
             return f"`{name}`, a total or running mean of the training loss `{loss}` (the one " \
                 f"backward runs on)"
     return None
+
+
+def _negated(value: ast.AST | None) -> ast.AST | None:
+    """The value a sign flip turns "lower is better" into "higher is better": ``train_loss`` for
+    ``-train_loss``; ``value`` itself otherwise."""
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
+        return value.operand
+    return value
 
 
 def _summed_backward_loss(script: Script, name: ast.Name) -> str | None:
