@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 from trainguard.apifacts import named_as_logits
 from trainguard.lint.activations import activation_of, helper_activations
-from trainguard.lint.astutil import statement_of, walk_local
+from trainguard.lint.astutil import dotted, parent, statement_of, walk_local
 from trainguard.lint.dataflow import scope_of
 from trainguard.lint.losses import loss_input, loss_kind
 from trainguard.lint.rules import Edit, Hit
@@ -88,11 +88,35 @@ def check(script: Script) -> Iterator[Hit]:
 
 def _reused(arg: ast.Name, loss: ast.AST) -> bool:
     """The loss input is a name that other statements of its scope read too (a focal loss's
-    ``probs``, fed to the loss and used for ``p_t``): the probabilities are needed there."""
+    ``probs``, fed to the loss and used for ``p_t``): the probabilities are needed there. A
+    read that applies a sigmoid to it (``torch.sigmoid(preds).round()`` for the accuracy)
+    treats it as logits, like the loss: that read needs no probabilities; nor does a read of
+    another value the name held (a training loop's, before the evaluation reassigned it)."""
     stmt = statement_of(loss)
     inside = {id(n) for n in ast.walk(stmt)} if stmt is not None else set()
+    scope = list(walk_local(scope_of(loss)))
+    stores = [n for n in scope if isinstance(n, ast.Name) and n.id == arg.id and
+              isinstance(n.ctx, ast.Store)]
+    value = _binding(stores, arg)  # (reads of an earlier value of the name do not count)
     return any(isinstance(n, ast.Name) and n.id == arg.id and isinstance(n.ctx, ast.Load) and
-               id(n) not in inside for n in walk_local(scope_of(loss)))
+               id(n) not in inside and not _sigmoid_of(n) and _binding(stores, n) is value
+               for n in scope)
+
+
+def _binding(stores: list[ast.Name], read: ast.Name) -> ast.Name | None:
+    """The last of ``stores`` on a line above ``read``: the assignment whose value it reads."""
+    above = [s for s in stores if s.lineno < read.lineno]
+    return max(above, key=lambda s: (s.lineno, s.col_offset)) if above else None
+
+
+def _sigmoid_of(name: ast.Name) -> bool:
+    """``name`` is what a sigmoid is applied to: ``torch.sigmoid(name)``, ``F.sigmoid(name)``,
+    ``name.sigmoid()``."""
+    up = parent(name)
+    if isinstance(up, ast.Attribute) and up.value is name and up.attr == "sigmoid":
+        return isinstance(parent(up), ast.Call) and not parent(up).args  # type: ignore
+    return isinstance(up, ast.Call) and up.args[:1] == [name] and \
+        (dotted(up.func) or "").rsplit(".", 1)[-1] == "sigmoid"
 
 
 def _loss_to_change(script: Script, act: ast.AST, loss: ast.AST) -> bool:
