@@ -458,15 +458,16 @@ def _zero_seed_skipped(script: Script) -> Iterator[Hit]:
     for node in script.nodes:
         if not isinstance(node, ast.If):
             continue
-        name = _seed_name(node.test)
-        if name is None:
+        found = _seed_name(node.test)
+        if found is None:
             continue
+        name, how = found
         calls = [c for st in node.body for c in ast.walk(st) if isinstance(c, ast.Call)]
         seeded = seeds_in(script, calls, depth=2, local=True) & {"torch", "numpy", "random"}
         other = [c for st in node.orelse for c in ast.walk(st) if isinstance(c, ast.Call)]
         if not seeded or seeds_in(script, other, depth=2, local=True):
             continue
-        zero = _configured_zero(script, name)
+        zero = _configured_zero(script, name, how)
         if zero is None or not any(_family(script, c) in seeded for c in script.calls):
             continue
         yield Hit(node.test, f"the seed `{name}` is configured as 0 (at {script.at(zero)}), and "
@@ -476,50 +477,57 @@ def _zero_seed_skipped(script: Script) -> Iterator[Hit]:
         return
 
 
-def _seed_name(test: ast.expr) -> str | None:
-    """The seed whose truth ``test`` is: ``seed``, ``args.seed``, ``cfg["seed"]``,
-    ``cfg.get("seed")`` (a name with "seed" in it); None for anything else."""
+def _seed_name(test: ast.expr) -> tuple[str, str] | None:
+    """The seed whose truth ``test`` is, and how it is read: ``("seed", "name")`` for ``seed``,
+    ``"attribute"`` for ``args.seed``, ``"entry"`` for ``cfg["seed"]`` or ``cfg.get("seed")``
+    (a name with "seed" in it); None for anything else."""
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and \
             test.func.attr == "get" and len(test.args) == 1 and not test.keywords:
         test = ast.Subscript(value=test.func.value, slice=test.args[0])
     if isinstance(test, ast.Subscript) and isinstance(test.slice, ast.Constant):
-        name = test.slice.value
+        name, how = test.slice.value, "entry"
     elif isinstance(test, ast.Attribute):
-        name = test.attr
+        name, how = test.attr, "attribute"
     elif isinstance(test, ast.Name):
-        name = test.id
+        name, how = test.id, "name"
     else:
         return None
-    return name if isinstance(name, str) and "seed" in name.lower() else None
+    return (name, how) if isinstance(name, str) and "seed" in name.lower() else None
 
 
-def _configured_zero(script: Script, name: str) -> int | None:
-    """The line where the file gives the seed ``name`` the value 0: a dict entry, a keyword
-    argument, an option's default (unless its help says what 0 means), a parameter default or an
-    assignment (also ``SEED = 0`` for ``seed``); None when it gives none."""
+def _configured_zero(script: Script, name: str, how: str) -> int | None:
+    """The line where the file gives the seed ``name`` the value 0, where a seed read as
+    ``how`` comes from: for an entry, a dict display or ``dict(seed=0)``; for an attribute, an
+    option's default (unless its help says what 0 means), a field of a class of the file
+    (``seed: int = 0``) or a keyword of its construction; for a name, a parameter default or an
+    assignment (also ``SEED = 0``). None when it gives none."""
+    classes = set(script.classes)
     for node in script.nodes:
         value: ast.AST | None = None
-        if isinstance(node, ast.Dict):
+        if how == "entry" and isinstance(node, ast.Dict):
             value = next((v for k, v in zip(node.keys, node.values)
                           if isinstance(k, ast.Constant) and k.value == name), None)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr == "add_argument":
+        elif how != "name" and isinstance(node, ast.keyword) and node.arg == name and \
+                isinstance(parent(node), ast.Call):
+            made = dotted(parent(node).func) or ""  # type: ignore[union-attr]
+            value = node.value if (how == "entry" and made == "dict" or
+                                   how == "attribute" and made in classes) else None
+        elif how == "attribute" and isinstance(node, ast.Call) and \
+                isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
             if _argparse_dest(node) == name and \
                     not _ZERO_MEANS.search(str(const_eval(kwarg(node, "help")))):
                 value = kwarg(node, "default")
-        elif isinstance(node, ast.keyword) and node.arg == name and \
-                not (isinstance(parent(node), ast.Call) and
-                     (dotted(parent(node).func) or "").endswith("add_argument")):
+        elif how == "attribute" and isinstance(node, ast.AnnAssign) and \
+                isinstance(node.target, ast.Name) and node.target.id == name and \
+                isinstance(parent(node), ast.ClassDef):
             value = node.value
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        elif how == "name" and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             args = node.args
             for a, d in zip(args.args[::-1], args.defaults[::-1]):
                 value = d if a.arg == name else value
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
-            t = node.targets[0]
-            t_name = t.id if isinstance(t, ast.Name) else t.attr \
-                if isinstance(t, ast.Attribute) else None
-            value = node.value if t_name in (name, name.upper()) else None
+        elif how == "name" and isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name):
+            value = node.value if node.targets[0].id in (name, name.upper()) else None
         if isinstance(value, ast.Constant) and value.value == 0 and \
                 type(value.value) is int:
             return value.lineno
