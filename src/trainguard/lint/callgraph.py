@@ -751,6 +751,11 @@ def parameter_default(func: "Func", arg: ast.arg) -> ast.expr | None:
     return None
 
 
+def returned_values(func: "Func") -> list[ast.expr]:
+    """The values ``func``'s own ``return`` statements give back."""
+    return [r.value for r in _returns(func) if r.value is not None]
+
+
 def _returns(func: "Func") -> list[ast.Return]:
     out = []
     stack = list(children(func))

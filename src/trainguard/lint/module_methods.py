@@ -15,7 +15,7 @@ import ast
 from trainguard.lint.astutil import dotted
 from trainguard.lint.script import Script
 
-__all__ = ["runs_layers"]
+__all__ = ["runs_layers", "submodule_call"]
 
 _NOT_LAYERS = {"Parameter", "ParameterList", "ParameterDict", "ModuleList", "ModuleDict"}
 
@@ -65,14 +65,39 @@ def _runs_layers(script: Script, cls: ast.ClassDef, method: ast.AST, depth: int)
     return False
 
 
+def submodule_call(script: Script, call: ast.Call) -> bool:
+    """``call`` is ``obj.attr(...)`` with ``obj`` a model (not ``self``) whose class, a module
+    class of the project, sets ``self.attr`` to a module (``vae.decoder(z)``): the submodule
+    runs in the mode ``obj.train()``/``obj.eval()`` gave it, like ``obj(x)`` does."""
+    f = call.func
+    if not isinstance(f, ast.Attribute) or f.attr in ("forward", "__call__"):
+        return False
+    key = script.key(f.value)
+    if key in (None, "self") or not script.is_model(key):
+        return False
+    types = script.graph.types(f.value)
+    return bool(types) and all(isinstance(t.node, ast.ClassDef) and
+                               _is_module_class(t.script, t.node) and
+                               _is_layer(t.script, t.node, f.attr) for t in types)
+
+
 def _is_layer(script: Script, cls: ast.ClassDef, attr: str) -> bool:
-    """``self.attr`` is set to a module in the class: a ``torch.nn`` layer or a module class
-    of the file."""
+    """``self.attr`` is set to a module in the class: a ``torch.nn`` layer, a module class
+    of the file, or what a function of the file returns that builds one
+    (``self.decoder = mlp(sizes)`` returning an ``nn.Sequential``)."""
     from trainguard.lint.callgraph import self_assigned
 
-    for v in self_assigned(cls, attr):
-        if not isinstance(v, ast.Call):
-            continue
+    return any(_builds_layer(script, cls, v, 1) for v in self_assigned(cls, attr))
+
+
+def _builds_layer(script: Script, cls: ast.ClassDef, v: ast.expr, depth: int) -> bool:
+    from trainguard.lint.callgraph import returned_values
+
+    if isinstance(v, ast.Call):
+        factory = script.callee(v) if depth > 0 and isinstance(v.func, ast.Name) else None
+        if factory is not None and script.enclosing_class(factory) is None:
+            return any(_builds_layer(script, cls, r, depth - 1)
+                       for r in returned_values(factory))
         q = script.call_qualname(v) or ""
         if q.startswith("torch.nn.") and q.rsplit(".", 1)[-1] not in _NOT_LAYERS and \
                 not q.startswith("torch.nn.functional."):

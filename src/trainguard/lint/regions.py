@@ -21,7 +21,7 @@ from trainguard.lint.callgraph import ClassRef, bind_arguments
 from trainguard.lint.dataflow import last_assignment
 from trainguard.datanames import reads_eval_data
 from trainguard.lint.events import Event, events
-from trainguard.lint.module_methods import runs_layers
+from trainguard.lint.module_methods import runs_layers, submodule_call
 from trainguard.lint.script import Script, is_backward
 
 __all__ = ["EvalRegion", "training_loops", "loop_label", "inference_calls", "INFERENCE_METHODS",
@@ -66,6 +66,8 @@ def forward_calls(script: Script, node: ast.AST) -> list[ast.Call]:
         elif isinstance(f, ast.Attribute) and script.key(f.value) not in (None, "self") and \
                 script.is_model(script.key(f.value)) and runs_layers(script, sub):
             out.append(sub)  # model.embed(x): a method of the model that runs its layers
+        elif submodule_call(script, sub):
+            out.append(sub)  # vae.decoder(z): a submodule, in the mode the model was given
     return out
 
 
