@@ -79,7 +79,28 @@ def _typed_module(script: Script, attr: ast.Attribute) -> bool:
     if root is None or root == "self" or root in script.aliases:
         return False  # (self.x is known by its key; torch.nn.functional.relu is no value)
     types = script.graph.types(attr)
-    return bool(types) and all(script.graph.is_module_class(t) for t in types)
+    if types:
+        return all(script.graph.is_module_class(t) for t in types)
+    return _held_model(script, attr)
+
+
+def _held_model(script: Script, attr: ast.Attribute) -> bool:
+    """``trainer.model`` where ``trainer`` is typed as classes of this file (not modules) that
+    each store a model under that name (``self.model = model``, handed a network): a callback
+    handed the trainer reaches the trainer's model so."""
+    from trainguard.lint.callgraph import self_assigned
+
+    owners = script.graph.types(attr.value)
+    if not owners or f"self.{attr.attr}" not in script.models:
+        return False
+    for owner in owners:
+        if owner.script is not script or script.graph.is_module_class(owner):
+            return False
+        values = self_assigned(owner.node, attr.attr)
+        if not values or not all(isinstance(v, (ast.Name, ast.Attribute)) and
+                                 script.is_model(script.key(v)) for v in values):
+            return False
+    return True
 
 
 def _forward_helper(script: Script, call: ast.Call) -> bool:
@@ -374,7 +395,8 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
             inference = bool(fwd) and all(disabled_here(script, f, node) for f in fwd)
             if not named and not (inference and (_holds_its_model(script, node, fwd) or
                                                  _trains_before_scoring(script, node, fwd, text))
-                                  and _called_after_training(script, node)):
+                                  and _called_after_training(script, node)) and \
+                    not (inference and _scores_between_passes(script, node, fwd)):
                 continue
             # (or, named for evaluation, it puts its own model in eval mode first:
             # ``self.embed.eval()`` in an estimator's ``predict``)
@@ -528,6 +550,48 @@ def _holds_its_model(script: Script, func: ast.AST, forwards: list[ast.Call]) ->
     return not any(f in picked for f in forwards)
 
 
+def _scores_between_passes(script: Script, func: ast.AST, forwards: list[ast.Call]) -> bool:
+    """``func`` reaches its model through an object handed to it (``trainer.model`` in a
+    callback's ``on_epoch_end(self, trainer, epoch)``), sets no mode, returns nothing and turns
+    what it computes into numbers (``.item()``): a metric, not a teacher or a pseudo-labeller,
+    whose outputs go back to training. Every call of it (also through a trainer's list of
+    callbacks) runs between training passes, not inside the loop that steps."""
+    args = func.args  # type: ignore[attr-defined]
+    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} - {"self", "cls"}
+    for f in forwards:
+        root = (script.key(f.func) or "").split(".", 1)[0]
+        if not isinstance(f.func, ast.Attribute) or root not in params or script.is_model(root):
+            return False
+    local = list(walk_local(func))
+    if any(isinstance(n, ast.Return) and n.value is not None for n in local) or not any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+            n.func.attr in ("item", "tolist") for n in local) or any(
+            e.kind in ("train", "eval", "mode?")
+            for e in events(script, func.body)):  # type: ignore[attr-defined]
+        return False
+    sites = script.graph.sites(func)  # type: ignore[arg-type]
+    return bool(sites) and all(_between_passes(script, site) for site in sites)
+
+
+def _between_passes(script: Script, site: ast.AST) -> bool:
+    """No training loop around ``site`` steps in the iteration that holds it: its backward and
+    step run in an inner loop that does not hold ``site`` (``for epoch: for batch: ...step()``,
+    then the epoch's callbacks), or in a helper that loops over the batches itself."""
+    around = {id(a) for a in _ancestors(site)}
+    for loop in training_loops(script):
+        if id(loop) not in around:
+            continue
+        for e in events(script, loop.body):  # type: ignore[attr-defined]
+            if e.kind not in ("backward", "step"):
+                continue
+            if e.via is not None and _nearest_loop(e.node) is not None:
+                continue  # a helper's own loop over the batches: a whole pass
+            near = _nearest_loop(e.via if e.via is not None else e.node)
+            if near is None or id(near) in around:
+                return False
+    return True
+
+
 def _trains_before_scoring(script: Script, func: ast.AST, forwards: list[ast.Call],
                            text: str) -> bool:
     """``func`` calls ``model.train()`` itself and then runs that model with grad disabled, and
@@ -587,7 +651,9 @@ def _framework_hook(script: Script, func: ast.AST) -> bool:
     and train mode its caller left."""
     if not _FRAMEWORK_HOOK.match(func.name):  # type: ignore[attr-defined]
         return False
-    for site in script.call_sites(func):  # type: ignore[arg-type]
+    # (also a call that may run several methods: ``cb.on_epoch_end(self)`` over a trainer's
+    # callbacks of several classes)
+    for site in script.graph.sites(func):  # type: ignore[arg-type]
         caller = script.enclosing_function(site)
         if caller is None or not _FRAMEWORK_HOOK.match(caller.name):
             return False

@@ -62,7 +62,9 @@ def check(script: Script) -> Iterator[Hit]:
         fwd = dotted(first.func) or "the model"
         if isinstance(region.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             trained, evald = [], False
-            for site in script.call_sites(region.node) or \
+            # (a call that may run several methods counts too: ``cb.on_epoch_end(self)``
+            # over a trainer's callbacks runs this one for the callback of this class)
+            for site in script.call_sites(region.node) or script.graph.sites(region.node) or \
                     script.graph.instance_sites(region.node):
                 mode, why = mode_before(script, site)
                 if mode == "train" and not _in_rollout(script, site) and \
