@@ -37,8 +37,9 @@ given to it twice (no Monte Carlo pass): reported at the end of the run.
 Silent on: ``training=self.training`` (any flag that follows the mode: False in eval mode); an
 explicit ``training=True`` by name in a sub-module (a stated choice: Tacotron 2's pre-net keeps
 dropout on at inference; a sub-module of a model the run called, also when the model's own method
-reaches it outermost, NVIDIA/tacotron2#324) or in a model sampled repeatedly on the same input (Monte Carlo
-dropout); ``p == 0``; calls in training mode (MC dropout
+reaches it outermost, NVIDIA/tacotron2#324) or in a model sampled repeatedly on the same input
+(Monte Carlo dropout: the tensor the model was called with decides, not the dropout's own input,
+which an earlier dropout of the pass made random); ``p == 0``; calls in training mode (MC dropout
 with the model kept in training mode); calls outside any module (the mode is unknown).
 
 Cost: per checked call in eval mode with ``p > 0``, 4 frames looked at for the calling module;
@@ -105,19 +106,18 @@ def _is_tensor(value: Any) -> bool:
     return isinstance(value, torch.Tensor)
 
 
-def _literal_true(frame: Any, index: int, keyword: str) -> bool:
-    """Whether the call the user's ``frame`` is making passes the literal ``True`` as its
-    ``index``-th positional argument or as ``keyword`` (by its source)."""
-    if frame is None or not is_user_code(frame.f_code):
-        return False
-    path, line, col = frame_location(frame)
-    file = SourceFile.load(path)
-    node = file.call_at(line, col - 1) if file is not None else None
-    if node is None:
-        return False
-    given = node.args[index] if len(node.args) > index else next(
-        (k.value for k in node.keywords if k.arg == keyword), None)
-    return isinstance(given, ast.Constant) and given.value is True
+def _model_input(module: Any, frame: Any) -> Any:
+    """The first tensor ``module`` was called with (``x = F.dropout(x)`` rebinds forward's x)."""
+    f, depth = frame.f_back, 6
+    while f is not None and depth > 0:
+        local = f.f_locals
+        if local.get("self") is module and isinstance(local.get("args"), tuple):
+            kwargs = local.get("kwargs")
+            given = [*local["args"], *(kwargs.values() if isinstance(kwargs, dict) else ())]
+            return next((g for g in given if _is_tensor(g)), None)
+        f, depth = f.f_back, depth - 1
+    names = frame.f_code.co_varnames  # (forward called directly: its first parameter now)
+    return frame.f_locals.get(names[1]) if frame.f_code.co_argcount > 1 else None
 
 
 def _flag_source(frame: Any, index: int, keyword: str) -> Any:
@@ -132,6 +132,13 @@ def _flag_source(frame: Any, index: int, keyword: str) -> Any:
         return None
     return node.args[index] if len(node.args) > index else next(
         (k.value for k in node.keywords if k.arg == keyword), None)
+
+
+def _literal_true(frame: Any, index: int, keyword: str) -> bool:
+    """Whether the call the user's ``frame`` is making passes the literal ``True`` as its
+    ``index``-th positional argument or as ``keyword`` (by its source)."""
+    given = _flag_source(frame, index, keyword)
+    return isinstance(given, ast.Constant) and given.value is True
 
 
 def _parameter_index(func: Any, name: str) -> Any:
@@ -319,8 +326,7 @@ class FunctionalDropoutIgnoresMode(Check):
         where = user_location(self.state.functional_caller)
         if where is None or where in self.sampled or not self._is_literal(name):
             return
-        code = frame.f_code
-        given = frame.f_locals.get(code.co_varnames[1]) if code.co_argcount > 1 else None
+        given = _model_input(module, frame)
         if not _is_tensor(given):
             return
         passes = self.passes.setdefault(where, set())
