@@ -1,58 +1,54 @@
 """TG304 params-not-in-optimizer: parameters that receive gradients but no optimizer updates.
 
 What it watches: at the end of optimizer steps 2, 7, 13, 25, 49 and then every 32 steps (settled
-steps included: ``on_step`` is one of its ``always`` events), the parameters of each model seen (the outermost modules
-called, and modules they keep in a plain list, tuple or dict attribute): those that require grad
-and hold a gradient are compared with the parameters of every optimizer that has stepped. Each
-such suspect gets a post-accumulate-grad hook (``Tensor.register_post_accumulate_grad_hook``) and a
-note of its value (version counter and sum). Five steps later (or at the end of the run) it is
-reported when it received a gradient since (a ``.grad`` left over from an earlier phase does not
-count), its value did not change (a parameter updated by hand is being trained), and no optimizer
-holds it: neither one that has stepped nor, looked up once with ``gc`` on this rare path, one that
-exists but has not stepped yet (a backbone optimizer that starts after a warm-up). While a suspect
-waits, the loop is not settled.
+steps included: ``on_step`` is one of its ``always`` events), the parameters of each model seen (the
+outermost modules called, and modules they keep in a plain list, tuple or dict attribute): those
+that require grad and hold a gradient are compared with the parameters of every optimizer that has
+stepped. Each such suspect gets a post-accumulate-grad hook
+(``Tensor.register_post_accumulate_grad_hook``) and a note of its value (version counter and sum).
+Five steps later (or at the end of the run) it is reported when it received a gradient since (a
+``.grad`` left over from an earlier phase does not count), its value did not change (a parameter
+updated by hand is being trained), and no optimizer holds it: neither one that has stepped nor,
+looked up once with ``gc`` on this rare path, one that exists but has not stepped yet (a backbone
+optimizer that starts after a warm-up). While a suspect waits, the loop is not settled.
 
 When it fires: a model trained by an optimizer has parameters that receive gradients but that no
 optimizer holds: a head added after the optimizer was built, a layer replaced after ``optimizer =
 Adam(model.parameters())``, a submodule kept in a plain list, a frozen backbone unfrozen later
-without ``add_param_group``, a part left out of the optimizer but not frozen. Also: a separate
-model in series with a trained one on the way to the loss that no optimizer holds (a classifier
-called on an encoder's output, a decoder, an embedding table in front of the model, with the
-optimizer built over one of them only), in training mode: a trained model's outermost call took its
-output (directly or through other modules), or it took a trained model's output (likewise) and a
-loss was computed on its output or a later module's, while the trained model's output went to no
-loss directly and no loss compared two of its outputs (a perceptual-style loss network); or losses
-of a trained model's outputs were computed inside its call or passed to it, and its own parameters
-are applied after them in its output (learned multi-task loss weights, ifzhang/FairMOT#19) or
-inside them (a loss module with its own parameters, such as an ArcFace margin head computing the
-cross-entropy in its call: its parameters are leaves of the loss's graph, found within 64 nodes,
-and it took no floating target of the prediction's shape). Read
-from the ``Made`` stamps on outermost outputs and a mark on the ``grad_fn`` of each watched loss's
-output, found from positional and keyword arguments, on the latest checked steps. Also: a model no optimizer holds receives gradients while no
-optimizer that steps (in the last 8 steps: an earlier phase's optimizer, still alive with its
-last gradients, does not count) has a gradient on any of its parameters (None, or zeros): an
-optimizer built once for the first model of a k-fold or hyper-parameter loop that builds a new
-model each time, or built before the model was replaced by one loaded from a checkpoint
-(NVIDIA/Megatron-LM#174).
+without ``add_param_group``, a part left out of the optimizer but not frozen. Also: a separate model
+in series with a trained one on the way to the loss that no optimizer holds (a classifier called on
+an encoder's output, a decoder, an embedding table in front of the model, with the optimizer built
+over one of them only), in training mode: a trained model's outermost call took its output (directly
+or through other modules), or it took a trained model's output (likewise) and a loss was computed on
+its output or a later module's, while the trained model's output went to no loss directly and no
+loss compared two of its outputs (a perceptual-style loss network); or losses of a trained model's
+outputs were computed inside its call or passed to it, and its own parameters are applied after them
+in its output (learned multi-task loss weights, ifzhang/FairMOT#19) or inside them (a loss module
+with its own parameters, such as an ArcFace margin head computing the cross-entropy in its call: its
+parameters are leaves of the loss's graph, found within 64 nodes, and it took no floating target of
+the prediction's shape). Read from the ``Made`` stamps on outermost outputs and a mark on each
+watched loss's ``grad_fn``. Also: a model no optimizer holds receives gradients while no optimizer
+that steps (in the last 8 steps: an earlier phase's optimizer, still alive with its last gradients,
+does not count) has a gradient on any of its parameters (None, or zeros): an optimizer built once
+for the first model of a k-fold or hyper-parameter loop that builds a new model each time, or built
+before the model was replaced by one loaded from a checkpoint (NVIDIA/Megatron-LM#174).
 
-Silent on: frozen parameters (``requires_grad=False``), parameters that never get a gradient
-(unused branches, EMA teachers), parameters updated by other means (by hand, a dual variable),
-separate models no optimizer trains at all (evaluation, feature extraction, a teacher left
-trainable beside the model, a loss network applied to a prediction that is itself a loss's input,
-a module in eval mode) while some stepping optimizer's own parameters have gradients, GANs and other
-multi-optimizer setups where each part has its optimizer. Frozen parameters that an optimizer
-holds are harmless (no gradient, no update) and are not reported.
+Silent on: frozen parameters (``requires_grad=False``; also held by an optimizer), parameters that
+never get a gradient (unused branches, EMA teachers), parameters updated by other means (by hand, a
+dual variable), separate models no optimizer trains (evaluation, feature extraction, a teacher left
+trainable, a loss network applied to a prediction that is itself a loss's input, a module in eval
+mode) while some stepping optimizer's own parameters have gradients, GANs and other multi-optimizer
+setups where each part has its optimizer; parameters the optimizer's own list filtered out (``[p for
+p in model.parameters() if id(p) not in bn_ids]``: ``core/param_filter.py``).
 
-Parameters added to a model already built: at the line that added them (or the call in the
-first function outwards holding an optimizer); left out of groups written by hand: at the last
-group listed; a stale optimizer whose function built the model class again after it, or
-rebound the name it took ``.parameters()`` from (``net = deepen(net)``): at that line. A
-separate model beside an
+Parameters added to a model already built: at the line that added them (or the call in the first
+function outwards holding an optimizer); left out of groups written by hand: at the last group
+listed; a stale optimizer whose function built the model class again after it, or rebound the name
+it took ``.parameters()`` from (``net = deepen(net)``): at that line. A separate model beside an
 optimizer given some parameters twice (line/open-universe#5): at the line that wrote that list.
-Cost: at optimizer steps 2, 7, 13, 25, 49, then every 32, one pass over the models' parameters
-and the optimizers' parameter ids; per checked outermost forward and loss, 32 graph nodes per
-input tensor and 64 per output tensor (4) at most; to confirm a suspect, one heap scan for
-optimizers that have not stepped (``bounds.live_objects``).
+Cost: at steps 2, 7, 13, 25, 49, then every 32, one pass over the models' parameters and the
+optimizers' parameter ids; per checked outermost forward and loss, 32 graph nodes per input and 64
+per output (4) at most; per suspect, one heap scan for optimizers not stepped yet.
 
 Reference: ``torch.optim`` "Constructing it" https://pytorch.org/docs/stable/optim.html; an encoder
 and a classifier with the optimizer over both (https://r2d.info/2019/01/15/pytorch/).
@@ -72,6 +68,7 @@ from trainguard.sanitize.core.frames import (frame_location, short_location, use
 from trainguard.sanitize.core.graph import (LOSS_OUT, node_metadata, stamped_models,
                                             weighs_losses)
 from trainguard.sanitize.core.loss_path import Flow, Suspect, own_leaf_in, takes_a_target_like
+from trainguard.sanitize.core.param_filter import filtered_out
 from trainguard.sanitize.core.params import (ParamMap, all_parameters, doubled_parameters, held_ids,
                                              no_gradients)
 from trainguard.sanitize.core.records import graph_tensors
@@ -273,6 +270,9 @@ class ParamsNotInOptimizer(Check):
                         and p not in self.done):
                     blame = blame or self._holder(model, named, trained)
                     built = self.built_at.get(blame) if blame is not None else None
+                    if id(model) in trained and not series and built is not None and \
+                            p not in self.added_at and filtered_out(built, name, model):
+                        continue  # left out by the optimizer list's own condition: a choice
                     if doubled is not None and built is not None:  # the doubled list's line
                         built = (built[0], params_line(built) or built[1], 1)
                     out[id(p)] = (p, name, type(model).__name__, cause, listed, series, built)
