@@ -6,50 +6,44 @@ submodules in eval mode. Their output's graph is followed without keeping it ali
 
 When it fires: a ``backward()`` reaches that output (putting gradients into ``.grad``; a
 ``torch.autograd.grad`` call returns them and leaves ``.grad`` alone) and then an optimizer step
-updates parameters of that model: a training step taken in evaluation mode (typically ``model.train()`` once before the
-epoch loop and ``model.eval()`` inside it, so every epoch after the first trains in eval mode).
-BatchNorm then neither learns batch statistics nor normalises with them, and Dropout does not
-regularise. Reported at the cause: the ``eval()`` call still in effect (on the model, a module
-holding it, or one of its submodules; the watcher notes where user code last put each module in
-eval mode and back in training mode) when the training code made it, or a method of an
-``nn.Module`` did (a module leaves its mode to its caller); when it ran in a function the training
-code called (a rollout's ``select_action()``, a validation helper, a callback's
-``on_epoch_end``), where that function returns with the model in eval mode (the mode is restored
-there), naming the call that led to it (the line, in the deepest frame the ``eval()``'s stack
-shares with the training forward's: see
-:mod:`..core.callstack`); a function that only switches modes (``val_start()``) or a library, at
-that call, after which ``model.train()`` belongs. The
-message names the ``eval()``, the training forward and the latest ``train()`` call, which ran
-before it. Except when the latest user ``train()`` on the model ran once before a
-loop, in a function still running, that runs both the evaluation and a loop of steps of its own
-(an epoch loop: every epoch after the first evaluation trains in eval mode): then at that
-``train()``, which belongs at the top of each epoch (see :mod:`..core.train_once`; an evaluation
-among the steps keeps the ``eval()``). Without an ``eval()`` (``model.training = False`` set by
-hand), at the line that called the model.
+updates parameters of that model: a training step taken in evaluation mode (typically
+``model.train()`` once before the epoch loop and ``model.eval()`` inside it, so every epoch after
+the first trains in eval mode). BatchNorm then neither learns batch statistics nor normalises with
+them, and Dropout does not regularise. Reported at the cause: the ``eval()`` still in effect (on the
+model, a module holding it, or one of its submodules), made by the training code or by a method of
+an ``nn.Module``; when a function the training code called ran it (a rollout's ``select_action()``,
+a validation helper, a callback), where that function returns with the model in eval mode, or the
+call that led to it (:func:`_placement`, :mod:`..core.callstack`); at a ``train()`` run only once
+before an epoch loop that also evaluates (:mod:`..core.train_once`); without an ``eval()``
+(``model.training = False`` set by hand), at the line that called the model. The message names the
+``eval()``, the training forward and the latest ``train()`` call, which ran before it.
 
 Silent on: BatchNorm frozen on purpose (``model.train()`` then ``bn.eval()``: the model itself is in
 training mode; or BatchNorm whose affine parameters are frozen too, in a model with no active
-Dropout kept in eval mode to train: DeepLab-style fine-tuning, isht7/pytorch-deeplab-resnet#15);
-a model in eval mode with a mode-dependent part switched back to training mode
-(FixRes's ``model.eval()`` then ``last_bn.train()``, facebookresearch/FixRes#9); training set up
-in eval mode on purpose: the optimizer that steps was built after
-the ``eval()`` in effect, so none of its steps ran in training mode (deep generative prior's
-per-image fine-tuning, XingangPan/deep-generative-prior#8); models without Dropout/BatchNorm; eval-mode forwards with backward but no step on
-the model's parameters (adversarial examples, saliency maps, style transfer optimising an image);
-an attack that takes the input's gradient with ``torch.autograd.grad`` in an evaluation between
-training steps (a PGD robustness evaluation, Madry et al. 2018); an attack run in eval mode with
-``backward()`` whose parameter gradients a ``zero_grad()`` discards before the training step
-(adversarial training, locuslab/fast_adversarial#14).
+Dropout kept in eval mode to train: DeepLab-style fine-tuning, isht7/pytorch-deeplab-resnet#15); a
+model in eval mode with a mode-dependent part switched back to training mode (FixRes's
+``model.eval()`` then ``last_bn.train()``, facebookresearch/FixRes#9); modes set part by part for
+the step: a model whose eval-mode layers are norm layers only, put in eval mode for this forward (no
+forward since its ``eval()``), while user code put another part that the stepping optimizer trains
+in training mode since the last backward (a pretrained backbone's BatchNorm kept fixed beside a head
+with Dropout, alexrich021/3dvnet#11); training set up in eval mode on purpose: the optimizer that
+steps was built after the ``eval()`` in effect, so none of its steps ran in training mode (deep
+generative prior's per-image fine-tuning, XingangPan/deep-generative-prior#8); models without
+Dropout/BatchNorm; eval-mode forwards with backward but no step on the model's parameters
+(adversarial examples, saliency maps, style transfer optimising an image); an attack that takes the
+input's gradient with ``torch.autograd.grad`` in an evaluation between training steps (a PGD
+robustness evaluation, Madry et al. 2018); an attack run in eval mode with ``backward()`` whose
+parameter gradients a ``zero_grad()`` discards before the training step (adversarial training,
+locuslab/fast_adversarial#14).
 
 Cost: per checked outermost forward of a model in eval mode, one output followed (64 at most); at
-the next optimizer step or ``zero_grad()``, one pass over the parameters of the models whose
-outputs a backward reached; per user ``eval()`` call, and per user ``train()`` call made from
-another place than the last, the user's stack (32 frames at most, ids and code objects).
+the next optimizer step or ``zero_grad()``, one pass over the parameters of the models whose outputs
+a backward reached; per user ``eval()``, and ``train()`` made from a new place, the user's stack
+(32 frames at most); per such forward, a look at the ``train()`` calls since the last backward.
 
-Reference: ``torch.nn.Module.train`` docs
-(https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.train); GitHub
-HuiZeng/Grid-Anchor-based-Image-Cropping-Pytorch#2 (``net.eval()`` in the test function and no
-``net.train()`` after it froze BatchNorm from the second epoch) and pytorch/tutorials#1624.
+Reference: https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.train;
+HuiZeng/Grid-Anchor-based-Image-Cropping-Pytorch#2 (``net.eval()`` in the test function, no
+``net.train()`` after it) and pytorch/tutorials#1624.
 """
 
 from __future__ import annotations
@@ -63,7 +57,8 @@ from trainguard.sanitize.core.callstack import (Stack, body_statement, cause_lin
                                                 user_stack)
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location
-from trainguard.sanitize.core.modes import active_in_training, describe, frozen_norm, inactive
+from trainguard.sanitize.core.modes import (active_in_training, describe, frozen_norm, inactive,
+                                            keeps_statistics)
 from trainguard.sanitize.core.params import zeroed_by
 from trainguard.sanitize.core.records import ForwardCall, ModeCall, first_tensor
 from trainguard.sanitize.core.source import function_node
@@ -107,7 +102,8 @@ class TrainInEvalMode(Check):
         if not call.direct or frame is None:
             return
         self.eval_stacks[id(call.module)] = (weakref.ref(call.module),
-                                             user_stack(frame, methods=True), self.calls)
+                                             user_stack(frame, methods=True), self.calls,
+                                             self.state.root_forwards)
         if len(self.eval_stacks) > 256:
             for key in [k for k, v in self.eval_stacks.items() if v[0]() is None]:
                 del self.eval_stacks[key]
@@ -140,10 +136,11 @@ class TrainInEvalMode(Check):
             # (a model in eval mode with a mode-dependent part switched back to training mode:
             # set so on purpose, FixRes's last BatchNorm re-estimating its statistics)
             return
+        parts = self._parts(call.module, frozen)
         for tensor in first_tensor(call.output, limit=1):
             track = self.state.track_graph(
                 tensor, info=(call.where, type(call.module).__name__, describe(frozen),
-                              weakref.ref(call.module), user_stack()))
+                              weakref.ref(call.module), user_stack(), parts))
             if track is not None:
                 self.pending.append(track)
                 self.arm()
@@ -151,6 +148,20 @@ class TrainInEvalMode(Check):
             for t in self.pending[:-64]:
                 t.release()
             del self.pending[:-64]
+
+    def _parts(self, model: Any, frozen: list[Any]) -> list[Any]:
+        """Modes set part by part for this step (``backbone.eval(); head.train()``): ``model``'s
+        eval-mode layers are norm layers only and its ``eval()`` in effect came after its last
+        forward; weak references to the modules apart from it put in training mode since then."""
+        found = _eval_in_effect(self.state.eval_at, model)
+        stacked = self.eval_stacks.get(found[0]) if found is not None else None
+        if stacked is None or stacked[3] != self.state.root_forwards - 1 or \
+                not all(keeps_statistics(m) for m in frozen):
+            return []  # (a forward ran since that eval(): an evaluation left it so)
+        inside, count = {id(m) for m in model.modules()}, self.state.backward_count
+        return [ref for ref, _, done, _, _, _ in list(self.train_at.values())
+                if done == count and (part := ref()) is not None and id(part) not in inside
+                and not any(m is model for m in part.modules())]
 
     def on_zero_grad(self, owner: Any, set_to_none: bool) -> None:
         """Gradients a backward put into the parameters from an eval-mode forward are discarded
@@ -179,9 +190,11 @@ class TrainInEvalMode(Check):
             return
         stepped = {id(p) for g in optimizer.param_groups for p in g["params"]}
         for track in reached:
-            where, name, frozen, model_ref, made = track.info
+            where, name, frozen, model_ref, made, parts = track.info
             model = model_ref()
-            if model is not None and any(id(p) in stepped for p in model.parameters()):
+            if model is not None and any(id(p) in stepped for p in model.parameters()) and \
+                    not any(id(p) in stepped for r in parts if (part := r()) is not None
+                            for p in part.parameters()):
                 self._report(model, where, name, frozen, optimizer, made)
             track.release()
         self.pending = [t for t in self.pending if t.active and t.alive]

@@ -19,7 +19,7 @@ from trainguard.apifacts import MODE_CLASSES, READS_TRAINING, ModeRule, mode_rul
     training_read_matters
 
 __all__ = ["mode_dependent", "active_in_training", "inactive", "describe", "frozen_norm",
-           "rule_of", "hooked_by_user", "depends_on_mode"]
+           "keeps_statistics", "rule_of", "hooked_by_user", "depends_on_mode"]
 
 _cache: dict[int, list[Any]] = {}  # id(model) -> [weakref(model), candidates, queries]
 _REFRESH = 256  # queries between two walks of a model (a head swapped in later is seen)
@@ -100,13 +100,19 @@ def inactive(model: Any) -> list[Any]:
     return [m for m in mode_dependent(model) if not m.training]
 
 
+def keeps_statistics(m: Any) -> bool:
+    """A norm layer whose mode decides whether it keeps running statistics (BatchNorm,
+    InstanceNorm with ``track_running_stats=True``): in eval mode it only stops learning them."""
+    rule = rule_of(m)
+    return isinstance(rule, ModeRule) and rule.attribute == "track_running_stats"
+
+
 def frozen_norm(m: Any) -> bool:
     """A norm layer keeping running statistics whose own affine parameters are all frozen
     (``requires_grad=False``): a frozen BatchNorm, which a model kept in eval mode while it
     trains leaves wholly fixed, as DeepLab-style fine-tuning means it to
     (isht7/pytorch-deeplab-resnet#15)."""
-    rule = rule_of(m)
-    if not isinstance(rule, ModeRule) or rule.attribute != "track_running_stats":
+    if not keeps_statistics(m):
         return False
     params = list(m.parameters(recurse=False))
     return bool(params) and not any(p.requires_grad for p in params)
