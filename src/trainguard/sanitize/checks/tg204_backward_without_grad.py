@@ -9,7 +9,9 @@ have a grad_fn", raised by ``backward`` or by ``torch.autograd.grad`` (an input 
 evaluation step that runs under ``no_grad``, Lightning-AI/pytorch-lightning#2427). The diagnosis
 says why the loss has no graph, the first that holds of: it is an integer or bool tensor
 (``argmax``, ``round``, a comparison); it is an inference tensor (``torch.inference_mode``);
-backward was called where grad mode was off; the last model forward ran under
+backward was called where grad mode was off; a trained tensor was rebound by its own update
+(``w = w - lr * w.grad`` under ``no_grad``: reported at that assignment, ``core/rebound.py``); the
+last model forward ran under
 ``torch.no_grad()``/``inference_mode``; every parameter of the model is frozen; otherwise the loss
 was cut from the graph (``.detach()``, ``.item()``/``.numpy()`` and back, ``torch.tensor(loss)``,
 ``.data``). A forward under ``no_grad`` is reported at the training code's line that led to it: the
@@ -42,6 +44,7 @@ from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import Location, short_location, user_frame
 from trainguard.sanitize.core.loss_source import cut_in_source
+from trainguard.sanitize.core.rebound import rebound_in_source
 from trainguard.sanitize.core.records import BackwardCall, ForwardCall
 
 _MESSAGE = "does not require grad and does not have a grad_fn"
@@ -94,6 +97,7 @@ class BackwardWithoutGrad(Check):
             "grad_mode": torch.is_grad_enabled(),
             "shape": tuple(root.shape),
             "cut": self._cut(call),
+            "rebound": self._rebound(call),
             "stack": user_stack(sys._getframe(1)),
         }
         self.caught.hold(exc, call)  # reported at exit unless the run dies of it
@@ -106,6 +110,15 @@ class BackwardWithoutGrad(Check):
             return None
         return cut_in_source(frame, call.where[1], self.grad_forward)
 
+    @staticmethod
+    def _rebound(call: BackwardCall) -> tuple[str, Location] | None:
+        """A trained tensor the function that called backward rebinds from its own gradient
+        (``w = w - lr * w.grad`` under no_grad) and that no longer requires grad."""
+        frame = user_frame(sys._getframe(2))
+        if frame is None or call.where is None or frame.f_code.co_filename != call.where[0]:
+            return None
+        return rebound_in_source(frame)
+
     def on_error(self, exc: BaseException) -> Diagnosis | None:
         if not isinstance(exc, RuntimeError) or _MESSAGE not in str(exc):
             return None
@@ -115,6 +128,19 @@ class BackwardWithoutGrad(Check):
         if failed is None or facts is None:
             return None
         return self._diagnose(failed, facts)
+
+    @staticmethod
+    def _rebound_diagnosis(failed: BackwardCall, facts: dict,
+                           rebound: tuple[str, Location]) -> Diagnosis:
+        name, where = rebound
+        api = failed.facts.get("api", "backward")
+        why = (f"the tensor {api} was called on ({facts['dtype']}, shape {facts['shape']}) has no "
+               f"grad_fn because `{name}` is rebound at {short_location(where)} by its own update "
+               f"to a new tensor that does not require grad (made under torch.no_grad() or "
+               f"detached), so the next forward builds no graph from it")
+        fix = (f"update `{name}` in place (`{name} -= lr * {name}.grad` under torch.no_grad(), "
+               f"or {name}.sub_(...)), or hand it to a torch.optim optimizer")
+        return Diagnosis(why, fix=fix, where=where)
 
     def on_exit(self) -> None:
         """Backward errors the script caught (``except RuntimeError``: the step is skipped, or the
@@ -126,6 +152,10 @@ class BackwardWithoutGrad(Check):
                         where=found.where or failed.where)
 
     def _diagnose(self, failed: BackwardCall, facts: dict) -> Diagnosis:
+        rebound = facts.get("rebound")
+        if facts["floating"] and not facts["inference"] and facts["grad_mode"] \
+                and rebound is not None:
+            return self._rebound_diagnosis(failed, facts, rebound)
         api = failed.facts.get("api", "backward")  # or torch.autograd.grad (probes/backward.py)
         seen = f"the tensor {api} was called on ({facts['dtype']}, shape {facts['shape']})"
         forward = self.last_forward
