@@ -12,7 +12,9 @@ says why the loss has no graph, the first that holds of: it is an integer or boo
 backward was called where grad mode was off; a trained tensor was rebound by its own update
 (``w = w - lr * w.grad`` under ``no_grad``: reported at that assignment, ``core/rebound.py``); the
 last model forward ran under
-``torch.no_grad()``/``inference_mode``; every parameter of the model is frozen; otherwise the loss
+``torch.no_grad()``/``inference_mode``; a module caches a copy of its trainable parameters made
+under ``no_grad`` (reported at the store, ``core/grad_cache.py``); every parameter of the model is
+frozen; otherwise the loss
 was cut from the graph (``.detach()``, ``.item()``/``.numpy()`` and back, ``torch.tensor(loss)``,
 ``.data``). A forward under ``no_grad`` is reported at the training code's line that led to it: the
 call inside a ``with torch.no_grad():`` block on the way, also in a helper the step calls
@@ -43,6 +45,7 @@ from trainguard.sanitize.core.callstack import cause_line, no_grad_block_line, u
 from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import Location, short_location, user_frame
+from trainguard.sanitize.core.grad_cache import gradless_cache
 from trainguard.sanitize.core.loss_source import cut_in_source
 from trainguard.sanitize.core.rebound import rebound_in_source
 from trainguard.sanitize.core.records import BackwardCall, ForwardCall
@@ -189,6 +192,14 @@ class BackwardWithoutGrad(Check):
             stack = facts.get("stack") or ()
             called = no_grad_block_line(forward[5], stack) or cause_line(forward[5], stack)
             where = called if called is not None else where
+        elif cached := gradless_cache(list(self.state.models)):
+            why = (f"{seen} has no grad_fn because {cached[0]}.{cached[1]}, computed from its "
+                   f"trainable parameters at {short_location(cached[2])}, does not require grad: "
+                   "it was cached by a call under torch.no_grad() (an evaluation before "
+                   "training) and the training forward reuses it")
+            fix = (f"recompute {cached[1]} on every call (or only cache it while "
+                   "torch.is_grad_enabled() is False, without reusing it in training)")
+            where = cached[2]
         elif frozen := self._frozen_model():
             why = (f"{seen} has no grad_fn because every parameter of {frozen} is frozen "
                    "(requires_grad=False)")
