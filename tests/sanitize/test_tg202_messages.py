@@ -27,6 +27,14 @@ def test_a_gan_output_used_by_both_backward_calls_is_one_iteration_not_a_carried
         "buggy.py:26)" in finding.message, finding.message
 
 
+def test_the_output_named_is_one_whose_saved_tensors_are_gone():
+    # the generator's output was made before the discriminator's backward too, but reached it
+    # only detached: the real batch's score, whose graph that backward freed, is the one named
+    finding = _diagnosis("tg202_relativistic_real_score_reused")
+    assert "the output of Sequential made at buggy.py:22," in finding.message, finding.message
+    assert finding.line == 31
+
+
 def test_an_rnn_hidden_state_carried_across_iterations_is_still_called_carried():
     finding = _diagnosis("tg202_rnn_hidden_carried")
     assert "carried across iterations" in finding.message, finding.message

@@ -6,7 +6,8 @@ and the line that made them. Nothing else runs per step.
 
 When it fires: the script dies of PyTorch's "Trying to backward through the graph a second time".
 The failing backward's graph is searched for stamped outputs made before the last successful
-backward: those graphs were freed by it. The diagnosis names the module output and the line that
+backward: those graphs were freed by it (of them, those whose node's saved tensors are gone,
+when the graph shows any: an output given to that backward only detached was not freed). The diagnosis names the module output and the line that
 made it, the earlier backward (its line and step) that freed it, whether it was the same iteration
 (two backward calls through one graph: sum the losses, or detach the output for the first one, as
 a GAN's discriminator step must) or an earlier one (a tensor carried across iterations, such as an
@@ -38,7 +39,7 @@ from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.cuts import assigned_in_methods
 from trainguard.sanitize.core.frames import short_location
-from trainguard.sanitize.core.graph import graph_nodes
+from trainguard.sanitize.core.graph import freed_metadata, graph_nodes
 from trainguard.sanitize.core.holders import carried_names, graph_metadata, rebound_before
 from trainguard.sanitize.core.records import MADE as _KEY
 from trainguard.sanitize.core.records import BackwardCall
@@ -65,6 +66,11 @@ class BackwardTwice(Check):
             if tensor.grad_fn is not None:
                 stamps += graph_metadata(tensor.grad_fn, _KEY, budget=budget)
         freed = [s for s in stamps if s.backward_count < call.index]
+        # of those, the outputs whose saved tensors are gone (not one the earlier backward never
+        # reached, as a generator's output given to the critic detached)
+        proven = [s for t in call.tensors if t.grad_fn is not None
+                  for s in freed_metadata(t.grad_fn, _KEY, budget=Budget(GRAPH_NODES))]
+        freed = [s for s in freed if any(s is p for p in proven)] or freed
         # The earliest made is the shared trunk (an encoder, the first chunk's state).
         first = min(freed, key=lambda s: (s.backward_count, s.order)) if freed else None
         call.facts["tg202_freed"] = first

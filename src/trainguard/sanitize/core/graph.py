@@ -13,7 +13,7 @@ from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget, check_deadline
 from trainguard.sanitize.core.records import MADE, first_tensor
 
 __all__ = ["ROOT", "LOSS_OUT", "graph_nodes", "node_metadata", "graph_stamps", "graph_metadata",
-           "stamped_models", "weighs_losses", "stamp_of", "stamp_by_storage"]
+           "stamped_models", "weighs_losses", "stamp_of", "stamp_by_storage", "freed_metadata"]
 
 ROOT = "trainguard.root"
 """Metadata key on a backward root's ``grad_fn``; the value is a :class:`~trainguard.sanitize.core.records.Made`."""
@@ -95,6 +95,31 @@ def graph_metadata(node: Any, key: str, *, limit: int = GRAPH_NODES,
         if meta and key in meta:
             found.append(meta[key])
     return found
+
+
+def freed_metadata(node: Any, key: str, *, budget: Budget | None = None) -> list[Any]:
+    """The values stored under ``key`` on the nodes below ``node`` whose saved tensors a backward
+    has freed: reading one of the node's ``_saved_*`` attributes raises (PyTorch's "Trying to
+    backward through the graph a second time (or directly access saved tensors after they have
+    already been freed)"). A node that saved nothing proves nothing and is left out."""
+    found: list[Any] = []
+    for current in graph_nodes(node, budget=budget):
+        meta = node_metadata(current)
+        if meta and key in meta and _freed(current):
+            found.append(meta[key])
+    return found
+
+
+def _freed(node: Any) -> bool:
+    for name in dir(node):
+        if name.startswith("_saved_"):
+            try:
+                getattr(node, name)
+            except RuntimeError:
+                return True
+            except Exception:  # another failure says nothing about freeing
+                continue
+    return False
 
 
 def weighs_losses(output: Any, model_id: int, limit: int = 64) -> bool:
