@@ -16,7 +16,7 @@ from typing import Any
 
 from trainguard.lint.astutil import SCOPES, children, dotted, parent
 
-__all__ = ["const_eval", "truth", "resolve", "UNKNOWN"]
+__all__ = ["const_eval", "truth", "resolve", "UNKNOWN", "built_at_import"]
 
 UNKNOWN: Any = ...
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -337,6 +337,49 @@ def _name_at(at: ast.AST, name: str) -> ast.Name:
     node._tg_parent = parent(at) or at  # type: ignore[attr-defined]
     node.lineno = getattr(at, "lineno", 1)  # type: ignore[attr-defined]
     return node
+
+
+_PLAIN_CALLS = frozenset({"range", "len", "list", "tuple", "float", "int", "sum", "min", "max",
+                          "abs", "round", "sorted"})
+
+
+def built_at_import(name: ast.Name, modules: Any, *, depth: int = 3) -> bool:
+    """Whether ``name`` is a module-level value the file builds once, at import, from literals
+    and library calls only (``PARENT = torch.tensor([0, 0, 1])``, ``ONEHOT = F.one_hot(PARENT,
+    2).float()``; ``modules``: the names the file imports modules as): a tensor made so carries
+    no graph. Never a value made learnable (``requires_grad``, ``nn.Parameter``), nor a name a
+    function rebinds (``global``) or the file rewrites behind the parser's back."""
+    value = _single_value(name)
+    assign = parent(value) if value is not None else None
+    if depth == 0 or not isinstance(assign, ast.Assign) or \
+            not isinstance(parent(assign), ast.Module):
+        return False
+    if name.id in _rebound(parent(assign)):
+        return False
+    for n in ast.walk(value):
+        if isinstance(n, ast.keyword) and n.arg == "requires_grad" or \
+                isinstance(n, ast.Attribute) and n.attr in ("Parameter", "requires_grad_"):
+            return False
+        if isinstance(n, ast.Name) and n.id not in modules and n.id not in _PLAIN_CALLS and \
+                not built_at_import(n, modules, depth=depth - 1):
+            return False
+    return True
+
+
+def _rebound(tree: ast.AST) -> set[str]:
+    """Module-level names a function rebinds (``global``) or the file makes learnable
+    (``W.requires_grad_()``, ``W.requires_grad = True``), once per file."""
+    names = getattr(tree, "_tg_rebound", None)
+    if names is None:
+        names = set()
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Global):
+                names.update(n.names)
+            elif isinstance(n, ast.Attribute) and n.attr.startswith("requires_grad") and \
+                    isinstance(n.value, ast.Name):
+                names.add(n.value.id)
+        tree._tg_rebound = names  # type: ignore[attr-defined]
+    return names
 
 
 def _number(v: Any) -> bool:

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from trainguard.lint.astutil import dotted, is_true, iterated_literal, kwarg, parent, walk_local
 from trainguard.lint.callgraph import bind_arguments
-from trainguard.lint.consts import UNKNOWN, resolve
+from trainguard.lint.consts import UNKNOWN, built_at_import, module_constants_trusted, resolve
 from trainguard.lint.cuts import CUT_ATTRS, NEW_LEAF, no_grad_block
 from trainguard.lint.dataflow import (last_assignment, reaching_values, stored_items,
                                       tuple_assignments)
@@ -109,6 +109,9 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
                     u, c = trace(script, a, a, depth - 1, focus)
                     uncut, cuts = uncut or u, cuts + c
                 return uncut, cuts
+            if module_constants_trusted(script.tree, script.source) and \
+                    built_at_import(expr, script.aliases):
+                return False, []  # a tensor built at import from literals: no graph
             # a function parameter or a global might carry a graph: assumed connected, unless
             # a number by its default or annotation (``gamma=0.99``, ``gamma: float``)
             return focus is None and not _loop_target(expr.id, at) and \

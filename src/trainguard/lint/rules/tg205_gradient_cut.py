@@ -297,13 +297,15 @@ def _cut_term(script: Script, call: ast.Call, target: ast.AST) -> Hit | None:
             if _rebuild_reported(script, target, cut):
                 return None
             text = ast.unparse(term)
-            text = text if len(text) <= 40 else "one of its terms"
-            return Hit(cut, f"the term {text} of the loss that backward() runs on at "
+            text = f"the term {text}" if len(text) <= 40 else "a term"
+            fix = "use the tensor itself in this term, not a copy cut from the graph (.item(), " \
+                "float(), .detach()); torch.stack a list of tensors"
+            if "argm" in how or "integer" in how:  # indices: no gradient is defined for them
+                fix = "compute this term from probabilities (softmax), not from class indices"
+            return Hit(cut, f"{text} of the loss that backward() runs on at "
                             f"{script.at(call.lineno)} reaches the model only through {how}: it "
                             f"adds no gradient, so the layers it was computed from do not learn "
-                            f"from it",
-                       fix="use the tensor itself in this term, not a copy cut from the graph "
-                           "(.item(), float(), .detach()); torch.stack a list of tensors")
+                            f"from it", fix=fix)
     return None
 
 

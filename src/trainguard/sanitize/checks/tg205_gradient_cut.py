@@ -261,9 +261,9 @@ class GradientCut(Check):
             f"a term of the loss is computed from a tensor cut from the graph (`{op}` at "
             f"{short_location(where)}): the total is backpropagated, but that term is a constant "
             "to autograd, so it moves no parameter (its part of the loss does nothing)",
-            fix="compute the term from the tensor itself, not from a detached copy (remove the "
-                "detach/.data/no_grad on that path); if it is meant only for logging, keep it "
-                "out of the loss",
+            fix="compute the term from the tensor itself (no detach/.data/no_grad on that path; "
+                "softmax probabilities, not argmax or other integer results); if it is meant "
+                "only for logging, keep it out of the loss",
             where=where)
 
     def on_step_pre(self, optimizer: Any) -> None:

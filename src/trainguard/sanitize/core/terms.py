@@ -15,7 +15,9 @@ Two stages, both bounded:
    running total started at ``torch.zeros(())``, labels in ``(pred - y).mean()``, a constant.
 2. :func:`term_trace`: the next cycle (from the end of that backward to the next backward) runs
    under a ``TorchFunctionMode`` that marks every tensor made by a cut from a tensor that requires
-   grad (``detach``, ``.data``, an op under ``no_grad``) with the cut's op and user line, carries
+   grad (``detach``, ``.data``, an op under ``no_grad``, an op whose result is integer or boolean:
+   ``argmax``, the indices of ``torch.max(x, 1)``, a comparison, ``.long()``, for which autograd
+   defines no gradient) with the cut's op and user line, carries
    the mark through later ops, and notes each addition of a marked tensor to one that requires
    grad. At the next backward, an addition of the additive top whose missing input was such a
    marked tensor names the cut. A straight-through estimator (``x + (q - x).detach()``: the cut
@@ -23,7 +25,8 @@ Two stages, both bounded:
    ``mse_loss``/``kl_div``, below the additive top) stay silent.
 
 Reference: https://pytorch.org/docs/stable/notes/autograd.html (``detach``, grad modes);
-GitHub yifita/deep_cage#16 (a detached loss term without effect).
+GitHub yifita/deep_cage#16 (a detached loss term without effect), shuaizzZ/Recall-Loss-PyTorch#1
+(a recall term computed from ``torch.max`` indices has no gradient).
 """
 
 from __future__ import annotations
@@ -87,6 +90,16 @@ def open_terms(roots: tuple) -> list[Any]:
     return [n for n in _top(roots) if _open(n)]
 
 
+def _float(t: Any) -> bool:
+    return t.is_floating_point() or t.is_complex()
+
+
+def _discrete(outs: list[Any]) -> bool:
+    """Some of ``outs`` are integer or boolean: autograd defines no gradient for them
+    (``argmax``, a comparison, ``.long()``), so they cut the graph like a ``detach``."""
+    return any(not _float(t) for t in outs)
+
+
 def _reaches(start: Any, other: Any) -> bool:
     """Whether ``other`` (a tensor that requires grad) is in ``start``'s graph (bounded)."""
     node = getattr(start, "grad_fn", None)
@@ -129,9 +142,10 @@ def term_trace() -> Any:
             if not outs and marked and type(out).__module__ == "numpy":  # x.detach().numpy()
                 self.arrays.add(out, ("numpy", marked[0][1], marked[0][2]))
                 return
+            source = next((t for t in inputs if t.requires_grad), None)
             if outs and not any(t.requires_grad for t in outs):
-                source = next((t for t in inputs if t.requires_grad), None)
-                if source is not None and (name in _CUTS or not torch.is_grad_enabled()):
+                if source is not None and (name in _CUTS or not torch.is_grad_enabled()
+                                           or _discrete(outs)):
                     carried = (name if torch.is_grad_enabled() else "no_grad", self.caller(),
                                source)
                 if carried is not None:
@@ -139,6 +153,11 @@ def term_trace() -> Any:
                         self.marks[id(t)] = carried
                         self.keep.append(t)
                 return
+            if source is not None and _discrete(outs):  # torch.max(x, 1): its indices
+                for t in outs:
+                    if not t.requires_grad and not _float(t):
+                        self.marks[id(t)] = (name, self.caller(), source)
+                        self.keep.append(t)
             if name in _ADDS and outs and outs[0].grad_fn is not None:
                 self._added(inputs, outs[0])
 
