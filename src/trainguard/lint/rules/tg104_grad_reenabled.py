@@ -185,9 +185,7 @@ def _idle_forward(script: Script, block: ast.AST) -> ast.Call | None:
                                block.end_lineno or block.lineno)
     for a in assigns:
         names = _target_names(a)
-        forwards = forward_calls(script, a) or [
-            c for c in walk_local(a) if isinstance(c, ast.Call) and self_attr(c.func)
-            and runs_layers(script, c)]  # self._logits(x) in a model's own forward
+        forwards = _forwards(script, a)
         if not names or a in readers or not forwards:
             continue
         derived = set(names)
@@ -198,7 +196,69 @@ def _idle_forward(script: Script, block: ast.AST) -> ast.Call | None:
             continue  # it feeds the gradient: saliency, an input gradient
         if any(n.id in derived and n.id not in detached for n in after):
             return forwards[0]
+    return _escaping_value(script, assigns, readers, after, detached)
+
+
+_NO_GRAPH = {"argmax", "argmin", "argsort", "long", "int", "bool", "eq", "ne", "gt", "lt", "ge",
+             "le", "item", "tolist", "numpy", "detach", "size", "dim"}
+
+
+def _escaping_value(script: Script, assigns: list[ast.Assign], readers: list[ast.AST],
+                    after: list[ast.Name], detached: set[str]) -> ast.Call | None:
+    """A call in a re-enabled block that reads gradients, computed from a forward's output of
+    the block, that feeds no gradient read and leaves the block (``probs =
+    torch.softmax(logits, 1)`` beside the saliency taken from ``logits``, then ``return
+    probs``): its result carries a ``grad_fn`` out of evaluation. Not a value without a graph
+    (indices, a comparison, ``.item()``, ``.detach()``), nor one read after the block only
+    through ``.detach()``/``.item()``."""
+    made: set[str] = set()
+    for a in assigns:
+        if a not in readers and _forwards(script, a):
+            made.update(_target_names(a))
+    for _ in range(3):
+        made |= {n for b in assigns if b not in readers and _names(b.value) & made
+                 and not _detached(b.value) for n in _target_names(b)}
+    for b in assigns:
+        names = _target_names(b)
+        if len(names) != 1 or b in readers or _forwards(script, b) or \
+                not isinstance(b.value, ast.Call) or not (_names(b.value) & made) or \
+                _no_graph(b.value):
+            continue
+        derived = {names[0]}
+        for _ in range(3):
+            derived |= {n for c in assigns if _names(c.value) & derived for n in _target_names(c)}
+        if any(_names(r) & derived for r in readers):
+            continue  # it feeds the gradient
+        if any(n.id == names[0] and n.id not in detached and not _read_without_graph(n)
+               for n in after):
+            return b.value
     return None
+
+
+def _no_graph(value: ast.AST) -> bool:
+    """A value with no graph: ``.argmax(1)``, ``.long()``, ``.item()``, ``x.data``-based."""
+    if any(isinstance(n, ast.Attribute) and n.attr == "data" for n in ast.walk(value)):
+        return True
+    f = value.func if isinstance(value, ast.Call) else None
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    return name in _NO_GRAPH or name in ("float", "len") or _detached(value)
+
+
+def _read_without_graph(name: ast.Name) -> bool:
+    """``probs.detach()``, ``probs.item()``: a read after the block that takes no graph along."""
+    up = parent(name)
+    return isinstance(up, ast.Attribute) and up.attr in ("detach", "item", "tolist", "shape",
+                                                           "data", "size", "dtype")
+
+
+def _forwards(script: Script, node: ast.AST) -> list[ast.Call]:
+    """The forwards ``node`` runs: a model's call, and in a module's own method
+    ``self._logits(x)`` or ``self(x)``."""
+    return forward_calls(script, node) or [
+        c for c in walk_local(node) if isinstance(c, ast.Call) and (
+            self_attr(c.func) and runs_layers(script, c) or
+            isinstance(c.func, ast.Name) and c.func.id == "self" and
+            script.graph.in_module_class(c))]
 
 
 def _detached_after(scope: ast.AST, line: int) -> set[str]:

@@ -10,7 +10,11 @@ that needed it, Lightning-AI/pytorch-lightning#10287). Their outputs that carry 
 followed without keeping them alive.
 
 When it fires: those outputs die, or the run ends, without any backward reaching them: the
-evaluation region computed graphs (and kept activations) for nothing. Reported at the cause: the
+evaluation region computed graphs (and kept activations) for nothing. Also for a value that a
+user's ``with torch.enable_grad():`` block in a ``no_grad`` region computed from a model's output
+and that leaves the block's function with its graph, unreached (``probs = torch.softmax(logits,
+1)`` beside the saliency gradient taken of ``logits``, then returned: ``core/escapes.py``), even
+where the block's own ``torch.autograd.grad`` silences its forward. Reported at the cause: the
 ``enable_grad``/``set_grad_enabled(True)`` line, or for a function decorated with
 ``@torch.enable_grad()``/``@torch.set_grad_enabled(True)`` the decorator's line (the watcher notes
 where user code turns grad mode back on inside a ``no_grad`` block); at the model call when no
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainguard.sanitize.core.escapes import Escapes
 from trainguard.sanitize.core.holders import graphs_released
 from trainguard.sanitize.core.unreached import UnreachedOutputs
 from trainguard.sanitize.core.records import ForwardCall, first_tensor
@@ -53,6 +58,31 @@ class GradReenabled(UnreachedOutputs):
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.trained: set = set()  # re-enabling lines under which a backward ran
+        self.escapes = Escapes(self.state)  # values made in a block that leave it (core/escapes)
+        self.outputs: set[int] = set()  # id(grad_fn) of the outputs followed (not held)
+
+    def on_grad_block_exit(self, where: Any, frame: Any, before: set) -> None:
+        """Values the closing block computed from a model's output that leave it with a graph
+        (``probs = torch.softmax(logits, 1)`` beside a saliency map's gradient)."""
+        if where in self.trained:
+            return  # a backward ran in the region: test-time training
+        self.escapes.block_exit(frame, before, self.outputs,
+                                lambda name, t: ("escaped", where, name,
+                                                 type(t.grad_fn).__name__))
+        self.outputs.clear()
+
+    def on_step(self, optimizer: Any) -> None:
+        self._escaped()
+        super().on_step(optimizer)
+
+    def on_exit(self) -> None:
+        self._escaped(final=True)
+        super().on_exit()
+
+    def _escaped(self, final: bool = False) -> None:
+        if self.escapes:
+            for key in self.escapes.resolve(final=final):
+                self.report_unreached(key)
 
     def on_backward_done(self, call: Any) -> None:
         if self.state.no_grad_depth:
@@ -63,6 +93,7 @@ class GradReenabled(UnreachedOutputs):
 
     def on_root_forward(self, call: ForwardCall) -> None:
         self._resolve()
+        self._escaped()
         if self.state.in_backward:
             return
         if call.reenabled:
@@ -78,6 +109,9 @@ class GradReenabled(UnreachedOutputs):
             # (a graph the forward itself already ran autograd.grad through, freeing it: used)
             if tensor.grad_fn is not None and not graphs_released(tensor):
                 self.follow(tensor, (where, type(call.module).__name__, call.where))
+                if len(self.outputs) > 256:
+                    self.outputs.clear()
+                self.outputs.add(id(tensor.grad_fn))  # judged here, not as a value leaving
 
     def on_loss(self, call: Any) -> None:
         """A loss computed with grad turned back on inside a ``no_grad`` region (a validation
@@ -99,6 +133,16 @@ class GradReenabled(UnreachedOutputs):
     def report_unreached(self, key: tuple) -> None:
         import os
 
+        if key[0] == "escaped":
+            _, where, name, node = key
+            self.report(
+                f"`{name}` was computed inside the torch.enable_grad() block opened here in a "
+                f"torch.no_grad() region and left it carrying a grad_fn ({node}) that no "
+                "backward or torch.autograd.grad ever used: evaluation keeps graphs for nothing",
+                fix=f"compute `{name}` after the block (under no_grad) or .detach() it; keep "
+                    "only the gradient computation inside torch.enable_grad()",
+                where=where)
+            return
         where, name, forward_at = key
         if where in self.trained or where in self.state.grads_taken_at:
             # grad was needed there: the region trains, or takes gradients with

@@ -17,6 +17,10 @@ Facts kept (``State``):
   step. The mode checks report at this line (the cause); the ``train()`` calls reach them as
   ``on_mode`` events.
 
+Event: ``on_grad_block_exit`` when a user's ``with torch.enable_grad():`` block that turned grad
+back on inside a ``no_grad`` block closes (its opening line, the frame that ran it, and the ids of
+the ``grad_fn`` its local tensors had when it opened; read only while a check listens).
+
 Event: ``on_mode`` for each outermost ``train()``/``eval()`` call, before it runs (a
 :class:`~trainguard.sanitize.core.records.ModeCall`: the module, the mode asked for and the one it
 had, whether user code made the call), sent only while a check listens.
@@ -29,6 +33,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from trainguard.sanitize.core import frames
+from trainguard.sanitize.core.escapes import grad_fn_ids
 from trainguard.sanitize.core.records import ModeCall
 from trainguard.sanitize.probes.patch import Undo, patch
 
@@ -52,6 +57,7 @@ def _grad_mode(bus: "Bus", undo: list[Undo]) -> None:
 
     state = bus.state
     is_grad_enabled = torch.is_grad_enabled
+    blocks: list[Any] = []  # per open enable_grad block: (opener, locals' grad_fn ids) or None
 
     def make_no_grad_enter(original: Any) -> Any:
         def __enter__(self: Any) -> Any:
@@ -81,6 +87,8 @@ def _grad_mode(bus: "Bus", undo: list[Undo]) -> None:
                 state.enable_grad_at.append(opener)
                 if opener is not None and state.no_grad_depth:
                     state.grad_on_at = opener  # kept after the block closes (TG104)
+                watched = opener and state.no_grad_depth and bus.handlers["on_grad_block_exit"]
+                blocks.append((opener, grad_fn_ids(sys._getframe(1))) if watched else None)
             except Exception as exc:
                 bus.hook_failed("torch.enable_grad", exc)
             return result
@@ -107,7 +115,14 @@ def _grad_mode(bus: "Bus", undo: list[Undo]) -> None:
         def __exit__(self: Any, *exc: Any) -> Any:
             if state.enable_grad_at:
                 state.enable_grad_at.pop()
-            return original(self, *exc)
+            block = blocks.pop() if blocks else None
+            result = original(self, *exc)
+            if block is not None and exc[:1] in ((), (None,)):
+                try:  # a user's block re-enabling grad in a no_grad region closes (TG104)
+                    bus.emit("on_grad_block_exit", block[0], sys._getframe(1), block[1])
+                except Exception as e:
+                    bus.hook_failed("torch.enable_grad", e)
+            return result
         return __exit__
 
     patch(grad_mode.no_grad, "__enter__", make_no_grad_enter, undo)
