@@ -15,8 +15,8 @@ pass; without such a loop (passes in a notebook's separate cells), at the sample
 Visible in a single process too (``DistributedSampler(ds, num_replicas=1, rank=0)``).
 
 Silent on: ``shuffle=False`` samplers (validation); a sampler that a DataLoader iterates, iterated
-by the user's code too (``list(train_sampler)[:4]`` printed in the epoch: only the DataLoader's
-passes are epochs); samplers whose ``epoch`` changes between passes
+by the user's code too (``list(train_sampler)[:4]`` printed in the epoch, before or after the
+DataLoader's pass: only the DataLoader's passes are epochs); samplers whose ``epoch`` changes between passes
 (``set_epoch`` called, or trainguard's loop, which calls it); a sampler iterated once.
 
 Cost: per ``DistributedSampler`` pass, two integers compared; once, at the finding, a parse of
@@ -60,6 +60,8 @@ class SamplerEpochNotSet(Check):
             return
         by_loader = _by_data_loader(sys._getframe(1))
         if by_loader:
+            if sampler not in self.loaded:  # looks taken before its first pass were no epochs
+                self.last_epoch.pop(sampler, None)
             self.loaded.add(sampler)
         elif sampler in self.loaded:
             return  # ``list(sampler)[:4]`` printed beside the DataLoader's passes: no epoch
