@@ -20,8 +20,9 @@ diagnosis names each device and what is on it: `x` on cpu, the parameters of `Li
 cuda:0, the GRU's `input 1` (the hidden state) on cpu, so the user sees which side to move.
 CPU tensors made inside a user model's ``forward`` whose own inputs are all off the CPU point at
 the factory without ``device=`` in the one method of its class that has such calls
-(``h = torch.zeros(...)`` in ``_set_hidden_state``; pytorch_geometric_temporal#18), or, when it
-has none, of its submodules' classes (``cell.init_state(batch)``). A buffer of
+(``h = torch.zeros(...)`` in ``_set_hidden_state``; pytorch_geometric_temporal#18; a legacy
+constructor such as ``torch.FloatTensor(n, k)``, always on the CPU, pytorch/pytorch#20122), or,
+when it has none, of its submodules' classes (``cell.init_state(batch)``). A buffer of
 the failing module alone on another device than its inputs (a loss's class ``weight`` made on the
 CPU) points at the one construction of that class with that keyword in the user's files of the
 traceback and stack (pytorch/pytorch#122757).
@@ -38,17 +39,16 @@ https://discuss.pytorch.org/t/expected-all-tensors-to-be-on-the-same-device-but-
 
 from __future__ import annotations
 
-import ast
 import sys
 from itertools import islice
-from types import FunctionType
 from typing import Any, Callable
 
 from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
+from trainguard.sanitize.core.factories import LEGACY, assigned_factory, factory_methods
 from trainguard.sanitize.core.frames import is_user_file, short_location, user_frames
 from trainguard.sanitize.core.holders import traceback_user_frames
-from trainguard.sanitize.core.source import attribute_store, constructed_at, function_node
+from trainguard.sanitize.core.source import attribute_store, constructed_at
 
 _PATTERNS = ("Expected all tensors to be on the same device", "is not on the expected device",
              "should be the same or input should be a MKLDNN tensor")
@@ -140,9 +140,7 @@ class DeviceMismatch(Check):
                 + ("is given a fixed device, not its inputs', and so" if "device=" in made[1] else
                    "takes no device and so") + " makes them on the CPU whatever device the "
                 "model is on",
-                fix="make them on the input's device: pass `device=x.device` (and "
-                    "`dtype=x.dtype`) to the factory, or use torch.zeros_like(...)/"
-                    "x.new_zeros(...)", where=made[0])
+                fix=_made_fix(made[1]), where=made[0])
         if len(by_device) < 2:  # what met is not held by a name: at the failing operation
             at = _op_line(exc)
             return Diagnosis(f"two tensors of one operation are on different devices "
@@ -284,10 +282,6 @@ def _loose_tensors(module: Any, inputs: list) -> tuple[str, Any, Any] | None:
     return None
 
 
-_FACTORIES = frozenset({"zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange",
-                        "eye", "linspace", "tensor"})
-
-
 def _made_in_forward(exc: BaseException) -> tuple[Any, str] | None:
     """``(location, call text)`` of the tensor factory without ``device=`` in a user model's
     methods that made the CPU tensors its ``forward`` held (``h0 = torch.zeros(...)``; or, held
@@ -332,66 +326,24 @@ def _made_in_forward(exc: BaseException) -> tuple[Any, str] | None:
             named_cpu.append(owner)  # a CPU temporary no name holds: the error names the CPU
     owners = held_cpu[:1] or named_cpu[-1:]  # (else the innermost such forward)
     for owner in owners:
-        calls = _factory_methods([type(owner)])
+        calls = factory_methods([type(owner)])
         if not calls and held_cpu:  # (a named state) its submodules': ``cell.init_hidden(b)``
-            calls = _factory_methods(list(dict.fromkeys(
+            calls = factory_methods(list(dict.fromkeys(
                 type(m) for m in list(owner.modules())[1:64] if type(m) is not type(owner))))
         if len(calls) == 1:
             return next(iter(calls.values()))
         # no factory without ``device=``: one given a device the inputs are not on
         # (``torch.zeros(..., device=self.gpu_ids[0])``) that made a CPU local of that forward
-        return _assigned_factory(*named[0]) if named and not calls else None
+        return assigned_factory(*named[0]) if named and not calls else None
     return None
 
 
-def _assigned_factory(code: Any, names: set[str]) -> tuple[Any, str] | None:
-    """``(location, call text)`` of the one ``name = torch.<factory>(..., device=...)``
-    statement in the function of ``code`` assigning one of ``names``; None unless exactly one."""
-    node = function_node(code)
-    found = [n for n in ast.walk(node) if isinstance(n, ast.Assign) and len(n.targets) == 1
-             and isinstance(n.targets[0], ast.Name) and n.targets[0].id in names
-             and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute)
-             and n.value.func.attr in _FACTORIES and isinstance(n.value.func.value, ast.Name)
-             and n.value.func.value.id == "torch"] if node is not None else []
-    if len(found) != 1:
-        return None
-    call = found[0].value
-    return ((code.co_filename, call.lineno, call.col_offset + 1),
-            ast.unparse(call.func) + "(..., device=...)")
-
-
-def _factory_methods(classes: list[type]) -> dict[Any, tuple[Any, str]]:
-    """``{code: (location, call text)}`` of the first tensor factory without ``device=`` in each
-    user-defined method (not ``__init__``) of ``classes`` that has one."""
-    calls = {}
-    for klass in (k for c in classes for k in c.__mro__):
-        for function in vars(klass).values():
-            function = getattr(function, "__func__", function)  # (a staticmethod's too)
-            if isinstance(function, FunctionType) and function.__name__ != "__init__" \
-                    and is_user_file(function.__code__.co_filename):
-                node = function_node(function.__code__)
-                found = sorted(_factories(node) if node is not None else (),
-                               key=lambda c: (c.lineno, c.col_offset))
-                if found:
-                    calls[function.__code__] = (
-                        (function.__code__.co_filename, found[0].lineno,
-                         found[0].col_offset + 1), ast.unparse(found[0].func) + "(...)")
-    return calls
-
-
-def _factories(func: ast.AST) -> list[ast.Call]:
-    """``torch.zeros(...)``-like calls in ``func`` given no ``device=`` and not moved in the same
-    expression (``torch.zeros(...).to(x)``)."""
-    moved = set()
-    for node in ast.walk(func):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr in ("to", "cuda", "type_as"):
-            moved |= {id(n) for n in ast.walk(node.func.value)}
-    return [node for node in ast.walk(func)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr in _FACTORIES and isinstance(node.func.value, ast.Name)
-            and node.func.value.id == "torch" and id(node) not in moved
-            and not any(k.arg == "device" for k in node.keywords)]
+def _made_fix(call: str) -> str:
+    if call.split("(")[0].rpartition(".")[2] in LEGACY:  # (``device=`` is refused there)
+        return ("make them on the input's device: replace the legacy CPU-only constructor with "
+                "torch.zeros(..., device=x.device, dtype=x.dtype) or x.new_zeros(...)")
+    return ("make them on the input's device: pass `device=x.device` (and `dtype=x.dtype`) to "
+            "the factory, or use torch.zeros_like(...)/x.new_zeros(...)")
 
 
 def _first_line(exc: BaseException) -> str:
