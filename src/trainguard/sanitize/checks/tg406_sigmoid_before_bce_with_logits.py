@@ -9,7 +9,10 @@ When it fires: the input was made by ``sigmoid`` (``torch.sigmoid``, ``nn.Sigmoi
 and the gradients vanish. Reported at the cause: after the first sighting, a window
 (``core/origin.py``) notes where sigmoid outputs are made until the next such loss call, which is
 then reported at the line that called sigmoid or an ``nn.Sigmoid`` module (``self.act(x)``), or,
-when library code called the module (an ``nn.Sequential``), at the line that built it; the loss line is in the message (at the loss line when the run ends first).
+when library code called the module (an ``nn.Sequential``), at the line that built it; an
+``nn.Sigmoid`` called once by its class is reported where it is built, unless the calling method
+reads its output more than once (it also feeds another layer): then at the call. The loss line is
+in the message (at the loss line when the run ends first).
 When the loss's input is a name that other statements of the function read too (a focal loss's
 ``probs``, also used for ``p_t``), the probabilities are needed: the loss call is reported (not
 when the name says logits, ``y_logits``: its author meant raw scores, so the sigmoid is the fix).

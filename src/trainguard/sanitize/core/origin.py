@@ -170,7 +170,10 @@ def _used_once(caller: Any, module: Any) -> Any:
     """Where ``module`` was built, when the user's method in ``caller`` calls it as
     ``self.<attr>(...)`` and its class calls that attribute nowhere else: an ``nn.Softmax``
     kept only to end ``forward`` is changed where it is built (``LogSoftmax``, or removed);
-    one called in several places is changed at the call. None otherwise."""
+    one called in several places, or whose output the method reads more than once (fed to the
+    next layer and returned), is needed and changed at the call. None otherwise."""
+    if _output_read_again(caller):
+        return None
     own = caller.f_locals.get("self")
     children = getattr(own, "_modules", None)
     if not isinstance(children, dict):
@@ -179,6 +182,29 @@ def _used_once(caller: Any, module: Any) -> Any:
     if attr is None or _calls_of(type(own), attr) != 1:
         return None
     return assigned_in_init(type(own), attr)
+
+
+def _output_read_again(caller: Any) -> bool:
+    """Whether the statement running in ``caller`` binds its value to a name that the function
+    reads twice or more before binding it again (``edge = self.sigmoid(x)``, then ``cat([f,
+    edge])`` and ``return s, edge``): that output is needed by other code of the function."""
+    import ast
+
+    node = function_node(caller.f_code)
+    line = caller.f_lineno
+    if node is None or line is None:
+        return False
+    binds = [n for n in ast.walk(node) if isinstance(n, ast.Assign) and len(n.targets) == 1
+             and isinstance(n.targets[0], ast.Name)]
+    here = next((n for n in binds if n.lineno <= line <= (n.end_lineno or n.lineno)), None)
+    if here is None:
+        return False
+    name, start = here.targets[0].id, here.end_lineno or here.lineno
+    end = min((n.lineno for n in binds if n.targets[0].id == name and n.lineno > start),
+              default=None)
+    reads = [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name and
+             isinstance(n.ctx, ast.Load) and n.lineno > start and (end is None or n.lineno <= end)]
+    return len(reads) >= 2
 
 
 def _direct_caller(forward: Any) -> Any:
