@@ -15,8 +15,9 @@ When it fires:
   one-hot integer targets ("0D or 1D target tensor expected"), integer targets for a binary
   loss ("result type Float can't be cast to the desired output type Long").
 
-Where: at the dataset line that made the targets when the loss call's frames show it
-(``core/target_origin.py``), the loss line in the message; else at the loss line. A class index
+Where: at the dataset line (or the line of a batch generator of the user's) that made the
+targets when the loss call's frames show it (``core/target_origin.py``), the loss line in the
+message; else at the loss line. A class index
 out of range is placed there only when the labels are the fault: all in 1..C (counted from 1) or
 only 0 and 255 (a mask's grey levels); any other may be a model with too few outputs.
 
@@ -197,13 +198,16 @@ def _made_at_error(exc: BaseException, target: Any, passes: Any) -> tuple[Any, A
         if is_user_file(tb.tb_frame.f_code.co_filename):
             frame = tb.tb_frame
         tb = tb.tb_next
+    if frame is None:  # (not yet through the user's code: explained again when it is)
+        return None, None
     made = target_origin(frame, target, passes)
     return (made, frame_location(frame)) if made is not None else (None, None)
 
 
 def _made_here(loss_at: Any) -> str:
-    """The note a finding placed at the dataset line carries: where the loss is."""
-    return f" (the targets are made here, in the dataset; the loss at {short_location(loss_at)})"
+    """The note a finding placed at the line that made the targets (a dataset's, a batch
+    generator's) carries: where the loss is."""
+    return f" (the targets are made here; the loss at {short_location(loss_at)})"
 
 
 def _label_form(target: Any, classes: int) -> str:

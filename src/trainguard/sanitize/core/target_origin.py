@@ -23,8 +23,11 @@ call is enough in the usual case:
    ``return`` the call reaches, decided by ``if`` tests of parameters passed as constants.
 
 A target taken out of the batch into a local (``masks = batch["mask"]``) is found through the
-batch that still holds it. Anything else (a target made outside a loader, a collate function
-that reorders, an iterable dataset) answers None: the finding stays at the loss line.
+batch that still holds it. A target that a generator of the user's yielded (``x, y =
+next(batches)``) is found in the locals that generator keeps while suspended: the line that last
+bound it there (``y = torch.from_numpy(labels[idx]).float()``). Anything else (a target made
+outside a loader, a collate function that reorders, an iterable dataset) answers None: the
+finding stays at the loss line.
 
 Cost: at a finding only, one parse of each source file involved (cached).
 """
@@ -33,7 +36,7 @@ from __future__ import annotations
 
 import ast
 import inspect
-from types import FrameType, SimpleNamespace
+from types import FrameType, GeneratorType, SimpleNamespace
 from typing import Any
 
 from trainguard.sanitize.core.bounds import parse_file
@@ -63,6 +66,33 @@ def target_origin(frame: FrameType | None, target: Any, passes: Any = ()) -> Loc
             if found is not None:
                 return found
         frame = frame.f_back
+    try:
+        return _yielded(target) if target is not None else None
+    except Exception:  # a locating aid: never in the way of the finding
+        return None
+
+
+def _yielded(target: Any) -> Location | None:
+    """For a target a generator of the user's yielded (``x, y = next(batches)``, ``for x, y in
+    batches()``): the line of that generator that last bound the local holding ``target``
+    before the ``yield`` it is suspended at. A suspended generator keeps its locals, so the
+    tensor it handed out is found among its referents (``gc.get_referrers``: one pass over the
+    tracked objects, at a finding only); None when no generator of the user's holds it."""
+    import gc
+
+    for value in gc.get_referrers(target):
+        paused = value.gi_frame if isinstance(value, GeneratorType) else None
+        if paused is None or not is_user_file(paused.f_code.co_filename):
+            continue
+        names = [name for name, _ in _holders(paused, target)]
+        function = function_node(paused.f_code) if names else None
+        if function is None:
+            continue
+        made = [_last_binding(function, name, paused.f_lineno + 1) for name in names]
+        made = [m for m in made if m is not None]
+        if made:
+            last = max(made, key=lambda n: n.lineno)
+            return (paused.f_code.co_filename, last.lineno, last.col_offset + 1)
     return None
 
 
