@@ -259,9 +259,10 @@ def _inference_entry_points(script: Script) -> Iterator[Hit]:
 
 def _adapts_when_called(script: Script, call: ast.Call) -> bool:
     """The model called (or handed to the helper called) is an instance of a class of this file
-    whose ``forward``, or a method it calls on ``self``, runs ``backward()``: each call trains it (test-time adaptation such as TENT, which updates the norm
-    layers' affine parameters on every test batch, in train mode on purpose:
-    DequanWang/tent's ``forward_and_adapt``), so the call is no inference."""
+    whose ``forward``, or a method it calls on ``self``, runs ``backward()``: each call trains it
+    (test-time adaptation such as TENT, which updates the norm layers' affine parameters on
+    every test batch, in train mode on purpose: vita-epfl/ttt-plus-plus#8), so the call is no
+    inference."""
     models = [call.func.value if isinstance(call.func, ast.Attribute) else call.func]
     models += [a for a in call.args if isinstance(a, ast.Name)]
     for expr in models:

@@ -6,12 +6,12 @@ and the line that made them. Nothing else runs per step.
 
 When it fires: the script dies of PyTorch's "Trying to backward through the graph a second time".
 The failing backward's graph is searched for stamped outputs made before the last successful
-backward: those graphs were freed by it (of them, those whose node's saved tensors are gone,
-when the graph shows any: an output given to that backward only detached was not freed). The diagnosis names the module output and the line that
-made it, the earlier backward (its line and step) that freed it, whether it was the same iteration
-(two backward calls through one graph: sum the losses, or detach the output for the first one, as
-a GAN's discriminator step must) or an earlier one (a tensor carried across iterations, such as an
-RNN hidden state: detach it), and the variable still holding it; a state rebound through the
+backward: those graphs were freed by it (of them, those whose node's saved tensors are gone, when
+the graph shows any: an output given to that backward only detached was not freed). The diagnosis
+names the module output and the line that made it, the earlier backward (its line and step) that
+freed it, whether it was the same iteration (two backward calls through one graph: sum the losses,
+or detach the output for the first one, as a GAN's discriminator step must) or an earlier one (a
+tensor carried across iterations, such as an RNN hidden state: detach it), and the variable still holding it; a state rebound through the
 user's helper that gives it back undetached (``hidden = repackage_hidden(hidden)`` returning ``h``
 or ``h.clone()``) is reported at that helper's ``return``. The same iteration is the same
 optimizer step, or a freed output whose line made no newer output that the failing graph holds,

@@ -16,8 +16,9 @@ Visible in a single process too (``DistributedSampler(ds, num_replicas=1, rank=0
 
 Silent on: ``shuffle=False`` samplers (validation); a sampler that a DataLoader iterates, iterated
 by the user's code too (``list(train_sampler)[:4]`` printed in the epoch, before or after the
-DataLoader's pass: only the DataLoader's passes are epochs); samplers whose ``epoch`` changes between passes
-(``set_epoch`` called, or trainguard's loop, which calls it); a sampler iterated once.
+DataLoader's pass: only the DataLoader's passes are epochs); samplers whose ``epoch`` changes
+between passes (``set_epoch`` called, or trainguard's loop, which calls it); a sampler iterated
+once.
 
 Cost: per ``DistributedSampler`` pass, two integers compared; once, at the finding, a parse of
 the files of 8 user frames at most.
