@@ -11,13 +11,14 @@ the graph shows any: an output given to that backward only detached was not free
 names the module output and the line that made it, the earlier backward (its line and step) that
 freed it, whether it was the same iteration (two backward calls through one graph: sum the losses,
 or detach the output for the first one, as a GAN's discriminator step must) or an earlier one (a
-tensor carried across iterations, such as an RNN hidden state: detach it), and the variable still holding it; a state rebound through the
-user's helper that gives it back undetached (``hidden = repackage_hidden(hidden)`` returning ``h``
-or ``h.clone()``) is reported at that helper's ``return``. The same iteration is the same
-optimizer step, or a freed output whose line made no newer output that the failing graph holds,
-freed by a backward on another line (a GAN's generator output, used by the discriminator's backward
-and, after ``opt_d.step()``, by the generator's); a carried tensor's line made a newer one this
-iteration, or the same backward line freed it (an output computed once before the loop).
+tensor carried across iterations, such as an RNN hidden state: detach it), and the variable still
+holding it; a state rebound through the user's helper that gives it back undetached (``hidden =
+repackage_hidden(hidden)`` returning ``h`` or ``h.clone()``) is reported at that helper's
+``return``. The same iteration is the same optimizer step, or a freed output whose line made no
+newer output that the failing graph holds, freed by a backward on another line (a GAN's generator
+output, used by the discriminator's backward and, after ``opt_d.step()``, by the generator's); a
+carried tensor's line made a newer one this iteration, or the same backward line freed it (an output
+computed once before the loop).
 
 Silent on: any run that does not raise this error; ``retain_graph=True`` backwards.
 
