@@ -362,9 +362,15 @@ def reused_input(where: tuple[str, int, int] | None) -> str | None:
         stmt = file.parents[stmt]  # type: ignore[union-attr]
     scope = file.scope(call)  # type: ignore[union-attr]
     inside = {id(n) for n in ast.walk(stmt)}
+    # (not a name read in a function or class the scope defines: a model's ``forward``)
+    inside |= {id(n) for d in ast.walk(scope) if d is not scope and isinstance(d, _DEFS)
+               for n in ast.walk(d)}
     return name if any(isinstance(n, ast.Name) and n.id == name and
                        isinstance(n.ctx, ast.Load) and id(n) not in inside
                        for n in ast.walk(scope)) else None
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 def picks_trainable(built: tuple[str, int, int]) -> bool:
