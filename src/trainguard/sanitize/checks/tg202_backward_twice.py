@@ -42,6 +42,7 @@ from trainguard.sanitize.core.cuts import assigned_in_methods
 from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.graph import freed_metadata, graph_nodes
 from trainguard.sanitize.core.holders import carried_names, graph_metadata, rebound_before
+from trainguard.sanitize.core.later_use import read_after, taken_whole
 from trainguard.sanitize.core.records import MADE as _KEY
 from trainguard.sanitize.core.records import BackwardCall
 from trainguard.sanitize.core.source import SourceFile, function_node
@@ -162,25 +163,7 @@ class BackwardTwice(Check):
             # not remade since another backward line freed it: used twice in one iteration, even
             # when an optimizer step ran between the two backward calls (a GAN's D and G steps);
             # the same backward line again is the loop come round (an output cached before it)
-            when = ("in the same step" if same_step else
-                    "in the same iteration (an optimizer step ran between the two backward calls, "
-                    f"and {short_location(made_where)} made no newer output)")
-            # across an optimizer step (a GAN's D then G step), the first backward's module
-            # call that took the output in whole is the line to change: D(fake.detach())
-            taken = None if same_step or earlier is None else \
-                _taken_in(made_where, earlier.where, exc)
-            if taken is not None and taken[0][:2] in failed.facts.get("tg202_freed_lines", ()):
-                taken = None  # that call's own output is reused (a critic's score): not a fix
-            return Diagnosis(
-                f"this backward runs through {what}, whose saved tensors {before} already freed "
-                f"{when}: two backward calls through one graph"
-                + (f"; the first backward reached it through `{taken[1]}` here (the second "
-                   f"backward at {short_location(failed.where)})" if taken else ""),
-                fix="add the losses and call backward once (loss = loss_a + loss_b); when the "
-                    f"first backward should not reach {module} (a GAN's discriminator step), give "
-                    "it the output detached (D(fake.detach())); or pass retain_graph=True to the "
-                    "first of the two backward calls",
-                where=taken[0] if taken else failed.where)
+            return _one_iteration(exc, failed, earlier, made, before, same_step)
         rebound, returned, clause = _rebound(made_where, carried, exc)
         held += clause
         once = not carried and made_step == 0 and _outside_loops(made_where)
@@ -199,6 +182,44 @@ class BackwardTwice(Check):
                               "inside the loop") + "; retain_graph=True would only grow memory",
             where=returned or rebound or (made_where if carried or once else failed.where))
 
+
+def _one_iteration(exc: BaseException, failed: Any, earlier: Any, made: Any, before: str,
+                   same_step: bool) -> Diagnosis:
+    """The diagnosis of an output used by two backward calls of one iteration (``made``: its
+    stamp; ``before``: the earlier backward, in words)."""
+    made_where, module = made.where, made.module
+    what = f"the output of {module} made at {short_location(made_where)}"
+    when = ("in the same step" if same_step else
+            "in the same iteration (an optimizer step ran between the two backward calls, "
+            f"and {short_location(made_where)} made no newer output)")
+    # across an optimizer step (a GAN's D then G step), the first backward's module
+    # call that took the output in whole is the line to change: D(fake.detach())
+    taken = None if same_step or earlier is None else \
+        taken_whole(made_where, earlier.where, exc)
+    if taken is not None and taken[0][:2] in failed.facts.get("tg202_freed_lines", ()):
+        taken = None  # that call's own output is reused (a critic's score): not a fix
+    # else the second loss reading the output again after the first backward (a
+    # critic's score of the real batch reused by the generator's loss)
+    reread = None if taken or same_step or earlier is None else \
+        read_after(made_where, earlier.where, failed.where)
+    if reread is not None and reread[:2] == failed.where[:2]:
+        reread = None
+    return Diagnosis(
+        (f"the backward at {short_location(failed.where)}" if reread else "this backward")
+        + f" runs through {what}, whose saved tensors {before} already freed "
+        f"{when}: two backward calls through one graph"
+        + (f"; the first backward reached it through `{taken[1]}` here (the second "
+           f"backward at {short_location(failed.where)})" if taken else "")
+        + ("; the second loss reads it again here, after the first backward"
+           if reread else ""),
+        fix=("give the second loss the output detached here when it should be a constant "
+             f"for that loss, or call {module} again after the first backward"
+             if reread else
+             "add the losses and call backward once (loss = loss_a + loss_b); when the "
+             f"first backward should not reach {module} (a GAN's discriminator step), "
+             "give it the output detached (D(fake.detach()))")
+            + "; or pass retain_graph=True to the first of the two backward calls",
+        where=(taken[0] if taken else reread) or failed.where)
 
 def _rebound(made: Any, carried: list[str], exc: BaseException) -> tuple[Any, Any, str]:
     """``(rebinding, return, clause)`` for a carried state rebound from itself through a call
@@ -294,48 +315,6 @@ def _copies(value: ast.AST, params: set[str]) -> bool:
                               ast.Constant, ast.Slice, ast.keyword, ast.expr_context)):
             return False
     return True
-
-
-def _taken_in(made: Any, until: Any, exc: BaseException) -> tuple[Any, str] | None:
-    """``(location, "netD(fake)")``: the one module call, after the assignment ``fake =
-    netG(noise)`` at ``made`` and before the backward at ``until`` in the same function, that is
-    given the name whole (not ``fake.detach()``): where the first backward's graph took the
-    output in. The callee must be an ``nn.Module`` in a frame of the failing traceback (not
-    ``torch.mean(fake)``). None when there is not exactly one, or the lines are in different
-    functions or files."""
-    if made is None or until is None or made[0] != until[0]:
-        return None
-    file = SourceFile.load(made[0])
-    call = file.call_at(made[1], made[2] - 1) if file is not None else None
-    if call is None:
-        return None
-    scope = file.scope(call)
-    assign = file.parents.get(call)
-    if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1
-            and isinstance(assign.targets[0], ast.Name)):
-        return None
-    name = assign.targets[0].id
-    later = [c for c in ast.walk(scope) if isinstance(c, ast.Call)
-             and made[1] < c.lineno <= until[1] and file.scope(c) is scope
-             and any(isinstance(a, ast.Name) and a.id == name for a in c.args)]
-    if len(later) != 1 or not _module_called(later[0], made[0], exc):
-        return None
-    return (made[0], later[0].lineno, later[0].col_offset + 1), ast.unparse(later[0])
-
-
-def _module_called(call: ast.Call, path: str, exc: BaseException) -> bool:
-    """Whether ``call``'s callee is an ``nn.Module`` in a frame of ``exc``'s traceback that runs
-    ``path`` (names and attributes resolved without calling anything)."""
-    from torch import nn
-
-    tb = exc.__traceback__
-    while tb is not None:
-        frame = tb.tb_frame
-        if frame.f_code.co_filename == path and \
-                isinstance(resolve_in_frame(call.func, frame), nn.Module):
-            return True
-        tb = tb.tb_next
-    return False
 
 
 def _carried_state(models: Any, nodes: set[int], budget: Budget) -> tuple[str, Any] | None:

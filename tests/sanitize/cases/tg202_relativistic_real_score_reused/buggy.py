@@ -27,6 +27,7 @@ for step in range(3):
 
     opt_g.zero_grad()
     fake_pred = discriminator(gen_points)
-    g_loss = F.binary_cross_entropy_with_logits(fake_pred - real_pred.mean(0, keepdim=True), valid)
-    g_loss.backward()  # expect: TG202
+    relative = fake_pred - real_pred.mean(0, keepdim=True)  # expect: TG202
+    g_loss = F.binary_cross_entropy_with_logits(relative, valid)
+    g_loss.backward()
     opt_g.step()

@@ -27,7 +27,7 @@ for step in range(3):
 
     opt_g.zero_grad()
     fake_pred = discriminator(gen_points)
-    real_score = real_pred.detach()
-    g_loss = F.binary_cross_entropy_with_logits(fake_pred - real_score.mean(0, keepdim=True), valid)
+    relative = fake_pred - real_pred.detach().mean(0, keepdim=True)
+    g_loss = F.binary_cross_entropy_with_logits(relative, valid)
     g_loss.backward()
     opt_g.step()
