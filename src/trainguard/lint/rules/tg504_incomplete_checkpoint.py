@@ -219,7 +219,8 @@ def _judge(script: Script, call: ast.Call, entries: list[tuple[str, str]],
                       fix="add scheduler.state_dict() to the checkpoint and call "
                           "scheduler.load_state_dict(...) where the optimizer's state is loaded")
         return
-    if not _stateful_optimizer(script) or _untrained_weights(script, call):
+    if not _stateful_optimizer(script) or _untrained_weights(script, call) or \
+            _beside_complete(script, call):
         return
     missing = ["optimizer"]
     if script.schedulers and not has(_SCHED):
@@ -231,6 +232,26 @@ def _judge(script: Script, call: ast.Call, entries: list[tuple[str, str]],
                     f"momentum and adaptive moments",
               fix=f"add the {' and '.join(m + '.state_dict()' for m in missing)} to the "
                   f"checkpoint")
+
+
+def _beside_complete(script: Script, save: ast.Call) -> bool:
+    """Another ``torch.save`` in the same loop body (or, outside loops, the same function) writes
+    the optimizer's state: the run keeps a complete resume checkpoint (``last.pt``) and this
+    lighter one (``best.pt``: epoch, metric and weights) is an export of its best weights for
+    inference, as PyTorch's "Saving and Loading Models" tutorial tells the two apart
+    (https://pytorch.org/tutorials/beginner/saving_loading_models.html)."""
+    loops = script.enclosing_loops(save)
+    scope = loops[0] if loops else script.enclosing_function(save) or script.tree
+    for other in walk_local(scope):
+        if other is save or not isinstance(other, ast.Call) or not other.args or \
+                script.call_qualname(other) != "torch.save":
+            continue
+        entries = _entries(script, other, other.args[0]) or []
+        text = " ".join(f"{k} {v}" for k, v in entries)
+        if _OPTIM.search(text) or _OPT_SHORT.search(text) or \
+                _optimizer_attribute_saved(script, entries):
+            return True
+    return False
 
 
 def _unused_optimizer(script: Script, save: ast.Call) -> str | None:
