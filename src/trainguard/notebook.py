@@ -20,7 +20,8 @@ script (one ``__main__`` namespace), under the sanitizer, and reports ``notebook
 cells numbered from 1 as they appear in the notebook (markdown cells count, as in
 ``trainguard lint``), lines within the cell. IPython syntax that plain Python cannot run is
 skipped and said on stderr: line magics and shell lines (``%matplotlib inline``, ``!pip install``)
-become blank lines; the body of a cell under ``%%time``, ``%%capture`` or ``%%prun`` runs as
+become blank lines, except the statement of a ``%time`` or ``%prun`` line magic without options
+(``%time losses = fit(10)``), which runs as Python, once, as IPython runs it; the body of a cell under ``%%time``, ``%%capture`` or ``%%prun`` runs as
 Python (IPython runs it once, in the notebook's namespace), and a cell that starts with another
 cell magic (``%%bash``, ``%%timeit``) is not run.
 """
@@ -86,10 +87,17 @@ def _plain_python(number: int, source: str, path: str) -> str | None:
                   f"{lines[0].strip()!r} and was not run", file=sys.stderr)
             return None
         lines[0] = ""  # (%%trainguard: the whole notebook is watched already)
+    from trainguard.lint.source import timed_statement
+
     out = []
     for i, line in enumerate(lines, start=1):
         stripped = line.lstrip()
-        if stripped.startswith(("%", "!")) or re.match(r"^\w+\s*=\s*[!%]", stripped):
+        timed = timed_statement(line)
+        if timed is not None:  # (%time/%prun run their statement once, as IPython does)
+            print(f"trainguard run: {Path(path).name}[cell {number}]:{i}: the statement under "
+                  f"{stripped.split()[0]!r} runs as plain Python", file=sys.stderr)
+            line = timed
+        elif stripped.startswith(("%", "!")) or re.match(r"^\w+\s*=\s*[!%]", stripped):
             print(f"trainguard run: {Path(path).name}[cell {number}]:{i}: IPython syntax "
                   f"{stripped!r} skipped", file=sys.stderr)
             indent = line[:len(line) - len(stripped)]

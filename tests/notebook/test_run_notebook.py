@@ -8,6 +8,8 @@ from pathlib import Path
 from cliutil import run_cli
 from notebook_helpers import write_notebook
 
+from trainguard.lint.source import read_notebook
+
 SETUP = """import torch
 from torch import nn
 
@@ -92,3 +94,26 @@ def test_a_training_cell_under_time_runs_and_is_watched(tmp_path: Path) -> None:
     assert "nb.ipynb[cell 2]: its body under the cell magic '%%time' runs as plain Python" \
         in r.stderr
     assert "nb.ipynb[cell 3] starts with the cell magic '%%bash' and was not run" in r.stderr
+
+
+def test_a_training_call_under_the_time_line_magic_runs_once(tmp_path: Path) -> None:
+    # `%time losses = fit(20)`, as IPython's %time docs show it (a statement timed once): the
+    # statement runs as Python, so training happens and its names reach the next cells
+    fit = "def fit(steps):\n    " + LOOP.replace("range(20)", "range(steps)").replace(
+        "\n", "\n    ").rstrip() + "\n    return losses\n"
+    write_notebook(tmp_path / "nb.ipynb", [
+        ("code", SETUP),
+        ("code", fit.format(fix="loss")),  # cell 2
+        ("code", "%time losses = fit(20)\n%prun -s cumtime fit(1)"),  # cell 3
+        ("code", "print(len(losses))"),
+    ])
+    r = run_cli("run", "--report", "r.json", "nb.ipynb", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == "20"
+    found = json.loads((tmp_path / "r.json").read_text())["findings"]
+    assert [(f["code"], f["cell"], f["line"]) for f in found] == [("TG201", 2, 5)]
+    assert "nb.ipynb[cell 3]:1: the statement under '%time' runs as plain Python" in r.stderr
+    # (with options, the statement is not read: skipped as other IPython syntax)
+    assert "nb.ipynb[cell 3]:2: IPython syntax '%prun -s cumtime fit(1)' skipped" in r.stderr
+    source = read_notebook("nb.ipynb", (tmp_path / "nb.ipynb").read_text())
+    assert "losses = fit(20)\n" in source.text and "fit(1)" not in source.text

@@ -13,9 +13,13 @@ from dataclasses import dataclass, field
 
 from trainguard.errors import UsageError
 
-__all__ = ["Source", "read_notebook", "cell_line"]
+__all__ = ["Source", "read_notebook", "cell_line", "timed_statement"]
 
 _MAGIC = re.compile(r"^\s*[%!?]|^\s*\w+\s*=\s*[!%]")
+# A line magic that IPython gives a Python statement to run once, in the notebook's namespace
+# (``%time loss = fit(10)``, ``%prun train()``); with options (``%prun -s cumtime ...``) it is not
+# read.
+_ONCE_LINE_MAGIC = re.compile(r"^(\s*)%(?:time|prun)\s+(?!-)(\S.*)$")
 # Cell magics whose body is still Python.
 _PY_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug"}
 
@@ -71,6 +75,13 @@ def read_notebook(path: str, raw: str) -> Source:
     return Source(path=path, text="\n".join(lines) + "\n", cells=starts)
 
 
+def timed_statement(line: str) -> str | None:
+    """The Python statement a ``%time``/``%prun`` line magic runs, at the line's indentation
+    (``%time l = fit(10)`` -> ``l = fit(10)``); None for any other line."""
+    m = _ONCE_LINE_MAGIC.match(line)
+    return m.group(1) + m.group(2) if m else None
+
+
 def _strip_magics(cell_lines: list[str]) -> list[str]:
     if cell_lines and cell_lines[0].startswith("%%"):
         magic = cell_lines[0][2:].split()[0] if cell_lines[0][2:].split() else ""
@@ -80,7 +91,11 @@ def _strip_magics(cell_lines: list[str]) -> list[str]:
     out = []
     continued = False
     for line in cell_lines:
-        if continued or _MAGIC.search(line):
+        timed = None if continued else timed_statement(line)
+        if timed is not None:
+            out.append(timed)
+            continued = line.rstrip().endswith("\\")
+        elif continued or _MAGIC.search(line):
             # an indented magic may be the only statement of a block (`if x:\n  %pip ...`)
             indent = line[:len(line) - len(line.lstrip())]
             out.append(f"{indent}pass" if indent and not continued else "")
