@@ -22,13 +22,12 @@ gradients are tested in one op before ``optimizer.step()``. Fires once per run, 
   loss code's one unguarded call of such an op (``core/singular_sites.py``); else the backward.
 With a ``GradScaler`` a non-finite root needs a live enabled scaler (``gc``, once) and a non-finite
 unscaled loss. Silent on: finite losses and gradients; scaled losses that overflow while the loss
-is finite; gradients under a GradScaler; a norm of a zero vector (a zero subgradient); a NaN loss
-the script skips (a backward of a later loss follows). Cost: per backward and per CPU loss one value
-read; per outermost call a type test; per checked step one sum over the gradients. Once, at the
-finding: one graph walk (20,000 nodes), 4 re-runs at most, one heap scan, one parse, one cycle.
-
-Reference: https://pytorch.org/docs/stable/autograd.html (``detect_anomaly``); karpathy/nanoGPT#136;
-KevinMusgrave/pytorch-metric-learning#107 (a loss module dividing by a count of 0)."""
+is finite; gradients under a GradScaler; a norm of a zero vector (a zero subgradient); NaN losses
+the script skips (a backward of a later loss follows; then also one the run ends on). Cost: per
+backward and per CPU loss one value read; per outermost call a type test; per checked step one sum
+over the gradients. Once, at the finding: one graph walk (20,000 nodes), 4 re-runs at most, one
+heap scan, one parse, one cycle. Reference: https://pytorch.org/docs/stable/autograd.html
+(``detect_anomaly``); karpathy/nanoGPT#136; KevinMusgrave/pytorch-metric-learning#107."""
 
 from __future__ import annotations
 
@@ -76,6 +75,7 @@ class NonFiniteLoss(Check):
         self.node_line: Any = None  # the loss op at fault, whose line the next cycle gives
         self.params_bad = False  # a re-run found a module whose own parameters were NaN/Inf
         self.unused: tuple | None = None  # (value, step, line, loss): a NaN loss before backward
+        self.skips = False  # a backward came after one: the script skips them
 
     def on_built(self, obj: Any, where: Any) -> None:
         if isinstance(obj, __import__("torch").optim.Optimizer):
@@ -112,7 +112,8 @@ class NonFiniteLoss(Check):
             self.unused = (value, self.state.step + 1, call.where, out, call.name)
 
     def on_backward(self, call: Any) -> None:
-        self.unused = None  # (a loss skipped by the script: the run goes on, guarded)
+        # (a NaN loss skipped by the script, ``continue``: the run goes on, guarded)
+        self.skips, self.unused = self.skips or self.unused is not None, None
         if self.node_line is not None and self.node_line.held is not None:
             held = self.node_line.at_backward(call.tensors, call.where)
             if held is not None:
@@ -155,8 +156,7 @@ class NonFiniteLoss(Check):
                     grads.append(g)
         if not grads or grads_may_be_finite(grads):  # (an overflowing sum: confirmed below)
             return
-        if self.scaled is None:
-            self.scaled = scaler_in_use()
+        self.scaled = scaler_in_use() if self.scaled is None else self.scaled
         if not self.scaled:
             self._bad_gradients(optimizer)
 
@@ -183,7 +183,7 @@ class NonFiniteLoss(Check):
             self._found(float("nan"), *bad, exact=False)
 
     def on_exit(self) -> None:
-        if self.unused is not None and not self.done:  # a NaN loss no backward took
+        if self.unused is not None and not self.done and not self.skips:  # none taken, none skipped
             value, step, where, root, name = self.unused
             self._found(value, step, where, root=root, made_by=name, ended=True)
         held = self.node_line.flush() if self.node_line is not None else None
@@ -215,7 +215,7 @@ class NonFiniteLoss(Check):
         after = ("the GradScaler skips every step whose gradients are not finite, so such batches "
                  "do not train the model, and each skip lowers the scale" if self.scaled
                  else "no backward took it before the run ended" if ended
-                 else "every step after it trains on NaN")
+                 else "an optimizer step on its gradients writes NaN/Inf into the weights")
         fix = _DIVERGED_FIX if diverged else (
             "lower the learning rate or clip gradients, check the named module and the inputs for "
             "NaN/Inf, add an epsilon inside log/sqrt/division")
