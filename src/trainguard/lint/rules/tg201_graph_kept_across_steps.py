@@ -211,7 +211,7 @@ def _accumulation(script: Script, node: ast.AST, names: set[str]):  # type: igno
                 if _reads_acc(mine, acc) and carries_graph(script, other, names):
                     return acc, other, "= +"
     if isinstance(node, ast.Assign) and len(node.targets) == 1:
-        blended = _blend(script, node, names) or _zipped_sum(script, node, names)
+        blended = _blend(script, node, names) or _folded_sum(script, node, names)
         if blended is not None:
             return blended
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
@@ -311,32 +311,77 @@ def _blend(script: Script, node: ast.Assign, names: set[str]):  # type: ignore[n
     return None
 
 
-def _zipped_sum(script: Script, node: ast.Assign, names: set[str]):  # type: ignore[no-untyped-def]
-    """``total = tuple(t + l for t, l in zip(total, losses))`` (a list comprehension too, or a
-    branch of ``losses if total is None else ...``): per-term totals that add each loss tensor of
-    the step to the accumulator's own terms (RecBole's trainer keeps its loss tuple this way)."""
+def _folded_sum(script: Script, node: ast.Assign, names: set[str]):  # type: ignore[no-untyped-def]
+    """Per-term totals rebuilt by a comprehension whose element adds a value of the step to the
+    accumulator's own entry: ``totals = [t + c for t, c in zip(totals, terms)]`` (a generator
+    in ``tuple(...)`` too, or a branch of ``terms if totals is None else ...``; RecBole's
+    trainer keeps its loss tuple this way, RUCAIBox/RecBole#282), ``running = {k:
+    running.get(k, 0.0) + v for k, v in parts.items()}``. The new container holds each entry's
+    old value, so every step's graph stays alive; a cut term (``v.item()``) keeps none."""
     acc = _acc_name(node.targets[0])
     if acc is None:
         return None
     for comp in ast.walk(node.value):
-        if not isinstance(comp, (ast.GeneratorExp, ast.ListComp)) or len(comp.generators) != 1:
+        folded = _fold_parts(comp, acc)
+        if folded is None:
             continue
-        gen = comp.generators[0]
-        zipped, target = gen.iter, gen.target
-        if not (isinstance(zipped, ast.Call) and dotted(zipped.func) == "zip"
-                and len(zipped.args) == 2 and isinstance(target, ast.Tuple)
-                and len(target.elts) == 2 and isinstance(comp.elt, ast.BinOp)
-                and isinstance(comp.elt.op, ast.Add)):
-            continue
-        bound = [e.id for e in target.elts if isinstance(e, ast.Name)]
-        added = {t.id for t in _sum_terms(comp.elt) if isinstance(t, ast.Name)}
-        if len(bound) != 2 or set(bound) != added:
-            continue
-        for i in (0, 1):
-            if _reads_acc(zipped.args[i], acc) and \
-                    carries_graph(script, zipped.args[1 - i], names):
-                return acc, zipped.args[1 - i], "= +"
+        terms, parts = folded
+        bound = {n.id for t, _ in parts for n in ast.walk(t) if isinstance(n, ast.Name)}
+        graph = {n.id for t, it in parts if carries_graph(script, it, names)
+                 for n in ast.walk(t) if isinstance(n, ast.Name)}
+        for t in terms:
+            if _is_cut(t) or _keeps_old(t, acc, parts):
+                continue
+            if isinstance(t, ast.Name) and t.id in graph or \
+                    carries_graph(script, t, names - bound):
+                return acc, t, "= +"
     return None
+
+
+def _fold_parts(comp: ast.AST, acc: str):  # type: ignore[no-untyped-def]
+    """For a one-generator comprehension whose element (a dict comprehension's value) is a sum
+    with a term that keeps ``acc``'s old entry: (the sum's terms, [(target part, what it
+    iterates)]); None otherwise."""
+    if not isinstance(comp, (ast.ListComp, ast.GeneratorExp, ast.DictComp)) or \
+            len(comp.generators) != 1:
+        return None
+    elt = comp.value if isinstance(comp, ast.DictComp) else comp.elt
+    if not (isinstance(elt, ast.BinOp) and isinstance(elt.op, ast.Add)):
+        return None
+    gen = comp.generators[0]
+    parts = _iterated_parts(gen.target, gen.iter)
+    terms = _sum_terms(elt)
+    if not any(not _is_cut(t) and _keeps_old(t, acc, parts) for t in terms):
+        return None
+    return terms, parts
+
+
+def _iterated_parts(target: ast.expr, it: ast.expr) -> list[tuple[ast.expr, ast.expr]]:
+    """What each part of a loop target takes its values from: ``t, c in zip(totals, terms)``
+    pairs ``t`` with ``totals``; ``k, v in d.items()`` and ``v in d.values()`` pair ``v`` with
+    ``d``; ``i, x in enumerate(xs)`` pairs ``x`` with ``xs``."""
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and not it.keywords and \
+            isinstance(target, ast.Tuple):
+        if it.func.id == "zip" and len(target.elts) == len(it.args):
+            return [p for t, a in zip(target.elts, it.args) for p in _iterated_parts(t, a)]
+        if it.func.id == "enumerate" and len(target.elts) == 2 and it.args:
+            return _iterated_parts(target.elts[1], it.args[0])
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and not it.args:
+        if it.func.attr == "items" and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+            return [(target.elts[1], it.func.value)]
+        if it.func.attr == "values":
+            return [(target, it.func.value)]
+    return [(target, it)]
+
+
+def _keeps_old(term: ast.AST, acc: str, parts: list[tuple[ast.expr, ast.expr]]) -> bool:
+    """``term`` is the accumulator's old entry: ``totals[k]``, ``totals.get(k, 0)``, or a name
+    the comprehension takes from the accumulator (``t`` of ``zip(totals, terms)``)."""
+    if _reads_acc(term, acc):
+        return True
+    return isinstance(term, ast.Name) and any(
+        _reads_acc(it, acc) and any(isinstance(n, ast.Name) and n.id == term.id
+                                    for n in ast.walk(t)) for t, it in parts)
 
 
 def _sum_terms(expr: ast.AST) -> list[ast.AST]:
@@ -516,7 +561,8 @@ def _outlives(acc: str, loop: ast.AST) -> bool:
             for name, v in pairs:
                 if isinstance(name, ast.Name) and name.id == acc and not (
                         isinstance(v, ast.BinOp) and isinstance(v.left, ast.Name) and
-                        v.left.id == acc or _blend_of(v, acc) or _first_time(v, acc)) and \
+                        v.left.id == acc or _blend_of(v, acc) or _first_time(v, acc) or
+                        _folds(v, acc)) and \
                         not ifs_between(sub, loop):
                     return False
     scope = scope_of(loop)
@@ -525,6 +571,12 @@ def _outlives(acc: str, loop: ast.AST) -> bool:
                        for t in (sub.targets if isinstance(sub, ast.Assign) else [sub.target])
                        for n in ast.walk(t))
                for sub in walk_local(scope))
+
+
+def _folds(value: ast.AST, acc: str) -> bool:
+    """``{k: acc.get(k, 0.0) + v for k, v in parts.items()}``: a new container whose entries
+    keep the old ones, not a fresh start."""
+    return any(_fold_parts(c, acc) is not None for c in ast.walk(value))
 
 
 def _first_time(value: ast.AST, acc: str) -> bool:

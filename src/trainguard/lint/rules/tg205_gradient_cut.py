@@ -21,6 +21,9 @@ except through a cut of a value (:mod:`trainguard.lint.terms`; a policy term bui
 
 A submodule built in ``__init__`` that nothing ever calls (:mod:`trainguard.lint.unused`) gets
 no gradient either: reported where ``__init__`` builds it.
+So does one whose output ``forward`` keeps in a name that nothing reads afterwards
+(:mod:`trainguard.lint.discarded`; ``x = self.blocks[i](x)`` in ``for i, x in enumerate(xs)``):
+reported at that assignment.
 
 Inside a module's ``forward``, a submodule with parameters whose output reaches the returned
 value only through a cut (:mod:`trainguard.lint.cuts`) never learns either: reported at the cut.
@@ -43,6 +46,7 @@ from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, walk_local
 from trainguard.lint.cuts import forward_cuts, input_cuts
+from trainguard.lint.discarded import discarded_outputs
 from trainguard.lint.cut_trace import Focus, aliases, trace
 from trainguard.lint.events import events
 from trainguard.lint.frozen import frozen_models
@@ -92,6 +96,14 @@ def check(script: Script) -> Iterator[Hit]:
                             f"gradient, so they never change",
                   fix=f"call self.{u.attr} in forward, or do not build it (guard it with the "
                       f"config switch meant to turn it on)")
+    for d in discarded_outputs(script):
+        after = f"the loop at {script.at(d.loop.lineno)} rebinds it" if d.loop is not None \
+            else f"{d.cls.name}.forward() never reads it again"  # type: ignore[attr-defined]
+        yield Hit(d.stmt, f"the output of {d.module} is kept in `{d.name}`, but nothing reads "
+                          f"`{d.name}` afterwards ({after}): the submodule's output reaches "
+                          f"nothing, so its parameters get no gradient and never change",
+                  fix=f"use the output where forward goes on (store it back where the rest "
+                      f"of forward reads, or return it), or remove the submodule")
     for fc in forward_cuts(script):
         names = " and ".join(f"self.{a}" for a in fc.attrs)
         one = len(fc.attrs) == 1

@@ -19,6 +19,10 @@ graph holds the tensor and wrong when one does. So it fires on the writes that m
   prediction itself, google-deepmind/dqn#8);
 - in ``forward``, a write on what a submodule returned (``probs.data.clamp_(eps, 1 - eps)``
   after ``probs = torch.sigmoid(self.deep(z))``): its backward reads the changed values;
+- the same write on a new tensor that ``forward`` computes from a parameter of the module
+  (``temp = self.log_temp.exp()``), or that a function forward calls computes from the
+  parameter it is handed (``weights = torch.softmax(logits, 0)``); a view of the parameter
+  itself is a projection and stays silent;
 - an update written with a gradient that ``torch.autograd.grad(..., create_graph=True)`` made
   in the same function or at a flat script's top level (``w.data -= lr * g`` in a MAML inner
   loop, over a dict built from
@@ -50,6 +54,7 @@ import re
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, is_true, kwarg, parent, walk_local
+from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.cuts import submodules_with_parameters
 from trainguard.lint.dataflow import _is_cut, carries_graph, last_assignment
 from trainguard.lint.regions import forward_calls, training_loops
@@ -114,11 +119,14 @@ def check(script: Script) -> Iterator[Hit]:
                       fix=f"make a copy: `{alias_name} = {text}.detach().clone()`")
             continue
         if output == "output":
+            op = up.attr if isinstance(up, ast.Attribute) and _INPLACE.match(up.attr) else None
             yield Hit(node, f"`{text}.data` is written {where}, but {text} is an output the "
                             f"graph recorded: autograd does not see the change, so backward "
                             f"treats it as if it never happened and the model learns for values "
                             f"it did not produce",
-                      fix=f"rescale as part of the graph: `{text} = {text} * scale` (no .data)")
+                      fix=f"compute it as part of the graph: `{text} = {text}.{op[:-1]}(...)` "
+                          f"(out of place, no .data)" if op else
+                      f"rescale as part of the graph: `{text} = {text} * scale` (no .data)")
             continue
         if where.startswith("with a gradient taken with create_graph=True"):
             fix = ("make the adapted weights new tensors in the graph (`fast = [p - lr * g for "
@@ -248,7 +256,64 @@ def _graph_tensor(script: Script, node: ast.Attribute) -> str | None:
                                         is_true(kwarg(value, "requires_grad"))):
         return "parameter"
     return "output" if carries_graph(script, value, set()) or \
-        _submodule_output(script, node, value) else None
+        _submodule_output(script, node, value) or _parameter_result(script, node, value) \
+        else None
+
+
+# Methods whose result shares the storage of the tensor they are called on: a write through
+# ``.data`` of ``self.w.view(-1)`` changes the parameter itself (a projection), not a result.
+_VIEWS = {"view", "view_as", "reshape", "squeeze", "unsqueeze", "t", "transpose", "permute",
+          "flatten", "expand", "expand_as", "narrow", "select", "contiguous", "to", "float",
+          "double", "cpu", "cuda", "requires_grad_"}
+
+
+def _parameter_result(script: Script, node: ast.AST, value: ast.AST) -> bool:
+    """``value`` is a new tensor that the graph computes from a learnable tensor of a module:
+    in ``forward``, from ``self.w`` (an ``nn.Parameter`` or a submodule of the class); in a
+    function that a ``forward`` calls, from an argument that the call hands such a tensor
+    (``log_alpha = log_sigma2 - 2 * torch.log(theta.abs())`` with ``compute_log_alpha(
+    self.log_sigma2, self.theta)``). The parameter itself, or a view of it, is no result: a
+    write through its ``.data`` is a projection of the parameter."""
+    func = script.enclosing_function(node)
+    if func is None:
+        return False
+    cls = script.enclosing_class(node)
+    seeds: set[str] = set()
+    if func.name == "forward" and cls is not None:
+        seeds = {f"self.{a}" for a in submodules_with_parameters(script, cls)}
+    else:
+        params = [a.arg for a in func.args.posonlyargs + func.args.args]
+        for site in script.call_sites(func)[:4]:
+            outer, owner = script.enclosing_function(site), script.enclosing_class(site)
+            if outer is None or owner is None or outer.name != "forward" or \
+                    script.grad_disabled(site):
+                continue
+            held = {f"self.{a}" for a in submodules_with_parameters(script, owner)}
+            names = params[1:] if params[:1] == ["self"] and \
+                isinstance(site.func, ast.Attribute) else params
+            seeds |= {p for p, arg in bind_arguments(names, site).items()
+                      if carries_graph(script, arg, held)}
+    if not seeds or _alias_of(value, seeds):
+        return False
+    names = set(seeds)
+    for st in sorted((n for n in walk_local(func) if isinstance(n, ast.Assign) and
+                      n.lineno < node.lineno), key=lambda n: n.lineno):  # type: ignore
+        if carries_graph(script, st.value, names) and not _alias_of(st.value, seeds):
+            names |= {t.id for t in st.targets if isinstance(t, ast.Name)}
+    return carries_graph(script, value, names)
+
+
+def _alias_of(value: ast.AST, leaves: set[str]) -> bool:
+    """``value`` is one of ``leaves`` (``self.w``, a parameter's name), an item or a view of
+    one: it shares the leaf's storage."""
+    while True:
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+                value.func.attr in _VIEWS:
+            value = value.func.value
+        elif isinstance(value, ast.Subscript):
+            value = value.value
+        else:
+            return dotted(value) in leaves
 
 
 def _submodule_output(script: Script, node: ast.AST, value: ast.AST) -> bool:

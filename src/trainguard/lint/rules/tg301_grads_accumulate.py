@@ -56,7 +56,7 @@ def check(script: Script) -> Iterator[Hit]:
                                 f"gradients are never zeroed and add up over every step",
                       fix=f"call it: {ast.unparse(uncalled)}()")
             continue
-        hoisted = _zeroed_before(script, loop)
+        hoisted = _zeroed_before(script, loop, step.key)
         if hoisted is not None:  # optimizer.zero_grad() once, above the loop: the line to move
             yield Hit(hoisted,
                       f"this zeroing runs once, before {loop_label(script, loop)}, but "
@@ -94,9 +94,12 @@ def _step_start(script: Script, loop: ast.AST, backward: ast.AST) -> ast.AST:
     return min(found, key=lambda c: (c.lineno, c.col_offset)) if found else backward
 
 
-def _zeroed_before(script: Script, loop: ast.AST) -> ast.AST | None:
-    """A ``zero_grad()`` call written above ``loop`` in its block, or above a loop around it
-    (the epoch loop), with no other loop in between: zeroing hoisted out of the batch loop."""
+def _zeroed_before(script: Script, loop: ast.AST, step_key: str | None) -> ast.AST | None:
+    """A ``zero_grad()`` call that clears what optimizer ``step_key`` steps, written above
+    ``loop`` in its block, or above a loop around it (the epoch loop), with no other training
+    loop in between: zeroing hoisted out of the batch loop. A loop in between that runs no
+    backward, step nor zeroing (``for p in D.parameters(): p.requires_grad_(True)``, a loop
+    setting each param group's learning rate) leaves the gradients as they are, and is passed."""
     node: ast.AST = loop
     while True:
         p = parent(node)
@@ -105,11 +108,15 @@ def _zeroed_before(script: Script, loop: ast.AST) -> ast.AST | None:
         if body is None:
             return None
         for stmt in reversed(body[:body.index(node)]):
-            if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef,
-                                 ast.ClassDef)):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 return None
-            for e in events(script, [stmt]):
-                if e.kind == "zero" and not e.via:
+            evs = events(script, [stmt])
+            if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+                if any(e.kind in ("backward", "step", "zero") for e in evs):
+                    return None
+                continue
+            for e in evs:
+                if e.kind == "zero" and not e.via and zero_covers(script, [e.key], step_key):
                     return e.node
         if not isinstance(p, (ast.For, ast.AsyncFor, ast.While)):
             return None
