@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
-from trainguard.lint.astutil import SCOPES, children, dotted, mode_switch
+from trainguard.lint.astutil import SCOPES, children, dotted, mode_switch, parent
 from trainguard.lint.callgraph import RETURNS_SELF, ClassRef, Target
 from trainguard.lint.consts import module_constants_trusted, truth
 from trainguard.lint.factories import bound_mode
@@ -108,6 +108,9 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
             return Event("step", key(arg) if arg is not None else None, call)
         if script.is_scheduler(recv) and _lr_step_signature(call):
             return Event("sched", recv, call)
+        held = _scheduler_entry(script, f.value)
+        if held is not None and _lr_step_signature(call):
+            return Event("sched", held, call)
         if script.is_optimizer(recv):
             return Event("step", recv, call)
         return None
@@ -164,6 +167,22 @@ def _held_entry(script: Script, node: ast.AST, key) -> str | None:  # type: igno
         return None
     base = key(node.value)
     return f"{base}[{node.slice.value}]" if script.is_optimizer(base) else None
+
+
+def _scheduler_entry(script: Script, node: ast.AST) -> str | None:
+    """``s`` in ``for s in self.schedulers: s.step()`` over a list of learning-rate schedulers
+    (:attr:`Script.scheduler_lists`): the list's key."""
+    if not isinstance(node, ast.Name):
+        return None
+    loop = parent(node)
+    while loop is not None and not isinstance(loop, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                     ast.Lambda, ast.Module)):
+        if isinstance(loop, (ast.For, ast.AsyncFor)) and isinstance(loop.target, ast.Name) \
+                and loop.target.id == node.id:
+            held = script.key(loop.iter)
+            return held if held in script.scheduler_lists else None
+        loop = parent(loop)
+    return None
 
 
 def _grad_assign(stmt: ast.stmt) -> Kind | None:

@@ -92,6 +92,9 @@ def _built_loss(script: Script, value: ast.AST, depth: int = 2) -> str | None:
     q = script.call_qualname(value)
     if q in _CLASSES or not isinstance(value, ast.Call):
         return q
+    wrapped = _wrapped_loss(script, value)
+    if wrapped is not None:
+        return wrapped
     for t in script.targets(value)[:2] if depth > 0 else ():
         if t.script is script and not t.instance:
             got = {_built_loss(script, r.value, depth - 1) for r in ast.walk(t.func)
@@ -112,6 +115,41 @@ def _built_loss(script: Script, value: ast.AST, depth: int = 2) -> str | None:
                       if isinstance(k, ast.Constant) and k.value == name), None)
         return script.qualname(entry) if entry is not None and isinstance(name, str) else None
     return q
+
+
+_SIZE_READS = ("shape", "size", "dim", "ndim", "numel", "device", "dtype", "sigmoid")
+_SIGMOIDS = ("torch.sigmoid", "torch.nn.functional.sigmoid")
+
+
+def _wrapped_loss(script: Script, value: ast.Call) -> str | None:
+    """A loss module of the project (``WeightedFocalLoss(alpha=0.5)``) whose ``forward`` hands
+    its input, unchanged, to one functional loss (``F.binary_cross_entropy_with_logits(inputs,
+    targets, reduction="none")``) and reads it nowhere else but for its size or its own sigmoid
+    (a focal loss's ``p = torch.sigmoid(inputs)``): what it is given must be what that loss
+    takes, so it counts as that loss's class."""
+    ref = script.graph.class_named(dotted(value.func) or "")
+    if ref is None or not script.graph.is_module_class(ref):
+        return None
+    forward = script.graph.method(ref, "forward")
+    params = [] if forward is None else \
+        [a.arg for a in forward.func.args.posonlyargs + forward.func.args.args][1:]
+    if not params:
+        return None
+    kinds = set()
+    for n in ast.walk(forward.func):
+        if not (isinstance(n, ast.Name) and n.id == params[0]):
+            continue
+        up = getattr(n, "_tg_parent", None)
+        if isinstance(n.ctx, ast.Store) or isinstance(up, ast.Attribute) and \
+                up.attr not in _SIZE_READS:
+            return None  # rebound, or transformed before the loss
+        q = forward.script.call_qualname(up) if isinstance(up, ast.Call) else None
+        if isinstance(up, ast.Attribute) or q in _SIGMOIDS:
+            continue  # its size, or its own sigmoid (``p = torch.sigmoid(inputs)``): logits
+        if q not in _FUNCTIONAL or loss_input(up) is not n:  # type: ignore[arg-type]
+            return None
+        kinds.add(_FUNCTIONAL[q])
+    return f"torch.nn.{kinds.pop()}" if len(kinds) == 1 else None
 
 
 def _passed_loss(script: Script, call: ast.Call) -> str | None:

@@ -276,6 +276,31 @@ class Script:
         return out
 
     @cached_property
+    def scheduler_lists(self) -> dict[str, str]:
+        """Containers of learning-rate schedulers, key -> the class of their last entry:
+        ``self.schedulers.append(LambdaLR(opt, f))``, ``scheds = [StepLR(o, 10) for o in
+        opts]``; stepped as ``for s in self.schedulers: s.step()``."""
+        out: dict[str, str] = {}
+
+        def note(key: str | None, values: list[ast.AST]) -> None:
+            for v in values:
+                v = v.elt if isinstance(v, ast.ListComp) else v
+                q = self.call_qualname(v) if isinstance(v, ast.Call) else None
+                if key and q and _SCHED_CLASS.search(q) and "GradScaler" not in q:
+                    out[key] = q.rsplit(".", 1)[-1]
+
+        for call in self.calls:
+            f = call.func
+            if isinstance(f, ast.Attribute) and f.attr in ("append", "extend") and call.args:
+                arg = call.args[0]
+                note(self.key(f.value), list(arg.elts) if isinstance(arg, (ast.List, ast.Tuple))
+                     else [arg])
+        for k, values in self.assignments.items():
+            note(k, [e for v in values for e in (v.elts if isinstance(v, (ast.List, ast.Tuple))
+                                                 else [v]) if not isinstance(v, ast.Call)])
+        return out
+
+    @cached_property
     def scalers(self) -> set[str]:
         return {k for k, vs in self.assignments.items()
                 for v in vs if (self.call_qualname(v) or "").endswith("GradScaler")}

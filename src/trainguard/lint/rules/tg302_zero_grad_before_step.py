@@ -8,7 +8,8 @@ and so is one under a test for non-finite values (skipping one bad update). Call
 fires are followed, also by name (``getattr(cb, "on_" + event)(self)``); Lightning's
 ``on_after_backward``/``on_before_optimizer_step`` hooks run between backward and step.
 A zeroing that runs every iteration after a step that runs only under a test undoes gradient
-accumulation (each step sees one micro-batch).
+accumulation (each step sees one micro-batch); so does one at the top of the iteration when
+every iteration runs backward and the step runs only every few (``if (i + 1) % accum == 0``).
 """
 
 from __future__ import annotations
@@ -163,15 +164,15 @@ def _unconditional_after_conditional_step(script: Script, loop: ast.AST, evs: li
     for i, e in enumerate(evs):
         if e.kind != "zero" or e.via is not None or ifs_between(e.node, loop):
             continue
-        since = []
-        for x in reversed(evs[:i]):
-            if x.kind == "backward":
-                break
-            since.append(x)
-        else:
-            continue  # no backward before it in the iteration
-        steps = [x for x in since if x.kind == "step"]
+        since, back = _since_backward(evs, i)
+        if back is None:
+            continue  # no backward in the iteration
+        steps = [x for x in reversed(since) if x.kind == "step"]  # in program order
         if not steps or not all(ifs_between(x.node, loop) and x.via is None for x in steps):
+            continue
+        if evs.index(back) > i and not (_accumulates(back, steps, loop) and any(
+                _related(script, e, x, {x.key for x in evs if x.kind == "step"})
+                for x in steps)):
             continue
         if _both_branches(steps, loop):
             continue  # `if scaler: scaler.step(opt) else: opt.step()`: every path steps
@@ -184,6 +185,38 @@ def _unconditional_after_conditional_step(script: Script, loop: ast.AST, evs: li
                   f"one batch's gradients instead of the accumulated ones",
                   fix="zero the gradients only after the step (inside the same if)")
         return
+
+
+def _since_backward(evs: list[Event], i: int) -> tuple[list[Event], Event | None]:
+    """The last ``backward`` before ``evs[i]`` and the events between them, latest first, going
+    round to the end of the previous iteration when the zeroing comes before this iteration's
+    backward (``zero_grad(); backward(); if ...: step()``)."""
+    seen: list[Event] = []
+    for x in [*reversed(evs[:i]), *reversed(evs[i + 1:])]:
+        if x.kind == "backward":
+            return seen, x
+        seen.append(x)
+    return seen, None
+
+
+_ACCUM = ("accum", "update_freq", "grad_steps", "iters_to_accumulate")
+
+
+def _accumulates(back: Event, steps: list[Event], loop: ast.AST) -> bool:
+    """The zeroing at the top of the iteration undoes accumulation: the backward before it
+    (the previous iteration's) runs in every iteration, and the step runs only every few
+    (``if (i + 1) % accum_steps == 0:``). A step under any other test (finite gradients, a
+    warm-up flag) is a skipped update: the next iteration's zeroing is right then."""
+    if ifs_between(back.via or back.node, loop):
+        return False  # the backward may run only with the step
+    return all(any(_periodic(cond.test) for cond in ifs_between(x.node, loop)) for x in steps)
+
+
+def _periodic(test: ast.expr) -> bool:
+    """``(i + 1) % accum == 0``, ``micro_step == grad_accum_steps - 1``."""
+    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test)) \
+        or any(w in (dotted(n) or "").lower() for n in ast.walk(test)
+               if isinstance(n, (ast.Name, ast.Attribute)) for w in _ACCUM)
 
 
 def _both_branches(steps: list[Event], loop: ast.AST) -> bool:

@@ -66,16 +66,23 @@ def check(script: Script) -> Iterator[Hit]:
             if k >= first_step:
                 continue
             key = (_handed_scheduler(script, e.node) if e.via else None) or e.key or ""
-            if (script.schedulers.get(key) or schedule_settings(script, key, e.node)[0]) \
-                    == "ReduceLROnPlateau":
+            if (script.schedulers.get(key) or script.scheduler_lists.get(key) or
+                    schedule_settings(script, key, e.node)[0]) == "ReduceLROnPlateau":
                 continue
             through = f" (through the call at {script.at(e.via.lineno)})" \
                 if e.via is not None and not e.foreign else ""
-            yield Hit(e.node,
-                      f"{key}.step() runs before the first {evs[first_step].key}.step() "
+            what = f"{key}.step()" if key not in script.scheduler_lists else \
+                f"{ast.unparse(e.node.func)}() for each scheduler of {key}"  # type: ignore
+            # two calls the loop itself makes, in the wrong order (``model.update_lr()`` before
+            # ``model.optimize()``): the fault is where the loop calls them
+            at = e.via if e.via is not None and not e.foreign and \
+                evs[first_step].via is not e.via and \
+                next(iter(script.enclosing_loops(e.via)), None) is loop else e.node
+            yield Hit(at,
+                      f"{what} runs before the first {evs[first_step].key}.step() "
                       f"({evs[first_step].place(script)}){through}: the schedule's first "
                       f"learning rate is skipped",
-                      fix=f"call {key}.step() after optimizer.step()")
+                      fix=f"call {what.split(' for each')[0]} after optimizer.step()")
             break
     yield from _handler_steps(script)
     yield from _per_micro_batch(script, loops)

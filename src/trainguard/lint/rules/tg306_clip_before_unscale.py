@@ -8,7 +8,9 @@ may be a function the step was handed (``clip_fn(params)``, ``self.grad_clip_fn`
 the backward and step may run in a callback or an engine object the loop reaches. A backward
 of a loss that is plainly not scaled (``criterion(out, y).backward()``, a name assigned only
 from such calls) leaves unscaled gradients: a step without the scaler in the same loop stays
-silent.
+silent. A scaler built disabled (``GradScaler(enabled=False)``, a flag the file fixes False,
+or ``enabled=(dtype == torch.float16)`` after an ``if dtype == torch.float16: raise``) returns
+the loss unchanged from ``scale()``: its gradients are never scaled (:func:`_disabled`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import exclusive
+from trainguard.lint.astutil import exclusive, kwarg, parent, statement_of
+from trainguard.lint.consts import module_constants_trusted, truth
 from trainguard.lint.events import events
 from trainguard.lint.held_calls import local_assignments
 from trainguard.lint.regions import training_loops
@@ -28,15 +31,18 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 
 
 def check(script: Script) -> Iterator[Hit]:
-    if not script.scalers:
+    scalers = {k for k in script.scalers if not all(
+        _disabled(script, v) for v in script.assignments.get(k, ())
+        if (script.call_qualname(v) or "").endswith("GradScaler"))}
+    if not scalers:
         return
     for loop in training_loops(script):
         evs = events(script, loop.body)  # type: ignore[attr-defined]
         # the scaler may be reached from a callback through the object that holds it
         # (``runner.scaler.step(...)`` for the trainer's ``self.scaler``)
-        held = {k.rsplit(".", 1)[-1] for k in script.scalers}
+        held = {k.rsplit(".", 1)[-1] for k in scalers}
         uses_scaler = any(e.kind == "step" and (
-            (script.key(e.node.func.value) or "") in script.scalers or  # type: ignore
+            (script.key(e.node.func.value) or "") in scalers or  # type: ignore
             (script.key(e.node.func.value) or "").rsplit(".", 1)[-1] in held)  # type: ignore
             for e in evs)
         if not uses_scaler:
@@ -60,6 +66,50 @@ def check(script: Script) -> Iterator[Hit]:
                           "loss scale: the threshold applies to scaled gradients",
                           fix="call scaler.unscale_(optimizer) before clipping")
                 break
+
+
+def _disabled(script: Script, call: ast.AST) -> bool:
+    """``GradScaler(enabled=flag)`` with ``flag`` False wherever the scaler is built: its
+    ``scale(loss)`` returns ``loss`` and ``unscale_``/``step`` do nothing more than a plain step
+    (https://pytorch.org/docs/stable/amp.html#gradient-scaling). False by the file's constants
+    (``enabled=False``, ``USE_FP16 = False``), or because the same test, checked above in the
+    same block, leaves the run (``if amp_dtype == torch.float16: raise SystemExit(...)``) and
+    nothing rebinds its names in between."""
+    flag = kwarg(call, "enabled") if isinstance(call, ast.Call) else None
+    if flag is None:
+        return False
+    if module_constants_trusted(script.tree, script.source) and truth(flag) is False:
+        return True
+    names = {n.id for n in ast.walk(flag) if isinstance(n, ast.Name)}
+    stmt = statement_of(call)
+    while stmt is not None and not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        body = next((b for b in (getattr(parent(stmt), f, None) for f in
+                                 ("body", "orelse", "finalbody")) if isinstance(b, list)
+                     and stmt in b), None)
+        if body is None:
+            return False
+        for earlier in reversed(body[:body.index(stmt)]):
+            if _rebinds(earlier, names):
+                return False
+            if isinstance(earlier, ast.If) and not earlier.orelse and \
+                    ast.dump(earlier.test) == ast.dump(flag) and _leaves(earlier.body[-1]):
+                return True
+        stmt = parent(stmt)
+    return False
+
+
+def _rebinds(stmt: ast.stmt, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in names
+               for n in ast.walk(stmt))
+
+
+def _leaves(stmt: ast.stmt) -> bool:
+    """``raise ...``, ``return``, ``sys.exit(...)``/``exit()``/``quit()``."""
+    if isinstance(stmt, (ast.Raise, ast.Return)):
+        return True
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    return isinstance(call, ast.Call) and (getattr(call.func, "id", None) in ("exit", "quit") or
+                                           getattr(call.func, "attr", None) == "exit")
 
 
 def _unscaled_twin(scaled: ast.AST, node: ast.AST) -> bool:

@@ -55,7 +55,10 @@ def check(script: Script) -> Iterator[Hit]:
             return  # a script that seeds nothing has not asked for reproducible runs
     first: dict[str, ast.AST] = {}
     seeded_workers = _workers_seed_numpy(script)
+    yield from _fresh_generators(script, repro, setting)
     for call in sorted(script.calls, key=lambda c: (c.lineno, c.col_offset)):
+        if _fresh(script, call):
+            continue  # reported above, where the seed is missing
         family = _family(script, call)
         if family in ("numpy", "random") and seeded_workers and _in_dataset(script, call):
             continue  # drawn in DataLoader workers, which seed numpy and random per worker
@@ -97,6 +100,48 @@ def check(script: Script) -> Iterator[Hit]:
                         f"here unseeded: runs differ even with the same seed",
                   fix=f"seed {family} too ({_HOW[family]}), or call "
                       f"trainguard.seed_everything(seed)")
+
+
+_FRESH = {"numpy.random.default_rng": "numpy", "numpy.random.RandomState": "numpy",
+          "random.Random": "random"}
+
+
+def _fresh(script: Script, call: ast.Call) -> str | None:
+    """``np.random.default_rng()``, ``np.random.RandomState()``, ``random.Random()`` without a
+    seed (or with ``None``): a generator of its own, started from OS entropy, that no global
+    seed reaches (https://numpy.org/doc/stable/reference/random/generator.html). Its family;
+    None when the name it is stored under is seeded or given a state later (``rs.seed(i)``,
+    ``rng.bit_generator.state = ...``)."""
+    family = _FRESH.get(script.call_qualname(call) or "")
+    args = [*call.args, *(k.value for k in call.keywords)]
+    if family is None or not all(isinstance(a, ast.Constant) and a.value is None for a in args):
+        return None
+    up = parent(call)
+    if isinstance(up, ast.Assign) and len(up.targets) == 1:
+        name = (dotted(up.targets[0]) or "").rsplit(".", 1)[-1]
+        if not name or re.search(rf"\b{re.escape(name)}\s*\.\s*(seed|set_state|setstate|"
+                                 rf"__setstate__|bit_generator\s*\.\s*state\s*=)", script.source):
+            return None
+    return family
+
+
+def _fresh_generators(script: Script, repro: Repro, setting: tuple | None) -> Iterator[Hit]:
+    """Each unseeded generator of its own the script builds (:func:`_fresh`), once per
+    family, in a run that asks to be reproducible: seeding the global generators leaves it
+    where it was, so the finding goes where the seed is missing."""
+    seen = set()
+    for call in sorted(script.calls, key=lambda c: (c.lineno, c.col_offset)):
+        family = _fresh(script, call)
+        if family is None or family in seen or in_unused_function(script, call):
+            continue
+        seen.add(family)
+        asks = f"seeds {', '.join(sorted(repro.seeded))}" if setting is None else \
+            f"sets a seed ({setting[0]} at {script.at(setting[1])})"
+        built = ast.unparse(call.func)
+        yield Hit(call, f"the script {asks} but builds {built}() here without a seed: it starts "
+                        f"from OS entropy, which no global seed reaches, so runs differ even "
+                        f"with the same seed",
+                  fix=f"pass the run's seed: {built}(seed)")
 
 
 _HOW = {"torch": "torch.manual_seed(seed)", "numpy": "np.random.seed(seed)",
