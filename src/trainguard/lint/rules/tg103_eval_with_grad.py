@@ -230,6 +230,9 @@ def _result_may_reach_backward(script: Script, func: ast.AST) -> bool:
     return False
 
 
+_LOGS = frozenset({"print", "len", "repr", "str", "float", "int", "isinstance", "type"})
+
+
 def _names_reach_backward(scope: ast.AST, names: set[str]) -> bool:
     """A backward in ``scope`` reads ``names`` (closed over what is computed from them), or
     one of them leaves the scope (returned, stored on an object, a global)."""
@@ -253,6 +256,10 @@ def _names_reach_backward(scope: ast.AST, names: set[str]) -> bool:
             elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
                     isinstance(n.func.value, ast.Name) and any(map(reads, n.args)):
                 new = {n.func.value.id}  # bank.append(feats): the container holds it
+            elif isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and \
+                    isinstance(n.value.func, ast.Name) and n.value.func.id not in _LOGS and \
+                    any(map(reads, [*n.value.args, *(k.value for k in n.value.keywords)])):
+                return True  # update_bank(feats): a function of unknown effect keeps it
             if new - names:
                 names |= new
                 grown = True
