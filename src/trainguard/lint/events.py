@@ -3,7 +3,9 @@
 ``events(script, stmts)`` flattens statements (both branches of an ``if``, one pass through a loop
 body, ``try`` bodies and handlers) and inlines calls to same-file functions, mapping their
 parameters to the caller's arguments, so that ``validate(net, loader)`` contributes the
-``model.eval()`` inside ``validate`` as ``net.eval()``. Rules read this stream to see, e.g., a
+``model.eval()`` inside ``validate`` as ``net.eval()``; a string literal passed selects the
+branch that tests it (``set_mode("eval", [net])``), and a loop over a literal list of models (or a
+parameter bound to one) runs its body for each. Rules read this stream to see, e.g., a
 ``zero_grad`` between ``backward`` and ``step``. An optimizer held in a dict is keyed by its
 entry (``optimizers["d"].step()``: ``optimizers[d]``).
 """
@@ -329,12 +331,20 @@ def _events(root: Script, script: Script, stmts: list[ast.stmt], rename: dict[st
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
             out.append(Event("loop", None, stmt, via, foreign))
         taken = branch_taken(script, stmt) if isinstance(stmt, ast.If) else None
+        if taken is None and isinstance(stmt, ast.If):  # `if mode == "eval":`, "eval" passed
+            taken = _bound_branch(stmt.test, rename)
+        group = _group(script, stmt.iter, rename) if isinstance(stmt, ast.For) and \
+            isinstance(stmt.target, ast.Name) else None
         for field in ("body", "handlers", "orelse", "finalbody"):
             if taken is not None and field == ("orelse" if taken else "body"):
                 continue  # `if DEBUG:` with DEBUG = False: that branch never runs
             block = getattr(stmt, field, None)
             if isinstance(block, list):
-                if field == "handlers":
+                if field == "body" and group:  # for m in (net, ema): m.eval() for each
+                    for k in group:
+                        out.extend(events(root, block, rename={**rename, stmt.target.id: k},
+                                          depth=depth, via=via, _stack=_stack, _src=script))
+                elif field == "handlers":
                     for h in block:
                         out.extend(sub(h.body))
                 else:
@@ -363,6 +373,39 @@ def _own_backward(root: Script, script: Script, call: ast.Call, rename: dict[str
     found = events(root, target.func.body, rename=inner, depth=depth - 1, via=via or call,
                    _stack=_stack + (id(target.func),), _src=target.script)
     return found if any(e.kind == "backward" for e in found) else None
+
+
+def _bound_branch(test: ast.expr, rename: dict[str, str]) -> bool | None:
+    """``if mode == "train":`` in a function called with a string literal for ``mode``
+    (``set_mode("eval", models)``): whether that call takes the branch; None when the test
+    reads anything else."""
+    names = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
+    env: dict[str, ast.expr] = {}
+    for name in names:
+        bound = rename.get(name, "")
+        if not bound.startswith("<str:"):
+            return None
+        env[name] = ast.Constant(value=bound[5:-1])
+    return truth(test, env=env) if env else None
+
+
+def _group(script: Script, it: ast.expr, rename: dict[str, str]) -> list[str] | None:
+    """The models a ``for`` runs over: a literal list or tuple of them (``for m in (netG,
+    netD):``), or a parameter bound to one at the call (``set_mode("eval", [net])``)."""
+    if isinstance(it, ast.Name) and rename.get(it.id, "").startswith("<list:"):
+        return rename[it.id][6:-1].split(",")
+    keys = _listed(script, it, rename)
+    return keys.split(",") if keys else None
+
+
+def _listed(script: Script, node: ast.AST, rename: dict[str, str]) -> str | None:
+    """``net,ema`` for a literal ``[net, ema]`` (up to four) whose every element is a model."""
+    if not isinstance(node, (ast.List, ast.Tuple)) or not 0 < len(node.elts) <= 4:
+        return None
+    keys = [_renamed(script, e, rename) for e in node.elts]
+    if any(k is None or k.startswith("<") or "," in k or not script.is_model(k) for k in keys):
+        return None
+    return ",".join(keys)  # type: ignore[arg-type]
 
 
 def branch_taken(script: Script, stmt: ast.If) -> bool | None:
@@ -501,9 +544,13 @@ def _bind(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef, call: as
         return f"{dotted(arg.func)}()" if isinstance(arg, ast.Call) and \
             builds_module(script, arg) else None
 
+    def group(arg: ast.AST) -> str | None:  # set_mode("eval", [net]): the models listed
+        keys = _listed(script, arg, rename)
+        return f"<list:{keys}>" if keys else None
+
     for name, arg in zip(params, call.args):
         bound[name] = _renamed(script, arg, rename) or text(arg) or fresh(arg) or \
-            f"<arg {name}>"
+            group(arg) or f"<arg {name}>"
     for kw in call.keywords:
         if kw.arg:
             bound[kw.arg] = _renamed(script, kw.value, rename) or text(kw.value) or \

@@ -95,7 +95,12 @@ def check(script: Script) -> Iterator[Hit]:
                 continue
             # Every caller (one or several) leaves the model training: nothing ever hands the
             # evaluation a model in eval mode, so the function is the one place where
-            # model.eval() fixes it (the line its fix changes).
+            # model.eval() fixes it (the line its fix changes); unless every model it is
+            # handed comes straight from one loader of the file, whose return fixes each use
+            loader = _loader_left_training(script, [site for site, _ in trained])
+            if loader is not None:
+                yield loader
+                continue
             lines = script.at_lines(sorted({s.lineno for s, _ in trained}))
             each = "at each of its calls" if len(trained) > 1 else "at its call"
             owner = "self" if fwd in ("self", "self.forward") else "model"  # a module's method

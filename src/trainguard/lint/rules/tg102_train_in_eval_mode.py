@@ -212,6 +212,11 @@ def _helper(script: Script, last: Event) -> tuple[ast.FunctionDef, ast.AST] | No
     if last.foreign:
         return None
     func = script.enclosing_function(last.node)
+    if isinstance(func, ast.FunctionDef) and sets_modes_only(func) and last.via is not None:
+        # a mode-only helper (``set_mode("eval", models)``) called by the function the loop
+        # calls (``check_accuracy()``): that function returns leaving eval() in effect
+        called = [t.func for t in script.targets(last.via) if not t.instance]
+        func = called[0] if len(called) == 1 else func
     if not isinstance(func, ast.FunctionDef) or not func.body or sets_modes_only(func):
         return None
     cls = script.enclosing_class(func)

@@ -134,9 +134,11 @@ def _runs_without_grad(script: Script, call: ast.Call) -> bool:
 def _after_eval(script: Script, frozen: set[str]) -> Iterator[Hit]:
     """Evaluation written as plain statements: ``model.eval()`` and, after it in the same block
     (a notebook cell, a function body), forwards of that model feeding a metric, with grad
-    enabled, no backward and no ``model.train()`` before them. Loops and evaluation functions
-    are judged as regions; a block that goes on to call backward or returns the outputs (a
-    frozen-BatchNorm training step, a teacher) stays silent."""
+    enabled, no backward and no ``model.train()`` before them (also through a function of the
+    file handed the model: ``acc = split_accuracy(model, x, y)``). Loops and evaluation
+    functions are judged as regions; a block that goes on to call backward, or returns outputs
+    that may reach one in a caller (a frozen-BatchNorm training step, a teacher), stays
+    silent."""
     if ".eval()" not in script.source:
         return
     judged = {id(n) for r in eval_regions(script) for n in ast.walk(r.node)}
@@ -152,7 +154,7 @@ def _after_eval(script: Script, frozen: set[str]) -> Iterator[Hit]:
         if window is None:
             continue
         forwards = [f for st in window for f in forward_calls(script, st)
-                    if script.key(f.func) == key and not script.grad_disabled(f)
+                    if _runs_model(script, f, key) and not script.grad_disabled(f)
                     and not _in_loop_or_def(f, st) and not isinstance(parent(f), ast.Expr)
                     and not _forward_takes_gradients(script, f)]
         text = "\n".join(script.segment(st) or "" for st in window)
@@ -160,9 +162,20 @@ def _after_eval(script: Script, frozen: set[str]) -> Iterator[Hit]:
                 _reaches_backward_or_caller(script, window) or _uses_gradients_in(script, window):
             continue
         fwd = forwards[0]
-        yield Hit(fwd, f"{key}(...) runs after {key}.eval() at {script.at(node.lineno)} with "
+        name = f"{key}(...)" if script.key(fwd.func) == key else \
+            f"{dotted(fwd.func)}({key}, ...)"
+        yield Hit(fwd, f"{name} runs after {key}.eval() at {script.at(node.lineno)} with "
                        f"grad enabled, and no backward follows: the outputs carry a graph "
                        f"that is kept alive for nothing")
+
+
+def _runs_model(script: Script, fwd: ast.Call, key: str) -> bool:
+    """``fwd`` runs the model ``key``: a call of it, or of a function of this file that is
+    handed it and runs it in its caller's grad and module mode (``hit_rate(model, batch)``,
+    :func:`~trainguard.lint.regions.forward_calls` tells those apart)."""
+    if script.key(fwd.func) == key:
+        return True
+    return isinstance(fwd.func, ast.Name) and any(script.key(a) == key for a in fwd.args)
 
 
 def _window(script: Script, start: ast.stmt, key: str) -> list[ast.stmt] | None:
@@ -185,10 +198,77 @@ def _window(script: Script, start: ast.stmt, key: str) -> list[ast.stmt] | None:
 
 
 def _reaches_backward_or_caller(script: Script, stmts: list[ast.stmt]) -> bool:
-    """The block calls backward or returns a value (the outputs may reach a backward in the
-    caller)."""
-    return any(any(isinstance(r, ast.Return) and r.value is not None
-                   for r in [st, *walk_local(st)]) or script.has_backward(st) for st in stmts)
+    """The block calls backward, or returns a value that may reach a backward in a caller."""
+    if any(script.has_backward(st) for st in stmts):
+        return True
+    if not any(isinstance(r, ast.Return) and r.value is not None
+               for st in stmts for r in [st, *walk_local(st)]):
+        return False
+    func = script.enclosing_function(stmts[0]) if stmts else None
+    return func is None or _result_may_reach_backward(script, func)
+
+
+def _result_may_reach_backward(script: Script, func: ast.AST) -> bool:
+    """What ``func`` returns may reach a backward: it has no caller in this file (one
+    elsewhere may backpropagate), or a caller keeps the result other than in plain names, or a
+    backward of the caller's scope reads those names or what is computed from them
+    (assignments, ``x.append(name)``, in any order: a loop's next iteration reads them too).
+    Names that leave the scope (returned, stored on an object) count as reaching one."""
+    sites = script.call_sites(func)  # type: ignore[arg-type]
+    if not sites:
+        return True
+    for site in sites:
+        stmt = parent(site)
+        if not (isinstance(stmt, ast.Assign) and stmt.value is site and all(
+                isinstance(n, (ast.Name, ast.Tuple, ast.Store)) for t in stmt.targets
+                for n in ast.walk(t))):
+            return True  # handed on directly (an argument, a return, a stored attribute)
+        scope = script.enclosing_function(site) or script.tree
+        names = {n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        if _names_reach_backward(scope, names):
+            return True
+    return False
+
+
+_LOGS = frozenset({"print", "len", "repr", "str", "float", "int", "isinstance", "type"})
+
+
+def _names_reach_backward(scope: ast.AST, names: set[str]) -> bool:
+    """A backward in ``scope`` reads ``names`` (closed over what is computed from them), or
+    one of them leaves the scope (returned, stored on an object, a global)."""
+    local = list(walk_local(scope))
+
+    def reads(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
+    grown = True
+    while grown:
+        grown = False
+        for n in local:
+            new: set[str] = set()
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and \
+                    n.value is not None and reads(n.value):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                if any(not isinstance(m, (ast.Name, ast.Tuple, ast.Store, ast.Load))
+                       for t in targets for m in ast.walk(t)):
+                    return True  # stored on an object or in a container
+                new = {m.id for t in targets for m in ast.walk(t) if isinstance(m, ast.Name)}
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                    isinstance(n.func.value, ast.Name) and any(map(reads, n.args)):
+                new = {n.func.value.id}  # bank.append(feats): the container holds it
+            elif isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and \
+                    isinstance(n.value.func, ast.Name) and n.value.func.id not in _LOGS and \
+                    any(map(reads, [*n.value.args, *(k.value for k in n.value.keywords)])):
+                return True  # update_bank(feats): a function of unknown effect keeps it
+            if new - names:
+                names |= new
+                grown = True
+    return any((isinstance(n, ast.Return) and n.value is not None and reads(n.value)) or
+               isinstance(n, (ast.Global, ast.Nonlocal)) and set(n.names) & names or
+               isinstance(n, ast.Call) and reads(n) and (
+                   is_backward(n) or (dotted(n.func) or "").endswith(("autograd.grad",
+                                                                      "autograd.backward")))
+               for n in local)
 
 
 def _in_loop_or_def(node: ast.AST, top: ast.stmt) -> bool:

@@ -12,7 +12,9 @@ not set. Sizes and loader options may come from a config: a dataclass of the fil
 (:mod:`trainguard.lint.records`), a dict handed to a trainer, options spread with ``**``.
 Reported at the ``DataLoader`` call, where ``drop_last=True`` goes. Batches sliced by hand
 (``for i in range(0, len(x), bs): xb = x[i:i + bs]``, in a training loop or a generator one
-iterates: :mod:`trainguard.lint.sliced_batches`) are reported at that loop.
+iterates: :mod:`trainguard.lint.sliced_batches`) are reported at that loop; a batch a
+training loop makes with a tensor factory (``torch.rand(BATCH_SIZE, 3, h, w)``), a batch size
+of 1 written in the file, where that 1 is written.
 
 Silent: ``BatchNorm2d`` on ``(1, C, H, W)`` with ``H*W > 1`` (it trains), ``drop_last=True``
 or a ``drop_last`` the file does not fix (``**options`` it does not fix), loaders that do not shuffle and that no training
@@ -57,6 +59,7 @@ def check(script: Script) -> Iterator[Hit]:
                   fix=f"skip the last partial batch (end the range at n - n % {size}, as "
                       "DataLoader's drop_last=True does), or pick a batch size that leaves no "
                       "remainder of 1")
+    yield from _made_batches(script, norm)
     if "DataLoader" not in script.source:
         return
     for call in script.calls:
@@ -116,6 +119,57 @@ def check(script: Script) -> Iterator[Hit]:
                           fix=f"pass drop_last=True to the training {what} (or pick a batch "
                               "size that leaves no remainder of 1)")
                 break
+
+
+_FACTORIES = frozenset({"torch.randn", "torch.rand", "torch.zeros", "torch.ones",
+                        "torch.empty", "torch.full"})
+
+
+def _made_batches(script: Script, norm: str) -> Iterator[Hit]:
+    """A training loop that builds its batch with a tensor factory (``x =
+    torch.randn(args.batch_size, 3, h, w)``) whose first size the file fixes at 1 (a constant,
+    an argparse default: ``--batch-size`` defaulting to 1, leaderj1001-style scripts) and runs
+    the model on it in train mode: reported where that size of 1 is written."""
+    from trainguard.lint.modes import mode_before
+    from trainguard.lint.options import argparse_default
+    from trainguard.lint.regions import forward_calls
+
+    if not any(q in script.source for q in ("randn", "rand(", "zeros", "ones", "empty",
+                                            "full")):
+        return
+    for loop in training_loops(script):
+        fwds = forward_calls(script, loop)
+        for node in walk_local(loop):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and
+                    isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)
+                    and script.call_qualname(node.value) in _FACTORIES and node.value.args):
+                continue
+            first = node.value.args[0]
+            if isinstance(first, (ast.Tuple, ast.List)):
+                first = first.elts[0] if first.elts else first
+            size = resolve(script, first)
+            if size != 1 or isinstance(size, bool) or isinstance(first, ast.Starred):
+                continue
+            name = node.targets[0].id
+            # the model's input (``model(x)``), not a state handed along (``rnn(x, h0)``)
+            fed = [f for f in fwds if f.lineno >= node.lineno and f.args[:1] and
+                   isinstance(f.args[0], ast.Name) and f.args[0].id == name]
+            if not fed or mode_before(script, fed[0])[0] == "eval":
+                continue
+            written: ast.AST = first  # where the 1 is written: a constant, an option's default
+            if isinstance(first, ast.Attribute) and isinstance(first.value, ast.Name):
+                written = argparse_default(first, first.value.id, first.attr, script) or first
+            elif isinstance(first, ast.Name) and len(script.assignments.get(first.id, ())) == 1:
+                written = script.assignments[first.id][0]
+            what = "its batch dimension is 1" if isinstance(first, ast.Constant) else \
+                f"{ast.unparse(first)} is 1"
+            yield Hit(written,
+                      f"the training batch made at {script.at(node.lineno)} holds 1 sample "
+                      f"({what}), so {norm} sees one value per channel: "
+                      f"batch statistics are undefined and PyTorch raises 'Expected more than "
+                      f"1 value per channel when training'",
+                      fix="use a batch size above 1, or GroupNorm/LayerNorm")
+            return
 
 
 def _spread_entry(script: Script, call: ast.Call, key: str) -> ast.expr | None:
