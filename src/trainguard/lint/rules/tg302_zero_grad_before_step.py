@@ -8,7 +8,8 @@ and so is one under a test for non-finite values (skipping one bad update). Call
 fires are followed, also by name (``getattr(cb, "on_" + event)(self)``); Lightning's
 ``on_after_backward``/``on_before_optimizer_step`` hooks run between backward and step.
 A zeroing that runs every iteration after a step that runs only under a test undoes gradient
-accumulation (each step sees one micro-batch).
+accumulation (each step sees one micro-batch); a step in a branch that ends the iteration
+(``if step == 0: ...; opt.step(); continue``) never precedes that zeroing.
 """
 
 from __future__ import annotations
@@ -165,6 +166,8 @@ def _unconditional_after_conditional_step(script: Script, loop: ast.AST, evs: li
             continue
         since = []
         for x in reversed(evs[:i]):
+            if _left_before(x.via or x.node, e.node, loop):
+                continue  # `if step == 0: ...; opt.step(); continue`: never reaches the zeroing
             if x.kind == "backward":
                 break
             since.append(x)
@@ -184,6 +187,27 @@ def _unconditional_after_conditional_step(script: Script, loop: ast.AST, evs: li
                   f"one batch's gradients instead of the accumulated ones",
                   fix="zero the gradients only after the step (inside the same if)")
         return
+
+
+def _left_before(node: ast.AST, later: ast.AST, loop: ast.AST) -> bool:
+    """A block around ``node`` (in its innermost loop, which is ``loop``) ends the iteration
+    (``continue``, ``break``, ``return``, ``raise``) and does not hold ``later``: a path through
+    ``node`` never reaches ``later`` in the same iteration."""
+    n = node
+    while (p := parent(n)) is not None and p is not loop:
+        if isinstance(p, _LOOPS + _COMPREHENSIONS) or isinstance(p, _SCOPES):
+            return False  # a `continue` here would end an inner loop's pass, not the iteration
+        for block in (getattr(p, f, None) for f in ("body", "orelse", "finalbody")):
+            if isinstance(block, list) and n in block and not any(
+                    encloses(b, later) or b is later for b in block) and any(
+                    isinstance(b, _LEAVES) for b in block[block.index(n) + 1:]):
+                return True
+        n = p
+    return False
+
+
+_LEAVES = (ast.Continue, ast.Break, ast.Return, ast.Raise)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 def _both_branches(steps: list[Event], loop: ast.AST) -> bool:
