@@ -29,22 +29,45 @@ def held_modules(script: Script, key: str | None, at: ast.AST | None = None
     """The keys of the modules whose parameters optimizer ``key`` holds, or None if unknown.
     With ``at`` (a use of a plain local name), only the optimizers that name is bound to in the
     function holding ``at``, when it binds it there (``opt`` in ``pretrain()`` and in
-    ``restore()`` are two optimizers)."""
+    ``restore()`` are two optimizers), and of those the ones that reach ``at`` in flow order
+    (a name rebound for a second model's optimizer)."""
     if not key:
         return None
     scope = script.enclosing_function(at) if at is not None and "." not in key else None
+    reach = _reaching(script, key, at) if at is not None and "." not in key else None
     memo = script.__dict__.setdefault("_tg_held", {})
-    if (key, id(scope)) not in memo:
-        memo[(key, id(scope))] = _held(script, key, scope)
-    return memo[(key, id(scope))]
+    mkey = (key, id(scope), tuple(map(id, reach or ())))
+    if mkey not in memo:
+        memo[mkey] = _held(script, key, scope, reach)
+    return memo[mkey]
 
 
-def _held(script: Script, key: str, scope: ast.AST | None) -> frozenset[str] | None:
+def _reaching(script: Script, key: str, at: ast.AST) -> list[ast.expr] | None:
+    """The bindings of the plain name ``key`` that reach ``at`` in flow order (``opt`` bound to
+    a teacher's optimizer, trained with, then rebound to a student's above the student's
+    ``opt.step()``); None when a later binding in a loop around ``at`` may reach it on the
+    next pass, or when none is found above it."""
+    from trainguard.lint.dataflow import reaching_values
+
+    bound = script.assignments.get(key, [])
+    line = at.lineno  # type: ignore[attr-defined]
+    loops = [id(x) for x in script.enclosing_loops(at)]
+    if any(v.lineno > line and any(id(x) in loops for x in script.enclosing_loops(v))
+           for v in bound):
+        return None
+    reach = reaching_values(key, at)
+    return reach if reach and all(any(r is v for v in bound) for r in reach) else None
+
+
+def _held(script: Script, key: str, scope: ast.AST | None,
+          reach: list[ast.expr] | None = None) -> frozenset[str] | None:
     found: set[str] = set()
     values = script.assignments.get(key, [])
     if scope is not None:
         local = [v for v in values if script.enclosing_function(v) is scope]
         values = local or values
+    if reach:
+        values = reach  # the bindings that reach the use, in flow order
     if not values:
         return None
     for value in values:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from trainguard.lint.astutil import SCOPES, dotted, parent, statement_of, walk_local
 from trainguard.lint.callgraph import ClassRef, bind_arguments
+from trainguard.lint.contexts import entry_events
 from trainguard.lint.dataflow import last_assignment
 from trainguard.datanames import reads_eval_data
 from trainguard.lint.events import Event, events
@@ -1160,6 +1161,9 @@ def preceding_events(script: Script, node: ast.AST, *, again: bool = False) -> l
         owner, before = blocks[i]
         if again and i == loop_at:
             out.extend(events(script, owner.body))  # type: ignore[attr-defined]
+        if isinstance(owner, (ast.With, ast.AsyncWith)):
+            for item in owner.items:  # with eval_mode(model): what entering it does
+                out.extend(entry_events(script, item.context_expr))
         out.extend(events(script, before))
     receiver = _receiver_stmt(script, node)
     if receiver is not None:

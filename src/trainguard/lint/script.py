@@ -636,6 +636,11 @@ class Script:
         last = (q or "").rsplit(".", 1)[-1]
         if "no_grad" in last or "inference_mode" in last:
             return True  # project helpers such as yolov5's @smart_inference_mode()
+        if isinstance(expr, ast.Call) and _depth < 3:
+            from trainguard.lint.contexts import enters_no_grad
+
+            if enters_no_grad(self, expr, _depth + 1):
+                return True  # with eval_mode(model): a context manager of the file
         return None
 
     def grad_disabled(self, node: ast.AST, _stack: frozenset[int] = frozenset()) -> bool:

@@ -27,7 +27,8 @@ from trainguard.lint.bounded import bounded_container
 from trainguard.lint.caches import cached_graphs
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.dataflow import (CUTS, _is_cut, carries_graph, graph_names, is_loss_call,
-                                      last_assignment, numeric_only, scope_of)
+                                      last_assignment, numeric_only, reaching_values,
+                                      scope_of)
 from trainguard.lint.events import events
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Edit, Hit
@@ -243,16 +244,37 @@ def _accumulation(script: Script, node: ast.AST, names: set[str]):  # type: igno
 
 def _rebound_cut(script: Script, value: ast.expr, names: set[str]) -> bool:
     """The name appended was bound last, above the append in its block, to a cut copy
-    (``output = {k: v.detach() for k, v in output.items()}``): whatever it held before."""
+    (``output = {k: v.detach() for k, v in output.items()}``, ``loss = loss.item()``): whatever
+    it held before."""
     if not isinstance(value, ast.Name):
         return False
     if _entry_cut_before(value):
         return True
+    reaching = reaching_values(value.id, value)
+    if reaching and all(_cut_at_top(v) for v in reaching):
+        return True  # loss = loss.item() (float(loss), loss.detach()) after the backward
     assigned = last_assignment(value.id, value)
     if not isinstance(assigned, (ast.DictComp, ast.ListComp)):
         return False
     elt = assigned.value if isinstance(assigned, ast.DictComp) else assigned.elt
     return _is_cut(elt)  # (each entry detached; an entry copied as is keeps its graph)
+
+
+def _cut_at_top(expr: ast.expr) -> bool:
+    """``expr`` is a number or a detached tensor as a whole: ``float(x)``, ``int(x)``, or a
+    method chain with a cut in it (``x.item()``, ``x.detach().cpu()``); ``x.detach() + y``
+    is not (``y`` may carry a graph)."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
+        return expr.func.id in ("float", "int", "round")
+    n: ast.AST = expr
+    while isinstance(n, (ast.Call, ast.Attribute)):
+        if isinstance(n, ast.Attribute):
+            if n.attr in CUTS:
+                return True
+            n = n.value
+        else:
+            n = n.func
+    return False
 
 
 def _entry_cut_before(value: ast.Name) -> bool:

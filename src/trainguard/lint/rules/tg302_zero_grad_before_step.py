@@ -10,6 +10,8 @@ fires are followed, also by name (``getattr(cb, "on_" + event)(self)``); Lightni
 A zeroing that runs every iteration after a step that runs only under a test undoes gradient
 accumulation (each step sees one micro-batch); so does one at the top of the iteration when
 every iteration runs backward and the step runs only every few (``if (i + 1) % accum == 0``).
+A step in a branch that ends the iteration (``if step == 0: ...; opt.step(); continue``) never
+precedes a zeroing later in the same iteration.
 """
 
 from __future__ import annotations
@@ -164,7 +166,7 @@ def _unconditional_after_conditional_step(script: Script, loop: ast.AST, evs: li
     for i, e in enumerate(evs):
         if e.kind != "zero" or e.via is not None or ifs_between(e.node, loop):
             continue
-        since, back = _since_backward(evs, i)
+        since, back = _since_backward(evs, i, loop)
         if back is None:
             continue  # no backward in the iteration
         steps = [x for x in reversed(since) if x.kind == "step"]  # in program order
@@ -187,12 +189,17 @@ def _unconditional_after_conditional_step(script: Script, loop: ast.AST, evs: li
         return
 
 
-def _since_backward(evs: list[Event], i: int) -> tuple[list[Event], Event | None]:
+def _since_backward(evs: list[Event], i: int, loop: ast.AST
+                    ) -> tuple[list[Event], Event | None]:
     """The last ``backward`` before ``evs[i]`` and the events between them, latest first, going
     round to the end of the previous iteration when the zeroing comes before this iteration's
-    backward (``zero_grad(); backward(); if ...: step()``)."""
+    backward (``zero_grad(); backward(); if ...: step()``). Earlier in the same iteration, events
+    in a branch that ends the iteration (``if step == 0: ...; opt.step(); continue``) never reach
+    the zeroing and are passed over."""
     seen: list[Event] = []
-    for x in [*reversed(evs[:i]), *reversed(evs[i + 1:])]:
+    for j, x in enumerate([*reversed(evs[:i]), *reversed(evs[i + 1:])]):
+        if j < i and _left_before(x.via or x.node, evs[i].node, loop):
+            continue
         if x.kind == "backward":
             return seen, x
         seen.append(x)
@@ -217,6 +224,27 @@ def _periodic(test: ast.expr) -> bool:
     return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test)) \
         or any(w in (dotted(n) or "").lower() for n in ast.walk(test)
                if isinstance(n, (ast.Name, ast.Attribute)) for w in _ACCUM)
+
+
+def _left_before(node: ast.AST, later: ast.AST, loop: ast.AST) -> bool:
+    """A block around ``node`` (in its innermost loop, which is ``loop``) ends the iteration
+    (``continue``, ``break``, ``return``, ``raise``) and does not hold ``later``: a path through
+    ``node`` never reaches ``later`` in the same iteration."""
+    n = node
+    while (p := parent(n)) is not None and p is not loop:
+        if isinstance(p, _LOOPS + _COMPREHENSIONS) or isinstance(p, _SCOPES):
+            return False  # a `continue` here would end an inner loop's pass, not the iteration
+        for block in (getattr(p, f, None) for f in ("body", "orelse", "finalbody")):
+            if isinstance(block, list) and n in block and not any(
+                    encloses(b, later) or b is later for b in block) and any(
+                    isinstance(b, _LEAVES) for b in block[block.index(n) + 1:]):
+                return True
+        n = p
+    return False
+
+
+_LEAVES = (ast.Continue, ast.Break, ast.Return, ast.Raise)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 def _both_branches(steps: list[Event], loop: ast.AST) -> bool:

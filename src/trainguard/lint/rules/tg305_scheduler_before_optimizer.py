@@ -35,8 +35,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import (SCOPES, assigned_pairs, dotted, encloses, exclusive, parent,
-                                     walk_local)
+from trainguard.lint.astutil import (SCOPES, assigned_pairs, dotted, encloses, exclusive,
+                                     ifs_between, parent, walk_local)
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.consts import UNKNOWN, resolve
 from trainguard.lint.events import Event, events
@@ -63,7 +63,7 @@ def check(script: Script) -> Iterator[Hit]:
                 continue
             own = _own_first_step(script, evs, e)  # (a warm-up optimizer's steps came first)
             first_step = own if own is not None else any_step
-            if k >= first_step:
+            if k >= first_step or _skips_first_pass(script, e.via or e.node, loop):
                 continue
             key = (_handed_scheduler(script, e.node) if e.via else None) or e.key or ""
             if (script.schedulers.get(key) or script.scheduler_lists.get(key) or
@@ -138,6 +138,66 @@ def check(script: Script) -> Iterator[Hit]:
 
 
 _SIZED = {"CosineAnnealingLR", "LinearLR", "PolynomialLR", "SequentialLR"}
+
+
+def _skips_first_pass(script: Script, node: ast.AST, loop: ast.AST) -> bool:
+    """``node`` runs only under a test that is false in the loop's first pass, so it first runs
+    after a whole iteration (and its optimizer step): the loop's counter over ``range(n)`` or
+    ``enumerate(...)`` past 0 (``if epoch > 0:``, ``if epoch:``), or an optimizer's state,
+    which is empty until its first step (``if opt.state:``)."""
+    counter = _first_pass_counter(loop)
+    for p in ifs_between(node, loop):
+        if any(encloses(b, node) for b in p.body) and any(
+                _false_at_start(script, t, counter) for t in _conjuncts(p.test)):
+            return True
+    return False
+
+
+def _conjuncts(test: ast.expr) -> list[ast.expr]:
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return [t for v in test.values for t in _conjuncts(v)]
+    return [test]
+
+
+def _first_pass_counter(loop: ast.AST) -> str | None:
+    """The name that is 0 in the first pass of ``for epoch in range(n)`` (``range(0, n)``) or
+    ``for i, x in enumerate(xs)`` (no start)."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)) or not isinstance(loop.iter, ast.Call):
+        return None
+    call, target = loop.iter, loop.target
+    name = dotted(call.func)
+    if name == "range" and 2 <= len(call.args) <= 3 and not (
+            isinstance(call.args[0], ast.Constant) and call.args[0].value == 0):
+        return None
+    if name == "enumerate" and len(call.args) == 1 and not call.keywords and \
+            isinstance(target, ast.Tuple) and target.elts:
+        target = target.elts[0]
+    elif name != "range" or call.keywords or not 1 <= len(call.args) <= 3:
+        return None
+    return target.id if isinstance(target, ast.Name) else None
+
+
+def _false_at_start(script: Script, test: ast.expr, counter: str | None) -> bool:
+    if isinstance(test, ast.Attribute) and test.attr == "state":
+        return script.is_optimizer(script.key(test.value))  # if opt.state: (stepped once)
+    if isinstance(test, ast.Call) and dotted(test.func) == "len" and len(test.args) == 1:
+        return _false_at_start(script, test.args[0], counter)
+    if counter is None:
+        return False
+    if isinstance(test, ast.Name):
+        return test.id == counter  # if epoch:
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return False
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    if isinstance(right, ast.Name) and right.id == counter:  # 0 < epoch
+        left, right = right, left
+        op = {ast.Lt: ast.Gt(), ast.LtE: ast.GtE()}.get(type(op), op)
+    if not (isinstance(left, ast.Name) and left.id == counter and
+            isinstance(right, ast.Constant) and isinstance(right.value, int)):
+        return False
+    bound = right.value
+    return isinstance(op, ast.Gt) and bound >= 0 or isinstance(op, ast.GtE) and bound >= 1 or \
+        isinstance(op, ast.NotEq) and bound == 0
 
 
 def _own_first_step(script: Script, evs: list[Event], sched: Event) -> int | None:
