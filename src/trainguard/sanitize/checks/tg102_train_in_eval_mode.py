@@ -52,9 +52,9 @@ import ast
 import weakref
 from typing import Any
 
-from trainguard.sanitize.core.callstack import (Stack, body_statement, cause_line, function_end,
-                                                sets_modes_only, shared_depth, statement_start,
-                                                user_stack)
+from trainguard.sanitize.core.callstack import (Stack, body_statement, cause_line, dispatched,
+                                                function_end, sets_modes_only, shared_depth,
+                                                statement_start, user_stack)
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.modes import (active_in_training, describe, frozen_norm, inactive,
@@ -359,27 +359,27 @@ def _placement(stacked: Stack, step: Stack, set_at: Any) -> tuple[Any, Any, Any]
     is in another file than the call (a helper module's function serves every caller) or only
     switches modes (``val_start()``, a callback's ``on_validation_begin``): then at
     ``called``, after which ``train()`` belongs (in a dispatched callback, its own line).
-    ``asked``: the line of ``helper`` that put the model in eval mode: the ``eval()``, or its
-    call of a mode setter in a helper module (``set_mode("eval", models)`` in
-    ``check_accuracy()``: the setter's caller is the function that leaves the mode)."""
+    ``asked``: ``helper``'s ``eval()``, or its call of a function that only switches the modes
+    of the models passed (``set_mode("eval", models)`` in ``check_accuracy()``: its caller leaves
+    the mode; a method, a wrapper's ``val_start()``, is the holder's switch the loop drives)."""
     called = cause_line(stacked, step)
     helper = stacked[-1]
-    if called is not None and len(stacked) > 1 and helper[2][0] != called[0] and \
-            stacked[-2][2][0] == called[0] and stacked[-2][2][:2] != called[:2] and \
-            sets_modes_only(helper[1]):
-        helper = stacked[-2]  # (a mode setter of a helper module, called by the helper)
+    setter = helper[1].co_varnames[:1] != ("self",) and sets_modes_only(helper[1])
+    if called is not None and len(stacked) > 1 and stacked[-2][2][0] == called[0] and \
+            stacked[-2][2][:2] != called[:2] and not dispatched(stacked[-2][2]) and setter:
+        helper = stacked[-2]  # (a function switching modes, of this file or a helper module)
         set_at = helper[2]
     if called is None or helper[2][:2] != set_at[:2] or helper[2][0] != called[0]:
         # (a helper module's function serves every caller: the call)
         return called, None, set_at
-    dispatched = cause_line(stacked, step, past_dispatch=True)
+    callback = cause_line(stacked, step, past_dispatch=True)
     if sets_modes_only(helper[1]):
-        return dispatched, None, set_at
+        return callback, None, set_at
     if helper[3]:
         return None, None, set_at
-    if dispatched is not None and dispatched[:2] != called[:2]:
+    if callback is not None and callback[:2] != called[:2]:
         # a hook the loop dispatches to each callback: that callback's own line (its eval())
-        return dispatched, None, set_at
+        return callback, None, set_at
     return called, helper, set_at
 
 

@@ -18,7 +18,10 @@ where the block's own ``torch.autograd.grad`` silences its forward. Reported at 
 ``enable_grad``/``set_grad_enabled(True)`` line, or for a function decorated with
 ``@torch.enable_grad()``/``@torch.set_grad_enabled(True)`` the decorator's line (the watcher notes
 where user code turns grad mode back on inside a ``no_grad`` block); at the model call when no
-such line is known.
+such line is known. A value whose graph a ``torch.autograd.grad`` call in the region kept, with
+``create_graph=True`` or ``retain_graph=True`` (an energy and the forces derived from it, left
+with their graphs by a potential evaluated under ``no_grad``: fairchem#199, schnetpack#250), is
+reported at that call: the re-enabling is needed for the gradient, the kept graph is not.
 
 Silent on: re-enabled regions where a backward or ``torch.autograd.grad`` does reach the outputs
 (input gradients, saliency, test-time optimisation); re-enabled regions where a backward runs at
@@ -47,6 +50,8 @@ from __future__ import annotations
 from typing import Any
 
 from trainguard.sanitize.core.escapes import Escapes
+from trainguard.sanitize.core.frames import short_location
+from trainguard.sanitize.core.graph import kept_at
 from trainguard.sanitize.core.holders import graphs_released
 from trainguard.sanitize.core.unreached import UnreachedOutputs
 from trainguard.sanitize.core.records import ForwardCall, first_tensor
@@ -68,7 +73,7 @@ class GradReenabled(UnreachedOutputs):
             return  # a backward ran in the region: test-time training
         self.escapes.block_exit(frame, before, self.outputs,
                                 lambda name, t: ("escaped", where, name,
-                                                 type(t.grad_fn).__name__))
+                                                 type(t.grad_fn).__name__, kept_at(t)))
         self.outputs.clear()
 
     def on_step(self, optimizer: Any) -> None:
@@ -108,7 +113,10 @@ class GradReenabled(UnreachedOutputs):
         for tensor in first_tensor(call.output):
             # (a graph the forward itself already ran autograd.grad through, freeing it: used)
             if tensor.grad_fn is not None and not graphs_released(tensor):
-                self.follow(tensor, (where, type(call.module).__name__, call.where))
+                kept = kept_at(tensor)  # (a gradient that kept its graph: the line to change)
+                self.follow(tensor, ("kept", where, f"{type(call.module).__name__}'s output",
+                                     type(tensor.grad_fn).__name__, kept) if kept else
+                            (where, type(call.module).__name__, call.where))
                 if len(self.outputs) > 256:
                     self.outputs.clear()
                 self.outputs.add(id(tensor.grad_fn))  # judged here, not as a value leaving
@@ -130,11 +138,34 @@ class GradReenabled(UnreachedOutputs):
             return
         self.follow(output, (where, call.name, call.where))
 
+    def _needed(self, where: Any) -> bool:
+        # grad was needed there: the region trains, or takes gradients with
+        # torch.autograd.grad (an attack's input gradient; its other forwards aside)
+        return where in self.trained or where in self.state.grads_taken_at
+
+    def _report_kept(self, where: Any, name: str, node: str, kept: Any) -> None:
+        """A value that left the re-enabled region with a graph that a gradient taken there with
+        ``create_graph=True`` (or ``retain_graph=True``) kept: reported at that gradient, whose
+        graph evaluation does not need (forces under ``no_grad``: fairchem#199)."""
+        self.report(
+            f"this torch.autograd.grad() keeps its graph (create_graph=True or retain_graph=True) "
+            f"inside the torch.enable_grad() block opened at {short_location(where)} in a "
+            f"torch.no_grad() region: {name} left that block carrying a grad_fn ({node}) that no "
+            "backward or torch.autograd.grad ever used, so evaluation keeps graphs for nothing",
+            fix="keep the graph only when training through the gradient "
+                "(create_graph=self.training), and .detach() what evaluation keeps",
+            where=kept)
+
     def report_unreached(self, key: tuple) -> None:
         import os
 
-        if key[0] == "escaped":
-            _, where, name, node = key
+        if key[0] in ("escaped", "kept"):
+            kind, where, name, node, kept = key
+            if kept is not None:
+                if kind == "escaped" or not self._needed(where):
+                    self._report_kept(where, f"`{name}`" if kind == "escaped" else name,
+                                      node, kept)
+                return
             self.report(
                 f"`{name}` was computed inside the torch.enable_grad() block opened here in a "
                 f"torch.no_grad() region and left it carrying a grad_fn ({node}) that no "
@@ -144,9 +175,7 @@ class GradReenabled(UnreachedOutputs):
                 where=where)
             return
         where, name, forward_at = key
-        if where in self.trained or where in self.state.grads_taken_at:
-            # grad was needed there: the region trains, or takes gradients with
-            # torch.autograd.grad (an attack's input gradient; its other forwards aside)
+        if self._needed(where):
             return
         at = f"{os.path.basename(forward_at[0])}:{forward_at[1]}" if forward_at else "?"
         self.report(

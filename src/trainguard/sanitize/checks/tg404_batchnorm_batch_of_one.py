@@ -18,9 +18,12 @@ or the ``batch_size`` entry of the options dict literal it unpacks
 ``drop_last=False`` when it passes one). A larger last batch that the code between the loader and
 the model split further (shards over replicas, chunks: fastai/fastai#1352) is the cause when the
 error came in that last batch of the pass, after the full batches went through: reported at the
-same places. Else at
-the user's line that called the model with that batch (the outermost module call: the batch is the
-caller's, not the layer's), else at the failing line. Batches sliced by hand have no DataLoader:
+same places. A batch of one built without a loader (``torch.randn(args.batch_size, ...)``),
+when a user function on the stack reads a batch-size setting whose live value is 1: at the
+file's one entry setting it to 1 (:mod:`..core.batch_setting`, open-mmlab/mmsegmentation#272).
+Else at the user's line that called the model with that batch (the outermost module call: the
+batch is the caller's, not the layer's), else at the failing line. Batches sliced by hand have no
+DataLoader:
 a ``for i in range(0, n, bs)`` loop (or a ``while start < n:`` advancing ``start += bs``)
 around the calling line, or around the ``yield`` of a suspended generator of user code, whose
 last chunk is one sample is the cause, reported at that loop's first line
@@ -47,6 +50,7 @@ import weakref
 from collections import deque
 from typing import Any
 
+from trainguard.sanitize.core.batch_setting import batch_size_read
 from trainguard.sanitize.core.batching import partial_range_loop
 from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.caught import Caught
@@ -86,7 +90,11 @@ class BatchNormBatchOfOne(Check):
                 # a last partial batch split further (over replicas) of the iterated loader
                 # before a live loader the run does not iterate (one left from earlier work)
                 split = None if iterated or recorded or sliced else self._last_partial(str(exc))
-                loader, built = sliced or recorded or split or (
+                # a batch built by hand, without a loader: the batch-size setting it read
+                # (before a live loader the run does not iterate)
+                read = None if iterated or recorded or sliced or split else \
+                    _setting_of_one(str(exc))
+                loader, built = sliced or recorded or split or read or (
                     (found[1], self._cause_at(found[0])) if found else (None, None))
                 self.caught.hold(exc, [str(exc), _layer_name(self.state), loader, built, where])
 
@@ -170,6 +178,9 @@ def _diagnose(text: str, layer: str, loader: str | None, built: Any, call: Any) 
         where_from = " (often the last, partial batch of an epoch)"
     elif loader == "DataLoader(batch_size=1)":
         where_from = f"; the {loader} gives it one sample in every batch"
+    elif loader.startswith("batch size "):
+        where_from = (f"; the {loader} read to build it is set here, so every batch holds one "
+                      "sample")
     elif "partial batch" in loader:
         where_from = (f"; this {loader}, and the error came in that last batch (the full batches "
                       "before it went through): the code between the loader and the model split "
@@ -184,7 +195,8 @@ def _diagnose(text: str, layer: str, loader: str | None, built: Any, call: Any) 
         f"{layer} got {seen} in training mode: {batch} gives it one value per channel, so the "
         f"batch variance is undefined{where_from}",
         fix="use a batch size of 2 or more, or GroupNorm/LayerNorm for single-sample batches"
-            if loader == "DataLoader(batch_size=1)" else
+            if loader == "DataLoader(batch_size=1)" or (loader or "").startswith("batch size ")
+            else
             ("skip the last partial batch (end the range at n - n % batch_size), "
              if (loader or "").startswith("batching loop") else
              "pass drop_last=True to the training DataLoader, ") +
@@ -277,6 +289,23 @@ def _entries(file: Any, key: str, value: Any) -> list[Any]:
                     any(isinstance(a, ast.Constant) and a.value in names for a in node.args):
                 found += [k.value for k in node.keywords if k.arg == "default" and same(k.value)]
     return found + fields + passed if fields else found
+
+
+def _setting_of_one(text: str) -> tuple[str, Any] | None:
+    """``(description, line)`` of the batch-size setting equal to 1 that the code feeding a
+    batch of one sample (``text``: the error's input size) read, when no DataLoader made the
+    batch (``torch.randn(args.batch_size, ...)``, :mod:`..core.batch_setting`): the one literal
+    entry of that file setting it to 1 (an ``add_argument`` default, a dict literal's entry, a
+    config class field's default). None otherwise."""
+    m = _SIZE.search(text)
+    if not m or not m.group(1).strip() or int(m.group(1).split(",")[0]) != 1:
+        return None
+    read = batch_size_read()
+    file = SourceFile.load(read[0]) if read is not None else None
+    found = _entries(file, read[1], 1) if file is not None else []
+    if len(found) != 1:
+        return None
+    return (f"batch size `{read[2]}` = 1", (read[0], found[0].lineno, found[0].col_offset + 1))
 
 
 def _layer_name(state: Any) -> str:

@@ -12,8 +12,9 @@ from typing import Any, Callable, Iterator
 from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget, check_deadline
 from trainguard.sanitize.core.records import MADE, first_tensor
 
-__all__ = ["ROOT", "LOSS_OUT", "graph_nodes", "node_metadata", "graph_stamps", "graph_metadata",
-           "stamped_models", "weighs_losses", "stamp_of", "stamp_by_storage", "freed_metadata"]
+__all__ = ["ROOT", "LOSS_OUT", "KEPT", "kept_at", "graph_nodes", "node_metadata", "graph_stamps",
+           "graph_metadata", "stamped_models", "weighs_losses", "stamp_of", "stamp_by_storage",
+           "freed_metadata"]
 
 ROOT = "trainguard.root"
 """Metadata key on a backward root's ``grad_fn``; the value is a :class:`~trainguard.sanitize.core.records.Made`."""
@@ -21,7 +22,30 @@ ROOT = "trainguard.root"
 LOSS_OUT = "trainguard.loss"
 """Metadata key on the ``grad_fn`` of a watched loss's output (TG304 marks them); the value is True."""
 
+KEPT = "trainguard.kept"
+"""Metadata key on the nodes near the roots of a ``torch.autograd.grad`` call made with
+``create_graph=True`` (or ``retain_graph=True``) in a region where grad was turned back on
+inside a ``no_grad`` block, and on the ``grad_fn`` of the gradients it returned: ``(the user's
+line of that call, which kept those graphs alive, whether the node is a gradient's)`` (TG104)."""
+
 _CLOCK_EVERY = 256  # nodes between two readings of the watchdog's clock
+
+
+def kept_at(tensor: Any) -> Any:
+    """The line of the ``torch.autograd.grad`` call that kept ``tensor``'s graph (:data:`KEPT`):
+    on its own ``grad_fn`` (a root's graph the call retained), or a few nodes below it on a
+    gradient the call returned with ``create_graph=True`` (``forces = -grads[0]``: a graph only
+    ``create_graph`` made); None otherwise (a value computed on top of a retained graph, such as
+    ``softmax`` of the logits whose gradient was taken, has a graph of its own)."""
+    node = tensor.grad_fn
+    meta = node_metadata(node) if node is not None else None
+    if meta and KEPT in meta:
+        return meta[KEPT][0]
+    for current in graph_nodes(node, limit=8) if node is not None else ():
+        meta = node_metadata(current)
+        if meta and KEPT in meta and meta[KEPT][1]:
+            return meta[KEPT][0]
+    return None
 
 
 def graph_nodes(node: Any, *, limit: int = GRAPH_NODES,

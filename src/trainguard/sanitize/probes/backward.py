@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from trainguard.sanitize.core import frames
 from trainguard.sanitize.core.bounds import Overrun
 from trainguard.sanitize.core.cadence import BACKWARD
-from trainguard.sanitize.core.graph import ROOT
+from trainguard.sanitize.core.graph import KEPT, ROOT, graph_nodes, node_metadata
 from trainguard.sanitize.core.records import BackwardCall, Made
 from trainguard.sanitize.probes.patch import Undo, patch
 from trainguard.sanitize.probes.stamps import keep, wanted
@@ -117,8 +117,36 @@ def _grad(bus: "Bus", original: Any, failed: Callable) -> Any:
                 _stamp_grads(state, result)
             except Exception as exc:
                 bus.hook_failed("torch.autograd.grad", exc)
+        if state.no_grad_depth and torch.is_grad_enabled():  # (grad re-enabled: TG104)
+            try:
+                _mark_kept(args, kwargs, result, create)
+            except Exception as exc:
+                bus.hook_failed("torch.autograd.grad", exc)
         return result
     return grad
+
+
+def _mark_kept(args: tuple, kwargs: dict, result: Any, create: bool) -> None:
+    """A gradient taken in a region that turned grad back on inside a ``no_grad`` block, with
+    ``create_graph=True`` or ``retain_graph=True``: the graph it ran through keeps its saved
+    tensors (an energy's graph kept for the forces' double backward) and, with ``create_graph``,
+    the gradients carry a graph of their own. Marks those graphs' nodes near the roots, and the
+    gradients' ``grad_fn``, with the call's line (:data:`KEPT`)."""
+    import torch
+
+    retain = kwargs.get("retain_graph", args[3] if len(args) > 3 else None)
+    if not (create if retain is None else retain):
+        return
+    outputs = args[0] if args else kwargs.get("outputs")
+    roots = [outputs] if isinstance(outputs, torch.Tensor) else list(outputs or ())
+    made = (list(result) if isinstance(result, (tuple, list)) else [result]) if create else []
+    where = frames.user_location(sys._getframe(2))
+    for i, root in enumerate(roots + made):
+        node, grad = getattr(root, "grad_fn", None), i >= len(roots)
+        for current in graph_nodes(node, limit=1 if grad else 32) if node is not None else ():
+            meta = node_metadata(current)
+            if meta is not None:
+                meta.setdefault(KEPT, (where, grad))
 
 
 def _grad_failed(state: Any, failed: Callable, args: tuple, kwargs: dict, create: bool,

@@ -15,10 +15,10 @@ class Potential(nn.Module):
         self.net = nn.Sequential(nn.Linear(3, hidden), nn.SiLU(), nn.Linear(hidden, 1, bias=False))
 
     def forward(self, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        with torch.enable_grad():  # expect: TG104
+        with torch.enable_grad():
             pos = pos.requires_grad_(True)
             energy = self.net(pos).sum(dim=(1, 2))
-            forces = -torch.autograd.grad(energy.sum(), pos, create_graph=True)[0]
+            forces = -torch.autograd.grad(energy.sum(), pos, create_graph=True)[0]  # expect: TG104
         return energy, forces
 
 
