@@ -18,7 +18,8 @@ repackage_hidden(hidden)`` returning ``h`` or ``h.clone()``) is reported at that
 newer output that the failing graph holds, freed by a backward on another line (a GAN's generator
 output, used by the discriminator's backward and, after ``opt_d.step()``, by the generator's); a
 carried tensor's line made a newer one this iteration, or the same backward line freed it (an output
-computed once before the loop).
+computed once before the loop). One whose line has not run since (a target refreshed every few
+steps, data made once) and is no carried state is reported at that line.
 
 Silent on: any run that does not raise this error; ``retain_graph=True`` backwards.
 
@@ -83,9 +84,24 @@ class BackwardTwice(Check):
         # and then the generator's is the latest output of its line.
         call.facts["tg202_renewed"] = first is not None and any(
             s.where == first.where and s.backward_count > first.backward_count for s in stamps)
+        call.facts["tg202_stale"] = first is not None and self._stale(first, stamps, call.index)
         # the script may catch it (``except RuntimeError:`` around training): reported at exit
         earlier = next((b for b in reversed(self.state.backwards) if not b.failed), None)
         self.caught.hold(exc, (exc, call, earlier))
+
+    def _stale(self, first: Any, stamps: list, index: int) -> bool:
+        """Whether the freed output ``first`` is a value kept from the step that made it, not a
+        state each iteration carries on: no line of this graph's older ``stamps`` (made before
+        backward call ``index``) made a newer one it holds, and no later output of ``first``'s
+        line is alive (the line has not run again: a target refreshed every few steps)."""
+        lines = {s.where for s in stamps if s.backward_count < index}
+        if any(s.where in lines and s.backward_count >= index for s in stamps):
+            return False
+        for ref in list(self.state.stamps):
+            made = ref()
+            if made is not None and made.where == first.where and made.order > first.order:
+                return False
+        return True
 
     def on_exit(self) -> None:
         for exc, failed, earlier in self.caught.drain():
@@ -170,12 +186,19 @@ class BackwardTwice(Check):
         if once:  # data preprocessed once through a module, before the loop, graph and all
             held += ("; it was made once, outside any loop, and every step reuses it with the "
                      "graph of that one call")
+        elif not carried and rebound is None and failed.facts.get("tg202_stale"):
+            # a target or prototype refreshed every few steps: its line has not run since
+            once = True
+            held += (f"; {short_location(made_where)} has not run since, and every step after "
+                     "reuses it with the graph of that call (a value refreshed only every few "
+                     "steps)")
         return Diagnosis(
             f"this backward (optimizer step {failed.step + 1}) runs through {what} during "
             f"optimizer step {made_step + 1}, whose saved tensors {before} already freed: a "
             f"tensor carried across iterations keeps the old graph{held}",
             fix="make it without a graph (under torch.no_grad(), or .detach() it) when it is "
-                "input data, or compute it again inside the loop when its module should learn"
+                "input data or a target, or compute it again inside the loop when its module "
+                "should learn"
                 if once else ("return the state detached from the helper (h.detach() for each "
                               "tensor)" if returned else "detach what is carried to the next "
                               "iteration (e.g. hidden = hidden.detach()) or compute it again "

@@ -1,11 +1,11 @@
 """TG205 gradient-cut: parameters the optimizer holds never receive a gradient.
 
-What it watches: at each of an optimizer's first steps, which of its parameters that require grad
-still have ``p.grad is None``, or on the CPU a gradient of zeros only (a cheap pass over the
-parameters, stopped after the first ``_STEPS`` steps of each optimizer; ``core/grad_suspects.py``).
-Those that never had a gradient then get a post-accumulate-grad hook that notes a gradient
-received later. Parameters with zero gradients are reported only with the cut found (below):
-a coefficient of 0 on purpose proves nothing.
+What it watches: at each of an optimizer's first ``_STEPS`` steps, which of its parameters that
+require grad still have ``p.grad is None``, or on the CPU a gradient of zeros only (a cheap pass
+over the parameters; ``core/grad_suspects.py``). Those without one at the first two get a
+post-accumulate-grad hook that notes a gradient received later, and the probe below looks at the
+third (so a run of 3 steps is placed too); reported only if the optimizer took all 3. Parameters
+with zero gradients are reported only with the cut found (below): a coefficient of 0 proves nothing.
 
 When it fires: at the end of the run, some parameters never received a gradient although backward
 ran (some or all of an optimizer's: a learnable scalar turned into a new tensor through
@@ -216,6 +216,7 @@ class GradientCut(Check):
         self.numbered: Suspects | None = None  # ... the suspects it traces for
         self.placed: set[Any] = set()
         self.handed: list[tuple[Suspects, Any, HandedOut]] = []  # judged at the next step
+        self.records: dict[int, list] = {}  # id(suspects) -> its optimizer's record in `seen`
 
     def on_built(self, obj: Any, where: Any) -> None:
         # the first backward calls come after an optimizer is built: look at their losses' terms
@@ -284,14 +285,15 @@ class GradientCut(Check):
         missing |= zeros
         never = missing if never is None else never & missing
         record[0], record[1], record[2] = steps + 1, never, zero | zeros
-        if record[0] == _STEPS and never:
+        if record[0] == _STEPS - 1 and never:  # a step early: the probe sees the last one
             never = self._in_models(never) - self._beside_trained(never)
-        if record[0] == _STEPS and never:
+        if never and record[0] == _STEPS - 1:
             suspects = Suspects(type(optimizer).__name__, len(params),
                                 param_names(self.state.models, never),
                                 user_location(sys._getframe(1)), zero & never)
             suspects.follow([p for p in params if id(p) in never])
             self.suspects.append(suspects)
+            self.records[id(suspects)] = record
             if not self.numbers.started:  # follow the values taken from them to the next loss
                 self.numbered = suspects
                 self.numbers.start([p for p in params if id(p) in never])
@@ -309,7 +311,7 @@ class GradientCut(Check):
         self.numbers.close()
         for suspects in self.suspects:
             suspects.release()
-        self.suspects = []
+        self.suspects, self.records = [], {}
         for probe in self.probes:
             probe.release()
         self.probes = []
@@ -347,7 +349,7 @@ class GradientCut(Check):
         suspects, self.suspects = self.suspects, []
         for s in suspects:
             s.release()
-            never = s.never()
+            never = s.never() if self.records.pop(id(s), [0])[0] >= _STEPS else None
             if not never:
                 continue
             names = [s.names[key] for key in never]
@@ -371,10 +373,9 @@ class GradientCut(Check):
 
     def _in_models(self, ids: set[int]) -> set[int]:
         """Leave out parameters no watched model holds any more: a module replaced after the
-        optimizer was built is TG304's finding (params-not-in-optimizer), not a cut path; the
-        sign of one is a trainable parameter of the models that no optimizer holds. When every
-        one is held, a tensor no model holds was made to be learned on its own (offsets given
-        to an optimizer by name, ashawkey/torch-ngp#60) and stays suspect."""
+        optimizer was built is TG304's finding, not a cut (its sign: a trainable parameter of the
+        models that no optimizer holds). When every one is held, a tensor no model holds was
+        made to be learned on its own (``Adam([offsets])``, ashawkey/torch-ngp#60): suspect."""
         models = list(self.state.models)
         if not models:
             return ids
@@ -394,7 +395,6 @@ class GradientCut(Check):
             for module in model.modules():
                 own = [p for p in module.parameters(recurse=False) if p.requires_grad]
                 if len(own) > 1 and type(module).__module__.startswith("torch.nn.") and \
-                        any(id(p) in ids for p in own) and \
-                        not all(id(p) in ids for p in own):
+                        0 < sum(id(p) in ids for p in own) < len(own):
                     out.update(id(p) for p in own if id(p) in ids)
         return out
