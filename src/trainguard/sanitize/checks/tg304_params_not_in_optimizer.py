@@ -42,7 +42,9 @@ setups where each part has its optimizer; parameters the optimizer's own list fi
 p in model.parameters() if id(p) not in bn_ids]``: ``core/param_filter.py``).
 
 Parameters added to a model already built: at the line that added them (or the call in the first
-function outwards holding an optimizer); left out of groups written by hand: at the last group
+function outwards holding an optimizer; registered by the model's own call, a submodule built in
+``forward()`` on the first call: where the optimizer was built, ``core/left_out.py``); left out of
+groups written by hand: at the last group
 listed; a stale optimizer whose function built the model class again after it, or rebound the name
 it took ``.parameters()`` from (``net = deepen(net)``): at that line. A separate model beside an
 optimizer given some parameters twice (line/open-universe#5): at the line that wrote that list.
@@ -62,18 +64,17 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.callstack import running_line
-from trainguard.sanitize.core.frames import (frame_location, short_location, user_frames,
-                                             user_location)
+from trainguard.sanitize.core.callstack import cause_line, running_line, user_stack
+from trainguard.sanitize.core.frames import frame_location, user_frames, user_location
 from trainguard.sanitize.core.graph import (LOSS_OUT, node_metadata, stamped_models,
                                             weighs_losses)
+from trainguard.sanitize.core.left_out import in_model_call, left_out_cause
 from trainguard.sanitize.core.loss_path import Flow, Suspect, own_leaf_in, takes_a_target_like
 from trainguard.sanitize.core.param_filter import filtered_out
 from trainguard.sanitize.core.params import (ParamMap, all_parameters, doubled_parameters, held_ids,
                                              no_gradients)
 from trainguard.sanitize.core.records import graph_tensors
-from trainguard.sanitize.core.source import (built_again, param_groups_line, params_line,
-                                            picks_trainable)
+from trainguard.sanitize.core.source import built_again, params_line
 
 _CONFIRM_AFTER = 5  # steps between noting a suspect and confirming it
 _EVERY = 32  # the most steps between two looks
@@ -93,10 +94,12 @@ class ParamsNotInOptimizer(Check):
         self.suspects: dict[int, Suspect] = {}  # id(param): noted at the last look
         self.done = ParamMap()  # parameters reported, or found trained some other way
         # parameter -> (the line that added it, in the function holding an optimizer when one
-        # does; the innermost line when that differs, else None) (on_params_added)
+        # does; the innermost line when that differs, else None; the user's stack when a model's
+        # call made it, else None) (on_params_added)
         self.added_at = ParamMap()
         # optimizer -> the user's line that built it (on_built): where parameters were left out
         self.built_at: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+        self.built_stacks: dict[Any, Any] = {}  # that line -> the user's stack there
         self.idle: weakref.WeakSet[Any] = weakref.WeakSet()  # optimizers found by gc, not stepped
         # optimizer -> the step count at its latest step: an optimizer of an earlier phase (a
         # pre-training run's, kept alive by a reference cycle with its scheduler) does not step
@@ -195,21 +198,27 @@ class ParamsNotInOptimizer(Check):
     def on_built(self, obj: Any, where: Any) -> None:
         if where is not None and hasattr(obj, "param_groups"):
             self.built_at[obj] = where
+            if len(self.built_stacks) < 64:  # (the user's stack: rare, one per optimizer)
+                self.built_stacks[where] = user_stack(sys._getframe(1))
 
     def on_params_added(self, module: Any, params: list, where: Any) -> None:
         # (a head assigned to a model already built, a parameter made in a hook). When a helper
         # made the change (``model = prune(model)``), the call in the function that holds the
         # optimizer is the line after which it must be rebuilt.
         optimizers = {id(o) for o in [*self.state.optimizers, *self.built_at.keys()]}
-        inner = where
-        for frame in user_frames(sys._getframe(1)) if optimizers else ():
+        inner, start = where, sys._getframe(1)
+        for frame in user_frames(start) if optimizers else ():
             held = [*frame.f_locals.values(), *getattr(frame.f_locals.get("self"), "__dict__",
                                                        {}).values()]
             if any(id(v) in optimizers for v in held):
                 where = frame_location(frame)
                 break
+        else:
+            frame = None
+        # built by the model's own call (on its first, a dry run's): the user's stack then
+        lazy = user_stack(start) if in_model_call(start, frame) else None
         for p in params:
-            self.added_at[p] = (where, inner if inner != where else None)
+            self.added_at[p] = (where, inner if inner != where else None, lazy)
 
     def release(self) -> None:
         for v in self.suspects.values():
@@ -361,40 +370,13 @@ class ParamsNotInOptimizer(Check):
                         fix="build the optimizer (and scheduler) after the model, each time a new "
                             "model is built")
         else:
-            where, why = _left_out_cause(built, where, added, them, s, still[0].model)
+            if added is not None and added[2] and built in self.built_stacks:
+                # the optimizer's construction, in the function that also called the model
+                built = cause_line(self.built_stacks[built], added[2]) or built
+            where, why = left_out_cause(built, where, added, them, s, still[0].model)
             self.report(
                 f"{head} ({why})", where=where,
                 fix="to train them, build the optimizer after the model is complete, or add them "
                     "with optimizer.add_param_group({'params': [...]}); to keep them fixed, call "
                     "requires_grad_(False) on them (no gradient is then computed)")
-
-
-def _left_out_cause(built: Any, where: Any, added: Any, them: str, s: str,
-                    model: str) -> tuple[Any, str]:
-    """Where left-out parameters are reported, and why: the line that added them, the groups
-    written without them, a ``requires_grad`` filter, else the optimizer's construction."""
-    why = ("the optimizer was built before they were added, replaced or unfrozen, or "
-           "they were left out of it without being frozen")
-    groups_at = param_groups_line(built) if built is not None and where == built else None
-    if added is not None:  # the cause: the line that added them
-        where, inner = added
-        by = f" (at {short_location(inner)})" if inner else ""
-        why = (f"this line added {them}{by} to a model already built, and no optimizer "
-               f"was given {them} afterwards")
-    elif groups_at is not None:  # groups written out by hand: the list that left them out
-        where = (built[0], groups_at, 1)
-        why = (f"the parameter groups listed here for the optimizer built at line "
-               f"{built[1]} leave {them} out; add a group holding {them}")
-    elif built is not None and where == built and (again := built_again(built, model)):
-        where = (built[0], again, 1)  # ``net = deepen(net)``: a model with new layers
-        why = (f"the optimizer built at line {built[1]} holds the model this line replaced, "
-               f"not {them}; build it again after this line")
-    elif built is not None and where == built and picks_trainable(built):
-        # ``[p for p in model.parameters() if p.requires_grad]``: frozen then, unfrozen later
-        where = (built[0], params_line(built) or built[1], 1)
-        they, were = ("it", "was") if them == "it" else ("they", "were")
-        why = (f"the optimizer built at line {built[1]} was given only the parameters that "
-               f"required grad here, and {they} {were} frozen then: unfrozen later "
-               f"(requires_grad = True), {they} need{s} optimizer.add_param_group(...)")
-    return where, why
 

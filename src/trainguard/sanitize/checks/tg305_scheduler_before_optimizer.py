@@ -11,7 +11,9 @@ When it fires:
 - the scheduler stepped while its optimizer never had, and no ``GradScaler`` skipped that
   optimizer's step. The schedule then starts one value late: the first learning rate (often the
   warm-up's smallest) is never used, and with a per-iteration ``scheduler.step()`` placed before
-  ``optimizer.step()`` every step uses the next step's rate;
+  ``optimizer.step()`` every step uses the next step's rate. Reported at the optimizer's first
+  step, where the two calls' order is set (``core/order_site.py``: a loop calling a helper that
+  steps the schedulers before the one that steps the optimizer, at that call);
 - a ``StepLR``, ``MultiStepLR`` or ``ExponentialLR`` (schedules written in epochs: "divide by 10
   every 30 epochs") is stepped per batch, so the learning rate is cut several times per epoch and
   soon reaches nothing. Its period (``step_size``, the first milestone, or the steps
@@ -118,14 +120,18 @@ from typing import Any
 from trainguard.sanitize.core import schedules as pace
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import user_location
+from trainguard.sanitize.core.order_site import EarlySteps
 
 
-class SchedulerBeforeOptimizer(Check):
+class SchedulerBeforeOptimizer(EarlySteps, Check):
     code = "TG305"
+    on_demand = ("on_step_pre",)  # only while a scheduler stepped before its optimizer
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.checked: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        # scheduler -> its step() seen before its optimizer's first step, not yet reported
+        self.early: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
         from torch.optim import lr_scheduler as lrs
 
         self.epoch_types = (lrs.StepLR, lrs.MultiStepLR, lrs.ExponentialLR)
@@ -193,6 +199,7 @@ class SchedulerBeforeOptimizer(Check):
         return count + 1
 
     def on_exit(self) -> None:
+        self.early_left()
         for noted in list(self.state.loader_passes):  # exhausted passes whose iterator is kept
             if not noted.ended and noted.length and noted.given >= noted.length:
                 self._pass_ended(noted)
@@ -242,18 +249,7 @@ class SchedulerBeforeOptimizer(Check):
             return  # it has stepped: the order is right
         if pace.scaler_skipped(optimizer):
             return
-        lrs = [g.get("lr") for g in optimizer.param_groups]
-        where = user_location()
-        finding = self.report(
-            f"{type(scheduler).__name__}.step() ran before the first "
-            f"{type(optimizer).__name__}.step() (learning rate now {lrs[0]:.3g}): the schedule's "
-            "first value is skipped, and when the two are called every iteration in this order "
-            "each step uses the next step's learning rate",
-            fix="call optimizer.step() first and scheduler.step() after it (per batch for "
-                "OneCycle/Cyclic/warm-up, per epoch for StepLR/MultiStepLR/CosineAnnealingLR)",
-            where=where)
-        if finding is not None and where is not None:
-            self.order[scheduler] = (finding, where)
+        self.note_early(scheduler, optimizer)  # reported at the optimizer's first step
 
     def _follow(self, scheduler: Any) -> None:
         """Note a per-epoch, plateau or finite-length scheduler's step (judged per pass)."""

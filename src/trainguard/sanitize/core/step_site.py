@@ -55,17 +55,36 @@ class StepSite:
 
 def find_step_site(optimizer: Any, start: FrameType | None = None) -> StepSite | None:
     """The ``step()`` call for ``optimizer`` written in a running user function (innermost
-    first; ``start`` defaults to the caller's frame), or None when none is found."""
+    first; ``start`` defaults to the caller's frame), or None when none is found.
+
+    A site in a function of another file than its caller's (a backend wrapper's ``backward()``
+    that steps the optimizer itself only for an engine that owns the step, huggingface/
+    transformers#45656) serves every caller: when a caller further out writes its own
+    ``step()`` for the optimizer (the training loop's), that one is the site."""
     frame = start if start is not None else sys._getframe(1)
-    for f in user_frames(frame, limit=_FRAMES):
-        body = function_node(f.f_code)
-        if body is None or not _may_step(f.f_code.co_filename, body):
+    frames = list(user_frames(frame, limit=_FRAMES))
+    found = None
+    for i, f in enumerate(frames):
+        site = _site_in(optimizer, f)
+        if site is None:
             continue
-        for call, parents in _step_calls(body):
-            if _is(optimizer, call.func.value, f) or (
-                    call.args and _is(optimizer, call.args[0], f)):
-                where = (f.f_code.co_filename, call.lineno, call.col_offset + 1)
-                return StepSite(where, _text(call), _guard(parents))
+        caller = frames[i + 1] if i + 1 < len(frames) else None
+        if caller is None or caller.f_code.co_filename == f.f_code.co_filename:
+            return site
+        found = found or site  # a helper file's: kept unless a caller writes its own
+    return found
+
+
+def _site_in(optimizer: Any, f: FrameType) -> StepSite | None:
+    """The first ``step()`` call for ``optimizer`` written in the function ``f`` runs."""
+    body = function_node(f.f_code)
+    if body is None or not _may_step(f.f_code.co_filename, body):
+        return None
+    for call, parents in _step_calls(body):
+        if _is(optimizer, call.func.value, f) or (
+                call.args and _is(optimizer, call.args[0], f)):
+            where = (f.f_code.co_filename, call.lineno, call.col_offset + 1)
+            return StepSite(where, _text(call), _guard(parents))
     return None
 
 
