@@ -5,7 +5,8 @@ the autograd node that made its input (one attribute read, no values, no sync); 
 no ``grad_fn`` (a validation loss under ``torch.no_grad()``), its values, on the CPU only.
 
 When it fires: the input was made by ``softmax`` (``F.softmax``, ``nn.Softmax``, ``Tensor.softmax``),
-possibly through a reshape or dtype cast; or, without a ``grad_fn``, it holds probabilities: two or
+possibly through a reshape, a dtype cast or an index that picks some of its rows
+(``softmax(x)[keep]``); or, without a ``grad_fn``, it holds probabilities: two or
 more classes along dim 1, every value in [0, 1], every row summing to 1 (within 1e-3), and not
 every value exactly 0 or 1 (one-hot rows: a softmax never gives exact zeros, so they are built,
 e.g. to compute the floor a perfect prediction reaches, not a model's output).

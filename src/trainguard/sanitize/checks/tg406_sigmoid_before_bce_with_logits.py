@@ -4,7 +4,8 @@ What it watches: every ``BCEWithLogitsLoss``/``F.binary_cross_entropy_with_logit
 autograd node that made its input (one attribute read, no values, no sync).
 
 When it fires: the input was made by ``sigmoid`` (``torch.sigmoid``, ``nn.Sigmoid``,
-``Tensor.sigmoid``), possibly through a reshape or dtype cast. The loss then computes
+``Tensor.sigmoid``), possibly through a reshape, a dtype cast or an index (``sigmoid(x)[mask]``).
+The loss then computes
 ``sigmoid(sigmoid(x))``, which lies in (0.5, 0.73): a prediction can never be confidently negative
 and the gradients vanish. Reported at the cause: after the first sighting, a window
 (``core/origin.py``) notes where sigmoid outputs are made until the next such loss call, which is

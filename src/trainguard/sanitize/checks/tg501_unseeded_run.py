@@ -49,9 +49,17 @@ seeding calls inside a ``torch.random.fork_rng()`` block are ignored (the block 
 state: a fixed validation set drawn there does not seed the run nor ask for reproducibility), and
 no check moment is taken inside one.
 
-Not seen: generator objects (``np.random.default_rng()``, ``random.Random()``), the CUDA generators
-(they start from a fixed seed), seeding of numpy or random that bypasses the wrapped module
-functions.
+Generator objects: a numpy ``Generator`` the user's code makes without a seed
+(``np.random.default_rng()``, or ``default_rng(seed)`` with ``seed`` None: a splitter's default)
+is seeded from the OS, and the global seeds never reach it. Its state is kept (at most 32 such
+generators, one per line) and compared at the same moments; drawn from after the run asked to be
+reproducible, it is reported at the line that made it, where the seed belongs (diningphil/PyDGN#31:
+splits that differ although the run is seeded). One made and drawn from before the ask (a run
+drawing its own seed to log) is silent.
+
+Not seen: other generator objects (``random.Random()``, ``np.random.RandomState()``), the CUDA
+generators (they start from a fixed seed), seeding of numpy or random that bypasses the wrapped
+module functions.
 
 Cost: at optimizer steps 1, 2, 4, 8, ... and DataLoader passes 1, 2, 4, ..., one snapshot of each
 generator's state (a few kilobytes compared); per seeding call, one snapshot; after the first ask,
@@ -103,6 +111,26 @@ def _seeding_helper(frame: Any) -> bool:
     return True
 
 
+_MADE = "numpy.random.default_rng"  # the event of a generator made from the OS
+_GENERATORS = 32  # such generators kept to be compared at the check moments
+
+
+def _state(bit_generator: Any) -> Any:
+    """A numpy bit generator's state (a small dict of ints for ``default_rng``'s PCG64), or None
+    when it cannot be read."""
+    try:
+        return bit_generator.state
+    except Exception:  # noqa: BLE001 - never raise into the user's run
+        return None
+
+
+def _drawn_from(made: list[Any]) -> bool:
+    try:
+        return bool(_state(made[0]) != made[2])
+    except Exception:  # noqa: BLE001 - a state holding arrays (MT19937) does not compare
+        return False
+
+
 class UnseededRun(Check):
     code = "TG501"
 
@@ -136,6 +164,9 @@ class UnseededRun(Check):
         self.values: dict[Family, Any] = {}
         self.torch_after_seed: Any = None
         self.reset: tuple[Location | None, str, Any, frozenset, int] | None = None
+        # numpy Generators the user's code made from the OS (``np.random.default_rng()``):
+        # [bit generator, the line that made it, its state since the ask or its making]
+        self.generators: list[list[Any]] = []
 
     def on_repro_pre(self, name: str, value: Any) -> None:
         family = SEEDS.get(name)
@@ -152,6 +183,9 @@ class UnseededRun(Check):
                     f"(line {self.asked_at[1]}), or call trainguard.seed_everything(seed) there")
 
     def on_repro(self, name: str, value: Any) -> None:
+        if name == _MADE:
+            self._made(value)
+            return
         family = SEEDS.get(name)
         fixed = family is not None and fixes_seed(name, value)
         if fixed and family != "torch" and self._resets_without_torch(family, value) and \
@@ -191,6 +225,8 @@ class UnseededRun(Check):
                     self.seeded[f] = True  # may have been seeded before the watcher started
                 if not self.seeded[f]:
                     self.ref[f] = snapshot(f)
+            for made in self.generators:  # draws before the ask may pick the run's seed
+                made[2] = _state(made[0]) if made[0] is not None else None
 
     def on_library_import_pre(self, name: str) -> None:
         self.importing = {f: ref for f, ref in self.ref.items()
@@ -225,6 +261,30 @@ class UnseededRun(Check):
 
     def on_exit(self) -> None:
         self._check_all("at the end of the run")
+
+    def _made(self, generator: Any) -> None:
+        """Keep a generator the user's code made from the OS, to see later whether it is drawn
+        from (at most ``_GENERATORS``, one per line)."""
+        where = user_location(sys._getframe(1))
+        bit = getattr(generator, "bit_generator", None)
+        if (bit is None or len(self.generators) >= _GENERATORS
+                or any(made[1] == where for made in self.generators)):
+            return
+        self.generators.append([bit, where, _state(bit)])
+
+    def _check_generators(self, moment: str) -> None:
+        """Report a generator made from the OS that the run drew from after asking to be
+        reproducible, at the line that made it: the seed belongs there."""
+        for made in [m for m in self.generators if m[2] is not None and _drawn_from(m)]:
+            made[0] = made[2] = None  # reported once; the line stays known
+            self.report(
+                f"np.random.default_rng here, given no seed, makes a generator seeded from the "
+                f"OS, and the "
+                f"run drew from it (seen {moment}) although it asks to be reproducible "
+                f"({self.asked_by} at line {self.asked_at[1]}): its draws (a data split, a "
+                "shuffle) differ every run",
+                fix="pass a seed derived from the run's seed: np.random.default_rng(seed)",
+                where=made[1])
 
     def _resets_without_torch(self, family: Family, value: Any) -> bool:
         """This seeding puts numpy or random back to a seed they had before (a helper run before
@@ -265,6 +325,7 @@ class UnseededRun(Check):
         if self.asked_at is None or in_fork_rng():  # torch's state is restored when it ends
             return
         self._check_reset(moment)
+        self._check_generators(moment)
         # every generator found at this moment goes into one finding: findings at one line merge,
         # and a second one's message would be lost in the count
         found = [f for f in FAMILIES

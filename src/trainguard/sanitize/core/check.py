@@ -75,8 +75,10 @@ Events (arguments are what PyTorch passed; nothing is copied):
   ``"torch.manual_seed"``, ``"torch.seed"``, ``"torch.set_rng_state"``, ``"torch.cuda.manual_seed"``,
   ``"torch.cuda.manual_seed_all"``, ``"torch.use_deterministic_algorithms"``,
   ``"torch.set_deterministic_debug_mode"``, ``"cudnn.benchmark"``, ``"cudnn.deterministic"``;
-  ``value`` is the seed, state, mode or flag passed (None for a seed from the OS). Calls torch
-  makes itself (``fork_rng``, DataLoader workers seeding themselves) are not events.
+  ``value`` is the seed, state, mode or flag passed (None for a seed from the OS). Also
+  ``"numpy.random.default_rng"`` (``on_repro`` only): the user's code made a numpy Generator
+  without a seed; ``value`` is that generator. Calls torch makes itself (``fork_rng``,
+  DataLoader workers seeding themselves) are not events.
 - ``on_library_import_pre(name)`` / ``on_library_import(name)``: a library module (a file outside
   the user's code, or none) starts / ends running its top-level code under its first import; the
   outermost one only (``sanitize/probes/imports.py``): what it imports runs in between, except a

@@ -1,7 +1,9 @@
 """Which operation made a tensor, read from its ``grad_fn`` (no values touched, no sync).
 
 Shape-only and dtype-only operations (view, reshape, squeeze, a dtype cast, ...) are looked through,
-so ``softmax(x).view(-1, C)`` still reads as ``softmax``.
+so ``softmax(x).view(-1, C)`` still reads as ``softmax``; so are operations that pick some of the
+values unchanged (a slice, ``x[mask]``, ``x[idx]``, ``index_select``): ``softmax(x)[keep]``, the
+rows kept for a loss, still holds softmax outputs.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ _PASS_THROUGH = (
     "ViewBackward", "ReshapeAliasBackward", "UnsafeViewBackward", "SqueezeBackward",
     "UnsqueezeBackward", "ToCopyBackward", "CloneBackward", "PermuteBackward", "TransposeBackward",
     "ExpandBackward", "SliceBackward", "SelectBackward", "AliasBackward", "ContiguousBackward",
+    "IndexBackward", "IndexSelectBackward",
 )
 
 

@@ -11,6 +11,9 @@
   call made inside one (``with torch.random.fork_rng(): torch.manual_seed(1234); X_val = ...``)
   is no event, since the block restores torch's state on exit; it neither seeds the run nor asks
   for a reproducible one. Seeds of ``random`` and numpy inside the block (not restored) stay events.
+- ``numpy.random.default_rng`` called by the user's code without a seed (``default_rng()``,
+  ``default_rng(None)``: a generator seeded from the OS) becomes an ``on_repro`` event
+  ``"numpy.random.default_rng"`` whose value is the generator it made; a seeded call is no event.
 
 Calls made by torch itself (``torch.random.fork_rng`` restoring a state, ``torch.manual_seed``
 seeding the CUDA generators, a DataLoader worker seeding itself) are not events, and nothing is
@@ -28,6 +31,7 @@ import sys
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from trainguard.sanitize.core.frames import is_user_code
 from trainguard.sanitize.core.seeding import fork_depth as _fork_depth
 from trainguard.sanitize.probes.patch import Undo
 
@@ -130,6 +134,7 @@ def _install(w: "Bus", undo: list[Undo]) -> None:
                     setattr(owner, attr, original))
 
     _wrap_fork_rng(torch, undo)
+    _wrap_default_rng(emit, pid, undo)
 
     # ``torch.backends.cudnn.benchmark = True`` goes through a ``ContextProp`` descriptor on the
     # module's class, which calls its ``setter``: wrap that (two frames below the user's line).
@@ -142,6 +147,27 @@ def _install(w: "Bus", undo: list[Undo]) -> None:
         prop.setter = observed(original_setter, f"cudnn.{flag}", None, 2)
         undo.append(lambda prop=prop, original=original_setter:
                     setattr(prop, "setter", original))
+
+
+def _wrap_default_rng(emit: Any, pid: int, undo: list[Undo]) -> None:
+    """Make ``numpy.random.default_rng`` emit the generator it made from the OS (no seed given)
+    when the user's code called it."""
+    numpy_random = sys.modules.get("numpy.random")
+    original = getattr(numpy_random, "default_rng", None)
+    if original is None:
+        return
+
+    def default_rng(*args: Any, **kwargs: Any) -> Any:
+        made = original(*args, **kwargs)
+        seed = args[0] if args else kwargs.get("seed")
+        caller = sys._getframe(1)
+        if seed is None and os.getpid() == pid and is_user_code(caller.f_code):
+            emit("on_repro", "numpy.random.default_rng", made)
+        return made
+
+    functools.update_wrapper(default_rng, original)
+    numpy_random.default_rng = default_rng
+    undo.append(lambda: setattr(numpy_random, "default_rng", original))
 
 
 def _wrap_fork_rng(torch: Any, undo: list[Undo]) -> None:
