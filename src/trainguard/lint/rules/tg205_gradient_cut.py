@@ -102,8 +102,8 @@ def check(script: Script) -> Iterator[Hit]:
         yield Hit(d.stmt, f"the output of {d.module} is kept in `{d.name}`, but nothing reads "
                           f"`{d.name}` afterwards ({after}): the submodule's output reaches "
                           f"nothing, so its parameters get no gradient and never change",
-                  fix=f"use the output where forward goes on (store it back where the rest "
-                      f"of forward reads, or return it), or remove the submodule")
+                  fix="use the output where forward goes on (store it back where the rest "
+                      "of forward reads, or return it), or remove the submodule")
     for fc in forward_cuts(script):
         names = " and ".join(f"self.{a}" for a in fc.attrs)
         one = len(fc.attrs) == 1

@@ -290,9 +290,9 @@ def _own_rng_of_library(script: Script, node: ast.AST) -> ast.Call | None:
     or with a number added: ``SEED + fold``) and it is a function or class of a library in
     :data:`_OWN_RNG` (``train_test_split(X, y, random_state=SEED)``): that seeds the library's
     draw alone, not torch's global generator."""
-    n, p = node, parent(node)
+    p = parent(node)
     while isinstance(p, ast.BinOp):
-        n, p = p, parent(p)
+        p = parent(p)
     if not isinstance(p, ast.keyword) or p.arg not in _OWN_RNG_ARGS:
         return None
     call = parent(p)
