@@ -21,9 +21,10 @@ cells numbered from 1 as they appear in the notebook (markdown cells count, as i
 ``trainguard lint``), lines within the cell. IPython syntax that plain Python cannot run is
 skipped and said on stderr: line magics and shell lines (``%matplotlib inline``, ``!pip install``)
 become blank lines, except the statement of a ``%time`` or ``%prun`` line magic without options
-(``%time losses = fit(10)``), which runs as Python, once, as IPython runs it; the body of a cell under ``%%time``, ``%%capture`` or ``%%prun`` runs as
-Python (IPython runs it once, in the notebook's namespace), and a cell that starts with another
-cell magic (``%%bash``, ``%%timeit``) is not run.
+(``%time losses = fit(10)``), which runs as Python, once, as IPython runs it; the body of a
+cell under ``%%time``, ``%%capture`` or ``%%prun`` runs as Python (IPython runs it once, in the
+notebook's namespace), and a cell that starts with another cell magic (``%%bash``,
+``%%timeit``) is not run.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 # Modelled on PyTorch's knowledge-distillation tutorial
 # (https://pytorch.org/tutorials/beginner/knowledge_distillation_tutorial.html), whose soft targets
 # are the teacher's softmax over the classes (dim=-1), here computed under bfloat16 autocast: each
-# row sums to 1 only within bfloat16's rounding (here up to 0.0015 from it), also once cast to float32,
-# which cross_entropy takes as the distribution it is.
+# row sums to 1 only within bfloat16's rounding (here up to 0.0015 from it), also once cast to
+# float32, which cross_entropy takes as the distribution it is.
 import torch
 import torch.nn.functional as F
 from torch import nn
