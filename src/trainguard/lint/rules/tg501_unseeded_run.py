@@ -122,7 +122,24 @@ def _fresh(script: Script, call: ast.Call) -> str | None:
         if not name or re.search(rf"\b{re.escape(name)}\s*\.\s*(seed|set_state|setstate|"
                                  rf"__setstate__|bit_generator\s*\.\s*state\s*=)", script.source):
             return None
-    return family
+    return None if _draws_the_seed(script, call) else family
+
+
+def _draws_the_seed(script: Script, call: ast.Call) -> bool:
+    """The generator draws the run's seed: the statement around ``call`` binds a name
+    (``SEED = int(np.random.default_rng().integers(2**31))``) that a seeding call of the file
+    is given (``torch.manual_seed(SEED)``): a fresh seed, drawn to be logged, that then seeds the
+    run (the draw picks the seed, not the data)."""
+    stmt = parent(call)
+    while stmt is not None and not isinstance(stmt, ast.stmt):
+        stmt = parent(stmt)
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)):
+        return False
+    name = stmt.targets[0].id
+    return any(SEED_CALLS.get(script.call_qualname(c) or "") and any(
+        isinstance(n, ast.Name) and n.id == name for a in c.args for n in ast.walk(a))
+        for c in script.calls)
 
 
 def _fresh_generators(script: Script, repro: Repro, setting: tuple | None) -> Iterator[Hit]:
