@@ -16,7 +16,7 @@ import ast
 import sys
 from typing import Any
 
-from trainguard.sanitize.core.frames import is_user_code
+from trainguard.sanitize.core.frames import user_frames
 from trainguard.sanitize.core.source import function_node
 
 __all__ = ["batch_size_read"]
@@ -27,15 +27,10 @@ _FRAMES = 8  # user frames looked at, innermost first
 def batch_size_read() -> tuple[str, str, str] | None:
     """``(path, key, text)`` of the first batch-size setting equal to 1 that a user frame's
     function reads (``text``: how it reads it, ``args.batch_size``), or None."""
-    frame: Any = sys._getframe(1)
-    seen = 0
-    while frame is not None and seen < _FRAMES:
-        if is_user_code(frame.f_code):
-            seen += 1
-            found = _read_in(frame)
-            if found is not None:
-                return (frame.f_code.co_filename, *found)
-        frame = frame.f_back
+    for frame in user_frames(sys._getframe(1), limit=_FRAMES):
+        found = _read_in(frame)
+        if found is not None:
+            return (frame.f_code.co_filename, *found)
     return None
 
 
@@ -44,14 +39,14 @@ def _read_in(frame: Any) -> tuple[str, str] | None:
     if node is None:
         return None
     body = node.body if isinstance(node, ast.Module) else [node]
+    names = {**frame.f_globals, **frame.f_locals}  # (one snapshot of the frame's variables)
     for stmt in body:
         for expr in ast.walk(stmt):
             read = _setting(expr)
             if read is None:
                 continue
             name, key = read
-            holder = frame.f_locals.get(name, frame.f_globals.get(name))
-            if _value(holder, key) == 1:
+            if _value(names.get(name), key) == 1:
                 return key, ast.unparse(expr)
     return None
 

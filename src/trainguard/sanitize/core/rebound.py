@@ -24,6 +24,7 @@ from types import FrameType
 from typing import Any, Iterator
 
 from trainguard.sanitize.core.frames import Location
+from trainguard.sanitize.core.sites import dotted
 from trainguard.sanitize.core.source import function_node
 
 __all__ = ["rebound_in_source"]
@@ -46,7 +47,7 @@ def rebound_in_source(frame: FrameType) -> tuple[str, Location] | None:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for target in targets:
             for element in (target.elts if isinstance(target, ast.Tuple) else [target]):
-                name = _dotted(element)
+                name = dotted(element)
                 if name in graded and _lost_grad(_resolve(scope, name)):
                     found.append((node.lineno, node.col_offset + 1, name))
     if not found:
@@ -71,20 +72,10 @@ def _graded(value: ast.AST) -> set[str]:
     out = set()
     for node in ast.walk(value):
         if isinstance(node, ast.Attribute) and node.attr == "grad":
-            name = _dotted(node.value)
+            name = dotted(node.value)
             if name is not None:
                 out.add(name)
     return out
-
-
-def _dotted(node: ast.AST) -> str | None:
-    """``w`` or ``self.w`` (names and attributes of names only); else None."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return None if base is None else f"{base}.{node.attr}"
-    return None
 
 
 def _resolve(scope: dict, dotted: str) -> Any:

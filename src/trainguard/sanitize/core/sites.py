@@ -33,7 +33,7 @@ from typing import Any
 from trainguard.apifacts import FUNCTIONAL_LOSSES
 from trainguard.sanitize.core.source import SourceFile, trains
 
-__all__ = ["SiteReader", "Uses", "output_uses"]
+__all__ = ["SiteReader", "Uses", "dotted", "output_uses"]
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ def output_uses(where: tuple[str, int, int] | None) -> Uses | None:
     return SiteReader().uses(where)
 
 
-def _dotted(node: ast.AST) -> str | None:
+def dotted(node: ast.AST) -> str | None:
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -155,7 +155,7 @@ def _module_method(file: "SourceFile", scope: ast.AST) -> bool:
     cls = file.parents.get(scope)
     if not isinstance(cls, ast.ClassDef):
         return False
-    if any((_dotted(b) or "").rsplit(".", 1)[-1].endswith("Module") for b in cls.bases):
+    if any((dotted(b) or "").rsplit(".", 1)[-1].endswith("Module") for b in cls.bases):
         return True
     return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "forward"
                for n in cls.body)
@@ -190,7 +190,7 @@ class _Flow:
             p = parents.get(cur)
             if isinstance(p, ast.Attribute) and p.attr in _SHAPE_READS:
                 return True
-            if isinstance(p, ast.Call) and cur is not p.func and _dotted(p.func) == "len":
+            if isinstance(p, ast.Call) and cur is not p.func and dotted(p.func) == "len":
                 return True
             if isinstance(p, ast.Attribute) or (isinstance(p, ast.Call) and cur is p.func) or (
                     isinstance(p, ast.Subscript) and cur is p.value):
@@ -305,7 +305,7 @@ class _Flow:
     def _argument(self, call: ast.Call, arg: ast.AST, hops: int) -> bool:
         """The value is an argument of ``call``: note a metric or loss, follow a container it is
         added to; True when the value flows on through the call's result."""
-        name = _dotted(call.func)
+        name = dotted(call.func)
         if name is None:
             return False
         root, _, _ = name.partition(".")
