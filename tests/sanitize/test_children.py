@@ -126,3 +126,35 @@ def test_a_watched_child_computes_what_it_computes_unwatched(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "1 of 1 child processes started with mp.start_processes" in done.stderr
     assert (tmp_path / "watched.txt").read_text() == (tmp_path / "plain.txt").read_text()
+
+
+CYCLE = textwrap.dedent("""\
+    import gc
+    import sys
+    import torch.multiprocessing as mp
+
+    class Node:
+        def __init__(self, path):
+            self.path, self.me = path, self
+
+        def __del__(self):
+            with open(self.path, "w") as f:
+                f.write("at exit" if sys.is_finalizing() else "while alive")
+
+    def work(rank, path):
+        node = Node(path)
+        gc.collect()  # the cycle is old now: only a full collection frees it
+
+    if __name__ == "__main__":
+        mp.spawn(work, args=(sys.argv[1],), nprocs=1)
+""")
+
+
+def test_a_watched_child_frees_its_garbage_cycles_before_exit(tmp_path):
+    # A DistributedDataParallel model is such a cycle; left to the interpreter's exit, its
+    # process group is freed there and a gloo thread can abort the process.
+    script = tmp_path / "cycle.py"
+    script.write_text(CYCLE)
+    done = run_tg("run", str(script), str(tmp_path / "freed.txt"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "freed.txt").read_text() == "while alive"

@@ -18,6 +18,7 @@ except files in that folder, so watching cannot block a child or reorder its col
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -84,6 +85,12 @@ class Child:
             watcher.stop()  # ChildLink.finish writes the report
             if not watcher.ranks.sent:
                 watcher.print_summary()
+            # The user's garbage cycles (a DistributedDataParallel model is one) are freed now,
+            # while the interpreter is alive: one left to the interpreter's exit frees its process
+            # group there, and a gloo thread that then needs the GIL aborts the process
+            # (https://github.com/pytorch/pytorch/pull/179291). Watching must not make that
+            # likelier by moving the cycle to an older generation.
+            gc.collect()
 
 
 def _start_watcher(setup: Setup, index: int) -> Any:
