@@ -19,6 +19,8 @@ from trainguard.sanitize.core import watchdog
 from trainguard.sanitize.core.bounds import Overrun, clock
 from trainguard.sanitize.core.bus import Bus
 from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.own_ops import active as modes_active
+from trainguard.sanitize.core.own_ops import hidden as hidden_from_modes
 from trainguard.sanitize.core.watchdog import SLOW_S
 
 __all__ = ["Dispatch"]
@@ -52,6 +54,13 @@ class Dispatch(Bus):
             self._emit(event, handlers, args)
 
     def _emit(self, event: str, handlers: list[tuple[Check, Any]], args: tuple) -> None:
+        if modes_active():  # (the user's op counter must not count the checks' reads)
+            with hidden_from_modes():
+                self._emit_now(event, handlers, args)
+        else:
+            self._emit_now(event, handlers, args)
+
+    def _emit_now(self, event: str, handlers: list[tuple[Check, Any]], args: tuple) -> None:
         dog = self.watchdog
         start = perf_counter()
         # the handling thread's own CPU (not torch's spinning workers), read only once the
