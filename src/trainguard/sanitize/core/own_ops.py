@@ -16,23 +16,34 @@ a later one (``core/modestack.py``), and torch's ``set_default_device`` is one t
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
-
-import torch
+from typing import Any, Iterator
 
 __all__ = ["active", "hidden"]
 
-active = torch._C._len_torch_dispatch_stack  # (non-zero: a dispatch mode is on; one C call)
-_INFRA = tuple(getattr(torch._C._TorchDispatchModeKey, k) for k in ("FAKE", "PROXY", "FUNCTIONAL"))
+_depth: Any = None  # torch's dispatch-mode stack depth, once torch is imported (lint never does)
+
+
+def active() -> int:
+    """How many user dispatch modes are on (non-zero: some are); one C call after the first."""
+    global _depth
+    if _depth is None:
+        import torch
+
+        _depth = torch._C._len_torch_dispatch_stack
+    return _depth()
 
 
 @contextmanager
 def hidden() -> Iterator[None]:
     """Run the body with the user's dispatch modes popped (see the module's doc). Never raises of
     its own: where the modes cannot be popped, the body runs with them."""
+    import torch
+
     modes: list = []
     try:
-        if not any(torch._C._get_dispatch_mode(k) is not None for k in _INFRA):
+        keys = torch._C._TorchDispatchModeKey
+        if all(torch._C._get_dispatch_mode(k) is None
+               for k in (keys.FAKE, keys.PROXY, keys.FUNCTIONAL)):
             for _ in range(active()):
                 modes.append(torch._C._pop_torch_dispatch_stack(None))
     except Exception:  # (a torch without these entry points: the checks' reads stay visible)
@@ -45,5 +56,7 @@ def hidden() -> Iterator[None]:
 
 
 def _push(modes: list) -> None:
+    import torch
+
     for mode in reversed(modes):
         torch._C._push_on_torch_dispatch_stack(mode)
