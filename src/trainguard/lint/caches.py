@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from trainguard.lint.astutil import dotted, parent, walk_local
 from trainguard.lint.cuts import CUT_ATTRS
-from trainguard.lint.cuts import _parametric as parametric
+from trainguard.lint.cuts import parametric
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.script import Script
 

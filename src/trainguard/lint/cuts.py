@@ -27,7 +27,7 @@ from trainguard.lint.packed import packs_sequences, recurrent_outputs, recurrent
 from trainguard.lint.script import NO_GRAD, Script
 
 __all__ = ["ForwardCut", "forward_cuts", "InputCut", "input_cuts", "submodules_with_parameters",
-           "no_grad_block", "CUT_ATTRS", "NEW_LEAF"]
+           "no_grad_block", "parametric", "CUT_ATTRS", "NEW_LEAF"]
 
 # Methods whose result carries no graph: detached copies, Python numbers, NumPy arrays, and
 # integer results (argmax and integer casts cannot require grad).
@@ -123,7 +123,7 @@ def _stacked_after_parameters(script: Script) -> dict[str, ast.Call]:
         for before, item in zip(call.args, call.args[1:]):
             name = dotted(item.func) if isinstance(item, ast.Call) else None
             if name in script.classes and name not in found and \
-                    _parametric(script, before, 2):
+                    parametric(script, before, 2):
                 found[name] = call
     return found
 
@@ -167,7 +167,7 @@ def _parametric_submodules(script: Script, init: ast.FunctionDef) -> set[str]:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             for t, v in assigned_pairs(node.targets, node.value):  # self.a, self.b = A(), B()
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and \
-                        t.value.id == "self" and (_parametric(script, v, 4, imported=True) or
+                        t.value.id == "self" and (parametric(script, v, 4, imported=True) or
                                                   _learnable_parameter(script, v)):
                     subs.add(t.attr)
     return subs
@@ -198,7 +198,7 @@ def _learnable_parameter(script: Script, value: ast.AST) -> bool:
     return not (isinstance(flag, ast.Constant) and flag.value is False)
 
 
-def _parametric(script: Script, value: ast.AST, depth: int, *, imported: bool = False) -> bool:
+def parametric(script: Script, value: ast.AST, depth: int, *, imported: bool = False) -> bool:
     """``value`` builds a module with parameters: a torch layer that has them, a container of
     such layers, a module class of the file, and with ``imported`` one of another project file
     (:func:`_imported_parametric`)."""
@@ -215,7 +215,7 @@ def _parametric(script: Script, value: ast.AST, depth: int, *, imported: bool = 
             [p.value.elt] if isinstance(p, ast.Starred) and isinstance(
                 p.value, (ast.ListComp, ast.GeneratorExp)) else
             [p.elt] if isinstance(p, (ast.ListComp, ast.GeneratorExp)) else [p])]
-        return any(_parametric(script, e, depth - 1, imported=imported) for e in items)
+        return any(parametric(script, e, depth - 1, imported=imported) for e in items)
     cls = script.classes.get(q) if q else None
     if cls is None:
         return imported and _imported_parametric(script, value, depth)
@@ -246,7 +246,7 @@ def _imported_parametric(script: Script, value: ast.Call, depth: int) -> bool:
             any(h in text for h in _FROZEN_HINTS):
         return False
     return any(isinstance(n, ast.Assign) and
-               _parametric(ref.script, n.value, depth - 1, imported=True)
+               parametric(ref.script, n.value, depth - 1, imported=True)
                for n in walk_local(methods["__init__"]))
 
 

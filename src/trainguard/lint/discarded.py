@@ -19,10 +19,9 @@ import ast
 from dataclasses import dataclass
 
 from trainguard.lint.astutil import dotted, self_attr, walk_local
-from trainguard.lint.cuts import _parametric as parametric
-from trainguard.lint.cuts import submodules_with_parameters
+from trainguard.lint.cuts import parametric, submodules_with_parameters
 from trainguard.lint.script import Script
-from trainguard.lint.unused import _GENERIC, _plain_module
+from trainguard.lint.unused import GENERIC_REACH, plain_module
 
 __all__ = ["DiscardedOutput", "discarded_outputs"]
 
@@ -51,7 +50,7 @@ def discarded_outputs(script: Script) -> list[DiscardedOutput]:
         methods = {b.name: b for b in cls.body if isinstance(b, ast.FunctionDef)}
         forward, init = methods.get("forward"), methods.get("__init__")
         if forward is None or init is None or name not in built or \
-                not _plain_module(script, cls) or _generic_reach(cls, init):
+                not plain_module(script, cls) or _generic_reach(cls, init):
             continue
         subs = submodules_with_parameters(script, cls)
         prefixes = _registered_prefixes(script, init)
@@ -80,7 +79,7 @@ def _generic_reach(cls: ast.ClassDef, init: ast.FunctionDef) -> bool:
     class reaches its submodules without naming them (``self.children()``, ``self._modules``,
     ``vars(self)``)."""
     skip = {id(n) for n in ast.walk(init)}
-    return any(id(n) not in skip and (isinstance(n, ast.Attribute) and n.attr in _GENERIC or
+    return any(id(n) not in skip and (isinstance(n, ast.Attribute) and n.attr in GENERIC_REACH or
                                       isinstance(n, ast.Call) and dotted(n.func) == "vars")
                for n in ast.walk(cls))
 

@@ -17,13 +17,13 @@ import ast
 from dataclasses import dataclass
 
 from trainguard.lint.astutil import dotted
-from trainguard.lint.cuts import _parametric as parametric
+from trainguard.lint.cuts import parametric
 from trainguard.lint.script import Script
 
-__all__ = ["UnusedSubmodule", "unused_submodules"]
+__all__ = ["UnusedSubmodule", "unused_submodules", "plain_module", "GENERIC_REACH"]
 
 # Ways a module reaches its submodules without naming them.
-_GENERIC = {"children", "named_children", "modules", "named_modules", "_modules", "__dict__",
+GENERIC_REACH = {"children", "named_children", "modules", "named_modules", "_modules", "__dict__",
             "parameters", "named_parameters", "state_dict"}
 
 
@@ -44,7 +44,7 @@ def unused_submodules(script: Script) -> list[UnusedSubmodule]:
         methods = {b.name: b for b in cls.body if isinstance(b, ast.FunctionDef)}
         init = methods.get("__init__")
         if init is None or "forward" not in methods or name not in built or \
-                not _plain_module(script, cls):
+                not plain_module(script, cls):
             continue
         for stmt in init.body:  # statements __init__ always runs
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
@@ -82,7 +82,7 @@ def _attribute_counts(script: Script) -> dict[str, int]:
     return counts
 
 
-def _plain_module(script: Script, cls: ast.ClassDef, depth: int = 4) -> bool:
+def plain_module(script: Script, cls: ast.ClassDef, depth: int = 4) -> bool:
     """Derives from ``nn.Module`` directly or through classes of this file only: a base from
     elsewhere might run the submodule in a ``forward`` this file cannot see."""
     if depth == 0 or not cls.bases:
@@ -92,7 +92,7 @@ def _plain_module(script: Script, cls: ast.ClassDef, depth: int = 4) -> bool:
         if q in ("torch.nn.Module", "torch.nn.modules.module.Module"):
             continue
         base = script.classes.get(dotted(b) or "")
-        if base is None or not _plain_module(script, base, depth - 1):
+        if base is None or not plain_module(script, base, depth - 1):
             return False
     return True
 
@@ -102,7 +102,7 @@ def _reaches_generically(cls: ast.ClassDef, init: ast.FunctionDef) -> bool:
     for n in ast.walk(cls):
         if id(n) in init_nodes:
             continue
-        if isinstance(n, ast.Attribute) and n.attr in _GENERIC:
+        if isinstance(n, ast.Attribute) and n.attr in GENERIC_REACH:
             return True
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and \
                 n.func.id in ("vars", "getattr", "setattr"):
