@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import SCOPES, kwarg, parent
+from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
@@ -33,6 +34,7 @@ _DISTRIBUTED = re.compile(r"init_process_group|DistributedDataParallel|\bDDP\(")
 _WORLD = re.compile(r"world_size|num_processes|WORLD_SIZE|num_replicas", re.I)
 _GUARD = re.compile(r"rank|master|main_process|is_main|primary|zero|is_root|local_main|"
                     r"process_index|is_chief|leader|gpu_id|device_id|==\s*0\b", re.I)
+_RANKED = re.compile(r"rank(\b|_)|process_index", re.I)  # (a value read from the rank)
 
 
 def check(script: Script) -> Iterator[Hit]:
@@ -44,7 +46,8 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         what, path = target
         path_text = ast.unparse(path) if path is not None else "its default folder"
-        if _GUARD.search(path_text) or _guarded(script, call, frozenset()):
+        if _GUARD.search(path_text) or _guarded(script, call, frozenset()) or \
+                path is not None and _per_rank_path(path, call, 3):
             continue
         site, helper = _unguarded_site(script, call)
         if site is not None:
@@ -54,6 +57,21 @@ def check(script: Script) -> Iterator[Hit]:
         yield Hit(call, f"{what} {path_text} runs on every rank: all processes write the same "
                         f"file")
     yield from _project_writers(script)
+
+
+def _per_rank_path(path: ast.expr, at: ast.AST, depth: int) -> bool:
+    """The path is built, through names assigned above ``at`` in its function, from the rank
+    (``ckpt = os.path.join(root, f"node{rank}")``, ``d = run_dir(root, rank)``): each rank
+    writes a file of its own."""
+    if depth <= 0:
+        return False
+    for n in ast.walk(path):
+        if isinstance(n, ast.Name):
+            value = last_assignment(n.id, at)
+            if value is not None and (_RANKED.search(ast.unparse(value)) or
+                                      _per_rank_path(value, at, depth - 1)):
+                return True
+    return False
 
 
 def _unguarded_site(script: Script, write: ast.Call) -> tuple[ast.Call | None, str]:
@@ -115,7 +133,8 @@ def _project_writers(script: Script) -> Iterator[Hit]:
             what, path = written
             path = _argument_for(t.func, call, path)
             path_text = ast.unparse(path) if path is not None else "its default folder"
-            if _GUARD.search(path_text) or _guarded(script, call, frozenset()):
+            if _GUARD.search(path_text) or _guarded(script, call, frozenset()) or \
+                path is not None and _per_rank_path(path, call, 3):
                 break
             name = getattr(t.func, "name", "the helper")
             yield Hit(call, f"{name}() runs {what} {path_text} on every rank: all processes "
