@@ -22,6 +22,8 @@ returning ``model(x).argmax(1)``).
 A helper shared by training and evaluation that calls ``model.train()`` unconditionally and then
 runs the model (``out, loss = process_batch(model, batch)``) undoes the ``model.eval()`` of the
 evaluation that calls it (pliang279/MultiBench#26): reported at that ``train()``.
+An evaluator that readies the model by freezing its parameters instead of ``eval()`` is
+reported at the freeze (adapter-hub/adapters#324).
 """
 
 from __future__ import annotations
@@ -103,6 +105,17 @@ def check(script: Script) -> Iterator[Hit]:
                 continue
             lines = script.at_lines(sorted({s.lineno for s, _ in trained}))
             each = "at each of its calls" if len(trained) > 1 else "at its call"
+            frozen = _frozen_for_eval(script, region.node, fwd)
+            if frozen is not None:  # the evaluator's preparation: eval() belongs with it
+                stmt, method = frozen
+                yield Hit(stmt, f"{method.name}() freezes {fwd}'s parameters for the "
+                                f"evaluation but leaves it in train mode: requires_grad=False "
+                                f"stops gradients, not Dropout or BatchNorm, and "
+                                f"{region.label} then runs {fwd}(...) "
+                                f"({script.at(first.lineno)}) in train mode {each} ({lines}; "
+                                f"{trained[0][1]})",
+                          fix=f"call {fwd}.eval() here, where the model is frozen")
+                continue
             owner = "self" if fwd in ("self", "self.forward") else "model"  # a module's method
             yield Hit(_statement_holding(region.node, first),
                       f"{region.label} runs {fwd}(...) ({script.at(first.lineno)}) in train "
@@ -200,6 +213,49 @@ def _statement_holding(func: ast.AST, node: ast.AST) -> ast.AST:
     body = getattr(func, "body", ())
     stmt = body_statement(body, node.lineno)  # type: ignore[attr-defined]
     return setup_start(body, stmt) if stmt is not None else node
+
+
+def _frozen_for_eval(script: Script, func: ast.AST,
+                     fwd: str) -> tuple[ast.stmt, ast.FunctionDef] | None:
+    """``(statement, method)`` for a method of the evaluation's class that freezes the model it
+    runs (``for p in self.model.parameters(): p.requires_grad = False``,
+    ``self.model.requires_grad_(False)``), when that class trains nothing (no ``backward``,
+    no optimizer ``step``): an evaluator readying the model with a freeze instead of
+    ``eval()`` (adapter-hub/adapters#324); ``eval()`` belongs beside the freeze. A trainer's
+    frozen backbone is part of its training, not an evaluation's preparation."""
+    cls = script.enclosing_class(func)
+    if cls is None or not fwd.startswith("self.") or any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+            n.func.attr in ("backward", "step", "zero_grad") for n in ast.walk(cls)):
+        return None
+    for method in cls.body:
+        if not isinstance(method, ast.FunctionDef):
+            continue
+        for stmt in walk_local(method):
+            if isinstance(stmt, ast.For) and isinstance(stmt.iter, ast.Call) and \
+                    dotted(stmt.iter.func) == f"{fwd}.parameters" and \
+                    isinstance(stmt.target, ast.Name) and \
+                    _freezes(stmt.body, stmt.target.id):
+                return stmt, method
+            if isinstance(stmt, ast.Expr) and _freezes([stmt], fwd):
+                return stmt, method
+    return None
+
+
+def _freezes(body: list[ast.stmt], name: str) -> bool:
+    """``body`` sets ``name``'s ``requires_grad`` off: ``name.requires_grad = False`` or
+    ``name.requires_grad_(False)``."""
+    for st in body:
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and \
+                dotted(st.targets[0]) == f"{name}.requires_grad" and \
+                isinstance(st.value, ast.Constant) and st.value.value is False:
+            return True
+        call = st.value if isinstance(st, ast.Expr) else None
+        if isinstance(call, ast.Call) and dotted(call.func) == f"{name}.requires_grad_" and \
+                len(call.args) == 1 and isinstance(call.args[0], ast.Constant) and \
+                call.args[0].value is False:
+            return True
+    return False
 
 
 def _caller_sets_eval(script: Script, site: ast.AST) -> bool:
