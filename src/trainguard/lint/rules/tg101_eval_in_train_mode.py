@@ -23,7 +23,9 @@ A helper shared by training and evaluation that calls ``model.train()`` uncondit
 runs the model (``out, loss = process_batch(model, batch)``) undoes the ``model.eval()`` of the
 evaluation that calls it (pliang279/MultiBench#26): reported at that ``train()``.
 An evaluator that readies the model by freezing its parameters instead of ``eval()`` is
-reported at the freeze (adapter-hub/adapters#324).
+reported at the freeze (adapter-hub/adapters#324). An RL rollout runs the policy in train mode on
+purpose while it collects experience; one that runs only after all training collects nothing
+and is an evaluation (hill-a/stable-baselines#833).
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from trainguard.lint.events import Event, events
 from trainguard.lint.factories import factory_of
 from trainguard.lint.modes import mode_before
 from trainguard.lint.regions import (INFERENCE_METHODS, eval_regions, forward_calls,
-                                     inference_calls, preceding_events, rollout)
+                                     inference_calls, preceding_events, rollout,
+                                     training_loops)
 from trainguard.lint.rules import Hit
 from trainguard.lint.sampling import helper_samples, sampled_pass, samples_only
 from trainguard.lint.script import Script
@@ -166,9 +169,26 @@ def _never_switched(script: Script, region) -> Iterator[Hit]:  # type: ignore[no
 
 def _in_rollout(script: Script, site: ast.AST) -> bool:
     """``site`` lies in a function that steps an environment (an RL rollout collecting
-    transitions runs the policy in train mode on purpose: CATALOG precision for TG101)."""
+    transitions runs the policy in train mode on purpose: CATALOG precision for TG101), unless
+    that rollout runs only after all training (:func:`_after_all_training`)."""
     func = script.enclosing_function(site)
-    return func is not None and rollout(script, func)
+    return func is not None and rollout(script, func) and not _after_all_training(script, func)
+
+
+def _after_all_training(script: Script, func: ast.AST) -> bool:
+    """Every call of ``func`` is a module-level statement after the end of the file's last
+    training loop, and every training loop is a module-level loop: no optimizer step follows
+    the rollout, so no transition it collects can feed training; it scores the trained policy
+    (facebookresearch/torchbeast#20: acting in train mode is a choice while collecting
+    experience, not when evaluating)."""
+    sites = script.call_sites(func)  # type: ignore[arg-type]
+    loops = training_loops(script)
+    if not sites or not loops or any(
+            not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) or
+            script.enclosing_function(loop) is not None for loop in loops):
+        return False
+    end = max(getattr(loop, "end_lineno", None) or loop.lineno for loop in loops)
+    return all(script.enclosing_function(s) is None and s.lineno > end for s in sites)
 
 
 def _train_undoing_eval(script: Script, first: ast.AST):  # type: ignore[no-untyped-def]
