@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
-from trainguard.lint.astutil import SCOPES, children, dotted, mode_switch, parent
+from trainguard.lint.astutil import SCOPES, children, dotted, kwarg, mode_switch, parent
 from trainguard.lint.callgraph import RETURNS_SELF, ClassRef, Target
 from trainguard.lint.consts import module_constants_trusted, truth
 from trainguard.lint.factories import bound_mode
@@ -131,6 +131,12 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
             return None  # not nn.Module.train(mode=True)/eval(): a trainer's own train(epochs=...)
         if _own_method(script, f):
             return None  # an object of a project class that is no module: its own train(batch)
+        owner = rename.get("<self>")
+        chosen = _chosen_mode(call, rename) if recv == "self" and mode == "?" else None
+        if chosen is not None and owner and script.is_model(owner):
+            # a model's mode setter (``self.train(mode)`` in the ``set_training_mode(True)``
+            # the caller ran on ``policy``) sets the mode the caller chose, on the caller's model
+            return Event(chosen, owner, call)
         if recv and (script.is_model(recv) or recv.endswith("()")):
             return Event("mode?" if mode == "?" else mode, recv, call)
         if recv and not script.is_optimizer(recv) and not script.is_scheduler(recv):
@@ -138,6 +144,15 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
             # model may have changed, so nothing is known about it any more
             return Event("mode?", recv, call)
     return None
+
+
+def _chosen_mode(call: ast.Call, rename: dict[str, str]) -> str | None:
+    """``train(mode)`` with ``mode`` a parameter the caller bound to a literal
+    (``set_training_mode(True)`` running ``self.train(mode)``, as stable-baselines3's policies
+    do: ``<bool:True>``): the mode that sets; None for anything else."""
+    flag = call.args[0] if call.args else kwarg(call, "mode")
+    bound = rename.get(flag.id, "") if isinstance(flag, ast.Name) else ""
+    return {"<bool:True>": "train", "<bool:False>": "eval"}.get(bound)
 
 
 def _own_method(script: Script, f: ast.Attribute) -> bool:
@@ -528,9 +543,13 @@ def _bind(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef, call: as
     params = [a.arg for a in func.args.posonlyargs + func.args.args]
     if method is None:
         method = isinstance(call.func, ast.Attribute)
+    bound: dict[str, str] = {}
     if params and params[0] == "self" and method:
         params = params[1:]
-    bound: dict[str, str] = {}
+        owner = _renamed(script, call.func.value, rename) \
+            if isinstance(call.func, ast.Attribute) else None
+        if owner:  # the receiver, for the method's switches of its own mode (not a name)
+            bound["<self>"] = owner
 
     # An argument that is not a plain name (``task.get_eval_model()``) is an unknown object:
     # its parameter maps to a key no rule treats as the caller's model.
@@ -539,6 +558,10 @@ def _bind(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef, call: as
                 arg.value.isidentifier():
             return f"<str:{arg.value}>"
         return None
+
+    def flag(arg: ast.AST) -> str | None:  # set_training_mode(True): a literal switch
+        return f"<bool:{arg.value}>" if isinstance(arg, ast.Constant) and \
+            isinstance(arg.value, bool) else None
 
     def fresh(arg: ast.AST) -> str | None:  # train(GoNet()): a module built for the call
         return f"{dotted(arg.func)}()" if isinstance(arg, ast.Call) and \
@@ -549,10 +572,10 @@ def _bind(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef, call: as
         return f"<list:{keys}>" if keys else None
 
     for name, arg in zip(params, call.args):
-        bound[name] = _renamed(script, arg, rename) or text(arg) or fresh(arg) or \
-            group(arg) or f"<arg {name}>"
+        bound[name] = _renamed(script, arg, rename) or text(arg) or flag(arg) or \
+            fresh(arg) or group(arg) or f"<arg {name}>"
     for kw in call.keywords:
         if kw.arg:
             bound[kw.arg] = _renamed(script, kw.value, rename) or text(kw.value) or \
-                f"<arg {kw.arg}>"
+                flag(kw.value) or f"<arg {kw.arg}>"
     return bound

@@ -22,6 +22,10 @@ returning ``model(x).argmax(1)``).
 A helper shared by training and evaluation that calls ``model.train()`` unconditionally and then
 runs the model (``out, loss = process_batch(model, batch)``) undoes the ``model.eval()`` of the
 evaluation that calls it (pliang279/MultiBench#26): reported at that ``train()``.
+An evaluator that readies the model by freezing its parameters instead of ``eval()`` is
+reported at the freeze (adapter-hub/adapters#324). An RL rollout runs the policy in train mode on
+purpose while it collects experience; one that runs only after all training collects nothing
+and is an evaluation (hill-a/stable-baselines#833).
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from trainguard.lint.events import Event, events
 from trainguard.lint.factories import factory_of
 from trainguard.lint.modes import mode_before
 from trainguard.lint.regions import (INFERENCE_METHODS, eval_regions, forward_calls,
-                                     inference_calls, preceding_events, rollout)
+                                     inference_calls, preceding_events, rollout,
+                                     training_loops)
 from trainguard.lint.rules import Hit
 from trainguard.lint.sampling import helper_samples, sampled_pass, samples_only
 from trainguard.lint.script import Script
@@ -103,6 +108,17 @@ def check(script: Script) -> Iterator[Hit]:
                 continue
             lines = script.at_lines(sorted({s.lineno for s, _ in trained}))
             each = "at each of its calls" if len(trained) > 1 else "at its call"
+            frozen = _frozen_for_eval(script, region.node, fwd)
+            if frozen is not None:  # the evaluator's preparation: eval() belongs with it
+                stmt, method = frozen
+                yield Hit(stmt, f"{method.name}() freezes {fwd}'s parameters for the "
+                                f"evaluation but leaves it in train mode: requires_grad=False "
+                                f"stops gradients, not Dropout or BatchNorm, and "
+                                f"{region.label} then runs {fwd}(...) "
+                                f"({script.at(first.lineno)}) in train mode {each} ({lines}; "
+                                f"{trained[0][1]})",
+                          fix=f"call {fwd}.eval() here, where the model is frozen")
+                continue
             owner = "self" if fwd in ("self", "self.forward") else "model"  # a module's method
             yield Hit(_statement_holding(region.node, first),
                       f"{region.label} runs {fwd}(...) ({script.at(first.lineno)}) in train "
@@ -153,9 +169,26 @@ def _never_switched(script: Script, region) -> Iterator[Hit]:  # type: ignore[no
 
 def _in_rollout(script: Script, site: ast.AST) -> bool:
     """``site`` lies in a function that steps an environment (an RL rollout collecting
-    transitions runs the policy in train mode on purpose: CATALOG precision for TG101)."""
+    transitions runs the policy in train mode on purpose: CATALOG precision for TG101), unless
+    that rollout runs only after all training (:func:`_after_all_training`)."""
     func = script.enclosing_function(site)
-    return func is not None and rollout(script, func)
+    return func is not None and rollout(script, func) and not _after_all_training(script, func)
+
+
+def _after_all_training(script: Script, func: ast.AST) -> bool:
+    """Every call of ``func`` is a module-level statement after the end of the file's last
+    training loop, and every training loop is a module-level loop: no optimizer step follows
+    the rollout, so no transition it collects can feed training; it scores the trained policy
+    (facebookresearch/torchbeast#20: acting in train mode is a choice while collecting
+    experience, not when evaluating)."""
+    sites = script.call_sites(func)  # type: ignore[arg-type]
+    loops = training_loops(script)
+    if not sites or not loops or any(
+            not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) or
+            script.enclosing_function(loop) is not None for loop in loops):
+        return False
+    end = max(getattr(loop, "end_lineno", None) or loop.lineno for loop in loops)
+    return all(script.enclosing_function(s) is None and s.lineno > end for s in sites)
 
 
 def _train_undoing_eval(script: Script, first: ast.AST):  # type: ignore[no-untyped-def]
@@ -200,6 +233,49 @@ def _statement_holding(func: ast.AST, node: ast.AST) -> ast.AST:
     body = getattr(func, "body", ())
     stmt = body_statement(body, node.lineno)  # type: ignore[attr-defined]
     return setup_start(body, stmt) if stmt is not None else node
+
+
+def _frozen_for_eval(script: Script, func: ast.AST,
+                     fwd: str) -> tuple[ast.stmt, ast.FunctionDef] | None:
+    """``(statement, method)`` for a method of the evaluation's class that freezes the model it
+    runs (``for p in self.model.parameters(): p.requires_grad = False``,
+    ``self.model.requires_grad_(False)``), when that class trains nothing (no ``backward``,
+    no optimizer ``step``): an evaluator readying the model with a freeze instead of
+    ``eval()`` (adapter-hub/adapters#324); ``eval()`` belongs beside the freeze. A trainer's
+    frozen backbone is part of its training, not an evaluation's preparation."""
+    cls = script.enclosing_class(func)
+    if cls is None or not fwd.startswith("self.") or any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+            n.func.attr in ("backward", "step", "zero_grad") for n in ast.walk(cls)):
+        return None
+    for method in cls.body:
+        if not isinstance(method, ast.FunctionDef):
+            continue
+        for stmt in walk_local(method):
+            if isinstance(stmt, ast.For) and isinstance(stmt.iter, ast.Call) and \
+                    dotted(stmt.iter.func) == f"{fwd}.parameters" and \
+                    isinstance(stmt.target, ast.Name) and \
+                    _freezes(stmt.body, stmt.target.id):
+                return stmt, method
+            if isinstance(stmt, ast.Expr) and _freezes([stmt], fwd):
+                return stmt, method
+    return None
+
+
+def _freezes(body: list[ast.stmt], name: str) -> bool:
+    """``body`` sets ``name``'s ``requires_grad`` off: ``name.requires_grad = False`` or
+    ``name.requires_grad_(False)``."""
+    for st in body:
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and \
+                dotted(st.targets[0]) == f"{name}.requires_grad" and \
+                isinstance(st.value, ast.Constant) and st.value.value is False:
+            return True
+        call = st.value if isinstance(st, ast.Expr) else None
+        if isinstance(call, ast.Call) and dotted(call.func) == f"{name}.requires_grad_" and \
+                len(call.args) == 1 and isinstance(call.args[0], ast.Constant) and \
+                call.args[0].value is False:
+            return True
+    return False
 
 
 def _caller_sets_eval(script: Script, site: ast.AST) -> bool:

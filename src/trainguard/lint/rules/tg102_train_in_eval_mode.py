@@ -9,8 +9,9 @@ of this file that the loop calls runs it (a rollout's ``select_action()``, a ``s
 validator's ``run()``), where that function returns, as the runtime check does (the mode is
 restored there; the loop's call is named). At the loop's call into the helper, after which
 ``train()`` belongs, when the helper only switches modes, is in another file or is a method of
-an ``nn.Module``, or when an epoch loop that called ``train()`` once before it evaluates
-between its steps' loops (``train()`` belongs at the top of each epoch). When the loop calls a
+an ``nn.Module``. At the epoch loop itself when it called ``train()`` once before it and
+evaluates between its steps' loops: ``train()`` belongs at the top of each epoch
+(MILVLG/mcan-vqa#26). When the loop calls a
 training function of this file that runs the steps in a loop of its own (``train(model,
 loader)`` then ``test(model, loader)`` per epoch), at that function's loop: ``train()`` belongs
 at its start.
@@ -67,8 +68,18 @@ def check(script: Script) -> Iterator[Hit]:
                       fix=f"call {last.key}.train() at the start of {func.name}(), before this "
                           f"loop (the evaluation sets eval mode for itself)")
             continue
-        helper = _helper(script, last) if last.via is not None and \
-            not _trained_before(script, loop, step, last.via) else None
+        once = _trained_before(script, loop, step, last.via) \
+            if last.via is not None and isinstance(loop, (ast.For, ast.While)) else None
+        if once is not None:  # train() belongs at the top of each pass: at this loop
+            yield Hit(loop,
+                      f"{last.key}.train() runs once, before this loop ({script.at(once.lineno)}"
+                      f"); the call at {script.at(last.via.lineno)} runs {last.key}.eval() "
+                      f"({last.place(script)}) and leaves it in effect, so the optimizer steps "
+                      f"({step.place(script)}) of every later pass run in eval mode",
+                      fix=f"call {last.key}.train() at the top of every pass (every epoch), as "
+                          f"the first statement of this loop")
+            continue
+        helper = _helper(script, last) if last.via is not None else None
         if helper is not None:  # the function that ran the eval() returns leaving it in effect
             func, end = helper
             yield Hit(end,
@@ -229,17 +240,18 @@ def _helper(script: Script, last: Event) -> tuple[ast.FunctionDef, ast.AST] | No
     return func, ast.Pass(lineno=return_line(func), col_offset=0)
 
 
-def _trained_before(script: Script, loop: ast.AST, step: Event, via: ast.AST) -> bool:
-    """An epoch loop (its steps run in a loop of their own: an inner loop, a
-    ``train_epoch()`` call; the evaluation is called between those, in the epoch loop's own
-    body) after a ``.train()`` call made once before it, in the function around it: the
-    evaluation undoes it for every later epoch, and ``train()`` belongs at the top of each one
-    (reported at the loop's call into the evaluation)."""
+def _trained_before(script: Script, loop: ast.AST, step: Event,
+                    via: ast.AST) -> ast.Call | None:
+    """The ``.train()`` call made once before an epoch loop (its steps run in a loop of their
+    own: an inner loop, a ``train_epoch()`` call; the evaluation is called between those, in
+    the epoch loop's own body), in the function around it: the evaluation undoes it for every
+    later epoch, and ``train()`` belongs at the top of each one (reported at the epoch loop,
+    as the run-time check names that ``train()`` and the loop). None otherwise."""
     if script.enclosing_loops(via)[:1] != [loop] or \
             step.via is None and script.enclosing_loops(step.node)[:1] == [loop]:
-        return False  # an evaluation among the steps
+        return None  # an evaluation among the steps
     func = script.enclosing_function(loop) or script.tree
     inside = {id(n) for n in ast.walk(loop)}
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
-               n.func.attr == "train" and len(n.args) <= 1 and id(n) not in inside and
-               n.lineno < loop.lineno for n in walk_local(func))
+    return next((n for n in walk_local(func) if isinstance(n, ast.Call) and
+                 isinstance(n.func, ast.Attribute) and n.func.attr == "train" and
+                 len(n.args) <= 1 and id(n) not in inside and n.lineno < loop.lineno), None)

@@ -80,10 +80,57 @@ def check(script: Script) -> Iterator[Hit]:
                       fix="feed the logits (before the sigmoid) to this loss, or use "
                           "nn.BCELoss on the probabilities")
             continue
+        gate = _gating(script, act)
+        if gate is not None:  # forward needs the probabilities too: what it returns changes
+            applied, name, read = gate
+            yield Hit(applied, f"`{name}`, this sigmoid's output, is returned to "
+                               f"BCEWithLogitsLoss at {script.at(call.lineno)}, which applies "
+                               f"the sigmoid itself: the sigmoid is applied twice and gradients "
+                               f"vanish; forward reads `{name}` at {script.at(read.lineno)} "
+                               f"too, so the sigmoid stays",
+                      fix="return the sigmoid's input (the logits) for the loss, and keep "
+                          "the probabilities for forward's own use", safe=False)
+            continue
         yield Hit(act, f"this sigmoid's output is fed to BCEWithLogitsLoss at "
                        f"{script.at(call.lineno)}, which applies the sigmoid itself: the "
                        f"sigmoid is applied twice and gradients vanish",
                   edits=edits, safe=False)
+
+
+def _gating(script: Script, act: ast.AST) -> tuple[ast.Call, str, ast.Name] | None:
+    """For ``self.sigmoid = nn.Sigmoid()`` built into a model whose ``forward`` applies it once,
+    binding a name (``edge = self.sigmoid(cs)``) that forward also reads outside its ``return``
+    (``torch.cat([feats, edge], 1)``, a gate): ``(the application, the name, that read)``. The
+    probabilities are needed there, so the module is not what to remove (argusswift/
+    YOLOv4-pytorch#89: a head's sigmoid objectness also weights its class scores)."""
+    p = parent(act)
+    if not (isinstance(act, ast.Call) and script.call_qualname(act) == "torch.nn.Sigmoid"
+            and isinstance(p, ast.Assign) and len(p.targets) == 1
+            and isinstance(p.targets[0], ast.Attribute)
+            and dotted(p.targets[0].value) == "self"):
+        return None
+    cls = script.enclosing_class(act)
+    forward = next((b for b in cls.body if isinstance(b, ast.FunctionDef)
+                    and b.name == "forward"), None) if cls is not None else None
+    if forward is None:
+        return None
+    name = f"self.{p.targets[0].attr}"
+    calls = [c for c in walk_local(forward) if isinstance(c, ast.Call) and dotted(c.func) == name]
+    bound = parent(calls[0]) if len(calls) == 1 else None
+    if not (isinstance(bound, ast.Assign) and len(bound.targets) == 1
+            and isinstance(bound.targets[0], ast.Name)):
+        return None
+    var = bound.targets[0].id
+    stores = [n for n in walk_local(forward) if isinstance(n, ast.Name) and n.id == var
+              and isinstance(n.ctx, ast.Store)]
+    if len(stores) != 1:
+        return None  # rebound: which value a read sees is not this one alone
+    returned = {id(n) for r in walk_local(forward) if isinstance(r, ast.Return)
+                for n in ast.walk(r)}
+    reads = [n for n in walk_local(forward) if isinstance(n, ast.Name) and n.id == var
+             and isinstance(n.ctx, ast.Load) and id(n) not in returned
+             and n.lineno > bound.lineno and not _sigmoid_of(n)]
+    return (calls[0], var, reads[0]) if reads else None
 
 
 def _reused(arg: ast.Name, loss: ast.AST) -> bool:
