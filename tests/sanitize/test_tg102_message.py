@@ -15,7 +15,7 @@ def _line(lines: list[str], text: str) -> int:
     return next(n for n, line in enumerate(lines, start=1) if text in line)
 
 
-def test_a_train_run_once_before_the_epoch_loop_is_the_cause_and_the_eval_is_named():
+def test_a_train_run_once_before_the_epoch_loop_is_reported_at_the_loop_naming_it():
     script = CASES / "tg102_train_once_eval_inside" / "buggy.py"
     lines = script.read_text().splitlines()
     eval_line, loop_line = _line(lines, "net.eval()"), _line(lines, "for epoch in range(3):")
@@ -24,8 +24,9 @@ def test_a_train_run_once_before_the_epoch_loop_is_the_cause_and_the_eval_is_nam
     watcher, status, _ = run_in_process(script)
     assert status == 0
     [finding] = [f for f in watcher.findings if f.code == "TG102"]
-    assert finding.line == train_line
-    assert f"once, before the loop at line {loop_line}" in finding.message, finding.message
+    assert finding.line == loop_line
+    assert "belongs at the top of this loop" in finding.message, finding.message
+    assert f"runs only once, at line {train_line} before it" in finding.message
     assert f"the eval() at buggy.py:{eval_line} (in test())" in finding.message
     assert f"the training forward at buggy.py:{forward_line}" in finding.message
     assert f"the loop at line {loop_line}" in finding.fix

@@ -13,10 +13,11 @@ them, and Dropout does not regularise. Reported at the cause: the ``eval()`` sti
 model, a module holding it, or one of its submodules), made by the training code or by a method of
 an ``nn.Module``; when a function the training code called ran it (a rollout's ``select_action()``,
 a validation helper, a callback), where that function returns with the model in eval mode, or the
-call that led to it (:func:`_placement`, :mod:`..core.callstack`); at a ``train()`` run only once
-before an epoch loop that also evaluates (:mod:`..core.train_once`); without an ``eval()``
-(``model.training = False`` set by hand), at the line that called the model. The message names the
-``eval()``, the training forward and the latest ``train()`` call, which ran before it.
+call that led to it (:func:`_placement`, :mod:`..core.callstack`); at the top of an epoch loop that
+also evaluates, where ``train()`` belongs, when it ran only once, before that loop
+(:mod:`..core.train_once`); without an ``eval()`` (``model.training = False`` set by hand), at the
+line that called the model. The message names the ``eval()``, the training forward and the latest
+``train()`` call, which ran before it.
 
 Silent on: BatchNorm frozen on purpose (``model.train()`` then ``bn.eval()``: the model itself is in
 training mode; or BatchNorm whose affine parameters are frozen too, in a model with no active
@@ -296,9 +297,9 @@ class TrainInEvalMode(Check):
 
     def _train_once(self, model: Any, stacked: tuple, step: Stack, name: str, frozen: str,
                     forward: str, optimizer: Any) -> bool:
-        """Report at the user's latest ``train()`` on ``model`` (or a module holding it) when
-        it ran once before the loop that runs both the evaluation whose ``eval()`` is still in
-        effect (``stacked``: its stack and order) and the steps (see :mod:`..core.train_once`)."""
+        """Report at the top of the loop running the steps and the evaluation whose ``eval()`` is
+        in effect (``stacked``: its stack and order) when the user's latest ``train()`` on
+        ``model`` (or a module holding it) ran once, before it (:mod:`..core.train_once`)."""
         latest = None
         for ref, _, _, _, stack, order in list(self.train_at.values()):
             owner = ref()
@@ -310,19 +311,18 @@ class TrainInEvalMode(Check):
         found = train_once_before(latest[0], stacked[1], step) if latest is not None else None
         if found is None:
             return False
-        where, loop = found
+        train_at, loop = found
         evaluated = stacked[1][-1]
         inside = ("" if evaluated[1].co_name == "<module>" else f" (in {evaluated[1].co_name}())")
         self.report(
-            f"model.train() runs only here, once, before the loop at line {loop}; the eval() at "
-            f"{short_location(evaluated[2])}{inside} inside that loop leaves "
-            f"{name} in eval mode (model.training=False; {frozen} in eval mode) for the steps "
-            f"after it: a backward reached the output of {forward} and "
+            f"model.train() belongs at the top of this loop: it runs only once, at line "
+            f"{train_at[1]} before it, and the eval() at {short_location(evaluated[2])}{inside} "
+            f"inside it leaves {name} in eval mode (model.training=False; {frozen} in eval mode) "
+            f"for the steps after it: a backward reached the output of {forward} and "
             f"{type(optimizer).__name__}.step() updated its parameters, so BatchNorm learns no "
             "batch statistics and Dropout does not regularise",
-            fix=f"call model.train() at the top of each iteration of the loop at line {loop} "
-                "(each epoch), not once before it",
-            where=where)
+            fix=f"call model.train() first in each iteration of the loop at line {loop[1]}",
+            where=loop)
         return True
 
 

@@ -11,7 +11,9 @@ called the model; when the forward ran inside one of the model's own methods
 (``model.get_context(x)``, ``model.embed(x)``: its layers are the outermost calls), at the line
 that called that method (amyxlu/CPCProt#4); when the line that called the model also ran training
 forwards (a ``compute_loss(batch)`` shared by training and validation), at the evaluation's call
-into the function holding it, one user frame out (jpata/particleflow#290). A model method that
+into the function holding it, one user frame out (jpata/particleflow#290); when the user's
+``eval()`` ran in a function still running that reached the forward through a helper, at that
+function's call into the helper (skorch-dev/skorch#219). A model method that
 calls ``self(x)`` itself (a ``predict()`` written on the model) is the evaluation's own code: at
 that call. A ``torch.no_grad()`` made as a statement of its own (never entered) before the call,
 in the function making it, is reported at that statement (CosmiQ/solaris#414). A ``with`` around
@@ -43,14 +45,16 @@ skorch-dev/skorch#218.
 from __future__ import annotations
 
 import sys
+import weakref
 from typing import Any
 
 from trainguard.sanitize.core.callstack import discarded_no_grad, model_method_caller
-from trainguard.sanitize.core.frames import frame_location, short_location, user_frame
+from trainguard.sanitize.core.frames import (frame_location, short_location, user_frame,
+                                             user_frames)
 from trainguard.sanitize.core.grad_choice import chosen_grad_context
 from trainguard.sanitize.core.graph import stamped_models
 from trainguard.sanitize.core.unreached import UnreachedOutputs
-from trainguard.sanitize.core.records import ForwardCall, first_tensor
+from trainguard.sanitize.core.records import ForwardCall, ModeCall, first_tensor
 
 
 class EvalWithGrad(UnreachedOutputs):
@@ -60,6 +64,8 @@ class EvalWithGrad(UnreachedOutputs):
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.trained_at: set[tuple] = set()  # (path, line) of model calls seen training
+        # id(module) -> (weakref, frame id, code) of the user's latest eval() on it
+        self.evals: dict[int, tuple[Any, int, Any]] = {}
 
     def on_root_forward(self, call: ForwardCall) -> None:
         self._resolve()
@@ -96,8 +102,40 @@ class EvalWithGrad(UnreachedOutputs):
         chosen = None if note else chosen_grad_context(user_frame(sys._getframe(1)))
         if chosen is not None:  # ``with ctx:``, ctx chosen by a condition: at the choice
             where, note = chosen
+        elif not note and not _called_by_itself(call.module):
+            where, made = self._evaluation_frame(call.module, where, made)
         for tensor in outputs:
             self.follow(tensor, (where, name, made + note))
+
+    def on_mode(self, call: ModeCall) -> None:
+        if call.mode or not call.direct or call._frame is None:
+            self.evals.pop(id(call.module), None)
+            return
+        self.evals[id(call.module)] = (weakref.ref(call.module), id(call._frame),
+                                       call._frame.f_code)
+        if len(self.evals) > 64:
+            self.evals = {k: v for k, v in self.evals.items() if v[0]() is not None}
+
+    def _evaluation_frame(self, module: Any, where: Any, made: str) -> tuple[Any, str]:
+        """``(where, made)``: when the user's ``eval()`` on ``module`` (or a model holding it) ran
+        in a function that is still running and that reached this forward through a helper of its
+        own (``state = get_eval_state(model)`` after ``model.eval()``), that function's line
+        calling the helper, with ``made`` naming the forward's line: the evaluation it set up is
+        where ``no_grad`` goes, around that call; else both unchanged."""
+        frames = [(fid, code) for ref, fid, code in list(self.evals.values())
+                  for m in (ref(),) if m is not None and any(x is module for x in m.modules())]
+        if not frames or where is None:
+            return where, made
+        seen = False
+        for frame in user_frames(user_frame(sys._getframe(2))):
+            if (id(frame), frame.f_code) in frames:
+                if not seen:
+                    return where, made  # (the eval()'s own function calls the model)
+                return frame_location(frame), (f"{made} (made at {short_location(where)}, in a "
+                                               "helper this function calls here after its "
+                                               "model.eval())")
+            seen = seen or frame_location(frame)[:2] == where[:2]
+        return where, made
 
     def _follow_recurrent(self, call: ForwardCall) -> None:
         """A training-mode forward fed a graph its own module made earlier (an agent's belief

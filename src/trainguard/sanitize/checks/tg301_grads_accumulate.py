@@ -15,9 +15,11 @@ discriminator's backward, then zeroed before the generator's step), and reported
 line of the step's first forward, at the top of the step where the missing ``zero_grad`` goes, when
 that forward ran in a frame the backward's stack holds (the loop body or step function that also
 calls backward; the order of PyTorch's tutorials: zero_grad, forward, backward, step); else the line
-of the latest backward that added onto the stale gradients before the step (of the last 8 backward
-calls; else at the step line), naming the step; when that backward runs in a helper that the step's
-code calls, the line in the frame both stacks share that called it.
+of the step, when it runs in a function of its own that the backward's function calls after the
+backward (``zero_grad`` belongs right after it there); else of the latest backward that added onto
+the stale gradients before the step (of the last 8 backward calls; else at the step line), naming
+the step; when that backward runs in a helper that the step's code calls, the line in the frame
+both stacks share that called it.
 
 Silent on: ``zero_grad`` before backward or at the end of the step, ``set_to_none`` either way,
 ``p.grad = None``, ``model.zero_grad()``, LBFGS closures (they zero inside ``step``), manual SGD
@@ -39,7 +41,7 @@ import sys
 import weakref
 from typing import Any
 
-from trainguard.sanitize.core.callstack import cause_line, user_stack
+from trainguard.sanitize.core.callstack import cause_line, shared_depth, user_stack
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location, user_frame, user_location
 from trainguard.sanitize.core.loops import before_the_loop, inner_loop
@@ -202,7 +204,8 @@ class GradsAccumulate(Check):
                         f"it (the backward at {short_location(where)} then adds onto the "
                         "previous step's); so ")
                 elif not closure:  # (a closure's backward: its own line, inside the closure)
-                    where, lead = _caller(where, stack, user_stack(sys._getframe(1)), lead)
+                    where, lead = _caller(where, stack, user_stack(sys._getframe(1)), lead,
+                                          step_at)
             previous = "closure evaluation's (the step calls its closure several times)" \
                 if closure else "step's"
             lead = lead.replace("previous step's", "previous evaluation's") if closure else lead
@@ -346,10 +349,20 @@ def _stack() -> Any:
         return ()
 
 
-def _caller(backward_at: Any, backward_stack: Any, step_stack: Any, lead: str) -> tuple[Any, str]:
-    """When the backward runs in a helper that the step's code calls (a trainer's ``backward()``
-    method beside its ``optimizer_step()``), the line of the code that runs both which called
-    it: the zeroing belongs in that loop, not in the helper that every caller shares."""
+def _caller(backward_at: Any, backward_stack: Any, step_stack: Any, lead: str,
+            step_at: Any) -> tuple[Any, str]:
+    """When the step runs in a function of its own that the backward's function calls after the
+    backward (a trainer's ``_optim_step()``: step, then the scheduler), the step's line: that
+    function owns the update and ``zero_grad`` belongs right after its ``step()``. When the
+    backward runs in a helper that the step's code calls (a trainer's ``backward()`` method beside
+    its ``optimizer_step()``), the line of the code that runs both which called it: the zeroing
+    belongs in that loop, not in the helper that every caller shares."""
+    depth = len(backward_stack) - 1
+    if (step_at is not None and len(step_stack) > depth + 1
+            and shared_depth(backward_stack, step_stack) == depth):
+        return step_at, (f"this step runs in a function of its own, called after the backward "
+                         f"at {short_location(backward_at)}, and nothing zeroes the gradients "
+                         "after it (zero_grad belongs right after this step); so ")
     line = cause_line(backward_stack, step_stack)
     if line is None or line[:2] == backward_at[:2]:
         return backward_at, lead

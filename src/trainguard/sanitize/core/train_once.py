@@ -3,9 +3,10 @@
 TG102's commonest cause is a place, not the ``eval()``: ``model.train()`` is called once before the
 epoch loop and an evaluation inside the loop (inline, a ``validate()`` helper, a callback's
 ``on_epoch_end``) calls ``model.eval()``, so every step after the first evaluation runs in eval
-mode (pytorch/tutorials#1624). The line to change is that ``train()``: it belongs at the top of
-each epoch. Three stacks decide it (see :mod:`.callstack`; entries hold frame ids and code objects,
-never frames), with the function's source:
+mode (pytorch/tutorials#1624). The place to change is the top of that loop: ``train()`` belongs
+there, at the start of each epoch (the one before the loop can stay). Three stacks decide it
+(see :mod:`.callstack`; entries hold frame ids and code objects, never frames), with the
+function's source:
 
 - the ``train()`` call's frame F is still running at the eval-mode step (its stack is a prefix of
   the step's), and the ``eval()`` ran while it was (the ``eval()``'s stack shares F too);
@@ -34,11 +35,12 @@ _COMPREHENSIONS = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)
 
 
-def train_once_before(train: Stack, evaluation: Stack, step: Stack) -> Optional[tuple[Location, int]]:
-    """``(the train() call's location, the line of the loop it ran before)`` when the ``train()``
-    whose user stack is ``train`` ran once before a loop that holds both the evaluation (whose
-    ``eval()`` stack is ``evaluation``) and a loop of steps (``step``: the eval-mode step's
-    stack); None otherwise."""
+def train_once_before(train: Stack, evaluation: Stack,
+                      step: Stack) -> Optional[tuple[Location, Location]]:
+    """``(the train() call's location, the location of the loop it ran before)`` when the
+    ``train()`` whose user stack is ``train`` ran once before a loop that holds both the
+    evaluation (whose ``eval()`` stack is ``evaluation``) and a loop of steps (``step``: the
+    eval-mode step's stack); None otherwise."""
     i = len(train) - 1
     if i < 0 or shared_depth(train, step) != i or shared_depth(evaluation, step) < i:
         return None
@@ -52,7 +54,7 @@ def train_once_before(train: Stack, evaluation: Stack, step: Stack) -> Optional[
         return None
     if not _steps_loop_apart(step, evaluation):
         return None
-    return train[i][2], outer.lineno
+    return train[i][2], (train[i][2][0], outer.lineno, outer.col_offset + 1)
 
 
 def _steps_loop_apart(step: Stack, evaluation: Stack) -> bool:

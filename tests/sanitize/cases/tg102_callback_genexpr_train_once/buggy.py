@@ -57,8 +57,8 @@ class Fit:
         return loss.item()
 
     def __call__(self, data: torch.Tensor, epochs: int) -> None:
-        self.model.train()  # expect: TG102
-        for epoch in range(epochs):
+        self.model.train()
+        for epoch in range(epochs):  # expect: TG102
             total = sum(self.step(x) for x in data.split(8))
             print(epoch, total)
             for callback in self.callbacks:

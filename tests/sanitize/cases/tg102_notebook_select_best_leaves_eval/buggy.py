@@ -1,8 +1,8 @@
 # Modelled on tk-rusch/coRNN#1 (https://github.com/tk-rusch/coRNN/issues/1): the test function
 # calls model.eval() and training never calls model.train() again. Written as notebook cells: a
 # helper that scores the model and keeps the best weights puts the model in eval mode and leaves
-# it there, so every epoch after the first trains with Dropout off. The model.train() that runs
-# once, before the epoch loop, is the line to change (into the loop).
+# it there, so every epoch after the first trains with Dropout off. The model.train() runs once,
+# before the epoch loop: the top of that loop is where it belongs.
 # %%
 import copy
 
@@ -30,8 +30,8 @@ def select_best(net: nn.Module) -> float:
 
 
 # %%
-model.train()  # expect: TG102
-for epoch in range(3):
+model.train()
+for epoch in range(3):  # expect: TG102
     for i in range(0, 96, 32):
         loss = F.cross_entropy(model(x_train[i:i + 32]), y_train[i:i + 32])
         optimizer.zero_grad()

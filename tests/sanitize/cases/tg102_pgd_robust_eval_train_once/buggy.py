@@ -53,8 +53,8 @@ x_train, y_train = torch.randn(64, 1, 8, 8), torch.randint(0, 4, (64,))
 x_val, y_val = torch.randn(16, 1, 8, 8), torch.randint(0, 4, (16,))
 model = TinyConvNet()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-model.train()  # expect: TG102
-for epoch in range(3):
+model.train()
+for epoch in range(3):  # expect: TG102
     for i in range(0, 64, 16):
         optimizer.zero_grad()
         loss = F.cross_entropy(model(x_train[i:i + 16]), y_train[i:i + 16])

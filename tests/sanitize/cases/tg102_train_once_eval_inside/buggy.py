@@ -18,8 +18,8 @@ def test() -> float:
         return (net(x).argmax(1) == y).float().mean().item()
 
 
-net.train()  # expect: TG102
-for epoch in range(3):
+net.train()
+for epoch in range(3):  # expect: TG102
     for start in range(0, 40, 10):
         optimizer.zero_grad()
         loss = F.cross_entropy(net(x[start:start + 10]), y[start:start + 10])

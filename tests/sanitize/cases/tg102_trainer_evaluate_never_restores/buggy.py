@@ -34,8 +34,8 @@ class Trainer:
         return (pred == tags).float().mean().item()
 
     def fit(self, epochs: int) -> None:
-        self.model.train()  # expect: TG102
-        for epoch in range(epochs):
+        self.model.train()
+        for epoch in range(epochs):  # expect: TG102
             for tokens, tags in self.data:
                 self.optimizer.zero_grad()
                 scores = self.model(tokens)

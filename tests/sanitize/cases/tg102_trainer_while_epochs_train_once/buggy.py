@@ -38,8 +38,8 @@ class Trainer:
 
     def fit(self) -> None:
         x, adj, y, train, _ = self.graph
-        self.model.train()  # expect: TG102
-        while self.epoch < self.max_epochs:
+        self.model.train()
+        while self.epoch < self.max_epochs:  # expect: TG102
             for mask in train.chunk(2):
                 self.optimizer.zero_grad()
                 loss = F.cross_entropy(self.model(x, adj)[mask], y[mask])
