@@ -14,7 +14,8 @@ gradients are tested in one op before ``optimizer.step()``. Fires once per run, 
   saved input sits at its singular point (log of 0, division by 0) is named, with the submodule
   that made that input when it is a model's output (a ReLU head's exact zeros); else the finding
   waits one cycle for that op's line (``core/node_lines.py``; a run that ended first: the loss
-  code's one unguarded such op). Non-finite parameters after a finite loss (an unchecked step's
+  code's one unguarded such op), or the line of the clamp below it whose bound is the singular
+  point only by rounding (``1 - 1e-8`` is 1.0 in float32: ``core/lost_margin.py``). Non-finite parameters after a finite loss (an unchecked step's
   gradient) are placed like a NaN gradient;
 - the loss diverged first (grew 1000x, or beyond 1e6, on the CPU): at the line that set the LR;
 - a gradient is NaN/Inf while the loss is finite: the latest outermost call re-run, naming the
@@ -37,23 +38,19 @@ from typing import Any
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.graph import stamp_by_storage, stamp_of
+from trainguard.sanitize.core.lost_margin import lost_margin
 from trainguard.sanitize.core.node_lines import NodeLine
+from trainguard.sanitize.core.params import shown_names
 from trainguard.sanitize.core.nonfinite import (
     finite_output, grads_may_be_finite, is_stamped, non_finite_grads, rerun,
     scaled_root_is_non_finite, scaler_in_use, singular_node, stamped_calls)
-from trainguard.sanitize.core.setting import diverged, learning_rate_line
+from trainguard.sanitize.core.setting import DIVERGED_FIX, diverged, learning_rate_line
 from trainguard.sanitize.core.singular_sites import one_singular_site
 from trainguard.sanitize.core.values import READ_LATER, DeviceLosses, reading
 
 _MAX_ROOT = 1  # only scalar roots: a loss
 _CALLS = 4  # outermost calls in the loss's graph examined at most
 _UPSTREAM = 2  # levels of calls whose output was another's non-finite input followed at most
-_DIVERGED_FIX = ("lower the learning rate, normalize the inputs and regression targets (zero mean, "
-                 "unit variance), or clip gradients")
-
-
-def _shown(names: list[Any]) -> str:
-    return ", ".join(map(str, names[:3])) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 class NonFiniteLoss(Check):
@@ -216,7 +213,7 @@ class NonFiniteLoss(Check):
                  "do not train the model, and each skip lowers the scale" if self.scaled
                  else "no backward took it before the run ended" if ended
                  else "an optimizer step on its gradients writes NaN/Inf into the weights")
-        fix = _DIVERGED_FIX if diverged else (
+        fix = DIVERGED_FIX if diverged else (
             "lower the learning rate or clip gradients, check the named module and the inputs for "
             "NaN/Inf, add an epsilon inside log/sqrt/division")
         message = (f"{what} at optimizer step {step} ("
@@ -256,12 +253,13 @@ class NonFiniteLoss(Check):
             if self.cause_at is not None:
                 diverged += f" (learning rate set at {short_location(self.cause_at)})"
             self.report(
-                f"the gradient of {_shown(bad)} is NaN or Inf before optimizer step "
+                f"the gradient of {shown_names(bad)} is NaN or Inf before optimizer step "
                 f"{self.state.step + 1}{loss}{diverged}; the step writes NaN into the weights",
-                fix=_DIVERGED_FIX, where=self.cause_at or where)
+                fix=DIVERGED_FIX, where=self.cause_at or where)
             return
         self.report(
-            f"the gradient of {_shown(bad)} is NaN or Inf before optimizer step {self.state.step + 1}"
+            f"the gradient of {shown_names(bad)} is NaN or Inf before optimizer step "
+            f"{self.state.step + 1}"
             f"{loss}: an op's derivative is infinite or undefined at the values it saw{cause}; "
             "the step writes NaN into the weights",
             fix="keep the op away from its singular point (sqrt(x + eps), "
@@ -304,8 +302,9 @@ class NonFiniteLoss(Check):
         if hit is None:
             return ""
         node, saved, what = hit
-        said = f"; in the loss computation, {what} ({type(node).__name__})"
-        self.node_line = NodeLine(root, node)
+        clamp, lost = lost_margin(node, stop=is_stamped) or (node, "")
+        said = f"; in the loss computation, {what} ({type(node).__name__}){lost}"
+        self.node_line = NodeLine(root, clamp)  # (the clamp's line, when its margin was lost)
         made = stamp_of(saved) or stamp_by_storage(saved, self.state.stamps)
         ref = self.state.models._refs.get(made.model_id) if made is not None else None
         model = ref() if ref is not None else None
