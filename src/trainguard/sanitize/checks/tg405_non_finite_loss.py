@@ -15,8 +15,9 @@ gradients are tested in one op before ``optimizer.step()``. Fires once per run, 
   that made that input when it is a model's output (a ReLU head's exact zeros); else the finding
   waits one cycle for that op's line (``core/node_lines.py``; a run that ended first: the loss
   code's one unguarded such op), or the line of the clamp below it whose bound is the singular
-  point only by rounding (``1 - 1e-8`` is 1.0 in float32: ``core/lost_margin.py``). Non-finite parameters after a finite loss (an unchecked step's
-  gradient) are placed like a NaN gradient;
+  point only by rounding (``1 - 1e-8`` is 1.0 in float32: ``core/lost_margin.py``), or the op
+  that made a product's NaN/Inf factor (``core/nonfinite_trail.py``). Non-finite parameters after
+  a finite loss (an unchecked step's gradient) are placed like a NaN gradient;
 - the loss diverged first (grew 1000x, or beyond 1e6, on the CPU): at the line that set the LR;
 - a gradient is NaN/Inf while the loss is finite: the latest outermost call re-run, naming the
   first op at a singular point of its derivative (sqrt at 0, acos at +-1) and its line; else the
