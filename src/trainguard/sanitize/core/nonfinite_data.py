@@ -35,9 +35,13 @@ def bad_target(call: Any) -> tuple[Any, str] | None:
 
     target = call.target
     if not isinstance(target, torch.Tensor) or not target.is_floating_point() \
-            or target.requires_grad or target.device.type != "cpu" or not target.numel():
+            or target.requires_grad or target.device.type != "cpu" or not target.numel() \
+            or target.layout != torch.strided:
         return None
-    bad = int((~torch.isfinite(target)).sum())
+    try:
+        bad = int((~torch.isfinite(target)).sum())
+    except Exception:  # (a tensor subclass without the op: nothing is said)
+        return None
     if not bad:
         return None
     return weakref.ref(call.output), (

@@ -37,7 +37,7 @@ def _non_finite(t: Any) -> bool:
     import torch
 
     return isinstance(t, torch.Tensor) and t.is_floating_point() and t.device.type == "cpu" \
-        and bool(t.numel()) and not bool(torch.isfinite(t).all())
+        and t.layout == torch.strided and bool(t.numel()) and not bool(torch.isfinite(t).all())
 
 
 class Trail:
@@ -51,14 +51,20 @@ class Trail:
         """After op ``op`` (called at ``where``) took ``inputs`` (tensors) and made ``outs``."""
         self.seq += 1
         for t in outs:
-            if t.grad_fn is None and len(self.notes) < _NOTES and _non_finite(t):
-                bad = tuple(_key(a) for a in inputs if a is not t and _non_finite(a))
-                self.notes[_key(t)] = (self.seq, op, where, bad)
+            try:
+                if t.grad_fn is None and len(self.notes) < _NOTES and _non_finite(t):
+                    bad = tuple(_key(a) for a in inputs if a is not t and _non_finite(a))
+                    self.notes[_key(t)] = (self.seq, op, where, bad)
+            except Exception:  # (a sparse or storage-less tensor: not followed)
+                continue
 
     def origin(self, factor: Any) -> tuple[str, Any, bool] | None:
         """``(op, line, made from finite inputs)`` of the first op of the cycle on the trail of
         the non-finite tensor ``factor``; None when no op of the cycle made it."""
-        note = self.notes.get(_key(factor))
+        try:
+            note = self.notes.get(_key(factor))
+        except Exception:  # (a tensor without storage)
+            return None
         for _ in range(_STEPS):
             if note is None:
                 return None

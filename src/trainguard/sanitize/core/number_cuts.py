@@ -77,6 +77,7 @@ class _Marks:
         self.marks: dict[int, tuple[Any, Cut]] = {}  # id(tensor or array) -> its cut
         self.values: dict[float, Cut] = {}  # a number taken from the graph -> its cut
         self.arrays = ArrayMarks()  # marked arrays, for the tensors torch.from_numpy makes
+        self.leaves: dict[int, tuple[Any, Cut]] = {}  # made leaves by hand: id -> their line
 
     def _derived(self, t: Any) -> bool:
         r = self.derived.get(id(t))
@@ -104,11 +105,14 @@ class _Marks:
                 self.values.setdefault(n, cut)
 
     def loss_cut(self, roots: tuple) -> Cut | None:
-        return next((c for r in roots if (c := self._mark(r)) is not None), None)
+        found = next((c for r in roots if (c := self._mark(r)) is not None), None)
+        leaf = next((c[1] for r in roots if (c := self.leaves.get(id(r))) and c[0]() is r), None)
+        return found or leaf
 
     def clear(self) -> None:
         self.derived.clear()
         self.marks.clear()
+        self.leaves.clear()
         self.values.clear()
         self.arrays.clear()
 
@@ -140,11 +144,11 @@ def number_trace(params: list[Any]) -> Any:
         def _follow(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
             if _switches_on(func, args, kwargs):
                 # a tensor with no graph made a leaf that requires grad by hand (``loss.
-                # requires_grad = True``): a loss so made hides the cut, here, unless it
-                # already carries one
+                # requires_grad = True``): when that tensor itself is the loss, it hides the
+                # cut here (not carried on: ``x.requires_grad_()`` of an input batch is no cut)
                 t = args[0]
                 if t.grad_fn is None and not self._derived(t) and self._mark(t) is None:
-                    self.marks[id(t)] = (ref(t), (LEAF_BY_HAND, self.caller()))
+                    self.leaves[id(t)] = (ref(t), (LEAF_BY_HAND, self.caller()))
                 return
             given = (*args, *kwargs.values())
             inputs = [t for a in given for t in tensors(a)]
