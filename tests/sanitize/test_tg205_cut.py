@@ -135,3 +135,23 @@ def test_a_zero_gradient_with_a_zeros_like_buffer_in_the_loss_is_silent():
             optimizer.step()
 
     assert findings_of(run, GradientCut) == []
+
+
+def test_an_input_made_to_require_grad_is_not_taken_for_the_cut():
+    # a gradient penalty takes the input's gradient (x.requires_grad_()): every loss computed
+    # from x descends from that call, but it cuts nothing; the unused `spare` is the finding
+    def run() -> None:
+        torch.manual_seed(0)
+        model = _Twin()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(6):
+            x = torch.randn(4, 3).requires_grad_()
+            out = model(x).sum()
+            (grad,) = torch.autograd.grad(out, x, create_graph=True)
+            optimizer.zero_grad()
+            (out + grad.pow(2).sum()).backward()
+            optimizer.step()
+
+    [finding] = findings_of(run, GradientCut)
+    assert "requires_grad` was switched on" not in finding.message, finding.message
+    assert finding.line == 27, finding.message

@@ -55,7 +55,7 @@ from trainguard.sanitize.core.frames import short_location, user_location
 from trainguard.sanitize.core.grad_suspects import Suspects, without_gradient
 from trainguard.sanitize.core.graph import graph_nodes
 from trainguard.sanitize.core.handed import HandedOut, settle
-from trainguard.sanitize.core.number_cuts import NumberWatch
+from trainguard.sanitize.core.number_cuts import LEAF_BY_HAND, NumberWatch, number_clause
 from trainguard.sanitize.core.params import held_ids, param_names
 from trainguard.sanitize.core.records import first_tensor
 from trainguard.sanitize.core.terms import TermWatch
@@ -183,7 +183,7 @@ class _Probe:
             op, where = cut
             if where is None:
                 return
-            suspects.cut_at = where
+            suspects.cut_at, suspects.exact = where, True
             suspects.cut += (f"; the path from `{name}`'s "
                              + ("output" if after else "parameters in its forward")
                              + f" ends at {short_location(where)} (`{op}`)")
@@ -363,13 +363,12 @@ class GradientCut(Check):
                 "(.detach(), .data, .item(), numpy, an integer cast) or their module is not used "
                 f"in forward (optimizer step at {short_location(s.where)})"
                 + (f"; {s.cut}" if s.cut else "")
-                + (f"; the loss is computed from what `{s.number[0]}` at "
-                   f"{short_location(s.number[1])} took out of the graph: autograd cannot follow "
-                   "it back from there" if s.number else ""),
+                + number_clause(s.number),
                 fix="find where the output of those modules stops carrying grad_fn and compute "
                     "it with torch operations; freeze (requires_grad_(False)) what is unused on "
                     "purpose",
-                where=s.number[1] if s.number else s.cut_at or s.where)
+                where=s.number[1] if s.number and not (s.exact and s.number[0] == LEAF_BY_HAND)
+                else s.cut_at or s.where)  # (a cut traced in a forward: before a leaf by hand)
 
     def _in_models(self, ids: set[int]) -> set[int]:
         """Leave out parameters no watched model holds any more: a module replaced after the

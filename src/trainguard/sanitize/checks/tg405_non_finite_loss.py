@@ -6,16 +6,19 @@ call's CPU output (a NaN one is kept until a backward takes it, and at the exit 
 stopped on it: ``if not torch.isfinite(loss): return``). Values are read per device
 (``core/values.py``; CUDA: a window of 16 losses on the device, read later). On checked steps the
 gradients are tested in one op before ``optimizer.step()``. Fires once per run, at the cause:
-- the first non-finite loss. The outermost calls whose stamped outputs the loss's graph holds are
-  examined, latest first (``core/nonfinite.py``): an input batch already NaN/Inf (followed to the
-  call that made it, 2 levels); else the forward re-run once (no grad, RNG forked, buffers copied)
-  naming the first non-finite module and the first op making NaN/Inf from finite inputs, at its
-  user line. When every call's output was finite, the loss computation made it: a graph node whose
+- the first non-finite loss: a loss call's target holding NaN/Inf, named (the data:
+  ``core/nonfinite_data.py``); else the outermost calls whose stamped outputs the loss holds are
+  examined, latest first (``core/nonfinite.py``): an input batch already NaN/Inf (followed to
+  the call that made it, 2 levels); else the forward re-run once (no grad, RNG forked, buffers
+  copied) naming the first non-finite module and first op making NaN/Inf, at its user line.
+  When every call's output was finite, the loss computation made it: a graph node whose
   saved input sits at its singular point (log of 0, division by 0) is named, with the submodule
   that made that input when it is a model's output (a ReLU head's exact zeros); else the finding
   waits one cycle for that op's line (``core/node_lines.py``; a run that ended first: the loss
-  code's one unguarded such op). Non-finite parameters after a finite loss (an unchecked step's
-  gradient) are placed like a NaN gradient;
+  code's one unguarded such op), or the line of the clamp below it whose bound is the singular
+  point only by rounding (``1 - 1e-8`` is 1.0 in float32: ``core/lost_margin.py``), or the op
+  that made a product's NaN/Inf factor (``core/nonfinite_trail.py``). Non-finite parameters after
+  a finite loss (an unchecked step's gradient) are placed like a NaN gradient;
 - the loss diverged first (grew 1000x, or beyond 1e6, on the CPU): at the line that set the LR;
 - a gradient is NaN/Inf while the loss is finite: the latest outermost call re-run, naming the
   first op at a singular point of its derivative (sqrt at 0, acos at +-1) and its line; else the
@@ -37,23 +40,20 @@ from typing import Any
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.graph import stamp_by_storage, stamp_of
+from trainguard.sanitize.core.lost_margin import lost_margin
 from trainguard.sanitize.core.node_lines import NodeLine
+from trainguard.sanitize.core.nonfinite_data import DATA_FIX, bad_target, data_cause
+from trainguard.sanitize.core.params import shown_names
 from trainguard.sanitize.core.nonfinite import (
     finite_output, grads_may_be_finite, is_stamped, non_finite_grads, rerun,
     scaled_root_is_non_finite, scaler_in_use, singular_node, stamped_calls)
-from trainguard.sanitize.core.setting import diverged, learning_rate_line
-from trainguard.sanitize.core.singular_sites import one_singular_site
+from trainguard.sanitize.core.setting import DIVERGED_FIX, diverged, learning_rate_line
+from trainguard.sanitize.core.singular_sites import live_models, one_singular_site
 from trainguard.sanitize.core.values import READ_LATER, DeviceLosses, reading
 
 _MAX_ROOT = 1  # only scalar roots: a loss
 _CALLS = 4  # outermost calls in the loss's graph examined at most
 _UPSTREAM = 2  # levels of calls whose output was another's non-finite input followed at most
-_DIVERGED_FIX = ("lower the learning rate, normalize the inputs and regression targets (zero mean, "
-                 "unit variance), or clip gradients")
-
-
-def _shown(names: list[Any]) -> str:
-    return ", ".join(map(str, names[:3])) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 class NonFiniteLoss(Check):
@@ -63,7 +63,7 @@ class NonFiniteLoss(Check):
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
-        self.done = False
+        self.done, self.bad_data = False, None  # bad_data: a NaN loss's target held NaN/Inf
         self.pending = DeviceLosses()  # CUDA: losses whose values are not read yet
         self.scaled: bool | None = None  # a GradScaler is in use (looked up at the first non-finite root)
         self.last_loss: Any = None  # weakref to the last loss output, used under a GradScaler
@@ -110,6 +110,7 @@ class NonFiniteLoss(Check):
         value = out.item()
         if type(value) is float and value - value != 0.0:
             self.unused = (value, self.state.step + 1, call.where, out, call.name)
+            self.bad_data = bad_target(call)  # (the target held NaN/Inf: the data's fault)
 
     def on_backward(self, call: Any) -> None:
         # (a NaN loss skipped by the script, ``continue``: the run goes on, guarded)
@@ -198,10 +199,10 @@ class NonFiniteLoss(Check):
                made_by: str = "", rerun: Any = None, ended: bool = False) -> None:
         self.done = True
         what = f"the loss is {value}" if exact else "the loss is NaN or Inf"
-        self.cause_at = None
-        cause = self._op(rerun) if rerun is not None else ""
+        data, self.cause_at = data_cause(self.bad_data, root), None  # (data: the target held NaN)
+        cause = data or (self._op(rerun) if rerun is not None else "")
         cause = cause or (self._cause(root) if exact else "")  # (CUDA: the graph is gone)
-        diverged = self._diverged(where)
+        diverged = "" if data else self._diverged(where)
         lr_at = learning_rate_line(self.built) if diverged else None
         if lr_at is not None:  # the cause is the learning rate: the line that set it
             self.cause_at = lr_at
@@ -216,7 +217,7 @@ class NonFiniteLoss(Check):
                  "do not train the model, and each skip lowers the scale" if self.scaled
                  else "no backward took it before the run ended" if ended
                  else "an optimizer step on its gradients writes NaN/Inf into the weights")
-        fix = _DIVERGED_FIX if diverged else (
+        fix = DIVERGED_FIX if diverged else DATA_FIX if data else (
             "lower the learning rate or clip gradients, check the named module and the inputs for "
             "NaN/Inf, add an epsilon inside log/sqrt/division")
         message = (f"{what} at optimizer step {step} ("
@@ -256,12 +257,13 @@ class NonFiniteLoss(Check):
             if self.cause_at is not None:
                 diverged += f" (learning rate set at {short_location(self.cause_at)})"
             self.report(
-                f"the gradient of {_shown(bad)} is NaN or Inf before optimizer step "
+                f"the gradient of {shown_names(bad)} is NaN or Inf before optimizer step "
                 f"{self.state.step + 1}{loss}{diverged}; the step writes NaN into the weights",
-                fix=_DIVERGED_FIX, where=self.cause_at or where)
+                fix=DIVERGED_FIX, where=self.cause_at or where)
             return
         self.report(
-            f"the gradient of {_shown(bad)} is NaN or Inf before optimizer step {self.state.step + 1}"
+            f"the gradient of {shown_names(bad)} is NaN or Inf before optimizer step "
+            f"{self.state.step + 1}"
             f"{loss}: an op's derivative is infinite or undefined at the values it saw{cause}; "
             "the step writes NaN into the weights",
             fix="keep the op away from its singular point (sqrt(x + eps), "
@@ -272,12 +274,9 @@ class NonFiniteLoss(Check):
     def _site(self, where: Any, skip: frozenset[int] | set[int] = frozenset()) -> str:
         """The one unguarded op with a singular derivative in the loss's code (the models but
         ``skip``, and the function holding ``where``), as a clause; its line becomes the place."""
-        found = one_singular_site([m for m in (r() for r in list(
-            self.state.models._refs.values())) if m is not None and id(m) not in skip], where)
-        if found is None:
-            return ""
-        self.cause_at = found[0]
-        return found[1]
+        found = one_singular_site(live_models(self.state.models, skip), where)
+        self.cause_at = found[0] if found is not None else self.cause_at
+        return found[1] if found is not None else ""
 
     def _diverged(self, where: Any) -> str:
         return "" if self.scaled else diverged(self.first, self.latest, where)
@@ -304,8 +303,9 @@ class NonFiniteLoss(Check):
         if hit is None:
             return ""
         node, saved, what = hit
-        said = f"; in the loss computation, {what} ({type(node).__name__})"
-        self.node_line = NodeLine(root, node)
+        clamp, lost = lost_margin(node, stop=is_stamped) or (node, "")
+        said = f"; in the loss computation, {what} ({type(node).__name__}){lost}"
+        self.node_line = NodeLine(root, clamp)  # (the clamp's line, when its margin was lost)
         made = stamp_of(saved) or stamp_by_storage(saved, self.state.stamps)
         ref = self.state.models._refs.get(made.model_id) if made is not None else None
         model = ref() if ref is not None else None
@@ -357,7 +357,7 @@ class NonFiniteLoss(Check):
                         return (f"{said}: it is {earlier.module}'s output at "
                                 f"{short_location(earlier.where)}"
                                 f"{'' if bad[0].grad_fn is not None else ', detached'}{why}"), True
-                return said, True
+                return said + ("" if earlier is not None else ": the data, not the model"), True
             out = out_ref() if out_ref is not None else None
             if out is not None and out.is_floating_point() and bool(torch.isfinite(out).all()):
                 return finite_output(

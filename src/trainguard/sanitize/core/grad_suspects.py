@@ -41,7 +41,7 @@ class Suspects:
     steps, followed to the end of the run."""
 
     __slots__ = ("optimizer", "total", "names", "where", "got", "handles", "cut", "cut_at",
-                 "traced", "number", "zero")
+                 "traced", "exact", "number", "zero")
 
     def __init__(self, optimizer: str, total: int, names: dict[int, str], where: Any,
                  zero: set[int] | None = None) -> None:
@@ -55,6 +55,7 @@ class Suspects:
         self.cut = ""  # where the path is cut, when found
         self.cut_at: Any = None  # ... and the user line of the first cut output named
         self.traced = False  # a module's next forward was traced for the op that cuts it
+        self.exact = False  # ... and that trace named the op (``cut_at`` is that op's line)
         self.number: Any = None  # (op, line) where the loss was rebuilt from a Python number
 
     def follow(self, params: list[Any]) -> None:

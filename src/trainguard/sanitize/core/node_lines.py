@@ -9,6 +9,10 @@ cycle (up to the next ``backward`` from the same line) under a ``TorchFunctionMo
 for each op's output, the node's type and the user's line that called the op, and at that
 ``backward`` follows the route in the new graph: a node of the same type there gives the line.
 
+For a product whose saved factor needs no gradient and is already NaN/Inf, the same cycle also
+keeps a :class:`~trainguard.sanitize.core.nonfinite_trail.Trail` of the non-finite outputs that
+need no gradient, and the line given is the first op on that factor's trail.
+
 Nothing is held between ops but ids, type names and locations (no node, no tensor: no graph is
 kept alive); a node made inside a composite op that the mode does not see is checked by its type
 name, so a stale entry is not taken for it.
@@ -26,7 +30,8 @@ from collections import deque
 from typing import Any
 
 from trainguard.sanitize.core.frames import Location, short_location
-from trainguard.sanitize.core.tracing import TraceSlot, bounded_mode
+from trainguard.sanitize.core.nonfinite_trail import Trail
+from trainguard.sanitize.core.tracing import TraceSlot, bounded_mode, op_name, tensors
 
 __all__ = ["route", "follow", "NodeLine"]
 
@@ -72,7 +77,7 @@ def follow(root: Any, path: tuple[int, ...]) -> Any:
     return node
 
 
-def _trace() -> Any:
+def _trace(factors: bool) -> Any:
     import torch
 
     tensor = torch.Tensor
@@ -80,22 +85,30 @@ def _trace() -> Any:
     class NodeTrace(bounded_mode()):
         limit = _OPS
 
-        def __init__(self) -> None:
+        def __init__(self, factors: bool) -> None:
             super().__init__()
             self.made: dict[int, tuple[str, str, Location | None]] = {}  # id(node) -> its op
+            self.factors = factors
+            self.trail = Trail()
 
         def _follow(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
-            outs = out if isinstance(out, (tuple, list)) else (out,)
-            for t in outs[:4]:
-                node = t.grad_fn if isinstance(t, tensor) else None
+            outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,))[:4]
+                    if isinstance(t, tensor)]
+            where = self.caller()
+            for t in outs:
+                node = t.grad_fn
                 if node is not None:
                     self.made[id(node)] = (type(node).__name__, getattr(func, "__name__", "op"),
-                                           self.caller())
+                                           where)
+            if self.factors:  # (a product's non-finite constant factor: where it came from)
+                self.trail.note(op_name(func), [t for a in (*args, *kwargs.values())
+                                                for t in tensors(a)], outs, where)
 
         def clear(self) -> None:
             self.made.clear()
+            self.trail.clear()
 
-    return NodeTrace()
+    return NodeTrace(factors)
 
 
 class NodeLine(TraceSlot):
@@ -147,7 +160,7 @@ class NodeLine(TraceSlot):
         off the mode stack."""
         self.settle()
         if self.usable and self.trace is None and self.held is not None:
-            self.trace = _trace()
+            self.trace = _trace(self.kind == "MulBackward0")
             self.trace.__enter__()
 
     def at_backward(self, roots: tuple, line: Any) -> tuple | None:
@@ -162,8 +175,36 @@ class NodeLine(TraceSlot):
         trace = self.trace
         node = follow(roots[0], self.path) if trace is not None and len(roots) == 1 else None
         made = trace.made.get(id(node)) if node is not None else None
-        if made is not None and made[0] == self.kind == type(node).__name__ and made[2]:
+        came = _factor_origin(trace, node) if made is not None else None
+        if came is not None:  # a product's factor made non-finite earlier: where it came from
+            message += came[0]
+            where = came[1]
+        elif made is not None and made[0] == self.kind == type(node).__name__ and made[2]:
             message += f"; that op is `{made[1]}` at {short_location(made[2])}"
             where = made[2]
         self.flush()
         return message, fix, where
+
+
+def _factor_origin(trace: Any, node: Any) -> tuple[str, Location] | None:
+    """For a ``MulBackward0`` ``node`` with a saved factor that needs no gradient and holds
+    NaN/Inf, the first op on its trail in the traced cycle (``core/nonfinite_trail.py``), as
+    ``(clause, its line)``; else None."""
+    if not trace.factors or type(node).__name__ != "MulBackward0":
+        return None
+    for attr in ("_saved_other", "_saved_self"):
+        try:
+            factor = getattr(node, attr)
+        except Exception:  # freed, or not saved for this product
+            continue
+        found = trace.trail.origin(factor) if getattr(factor, "grad_fn", 1) is None else None
+        if found is None or found[1] is None:
+            continue
+        op, at, made = found
+        if made:
+            return (f"; its factor that is already NaN/Inf was made from finite values by "
+                    f"`{op}` at {short_location(at)}"), at
+        return (f"; its factor that is already NaN/Inf comes from `{op}` at {short_location(at)},"
+                " whose inputs were NaN/Inf before the step began (values kept across steps, "
+                "such as running statistics, or the batch)"), at
+    return None

@@ -16,7 +16,10 @@ number returned by a cut is remembered with the cut's op and user line (a NumPy 
 identity), and a later op given that number (or its negation) as an argument marks its outputs
 with that cut, which later ops carry along. At the backward, the cut the loss itself carries is
 the line that cut the path. Integral numbers (``0.0``, ``3``) are not matched: too many constants
-look the same.
+look the same. A tensor with no graph and no mark that ``requires_grad`` is switched on for
+(``loss.requires_grad = True``, ``requires_grad_()``: the mode sees the setter) is marked with
+that line: a loss made a new leaf by hand hides a cut made before it (ronghuaiyang/arcface-
+pytorch#56), also one whose values went through NumPy copies that no mark follows.
 
 Cost: a Python call per torch op during the traced cycles (at most :data:`_WAIT` backward calls,
 :data:`_OPS` ops), only after a TG205 finding is already certain; nothing otherwise. Values are
@@ -33,16 +36,17 @@ from typing import Any
 from weakref import ref
 
 from trainguard.sanitize.core.callstack import grad_off_site
-from trainguard.sanitize.core.frames import Location, user_frame
+from trainguard.sanitize.core.frames import Location, short_location, user_frame
 from trainguard.sanitize.core.tracing import (ArrayMarks, TraceSlot, bounded_mode, op_name,
                                              tensors)
 
-__all__ = ["number_trace", "NumberWatch", "NUMBER_OPS"]
+__all__ = ["number_trace", "NumberWatch", "NUMBER_OPS", "LEAF_BY_HAND", "number_clause"]
 
 _WAIT = 8  # backward calls a trace lasts at most
 _OPS = 20_000  # ops followed at most
 _VALUES = 256  # numbers remembered at most
 NUMBER_OPS = frozenset({"item", "tolist", "__float__", "numpy", "__array__"})
+LEAF_BY_HAND = "requires_grad = True"  # the cut named for a loss made a leaf by hand
 # ops whose result takes only the shape, dtype or device of their input, not its values: no path
 # was cut by them (a ``torch.zeros_like(x)`` buffer filled in place later)
 _SHAPE_ONLY = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
@@ -73,6 +77,7 @@ class _Marks:
         self.marks: dict[int, tuple[Any, Cut]] = {}  # id(tensor or array) -> its cut
         self.values: dict[float, Cut] = {}  # a number taken from the graph -> its cut
         self.arrays = ArrayMarks()  # marked arrays, for the tensors torch.from_numpy makes
+        self.leaves: dict[int, tuple[Any, Cut]] = {}  # made leaves by hand: id -> their line
 
     def _derived(self, t: Any) -> bool:
         r = self.derived.get(id(t))
@@ -100,11 +105,14 @@ class _Marks:
                 self.values.setdefault(n, cut)
 
     def loss_cut(self, roots: tuple) -> Cut | None:
-        return next((c for r in roots if (c := self._mark(r)) is not None), None)
+        found = next((c for r in roots if (c := self._mark(r)) is not None), None)
+        leaf = next((c[1] for r in roots if (c := self.leaves.get(id(r))) and c[0]() is r), None)
+        return found or leaf
 
     def clear(self) -> None:
         self.derived.clear()
         self.marks.clear()
+        self.leaves.clear()
         self.values.clear()
         self.arrays.clear()
 
@@ -134,6 +142,14 @@ def number_trace(params: list[Any]) -> Any:
             return self.no_grad_sites[key]
 
         def _follow(self, func: Any, args: tuple, kwargs: dict, out: Any) -> None:
+            if _switches_on(func, args, kwargs):
+                # a tensor with no graph made a leaf that requires grad by hand (``loss.
+                # requires_grad = True``): when that tensor itself is the loss, it hides the
+                # cut here (not carried on: ``x.requires_grad_()`` of an input batch is no cut)
+                t = args[0]
+                if t.grad_fn is None and not self._derived(t) and self._mark(t) is None:
+                    self.leaves[id(t)] = (ref(t), (LEAF_BY_HAND, self.caller()))
+                return
             given = (*args, *kwargs.values())
             inputs = [t for a in given for t in tensors(a)]
             # (of several marked inputs, an explicit cut before a no_grad one: PPO's old
@@ -174,6 +190,33 @@ def number_trace(params: list[Any]) -> Any:
                     self.marks[id(t)] = (ref(t), carried)
 
     return NumberTrace()
+
+
+def _switches_on(func: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether the op is ``t.requires_grad = True`` or ``t.requires_grad_()`` (``True``)."""
+    name = getattr(func, "__name__", "")
+    if name == "__set__":
+        if getattr(getattr(func, "__self__", None), "__name__", "") != "requires_grad":
+            return False
+        on = args[1] if len(args) > 1 else None
+    elif name == "requires_grad_":
+        on = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
+    else:
+        return False
+    return on is True and bool(args) and hasattr(args[0], "grad_fn")
+
+
+def number_clause(number: Cut | None) -> str:
+    """The finding's clause for the cut a loss carries (:meth:`NumberWatch.backward`), or ""."""
+    if number is None:
+        return ""
+    if number[0] == LEAF_BY_HAND:
+        return (f"; the loss is a tensor with no graph that `requires_grad` was switched on for "
+                f"at {short_location(number[1])}: a new leaf, which silences \"element 0 of "
+                "tensors does not require grad\" but gives its gradient to nothing; the path "
+                "to the parameters is cut before it (a NumPy round trip, .detach(), .item())")
+    return (f"; the loss is computed from what `{number[0]}` at {short_location(number[1])} "
+            "took out of the graph: autograd cannot follow it back from there")
 
 
 class NumberWatch(TraceSlot):

@@ -17,7 +17,7 @@ from typing import Any
 from trainguard.sanitize.core.values import readable
 
 __all__ = ["ParamMap", "all_parameters", "param_names", "doubled_parameters", "held_ids",
-           "no_gradients", "value_sum", "zeroed_by"]
+           "no_gradients", "shown_names", "value_sum", "zeroed_by"]
 
 
 def value_sum(p: Any) -> float | None:
@@ -153,3 +153,9 @@ def param_names(models: Any, ids: set[int]) -> dict[int, str]:
     for key in ids - names.keys():
         names[key] = "an unnamed parameter"
     return names
+
+
+def shown_names(names: list[Any]) -> str:
+    """The first three of ``names`` and how many more, for a message."""
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return ", ".join(map(str, names[:3])) + more

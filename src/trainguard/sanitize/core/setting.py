@@ -11,7 +11,11 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import parse_file
 
-__all__ = ["argument_line", "diverged", "learning_rate_line"]
+__all__ = ["DIVERGED_FIX", "argument_line", "diverged", "learning_rate_line"]
+
+DIVERGED_FIX = ("lower the learning rate, normalize the inputs and regression targets (zero mean, "
+                "unit variance), or clip gradients")
+"""The fix of a run whose loss diverged before it overflowed."""
 
 _DIVERGED_AT = 1e6  # a finite loss this large before the overflow: the run diverged
 _DIVERGED_GROWTH = 1e3  # ... or one that grew this much since the first step

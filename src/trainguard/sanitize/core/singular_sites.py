@@ -38,7 +38,7 @@ from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.frames import Location, is_user_file, short_location
 from trainguard.sanitize.core.source import function_at, function_node
 
-__all__ = ["singular_sites", "one_singular_site", "one_log_product"]
+__all__ = ["singular_sites", "one_singular_site", "one_log_product", "live_models"]
 
 _AT_ZERO = frozenset({"sqrt", "sqrt_", "rsqrt", "rsqrt_"})
 _AT_ONE = frozenset({"acos", "asin", "arccos", "arcsin", "acos_", "asin_"})
@@ -86,6 +86,13 @@ def one_singular_site(modules: list[Any], backward_at: Location | None
     return at, (f"; `{op}` at {short_location(at)} is the one op in the code computing the loss "
                 "whose derivative is infinite at a point its input can reach (sqrt or log at 0, "
                 "acos at +-1), with nothing keeping it off that point")
+
+
+def live_models(models: Any, skip: Any = frozenset()) -> list[Any]:
+    """The models a watcher's model registry (weak references, ``models._refs``) still holds,
+    but those whose id is in ``skip``."""
+    return [m for m in (r() for r in list(models._refs.values()))
+            if m is not None and id(m) not in skip]
 
 
 def one_log_product(backward_at: Location | None) -> Location | None:
