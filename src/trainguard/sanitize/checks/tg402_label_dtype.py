@@ -16,8 +16,9 @@ When it fires:
   loss ("result type Float can't be cast to the desired output type Long").
 
 Where: at the dataset line (or the line of a batch generator of the user's) that made the
-targets when the loss call's frames show it (``core/target_origin.py``), the loss line in the
-message; else at the loss line. A class index
+targets when the loss call's frames show it (``core/target_origin.py``), or at the assignment of
+labels stored before the loop that the loss takes them from (``y_train[idx]``:
+``core/stored_target.py``), the loss line in the message; else at the loss line. A class index
 out of range is placed there only when the labels are the fault: all in 1..C (counted from 1) or
 only 0 and 255 (a mask's grey levels); any other may be a model with too few outputs.
 
@@ -41,6 +42,7 @@ from typing import Any
 from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import frame_location, is_user_file, short_location, user_frame
+from trainguard.sanitize.core.stored_target import stored_origin
 from trainguard.sanitize.core.target_origin import target_origin
 from trainguard.sanitize.core.values import readable
 
@@ -115,8 +117,8 @@ class LabelDtype(Check):
 
     def _made(self, target: Any, used_at: Any) -> Any:
         """The dataset line that made ``target`` (``core/target_origin.py``), else ``used_at``."""
-        passes = self.state.loader_passes
-        return target_origin(user_frame(sys._getframe(2)), target, passes) or used_at
+        frame, passes = user_frame(sys._getframe(2)), self.state.loader_passes
+        return target_origin(frame, target, passes) or stored_origin(frame, target) or used_at
 
     def report(self, message: str, *, fix: str | None = None, where: Any = None,
                used_at: Any = None, **extra: Any) -> Any:
@@ -206,7 +208,7 @@ def _made_at_error(exc: BaseException, target: Any, passes: Any) -> tuple[Any, A
         tb = tb.tb_next
     if frame is None:  # (not yet through the user's code: explained again when it is)
         return None, None
-    made = target_origin(frame, target, passes)
+    made = target_origin(frame, target, passes) or stored_origin(frame, target)
     return (made, frame_location(frame)) if made is not None else (None, None)
 
 
