@@ -16,10 +16,13 @@ When it fires:
   loss ("result type Float can't be cast to the desired output type Long").
 
 Where: at the dataset line (or the line of a batch generator of the user's) that made the
-targets when the loss call's frames show it (``core/target_origin.py``), the loss line in the
-message; else at the loss line. A class index
+targets when the loss call's frames show it (``core/target_origin.py``), or at the assignment of
+labels stored before the loop that the loss takes them from (``y_train[idx]``:
+``core/stored_target.py``), the loss line in the message; else at the loss line. A class index
 out of range is placed there only when the labels are the fault: all in 1..C (counted from 1) or
-only 0 and 255 (a mask's grey levels); any other may be a model with too few outputs.
+only 0 and 255 (a mask's grey levels); any other may be a model with too few outputs: placed
+where the model's width was set when the dataset's own ``classes`` list holds every label
+(``core/head_width.py``), else at the loss line.
 
 Silent on: integer class indices in range (``ignore_index`` included), one-hot or label-smoothed
 float probabilities, binary targets in [0, 1] (soft labels included).
@@ -41,6 +44,8 @@ from typing import Any
 from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import frame_location, is_user_file, short_location, user_frame
+from trainguard.sanitize.core.head_width import declared_classes, head_set_at
+from trainguard.sanitize.core.stored_target import stored_origin
 from trainguard.sanitize.core.target_origin import target_origin
 from trainguard.sanitize.core.values import readable
 
@@ -115,8 +120,8 @@ class LabelDtype(Check):
 
     def _made(self, target: Any, used_at: Any) -> Any:
         """The dataset line that made ``target`` (``core/target_origin.py``), else ``used_at``."""
-        passes = self.state.loader_passes
-        return target_origin(user_frame(sys._getframe(2)), target, passes) or used_at
+        frame, passes = user_frame(sys._getframe(2)), self.state.loader_passes
+        return target_origin(frame, target, passes) or stored_origin(frame, target) or used_at
 
     def report(self, message: str, *, fix: str | None = None, where: Any = None,
                used_at: Any = None, **extra: Any) -> Any:
@@ -154,6 +159,9 @@ class LabelDtype(Check):
             message = f"{func} got class index {m.group(1)}, but the input has " \
                 f"{classes if classes else 'fewer'} classes ({shapes}); valid targets lie in {span}"
             form = _label_form(t, classes) if classes else ""
+            head = _head_too_small(exc, t, classes, message) if classes and not form else None
+            if head is not None:
+                return head
             if not form:
                 return Diagnosis(message, fix="make the model's last layer output one score per "
                                  "class, or remap the labels to 0..C-1 (labels starting at 1 "
@@ -196,17 +204,45 @@ class LabelDtype(Check):
         return None
 
 
-def _made_at_error(exc: BaseException, target: Any, passes: Any) -> tuple[Any, Any]:
-    """``(dataset line that made target, the loss's user line)`` from the failing traceback's
-    innermost user frame (``core/target_origin.py``); ``(None, None)`` when not found."""
+def _head_too_small(exc: BaseException, target: Any, classes: int,
+                    message: str) -> Diagnosis | None:
+    """The diagnosis of labels out of range for a model with too few outputs: the dataset
+    declares more classes than its ``classes`` scores, and every label lies inside them
+    (``core/head_width.py``); placed where the model's width was set when that is found."""
+    frame = _error_frame(exc)
+    declared = declared_classes(frame) if frame is not None else None
+    if declared is None or declared <= classes or not readable(target) or \
+            target.is_floating_point() or target.numel() == 0 or \
+            not 0 <= int(target.min()) <= int(target.max()) < declared:
+        return None
+    at = head_set_at(frame, classes)
+    loss_at = short_location(frame_location(frame))
+    note = f" (the number of outputs is set here; the loss at {loss_at})"
+    return Diagnosis(
+        message + f"; the dataset declares {declared} classes (its `classes`) and every label "
+        f"lies among them: the model has too few outputs" + (note if at is not None else ""),
+        fix=f"give the model's last layer one output per class of the dataset ({declared}, "
+            "e.g. `len(dataset.classes)`)",
+        where=at[:2] if at is not None else None)
+
+
+def _error_frame(exc: BaseException) -> Any:
+    """The failing traceback's innermost user frame, or None."""
     tb, frame = exc.__traceback__, None
     while tb is not None:
         if is_user_file(tb.tb_frame.f_code.co_filename):
             frame = tb.tb_frame
         tb = tb.tb_next
+    return frame
+
+
+def _made_at_error(exc: BaseException, target: Any, passes: Any) -> tuple[Any, Any]:
+    """``(dataset line that made target, the loss's user line)`` from the failing traceback's
+    innermost user frame (``core/target_origin.py``); ``(None, None)`` when not found."""
+    frame = _error_frame(exc)
     if frame is None:  # (not yet through the user's code: explained again when it is)
         return None, None
-    made = target_origin(frame, target, passes)
+    made = target_origin(frame, target, passes) or stored_origin(frame, target)
     return (made, frame_location(frame)) if made is not None else (None, None)
 
 

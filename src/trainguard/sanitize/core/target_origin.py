@@ -44,7 +44,8 @@ from trainguard.sanitize.core.cuts import assigned_in_init
 from trainguard.sanitize.core.frames import Location, is_user_file
 from trainguard.sanitize.core.source import function_node
 
-__all__ = ["resolve_in_frame", "target_origin"]
+__all__ = ["last_binding", "resolve_in_frame", "returned_by", "target_origin",
+           "unpacked_at"]
 
 
 _FRAMES = 4  # user frames searched outwards from the loss call (a loss helper's callers)
@@ -88,7 +89,7 @@ def _yielded(target: Any) -> Location | None:
         function = function_node(paused.f_code) if names else None
         if function is None:
             continue
-        made = [_last_binding(function, name, paused.f_lineno + 1) for name in names]
+        made = [last_binding(function, name, paused.f_lineno + 1) for name in names]
         made = [m for m in made if m is not None]
         if made:
             last = max(made, key=lambda n: n.lineno)
@@ -217,9 +218,9 @@ def _made_in_dataset(loader: Any, path: tuple) -> Location | None:
     where = (getitem.co_filename, element.lineno, element.col_offset + 1)
     position = None  # in `name, label = self.items[i]`: label's place in each stored item
     if isinstance(element, ast.Name):
-        last = _last_binding(function, element.id, returns[0].lineno)
+        last = last_binding(function, element.id, returns[0].lineno)
         if last is not None:
-            position = _unpacked_at(last, element.id)
+            position = unpacked_at(last, element.id)
             where, element = (getitem.co_filename, last.lineno, last.col_offset + 1), last.value
     cls = type(dataset)
     # only indexed here (`self.labels[i]`): the tensor was made where __init__ stored it
@@ -229,7 +230,7 @@ def _made_in_dataset(loader: Any, path: tuple) -> Location | None:
         if appended is not None:
             return appended
     made_in_init = assigned_in_init(cls, stored) if stored else None
-    return made_in_init or _returned_by(cls, element) or where
+    return made_in_init or returned_by(cls, element) or where
 
 
 # calls that only convert what they are given: the form was decided inside
@@ -237,21 +238,24 @@ _CONVERTERS = frozenset({"as_tensor", "tensor", "from_numpy", "asarray", "array"
                          "LongTensor", "FloatTensor"})
 
 
-def _returned_by(cls: type, element: ast.AST) -> Location | None:
+def returned_by(cls: type | None, element: ast.AST,
+                scope: dict[str, Any] | None = None) -> Location | None:
     """For an element made by a call of the user's (``torch.as_tensor(self.preprocess(mask,
-    is_mask=True))``, a module function), the ``return`` that call reaches: decided by ``if``
-    tests of parameters the call passes as constants; None when that is not known."""
+    is_mask=True))``, a function of ``scope``, by default ``cls.__getitem__``'s module), the
+    ``return`` that call reaches: decided by ``if`` tests of parameters the call passes as
+    constants; None when that is not known."""
     while isinstance(element, ast.Call) and element.args and _called(element) in _CONVERTERS:
         element = element.args[0]
     if not isinstance(element, ast.Call):
         return None
     func = element.func
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
-            func.value.id == "self":
+            func.value.id == "self" and cls is not None:
         found, bound = getattr(cls, func.attr, None), not isinstance(
             inspect.getattr_static(cls, func.attr, None), staticmethod)
     elif isinstance(func, ast.Name):  # a function of __getitem__'s module
-        scope = getattr(getattr(cls, "__getitem__", None), "__globals__", {})
+        if scope is None:
+            scope = getattr(getattr(cls, "__getitem__", None), "__globals__", {})
         found, bound = scope.get(func.id), False
     else:
         return None
@@ -307,7 +311,7 @@ def _called(call: ast.Call) -> str:
         func.attr if isinstance(func, ast.Attribute) else ""
 
 
-def _unpacked_at(assign: ast.AST, name: str) -> int | None:
+def unpacked_at(assign: ast.AST, name: str) -> int | None:
     """``1`` for ``label`` in ``path, label = ...``; None for anything else."""
     targets = getattr(assign, "targets", [])
     if len(targets) == 1 and isinstance(targets[0], (ast.Tuple, ast.List)):
@@ -336,13 +340,13 @@ def _appended_in_init(cls: type, attr: str, position: int) -> Location | None:
         return None
     element, line = items[position], appends[0].lineno
     where = (init.co_filename, element.lineno, element.col_offset + 1)
-    last = _last_binding(node, element.id, line) if isinstance(element, ast.Name) else None
+    last = last_binding(node, element.id, line) if isinstance(element, ast.Name) else None
     if last is not None:
         where = (init.co_filename, last.lineno, last.col_offset + 1)
     return where
 
 
-def _last_binding(function: ast.AST, name: str, before: int) -> ast.stmt | None:
+def last_binding(function: ast.AST, name: str, before: int) -> ast.stmt | None:
     """The last assignment (or augmented one) to ``name`` in ``function`` above line ``before``."""
     made = [n for n in ast.walk(function) if isinstance(n, (ast.Assign, ast.AugAssign))
             and n.lineno < before and _binds(n, name)]

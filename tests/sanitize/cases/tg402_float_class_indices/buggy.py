@@ -8,8 +8,8 @@ from torch import nn
 
 rng = np.random.default_rng(11)
 features = torch.from_numpy(rng.normal(size=(16, 4)).astype("float32"))
-labels = torch.from_numpy(rng.integers(0, 3, size=16).astype("float32"))
+labels = torch.from_numpy(rng.integers(0, 3, size=16).astype("float32"))  # expect: TG402
 model = nn.Linear(4, 3)
 criterion = nn.CrossEntropyLoss()
-loss = criterion(model(features), labels)  # expect: TG402
+loss = criterion(model(features), labels)
 loss.backward()

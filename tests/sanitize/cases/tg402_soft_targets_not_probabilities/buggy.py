@@ -9,22 +9,22 @@ from torch import nn
 
 torch.manual_seed(10)
 x = torch.randn(32, 6)
-scores = torch.randn(32, 3) * 2  # unnormalized teacher scores
+scores = torch.randn(32, 3) * 2  # expect: TG402 (unnormalized teacher scores)
 model = nn.Linear(6, 3)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(3):
     optimizer.zero_grad()
-    loss = F.cross_entropy(model(x), scores)  # expect: TG402
+    loss = F.cross_entropy(model(x), scores)
     loss.backward()
     optimizer.step()
 
-signs = torch.randint(0, 2, (32, 1)).float() * 2 - 1  # labels in {-1, +1}
+signs = torch.randint(0, 2, (32, 1)).float() * 2 - 1  # expect: TG402 (labels in {-1, +1})
 binary = nn.Linear(6, 1)
 opt_b = torch.optim.SGD(binary.parameters(), lr=0.1)
 criterion = nn.BCEWithLogitsLoss()
 for step in range(3):
     opt_b.zero_grad()
-    loss_b = criterion(binary(x), signs)  # expect: TG402
+    loss_b = criterion(binary(x), signs)
     loss_b.backward()
     opt_b.step()
 print(f"{loss.item():.3f} {loss_b.item():.3f}")
