@@ -28,6 +28,7 @@ from trainguard.lint.astutil import const_value, dotted, kwarg, parent, walk_loc
 from trainguard.lint.callgraph import bind_arguments, parameter_default
 from trainguard.lint.dataflow import last_assignment, scope_of
 from trainguard.lint.consts import resolve, with_constants
+from trainguard.lint.file_origins import origins
 from trainguard.lint.options import argparse_default
 from trainguard.lint.restores import restores
 from trainguard.lint.rules import Hit
@@ -98,15 +99,19 @@ def _saved_not_restored(script: Script) -> Iterator[Hit]:
     training goes on: the checkpoint is complete, the restore is not, and the resumed run
     restarts its momentum/moment estimates (ferdous-alam/GenCAD#23: "the optimizer's and
     scheduler's state_dict is saved but not loaded"). Silent when the file loads any
-    optimizer's state, when the checkpoint is read in a way the lint cannot follow, or when its
-    keys are not all among the save's."""
+    optimizer's state, when the checkpoint is read in a way the lint cannot follow, when its
+    keys are not all among the save's, or when its path is not the save's (the same binding:
+    :mod:`trainguard.lint.file_origins`)."""
     if "torch.load" not in script.source or _resumes_optimizer(script) or \
             not _stateful_optimizer(script) or not script.may_reach("backward"):
         return
     saves = [(c, _entries(script, c, c.args[0])) for c in script.calls
-             if script.call_qualname(c) == "torch.save" and c.args]
+             if script.call_qualname(c) == "torch.save" and len(c.args) >= 2]
     for found in restores(script):
+        read = origins(script, found.load.args[0], 4) if found.load.args else set()
         for save, entries in saves:
+            if not read & origins(script, save.args[1], 3):
+                continue  # another file (a download read with the same keys)
             keys = {k for k, _ in entries or ()}
             optim = [k for k, v in entries or () if _OPTIM.search(k) or _OPT_SHORT.search(k)
                      or _OPTIM.search(v.split(".state_dict")[0].rsplit(".", 1)[-1])]
