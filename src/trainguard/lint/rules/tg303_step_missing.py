@@ -13,6 +13,8 @@ GAN's ``opt_d.step()`` left out), reported at the backward that follows its zero
 When every step sits in one branch of an ``if`` on a setting the loop never changes
 (``if args.minibatch: ... else: ...; optimizer.step()``) and the other branch runs backward with
 no step after it, reported at that backward: with that setting, nothing ever steps.
+When a function steps a global optimizer instead of the one it is handed and never reads, and a
+call hands it another (:mod:`trainguard.lint.shadowed_optimizers`), reported at that step.
 When the step exists but the model it should update was rebound to a new module after the
 optimizer was built (:mod:`trainguard.lint.rebinds`), reported at the rebinding.
 """
@@ -28,12 +30,14 @@ from trainguard.lint.events import events
 from trainguard.lint.rebinds import stale_optimizers
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script, is_backward
+from trainguard.lint.shadowed_optimizers import shadowed_steps
 
 CODE = "TG303"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
 
 
 def check(script: Script) -> Iterator[Hit]:
+    yield from _shadowed(script)
     if not script.optimizers:
         return
     for rebinding, opt, model, step, shared in stale_optimizers(script):
@@ -70,6 +74,21 @@ def check(script: Script) -> Iterator[Hit]:
                   fix=f"call {sorted(script.optimizers)[0]}.step() after backward()")
         return
     yield from _backward_in_called_step(script)
+
+
+def _shadowed(script: Script) -> Iterator[Hit]:
+    """A function handed an optimizer that it never reads, stepping a global one instead
+    (:mod:`trainguard.lint.shadowed_optimizers`): the optimizer handed in never steps."""
+    for found in shadowed_steps(script):
+        through = f" (passed on at {script.at(found.via.lineno)})" \
+            if found.via is not None else ""
+        yield Hit(found.step,
+                  f"{found.func.name}() steps the global `{found.stepped}`, not its parameter "
+                  f"`{found.param}`, which it never reads: the call at "
+                  f"{script.at(found.site.lineno)} hands it `{found.handed}`{through}, which "
+                  f"nothing steps, so the parameters {found.handed} holds get gradients and "
+                  f"never change",
+                  fix=f"step (and zero) the optimizer passed in: {found.param}.step()")
 
 
 def _backward_in_called_step(script: Script) -> Iterator[Hit]:

@@ -69,20 +69,26 @@ def check(script: Script) -> Iterator[Hit]:
             if (script.schedulers.get(key) or script.scheduler_lists.get(key) or
                     schedule_settings(script, key, e.node)[0]) == "ReduceLROnPlateau":
                 continue
+            hook = _hook_override(script, e)
             through = f" (through the call at {script.at(e.via.lineno)})" \
                 if e.via is not None and not e.foreign else ""
+            if hook:
+                through += f", in the {script.enclosing_function(e.node).name} hook"  # type: ignore
             what = f"{key}.step()" if key not in script.scheduler_lists else \
                 f"{ast.unparse(e.node.func)}() for each scheduler of {key}"  # type: ignore
             # two calls the loop itself makes, in the wrong order (``model.update_lr()`` before
             # ``model.optimize()``): the fault is where the loop calls them
+            # (unless the step sits in a callback's hook that the call dispatches to: the
+            # hook chosen is the fault, the dispatch serves every callback)
             at = e.via if e.via is not None and not e.foreign and \
-                evs[first_step].via is not e.via and \
+                evs[first_step].via is not e.via and not hook and \
                 next(iter(script.enclosing_loops(e.via)), None) is loop else e.node
             yield Hit(at,
                       f"{what} runs before the first {evs[first_step].key}.step() "
                       f"({evs[first_step].place(script)}){through}: the schedule's first "
                       f"learning rate is skipped",
-                      fix=f"call {what.split(' for each')[0]} after optimizer.step()")
+                      fix=f"call {what.split(' for each')[0]} after optimizer.step()" +
+                      (" (in a hook that runs after the optimizer steps)" if hook else ""))
             break
     yield from _handler_steps(script)
     yield from _per_micro_batch(script, loops)
@@ -138,6 +144,25 @@ def check(script: Script) -> Iterator[Hit]:
 
 
 _SIZED = {"CosineAnnealingLR", "LinearLR", "PolynomialLR", "SequentialLR"}
+
+
+def _hook_override(script: Script, e: Event) -> bool:
+    """``e`` (reached through ``e.via``) sits in a method that overrides one of its class's
+    base (``LRDecay(Callback).on_epoch_start``) and that ``e.via`` does not call directly
+    (``self._emit("on_epoch_start")``, a callback list's ``on_epoch_start``): a callback hook.
+    The call fires the event for every callback; the scheduler step was put in a hook that
+    runs before the optimizer steps, and that hook is what to change."""
+    func = script.enclosing_function(e.node)
+    cls = script.enclosing_class(func) if func is not None else None
+    if e.via is None or e.foreign or cls is None or \
+            any(t.func is func for t in script.targets(e.via)):
+        return False
+    for base in cls.bases:
+        ref = script.graph.class_named(dotted(base))
+        if ref is not None and ref.node is not cls and \
+                script.graph.method(ref, func.name) is not None:  # type: ignore[union-attr]
+            return True
+    return False
 
 
 def _skips_first_pass(script: Script, node: ast.AST, loop: ast.AST) -> bool:

@@ -10,7 +10,8 @@ the loss when the sigmoid is in a helper or in the component that also picks the
 output block whose ``forward`` returns probabilities and whose ``compute_loss`` uses logits):
 there the probabilities are the component's contract and the loss is what to change, as it is
 when the loss's input is a name other statements read too (a focal loss's ``probs``; not one
-that says logits, ``y_logits``, whose author meant raw scores) (unless
+that says logits, ``y_logits``, whose author meant raw scores; nor one the sigmoid overwrote,
+``x = torch.sigmoid(x)``: the logits are gone after it, so the sigmoid is reported) (unless
 every call of a helper function in the file feeds such a loss: then the helper exists to feed
 it, and its sigmoid is reported);
 ``nn.BCELoss`` after a sigmoid is the right pairing and stays silent.
@@ -64,6 +65,18 @@ def check(script: Script) -> Iterator[Hit]:
             if text:
                 edits = [Edit(act.lineno, act.col_offset, act.end_lineno or act.lineno,
                               act.end_col_offset or 0, text)]
+        if isinstance(arg, ast.Name) and not named_as_logits(arg.id) and _reused(arg, call) \
+                and written and _overwrites_input(act, arg, call):
+            # `x = torch.sigmoid(x)`: the loss cannot get the logits back; the sigmoid's line is
+            # where they are lost, and where the probabilities need a name of their own
+            yield Hit(act, f"this sigmoid replaces the logits in `{arg.id}` with "
+                           f"probabilities, which BCEWithLogitsLoss at {script.at(call.lineno)} "
+                           f"is fed and applies the sigmoid to again, so gradients vanish; "
+                           f"other code reads the probabilities too, and after this line the "
+                           f"logits are gone",
+                      fix=f"bind the probabilities to a new name (`p = torch.sigmoid({arg.id})`) "
+                          f"and feed `{arg.id}`, the logits, to the loss", safe=False)
+            continue
         if isinstance(arg, ast.Name) and not named_as_logits(arg.id) and _reused(arg, call):
             # the probabilities serve other code too (a focal loss's p_t): the loss is the fix
             yield Hit(call, f"BCEWithLogitsLoss is fed `{arg.id}`, made by the sigmoid at "
@@ -148,6 +161,24 @@ def _reused(arg: ast.Name, loss: ast.AST) -> bool:
     return any(isinstance(n, ast.Name) and n.id == arg.id and isinstance(n.ctx, ast.Load) and
                id(n) not in inside and not _sigmoid_of(n) and _binding(stores, n) is value
                for n in scope)
+
+
+def _overwrites_input(act: ast.AST, arg: ast.Name, loss: ast.AST) -> bool:
+    """``act`` is ``arg = torch.sigmoid(arg)`` (or ``arg.sigmoid()``) in the loss's own scope, and
+    the binding the loss reads: the sigmoid overwrites the name that held the logits, so no
+    later statement, the loss included, can read them."""
+    stmt = parent(act)
+    if not (isinstance(act, ast.Call) and isinstance(stmt, ast.Assign) and stmt.value is act
+            and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+            and stmt.targets[0].id == arg.id and scope_of(act) is scope_of(loss)):
+        return False
+    inner = act.args[0] if act.args else (
+        act.func.value if isinstance(act.func, ast.Attribute) else None)
+    if not (isinstance(inner, ast.Name) and inner.id == arg.id):
+        return False
+    stores = [n for n in walk_local(scope_of(loss)) if isinstance(n, ast.Name) and
+              n.id == arg.id and isinstance(n.ctx, ast.Store)]
+    return _binding(stores, arg) is stmt.targets[0]
 
 
 def _binding(stores: list[ast.Name], read: ast.Name) -> ast.Name | None:

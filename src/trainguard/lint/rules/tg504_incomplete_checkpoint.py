@@ -13,7 +13,9 @@ the optimizer fires alone (the resumed run restarts the loss scale: huggingface/
 The run's position is a key named like one or a counter the program advances; a save function
 that every call hands the optimizer and that never reads it is meant for resuming too. A call of a
 project helper that saves the optimizer only when given one (``optimizer=None``) and is not
-given it is reported at the call.
+given it is reported at the call. A resume that reads the weights and the position back from a
+checkpoint that holds the optimizer's state, never loads that entry and trains on, is reported
+at its last read of the checkpoint (:mod:`trainguard.lint.restores`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from trainguard.lint.astutil import const_value, dotted, kwarg, parent, walk_loc
 from trainguard.lint.callgraph import bind_arguments, parameter_default
 from trainguard.lint.dataflow import last_assignment, scope_of
 from trainguard.lint.consts import resolve, with_constants
+from trainguard.lint.file_origins import origins
 from trainguard.lint.options import argparse_default
+from trainguard.lint.restores import restores
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
@@ -42,6 +46,7 @@ _SCALER = re.compile(r"scaler|amp", re.I)
 
 def check(script: Script) -> Iterator[Hit]:
     yield from _weights_resumed(script)
+    yield from _saved_not_restored(script)
     for save in script.calls:
         if script.call_qualname(save) == "torch.save" and save.args:
             for call, entries, last in _saved(script, save):
@@ -86,6 +91,54 @@ def _weights_resumed(script: Script) -> Iterator[Hit]:
                           fix="save a dict with 'model', 'optimizer' (and scheduler) state_dict()s "
                               "and the epoch, and load them all when resuming")
             return
+
+
+def _saved_not_restored(script: Script) -> Iterator[Hit]:
+    """A resume that reads back the weights and the run's position from a checkpoint whose
+    ``torch.save`` wrote the optimizer's state too, but never loads that entry, and after which
+    training goes on: the checkpoint is complete, the restore is not, and the resumed run
+    restarts its momentum/moment estimates (ferdous-alam/GenCAD#23: "the optimizer's and
+    scheduler's state_dict is saved but not loaded"). Silent when the file loads any
+    optimizer's state, when the checkpoint is read in a way the lint cannot follow, when its
+    keys are not all among the save's, or when its path is not the save's (the same binding:
+    :mod:`trainguard.lint.file_origins`)."""
+    if "torch.load" not in script.source or _resumes_optimizer(script) or \
+            not _stateful_optimizer(script) or not script.may_reach("backward"):
+        return
+    saves = [(c, _entries(script, c, c.args[0])) for c in script.calls
+             if script.call_qualname(c) == "torch.save" and len(c.args) >= 2]
+    for found in restores(script):
+        read = origins(script, found.load.args[0], 4) if found.load.args else set()
+        for save, entries in saves:
+            if not read & origins(script, save.args[1], 3):
+                continue  # another file (a download read with the same keys)
+            keys = {k for k, _ in entries or ()}
+            optim = [k for k, v in entries or () if _OPTIM.search(k) or _OPT_SHORT.search(k)
+                     or _OPTIM.search(v.split(".state_dict")[0].rsplit(".", 1)[-1])]
+            if not optim or not found.keys <= keys or optim[0] in found.keys or \
+                    not found.loaded or not any(_PROGRESS.search(k) for k in found.assigned):
+                continue
+            if not _resumed_after(script, found.load):
+                break
+            yield Hit(found.last or found.load,
+                      f"this resume reads back {_listed(sorted(found.keys))} from the checkpoint "
+                      f"that torch.save at {script.at(save.lineno)} writes, but never loads its "
+                      f"'{optim[0]}' entry: the resumed run trains on with a fresh optimizer, "
+                      f"its momentum/moment estimates restarted from zero",
+                      fix=f"load it too: optimizer.load_state_dict({found.name}['{optim[0]}'])")
+            break
+
+
+def _listed(keys: list[str]) -> str:
+    quoted = [f"'{k}'" for k in keys]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+def _resumed_after(script: Script, load: ast.Call) -> bool:
+    """Training runs after ``load``, in its function or after a call of that function."""
+    func = script.enclosing_function(load)
+    return _trains_after(script, load) or func is not None and any(
+        _trains_after(script, site) for site in script.call_sites(func)[:6])
 
 
 def _progress_name(save: ast.Call) -> str:
