@@ -21,7 +21,11 @@ alive, and
   enabled GradScaler in use held by the user's frames that led to the save (a local, ``self.scaler``,
   a global), and training goes on after it (an optimizer step follows; reported then): the
   resumed run restarts the schedule, or the loss scale from its initial value. A save after the
-  run's last step is the result of training, not a point to resume from.
+  run's last step is the result of training, not a point to resume from;
+- or it holds the optimizer's state, is loaded back, and the first step of an optimizer training
+  parameters alive at the load finds it with no state while it has the class and settings of the
+  one saved: the resume put the weights back but not the optimizer's state (reported at the last
+  ``.load_state_dict`` after the ``torch.load``).
 
 Where: the ``torch.save`` line, or, when ``torch.save`` sits in a helper that was handed the dict
 (the ImageNet example's ``save_checkpoint(state, is_best, filename)``), the user's line that
@@ -56,26 +60,25 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.ckpt_states import (is_model_state, is_optimizer_state,
                                                   is_scaler_state, is_scheduler_state,
-                                                  optimizer_settings, trainer_of)
-from trainguard.sanitize.core.frames import frame_location, is_user_code, user_frame, user_frames
+                                                  live_parameters, optimizer_settings,
+                                                  scaler_in_use, trainer_of)
+from trainguard.sanitize.core.frames import frame_location, is_user_code, user_frame
 from trainguard.sanitize.core.source import SourceFile, last_assigned
 
 _PROGRESS = re.compile(r"epoch|step|iter", re.IGNORECASE)
 # a file name that carries a progress counter: ``step_20``, ``epoch-3.pt``, ``iter1000.pth``
 _STEP_NAMED = re.compile(r"(epoch|step|iter)[a-z]*[_-]?\d+", re.IGNORECASE)
 _NUMBERED = re.compile(r"(?:^|[_.-])\d+\.(?:pth?|ckpt|bin|tar)$")  # 00005.pth, model-12.pt
-_NAMES = 256  # names of one frame's locals or globals (and attributes of one local) looked at
 
 
 class IncompleteCheckpoint(Check):
     code = "TG504"
     # only after a checkpoint without optimizer state was loaded back, or one without a live
     # scheduler's or scaler's state was saved
-    on_demand = ("on_step",)
+    on_demand = ("on_step", "on_step_pre")
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
@@ -97,6 +100,10 @@ class IncompleteCheckpoint(Check):
         # path -> (steps then, (type, settings) of the optimizer training the weights) of the
         # first save of a model's state_dict alone to that file
         self.saved: dict[str, tuple[int, Any]] = {}
+        # path -> (type, settings) of the optimizer whose state a checkpoint saved there holds
+        self.complete: dict[str, Any] = {}
+        # ((type, settings), parameters alive, where, file name) of such a checkpoint loaded back
+        self.reload: tuple[Any, Any, Any, str] | None = None
 
     def on_scheduler_step(self, scheduler: Any) -> None:
         if not any(ref() is scheduler for ref in self.schedulers):
@@ -133,6 +140,12 @@ class IncompleteCheckpoint(Check):
                                                                 f"keys {keys}: model state",
                                                                 False)
             return
+        if isinstance(f, (str, os.PathLike)) and isinstance(obj[model_keys[0]], Mapping):
+            trainer = trainer_of(obj[model_keys[0]], self.state.optimizers)
+            if trainer is not None:
+                self.complete = {**dict(list(self.complete.items())[-15:]),
+                                 os.path.abspath(os.fspath(f)):
+                                 (type(trainer), optimizer_settings(trainer))}
         left = self._companions_left_out(obj)
         if left:
             # reported once training goes on after it (an optimizer step follows): a save after
@@ -178,6 +191,12 @@ class IncompleteCheckpoint(Check):
             self.arm()  # judged when training goes on (the optimizer may still be saved)
 
     def on_load(self, f: Any, kwargs: dict) -> None:
+        if self.complete and isinstance(f, (str, os.PathLike)):
+            setup = self.complete.get(os.path.abspath(os.fspath(f)))
+            if setup is not None:  # a checkpoint with the optimizer's state: is it loaded?
+                self.reload = (setup, live_parameters(), _load_site(sys._getframe(1)),
+                               os.path.basename(os.fspath(f)))
+                self.arm()
         if self.partial and isinstance(f, (str, os.PathLike)):
             path = os.path.abspath(os.fspath(f))
             if path in self.partial:
@@ -188,9 +207,30 @@ class IncompleteCheckpoint(Check):
                 # a reload of numbered weights (the best epoch's), they continue, not resume
                 stepped = {id(o) for o in self.state.optimizers if o.state} if numbered else None
                 setup = numbered if isinstance(numbered, tuple) else None
-                self.resumed = (where, keys, os.path.basename(path), _live_parameters(), stepped,
+                self.resumed = (where, keys, os.path.basename(path), live_parameters(), stepped,
                                 setup)
                 self.arm()
+
+    def on_step_pre(self, optimizer: Any) -> None:
+        """The first step, after a checkpoint with the optimizer's state was loaded back, of an
+        optimizer that trains the weights alive then: an optimizer of the kind and settings that
+        was saved, with no state (neither loaded nor stepped), restarts what the file held."""
+        if self.reload is None:
+            return
+        setup, alive, where, name = self.reload
+        if not any((r := alive.get(id(p))) is not None and r() is p
+                   for g in optimizer.param_groups for p in g["params"]):
+            return  # another model's optimizer
+        self.reload = None
+        if optimizer.state or setup != (type(optimizer), optimizer_settings(optimizer)):
+            return  # its state was loaded (or it trains on), or new settings fine-tune
+        self.report(
+            f"the resume from {name!r} loads the model's state but not the optimizer's that the "
+            f"checkpoint holds: the {type(optimizer).__name__} steps with empty state, so its "
+            "momentum/moment estimates and step counts restart from zero and the run is not "
+            "the one that would have continued",
+            fix="call optimizer.load_state_dict(checkpoint['optimizer']) (and the scheduler's "
+                "and GradScaler's) where the model's state is loaded", where=where)
 
     def on_step(self, optimizer: Any) -> None:
         part, self.split = self.split, None
@@ -222,11 +262,13 @@ class IncompleteCheckpoint(Check):
             self.resumed = None
             # a fresh optimizer of other settings (a lower lr) fine-tunes the weights: no resume
             if not trains or setup not in (None, (type(optimizer), optimizer_settings(optimizer))):
-                self.disarm()
+                if self.reload is None:
+                    self.disarm()
                 return
             self._missing(f"{keys}, loaded back from {name!r} and trained on",
                           "optimizer", where)
-        self.disarm()  # (nothing is waiting for a step any more)
+        if self.reload is None:
+            self.disarm()  # (nothing is waiting for a step any more)
 
     def _missing(self, holds: str, what: str, where: Any) -> None:
         live = sorted({type(o).__name__ for o in self.state.optimizers})
@@ -245,7 +287,7 @@ class IncompleteCheckpoint(Check):
         code = site.f_code if site is not None else None
         if code in self.no_scaler:
             return False
-        found = _scaler_in_use(start)
+        found = scaler_in_use(start)
         if not found and code is not None and self.state.step:
             self.no_scaler.add(code)
         return found
@@ -335,41 +377,21 @@ def _assigned(file: SourceFile, call: ast.Call, name: str) -> int | None:
     return None
 
 
-def _live_parameters() -> Any:
-    """``id -> weak reference`` of the ``nn.Parameter`` objects alive now (``gc``: once per
-    model-only file loaded back)."""
-    from torch import nn
-
-    # by id, with a weak reference to tell a reused id (a WeakSet compares tensors with ==)
-    return {id(p): weakref.ref(p) for p in live_objects(
-        lambda o: type(o) is nn.Parameter or nn.Parameter in type(o).__mro__)}
-
-
-def _scaler_in_use(start: Any) -> bool:
-    """An enabled GradScaler that has scaled a loss (its scale is set lazily then), held by the
-    user's frames that led to the save: a local, an attribute of a local (``self.scaler``) or a
-    global of those frames' modules. Bounded: 8 frames, their locals and globals, one level of
-    attributes; no heap scan (a save per epoch must stay cheap)."""
-    from torch.amp import GradScaler
-
-    def used(value: Any) -> bool:
-        return (GradScaler in type(value).__mro__ and value.is_enabled()
-                and getattr(value, "_scale", None) is not None)
-
-    seen: set[int] = set()
-    for frame in user_frames(user_frame(start), limit=8):
-        spaces = [frame.f_locals]
-        if id(frame.f_globals) not in seen:
-            seen.add(id(frame.f_globals))
-            spaces.append(frame.f_globals)
-        for space in spaces:
-            for value in list(space.values())[:_NAMES]:
-                if used(value):
-                    return True
-                try:
-                    attrs = vars(value) if space is frame.f_locals else None
-                except TypeError:  # no __dict__
-                    continue
-                if isinstance(attrs, dict) and any(used(v) for v in list(attrs.values())[:_NAMES]):
-                    return True
-    return False
+def _load_site(start: Any) -> Any:
+    """Where a resume loads the checkpoint: the last ``.load_state_dict(...)`` call after the
+    user's ``torch.load`` line in its function (where the optimizer's belongs beside it), or the
+    ``torch.load`` line. None: the default line."""
+    frame = user_frame(start)
+    if frame is None:
+        return None
+    where = frame_location(frame)
+    try:
+        file = SourceFile.load(where[0])
+        call = file.call_at(where[1], where[2] - 1) if file is not None else None
+        if call is None:
+            return where
+        lines = [n.lineno for n in ast.walk(file.scope(call)) if isinstance(n, ast.Call)
+                 and getattr(n.func, "attr", "") == "load_state_dict" and n.lineno > call.lineno]
+    except (OSError, ValueError, SyntaxError, RecursionError):
+        return where
+    return (where[0], max(lines), 1) if lines else where

@@ -1,5 +1,6 @@
 """What a checkpoint holds, told from the objects handed to ``torch.save``: a model's state, an
-optimizer's, an LR scheduler's, a GradScaler's; and which optimizer trains the weights saved.
+optimizer's, an LR scheduler's, a GradScaler's; which optimizer trains the weights saved; and
+whether an enabled GradScaler is in use in the frames that saved.
 
 No tensor values are read: a ``state_dict`` is told by its keys and value types, the optimizer
 that trains saved weights by the storage the saved tensors share with its parameters.
@@ -7,11 +8,15 @@ that trains saved weights by the storage the saved tensors share with its parame
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
+from trainguard.sanitize.core.bounds import live_objects
+from trainguard.sanitize.core.frames import user_frame, user_frames
+
 __all__ = ["is_model_state", "is_optimizer_state", "is_scaler_state", "is_scheduler_state",
-           "optimizer_settings", "trainer_of"]
+           "live_parameters", "optimizer_settings", "scaler_in_use", "trainer_of"]
 
 _NAMES = 256  # saved tensors, and parameters of one group, looked at
 
@@ -88,3 +93,43 @@ def is_scaler_state(value: Any) -> bool:
     if isinstance(value, GradScaler):
         return True
     return isinstance(value, Mapping) and "scale" in value and "_growth_tracker" in value
+
+
+def scaler_in_use(start: Any) -> bool:
+    """An enabled GradScaler that has scaled a loss (its scale is set lazily then), held by the
+    user's frames that led to the save: a local, an attribute of a local (``self.scaler``) or a
+    global of those frames' modules. Bounded: 8 frames, their locals and globals, one level of
+    attributes; no heap scan (a save per epoch must stay cheap)."""
+    from torch.amp import GradScaler
+
+    def used(value: Any) -> bool:
+        return (GradScaler in type(value).__mro__ and value.is_enabled()
+                and getattr(value, "_scale", None) is not None)
+
+    seen: set[int] = set()
+    for frame in user_frames(user_frame(start), limit=8):
+        spaces = [frame.f_locals]
+        if id(frame.f_globals) not in seen:
+            seen.add(id(frame.f_globals))
+            spaces.append(frame.f_globals)
+        for space in spaces:
+            for value in list(space.values())[:_NAMES]:
+                if used(value):
+                    return True
+                try:
+                    attrs = vars(value) if space is frame.f_locals else None
+                except TypeError:  # no __dict__
+                    continue
+                if isinstance(attrs, dict) and any(used(v) for v in list(attrs.values())[:_NAMES]):
+                    return True
+    return False
+
+
+def live_parameters() -> Any:
+    """``id -> weak reference`` of the ``nn.Parameter`` objects alive now (``gc``: once per
+    model-only file loaded back)."""
+    from torch import nn
+
+    # by id, with a weak reference to tell a reused id (a WeakSet compares tensors with ==)
+    return {id(p): weakref.ref(p) for p in live_objects(
+        lambda o: type(o) is nn.Parameter or nn.Parameter in type(o).__mro__)}
