@@ -4,7 +4,8 @@ read by the linter and the watcher alike.
 A name is split into words at underscores, digits and lower-to-upper case changes; it names
 evaluation data when one word names a held-out split (``val``, ``valid``, ``test``, ``eval``,
 ...) and one names data (``loader``, ``data``, ``set``, ``x``, ...), or one word joins the two
-(``testdataloader``, ``valset``). ``val_loss``, ``test_acc`` and ``interval`` do not.
+(``testdataloader``, ``valset``). A sequence model's inputs (``valid_src``,
+IBM/pytorch-seq2seq#33) are data too. ``val_loss``, ``test_acc`` and ``interval`` do not.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ _SPLITS = ("validation", "valid", "val", "testing", "test", "evaluation", "eval"
 _DATA = frozenset({"loader", "loaders", "dataloader", "dl", "data", "dataset", "set", "batch",
                    "batches", "iter", "iterator", "x", "inputs", "input", "images", "imgs",
                    "points", "samples", "features", "feats", "graphs", "sequences", "seqs",
-                   "split", "stream"})
+                   "split", "stream", "src", "source", "sources"})
 _WORDS = re.compile(r"[_\d]+|(?<=[a-z])(?=[A-Z])")
 
 

@@ -10,8 +10,9 @@ validator's ``run()``), where that function returns, as the runtime check does (
 restored there; the loop's call is named). At the loop's call into the helper, after which
 ``train()`` belongs, when the helper only switches modes, is in another file or is a method of
 an ``nn.Module``. At the epoch loop itself when it called ``train()`` once before it and
-evaluates between its steps' loops: ``train()`` belongs at the top of each epoch
-(MILVLG/mcan-vqa#26). When the loop calls a
+evaluates between its steps' loops, also from a loop of its own that runs no step (``for cb in
+callbacks: cb.on_epoch_end(self)``): ``train()`` belongs at the top of each epoch
+(MILVLG/mcan-vqa#26, ultralytics/ultralytics#20524). When the loop calls a
 training function of this file that runs the steps in a loop of its own (``train(model,
 loader)`` then ``test(model, loader)`` per epoch), at that function's loop: ``train()`` belongs
 at its start.
@@ -247,9 +248,13 @@ def _trained_before(script: Script, loop: ast.AST, step: Event,
     the epoch loop's own body), in the function around it: the evaluation undoes it for every
     later epoch, and ``train()`` belongs at the top of each one (reported at the epoch loop,
     as the run-time check names that ``train()`` and the loop). None otherwise."""
-    if script.enclosing_loops(via)[:1] != [loop] or \
+    around = script.enclosing_loops(via)
+    if loop not in around or \
             step.via is None and script.enclosing_loops(step.node)[:1] == [loop]:
         return None  # an evaluation among the steps
+    site = step.via or step.node
+    if any(site in set(ast.walk(inner)) for inner in around[:around.index(loop)]):
+        return None  # (a loop between, ``for cb in callbacks:``, that runs no step is fine)
     func = script.enclosing_function(loop) or script.tree
     inside = {id(n) for n in ast.walk(loop)}
     return next((n for n in walk_local(func) if isinstance(n, ast.Call) and
