@@ -19,7 +19,7 @@ _SPLITS = ("validation", "valid", "val", "testing", "test", "evaluation", "eval"
 _DATA = frozenset({"loader", "loaders", "dataloader", "dl", "data", "dataset", "set", "batch",
                    "batches", "iter", "iterator", "x", "inputs", "input", "images", "imgs",
                    "points", "samples", "features", "feats", "graphs", "sequences", "seqs",
-                   "split", "stream"})
+                   "split", "stream", "src", "source"})
 _WORDS = re.compile(r"[_\d]+|(?<=[a-z])(?=[A-Z])")
 
 
