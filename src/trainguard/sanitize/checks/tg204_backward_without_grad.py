@@ -9,7 +9,9 @@ have a grad_fn", raised by ``backward`` or by ``torch.autograd.grad`` (an input 
 evaluation step that runs under ``no_grad``, Lightning-AI/pytorch-lightning#2427). The diagnosis
 says why the loss has no graph, the first that holds of: it is an integer or bool tensor
 (``argmax``, ``round``, a comparison); it is an inference tensor (``torch.inference_mode``);
-backward was called where grad mode was off; a trained tensor was rebound by its own update
+backward was called where grad mode was off (both reported at the ``@torch.no_grad()`` /
+``@torch.inference_mode()`` decorating the function that called backward, if any); a trained
+tensor was rebound by its own update
 (``w = w - lr * w.grad`` under ``no_grad``: reported at that assignment, ``core/rebound.py``); the
 last model forward ran under
 ``torch.no_grad()``/``inference_mode``; a module caches a copy of its trainable parameters made
@@ -37,6 +39,7 @@ https://deepinout.com/pytorch/pytorch-questions/75_pytorch_runtime_error_element
 
 from __future__ import annotations
 
+import ast
 import sys
 import weakref
 from typing import Any
@@ -49,6 +52,7 @@ from trainguard.sanitize.core.grad_cache import gradless_cache
 from trainguard.sanitize.core.loss_source import cut_in_source
 from trainguard.sanitize.core.rebound import rebound_in_source
 from trainguard.sanitize.core.records import BackwardCall, ForwardCall
+from trainguard.sanitize.core.source import function_node
 
 _MESSAGE = "does not require grad and does not have a grad_fn"
 
@@ -101,6 +105,7 @@ class BackwardWithoutGrad(Check):
             "shape": tuple(root.shape),
             "cut": self._cut(call),
             "rebound": self._rebound(call),
+            "decorator": None if torch.is_grad_enabled() else _grad_off_decorator(call),
             "stack": user_stack(sys._getframe(1)),
         }
         self.caught.hold(exc, call)  # reported at exit unless the run dies of it
@@ -173,12 +178,14 @@ class BackwardWithoutGrad(Check):
         elif facts["inference"]:
             why = f"{seen} is an inference tensor: it was made under torch.inference_mode()"
             fix = "compute the training loss outside torch.inference_mode()"
+            where = _decorated(facts, where)
         elif not facts["grad_mode"]:
             why = f"{api} was called where grad mode is off (inside torch.no_grad()); {seen} " \
                   "was built there too"
             fix = f"compute the loss and call {api} outside the torch.no_grad() block, or " \
                   "under torch.enable_grad() where the gradient is wanted there (e.g. " \
                   "@torch.enable_grad() on an evaluation step that takes input gradients)"
+            where = _decorated(facts, where)
         elif forward is not None and (not forward[2] or forward[3]):
             how = "torch.inference_mode()" if forward[3] else "torch.no_grad()"
             why = (f"{seen} comes from {forward[0]}'s forward at {short_location(forward[1])}, "
@@ -211,3 +218,27 @@ class BackwardWithoutGrad(Check):
                    "detaching (for coordinates from bins: a softmax-weighted sum, not argmax)")
             where = cut[1] if cut is not None else where
         return Diagnosis(why, fix=fix, where=where)
+
+
+def _grad_off_decorator(call: BackwardCall) -> Location | None:
+    """The ``@torch.no_grad()`` / ``@torch.inference_mode()`` decorating the very function that
+    called backward (a test-time adaptation step, a training step): the decorator turned grad
+    mode off for the whole body, so it is the line to change. None otherwise (a ``with`` block
+    of that function, or grad turned off by a caller)."""
+    frame = user_frame(sys._getframe(2))
+    if frame is None or call.where is None or frame.f_code.co_filename != call.where[0]:
+        return None
+    for deco in getattr(function_node(frame.f_code), "decorator_list", ()):
+        func = deco.func if isinstance(deco, ast.Call) else deco
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        off = name in ("no_grad", "inference_mode") or name == "set_grad_enabled" and \
+            isinstance(deco, ast.Call) and bool(deco.args) and \
+            isinstance(deco.args[0], ast.Constant) and deco.args[0].value is False
+        if off:
+            return (call.where[0], deco.lineno, deco.col_offset + 1)
+    return None
+
+
+def _decorated(facts: dict, where: Location | None) -> Location | None:
+    """Where grad was off at backward: the decorator of backward's own function, if any."""
+    return facts.get("decorator") or where

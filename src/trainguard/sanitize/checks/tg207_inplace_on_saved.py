@@ -15,9 +15,11 @@ module of the op's kind (``nn.Sequential(nn.ReLU(inplace=True), ...)`` after ``s
 pytorch/pytorch#15428) points at that module's construction (``core/inplace_reuse.py``).
 Candidates that are one run of consecutive statements (a neck's ``c2 += ...; c3 += ...``,
 open-mmlab/mmocr#884) are one fix, at their first; else the finding stays on the backward.
-``running += loss.item()`` (a Python number made by a call on the right) is no candidate. Else
+``running += loss.item()`` (a Python number made by a call on the right) is no candidate, nor,
+before the first backward completed, a statement after the line its traceback frame runs. Else
 the one ``m.inplace = True`` store, or ``inplace=True`` construction, of an in-place module of
-another kind than the op (a Dropout overwriting a ReLU's output) in the model classes.
+another kind than the op (a Dropout overwriting a ReLU's output) in the model classes (also
+``inplace=flag`` read from a config).
 When the changed tensor is a parameter of a model seen (same shape and version, or its transpose:
 ``Linear`` saves ``weight.t()``, a view sharing the version counter), the diagnosis names it, the
 optimizer holding it and the line of that optimizer's latest checked ``step()`` (recorded per
@@ -189,13 +191,14 @@ def _inplace_switch(models: list[Any], op: str) -> tuple[str, int, int, str] | N
 def _inplace_built(node: ast.AST | None, filename: str, kinds: set[str]
                    ) -> set[tuple[str, int, int, str]]:
     """The ``X(..., inplace=True)`` constructions under ``node`` of a module kind in ``kinds``
-    (lower-case class names), as candidate places."""
+    (lower-case class names), as candidate places; also ``X(..., inplace=flag)``, the flag read
+    from a config (a module of that kind is in-place at run time, so its value was True)."""
     return {(filename, call.lineno, call.col_offset + 1,
-             f"the `{ast.unparse(call.func)}(..., inplace=True)` built")
+             f"the `{ast.unparse(call.func)}(..., inplace={ast.unparse(flag)})` built")
             for call in (ast.walk(node) if node is not None else ())
-            if isinstance(call, ast.Call) and any(
-                k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True
-                for k in call.keywords)
+            if isinstance(call, ast.Call)
+            for flag in [next((k.value for k in call.keywords if k.arg == "inplace"), None)]
+            if flag is not None and (not isinstance(flag, ast.Constant) or flag.value is True)
             and ast.unparse(call.func).rsplit(".", 1)[-1].lower() in kinds}
 
 
@@ -314,8 +317,14 @@ class InplaceOnSaved(Check):
                     if code is not None and is_user_file(code.co_filename) and \
                             not code.co_name.startswith("__"):  # (not __init__'s set-up)
                         codes[code] = None
+        # a frame of the traceback ran only the lines up to the one it is running; before the
+        # first backward completed, no iteration of its loop got past that line (the statements
+        # after it, a clip_grad_norm_ after the backward, have not run yet)
+        upto: dict[CodeType, int] = {}
         for frame in traceback_user_frames(exc):
             codes[frame.f_code] = None
+            if not self.state.backward_count:
+                upto.setdefault(frame.f_code, frame.f_lineno)
         # The modified tensor's grad_fn is rebased onto the in-place op itself ("output 0 of Sub"
         # after `h -= 1`), else it names the op that made it ("Sigmoid" before `h.mul_(2)`).
         candidates: list[tuple[str, int, int, str]] = []
@@ -325,6 +334,8 @@ class InplaceOnSaved(Check):
             if func is None:
                 continue
             for line, col, name, what, inplace_op in _inplace_statements(func):
+                if line > upto.get(code, line):
+                    continue  # (not run yet)
                 here = (code.co_filename, line, col, what)
                 if here not in candidates:
                     candidates.append(here)

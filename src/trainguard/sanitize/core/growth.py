@@ -181,7 +181,8 @@ def _is_self_attr(node: ast.AST, self_name: str, attr: str) -> bool:
 def _self_accumulation(code: CodeType, self_name: str, attr: str, key: Any = None
                        ) -> Location | None:
     """The first statement in method ``code`` that grows ``self.attr``: ``self.attr += ...``,
-    ``self.attr = self.attr + ...``, ``self.attr.append(...)`` (or another growing method); else
+    ``self.attr = self.attr + ...`` (or a comprehension over its entries,
+    :func:`_combines_self`), ``self.attr.append(...)`` (or another growing method); else
     the first store into an entry, ``self.attr[k] = value`` (a running average kept per key:
     ``old = self.stats.get(k); self.stats[k] = beta * old + (1 - beta) * value``; the holder is
     known to keep graphs of several steps, so what enters it through an entry grows it). With
@@ -198,11 +199,12 @@ def _self_accumulation(code: CodeType, self_name: str, attr: str, key: Any = Non
         if not low <= lineno <= high:
             continue
         hit = (isinstance(node, ast.AugAssign) and _is_self_attr(node.target, self_name, attr)) or (
-            isinstance(node, ast.Assign) and isinstance(node.value, ast.BinOp)
+            isinstance(node, ast.Assign)
             and any(_is_self_attr(t, self_name, attr) for t in node.targets)
-            and any(_is_self_attr(n, self_name, attr) for n in ast.walk(node.value))) or (
+            and _combines_self(node.value, self_name, attr)) or (
             isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr in _ACCUMULATING_METHODS and _is_self_attr(node.func.value, self_name, attr)
+            and node.func.attr in _ACCUMULATING_METHODS
+            and _is_self_attr(node.func.value, self_name, attr)
             and bool(node.args))
         if hit:
             hits.append(node)
@@ -216,6 +218,22 @@ def _self_accumulation(code: CodeType, self_name: str, attr: str, key: Any = Non
     if best is None:
         return None
     return (code.co_filename, best.lineno, best.col_offset + 1)  # type: ignore[attr-defined]
+
+
+def _combines_self(value: ast.AST, self_name: str, attr: str) -> bool:
+    """Whether ``value`` rebuilds ``self.attr`` from its own old value combined with something
+    else: ``self.sum + val``, ``torch.cat([self.trace, h])``, and also inside a comprehension,
+    ``{k: self.meters.get(k, 0.0) + v for k, v in parts.items()}``."""
+    for node in ast.walk(value):
+        if isinstance(node, ast.BinOp):
+            operands = [node.left, node.right]
+        elif isinstance(node, ast.Call):
+            operands = [*node.args, *(k.value for k in node.keywords)]
+        else:
+            continue
+        if any(_is_self_attr(n, self_name, attr) for o in operands for n in ast.walk(o)):
+            return True
+    return False
 
 
 def _bare_names(expr: ast.AST) -> list[ast.Name]:
