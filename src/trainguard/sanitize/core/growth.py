@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import itertools
 from types import CodeType
-from typing import Any
+from typing import Any, Callable
 
 from trainguard.sanitize.core.bounds import CONTAINER_DEPTH, CONTAINER_NEWEST, parse_file
 from trainguard.sanitize.core.frames import Location, is_user_code
@@ -41,6 +41,12 @@ def _root_name(node: ast.AST) -> str | None:
 def _combines(value: ast.AST, name: str) -> bool:
     """Whether ``value`` combines variable ``name`` with something else: ``total + loss``,
     ``loss if total is None else total + loss``, ``torch.cat([hist, h])``."""
+    return _combines_with(value, lambda n: isinstance(n, ast.Name) and n.id == name)
+
+
+def _combines_with(value: ast.AST, old: Callable[[ast.AST], bool]) -> bool:
+    """Whether an operand of a binary operation or an argument of a call in ``value`` holds a
+    node ``old`` picks (the old value being rebuilt)."""
     for node in ast.walk(value):
         if isinstance(node, ast.BinOp):
             operands = [node.left, node.right]
@@ -48,7 +54,7 @@ def _combines(value: ast.AST, name: str) -> bool:
             operands = [*node.args, *(k.value for k in node.keywords)]
         else:
             continue
-        if any(isinstance(n, ast.Name) and n.id == name for o in operands for n in ast.walk(o)):
+        if any(old(n) for o in operands for n in ast.walk(o)):
             return True
     return False
 
@@ -224,16 +230,7 @@ def _combines_self(value: ast.AST, self_name: str, attr: str) -> bool:
     """Whether ``value`` rebuilds ``self.attr`` from its own old value combined with something
     else: ``self.sum + val``, ``torch.cat([self.trace, h])``, and also inside a comprehension,
     ``{k: self.meters.get(k, 0.0) + v for k, v in parts.items()}``."""
-    for node in ast.walk(value):
-        if isinstance(node, ast.BinOp):
-            operands = [node.left, node.right]
-        elif isinstance(node, ast.Call):
-            operands = [*node.args, *(k.value for k in node.keywords)]
-        else:
-            continue
-        if any(_is_self_attr(n, self_name, attr) for o in operands for n in ast.walk(o)):
-            return True
-    return False
+    return _combines_with(value, lambda n: _is_self_attr(n, self_name, attr))
 
 
 def _bare_names(expr: ast.AST) -> list[ast.Name]:
