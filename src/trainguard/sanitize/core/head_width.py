@@ -23,7 +23,7 @@ import ast
 from types import FrameType
 from typing import Any
 
-from trainguard.sanitize.core.frames import Location, is_user_file
+from trainguard.sanitize.core.frames import Location, user_frames
 from trainguard.sanitize.core.source import function_node
 from trainguard.sanitize.core.target_origin import last_binding, resolve_in_frame
 
@@ -39,7 +39,7 @@ def declared_classes(frame: FrameType | None) -> int | None:
         from torch.utils.data import DataLoader, Subset
 
         found = set()
-        for outer in _user_frames(frame):
+        for outer in user_frames(frame, limit=_FRAMES):
             for value in list(outer.f_locals.values()):
                 if isinstance(value, DataLoader):
                     dataset = value.dataset
@@ -56,7 +56,7 @@ def declared_classes(frame: FrameType | None) -> int | None:
 def head_set_at(frame: FrameType | None, scores: int) -> Location | None:
     """The line that gave the model ``scores`` outputs (see the module doc), or None."""
     try:
-        for outer in _user_frames(frame):
+        for outer in user_frames(frame, limit=_FRAMES):
             for name, value in list(outer.f_locals.items()):
                 if _head(value) == scores:
                     found = _set_in(outer, name, scores)
@@ -65,15 +65,6 @@ def head_set_at(frame: FrameType | None, scores: int) -> Location | None:
     except Exception:  # a locating aid: never in the way of the finding
         return None
     return None
-
-
-def _user_frames(frame: FrameType | None) -> list[FrameType]:
-    found = []
-    while frame is not None and len(found) < _FRAMES:
-        if is_user_file(frame.f_code.co_filename):
-            found.append(frame)
-        frame = frame.f_back
-    return found
 
 
 def _head(value: Any) -> int | None:
