@@ -22,7 +22,7 @@ from trainguard.lint.astutil import dotted, parent, walk_local
 from trainguard.lint.dataflow import last_assignment, reaching_values, scope_of
 from trainguard.lint.script import Script
 
-__all__ = ["activation_of", "Activation", "helper_activations"]
+__all__ = ["activation_of", "Activation", "helper_activations", "module_application"]
 
 Activation = Literal["softmax", "log_softmax", "sigmoid"]
 _FUNCS: dict[str, Activation] = {
@@ -553,3 +553,23 @@ def _class_activation(script: Script, ref: object, depth: int,
         return None
     kind, node = sorted(kinds, key=lambda k: getattr(k[1], "lineno", 0))[0]
     return kind, node if target.script is script else None
+
+
+def module_application(script: Script, act: ast.AST, qualname: str) -> ast.Call | None:
+    """For ``self.softmax = nn.Softmax(dim=1)`` (``act``, a call of ``qualname``) assigned in a
+    method of a class: the one ``self.softmax(...)`` call in the class's ``forward``; None when
+    ``act`` is no such assignment or ``forward`` applies the module other than once."""
+    p = parent(act)
+    if not (isinstance(act, ast.Call) and script.call_qualname(act) == qualname
+            and isinstance(p, ast.Assign) and len(p.targets) == 1
+            and isinstance(p.targets[0], ast.Attribute)
+            and dotted(p.targets[0].value) == "self"):
+        return None
+    cls = script.enclosing_class(act)
+    forward = next((b for b in cls.body if isinstance(b, ast.FunctionDef)
+                    and b.name == "forward"), None) if cls is not None else None
+    if forward is None:
+        return None
+    name = f"self.{p.targets[0].attr}"
+    calls = [c for c in walk_local(forward) if isinstance(c, ast.Call) and dotted(c.func) == name]
+    return calls[0] if len(calls) == 1 else None

@@ -23,8 +23,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, parent, walk_local
-from trainguard.lint.activations import activation_of, helper_activations
+from trainguard.lint.activations import activation_of, helper_activations, module_application
 from trainguard.lint.losses import loss_input, loss_kind
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script
@@ -103,19 +102,7 @@ def check(script: Script) -> Iterator[Hit]:
 def _applied(script: Script, act: ast.AST) -> ast.AST:
     """For ``self.softmax = nn.Softmax(dim=1)`` in ``__init__``: the one ``self.softmax(...)``
     call in the class's ``forward`` (the statement the fix removes); else ``act``."""
-    p = parent(act)
-    if not (isinstance(act, ast.Call) and script.call_qualname(act) == "torch.nn.Softmax"
-            and isinstance(p, ast.Assign) and len(p.targets) == 1
-            and isinstance(p.targets[0], ast.Attribute)
-            and dotted(p.targets[0].value) == "self"):
-        return act
-    cls = script.enclosing_class(act)
-    forward = next((b for b in cls.body if isinstance(b, ast.FunctionDef)
-                    and b.name == "forward"), None) if cls is not None else None
-    name = f"self.{p.targets[0].attr}"
-    calls = [c for c in walk_local(forward) if isinstance(c, ast.Call)
-             and dotted(c.func) == name] if forward is not None else []
-    return calls[0] if len(calls) == 1 else act
+    return module_application(script, act, "torch.nn.Softmax") or act
 
 
 def _written_softmax(script: Script, call: ast.Call) -> bool:

@@ -23,7 +23,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.apifacts import named_as_logits
-from trainguard.lint.activations import activation_of, helper_activations
+from trainguard.lint.activations import activation_of, helper_activations, module_application
 from trainguard.lint.astutil import dotted, parent, statement_of, walk_local
 from trainguard.lint.dataflow import scope_of
 from trainguard.lint.losses import loss_input, loss_kind
@@ -116,23 +116,12 @@ def _gating(script: Script, act: ast.AST) -> tuple[ast.Call, str, ast.Name] | No
     (``torch.cat([feats, edge], 1)``, a gate): ``(the application, the name, that read)``. The
     probabilities are needed there, so the module is not what to remove (argusswift/
     YOLOv4-pytorch#89: a head's sigmoid objectness also weights its class scores)."""
-    p = parent(act)
-    if not (isinstance(act, ast.Call) and script.call_qualname(act) == "torch.nn.Sigmoid"
-            and isinstance(p, ast.Assign) and len(p.targets) == 1
-            and isinstance(p.targets[0], ast.Attribute)
-            and dotted(p.targets[0].value) == "self"):
-        return None
-    cls = script.enclosing_class(act)
-    forward = next((b for b in cls.body if isinstance(b, ast.FunctionDef)
-                    and b.name == "forward"), None) if cls is not None else None
-    if forward is None:
-        return None
-    name = f"self.{p.targets[0].attr}"
-    calls = [c for c in walk_local(forward) if isinstance(c, ast.Call) and dotted(c.func) == name]
-    bound = parent(calls[0]) if len(calls) == 1 else None
+    applied = module_application(script, act, "torch.nn.Sigmoid")
+    bound = parent(applied) if applied is not None else None
     if not (isinstance(bound, ast.Assign) and len(bound.targets) == 1
             and isinstance(bound.targets[0], ast.Name)):
         return None
+    forward = script.enclosing_function(applied)
     var = bound.targets[0].id
     stores = [n for n in walk_local(forward) if isinstance(n, ast.Name) and n.id == var
               and isinstance(n.ctx, ast.Store)]
@@ -143,7 +132,7 @@ def _gating(script: Script, act: ast.AST) -> tuple[ast.Call, str, ast.Name] | No
     reads = [n for n in walk_local(forward) if isinstance(n, ast.Name) and n.id == var
              and isinstance(n.ctx, ast.Load) and id(n) not in returned
              and n.lineno > bound.lineno and not _sigmoid_of(n)]
-    return (calls[0], var, reads[0]) if reads else None
+    return (applied, var, reads[0]) if reads else None
 
 
 def _reused(arg: ast.Name, loss: ast.AST) -> bool:
