@@ -11,6 +11,9 @@ values along. A submodule counts as used uncut when any such path to the output 
 when ``forward`` hands the submodule itself to a call (``self.run_layer(x, self.block)``). An
 ``if`` whose test the file decides (``if cfg.log_weights:``) is read as taken or not taken:
 ``weights = weights.detach()`` under a true test replaces ``weights`` for what follows.
+A read of ``self.<attr>`` that the class's forward hooks fill (:mod:`trainguard.lint.hooks`) is
+the hooked module's output, through whatever cut the hook makes; ``a, b = self.sub(x)`` on a
+module class of the file that returns a tuple gives each name its own part.
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ import ast
 from dataclasses import dataclass
 
 from trainguard.lint.astutil import (assigned_pairs, dotted, encloses, is_false, is_true, parent,
-                                     self_attr, walk_local)
+                                     self_attr, statement_of, walk_local)
 from trainguard.lint.callgraph import ClassRef, bind_arguments
 from trainguard.lint.consts import UNKNOWN, resolve, truth
+from trainguard.lint.hooks import HookStore, hook_stores
 from trainguard.lint.packed import packs_sequences, recurrent_outputs, recurrent_submodules, \
     rnn_output
 from trainguard.lint.script import NO_GRAD, Script
@@ -141,6 +145,9 @@ def _may_cut(script: Script, forward: ast.FunctionDef,
         seen.add(id(f))
         if f is not forward and _no_grad_decorator(script, f) is not None:
             return True  # a called forward under @torch.no_grad()
+        owner = script.enclosing_class(f)
+        if owner is not None and hook_stores(owner):
+            return True  # forward hooks store outputs: maybe detached
         for n in walk_local(f):
             if isinstance(n, ast.Attribute) and n.attr in CUT_ATTRS:
                 return True
@@ -258,6 +265,7 @@ def _cuts_in(script: Script, cls: ast.ClassDef, forward: ast.FunctionDef,
     flow = _Flow(script, subs)
     flow.methods = {k: v for k, v in methods.items() if k not in ("forward", "__init__")}
     flow.tensors = _parameter_attrs(script, methods["__init__"]) & subs
+    flow.hooked = hook_stores(cls)
     if packs_sequences(script):
         flow.recurrent = recurrent_submodules(script, methods["__init__"])
     flow.read(forward)
@@ -293,11 +301,17 @@ class _Flow:
         self.recurrent: set[str] = set()  # recurrent subs fed packed sequences
         self.rnn_out: set[str] = set()  # the names their outputs are bound to
         self.called: list[ast.FunctionDef] = []
+        self.hooked: dict[str, list[HookStore]] = {}  # what the class's forward hooks store
+        self.first_call: dict[str, ast.Call] = {}  # each submodule's first call in forward
         self._taken: dict[int, ast.AST | None] = {}
 
     def read(self, func: ast.FunctionDef) -> None:
         self.params = {a.arg for a in func.args.posonlyargs + func.args.args +
                        func.args.kwonlyargs}
+        self.first_call = {}
+        for n in walk_local(func):
+            if isinstance(n, ast.Call) and self_attr(n.func) in self.subs:
+                self.first_call.setdefault(n.func.attr, n)  # type: ignore[attr-defined]
         # PackedSequence.data is the packed values, with their history: where forward packs
         # sequences, ``.data`` is no cut
         # (https://pytorch.org/docs/stable/generated/torch.nn.utils.rnn.PackedSequence.html)
@@ -313,6 +327,11 @@ class _Flow:
                 off = no_grad_block(self.script, node)
                 if off is not None:  # computed under torch.no_grad(): no graph carried on
                     sources = [(src, c or off) for src, c in sources]
+                parts = self.unpacked(node) if isinstance(node, ast.Assign) else None
+                if parts is not None:  # ``_, feats = self.tap(x)``: each name its own part
+                    for t, part in zip(node.targets[0].elts, parts):  # type: ignore[attr-defined]
+                        self.store(t, [(src, c or off) for src, c in part], node)
+                    continue
                 if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
                     sources = sources + self.deps(ast.Name(node.target.id, ast.Load(),
                                                            lineno=node.lineno,
@@ -335,8 +354,71 @@ class _Flow:
                         f.attr in _STORE_METHODS:
                     self.muts.setdefault(f.value.id, []).extend(
                         d for a in args for d in self.deps(a))
-                else:  # an effect trainguard cannot see: taken as reaching the output
+                elif not self.hooked_call(node.value):
+                    # an effect trainguard cannot see: taken as reaching the output
                     self.roots.extend(self.deps(node.value))
+
+    def hooked_call(self, call: ast.Call) -> bool:
+        """``self.backbone(x)`` as a statement, with a forward hook registered on
+        ``self.backbone`` or a layer inside it: what the call leaves behind is what the hooks
+        store, read where forward reads it."""
+        attr = self_attr(call.func)
+        return attr in self.subs and any(
+            _root_attr(s.hooked) == attr for stores in self.hooked.values() for s in stores)
+
+    def unpacked(self, node: ast.Assign) -> list[list] | None:
+        """For ``a, b = self.sub(x)`` where ``self.sub`` is a module class of the file whose
+        ``forward`` returns a tuple of that size at every ``return``: the sources of each part
+        (the submodule, uncut or through the cut on the way to that part, and the arguments
+        that reach it); None otherwise."""
+        target, call = node.targets[0], node.value
+        if len(node.targets) != 1 or not isinstance(target, ast.Tuple) or \
+                not isinstance(call, ast.Call) or self_attr(call.func) not in self.subs or \
+                any(not isinstance(e, ast.Name) for e in target.elts) or self.depth <= 0:
+            return None
+        found = _module_forward(self.script, call)
+        cls = self.script.enclosing_class(found[0]) if found else None
+        if cls is None:
+            return None
+        rets = [r.value for r in walk_local(found[0]) if isinstance(r, ast.Return)]
+        if not rets or any(not isinstance(r, ast.Tuple) or len(r.elts) != len(target.elts)
+                           for r in rets):
+            return None
+        names = [a.arg for a in found[0].args.posonlyargs + found[0].args.args][1:]
+        bound = bind_arguments(names, call)
+        parts = []
+        for i in range(len(target.elts)):
+            inner = _Flow(self.script, set(), self.depth - 1)
+            inner.hooked = hook_stores(cls)
+            inner.read(found[0])
+            inner.roots = [d for r in rets for d in inner.deps(r.elts[i])]  # type: ignore
+            uncut, cut_at, params = inner.reach()
+            own = [c for _, c in cut_at.values()]
+            if "self" in params:  # any other state of the module read: the module itself
+                own.insert(0 if params["self"] is None else len(own), params["self"])
+            if uncut:
+                own.insert(0, None)
+            part = [(("sub", call.func.attr, call), own[0])] if own else []  # type: ignore
+            for name, arg in bound.items():
+                if name in params:
+                    part.extend((d, c or params[name]) for d, c in self.deps(arg))
+            part.extend((d, c) for a in call.args if isinstance(a, ast.Starred)
+                        for d, c in self.deps(a.value))
+            parts.append(part)
+        return parts
+
+    def hook_sources(self, node: ast.Attribute) -> list:
+        """Reading ``self.<attr>`` that forward hooks fill: the hooked module's output, through
+        the cut each hook makes on the way (``self.latents = output.detach()``)."""
+        found = []
+        for store in self.hooked[node.attr]:
+            reached = _hook_reach(self.script, store)
+            if reached is False:
+                continue
+            attr = _root_attr(store.hooked)
+            sub = attr if attr in self.subs else "(hooked module)"
+            found.append((("sub", sub, self.first_call.get(sub)), reached))
+        return found
 
     def store(self, target: ast.AST, sources: list, stmt: ast.stmt) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
@@ -437,6 +519,10 @@ class _Flow:
                 if at is not None:  # a synthetic load: placed at ``at``
                     node._tg_parent = at  # type: ignore[attr-defined]
                 found.append((("name", node), c))
+                continue
+            if isinstance(node, ast.Attribute) and self_attr(node) in self.hooked and \
+                    isinstance(node.ctx, ast.Load):
+                found.extend((src, c or how) for src, how in self.hook_sources(node))
                 continue
             if isinstance(node, ast.Attribute) and self_attr(node) in subs:
                 # a module handed on (unknown use), or a parameter's value read here
@@ -583,6 +669,34 @@ def _turns_grad_off(script: Script, expr: ast.AST) -> bool:
     return q in NO_GRAD and not (expr.args and not is_true(expr.args[0]))  # type: ignore
 
 
+def _hook_reach(script: Script, store: HookStore) -> ast.AST | None | bool:
+    """How the value a forward hook stores comes from the tensors it is handed: None when
+    uncut (``output``), the first cut on the way (``output.clone().detach()``), False when it
+    does not come from them (a counter, a name)."""
+    memo = script.__dict__.setdefault("_tg_hook_reach", {})
+    key = id(store.value)
+    if key not in memo:
+        memo[key] = False  # (recursion: not followed)
+        inner = _Flow(script, set(), 1)
+        if isinstance(store.hook, ast.Lambda):
+            inner.params = {a.arg for a in store.hook.args.args}
+        else:
+            inner.read(store.hook)
+        inner.roots = inner.deps(store.value)
+        reached = inner.reach()[2]
+        cuts = [reached[p] for p in store.params if p in reached]
+        memo[key] = False if not cuts else None if None in cuts else cuts[0]
+    return memo[key]
+
+
+def _root_attr(expr: ast.AST) -> str | None:
+    """``x`` for ``self.x``, ``self.x.layer4``, ``self.x[-1]``: the submodule of ``self`` that
+    holds the module ``expr`` names."""
+    while isinstance(expr, (ast.Attribute, ast.Subscript)) and self_attr(expr) is None:
+        expr = expr.value
+    return self_attr(expr)
+
+
 def _module_forward(script: Script, call: ast.Call) -> list[ast.FunctionDef]:
     """The ``forward`` of a module class of this file that calling ``self.<attr>(...)`` runs
     (one class only), as a list; empty otherwise."""
@@ -645,10 +759,64 @@ def _used_elsewhere(script: Script, cls: ast.ClassDef, attr: str,
     own = {id(n) for f in (forward, *called) for n in ast.walk(f)}
     own |= {id(e) for n in ast.walk(cls) if isinstance(n, ast.Assign) for t in n.targets
             for e in ast.walk(t)}  # (self.a, self.b = A(), B() too)
+    own |= {id(e) for stores in hook_stores(cls).values() for st in stores
+            for e in ast.walk(st.hooked)}  # (a hook registered on a layer of it)
     return any(isinstance(n, ast.Attribute) and n.attr == attr and id(n) not in own and
                not _parameters_read(n) and not _observed(n) and not _initialized(script, n)
-               for n in script.nodes) or \
+               and not _inspected(script, n) for n in script.nodes) or \
         any(isinstance(n, ast.Constant) and n.value == attr for n in script.nodes)
+
+
+def _inspected(script: Script, node: ast.Attribute) -> bool:
+    """``vit = model.image.encoder`` (the submodule, or a module inside it, bound to a name)
+    where every use of the name only lists its parameters: ``vit.named_parameters()`` read
+    for their grads, or ``snapshot(vit)`` with a function (of the file or of the project) that
+    does no more with it. A name that is called, switched to eval, frozen or written through
+    gives the submodule another role."""
+    top: ast.AST = node
+    while isinstance(parent(top), ast.Attribute):
+        top = parent(top)  # type: ignore[assignment]
+    stmt = parent(top)
+    func = script.enclosing_function(node)
+    if func is None or not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
+                            isinstance(stmt.targets[0], ast.Name)):
+        return False
+    name = stmt.targets[0].id
+    uses = [n for n in walk_local(func) if isinstance(n, ast.Name) and n.id == name and
+            isinstance(n.ctx, ast.Load)]
+    return bool(uses) and all(_lists_parameters(script, u, 1) for u in uses)
+
+
+def _lists_parameters(script: Script, use: ast.Name, depth: int) -> bool:
+    """``use`` (a module) is only asked for its parameters, in a statement that neither sets
+    ``requires_grad`` nor writes in place; or handed to functions that do only that."""
+    p = parent(use)
+    if isinstance(p, ast.Attribute) and p.attr in ("parameters", "named_parameters"):
+        stmt = statement_of(use)
+        return stmt is not None and not _writes(stmt)
+    if not (isinstance(p, ast.Call) and use in p.args) or depth <= 0:
+        return False
+    targets = script.targets(p)
+    if not targets:
+        return False
+    for t in targets:
+        names = [a.arg for a in t.func.args.posonlyargs + t.func.args.args]
+        bound = bind_arguments(names[1:] if t.bound else names, p)
+        param = next((k for k, v in bound.items() if v is use), None)
+        loads = [n for n in walk_local(t.func) if isinstance(n, ast.Name) and n.id == param]
+        if param is None or _writes(t.func) or not all(
+                _lists_parameters(t.script, n, depth - 1) for n in loads):
+            return False
+    return True
+
+
+def _writes(node: ast.AST) -> bool:
+    """``node`` sets ``requires_grad``, stores into ``.data`` or calls an in-place method."""
+    return any(isinstance(n, ast.Attribute) and (
+        n.attr.startswith("requires_grad") or n.attr == "data" and
+        isinstance(n.ctx, ast.Store) or n.attr.endswith("_") and not n.attr.startswith("_"))
+        for n in ast.walk(node)) or \
+        any(isinstance(n, ast.keyword) and n.arg == "requires_grad" for n in ast.walk(node))
 
 
 def _initialized(script: Script, node: ast.Attribute) -> bool:
@@ -693,6 +861,21 @@ def _parameters_read(node: ast.Attribute) -> bool:
 
 
 def _describe(script: Script, cut: ast.AST) -> str:
+    how = _describe_cut(script, cut)
+    func = cut
+    while (func := parent(func)) is not None and \
+            not isinstance(func, (ast.FunctionDef, ast.Lambda, ast.ClassDef)):
+        pass
+    cls = script.enclosing_class(func) if func is not None else None
+    store = next((st for stores in (hook_stores(cls).values() if cls is not None else ())
+                  for st in stores if st.hook is func), None)
+    if store is None:
+        return how
+    name = "a lambda" if isinstance(func, ast.Lambda) else f"{func.name}()"  # type: ignore
+    return f"{how} in {name}, the forward hook registered at {script.at(store.register.lineno)}"
+
+
+def _describe_cut(script: Script, cut: ast.AST) -> str:
     if isinstance(cut, ast.Attribute):
         return ".data"
     decorated = getattr(parent(cut), "decorator_list", ())

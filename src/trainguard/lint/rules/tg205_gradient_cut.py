@@ -27,6 +27,8 @@ reported at that assignment.
 
 Inside a module's ``forward``, a submodule with parameters whose output reaches the returned
 value only through a cut (:mod:`trainguard.lint.cuts`) never learns either: reported at the cut.
+What the class's forward hooks store on ``self`` (:mod:`trainguard.lint.hooks`) is the hooked
+module's output there: ``self.latents = output.detach()`` in a hook cuts it.
 So do the layers before a module whose ``forward`` returns its input only through a cut, when
 an ``nn.Sequential`` stacks it after them (a NumPy gather of the input, ligerlac/torchlogix#17).
 
