@@ -14,7 +14,9 @@ no ``grad_fn``. A frozen part (``model.backbone``) leaves the rest recording gra
 not silence the forwards of ``model``. A function that backpropagates only under ``if train:``
 (a parameter), called with ``train=False`` and grad enabled, is reported at that call. A bare
 ``torch.no_grad()`` statement (made and dropped, never entered) before forwards with no
-backward is reported at that statement.
+backward is reported at that statement. A function under any name that switches its model to
+eval mode and then runs it is inference when nothing it computes can reach a backward
+(:mod:`trainguard.lint.escapes`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, is_false, parent, walk_local
 from trainguard.lint.frozen import frozen_models
-from trainguard.lint.regions import _METRIC_HINT, eval_regions, forward_calls
+from trainguard.lint.escapes import stays_out_of_backward
+from trainguard.lint.regions import (_METRIC_HINT, EVAL_NAME, _inside_module_class,
+                                     _sets_eval_first, eval_regions, forward_calls, rollout)
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import NO_GRAD, Script, is_backward
 
@@ -50,6 +54,7 @@ def check(script: Script) -> Iterator[Hit]:
                            f"nothing")
             break
     yield from _after_eval(script, frozen)
+    yield from _inference_functions(script, frozen)
     yield from _flagged_off(script, frozen)
     yield from _discarded_context(script, frozen)
 
@@ -167,6 +172,38 @@ def _after_eval(script: Script, frozen: set[str]) -> Iterator[Hit]:
         yield Hit(fwd, f"{name} runs after {key}.eval() at {script.at(node.lineno)} with "
                        f"grad enabled, and no backward follows: the outputs carry a graph "
                        f"that is kept alive for nothing")
+
+
+def _inference_functions(script: Script, frozen: set[str]) -> Iterator[Hit]:
+    """A function under any name (a gallery's ``_embed``, a generator of logits) that switches
+    its model to eval mode and then runs it with grad enabled, where the file shows that
+    nothing it computes ever reaches a backward (:mod:`trainguard.lint.escapes`: every value
+    ends in a metric, an index, ``.item()`` or is dropped, at every call site): it is
+    inference, and each forward records a graph for nothing. A value returned to a caller that
+    trains on it, stored where the file cannot follow, or handed to code of another file keeps
+    it silent."""
+    if ".eval()" not in script.source:
+        return
+    judged = {id(r.node) for r in eval_regions(script)}
+    for func in script.nodes:
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or \
+                id(func) in judged or EVAL_NAME.match(func.name) or \
+                _inside_module_class(script, func) or not script.call_sites(func):
+            continue
+        fwds = forward_calls(script, func)
+        if not fwds or not _sets_eval_first(func, fwds) or script.has_backward(func) or \
+                rollout(script, func) or _uses_gradients(script, func):
+            continue
+        live = [f for f in fwds if not script.grad_disabled(f) and
+                not _frozen_call(script, f, frozen) and not _runs_without_grad(script, f) and
+                not _forward_takes_gradients(script, f)]
+        if not live or not all(stays_out_of_backward(script, f) for f in fwds):
+            continue
+        fwd = min(live, key=lambda f: (f.lineno, f.col_offset))
+        yield Hit(fwd, f"{func.name}() switches to eval mode and runs "
+                       f"{dotted(fwd.func) or 'the model'}(...) with grad enabled, and nothing "
+                       f"it computes reaches a backward: every call records a graph that is "
+                       f"kept alive for nothing")
 
 
 def _runs_model(script: Script, fwd: ast.Call, key: str) -> bool:
