@@ -9,8 +9,10 @@ focus, a value computed
 under ``torch.no_grad()``. Values are followed through assignments, tuple unpacking, loop
 variables, lists filled with ``append``, a helper's parameters (what the file's calls pass)
 and what a helper returns; a layer called out of a container by index (``self.net[2](h)``)
-reaches the container. Used by TG205 (a loss or a term cut from the model) and TG206 (a
-loss term computed from a parameter's ``.data``).
+reaches the container. A container only forward hooks fill (``activation[name] =
+output.detach()``) holds the hooked module's output (:mod:`trainguard.lint.hooks`). Used by
+TG205 (a loss or a term cut from the model) and TG206 (a loss term computed from a parameter's
+``.data``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from trainguard.lint.consts import UNKNOWN, built_at_import, module_constants_tr
 from trainguard.lint.cuts import CUT_ATTRS, NEW_LEAF, no_grad_block
 from trainguard.lint.dataflow import (last_assignment, reaching_values, stored_items,
                                       tuple_assignments)
+from trainguard.lint.hooks import container_stores, hooked_parameter, registrations
 from trainguard.lint.optimizers import held_leaves_of_all
 from trainguard.lint.script import Script
 from trainguard.lint.packed import packs_sequences
@@ -87,6 +90,13 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
             return False, []  # a target (``for _ in range(n)``): its value is traced where read
         if expr.id in script.aliases:
             return False, []  # a module (nn, F, torch): not a value on the loss's path
+        held = _hook_container(script, expr)
+        if held is not None:  # features["mid"], filled by forward hooks only
+            uncut, cuts = False, []
+            for item in held:
+                u, c = trace(script, item, item, depth - 1, focus)
+                uncut, cuts = uncut or u, cuts + c
+            return (True, []) if uncut else (False, cuts)
         values = reaching_values(expr.id, at)
         if len(values) > 1:  # a conditional rebinding (``if frozen: x = x.detach()``)
             uncut, cuts = False, []
@@ -99,6 +109,14 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
             value = _comprehension_bound(expr) or _unpacked_or_iterated(script, expr.id, at)
             if value is not None and _loop_target(expr.id, at) and _opaque(script, value):
                 return False, []  # a batch of a loader handed in: no parameters
+        hooked = hooked_parameter(script, expr) if value is None else None
+        if hooked is not None:  # a forward hook's output: the hooked module's
+            while isinstance(hooked, ast.Subscript) or \
+                    isinstance(hooked, ast.Attribute) and script.key(hooked) is None:
+                hooked = hooked.value  # backbone[3]: a layer of backbone
+            key = script.key(hooked) or ""
+            return focus is None or any(key == m or key.startswith(m + ".") for m in (
+                focus.model, *focus.aliases)), []
         if value is None:
             args = _arguments_for(script, expr.id, at)
             if args:  # a helper's parameter: what its callers in this file pass
@@ -237,6 +255,22 @@ def _trace_value(script: Script, name: str, value: ast.expr, depth: int,  # type
         u, c = trace(script, item, item, depth - 1, focus)
         uncut, cuts = uncut or u, cuts + c
     return uncut, cuts
+
+
+def _hook_container(script: Script, name: ast.Name) -> list[ast.expr] | None:
+    """What forward hooks store into the container ``name`` reads (``features = {}`` at module
+    level or in a function around the read, filled by ``features[key] = output.detach()`` in a
+    hook): each stored value, read as the hooked module's output (:mod:`trainguard.lint.hooks`).
+    None when ``name`` is no such container."""
+    if not registrations(script):
+        return None
+    scope: ast.AST | None = name
+    while (scope := parent(scope)) is not None:
+        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and any(
+                isinstance(n, ast.Name) and n.id == name.id and isinstance(n.ctx, ast.Store)
+                for n in walk_local(scope)):
+            break
+    return container_stores(script, name.id, scope if scope is not None else script.tree)
 
 
 def _unpacked_or_iterated(script: Script, name: str, at: ast.AST) -> ast.expr | None:
