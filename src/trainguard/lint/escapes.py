@@ -201,7 +201,17 @@ class _Walk:
                  if any(t.func is func for t in self.script.targets(c))]
         if not sites:
             return False  # called from elsewhere: its callers are not read here
+        if any(_named(n, func.name) and not (isinstance(parent(n), ast.Call) and
+                                             parent(n).func is n)  # type: ignore[union-attr]
+               for n in self.script.nodes):
+            return False  # handed on as a value (map(extract, xs), a callback): not followed
         return all(self.follow(c) for c in sites)
+
+
+def _named(node: ast.AST, name: str) -> bool:
+    """``node`` reads ``name`` or ``<obj>.name``."""
+    return isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load) or \
+        isinstance(node, ast.Attribute) and node.attr == name and isinstance(node.ctx, ast.Load)
 
 
 def _under_main_guard(node: ast.AST) -> bool:
