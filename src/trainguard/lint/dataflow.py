@@ -326,10 +326,149 @@ def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
         if q.endswith("autograd.grad") and is_true(kwarg(expr, "create_graph")):
             return True  # gradients with their own graph (a gradient penalty's double backward)
     if isinstance(expr, (ast.Subscript, ast.Attribute)):  # out[0], outputs.loss
+        if isinstance(expr, ast.Subscript) and _entry_without_graph(script, expr, names):
+            return False  # out["labels"] of {"loss": loss, "labels": y}
         if _self_attr(expr) is not None and _self_attr(expr) in names:
             return True  # self.loss, assigned a graph or backpropagated
         return carries_graph(script, expr.value, names)
     return False
+
+
+def _entry_without_graph(script: Script, expr: ast.Subscript, names: set[str]) -> bool:
+    """``out["labels"]`` where every value of ``out`` that reaches here is a dict built in view,
+    with constant keys (``{"loss": loss, "labels": y}``, ``dict(loss=loss, labels=y)``, or a
+    same-file function's result whose every ``return`` is one), and none of them puts a graph
+    under that key: a step's dict holds the graph of its loss, not of its labels. False (judge
+    the dict whole) when unsure: ``out`` bound otherwise or changed after it was built."""
+    key = expr.slice
+    if not (isinstance(expr.value, ast.Name) and isinstance(key, ast.Constant) and
+            isinstance(key.value, str)):
+        return False
+    values = reaching_values(expr.value.id, expr)
+    if not values or not _bound_whole(expr.value.id, scope_of(expr)):
+        return False
+    for value in values:
+        entry = _dict_entry(value, key.value)
+        if entry is not None:
+            if entry is not _ABSENT and (carries_graph(script, entry, names) or
+                                         not _from_inputs(entry, scope_of(value), names)):
+                return False
+            continue
+        func = script.callee(value) if isinstance(value, ast.Call) else None
+        if func is None or not _returned_entries_without_graph(script, value, func, key.value,
+                                                               names):
+            return False
+    return True
+
+
+_ABSENT = ast.Constant(value=None)  # a dict built without the key
+
+
+def _dict_entry(value: ast.AST, key: str) -> ast.expr | None:
+    """What a dict display or ``dict(k=v, ...)`` call puts under ``key`` (``_ABSENT`` if it
+    has no such key); None when ``value`` is no such build or its keys are not all known
+    (``{**base, "loss": loss}``)."""
+    if isinstance(value, ast.Dict):
+        if not all(isinstance(k, ast.Constant) for k in value.keys):
+            return None
+        pairs = [(k.value, v) for k, v in zip(value.keys, value.values)]  # type: ignore
+    elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+            value.func.id == "dict" and not value.args and \
+            all(k.arg is not None for k in value.keywords):
+        pairs = [(k.arg, k.value) for k in value.keywords]
+    else:
+        return None
+    return next((v for k, v in reversed(pairs) if k == key), _ABSENT)
+
+
+def _bound_whole(name: str, scope: ast.AST) -> bool:
+    """Every binding of ``name`` in ``scope`` is a plain ``name = value`` and nothing stores
+    into it afterwards (``out["x"] = ...``, ``out.update(...)``, ``out.setdefault(...)``)."""
+    for sub in walk_local(scope):
+        if isinstance(sub, ast.Name) and sub.id == name and not isinstance(sub.ctx, ast.Load):
+            p = parent(sub)
+            if not (isinstance(p, ast.Assign) and sub in p.targets):
+                return False
+        if isinstance(sub, ast.Subscript) and not isinstance(sub.ctx, ast.Load) and \
+                isinstance(sub.value, ast.Name) and sub.value.id == name:
+            return False
+        if isinstance(sub, ast.Attribute) and sub.attr in ("update", "setdefault", "__setitem__") \
+                and isinstance(sub.value, ast.Name) and sub.value.id == name:
+            return False
+    return True
+
+
+_MOVES = {"to", "cuda", "cpu", "long", "float", "int", "half", "bool", "squeeze", "unsqueeze",
+          "view", "reshape", "flatten", "contiguous"}
+
+
+def _from_inputs(expr: ast.AST, scope: ast.AST, names: set[str], depth: int = 3) -> bool:
+    """``expr`` is only data the scope was given (a parameter that holds no graph, a batch
+    unpacked from one, the items of a loader it iterates), indexed, moved or cast, or a cut
+    value: labels (``x, y = batch``; ``y.to(device)``), never a forward's output. A name that
+    holds a graph, or anything made by another call, is not."""
+    if isinstance(expr, ast.Constant) or _cut_whole(expr) or isinstance(expr, ast.Call) and (
+            isinstance(expr.func, ast.Name) and expr.func.id == "len" or
+            isinstance(expr.func, ast.Attribute) and expr.func.attr in ("size", "numel")):
+        return True  # a number (sizes carry no graph)
+    if isinstance(expr, (ast.Tuple, ast.List)):
+        return all(_from_inputs(e, scope, names, depth) for e in expr.elts)
+    if isinstance(expr, ast.Subscript):
+        return _from_inputs(expr.value, scope, names, depth)
+    if isinstance(expr, ast.Call):
+        f = expr.func
+        if isinstance(f, ast.Attribute) and f.attr in _MOVES:
+            return _from_inputs(f.value, scope, names, depth)
+        return isinstance(f, ast.Name) and f.id in ("enumerate", "zip") and not expr.keywords \
+            and all(_from_inputs(a, scope, names, depth) for a in expr.args)
+    if not isinstance(expr, ast.Name) or expr.id in names or depth == 0:
+        return False
+    args = getattr(scope, "args", None)
+    if args is not None and expr.id in {a.arg for a in args.posonlyargs + args.args +
+                                        args.kwonlyargs} - {"self", "cls"}:
+        return True
+    sources = []
+    for sub in walk_local(scope):
+        if isinstance(sub, ast.Name) and sub.id == expr.id and isinstance(sub.ctx, ast.Store):
+            n = parent(sub)
+            while isinstance(n, (ast.Tuple, ast.List, ast.Starred)):
+                n = parent(n)
+            if isinstance(n, ast.Assign):
+                sources.append(n.value)
+            elif isinstance(n, ast.For):
+                sources.append(n.iter)
+            else:
+                return False
+    return bool(sources) and all(_from_inputs(v, scope, names, depth - 1) for v in sources)
+
+
+def _returned_entries_without_graph(script: Script, call: ast.Call, func: ast.AST, key: str,
+                                    names: set[str]) -> bool:
+    """Every ``return`` of ``func`` is a dict build whose entry under ``key`` carries no graph,
+    judged with the parameters that ``call`` hands a graph counted as graph names."""
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    rets = [r.value for r in walk_local(func) if isinstance(r, ast.Return)]
+    entries = [_dict_entry(r, key) if r is not None else None for r in rets]
+    if not entries or any(e is None for e in entries):
+        return False
+    active = script.__dict__.setdefault("_tg_entry_active", set())
+    if id(func) in active:
+        return False  # (a recursive function: unsure while deciding)
+    active.add(id(func))
+    try:
+        params = [a.arg for a in func.args.posonlyargs + func.args.args]
+        if params[:1] == ["self"]:
+            params = params[1:]
+        bound = {p: a for p, a in zip(params, call.args) if not isinstance(a, ast.Starred)}
+        bound.update({k.arg: k.value for k in call.keywords if k.arg})
+        given = {p for p, a in bound.items() if carries_graph(script, a, names)}
+        inner = graph_names(script, func, seed=given)
+        return not any(e is not _ABSENT and (carries_graph(script, e, inner) or  # type: ignore
+                                             not _from_inputs(e, func, inner))  # type: ignore
+                       for e in entries)
+    finally:
+        active.discard(id(func))
 
 
 def _passes_graph(script: Script, call: ast.Call, func: ast.AST, names: set[str]) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 
@@ -753,20 +754,7 @@ def _prediction_forwards(script: Script) -> list[ast.Call]:
     Found from the prediction ops back to the forward, so files without them cost nothing."""
     out: list[ast.Call] = []
     seen: set[int] = set()
-    for sink in script.calls:
-        f = sink.func
-        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) \
-            else None
-        if name not in _PREDICT and name not in ("max", "amax"):
-            continue
-        if _torch_function(script, sink):
-            if not sink.args:
-                continue
-            source: ast.AST = sink.args[0]  # torch.argmax(out, 1)
-        elif isinstance(f, ast.Attribute):
-            source = f.value  # out.argmax(1)
-        else:
-            continue
+    for source in _prediction_sinks(script):
         hops = 0  # through a slice, a helper's parameter or a comprehension's target
         for _ in range(6):  # peel softmax, detach, a name
             if isinstance(source, ast.Subscript) and isinstance(source.slice, ast.Slice):
@@ -800,6 +788,35 @@ def _prediction_forwards(script: Script) -> list[ast.Call]:
         if _predicted(script, source, 3) if not hops else _never_trained_on(script, source):
             out.append(source)
     return out
+
+
+def _prediction_sinks(script: Script) -> Iterator[ast.AST]:
+    """What prediction ops take: ``out`` of ``out.argmax(1)``, ``torch.argmax(out, 1)``,
+    ``out.max(1)``; ``probs`` of a probability threshold (``probs > 0.5``: a binary decision,
+    a segmentation mask)."""
+    for sink in script.calls:
+        f = sink.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) \
+            else None
+        if name not in _PREDICT and name not in ("max", "amax"):
+            continue
+        if _torch_function(script, sink):
+            if sink.args:
+                yield sink.args[0]  # torch.argmax(out, 1)
+        elif isinstance(f, ast.Attribute):
+            yield f.value  # out.argmax(1)
+    for node in script.nodes:
+        if isinstance(node, ast.Compare) and _threshold(node):
+            yield node.left
+
+
+def _threshold(cmp: ast.Compare) -> bool:
+    """``probs > 0.5``, ``p >= 0.3``: one order comparison with a constant strictly between 0
+    and 1 (a probability cut-off)."""
+    if len(cmp.ops) != 1 or not isinstance(cmp.ops[0], (ast.Gt, ast.GtE, ast.Lt, ast.LtE)):
+        return False
+    c = cmp.comparators[0]
+    return isinstance(c, ast.Constant) and isinstance(c.value, float) and 0 < c.value < 1
 
 
 def _handed_in(script: Script, name: ast.Name) -> ast.expr | None:
@@ -888,6 +905,8 @@ def _predicted(script: Script, value: ast.AST, depth: int, prob: bool = False) -
     p = parent(value)
     if isinstance(p, ast.Attribute) and p.attr in _PREDICT:
         return True
+    if isinstance(p, ast.Compare) and p.left is value and prob and _threshold(p):
+        return True  # probs > 0.5: a decision taken on a sigmoid's (or softmax's) output
     if isinstance(p, ast.Attribute) and p.attr in ("max", "amax") and \
             isinstance(parent(p), ast.Call) and (prob or p.attr == "max" and
                                                  _with_dim(parent(p), 0)):

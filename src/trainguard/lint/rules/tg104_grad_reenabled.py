@@ -153,10 +153,11 @@ def _reenablings(script: Script, nodes: Iterable[ast.AST]
             if idle is not None:
                 yield node, target, idle
             continue
-        if isinstance(block, (ast.With, ast.AsyncWith)) and not forward_calls(script, block):
+        # (in a module's own method, ``self.step(x)`` that runs its layers is a forward too)
+        if isinstance(block, (ast.With, ast.AsyncWith)) and not _forwards(script, block):
             continue  # nothing computed in the block carries a graph (e.g. an optimizer step)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                not forward_calls(script, node):
+                not _forwards(script, node):
             continue
         yield node, target, None
 

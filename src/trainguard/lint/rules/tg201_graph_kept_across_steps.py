@@ -495,10 +495,13 @@ def _meter_update(script: Script, node: ast.AST, names: set[str]) -> Hit | None:
             kept, keeper = found
             text = script.segment(arg) or "loss"
             owner = script.segment(call.func) or "update"
-            if target.script is script and _picks_from(keeper, param):
-                # The holder picks tensors out of what it is handed (``out["loss"]``): that
-                # line, not the caller, decides what is kept.
-                return Hit(keeper, f"{func.name}() keeps tensors taken from `{param}` in "
+            picks = _picks_from(keeper, param)
+            if target.script is script and (picks or _dispatched(script, call)):
+                # The holder picks tensors out of what it is handed (``out["loss"]``), or is one
+                # of the objects the call may reach (``for cb in callbacks:
+                # cb.on_batch_end(logits, y)``): that line, not the caller, decides what is kept.
+                taken = "taken from" if picks else "made from"
+                return Hit(keeper, f"{func.name}() keeps tensors {taken} `{param}` in "
                                    f"`{kept}` across iterations, and `{owner}({text}, ...)` at "
                                    f"{script.at(call.lineno)} hands it tensors with a grad_fn: "
                                    f"every step's autograd graph stays alive",
@@ -514,6 +517,12 @@ def _meter_update(script: Script, node: ast.AST, names: set[str]) -> Hit | None:
                              f"every step's autograd graph stays alive",
                        fix=f"pass {tensor}.item() (or {tensor}.detach()){inside}")
     return None
+
+
+def _dispatched(script: Script, call: ast.Call) -> bool:
+    """``call`` may run methods of several classes of the file (``cb.on_batch_end(...)`` over a
+    list of callbacks): what one of them keeps is its own doing, not the caller's."""
+    return len({id(t.func) for t in script.targets(call) if t.script is script}) > 1
 
 
 def _graph_element(script: Script, arg: ast.AST, names: set[str]) -> ast.AST:

@@ -172,6 +172,8 @@ def _unconditional_after_conditional_step(script: Script, loop: ast.AST, evs: li
         steps = [x for x in reversed(since) if x.kind == "step"]  # in program order
         if not steps or not all(ifs_between(x.node, loop) and x.via is None for x in steps):
             continue
+        if _outside_step_loop(e.node, steps, loop):
+            continue  # zeroed once per pass of an outer loop (an epoch), not per micro-batch
         if evs.index(back) > i and not (_accumulates(back, steps, loop) and any(
                 _related(script, e, x, {x.key for x in evs if x.kind == "step"})
                 for x in steps)):
@@ -187,6 +189,18 @@ def _unconditional_after_conditional_step(script: Script, loop: ast.AST, evs: li
                   f"one batch's gradients instead of the accumulated ones",
                   fix="zero the gradients only after the step (inside the same if)")
         return
+
+
+def _outside_step_loop(zero: ast.AST, steps: list[Event], loop: ast.AST) -> bool:
+    """The zeroing is not in the body of the innermost loop around a step: ``opt.zero_grad()``
+    at the top of an epoch, before ``for k, batch in ...: ...; if (k + 1) % accum == 0:
+    opt.step(); opt.zero_grad()``, runs once before the accumulation starts, not in every
+    micro-batch of the loop that steps."""
+    for x in steps:
+        inner = next(iter(Script.enclosing_loops(x.node)), loop)
+        if inner is not loop and encloses(loop, inner) and not encloses(inner, zero):
+            return True
+    return False
 
 
 def _since_backward(evs: list[Event], i: int, loop: ast.AST
