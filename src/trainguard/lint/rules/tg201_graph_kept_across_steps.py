@@ -63,7 +63,8 @@ def check(script: Script) -> Iterator[Hit]:
             elif not _outlives(acc, loop) or _reaches_backward(acc, scope_of(loop)):
                 continue
             seen.add(id(node))
-            yield _hit(script, node, acc, value, verb, _is_scalar_loss(script, value, names))
+            yield _hit(script, node, acc, value, verb, _is_scalar_loss(script, value, names),
+                       names)
         # a step function the loop calls that keeps its graph on the object
         # (``self.loss_history.append(task_loss)``): the object outlives every iteration
         handed = _graph_params(script, loop, names)
@@ -89,7 +90,8 @@ def check(script: Script) -> Iterator[Hit]:
                 if script.grad_disabled(node) or _self_reaches_backward(script, node, acc):
                     continue
                 seen.add(id(node))
-                yield _hit(script, node, acc, value, verb, _is_scalar_loss(script, value, inner))
+                yield _hit(script, node, acc, value, verb,
+                           _is_scalar_loss(script, value, inner), inner)
     if script.may_reach("backward") and "self." in script.source:
         for c in cached_graphs(script):
             if id(c.store) not in seen:
@@ -658,16 +660,19 @@ def _is_scalar_loss(script: Script, value: ast.expr, names: set[str]) -> bool:
 
 
 def _hit(script: Script, node: ast.AST, acc: str, value: ast.expr, verb: str,
-         scalar: bool) -> Hit:
+         scalar: bool, names: set[str]) -> Hit:
     text = script.segment(value) or "loss"
-    simple = isinstance(value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
+    # in a dict, list or tuple literal, the tensor inside it is what to detach
+    part = _graph_element(script, value, names)
+    held = script.segment(part) or "loss"
+    simple = isinstance(part, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
     scope = scope_of(node)
     skip = {id(n) for n in ast.walk(node)}
-    safe = scalar and numeric_only(script, acc, scope, skip)
+    safe = part is value and scalar and numeric_only(script, acc, scope, skip)
     method = ".item()" if safe else ".detach()"
-    new = f"{text}{method}" if simple else f"({text}){method}"
-    edit = Edit(value.lineno, value.col_offset, value.end_lineno or value.lineno,
-                value.end_col_offset or value.col_offset, new)
+    new = f"{held}{method}" if simple else f"({held}){method}"
+    edit = Edit(part.lineno, part.col_offset, part.end_lineno or part.lineno,
+                part.end_col_offset or part.col_offset, new)
     if verb in ("append", "add_"):  # a method call on the holder
         holder = getattr(getattr(node, "value", None), "func", None)
         what = f"{script.segment(holder.value) or acc}.{verb}({text})" \
@@ -678,9 +683,14 @@ def _hit(script: Script, node: ast.AST, acc: str, value: ast.expr, verb: str,
         what = f"{script.segment(node.targets[0]) or acc} = ... + {text}"
     else:
         what = f"{acc} += {text}"
-    return Hit(node, f"`{what}` keeps the autograd graph of every iteration alive through "
-                     f"`{acc}`, which outlives the loop and never reaches backward",
-               fix=f"accumulate {new} instead", edits=[edit], safe=safe)
+    message = (f"`{what}` keeps the autograd graph of every iteration alive through `{acc}`, "
+               f"which outlives the loop and never reaches backward")
+    if part is not value:
+        return Hit(node, message, fix=f"store {new} (or .item()) in {text}", edits=[edit])
+    if isinstance(value, (ast.Dict, ast.List, ast.Tuple, ast.Set)):
+        # (no element found to name: a container has no .detach())
+        return Hit(node, message, fix="call .detach() (or .item()) on each tensor it holds")
+    return Hit(node, message, fix=f"accumulate {new} instead", edits=[edit], safe=safe)
 
 
 def _cache_hit(c) -> Hit:  # type: ignore[no-untyped-def]
