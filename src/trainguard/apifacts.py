@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 __all__ = ["FUNCTIONAL_LOSSES", "ModeRule", "MODE_RULES", "MODE_CLASSES", "READS_TRAINING",
-           "mode_rule", "named_as_logits", "training_read_matters"]
+           "mode_rule", "named_as_logits", "activation_of_itself", "training_read_matters"]
 
 FUNCTIONAL_LOSSES = (
     "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
@@ -102,6 +102,24 @@ def named_as_logits(name: str) -> bool:
     loss's ``probs``) the probabilities are wanted there and the loss call is what to change.
     """
     return "logit" in name.lower()
+
+
+def activation_of_itself(value: ast.AST | None, name: str, *activations: str) -> bool:
+    """``value``, assigned to ``name``, applies one of ``activations`` to ``name`` itself
+    (``preds = torch.sigmoid(preds)``, ``x = x.sigmoid()``).
+
+    The same test as :func:`named_as_logits`, read from the code instead of the name: the name
+    held the raw scores until the activation rebound it, and the rest of the function has no other
+    name for them, so code that hands the name to a loss applying the activation again meant the
+    scores; the activation is what to change
+    (https://github.com/itakurah/focal-loss-pytorch/pull/5).
+    """
+    if not isinstance(value, ast.Call) or not any(a in ast.unparse(value.func)
+                                                   for a in activations):
+        return False
+    inner = value.args[0] if value.args else (
+        value.func.value if isinstance(value.func, ast.Attribute) else None)
+    return isinstance(inner, ast.Name) and inner.id == name
 
 
 # calls that draw random numbers or keep statistics: what a mode switch changes in a module of

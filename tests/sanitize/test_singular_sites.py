@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from trainguard.sanitize.core.singular_sites import singular_sites
+from trainguard.sanitize.core.singular_sites import one_singular_site, singular_sites
 
 pytest.importorskip("torch")
 
@@ -85,3 +85,27 @@ def test_a_module_forward_and_a_function_held_in_its_attribute_are_read(tmp_path
         sys.path.remove(str(tmp_path))
         sys.modules.pop("triplet", None)
     assert [(at[1], op) for at, op in found] == [(6, "sqrt")]
+
+
+@pytest.mark.parametrize("second, place", [
+    ("(1 - p).log()", 5),  # p and its complement: one value, placed at the first
+    ("torch.log(p)", 5),
+    ("(1 - q).log()", None),  # two values: no one place
+    ("(1 - p.detach()).log()", None),
+])
+def test_logs_of_one_value_count_as_one_site(tmp_path, second, place):
+    path = tmp_path / "loss.py"
+    path.write_text(textwrap.dedent(f"""
+    import torch
+
+    def nll(p, q, y):
+        log_p = p.log()
+        log_q = {second}
+        return -torch.where(y, log_p, log_q).mean()
+
+    def train(p, q, y):
+        loss = nll(p, q, y)
+        loss.backward()
+    """))
+    found = one_singular_site([], (str(path), 11, 1))
+    assert (found[0][1] if found else None) == place

@@ -22,7 +22,7 @@ gradients are tested in one op before ``optimizer.step()``. Fires once per run, 
 - the loss diverged first (grew 1000x, or beyond 1e6, on the CPU): at the line that set the LR;
 - a gradient is NaN/Inf while the loss is finite: the latest outermost call re-run, naming the
   first op at a singular point of its derivative (sqrt at 0, acos at +-1) and its line; else the
-  loss code's one unguarded call of such an op (``core/singular_sites.py``); else the backward.
+  loss code's one unguarded such op or ops of one value (``core/singular_sites.py``); else backward.
 With a ``GradScaler`` a non-finite root needs a live enabled scaler (``gc``, once) and a non-finite
 unscaled loss. Silent on: finite losses and gradients; scaled losses that overflow while the loss
 is finite; gradients under a GradScaler; a norm of a zero vector (a zero subgradient); NaN losses

@@ -16,7 +16,9 @@ reads its output more than once (it also feeds another layer): then at the call.
 in the message (at the loss line when the run ends first).
 When the loss's input is a name that other statements of the function read too (a focal loss's
 ``probs``, also used for ``p_t``), the probabilities are needed: the loss call is reported (not
-when the name says logits, ``y_logits``: its author meant raw scores, so the sigmoid is the fix).
+when the name says logits, ``y_logits``: its author meant raw scores, so the sigmoid is the fix;
+nor when the sigmoid rebound the name that held the logits, ``x = torch.sigmoid(x)``: no later
+line can give the loss the logits, so the sigmoid is reported, itakurah/focal-loss-pytorch#5).
 
 Silent on: logits; ``sigmoid`` output given to ``BCELoss`` (that is its contract); losses computed
 under ``torch.no_grad()`` (no ``grad_fn`` to read).

@@ -11,8 +11,9 @@ embeddings), ``acos``/``asin`` (at +-1: the angle of two equal unit vectors), ``
 p < 1`` (at 0); when none is, ``log`` (at 0: ``log(1 - softmax(x))`` once a probability is exactly
 1, its -inf left out of the loss by ``nll_loss``'s pick but not out of the gradient). A call whose
 input is kept off that point in the same expression (``+ eps``, ``.clamp(min=eps)``, a name with
-``eps`` in it; ``1 - p`` is no guard) is not listed. ``torch.norm`` is not listed: PyTorch gives a
-norm of a zero vector a zero subgradient.
+``eps`` in it; ``1 - p`` is no guard) is not listed. Calls whose input is one local value of one
+function, as is or as its complement (``p.log()`` and ``(1 - p).log()``), make one place.
+``torch.norm`` is not listed: PyTorch gives a norm of a zero vector a zero subgradient.
 
 The code read: the ``forward`` of each user module class given (a loss module such as a triplet
 loss), the function that called backward, and what they call one level down: a function held in
@@ -54,7 +55,14 @@ def singular_sites(modules: list[Any], backward_at: Location | None,
     ``forward`` of the user modules given, in the function holding ``backward_at``, and in what
     they call one level down (see the module doc); in source order, each place once. With
     ``logs``, the calls of ``log`` instead (whose derivative is infinite at 0)."""
-    found: dict[Location, str] = {}
+    return [(at, op) for at, (op, _) in _sites(modules, backward_at, logs)]
+
+
+def _sites(modules: list[Any], backward_at: Location | None,
+           logs: bool) -> list[tuple[Location, tuple[str, tuple | None]]]:
+    """:func:`singular_sites` with each op's input value: ``(file, function's line, name)`` when
+    the input is a local name or its complement (``p``, ``1 - p``), else None."""
+    found: dict[Location, tuple[str, tuple | None]] = {}
     for module in modules:
         forward = getattr(type(module), "forward", None)
         code = getattr(forward, "__code__", None)
@@ -78,14 +86,26 @@ def singular_sites(modules: list[Any], backward_at: Location | None,
 def one_singular_site(modules: list[Any], backward_at: Location | None
                       ) -> tuple[Location, str] | None:
     """``(location, clause for the finding)`` of the one site :func:`singular_sites` lists (when
-    it lists none, of the one call of ``log``), or None when it lists none or several."""
-    sites = singular_sites(modules, backward_at) or singular_sites(modules, backward_at, True)
-    if len(sites) != 1:
+    it lists none, of the one call of ``log``), or None when it lists none or several. Several
+    sites whose input is one value of one function count as one, placed at the first: a
+    Bernoulli log-likelihood's ``p.log()`` and ``(1 - p).log()`` leave ``p`` unguarded at both
+    ends, and whichever end it reaches, one of them is the op (pytorch/pytorch#52248)."""
+    sites = _sites(modules, backward_at, False) or _sites(modules, backward_at, True)
+    values = {value for _, (_, value) in sites}
+    if len(sites) == 1 or len(sites) > 1 and len(values) == 1 and None not in values:
+        at, (op, value) = sites[0]
+    else:
         return None
-    at, op = sites[0]
-    return at, (f"; `{op}` at {short_location(at)} is the one op in the code computing the loss "
-                "whose derivative is infinite at a point its input can reach (sqrt or log at 0, "
-                "acos at +-1), with nothing keeping it off that point")
+    if len(sites) == 1:
+        return at, (f"; `{op}` at {short_location(at)} is the one op in the code computing the "
+                    "loss whose derivative is infinite at a point its input can reach (sqrt or "
+                    "log at 0, acos at +-1), with nothing keeping it off that point")
+    name = value[2]  # type: ignore[index]
+    rest = ", ".join(f"`{o}` at {short_location(a)}" for a, (o, _) in sites[1:])
+    return at, (f"; `{op}` at {short_location(at)} and {rest} are the ops in the code computing "
+                f"the loss whose derivative is infinite at a point their input can reach, all "
+                f"taking `{name}` or its complement (`1 - {name}`), with nothing keeping "
+                f"`{name}` off that point: whichever end it reaches, one of them is infinite")
 
 
 def live_models(models: Any, skip: Any = frozenset()) -> list[Any]:
@@ -169,11 +189,30 @@ def _own_names(module: Any) -> set[str]:
     return names
 
 
-def _collect(node: ast.AST, path: str, found: dict[Location, str], logs: bool) -> None:
+def _collect(node: ast.AST, path: str, found: dict[Location, tuple[str, tuple | None]],
+             logs: bool) -> None:
     for sub in ast.walk(node):
         op = _singular_call(sub, _LOGS if logs else _SINGULAR)
         if op is not None:
-            found.setdefault((path, sub.lineno, sub.col_offset + 1), op)  # type: ignore[attr-defined]
+            name = _value_name(sub)
+            value = (path, getattr(node, "lineno", 0), name) if name is not None else None
+            at = (path, sub.lineno, sub.col_offset + 1)  # type: ignore[attr-defined]
+            found.setdefault(at, (op, value))
+
+
+def _value_name(call: ast.AST) -> str | None:
+    """The local name an op's input is, as is or as a complement (``p``, ``1 - p``), or None."""
+    if isinstance(call, ast.BinOp):  # x ** 0.5
+        arg: ast.AST | None = call.left
+    elif isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+        torch_fn = isinstance(call.func.value, ast.Name) and call.func.value.id == "torch"
+        arg = (call.args[0] if call.args else None) if torch_fn else call.func.value
+    else:
+        return None
+    if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Sub) \
+            and isinstance(arg.left, ast.Constant):
+        arg = arg.right  # (1 - p)
+    return arg.id if isinstance(arg, ast.Name) else None
 
 
 def _singular_call(node: ast.AST, ops: frozenset[str]) -> str | None:
