@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 from typing import Literal
 
-from trainguard.lint.branches import EMPTY, test_truth, feasible, last_elements
+from trainguard.lint.branches import EMPTY, UNSEEN, test_truth, feasible, last_elements
 from trainguard.lint.callgraph import RETURNS_SELF, ClassRef, bind_arguments
 from trainguard.lint.astutil import dotted, parent, walk_local
 from trainguard.lint.dataflow import last_assignment, reaching_values, scope_of
@@ -411,7 +411,8 @@ def _last_layer(script: Script, container: ast.AST, depth: int, origin: Script) 
     if isinstance(container, ast.Name):
         elements = last_elements(script, container, origin)
         if elements:
-            kinds = {None if e is EMPTY else _module_activation(script, e, depth - 1, origin)
+            kinds = {None if e is EMPTY or e is UNSEEN else
+                     _module_activation(script, e, depth - 1, origin)
                      for e in elements}
             found = _one(kinds, container)
             return (found[0], None if found[1] is container else found[1]) if found else None
@@ -427,8 +428,11 @@ def _last_layer(script: Script, container: ast.AST, depth: int, origin: Script) 
 
 def _feasible_values(script: Script, key: str, origin: Script) -> list[ast.expr]:
     """The values assigned to ``key`` in branches the program can take (``if probs: self.head
-    = ...`` with ``probs`` fixed by every instantiation)."""
-    values = script.assignments.get(key, [])
+    = ...`` with ``probs`` fixed by every instantiation). A ``None`` placeholder (``self.model
+    = None`` until ``fit`` builds it) is no module: code that applies or iterates ``key`` runs
+    only once it holds another value."""
+    values = [v for v in script.assignments.get(key, [])
+              if not (isinstance(v, ast.Constant) and v.value is None)]
     if len(values) < 2:
         return values
     return [v for v in values if feasible(script, v, origin)]
@@ -498,7 +502,8 @@ def _module_activation(script: Script, value: ast.AST | None, depth: int,
             elements = last_elements(script, last.value, origin)
             if not elements:
                 return None
-            kinds = {None if e is EMPTY else _module_activation(script, e, depth - 1, origin)
+            kinds = {None if e is EMPTY or e is UNSEEN else
+                     _module_activation(script, e, depth - 1, origin)
                      for e in elements}
             found = _one(kinds, value)
             return (found[0], None if found[1] is value else found[1]) if found else None

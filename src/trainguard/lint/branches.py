@@ -11,6 +11,8 @@ unknown, and an unknown test keeps both branches.
 :func:`feasible` says whether a node can run at all by the tests of the ``if``s around it;
 :func:`last_elements` gives the possible last elements of a list built step by step
 (``layers = [...]``; ``layers.append(x)``; ``layers += [...]``), for ``nn.Sequential(*layers)``.
+An ``extend`` with something that is no literal (``layers.extend(block.build(n))``) adds
+elements it cannot see (``UNSEEN``): a later ``append`` still decides the last one.
 Nothing is run.
 """
 
@@ -26,9 +28,10 @@ from trainguard.lint.consts import UNKNOWN, const_eval, truth
 if TYPE_CHECKING:
     from trainguard.lint.script import Func, Script
 
-__all__ = ["param_env", "feasible", "last_elements", "EMPTY"]
+__all__ = ["param_env", "feasible", "last_elements", "EMPTY", "UNSEEN"]
 
 EMPTY: Any = object()  # the list may be empty at that point
+UNSEEN: Any = object()  # an element added that the walk cannot see
 _MAX_SITES = 8
 
 
@@ -299,6 +302,8 @@ def _step(script: "Script", stmt: ast.stmt, name: ast.Name, state: Any,
     target = name.id
     if isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
         return _walk_block(script, stmt, name, state, origin)
+    if isinstance(stmt, ast.AnnAssign) and stmt.value is not None:  # layers: list[...] = []
+        stmt = ast.Assign(targets=[stmt.target], value=stmt.value)
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
             isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == target:
         if isinstance(stmt.value, (ast.List, ast.Tuple)):
@@ -336,7 +341,10 @@ def _extended(value: ast.expr, state: Any) -> Any:
     if isinstance(value, (ast.List, ast.Tuple)) and \
             not any(isinstance(e, ast.Starred) for e in value.elts):
         return [value.elts[-1]] if value.elts else state
-    raise _Unknown
+    if state is None:
+        raise _Unknown  # extending a list not built here
+    # what it holds is not seen, and it may be empty: the last element is unseen or as before
+    return _union(state, [UNSEEN])
 
 
 def _union(a: Any, b: Any) -> Any:

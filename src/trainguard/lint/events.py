@@ -122,9 +122,9 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
         return Event("zero", "*", call)
     if f.attr == "unscale_":
         return Event("unscale", None, call)
-    if q.endswith(("clip_grad_norm_", "clip_grad_value_")) or f.attr == "clip_grad_norm_" or \
-            _held_clip(script, f):
-        return Event("clip", None, call)
+    if (q.endswith(("clip_grad_norm_", "clip_grad_value_")) or f.attr == "clip_grad_norm_" or
+            _held_clip(script, f)) and not _own_method(script, f, module=True):
+        return Event("clip", None, call)  # (a project class's own clip: its body is inlined)
     if f.attr in ("train", "eval"):
         mode = mode_switch(call)
         if mode is None:
@@ -155,14 +155,17 @@ def _chosen_mode(call: ast.Call, rename: dict[str, str]) -> str | None:
     return {"<bool:True>": "train", "<bool:False>": "eval"}.get(bound)
 
 
-def _own_method(script: Script, f: ast.Attribute) -> bool:
+def _own_method(script: Script, f: ast.Attribute, *, module: bool = False) -> bool:
     """``f`` (``learner.train``) is a method that a project class defines for itself, the
     receiver being an instance of it that is not an ``nn.Module`` (a learner whose
-    ``train(feed)`` runs one step, ULTRA_pytorch#6): a call of that method, no mode switch."""
+    ``train(feed)`` runs one step, ULTRA_pytorch#6): a call of that method, no mode switch.
+    With ``module``, a module class's own method counts too (``acc.clip_grad_norm_(params,
+    1.0, opt)`` of a mixed-precision wrapper that unscales before it clips: Accelerate's
+    ``Accelerator.clip_grad_norm_``), so its body is read for what it does."""
     graph = script.graph
     types = graph.types(f.value)
     return bool(types) and all(graph.method(t, f.attr) is not None and
-                               not graph.is_module_class(t) for t in types)
+                               (module or not graph.is_module_class(t)) for t in types)
 
 
 def _held_clip(script: Script, f: ast.expr) -> bool:

@@ -9,7 +9,7 @@ from functools import cached_property
 from trainguard.lint.astutil import dotted, is_main_guard, is_true, parent, walk_local
 from trainguard.lint.script import Script
 
-__all__ = ["Repro", "SEED_CALLS", "in_unused_function", "seeds_in"]
+__all__ = ["Repro", "SEED_CALLS", "in_fork_rng", "in_unused_function", "seeds_in"]
 
 _SEED_ALL = re.compile(r"(^|\.)(seed_everything|set_seed|seed_all|set_random_seed|fix_seed|"
                        r"setup_seed|init_seeds|seed_torch)$")
@@ -64,7 +64,7 @@ def seeds_in(script: Script, calls, *, depth: int,  # type: ignore[no-untyped-de
     unused = _never_called(script)
     for call in calls:
         q = script.call_qualname(call) or ""
-        if _in_fork_rng(script, call):
+        if in_fork_rng(script, call):
             continue  # seeds only the draws inside the block; the run itself is unseeded
         if unused and _top_function(call) in unused:
             continue  # a helper nothing in the file calls or names seeds nothing in this run
@@ -83,7 +83,7 @@ def seeds_in(script: Script, calls, *, depth: int,  # type: ignore[no-untyped-de
     return out
 
 
-def _in_fork_rng(script: Script, node: ast.AST) -> bool:
+def in_fork_rng(script: Script, node: ast.AST) -> bool:
     """Inside ``with torch.random.fork_rng():``, whose state is restored when the block ends
     (https://pytorch.org/docs/stable/random.html#torch.random.fork_rng)."""
     n = node

@@ -178,10 +178,12 @@ def _unconditional_after_conditional_step(script: Script, loop: ast.AST, evs: li
                 _related(script, e, x, {x.key for x in evs if x.kind == "step"})
                 for x in steps)):
             continue
-        if _both_branches(steps, loop):
+        if _both_branches(steps, loop, [x for x in evs if x.kind == "step" and x.via is None]):
             continue  # `if scaler: scaler.step(opt) else: opt.step()`: every path steps
         cond = next((p for p in ifs_between(steps[0].node, loop)), None)
         test = ast.unparse(cond.test) if cond is not None else "a test"
+        if cond is not None and not any(encloses(b, steps[0].node) for b in cond.body):
+            test = f"not ({test})"  # the step is in the `else` of that test
         yield Hit(e.node,
                   f"this zeroing runs in every iteration, but {steps[0].key or 'the optimizer'}"
                   f".step() at {steps[0].place(script)} runs only when {test}: the gradients "
@@ -261,18 +263,49 @@ _LEAVES = (ast.Continue, ast.Break, ast.Return, ast.Raise)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
-def _both_branches(steps: list[Event], loop: ast.AST) -> bool:
-    """Some unconditional ``if`` of the loop body steps in its body and in its ``else``."""
+def _both_branches(steps: list[Event], loop: ast.AST, every: list[Event]) -> bool:
+    """Some unconditional ``if`` of the loop body steps the optimizer of ``steps`` on every path
+    through it: in its body and in its ``else`` (:func:`_always_steps`). The other branch's
+    step is looked for among ``every`` step of the iteration: it comes before this branch's
+    backward in the flattened events (``if fp16: scaler.scale(loss).backward();
+    scaler.step(opt) else: loss.backward(); opt.step()``, a ``GradScaler``'s ``step(opt)``
+    stepping ``opt``), so a zeroing after the ``if`` follows a step on every path."""
     for e in steps:
         ifs = ifs_between(e.node, loop)
         top = ifs[-1] if ifs else None
-        if top is None:
+        if top is None or not top.orelse:
             continue
-        in_body = any(encloses(b, e.node) for b in top.body)
-        other = top.orelse if in_body else top.body
-        if any(any(encloses(b, x.node) for b in other) for x in steps):
+        same = [x for x in every if x.key == e.key or None in (x.key, e.key)]
+        if _always_steps(top.body, same) and _always_steps(top.orelse, same):
             return True
     return False
+
+
+def _always_steps(block: list[ast.stmt], steps: list[Event]) -> bool:
+    """Every pass through ``block`` runs one of ``steps``: a statement of the block runs it
+    under no further test or loop, or an ``if``/``elif`` chain of the block steps in each of
+    its branches. A step under ``if (i + 1) % accum == 0:`` does not step every pass."""
+    for stmt in block:
+        if isinstance(stmt, ast.If):
+            if stmt.orelse and _always_steps(stmt.body, steps) and \
+                    _always_steps(stmt.orelse, steps):
+                return True
+            continue
+        if isinstance(stmt, _LOOPS + (ast.Try, ast.Match)):
+            continue
+        if any(_plainly_in(x.node, stmt) for x in steps):
+            return True
+    return False
+
+
+def _plainly_in(node: ast.AST, stmt: ast.stmt) -> bool:
+    """``node`` is inside ``stmt`` with no test or loop between them (a ``with`` may be)."""
+    n = parent(node)
+    while n is not None and n is not stmt:
+        if isinstance(n, (ast.If, ast.Try, ast.Match) + _LOOPS + _SCOPES):
+            return False
+        n = parent(n)
+    return n is stmt
 
 
 def _next_step(evs: list[Event]) -> Event | None:

@@ -5,7 +5,9 @@ first); clipping them before ``scaler.unscale_(optimizer)`` applies the threshol
 values (https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-clipping). The clip
 may be a function the step was handed (``clip_fn(params)``, ``self.grad_clip_fn`` given as
 ``functools.partial(clip_grad_norm_, max_norm=1.0)``: :mod:`trainguard.lint.held_calls`), and
-the backward and step may run in a callback or an engine object the loop reaches. A backward
+the backward and step may run in a callback or an engine object the loop reaches. A
+``clip_grad_norm_`` that is a method of a project class (a mixed-precision helper's own) is
+read through its body, which may unscale first (:func:`trainguard.lint.events.events`). A backward
 of a loss that is plainly not scaled (``criterion(out, y).backward()``, a name assigned only
 from such calls) leaves unscaled gradients: a step without the scaler in the same loop stays
 silent. A scaler built disabled (``GradScaler(enabled=False)``, a flag the file fixes False,

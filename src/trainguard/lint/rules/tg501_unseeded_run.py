@@ -26,7 +26,8 @@ from collections.abc import Iterator
 from trainguard.lint.astutil import dotted, is_true, kwarg, parent
 from trainguard.lint.consts import const_eval
 from trainguard.lint.options import _argparse_dest
-from trainguard.lint.repro import SEED_CALLS, Repro, in_unused_function, seeds_in
+from trainguard.lint.repro import SEED_CALLS, Repro, in_fork_rng, in_unused_function, seeds_in
+from trainguard.lint.seed_order import drawn_before_seed
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
@@ -47,6 +48,7 @@ def check(script: Script) -> Iterator[Hit]:
         return
     helpers = list(_partial_helpers(script))
     yield from helpers  # (their fix is torch's seed: its first draw is not reported again)
+    yield from _before_seed(script)
     repro = Repro(script)
     setting = None
     if not repro.seeded:
@@ -100,6 +102,24 @@ def check(script: Script) -> Iterator[Hit]:
                         f"here unseeded: runs differ even with the same seed",
                   fix=f"seed {family} too ({_HOW[family]}), or call "
                       f"trainguard.seed_everything(seed)")
+
+
+def _before_seed(script: Script) -> Iterator[Hit]:
+    """A model built, or torch drawn from, before the one statement that seeds torch
+    (:mod:`trainguard.lint.seed_order`): reported at the draw."""
+    def is_draw(call: ast.Call) -> bool:
+        return _family(script, call) == "torch" and not _draws_the_seed(script, call) and \
+            not in_fork_rng(script, call)
+
+    for draw, seed in drawn_before_seed(script, is_draw):
+        model = not is_draw(draw)  # type: ignore[arg-type]
+        what = "builds a model whose initial weights are drawn" if model else "draws"
+        yield Hit(draw, f"this {what} from torch's generator before "
+                        f"{ast.unparse(seed.func)}() seeds it ({script.at(seed.lineno)}): the "
+                        f"seed does not govern {'them' if model else 'this draw'}, which "
+                        f"come from whatever state the generator was left in (another seed "
+                        f"gives the same values; a second run in the process, other ones)",
+                  fix=f"call {ast.unparse(seed.func)}(...) before this line")
 
 
 _FRESH = {"numpy.random.default_rng": "numpy", "numpy.random.RandomState": "numpy",

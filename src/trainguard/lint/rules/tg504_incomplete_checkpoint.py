@@ -5,7 +5,8 @@ state (momentum, Adam moments), the scheduler's position and the GradScaler's sc
 resumed run is not the one that stopped
 (https://pytorch.org/tutorials/recipes/recipes/saving_and_loading_a_general_checkpoint.html).
 A bare ``state_dict`` exported for inference has no epoch/step and stays silent; so do dicts
-built with ``**`` or by helpers the file cannot see, and files whose only optimizer is plain SGD
+built with ``**`` or by helpers the file cannot see (a method of the file whose one ``return`` is
+a dict display is read: :func:`_returned_dict`), and files whose only optimizer is plain SGD
 without momentum (it has no state). A missing scheduler is named in the message when the
 optimizer is missing too, and alone fires only when the file resumes (it loads an optimizer's
 state back: the scheduler then restarts at its first step, alibaba/TorchEasyRec#664); a missing ``GradScaler`` whose ``step`` drives
@@ -25,7 +26,7 @@ import re
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import const_value, dotted, kwarg, parent, walk_local
-from trainguard.lint.callgraph import bind_arguments, parameter_default
+from trainguard.lint.callgraph import bind_arguments, parameter_default, returned_values
 from trainguard.lint.dataflow import last_assignment, scope_of
 from trainguard.lint.consts import resolve, with_constants
 from trainguard.lint.file_origins import origins
@@ -230,7 +231,7 @@ def _saved(script: Script, call: ast.Call
     once per call of the helper that hands it a dict display."""
     entries = _entries(script, call, call.args[0])
     if entries is not None:
-        yield call, entries, _last_entry(call)
+        yield call, entries, _last_entry(script, call)
         return
     obj, func = call.args[0], script.enclosing_function(call)
     if not isinstance(obj, ast.Name) or func is None or \
@@ -424,7 +425,7 @@ def _optimizer_class(qualname: str) -> bool:
         and parts[-1][:1].isupper() and parts[-1] != "Optimizer"
 
 
-def _last_entry(call: ast.Call) -> ast.AST:
+def _last_entry(script: Script, call: ast.Call) -> ast.AST:
     """Where the missing state belongs: the last entry of the dict display saved by ``call``
     (given to it, or last assigned before it to the name given); else ``call`` itself."""
     obj = call.args[0]
@@ -436,6 +437,7 @@ def _last_entry(call: ast.Call) -> ast.AST:
                     and (found is None or sub.lineno >= found.lineno)):
                 found = sub
         obj = found.value if found is not None else obj
+    obj = _returned_dict(script, obj) or obj
     if isinstance(obj, ast.Dict) and obj.keys and obj.keys[-1] is not None:
         return obj.keys[-1]
     if isinstance(obj, ast.DictComp):  # the keys it iterates: where the missing ones belong
@@ -496,7 +498,22 @@ def _dict_entries(script: Script, node: ast.AST) -> list[tuple[str, str]] | None
     if isinstance(node, ast.Call) and (ast.unparse(node.func) == "dict") and not node.args:
         return [(kw.arg, ast.unparse(kw.value)) for kw in node.keywords if kw.arg] \
             if all(kw.arg for kw in node.keywords) else None
-    return None
+    returned = _returned_dict(script, node)
+    return _dict_entries(script, returned) if returned is not None else None
+
+
+def _returned_dict(script: Script, node: ast.AST) -> ast.Dict | None:
+    """The dict display that ``node``, a call of one function or method of this file, returns
+    (``torch.save(state.state_dict(), path)`` with a train-state class whose ``state_dict()``
+    returns ``{"model": ..., "optimizer": ..., "step": ...}``): what is saved is that dict.
+    None when the call may run several functions or one with any other ``return``."""
+    if not isinstance(node, ast.Call):
+        return None
+    targets = script.targets(node)
+    if len(targets) != 1 or targets[0].script is not script or targets[0].instance:
+        return None
+    values = returned_values(targets[0].func)
+    return values[0] if len(values) == 1 and isinstance(values[0], ast.Dict) else None
 
 
 def _comprehension_entries(script: Script, node: ast.DictComp) -> list[tuple[str, str]] | None:

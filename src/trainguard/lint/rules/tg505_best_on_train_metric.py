@@ -5,9 +5,10 @@ most overfit one, not the best. Fires on a comparison between a ``best*`` value 
 ``if`` it guards updates, ``if score < lowest: lowest = score``) and a value named
 for training (``train_loss``, ``train_acc``; also converted: ``train_loss.item()``,
 ``float(train_loss)``) or returned by a ``train*()`` function, where the
-comparison guards a save or an update of the best value. A dict entry keyed for training counts
-too (``metrics["train_mIoU"]``, ``logs.get("train_loss")``), as does any entry of a mapping
-named for training (``train_stats["acc"]``). The metric is followed through a
+comparison guards a save or an update of the best value (directly, or through a flag an ``if``
+then tests: ``improved = current < self.best``, ``if improved:``). A dict entry keyed for
+training counts too (``metrics["train_mIoU"]``, ``logs.get("train_loss")``), as does any entry
+of a mapping named for training (``train_stats["acc"]``). The metric is followed through a
 plain assignment (``monitored = train_loss``, ``score = metrics["train_acc"]``, reported there; also
 negated, ``perf = -train_loss``) and through a parameter that
 every call fills with a training metric (``self.save(epoch, train_loss)`` into
@@ -389,13 +390,34 @@ def _entry(node: ast.AST | None) -> str | None:
 
 
 def _selects(compare: ast.Compare) -> bool:
-    """The comparison guards saving or updating the best, or is stored as ``is_best``."""
-    p = parent(compare)
-    while isinstance(p, (ast.BoolOp, ast.UnaryOp)):
-        p = parent(p)
+    """The comparison guards saving or updating the best, or is stored as ``is_best`` or in a
+    flag that an ``if`` saving or updating the best then tests (``better = self.best is None
+    or (value > self.best if self.mode == "max" else value < self.best)``, ``if better:``)."""
+    n, p = compare, parent(compare)
+    while isinstance(p, (ast.BoolOp, ast.UnaryOp)) or \
+            isinstance(p, ast.IfExp) and n is not p.test:
+        n, p = p, parent(p)
     if isinstance(p, ast.Assign):
-        return any("best" in (dotted(t) or "").lower() for t in p.targets)
+        return any("best" in (dotted(t) or "").lower() for t in p.targets) or \
+            _flag_selects(p)
     if isinstance(p, ast.If):
-        text = " ".join(ast.unparse(s) for s in p.body)
-        return "best" in text.lower() or "save" in text.lower()
+        return _saves_best(p)
     return False
+
+
+def _saves_best(stmt: ast.If) -> bool:
+    text = " ".join(ast.unparse(s) for s in stmt.body)
+    return "best" in text.lower() or "save" in text.lower()
+
+
+def _flag_selects(assign: ast.Assign) -> bool:
+    """``flag = <comparison>`` in a function whose ``if flag:`` saves or updates the best."""
+    if len(assign.targets) != 1 or not isinstance(assign.targets[0], ast.Name):
+        return False
+    name = assign.targets[0].id
+    scope = parent(assign)
+    while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                       ast.Module)):
+        scope = parent(scope)
+    return any(isinstance(n, ast.If) and isinstance(n.test, ast.Name) and n.test.id == name
+               and _saves_best(n) for n in walk_local(scope)) if scope is not None else False

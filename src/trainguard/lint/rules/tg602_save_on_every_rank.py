@@ -12,7 +12,8 @@ for an object made on one rank only (``saver = Saver(...) if is_primary(args) el
 helpers such as ``save_on_master`` or ``@rank_zero_only``, for per-rank file names, and for the
 distributed checkpoint API that every rank must call. A periodic test (``epoch % k == 0``)
 is no rank check. A write inside a helper of the file is reported at its first unguarded call,
-where the rank check goes; a write inside a function of another
+where the rank check goes, unless the helper takes the rank (``rank``, ``is_main_process``) and
+never reads it: the check belongs in the helper, at its write; a write inside a function of another
 project file is reported at the unguarded call of that function.
 """
 
@@ -54,8 +55,11 @@ def check(script: Script) -> Iterator[Hit]:
             yield Hit(site, f"{helper}() runs {what} {path_text} (at {script.at(call.lineno)}) "
                             f"on every rank: all processes write the same file")
             continue
+        func = script.enclosing_function(call)
+        unread = f": {func.name}() takes the rank but never tests it" \
+            if func is not None and _unread_rank(func) else ""
         yield Hit(call, f"{what} {path_text} runs on every rank: all processes write the same "
-                        f"file")
+                        f"file{unread}")
     yield from _project_writers(script)
 
 
@@ -87,12 +91,26 @@ def _unguarded_site(script: Script, write: ast.Call) -> tuple[ast.Call | None, s
         if isinstance(n, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try)):
             return None, ""  # a write under its own test or loop: the guard goes there
         n = parent(n)
+    if _unread_rank(func):
+        return None, ""  # handed the rank to test and never reads it: the guard goes here
     sites = script.call_sites(func)
     unguarded = [s for s in sites if not _guarded(script, s, frozenset({id(func)}))]
     if not sites or not unguarded or script.enclosing_function(unguarded[0]) is func or \
             _dispatched(unguarded[0]):
         return None, ""
     return unguarded[0], func.name
+
+
+def _unread_rank(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """``def save_checkpoint(out_dir, epoch, model, opt, rank)``: the helper takes the rank (or
+    a main-process flag) and nothing in it reads that parameter, so the check that was meant
+    to use it is missing from the helper itself."""
+    args = func.args
+    params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]
+              if re.fullmatch(r"(global_|local_)?rank|is_(main|master)(_process)?|"
+                              r"master_process", a.arg)}
+    read = {n.id for n in ast.walk(func) if isinstance(n, ast.Name)}
+    return bool(params - read)
 
 
 def _dispatched(call: ast.Call) -> bool:
