@@ -19,12 +19,18 @@ newer output that the failing graph holds, freed by a backward on another line (
 output, used by the discriminator's backward and, after ``opt_d.step()``, by the generator's); a
 carried tensor's line made a newer one this iteration, or the same backward line freed it (an output
 computed once before the loop). One whose line has not run since (a target refreshed every few
-steps, data made once) and is no carried state is reported at that line.
+steps, data made once) and is no carried state is reported at that line. An output freed by the
+same backward line in an earlier pass of its loop, made by a module whose parameters the optimizer
+stepped after that backward does not hold but another optimizer does (a critic updated several
+times per generator step, KupynOrest/DeblurGAN#56), needed no graph in this loss: reported where
+it enters the loss, at the assignment of the backward's variable that carries it in
+(:mod:`..core.foreign_output`).
 
 Silent on: any run that does not raise this error; ``retain_graph=True`` backwards.
 
-Cost: only at a failed backward: one walk of its roots' graphs, 20,000 nodes in all, and one parse
-of the line's file (``bounds.parse_file``).
+Cost: only at a failed backward: one walk of its roots' graphs, 20,000 nodes in all (twice as
+many with the variables of a repeated backward's function), and one parse of the line's file
+(``bounds.parse_file``).
 
 Reference: ``torch.Tensor.backward`` docs (``retain_graph``); forum thread "RuntimeError: Trying
 to backward through the graph a second time"
@@ -34,16 +40,20 @@ to backward through the graph a second time"
 from __future__ import annotations
 
 import ast
+import sys
+import weakref
 from typing import Any
 
 from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget
 from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.cuts import assigned_in_methods
-from trainguard.sanitize.core.frames import short_location
+from trainguard.sanitize.core.foreign_output import foreign_entry
+from trainguard.sanitize.core.frames import short_location, user_frame
 from trainguard.sanitize.core.graph import freed_metadata, graph_nodes
 from trainguard.sanitize.core.holders import carried_names, graph_metadata, rebound_before
 from trainguard.sanitize.core.later_use import read_after, taken_whole
+from trainguard.sanitize.core.module_state import carried_state, kept_tensors
 from trainguard.sanitize.core.records import MADE as _KEY
 from trainguard.sanitize.core.records import BackwardCall
 from trainguard.sanitize.core.source import SourceFile, function_node
@@ -59,6 +69,11 @@ class BackwardTwice(Check):
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.caught = Caught(4)  # (error, failed call, earlier call) of each, until claimed
+        self.built: weakref.WeakSet = weakref.WeakSet()  # the optimizers built
+
+    def on_built(self, obj: Any, where: Any) -> None:
+        if hasattr(obj, "param_groups"):
+            self.built.add(obj)
 
     def on_backward_failed(self, call: BackwardCall, exc: BaseException) -> None:
         if _MESSAGE not in str(exc):
@@ -87,6 +102,13 @@ class BackwardTwice(Check):
         call.facts["tg202_stale"] = first is not None and self._stale(first, stamps, call.index)
         # the script may catch it (``except RuntimeError:`` around training): reported at exit
         earlier = next((b for b in reversed(self.state.backwards) if not b.failed), None)
+        # the same line's backward again, after a step, through an output of a module another
+        # optimizer trains (a critic updated several times per generator step): where it enters
+        again = first is not None and earlier is not None and earlier.where == call.where and \
+            self.state.backwards_at_step > earlier.index and not call.facts["tg202_renewed"]
+        call.facts["tg202_entry"] = foreign_entry(
+            self.state, [*self.state.optimizers, *self.built], call.tensors, first,
+            user_frame(sys._getframe(1)), call.where) if again else None
         self.caught.hold(exc, (exc, call, earlier))
 
     def _stale(self, first: Any, stamps: list, index: int) -> bool:
@@ -121,14 +143,14 @@ class BackwardTwice(Check):
             if getattr(root, "grad_fn", None) is not None:
                 keep += graph_nodes(root.grad_fn, budget=budget)
         nodes.update(id(n) for n in keep)
-        carried = _carried_state(self.state.models, nodes, budget)
+        carried = carried_state(self.state.models, nodes, budget)
         if carried is not None:
             return carried
         for model in list(self.state.models):
             for module in model.modules():
                 for attr, value in vars(module).items():
                     if any(v.grad_fn is not None and id(v.grad_fn) in nodes
-                           for v in _kept_tensors(value)):
+                           for v in kept_tensors(value)):
                         return (f"{type(module).__name__}.{attr}",
                                 assigned_in_methods(type(module), attr))
         return None
@@ -169,6 +191,8 @@ class BackwardTwice(Check):
                     "backward once, or pass retain_graph=True to the first backward",
                 where=failed.where)
         made_step, made_where, module = made.step, made.where, made.module
+        if failed.facts.get("tg202_entry"):
+            return _foreign(made, before, *failed.facts["tg202_entry"])
         same_step = earlier is not None and made_step == earlier.step == failed.step
         what = f"the output of {module} made at {short_location(made_where)}"
         carried = carried_names(made_where)
@@ -243,6 +267,22 @@ def _one_iteration(exc: BaseException, failed: Any, earlier: Any, made: Any, bef
              "give it the output detached (D(fake.detach()))")
             + "; or pass retain_graph=True to the first of the two backward calls",
         where=(taken[0] if taken else reread) or failed.where)
+
+def _foreign(made: Any, before: str, where: Any, name: str, stepped: str,
+             other: str) -> Diagnosis:
+    """The diagnosis of a backward repeated from one line through the output ``made`` of a
+    module that the ``other`` optimizer trains, not the ``stepped`` one (see
+    :mod:`..core.foreign_output`); ``name`` carries it into the loss at ``where``."""
+    return Diagnosis(
+        f"this backward runs through the output of {made.module} made at "
+        f"{short_location(made.where)}, whose saved tensors {before} already freed (this "
+        f"backward's line, one pass of its loop earlier); {made.module}'s parameters are not "
+        f"in the {stepped} stepped after that backward but in another {other}, so this loss needs "
+        f"no graph through it: `{name}` here takes the output in undetached",
+        fix=f"give this term {made.module}'s output detached (.detach()) when this update "
+            f"should not train {made.module}, or compute the output again inside the loop",
+        where=where)
+
 
 def _rebound(made: Any, carried: list[str], exc: BaseException) -> tuple[Any, Any, str]:
     """``(rebinding, return, clause)`` for a carried state rebound from itself through a call
@@ -338,56 +378,6 @@ def _copies(value: ast.AST, params: set[str]) -> bool:
                               ast.Constant, ast.Slice, ast.keyword, ast.expr_context)):
             return False
     return True
-
-
-def _carried_state(models: Any, nodes: set[int], budget: Budget) -> tuple[str, Any] | None:
-    """``("Net.hidden", line)`` for a module whose ``forward`` reads and stores ``self.hidden``
-    (``out, self.hidden = self.lstm(x, self.hidden)``) and whose stored value's graph meets the
-    failing one below its own top: the state this step's forward took in, and stored again with
-    the old graph beneath it (an RNN's hidden state kept on the module)."""
-    carried: dict[type, dict[str, Any]] = {}  # class -> attr -> where its forward stores it
-    for model in list(models):
-        for module in model.modules():
-            cls = type(module)
-            if cls not in carried:
-                carried[cls] = _read_and_stored(cls)
-            for attr, where in carried[cls].items():
-                for v in _kept_tensors(vars(module).get(attr)):
-                    if v.grad_fn is not None and any(
-                            id(n) in nodes and not hasattr(n, "variable")
-                            for n in list(graph_nodes(v.grad_fn, budget=budget))[1:]):
-                        return f"{cls.__name__}.{attr}", where
-    return None
-
-
-def _read_and_stored(cls: type) -> dict[str, Any]:
-    """``attr -> location`` of the first store of each ``self.<attr>`` that ``cls.forward`` both
-    reads and stores (in the user's code)."""
-    code = getattr(getattr(cls, "forward", None), "__code__", None)
-    node = function_node(code) if code is not None else None
-    if node is None or isinstance(node, ast.Module):
-        return {}
-    stored: dict[str, ast.stmt] = {}  # attr -> its first store in forward
-    for n in ast.walk(node):
-        if isinstance(n, (ast.Assign, ast.AugAssign)):
-            for target in (n.targets if isinstance(n, ast.Assign) else [n.target]):
-                for t in ast.walk(target):
-                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) \
-                            and t.value.id == "self":
-                        stored.setdefault(t.attr, n)
-    read = {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
-            and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)
-            and n.value.id == "self"}
-    return {attr: (code.co_filename, stored[attr].lineno, stored[attr].col_offset + 1)
-            for attr in sorted(set(stored) & read)}
-
-
-def _kept_tensors(value: Any) -> list[Any]:
-    """The tensors a module attribute holds: itself, or a recurrent state kept as a tuple (h, c)."""
-    import torch
-
-    kept = value if isinstance(value, (tuple, list)) and len(value) <= 4 else (value,)
-    return [v for v in kept if isinstance(v, torch.Tensor)]
 
 
 def _outside_loops(where: Any) -> bool:
