@@ -14,12 +14,14 @@ the gradients were zeroed after that backward (a GAN's generator gradients pollu
 discriminator's backward, then zeroed before the generator's step), and reported at the cause: the
 line of the step's first forward, at the top of the step where the missing ``zero_grad`` goes, when
 that forward ran in a frame the backward's stack holds (the loop body or step function that also
-calls backward; the order of PyTorch's tutorials: zero_grad, forward, backward, step); else the line
-of the step, when it runs in a function of its own that the backward's function calls after the
-backward (``zero_grad`` belongs right after it there); else of the latest backward that added onto
-the stale gradients before the step (of the last 8 backward calls; else at the step line), naming
-the step; when that backward runs in a helper that the step's code calls, the line in the frame
-both stacks share that called it.
+calls backward; the order of PyTorch's tutorials: zero_grad, forward, backward, step), unless one
+function calls both the backward and the step and that forward ran in its caller (an
+``update(loss, optimizer)`` helper owns the update: at its backward); else the line of the step,
+when it runs in a function of its own that the backward's function calls after the backward
+(``zero_grad`` belongs right after it there); else of the latest backward that added onto the
+stale gradients before the step (of the last 8 backward calls; else at the step line), naming the
+step; when that backward runs in a helper that the step's code calls, the line in the frame both
+stacks share that called it.
 
 Silent on: ``zero_grad`` before backward or at the end of the step, ``set_to_none`` either way,
 ``p.grad = None``, ``model.zero_grad()``, LBFGS closures (they zero inside ``step``), manual SGD
@@ -198,14 +200,17 @@ class GradsAccumulate(Check):
                 where, lead = cause
             elif where is not None and stack and not marked(self.code, where):
                 top = self._step_start(stack, optimizer)
-                if top is not None and top[:2] != where[:2]:
-                    where, lead = top, (
+                step_stack = user_stack(sys._getframe(1))
+                if top is not None and _owns_update(stack, step_stack, top[1]):
+                    lead = ("this function runs the backward and the step, and nothing in it "
+                            "zeroes the gradients (zero_grad belongs before this backward); so ")
+                elif top is not None and top[0][:2] != where[:2]:
+                    where, lead = top[0], (
                         f"this forward starts the step, and nothing zeroes the gradients before "
                         f"it (the backward at {short_location(where)} then adds onto the "
                         "previous step's); so ")
                 elif not closure:  # (a closure's backward: its own line, inside the closure)
-                    where, lead = _caller(where, stack, user_stack(sys._getframe(1)), lead,
-                                          step_at)
+                    where, lead = _caller(where, stack, step_stack, lead, step_at)
             previous = "closure evaluation's (the step calls its closure several times)" \
                 if closure else "step's"
             lead = lead.replace("previous step's", "previous evaluation's") if closure else lead
@@ -228,13 +233,14 @@ class GradsAccumulate(Check):
         forward: a generator's detached samples come before the student's forward) when it ran in
         a frame the backward's call stack holds (the loop body or step function that also calls
         backward): where a missing ``zero_grad`` goes, at the top of the step (tutorials' order:
-        zero_grad, forward, backward, step); None otherwise."""
+        zero_grad, forward, backward, step), with that frame's index in the stack; else None."""
         if not self.forwards or self.forwards[0][0] != self.state.step:
             return None
         held = {id(p) for g in optimizer.param_groups for p in g["params"]}
         _, where, fid, code, _ = next((f for f in self.forwards if _holds_any(f[4](), held)),
                                       self.forwards[0])
-        return where if any(e[0] == fid and e[1] is code for e in backward_stack) else None
+        return next(((where, i) for i, e in enumerate(backward_stack)
+                     if e[0] == fid and e[1] is code), None)
 
     def _cause(self, optimizer: Any, stale: list[Any], backward_at: Any,
                step_at: Any) -> tuple[Any, str] | None:
@@ -368,6 +374,17 @@ def _caller(backward_at: Any, backward_stack: Any, step_stack: Any, lead: str,
         return backward_at, lead
     return line, (f"this call leads to the backward at {short_location(backward_at)}, which "
                   "added onto gradients that still held the previous step's, and ")
+
+
+def _owns_update(backward_stack: Any, step_stack: Any, forward_depth: int) -> bool:
+    """Whether one function called both the backward and the step (a ``backward_step(loss)``
+    helper) while the step's forward ran in a caller of it (at ``forward_depth`` of the
+    backward's stack): that function owns the update and every caller relies on it, so the
+    missing ``zero_grad`` belongs in it, before its backward, as when the forward also runs in
+    a function of its own."""
+    depth = len(backward_stack) - 1
+    return forward_depth < depth and len(step_stack) == depth + 1 and \
+        shared_depth(backward_stack, step_stack) == depth
 
 
 def _holds_any(module: Any, held: set[int]) -> bool:

@@ -43,6 +43,7 @@ from trainguard.placement import body_statement, setup_start
 from trainguard.sanitize.core.bounds import FRAMES, parse_file
 from trainguard.sanitize.core.frames import (Location, frame_location, is_user_code, user_frame,
                                              user_frames)
+from trainguard.sanitize.core.hook_calls import dispatched
 from trainguard.sanitize.core.source import SourceFile, function_node
 
 __all__ = ["Location", "Stack", "user_stack", "shared_depth", "cause_line", "dispatched",
@@ -132,28 +133,8 @@ def shared_depth(one: Stack, other: Stack) -> int:
     return depth
 
 
-def dispatched(where: Location) -> bool:
-    """Whether the call at ``where`` is a hook dispatched to each item of a collection
-    (``for cb in self.callbacks: cb.on_epoch_end(...)``): a line that serves every callback, so
-    a fault of one callback's own code belongs in that callback, not at the dispatch."""
-    file = SourceFile.load(where[0])
-    call = file.call_at(where[1], where[2] - 1) if file is not None else None
-    recv = call.func.value if call is not None and isinstance(call.func, ast.Attribute) else \
-        call.func if call is not None else None  # (``for cb in callbacks: cb(self, it)``)
-    if not isinstance(recv, ast.Name):
-        return False
-    cur = file.parents.get(call)  # type: ignore[union-attr]
-    while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                    ast.Lambda, ast.Module)):
-        if isinstance(cur, (ast.For, ast.AsyncFor, ast.comprehension)) and \
-                isinstance(cur.target, ast.Name) and cur.target.id == recv.id:
-            return True
-        cur = file.parents.get(cur)  # type: ignore[union-attr]
-    return False
-
-
 def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False,
-               past_dispatch: bool = False) -> Location | None:
+               past_dispatch: bool = False, dispatch_below: bool = False) -> Location | None:
     """The line of ``at`` in the deepest frame it shares with ``ref``.
 
     With ``into_phase``, the line inside the function ``at``'s phase runs in (at a script's top
@@ -166,12 +147,16 @@ def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False,
     of its own function (the evaluation code: ``predict_proba`` under ``score()``), else the
     first; of that frame's function, the statement at the top of its body that holds the line
     (:func:`statement_start`: where a call for that stretch goes). With ``past_dispatch``, a
-    shared frame's line that dispatches a hook to each item of a collection
-    (:func:`dispatched`) gives way to the callee's line. None when the stacks share no frame.
+    shared frame's line that dispatches a hook to each item of a collection (:func:`dispatched`)
+    gives way to the callee's line; with ``dispatch_below`` too, a dispatch in a function past
+    the shared frame (an engine's ``fire(event)``). None when the stacks share no frame.
     """
     depth = shared_depth(at, ref)
     if depth < 0:
         return None
+    if dispatch_below:  # (the loop fires each event at its time, the callback chose the event)
+        depth = max((d for d in range(depth, len(at) - 1) if dispatched(at[d][2])),
+                    default=depth)
     while past_dispatch and depth + 1 < len(at) and dispatched(at[depth][2]):
         depth += 1  # into the callback: its own line is the one to change
     if into_phase and under_no_grad(at[depth][2]):

@@ -7,9 +7,10 @@ stepping its optimizer, called in that order from the training loop), the helper
 right in itself: the loop calls the two helpers in the wrong order. The place follows from two
 stacks: the user's stack at the scheduler's ``step()`` and the one at the optimizer's first
 ``step()``. The line of the first in the deepest frame both share is where the order is set
-(``core/callstack.py``, :func:`cause_line`; a line dispatching a hook to each callback gives way
-to the callback's own). The finding therefore waits for the optimizer's first step; one that never
-comes is reported at exit, at the ``scheduler.step()`` line.
+(``core/callstack.py``, :func:`cause_line`; a line dispatching a hook to each callback, there or
+in a helper that frame calls, gives way to the callback's own). The finding therefore waits for
+the optimizer's first step; one that never comes is reported at exit, at the ``scheduler.step()``
+line.
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ def order_finding(early: Early, step_frame: Any) -> tuple[Location | None, str, 
     ``step()`` (None: it never stepped)."""
     where = early.where
     if step_frame is not None and early.stack:
-        where = cause_line(early.stack, user_stack(step_frame), past_dispatch=True) or where
+        where = cause_line(early.stack, user_stack(step_frame), past_dispatch=True,
+                           dispatch_below=True) or where
     lr = f" (learning rate now {early.lr:.3g})" if isinstance(early.lr, (int, float)) else ""
     at = "" if where == early.where or early.where is None else \
         f" (its step() at {short_location(early.where)})"

@@ -1,0 +1,36 @@
+# Fixed twin of buggy.py (https://github.com/snakers4/silero-vad/pull/699): the update helper
+# zeroes the gradients before its backward.
+import torch
+from torch import nn
+
+torch.manual_seed(4)
+
+
+class FrameVAD(nn.Module):
+    def __init__(self, n_feats=10, hidden=16):
+        super().__init__()
+        self.rnn = nn.GRU(n_feats, hidden, batch_first=True)
+        self.head = nn.Linear(hidden, 1)
+
+    def forward(self, feats):
+        out, _ = self.rnn(feats)
+        return self.head(out).squeeze(-1)
+
+
+def update(loss, optimizer):
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+
+
+model = FrameVAD()
+optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
+criterion = nn.BCEWithLogitsLoss()
+feats = torch.randn(24, 20, 10)
+speech = (feats[..., 0] > 0.3).float()
+for epoch in range(2):
+    for i in range(0, 24, 8):
+        logits = model(feats[i:i + 8])
+        loss = criterion(logits, speech[i:i + 8])
+        update(loss, optimizer)
+    print(f"epoch {epoch} loss {loss.item():.4f}")
