@@ -19,7 +19,8 @@ gradients not all zero, their version counters never moved, and it never stepped
 last backward's line. Either finding is reported instead at the ``step()`` call written for that
 optimizer, when one was found in the functions running at its first backward calls
 (``core/step_site.py``: ``X.step(...)`` whose receiver or first argument is the optimizer), with
-the condition around it named.
+the condition around it named; or at that condition when the block it guards only steps (the
+step's own condition, huggingface/transformers#2995).
 
 Silent on: optimizers that step, however late (a backbone optimizer zeroed every step but stepped
 only after a warm-up epoch; a gradient probe that uses the training optimizer's ``zero_grad``
@@ -267,6 +268,11 @@ def _at_site(site: StepSite | None, fallback: Any) -> tuple[Any, str]:
     line) and the sentence that names it."""
     if site is None:
         return fallback, ""
+    if site.guard is not None and site.guard[2] and site.guard[0] != site.where[1]:
+        # a block that only steps: its condition, never true, is what to change
+        return ((site.where[0], site.guard[0], site.guard[2]),
+                f"; its step call (`{site.text}`, line {site.where[1]}) sits in a block that "
+                f"only steps, under `{site.guard[1]}` (here), which never let it run")
     guard = (f", inside `{site.guard[1]}` (line {site.guard[0]}), which never let it run"
              if site.guard is not None and site.guard[0] != site.where[1] else
              ", which never ran")

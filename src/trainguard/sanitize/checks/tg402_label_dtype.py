@@ -19,8 +19,9 @@ Where: at the dataset line (or the line of a batch generator of the user's) that
 targets when the loss call's frames show it (``core/target_origin.py``), or at the assignment of
 labels stored before the loop that the loss takes them from (``y_train[idx]``:
 ``core/stored_target.py``), the loss line in the message; else at the loss line. A class index
-out of range is placed there only when the labels are the fault: all in 1..C (counted from 1) or
-only 0 and 255 (a mask's grey levels); any other may be a model with too few outputs: placed
+out of range is placed there only when the labels are the fault: all in 1..C (counted from 1),
+only 0 and 255 (a mask's grey levels), or, in a dense target (a mask), exactly C distinct values
+(ids never mapped to class indices); any other may be a model with too few outputs: placed
 where the model's width was set when the dataset's own ``classes`` list holds every label
 (``core/head_width.py``), else at the loss line.
 
@@ -54,6 +55,7 @@ _BINARY = ("BCELoss", "BCEWithLogitsLoss", "binary_cross_entropy", "binary_cross
 _LOSS_FUNCS = ("cross_entropy", "nll_loss", "binary_cross_entropy",
                "binary_cross_entropy_with_logits")
 _OUT_OF_BOUNDS = re.compile(r"Target (-?\d+) is out of bounds")
+_DENSE = 64  # target values per class for its distinct values to show every kind of label
 
 
 class LabelDtype(Check):
@@ -158,10 +160,13 @@ class LabelDtype(Check):
             span = f"[0, {classes - 1}]" if classes else "the class range"
             message = f"{func} got class index {m.group(1)}, but the input has " \
                 f"{classes if classes else 'fewer'} classes ({shapes}); valid targets lie in {span}"
-            form = _label_form(t, classes) if classes else ""
-            head = _head_too_small(exc, t, classes, message) if classes and not form else None
+            form = _label_form(t, classes, _ignore_index(exc)) if classes else ""
+            head = _head_too_small(exc, t, classes, message) \
+                if classes and (not form or form.startswith("ids")) else None
             if head is not None:
                 return head
+            if form.startswith("ids"):
+                return _label_ids(exc, t, classes, form, message, self.state.loader_passes)
             if not form:
                 return Diagnosis(message, fix="make the model's last layer output one score per "
                                  "class, or remap the labels to 0..C-1 (labels starting at 1 "
@@ -252,11 +257,14 @@ def _made_here(loss_at: Any) -> str:
     return f" (the targets are made here; the loss at {short_location(loss_at)})"
 
 
-def _label_form(target: Any, classes: int) -> str:
+def _label_form(target: Any, classes: int, ignore: int | None = None) -> str:
     """How out-of-range integer class indices were written, where the labels (not the model's
     ``classes`` scores) are what is wrong: ``"one"`` when they all lie in 1..``classes`` (counted
-    from 1), ``"255"`` when they hold only 0 and 255 (a mask's grey levels), else ``""``. Values
-    read on CPU and CUDA only (a sync, at the error)."""
+    from 1), ``"255"`` when they hold only 0 and 255 (a mask's grey levels), ``"ids ..."`` (the
+    values) when a dense target (at least 64 values per class) holds, ``ignore`` aside, exactly
+    ``classes`` distinct values, not 0..``classes``-1 (an annotation tool's ids, never mapped to
+    class indices: as many kinds of label as scores), else ``""``. Values read on CPU and CUDA
+    only (a sync, at the error)."""
     if not readable(target) or target.is_floating_point() or target.numel() == 0:
         return ""
     low, high = int(target.min()), int(target.max())
@@ -265,7 +273,38 @@ def _label_form(target: Any, classes: int) -> str:
     if low == 0 and high == 255 and classes < 255 and \
             bool(((target == 0) | (target == 255)).all()):
         return "255"
+    if target.numel() >= _DENSE * classes:
+        values = [int(v) for v in target.unique(sorted=True)[:classes + 2] if int(v) != ignore]
+        if len(values) == classes and values[0] >= 0 and values[-1] >= classes:
+            return "ids " + " ".join(map(str, values))
     return ""
+
+
+def _ignore_index(exc: BaseException) -> int | None:
+    """The ``ignore_index`` of the loss function the exception passed through, or None."""
+    tb, found = exc.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name in _LOSS_FUNCS:
+            value = tb.tb_frame.f_locals.get("ignore_index")
+            found = value if isinstance(value, int) else found
+        tb = tb.tb_next
+    return found
+
+
+def _label_ids(exc: BaseException, target: Any, classes: int, form: str, message: str,
+               passes: Any) -> Diagnosis:
+    """The diagnosis of label ids for ``classes`` scores: as many distinct values as classes,
+    not 0..C-1; placed where the labels are made when that is found."""
+    values = form.split()[1:]
+    made, used = _made_at_error(exc, target, passes)
+    mapping = ", ".join(f"{v}: {i}" for i, v in enumerate(values))
+    return Diagnosis(
+        message + f"; the targets hold {classes} distinct values ({', '.join(values)}), one per "
+        "class the model scores: label ids, never mapped to class indices"
+        + (_made_here(used) if made is not None and used is not None else ""),
+        fix=f"map the ids to class indices where the labels are made ({{{mapping}}}, e.g. with "
+            "a lookup table indexed by the raw ids)",
+        where=made[:2] if made is not None else None)
 
 
 def _loss_args(exc: BaseException) -> tuple[str, Any, Any] | None:

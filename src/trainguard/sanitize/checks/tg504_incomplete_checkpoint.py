@@ -30,8 +30,8 @@ alive, and
 Where: the ``torch.save`` line, or, when ``torch.save`` sits in a helper that was handed the dict
 (the ImageNet example's ``save_checkpoint(state, is_best, filename)``), the user's line that
 called the helper with it; and there, when the dict is written in the source (a dict display
-passed to the call, or the one last assigned to the name passed), the line of its last entry,
-where the optimizer's state belongs.
+passed to the call, the one last assigned to the name passed or returned by the user's function
+called there), the line of its last entry, where the missing state belongs.
 
 Silent on: a model's weights saved alone and never trained on after a reload (an export for
 inference, a bundle reloaded for evaluation), dicts without a progress counter that are not loaded
@@ -66,6 +66,7 @@ from trainguard.sanitize.core.ckpt_states import (is_model_state, is_optimizer_s
                                                   live_parameters, optimizer_settings,
                                                   scaler_in_use, trainer_of)
 from trainguard.sanitize.core.frames import frame_location, is_user_code, user_frame
+from trainguard.sanitize.core.returned_dict import returned_dict_line
 from trainguard.sanitize.core.source import SourceFile, last_assigned
 
 _PROGRESS = re.compile(r"epoch|step|iter", re.IGNORECASE)
@@ -343,8 +344,8 @@ def _built_at(obj: Any, start: Any) -> Any:
 def _entries_line(where: Any, frame: Any, obj: Any) -> Any:
     """The line of the checkpoint dict's last entry, where a missing state belongs: in the dict
     display passed to the call at ``where`` (``torch.save({...}, path)``), or in the one last
-    assigned to the name passed (``state = {...}`` then ``torch.save(state, path)``); ``where``
-    when the dict is not written so."""
+    assigned to the name passed (``state = {...}`` then ``torch.save(state, path)``), or in the
+    ``return`` of the user's function called there; ``where`` when the dict is not written so."""
     file = SourceFile.load(where[0])
     call = file.call_at(where[1], where[2] - 1) if file is not None else None
     if call is None:
@@ -352,6 +353,8 @@ def _entries_line(where: Any, frame: Any, obj: Any) -> Any:
     for arg in [*call.args, *(k.value for k in call.keywords)]:
         if isinstance(arg, ast.Dict) and arg.values:
             return (where[0], _last_entry(arg), 1)
+        if isinstance(arg, ast.Call) and (line := returned_dict_line(arg, frame, obj)):
+            return line  # ``torch.save(state.state_dict(), path)``: the method's dict
         if isinstance(arg, ast.Name) and frame.f_locals.get(arg.id) is obj:
             line = _assigned(file, call, arg.id)
             return (where[0], line, 1) if line else where

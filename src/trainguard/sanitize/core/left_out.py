@@ -6,8 +6,9 @@ model's own call registered them: a submodule whose size is only known from the 
 built inside ``forward()`` on the first call. That call is the model's use, not a change to undo:
 the line to change is the optimizer's construction, which belongs after a first forward (a dry
 run), as PyTorch's ``LazyModuleMixin`` docs ask of lazy modules. Otherwise: the parameter groups
-written by hand that leave them out, the line that replaced the model the optimizer holds, a
-``requires_grad`` filter that ran while they were frozen, else the optimizer's construction.
+written by hand that leave them out (or the table they are generated from), the line that
+replaced the model the optimizer holds, a ``requires_grad`` filter that ran while they were
+frozen, else the optimizer's construction.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import FRAMES
 from trainguard.sanitize.core.frames import short_location
+from trainguard.sanitize.core.group_table import group_table_line
 from trainguard.sanitize.core.source import (built_again, param_groups_line, params_line,
                                             picks_trainable)
 
@@ -48,6 +50,7 @@ def left_out_cause(built: Any, where: Any, added: Any, them: str, s: str,
     why = ("the optimizer was built before they were added, replaced or unfrozen, or "
            "they were left out of it without being frozen")
     groups_at = param_groups_line(built) if built is not None and where == built else None
+    table_at = group_table_line(built) if built is not None and where == built else None
     if added is not None and added[2] and built is not None:  # built by the model's call
         by = short_location(added[1] or added[0])
         why = (f"the model's forward built {them} at {by}, on its first call (at "
@@ -63,6 +66,10 @@ def left_out_cause(built: Any, where: Any, added: Any, them: str, s: str,
         where = (built[0], groups_at, 1)
         why = (f"the parameter groups listed here for the optimizer built at line "
                f"{built[1]} leave {them} out; add a group holding {them}")
+    elif table_at is not None:  # groups generated from a table: the table that left them out
+        where = (built[0], table_at, 1)
+        why = (f"the parameter groups of the optimizer built at line {built[1]} are generated "
+               f"from this table, and no entry of it covers {them}; add one for {them}")
     elif built is not None and where == built and (again := built_again(built, model)):
         where = (built[0], again, 1)  # ``net = deepen(net)``: a model with new layers
         why = (f"the optimizer built at line {built[1]} holds the model this line replaced, "

@@ -18,7 +18,7 @@ from trainguard.sanitize.core.frames import is_user_code, is_user_file
 
 __all__ = ["SourceFile", "marked", "function_node", "function_at", "attribute_store", "setter_call",
            "params_line", "param_groups_line", "last_assigned", "trains", "built_again",
-           "picks_trainable", "constructed_at"]
+           "picks_trainable", "constructed_at", "optimizer_params"]
 
 # SourceFile per parsed tree (id -> (tree, index)): the newest few, as bounds keeps its trees
 _INDEXED = 16
@@ -192,7 +192,7 @@ def _first_store(cls: type, attr: str) -> tuple[FunctionType, int, int] | None:
     return None
 
 
-def _optimizer_params(where: tuple[str, int, int], *, spread: bool
+def optimizer_params(where: tuple[str, int, int], *, spread: bool
                       ) -> tuple[ast.Module, "SourceFile", ast.Call, ast.expr | None] | None:
     """(the file's tree, its index, the optimizer's construction at ``where``, what it is given
     as ``params``: the first argument, ``params=``, and with ``spread`` a ``**options``)."""
@@ -212,7 +212,7 @@ def params_line(where: tuple[str, int, int]) -> int | None:
     written: the statement of the same function that assigns the name passed
     (``params_disc = list(a.parameters()) + list(b.parameters())``), else the argument itself.
     None when the call is not found."""
-    found = _optimizer_params(where, spread=False)
+    found = optimizer_params(where, spread=False)
     if found is None:
         return None
     _, file, call, arg = found
@@ -236,7 +236,7 @@ def param_groups_line(where: tuple[str, int, int]) -> int | None:
     of the options such a function returns: ``Adam(**get_params_options(args, model))`` returning
     ``dict(params=groups, lr=...)``). That list is where a
     module left out of every group belongs. None otherwise."""
-    found = _optimizer_params(where, spread=True)
+    found = optimizer_params(where, spread=True)
     if found is None:
         return None
     tree, file, call, arg = found

@@ -27,12 +27,14 @@ from typing import Any
 from trainguard.sanitize.core.frames import Location, user_frames
 from trainguard.sanitize.core.source import function_node
 
-__all__ = ["StepSite", "find_step_site"]
+__all__ = ["StepSite", "find_step_site", "frame_value"]
 
 _FRAMES = 4  # user frames searched, innermost first
 _MISSING = object()
 _STEP_TEXT = re.compile(r"\.[\s\\]*step\b")
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_STEPPING = frozenset({"step", "zero_grad", "unscale_", "update", "clip_grad_norm_",
+                       "clip_grad_value_"})
 
 
 class StepSite:
@@ -41,8 +43,9 @@ class StepSite:
     Attributes:
         where: ``(path, line, col)`` of the call (column 1-based).
         text: the call as written (``optimizer.step()``), shortened.
-        guard: ``(line, test text)`` of the innermost ``if``/``while`` whose body or ``else``
-            holds the call inside its function, or None.
+        guard: ``(line, test text, column)`` of the innermost ``if``/``while`` whose body or
+            ``else`` holds the call inside its function and decides whether it runs, or None;
+            the column (1-based) is 0 unless that branch only steps (``_guard``).
     """
 
     __slots__ = ("where", "text", "guard")
@@ -84,7 +87,7 @@ def _site_in(optimizer: Any, f: FrameType) -> StepSite | None:
         if _is(optimizer, call.func.value, f) or (
                 call.args and _is(optimizer, call.args[0], f)):
             where = (f.f_code.co_filename, call.lineno, call.col_offset + 1)
-            return StepSite(where, _text(call), _guard(parents))
+            return StepSite(where, _text(call), _guard(parents, call))
     return None
 
 
@@ -118,10 +121,10 @@ def _step_calls(body: ast.AST) -> list[tuple[ast.Call, list[ast.AST]]]:
 
 
 def _is(optimizer: Any, node: ast.AST, frame: FrameType) -> bool:
-    return _value(node, frame) is optimizer
+    return frame_value(node, frame) is optimizer
 
 
-def _value(node: ast.AST, frame: FrameType) -> Any:
+def frame_value(node: ast.AST, frame: FrameType) -> Any:
     """The value of a name, attribute chain or constant subscript in ``frame``, read from
     dictionaries only (no property, ``__getattr__`` or ``__getitem__`` of user classes runs);
     ``_MISSING`` when it cannot be read that way."""
@@ -131,7 +134,7 @@ def _value(node: ast.AST, frame: FrameType) -> Any:
                 return scope[node.id]
         return _MISSING
     if isinstance(node, ast.Attribute):
-        owner = _value(node.value, frame)
+        owner = frame_value(node.value, frame)
         if owner is _MISSING:
             return _MISSING
         found = getattr(owner, "__dict__", None)
@@ -143,7 +146,7 @@ def _value(node: ast.AST, frame: FrameType) -> Any:
                 return _MISSING if hasattr(value, "__get__") else value
         return _MISSING
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
-        owner = _value(node.value, frame)
+        owner = frame_value(node.value, frame)
         if type(owner) in (dict, list, tuple):
             try:
                 return owner[node.slice.value]
@@ -152,11 +155,44 @@ def _value(node: ast.AST, frame: FrameType) -> Any:
     return _MISSING
 
 
-def _guard(parents: list[ast.AST]) -> tuple[int, str] | None:
-    for node in reversed(parents):
-        if isinstance(node, (ast.If, ast.While)):
-            return node.lineno, _short(node.test)
+def _guard(parents: list[ast.AST], call: ast.Call) -> tuple[int, str, int] | None:
+    """``(line, test text, column)`` of the innermost ``if``/``while`` that decides whether the
+    call runs (one whose other branch steps too, ``if scaler: scaler.step(opt) else:
+    opt.step()``, decides only how), with column 0 unless the branch holding the call only
+    steps: then the test is the step's own condition, the line to change, and the column is the
+    statement's (1-based)."""
+    chain = [*parents, call]
+    for i in range(len(parents) - 1, -1, -1):
+        node = parents[i]
+        if not isinstance(node, (ast.If, ast.While)):
+            continue
+        held = node.body if chain[i + 1] in node.body else node.orelse
+        other = node.orelse if held is node.body else node.body
+        if isinstance(node, ast.If) and any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "step" for s in other for n in ast.walk(s)):
+            continue
+        return node.lineno, _short(node.test), node.col_offset + 1 if _steps_only(held) else 0
     return None
+
+
+def _steps_only(block: list[ast.stmt]) -> bool:
+    """Whether ``block`` only steps: statements that call ``X.step()``, ``zero_grad``, a
+    ``GradScaler``'s ``unscale_``/``update`` or gradient clipping, counters that call nothing
+    (``global_step += 1``), and ``if``s of such. A block that also does other work (an
+    evaluation, a log line) is that work's, and the step was put in it."""
+    for stmt in block:
+        if isinstance(stmt, ast.If):
+            if not _steps_only(stmt.body) or not _steps_only(stmt.orelse):
+                return False
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            func = stmt.value.func
+            if (func.attr if isinstance(func, ast.Attribute) else
+                    getattr(func, "id", "")) not in _STEPPING:
+                return False
+        elif any(isinstance(n, ast.Call) for n in ast.walk(stmt)):
+            return False
+    return True
 
 
 def _text(node: ast.AST) -> str:

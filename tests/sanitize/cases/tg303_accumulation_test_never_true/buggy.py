@@ -32,8 +32,8 @@ class Trainer:
                 loss = F.mse_loss(self.model(images), targets)
                 loss.backward()
                 batches_done += 1
-                if batches_done % self.accumulations:
-                    self.optimizer.step()  # expect: TG303
+                if batches_done % self.accumulations:  # expect: TG303
+                    self.optimizer.step()
                     self.optimizer.zero_grad()
         return loss.item()
 

@@ -21,8 +21,8 @@ def train(epochs):
         for i in range(0, 128, 16):
             loss = nn.functional.cross_entropy(model(x[i:i + 16]), y[i:i + 16])
             engine.backward(loss)
-            if engine.owns_step:  # meant: not engine.owns_step
-                optimizer.step()  # expect: TG303
+            if engine.owns_step:  # meant: not engine.owns_step  # expect: TG303
+                optimizer.step()
                 optimizer.zero_grad()
         print(f"epoch {epoch} loss {loss.item():.4f}")
 
