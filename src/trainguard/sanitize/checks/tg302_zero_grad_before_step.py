@@ -28,7 +28,9 @@ the optimizer's other parameters still hold their gradients); SAM (an optimizer 
 own ``first_step``; a hand-written ascent that moves the parameters between the two backward
 calls), per-task gradients read one by one from a retained graph (gradient surgery), a gradient
 probe before training (its backward is written elsewhere), a ``GradScaler`` that skipped the step
-(the cleared gradients hold inf/NaN; all of the owner's gradients are read on this path).
+(the cleared gradients hold inf/NaN; all of the owner's gradients are read on this path), an
+epoch's remainder of a declared accumulation dropped by the next epoch's ``zero_grad`` (fewer
+backward calls than the optimizer's regular count, and a full count before the step after it).
 
 Cost: per checked ``zero_grad``, two counters; only for a ``zero_grad`` between backward and step,
 8 gradients and version counters read at most (skipped on devices whose values are not read:
@@ -69,6 +71,10 @@ class ZeroGradBeforeStep(Check):
         self.discards_now: dict[int, _Discard] = {}
         # zero_grad location -> steps at which it was seen discarding (reported at the second)
         self.discards: dict[Any, int] = {}
+        # id(optimizer) -> backward calls since the previous step at its latest step that no
+        # zero_grad had cut short, and whether the one before agreed (the loop's regular
+        # accumulation count)
+        self.regular: dict[int, tuple[int, bool]] = {}
 
     def on_zero_grad(self, owner: Any, set_to_none: bool) -> None:
         state = self.state
@@ -103,18 +109,25 @@ class ZeroGradBeforeStep(Check):
         self.discards_now.pop(id(owner), None)
         if len(self.discards_now) >= 4:  # the oldest (a copy's, whose optimizer never steps)
             del self.discards_now[next(iter(self.discards_now))]
-        self.discards_now[id(owner)] = _Discard(owner, params, where, last.where,
-                                                state.backward_count, filled)
+        self.discards_now[id(owner)] = _Discard(
+            owner, params, where, last.where, state.backward_count, filled,
+            state.backward_count - state.backwards_at_step)
 
     def on_step_pre(self, optimizer: Any) -> None:
+        cut = False
         if self.discards_now:
             held = {id(p) for p in zeroed_by(optimizer)}
             for key, discard in list(self.discards_now.items()):
                 if any(r() is not None and id(r()) in held for r in discard.params):
                     del self.discards_now[key]
+                    cut = True
                     self._judge_discard(optimizer, discard, held)
                 # else another optimizer's step (an actor-critic's critic stepped before the
                 # actor): the discard waits for the step of the optimizer holding its parameters
+        if not cut:
+            count = self.state.backward_count - self.state.backwards_at_step
+            before = self.regular.get(id(optimizer))
+            self.regular[id(optimizer)] = (count, before is not None and before[0] == count)
         pending = self.pending
         if pending is None or pending[1] != self.state.backward_count:
             return
@@ -178,6 +191,8 @@ class ZeroGradBeforeStep(Check):
             return  # the parameters were moved in between (a hand-written SAM ascent step)
         if not again and not _lost(optimizer, discard, params, held):
             return  # another loss refilled them: a probe before training, a GAN's other player
+        if again and self._remainder(optimizer, discard):
+            return  # an epoch's partial accumulation dropped; every step sees a full one
         key = discard.where[:2]
         first = self.discards.get(key)
         if first is None:
@@ -210,6 +225,19 @@ class ZeroGradBeforeStep(Check):
                 "micro-batch's backward), not before every backward of an accumulation loop",
             where=discard.where)
         self.discards[key] = -1  # reported: the same place is merged by the bus from now on
+
+    def _remainder(self, optimizer: Any, discard: "_Discard") -> bool:
+        """Whether the discard drops only the remainder of a declared accumulation (zeroing at
+        the top of each epoch, the micro-batches after the epoch's last step thrown away, as
+        Lightning-AI/pytorch-lightning#19987 lists among the choices): this optimizer's last
+        two uncut steps each followed the same number of backward calls, the zero_grad threw away
+        fewer than that, and the step now follows exactly that many since it. A zero_grad
+        before every micro-batch leaves no step uncut (no regular count), and a global counter
+        whose step comes early after the epoch's zero_grad (fewer backward calls since it) is
+        still reported."""
+        count, agreed = self.regular.get(id(optimizer), (0, False))
+        after = self.state.backward_count - discard.backwards
+        return agreed and discard.discarded < count and after == count
 
 
 def _lost(optimizer: Any, discard: "_Discard", params: list[Any], held: set[int]) -> bool:
@@ -250,10 +278,10 @@ class _Discard:
     """A zero_grad that threw away gradients a backward since the last step had filled."""
 
     __slots__ = ("owner", "owner_name", "params", "versions", "where", "backward_at",
-                 "backwards", "filled")
+                 "backwards", "filled", "discarded")
 
     def __init__(self, owner: Any, params: list[Any], where: Any, backward_at: Any,
-                 backwards: int, filled: list[bool]) -> None:
+                 backwards: int, filled: list[bool], discarded: int) -> None:
         self.filled = filled  # per sampled parameter: its gradient was not all zero
         self.owner = weakref.ref(owner)
         self.owner_name = type(owner).__name__
@@ -262,3 +290,4 @@ class _Discard:
         self.where = where  # the zero_grad's line
         self.backward_at = backward_at  # the line of the backward whose gradients it discarded
         self.backwards = backwards  # backward calls completed at the zero_grad
+        self.discarded = discarded  # backward calls since the last step that it threw away

@@ -38,8 +38,9 @@ the run seeds before using them; generators never drawn from (a script that seed
 touches numpy); draws made by a library's import-time code (a lazy ``from sklearn.metrics import
 f1_score`` inside ``evaluate()``, a library imported after the seed), unless the run had already
 drawn from that generator; draws made before the first seed (a run may draw its own seed, e.g.
-``seed = random.randint(...)``, then seed with it and log it); draws in DataLoader workers, which
-PyTorch seeds from the base seed it draws from torch (``torch/utils/data/_utils/worker.py``); a
+``seed = random.randint(...)``, then seed with it and log it; a model's weights drawn before
+torch's first seed and trained unchanged are reported: ``core/early_weights.py``); draws in
+DataLoader workers, seeded from a base seed drawn from torch (``_utils/worker.py``); a
 ``random.seed()`` / ``np.random.seed()`` with no argument counts as unseeding.
 
 Seeding that bypasses the wrapped functions is still seen for torch: ``torch.initial_seed()`` is
@@ -78,6 +79,7 @@ import sys
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.early_weights import weights_drawn_before
 from trainguard.sanitize.core.seeding import (DESCRIBE, FAMILIES, HOW, SEEDS, Family, asks,
                                                call_text, fixes_seed, reseeded_unseen, snapshot,
                                                watched_from_start)
@@ -167,9 +169,14 @@ class UnseededRun(Check):
         # numpy Generators the user's code made from the OS (``np.random.default_rng()``):
         # [bit generator, the line that made it, its state since the ask or its making]
         self.generators: list[list[Any]] = []
+        # a model's drawn weights at torch's first seeding: (EarlyWeights, call, by a helper)
+        self.early: tuple[Any, str, bool] | None = None
+        self.early_seen = False  # torch's first fixed seeding was looked at
 
     def on_repro_pre(self, name: str, value: Any) -> None:
         family = SEEDS.get(name)
+        if family == "torch" and not self.early_seen and fixes_seed(name, value):
+            self._note_early_weights(name, value)
         if (family is None or self.asked_at is None or self.seeded[family]
                 or family in self.done or not fixes_seed(name, value)):
             return
@@ -227,6 +234,40 @@ class UnseededRun(Check):
                     self.ref[f] = snapshot(f)
             for made in self.generators:  # draws before the ask may pick the run's seed
                 made[2] = _state(made[0]) if made[0] is not None else None
+
+    def _note_early_weights(self, name: str, value: Any) -> None:
+        """At torch's first fixed seeding (none before, by any path, in a run watched from its
+        start): keep the weights of a model already built that its initializers drew."""
+        self.early_seen = True
+        if ("torch" in self.observed or in_fork_rng() or not watched_from_start()
+                or self.torch_seed is not None and _initial_seed() != self.torch_seed):
+            return
+        frame = user_frame(sys._getframe(2))
+        early = weights_drawn_before(frame)
+        if early is not None:
+            self.early = (early, call_text(name, value), _seeding_helper(frame))
+
+    def on_step_pre(self, optimizer: Any) -> None:
+        """The first step of an optimizer holding weights drawn before torch's first seed and
+        unchanged since; reported when the seeding is the run's (a seeding helper, or numpy or
+        random seeded too), not a fixed seed for one draw (a validation set)."""
+        if self.early is None:
+            return
+        early, call, helper = self.early
+        held = {id(p) for g in optimizer.param_groups for p in g["params"]}
+        if not any(ref() is not None and id(ref()) in held for ref in early.params):
+            return  # another optimizer's step (its model was built after the seed)
+        self.early = None
+        if not early.unchanged_in(held) or not (
+                helper or self.seeded["numpy"] or self.seeded["random"]):
+            return
+        self.report(
+            f"{early.model} was built before this run seeded torch ({call}, called here): its "
+            f"initial weights were drawn from the unseeded generator and "
+            f"{type(optimizer).__name__} trains from them, so runs differ even with the same "
+            "seed",
+            fix=f"seed before building the model: move {call} above the line that builds it",
+            where=early.where)
 
     def on_library_import_pre(self, name: str) -> None:
         self.importing = {f: ref for f, ref in self.ref.items()
