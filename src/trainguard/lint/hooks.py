@@ -60,16 +60,22 @@ def hook_stores(cls: ast.ClassDef) -> dict[str, list[HookStore]]:
             hook = _hook_function(call.args[0], method, methods)
             if hook is None:
                 continue
-            args = [a.arg for a in hook.args.posonlyargs + hook.args.args]
-            if args and args[0] == "self" and isinstance(hook, ast.FunctionDef) and \
-                    hook.name in methods:
-                args = args[1:]
-            params = frozenset(args[1:])  # (the module itself carries no graph)
+            params = _hook_params(hook, methods)
             for attr, value in _stores(hook):
                 out.setdefault(attr, []).append(
                     HookStore(attr, value, hook, params, call.func.value, call))
     cls._tg_hook_stores = out  # type: ignore[attr-defined]
     return out
+
+
+def _hook_params(hook: ast.AST, methods: dict[str, ast.FunctionDef]) -> frozenset[str]:
+    """The names a forward hook gives its inputs and output: its parameters after the module
+    (and after ``self`` for a method of the class), which carries no graph."""
+    args = [a.arg for a in hook.args.posonlyargs + hook.args.args]  # type: ignore[attr-defined]
+    if args and args[0] == "self" and isinstance(hook, ast.FunctionDef) and \
+            hook.name in methods:
+        args = args[1:]
+    return frozenset(args[1:])
 
 
 def _hook_function(arg: ast.expr, method: ast.AST,
@@ -163,11 +169,7 @@ def registrations(script: Script) -> list[Registration]:
             hook = _hook_function(call.args[0], scope or script.tree, {**top, **methods})
             if hook is None:
                 continue
-            args = [a.arg for a in hook.args.posonlyargs + hook.args.args]
-            if args and args[0] == "self" and isinstance(hook, ast.FunctionDef) and \
-                    hook.name in methods:
-                args = args[1:]
-            out.append(Registration(hook, frozenset(args[1:]), call.func.value, call))
+            out.append(Registration(hook, _hook_params(hook, methods), call.func.value, call))
     script.__dict__["_tg_registrations"] = out
     return out
 
