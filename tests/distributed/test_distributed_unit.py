@@ -127,3 +127,35 @@ def test_the_loops_collectives_reduce_tensors_that_live_as_long_as_the_process(m
     assert len(reduced) == 8 and all(ref() is not None for ref in reduced)
     # one tensor per kind, reused by every call: nothing new for a backend thread to free
     assert len({id(ref()) for ref in reduced}) == 3
+
+
+def test_the_exit_teardown_frees_cycles_while_the_process_group_is_alive(tmp_path):
+    # A DDP model is a reference cycle: freed only by a full collection, which at exit would come
+    # after destroy_process_group, during finalization, where a gloo thread aborts the rank
+    # (pytorch/pytorch#179291). The teardown collects first.
+    import torch.distributed as dist
+
+    from trainguard.loop import distributed
+
+    freed_while_initialized = []
+
+    class Cycle:
+        def __init__(self):
+            self.me = self
+
+        def __del__(self):
+            freed_while_initialized.append(dist.is_initialized())
+
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        gc.disable()  # (no automatic collection between here and the teardown)
+        Cycle()
+        distributed._destroy()
+    finally:
+        gc.enable()
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    gc.collect()
+    assert freed_while_initialized == [True]
+    assert not dist.is_initialized()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import datetime
+import gc
 import os
 
 import torch
@@ -54,7 +55,15 @@ _current: Distributed | None = None
 
 
 def _destroy() -> None:
+    """At exit: free garbage cycles, then the process group this module initialized.
+
+    A ``DistributedDataParallel`` model is a reference cycle, so after ``fit`` returns it lives
+    until a full collection; left to the interpreter's own at finalization, its reducer is freed
+    after the process group and a gloo thread that needs the GIL aborts the rank ("terminate
+    called without an active exception", pytorch/pytorch#179291). Collecting first frees it
+    while the group and the interpreter are alive."""
     if dist.is_available() and dist.is_initialized():
+        gc.collect()
         dist.destroy_process_group()
 
 
