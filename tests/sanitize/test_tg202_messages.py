@@ -75,3 +75,21 @@ def test_an_output_computed_once_before_the_loop_is_carried_not_one_iteration(tm
     assert "carried across iterations" in finding.message, finding.message
     assert "compute it again inside the loop" in finding.fix
 
+
+
+def test_the_carried_name_is_a_whole_target_not_a_name_inside_one(tmp_path):
+    # `self.fake_B = self.netG(self.real_A)` passes nothing it binds back into the call (`self`
+    # is read by both sides, but `self.fake_B` is not an argument); `self.h` of
+    # `out, self.h = self.rnn(x, self.h)` is carried (pix2pix-style models, as in
+    # junyanz/pytorch-CycleGAN-and-pix2pix, keep their generator outputs as attributes)
+    from trainguard.sanitize.core.holders import carried_names
+
+    path = tmp_path / "train.py"
+    path.write_text("self.fake_B = self.netG(self.real_A)\n"
+                    "out, self.h = self.rnn(x, self.h)\n"
+                    "out, h = rnn(x, h)\n"
+                    "y = f(cfg.h, h=z)\n")
+    assert carried_names((str(path), 1, 1)) == []
+    assert carried_names((str(path), 2, 1)) == ["self.h"]
+    assert carried_names((str(path), 3, 1)) == ["h"]
+    assert carried_names((str(path), 4, 1)) == []

@@ -338,13 +338,35 @@ def carried_names(where: Location | None) -> list[str]:
         return []
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and node.lineno <= where[1] <= (node.end_lineno or 0):
-            targets = {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
             if not isinstance(node.value, ast.Call):
                 continue
-            used = {n.id for a in [*node.value.args, *[k.value for k in node.value.keywords]]
-                    for n in ast.walk(a) if isinstance(n, ast.Name)}
-            return sorted(targets & used)
+            # what is bound: whole targets (``self.fake`` of ``self.fake = net(self.real)`` is
+            # not ``self``, which the call's argument also reads)
+            targets = {p for t in node.targets for p in _bound_paths(t)}
+            used = {_dotted(n) for a in [*node.value.args, *[k.value for k in node.value.keywords]]
+                    for n in ast.walk(a) if isinstance(n, (ast.Name, ast.Attribute))}
+            return sorted(targets & used - {None})  # type: ignore[operator]
     return []
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``self.h`` for an attribute chain of names, ``h`` for a name; None otherwise."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base is not None else None
+    return None
+
+
+def _bound_paths(target: ast.AST) -> list[str]:
+    """The names and attribute chains an assignment target binds (tuples unpacked)."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [p for t in target.elts for p in _bound_paths(t)]
+    if isinstance(target, ast.Starred):
+        return _bound_paths(target.value)
+    path = _dotted(target)
+    return [path] if path is not None else []
 
 
 def rebound_before(where: Location, name: str) -> Location | None:
