@@ -56,6 +56,7 @@ from trainguard.sanitize.core.later_use import read_after, taken_whole
 from trainguard.sanitize.core.module_state import carried_state, kept_tensors
 from trainguard.sanitize.core.records import MADE as _KEY
 from trainguard.sanitize.core.records import BackwardCall
+from trainguard.sanitize.core.returned_dict import own_returns
 from trainguard.sanitize.core.source import SourceFile, function_node
 from trainguard.sanitize.core.target_origin import resolve_in_frame
 
@@ -340,26 +341,13 @@ def _copy_returned(rebound: Any, exc: BaseException) -> tuple[Any, str] | None:
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
     params = {a.arg for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]}
-    returns = [r for r in _own_returns(node) if r.value is not None and not any(
+    returns = [r for r in own_returns(node) if r.value is not None and not any(
         isinstance(c, ast.Call) and getattr(c.func, "attr", getattr(c.func, "id", None)) == name
         for c in ast.walk(r.value))]
     if len(returns) != 1 or not _copies(returns[0].value, params):
         return None
     ret = returns[0]
     return (func.__code__.co_filename, ret.lineno, ret.col_offset + 1), ast.unparse(ret)
-
-
-def _own_returns(node: ast.AST) -> list[ast.Return]:
-    """The ``return`` statements of the function ``node`` itself (not of functions in it)."""
-    found, todo = [], list(ast.iter_child_nodes(node))
-    while todo:
-        cur = todo.pop()
-        if isinstance(cur, ast.Return):
-            found.append(cur)
-        elif not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
-                                  ast.ClassDef)):
-            todo.extend(ast.iter_child_nodes(cur))
-    return found
 
 
 def _copies(value: ast.AST, params: set[str]) -> bool:

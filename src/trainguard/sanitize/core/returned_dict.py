@@ -21,7 +21,7 @@ from typing import Any
 from trainguard.sanitize.core.source import function_node, last_assigned
 from trainguard.sanitize.core.step_site import frame_value
 
-__all__ = ["returned_dict_line"]
+__all__ = ["own_returns", "returned_dict_line"]
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
@@ -37,7 +37,7 @@ def returned_dict_line(call: ast.Call, frame: FrameType, obj: Any) -> tuple[str,
     if node is None:
         return None
     keys = set(obj)
-    for value in _returned(node):
+    for value in [r.value for r in own_returns(node) if r.value is not None]:
         if isinstance(value, ast.Name):
             value = last_assigned(node, value.id, None, (ast.Dict,))
         if isinstance(value, ast.Dict) and value.keys and _keys(value) == keys:
@@ -62,17 +62,17 @@ def _function(node: ast.AST, frame: FrameType) -> FunctionType | None:
     return None
 
 
-def _returned(node: ast.AST) -> list[ast.AST]:
-    """The values ``return``ed in ``node``'s body, outside nested functions and classes."""
-    out, todo = [], list(ast.iter_child_nodes(node))
+def own_returns(node: ast.AST) -> list[ast.Return]:
+    """The ``return`` statements of the function ``node`` itself (not of functions or classes
+    defined in it)."""
+    found, todo = [], list(ast.iter_child_nodes(node))
     while todo:
-        child = todo.pop()
-        if isinstance(child, _SCOPES):
-            continue
-        if isinstance(child, ast.Return) and child.value is not None:
-            out.append(child.value)
-        todo.extend(ast.iter_child_nodes(child))
-    return out
+        cur = todo.pop()
+        if isinstance(cur, ast.Return):
+            found.append(cur)
+        elif not isinstance(cur, _SCOPES):
+            todo.extend(ast.iter_child_nodes(cur))
+    return found
 
 
 def _keys(node: ast.Dict) -> set[str] | None:
