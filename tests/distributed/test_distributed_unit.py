@@ -4,6 +4,8 @@ process."""
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import warnings
 import weakref
 
@@ -12,6 +14,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
+from cliutil import cli_env
 from trainguard.data.loaders import make_loader
 from trainguard.errors import UsageError
 from trainguard.loop.distributed import SINGLE, Distributed, launch_env, setup
@@ -159,3 +162,39 @@ def test_the_exit_teardown_frees_cycles_while_the_process_group_is_alive(tmp_pat
     gc.collect()
     assert freed_while_initialized == [True]
     assert not dist.is_initialized()
+
+
+# A fresh interpreter: the import order of torch.distributed.nn is what is under test.
+EXIT_THREADS = """
+import os, socket, sys
+from torch import nn
+from trainguard.loop import distributed
+
+def gloo_threads():
+    tasks = os.listdir("/proc/self/task")
+    names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in tasks]
+    return sum(name.startswith("pt_gloo") for name in names)
+
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+distributed._init_process_group("gloo")
+nn.parallel.DistributedDataParallel(nn.Linear(2, 2))  # imports torch.distributed.nn.functional
+print("running", gloo_threads())
+distributed._destroy()
+print("after-exit-handler", gloo_threads())
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads thread names from /proc")
+def test_the_exit_handler_joins_gloo_threads_after_ddp_was_built():
+    # torch.distributed.nn.functional binds the default group as a default argument when DDP first
+    # imports it; left so, the group outlives destroy_process_group and gloo's worker threads are
+    # joined during interpreter finalization, where they abort the rank (SIGABRT)
+    proc = subprocess.run([sys.executable, "-c", EXIT_THREADS], env=cli_env(), text=True,
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    counts = dict(line.split() for line in proc.stdout.splitlines())
+    assert int(counts["running"]) > 0  # the names this test counts are gloo's
+    assert counts["after-exit-handler"] == "0"

@@ -222,4 +222,3 @@ class Distributed:
 
 
 SINGLE = Distributed()
-SINGLE = Distributed()

@@ -67,6 +67,22 @@ def _destroy() -> None:
         dist.destroy_process_group()
 
 
+def _init_process_group(backend: str) -> None:
+    """``init_process_group(backend)`` from the launcher's environment, destroyed at exit.
+
+    ``torch.distributed.nn.functional`` (which constructing ``DistributedDataParallel`` imports)
+    binds ``group=group.WORLD`` as a default argument when it is first imported. Imported after
+    the default group exists, it holds that group until the interpreter clears modules, so
+    ``destroy_process_group`` cannot free it: gloo's worker threads outlive the exit handler and
+    are joined during finalization, where one that needs the GIL aborts the rank ("terminate
+    called without an active exception"). Imported first, its defaults are ``None``.
+    """
+    import torch.distributed.nn.functional  # noqa: F401  (see above)
+
+    dist.init_process_group(backend, timeout=_TIMEOUT)
+    atexit.register(_destroy)
+
+
 def setup(device: torch.device) -> Distributed:
     """The process's :class:`Distributed`, initializing the process group on first use.
 
@@ -93,8 +109,7 @@ def setup(device: torch.device) -> Distributed:
         cuda = device.type == "cuda"
         if cuda:
             torch.cuda.set_device(device.index if device.index is not None else local)
-        dist.init_process_group("nccl" if cuda else "gloo", timeout=_TIMEOUT)
-        atexit.register(_destroy)
+        _init_process_group("nccl" if cuda else "gloo")
     else:
         rank, world = dist.get_rank(), dist.get_world_size()
         local = int(os.environ.get("LOCAL_RANK", rank))
