@@ -25,6 +25,7 @@ from collections.abc import Iterator
 
 from trainguard.lint.astutil import parent, self_attr, walk_local
 from trainguard.lint.events import Event, dispatches, events
+from trainguard.lint.optimizers import held_modules
 from trainguard.lint.regions import loop_label, training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
@@ -48,7 +49,7 @@ def check(script: Script) -> Iterator[Hit]:
         if not modes or modes[-1].kind != "eval":
             continue
         last = modes[-1]
-        step = evs[first_step]
+        step = _step_reached(script, evs[first_step:], last.key)
         if not last.foreign and dispatches(script, last.via):
             yield from _callbacks(script, loop, modes, step, seen)
             continue
@@ -106,6 +107,17 @@ def check(script: Script) -> Iterator[Hit]:
                   f"{last.key}.train() comes before it in {loop_label(script, loop)}",
                   fix=f"call {last.key}.train() again before the next optimizer step: right "
                       f"after this evaluation, or at the start of every training epoch")
+
+
+def _step_reached(script: Script, evs: list[Event], key: str | None) -> Event:
+    """The optimizer step the mode reaches: the first step of an optimizer known to hold
+    ``key``'s parameters (an actor's, where the loop steps a critic first), else the first."""
+    steps = [e for e in evs if e.kind == "step"]
+    for ev in steps:
+        held = held_modules(script, ev.key, ev.node)
+        if held is not None and key in held:
+            return ev
+    return steps[0]
 
 
 def _fresh_training(script: Script, loop: ast.AST, step: Event, last: Event
