@@ -39,7 +39,7 @@ from typing import Any
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.origin import Origin, Pending
 from trainguard.sanitize.core.producer import producer_node, shape
-from trainguard.sanitize.core.source import reused_input
+from trainguard.sanitize.core.loss_input import rebound_by_sigmoid, reused_input
 
 _NAMES = ("BCEWithLogitsLoss", "binary_cross_entropy_with_logits")
 
@@ -83,12 +83,20 @@ class SigmoidBeforeBCEWithLogits(Check):
             f"{call.name} got an input of shape {shape(call.input)} made by sigmoid: the loss "
             "applies the sigmoid again, so its predictions stay within (0.5, 0.73) and the "
             "gradients vanish",
-            "pass the raw logits to BCEWithLogitsLoss (drop the sigmoid), or keep the sigmoid "
-            "and use BCELoss",
-            call.where)
+            _fix(rebound_by_sigmoid(call.where)), call.where)
 
     def on_exit(self) -> None:
         self.pending.flush()
 
     def release(self) -> None:
         self.pending.origin.stop()
+
+
+def _fix(rebound: str | None) -> str:
+    """The advice at the sigmoid; when it rebinds the logits' own name, that name is read as
+    probabilities elsewhere too, so dropping the sigmoid would change that other code."""
+    if rebound is None:
+        return ("pass the raw logits to BCEWithLogitsLoss (drop the sigmoid), or keep the sigmoid "
+                "and use BCELoss")
+    return (f"bind the probabilities to a new name (`probs = torch.sigmoid({rebound})`), read "
+            f"`probs` where probabilities are meant, and give the loss `{rebound}` (the logits)")

@@ -10,7 +10,6 @@ import functools
 import linecache
 from types import CodeType, FunctionType
 
-from trainguard.apifacts import activation_of_itself, named_as_logits
 from trainguard.config import is_suppressed
 from trainguard.datanames import reads_eval_data
 from trainguard.sanitize.core.bounds import parse_file
@@ -344,34 +343,6 @@ def built_again(where: tuple[str, int, int], class_name: str) -> int | None:
 
 
 @functools.lru_cache(maxsize=64)
-def reused_input(where: tuple[str, int, int] | None) -> str | None:
-    """The name a loss call at ``where`` is given as its first argument, when other statements of
-    its function read that name too (``probs`` fed to the loss and used for ``p_t``), unless the
-    name says logits (``pred_logits``: its author meant raw scores, ``named_as_logits``) or held
-    them until the sigmoid rebound it (``x = torch.sigmoid(x)``: the scores are lost); None."""
-    if where is None:
-        return None
-    file = SourceFile.load(where[0])
-    call = file.call_at(where[1], where[2] - 1) if file is not None else None
-    if call is None or not call.args or not isinstance(call.args[0], ast.Name):
-        return None
-    name, scope = call.args[0].id, file.scope(call)  # type: ignore[union-attr]
-    if named_as_logits(name) or activation_of_itself(
-            last_assigned(scope, name, call.lineno, (ast.Call,)), name, "sigmoid", "expit"):
-        return None
-    stmt: ast.AST = call
-    while stmt in file.parents and not isinstance(stmt, ast.stmt):  # type: ignore[union-attr]
-        stmt = file.parents[stmt]  # type: ignore[union-attr]
-    inside = {id(n) for n in ast.walk(stmt)}
-    # (not a name read in a function or class the scope defines: a model's ``forward``)
-    inside |= {id(n) for d in ast.walk(scope) if d is not scope and isinstance(d, _DEFS)
-               for n in ast.walk(d)}
-    return name if any(isinstance(n, ast.Name) and n.id == name and
-                       isinstance(n.ctx, ast.Load) and id(n) not in inside
-                       for n in ast.walk(scope)) else None
-
-
-_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 def picks_trainable(built: tuple[str, int, int]) -> bool:
