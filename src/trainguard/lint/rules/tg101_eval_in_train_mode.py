@@ -463,11 +463,8 @@ def _may_depend_on_mode(script: Script, call: ast.Call) -> bool:
     ``Linear``): train mode changes nothing for it, whatever else the file holds."""
     f = call.func.value if isinstance(call.func, ast.Attribute) and \
         call.func.attr in ("forward", "__call__") else call.func
-    if isinstance(f, ast.Name):  # probe = nn.Linear(32, 5): a layer with no mode of its own
-        built = last_assignment(f.id, call)
-        made = dotted(built.func) or "" if isinstance(built, ast.Call) else ""
-        if made.startswith(("nn.", "torch.nn.")) and made.rsplit(".", 1)[-1] in _MODELESS_LAYERS:
-            return False
+    if isinstance(f, ast.Name) and _modeless(last_assignment(f.id, call)):
+        return False  # probe = nn.Linear(32, 5), or a Sequential of such layers
     refs = script.graph.types(f)
     if not refs or any(r.script is not script for r in refs):
         return True
@@ -478,7 +475,32 @@ def _may_depend_on_mode(script: Script, call: ast.Call) -> bool:
 _MODELESS_LAYERS = frozenset({
     "Linear", "Bilinear", "LazyLinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
     "ConvTranspose2d", "ConvTranspose3d", "Embedding", "EmbeddingBag", "LayerNorm", "GroupNorm",
-    "RMSNorm", "Identity"})
+    "RMSNorm", "Identity", "Flatten", "Unflatten", "ReLU", "ReLU6", "LeakyReLU", "PReLU", "ELU",
+    "SELU", "CELU", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid", "Softplus", "Softmax",
+    "LogSoftmax", "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
+    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
+    "AdaptiveMaxPool2d", "AdaptiveMaxPool3d"})
+# calls that return the module they are called on
+_SAME_MODULE = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16"})
+
+
+def _modeless(built: ast.AST | None) -> bool:
+    """``built`` makes a torch.nn module that computes the same in train and eval mode: a layer
+    of :data:`_MODELESS_LAYERS`, or an ``nn.Sequential`` of such layers written out in the call
+    (``nn.Sequential(nn.Linear(30, 32), nn.ReLU(), nn.Linear(32, 2)).to(device)``). A starred or
+    computed argument may hold anything: not modeless."""
+    while isinstance(built, ast.Call) and isinstance(built.func, ast.Attribute) \
+            and built.func.attr in _SAME_MODULE:
+        built = built.func.value
+    if not isinstance(built, ast.Call):
+        return False
+    made = dotted(built.func) or ""
+    if not made.startswith(("nn.", "torch.nn.")):
+        return False
+    kind = made.rsplit(".", 1)[-1]
+    if kind == "Sequential":
+        return bool(built.args) and not built.keywords and all(map(_modeless, built.args))
+    return kind in _MODELESS_LAYERS
 
 
 def _class_mode_dependent(script: Script, cls: ast.AST, seen: set[int]) -> bool:
