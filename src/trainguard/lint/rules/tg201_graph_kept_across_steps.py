@@ -577,7 +577,25 @@ def _mentions_uncut(node: ast.AST, name: str) -> bool:
         return False
     if isinstance(node, ast.Name):
         return node.id == name
+    if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+        return _comprehension_keeps(node, name)
     return any(_mentions_uncut(c, name) for c in ast.iter_child_nodes(node))
+
+
+def _comprehension_keeps(node: ast.AST, name: str) -> bool:
+    """A comprehension keeps ``name`` only through what it builds: ``{k: v for k, v in
+    out.items()}`` keeps the tensors, ``{k: v.detach() for k, v in out.items()}`` keeps none
+    (reading ``out`` to iterate over it keeps nothing)."""
+    held = {name}
+    for gen in node.generators:  # type: ignore[attr-defined]
+        bound = {n.id for n in ast.walk(gen.target) if isinstance(n, ast.Name)}
+        taken = {n.id for t, it in _iterated_parts(gen.target, gen.iter)
+                 if any(_mentions_uncut(it, h) for h in held)
+                 for n in ast.walk(t) if isinstance(n, ast.Name)}
+        held = (held - bound) | taken
+    built = [node.key, node.value] if isinstance(node, ast.DictComp) else \
+        [node.elt]  # type: ignore[attr-defined]
+    return any(_mentions_uncut(b, h) for b in built for h in held)
 
 
 def _outlives(acc: str, loop: ast.AST) -> bool:
