@@ -214,6 +214,14 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
         if owner and (script.is_model(owner) or script.is_model(root)) and root != "self":
             # a parameter of a model (``model.grn.weight``): it reaches that model
             return focus is None or focus.model in (owner, root), []
+    if isinstance(expr, ast.Compare):  # (xs >= x1) & (xs <= x2): booleans, no grad_fn
+        uncut, cuts = False, []
+        for operand in [expr.left, *expr.comparators]:
+            u, c = trace(script, operand, at, depth - 1, focus)
+            uncut, cuts = uncut or u, cuts + c
+        if uncut:
+            return False, [(expr, "a comparison, boolean values")] + cuts
+        return False, cuts
     if isinstance(expr, ast.Attribute) and expr.attr == "data":
         uncut, cuts = trace(script, expr.value, at, depth - 1, focus)
         if _packed(script, expr.value, at):

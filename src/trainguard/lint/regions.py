@@ -403,7 +403,8 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
             # (or, named for evaluation, it puts its own model in eval mode first:
             # ``self.embed.eval()`` in an estimator's ``predict``)
             if fwd and (_METRIC_HINT.search(text) or inference or
-                        named and (_sets_eval_first(node, fwd) or _leave_graph(fwd))) and \
+                        named and (_sets_eval_first(node, fwd) or _leave_graph(fwd) or
+                                   _held_in_eval(script, node, fwd))) and \
                     not script.has_backward(node) and not rollout(script, node) and \
                     not _backpropagated(script, node):
                 regions.append(_region(script, node, fwd))
@@ -480,6 +481,50 @@ def _sets_eval_first(func: ast.AST, forwards: list[ast.Call]) -> bool:
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                and n.func.attr == "eval" and not n.args and not n.keywords
                and n.lineno < first for n in walk_local(func))
+
+
+def _held_in_eval(script: Script, func: ast.AST, forwards: list[ast.Call]) -> bool:
+    """Every forward runs a model the object holds (``self.model(batch)`` in a serving
+    handler's ``inference``) that a method of its class switches to eval mode
+    (``initialize``: ``self.model.eval()``) and that no code of the file switches back to train
+    mode: it is in eval mode whenever ``func`` runs, as if ``func`` had switched it itself."""
+    cls = script.enclosing_class(func)
+    if cls is None:
+        return False
+    held = set()
+    for f in forwards:
+        parts = (dotted(f.func) or "").split(".")
+        if len(parts) < 2 or parts[0] != "self" or parts[-1] not in (parts[1], "forward"):
+            return False  # (a helper, or a method of the model that may switch modes)
+        held.add(parts[1])
+    evals = {(dotted(n.func.value) or "")[len("self."):] for n in ast.walk(cls)
+             if _eval_call(n) and (dotted(n.func.value) or "").startswith("self.")}  # type: ignore
+    # (or assigned in eval mode: ``self.model_ = model.eval().to(device)``)
+    evals |= {t.attr for n in ast.walk(cls) if isinstance(n, ast.Assign) and _put_in_eval(n.value)
+              for t in n.targets if isinstance(t, ast.Attribute) and dotted(t.value) == "self"}
+    if not held <= evals:
+        return False
+    # a train() anywhere on an attribute of that name (``handler.model.train()``), or on the
+    # object itself, may put the model back in train mode before ``func`` runs
+    return not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+                   n.func.attr == "train" and
+                   ((dotted(n.func.value) or "").rsplit(".", 1)[-1] in held or
+                    dotted(n.func.value) == "self")
+                   for n in script.nodes)
+
+
+def _eval_call(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+        node.func.attr == "eval" and not node.args and not node.keywords
+
+
+def _put_in_eval(value: ast.AST) -> bool:
+    """``model.eval()``, ``model.eval().to(device)``: a chain of calls through ``eval()``."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        if _eval_call(value):
+            return True
+        value = value.func.value
+    return False
 
 
 def _eval_blocks(script: Script, covered: set[int]) -> list[EvalRegion]:

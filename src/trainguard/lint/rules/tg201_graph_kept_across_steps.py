@@ -46,25 +46,7 @@ def check(script: Script) -> Iterator[Hit]:
                 seen.add(id(hit.node))
                 yield hit
         names = graph_names(script, loop)
-        for node in walk_local(loop):
-            found = _accumulation(script, node, names)
-            if found is None:
-                found = _meter_update(script, node, names)
-                if found is not None and id(node) not in seen:
-                    seen.add(id(node))
-                    yield found
-                continue
-            acc, value, verb = found
-            if script.grad_disabled(node) or id(node) in seen:
-                continue
-            if acc.startswith("self."):
-                if _self_reaches_backward(script, node, acc):
-                    continue
-            elif not _outlives(acc, loop) or _reaches_backward(acc, scope_of(loop)):
-                continue
-            seen.add(id(node))
-            yield _hit(script, node, acc, value, verb, _is_scalar_loss(script, value, names),
-                       names)
+        yield from _kept_in(script, loop, names, seen)
         # a step function the loop calls that keeps its graph on the object
         # (``self.loss_history.append(task_loss)``): the object outlives every iteration
         handed = _graph_params(script, loop, names)
@@ -92,11 +74,56 @@ def check(script: Script) -> Iterator[Hit]:
                 seen.add(id(node))
                 yield _hit(script, node, acc, value, verb,
                            _is_scalar_loss(script, value, inner), inner)
+    for loop in _gradient_loops(script):
+        yield from _kept_in(script, loop, graph_names(script, loop), seen)
     if script.may_reach("backward") and "self." in script.source:
         for c in cached_graphs(script):
             if id(c.store) not in seen:
                 seen.add(id(c.store))
                 yield _cache_hit(c)
+
+
+def _kept_in(script: Script, loop: ast.AST, names: set[str], seen: set[int]) -> Iterator[Hit]:
+    """What the iterations of ``loop`` keep of their graphs past the iteration."""
+    for node in walk_local(loop):
+        found = _accumulation(script, node, names)
+        if found is None:
+            found = _meter_update(script, node, names)
+            if found is not None and id(node) not in seen:
+                seen.add(id(node))
+                yield found
+            continue
+        acc, value, verb = found
+        if script.grad_disabled(node) or id(node) in seen:
+            continue
+        if acc.startswith("self."):
+            if _self_reaches_backward(script, node, acc):
+                continue
+        elif not _outlives(acc, loop) or _reaches_backward(acc, scope_of(loop)):
+            continue
+        seen.add(id(node))
+        yield _hit(script, node, acc, value, verb, _is_scalar_loss(script, value, names),
+                   names)
+
+
+def _gradient_loops(script: Script) -> list[ast.AST]:
+    """Loops outside training whose every iteration takes gradients with
+    ``torch.autograd.grad`` (forces as -dE/dx in a simulation, a saliency or attack loop): each
+    iteration builds a graph, and what of it the loop keeps outlives the iteration. Loops
+    inside or around a training loop are the training loop's."""
+    if "autograd" not in script.source:
+        return []
+    trains = training_loops(script)
+    inside = {id(n) for lp in trains for n in ast.walk(lp)}
+    out = []
+    for loop in script.nodes:
+        if not isinstance(loop, (ast.For, ast.While)) or id(loop) in inside or \
+                any(id(n) in inside for n in ast.walk(loop)):
+            continue
+        kinds = {e.kind for e in events(script, loop.body)}
+        if "autograd" in kinds and not kinds & {"backward", "step"}:
+            out.append(loop)
+    return out
 
 
 def _graph_params(script: Script, loop: ast.AST, names: set[str]) -> dict[int, set[str]]:
@@ -577,7 +604,25 @@ def _mentions_uncut(node: ast.AST, name: str) -> bool:
         return False
     if isinstance(node, ast.Name):
         return node.id == name
+    if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+        return _comprehension_keeps(node, name)
     return any(_mentions_uncut(c, name) for c in ast.iter_child_nodes(node))
+
+
+def _comprehension_keeps(node: ast.AST, name: str) -> bool:
+    """A comprehension keeps ``name`` only through what it builds: ``{k: v for k, v in
+    out.items()}`` keeps the tensors, ``{k: v.detach() for k, v in out.items()}`` keeps none
+    (reading ``out`` to iterate over it keeps nothing)."""
+    held = {name}
+    for gen in node.generators:  # type: ignore[attr-defined]
+        bound = {n.id for n in ast.walk(gen.target) if isinstance(n, ast.Name)}
+        taken = {n.id for t, it in _iterated_parts(gen.target, gen.iter)
+                 if any(_mentions_uncut(it, h) for h in held)
+                 for n in ast.walk(t) if isinstance(n, ast.Name)}
+        held = (held - bound) | taken
+    built = [node.key, node.value] if isinstance(node, ast.DictComp) else \
+        [node.elt]  # type: ignore[attr-defined]
+    return any(_mentions_uncut(b, h) for b in built for h in held)
 
 
 def _outlives(acc: str, loop: ast.AST) -> bool:
@@ -687,7 +732,8 @@ def _hit(script: Script, node: ast.AST, acc: str, value: ast.expr, verb: str,
                f"which outlives the loop and never reaches backward")
     if part is not value:
         return Hit(node, message, fix=f"store {new} (or .item()) in {text}", edits=[edit])
-    if isinstance(value, (ast.Dict, ast.List, ast.Tuple, ast.Set)):
+    if isinstance(value, (ast.Dict, ast.List, ast.Tuple, ast.Set, ast.ListComp, ast.SetComp,
+                          ast.DictComp, ast.GeneratorExp)):
         # (no element found to name: a container has no .detach())
         return Hit(node, message, fix="call .detach() (or .item()) on each tensor it holds")
     return Hit(node, message, fix=f"accumulate {new} instead", edits=[edit], safe=safe)

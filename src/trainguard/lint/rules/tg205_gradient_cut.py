@@ -316,6 +316,9 @@ def _cut_term(script: Script, call: ast.Call, target: ast.AST) -> Hit | None:
                 "float(), .detach()); torch.stack a list of tensors"
             if "argm" in how or "integer" in how:  # indices: no gradient is defined for them
                 fix = "compute this term from probabilities (softmax), not from class indices"
+            elif "comparison" in how:  # a step function: zero gradient almost everywhere
+                fix = "compute this term from the values themselves (min/max, clamp, or a " \
+                    "sigmoid of the difference), not from comparisons of them"
             return Hit(cut, f"{text} of the loss that backward() runs on at "
                             f"{script.at(call.lineno)} reaches the model only through {how}: it "
                             f"adds no gradient, so the layers it was computed from do not learn "
