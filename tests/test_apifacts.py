@@ -149,6 +149,20 @@ def _forward(src: str) -> ast.FunctionDef:
             else:
                 mean = self.running_mean
             return x - mean""", True),
+    # the loss dict's losses reduced to numbers: a loss's reduction, not a norm's statistics
+    ("""def forward(self, x, y=None):
+            out = self.head(x)
+            if not self.training:
+                return out
+            err = (out - y).pow(2).sum(-1)
+            return {"loss": err.mean(), "aux": torch.mean(out.std(1), dim=None)}""", False),
+    ("""def forward(self, x):
+            if self.training:
+                var, mean = torch.var_mean(x, (0, 2, 3), keepdim=True)
+                return (x - mean) / var.sqrt()
+            return (x - self.mu) / self.sigma""", True),
+    ("""def forward(self, x):
+            return (x - x.mean(self.dims)) if self.training else x - self.mu""", True),
     ("""def forward(self, x):
             if self.training:
                 self.calls += 1

@@ -129,6 +129,7 @@ _RANDOM_OR_STATE = re.compile(r"rand|drop|bernoulli|noise|normal|uniform|multino
 
 # batch statistics, which a hand-written norm layer uses in training instead of running ones
 _BATCH_STATISTICS = frozenset({"mean", "var", "std", "var_mean", "std_mean"})
+_REDUCTION_DIMS = ("dim", "axis")
 
 
 def training_read_matters(forward: ast.FunctionDef) -> bool:
@@ -181,10 +182,46 @@ def _random_or_state(node: ast.AST) -> bool:
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else \
             func.id if isinstance(func, ast.Name) else ""
-        return bool(_RANDOM_OR_STATE.search(name.lower())) or name in _BATCH_STATISTICS or \
+        return bool(_RANDOM_OR_STATE.search(name.lower())) or \
+            (name in _BATCH_STATISTICS and _over_the_batch(node)) or \
             (name.endswith("_") and not name.startswith("_"))
     if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         return any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
                    and n.value.id == "self" for t in targets for n in ast.walk(t))
     return False
+
+
+def _over_the_batch(call: ast.Call) -> bool:
+    """Whether a ``mean``/``var``/``std`` call may take per-feature statistics over the batch, as
+    a hand-written BatchNorm does in training (``x.mean(0)``, ``x.var((0, 2, 3))``,
+    ``torch.mean(x, dim=self.dims)``): its dims hold 0 or are not written as numbers. A call with
+    no dims reduces the whole tensor to one number, as a loss or a metric does
+    (``(1 - torch.cos(err)).mean()`` in the loss dict a detector returns in training, as
+    efficientdet-pytorch's ``DetBenchTrain`` does: rwightman/efficientdet-pytorch#30); one over
+    other numbered dims (``x.mean(-1)``, ``err.pow(2).mean(1)``) takes each sample's own
+    statistics, which do not depend on the batch."""
+    module = call.func.value if isinstance(call.func, ast.Attribute) else None
+    function = not isinstance(call.func, ast.Attribute) or (
+        isinstance(module, ast.Name) and module.id in ("torch", "np", "numpy"))
+    dims = [k.value for k in call.keywords if k.arg in _REDUCTION_DIMS]
+    if not dims:
+        positional = call.args[1:] if function else call.args
+        dims = positional[:1]
+    if not dims or (isinstance(dims[0], ast.Constant) and dims[0].value is None):
+        return False
+    dim = dims[0]
+    items = dim.elts if isinstance(dim, (ast.Tuple, ast.List)) else [dim]
+    numbers = [_int_literal(n) for n in items]
+    return any(n is None or n == 0 for n in numbers)
+
+
+def _int_literal(node: ast.AST) -> int | None:
+    """``node``'s value where it is an integer written out (``1``, ``-1``), else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _int_literal(node.operand)
+        return None if inner is None else -inner
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+

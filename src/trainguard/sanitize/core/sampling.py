@@ -4,12 +4,15 @@ Keeping Dropout active at prediction time and averaging several forward passes o
 is a deliberate method (MC dropout; Gal and Ghahramani, "Dropout as a Bayesian Approximation",
 ICML 2016, https://arxiv.org/abs/1506.02142). What sets it apart from an evaluation left in
 training mode is its mechanism, not its names: the same input tensor, unchanged (the same object
-at the same version counter), goes through the same model again, with grad disabled and no
-backward, mode change or optimizer step in between, while the only mode-dependent modules active
-are dropout-type ones (Dropout, an RNN's or MultiheadAttention's dropout). A BatchNorm left in
-training mode updates its running statistics on every such pass, so a model with one stays
-reported, and so does a module whose own ``forward`` reads ``self.training`` (what it does is
-unknown).
+at the same version counter), goes through the same model again from the same statement (the same
+model call reached through the same user lines: a sampling loop or comprehension), with grad
+disabled and no backward, mode change or optimizer step in between, while the only
+mode-dependent modules active are dropout-type ones (Dropout, an RNN's or MultiheadAttention's
+dropout). A BatchNorm left in training mode updates its running statistics on every such pass,
+so a model with one stays reported, and so does a module whose own ``forward`` reads
+``self.training`` (what it does is unknown). Two single passes made by different statements (``estimate(model, image)`` called
+twice on one image, its outputs compared: skhadem/3D-BoundingBox#29, the same image giving a
+different orientation each time) are two evaluations, each reported.
 
 TG101 hands such a forward's finding to :class:`Sampling` instead of reporting it at once; the
 next event decides: a repeat of the same input drops it (and every repeat after it), anything
@@ -18,9 +21,11 @@ else reports it as it was.
 
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import Any, Callable
 
+from trainguard.sanitize.core.callstack import callers
 from trainguard.sanitize.core.modes import rule_of
 
 __all__ = ["Sampling", "dropout_only"]
@@ -43,6 +48,13 @@ def _input(call: Any) -> Any:
     return first if hasattr(first, "is_inference") else None
 
 
+def _statement(call: Any) -> tuple:
+    """The user line that made the model call and the user lines that called its function
+    (:func:`~trainguard.sanitize.core.callstack.callers`): a draw of a series repeats all of
+    them."""
+    return call.where, callers(call.where, sys._getframe(1))
+
+
 def _version(tensor: Any) -> int:
     """The tensor's version counter; -1 for an inference tensor (made under
     ``torch.inference_mode()``), which has none: reading it raises, and such a tensor is only
@@ -57,10 +69,10 @@ class Sampling:
     __slots__ = ("held", "series")
 
     def __init__(self) -> None:
-        # (model, input, input version, report): the forward whose finding waits
-        self.held: tuple[Any, Any, int, Callable[[], None]] | None = None
-        # (model, input, input version): a series already seen to repeat
-        self.series: tuple[Any, Any, int] | None = None
+        # (model, input, input version, statement, report): the forward whose finding waits
+        self.held: tuple[Any, Any, int, tuple, Callable[[], None]] | None = None
+        # (model, input, input version, statement): a series already seen to repeat
+        self.series: tuple[Any, Any, int, tuple] | None = None
 
     def offer(self, active: list[Any], call: Any, report: Callable[[], None]) -> None:
         """``report`` a no-grad forward's finding now, or, for a dropout-only model called with a
@@ -70,7 +82,8 @@ class Sampling:
             report()
             return
         self.release()
-        self.held = (weakref.ref(call.module), weakref.ref(tensor), _version(tensor), report)
+        self.held = (weakref.ref(call.module), weakref.ref(tensor), _version(tensor),
+                     _statement(call), report)
 
     def repeats(self, call: Any) -> bool:
         """Whether ``call`` (a root forward) draws again from the held forward's input, or from a
@@ -80,8 +93,9 @@ class Sampling:
         tensor = _input(call) if call.training and not call.grad_enabled else None
         for entry in (self.held, self.series):
             if entry is not None and tensor is not None and entry[0]() is call.module \
-                    and entry[1]() is tensor and entry[2] == _version(tensor):
-                self.series, self.held = entry[:3], None
+                    and entry[1]() is tensor and entry[2] == _version(tensor) \
+                    and entry[3] == _statement(call):
+                self.series, self.held = entry[:4], None
                 return True
         self.series = None
         self.release()
@@ -92,4 +106,4 @@ class Sampling:
         forward that is not a repeat came first)."""
         held, self.held = self.held, None
         if held is not None:
-            held[3]()
+            held[4]()
