@@ -5,7 +5,8 @@ vision.append(p)`` / ``elif ...: language.append(p)`` puts each parameter in the
 first condition it meets; one that meets none is in no group, and the optimizer built from
 ``[{"params": vision, ...}, {"params": language, ...}]`` never updates it. The line to change is
 that loop's last conditional append, right after which a default branch (``else:``) belongs, not
-the list of groups (which holds every group the loop fills). The same holds for a loop over the
+the list of groups (which holds every group the loop fills), when the loop comes before that list in
+the same function (or the module's own code). The same holds for a loop over the
 model's modules that picks parameters by attribute (``if hasattr(m, "bias"):
 biases.append(m.bias)``: a parameter named otherwise falls through, ultralytics/ultralytics#2855).
 
@@ -46,13 +47,24 @@ def sorting_loop_line(where: tuple[str, int, int]) -> int | None:
     if not names:
         return None
     lines = []
-    for loop in ast.walk(scope):
-        if isinstance(loop, ast.For) and _walks_model(loop):
+    for loop in _own_nodes(scope):
+        if isinstance(loop, ast.For) and _walks_model(loop) and loop.lineno < groups.lineno:
             found = _sorted_adds(loop, names)
             if found is None:
                 return None  # every parameter is sorted, or into a list no group gives
             lines += found
     return max(lines) if lines else None
+
+
+def _own_nodes(scope: ast.AST) -> list[ast.AST]:
+    """The nodes of ``scope``'s own code, not of the functions or classes it defines."""
+    found, todo = [], list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            found.append(node)
+            todo.extend(ast.iter_child_nodes(node))
+    return found
 
 
 def _base(node: ast.AST) -> str | None:
