@@ -45,7 +45,9 @@ Parameters added to a model already built: at the line that added them (or the c
 function outwards holding an optimizer; registered by the model's own call, a submodule built in
 ``forward()`` on the first call: where the optimizer was built, ``core/left_out.py``); left out of
 groups written by hand: at the last group
-listed (generated from a table: at its last entry, ``core/group_table.py``); a stale optimizer whose function built the model class again after it, or rebound the name
+listed (generated from a table: at its last entry, ``core/group_table.py``; their lists filled by
+a loop that sorts the model's parameters under conditions: at its last conditional append,
+``core/group_sorter.py``); a stale optimizer whose function built the model class again after it, or rebound the name
 it took ``.parameters()`` from (``net = deepen(net)``): at that line. A separate model beside an
 optimizer given some parameters twice (line/open-universe#5): at the line that wrote that list.
 Cost: at steps 2, 7, 13, 25, 49, then every 32, one pass over the models' parameters and the

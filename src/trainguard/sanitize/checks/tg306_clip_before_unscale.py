@@ -12,7 +12,11 @@ scale tensor, read with one attribute access per backward whose root is a produc
 parameters belong to the optimizer about to step, and the scaler had not unscaled that
 optimizer's gradients when they were clipped: the threshold was compared with
 gradients multiplied by the scale (65536 at the start), so clipping cuts almost every step to a
-tiny update, or, with ``clip_grad_value_``, to a fixed sign step.
+tiny update, or, with ``clip_grad_value_``, to a fixed sign step. Reported at the clip, or, when
+it runs in a helper, at the line that led to it in the deepest frame that also ran the scaled
+backward (the stack of each backward whose root is a product is kept): the call to move after
+``unscale_`` (rwth-i6/returnn#1595); at the clip when one line there led to both (a library's
+``fit()`` calling the user's clipping hook).
 
 Also fires when the clip is the user's own code (adaptive gradient clipping, a hand-written global
 norm, ``p.grad.clamp_``): after each checked backward from a scaled loss, the first 4096 elements
@@ -31,8 +35,8 @@ clipped in turn, gradients divided by one constant before unscaling (accumulatio
 Not seen: clipping functions imported by name before the watcher started
 (``from torch.nn.utils import clip_grad_norm_``).
 
-Cost: per checked backward, one look at its root's node (with an enabled scaler, three
-gradient slices copied); per checked clip, a set of the clipped
+Cost: per checked backward, one look at its root's node (when it is a product by a scalar, the
+user's stack; with an enabled scaler, three gradient slices copied); per checked clip, a set of the clipped
 parameter ids (one scan of the heap for a GradScaler per run, ``bounds.live_objects``); 16 pending
 clips at most.
 
@@ -48,6 +52,7 @@ import weakref
 from typing import Any
 
 from trainguard.sanitize.core.bounds import live_objects
+from trainguard.sanitize.core.callstack import cause_line, shared_depth, user_stack
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location, user_location
 
@@ -59,7 +64,10 @@ class ClipBeforeUnscale(Check):
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.scaler: Any = None  # weakref to the GradScaler, False when the run has none
-        self.clips: list[tuple[set[int], set[int], Any, str]] = []  # (param ids, unscaled, where, name)
+        # (param ids, unscaled, where, name): where is the clip's line, or the line that led to
+        # it in the frame that also ran the scaled backward
+        self.clips: list[tuple[set[int], set[int], Any, str]] = []
+        self.backward_stack: Any = ()  # the user's stack of the last backward of a product
         self.scaled_by: int | None = None  # data_ptr of the factor of the last backward's Mul root
         # id(optimizer) -> [(weakref(grad), version, first elements, backward_count)] after the
         # latest scaled backward; id(optimizer) -> the uniform factor last seen before unscale_
@@ -69,6 +77,7 @@ class ClipBeforeUnscale(Check):
     def on_backward(self, call: Any) -> None:
         roots = call.tensors
         node = roots[0].grad_fn if len(roots) == 1 else None
+        self.backward_stack = ()
         if node is None or type(node).__name__ != "MulBackward0":
             self.scaled_by = None
             return
@@ -78,6 +87,8 @@ class ClipBeforeUnscale(Check):
             self.scaled_by = None
             return
         self.scaled_by = other.data_ptr() if other.numel() == 1 else None
+        if self.scaled_by is not None:
+            self.backward_stack = user_stack(sys._getframe(1))
 
     def on_backward_done(self, call: Any) -> None:
         """After a backward the scaler scaled: note a few gradients of each optimizer as they
@@ -147,7 +158,11 @@ class ClipBeforeUnscale(Check):
             return  # no enabled scaler, or gradients from a backward it did not scale
         unscaled = {oid for oid, st in scaler._per_optimizer_states.items()
                     if getattr(st.get("stage"), "name", "") == "UNSCALED"}
-        self.clips.append(({id(p) for p in params}, unscaled, user_location(sys._getframe(1)), name))
+        clip_at = user_location(sys._getframe(1))
+        where = _clip_cause(user_stack(sys._getframe(1)), self.backward_stack)
+        if where is not None and clip_at is not None and where[:2] != clip_at[:2]:
+            name = f"{name} (at {short_location(clip_at)}, reached through this call)"
+        self.clips.append(({id(p) for p in params}, unscaled, where or clip_at, name))
         self.arm()
 
     def on_step_pre(self, optimizer: Any) -> None:
@@ -188,6 +203,17 @@ def _shrink(old: Any, new: Any) -> float | None:
         return None  # (values only kept or zeroed: a mask, not a clip)
     lo, hi = float(r.min()), float(r.max())
     return hi if hi - lo <= 1e-4 * max(hi, 1e-12) else -1.0
+
+
+def _clip_cause(clip_stack: Any, backward_stack: Any) -> Any:
+    """The line to move after ``unscale_``: in the deepest frame that ran both the scaled backward
+    and the clip, the line that led to the clip (the call of a clipping helper, or the clip
+    itself); None when the stacks share no frame, or when one line there led to both (a trainer's
+    ``fit()`` that runs the backward and calls the user's clipping hook: the clip's own line)."""
+    depth = shared_depth(clip_stack, backward_stack)
+    if depth < 0 or clip_stack[depth][2] == backward_stack[depth][2]:
+        return None
+    return cause_line(clip_stack, backward_stack)
 
 
 def _find_scaler() -> Any:

@@ -6,7 +6,8 @@ model's own call registered them: a submodule whose size is only known from the 
 built inside ``forward()`` on the first call. That call is the model's use, not a change to undo:
 the line to change is the optimizer's construction, which belongs after a first forward (a dry
 run), as PyTorch's ``LazyModuleMixin`` docs ask of lazy modules. Otherwise: the parameter groups
-written by hand that leave them out (or the table they are generated from), the line that
+written by hand that leave them out (or the loop that sorts parameters into them and lets them
+fall through, or the table they are generated from), the line that
 replaced the model the optimizer holds, a ``requires_grad`` filter that ran while they were
 frozen, else the optimizer's construction.
 """
@@ -18,6 +19,7 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import FRAMES
 from trainguard.sanitize.core.frames import short_location
+from trainguard.sanitize.core.group_sorter import sorting_loop_line
 from trainguard.sanitize.core.group_table import group_table_line
 from trainguard.sanitize.core.source import (built_again, param_groups_line, params_line,
                                             picks_trainable)
@@ -62,6 +64,13 @@ def left_out_cause(built: Any, where: Any, added: Any, them: str, s: str,
         by = f" (at {short_location(inner)})" if inner else ""
         why = (f"this line added {them}{by} to a model already built, and no optimizer "
                f"was given {them} afterwards")
+    elif groups_at is not None and (sort_at := sorting_loop_line(built)) is not None:
+        where = (built[0], sort_at, 1)  # the loop that sorts parameters into the groups
+        they = "it" if them == "it" else "they"
+        why = (f"this loop sorts the model's parameters into the groups listed up to line "
+               f"{groups_at} for the optimizer built at line {built[1]}, and {they} meet{s} "
+               "none of its conditions; add a default branch (else) that puts the rest in a "
+               "group")
     elif groups_at is not None:  # groups written out by hand: the list that left them out
         where = (built[0], groups_at, 1)
         why = (f"the parameter groups listed here for the optimizer built at line "

@@ -16,8 +16,8 @@ from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.frames import is_user_code, is_user_file
 
 __all__ = ["SourceFile", "marked", "function_node", "function_at", "attribute_store", "setter_call",
-           "params_line", "param_groups_line", "last_assigned", "trains", "built_again",
-           "picks_trainable", "constructed_at", "optimizer_params"]
+           "params_line", "param_groups_line", "param_groups_list", "last_assigned", "trains",
+           "built_again", "picks_trainable", "constructed_at", "optimizer_params"]
 
 # SourceFile per parsed tree (id -> (tree, index)): the newest few, as bounds keeps its trees
 _INDEXED = 16
@@ -235,6 +235,13 @@ def param_groups_line(where: tuple[str, int, int]) -> int | None:
     of the options such a function returns: ``Adam(**get_params_options(args, model))`` returning
     ``dict(params=groups, lr=...)``). That list is where a
     module left out of every group belongs. None otherwise."""
+    found = param_groups_list(where)
+    return found[0].elts[-1].lineno if found is not None else None
+
+
+def param_groups_list(where: tuple[str, int, int]) -> tuple[ast.List, ast.AST] | None:
+    """The list of group dicts written out for the optimizer built by the call at ``where``, as
+    :func:`param_groups_line` finds it, with the function (or module) that writes it."""
     found = optimizer_params(where, spread=True)
     if found is None:
         return None
@@ -262,7 +269,7 @@ def param_groups_line(where: tuple[str, int, int]) -> int | None:
                                           file.scope(call) else None, (ast.List, ast.Call,
                                                                        ast.Dict)))
     if isinstance(arg, ast.List) and arg.elts and all(isinstance(e, ast.Dict) for e in arg.elts):
-        return arg.elts[-1].lineno
+        return arg, scope
     return None
 
 
