@@ -5,7 +5,9 @@ first); clipping them before ``scaler.unscale_(optimizer)`` applies the threshol
 values (https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-clipping). The clip
 may be a function the step was handed (``clip_fn(params)``, ``self.grad_clip_fn`` given as
 ``functools.partial(clip_grad_norm_, max_norm=1.0)``: :mod:`trainguard.lint.held_calls`), and
-the backward and step may run in a callback or an engine object the loop reaches. A
+the backward and step may run in a callback or an engine object the loop reaches. When an
+``unscale_`` follows the clip in the step, the finding is where the two are put in that order:
+the statement, in the function that runs both, whose call leads to the clip. A
 ``clip_grad_norm_`` that is a method of a project class (a mixed-precision helper's own) is
 read through its body, which may unscale first (:func:`trainguard.lint.events.events`). A backward
 of a loss that is plainly not scaled (``criterion(out, y).backward()``, a name assigned only
@@ -50,7 +52,7 @@ def check(script: Script) -> Iterator[Hit]:
         if not uses_scaler:
             continue
         unscaled, last = False, None
-        for e in evs:
+        for i, e in enumerate(evs):
             if e.kind == "backward":
                 # a backward in the other branch of an ``if`` (``if scaler: ... else:
                 # loss.backward()``): after it, the gradients are unscaled only if they are
@@ -63,11 +65,42 @@ def check(script: Script) -> Iterator[Hit]:
             elif e.kind == "unscale":
                 unscaled = True
             elif e.kind == "clip" and not unscaled:
-                yield Hit(e.node,
-                          "gradients are clipped while still multiplied by the GradScaler's "
-                          "loss scale: the threshold applies to scaled gradients",
+                later = next((u for u in evs[i + 1:] if u.kind == "unscale"), None)
+                at = _misordered(script, loop.body, e.node, 3) or e.node  # type: ignore
+                where = "" if later is None or e.foreign else \
+                    f", and unscale_ runs only after it ({later.place(script)})"
+                yield Hit(e.site if e.foreign or later is None else at,
+                          f"gradients are clipped while still multiplied by the GradScaler's "
+                          f"loss scale{where}: the threshold applies to scaled gradients",
                           fix="call scaler.unscale_(optimizer) before clipping")
                 break
+
+
+def _misordered(script: Script, body: list[ast.stmt], clip: ast.AST, depth: int
+                ) -> ast.AST | None:
+    """Where the clip is put before ``unscale_``: in the function that runs both, one after the
+    other (``self.clip_gradients()`` then ``self.precision.pre_optimizer_step(opt)`` in
+    ``run_batch``), the statement's call that leads to the clip; the clip itself when it sits
+    beside the ``unscale_``. Followed from ``body`` down the calls that reach both (the loop's
+    ``self.run_batch(batch)``); None when no ``unscale_`` follows the clip."""
+    evs = events(script, body)
+    at = next((i for i, e in enumerate(evs) if e.node is clip and e.kind == "clip"), None)
+    later = next((u for u in evs[at + 1:] if u.kind == "unscale"), None) \
+        if at is not None else None
+    if later is None or evs[at].foreign:  # type: ignore[index]
+        return None
+    via = evs[at].via  # type: ignore[index]
+    if via is None:
+        return clip
+    if later.via is not via or depth <= 0:
+        return via  # the clip comes through this call, the unscale_ after it
+    for target in script.targets(via)[:4]:  # both through one call: the order is in there
+        if target.script is script and isinstance(
+                target.func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found = _misordered(script, target.func.body, clip, depth - 1)
+            if found is not None:
+                return found
+    return via
 
 
 def _disabled(script: Script, call: ast.AST) -> bool:
