@@ -22,7 +22,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import exclusive, kwarg, parent, statement_of
+from trainguard.lint.astutil import (encloses, exclusive, kwarg, parent, statement_of,
+                                     walk_local)
 from trainguard.lint.consts import module_constants_trusted, truth
 from trainguard.lint.events import events
 from trainguard.lint.held_calls import local_assignments
@@ -90,17 +91,59 @@ def _misordered(script: Script, body: list[ast.stmt], clip: ast.AST, depth: int
     if later is None or evs[at].foreign:  # type: ignore[index]
         return None
     via = evs[at].via  # type: ignore[index]
-    if via is None:
-        return clip
+    if via is None or _dispatched(script, via, clip, 3):
+        return clip  # (a callback's hook the call fires: the hook chosen is the fault)
     if later.via is not via or depth <= 0:
         return via  # the clip comes through this call, the unscale_ after it
-    for target in script.targets(via)[:4]:  # both through one call: the order is in there
-        if target.script is script and isinstance(
-                target.func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            found = _misordered(script, target.func.body, clip, depth - 1)
-            if found is not None:
-                return found
+    for target in _bodies(script, via):  # both through one call: the order is in there
+        found = _misordered(script, target.body, clip, depth - 1)
+        if found is not None:
+            return found
     return via
+
+
+def _bodies(script: Script, call: ast.Call) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [t.func for t in script.targets(call)[:4] if t.script is script and
+            isinstance(t.func, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def _dispatched(script: Script, via: ast.Call, clip: ast.AST, depth: int) -> bool:
+    """The clip is reached from ``via`` through a call that fires a hook of every callback
+    (``getattr(cb, name)(self)`` or ``cb.on_after_backward(self)`` inside ``for cb in
+    self.callbacks:``): that call serves every callback, so the hook the clip was put in is
+    what to change, not the line that fires it."""
+    for func in _bodies(script, via) if depth > 0 else []:
+        if encloses(func, clip):
+            return False
+        calls = [c for c in walk_local(func) if isinstance(c, ast.Call)]
+        leading = [c for c in calls if _leads(script, c, clip, depth - 1)]
+        if leading:  # the path to the clip goes on through calls the file resolves
+            return any(_dispatched(script, c, clip, depth - 1) for c in leading)
+        return any(_fires_hook(c) for c in calls)  # reached only by firing a hook
+    return False
+
+
+def _leads(script: Script, call: ast.Call, clip: ast.AST, depth: int) -> bool:
+    """A function ``call`` runs holds the clip, or calls one that does."""
+    return depth >= 0 and any(
+        encloses(f, clip) or any(isinstance(c, ast.Call) and _leads(script, c, clip, depth - 1)
+                                 for c in walk_local(f))
+        for f in _bodies(script, call))
+
+
+def _fires_hook(call: ast.Call) -> bool:
+    f = call.func
+    if isinstance(f, ast.Call) and isinstance(f.func, ast.Name) and f.func.id == "getattr":
+        return True
+    recv = f.value if isinstance(f, ast.Attribute) else None
+    n = parent(call)
+    while isinstance(recv, ast.Name) and n is not None and \
+            not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)) and \
+                isinstance(n.target, ast.Name) and n.target.id == recv.id:
+            return True
+        n = parent(n)
+    return False
 
 
 def _disabled(script: Script, call: ast.AST) -> bool:
