@@ -4,9 +4,10 @@ them: built directly (``StepLR(opt, step_size=8)``), from a config
 registry dict of scheduler classes (``SCHEDULERS[cfg["scheduler"]](opt, **cfg["args"])``), or
 wrapped in an object whose ``__getattr__`` forwards to the scheduler it holds
 (``LRPolicy(ReduceLROnPlateau(opt, patience=3))``), or returned by a factory of the file
-(``def get_scheduler(opt, cfg): return getattr(...)(opt, **cfg["kwargs"])``). Settings are read with
-:func:`trainguard.lint.consts.resolve` (constants, config literals, defaults); anything the
-program does not fix is ``UNKNOWN``, and a check then stays silent.
+(``def get_scheduler(opt, cfg): return getattr(...)(opt, **cfg["kwargs"])``), also as one
+entry of the tuple it returns (``optimizer, scheduler = make_optimization(model)``). Settings
+are read with :func:`trainguard.lint.consts.resolve` (constants, config literals, defaults);
+anything the program does not fix is ``UNKNOWN``, and a check then stays silent.
 """
 
 from __future__ import annotations
@@ -58,7 +59,36 @@ def _assigned(script: Script, key: str, at: ast.AST | None) -> list[ast.expr]:
     values = script.assignments.get(key, [])
     func = script.enclosing_function(at) if at is not None and "." not in key else None
     local = [v for v in values if script.enclosing_function(v) is func] if func else []
-    return local or values
+    return local or (_unpacked(script, key, func) if func else []) or values
+
+
+def _unpacked(script: Script, key: str, func: ast.AST) -> list[ast.expr]:
+    """``optimizer, scheduler = make_optimization(model)`` in ``func``: what each ``return``
+    of the factory (a function or method of the file) gives at ``key``'s place in the tuple,
+    read through the factory's own assignments (``return optimizer, scheduler``)."""
+    out: list[ast.expr] = []
+    for n in walk_local(func):
+        if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and
+                isinstance(n.targets[0], (ast.Tuple, ast.List)) and
+                isinstance(n.value, ast.Call)):
+            continue
+        elts = n.targets[0].elts
+        at = [i for i, t in enumerate(elts) if isinstance(t, ast.Name) and t.id == key]
+        if len(at) != 1 or any(isinstance(t, ast.Starred) for t in elts):
+            continue
+        for target in script.targets(n.value)[:2]:
+            if target.script is not script:
+                continue
+            for ret in walk_local(target.func):
+                if not (isinstance(ret, ast.Return) and
+                        isinstance(ret.value, (ast.Tuple, ast.List)) and
+                        len(ret.value.elts) == len(elts)):
+                    continue
+                got = ret.value.elts[at[0]]
+                out += [v for v in script.assignments.get(got.id, [])
+                        if script.enclosing_function(v) is target.func] \
+                    if isinstance(got, ast.Name) else [got]
+    return out
 
 
 def span_of(script: Script, key: str, at: ast.AST) -> Any:

@@ -5,7 +5,9 @@ first); clipping them before ``scaler.unscale_(optimizer)`` applies the threshol
 values (https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-clipping). The clip
 may be a function the step was handed (``clip_fn(params)``, ``self.grad_clip_fn`` given as
 ``functools.partial(clip_grad_norm_, max_norm=1.0)``: :mod:`trainguard.lint.held_calls`), and
-the backward and step may run in a callback or an engine object the loop reaches. A
+the backward and step may run in a callback or an engine object the loop reaches. When an
+``unscale_`` follows the clip in the step, the finding is where the two are put in that order:
+the statement, in the function that runs both, whose call leads to the clip. A
 ``clip_grad_norm_`` that is a method of a project class (a mixed-precision helper's own) is
 read through its body, which may unscale first (:func:`trainguard.lint.events.events`). A backward
 of a loss that is plainly not scaled (``criterion(out, y).backward()``, a name assigned only
@@ -20,7 +22,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import exclusive, kwarg, parent, statement_of
+from trainguard.lint.astutil import (encloses, exclusive, kwarg, parent, statement_of,
+                                     walk_local)
 from trainguard.lint.consts import module_constants_trusted, truth
 from trainguard.lint.events import events
 from trainguard.lint.held_calls import local_assignments
@@ -50,7 +53,7 @@ def check(script: Script) -> Iterator[Hit]:
         if not uses_scaler:
             continue
         unscaled, last = False, None
-        for e in evs:
+        for i, e in enumerate(evs):
             if e.kind == "backward":
                 # a backward in the other branch of an ``if`` (``if scaler: ... else:
                 # loss.backward()``): after it, the gradients are unscaled only if they are
@@ -63,11 +66,84 @@ def check(script: Script) -> Iterator[Hit]:
             elif e.kind == "unscale":
                 unscaled = True
             elif e.kind == "clip" and not unscaled:
-                yield Hit(e.node,
-                          "gradients are clipped while still multiplied by the GradScaler's "
-                          "loss scale: the threshold applies to scaled gradients",
+                later = next((u for u in evs[i + 1:] if u.kind == "unscale"), None)
+                at = _misordered(script, loop.body, e.node, 3) or e.node  # type: ignore
+                where = "" if later is None or e.foreign else \
+                    f", and unscale_ runs only after it ({later.place(script)})"
+                yield Hit(e.site if e.foreign or later is None else at,
+                          f"gradients are clipped while still multiplied by the GradScaler's "
+                          f"loss scale{where}: the threshold applies to scaled gradients",
                           fix="call scaler.unscale_(optimizer) before clipping")
                 break
+
+
+def _misordered(script: Script, body: list[ast.stmt], clip: ast.AST, depth: int
+                ) -> ast.AST | None:
+    """Where the clip is put before ``unscale_``: in the function that runs both, one after the
+    other (``self.clip_gradients()`` then ``self.precision.pre_optimizer_step(opt)`` in
+    ``run_batch``), the statement's call that leads to the clip; the clip itself when it sits
+    beside the ``unscale_``. Followed from ``body`` down the calls that reach both (the loop's
+    ``self.run_batch(batch)``); None when no ``unscale_`` follows the clip."""
+    evs = events(script, body)
+    at = next((i for i, e in enumerate(evs) if e.node is clip and e.kind == "clip"), None)
+    later = next((u for u in evs[at + 1:] if u.kind == "unscale"), None) \
+        if at is not None else None
+    if later is None or evs[at].foreign:  # type: ignore[index]
+        return None
+    via = evs[at].via  # type: ignore[index]
+    if via is None or _dispatched(script, via, clip, 3):
+        return clip  # (a callback's hook the call fires: the hook chosen is the fault)
+    if later.via is not via or depth <= 0:
+        return via  # the clip comes through this call, the unscale_ after it
+    for target in _bodies(script, via):  # both through one call: the order is in there
+        found = _misordered(script, target.body, clip, depth - 1)
+        if found is not None:
+            return found
+    return via
+
+
+def _bodies(script: Script, call: ast.Call) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [t.func for t in script.targets(call)[:4] if t.script is script and
+            isinstance(t.func, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def _dispatched(script: Script, via: ast.Call, clip: ast.AST, depth: int) -> bool:
+    """The clip is reached from ``via`` through a call that fires a hook of every callback
+    (``getattr(cb, name)(self)`` or ``cb.on_after_backward(self)`` inside ``for cb in
+    self.callbacks:``): that call serves every callback, so the hook the clip was put in is
+    what to change, not the line that fires it."""
+    for func in _bodies(script, via) if depth > 0 else []:
+        if encloses(func, clip):
+            return False
+        calls = [c for c in walk_local(func) if isinstance(c, ast.Call)]
+        leading = [c for c in calls if _leads(script, c, clip, depth - 1)]
+        if leading:  # the path to the clip goes on through calls the file resolves
+            return any(_dispatched(script, c, clip, depth - 1) for c in leading)
+        return any(_fires_hook(c) for c in calls)  # reached only by firing a hook
+    return False
+
+
+def _leads(script: Script, call: ast.Call, clip: ast.AST, depth: int) -> bool:
+    """A function ``call`` runs holds the clip, or calls one that does."""
+    return depth >= 0 and any(
+        encloses(f, clip) or any(isinstance(c, ast.Call) and _leads(script, c, clip, depth - 1)
+                                 for c in walk_local(f))
+        for f in _bodies(script, call))
+
+
+def _fires_hook(call: ast.Call) -> bool:
+    f = call.func
+    if isinstance(f, ast.Call) and isinstance(f.func, ast.Name) and f.func.id == "getattr":
+        return True
+    recv = f.value if isinstance(f, ast.Attribute) else None
+    n = parent(call)
+    while isinstance(recv, ast.Name) and n is not None and \
+            not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)) and \
+                isinstance(n.target, ast.Name) and n.target.id == recv.id:
+            return True
+        n = parent(n)
+    return False
 
 
 def _disabled(script: Script, call: ast.AST) -> bool:

@@ -12,6 +12,8 @@ The same holds for an RNG that a transform handed to the dataset owns (a MONAI-s
 ``Randomizable`` with its own ``RandomState``), created by a helper that ``__init__`` calls or
 a class attribute, in this file or another file of the project (:mod:`worker_rngs`), and for
 an RNG handed to an object the dataset keeps (``self.transform = Flip(self.random_state)``).
+When the file has a ``worker_init_fn`` that reseeds the worker's dataset and never hands it to a
+DataLoader, the finding is at the DataLoader that lacks it.
 The loader's settings may come from a config the file fixes (``DataLoader(ds,
 **cfg["loader"])``); settings it cannot resolve stay silent.
 """
@@ -34,6 +36,40 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 def check(script: Script) -> Iterator[Hit]:
     if not _workers_without_init(script):
         return
+    hits = list(_copied_rngs(script))
+    unused = _unused_worker_init(script) if hits else None
+    if unused is None:
+        yield from hits
+        return
+    # the file has the reseeding function: the DataLoader that is not handed it is the fault
+    for loader in (c for c in script.calls if _loader_with_workers(script, c)):
+        yield Hit(loader, f"this DataLoader's workers each get a copy of the dataset with the "
+                          f"same RNG state, and {unused.name}() (at "
+                          f"{script.at(unused.lineno)}), which reseeds the worker's copy of the "
+                          f"dataset, is never passed to it: every worker draws the same numbers",
+                  fix=f"pass worker_init_fn={unused.name} to the DataLoader")
+
+
+def _unused_worker_init(script: Script) -> ast.FunctionDef | None:
+    """A function of the file, not a method, that reaches the worker's copy of the dataset
+    (``get_worker_info().dataset``, as a ``worker_init_fn`` does) and that nothing in the file
+    names: written to reseed the workers, never handed to a DataLoader."""
+    loaded = {n.id for n in script.nodes if isinstance(n, ast.Name) and
+              isinstance(n.ctx, ast.Load)} | {n.attr for n in script.nodes
+                                                if isinstance(n, ast.Attribute)}
+    for name, funcs in script.functions.items():
+        if name in loaded or len(funcs) != 1 or not isinstance(funcs[0], ast.FunctionDef) or \
+                script.enclosing_class(funcs[0]) is not None:
+            continue
+        body = list(ast.walk(funcs[0]))
+        if any(isinstance(n, ast.Call) and (script.call_qualname(n) or "").endswith(
+                "get_worker_info") for n in body) and \
+                any(isinstance(n, ast.Attribute) and n.attr == "dataset" for n in body):
+            return funcs[0]
+    return None
+
+
+def _copied_rngs(script: Script) -> Iterator[Hit]:
     globals_only = "" if all(kwarg(c, "worker_init_fn") is None for c in script.calls
                              if _loader_with_workers(script, c)) else \
         " (its worker_init_fn reseeds only the global RNGs, not this one)"

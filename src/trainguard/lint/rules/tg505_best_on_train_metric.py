@@ -17,9 +17,10 @@ with the training metrics (``curr = eval_metrics["mIoU"]`` in ``save_best(self,
 eval_metrics)``, called as ``self.save_best(train_metrics)``), and through the name of the metric a
 callback class of the file watches (``val = metrics[self.monitor]`` compared by
 ``self.comp(val, self.best)``, with ``monitor="train_loss"`` at every construction: reported
-there); a framework's ``ModelCheckpoint(monitor="train_loss")`` too. A monitored bare name whose
-validation twin the file also writes (``monitor="loss"`` beside a ``"val_loss"`` key) is the
-training metric (Keras's convention).
+there, also when the comparison is returned by a predicate every call of which guards the save:
+``if self._is_better(current):``); a framework's ``ModelCheckpoint(monitor="train_loss")`` too.
+A monitored bare name whose validation twin the file also writes (``monitor="loss"`` beside a
+``"val_loss"`` key) is the training metric (Keras's convention).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def check(script: Script) -> Iterator[Hit]:
         if len(best) != 1:
             continue
         other = sides[1 - best[0]]
-        if not _selects(node):
+        if not _selects(script, node):
             continue
         why = _train_metric(script, other)
         at: ast.AST = node
@@ -125,17 +126,20 @@ def _train_argument(script: Script, node: ast.AST) -> tuple[ast.AST, str] | None
     names = [a.arg for a in func.args.args]
     if names and names[0] == "self":
         names = names[1:]
-    found = []
+    found: list[tuple[ast.AST, str]] = []
     for site in script.call_sites(func)[:8]:
         arg = bind_arguments(names, site).get(node.id)
         why = _train_metric(script, arg) if arg is not None else None
+        watched = _monitored(script, arg) if arg is not None and why is None else None
+        if watched is not None:  # self._is_better(current), current = logs[self.monitor]
+            found.append((watched[0], f"{watched[1]}, passed as `{node.id}` to {func.name}() "
+                                      f"at {script.at(site.lineno)}"))
+            continue
         if why is None:
             return None
-        found.append((site, why))
-    if not found:
-        return None
-    site, why = found[0]
-    return site, f"{why}, passed as `{node.id}` to {func.name}() at {script.at(site.lineno)}"
+        found.append((site, f"{why}, passed as `{node.id}` to {func.name}() at "
+                            f"{script.at(site.lineno)}"))
+    return found[0] if found else None
 
 
 def _entry_base(node: ast.AST) -> ast.AST | None:
@@ -389,10 +393,12 @@ def _entry(node: ast.AST | None) -> str | None:
     return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
 
 
-def _selects(compare: ast.Compare) -> bool:
+def _selects(script: Script, compare: ast.AST, depth: int = 2) -> bool:
     """The comparison guards saving or updating the best, or is stored as ``is_best`` or in a
     flag that an ``if`` saving or updating the best then tests (``better = self.best is None
-    or (value > self.best if self.mode == "max" else value < self.best)``, ``if better:``)."""
+    or (value > self.best if self.mode == "max" else value < self.best)``, ``if better:``), or
+    is returned by a predicate every call of which does so (``return current < self.best``
+    in ``_is_better(self, current)``, called as ``if self._is_better(current):``)."""
     n, p = compare, parent(compare)
     while isinstance(p, (ast.BoolOp, ast.UnaryOp)) or \
             isinstance(p, ast.IfExp) and n is not p.test:
@@ -402,7 +408,9 @@ def _selects(compare: ast.Compare) -> bool:
             _flag_selects(p)
     if isinstance(p, ast.If):
         return _saves_best(p)
-    return False
+    func = script.enclosing_function(p) if isinstance(p, ast.Return) and depth > 0 else None
+    sites = script.call_sites(func) if func is not None else []
+    return bool(sites) and all(_selects(script, s, depth - 1) for s in sites)
 
 
 def _saves_best(stmt: ast.If) -> bool:

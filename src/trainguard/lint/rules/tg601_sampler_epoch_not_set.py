@@ -3,7 +3,9 @@
 The sampler seeds its shuffle with ``seed + epoch``; without ``set_epoch`` every epoch uses the
 same order (https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler).
 Reported at the epoch loop (the loop around the training loop, or around the call of the
-function that holds it), where ``set_epoch`` goes; the ``while`` of a generator that passes over
+function that holds it), where ``set_epoch`` goes, or at a statement of the epoch that starts a
+pass over the sampler before the training loop (``batches = iter(train_loader)``): the order is
+drawn when the iterator is created; the ``while`` of a generator that passes over
 a loader again and again (``while True: for batch in loader: yield batch``); at the sampler when
 there is none.
 Silent for ``shuffle=False`` samplers (evaluation), when any ``set_epoch`` call is in the file,
@@ -17,7 +19,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import is_false, kwarg, parent
+from trainguard.lint.astutil import dotted, is_false, kwarg, parent
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
@@ -44,9 +46,12 @@ def check(script: Script) -> Iterator[Hit]:
                             "never called: every epoch sees the same order",
                       fix="call sampler.set_epoch(epoch) at the start of every epoch")
         else:
-            yield Hit(epoch_loop, f"the epoch loop never calls set_epoch() on the "
-                                  f"DistributedSampler built at {script.at(call.lineno)}, which "
-                                  f"shuffles with seed + epoch: every epoch sees the same order",
+            drawn = _first_draw(script, call, epoch_loop)
+            first = "" if drawn is epoch_loop else \
+                " (its pass over the sampler starts here, before the training loop)"
+            yield Hit(drawn, f"the epoch loop never calls set_epoch() on the "
+                             f"DistributedSampler built at {script.at(call.lineno)}, which "
+                             f"shuffles with seed + epoch: every epoch sees the same order{first}",
                       fix="call sampler.set_epoch(epoch) at the start of every epoch")
         return
 
@@ -70,6 +75,51 @@ def _epoch_loop(script: Script) -> ast.AST | None:
     endless = _endless_pass(script)
     return next((f for f in endless.body if isinstance(f, (ast.For, ast.AsyncFor))), endless) \
         if endless is not None else None
+
+
+# Calls that start a pass over their argument: the sampler draws its order for the epoch there
+_ITERATING = {"iter", "list", "tuple", "enumerate", "sorted", "zip"}
+_WRAPPERS = {"iter", "enumerate", "tqdm", "islice", "cycle"}
+
+
+def _first_draw(script: Script, sampler: ast.Call, at: ast.AST) -> ast.AST:
+    """The first statement of the epoch loop's body above ``at`` that starts a pass over the
+    sampler or a loader built on it (``batches = iter(train_loader)``,
+    ``list(loader.sampler)``): the sampler fixes the epoch's order when its iterator is
+    created, so ``set_epoch`` must come before that (the DistributedSampler docs: "before
+    creating the DataLoader iterator"); ``at`` when there is none."""
+    loop = parent(at)
+    if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) or at not in loop.body:
+        return at
+    names = {dotted(t) for t in _targets(sampler)}
+    names |= {dotted(t) for c in script.calls if (script.call_qualname(c) or "").endswith(
+        "DataLoader") and dotted(kwarg(c, "sampler")) in names for t in _targets(c)}
+    if isinstance(at, (ast.For, ast.AsyncFor)):
+        names.add(dotted(_unwrapped(at.iter)))  # the loader the training loop passes over
+    names.discard(None)
+    names |= {f"{n}.sampler" for n in names}
+    for stmt in loop.body[:loop.body.index(at)]:
+        for n in ast.walk(stmt):
+            over = n.iter if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)) else \
+                n.args[0] if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and \
+                n.func.id in _ITERATING and n.args else None
+            if over is not None and dotted(_unwrapped(over)) in names:
+                return stmt
+    return at
+
+
+def _targets(call: ast.AST) -> list[ast.expr]:
+    p = parent(call)
+    return list(p.targets) if isinstance(p, ast.Assign) and p.value is call else []
+
+
+def _unwrapped(node: ast.expr) -> ast.expr:
+    """``loader`` for ``enumerate(loader)``, ``tqdm(loader)`` or ``iter(loader)`` (not for
+    ``range(len(loader))``, which passes over no sampler)."""
+    while isinstance(node, ast.Call) and node.args and \
+            (dotted(node.func) or "").rsplit(".", 1)[-1] in _WRAPPERS:
+        node = node.args[0]
+    return node
 
 
 def _endless_pass(script: Script) -> ast.AST | None:

@@ -14,7 +14,9 @@ distributed checkpoint API that every rank must call. A periodic test (``epoch %
 is no rank check. A write inside a helper of the file is reported at its first unguarded call,
 where the rank check goes, unless the helper takes the rank (``rank``, ``is_main_process``) and
 never reads it: the check belongs in the helper, at its write; a write inside a function of another
-project file is reported at the unguarded call of that function.
+project file is reported at the unguarded call of that function. A helper that takes the rank,
+never reads it and returns to every rank a new object of a class of the file that writes a file
+(``open(path, "a")`` too, in its methods) is reported at that ``return``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import SCOPES, kwarg, parent
+from trainguard.lint.astutil import SCOPES, dotted, kwarg, parent
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
@@ -61,6 +63,51 @@ def check(script: Script) -> Iterator[Hit]:
         yield Hit(call, f"{what} {path_text} runs on every rank: all processes write the same "
                         f"file{unread}")
     yield from _project_writers(script)
+    yield from _rank_blind_factories(script)
+
+
+def _rank_blind_factories(script: Script) -> Iterator[Hit]:
+    """``def build_report_manager(opt, rank): return ReportMgr(opt["log_file"])``: a helper
+    handed the rank (to make the writer on one rank only) that never reads it, and returns to
+    every rank a new object of a class of the file whose methods write a file (``open(path,
+    "a")``, ``torch.save``, a ``SummaryWriter``), not one per rank. Reported at that
+    ``return``; silent when every call of the helper is itself guarded by a rank check."""
+    for funcs in script.functions.values():
+        for func in funcs:
+            if script.enclosing_class(func) is not None or not _unread_rank(func):
+                continue
+            sites = script.call_sites(func)
+            if not sites or all(_guarded(script, s, frozenset()) for s in sites):
+                continue
+            for ret in (n for n in ast.walk(func) if isinstance(n, ast.Return)):
+                made = ret.value
+                cls = script.classes.get(dotted(made.func) or "") \
+                    if isinstance(made, ast.Call) else None
+                write = _class_write(script, cls) if cls is not None else None
+                if cls is None or write is None or any(_per_rank_path(a, ret, 3) for a in [
+                        *made.args, *(k.value for k in made.keywords)]):  # type: ignore
+                    continue
+                what, at = write
+                yield Hit(ret, f"{func.name}() takes the rank but never tests it, and returns "
+                               f"a {cls.name} to every rank, which writes a file with {what} "
+                               f"(at {script.at(at)}): all processes write the same file")
+                break
+
+
+def _class_write(script: Script, cls: ast.ClassDef) -> tuple[str, int] | None:
+    """``(call, line)`` of the first write to a file in a method of ``cls``: ``open(path,
+    "w"/"a")``, ``torch.save``, a ``SummaryWriter``; None when its methods write nothing."""
+    for node in ast.walk(cls):
+        if not isinstance(node, ast.Call):
+            continue
+        written = _written_path(script, node)
+        if written is not None:
+            return written[0].split(" ", 1)[0], node.lineno
+        mode = node.args[1] if len(node.args) > 1 else kwarg(node, "mode")
+        if dotted(node.func) == "open" and isinstance(mode, ast.Constant) and \
+                isinstance(mode.value, str) and set(mode.value) & {"w", "a"}:
+            return f"open(..., {mode.value!r})", node.lineno
+    return None
 
 
 def _per_rank_path(path: ast.expr, at: ast.AST, depth: int) -> bool:
