@@ -9,10 +9,13 @@ which graphs are still alive without keeping any alive.
 When it fires: after an optimizer step (for a run without steps, at the first backward it sees
 past every 16th and at exit, counting backward calls instead, or outermost forwards when there is
 no backward either: the forwards of one unrolled sequence belong to one update, as in a char-RNN
-updated by hand), graphs made at three or more distinct earlier iterations, each at least two
-iterations old, are all still alive. An iteration is one optimizer step, or, with several
-optimizers alive that have stepped, one step of each (a GAN's two steps make one). Something holds
-them: ``total += loss``, ``losses.append(loss)``, ``preds.append(out)``. The finding names the
+updated by hand; a run that takes ``torch.autograd.grad`` outside a forward and has no backward,
+a simulation's forces from a learned energy, counts those calls and looks at the first outermost
+forward past every 16th, ClementiGroup/mlcg#17), graphs made at three or more distinct earlier
+iterations, each at least two iterations old, are all still alive. An iteration is one optimizer
+step, or, with several optimizers alive that have stepped, one step of each (a GAN's two steps
+make one). Something holds them: ``total += loss``, ``losses.append(loss)``,
+``preds.append(out)``. The finding names the
 variable found in the user's frames that holds them and points at the line that accumulates into it
 (for a meter whose method stores what it is given, the call that gives it the tensor);
 when an object's attribute holds them (``model.train_losses``) and the frame that holds the object
@@ -74,13 +77,17 @@ class GraphKeptAcrossSteps(Check):
         self.windowed = False  # a holder found was a bounded window (deque(maxlen=N))
         self.unheld = 0  # looks that found old graphs but no holder
         self.next_look = _BY_HAND_EVERY  # backward count of the next look without optimizer
+        self.next_grad_look = _BY_HAND_EVERY  # the same, in autograd.grad calls, without backward
 
     def _clock(self, made: Made) -> int:
         if self.state.step:
             return made.step // self.per
         # no optimizer: a loop that updates by hand counts its backward calls (the forwards of
-        # one unrolled sequence, a char-RNN's steps, make one iteration); else the forwards
-        return made.backward_count if self.state.backward_count else made.order
+        # one unrolled sequence, a char-RNN's steps, make one iteration); without backward, its
+        # torch.autograd.grad calls (forces from an energy, one per step); else the forwards
+        if self.state.backward_count:
+            return made.backward_count
+        return made.grads if self.state.grad_count else made.order
 
     def on_backward(self, call: BackwardCall) -> None:
         # Module outputs are stamped by the watcher, and a loss's graph holds its model's output:
@@ -102,6 +109,16 @@ class GraphKeptAcrossSteps(Check):
             self.next_look = self.state.backward_count + _BY_HAND_EVERY
             self._inspect()
 
+    def on_root_forward(self, call: Any) -> None:
+        # a loop without backward or step that takes gradients with torch.autograd.grad (a
+        # simulation's forces from a learned energy): look while its frames are alive, at the
+        # first forward past each 16th grad call
+        state = self.state
+        if not state.step and not state.backward_count \
+                and state.grad_count >= self.next_grad_look:
+            self.next_grad_look = state.grad_count + _BY_HAND_EVERY
+            self._inspect()
+
     def on_step(self, optimizer: Any) -> None:
         self._inspect()
 
@@ -116,7 +133,7 @@ class GraphKeptAcrossSteps(Check):
             return
         self.per = max(1, len(state.optimizers))
         clock = state.step // self.per if state.step else \
-            state.backward_count or state.root_forwards
+            state.backward_count or state.grad_count or state.root_forwards
         alive = [made for made in (ref() for ref in self.followed) if made is not None]
         limit = clock - _MIN_AGE
         old = [made for made in alive if self._clock(made) <= limit]
@@ -129,7 +146,8 @@ class GraphKeptAcrossSteps(Check):
         if len(ages) < _MIN_ITERATIONS:
             del self.followed[:-_KEEP]
             return
-        unit = ("backward call" if state.backward_count else "forward") if not state.step else \
+        unit = ("backward call" if state.backward_count else "torch.autograd.grad call"
+                if state.grad_count else "forward") if not state.step else \
             "optimizer step" if self.per == 1 else "iteration"
         oldest = min(old, key=self._clock)
         oldest_what = oldest.module if oldest.module == "backward root" else \

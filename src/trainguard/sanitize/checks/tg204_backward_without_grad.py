@@ -16,7 +16,9 @@ tensor was rebound by its own update
 last model forward ran under
 ``torch.no_grad()``/``inference_mode``; a module caches a copy of its trainable parameters made
 under ``no_grad`` (reported at the store, ``core/grad_cache.py``); every parameter of the model is
-frozen; otherwise the loss
+frozen (when a model holding trainable parameters ran under ``no_grad`` earlier in the same step,
+an adapter fed to a frozen head, reported at that forward as below,
+sicara/easy-few-shot-learning#40); otherwise the loss
 was cut from the graph (``.detach()``, ``.item()``/``.numpy()`` and back, ``torch.tensor(loss)``,
 ``.data``). A forward under ``no_grad`` is reported at the training code's line that led to it: the
 call inside a ``with torch.no_grad():`` block on the way, also in a helper the step calls
@@ -64,6 +66,9 @@ class BackwardWithoutGrad(Check):
         super().__init__(bus)
         self.last_forward: tuple | None = None
         self.grad_forward: Location | None = None  # the line of the last forward with grad on
+        # the last forward with grad off and the backward count then: kept past later forwards
+        # with grad on (a frozen model fed by a trainable one's no_grad output)
+        self.gradless: tuple | None = None
         self.caught = Caught(4)  # the failed backward of each error, until claimed or the end
 
     def on_root_forward(self, call: ForwardCall) -> None:
@@ -73,6 +78,7 @@ class BackwardWithoutGrad(Check):
             self.last_forward = (type(call.module).__name__, call.where, call.grad_enabled,
                                  inference, weakref.ref(call.module),
                                  user_stack(sys._getframe(1)))
+            self.gradless = (self.last_forward, self.state.backward_count)
         else:
             self.last_forward = None
             self.grad_forward = call.where
@@ -90,6 +96,20 @@ class BackwardWithoutGrad(Check):
             if params and not any(p.requires_grad for p in params):
                 return type(model).__name__
         return None
+
+    def _trainable_gradless(self, ref: Any) -> tuple | None:
+        """The last forward of this step (since the last backward) that ran with grad off on a
+        model holding trainable parameters (LoRA adapters under ``with torch.no_grad():``), and
+        the training code's line that led to it (``ref``: the failed backward's user stack);
+        None when there is none."""
+        if self.gradless is None or self.gradless[1] != self.state.backward_count:
+            return None
+        forward = self.gradless[0]
+        module = forward[4]()
+        if module is None or not any(p.requires_grad for p in module.parameters()):
+            return None
+        stack = forward[5]
+        return forward, no_grad_block_line(stack, ref) or cause_line(stack, ref)
 
     def on_backward_failed(self, call: BackwardCall, exc: BaseException) -> None:
         import torch
@@ -207,7 +227,16 @@ class BackwardWithoutGrad(Check):
             fix = (f"recompute {cached[1]} on every call (or only cache it while "
                    "torch.is_grad_enabled() is False, without reusing it in training)")
             where = cached[2]
-        elif frozen := self._frozen_model():
+        elif (frozen := self._frozen_model()) \
+                and (fed := self._trainable_gradless(facts.get("stack") or ())):
+            why = (f"{seen} has no grad_fn: every parameter of {frozen} is frozen "
+                   f"(requires_grad=False), and {fed[0][0]}, which holds trainable parameters, "
+                   f"ran its forward at {short_location(fed[0][1])} under torch.no_grad() in "
+                   "this step, so what it passed on to the loss has no grad_fn either")
+            fix = (f"run {fed[0][0]}'s forward outside torch.no_grad() in the training step, "
+                   "so its trainable parameters get gradients")
+            where = fed[1] or where
+        elif frozen:
             why = (f"{seen} has no grad_fn because every parameter of {frozen} is frozen "
                    "(requires_grad=False)")
             fix = "unfreeze the parameters to train (p.requires_grad_(True)) or do not call backward"

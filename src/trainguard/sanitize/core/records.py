@@ -28,6 +28,8 @@ class Made:
         where: the user's ``(path, line, col)``.
         module: the module's class name (``"backward root"`` for a loss).
         order: outermost module calls completed (a clock for runs without optimizer steps).
+        grads: ``torch.autograd.grad`` calls completed outside a module's forward (a clock for
+            runs that take gradients without backward or a step: forces from an energy).
         model_id: ``id()`` of the module whose call made it (None for a loss).
         inputs: weak references to the call's positional arguments, all tensors (when
             ``stamps = "inputs"``; else, or when an argument is not a tensor, None).
@@ -38,11 +40,12 @@ class Made:
     """
 
     __slots__ = ("backward_count", "step", "where", "module", "order", "model_id", "inputs",
-                 "output", "kwargs", "__weakref__")
+                 "output", "kwargs", "grads", "__weakref__")
 
     def __init__(self, backward_count: int, step: int, where: Any, module: str,
                  order: int, model_id: int | None = None, inputs: list[Any] | None = None,
-                 output: Any = None, kwargs: dict[str, Any] | None = None) -> None:
+                 output: Any = None, kwargs: dict[str, Any] | None = None, *,
+                 grads: int = 0) -> None:
         self.backward_count = backward_count
         self.step = step
         self.where = where
@@ -52,6 +55,7 @@ class Made:
         self.inputs = inputs
         self.output = output
         self.kwargs = kwargs
+        self.grads = grads
 
 __all__ = ["MADE", "Made", "ForwardCall", "LossCall", "BackwardCall", "ModeCall", "first_tensor",
            "graph_tensors"]

@@ -146,6 +146,7 @@ class State:
     Attributes:
         step: optimizer steps completed (all optimizers).
         backward_count: backward calls completed.
+        grad_count: ``torch.autograd.grad`` calls completed outside a module's forward.
         root_forwards: outermost module calls completed.
         in_backward: a backward is running (forwards now are recomputation, e.g. checkpointing).
         in_step: an optimizer step is running (forwards now come from an LBFGS-style closure).
@@ -171,6 +172,7 @@ class State:
     def __init__(self) -> None:
         self.step = 0
         self.backward_count = 0
+        self.grad_count = 0
         self.backwards_at_step = 0  # backward_count when the last optimizer step returned
         self.last_stepped = 0  # id() of the optimizer whose step returned last
         self.root_forwards = 0

@@ -104,6 +104,8 @@ def _grad(bus: "Bus", original: Any, failed: Callable) -> Any:
             if not torch.compiler.is_dynamo_compiling():
                 _grad_failed(state, failed, args, kwargs, create, exc)
             raise
+        if not state.modules:
+            state.grad_count += 1  # (a clock for runs without backward: TG201)
         if state.modules:
             state.grads_in_forward.add(type(state.modules[0]))
         elif state.no_grad_depth and not create:

@@ -61,7 +61,8 @@ def stamper(bus: "Bus") -> Stamp | None:
                     inputs, named = call_refs(args, kwargs)
             made = Made(state.backward_count, state.step, where, type(module).__name__,
                         state.root_forwards, id(module), inputs,
-                        ref(output) if inputs is not None else None, named)
+                        ref(output) if inputs is not None else None, named,
+                        grads=state.grad_count)
             node.metadata[MADE] = made
         else:
             made = _stamp_each(state, module, output, where, args, kwargs, call_refs)
@@ -91,7 +92,8 @@ def _stamp_each(state: Any, module: Any, output: Any, where: Any, args: tuple, k
             if made is None:
                 inputs, named = call_refs(args, kwargs) if call_refs is not None else (None, None)
                 made = Made(state.backward_count, state.step, where, type(module).__name__,
-                            state.root_forwards, id(module), inputs, None, named)
+                            state.root_forwards, id(module), inputs, None, named,
+                            grads=state.grad_count)
             node.metadata[MADE] = made
     if made is not None and made.inputs is not None:
         # only the first few tensors of a tuple or dict are stamped: what TG405 needs to re-run
