@@ -37,7 +37,7 @@ Not seen: clipping functions imported by name before the watcher started
 
 Cost: per checked backward, one look at its root's node (when it is a product by a scalar, the
 user's stack; with an enabled scaler, three gradient slices copied); per checked clip, a set of the clipped
-parameter ids (one scan of the heap for a GradScaler per run, ``bounds.live_objects``); 16 pending
+parameter ids (one scan of the heap for GradScalers per run, ``bounds.live_objects``); 16 pending
 clips at most.
 
 Reference: "Automatic Mixed Precision examples: Gradient clipping"
@@ -63,7 +63,9 @@ class ClipBeforeUnscale(Check):
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
-        self.scaler: Any = None  # weakref to the GradScaler, False when the run has none
+        # weakrefs to the enabled GradScalers alive when first needed (one heap scan per run;
+        # a notebook's kernel may hold an earlier cell's scaler too)
+        self.scalers: list[Any] | None = None
         # (param ids, unscaled, where, name): where is the clip's line, or the line that led to
         # it in the frame that also ran the scaled backward
         self.clips: list[tuple[set[int], set[int], Any, str]] = []
@@ -140,17 +142,19 @@ class ClipBeforeUnscale(Check):
             return
 
     def _scaling(self) -> Any:
-        """The run's enabled ``GradScaler`` (looked up once) when the last backward's loss was
-        scaled by it; None otherwise (no scaler, disabled, or an unscaled backward)."""
+        """The enabled ``GradScaler`` whose scale the last backward's loss was multiplied by
+        (the scalers are looked up once); None otherwise (no scaler, disabled, or an unscaled
+        backward). Matched by the scale tensor itself, not taken as the first one alive."""
         if self.scaled_by is None:
             return None
-        if self.scaler is None:
-            found = _find_scaler()
-            self.scaler = weakref.ref(found) if found is not None else False
-        scaler = self.scaler() if self.scaler else None
-        if scaler is None or not scaler.is_enabled() or getattr(scaler, "_scale", None) is None:
-            return None
-        return scaler if self.scaled_by == scaler._scale.data_ptr() else None
+        if self.scalers is None:
+            self.scalers = [weakref.ref(s) for s in _find_scalers()]
+        for ref in self.scalers:
+            scaler = ref()
+            scale = getattr(scaler, "_scale", None) if scaler is not None else None
+            if scale is not None and scaler.is_enabled() and scale.data_ptr() == self.scaled_by:
+                return scaler
+        return None
 
     def on_clip(self, name: str, params: list) -> None:
         scaler = self._scaling()
@@ -216,12 +220,10 @@ def _clip_cause(clip_stack: Any, backward_stack: Any) -> Any:
     return cause_line(clip_stack, backward_stack)
 
 
-def _find_scaler() -> Any:
+def _find_scalers() -> list[Any]:
     try:
         from torch.amp import GradScaler
     except ImportError:
-        return None
-    for obj in live_objects(lambda o: GradScaler in type(o).__mro__):
-        if obj.is_enabled():
-            return obj
-    return None
+        return []
+    return [obj for obj in live_objects(lambda o: GradScaler in type(o).__mro__)
+            if obj.is_enabled()]
