@@ -47,9 +47,10 @@ function outwards holding an optimizer; registered by the model's own call, a su
 groups written by hand: at the last group
 listed (generated from a table: at its last entry, ``core/group_table.py``; their lists filled by
 a loop that sorts the model's parameters under conditions: at its last conditional append,
-``core/group_sorter.py``); a stale optimizer whose function built the model class again after it, or rebound the name
-it took ``.parameters()`` from (``net = deepen(net)``): at that line. A separate model beside an
-optimizer given some parameters twice (line/open-universe#5): at the line that wrote that list.
+``core/group_sorter.py``); a stale optimizer whose function built the model class again after
+it, or rebound the name it took ``.parameters()`` from (``net = deepen(net)``): at that line. A
+separate model beside an optimizer given some parameters twice (line/open-universe#5): at the line
+that wrote that list.
 Cost: at steps 2, 7, 13, 25, 49, then every 32, one pass over the models' parameters and the
 optimizers' parameter ids; per checked outermost forward and loss, 32 graph nodes per input and 64
 per output (4) at most; per suspect, one heap scan for optimizers not stepped yet.

@@ -36,9 +36,9 @@ Not seen: clipping functions imported by name before the watcher started
 (``from torch.nn.utils import clip_grad_norm_``).
 
 Cost: per checked backward, one look at its root's node (when it is a product by a scalar, the
-user's stack; with an enabled scaler, three gradient slices copied); per checked clip, a set of the clipped
-parameter ids (one scan of the heap for GradScalers per run, ``bounds.live_objects``); 16 pending
-clips at most.
+user's stack; with an enabled scaler, three gradient slices copied); per checked clip, a set of
+the clipped parameter ids (one scan of the heap for GradScalers per run,
+``bounds.live_objects``); 16 pending clips at most.
 
 Reference: "Automatic Mixed Precision examples: Gradient clipping"
 https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-clipping; GitHub issue

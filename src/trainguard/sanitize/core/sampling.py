@@ -10,9 +10,10 @@ disabled and no backward, mode change or optimizer step in between, while the on
 mode-dependent modules active are dropout-type ones (Dropout, an RNN's or MultiheadAttention's
 dropout). A BatchNorm left in training mode updates its running statistics on every such pass,
 so a model with one stays reported, and so does a module whose own ``forward`` reads
-``self.training`` (what it does is unknown). Two single passes made by different statements (``estimate(model, image)`` called
-twice on one image, its outputs compared: skhadem/3D-BoundingBox#29, the same image giving a
-different orientation each time) are two evaluations, each reported.
+``self.training`` (what it does is unknown). Two single passes made by different statements
+(``estimate(model, image)`` called twice on one image, its outputs compared:
+skhadem/3D-BoundingBox#29, the same image giving a different orientation each time) are two
+evaluations, each reported.
 
 TG101 hands such a forward's finding to :class:`Sampling` instead of reporting it at once; the
 next event decides: a repeat of the same input drops it (and every repeat after it), anything
