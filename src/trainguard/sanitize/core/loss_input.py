@@ -4,6 +4,7 @@ facts behind where TG406 reports a sigmoid fed to a with-logits loss, and what i
 from __future__ import annotations
 
 import ast
+import functools
 from typing import Any
 
 from trainguard.apifacts import activation_of_itself, named_as_logits
@@ -30,6 +31,7 @@ def _rebound_by_sigmoid(file: Any, call: ast.Call, name: str) -> bool:
                                 name, "sigmoid", "expit")
 
 
+@functools.lru_cache(maxsize=64)
 def rebound_by_sigmoid(where: tuple[str, int, int] | None) -> str | None:
     """The name a loss call at ``where`` is given first when the sigmoid rebound that very name
     from the logits it held (``x = torch.sigmoid(x)``), else None."""
@@ -37,6 +39,7 @@ def rebound_by_sigmoid(where: tuple[str, int, int] | None) -> str | None:
     return found[2] if found is not None and _rebound_by_sigmoid(*found) else None
 
 
+@functools.lru_cache(maxsize=64)
 def reused_input(where: tuple[str, int, int] | None) -> str | None:
     """The name a loss call at ``where`` is given as its first argument, when other statements of
     its function read that name too (``probs`` fed to the loss and used for ``p_t``), unless the

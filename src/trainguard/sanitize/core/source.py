@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import dis
-import functools
 import linecache
 from types import CodeType, FunctionType
 
@@ -347,9 +346,6 @@ def built_again(where: tuple[str, int, int], class_name: str) -> int | None:
                  n.lineno > call.lineno and file.scope(n) is scope and
                  any(isinstance(t, ast.Name) and t.id in names for t in n.targets)}
     return lines.pop() if len(lines) == 1 else None
-
-
-@functools.lru_cache(maxsize=64)
 
 
 def picks_trainable(built: tuple[str, int, int]) -> bool:
