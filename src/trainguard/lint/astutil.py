@@ -6,7 +6,7 @@ Nothing here imports torch: the linter reads scripts, it never runs them.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 __all__ = ["dotted", "parent", "walk_local", "kwarg", "is_true", "is_false", "const_value",
            "mode_switch", "names_in", "if_branches", "exclusive", "encloses", "assigned_pairs", "self_attr",
@@ -219,3 +219,43 @@ def iterated_literal(node: ast.AST, name: str) -> list[ast.expr] | None:
             if isinstance(g.target, ast.Name) and g.target.id == name:
                 return list(g.iter.elts) if isinstance(g.iter, (ast.Tuple, ast.List)) else None
     return None
+
+
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+def iterated_parts(target: ast.expr, it: ast.expr) -> list[tuple[ast.expr, ast.expr]]:
+    """What each part of a loop target takes its values from: ``t, c in zip(totals, terms)``
+    pairs ``t`` with ``totals``; ``k, v in d.items()`` and ``v in d.values()`` pair ``v`` with
+    ``d``; ``i, x in enumerate(xs)`` pairs ``x`` with ``xs``."""
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and not it.keywords and \
+            isinstance(target, ast.Tuple):
+        if it.func.id == "zip" and len(target.elts) == len(it.args):
+            return [p for t, a in zip(target.elts, it.args) for p in iterated_parts(t, a)]
+        if it.func.id == "enumerate" and len(target.elts) == 2 and it.args:
+            return iterated_parts(target.elts[1], it.args[0])
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and not it.args:
+        if it.func.attr == "items" and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+            return [(target.elts[1], it.func.value)]
+        if it.func.attr == "values":
+            return [(target, it.func.value)]
+    return [(target, it)]
+
+
+def comprehension_holds(comp: ast.AST, held: set[str],
+                        flows: Callable[[ast.AST, set[str]], bool]) -> bool:
+    """What comprehension ``comp`` builds holds a value of the names ``held``, where
+    ``flows(node, names)`` says whether expression ``node`` holds one of ``names``: a name its
+    generators bind holds it when the part of the iterable it takes its values from does
+    (``{k: v for k, v in out.items()}`` holds ``out``'s values, ``{k: v.detach() for k, v in
+    out.items()}`` and the keys do not), and only what it builds counts (iterating over ``out``
+    keeps nothing)."""
+    held = set(held)
+    for gen in comp.generators:  # type: ignore[attr-defined]
+        bound = {n.id for n in ast.walk(gen.target) if isinstance(n, ast.Name)}
+        taken = {n.id for t, it in iterated_parts(gen.target, gen.iter) if flows(it, held)
+                 for n in ast.walk(t) if isinstance(n, ast.Name)}
+        held = (held - bound) | taken
+    built = [comp.key, comp.value] if isinstance(comp, ast.DictComp) else \
+        [comp.elt]  # type: ignore[attr-defined]
+    return any(flows(b, held) for b in built)

@@ -21,7 +21,8 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from trainguard.lint.astutil import SCOPES, assigned_pairs, children, dotted, parent, walk_local
+from trainguard.lint.astutil import (COMPREHENSIONS, SCOPES, assigned_pairs, children, dotted,
+                                     parent, walk_local)
 
 if TYPE_CHECKING:
     from trainguard.lint.script import Func, Script
@@ -340,7 +341,7 @@ class CallGraph:
         if isinstance(expr, ast.Dict):  # {"recon": Meter(), ...}: what a key looks up
             return [t for v in expr.values
                     for t in self.types(v, params=params, _depth=_depth - 1)]
-        if isinstance(expr, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+        if isinstance(expr, COMPREHENSIONS):
             # [Client(shard) for shard in shards], {n: Meter(n) for n in names}: every element
             # is what ``elt`` builds; an ``elt`` that is the loop's own name holds the elements
             # of what it iterates
@@ -696,7 +697,7 @@ def _loops_binding(scope: ast.AST, name: str) -> list[ast.For | ast.comprehensio
         for n in _local_nodes(scope):
             if isinstance(n, (ast.For, ast.AsyncFor)) and isinstance(n.target, ast.Name):
                 table.setdefault(n.target.id, []).append(n)
-            elif isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            elif isinstance(n, COMPREHENSIONS):
                 for g in n.generators:
                     if isinstance(g.target, ast.Name):
                         table.setdefault(g.target.id, []).append(g)

@@ -20,7 +20,8 @@ from __future__ import annotations
 import ast
 from typing import NamedTuple
 
-from trainguard.lint.astutil import dotted, is_true, iterated_literal, kwarg, parent, walk_local
+from trainguard.lint.astutil import (COMPREHENSIONS, dotted, is_true, iterated_literal, kwarg,
+                                     parent, walk_local)
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.consts import UNKNOWN, built_at_import, module_constants_trusted, resolve
 from trainguard.lint.cuts import CUT_ATTRS, NEW_LEAF, no_grad_block
@@ -292,7 +293,7 @@ def _unpacked_or_iterated(script: Script, name: str, at: ast.AST) -> ast.expr | 
         if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)) and any(
                 isinstance(t, ast.Name) and t.id == name for t in ast.walk(n.target)):
             return _iterated(name, n.target, n.iter)
-        if isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+        if isinstance(n, COMPREHENSIONS):
             for g in n.generators:
                 if any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(g.target)):
                     return _iterated(name, g.target, g.iter)
@@ -322,7 +323,7 @@ def _comprehension_bound(name: ast.Name) -> ast.expr | None:
     may be the comprehension, outside its scope."""
     n: ast.AST | None = name
     while (n := parent(n)) is not None and not isinstance(n, ast.stmt):
-        if isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+        if isinstance(n, COMPREHENSIONS):
             for g in n.generators:
                 if any(isinstance(t, ast.Name) and t.id == name.id for t in ast.walk(g.target)):
                     return _iterated(name.id, g.target, g.iter)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import ast
 import re
 
-from trainguard.lint.astutil import SCOPES, dotted, is_true, kwarg, parent, walk_local
+from trainguard.lint.astutil import (COMPREHENSIONS, SCOPES, comprehension_holds, dotted, is_true,
+                                     kwarg, parent, walk_local)
 from trainguard.lint.script import Script, is_backward
 
 __all__ = ["scope_of", "last_assignment", "graph_names", "is_loss_call", "carries_graph",
@@ -297,8 +298,8 @@ def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
         return False
     if isinstance(expr, ast.Name):
         return expr.id in names
-    if isinstance(expr, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-        return _comprehension_carries(script, expr, names)
+    if isinstance(expr, COMPREHENSIONS):
+        return comprehension_holds(expr, names, lambda n, h: carries_graph(script, n, h))
     if isinstance(expr, ast.BinOp):
         return carries_graph(script, expr.left, names) or carries_graph(script, expr.right, names)
     if isinstance(expr, ast.UnaryOp):
@@ -334,29 +335,6 @@ def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
             return True  # self.loss, assigned a graph or backpropagated
         return carries_graph(script, expr.value, names)
     return False
-
-
-def _comprehension_carries(script: Script, expr: ast.AST, names: set[str]) -> bool:
-    """What a comprehension builds carries a graph when its entries do, with the names its
-    generators bind from a graph value carrying it: ``{k: v for k, v in out.items()}`` does,
-    ``{k: v.detach() for k, v in out.items()}`` does not (nor the keys of ``.items()``)."""
-    held = set(names)
-    for gen in expr.generators:  # type: ignore[attr-defined]
-        it, target = gen.iter, gen.target
-        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and not it.args \
-                and it.func.attr in ("items", "values"):
-            if it.func.attr == "items":
-                if not (isinstance(target, ast.Tuple) and len(target.elts) == 2):
-                    continue  # (a pair whose use is not followed)
-                target = target.elts[1]
-            it = it.func.value
-        taken = carries_graph(script, it, held)
-        held -= {n.id for n in ast.walk(gen.target) if isinstance(n, ast.Name)}
-        if taken:
-            held |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
-    built = [expr.key, expr.value] if isinstance(expr, ast.DictComp) else \
-        [expr.elt]  # type: ignore[attr-defined]
-    return any(carries_graph(script, b, held) for b in built)
 
 
 def _entry_without_graph(script: Script, expr: ast.Subscript, names: set[str]) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ast
 
-from trainguard.lint.astutil import is_main_guard, parent, walk_local
+from trainguard.lint.astutil import is_main_guard, parent
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.script import Script
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 
-from trainguard.lint.astutil import SCOPES, dotted, parent, statement_of, walk_local
+from trainguard.lint.astutil import COMPREHENSIONS, SCOPES, dotted, parent, statement_of, walk_local
 from trainguard.lint.callgraph import ClassRef, bind_arguments
 from trainguard.lint.contexts import entry_events
 from trainguard.lint.dataflow import last_assignment
@@ -869,7 +869,7 @@ def _handed_in(script: Script, name: ast.Name) -> ast.expr | None:
     outputs]``: ``outputs``) or the parameter of a function with one call site in the file (its
     argument there); None otherwise."""
     for up in _ancestors(name):
-        if isinstance(up, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+        if isinstance(up, COMPREHENSIONS):
             for gen in up.generators:
                 if isinstance(gen.target, ast.Name) and gen.target.id == name.id:
                     return gen.iter

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import ast
 
-from trainguard.lint.astutil import SCOPES, dotted, names_in, parent, walk_local
+from trainguard.lint.astutil import COMPREHENSIONS, SCOPES, dotted, names_in, parent, walk_local
 from trainguard.lint.script import Script, is_backward
 
 __all__ = ["sampled_pass", "samples_only", "helper_samples"]
 
-_COMPREHENSIONS = (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)
 # what may wrap a pass's output and still leave the output itself collected
 _KEEPS_OUTPUT = {"softmax", "log_softmax", "sigmoid", "exp", "detach", "cpu", "unsqueeze",
                  "squeeze", "float", "double", "clone", "numpy", "to", "view", "reshape",
@@ -43,7 +42,7 @@ def sampled_pass(script: Script, call: ast.Call) -> bool:
         inputs |= names_in(arg)
     node: ast.AST = call
     while (up := parent(node)) is not None and not isinstance(up, SCOPES):
-        if isinstance(up, _COMPREHENSIONS):
+        if isinstance(up, COMPREHENSIONS):
             elt = up.value if isinstance(up, ast.DictComp) else up.elt
             return node is elt and _collects(elt, call) and all(
                 _counted(g.iter) and not (names_in(g.target) & inputs) and not g.ifs

@@ -22,7 +22,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, ifs_between, parent, statement_of, walk_local
+from trainguard.lint.astutil import (COMPREHENSIONS, comprehension_holds, dotted, ifs_between,
+                                     iterated_parts, parent, statement_of, walk_local)
 from trainguard.lint.bounded import bounded_container
 from trainguard.lint.caches import cached_graphs
 from trainguard.lint.callgraph import bind_arguments
@@ -400,29 +401,11 @@ def _fold_parts(comp: ast.AST, acc: str):  # type: ignore[no-untyped-def]
     if not (isinstance(elt, ast.BinOp) and isinstance(elt.op, ast.Add)):
         return None
     gen = comp.generators[0]
-    parts = _iterated_parts(gen.target, gen.iter)
+    parts = iterated_parts(gen.target, gen.iter)
     terms = _sum_terms(elt)
     if not any(not _is_cut(t) and _keeps_old(t, acc, parts) for t in terms):
         return None
     return terms, parts
-
-
-def _iterated_parts(target: ast.expr, it: ast.expr) -> list[tuple[ast.expr, ast.expr]]:
-    """What each part of a loop target takes its values from: ``t, c in zip(totals, terms)``
-    pairs ``t`` with ``totals``; ``k, v in d.items()`` and ``v in d.values()`` pair ``v`` with
-    ``d``; ``i, x in enumerate(xs)`` pairs ``x`` with ``xs``."""
-    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and not it.keywords and \
-            isinstance(target, ast.Tuple):
-        if it.func.id == "zip" and len(target.elts) == len(it.args):
-            return [p for t, a in zip(target.elts, it.args) for p in _iterated_parts(t, a)]
-        if it.func.id == "enumerate" and len(target.elts) == 2 and it.args:
-            return _iterated_parts(target.elts[1], it.args[0])
-    if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and not it.args:
-        if it.func.attr == "items" and isinstance(target, ast.Tuple) and len(target.elts) == 2:
-            return [(target.elts[1], it.func.value)]
-        if it.func.attr == "values":
-            return [(target, it.func.value)]
-    return [(target, it)]
 
 
 def _keeps_old(term: ast.AST, acc: str, parts: list[tuple[ast.expr, ast.expr]]) -> bool:
@@ -604,25 +587,10 @@ def _mentions_uncut(node: ast.AST, name: str) -> bool:
         return False
     if isinstance(node, ast.Name):
         return node.id == name
-    if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-        return _comprehension_keeps(node, name)
+    if isinstance(node, COMPREHENSIONS):
+        return comprehension_holds(node, {name},
+                                   lambda n, h: any(_mentions_uncut(n, x) for x in h))
     return any(_mentions_uncut(c, name) for c in ast.iter_child_nodes(node))
-
-
-def _comprehension_keeps(node: ast.AST, name: str) -> bool:
-    """A comprehension keeps ``name`` only through what it builds: ``{k: v for k, v in
-    out.items()}`` keeps the tensors, ``{k: v.detach() for k, v in out.items()}`` keeps none
-    (reading ``out`` to iterate over it keeps nothing)."""
-    held = {name}
-    for gen in node.generators:  # type: ignore[attr-defined]
-        bound = {n.id for n in ast.walk(gen.target) if isinstance(n, ast.Name)}
-        taken = {n.id for t, it in _iterated_parts(gen.target, gen.iter)
-                 if any(_mentions_uncut(it, h) for h in held)
-                 for n in ast.walk(t) if isinstance(n, ast.Name)}
-        held = (held - bound) | taken
-    built = [node.key, node.value] if isinstance(node, ast.DictComp) else \
-        [node.elt]  # type: ignore[attr-defined]
-    return any(_mentions_uncut(b, h) for b in built for h in held)
 
 
 def _outlives(acc: str, loop: ast.AST) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import dotted, encloses, exclusive, ifs_between, parent
+from trainguard.lint.astutil import COMPREHENSIONS, dotted, encloses, exclusive, ifs_between, parent
 from trainguard.lint.events import Event, events
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
@@ -98,7 +98,6 @@ def _micro_loop_zeroing(script: Script, loop: ast.AST, evs: list[Event],
 
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
-_COMPREHENSIONS = (ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp)
 
 
 def _passes(script: Script, zero: ast.AST) -> tuple[ast.AST, list[Event]] | None:
@@ -114,14 +113,14 @@ def _passes(script: Script, zero: ast.AST) -> tuple[ast.AST, list[Event]] | None
         n = parent(site)
         while n is not None and not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                    ast.Lambda, ast.Module)):
-            if isinstance(n, _LOOPS + _COMPREHENSIONS):
+            if isinstance(n, _LOOPS + COMPREHENSIONS):
                 return n, events(script, func.body)  # type: ignore[union-attr]
             n = parent(n)
     return None
 
 
 def _loop_targets(loop: ast.AST) -> list[ast.AST]:
-    if isinstance(loop, _COMPREHENSIONS):
+    if isinstance(loop, COMPREHENSIONS):
         return [g.target for g in loop.generators]
     return [getattr(loop, "target", ast.Pass())]
 
@@ -248,7 +247,7 @@ def _left_before(node: ast.AST, later: ast.AST, loop: ast.AST) -> bool:
     ``node`` never reaches ``later`` in the same iteration."""
     n = node
     while (p := parent(n)) is not None and p is not loop:
-        if isinstance(p, _LOOPS + _COMPREHENSIONS) or isinstance(p, _SCOPES):
+        if isinstance(p, _LOOPS + COMPREHENSIONS) or isinstance(p, _SCOPES):
             return False  # a `continue` here would end an inner loop's pass, not the iteration
         for block in (getattr(p, f, None) for f in ("body", "orelse", "finalbody")):
             if isinstance(block, list) and n in block and not any(
