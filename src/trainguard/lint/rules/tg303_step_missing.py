@@ -4,7 +4,8 @@ Gradients are computed and thrown away; the parameters never change. Fires only 
 builds an optimizer, a loop runs backward in a function that names an optimizer, and nothing in
 the file steps it: no ``.step()`` on an
 optimizer or a ``GradScaler``, no manual update from ``.grad`` (manual SGD), and no call in the
-loop that is handed the optimizer (a helper elsewhere may step it).
+loop that is handed the optimizer (a helper elsewhere may step it; not a function of the file
+that never reads it, such as a hook stepping only the scheduler: reported in that function).
 
 When the step exists but sits under a test on the batch index of ``enumerate(loader)`` that no
 index of an epoch satisfies (``(step + 1) % 32 == 0`` over 29 batches), reported at the test.
@@ -24,7 +25,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import SCOPES, encloses, parent, walk_local
+from trainguard.lint.astutil import SCOPES, dotted, encloses, parent, walk_local
+from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.consts import truth
 from trainguard.lint.events import events
 from trainguard.lint.rebinds import stale_optimizers
@@ -67,6 +69,15 @@ def check(script: Script) -> Iterator[Hit]:
         loop = script.enclosing_loops(call)[-1]
         if _hands_optimizer(script, loop) or not _scope_has_optimizer(script, loop):
             continue
+        unread = _unread_handoff(script, loop)
+        if unread is not None:  # a hook handed the optimizer is where its step belongs
+            site, func, param = unread
+            at = script.at(site.lineno)
+            yield Hit(_first_statement(func), f"{func.name}() is handed the optimizer as "
+                      f"`{param}` at {at} and never reads it: nothing steps "
+                      f"the optimizer, so the parameters never change",
+                      fix=f"call {param}.step() in {func.name}()")
+            return
         names = ", ".join(sorted(script.optimizers))
         at = script.at(loop.lineno)  # type: ignore[attr-defined]
         yield Hit(call, f"backward() runs in the loop at {at} but "
@@ -148,13 +159,67 @@ def _manual_update(script: Script) -> bool:
 
 
 def _hands_optimizer(script: Script, loop: ast.AST) -> bool:
+    """A call in ``loop`` is handed an optimizer, and may step it: not one whose function never
+    reads the parameter that receives it (:func:`_unread_receiver`)."""
+    return any(_unread_receiver(script, call, arg) is None
+               for call, arg in _optimizer_arguments(script, loop))
+
+
+def _unread_handoff(script: Script, loop: ast.AST
+                    ) -> tuple[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef, str] | None:
+    """The first call in ``loop`` handing an optimizer to a function that never reads it, with
+    that function and its parameter (a trainer's ``module.optimizer_step(step, optimizer,
+    scheduler)`` running an override that only steps the scheduler)."""
+    for call, arg in _optimizer_arguments(script, loop):
+        found = _unread_receiver(script, call, arg)
+        if found is not None:
+            return (call, *found)
+    return None
+
+
+def _optimizer_arguments(script: Script, loop: ast.AST) -> Iterator[tuple[ast.Call, ast.expr]]:
     for call in walk_local(loop):
         if isinstance(call, ast.Call) and not (isinstance(call.func, ast.Attribute)
                                                and call.func.attr == "zero_grad"):
             for arg in [*call.args, *(k.value for k in call.keywords)]:
                 if script.is_optimizer(script.key(arg)):
-                    return True
-    return False
+                    yield call, arg
+
+
+def _unread_receiver(script: Script, call: ast.Call, arg: ast.expr
+                     ) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, str] | None:
+    """The one function of this file ``call`` runs and its parameter bound to ``arg``, when
+    nothing in it (nested functions included) reads that parameter: it cannot step what it is
+    handed. None when the call runs something else or several things, the function takes
+    ``*args``/``**kwargs``, or its body is a stub (``pass``, ``...``, ``raise``) that
+    subclasses override."""
+    targets = script.targets(call)
+    if len(targets) != 1 or targets[0].instance or targets[0].script is not script:
+        return None
+    func = targets[0].func
+    if func.args.vararg or func.args.kwarg or _stub(func):
+        return None
+    params = [a.arg for a in [*func.args.posonlyargs, *func.args.args]]
+    if targets[0].bound and params and \
+            not any(dotted(d) == "staticmethod" for d in func.decorator_list):
+        params = params[1:]
+    param = next((p for p, a in bind_arguments(params, call).items() if a is arg), None)
+    if param is None or any(isinstance(n, ast.Name) and n.id == param for n in ast.walk(func)):
+        return None
+    return func, param
+
+
+def _stub(func: ast.AST) -> bool:
+    body = [s for s in func.body if not (isinstance(s, ast.Expr)  # type: ignore[attr-defined]
+                                         and isinstance(s.value, ast.Constant))]
+    return all(isinstance(s, (ast.Pass, ast.Raise)) for s in body)
+
+
+def _first_statement(func: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.stmt:
+    """The first statement of ``func``'s body after its docstring."""
+    body = func.body
+    doc = isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+    return body[1] if doc and len(body) > 1 else body[0]
 
 
 def _scope_has_optimizer(script: Script, loop: ast.AST) -> bool:
