@@ -14,11 +14,13 @@ call graph knows (``Trainer(TwoTower())``). Softmax weights mixing one-hot label
 from __future__ import annotations
 
 import ast
+from types import EllipsisType
 from typing import Literal
 
 from trainguard.lint.branches import EMPTY, UNSEEN, test_truth, feasible, last_elements
 from trainguard.lint.callgraph import RETURNS_SELF, ClassRef, bind_arguments
-from trainguard.lint.astutil import dotted, parent, walk_local
+from trainguard.lint.astutil import (COMPREHENSIONS, SCOPES, dotted, iterated_parts, parent,
+                                     walk_local)
 from trainguard.lint.dataflow import last_assignment, reaching_values, scope_of
 from trainguard.lint.script import Script
 
@@ -55,6 +57,10 @@ def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 12,
     origin = origin or script
     if isinstance(expr, ast.Name):
         bound = _binding(expr)
+        source = _iterated_source(expr)
+        if source is not None and (bound is None or getattr(bound[0], "lineno", 0) <
+                                   source[1].lineno):  # for o in outputs: each element
+            return _part_activation(script, source[0], ..., depth - 1, origin)
         if bound is None:  # a parameter: what every caller hands it
             return _parameter_activation(script, expr, depth - 1, origin)
         value, index = bound
@@ -190,6 +196,22 @@ def _binding(name: ast.Name) -> tuple[ast.expr, int | None] | None:
     return value, index
 
 
+def _iterated_source(name: ast.Name) -> tuple[ast.expr, ast.AST] | None:
+    """The iterable whose elements the nearest loop or comprehension around ``name`` binds it
+    to, and that loop: ``outs`` for ``for o in outs``, ``for w, o in zip(weights, outs)``,
+    ``sum(f(o) for i, o in enumerate(outs))``."""
+    n = name
+    while (n := parent(n)) is not None and not isinstance(n, SCOPES):
+        gens = n.generators if isinstance(n, COMPREHENSIONS) else \
+            [n] if isinstance(n, (ast.For, ast.AsyncFor)) and name not in ast.walk(n.iter) \
+            else []
+        for g in gens:
+            for target, it in iterated_parts(g.target, g.iter):
+                if any(isinstance(t, ast.Name) and t.id == name.id for t in ast.walk(target)):
+                    return (it, n) if isinstance(target, ast.Name) else None
+    return None
+
+
 def _possible_values(script: Script, name: ast.Name, origin: Script) -> list[ast.expr]:
     """The values of ``name`` that may reach it: the last assignment, and the ones before it
     while that one sits under an ``if`` the program does not decide for it."""
@@ -219,9 +241,10 @@ def _decided_for(script: Script, node: ast.AST, use: ast.AST, origin: Script) ->
     return True
 
 
-def _part_activation(script: Script, value: ast.expr, index: int | str, depth: int,
-                     origin: Script) -> tuple[Activation, ast.AST] | None:
-    """The activation of part ``index`` of ``value``: an element of a tuple literal, or of the
+def _part_activation(script: Script, value: ast.expr, index: int | str | EllipsisType,
+                     depth: int, origin: Script) -> tuple[Activation, ast.AST] | None:
+    """The activation of part ``index`` of ``value`` (``...``: of each element, when all
+    agree, as a loop over ``value`` sees them): an element of a tuple literal, or of the
     tuple every ``return`` of the function or ``forward`` it calls builds; for a string
     ``index``, that entry of a dict literal (``return {"seg": ..., "exist": self.head(f)}``).
     Either also of a parameter, from what its callers pass (a loss module's ``forward(self,
@@ -234,6 +257,11 @@ def _part_activation(script: Script, value: ast.expr, index: int | str, depth: i
                           if isinstance(k, ast.Constant) and k.value == index), None)
             return activation_of(script, entry, depth=depth - 1, origin=origin) \
                 if entry is not None else None
+    elif isinstance(value, (ast.Tuple, ast.List)) and index is ...:  # every element alike
+        if not value.elts or any(isinstance(e, ast.Starred) for e in value.elts):
+            return None
+        return _one({activation_of(script, e, depth=depth - 1, origin=origin)
+                     for e in value.elts}, value)
     elif isinstance(value, (ast.Tuple, ast.List)):
         if index < len(value.elts) and not any(isinstance(e, ast.Starred) for e in value.elts):
             return activation_of(script, value.elts[index], depth=depth - 1, origin=origin)
