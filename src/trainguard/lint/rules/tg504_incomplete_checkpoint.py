@@ -14,7 +14,8 @@ the optimizer fires alone (the resumed run restarts the loss scale: huggingface/
 The run's position is a key named like one or a counter the program advances; a save function
 that every call hands the optimizer and that never reads it is meant for resuming too. A call of a
 project helper that saves the optimizer only when given one (``optimizer=None``) and is not
-given it is reported at the call. A resume that reads the weights and the position back from a
+given it is reported at the call, and so is one that hands a helper saving an entry per keyword
+argument (``**objects``) no optimizer. A resume that reads the weights and the position back from a
 checkpoint that holds the optimizer's state, never loads that entry and trains on, is reported
 at its last read of the checkpoint (:mod:`trainguard.lint.restores`).
 """
@@ -52,13 +53,21 @@ def check(script: Script) -> Iterator[Hit]:
         if script.call_qualname(save) == "torch.save" and save.args:
             for call, entries, last in _saved(script, save):
                 yield from _judge(script, call, entries, last)
-        elif _SAVE_HELPER.search(dotted(save.func) or ""):
+            continue
+        name = (dotted(save.func) or "").rsplit(".", 1)[-1]
+        if _SAVE_HELPER.search(dotted(save.func) or ""):
             found = _optimizer_left_to_default(script, save)
             for hit in _judge(script, save, found, save) if found is not None else ():
-                name = (dotted(save.func) or "").rsplit(".", 1)[-1]
                 yield Hit(save, f"{name}() is called without its optimizer argument, so "
                                 f"{hit.message.replace('this checkpoint', 'the checkpoint')}",
                           fix="pass the optimizer (and scheduler) to this call")
+        if save.keywords:  # a helper saving one entry per keyword argument
+            found = _keyword_entries(script, save)
+            for hit in _judge(script, save, found, save) if found is not None else ():
+                yield Hit(save, f"{name}() saves one entry per keyword argument, so the "
+                                f"checkpoint holds what this call passes: "
+                                f"{hit.message.replace('this checkpoint', 'it')}",
+                          fix="pass the missing state to this call by keyword")
 
 
 def _weights_resumed(script: Script) -> Iterator[Hit]:
@@ -222,6 +231,63 @@ def _optimizer_left_to_default(script: Script, call: ast.Call) -> list[tuple[str
             if entries and any(o in v for o in optional for _, v in entries):
                 return [(k, v) for k, v in entries if not any(o in v for o in optional)]
     return None
+
+
+def _keyword_entries(script: Script, call: ast.Call) -> list[tuple[str, str]] | None:
+    """The entries a project helper saves for ``call`` when its checkpoint holds one entry per
+    keyword argument (``def save_checkpoint(path, step, **objects)`` saving ``{"step": step,
+    **{k: v.state_dict() for k, v in objects.items()}}``): the dict's own entries and one per
+    keyword ``call`` passes beyond the named parameters. None when the helper is not so, or the
+    call spreads a mapping of its own (``**states``), whose keys cannot be read."""
+    targets = [t for t in script.targets(call) if not t.instance]
+    if len(targets) != 1 or any(kw.arg is None for kw in call.keywords):
+        return None
+    func, other = targets[0].func, targets[0].script
+    args = func.args  # type: ignore[attr-defined]
+    if args.kwarg is None:
+        return None
+    named = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+    for save in walk_local(func):
+        if not (isinstance(save, ast.Call) and other.call_qualname(save) == "torch.save"
+                and save.args):
+            continue
+        obj = save.args[0]
+        shown = last_assignment(obj.id, save) if isinstance(obj, ast.Name) else obj
+        if not isinstance(shown, ast.Dict):
+            continue
+        spread = [_spread_value(v, args.kwarg.arg) for k, v in zip(shown.keys, shown.values)
+                  if k is None]
+        own = [(k, v) for k, v in zip(shown.keys, shown.values) if k is not None]
+        if len(spread) != 1 or spread[0] is None or \
+                not all(isinstance(k, ast.Constant) for k, _ in own):
+            continue
+        return [(str(k.value), ast.unparse(v)) for k, v in own] + \
+            [(kw.arg, spread[0].format(ast.unparse(kw.value))) for kw in call.keywords
+             if kw.arg is not None and kw.arg not in named]
+    return None
+
+
+def _spread_value(value: ast.AST, rest: str) -> str | None:
+    """When ``value``, spread with ``**`` into a saved dict, holds one entry per item of the
+    ``**rest`` parameter: the source of each entry's value, ``{}`` standing for the item
+    (``{}`` for ``**rest``, ``{}.state_dict()`` for ``**{k: v.state_dict() for k, v in
+    rest.items()}``); else None."""
+    if isinstance(value, ast.Name):
+        return "{}" if value.id == rest else None
+    if not (isinstance(value, ast.DictComp) and len(value.generators) == 1):
+        return None
+    gen = value.generators[0]
+    it, target = gen.iter, gen.target
+    if gen.ifs or not (isinstance(target, ast.Tuple) and len(target.elts) == 2 and
+                       all(isinstance(e, ast.Name) for e in target.elts)):
+        return None
+    key, item = target.elts[0].id, target.elts[1].id  # type: ignore[attr-defined]
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and
+            it.func.attr == "items" and not it.args and dotted(it.func.value) == rest and
+            dotted(value.key) == key):
+        return None
+    text = ast.unparse(value.value).replace("{", "{{").replace("}", "}}")
+    return re.sub(rf"\b{re.escape(item)}\b", "{}", text)
 
 
 def _saved(script: Script, call: ast.Call
