@@ -71,12 +71,7 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         unread = _unread_handoff(script, loop)
         if unread is not None:  # a hook handed the optimizer is where its step belongs
-            site, func, param = unread
-            at = script.at(site.lineno)
-            yield Hit(_first_statement(func), f"{func.name}() is handed the optimizer as "
-                      f"`{param}` at {at} and never reads it: nothing steps "
-                      f"the optimizer, so the parameters never change",
-                      fix=f"call {param}.step() in {func.name}()")
+            yield _unread_hit(script, *unread)
             return
         names = ", ".join(sorted(script.optimizers))
         at = script.at(loop.lineno)  # type: ignore[attr-defined]
@@ -116,6 +111,10 @@ def _backward_in_called_step(script: Script) -> Iterator[Hit]:
                     _hands_optimizer(script, func) or \
                     not (_scope_has_optimizer(script, loop) or _names_optimizer(script, func)):
                 continue  # (a helper handed the optimizer may step it)
+            unread = _unread_handoff(script, func) or _unread_handoff(script, loop)
+            if unread is not None:
+                yield _unread_hit(script, *unread)
+                return
             names = ", ".join(sorted(script.optimizers))
             yield Hit(e.node, f"backward() runs once per iteration of the loop at "
                               f"{script.at(loop.lineno)} (through the call at "
@@ -175,6 +174,14 @@ def _unread_handoff(script: Script, loop: ast.AST
         if found is not None:
             return (call, *found)
     return None
+
+
+def _unread_hit(script: Script, site: ast.Call, func: ast.FunctionDef | ast.AsyncFunctionDef,
+                param: str) -> Hit:
+    return Hit(_first_statement(func), f"{func.name}() is handed the optimizer as `{param}` at "
+                                       f"{script.at(site.lineno)} and never reads it: nothing "
+                                       f"steps the optimizer, so the parameters never change",
+               fix=f"call {param}.step() in {func.name}()")
 
 
 def _optimizer_arguments(script: Script, loop: ast.AST) -> Iterator[tuple[ast.Call, ast.expr]]:
