@@ -28,7 +28,7 @@ from trainguard.lint.script import Script, is_backward
 
 __all__ = ["EvalRegion", "training_loops", "loop_label", "inference_calls", "INFERENCE_METHODS",
            "eval_regions", "preceding_events", "forward_calls", "rollout", "EVAL_NAME",
-           "disabled_here"]
+           "disabled_here", "backpropagated"]
 
 EVAL_NAME = re.compile(r"^_*(eval|evaluate|evaluation|validate|validation|valid|val|"
                        r"predict|prediction|inference|infer|estimate_loss|score|compute_accuracy|"
@@ -406,7 +406,7 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
                         named and (_sets_eval_first(node, fwd) or _leave_graph(fwd) or
                                    _held_in_eval(script, node, fwd))) and \
                     not script.has_backward(node) and not rollout(script, node) and \
-                    not _backpropagated(script, node):
+                    not backpropagated(script, node):
                 regions.append(_region(script, node, fwd))
                 covered.update(id(n) for n in walk_local(node))
     for node in script.nodes:
@@ -657,7 +657,7 @@ def _trains_before_scoring(script: Script, func: ast.AST, forwards: list[ast.Cal
                              e.node.lineno < first for e in own)  # type: ignore[attr-defined]
 
 
-def _backpropagated(script: Script, func: ast.AST) -> bool:
+def backpropagated(script: Script, func: ast.AST) -> bool:
     """The function's result reaches a backward at one of its call sites (``loss =
     self.predict(b, True); loss.backward()``): a shared step that training also runs, whose
     mode and grad are its caller's choice, not an evaluation."""
