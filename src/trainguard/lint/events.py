@@ -132,11 +132,13 @@ def _classify(script: Script, call: ast.Call, rename: dict[str, str]) -> Event |
         if _own_method(script, f):
             return None  # an object of a project class that is no module: its own train(batch)
         owner = rename.get("<self>")
-        chosen = _chosen_mode(call, rename) if recv == "self" and mode == "?" else None
-        if chosen is not None and owner and script.is_model(owner):
+        if recv == "self" and owner and script.is_model(owner):
             # a model's mode setter (``self.train(mode)`` in the ``set_training_mode(True)``
-            # the caller ran on ``policy``) sets the mode the caller chose, on the caller's model
-            return Event(chosen, owner, call)
+            # the caller ran on ``policy``) sets the mode the caller chose, on the caller's
+            # model; a model's own method that switches itself (``self.eval()`` in the
+            # ``generate()`` the caller ran on ``vocoder``) switches the caller's model
+            chosen = _chosen_mode(call, rename) if mode == "?" else mode
+            return Event(chosen or "mode?", owner, call)  # type: ignore[arg-type]
         if recv and (script.is_model(recv) or recv.endswith("()")):
             return Event("mode?" if mode == "?" else mode, recv, call)
         if recv and not script.is_optimizer(recv) and not script.is_scheduler(recv):

@@ -23,12 +23,13 @@ from trainguard.lint.contexts import entry_events
 from trainguard.lint.dataflow import last_assignment
 from trainguard.datanames import reads_eval_data
 from trainguard.lint.events import Event, events
+from trainguard.lint.measures import loss_number, returns_number
 from trainguard.lint.module_methods import runs_layers, submodule_call
 from trainguard.lint.script import Script, is_backward
 
 __all__ = ["EvalRegion", "training_loops", "loop_label", "inference_calls", "INFERENCE_METHODS",
            "eval_regions", "preceding_events", "forward_calls", "rollout", "EVAL_NAME",
-           "disabled_here"]
+           "disabled_here", "backpropagated"]
 
 EVAL_NAME = re.compile(r"^_*(eval|evaluate|evaluation|validate|validation|valid|val|"
                        r"predict|prediction|inference|infer|estimate_loss|score|compute_accuracy|"
@@ -398,7 +399,8 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
             if not named and not (inference and (_holds_its_model(script, node, fwd) or
                                                  _trains_before_scoring(script, node, fwd, text))
                                   and _called_after_training(script, node)) and \
-                    not (inference and _scores_between_passes(script, node, fwd)):
+                    not (inference and _scores_between_passes(script, node, fwd)) and \
+                    not (inference and _measures(script, node, fwd)):
                 continue
             # (or, named for evaluation, it puts its own model in eval mode first:
             # ``self.embed.eval()`` in an estimator's ``predict``)
@@ -406,7 +408,7 @@ def _find_eval_regions(script: Script) -> list[EvalRegion]:
                         named and (_sets_eval_first(node, fwd) or _leave_graph(fwd) or
                                    _held_in_eval(script, node, fwd))) and \
                     not script.has_backward(node) and not rollout(script, node) and \
-                    not _backpropagated(script, node):
+                    not backpropagated(script, node):
                 regions.append(_region(script, node, fwd))
                 covered.update(id(n) for n in walk_local(node))
     for node in script.nodes:
@@ -620,6 +622,15 @@ def _scores_between_passes(script: Script, func: ast.AST, forwards: list[ast.Cal
     return bool(sites) and all(_between_passes(script, site) for site in sites)
 
 
+def _measures(script: Script, func: ast.AST, forwards: list[ast.Call]) -> bool:
+    """``func`` hands back its model's loss on labelled data as a plain number and sets no
+    mode (:mod:`trainguard.lint.measures`): an evaluation wherever it is called, a training
+    step included (a teacher rewarded by the student's loss: kekmodel/MPL-pytorch#9)."""
+    return loss_number(script, func, forwards) and not any(
+        e.kind in ("train", "eval", "mode?")
+        for e in events(script, func.body))  # type: ignore[attr-defined]
+
+
 def _between_passes(script: Script, site: ast.AST) -> bool:
     """No training loop around ``site`` steps in the iteration that holds it: its backward and
     step run in an inner loop that does not hold ``site`` (``for epoch: for batch: ...step()``,
@@ -657,12 +668,12 @@ def _trains_before_scoring(script: Script, func: ast.AST, forwards: list[ast.Cal
                              e.node.lineno < first for e in own)  # type: ignore[attr-defined]
 
 
-def _backpropagated(script: Script, func: ast.AST) -> bool:
+def backpropagated(script: Script, func: ast.AST) -> bool:
     """The function's result reaches a backward at one of its call sites (``loss =
     self.predict(b, True); loss.backward()``): a shared step that training also runs, whose
     mode and grad are its caller's choice, not an evaluation."""
-    if not script.may_reach("backward"):
-        return False
+    if not script.may_reach("backward") or returns_number(func):
+        return False  # (a plain number carries no graph, whatever is computed from it)
     for site in script.call_sites(func):  # type: ignore[arg-type]
         if any(is_backward(p) for p in _ancestors(site)):
             return True

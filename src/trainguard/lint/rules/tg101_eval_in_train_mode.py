@@ -39,6 +39,7 @@ from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.events import Event, events
 from trainguard.lint.factories import factory_of
 from trainguard.lint.modes import mode_before
+from trainguard.lint.phases import phase_evaluations
 from trainguard.lint.regions import (INFERENCE_METHODS, eval_regions, forward_calls,
                                      inference_calls, preceding_events, rollout,
                                      training_loops)
@@ -57,6 +58,7 @@ def check(script: Script) -> Iterator[Hit]:
         return
     yield from _inference_entry_points(script)
     yield from _eval_undone_by_helper(script)
+    yield from _train_for_every_phase(script)
     for region in eval_regions(script):
         body = region.node.body  # type: ignore[attr-defined]
         if any(e.kind in ("eval", "mode?") for e in events(script, body)):
@@ -607,6 +609,29 @@ def _eval_undone_by_helper(script: Script) -> Iterator[Hit]:
                               f"training",
                       fix=f"let the caller choose the mode ({e.key}.train(training)), or call "
                           f"train() only where training starts")
+
+
+def _train_for_every_phase(script: Script) -> Iterator[Hit]:
+    """A loop shared by training and evaluation (``_shared_loop(bags, "val")``) that calls
+    ``model.train()`` whatever phase its caller asks for: the calls whose phase skips every
+    backward and step evaluate in train mode (:mod:`trainguard.lint.phases`)."""
+    for found in phase_evaluations(script):
+        if samples_only(script, [found.forward]) or \
+                not _may_depend_on_mode(script, found.forward):
+            continue
+        name, key = found.func.name, found.key
+        lines = sorted({s.lineno for s in found.sites})
+        many = len(lines) > 1
+        calls = f"the call{'s' if many else ''} at {script.at_lines(lines)} " \
+                f"run{'' if many else 's'}"
+        yield Hit(found.switch,
+                  f"{name}() calls {key}.train() for every phase, also when its caller asks "
+                  f"for no training: {calls} no backward and no optimizer step, so "
+                  f"{'they evaluate' if many else 'it evaluates'} {key}(...) "
+                  f"({script.at(found.forward.lineno)}) in train mode; Dropout and BatchNorm "
+                  f"act as in training",
+                  fix=f"set the mode from the phase: {key}.train() when training, "
+                      f"{key}.eval() otherwise")
 
 
 def _undoes_eval(script: Script, e: Event) -> bool:

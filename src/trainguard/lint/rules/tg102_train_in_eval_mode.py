@@ -6,12 +6,13 @@ running statistics and Dropout stops regularizing. Freezing BatchNorm on purpose
 (``model.train()`` then ``bn.eval()``) is not a model-level eval and stays silent.
 Reported at the ``eval()`` that is left in effect when the loop itself calls it; when a function
 of this file that the loop calls runs it (a rollout's ``select_action()``, a ``snapshot()``, a
-validator's ``run()``), where that function returns, as the runtime check does (the mode is
-restored there; the loop's call is named). At the loop's call into the helper, after which
-``train()`` belongs, when the helper only switches modes, is in another file or is a method of
-an ``nn.Module``. At the epoch loop itself when it called ``train()`` once before it and
-evaluates between its steps' loops, also from a loop of its own that runs no step (``for cb in
-callbacks: cb.on_epoch_end(self)``): ``train()`` belongs at the top of each epoch
+validator's ``run()``, a model's own ``generate()`` calling ``self.eval()``), where that
+function returns (the mode is restored there; the loop's call is named). At the loop's call
+into the helper, after which ``train()`` belongs, when the helper only switches modes, is in
+another file or is a method of an ``nn.Module`` switching a part of itself. At the epoch loop
+itself when it called ``train()`` once before it and evaluates between its steps' loops, also
+from a loop of its own that runs no step (``for cb in callbacks: cb.on_epoch_end(self)``):
+``train()`` belongs at the top of each epoch
 (MILVLG/mcan-vqa#26, ultralytics/ultralytics#20524). When the loop calls a
 training function of this file that runs the steps in a loop of its own (``train(model,
 loader)`` then ``test(model, loader)`` per epoch), at that function's loop: ``train()`` belongs
@@ -26,7 +27,7 @@ from collections.abc import Iterator
 from trainguard.lint.astutil import parent, self_attr, walk_local
 from trainguard.lint.events import Event, dispatches, events
 from trainguard.lint.optimizers import held_modules
-from trainguard.lint.regions import loop_label, training_loops
+from trainguard.lint.regions import backpropagated, loop_label, training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 from trainguard.placement import body_statement, return_line, sets_modes_only
@@ -49,6 +50,8 @@ def check(script: Script) -> Iterator[Hit]:
         if not modes or modes[-1].kind != "eval":
             continue
         last = modes[-1]
+        if _trains_as_it_set(script, last):
+            continue
         step = _step_reached(script, evs[first_step:], last.key)
         if not last.foreign and dispatches(script, last.via):
             yield from _callbacks(script, loop, modes, step, seen)
@@ -107,6 +110,22 @@ def check(script: Script) -> Iterator[Hit]:
                   f"{last.key}.train() comes before it in {loop_label(script, loop)}",
                   fix=f"call {last.key}.train() again before the next optimizer step: right "
                       f"after this evaluation, or at the start of every training epoch")
+
+
+def _trains_as_it_set(script: Script, last: Event) -> bool:
+    """``last`` is a ``self.eval()`` in a model's own method whose result a backward reaches
+    (``loss = mse(reg.predict_train(x), y); loss.backward()``): the forward that trains runs in
+    the mode the method chose for it on every call, a choice, not a mode left behind."""
+    func = script.enclosing_function(last.node)
+    return last.via is not None and _switches_itself(last) and \
+        isinstance(func, ast.FunctionDef) and backpropagated(script, func)
+
+
+def _switches_itself(ev: Event) -> bool:
+    """``ev`` is a model's ``self.eval()``/``self.train()``, not a part's (``self.enc.eval()``)."""
+    f = getattr(ev.node, "func", None)
+    return isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+        f.value.id == "self"
 
 
 def _step_reached(script: Script, evs: list[Event], key: str | None) -> Event:
@@ -230,8 +249,9 @@ def _callbacks(script: Script, loop: ast.AST, modes: list[Event], step: Event,
 
 def _helper(script: Script, last: Event) -> tuple[ast.FunctionDef, ast.AST] | None:
     """``(function, where it returns)`` for the function of this file that made the ``eval()``
-    when it does more than switch modes and is no method of an ``nn.Module`` (the runtime
-    check's placement: a rollout's ``select_action()``, a ``snapshot()`` returns with the model
+    when it does more than switch modes and is no method of an ``nn.Module`` switching a part
+    of itself (the runtime check's placement: a rollout's ``select_action()``, a
+    ``snapshot()``, a model's own ``generate()`` calling ``self.eval()`` returns with the model
     in eval mode, and the mode is restored there). None: report at the loop's call."""
     if last.foreign:
         return None
@@ -244,9 +264,10 @@ def _helper(script: Script, last: Event) -> tuple[ast.FunctionDef, ast.AST] | No
     if not isinstance(func, ast.FunctionDef) or not func.body or sets_modes_only(func):
         return None
     cls = script.enclosing_class(func)
-    if cls is not None and (ref := script.graph.class_named(cls.name)) is not None and \
-            ref.node is cls and script.graph.is_module_class(ref):
-        return None  # a module leaves its mode to its caller: the eval() itself
+    ref = script.graph.class_named(cls.name) if cls is not None else None
+    if not _switches_itself(last) and ref is not None and ref.node is cls and \
+            script.graph.is_module_class(ref):
+        return None  # a module switching a part of itself leaves it to its caller
     last_stmt = func.body[-1]
     if isinstance(last_stmt, ast.Return):
         return func, last_stmt
