@@ -541,9 +541,11 @@ def _possible_values(script: Script, expr: ast.AST) -> list:
     return []
 
 
-def _parameter_values(script: Script, name: ast.Name) -> list | None:
+def _parameter_values(script: Script, name: ast.Name, depth: int = 2) -> list | None:
     """Every value a parameter takes: its default, and what each call in the file passes
-    (``PyramidPooling(width)`` keeps ``bins=(1, 2, 4)``); None when one is unknown."""
+    (``PyramidPooling(width)`` keeps ``bins=(1, 2, 4)``), also through the caller's own
+    parameter (``PyramidPooling(c, bins)`` in ``PSPNet.__init__``) and an entry of a config
+    dict spread into the call (``PSPNet(**cfg["arch"])``); None when one is unknown."""
     func = script.enclosing_function(name)
     if func is None:
         return None
@@ -561,8 +563,12 @@ def _parameter_values(script: Script, name: ast.Name) -> list | None:
             continue
         given = kwarg(call, name.id) or (call.args[index] if 0 <= index < len(call.args)
                                          else None)
-        if any(isinstance(a, ast.Starred) for a in call.args) or \
-                any(k.arg is None for k in call.keywords):
+        spread = [k.value for k in call.keywords if k.arg is None]
+        if given is None and len(spread) == 1:  # PSPNet(**cfg["arch"])
+            given = _dict_value(_literal(script, spread[0], 6), name.id)
+            if given is None:
+                return None
+        if any(isinstance(a, ast.Starred) for a in call.args) or given is None and spread:
             return None
         passed.append(given)
     for given in passed + ([preset[name.id]] if name.id in preset and
@@ -570,6 +576,8 @@ def _parameter_values(script: Script, name: ast.Name) -> list | None:
         if given is None:
             continue
         v = const_eval(given)
+        if v is UNKNOWN and isinstance(given, ast.Name) and depth > 0:
+            v = _parameter_values(script, given, depth - 1)  # the caller's parameter
         if not isinstance(v, list):
             return None
         values.extend(v)
