@@ -67,10 +67,15 @@ def check(script: Script) -> Iterator[Hit]:
                     handed.setdefault(k, set()).update(params)
             for node in walk_local(func):
                 found = _accumulation(script, node, inner)
-                if found is None or id(node) in seen or not found[0].startswith("self."):
+                if found is None or id(node) in seen:
                     continue
                 acc, value, verb = found
-                if script.grad_disabled(node) or _self_reaches_backward(script, node, acc):
+                mine = acc.startswith("self.")
+                if not mine and not _handed_across(script, loop, func, acc):
+                    continue  # (a local of the helper, or an object made per call)
+                if script.grad_disabled(node) or (_self_reaches_backward(script, node, acc)
+                                                  if mine else
+                                                  _object_reaches_backward(script, node, acc)):
                     continue
                 seen.add(id(node))
                 yield _hit(script, node, acc, value, verb,
@@ -449,6 +454,9 @@ def _acc_name(node: ast.AST) -> str | None:
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
         # self.history, or state.metrics: a list held by an object (a run's state, a logger)
         return f"{node.value.id}.{node.attr}"
+    if isinstance(node, ast.Attribute) and (dotted(node) or "").startswith("self.") and \
+            "(" not in (dotted(node) or "("):
+        return dotted(node)  # self.state.metrics: held by an object the trainer keeps
     return None
 
 
@@ -474,6 +482,28 @@ def _lives_across(script: Script, name: str, loop: ast.AST) -> bool:
                 for t in (s.targets if isinstance(s, ast.Assign) else [s.target]))
             for s in script.tree.body)
     return False
+
+
+def _handed_across(script: Script, loop: ast.AST, func: ast.AST, acc: str) -> bool:
+    """``acc`` (``state.metrics``) is a list on an object that ``func`` takes as a parameter,
+    and every call of ``func`` in ``loop`` hands it an object that lives across the loop
+    (``log_step(state, loss)`` with ``state`` made before it, or ``self.state``)."""
+    base = acc.split(".", 1)[0]
+    args = func.args  # type: ignore[attr-defined]
+    params = [a.arg for a in args.posonlyargs + args.args]
+    if "." not in acc or base not in params or base in ("self", "cls"):
+        return False
+    handed = []
+    for call in walk_local(loop):
+        if not isinstance(call, ast.Call):
+            continue
+        for target in script.targets(call):
+            if target.func is func:
+                names = params[1:] if target.bound and params else params
+                handed.append(bind_arguments(names, call).get(base))
+    return bool(handed) and all(
+        isinstance(h, ast.Name) and _lives_across(script, h.id, loop) or
+        (dotted(h) or "").startswith("self.") for h in handed)
 
 
 def _object_reaches_backward(script: Script, node: ast.AST, acc: str) -> bool:
