@@ -138,6 +138,11 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
         return _trace_value(script, expr.id, value, depth, focus)
     if isinstance(expr, ast.Call):
         q = script.call_qualname(expr) or ""
+        if q == "torch.as_tensor" and expr.args and not isinstance(
+                expr.args[0], (ast.List, ast.Tuple, *COMPREHENSIONS)):
+            # as_tensor(t) returns t itself (or t.to(dtype), with its history) for a tensor; a
+            # NumPy array or a list of numbers shows its own cut on the way
+            return trace(script, expr.args[0], at, depth - 1, focus)
         if q in _NEW_LEAF and expr.args:
             inner_uncut, inner_cuts = trace(script, expr.args[0], at, depth - 1, focus)
             if not (inner_uncut or inner_cuts) and is_true(kwarg(expr, "requires_grad")) and \

@@ -21,20 +21,53 @@ from trainguard.lint.regions import training_loops
 from trainguard.lint.script import Script
 from trainguard.lint.shapes import samples
 
-__all__ = ["site_envs", "sliced_batch_loops"]
+__all__ = ["single_sample_loops", "site_envs", "sliced_batch_loops"]
 
 
-def sliced_batch_loops(script: Script) -> Iterator[tuple[ast.For, int, int, ast.Call | None]]:
-    """``(loop, samples, batch size, call site or None)`` for each hand-slicing loop that feeds
-    training and whose last batch is one sample."""
+def _slicing_loops(script: Script) -> Iterator[ast.For]:
+    """The hand-slicing loops over ``range(start, stop, step)`` that feed training."""
     trains = {id(loop) for loop in training_loops(script)}
     for loop in script.nodes:
         if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name) and
                 _range3(loop.iter) and _slices_from(loop, loop.target.id)):
             continue
         func = script.enclosing_function(loop)
-        if id(loop) not in trains and not _generator_feeding_training(script, func, trains):
+        if id(loop) in trains or _generator_feeding_training(script, func, trains):
+            yield loop
+
+
+def single_sample_loops(script: Script
+                        ) -> Iterator[tuple[ast.For, ast.expr, dict, ast.Call | None]]:
+    """``(loop, step, the call site's bindings, call site or None)`` for each hand-slicing
+    loop that feeds training one sample at a time: its step is 1 under the file's values
+    (``cfg["batch_size"]`` with ``"batch_size": 1``) and its body slices the first dimension
+    by that step (``x[i:i + bs]``), so every batch holds one sample, whatever their number."""
+    for loop in _slicing_loops(script):
+        step = loop.iter.args[2]  # type: ignore[attr-defined]
+        var = loop.target.id  # type: ignore[attr-defined]
+        if not any(isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Slice) and
+                   _step_ahead(n.slice, var, step) for stmt in loop.body for n in ast.walk(stmt)):
             continue
+        for env, site in site_envs(script, loop.iter):
+            size = _value(script, step, env)
+            if size == 1 and not isinstance(size, bool):
+                yield loop, step, env, site
+                break
+
+
+def _step_ahead(part: ast.Slice, var: str, step: ast.expr) -> bool:
+    """``i:i + step``: a slice from the loop variable as long as the step."""
+    upper = part.upper
+    return isinstance(part.lower, ast.Name) and part.lower.id == var and \
+        isinstance(upper, ast.BinOp) and isinstance(upper.op, ast.Add) and \
+        isinstance(upper.left, ast.Name) and upper.left.id == var and \
+        ast.dump(upper.right) == ast.dump(step)
+
+
+def sliced_batch_loops(script: Script) -> Iterator[tuple[ast.For, int, int, ast.Call | None]]:
+    """``(loop, samples, batch size, call site or None)`` for each hand-slicing loop that feeds
+    training and whose last batch is one sample."""
+    for loop in _slicing_loops(script):
         start, stop, step = loop.iter.args  # type: ignore[attr-defined]
         for env, site in site_envs(script, loop.iter):
             n, size = _length(script, stop, env), _value(script, step, env)

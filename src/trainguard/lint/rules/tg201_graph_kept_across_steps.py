@@ -67,10 +67,15 @@ def check(script: Script) -> Iterator[Hit]:
                     handed.setdefault(k, set()).update(params)
             for node in walk_local(func):
                 found = _accumulation(script, node, inner)
-                if found is None or id(node) in seen or not found[0].startswith("self."):
+                if found is None or id(node) in seen:
                     continue
                 acc, value, verb = found
-                if script.grad_disabled(node) or _self_reaches_backward(script, node, acc):
+                mine = acc.startswith("self.")
+                if not mine and not _handed_across(script, loop, func, acc):
+                    continue  # (a local of the helper, or an object made per call)
+                if script.grad_disabled(node) or (_self_reaches_backward(script, node, acc)
+                                                  if mine else
+                                                  _object_reaches_backward(script, node, acc)):
                     continue
                 seen.add(id(node))
                 yield _hit(script, node, acc, value, verb,
@@ -99,6 +104,10 @@ def _kept_in(script: Script, loop: ast.AST, names: set[str], seen: set[int]) -> 
             continue
         if acc.startswith("self."):
             if _self_reaches_backward(script, node, acc):
+                continue
+        elif "." in acc:  # state.metrics: a list on an object the loop did not make
+            if not _lives_across(script, acc.split(".", 1)[0], loop) or \
+                    _object_reaches_backward(script, node, acc):
                 continue
         elif not _outlives(acc, loop) or _reaches_backward(acc, scope_of(loop)):
             continue
@@ -442,13 +451,73 @@ def _acc_name(node: ast.AST) -> str | None:
         node = node.value
     if isinstance(node, ast.Name):
         return node.id
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
-            node.value.id == "self":
-        return f"self.{node.attr}"
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        # self.history, or state.metrics: a list held by an object (a run's state, a logger)
+        return f"{node.value.id}.{node.attr}"
+    if isinstance(node, ast.Attribute) and (dotted(node) or "").startswith("self.") and \
+            "(" not in (dotted(node) or "("):
+        return dotted(node)  # self.state.metrics: held by an object the trainer keeps
     return None
 
 
-def _self_reaches_backward(script: Script, node: ast.AST, acc: str) -> bool:
+def _lives_across(script: Script, name: str, loop: ast.AST) -> bool:
+    """The object ``name`` exists before ``loop`` and the loop does not rebind it: assigned
+    above it, a parameter of the function around it (the caller made it), or a global that
+    function never assigns. A module, or an object the loop builds anew, does not count."""
+    if name in script.aliases or any(isinstance(n, ast.Name) and n.id == name and
+                                     isinstance(n.ctx, ast.Store) for n in walk_local(loop)):
+        return False  # (state.updates += 1 changes the object, it does not rebind it)
+    if _outlives(name, loop):
+        return True
+    scope = scope_of(loop)
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        args = scope.args
+        if name in {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}:
+            return True
+        bound = any(isinstance(n, ast.Name) and n.id == name and
+                    not isinstance(n.ctx, ast.Load) for n in walk_local(scope))
+        return not bound and any(
+            isinstance(s, (ast.Assign, ast.AnnAssign)) and any(
+                isinstance(t, ast.Name) and t.id == name
+                for t in (s.targets if isinstance(s, ast.Assign) else [s.target]))
+            for s in script.tree.body)
+    return False
+
+
+def _handed_across(script: Script, loop: ast.AST, func: ast.AST, acc: str) -> bool:
+    """``acc`` (``state.metrics``) is a list on an object that ``func`` takes as a parameter,
+    and every call of ``func`` in ``loop`` hands it an object that lives across the loop
+    (``log_step(state, loss)`` with ``state`` made before it, or ``self.state``)."""
+    base = acc.split(".", 1)[0]
+    args = func.args  # type: ignore[attr-defined]
+    params = [a.arg for a in args.posonlyargs + args.args]
+    if "." not in acc or base not in params or base in ("self", "cls"):
+        return False
+    handed = []
+    for call in walk_local(loop):
+        if not isinstance(call, ast.Call):
+            continue
+        for target in script.targets(call):
+            if target.func is func:
+                names = params[1:] if target.bound and params else params
+                handed.append(bind_arguments(names, call).get(base))
+    return bool(handed) and all(
+        isinstance(h, ast.Name) and _lives_across(script, h.id, loop) or
+        (dotted(h) or "").startswith("self.") for h in handed)
+
+
+def _object_reaches_backward(script: Script, node: ast.AST, acc: str) -> bool:
+    """What the object keeps reaches a backward anywhere in the file, read under any name
+    (``policy.saved_log_probs`` filled in ``select_action`` and summed into the loss that
+    ``finish_episode`` backpropagates), or the list is rebuilt before every append."""
+    attr = acc.rsplit(".", 1)[1]
+    reads = {d for n in script.nodes if isinstance(n, ast.Attribute) and n.attr == attr
+             and (d := dotted(n)) is not None and "(" not in d}
+    return any(_self_reaches_backward(script, node, a, whole=True) for a in reads | {acc})
+
+
+def _self_reaches_backward(script: Script, node: ast.AST, acc: str, *,
+                           whole: bool = False) -> bool:
     """``self.losses`` is reset in the same function, or a backward in its class reads it
     (losses collected over micro-batches, then summed and backpropagated)."""
     func = script.enclosing_function(node)
@@ -464,7 +533,7 @@ def _self_reaches_backward(script: Script, node: ast.AST, acc: str) -> bool:
             if isinstance(sub, ast.Assign) and sub.lineno < node.lineno and any(  # type: ignore
                     dotted(t) == acc for t in sub.targets):
                 return True  # rebuilt on every call: it does not outlive the iteration
-    cls = script.enclosing_class(node)
+    cls = None if whole else script.enclosing_class(node)
     scope = cls if cls is not None else script.tree
     # what is computed from the accumulator, through names (``log_probs =
     # torch.stack([m[0] for m in self.memory])``, ``actor = -(log_probs * adv).sum()``), and

@@ -291,6 +291,20 @@ def _copy_stepped(script: Script, loop: ast.AST, call: ast.Call, target: ast.AST
     return None
 
 
+def _copies_model_output(script: Script, cut: ast.AST) -> bool:
+    """``cut`` copies into a new tensor (``torch.tensor(x)``) a value the file shows to come
+    from a model: traced back through the file's calls to a model's output or parameters
+    (a scoring helper handed the network's predicted mean and spread), not merely a parameter
+    whose callers are unknown (``torch.tensor(margin)``)."""
+    if not (isinstance(cut, ast.Call) and cut.args):
+        return False
+    for model in sorted(script.models)[:6]:
+        focus = Focus(model, frozenset(), aliases(script, model))
+        if trace(script, cut.args[0], cut, depth=12, focus=focus)[0]:
+            return True
+    return False
+
+
 def _cut_term(script: Script, call: ast.Call, target: ast.AST) -> Hit | None:
     """A summed term of the loss (:mod:`trainguard.lint.terms`) that reaches no model except
     through cuts while the loss as a whole reaches one uncut: the term adds no gradient, so what
@@ -298,7 +312,9 @@ def _cut_term(script: Script, call: ast.Call, target: ast.AST) -> Hit | None:
     to a value loss that trains the shared trunk) does not learn from it. A term that trains
     one model and is cut from another (an actor's term with the critic's advantage detached)
     is not one. A cut of a value (``.item()``, ``float()``, ``.detach()``) must be among the
-    term's cuts: a new tensor made from a value the file does not show is not enough."""
+    term's cuts, or a new tensor copied from a value the file shows a model computed
+    (``torch.tensor(x)`` in a helper handed the prediction): a new tensor made from a value the
+    file does not show is not enough."""
     terms = summed_terms(script, target, call)
     if len(terms) < 2:
         return None
@@ -306,15 +322,23 @@ def _cut_term(script: Script, call: ast.Call, target: ast.AST) -> Hit | None:
         uncut, cuts = trace(script, term, where, depth=12)
         if cuts and all(how == ".data" for _, how in cuts):
             continue  # a term made from a parameter's .data: TG206's (data_terms)
-        if cuts and not uncut and any(not how.startswith("a new tensor") for _, how in cuts):
-            cut, how = cuts[0]
+        if uncut or not cuts:
+            continue
+        # (a cut of a value, or else a copy of what the file shows a model computed)
+        shown = cuts[0] if any(not h.startswith("a new tensor") for _, h in cuts) else \
+            next(((c, h) for c, h in cuts if _copies_model_output(script, c)), None)
+        if shown is not None:
+            cut, how = shown
             if _rebuild_reported(script, target, cut):
                 return None
             text = ast.unparse(term)
             text = f"the term {text}" if len(text) <= 40 else "a term"
             fix = "use the tensor itself in this term, not a copy cut from the graph (.item(), " \
                 "float(), .detach()); torch.stack a list of tensors"
-            if "argm" in how or "integer" in how:  # indices: no gradient is defined for them
+            if how.startswith("a new tensor"):  # torch.tensor(x) copies without history
+                fix = "hand the tensor on as it is (torch.as_tensor(x) returns a tensor with " \
+                    "its history; torch.tensor(x) copies it into a new leaf)"
+            elif "argm" in how or "integer" in how:  # indices: no gradient is defined for them
                 fix = "compute this term from probabilities (softmax), not from class indices"
             elif "comparison" in how:  # a step function: zero gradient almost everywhere
                 fix = "compute this term from the values themselves (min/max, clamp, or a " \

@@ -36,7 +36,7 @@ from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.shapes import samples
-from trainguard.lint.sliced_batches import site_envs, sliced_batch_loops
+from trainguard.lint.sliced_batches import single_sample_loops, site_envs, sliced_batch_loops
 
 CODE = "TG404"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
@@ -59,6 +59,14 @@ def check(script: Script) -> Iterator[Hit]:
                   fix=f"skip the last partial batch (end the range at n - n % {size}, as "
                       "DataLoader's drop_last=True does), or pick a batch size that leaves no "
                       "remainder of 1")
+    for loop, step, env, site in single_sample_loops(script):
+        at = f" (called at {script.at(site.lineno)})" if site is not None else ""
+        yield Hit(_written_one(script, step, env),
+                  f"the loop at {script.at(loop.lineno)}{at} slices training batches of "
+                  f"{ast.unparse(step)} samples, which is 1: {norm} in train mode sees one "
+                  f"value per channel in every batch, so batch statistics are undefined and "
+                  f"PyTorch raises 'Expected more than 1 value per channel when training'",
+                  fix="use a batch size above 1, or GroupNorm/LayerNorm")
     yield from _made_batches(script, norm)
     if "DataLoader" not in script.source:
         return
@@ -172,6 +180,20 @@ def _made_batches(script: Script, norm: str) -> Iterator[Hit]:
             return
 
 
+def _written_one(script: Script, expr: ast.expr, env: dict, depth: int = 3) -> ast.AST:
+    """Where a batch size of 1 read as ``expr`` is written: the config dict's entry
+    (``"batch_size": 1``), the argument a call passes for a parameter, or the one assignment
+    of a name (``BATCH = 1``); ``expr`` itself otherwise."""
+    entry = _entry_of(script, expr)
+    if entry is not None or depth == 0:
+        return entry or expr
+    if isinstance(expr, ast.Name) and expr.id in env and isinstance(env[expr.id], ast.expr):
+        return _written_one(script, env[expr.id], {}, depth - 1)
+    if isinstance(expr, ast.Name) and len(script.assignments.get(expr.id, ())) == 1:
+        return script.assignments[expr.id][0]
+    return expr
+
+
 def _spread_entry(script: Script, call: ast.Call, key: str) -> ast.expr | None:
     """The value written for ``key`` in the dict literal a call spreads with ``**``
     (``DataLoader(ds, **cfg["loader"])`` with ``CONFIG = {"loader": {"batch_size": 1}}``
@@ -214,13 +236,17 @@ def _dict_value(found: ast.AST | None, key: object) -> ast.expr | None:
 
 def _literal(script: Script, expr: ast.AST | None, depth: int) -> ast.AST | None:
     """The literal an expression reads, through subscripts of dict literals, names assigned
-    once and parameters every call binds alike; None when not found."""
-    from trainguard.lint.consts import _param_value, _single_value
+    once, parameters every call binds alike and attributes ``__init__`` sets from them; None
+    when not found."""
+    from trainguard.lint.consts import _param_value, _self_value, _single_value
 
     if expr is None or depth <= 0:
         return None
     if isinstance(expr, ast.Dict):
         return expr
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and \
+            expr.value.id == "self":  # self.opts, set from what every instantiation passes
+        return _literal(script, _self_value(script, expr, expr.attr), depth - 1)
     if isinstance(expr, ast.Subscript):
         value = _dict_value(_literal(script, expr.value, depth - 1), const_eval(expr.slice))
         return _literal(script, value, depth - 1) if value is not None else None
@@ -515,9 +541,11 @@ def _possible_values(script: Script, expr: ast.AST) -> list:
     return []
 
 
-def _parameter_values(script: Script, name: ast.Name) -> list | None:
+def _parameter_values(script: Script, name: ast.Name, depth: int = 2) -> list | None:
     """Every value a parameter takes: its default, and what each call in the file passes
-    (``PyramidPooling(width)`` keeps ``bins=(1, 2, 4)``); None when one is unknown."""
+    (``PyramidPooling(width)`` keeps ``bins=(1, 2, 4)``), also through the caller's own
+    parameter (``PyramidPooling(c, bins)`` in ``PSPNet.__init__``) and an entry of a config
+    dict spread into the call (``PSPNet(**cfg["arch"])``); None when one is unknown."""
     func = script.enclosing_function(name)
     if func is None:
         return None
@@ -535,8 +563,12 @@ def _parameter_values(script: Script, name: ast.Name) -> list | None:
             continue
         given = kwarg(call, name.id) or (call.args[index] if 0 <= index < len(call.args)
                                          else None)
-        if any(isinstance(a, ast.Starred) for a in call.args) or \
-                any(k.arg is None for k in call.keywords):
+        spread = [k.value for k in call.keywords if k.arg is None]
+        if given is None and len(spread) == 1:  # PSPNet(**cfg["arch"])
+            given = _dict_value(_literal(script, spread[0], 6), name.id)
+            if given is None:
+                return None
+        if any(isinstance(a, ast.Starred) for a in call.args) or given is None and spread:
             return None
         passed.append(given)
     for given in passed + ([preset[name.id]] if name.id in preset and
@@ -544,6 +576,8 @@ def _parameter_values(script: Script, name: ast.Name) -> list | None:
         if given is None:
             continue
         v = const_eval(given)
+        if v is UNKNOWN and isinstance(given, ast.Name) and depth > 0:
+            v = _parameter_values(script, given, depth - 1)  # the caller's parameter
         if not isinstance(v, list):
             return None
         values.extend(v)
