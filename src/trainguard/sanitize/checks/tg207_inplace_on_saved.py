@@ -10,6 +10,8 @@ changed the tensor: the in-place statements (``x += ...``, ``x[i] = ...``, ``x.a
 ``inplace=True``) in the user's own code that ran (the ``forward`` and other methods of the
 models' classes seen, and the function that called backward) are searched, preferring one that modifies a variable assigned from
 that op (``h = torch.sigmoid(...)`` then ``h += 1``); modules built with ``inplace=True`` are named.
+A tensor changed through a view ("output 0 of torch::autograd::CopySlices": ``out = x`` then
+``out[:, 1:] += y``) prefers an in-place statement on a subscript.
 A name a ``forward`` read and then handed to a submodule whose first layer is an in-place
 module of the op's kind (``nn.Sequential(nn.ReLU(inplace=True), ...)`` after ``self.shortcut(x)``,
 pytorch/pytorch#15428) points at that module's construction (``core/inplace_reuse.py``).
@@ -55,8 +57,10 @@ from trainguard.sanitize.core.source import function_node
 
 _MESSAGE = re.compile(
     r"modified by an inplace operation: \[(?P<type>[\w.]+) \[(?P<shape>[\d, ]*)\]\],? (?:which is "
-    r"output (?P<index>\d+) of (?P<op>\w+), )?is at version (?P<now>\d+); expected version "
-    r"(?P<then>\d+)")  # (a leaf, such as a parameter saved as itself, names no op)
+    r"output (?P<index>\d+) of (?:\w+::)*(?P<op>\w+), )?is at version (?P<now>\d+); "
+    r"expected version (?P<then>\d+)")  # (a leaf, such as a parameter saved as itself, names no op)
+# (an in-place op through a view, ``out[:, 1:] += y``, names the C++ node that rewrote the base's
+# history: "output 0 of torch::autograd::CopySlices")
 
 
 _VIEWS = frozenset({"T", "Transpose", "Permute", "View", "Unsafe", "UnsafeView", "Expand",
@@ -118,12 +122,14 @@ def _inplace_statements(func: ast.AST) -> list[tuple[int, int, str | None, str, 
                 continue  # ``running += loss.item()``: a Python number grows, no tensor
                 # (``gate -= 0.5`` may change a tensor: a constant alone tells nothing)
             op = _AUG_OPS.get(type(node.op).__name__, type(node.op).__name__.lower())
+            if isinstance(node.target, ast.Subscript):
+                op = "copyslices"  # (``out[i] += y`` changes ``out`` through a view of it)
             out.append((node.lineno, node.col_offset + 1, _target_name(node.target),
                         f"`{ast.unparse(node)}`", op))
         elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) for t in node.targets):
             target = next(t for t in node.targets if isinstance(t, ast.Subscript))
             out.append((node.lineno, node.col_offset + 1, _target_name(target),
-                        f"`{ast.unparse(target)} = ...`", "copy"))
+                        f"`{ast.unparse(target)} = ...`", "copyslices"))
         elif isinstance(node, ast.Call):
             func_node = node.func
             if (isinstance(func_node, ast.Attribute) and func_node.attr.endswith("_")

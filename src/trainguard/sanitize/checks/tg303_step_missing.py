@@ -20,7 +20,10 @@ last backward's line. Either finding is reported instead at the ``step()`` call 
 optimizer, when one was found in the functions running at its first backward calls
 (``core/step_site.py``: ``X.step(...)`` whose receiver or first argument is the optimizer), with
 the condition around it named; or at that condition when the block it guards only steps (the
-step's own condition, huggingface/transformers#2995).
+step's own condition, huggingface/transformers#2995). With no such call, when a scheduler of
+that optimizer was stepped in a function that never called backward and its ``last_epoch`` kept
+up with the backward calls (a per-step hook that steps only the schedule, an update helper whose
+scheduler branch replaced the optimizer's step), at that ``scheduler.step()``.
 
 Silent on: optimizers that step, however late (a backbone optimizer zeroed every step but stepped
 only after a warm-up epoch; a gradient probe that uses the training optimizer's ``zero_grad``
@@ -48,7 +51,7 @@ import weakref
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.frames import user_location
+from trainguard.sanitize.core.frames import user_frame, user_location
 from trainguard.sanitize.core.step_site import StepSite, find_step_site
 from trainguard.sanitize.core.values import readable
 
@@ -59,7 +62,7 @@ _TRIES = 3  # backward calls per optimizer at which its step() call is looked fo
 
 class _Followed:
     __slots__ = ("params", "versions", "start", "backwards", "cycles", "optimizer", "name",
-                 "shapes", "where", "keep", "site", "tries")
+                 "shapes", "where", "keep", "site", "tries", "sched")
 
     def __init__(self, optimizer: Any, params: list[Any], backwards: int) -> None:
         self.optimizer = weakref.ref(optimizer)
@@ -74,6 +77,10 @@ class _Followed:
         self.keep: list[Any] = []  # the sampled parameters, held (built optimizers only)
         self.site: StepSite | None = None  # the step() written for it (built optimizers only)
         self.tries = 0  # backward calls at which that call was looked for
+        # where user code first stepped a scheduler of this optimizer, in a function that never
+        # called backward (a hook run per step: ``optimizer_step(opt, sched)``), and the scheduler,
+        # held like ``keep`` (with it the optimizer) until the optimizer steps or is judged
+        self.sched: tuple[Any, str, Any] | None = None
 
 
 class StepMissing(Check):
@@ -93,6 +100,7 @@ class StepMissing(Check):
         # optimizers user code built, noted at construction (their zero_grad may never run)
         self.built: "weakref.WeakKeyDictionary[Any, _Followed]" = weakref.WeakKeyDictionary()
         self.exited = False  # after on_exit a freed optimizer is not judged (nor reported)
+        self.backward_codes: set[Any] = set()  # the user functions that called backward
 
     def on_built(self, obj: Any, where: Any) -> None:
         if not hasattr(obj, "param_groups") or where is None:
@@ -108,12 +116,28 @@ class StepMissing(Check):
             self.arm()
 
     def on_backward(self, call: Any) -> None:
+        frame = user_frame(sys._getframe(1))
+        if frame is not None and len(self.backward_codes) < 16:
+            self.backward_codes.add(frame.f_code)
         # Before an optimizer's first step: find the step() written for it in the functions
         # running now, so that a step that never runs is reported where it is written.
         for optimizer, followed in list(self.built.items()):
             if followed.site is None and followed.tries < _TRIES and followed.keep:
                 followed.tries += 1
                 followed.site = find_step_site(optimizer, sys._getframe(1))
+
+    def on_scheduler_step(self, scheduler: Any) -> None:
+        """Note where a scheduler of an optimizer that never stepped is stepped, when that is a
+        function apart from the ones calling backward: the per-step hook meant to step both."""
+        optimizer = getattr(scheduler, "optimizer", None)
+        followed = self.built.get(optimizer) if optimizer is not None else None
+        if followed is None or not followed.keep:  # (one dict look-up once it has stepped)
+            return
+        frame = user_frame(sys._getframe(1))
+        if followed.sched is None and frame is not None and \
+                frame.f_code not in self.backward_codes:
+            followed.sched = (user_location(frame), f"{type(scheduler).__name__}.step()",
+                              scheduler)
 
     def _freed(self, key: int, followed: _Followed) -> None:
         try:
@@ -124,10 +148,11 @@ class StepMissing(Check):
 
     def _judge_built(self, followed: _Followed) -> None:
         message = self._never_stepped(followed)
-        followed.keep = []
+        hook = _hook(followed, self.state.backward_count)
+        followed.keep, followed.sched = [], None
         if message:
             last = self.state.backwards[-1].where if self.state.backwards else None
-            where, said = _at_site(followed.site, last)
+            where, said = _at_site(followed.site, last, hook)
             self.report(message + said, fix="call optimizer.step() after loss.backward() in every "
                         "training step (a step inside a condition that is never true: check the "
                         "counter it tests)", where=where)
@@ -158,7 +183,7 @@ class StepMissing(Check):
             self._stepped(optimizer)
         followed = self.built.get(optimizer)
         if followed is not None:
-            followed.keep = []  # it steps: nothing to judge at exit
+            followed.keep, followed.sched = [], None  # it steps: nothing to judge at exit
             followed.tries = _TRIES
         if not self.pending and not any(f.keep and f.tries < _TRIES
                                         for f in self.built.values()):
@@ -172,14 +197,17 @@ class StepMissing(Check):
                 continue
             followed.backwards = self.state.backward_count
             built = self.built.get(optimizer) if optimizer is not None else None
-            where, said = _at_site(built.site if built is not None else None, followed.where)
+            hook = _hook(built, self.state.backward_count) if built is not None else None
+            where, said = _at_site(built.site if built is not None else None, followed.where, hook)
+            if built is not None:
+                built.sched = None
             self.report(_message(followed) + said,
                         fix="call optimizer.step() after loss.backward() in every training step",
                         where=where)
         for optimizer, followed in list(self.built.items()):
             if (id(optimizer) in self.pending or optimizer in self.done
                     or optimizer in self.state.optimizers):
-                followed.keep = []
+                followed.keep, followed.sched = [], None
                 continue
             self._judge_built(followed)
         self.pending.clear()
@@ -263,9 +291,25 @@ def _message(followed: _Followed) -> str:
             f"the whole run: the parameters have not changed")
 
 
-def _at_site(site: StepSite | None, fallback: Any) -> tuple[Any, str]:
-    """Where to report (the ``step()`` written for the optimizer, else ``fallback``: a backward
-    line) and the sentence that names it."""
+def _hook(followed: _Followed, backwards: int) -> tuple[Any, str] | None:
+    """The scheduler step noted for ``followed`` when the scheduler's own count of steps
+    (``last_epoch``) kept up with the backward calls since the optimizer was built (a hook run
+    every step, not a per-epoch ``scheduler.step()``), else None."""
+    scheduler = followed.sched[2] if followed.sched is not None else None
+    steps = getattr(scheduler, "last_epoch", None)
+    if not isinstance(steps, int) or steps < max(2, backwards - followed.start - 1):
+        return None
+    return followed.sched[:2]
+
+
+def _at_site(site: StepSite | None, fallback: Any,
+             hook: tuple[Any, str] | None = None) -> tuple[Any, str]:
+    """Where to report (the ``step()`` written for the optimizer, else the ``hook`` that steps
+    its scheduler every step, else ``fallback``: a backward line) and the sentence that names
+    it."""
+    if site is None and hook is not None:
+        return hook[0], (f"; `{hook[1]}` of its learning-rate scheduler runs here after every "
+                         "backward, in a function that never calls the optimizer's step()")
     if site is None:
         return fallback, ""
     if site.guard is not None and site.guard[2] and site.guard[0] != site.where[1]:
