@@ -229,6 +229,7 @@ class EvalInTrainMode(Check):
         cand.loss = loss
         if not cand.grad_enabled:
             trained = {callers for callers, _ in self.trained.get(cand.where, ())}
+            cand.keep_meant(self.history)  # (the evaluation's own train() call, if it made one)
             if trained and cand.callers in trained:  # a phase loop: one line, both phases
                 self._fire(cand, f"under torch.no_grad(), and its output fed {loss}, while the "
                                  "same line with grad enabled trains the model")
@@ -369,8 +370,8 @@ class EvalInTrainMode(Check):
         cand.fired = True
         fix = "call model.eval() before evaluating (and model.train() before training again)"
         where, after = cand.where, ""
-        meant = None if cand.reverted else self.history.train_before(  # its own train() call
-            cand.module and cand.module(), cand.stack, cand.backwards)
+        meant = None if cand.reverted else cand.meant or self.history.train_before(  # its own
+            cand.module and cand.module(), cand.stack, cand.backwards, cand.where)  # train()
         cause = None if cand.reverted or meant else (cand.cause or self.history.missing_eval_at(
             cand.module and cand.module(), cand.stack))
         if cause is not None and cause[:2] != cand.where[:2]:

@@ -12,12 +12,12 @@ the first trains in eval mode). BatchNorm then neither learns batch statistics n
 them, and Dropout does not regularise. Reported at the cause: the ``eval()`` still in effect (on the
 model, a module holding it, or one of its submodules), made by the training code or by a method of
 an ``nn.Module``; when a function the training code called ran it (a rollout's ``select_action()``,
-a validation helper, a callback), where that function returns with the model in eval mode, or the
-call that led to it (:func:`_placement`, :mod:`..core.callstack`); at the top of an epoch loop that
-also evaluates, where ``train()`` belongs, when it ran only once, before that loop
-(:mod:`..core.train_once`); without an ``eval()`` (``model.training = False`` set by hand), at the
-line that called the model. The message names the ``eval()``, the training forward and the latest
-``train()`` call, which ran before it.
+a validation helper, a callback, a model's ``generate()`` evaluating under ``no_grad``), where that
+function returns with the model in eval mode, or the call that led to it (:func:`_placement`,
+:mod:`..core.callstack`); at the top of an epoch loop that also evaluates, where ``train()``
+belongs, when it ran only once, before that loop (:mod:`..core.train_once`); without an
+``eval()`` (``model.training = False`` set by hand), at the line that called the model. The
+message names the ``eval()``, the training forward and the latest ``train()``, run before it.
 
 Silent on: BatchNorm frozen on purpose (``model.train()`` then ``bn.eval()``: the model itself is in
 training mode; or BatchNorm whose affine parameters are frozen too, in a model with no active
@@ -53,9 +53,9 @@ import ast
 import weakref
 from typing import Any
 
-from trainguard.sanitize.core.callstack import (Stack, body_statement, cause_line, dispatched,
-                                                function_end, sets_modes_only, shared_depth,
-                                                statement_start, user_stack)
+from trainguard.sanitize.core.callstack import (
+    Stack, body_statement, cause_line, dispatched, evaluates_without_grad, function_end,
+    sets_modes_only, shared_depth, statement_start, user_stack)
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.modes import (active_in_training, describe, frozen_norm, inactive,
@@ -352,7 +352,7 @@ def _placement(stacked: Stack, step: Stack, set_at: Any) -> tuple[Any, Any, Any]
     """``(called, helper, asked)`` for an ``eval()`` made with the user stack ``stacked``, still in
     effect at the training step ``step``. ``called``: the training code's call that led to it
     (None: report at the ``eval()`` itself: the training code made it, or a method of an
-    ``nn.Module`` did, since a module does not switch its own mode, its caller does);
+    ``nn.Module`` not evaluating under ``no_grad`` did: a module does not switch its own mode);
     ``helper``: the stack entry of the function the training code called that ran the
     ``eval()`` (a rollout's ``select_action()``, a snapshot, a validation helper, a callback),
     reported at its end, where the mode is restored before it returns; None when that function
@@ -375,7 +375,7 @@ def _placement(stacked: Stack, step: Stack, set_at: Any) -> tuple[Any, Any, Any]
     callback = cause_line(stacked, step, past_dispatch=True)
     if sets_modes_only(helper[1]):
         return callback, None, set_at
-    if helper[3]:
+    if helper[3] and not evaluates_without_grad(helper[1]):  # (a model's generate(): its end)
         return None, None, set_at
     if callback is not None and callback[:2] != called[:2]:
         # a hook the loop dispatches to each callback: that callback's own line (its eval())

@@ -21,8 +21,10 @@ variable found in the user's frames that holds them and points at the line that 
 when an object's attribute holds them (``model.train_losses``) and the frame that holds the object
 never writes to it, at the line in a method of the object's class that does
 (``self.train_losses.append(loss)`` in a LightningModule's ``training_step``, called by the
-framework's loop); else, when three more looks (or the end of the run) find no holder either, at
-the line that made the oldest graph.
+framework's loop); for a variable's attribute that no method grows (``state.metrics`` of a
+dataclass, a ``SimpleNamespace``), at the line of the frame's own code that grows it, else of a
+function the frame passes the object to (``record(run_log, pred, y)``); else, when three more
+looks (or the end of the run) find no holder either, at the line that made the oldest graph.
 
 Silent on: a list of losses summed and backpropagated in the same iteration (graphs die at the end
 of the step); gradient accumulation over micro-batches (one optimizer step); one output kept for
@@ -48,7 +50,7 @@ from typing import Any
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.growth import (accumulation_line, attribute_accumulation_line,
-                                             storing_call)
+                                             passed_accumulation_line, storing_call)
 from trainguard.sanitize.core.holders import (ROOT, find_holder, graphs_released, path_key,
                                               window_size)
 from trainguard.sanitize.core.records import BackwardCall, Made
@@ -194,13 +196,16 @@ class GraphKeptAcrossSteps(Check):
         # at the line that grows it: in the holder's class (``self.sum += loss`` in a meter,
         # ``self.trace.append(h)``, ``self.train_losses.append(loss)``), else in the frame
         # that holds it
-        line = attribute_accumulation_line(held)
+        # (else in a function the frame passes the object to: ``update(agent, batch, state)``)
+        line = attribute_accumulation_line(held) or passed_accumulation_line(held)
         stored_at = line
         if line is not None:  # a meter's update() storing what it is given: the call
             line = storing_call(held, line) or line
         if line is None and not held.path.startswith(f"{held.name}."):
             # (for ``self.stats``, a line growing ``self.baseline`` is not the one)
             line = accumulation_line(held.frame.f_code, held.name, path_key(held.path))
+        made = f"; the oldest was made at {short_location(where)}" if line not in (None, where) \
+            else ""
         if line is not None:
             where = line
         stored = f", stored by {short_location(stored_at)} from what this call passes" \
@@ -216,4 +221,4 @@ class GraphKeptAcrossSteps(Check):
                        "slowly, but it grows every step)")
         else:
             message = f"{seen}: {holder}, so every step's graph and activations stay in memory"
-        return where, message
+        return where, message + made

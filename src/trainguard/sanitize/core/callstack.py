@@ -49,7 +49,8 @@ from trainguard.sanitize.core.source import SourceFile, function_node
 __all__ = ["Location", "Stack", "user_stack", "shared_depth", "cause_line", "dispatched",
            "callers", "differing", "line_of", "callers_train", "model_method_caller",
            "running_line", "in_module_init", "function_end", "sets_modes_only",
-           "grad_off_site", "body_statement", "discarded_no_grad", "no_grad_block_line"]
+           "grad_off_site", "body_statement", "discarded_no_grad", "no_grad_block_line",
+           "evaluates_without_grad"]
 
 Stack = tuple[tuple[int, CodeType, Location, bool], ...]
 _COMPREHENSIONS = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"))
@@ -219,6 +220,18 @@ def function_end(code: CodeType) -> Location | None:
     line = return_line(node) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
         else None
     return (code.co_filename, line, 1) if line is not None else None
+
+
+def evaluates_without_grad(code: CodeType) -> bool:
+    """Whether the function ``code`` runs is, by the source, an evaluation: decorated with
+    ``@torch.no_grad()`` (or ``inference_mode()``) or opening such a ``with`` block in its body
+    (a model's ``generate()`` that calls ``self.eval()`` first)."""
+    node = function_node(code) if code.co_name != "<module>" else None
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    return any(_disables_grad(d) for d in node.decorator_list) or any(
+        isinstance(n, (ast.With, ast.AsyncWith)) and
+        any(_disables_grad(item.context_expr) for item in n.items) for n in ast.walk(node))
 
 
 def sets_modes_only(code: CodeType) -> bool:

@@ -25,7 +25,8 @@ from trainguard.sanitize.core.frames import Location, is_user_code
 from trainguard.sanitize.core.holders import Holder, _inside, attribute_path, path_key
 from trainguard.sanitize.core.source import function_at
 
-__all__ = ["accumulation_line", "attribute_accumulation_line", "storing_call"]
+__all__ = ["accumulation_line", "attribute_accumulation_line", "storing_call",
+           "passed_accumulation_line"]
 
 _CLASSES = 8  # classes of the owner's MRO looked at (the user's own come first)
 _METHODS = CONTAINER_NEWEST * 4  # methods of one class looked at
@@ -278,3 +279,38 @@ def _receiver_of(receiver: str, owner: str) -> bool:
     """``meter`` for ``meter``; ``self.stats.setdefault(k, Meter())`` or ``meters[k]`` for an
     owner reached through ``self.stats``/``meters``."""
     return receiver == owner or receiver.startswith((owner + ".", owner + "["))
+
+
+def passed_accumulation_line(holder: Holder) -> Location | None:
+    """For a holder ``obj.attr`` (``state.metrics``, ``obj`` a variable of the frame, often a
+    parameter): the first statement of the frame's own code growing ``obj.attr``
+    (``state.metrics.append({"loss": loss})`` in ``ppo_update(..., state)``), else of a function of
+    the user's code the frame passes ``obj`` to (``log_step(state, loss)``) growing it through its
+    parameter; the one to change, or None. Only plain names are resolved (locals, then globals)."""
+    parts = attribute_path(holder.path).split(".")
+    code = holder.frame.f_code
+    tree = parse_file(code.co_filename) if len(parts) == 2 else None
+    lines = [line for _, _, line in code.co_lines() if line is not None]
+    if tree is None or not lines:
+        return None
+    own = _self_accumulation(code, holder.name, parts[1], path_key(holder.path))
+    if own is not None:
+        return own
+    low, high = (1, 10**9) if code.co_name == "<module>" else (min(lines), max(lines))
+    scope = {**holder.frame.f_globals, **holder.frame.f_locals}
+    calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)
+                    and isinstance(n.func, ast.Name) and low <= n.lineno <= high),
+                   key=lambda n: (n.lineno, n.col_offset))
+    for call in calls:
+        callee = getattr(scope.get(call.func.id), "__code__", None)  # type: ignore[attr-defined]
+        if not isinstance(callee, CodeType) or not is_user_code(callee):
+            continue
+        params = [callee.co_varnames[i] for i, arg in enumerate(call.args[:callee.co_argcount])
+                  if isinstance(arg, ast.Name) and arg.id == holder.name]
+        params += [k.arg for k in call.keywords if k.arg and isinstance(k.value, ast.Name)
+                   and k.value.id == holder.name]
+        for param in params:
+            line = _self_accumulation(callee, param, parts[1], path_key(holder.path))
+            if line is not None:
+                return line
+    return None

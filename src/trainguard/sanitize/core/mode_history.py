@@ -14,7 +14,7 @@ import weakref
 from typing import Any
 
 from trainguard.sanitize.core.callstack import Location, Stack, cause_line, user_stack
-from trainguard.sanitize.core.frames import frame_location
+from trainguard.sanitize.core.frames import frame_location, short_location
 
 __all__ = ["ModeHistory", "Candidate", "reverted_at"]
 
@@ -59,13 +59,13 @@ class ModeHistory:
             for k in [k for k, v in self.trained_at.items() if v[0]() is None]:
                 del self.trained_at[k]
 
-    def train_before(self, model: Any, stack: Stack | None, backwards: int
+    def train_before(self, model: Any, stack: Stack | None, backwards: int, where: Any
                      ) -> tuple[Location, str, str] | None:
         """``(line, message tail, fix)`` when the latest user ``train()`` of ``model`` (or of a
-        module holding it) was called by a function on the evaluation's ``stack``, in the same
-        run of it, with no backward since (``backwards`` before the evaluation's call): that
-        ``train()`` is where ``eval()`` was meant (``validate()`` opening with
-        ``self.model.train()``)."""
+        module holding it) was called by a function on the stack of the evaluation at ``where``,
+        in the same run of it, with no backward since (``backwards`` before the evaluation's
+        call): that ``train()`` is where ``eval()`` was meant (``validate()`` opening with
+        ``self.model.train()``, one epoch function for every phase that always calls it)."""
         found = self.last_train
         if found is None or stack is None or model is None or found[1] != backwards:
             return None
@@ -74,7 +74,8 @@ class ModeHistory:
             return None
         if found[4] is None or not any(e[0] == found[2] and e[1] is found[3] for e in stack):
             return None
-        return (found[4], "; this train() call, made by the evaluation's own function with no "
+        return (found[4], f"; the evaluation's model call is at {short_location(where)}, and "
+                          "this train() call, made by the evaluation's own function with no "
                           "backward after it, is what put the model in training mode",
                 "call model.eval() here instead of model.train() (and model.train() before "
                 "training again)")
@@ -104,7 +105,7 @@ class Candidate:
 
     __slots__ = ("outputs", "where", "model_name", "active", "grad_enabled", "fired", "trains",
                  "followed", "callers", "loader", "loss", "backwards", "quiet", "reverted",
-                 "module", "stack", "cause")
+                 "module", "stack", "cause", "meant")
 
     def __init__(self, outputs: list[Any], where: Any, model_name: str, active: list[Any],
                  grad_enabled: bool, backwards: int = 0) -> None:
@@ -125,6 +126,7 @@ class Candidate:
         self.module: Any = None  # a weak reference to the model
         self.stack: Stack | None = None  # the user's stack at the call (when it may be reported)
         self.cause: Location | None = None  # where its missing eval() belongs, taken with stack
+        self.meant: Any = None  # its own function's train() call, when that is the cause
 
     def keep_stack(self, history: ModeHistory) -> None:
         """Keep the user's stack at this call (it may be reported), and where its missing
@@ -133,6 +135,14 @@ class Candidate:
         self.stack = user_stack(methods=True)
         if self.reverted is None:
             self.cause = history.missing_eval_at(self.module and self.module(), self.stack)
+
+    def keep_meant(self, history: ModeHistory) -> None:
+        """Keep :meth:`ModeHistory.train_before` for this call while it is known: a finding
+        decided later (or by another path than :meth:`keep_stack`) reports that ``train()``."""
+        found = history.last_train
+        if found is not None and found[1] == self.backwards and self.module is not None:
+            self.meant = history.train_before(self.module(), user_stack(methods=True),
+                                              self.backwards, self.where)
 
 
 def reverted_at(found: Any, backwards: int, module: Any) -> Any:
