@@ -37,7 +37,7 @@ from trainguard.sanitize.core.target_origin import (last_binding, loader_element
                                                     unwrapped)
 from trainguard.sanitize.core.values import readable
 
-__all__ = ["stored_origin"]
+__all__ = ["stored_origin", "top_level_binding"]
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _FRAMES = 4  # user frames searched outwards from the loss call for a TensorDataset's labels
@@ -88,7 +88,7 @@ def _bound_at(frame: FrameType, name: str) -> Location | None:
     if function is None:
         return None
     line = frame.f_lineno
-    assigned = _top_level_binding(function, name, line) if frame.f_code.co_name == "<module>" \
+    assigned = top_level_binding(function, name, line) if frame.f_code.co_name == "<module>" \
         else last_binding(function, name, line)
     return _made_by(assigned, name, frame) if assigned is not None else None
 
@@ -117,7 +117,7 @@ def _stored(frame: FrameType, target: Any) -> Location | None:
             return None  # made each step (from the batch): not stored before the loop
     else:  # a global the function reads: the module's top-level assignment
         tree = parse_file(code.co_filename)
-        assigned = _top_level_binding(tree, name, _module_line(frame)) if tree else None
+        assigned = top_level_binding(tree, name, _module_line(frame)) if tree else None
     if assigned is None:
         return None
     return _made_by(assigned, name, frame)
@@ -173,7 +173,7 @@ def _in_loop_around(file: SourceFile, assigned: ast.AST, call: ast.AST, scope: a
     return False
 
 
-def _top_level_binding(tree: ast.Module, name: str, before: int) -> ast.stmt | None:
+def top_level_binding(tree: ast.Module, name: str, before: int) -> ast.stmt | None:
     """The last assignment of ``name`` in the module's own code (not in a function or class)
     above line ``before``."""
     made = [last_binding(stmt, name, before) for stmt in tree.body if not isinstance(stmt, _DEFS)]
