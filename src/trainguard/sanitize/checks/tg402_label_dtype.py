@@ -123,7 +123,8 @@ class LabelDtype(Check):
     def _made(self, target: Any, used_at: Any) -> Any:
         """The dataset line that made ``target`` (``core/target_origin.py``), else ``used_at``."""
         frame, passes = user_frame(sys._getframe(2)), self.state.loader_passes
-        return target_origin(frame, target, passes) or stored_origin(frame, target) or used_at
+        return target_origin(frame, target, passes) or stored_origin(frame, target, passes) \
+            or used_at
 
     def report(self, message: str, *, fix: str | None = None, where: Any = None,
                used_at: Any = None, **extra: Any) -> Any:
@@ -247,7 +248,7 @@ def _made_at_error(exc: BaseException, target: Any, passes: Any) -> tuple[Any, A
     frame = _error_frame(exc)
     if frame is None:  # (not yet through the user's code: explained again when it is)
         return None, None
-    made = target_origin(frame, target, passes) or stored_origin(frame, target)
+    made = target_origin(frame, target, passes) or stored_origin(frame, target, passes)
     return (made, frame_location(frame)) if made is not None else (None, None)
 
 

@@ -39,14 +39,16 @@ https://github.com/karpathy/neuraltalk2/issues/90.
 from __future__ import annotations
 
 import re
+import sys
 import weakref
 from math import prod
 from typing import Any
 
 from trainguard.sanitize.core.batch_fold import batch_fold
 from trainguard.sanitize.core.check import Check, Diagnosis
-from trainguard.sanitize.core.frames import short_location
+from trainguard.sanitize.core.frames import short_location, user_frame
 from trainguard.sanitize.core.graph import stamp_of
+from trainguard.sanitize.core.target_chain import widened_at
 
 _SIZE = r"torch\.Size\(\[([\d, ]*)\]\)"
 # binary_cross_entropy / binary_cross_entropy_with_logits (torch/nn/functional.py)
@@ -97,6 +99,8 @@ class LossBroadcast(Check):
                 return
             if prod(both) > prod(a):  # the target has more values per sample than the input
                 square = len(b) == 2 and b[0] == b[1] > 1 and tuple(a) == (b[0], 1)
+                widened = widened_at(call.where, user_frame(sys._getframe(1)), call.input,
+                                     call.target)
                 self.report(
                     f"{call.name} input {tuple(a)} and target {tuple(b)}: each prediction is "
                     f"compared with {prod(b) // max(prod(a), 1)} target values"
@@ -105,11 +109,13 @@ class LossBroadcast(Check):
                        "reward plus a next-state value)" if square else
                        "; the target was built with a dimension the prediction does not have "
                        "(a per-dimension log-probability not summed, an unsqueeze missing)")
-                    + ", so the loss trains towards their mean",
+                    + ", so the loss trains towards their mean"
+                    + (f"; `{widened[1]}` {tuple(b)} brings them into the target here (the loss "
+                       f"at {short_location(call.where)})" if widened else ""),
                     fix="find where the target was built and give it the prediction's shape, "
                         "e.g. reward.unsqueeze(1) + gamma * next_q, or log_prob.sum(-1, "
                         "keepdim=True)",
-                    where=call.where)
+                    where=widened[0] if widened else call.where)
             return
         self.report(
             f"{call.name} input {tuple(a)} and target {tuple(b)} broadcast to {tuple(both)}: the "

@@ -64,7 +64,8 @@ from typing import Any
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import is_user_code
 from trainguard.sanitize.core.source import attribute_store, setter_call, stored_in_init
-from trainguard.sanitize.core.rng_holders import Held, held_rngs, made_by, passed_in, rng_kind
+from trainguard.sanitize.core.rng_holders import (Held, held_rngs, made_by, made_in_call,
+                                                 passed_in, rng_kind)
 from trainguard.sanitize.core.live_guard import only_skipped_stores
 
 _RESEEDS_PER_WORKER = {"get_worker_info", "initial_seed"}
@@ -203,8 +204,10 @@ class RngCopiedToWorkers(Check):
             generator = getattr(found.holder, found.attr, None)
             made = [(w, a) for a in made_by(dataset, generator) if (w := attribute_store(cls, a))
                     and not passed_in(w, a)]
-            where, kept = (made[0][0], f", made as {cls.__name__}.{made[0][1]}") if made else (
-                where, "")
+            if made:
+                where, kept = made[0][0], f", made as {cls.__name__}.{made[0][1]}"
+            elif (built := made_in_call(attribute_store(cls, found.first))) is not None:
+                where, kept = built, f", made where {cls.__name__}.{found.first} is built"
         self.reported.add(key)
         init = ("" if init_names is None else
                 f"; its worker_init_fn {_name(loader.worker_init_fn)} does not reseed it")

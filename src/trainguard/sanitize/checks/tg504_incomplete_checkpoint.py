@@ -64,7 +64,8 @@ from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.ckpt_states import (is_model_state, is_optimizer_state,
                                                   is_scaler_state, is_scheduler_state,
                                                   live_parameters, optimizer_settings,
-                                                  scaler_in_use, trainer_of)
+                                                  saves_what_it_is_given, scaler_in_use,
+                                                  trainer_of)
 from trainguard.sanitize.core.frames import frame_location, is_user_code, user_frame
 from trainguard.sanitize.core.returned_dict import returned_dict_line
 from trainguard.sanitize.core.source import SourceFile, last_assigned
@@ -326,13 +327,10 @@ def _built_at(obj: Any, start: Any) -> Any:
         frame = caller
     if frame is None:
         return None
-    code = frame.f_code
     caller = frame.f_back
-    if caller is not None and is_user_code(caller.f_code) and any(
-            "optim" in name and frame.f_locals.get(name, 0) is None
-            for name in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]):
-        # a helper that saves the optimizer when given one (``optimizer=None``), called
-        # without it: the call is what to change (ktonal/mimikit#30)
+    if caller is not None and is_user_code(caller.f_code) and saves_what_it_is_given(frame):
+        # a helper that saves the optimizer when given one (``optimizer=None``), or whatever
+        # objects it is handed (``**objects``), called without it: the call is what to change
         return frame_location(caller)
     where = frame_location(frame)
     try:

@@ -286,7 +286,9 @@ def _made_in_forward(exc: BaseException) -> tuple[Any, str] | None:
     """``(location, call text)`` of the tensor factory without ``device=`` in a user model's
     methods that made the CPU tensors its ``forward`` held (``h0 = torch.zeros(...)``; or, held
     by no name, named by the error while the model's parameters are all off the CPU), when that
-    forward's own tensor arguments are all off the CPU (the batch was moved) and one method of its
+    forward's own tensor arguments are all off the CPU (the batch was moved), or, some on the CPU
+    (times read with ``.tolist()``), its model was moved and the failing call was given a CPU
+    tensor that forward made (``tau = torch.full(...)``), and one method of its
     class, not ``__init__`` (where buffers are made: ``.to()`` moves those), has such factory
     calls (the first is named); None otherwise."""
     import torch
@@ -303,6 +305,8 @@ def _made_in_forward(exc: BaseException) -> tuple[Any, str] | None:
     called: dict[int, list[Any]] = {}  # id(module) -> the tensors its call was given
     held_cpu, named_cpu = [], []  # user modules whose forward made CPU tensors (named or not)
     named: list[tuple[Any, set[str]]] = []  # (forward's code, its locals holding them)
+    mixed_cpu: list[Any] = []  # for a forward given CPU tensors too: ids of those it made
+    failing = None  # id of the innermost module called
     tb = exc.__traceback__
     while tb is not None:
         frame, tb = tb.tb_frame, tb.tb_next
@@ -311,19 +315,28 @@ def _made_in_forward(exc: BaseException) -> tuple[Any, str] | None:
         if code in impl and isinstance(owner, nn.Module):
             args, kwargs = frame.f_locals.get("args", ()), frame.f_locals.get("kwargs", {})
             called[id(owner)] = held(tuple(args) + tuple(dict(kwargs).values()))
+            failing = id(owner)
         if code.co_name != "forward" or not isinstance(owner, nn.Module) \
                 or not is_user_file(code.co_filename):
             continue
         given = called.get(id(owner), [])
-        if not given or any(t.is_cpu for t in given):
+        # some inputs on the CPU (times read with ``.tolist()``): only a moved model, and only
+        # CPU tensors of its own that the failing call was given (checked below)
+        mixed = any(t.is_cpu for t in given)
+        if not given or mixed and (all(t.is_cpu for t in given) or not _moved(owner)):
             continue
         ids = {id(t) for t in given}
         made = {k: t for k, v in frame.f_locals.items() for t in held(v) if id(t) not in ids}
-        if any(t.is_cpu and t.dim() > 0 for t in made.values()):
+        cpu = {k: t for k, t in made.items() if t.is_cpu and t.dim() > 0}
+        if cpu:
             held_cpu.append(owner)
-            named.append((code, {k for k, t in made.items() if t.is_cpu and t.dim() > 0}))
+            named.append((code, set(cpu)))
+            mixed_cpu.append({id(t) for t in cpu.values()} if mixed else None)
         elif "cpu" in str(exc) and not any(p.is_cpu for p in owner.parameters()):
             named_cpu.append(owner)  # a CPU temporary no name holds: the error names the CPU
+    met = {id(t) for t in called.get(failing, [])}
+    if held_cpu and mixed_cpu[0] is not None and not mixed_cpu[0] & met:
+        return None  # (its CPU tensors are not what met the other device)
     owners = held_cpu[:1] or named_cpu[-1:]  # (else the innermost such forward)
     for owner in owners:
         calls = factory_methods([type(owner)])
@@ -336,6 +349,12 @@ def _made_in_forward(exc: BaseException) -> tuple[Any, str] | None:
         # (``torch.zeros(..., device=self.gpu_ids[0])``) that made a CPU local of that forward
         return assigned_factory(*named[0]) if named and not calls else None
     return None
+
+
+def _moved(module: Any) -> bool:
+    """Whether ``module`` has parameters, none of them on the CPU (it was moved)."""
+    devices = {p.is_cpu for p in islice(module.parameters(), 64)}
+    return devices == {False}
 
 
 def _made_fix(call: str) -> str:

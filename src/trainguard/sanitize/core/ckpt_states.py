@@ -1,6 +1,7 @@
 """What a checkpoint holds, told from the objects handed to ``torch.save``: a model's state, an
-optimizer's, an LR scheduler's, a GradScaler's; which optimizer trains the weights saved; and
-whether an enabled GradScaler is in use in the frames that saved.
+optimizer's, an LR scheduler's, a GradScaler's; which optimizer trains the weights saved;
+whether an enabled GradScaler is in use in the frames that saved; and whether the function that
+built it saves whatever its caller hands it.
 
 No tensor values are read: a ``state_dict`` is told by its keys and value types, the optimizer
 that trains saved weights by the storage the saved tensors share with its parameters.
@@ -8,6 +9,7 @@ that trains saved weights by the storage the saved tensors share with its parame
 
 from __future__ import annotations
 
+import inspect
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -16,7 +18,8 @@ from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.frames import user_frame, user_frames
 
 __all__ = ["is_model_state", "is_optimizer_state", "is_scaler_state", "is_scheduler_state",
-           "live_parameters", "optimizer_settings", "scaler_in_use", "trainer_of"]
+           "live_parameters", "optimizer_settings", "saves_what_it_is_given", "scaler_in_use",
+           "trainer_of"]
 
 _NAMES = 256  # saved tensors, and parameters of one group, looked at
 
@@ -133,3 +136,26 @@ def live_parameters() -> Any:
     # by id, with a weak reference to tell a reused id (a WeakSet compares tensors with ==)
     return {id(p): weakref.ref(p) for p in live_objects(
         lambda o: type(o) is nn.Parameter or nn.Parameter in type(o).__mro__)}
+
+
+def saves_what_it_is_given(frame: Any) -> bool:
+    """Whether the function running in ``frame`` saves the states its caller chooses: it takes
+    an optimizer parameter left ``None`` (``save(model, optimizer=None)``, ktonal/mimikit#30), or
+    collects the objects to save in ``*objects``/``**objects`` and was handed a model there
+    (``save_checkpoint(path, step, model=model)``). The caller's line is then what to change."""
+    code = frame.f_code
+    local = frame.f_locals
+    named = code.co_argcount + code.co_kwonlyargcount
+    if any("optim" in name and local.get(name, 0) is None for name in code.co_varnames[:named]):
+        return True
+    rest = code.co_varnames[named:named + bool(code.co_flags & inspect.CO_VARARGS)
+                            + bool(code.co_flags & inspect.CO_VARKEYWORDS)]
+    handed = [v for name in rest for v in _values(local.get(name))]
+    return any(callable(getattr(v, "state_dict", None)) and hasattr(v, "parameters")
+               for v in handed)
+
+
+def _values(collected: Any) -> list[Any]:
+    if isinstance(collected, Mapping):
+        return list(collected.values())[:_NAMES]
+    return list(collected)[:_NAMES] if isinstance(collected, tuple) else []

@@ -51,6 +51,7 @@ class Origin:
         # storage key -> the user's stack that made it (outputs made without a graph only)
         self.stacks: dict[tuple, Any] = {}
         self.undo: list[Callable[[], None]] = []
+        self.opened_at = -1  # the autograd sequence number when the window opened
 
     @property
     def open(self) -> bool:
@@ -60,6 +61,7 @@ class Origin:
         """Open the window (no-op when open)."""
         if self.undo:
             return
+        self.opened_at = _sequence_now()
         for owner, name in self.functions:
             original = getattr(owner, name, None)
             if original is None:
@@ -75,6 +77,15 @@ class Origin:
             action()
         self.noted.clear()
         self.stacks.clear()
+
+    def predates(self, node: Any) -> bool:
+        """Whether the autograd node ``node`` was made before the window opened (the outputs
+        of one forward all made before the first of their losses): the window could not note
+        it, so another sighting is needed."""
+        try:
+            return type(node) is not tuple and node._sequence_nr() < self.opened_at
+        except Exception:  # (a node without a sequence number: treated as noted-or-not)
+            return False
 
     def where(self, node: Any) -> tuple[Any, str] | None:
         """``(location, how)`` for an output whose ``grad_fn`` is ``node`` (or, made without a
@@ -224,6 +235,17 @@ def _direct_caller(forward: Any) -> Any:
     return None
 
 
+def _sequence_now() -> int:
+    """The next autograd sequence number of this thread (each node made takes the next one)."""
+    import torch
+
+    try:  # (opened inside ``torch.inference_mode()`` too: an evaluation's loss)
+        with torch.inference_mode(False), torch.enable_grad():
+            return torch.empty(0, requires_grad=True).view(0).grad_fn._sequence_nr()
+    except Exception:  # (no sequence number to read: every node counts as made in the window)
+        return -1
+
+
 def storage_key(value: Any) -> tuple[str, int] | None:
     """A key for a tensor made without a graph: the address of its memory, which its views
     (``.view``, ``.reshape`` of a contiguous tensor, ``.flatten``) share; None for other values.
@@ -241,9 +263,10 @@ class Pending:
     ``found(node, message, fix, used_at)``: the first sighting at a use opens the window
     (``Origin.start``), keeps the finding and calls ``hold`` (the cadence keeps the next steps
     checked); the next sighting at that use reports it at the line the window noted for its node
-    (or, if not noted, at the use). A sighting at another use first reports the held finding at
-    its use. Each use is reported once. ``flush()`` (at exit) reports what is still held at its use
-    and closes the window.
+    (or, if not noted, at the use; a node made before the window opened, as the other heads of
+    one forward are, waits for a later sighting). A sighting at another use first reports the held
+    finding at its use. Each use is reported once. ``flush()`` (at exit) reports what is still
+    held at its use and closes the window.
     """
 
     def __init__(self, origin: Origin, report: Callable[..., Any],
@@ -270,6 +293,8 @@ class Pending:
             self.hold()
             return
         made = self.origin.where(node) if node is not None else None
+        if made is None and node is not None and self.origin.predates(node):
+            return  # (a later output of the same forward: the next step's is noted)
         if made is None:
             self._emit(message, fix, used_at)
             return

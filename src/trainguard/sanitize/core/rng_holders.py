@@ -19,9 +19,12 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from trainguard.sanitize.core.bounds import DATASET_DEPTH, DATASET_ITEMS, DATASET_NODES
-from trainguard.sanitize.core.source import SourceFile
+from trainguard.sanitize.core.source import SourceFile, last_assigned
 
-__all__ = ["Held", "held_rngs", "passed_in", "made_by", "rng_kind"]
+# constructors of generators a worker would copy (``np.random.RandomState(seed)``, ...)
+_RNG_MAKERS = frozenset({"RandomState", "default_rng", "Random", "Generator"})
+
+__all__ = ["Held", "held_rngs", "passed_in", "made_by", "made_in_call", "rng_kind"]
 
 _LEAVES = (str, bytes, int, float, complex, bool, type, types.ModuleType, types.FunctionType,
            types.BuiltinFunctionType, types.MethodType, range, slice)
@@ -124,6 +127,33 @@ def _paired(target: ast.AST, value: ast.AST, attr: str) -> ast.AST | None:
             if found is not None:
                 return found
     return None
+
+
+def made_in_call(where: Any) -> Any:
+    """Where a generator handed to a constructor in the statement at ``where`` was made: the
+    generator's constructor written as an argument there (``self.aug = Aug(rng=RandomState(s))``)
+    or the last assignment of a name passed there from one in the same function (``rs =
+    RandomState(s)``, then ``Aug(rng=rs)``); None when the statement passes no such generator."""
+    file = SourceFile.load(where[0]) if where else None
+    stmt = next((n for n in file.parents if isinstance(n, ast.Assign) and
+                 n.lineno <= where[1] <= (n.end_lineno or 0)), None) if file is not None else None
+    if stmt is None or not isinstance(stmt.value, ast.Call):
+        return None
+    args = [*stmt.value.args, *(k.value for k in stmt.value.keywords)]
+    for arg in args:
+        made = next((c for c in ast.walk(arg) if isinstance(c, ast.Call) and _maker(c)), None)
+        if made is None and isinstance(arg, ast.Name):
+            value = last_assigned(file.scope(stmt), arg.id, stmt.lineno, (ast.Call,))
+            made = value if value is not None and _maker(value) else None
+        if made is not None:
+            return (where[0], made.lineno, made.col_offset + 1)
+    return None
+
+
+def _maker(call: ast.Call) -> bool:
+    func = call.func
+    return (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")) \
+        in _RNG_MAKERS
 
 
 def made_by(dataset: Any, generator: Any) -> list[str]:

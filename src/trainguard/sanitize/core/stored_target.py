@@ -32,24 +32,65 @@ from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.cuts import assigned_in_init
 from trainguard.sanitize.core.frames import Location, is_user_file
 from trainguard.sanitize.core.source import SourceFile, function_node
-from trainguard.sanitize.core.target_origin import (last_binding, resolve_in_frame, returned_by,
-                                                    unpacked_at)
+from trainguard.sanitize.core.target_origin import (last_binding, loader_element,
+                                                    resolve_in_frame, returned_by, unpacked_at,
+                                                    unwrapped)
 from trainguard.sanitize.core.values import readable
 
-__all__ = ["stored_origin"]
+__all__ = ["stored_origin", "top_level_binding"]
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_FRAMES = 4  # user frames searched outwards from the loss call for a TensorDataset's labels
 
 
-def stored_origin(frame: FrameType | None, target: Any) -> Location | None:
+def stored_origin(frame: FrameType | None, target: Any, passes: Any = ()) -> Location | None:
     """The line that assigned the stored labels the loss call running in ``frame`` (the
-    innermost user frame at the loss) took ``target`` from (see the module doc), or None."""
+    innermost user frame at the loss) took ``target`` from (see the module doc), or None.
+    ``passes``: as for ``target_origin``."""
     if frame is None or target is None or not is_user_file(frame.f_code.co_filename):
         return None
     try:
-        return _stored(frame, target)
+        return _stored(frame, target) or _in_tensor_dataset(frame, target, passes)
     except Exception:  # a locating aid: never in the way of the finding
         return None
+
+
+def _in_tensor_dataset(frame: FrameType, target: Any, passes: Any) -> Location | None:
+    """For a target taken out of the batches of a DataLoader over a ``TensorDataset``: the line
+    that bound the labels tensor the dataset holds (``y = torch.from_numpy(ids).long()`` before
+    ``TensorDataset(x, y)``), found by identity among the locals of the user frames from the
+    loss's outwards (a training helper's caller: a script's globals)."""
+    from torch.utils.data import TensorDataset
+
+    stored, seen = None, 0
+    while frame is not None and seen < _FRAMES:
+        if is_user_file(frame.f_code.co_filename):
+            seen += 1
+            found = loader_element(frame, target, passes) if stored is None else None
+            if found is not None:
+                dataset, path = unwrapped(found[0].dataset), found[1]
+                if not isinstance(dataset, TensorDataset) or len(path) != 1 or \
+                        not isinstance(path[0], int) or path[0] >= len(dataset.tensors):
+                    return None
+                stored = dataset.tensors[path[0]]
+            name = next((n for n, v in frame.f_locals.items() if v is stored), None) \
+                if stored is not None else None
+            if name is not None:
+                return _bound_at(frame, name)
+        frame = frame.f_back
+    return None
+
+
+def _bound_at(frame: FrameType, name: str) -> Location | None:
+    """Where ``name``, a local of ``frame`` (a global of a script's top-level code), was last
+    bound above the line ``frame`` runs."""
+    function = function_node(frame.f_code)
+    if function is None:
+        return None
+    line = frame.f_lineno
+    assigned = top_level_binding(function, name, line) if frame.f_code.co_name == "<module>" \
+        else last_binding(function, name, line)
+    return _made_by(assigned, name, frame) if assigned is not None else None
 
 
 def _stored(frame: FrameType, target: Any) -> Location | None:
@@ -76,7 +117,7 @@ def _stored(frame: FrameType, target: Any) -> Location | None:
             return None  # made each step (from the batch): not stored before the loop
     else:  # a global the function reads: the module's top-level assignment
         tree = parse_file(code.co_filename)
-        assigned = _top_level_binding(tree, name, _module_line(frame)) if tree else None
+        assigned = top_level_binding(tree, name, _module_line(frame)) if tree else None
     if assigned is None:
         return None
     return _made_by(assigned, name, frame)
@@ -132,7 +173,7 @@ def _in_loop_around(file: SourceFile, assigned: ast.AST, call: ast.AST, scope: a
     return False
 
 
-def _top_level_binding(tree: ast.Module, name: str, before: int) -> ast.stmt | None:
+def top_level_binding(tree: ast.Module, name: str, before: int) -> ast.stmt | None:
     """The last assignment of ``name`` in the module's own code (not in a function or class)
     above line ``before``."""
     made = [last_binding(stmt, name, before) for stmt in tree.body if not isinstance(stmt, _DEFS)]

@@ -44,8 +44,8 @@ from trainguard.sanitize.core.cuts import assigned_in_init
 from trainguard.sanitize.core.frames import Location, is_user_file
 from trainguard.sanitize.core.source import function_node
 
-__all__ = ["last_binding", "resolve_in_frame", "returned_by", "target_origin",
-           "unpacked_at"]
+__all__ = ["last_binding", "loader_element", "resolve_in_frame", "returned_by", "target_origin",
+           "unpacked_at", "unwrapped"]
 
 
 _FRAMES = 4  # user frames searched outwards from the loss call (a loss helper's callers)
@@ -97,7 +97,22 @@ def _yielded(target: Any) -> Location | None:
     return None
 
 
+def unwrapped(dataset: Any) -> Any:
+    """``dataset`` with its ``Subset`` wrappers taken off."""
+    from torch.utils.data import Subset
+
+    while isinstance(dataset, Subset):
+        dataset = dataset.dataset
+    return dataset
+
+
 def _origin(frame: FrameType, target: Any, passes: Any) -> Location | None:
+    return _made_in_dataset(*found) if (found := loader_element(frame, target, passes)) else None
+
+
+def loader_element(frame: FrameType, target: Any, passes: Any) -> tuple[Any, tuple] | None:
+    """``(loader, position of target in its batches)`` for a target that a loop of ``frame``'s
+    function took out of a DataLoader's batches, else None."""
     function = function_node(frame.f_code)
     if function is None:
         return None
@@ -116,7 +131,7 @@ def _origin(frame: FrameType, target: Any, passes: Any) -> Location | None:
                     continue
                 if inner is not None:
                     path = path + (inner,)
-                return _made_in_dataset(loader, path)
+                return loader, path
     return None
 
 
@@ -160,7 +175,7 @@ def _iterated(expr: ast.AST, frame: FrameType, path: tuple) -> tuple[Any, tuple]
         if called in ("tqdm", "iter", "progress", "track"):  # wrappers that pass batches on
             return _iterated(expr.args[0], frame, path)
         return None, path
-    value = resolve_in_frame(expr, frame)
+    value = _item(expr, frame)
     from torch.utils.data import DataLoader
 
     return (value, path) if isinstance(value, DataLoader) else (None, path)
@@ -191,15 +206,19 @@ def resolve_in_frame(expr: ast.AST, frame: FrameType) -> Any:
     return None
 
 
+def _item(expr: ast.AST, frame: FrameType) -> Any:
+    """The value of ``expr``, also of a plain dict's item by a constant (``loaders["train"]``)."""
+    if not isinstance(expr, ast.Subscript) or not isinstance(expr.slice, ast.Constant):
+        return resolve_in_frame(expr, frame)
+    owner = resolve_in_frame(expr.value, frame)
+    return owner.get(expr.slice.value) if type(owner) is dict else None
+
+
 def _made_in_dataset(loader: Any, path: tuple) -> Location | None:
     if getattr(loader, "collate_fn", None) is not None and \
             getattr(loader.collate_fn, "__module__", "").split(".")[0] != "torch":
         return None  # a collate function of the user's may reorder the elements
-    dataset = loader.dataset
-    from torch.utils.data import Subset
-
-    while isinstance(dataset, Subset):
-        dataset = dataset.dataset
+    dataset = unwrapped(loader.dataset)
     getitem = getattr(type(dataset).__getitem__, "__code__", None)
     if getitem is None or not is_user_file(getitem.co_filename) or not path:
         return None
