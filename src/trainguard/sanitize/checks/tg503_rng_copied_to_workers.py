@@ -64,8 +64,8 @@ from typing import Any
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import is_user_code
 from trainguard.sanitize.core.source import attribute_store, setter_call, stored_in_init
-from trainguard.sanitize.core.rng_holders import (Held, held_rngs, made_by, made_in_call,
-                                                 passed_in, rng_kind)
+from trainguard.sanitize.core.rng_holders import (Held, code_names, held_rngs, made_by,
+                                                 made_in_call, passed_in, rng_kind)
 from trainguard.sanitize.core.live_guard import only_skipped_stores
 
 _RESEEDS_PER_WORKER = {"get_worker_info", "initial_seed"}
@@ -350,7 +350,7 @@ def _holder_names(cls: type, called: set[str]) -> tuple[dict[str, str], set[str]
     drawn_in: dict[str, str] = {}
     for method in methods + _methods(cls):
         if method.__name__ in loaded or method in methods:
-            for name in method.__code__.co_names:
+            for name in code_names(method.__code__):
                 drawn_in.setdefault(name, method.__name__)
     return drawn_in, loaded, stored
 

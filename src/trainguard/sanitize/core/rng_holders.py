@@ -24,7 +24,7 @@ from trainguard.sanitize.core.source import SourceFile, last_assigned
 # constructors of generators a worker would copy (``np.random.RandomState(seed)``, ...)
 _RNG_MAKERS = frozenset({"RandomState", "default_rng", "Random", "Generator"})
 
-__all__ = ["Held", "held_rngs", "passed_in", "made_by", "made_in_call", "rng_kind"]
+__all__ = ["Held", "held_rngs", "passed_in", "made_by", "made_in_call", "rng_kind", "code_names"]
 
 _LEAVES = (str, bytes, int, float, complex, bool, type, types.ModuleType, types.FunctionType,
            types.BuiltinFunctionType, types.MethodType, range, slice)
@@ -183,3 +183,11 @@ def rng_kind(value: Any) -> str | None:
             return None if value is getattr(np.random.mtrand, "_rand", None) else \
                 "numpy RandomState"
     return None
+
+
+def code_names(code: types.CodeType) -> list[str]:
+    """The global and attribute names ``code`` loads, with those of the code nested in it: a
+    comprehension's body is a code object of its own before Python 3.12 (PEP 709), so
+    ``[p + self.rng.normal() for p in pts]`` reads ``rng`` only there."""
+    return [*code.co_names, *(name for const in code.co_consts
+                              if isinstance(const, types.CodeType) for name in code_names(const))]
