@@ -37,7 +37,7 @@ from trainguard.sanitize.core.target_origin import (last_binding, loader_element
                                                     unwrapped)
 from trainguard.sanitize.core.values import readable
 
-__all__ = ["stored_origin", "top_level_binding"]
+__all__ = ["stored_origin", "top_level_binding", "target_arg"]
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _FRAMES = 4  # user frames searched outwards from the loss call for a TensorDataset's labels
@@ -130,13 +130,20 @@ def _target_args(function: ast.AST, line: int) -> list[tuple[ast.Call, ast.AST]]
         if not isinstance(call, ast.Call) or not \
                 call.lineno <= line <= (call.end_lineno or call.lineno):
             continue
-        arg = next((k.value for k in call.keywords if k.arg == "target"), None)
-        if arg is None and len(call.args) >= 2 and \
-                not any(isinstance(a, ast.Starred) for a in call.args[:2]):
-            arg = call.args[1]
+        arg = target_arg(call)
         if isinstance(arg, (ast.Name, ast.Subscript)):
             found.append((call, arg))
     return found
+
+
+def target_arg(call: ast.Call) -> ast.AST | None:
+    """The target argument of a loss call: ``target=``, else the second positional argument
+    (None when a ``*args`` comes first: its position is not known)."""
+    arg = next((k.value for k in call.keywords if k.arg == "target"), None)
+    if arg is None and len(call.args) >= 2 and \
+            not any(isinstance(a, ast.Starred) for a in call.args[:2]):
+        arg = call.args[1]
+    return arg
 
 
 def _holds(arg: ast.AST, frame: FrameType, target: Any) -> bool:

@@ -34,7 +34,7 @@ from typing import Any
 
 from trainguard.sanitize.core.frames import Location
 from trainguard.sanitize.core.source import SourceFile
-from trainguard.sanitize.core.stored_target import top_level_binding
+from trainguard.sanitize.core.stored_target import target_arg, top_level_binding
 from trainguard.sanitize.core.target_origin import last_binding
 
 __all__ = ["widened_at"]
@@ -60,8 +60,7 @@ def _widened(where: Any, frame: FrameType, shape: tuple,
     call = file.call_at(where[1], where[2] - 1) if file is not None else None
     if call is None:
         return None
-    arg = next((k.value for k in call.keywords if k.arg == "target"), None)
-    arg = arg if arg is not None else (call.args[1] if len(call.args) >= 2 else None)
+    arg = target_arg(call)
     while isinstance(arg, ast.Call) and not arg.args and isinstance(arg.func, ast.Attribute):
         arg = arg.func.value  # ``td_target.detach()``, ``.float()``
     if not isinstance(arg, ast.Name) or _shape(frame, arg.id) != shape:

@@ -104,16 +104,16 @@ def _grad(bus: "Bus", original: Any, failed: Callable) -> Any:
             if not torch.compiler.is_dynamo_compiling():
                 _grad_failed(state, failed, args, kwargs, create, exc)
             raise
-        if not state.modules:
-            state.grad_count += 1  # (a clock for runs without backward: TG201)
         if state.modules:
             state.grads_in_forward.add(type(state.modules[0]))
-        elif state.no_grad_depth and not create:
-            # TG104: the re-enabled region takes gradients itself (an attack's input gradient),
-            # not inside a model's forward and not to train through them
-            where = state.reenabled_at()
-            if where is not None and state.grads_need_reenabling():
-                state.grads_taken_at.add(where)
+        else:
+            state.grad_count += 1  # (a clock for runs without backward: TG201)
+            if state.no_grad_depth and not create:
+                # TG104: the re-enabled region takes gradients itself (an attack's input
+                # gradient), not inside a model's forward and not to train through them
+                where = state.reenabled_at()
+                if where is not None and state.grads_need_reenabling():
+                    state.grads_taken_at.add(where)
         if stamps and create:
             try:
                 _stamp_grads(state, result)
