@@ -1,7 +1,8 @@
 """What activation produced a value: ``softmax``, ``log_softmax`` or ``sigmoid``.
 
 Followed through names, through ops that keep the values (``.view``, ``.reshape``,
-``.flatten``, ``.squeeze``, ``.to``, indexing), through ``nn.Softmax()`` modules, the last layer
+``.flatten``, ``.squeeze``, ``.to``, indexing), through ``nn.Softmax()`` modules and names
+bound to the function itself (``self.act = torch.sigmoid``), the last layer
 of ``nn.Sequential`` heads (nested ones too), the ``forward`` of the model's class, and what a
 method or function the call graph resolves returns (``model.predict_proba(x)``), and
 ``self(x)`` in a method of the model (a base class's, through its subclasses' ``forward``). The model
@@ -114,8 +115,11 @@ def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 12,
         # a bare activation module held in a local name (``sigmoid = nn.Sigmoid()`` in the
         # training function) is applied here, at this call (a model's ``self.act`` keeps the
         # line that builds it into the model)
-        kinds = {(found[0], expr) if found is not None and found[1] is v and
-                 not key.startswith("self.") and (script.call_qualname(v) or "") in _MODULES
+        # (a reference to an activation function, ``sigmoid = torch.sigmoid``, applies
+        # nothing where it is bound: this call applies it, wherever the name lives)
+        kinds = {(found[0], expr) if found is not None and found[1] is v and (
+                     not isinstance(v, ast.Call) or not key.startswith("self.") and
+                     (script.call_qualname(v) or "") in _MODULES)
                  else found
                  for v in values for found in [_module_activation(script, v, depth - 1, origin)]}
         if not kinds - {None}:  # a parameter or attribute: the classes the call graph knows
@@ -498,6 +502,8 @@ def _module_activation(script: Script, value: ast.AST | None, depth: int,
             value.func.attr in RETURNS_SELF:  # Net().to(device), head.cuda()
         value = value.func.value
     origin = origin or script
+    if isinstance(value, (ast.Name, ast.Attribute)) and script.qualname(value) in _FUNCS:
+        return _FUNCS[script.qualname(value)], value  # ``act = torch.sigmoid``: the function
     if isinstance(value, ast.Name):
         values = _feasible_values(script, value.id, origin)
         kinds = {_module_activation(script, v, depth - 1, origin) for v in values}
