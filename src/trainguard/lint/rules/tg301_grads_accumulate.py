@@ -8,8 +8,9 @@ closure. Declared accumulation (zeroing after each conditional step) has zeroing
 A zeroing counts only where it can run (``if DEBUG: optimizer.zero_grad()`` with ``DEBUG =
 False`` is none) and only for the modules it clears: ``netC.zero_grad()`` does not clear
 ``netS``, which ``optimizerG`` steps, and ``encoder.zero_grad()`` does not clear the decoder the
-same optimizer holds (:mod:`trainguard.lint.optimizers`). A zeroing on a name the file cannot
-relate to the optimizer's modules counts as clearing them.
+same optimizer holds (:mod:`trainguard.lint.optimizers`); a step no zeroing serves is reported
+at the top of its own step, its first forward of a module the optimizer holds. A zeroing on a
+name the file cannot relate to the optimizer's modules counts as clearing them.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import exclusive, if_branches, parent, walk_local
-from trainguard.lint.events import events
+from trainguard.lint.events import Event, events
 from trainguard.lint.optimizers import cleared, held_modules, zero_covers
 from trainguard.lint.regions import forward_calls, loop_label, training_loops
 from trainguard.lint.rules import Hit
@@ -92,6 +93,34 @@ def _step_start(script: Script, loop: ast.AST, backward: ast.AST) -> ast.AST:
              not script.grad_disabled(c) and script.enclosing_loops(c)[:1] ==
              script.enclosing_loops(backward)[:1]]
     return min(found, key=lambda c: (c.lineno, c.col_offset)) if found else backward
+
+
+def _stale_start(script: Script, loop: ast.AST, evs: list[Event], bwd: Event,
+                 held: frozenset[str]) -> ast.AST:
+    """The top of the step whose zeroing is missing: the first forward with grad of a module
+    in ``held`` (what the optimizer steps) since the step before ``bwd`` in the code that holds
+    ``bwd`` (the loop body, or the file's helper the loop calls), as ``trainguard run`` reports
+    it (``D(fake)`` above ``loss_D.backward()``); else ``bwd``'s own line. A forward of another
+    model (the encoder whose output is detached for the discriminator) does not start it."""
+    node = bwd.node
+    region = loop if bwd.via is None else script.enclosing_function(node)
+    if bwd.foreign or region is None:
+        return bwd.site
+    top, line = region.lineno, node.lineno  # type: ignore[attr-defined]
+    lower = max((n.lineno for e in evs if e.kind == "step" for n in (e.node, e.via)
+                 if n is not None and top <= n.lineno < line), default=0)
+    found = [c for c in forward_calls(script, region)
+             if lower < c.lineno <= line and not script.grad_disabled(c) and
+             script.enclosing_loops(c)[:1] == script.enclosing_loops(node)[:1] and
+             _called_module(script, c) in held]
+    return min(found, key=lambda c: (c.lineno, c.col_offset)) if found else bwd.site
+
+
+def _called_module(script: Script, call: ast.Call) -> str | None:
+    """The key of the module a forward call runs (``self.critic`` for ``self.critic(x)`` and
+    ``self.critic.forward(x)``)."""
+    f = call.func
+    return script.key(f.value if isinstance(f, ast.Attribute) and f.attr == "forward" else f)
 
 
 def _zeroed_before(script: Script, loop: ast.AST, step_key: str | None) -> ast.AST | None:
@@ -171,14 +200,17 @@ def _partial_zeroing(script: Script, loop: ast.AST, evs: list, zeros: list) -> H
             # previous step adds onto stale gradients, and the zeroing goes before it
             bwd = _first_backward_before(evs, at)
             if bwd is not None:
-                return Hit(bwd.site,
-                           f"this backward adds onto the gradients of {missing}, which nothing "
+                top = _stale_start(script, loop, evs, bwd, held)
+                here = "this backward" if top is bwd.site else \
+                    f"this forward starts the step, and the backward at {bwd.place(script)}"
+                return Hit(top,
+                           f"{here} adds onto the gradients of {missing}, which nothing "
                            f"zeroes since the last {step.key}.step(): {loop_label(script, loop)} "
                            f"zeroes gradients only through {names}, so {step.key}.step() "
                            f"({step.place(script)}) updates them with the sum of all earlier "
                            f"gradients",
-                           fix=f"call {step.key}.zero_grad(set_to_none=True) before this "
-                               f"backward")
+                           fix=f"call {step.key}.zero_grad(set_to_none=True) before "
+                               f"{'this backward' if top is bwd.site else 'this forward'}")
         return Hit(wrong.site,
                    f"{loop_label(script, loop)} zeroes gradients only through {names}, "
                    f"which leaves those of {missing} uncleared: {step.key}.step() "
