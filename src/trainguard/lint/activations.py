@@ -2,8 +2,9 @@
 
 Followed through names, through ops that keep the values (``.view``, ``.reshape``,
 ``.flatten``, ``.squeeze``, ``.to``, indexing), through ``nn.Softmax()`` modules and names
-bound to the function itself (``self.act = torch.sigmoid``), the last layer
-of ``nn.Sequential`` heads (nested ones too), the ``forward`` of the model's class, and what a
+bound to the function itself (``self.act = torch.sigmoid``, a ``partial`` or ``lambda`` of it),
+the last layer of ``nn.Sequential`` heads (nested ones too), the ``forward`` of the model's
+class, and what a
 method or function the call graph resolves returns (``model.predict_proba(x)``), and
 ``self(x)`` in a method of the model (a base class's, through its subclasses' ``forward``). The model
 behind a call is found however it was built: ``Net(...).to(device)``, a factory that returns
@@ -118,8 +119,8 @@ def activation_of(script: Script, expr: ast.AST | None, *, depth: int = 12,
         # (a reference to an activation function, ``sigmoid = torch.sigmoid``, applies
         # nothing where it is bound: this call applies it, wherever the name lives)
         kinds = {(found[0], expr) if found is not None and found[1] is v and (
-                     not isinstance(v, ast.Call) or not key.startswith("self.") and
-                     (script.call_qualname(v) or "") in _MODULES)
+                     _function_activation(script, v) is not None or
+                     not key.startswith("self.") and (script.call_qualname(v) or "") in _MODULES)
                  else found
                  for v in values for found in [_module_activation(script, v, depth - 1, origin)]}
         if not kinds - {None}:  # a parameter or attribute: the classes the call graph knows
@@ -502,8 +503,9 @@ def _module_activation(script: Script, value: ast.AST | None, depth: int,
             value.func.attr in RETURNS_SELF:  # Net().to(device), head.cuda()
         value = value.func.value
     origin = origin or script
-    if isinstance(value, (ast.Name, ast.Attribute)) and script.qualname(value) in _FUNCS:
-        return _FUNCS[script.qualname(value)], value  # ``act = torch.sigmoid``: the function
+    applied = _function_activation(script, value)
+    if applied is not None:  # ``act = torch.sigmoid``: the function, applied where it is called
+        return applied, value
     if isinstance(value, ast.Name):
         values = _feasible_values(script, value.id, origin)
         kinds = {_module_activation(script, v, depth - 1, origin) for v in values}
@@ -554,6 +556,21 @@ def _module_activation(script: Script, value: ast.AST | None, depth: int,
         if found is not None:
             foreign = target.script is not script or found[1] is value
             return found[0], None if foreign else found[1]
+    return None
+
+
+def _function_activation(script: Script, value: ast.AST) -> Activation | None:
+    """The activation a callable value applies when called: the function itself
+    (``torch.sigmoid``, ``F.softmax``), ``functools.partial`` of it (``partial(F.softmax,
+    dim=1)``), or a lambda whose body applies it (``lambda t: torch.sigmoid(t)``)."""
+    if isinstance(value, (ast.Name, ast.Attribute)):
+        return _FUNCS.get(script.qualname(value) or "")
+    if isinstance(value, ast.Call) and script.call_qualname(value) == "functools.partial" \
+            and value.args:
+        return _function_activation(script, value.args[0])
+    if isinstance(value, ast.Lambda):
+        found = activation_of(script, value.body, depth=2)
+        return found[0] if found is not None and found[1] is value.body else None
     return None
 
 
