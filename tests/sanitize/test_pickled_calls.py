@@ -9,12 +9,26 @@ import os
 
 import torch
 
-from trainguard.sanitize.core.pickled import code_calls
+from trainguard.sanitize.core.pickled import code_calls, program_calls
 
 
 class _Printing:
     def __reduce__(self):
         return (print, ("loaded",))
+
+
+def _plugin(name):
+    return {"plugin": name}
+
+
+class _CallsPlugin:
+    def __reduce__(self):
+        return (_plugin, ("run at load",))
+
+
+class _Config:
+    def __init__(self):
+        self.width = 8
 
 
 class _System:
@@ -49,3 +63,15 @@ def test_a_file_that_is_no_archive_names_nothing(tmp_path):
     path = tmp_path / "plain.txt"
     path.write_text("not a checkpoint")
     assert code_calls(str(path)) == []
+
+
+def test_a_call_of_a_program_function_is_named(tmp_path):
+    # a __reduce__ that calls a function of the loading program runs it at load
+    path = _saved(tmp_path, {"w": torch.ones(2), "meta": _CallsPlugin()}, "c.pt")
+    assert program_calls(path) == [f"{__name__}._plugin"]
+
+
+def test_program_classes_and_function_references_are_not_calls(tmp_path):
+    # an instance of a program class is rebuilt, a function stored as a value is only named
+    state = {"config": _Config(), "hook": _plugin, "again": _plugin, "opt": argparse.Namespace()}
+    assert program_calls(_saved(tmp_path, state, "d.pt")) == []

@@ -17,7 +17,8 @@ it; the call of the writing function when it is made past that frame: a trainer'
 ``validate()`` calling ``save_best(...)``), with the ``torch.save`` line in the message when they
 differ; ``ranks`` the ranks that wrote it. A file written by a method of a user's writer object
 (not a module, not the trainer, not a dispatched callback) is reported where that object is
-built, when the user's files build it at one place.
+built, when the user's files build it at one place; a file first written before the first
+step (a log opened in the writer's ``__init__``) is placed once that step's stack is known.
 
 Silent on: saves guarded by a rank check (``if rank == 0``, a ``master_process`` flag, a helper
 such as ``save_on_master``: one rank writes), per-rank file names (``f"rng_rank{rank}.pt"``),
@@ -60,10 +61,18 @@ class SaveOnEveryRank(Check):
         # real path -> [the line to guard (path, line, col), writes, the torch.save line]
         self.saves: dict[str, list] = {}
         self.step_stack: Any = None  # the user's stack at the first checked step (torchrun only)
+        # files first written before that step (a log opened where its writer is built): path ->
+        # (the writing stack, the writer's class), placed once the step's stack is known
+        self.early: dict[str, tuple[Any, Any]] = {}
 
     def on_step(self, optimizer: Any) -> None:
         if self.step_stack is None and self.bus.ranks is not None:
             self.step_stack = user_stack(sys._getframe(1))
+            for target, (stack, writer) in self.early.items():
+                where = self._guard_line(stack, writer)
+                if where is not None:
+                    self.saves[target][0] = list(where)
+            self.early.clear()
 
     def on_save(self, obj: Any, f: Any) -> None:
         self._wrote(f, "torch.save", sys._getframe(1))
@@ -83,14 +92,21 @@ class SaveOnEveryRank(Check):
             known[1] += 1
         elif len(self.saves) < _LIMIT:
             saved_at = user_location(caller) or ("<unknown>", 0, 1)
-            where = None
-            if self.step_stack is not None:
-                stack = user_stack(caller)
-                depth = shared_depth(stack, self.step_stack)
-                where = _writer_built(caller, stack, self.step_stack, depth) or \
-                    _helper_call(stack, depth) or \
-                    cause_line(stack, self.step_stack, past_dispatch=True)
+            stack, writer = user_stack(caller), _writer_class(caller)
+            where = self._guard_line(stack, writer)
+            if self.step_stack is None:
+                self.early[target] = (stack, writer)
             self.saves[target] = [list(where or saved_at), 1, list(saved_at), how]
+
+    def _guard_line(self, stack: Any, writer: Any) -> Any:
+        """Where the rank check belongs for a write made from ``stack`` (by a method of
+        ``writer``, a user class, or None), judged against the first step's stack."""
+        if self.step_stack is None:
+            return None
+        depth = shared_depth(stack, self.step_stack)
+        return _writer_built(writer, stack, self.step_stack, depth) or \
+            _helper_call(stack, depth) or \
+            cause_line(stack, self.step_stack, past_dispatch=True)
 
     def rank_facts(self) -> Any:
         if not self.saves:
@@ -142,12 +158,9 @@ def _helper_call(stack: Any, depth: int) -> Any:
     return stack[-2][2]
 
 
-def _writer_built(caller: Any, stack: Any, step_stack: Any, depth: int) -> Any:
-    """Where the object whose method wrote the file was built, when it is a writer of its own
-    (a report manager, a metrics logger: a user class, not a module, none of whose methods runs
-    the training step, not a callback reached through a dispatch loop) built at one place:
-    every rank builds it, and the rank check belongs there (OpenNMT's
-    ``build_report_manager``). None otherwise."""
+def _writer_class(caller: Any) -> Any:
+    """The class of the object whose method made the write from ``caller`` (``self``), when it
+    is a user class and not a module; else None."""
     from torch import nn
 
     frame = user_frame(caller)
@@ -155,7 +168,17 @@ def _writer_built(caller: Any, stack: Any, step_stack: Any, depth: int) -> Any:
     if code is None or not code.co_argcount or code.co_varnames[0] != "self":
         return None
     cls = type(frame.f_locals.get("self"))
-    if issubclass(cls, nn.Module) or not is_user_code(code):
+    return None if issubclass(cls, nn.Module) or not is_user_code(code) else cls
+
+
+def _writer_built(cls: Any, stack: Any, step_stack: Any, depth: int) -> Any:
+    """Where the object whose method wrote the file was built, when it is a writer of its own
+    (a report manager, a metrics logger: ``cls``, a user class, not a module, none of whose
+    methods runs the training step, not a callback reached through a dispatch loop) built at one
+    place: every rank builds it, and the rank check belongs there (OpenNMT's
+    ``build_report_manager``), also when it opened its file as it was built, before the first
+    step. None otherwise."""
+    if cls is None:
         return None
     own = {id(getattr(v, "__code__", None)) for v in vars(cls).values()}
     if any(id(entry[1]) in own for entry in step_stack):

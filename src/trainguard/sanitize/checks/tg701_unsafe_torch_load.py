@@ -21,9 +21,12 @@ checkpoint is a pickle: loading one from elsewhere (a download, a shared drive) 
 it carries. Whatever its origin, a file whose pickle calls a global that runs code
 (``builtins.exec``, ``os.system``: ecmwf/anemoi-core#1416; ``io.open``, which creates a file at
 load: kyutai-labs/moshi#408) is reported, also when this process
-wrote it (a "download" helper filling a cache): no checkpoint needs such a call. Reported at the
-line that chose ``weights_only``: the ``torch.load`` call, or, when a loader hands its keyword
-arguments on (``torch.load(path, **load_kwargs)``), the caller that wrote ``weights_only=False``.
+wrote it (a "download" helper filling a cache): no checkpoint needs such a call. A pickle that
+calls a plain function of this program (a ``__reduce__`` returning it: code run at load,
+vinnylarouge/jevlike#3) is reported too, unless this process torch.saved that very file.
+Reported at the line that chose ``weights_only``: the ``torch.load`` call, or, when a loader hands
+its keyword arguments on (``torch.load(path, **load_kwargs)``), the caller that wrote
+``weights_only=False``.
 
 Silent on: ``weights_only=True`` or the torch >= 2.6 default; files this process torch.saved;
 resumes of the program's own format (a ``torch.save`` of a variable counts as any format); files
@@ -53,7 +56,7 @@ from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import (
     frame_location, is_trainguard_file, is_user_code, user_frame, user_location)
-from trainguard.sanitize.core.pickled import code_calls, pickle_strings
+from trainguard.sanitize.core.pickled import code_calls, pickle_strings, program_calls
 from trainguard.sanitize.core.source import SourceFile
 
 
@@ -96,8 +99,11 @@ class UnsafeTorchLoad(Check):
             return
         how = "weights_only=False" if weights_only is False else \
             "no weights_only=True (this torch defaults to full unpickling)"
-        payload = code_calls(path)
-        if payload:  # whoever wrote it: a hub cache, a "download" helper, a tampered copy
+        saved_here = os.path.realpath(path) in self.written or self._moved_here(path)
+        # whoever wrote it (a hub cache, a "download" helper, a tampered copy); a call of the
+        # program's own function, unless this process torch.saved the file there itself
+        payload = code_calls(path) or ([] if saved_here else program_calls(path))
+        if payload:
             self.report(
                 f"torch.load({os.path.basename(path)!r}) with {how}: the file's pickle calls "
                 f"{', '.join(payload[:3])} when it is unpickled, so loading it runs code",
@@ -105,7 +111,7 @@ class UnsafeTorchLoad(Check):
                     "with torch.serialization.add_safe_globals)",
                 where=_where_chosen(sys._getframe(1)))
             return
-        if os.path.realpath(path) in self.written or self._moved_here(path):
+        if saved_here:
             return
         # Written during this run, but not by a torch.save of this process: by another process of
         # this program (a rank, a child: its own save function may have written it), or by raw

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import pickletools
 import sys
+import types
 import zipfile
 from typing import Any
 
 from trainguard.sanitize.core.frames import is_user_file
 
-__all__ = ["pickle_strings", "code_calls"]
+__all__ = ["pickle_strings", "code_calls", "program_calls"]
 
 _PICKLE_BYTES = 1 << 20  # a data.pkl larger than this is not read (tensors are stored apart)
 _STRINGS = ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8", "SHORT_BINSTRING",
@@ -54,12 +55,33 @@ def pickle_strings(path: str) -> tuple[set[str] | None, bool]:
     found = _read(path)
     if found is None:
         return None, False
-    strings, names = found
+    strings, names, _ = found
     return strings, any(_is_own(m) for m, _ in names)
 
 
-def _read(path: str) -> tuple[set[str], set[tuple[str, str]]] | None:
-    """The string constants and the ``(module, name)`` globals of the archive's pickle."""
+def program_calls(path: str) -> list[str]:
+    """The functions of this program (``__main__`` or a user module, already imported: nothing is
+    imported here) that the pickle at ``path`` calls when it is loaded (``REDUCE``): a plain
+    function, not a class, so the call is code of the program's choosing run at load, as a
+    tampered file's ``__reduce__`` makes it. A checkpoint rebuilds tensors and classes only."""
+    found = _read(path)
+    return [] if found is None else sorted(
+        f"{m}.{n}" for m, n in found[2] if _is_own(m) and _is_function(m, n))
+
+
+def _is_function(module: str, name: str) -> bool:
+    obj: Any = sys.modules.get(module)
+    for part in name.split("."):
+        obj = getattr(obj, part, None)
+    return isinstance(obj, types.FunctionType)
+
+
+_MARK = object()  # a MARK on the simulated pickle stack
+
+
+def _read(path: str) -> tuple[set[str], set[tuple[str, str]], set[tuple[str, str]]] | None:
+    """The string constants, the ``(module, name)`` globals, and the globals called by
+    ``REDUCE``, of the archive's pickle (its opcodes walked on a stack of placeholders)."""
     try:
         with zipfile.ZipFile(path) as archive:
             name = next((n for n in archive.namelist() if n.endswith("/data.pkl")), None)
@@ -68,21 +90,50 @@ def _read(path: str) -> tuple[set[str], set[tuple[str, str]]] | None:
             data = archive.read(name)
         strings: set[str] = set()
         names: set[tuple[str, str]] = set()
-        recent: list[Any] = []
+        called: set[tuple[str, str]] = set()
+        stack: list[Any] = []
+        memo: dict[Any, Any] = {}
         for op, arg, _ in pickletools.genops(data):
             if op.name in _STRINGS and isinstance(arg, str):
                 strings.add(arg)
-                recent = (recent + [arg])[-2:]
-            elif op.name == "GLOBAL" and isinstance(arg, str):
-                module, _, name = arg.partition(" ")
-                names.add((module, name))
-            elif op.name == "STACK_GLOBAL" and len(recent) == 2:
-                names.add((recent[0], recent[1]))
-            elif op.name not in ("MEMOIZE", "BINPUT", "LONG_BINPUT", "PUT"):
-                recent = recent if op.name in _STRINGS else []
+            _walk(op, arg, stack, memo, names, called)
     except Exception:  # not a zip archive, a truncated or foreign file: nothing known
         return None
-    return strings, names
+    return strings, names, called
+
+
+def _walk(op: Any, arg: Any, stack: list, memo: dict, names: set, called: set) -> None:
+    """One opcode's effect on the placeholder stack: a global is ``(module, name)``, a string its
+    value, anything else None; a ``REDUCE`` of a global adds it to ``called``."""
+    if op.name in ("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"):
+        memo[len(memo) if op.name == "MEMOIZE" else arg] = stack[-1] if stack else None
+        return
+    if op.name in ("GET", "BINGET", "LONG_BINGET"):
+        stack.append(memo.get(arg))
+        return
+    before = op.stack_before
+    if pickletools.markobject in before:
+        while stack and stack.pop() is not _MARK:
+            pass
+        popped = [stack.pop() if stack else None
+                  for _ in range(before.index(pickletools.markobject))][::-1]
+    else:
+        popped = [stack.pop() if stack else None for _ in before][::-1]
+    pushed: Any = None
+    if op.name == "GLOBAL" and isinstance(arg, str):
+        module, _, name = arg.partition(" ")
+        pushed = (module, name)
+    elif op.name == "STACK_GLOBAL" and all(isinstance(p, str) for p in popped):
+        pushed = (popped[0], popped[1])
+    elif op.name == "REDUCE" and isinstance(popped[0], tuple):
+        called.add(popped[0])
+    elif op.name in _STRINGS and isinstance(arg, str):
+        pushed = arg
+    elif op.name == "MARK":
+        pushed = _MARK
+    if isinstance(pushed, tuple):
+        names.add(pushed)
+    stack.extend([pushed] * len(op.stack_after))
 
 
 def _is_own(module: str) -> bool:

@@ -16,7 +16,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 class MetricsLogger:
     def __init__(self, logdir):
-        self.fh = open(os.path.join(logdir, "events.jsonl"), "a")  # expect: TG602
+        self.fh = open(os.path.join(logdir, "events.jsonl"), "a")
 
     def add(self, tag, step, value):
         self.fh.write(json.dumps({"tag": tag, "step": step, "value": value}) + "\n")
@@ -31,7 +31,7 @@ def main_worker(rank, world_size, port, logdir):
     torch.manual_seed(0)
     model = DistributedDataParallel(nn.Linear(6, 2))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-    logger = MetricsLogger(logdir)
+    logger = MetricsLogger(logdir)  # expect: TG602
     gen = torch.Generator().manual_seed(rank)
     for step in range(4):
         x, y = torch.randn(8, 6, generator=gen), torch.randint(0, 2, (8,), generator=gen)
