@@ -8,12 +8,10 @@ before: ``set_epoch(epoch)`` was not called between them, so its permutation, se
 epoch``, repeats and every epoch sees the same order. Reported once per sampler where the missing
 call belongs: in the loop that repeats the passes (from the user's frame that started the pass
 outwards, the innermost ``for``/``while`` whose body holds it: the epoch loop, also when the pass
-runs in a helper it calls), the statement that runs the pass (the ``for`` over the DataLoader, or
-the call of that helper: ``set_epoch`` goes right above it; when user code read the sampler's own
-order earlier in that epoch, in a statement of the same loop body, that statement: the order it
-read was this epoch's too), naming the line that built the sampler
-(the watcher notes where user code builds each ``DistributedSampler``) and the line that started the
-pass; without such a loop (passes in a notebook's separate cells), at the sampler's construction.
+runs in a helper it calls), at the first statement of its body (the start of the epoch, where
+PyTorch's docs put ``set_epoch``, also when the body does other work before the pass), naming
+the line that built the sampler (the watcher notes where user code builds each
+``DistributedSampler``) and the line that started the pass; without such a loop (passes in a notebook's separate cells), at the sampler's construction.
 Visible in a single process too (``DistributedSampler(ds, num_replicas=1, rank=0)``).
 
 Silent on: ``shuffle=False`` samplers (validation); a sampler that a DataLoader iterates, iterated
@@ -39,7 +37,6 @@ from typing import Any
 
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.bounds import parse_file
-from trainguard.sanitize.core.callstack import body_statement
 from trainguard.sanitize.core.frames import (is_trainguard_file, short_location, user_frame,
                                             user_frames, user_location)
 
@@ -53,9 +50,6 @@ class SamplerEpochNotSet(Check):
         self.reported: weakref.WeakSet[Any] = weakref.WeakSet()
         self.built: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self.loaded: weakref.WeakSet[Any] = weakref.WeakSet()  # iterated by a DataLoader
-        # the user frames' lines of user code's own pass over the sampler since its last
-        # DataLoader pass (``list(iter(sampler))`` logged at the top of the epoch)
-        self.read: weakref.WeakKeyDictionary[Any, list] = weakref.WeakKeyDictionary()
 
     def on_built(self, obj: Any, where: Any) -> None:
         if hasattr(obj, "set_epoch") and where is not None:  # a DistributedSampler
@@ -65,23 +59,19 @@ class SamplerEpochNotSet(Check):
         if not getattr(sampler, "shuffle", False) or sampler in self.reported:
             return
         by_loader = _by_data_loader(sys._getframe(1))
-        read = self.read.pop(sampler, None) if by_loader else None
         if by_loader:
             if sampler not in self.loaded:  # looks taken before its first pass were no epochs
                 self.last_epoch.pop(sampler, None)
             self.loaded.add(sampler)
-        else:
-            self.read[sampler] = [(f.f_code.co_filename, f.f_lineno)
-                                  for f in user_frames(user_frame(sys._getframe(1)), limit=8)]
-            if sampler in self.loaded:
-                return  # ``list(sampler)[:4]`` printed beside the DataLoader's passes: no epoch
+        elif sampler in self.loaded:
+            return  # ``list(sampler)[:4]`` printed beside the DataLoader's passes: no epoch
         epoch = getattr(sampler, "epoch", None)
         previous = self.last_epoch.get(sampler)
         self.last_epoch[sampler] = epoch
         if previous is not None and previous == epoch:
             self.reported.add(sampler)
             built = self.built.get(sampler)
-            loop = _epoch_loop(sys._getframe(1), read or [])
+            loop = _epoch_loop(sys._getframe(1))
             made = f" built at {short_location(built)}" if built else ""
             self.report(
                 f"the shuffling DistributedSampler{made} started another pass with "
@@ -102,14 +92,12 @@ def _by_data_loader(frame: Any) -> bool:
     return "/torch/utils/data/" in name
 
 
-def _epoch_loop(start: Any, read: list) -> Any:
-    """``(path, line, col)`` of the loop that repeats the passes over the DataLoader: from the
-    user's frame that started this pass outwards, the innermost ``for``/``while`` whose body holds
-    the frame's current line (not the ``for`` over the DataLoader itself, whose header is that
-    line), and there the statement of its body that runs the pass: ``set_epoch`` belongs right
-    above it, or above an earlier statement of that body that read the sampler's order itself
-    (``read``: the user frames' ``(path, line)`` of that read). None when no user frame's
-    function has one."""
+def _epoch_loop(start: Any) -> Any:
+    """``(path, line, col)`` of the first statement of the loop that repeats the passes over the
+    DataLoader: from the user's frame that started this pass outwards, the innermost
+    ``for``/``while`` whose body holds the frame's current line (not the ``for`` over the
+    DataLoader itself, whose header is that line). ``set_epoch`` belongs at the top of that body,
+    before anything of the epoch runs. None when no user frame's function has one."""
     for frame in user_frames(user_frame(start), limit=8):
         path, line = frame.f_code.co_filename, frame.f_lineno
         tree = parse_file(path)
@@ -122,12 +110,6 @@ def _epoch_loop(start: Any, read: list) -> Any:
                     and (best is None or node.lineno > best.lineno):
                 best = node
         if best is not None:
-            # the statement of its body that runs the pass (the ``for`` over the DataLoader, or
-            # the call of the helper that iterates it): set_epoch goes right above it
-            stmt = body_statement(best.body, line) or best
-            earlier = [body_statement(best.body, seen) for at, seen in read if at == path
-                       and best.body[0].lineno <= seen <= (best.end_lineno or 0)]
-            stmt = min([s for s in earlier if s is not None and s.lineno < stmt.lineno]
-                       + [stmt], key=lambda s: s.lineno)
-            return (path, stmt.lineno, stmt.col_offset + 1)
+            first = best.body[0]
+            return (path, first.lineno, first.col_offset + 1)
     return None

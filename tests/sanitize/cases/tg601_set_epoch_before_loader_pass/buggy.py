@@ -1,8 +1,8 @@
 # Modelled on GitHub lucidrains/DALLE-pytorch#230
 # (https://github.com/lucidrains/DALLE-pytorch/pull/230, train_dalle.py): the epoch loop keeps a
 # few lists for its statistics, then iterates a DataLoader over a DistributedSampler without calling
-# set_epoch, so every epoch sees the same order. set_epoch belongs right above the pass over the
-# loader, after that bookkeeping.
+# set_epoch, so every epoch sees the same order. set_epoch belongs at the start of the epoch, the
+# first statement of the epoch loop's body, also when bookkeeping comes before the pass.
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
@@ -15,9 +15,9 @@ net = nn.Linear(6, 1)
 opt = torch.optim.Adam(net.parameters(), lr=1e-3)
 orders = []
 for epoch in range(3):
-    seen = []
+    seen = []  # expect: TG601
     losses = []
-    for idx, x in dl:  # expect: TG601
+    for idx, x in dl:
         loss = net(x).pow(2).mean()
         opt.zero_grad()
         loss.backward()
