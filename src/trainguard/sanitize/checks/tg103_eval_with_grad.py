@@ -23,7 +23,10 @@ that choice, with the values its condition read (:mod:`..core.grad_choice`).
 
 Also in train mode: an outermost call fed a graph that an earlier call of the same module made
 (an agent's state carried across environment steps), whose chained graph no backward reaches
-(oxwhirl/pymarl#73): reported at that call.
+(oxwhirl/pymarl#73): reported at that call; when the chain is a rollout that an evaluation runs
+after a backward, through a helper, with no training by the source on the way (past the deepest
+frame shared with the latest backward's stack), at the evaluation's call into the helper, where
+``torch.no_grad()`` goes (namisan/mt-dnn#92).
 
 Silent on: evaluation under ``torch.no_grad()``/``inference_mode`` (no ``grad_fn``); eval-mode
 forwards whose output a backward reaches (adversarial examples, saliency, input optimisation);
@@ -44,17 +47,21 @@ skorch-dev/skorch#218.
 
 from __future__ import annotations
 
+import ast
 import sys
 import weakref
 from typing import Any
 
-from trainguard.sanitize.core.callstack import discarded_no_grad, model_method_caller
+from trainguard.sanitize.core.callstack import (discarded_no_grad, model_method_caller,
+                                                shared_depth, user_stack)
 from trainguard.sanitize.core.frames import (frame_location, short_location, user_frame,
                                              user_frames)
 from trainguard.sanitize.core.grad_choice import chosen_grad_context
 from trainguard.sanitize.core.graph import stamped_models
+from trainguard.sanitize.core.mode_history import ModeHistory
 from trainguard.sanitize.core.unreached import UnreachedOutputs
 from trainguard.sanitize.core.records import ForwardCall, ModeCall, first_tensor
+from trainguard.sanitize.core.source import SourceFile, function_node, trains
 
 
 class EvalWithGrad(UnreachedOutputs):
@@ -66,6 +73,9 @@ class EvalWithGrad(UnreachedOutputs):
         self.trained_at: set[tuple] = set()  # (path, line) of model calls seen training
         # id(module) -> (weakref, frame id, code) of the user's latest eval() on it
         self.evals: dict[int, tuple[Any, int, Any]] = {}
+        self.history = ModeHistory()  # the user's stack at the latest backward
+        # (model call line, stack's backward count) -> (where, note) of a carried state's chain
+        self.entries: dict[tuple, tuple[Any, str]] = {}
 
     def on_root_forward(self, call: ForwardCall) -> None:
         self._resolve()
@@ -106,6 +116,9 @@ class EvalWithGrad(UnreachedOutputs):
             where, made = self._evaluation_frame(call.module, where, made)
         for tensor in outputs:
             self.follow(tensor, (where, name, made + note))
+
+    def on_backward(self, call: Any) -> None:
+        self.history.note_backward(self.state.backward_count)  # (the training's stack)
 
     def on_mode(self, call: ModeCall) -> None:
         if call.mode or not call.direct or call._frame is None:
@@ -156,6 +169,14 @@ class EvalWithGrad(UnreachedOutputs):
             where, name = outer[0], f"{type(outer[1]).__name__}.{outer[2]}()"
         shapes = ", ".join(str(tuple(t.shape)) for t in outputs[:2])
         where, note = _dropped_no_grad(where)
+        if not note and where is not None and self.history.backward_stack is not None:
+            key = (where, self.history.backward_taken)  # (one stack read per line and epoch)
+            if key not in self.entries:
+                if len(self.entries) > 256:
+                    self.entries.clear()
+                self.entries[key] = _evaluation_entry(
+                    user_stack(user_frame(sys._getframe(1))), self.history.backward_stack, where)
+            where, note = self.entries[key]
         for tensor in outputs:
             self.follow(tensor, (where, name, shapes, note, True))
 
@@ -211,3 +232,40 @@ def _evaluation_call(where: Any) -> Any:
         frame = user_frame(frame.f_back)
     outer = user_frame(frame.f_back) if frame is not None else None
     return frame_location(outer) if outer is not None else None
+
+
+def _evaluation_entry(at: Any, ref: Any, where: Any) -> tuple[Any, str]:
+    """``(where, note)`` for a chain carried from call to call at ``where`` (user stack ``at``)
+    by a rollout that an evaluation runs after training: past the deepest frame ``at`` shares
+    with the latest backward's stack ``ref``, at the call into the first function of the
+    evaluation (``rollouts = self.rollout(traj)`` in an ``evaluation()`` run after ``train()``;
+    the shared frame's own call when that is the helper making the model call, a notebook
+    cell's ``forecast(net, window)``), where ``torch.no_grad()`` goes (the helper may serve a
+    multi-step training loss too). Only when neither that shared frame's line nor any function
+    past it trains, by the source (no ``backward``, ``step`` or ``autograd.grad``: an agent
+    acting between updates, its ``env.step(action)``, stays at its line). ``where`` and no
+    note otherwise."""
+    depth = shared_depth(at, ref)
+    phase = [e for e in at[depth + 1:] if not e[1].co_name.startswith("<")] if depth >= 0 else []
+    if not phase or _trains_at(at[depth][2]):
+        return where, ""
+    if any((node := function_node(e[1])) is None or trains(node) for e in phase):
+        return where, ""
+    # (a helper called straight from that frame, a notebook cell's loop: that frame's call)
+    entry = at[depth][2] if phase[0][2][:2] == where[:2] else phase[0][2]
+    return entry, (f", in a rollout made at {short_location(where)} by a helper that this "
+                         "evaluation calls after training, with no backward or optimizer step "
+                         "on the way: torch.no_grad() belongs around this call")
+
+
+def _trains_at(loc: Any) -> bool:
+    """Whether the call at ``loc`` sits, by the source, in a training iteration: its loop (or its
+    function, outside loops) calls ``backward``, a ``step`` or ``autograd.grad``; True when the
+    call cannot be read."""
+    file = SourceFile.load(loc[0])
+    call = file.call_at(loc[1], loc[2] - 1) if file is not None else None
+    if call is None:
+        return True
+    scope = file.scope(call)
+    region = file.loop(call, scope) or (None if isinstance(scope, ast.Module) else scope)
+    return region is not None and trains(region)

@@ -48,6 +48,7 @@ from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget
 from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.cuts import assigned_in_methods
+from trainguard.sanitize.core.dropped_result import callee_in_traceback, dropped_cut
 from trainguard.sanitize.core.foreign_output import foreign_entry
 from trainguard.sanitize.core.frames import short_location, user_frame
 from trainguard.sanitize.core.graph import freed_metadata, graph_nodes
@@ -289,7 +290,15 @@ def _rebound(made: Any, carried: list[str], exc: BaseException) -> tuple[Any, An
     """``(rebinding, return, clause)`` for a carried state rebound from itself through a call
     before the call at ``made`` (``hidden = repackage_hidden(hidden)`` that copies, not cuts):
     that statement's line, the helper's return that kept the history (:func:`_copy_returned`)
-    and the message's clause; Nones and "" when there is none."""
+    and the message's clause; Nones and "" when there is none. A cut whose result is thrown
+    away (``repackage_hidden(hidden)`` alone: :func:`..core.dropped_result.dropped_cut`) is
+    the statement to change instead."""
+    dropped = dropped_cut(made, carried[0], exc) if carried else None
+    if dropped is not None:  # (``repackage_hidden(hidden)`` with its result thrown away)
+        return dropped[0], None, (
+            f"; `{dropped[1]}` at {short_location(dropped[0])} cuts it from the graph, but "
+            f"its result is thrown away, so `{carried[0]}` still holds the old graph: bind "
+            f"what it returns (`{carried[0]} = {dropped[1]}`)")
     rebound = rebound_before(made, carried[0]) if carried and made else None
     if rebound is None:
         return None, None, ""
@@ -316,27 +325,14 @@ def _copy_returned(rebound: Any, exc: BaseException) -> tuple[Any, str] | None:
     tuple of states): the line that kept the history where a detach belongs. None when the
     callee is not such a helper (one that moves or transforms the state, ``h.to(device)``:
     the rebinding is the place), or it has no single such return."""
-    import inspect
-
     file = SourceFile.load(rebound[0])
     assign = next((n for n in file.parents if isinstance(n, ast.Assign)
                    and n.lineno == rebound[1]), None) if file is not None else None
     call = assign.value if assign is not None else None
-    name = getattr(getattr(call, "func", None), "attr", getattr(getattr(call, "func", None),
-                                                                "id", None))
-    func = None
-    tb = exc.__traceback__
-    while tb is not None and isinstance(call, ast.Call) and name:
-        frame = tb.tb_frame
-        if frame.f_code.co_filename == rebound[0]:
-            owner = resolve_in_frame(call.func.value, frame) \
-                if isinstance(call.func, ast.Attribute) else None
-            func = resolve_in_frame(call.func, frame) if owner is None else \
-                inspect.getattr_static(type(owner), name, None)
-            func = getattr(func, "__func__", func)  # (a staticmethod)
-            if getattr(func, "__code__", None) is not None:
-                break
-        tb = tb.tb_next
+    if not isinstance(call, ast.Call):
+        return None
+    name = getattr(call.func, "attr", getattr(call.func, "id", None))
+    func = callee_in_traceback(call, rebound[0], exc)
     node = function_node(func.__code__) if getattr(func, "__code__", None) else None
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None

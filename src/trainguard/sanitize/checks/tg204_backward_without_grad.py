@@ -10,7 +10,10 @@ evaluation step that runs under ``no_grad``, Lightning-AI/pytorch-lightning#2427
 says why the loss has no graph, the first that holds of: it is an integer or bool tensor
 (``argmax``, ``round``, a comparison); it is an inference tensor (``torch.inference_mode``);
 backward was called where grad mode was off (both reported at the ``@torch.no_grad()`` /
-``@torch.inference_mode()`` decorating the function that called backward, if any); a trained
+``@torch.inference_mode()`` decorating the function that called backward, if any; when a caller
+turned it off, an optimizer's ``@torch.no_grad()`` ``step`` or a ``no_grad`` function calling a
+callable it was handed, at that call: ``closure()`` runs under ``torch.enable_grad()`` by the
+closure contract, HomebrewML/HeavyBall#10); a trained
 tensor was rebound by its own update
 (``w = w - lr * w.grad`` under ``no_grad``: reported at that assignment, ``core/rebound.py``); the
 last model forward ran under
@@ -46,15 +49,17 @@ import sys
 import weakref
 from typing import Any
 
-from trainguard.sanitize.core.callstack import cause_line, no_grad_block_line, user_stack
+from trainguard.sanitize.core.callstack import (cause_line, no_grad_block_line, no_grad_reason,
+                                                under_no_grad, user_stack)
 from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
-from trainguard.sanitize.core.frames import Location, short_location, user_frame
+from trainguard.sanitize.core.frames import (Location, frame_location, short_location,
+                                             user_frame, user_frames)
 from trainguard.sanitize.core.grad_cache import gradless_cache
 from trainguard.sanitize.core.loss_source import cut_in_source
 from trainguard.sanitize.core.rebound import rebound_in_source
 from trainguard.sanitize.core.records import BackwardCall, ForwardCall
-from trainguard.sanitize.core.source import function_node
+from trainguard.sanitize.core.source import SourceFile, function_node
 
 _MESSAGE = "does not require grad and does not have a grad_fn"
 
@@ -128,6 +133,9 @@ class BackwardWithoutGrad(Check):
             "decorator": None if torch.is_grad_enabled() else _grad_off_decorator(call),
             "stack": user_stack(sys._getframe(1)),
         }
+        facts = call.facts["tg204"]
+        if not facts["grad_mode"] and facts["decorator"] is None:
+            facts["caller_off"] = _grad_off_caller(call)
         self.caught.hold(exc, call)  # reported at exit unless the run dies of it
 
     def _cut(self, call: BackwardCall) -> tuple[str, Location] | None:
@@ -206,6 +214,8 @@ class BackwardWithoutGrad(Check):
                   "under torch.enable_grad() where the gradient is wanted there (e.g. " \
                   "@torch.enable_grad() on an evaluation step that takes input gradients)"
             where = _decorated(facts, where)
+            if facts.get("caller_off"):
+                why, fix, where = _caller_off(api, why, *facts["caller_off"])
         elif forward is not None and (not forward[2] or forward[3]):
             how = "torch.inference_mode()" if forward[3] else "torch.no_grad()"
             why = (f"{seen} comes from {forward[0]}'s forward at {short_location(forward[1])}, "
@@ -271,3 +281,44 @@ def _grad_off_decorator(call: BackwardCall) -> Location | None:
 def _decorated(facts: dict, where: Location | None) -> Location | None:
     """Where grad was off at backward: the decorator of backward's own function, if any."""
     return facts.get("decorator") or where
+
+
+def _grad_off_caller(call: BackwardCall) -> tuple[Location, Location] | None:
+    """``(call, cut)`` when grad was off at ``call`` because a caller that runs a training step
+    it was handed turned it off: the function that called backward has no ``no_grad`` of its own
+    around it, and the innermost user frame above it calls into it from a ``with
+    torch.no_grad():`` block or a function decorated with ``@torch.no_grad()``, as an
+    optimizer's ``step`` (its ``self`` a ``torch.optim.Optimizer``) or by a parameter of its own
+    (``closure()``): the closure contract says the step runs it with grad on, as torch.optim's
+    own optimizers do. That call's line and the ``with``/decorator line; None otherwise (an
+    evaluation calling its own test step under no_grad: the step asks for grad itself)."""
+    import torch
+
+    if call.where is None or under_no_grad(call.where):
+        return None
+    for frame in list(user_frames(user_frame(sys._getframe(2)), limit=16))[1:]:
+        where = frame_location(frame)
+        cut = no_grad_reason(where)
+        if cut is None:
+            continue
+        file = SourceFile.load(where[0])
+        node = file.call_at(where[1], where[2] - 1) if file is not None else None
+        code = frame.f_code
+        params = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+        handed = isinstance(getattr(node, "func", None), ast.Name) and node.func.id in params
+        if handed or isinstance(frame.f_locals.get("self"), torch.optim.Optimizer):
+            return where, cut
+        return None
+    return None
+
+
+def _caller_off(api: str, why: str, called: Location,
+                cut: Location) -> tuple[str, str, Location]:
+    """The diagnosis of a backward whose function a caller runs with grad off (``called``: the
+    caller's line, under the ``no_grad`` at ``cut``)."""
+    why += (f"; the function that calls {api} is itself called at {short_location(called)} with "
+            f"grad turned off there (torch.no_grad() at {short_location(cut)}), so every "
+            "forward it runs builds no graph")
+    fix = ("make that call under `with torch.enable_grad():` (as torch.optim's optimizers do "
+           "around `closure()`), or move it out of the no_grad region")
+    return why, fix, called

@@ -50,7 +50,7 @@ __all__ = ["Location", "Stack", "user_stack", "shared_depth", "cause_line", "dis
            "callers", "differing", "line_of", "callers_train", "model_method_caller",
            "running_line", "in_module_init", "function_end", "sets_modes_only",
            "grad_off_site", "body_statement", "discarded_no_grad", "no_grad_block_line",
-           "evaluates_without_grad"]
+           "evaluates_without_grad", "under_no_grad", "no_grad_reason"]
 
 Stack = tuple[tuple[int, CodeType, Location, bool], ...]
 _COMPREHENSIONS = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"))
@@ -170,7 +170,7 @@ def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False,
     if into_phase:
         phase = []
         for entry in at[depth + 1:]:
-            if entry[3] and _no_grad_reason(entry[2]) == entry[2]:
+            if entry[3] and no_grad_reason(entry[2]) == entry[2]:
                 phase = [entry]  # the model's own ``predict()`` opening a no_grad block, also
                 break  # when the user's evaluation function calls it: it serves every caller
             if entry[3] or (phase and entry[2][0] != phase[0][2][0]):
@@ -192,7 +192,7 @@ def no_grad_block_line(at: Stack, ref: Stack) -> Location | None:
     depth = shared_depth(at, ref)
     if depth < 0:
         return None
-    return next((e[2] for e in at[depth:] if _no_grad_reason(e[2]) == e[2]), None)
+    return next((e[2] for e in at[depth:] if no_grad_reason(e[2]) == e[2]), None)
 
 
 def statement_start(code: CodeType, line: int, avoid: int | None = None) -> Location | None:
@@ -264,17 +264,17 @@ def grad_off_site(start: Optional[FrameType]) -> tuple[str, Optional[Location]]:
         frame = frame.f_back
     first = user_frame(start)
     found = next((reason for f in user_frames(first, limit=16)
-                  if (reason := _no_grad_reason(frame_location(f))) is not None), None)
+                  if (reason := no_grad_reason(frame_location(f))) is not None), None)
     return "no_grad", found or (frame_location(first) if first is not None else None)
 
 
 def under_no_grad(where: Location) -> bool:
     """Whether the call at ``where`` sits, by the source, in a ``with torch.no_grad()`` (or
     ``inference_mode()``, ``set_grad_enabled(False)``) block or a function decorated with one."""
-    return _no_grad_reason(where) is not None
+    return no_grad_reason(where) is not None
 
 
-def _no_grad_reason(where: Location) -> Optional[Location]:
+def no_grad_reason(where: Location) -> Optional[Location]:
     """For a call at ``where`` under no_grad by the source: ``where`` itself inside a ``with``
     block, the decorator's line in a function decorated with ``@torch.no_grad()`` (the line to
     change: a constraint module's decorated forward, denfed/leaf-audio-pytorch#3); else None."""
