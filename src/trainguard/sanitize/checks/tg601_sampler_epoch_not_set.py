@@ -11,7 +11,8 @@ outwards, the innermost ``for``/``while`` whose body holds it: the epoch loop, a
 runs in a helper it calls), at the first statement of its body (the start of the epoch, where
 PyTorch's docs put ``set_epoch``, also when the body does other work before the pass), naming
 the line that built the sampler (the watcher notes where user code builds each
-``DistributedSampler``) and the line that started the pass; without such a loop (passes in a notebook's separate cells), at the sampler's construction.
+``DistributedSampler``) and the line that started the pass; without such a loop (passes in a
+notebook's separate cells), at the sampler's construction.
 Visible in a single process too (``DistributedSampler(ds, num_replicas=1, rank=0)``).
 
 Silent on: ``shuffle=False`` samplers (validation); a sampler that a DataLoader iterates, iterated
