@@ -75,23 +75,47 @@ def body_statement(body: list[ast.stmt], line: int) -> ast.stmt | None:
     return next((s for s in body if s.lineno <= line <= (s.end_lineno or s.lineno)), None)
 
 
-def setup_start(body: list[ast.stmt], stmt: ast.stmt) -> ast.stmt:
-    """The first of the statements right before ``stmt`` in ``body`` that only set up
-    accumulators (``total, correct = 0, 0``, ``preds = []``, a docstring), else ``stmt``: a call
-    meant for the stretch that ``stmt`` starts (an evaluation's missing ``model.eval()``) goes
-    before its set-up, at the top of that stretch."""
+_NO_CALL = (ast.Name, ast.Attribute, ast.Subscript, ast.Slice, ast.Tuple, ast.Constant,
+            ast.expr_context)
+
+
+def _prepares(prev: ast.stmt, keep: set[str]) -> bool:
+    """``prev`` only prepares what a stretch reads, binding none of ``keep``: an accumulator
+    (:func:`_initial`), inputs unpacked or aliased with no call (``src, tgt = data``,
+    ``batches = self.val_batches``), or a fresh object built with no arguments (``meter =
+    LossMeter()``)."""
+    if isinstance(prev, ast.Expr):
+        return isinstance(prev.value, ast.Constant)  # a docstring
+    if not isinstance(prev, (ast.Assign, ast.AnnAssign)) or prev.value is None:
+        return False
+    if _initial(prev.value):
+        return True
+    targets = prev.targets if isinstance(prev, ast.Assign) else [prev.target]
+    if any(isinstance(n, ast.Name) and n.id in keep for t in targets for n in ast.walk(t)):
+        return False  # (it binds the model the stretch runs: the call goes after it)
+    value = prev.value
+    if isinstance(value, ast.Call):
+        name = value.func.attr if isinstance(value.func, ast.Attribute) else \
+            getattr(value.func, "id", "")
+        return not value.args and not value.keywords and name[:1].isupper()
+    return all(isinstance(n, _NO_CALL) for n in ast.walk(value))
+
+
+def setup_start(body: list[ast.stmt], stmt: ast.stmt, *, models: tuple[str, ...] = ()
+                ) -> ast.stmt:
+    """The first of the statements right before ``stmt`` in ``body`` that only set up what it
+    reads (``total, correct = 0, 0``, ``preds = []``, ``src, tgt = data``, ``meter =
+    LossMeter()``, a docstring: :func:`_prepares`), else ``stmt``: a call meant for the
+    stretch that ``stmt`` starts (an evaluation's missing ``model.eval()``) goes before its
+    set-up, at the top of that stretch. A statement binding one of ``models``, or a name
+    ``stmt`` calls (``model = trainer.model`` before ``model(x)``), stays before it."""
     if stmt not in body:
         return stmt
+    keep = set(models) | {n.func.id for n in ast.walk(stmt)
+                          if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
     i = end = body.index(stmt)
-    while i > 0:
-        prev = body[i - 1]
-        if isinstance(prev, ast.Assign) and _initial(prev.value) or \
-                isinstance(prev, ast.AnnAssign) and prev.value is not None and \
-                _initial(prev.value) or \
-                isinstance(prev, ast.Expr) and isinstance(prev.value, ast.Constant):
-            i -= 1
-            continue
-        break
+    while i > 0 and _prepares(body[i - 1], keep):
+        i -= 1
     while i < end and isinstance(body[i], ast.Expr):
         i += 1  # (not the docstring itself)
     return body[i]

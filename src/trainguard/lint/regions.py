@@ -743,7 +743,7 @@ def inference_calls(script: Script) -> list[ast.Call]:
     around them is called."""
     def find() -> list[ast.Call]:
         candidates = [c for c in script.calls if isinstance(c.func, ast.Attribute) and
-                      c.func.attr in INFERENCE_METHODS]
+                      (c.func.attr in INFERENCE_METHODS or _layer_method_output(script, c))]
         # a helper handed the model only matters where grad is disabled somewhere, or where
         # something takes predictions (argmax, topk)
         helpers = [c for c in script.calls if c not in candidates and any(
@@ -788,6 +788,23 @@ def inference_calls(script: Script) -> list[ast.Call]:
             out.append(call)
         return out
     return _cached(script, "_tg_inference_calls", find)
+
+
+def _layer_method_output(script: Script, call: ast.Call) -> bool:
+    """``vae.decode(z)``: a model's own method (not ``forward``) that runs its layers and whose
+    output the caller keeps: a forward pass under another name (:mod:`module_methods`), an
+    inference entry point when made with grad disabled. A method that also writes the module's
+    attributes (``self.codebook = ...``, a running estimate) is an update, not inference."""
+    f = call.func
+    k = script.key(f.value) if isinstance(f, ast.Attribute) else None
+    if not k or k == "self" or not script.is_model(k) or isinstance(parent(call), ast.Expr) or \
+            not runs_layers(script, call):
+        return False
+    method = next(t.func for t in script.targets(call) if t.script is script and not t.instance)
+    return not any(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and
+                   t.value.id == "self" for n in ast.walk(method)
+                   if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                   for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))
 
 
 _PREDICT = {"argmax", "topk", "argsort"}

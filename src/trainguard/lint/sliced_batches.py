@@ -148,7 +148,11 @@ def _value(script: Script, node: ast.AST, env: dict) -> object:
 
 def _length(script: Script, node: ast.AST, env: dict, depth: int = 2) -> object:
     """The number a ``range`` stops at: ``len(x)``, ``x.shape[0]``, ``x.size(0)``, a number,
-    or a local name assigned one of those once (``n = len(volumes)``)."""
+    or a local name assigned one of those once (``n = len(volumes)``); a parameter, what the
+    call site passes for it (``batches(len(train_x), 32)`` over ``range(0, n, batch_size)``)."""
+    if isinstance(node, ast.Name) and env and isinstance(env.get(node.id), ast.expr) and \
+            depth > 0:
+        return _length(script, env[node.id], {}, depth - 1)
     if isinstance(node, ast.Name) and not (env and node.id in env):
         held = _single_value(node)
         if held is not None and depth > 0:

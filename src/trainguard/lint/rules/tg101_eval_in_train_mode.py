@@ -231,10 +231,12 @@ def _region_start(script: Script, region: ast.AST, first: ast.AST) -> ast.AST:
 def _statement_holding(func: ast.AST, node: ast.AST) -> ast.AST:
     """The statement at the top of ``func``'s body that holds ``node`` (the loop or ``no_grad``
     block the evaluation's forward runs in), or the first of the statements right before it
-    that set up its accumulators (``total, correct = 0, 0``): ``model.eval()`` goes there."""
+    that set up what it reads (``total, correct = 0, 0``, ``src, tgt = data``): ``model.eval()``
+    goes there, after the statement that binds the model the forward runs."""
     body = getattr(func, "body", ())
     stmt = body_statement(body, node.lineno)  # type: ignore[attr-defined]
-    return setup_start(body, stmt) if stmt is not None else node
+    model = (dotted(node.func) or "").split(".", 1)[0] if isinstance(node, ast.Call) else ""
+    return setup_start(body, stmt, models=(model,)) if stmt is not None else node
 
 
 def _frozen_for_eval(script: Script, func: ast.AST,

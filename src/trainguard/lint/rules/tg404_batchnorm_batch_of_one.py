@@ -544,8 +544,9 @@ def _possible_values(script: Script, expr: ast.AST) -> list:
 def _parameter_values(script: Script, name: ast.Name, depth: int = 2) -> list | None:
     """Every value a parameter takes: its default, and what each call in the file passes
     (``PyramidPooling(width)`` keeps ``bins=(1, 2, 4)``), also through the caller's own
-    parameter (``PyramidPooling(c, bins)`` in ``PSPNet.__init__``) and an entry of a config
-    dict spread into the call (``PSPNet(**cfg["arch"])``); None when one is unknown."""
+    parameter (``PyramidPooling(c, bins)`` in ``PSPNet.__init__``), an entry of a config
+    dict spread into the call (``PSPNet(**cfg["arch"])``) or passed by the caller
+    (``PSPNet(n, m["pool_sizes"])`` with ``m = cfg["model"]``); None when one is unknown."""
     func = script.enclosing_function(name)
     if func is None:
         return None
@@ -578,6 +579,9 @@ def _parameter_values(script: Script, name: ast.Name, depth: int = 2) -> list | 
         v = const_eval(given)
         if v is UNKNOWN and isinstance(given, ast.Name) and depth > 0:
             v = _parameter_values(script, given, depth - 1)  # the caller's parameter
+        elif v is UNKNOWN:
+            v = resolve(script, given)  # the caller's m["pool_sizes"], m = cfg["model"]
+            v = list(v) if isinstance(v, tuple) else v
         if not isinstance(v, list):
             return None
         values.extend(v)
