@@ -9,7 +9,7 @@ import os
 
 import torch
 
-from trainguard.sanitize.core.pickled import code_calls, program_calls
+from trainguard.sanitize.core.pickled import code_calls, program_calls, read_pickle
 
 
 class _Printing:
@@ -48,30 +48,29 @@ def test_a_resume_checkpoint_calls_nothing_that_runs_code(tmp_path):
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
              "args": argparse.Namespace(lr=1e-3), "rng": torch.get_rng_state(),
              "seen": {1, 2}, "window": slice(0, 4)}
-    assert code_calls(_saved(tmp_path, state, "resume.pt")) == []
+    assert code_calls(read_pickle(_saved(tmp_path, state, "resume.pt"))) == []
 
 
 def test_a_payload_calling_a_builtin_or_os_is_named(tmp_path):
-    assert code_calls(_saved(tmp_path, {"w": torch.ones(2), "m": _Printing()}, "a.pt")) == \
-        ["builtins.print"]
-    assert code_calls(_saved(tmp_path, {"m": _System()}, "b.pt")) in (["posix.getcwd"],
-                                                                        ["nt.getcwd"],
-                                                                        ["os.getcwd"])
+    printing = _saved(tmp_path, {"w": torch.ones(2), "m": _Printing()}, "a.pt")
+    assert code_calls(read_pickle(printing)) == ["builtins.print"]
+    system = _saved(tmp_path, {"m": _System()}, "b.pt")
+    assert code_calls(read_pickle(system)) in (["posix.getcwd"], ["nt.getcwd"], ["os.getcwd"])
 
 
 def test_a_file_that_is_no_archive_names_nothing(tmp_path):
     path = tmp_path / "plain.txt"
     path.write_text("not a checkpoint")
-    assert code_calls(str(path)) == []
+    assert code_calls(read_pickle(str(path))) == []
 
 
 def test_a_call_of_a_program_function_is_named(tmp_path):
     # a __reduce__ that calls a function of the loading program runs it at load
     path = _saved(tmp_path, {"w": torch.ones(2), "meta": _CallsPlugin()}, "c.pt")
-    assert program_calls(path) == [f"{__name__}._plugin"]
+    assert program_calls(read_pickle(path)) == [f"{__name__}._plugin"]
 
 
 def test_program_classes_and_function_references_are_not_calls(tmp_path):
     # an instance of a program class is rebuilt, a function stored as a value is only named
     state = {"config": _Config(), "hook": _plugin, "again": _plugin, "opt": argparse.Namespace()}
-    assert program_calls(_saved(tmp_path, state, "d.pt")) == []
+    assert program_calls(read_pickle(_saved(tmp_path, state, "d.pt"))) == []

@@ -56,7 +56,8 @@ from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import (
     frame_location, is_trainguard_file, is_user_code, user_frame, user_location)
-from trainguard.sanitize.core.pickled import code_calls, pickle_strings, program_calls
+from trainguard.sanitize.core.pickled import (code_calls, pickle_strings, program_calls,
+                                              read_pickle)
 from trainguard.sanitize.core.source import SourceFile
 
 
@@ -102,7 +103,8 @@ class UnsafeTorchLoad(Check):
         saved_here = os.path.realpath(path) in self.written or self._moved_here(path)
         # whoever wrote it (a hub cache, a "download" helper, a tampered copy); a call of the
         # program's own function, unless this process torch.saved the file there itself
-        payload = code_calls(path) or ([] if saved_here else program_calls(path))
+        found = read_pickle(path)
+        payload = code_calls(found) or ([] if saved_here else program_calls(found))
         if payload:
             self.report(
                 f"torch.load({os.path.basename(path)!r}) with {how}: the file's pickle calls "
@@ -120,7 +122,7 @@ class UnsafeTorchLoad(Check):
         family = getattr(self.bus, "family", None)
         alone = fresh and self.bus.ranks is None and not getattr(family, "count", 0)
         where = user_location(sys._getframe(1))
-        strings, own = pickle_strings(path)
+        strings, own = pickle_strings(found)
         if own or (where is not None and (_written_by_sibling(where[0], path) or (
                 not alone and _saved_by_program(where[0], strings)))):
             return

@@ -13,7 +13,7 @@ from typing import Any
 
 from trainguard.sanitize.core.frames import is_user_file
 
-__all__ = ["pickle_strings", "code_calls", "program_calls"]
+__all__ = ["read_pickle", "pickle_strings", "code_calls", "program_calls"]
 
 _PICKLE_BYTES = 1 << 20  # a data.pkl larger than this is not read (tensors are stored apart)
 _STRINGS = ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8", "SHORT_BINSTRING",
@@ -35,12 +35,16 @@ _OPENS_FILES = {("io", "open"), ("_io", "open"), ("io", "open_code"), ("_io", "o
                 ("io", "FileIO"), ("_io", "FileIO"), ("codecs", "open")}
 
 
-def code_calls(path: str) -> list[str]:
-    """The globals of the ``torch.save`` archive at ``path`` whose call runs code or touches the
-    system when the pickle is loaded (``builtins.exec`` and any builtin but a plain data type,
-    ``os.system``, ``subprocess.Popen``, ``io.open``):
-    a payload, whoever wrote the file. Empty when the pickle names none or cannot be read."""
-    found = _read(path)
+# What :func:`read_pickle` finds in an archive's pickle: its string constants, the
+# ``(module, name)`` globals it names, and those it calls at load (``REDUCE``)
+Pickled = tuple[set[str], set[tuple[str, str]], set[tuple[str, str]]]
+
+
+def code_calls(found: Pickled | None) -> list[str]:
+    """The globals of a ``torch.save`` archive's pickle (``found``: :func:`read_pickle`) whose
+    call runs code or touches the system when the pickle is loaded (``builtins.exec`` and any
+    builtin but a plain data type, ``os.system``, ``subprocess.Popen``, ``io.open``): a
+    payload, whoever wrote the file. Empty when the pickle names none or cannot be read."""
     if found is None:
         return []
     return sorted(f"{'builtins' if m == '__builtin__' else m}.{n}" for m, n in found[1]
@@ -48,23 +52,23 @@ def code_calls(path: str) -> list[str]:
                   or m.split(".")[0] in _RUNS_CODE_MODULES or (m, n) in _OPENS_FILES)
 
 
-def pickle_strings(path: str) -> tuple[set[str] | None, bool]:
-    """``(strings, own)`` for the ``torch.save`` zip archive at ``path``: the string constants of
-    its pickle (None when it cannot be read: not a zip archive, too large, malformed) and whether
-    it names a class of this program (``__main__`` or a module whose file is the user's)."""
-    found = _read(path)
+def pickle_strings(found: Pickled | None) -> tuple[set[str] | None, bool]:
+    """``(strings, own)`` for a ``torch.save`` zip archive's pickle (``found``:
+    :func:`read_pickle`): its string constants (None when it cannot be read: not a zip archive,
+    too large, malformed) and whether it names a class of this program (``__main__`` or a
+    module whose file is the user's)."""
     if found is None:
         return None, False
     strings, names, _ = found
     return strings, any(_is_own(m) for m, _ in names)
 
 
-def program_calls(path: str) -> list[str]:
+def program_calls(found: Pickled | None) -> list[str]:
     """The functions of this program (``__main__`` or a user module, already imported: nothing is
-    imported here) that the pickle at ``path`` calls when it is loaded (``REDUCE``): a plain
-    function, not a class, so the call is code of the program's choosing run at load, as a
-    tampered file's ``__reduce__`` makes it. A checkpoint rebuilds tensors and classes only."""
-    found = _read(path)
+    imported here) that a ``torch.save`` archive's pickle (``found``: :func:`read_pickle`) calls
+    when it is loaded (``REDUCE``): a plain function, not a class, so the call is code of the
+    program's choosing run at load, as a tampered file's ``__reduce__`` makes it. A checkpoint
+    rebuilds tensors and classes only."""
     return [] if found is None else sorted(
         f"{m}.{n}" for m, n in found[2] if _is_own(m) and _is_function(m, n))
 
@@ -79,9 +83,11 @@ def _is_function(module: str, name: str) -> bool:
 _MARK = object()  # a MARK on the simulated pickle stack
 
 
-def _read(path: str) -> tuple[set[str], set[tuple[str, str]], set[tuple[str, str]]] | None:
+def read_pickle(path: str) -> Pickled | None:
     """The string constants, the ``(module, name)`` globals, and the globals called by
-    ``REDUCE``, of the archive's pickle (its opcodes walked on a stack of placeholders)."""
+    ``REDUCE``, of the pickle of the ``torch.save`` archive at ``path`` (its opcodes walked on a
+    stack of placeholders, read once for all three readers above); None when it cannot be
+    read."""
     try:
         with zipfile.ZipFile(path) as archive:
             name = next((n for n in archive.namelist() if n.endswith("/data.pkl")), None)
