@@ -69,6 +69,13 @@ def _cuts_graph(func: Any) -> bool:
     return any(cut) and all(c or a for c, a in zip(cut, again))
 
 
+def _detaches(call: ast.Call, name: str) -> bool:
+    """Whether ``call`` is ``<name>.detach()``."""
+    func = call.func
+    return isinstance(func, ast.Attribute) and func.attr == "detach" and \
+        ast.unparse(func.value) == name
+
+
 def _dropped_calls(loop: ast.AST, name: str) -> list[ast.Call]:
     """The calls of ``loop`` made as statements of their own that take ``name`` whole: as an
     argument (``repackage_hidden(hidden)``) or as the receiver of ``.detach()``."""
@@ -77,10 +84,7 @@ def _dropped_calls(loop: ast.AST, name: str) -> list[ast.Call]:
         call = node.value if isinstance(node, ast.Expr) else None
         if not isinstance(call, ast.Call):
             continue
-        func = call.func
-        if isinstance(func, ast.Attribute) and func.attr == "detach" and \
-                ast.unparse(func.value) == name or \
-                any(ast.unparse(a) == name for a in call.args):
+        if _detaches(call, name) or any(ast.unparse(a) == name for a in call.args):
             found.append(call)
     return found
 
@@ -104,7 +108,7 @@ def dropped_cut(where: Location | None, name: str,
     loop = max(loops, key=lambda n: n.lineno)  # the innermost
     cuts = []
     for call in _dropped_calls(loop, name):
-        if getattr(call.func, "attr", None) == "detach" and ast.unparse(call.func.value) == name:
+        if _detaches(call, name):
             cuts.append(call)
             continue
         func = callee_in_traceback(call, where[0], exc)
