@@ -31,18 +31,36 @@ def returns_number(func: ast.AST) -> bool:
 def loss_number(script: Script, func: ast.AST, forwards: list[ast.Call]) -> bool:
     """Every ``return`` of ``func`` hands back, as a plain number, a loss computed from the
     output of one of ``forwards`` and another tensor (the labels):
-    ``F.cross_entropy(logits, y).item()``, also through a name bound in ``func``."""
+    ``F.cross_entropy(logits, y).item()``, also through a name bound in ``func``; or a tuple
+    of plain numbers that holds one (``return loss.item(), acc.item()``, or a metric a
+    function of the file computes as a number: ``rank_corr(pred, y)``)."""
     values = returned_values(func)  # type: ignore[arg-type]
     if not values or not forwards:
         return False
     for value in values:
-        inner = _number(value)
-        if isinstance(inner, ast.Name):
-            inner = last_assignment(inner.id, value)
-        if not (is_loss_call(script, inner) and len(inner.args) >= 2 and  # type: ignore[union-attr]
-                any(_from_forward(a, forwards) for a in inner.args)):  # type: ignore[union-attr]
+        parts = value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]
+        if not any(_loss_of(script, p, forwards) for p in parts) or \
+                not all(_plain_number(script, p) for p in parts):
             return False
     return True
+
+
+def _loss_of(script: Script, value: ast.AST, forwards: list[ast.Call]) -> bool:
+    """``value`` turns into a number a loss of a forward's output and another tensor."""
+    inner = _number(value)
+    if isinstance(inner, ast.Name):
+        inner = last_assignment(inner.id, value)
+    return is_loss_call(script, inner) and len(inner.args) >= 2 and \
+        any(_from_forward(a, forwards) for a in inner.args)  # type: ignore[union-attr]
+
+
+def _plain_number(script: Script, value: ast.AST) -> bool:
+    """``value`` is a plain number: ``x.item()``, ``float(x)``, or a call of a function of the
+    project whose every return is one."""
+    if _number(value) is not None:
+        return True
+    targets = script.targets(value) if isinstance(value, ast.Call) else []
+    return bool(targets) and all(returns_number(t.func) for t in targets)
 
 
 def _number(value: ast.AST) -> ast.AST | None:
