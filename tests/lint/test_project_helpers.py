@@ -377,6 +377,50 @@ POOLED_SCRIPT = '''
             optimizer.step()
 '''
 
+# A sensor-window dataset class in a helper module whose length is a list built from its
+# constructor's argument; the script builds 1000 windows and loads them 3 at a time into a model
+# with BatchNorm1d, so the last batch holds one window (openvinotoolkit/nncf#379: 1000 data points
+# at batch size 3 "leads to an error" at the end of the epoch).
+WINDOWS_HELPERS = '''
+    import torch
+    from torch.utils.data import Dataset
+
+
+    class SensorWindows(Dataset):
+        def __init__(self, count, width=16):
+            self.windows = [torch.randn(width) for _ in range(count)]
+            self.levels = torch.rand(count)
+
+        def __len__(self):
+            return len(self.windows)
+
+        def __getitem__(self, i):
+            return self.windows[i], self.levels[i]
+'''
+WINDOWS_SCRIPT = '''
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader
+
+    import helpers
+
+
+    def main(epochs=2):
+        windows = helpers.SensorWindows(count=1000)
+        loader = DataLoader(windows, batch_size=3, shuffle=True{drop})
+        net = nn.Sequential(nn.Linear(16, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 1))
+        opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+        for _ in range(epochs):
+            for x, level in loader:
+                loss = nn.functional.mse_loss(net(x).squeeze(1), level)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+
+
+    main()
+'''
+
 # A feature network in a helper module, and the script's model that detaches its features before
 # the task head (jason718/game-feature-learning#3: "the weights won't be able to be backproped to
 # B because of detaching"): the optimizer holds the feature network, which never learns.
@@ -459,6 +503,9 @@ CASES = [
      {"init": ""}, {"init": ", worker_init_fn=reseed"},
      "TG503", "return DataLoader("),
     ("TG404-helper-pooled-batchnorm", POOLED_HELPERS, POOLED_SCRIPT,
+     {"drop": ""}, {"drop": ", drop_last=True"},
+     "TG404", "loader = DataLoader("),
+    ("TG404-helper-dataset-length", WINDOWS_HELPERS, WINDOWS_SCRIPT,
      {"drop": ""}, {"drop": ", drop_last=True"},
      "TG404", "loader = DataLoader("),
     ("TG205-helper-module-detached", BASE_HELPERS, BASE_SCRIPT,

@@ -27,7 +27,7 @@ def class_length(script: Script, call: ast.Call, depth: int) -> Any:
     from trainguard.lint.callgraph import bind_arguments, defaults
     from trainguard.lint.shapes import samples
 
-    cls = script.classes.get(dotted(call.func) or "")
+    cls, owner = _dataset_class(script, call)
     if cls is None:
         return UNKNOWN
     length = _method(cls, "__len__")
@@ -59,13 +59,27 @@ def class_length(script: Script, call: ast.Call, depth: int) -> Any:
         return n if isinstance(n, int) and not isinstance(n, bool) else UNKNOWN
     if isinstance(value, ast.List) and not value.elts:  # self.items = [] then appended to
         loop = _appending_loop(init, attr)
-        return _range_length(script, loop.iter, env, depth) if loop is not None else UNKNOWN
+        return _range_length(owner, loop.iter, env, depth) if loop is not None else UNKNOWN
     if isinstance(value, ast.ListComp):  # [make(i) for i in range(n)]
         gen = value.generators
         if len(gen) == 1 and not gen[0].ifs:
-            return _range_length(script, gen[0].iter, env, depth)
+            return _range_length(owner, gen[0].iter, env, depth)
         return UNKNOWN
-    return samples(script, value, env, depth=depth)
+    return samples(owner, value, env, depth=depth)
+
+
+def _dataset_class(script: Script, call: ast.Call) -> tuple[ast.ClassDef | None, Script]:
+    """The class ``call`` builds and the file that defines it: this one, or another file of
+    the project the script imports it from (``from helpers import Utterances``)."""
+    from trainguard.lint.project import foreign_definition
+
+    name = dotted(call.func) or ""
+    cls = script.classes.get(name)
+    if cls is not None or not name:
+        return cls, script
+    ref = foreign_definition(script, name)
+    node = getattr(ref, "node", None)
+    return (node, ref.script) if isinstance(node, ast.ClassDef) else (None, script)
 
 
 def _appending_loop(init: ast.AST, attr: str) -> ast.For | None:
