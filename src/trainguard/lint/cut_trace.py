@@ -24,7 +24,7 @@ from trainguard.lint.astutil import (COMPREHENSIONS, dotted, is_true, iterated_l
                                      parent, walk_local)
 from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.consts import UNKNOWN, built_at_import, module_constants_trusted, resolve
-from trainguard.lint.cuts import CUT_ATTRS, NEW_LEAF, no_grad_block
+from trainguard.lint.cuts import CUT_ATTRS, NEW_LEAF, metadata_read, no_grad_block
 from trainguard.lint.dataflow import (last_assignment, reaching_values, stored_items,
                                       tuple_assignments)
 from trainguard.lint.hooks import container_stores, hooked_parameter, registrations
@@ -204,9 +204,10 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
                 return focus is None, []
             rets = [n for n in ast.walk(target.func) if isinstance(n, ast.Return)
                     and n.value is not None]
+            inner = _receiver_focus(script, expr, target, focus)
             any_uncut, all_cuts = not rets, []
             for r in rets:
-                uncut, cuts = trace(script, r.value, r, depth - 1, focus)
+                uncut, cuts = trace(script, r.value, r, depth - 1, inner)
                 any_uncut |= uncut
                 all_cuts.extend(cuts)
             return any_uncut, all_cuts
@@ -220,6 +221,8 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
         if owner and (script.is_model(owner) or script.is_model(root)) and root != "self":
             # a parameter of a model (``model.grn.weight``): it reaches that model
             return focus is None or focus.model in (owner, root), []
+    if focus is not None and metadata_read(expr):
+        return False, []  # x.to(self.weight.dtype): a property of the tensor, not its values
     if isinstance(expr, ast.Compare):  # (xs >= x1) & (xs <= x2): booleans, no grad_fn
         uncut, cuts = False, []
         for operand in [expr.left, *expr.comparators]:
@@ -253,6 +256,20 @@ def _trace_once(script: Script, expr: ast.AST, at: ast.AST, depth: int,  # type:
         any_uncut |= uncut
         all_cuts.extend(cuts)
     return any_uncut, all_cuts
+
+
+def _receiver_focus(script: Script, call: ast.Call, target,  # type: ignore[no-untyped-def]
+                    focus: "Focus | None") -> "Focus | None":
+    """The focus to follow a method's returns with: for a method of a module class of the file
+    called on the model in focus (``bank.exemplars()``), ``self`` inside it is that model, and
+    what it reaches through ``self`` (``self.mnemonics``, its own parameter) reaches the model
+    in focus; otherwise ``focus`` itself."""
+    if focus is None or focus.model == "self" or not target.bound or \
+            not isinstance(call.func, ast.Attribute) or \
+            script.key(call.func.value) not in (focus.model, *focus.aliases) or \
+            not script.graph.in_module_class(target.func):
+        return focus
+    return Focus("self", frozenset(), frozenset(), leaf=True)
 
 
 def _trace_value(script: Script, name: str, value: ast.expr, depth: int,  # type: ignore

@@ -31,7 +31,7 @@ from trainguard.lint.packed import packs_sequences, recurrent_outputs, recurrent
 from trainguard.lint.script import NO_GRAD, Script
 
 __all__ = ["ForwardCut", "forward_cuts", "InputCut", "input_cuts", "submodules_with_parameters",
-           "no_grad_block", "parametric", "CUT_ATTRS", "NEW_LEAF"]
+           "no_grad_block", "parametric", "CUT_ATTRS", "NEW_LEAF", "metadata_read"]
 
 # Methods whose result carries no graph: detached copies, Python numbers, NumPy arrays, and
 # integer results (argmax and integer casts cannot require grad).
@@ -534,7 +534,7 @@ class _Flow:
                 stack.append((node.value, c if packed else c or node))
                 continue
             if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.ClassDef)) or \
-                    _metadata(node):
+                    metadata_read(node):
                 continue
             if isinstance(node, ast.Call):
                 f = node.func
@@ -627,7 +627,7 @@ _META_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "layout"
 _META_CALLS = frozenset({"size", "dim", "ndimension", "numel", "get_device", "nelement"})
 
 
-def _metadata(node: ast.AST) -> bool:
+def metadata_read(node: ast.AST) -> bool:
     """``x.shape``, ``x.size(0)``, ``x.dim()``, ``len(x)``: a read of metadata only."""
     if isinstance(node, ast.Attribute):
         return node.attr in _META_ATTRS

@@ -233,9 +233,9 @@ def _cut_models(script: Script, loop: ast.AST, call: ast.Call, target: ast.AST, 
             others = frozenset(m for ms in held.values() for m in ms if m != model)
             leaf = model in leaves[opt]  # a tensor, not a model
             focus = Focus(model, others, aliases(script, model), leaf)
-            uncut, cuts = trace(script, target, call, depth=12, focus=focus)
+            uncut, cuts = trace(script, target, call, depth=14, focus=focus)
             if cuts and not uncut and any(
-                    trace(script, b.func.value, b, depth=12, focus=focus)[0] for b in earlier):
+                    trace(script, b.func.value, b, depth=14, focus=focus)[0] for b in earlier):
                 continue  # an earlier backward of the step reaches it uncut
             if cuts and not uncut:
                 cut, how = cuts[0]
