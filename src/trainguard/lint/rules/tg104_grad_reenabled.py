@@ -5,7 +5,9 @@ carry a ``grad_fn`` again (https://pytorch.org/docs/stable/generated/torch.enabl
 Silent when the re-enabled block reads gradients on purpose (``backward``,
 ``torch.autograd.grad``, ``.grad``: adversarial examples, saliency maps, test-time training),
 unless it also runs a forward that no gradient read uses and whose output leaves the block
-(``pred = model(x)`` next to the Jacobian that needs grad).
+(``pred = model(x)`` next to the Jacobian that needs grad): reported at that forward (or a
+value computed from it) when every pass through the block takes a gradient, since the
+re-enabling is then needed; at the re-enabling when a pass can leave the block without one.
 ``requires_grad_(True)`` alone under no_grad builds no graph and is not flagged.
 
 The re-enabling may be a ``with`` block, a ``set_grad_enabled(True)`` statement (one that
@@ -92,12 +94,19 @@ def check(script: Script) -> Iterator[Hit]:
             continue
         if idle is not None:
             name = dotted(idle.func) or "the model"
+            fix = f"move {name}(...) out of the block, so that only the gradient computation " \
+                f"runs with grad enabled"
+            if _grads_on_every_path(script, node):  # the block is needed: the call is the fault
+                yield Hit(idle, f"{name}(...) runs in the torch.enable_grad() block at "
+                                f"{script.at(node.lineno)}, inside {where}, but no gradient "
+                                f"computed in the block uses its output: it leaves the block "
+                                f"carrying a grad_fn and a graph that evaluation never uses",
+                          fix=fix)
+                continue
             yield Hit(target, f"grad is re-enabled inside {where} around {name}(...) at "
                               f"{script.at(idle.lineno)}, whose output no gradient computed "
                               f"in the block uses: it leaves the block carrying a grad_fn and "
-                              f"a graph that evaluation never uses",
-                      fix=f"move {name}(...) out of the block, so that only the gradient "
-                          f"computation runs with grad enabled")
+                              f"a graph that evaluation never uses", fix=fix)
             continue
         flag = _flag_name(target)
         if flag is not None:
@@ -198,6 +207,23 @@ def _idle_forward(script: Script, block: ast.AST) -> ast.Call | None:
         if any(n.id in derived and n.id not in detached for n in after):
             return forwards[0]
     return _escaping_value(script, assigns, readers, after, detached)
+
+
+def _grads_on_every_path(script: Script, block: ast.AST) -> bool:
+    """Every pass through the ``with`` block computes a gradient: a statement of its own body
+    (not under a test, loop or ``try`` of the block) reads gradients, and no ``return`` leaves
+    the block before it. The re-enabling is then needed, and the line to change is the value
+    that leaves the block with a graph; a block that may end without a gradient
+    (``if labels is None: return logits``, a guidance taken only when asked) is itself the
+    fault."""
+    branching = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.Match)
+    for stmt in getattr(block, "body", []):
+        leaves = any(isinstance(n, (ast.Return, ast.Raise)) for n in walk_local(stmt))
+        if not isinstance(stmt, branching) and _reads_grads(script, stmt):
+            return True
+        if leaves:
+            return False
+    return False
 
 
 _NO_GRAPH = {"argmax", "argmin", "argsort", "long", "int", "bool", "eq", "ne", "gt", "lt", "ge",

@@ -20,7 +20,9 @@ callback class of the file watches (``val = metrics[self.monitor]`` compared by
 there, also when the comparison is returned by a predicate every call of which guards the save:
 ``if self._is_better(current):``); a framework's ``ModelCheckpoint(monitor="train_loss")`` too.
 A monitored bare name whose validation twin the file also writes (``monitor="loss"`` beside a
-``"val_loss"`` key) is the training metric (Keras's convention).
+``"val_loss"`` key) is the training metric (Keras's convention). The kept epoch may also be
+picked by rank over a training metric's history (``np.argmax(history["train_acc"])``,
+``max(range(n), key=lambda e: train_acc[e])``) and then loaded: reported at the selection.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from trainguard.lint.astutil import assigned_pairs, dotted, parent, walk_local
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
+from trainguard.lint.selections import kept_as_model, ranking
 
 CODE = "TG505"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
@@ -42,6 +45,7 @@ _VAL = re.compile(r"val|valid|test|eval|dev", re.I)
 
 def check(script: Script) -> Iterator[Hit]:
     yield from _checkpoint_callbacks(script)
+    yield from _ranked_selections(script)
     for node in script.nodes:
         if isinstance(node, ast.Compare) and len(node.comparators) == 1:
             sides = [node.left, node.comparators[0]]
@@ -74,6 +78,46 @@ def check(script: Script) -> Iterator[Hit]:
         yield Hit(at, f"the best model is chosen on {why}: a training metric keeps improving "
                       f"while the model overfits",
                   fix="compare a validation metric (e.g. val_loss) against the best value")
+
+
+def _ranked_selections(script: Script) -> Iterator[Hit]:
+    """The epoch or model kept is picked by rank over a training metric's history:
+    ``best_epoch = max(range(n), key=lambda e: history["train_acc"][e])``, then
+    ``model.load_state_dict(history["state"][best_epoch])``; ``np.argmin(train_losses)``,
+    ``accs.index(max(accs))``, ``sorted(runs, key=...)[0]`` too (:mod:`selections`). Reported
+    at the selection; silent when the ranking reads a validation metric, and for a pick that is
+    only printed or logged."""
+    for call in script.calls:
+        ranked = ranking(call)
+        if ranked is None or not kept_as_model(call):
+            continue
+        why = _ranked_metric(script, ranked)
+        if why is not None:
+            yield Hit(call, f"the best model is chosen by ranking the epochs on {why}: a "
+                            f"training metric keeps improving while the model overfits",
+                      fix="rank the epochs on a validation metric (e.g. val_loss or val_acc)")
+
+
+def _ranked_metric(script: Script, ranked: ast.AST) -> str | None:
+    """The training metric that ``ranked`` (the key or array of a selection) reads; None when
+    it reads a validation metric too (``val_acc[e] - 0.1 * train_loss[e]``) or none."""
+    lam = parent(ranked)
+    params = {a.arg for a in lam.args.args} if isinstance(lam, ast.Lambda) else set()
+    nodes = [n for n in ast.walk(ranked) if not (isinstance(n, ast.Name) and n.id in params)]
+    words = [n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    words += [(dotted(n) or "").rsplit(".", 1)[-1] for n in nodes
+              if isinstance(n, (ast.Name, ast.Attribute))]
+    if any(_VAL.search(w) for w in words):
+        return None
+    for n in nodes:
+        if isinstance(n, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
+            why = _train_metric(script, n)
+            if why is not None:
+                return why
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and \
+                _train_name(script, n.value):
+            return f"`{script.segment(parent(n)) or n.value}`"
+    return None
 
 
 def _record(compare: ast.AST, names: list[str]) -> list[int]:

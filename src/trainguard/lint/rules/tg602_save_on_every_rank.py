@@ -16,7 +16,10 @@ where the rank check goes, unless the helper takes the rank (``rank``, ``is_main
 never reads it: the check belongs in the helper, at its write; a write inside a function of another
 project file is reported at the unguarded call of that function. A helper that takes the rank,
 never reads it and returns to every rank a new object of a class of the file that writes a file
-(``open(path, "a")`` too, in its methods) is reported at that ``return``.
+(``open(path, "a")`` too, in its methods) is reported at that ``return``. An object of a
+class that opens a file to write in a method the file calls (``JsonlWriter(log_dir)`` with
+``open(self.path, "a")`` in ``add_scalar``), built unguarded in a process-group worker, is
+reported at its construction.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections.abc import Iterator
 
 from trainguard.lint.astutil import SCOPES, dotted, kwarg, parent
 from trainguard.lint.dataflow import last_assignment
+from trainguard.lint.ranks import on_every_rank
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 
@@ -64,6 +68,56 @@ def check(script: Script) -> Iterator[Hit]:
                         f"file{unread}")
     yield from _project_writers(script)
     yield from _rank_blind_factories(script)
+    yield from _writers_built_on_every_rank(script)
+
+
+def _writers_built_on_every_rank(script: Script) -> Iterator[Hit]:
+    """``writer = JsonlWriter(log_dir)`` in a process-group worker, where ``JsonlWriter`` (a
+    class of the file or the project) has a method, called somewhere in the file, that opens a
+    file for writing or appending (``open(self.path, "a")`` in ``add_scalar``): each rank builds
+    its own writer of the same file. Reported at the construction, where the rank check goes;
+    silent when it is guarded (``JsonlWriter(d) if rank == 0 else None``), given a per-rank path
+    or the rank, when the class reads the rank itself, and outside a process group's workers."""
+    called = {c.func.attr for c in script.calls if isinstance(c.func, ast.Attribute)}
+    for call in script.calls:
+        ref = script.graph.class_named(dotted(call.func))
+        if ref is None:
+            continue
+        write = _opening_method(ref.script, ref.node, called)
+        func = script.enclosing_function(call)
+        if write is None or _RANK_AWARE.search(ast.unparse(ref.node)) or \
+                isinstance(parent(call), ast.Return) and func is not None and _unread_rank(func):
+            continue  # (a factory handed the rank: _rank_blind_factories)
+        args = [*call.args, *(k.value for k in call.keywords)]
+        if any(_GUARD.search(ast.unparse(a)) or _per_rank_path(a, call, 3) for a in args) or \
+                _guarded(script, call, frozenset()) or not on_every_rank(script, call, 3):
+            continue
+        what, at = write
+        where = script.at(at) if ref.script is script else \
+            f"{ref.script.path.rsplit('/', 1)[-1]}:{at}"
+        yield Hit(call, f"{ref.node.name}(...) is built on every rank of the process group and "
+                        f"writes a file with {what} (at {where}): all processes write the same "
+                        f"file",
+                  fix=f"build it on rank 0 only ({ref.node.name}(...) if rank == 0 else None) "
+                      f"or give each rank a file of its own")
+
+
+# a writer class that decides by the rank itself (``if dist.get_rank() != 0: return``)
+_RANK_AWARE = re.compile(r"rank|main_process|is_main|master|primary|process_index", re.I)
+
+
+def _opening_method(script: Script, cls: ast.ClassDef, called: set[str]
+                    ) -> tuple[str, int] | None:
+    """``(call, line)`` of an ``open(path, "w"/"a")`` in ``__init__`` or in a method of ``cls``
+    that the linted file calls (``writer.add_scalar(...)``); None when none opens a file to
+    write. (A ``torch.save`` or ``SummaryWriter`` in a method is reported where it is.)"""
+    for m in cls.body:
+        if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                (m.name == "__init__" or m.name in called):
+            found = _class_write(script, m)
+            if found is not None and found[0].startswith("open("):
+                return found
+    return None
 
 
 def _rank_blind_factories(script: Script) -> Iterator[Hit]:
@@ -94,9 +148,9 @@ def _rank_blind_factories(script: Script) -> Iterator[Hit]:
                 break
 
 
-def _class_write(script: Script, cls: ast.ClassDef) -> tuple[str, int] | None:
-    """``(call, line)`` of the first write to a file in a method of ``cls``: ``open(path,
-    "w"/"a")``, ``torch.save``, a ``SummaryWriter``; None when its methods write nothing."""
+def _class_write(script: Script, cls: ast.AST) -> tuple[str, int] | None:
+    """``(call, line)`` of the first write to a file in a method of ``cls`` (or in one method):
+    ``open(path, "w"/"a")``, ``torch.save``, a ``SummaryWriter``; None when it writes nothing."""
     for node in ast.walk(cls):
         if not isinstance(node, ast.Call):
             continue
