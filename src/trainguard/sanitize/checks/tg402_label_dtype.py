@@ -15,15 +15,16 @@ When it fires:
   one-hot integer targets ("0D or 1D target tensor expected"), integer targets for a binary
   loss ("result type Float can't be cast to the desired output type Long").
 
-Where: at the dataset line (or the line of a batch generator of the user's) that made the
-targets when the loss call's frames show it (``core/target_origin.py``), or at the assignment of
-labels stored before the loop that the loss takes them from (``y_train[idx]``:
-``core/stored_target.py``), the loss line in the message; else at the loss line. A class index
-out of range is placed there only when the labels are the fault: all in 1..C (counted from 1),
-only 0 and 255 (a mask's grey levels), or, in a dense target (a mask), exactly C distinct values
-(ids never mapped to class indices); any other may be a model with too few outputs: placed
-where the model's width was set when the dataset's own ``classes`` list holds every label
-(``core/head_width.py``), else at the loss line.
+Where: at the dataset line (or the line of a batch generator of the user's) that made the targets
+when the loss call's frames show it (``core/target_origin.py``), or at the assignment of labels
+stored before the loop that the loss takes them from (``y_train[idx]``: ``core/stored_target.py``),
+the loss line in the message; else at the loss line. An error the script catches is placed so too,
+from the frame that called the loss (on the stack as it fails). A class index out of range is placed
+there only when the labels are the fault: all in 1..C (counted from 1), only 0 and 255 (a mask's
+grey levels), or, in a dense target (a mask), exactly C distinct values (ids never mapped to class
+indices); any other may be a model with too few outputs: placed where the model's width was set when
+the dataset's own ``classes`` list holds every label (``core/head_width.py``), else at the loss
+line.
 
 Silent on: integer class indices in range (``ignore_index`` included), one-hot or label-smoothed
 float probabilities, binary targets in [0, 1] (soft labels included).
@@ -146,7 +147,7 @@ class LabelDtype(Check):
         """Label errors the script caught: the run went on (or stopped) without that loss."""
         for found, where, text in self.caught.drain():
             self.report(f"{found.message}; the loss raised `{text}` and the script caught the "
-                        f"error", fix=found.fix, where=where)
+                        f"error", fix=found.fix, where=found.where or where)
 
     def _explain(self, exc: BaseException) -> Diagnosis | None:
         text = str(exc)
@@ -233,13 +234,16 @@ def _head_too_small(exc: BaseException, target: Any, classes: int,
 
 
 def _error_frame(exc: BaseException) -> Any:
-    """The failing traceback's innermost user frame, or None."""
+    """The failing traceback's innermost user frame; for an error seen while it leaves the loss
+    call (``on_forward_failed``: the traceback starts inside the call, and the script may catch
+    it), the user frame that made the call, on the stack above; or None."""
     tb, frame = exc.__traceback__, None
+    top = tb.tb_frame if tb is not None else None
     while tb is not None:
         if is_user_file(tb.tb_frame.f_code.co_filename):
             frame = tb.tb_frame
         tb = tb.tb_next
-    return frame
+    return frame if frame is not None or top is None else user_frame(top.f_back)
 
 
 def _made_at_error(exc: BaseException, target: Any, passes: Any) -> tuple[Any, Any]:

@@ -33,11 +33,12 @@ called the helper with it; and there, when the dict is written in the source (a 
 passed to the call, the one last assigned to the name passed or returned by the user's function
 called there), the line of its last entry, where the missing state belongs.
 
-Silent on: a model's weights saved alone and never trained on after a reload (an export for
-inference, a bundle reloaded for evaluation), dicts without a progress counter that are not loaded
-back, checkpoints that include every live companion's state (as objects, state dicts, or lists of
-them: Lightning's ``optimizer_states``/``lr_schedulers``), runs without an optimizer step.
-A checkpoint is judged by what it holds and by what the run does with it, not by its key names.
+Silent on: a model's weights saved alone and never trained on after a reload (an export, a bundle
+reloaded for evaluation), another model's state (none of its tensors a live optimizer's parameter,
+some another live module's: an EMA copy; one heap scan), dicts without a progress counter not
+loaded back, checkpoints with every live companion's state (objects, state dicts or lists of them:
+Lightning's ``optimizer_states``), runs without an optimizer step. Judged by what it holds and by
+what the run does with it, not by its key names.
 
 Cost: per ``torch.save`` of a dict, one pass over its items (a state_dict's tensors checked by
 type) and the user frames that passed the dict down; per resume checkpoint (model and optimizer
@@ -61,11 +62,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
-from trainguard.sanitize.core.ckpt_states import (is_model_state, is_optimizer_state,
-                                                  is_scaler_state, is_scheduler_state,
-                                                  live_parameters, optimizer_settings,
-                                                  saves_what_it_is_given, scaler_in_use,
-                                                  trainer_of)
+from trainguard.sanitize.core.ckpt_states import (another_models_state, is_model_state,
+                                                  is_optimizer_state, is_scaler_state,
+                                                  is_scheduler_state, live_parameters,
+                                                  optimizer_settings, saves_what_it_is_given,
+                                                  scaler_in_use, trainer_of)
 from trainguard.sanitize.core.frames import frame_location, is_user_code, user_frame
 from trainguard.sanitize.core.returned_dict import returned_dict_line
 from trainguard.sanitize.core.source import SourceFile, last_assigned
@@ -85,8 +86,7 @@ class IncompleteCheckpoint(Check):
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
         self.schedulers: list[Any] = []  # weak references to LR schedulers the user stepped
-        # path -> (where, what it holds) of model-only saves
-        self.partial: dict[str, tuple[Any, str]] = {}
+        self.partial: dict[str, tuple[Any, str]] = {}  # path -> (where, what) of model-only saves
         # (where, what it holds, file name, the parameters alive then) of a file loaded back
         self.resumed: tuple[Any, str, str, Any] | None = None
         # (keys, companions left out, where) of the latest checkpoint with the optimizer but not
@@ -95,9 +95,9 @@ class IncompleteCheckpoint(Check):
         # code objects of save sites whose frames held no GradScaler in use once steps had run
         # (a scaler scales its first loss before any step): not looked at again
         self.no_scaler: set[Any] = set()
-        # a checkpoint written as several files by one call of a save function: [(id, code) of
-        # that call's frame, model state saved, optimizer state saved, (where, keys) of the
-        # first file with a progress counter or scheduler state], judged at the next step
+        # one checkpoint written as several files by one call of a save function: [(id, code) of
+        # its frame, model state saved, optimizer state saved, (where, keys) of the first file
+        # with a progress counter or scheduler state], judged at the next step
         self.split: list[Any] | None = None
         # path -> (steps then, (type, settings) of the optimizer training the weights) of the
         # first save of a model's state_dict alone to that file
@@ -134,6 +134,8 @@ class IncompleteCheckpoint(Check):
         progress = [k for k, v in obj.items() if isinstance(k, str) and _PROGRESS.search(k)
                     and isinstance(v, (int, float)) and not isinstance(v, bool)]
         if not any(is_optimizer_state(v) for v in obj.values()):
+            if another_models_state([obj[k] for k in model_keys], self.state.optimizers):
+                return  # another model's state (to publish, an EMA copy): no resume of this run
             if progress:
                 self._missing(f"keys {keys}: model state and {progress[0]!r}", "optimizer",
                               _built_at(obj, caller))

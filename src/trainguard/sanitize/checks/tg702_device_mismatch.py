@@ -25,7 +25,10 @@ constructor such as ``torch.FloatTensor(n, k)``, always on the CPU, pytorch/pyto
 when it has none, of its submodules' classes (``cell.init_state(batch)``). A buffer of
 the failing module alone on another device than its inputs (a loss's class ``weight`` made on the
 CPU) points at the one construction of that class with that keyword in the user's files of the
-traceback and stack (pytorch/pytorch#122757).
+traceback and stack (pytorch/pytorch#122757). A CPU tensor given to the failing model call
+beside inputs moved to its parameters' device points at the factory without ``device=`` that its
+argument is bound to in the user's source (``core/device_origin.py``: ``self.cache =
+torch.zeros(...)`` in a ``reset()``, a mask made by the helper that packs the batch).
 
 Silent on: runs without an error; errors of a module whose parameters and inputs share one device
 (a shape mismatch), unless the message is the device error.
@@ -45,6 +48,7 @@ from typing import Any, Callable
 
 from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
+from trainguard.sanitize.core.device_origin import host_factory
 from trainguard.sanitize.core.factories import LEGACY, assigned_factory, factory_methods
 from trainguard.sanitize.core.frames import is_user_file, short_location, user_frames
 from trainguard.sanitize.core.holders import traceback_user_frames
@@ -83,7 +87,8 @@ class DeviceMismatch(Check):
         for found, where, text in self.caught.drain():
             call = "here" if found.where is None or where is None else \
                 f"at {short_location(where)}"
-            self.report(f"{found.message}; the model call {call} raised `{text}` and the script "
+            call = "" if call in found.message else f" {call}"  # (named by the diagnosis)
+            self.report(f"{found.message}; the model call{call} raised `{text}` and the script "
                         "caught the error and went on without its result",
                         fix=found.fix, where=found.where or where)
 
@@ -141,6 +146,17 @@ class DeviceMismatch(Check):
                    "takes no device and so") + " makes them on the CPU whatever device the "
                 "model is on",
                 fix=_made_fix(made[1]), where=made[0])
+        cpu_met = "cpu" in by_device or "cpu" in text
+        host = host_factory(exc, self.state.failed_root) if cpu_met else None
+        if host is not None:  # a CPU tensor given to a moved model: the factory that made it
+            made_at, call, what, at = host
+            model = type(self.state.failed_root).__name__
+            device = next(self.state.failed_root.parameters()).device
+            return Diagnosis(
+                f"the call of {model} at {short_location(at)} met tensors on two devices: its "
+                f"{what} is on the CPU while its parameters are on {device}; that tensor was "
+                f"made here by `{call}`, which takes no device and so makes it on the CPU "
+                "whatever device the model is on", fix=_made_fix(call), where=made_at)
         if len(by_device) < 2:  # what met is not held by a name: at the failing operation
             at = _op_line(exc)
             return Diagnosis(f"two tensors of one operation are on different devices "

@@ -17,9 +17,9 @@ from typing import Any
 from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.frames import user_frame, user_frames
 
-__all__ = ["is_model_state", "is_optimizer_state", "is_scaler_state", "is_scheduler_state",
-           "live_parameters", "optimizer_settings", "saves_what_it_is_given", "scaler_in_use",
-           "trainer_of"]
+__all__ = ["another_models_state", "is_model_state", "is_optimizer_state", "is_scaler_state",
+           "is_scheduler_state", "live_parameters", "optimizer_settings", "saves_what_it_is_given",
+           "scaler_in_use", "trainer_of"]
 
 _NAMES = 256  # saved tensors, and parameters of one group, looked at
 
@@ -36,6 +36,30 @@ def trainer_of(obj: Mapping, optimizers: Any) -> Any:
                                    for p in g["params"][:_NAMES]):
             return optimizer
     return None
+
+
+def another_models_state(states: list[Any], optimizers: Any) -> bool:
+    """Whether the model states saved belong to a model other than the one being trained: no
+    tensor shares storage with a parameter a live optimizer holds (``state_dict()`` returns
+    detached views of the parameters), and some are the parameters of other live modules (a
+    pretrained model built to be published, an EMA or teacher copy). A copy of the trained weights
+    (``copy.deepcopy(model.state_dict())``, ``.cpu()`` of CUDA tensors) is no live parameter: it
+    is not told apart, and is judged as the trained model's."""
+    import torch
+    from torch import nn
+
+    def pointers(tensors: Any) -> set[int]:
+        return {t.data_ptr() for t in tensors if isinstance(t, torch.Tensor)
+                and t.device.type != "meta" and t.data_ptr()}
+
+    saved: set[int] = set()
+    for state in states:
+        saved |= pointers(state.parameters() if isinstance(state, nn.Module) else state.values())
+    held = pointers(p for o in optimizers for g in o.param_groups for p in g["params"])
+    if not saved or saved & held:
+        return False
+    # a heap scan, only for states that are not the trained weights (rare)
+    return bool(saved & pointers(ref() for ref in live_parameters().values()))
 
 
 def optimizer_settings(optimizer: Any) -> tuple:

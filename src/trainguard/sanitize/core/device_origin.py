@@ -1,0 +1,183 @@
+"""Where the CPU tensors that a failing model call was given were made: the tensor factory without
+``device=`` in the user's source that bound them.
+
+A model moved to an accelerator and called with a tensor that sits on the CPU fails inside its
+``forward``, far from the line to change: ``mask = torch.ones(b, h, w)`` in the helper that pads
+the batch, ``self.cache = torch.zeros(batch, n, d)`` in a streaming decoder's ``reset()``. The
+argument of the failing call is followed back one binding through the user's source: a name's
+last assignment in the calling function, a ``self.<attr>`` stored by a method of the caller's
+object's class, or the ``return`` of a user function called in the argument (the names it
+returns, or packs into an object, bound in that function). Only a factory given no device counts
+(it makes CPU tensors while no default device is set), and only for CPU tensors given to a model
+whose parameters all sit on one other device, beside inputs the user put on that device (the
+images moved, the mask made on the host); a call whose inputs are all on the CPU left the whole
+batch behind, and the call is the line to change.
+
+Bounded: the root call's arguments, 16 attributes or items of each; one caller frame; the source
+of at most the caller's function, one class and one called function.
+"""
+
+from __future__ import annotations
+
+import ast
+from itertools import islice
+from types import FunctionType, ModuleType
+from typing import Any
+
+from trainguard.sanitize.core.factories import factories
+from trainguard.sanitize.core.frames import frame_location, is_trainguard_file, is_user_code
+from trainguard.sanitize.core.source import SourceFile, function_node, last_assigned
+
+__all__ = ["host_factory"]
+
+_WIDTH = 16  # attributes or items of one argument looked at
+
+
+def host_factory(exc: BaseException, root: Any) -> tuple[Any, str, str, Any] | None:
+    """``(location, call text, what, where)`` of the factory without ``device=`` that made the
+    CPU tensor given to the outermost failing call of ``root`` (at ``where``), a model whose
+    parameters sit on one device that is not the CPU and that was given tensors on that device
+    too (``what``: ``"input 1"``, ``"input 0.mask"``); None when the argument is not followed to
+    one such factory."""
+    import torch
+
+    devices = {p.device.type for p in islice(root.parameters(), 64)} if root is not None else ()
+    default = getattr(torch, "get_default_device", lambda: torch.device("cpu"))()
+    if len(devices) != 1 or "cpu" in devices or default.type != "cpu":
+        return None
+    impl = (torch.nn.Module._call_impl.__code__, torch.nn.Module._wrapped_call_impl.__code__)
+    tb, call_frame = exc.__traceback__, None
+    while tb is not None and call_frame is None:
+        if tb.tb_frame.f_code in impl and tb.tb_frame.f_locals.get("self") is root:
+            call_frame = tb.tb_frame
+        tb = tb.tb_next
+    caller = call_frame.f_back if call_frame is not None else None
+    while caller is not None and is_trainguard_file(caller.f_code.co_filename):
+        caller = caller.f_back  # (the sanitizer's own wrapper of the call)
+    if caller is None or not is_user_code(caller.f_code):
+        return None  # called by a library (a trainer, a wrapper): its call is not the user's
+    where = frame_location(caller)
+    file = SourceFile.load(where[0])
+    call = file.call_at(where[1], where[2] - 1) if file is not None else None
+    if call is None or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    given = {str(i): a for i, a in enumerate(call_frame.f_locals.get("args", ()))}
+    given.update(dict(call_frame.f_locals.get("kwargs", {})))
+    if not any(_held_on(v, next(iter(devices))) is not None for v in given.values()):
+        return None  # nothing was moved to the model's device: the batch was not moved at all
+    nodes = {str(i): a for i, a in enumerate(call.args)} | {k.arg: k.value for k in call.keywords}
+    for key, value in given.items():
+        held = _held_on(value, "cpu")
+        if held is not None and key in nodes:
+            found = _origin(nodes[key], caller, file, call.lineno, held)
+            if found is not None:
+                # ``input 1``, ``input 0.mask``, ``input 0[1]``, ``cache=``
+                what = (f"input {key}" if key.isdigit() else f"{key}=") + held
+                return found[0], found[1], what, where
+    return None
+
+
+def _held_on(value: Any, device: str) -> str | None:
+    """``""`` for a tensor on ``device`` (a CPU one not 0-dim), where a plain object, tuple, list
+    or dict holds one (``".mask"``, ``"[1]"``, ``"['mask']"``); None for none."""
+    import torch
+
+    def on(t: Any) -> bool:
+        return isinstance(t, torch.Tensor) and t.device.type == device \
+            and (t.dim() > 0 or device != "cpu") and not isinstance(t, torch.nn.Parameter)
+
+    if on(value):
+        return ""
+    if isinstance(value, (tuple, list)):
+        items = [(f"[{i}]", v) for i, v in enumerate(value[:_WIDTH])]
+    elif isinstance(value, dict):
+        items = [(f"[{k!r}]", v) for k, v in islice(value.items(), _WIDTH)]
+    else:
+        items = [(f".{k}", v) for k, v in islice(getattr(value, "__dict__", {}).items(), _WIDTH)]
+    return next((k for k, v in items if on(v)), None)
+
+
+def _origin(node: ast.AST, frame: Any, file: SourceFile, line: int, held: str
+            ) -> tuple[Any, str] | None:
+    """The factory without a device that made the value of ``node`` (an argument of the call at
+    ``line`` in ``frame``): itself, a name's last assignment, a ``self.<attr>`` store of the
+    object's class, or what a user function called there returns."""
+    path = frame.f_code.co_filename
+    if _bare(node):
+        return _at(path, node)
+    if isinstance(node, ast.Name):
+        value = last_assigned(file.scope(node), node.id, line, (ast.expr,))
+        if value is not None and _bare(value):
+            return _at(path, value)
+        return _returned(value, frame, held) if value is not None else None
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        owner = frame.f_locals.get(node.value.id, frame.f_globals.get(node.value.id))
+        stores = [s for f in _methods(type(owner)) for s in _stores(f, node.attr)]
+        made = [_at(p, v) for p, v in stores if _bare(v)]
+        if any(isinstance(v, ast.Name) for _, v in stores):
+            return None  # (also a value handed in: ``self.cache = cache``)
+        return made[0] if len(made) == 1 else None
+    return _returned(node, frame, held)
+
+
+def _returned(call: ast.AST, frame: Any, held: str) -> tuple[Any, str] | None:
+    """For ``call`` of a user function (a name of the caller's frame, a function of a module or
+    a method of an object it holds: ``data.pack(...)``, ``self.pack(...)``), the one factory
+    without a device among what it returns: the returned value, or the names it packs
+    (``Batch(x, mask)``, ``return x, mask``) last bound so before the ``return``; a name equal
+    to the attribute that holds the CPU tensor wins a tie."""
+    func = call.func if isinstance(call, ast.Call) else None
+    base = func.value if isinstance(func, ast.Attribute) else func  # (``self.pack(...)``)
+    if not isinstance(base, ast.Name):
+        return None
+    function = frame.f_locals.get(base.id, frame.f_globals.get(base.id))
+    if base is not func:  # (a class attribute: no property is run)
+        owner = function if isinstance(function, ModuleType) else type(function)
+        function = getattr(owner, func.attr, None)
+    code = getattr(function, "__code__", None)
+    node = function_node(code) if code is not None and is_user_code(code) else None
+    if node is None:
+        return None
+    found: dict[str, Any] = {}
+    for ret in (n for n in ast.walk(node) if isinstance(n, ast.Return) and n.value is not None):
+        if _bare(ret.value):
+            found[""] = _at(code.co_filename, ret.value)
+        for name in (n for n in ast.walk(ret.value) if isinstance(n, ast.Name)):
+            value = last_assigned(node, name.id, ret.lineno, (ast.expr,))
+            if value is not None and _bare(value):
+                found[name.id] = _at(code.co_filename, value)
+    name = held.strip(".[]'\"")  # (the attribute or key that holds the CPU tensor)
+    if len(found) > 1 and name in found:
+        return found[name]
+    return next(iter(found.values())) if len(found) == 1 else None
+
+
+def _methods(cls: type) -> list[FunctionType]:
+    return [f for k in cls.__mro__[:8] for f in vars(k).values()
+            if isinstance(f, FunctionType) and is_user_code(f.__code__)]
+
+
+def _stores(function: FunctionType, attr: str) -> list[tuple[str, ast.expr]]:
+    """``(path, value)`` of each ``self.<attr> = value`` in ``function``."""
+    node = function_node(function.__code__)
+    return [(function.__code__.co_filename, n.value) for n in ast.walk(node or ast.Module())
+            if isinstance(n, ast.Assign) and len(n.targets) == 1
+            and isinstance(n.targets[0], ast.Attribute) and n.targets[0].attr == attr
+            and isinstance(n.targets[0].value, ast.Name) and n.targets[0].value.id == "self"]
+
+
+def _bare(node: ast.AST) -> bool:
+    """A ``torch.<factory>(...)`` call given no device and not moved (``.to(...)``), also under
+    casts (``torch.ones(...).bool()``)."""
+    base = node
+    while isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) \
+            and isinstance(base.func.value, ast.Call):
+        base = base.func.value
+    return isinstance(base, ast.Call) and any(c is base for c in factories(node))
+
+
+def _at(path: str, call: ast.AST) -> tuple[Any, str]:
+    base = call
+    while isinstance(base.func.value, ast.Call):  # (the factory under the casts)
+        base = base.func.value
+    return (path, call.lineno, call.col_offset + 1), ast.unparse(base.func) + "(...)"
