@@ -11,6 +11,9 @@ Facts kept (``State``):
   that block closes (an ``enable_grad`` inside a model's ``forward`` has closed by the time the
   call returns); ``optimizer.step()`` calls ``set_grad_enabled`` with False, which costs one
   test; for ``enable_grad``/``set_grad_enabled`` used as a decorator, the decorator's line;
+- ``grad_off_at``: the user's line of the latest ``torch.set_grad_enabled(False)`` user code
+  called, until it calls ``set_grad_enabled(True)`` (TG204 reads whether it was a bare
+  statement: a global switch whose ``True`` an exception skipped);
 - ``eval_at``: where user code last put a module in eval mode (an outermost
   ``eval()``/``train(False)``), until it calls ``train()`` on it again; only the outermost call
   counts (``Module.train`` calls itself on every child), and a run calls it per epoch, not per
@@ -99,6 +102,12 @@ def _grad_mode(bus: "Bus", undo: list[Undo]) -> None:
         # context manager and, through ``clone()``, as a decorator); ``optimizer.step()`` calls it
         # twice (False, then True outside any no_grad block), each returning after one test
         def __init__(self: Any, mode: bool) -> None:
+            try:
+                caller = sys._getframe(1)
+                if frames.is_user_code(caller.f_code):  # (TG204: a switch left off)
+                    state.grad_off_at = None if mode else frames.frame_location(caller)
+            except Exception as exc:
+                bus.hook_failed("torch.set_grad_enabled", exc)
             if not (mode and state.no_grad_depth):  # (optimizer.step()'s calls: one test)
                 original(self, mode)
                 return
