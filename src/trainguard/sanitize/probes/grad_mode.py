@@ -97,29 +97,6 @@ def _grad_mode(bus: "Bus", undo: list[Undo]) -> None:
             return result
         return __enter__
 
-    def make_set_grad_enabled(original: Any) -> Any:
-        # ``torch.set_grad_enabled(mode)`` sets the mode in ``__init__`` (as a function, as a
-        # context manager and, through ``clone()``, as a decorator); ``optimizer.step()`` calls it
-        # twice (False, then True outside any no_grad block), each returning after one test
-        def __init__(self: Any, mode: bool) -> None:
-            try:
-                caller = sys._getframe(1)
-                if frames.is_user_code(caller.f_code):  # (TG204: a switch left off)
-                    state.grad_off_at = None if mode else frames.frame_location(caller)
-            except Exception as exc:
-                bus.hook_failed("torch.set_grad_enabled", exc)
-            if not (mode and state.no_grad_depth):  # (optimizer.step()'s calls: one test)
-                original(self, mode)
-                return
-            was = is_grad_enabled()
-            original(self, mode)
-            if not was:
-                try:
-                    state.grad_on_at = _grad_opener(sys._getframe(1))
-                except Exception as exc:
-                    bus.hook_failed("torch.set_grad_enabled", exc)
-        return __init__
-
     def make_enable_exit(original: Any) -> Any:
         def __exit__(self: Any, *exc: Any) -> Any:
             if state.enable_grad_at:
@@ -138,7 +115,39 @@ def _grad_mode(bus: "Bus", undo: list[Undo]) -> None:
     patch(grad_mode.no_grad, "__exit__", make_no_grad_exit, undo)
     patch(grad_mode.enable_grad, "__enter__", make_enable_enter, undo)
     patch(grad_mode.enable_grad, "__exit__", make_enable_exit, undo)
-    patch(grad_mode.set_grad_enabled, "__init__", make_set_grad_enabled, undo)
+    patch(grad_mode.set_grad_enabled, "__init__", _set_grad_enabled_maker(bus), undo)
+
+
+def _set_grad_enabled_maker(bus: "Bus") -> Any:
+    """The wrapper maker of ``set_grad_enabled.__init__``: ``grad_off_at`` and ``grad_on_at``."""
+    import torch
+
+    state = bus.state
+    is_grad_enabled = torch.is_grad_enabled
+
+    def make_set_grad_enabled(original: Any) -> Any:
+        # ``torch.set_grad_enabled(mode)`` sets the mode in ``__init__`` (as a function, as a
+        # context manager and, through ``clone()``, as a decorator); ``optimizer.step()`` calls it
+        # twice (False, then True outside any no_grad block), each returning after two tests
+        def __init__(self: Any, mode: bool) -> None:
+            try:
+                caller = sys._getframe(1)
+                if frames.is_user_code(caller.f_code):  # (TG204: a switch left off)
+                    state.grad_off_at = None if mode else frames.frame_location(caller)
+            except Exception as exc:
+                bus.hook_failed("torch.set_grad_enabled", exc)
+            if not (mode and state.no_grad_depth):  # (optimizer.step()'s calls: one test)
+                original(self, mode)
+                return
+            was = is_grad_enabled()
+            original(self, mode)
+            if not was:
+                try:
+                    state.grad_on_at = _grad_opener(sys._getframe(1))
+                except Exception as exc:
+                    bus.hook_failed("torch.set_grad_enabled", exc)
+        return __init__
+    return make_set_grad_enabled
 
 
 def _grad_opener(frame: Any) -> Any:
