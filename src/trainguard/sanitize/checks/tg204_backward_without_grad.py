@@ -140,7 +140,9 @@ class BackwardWithoutGrad(Check):
         facts = call.facts["tg204"]
         if not facts["grad_mode"] and facts["decorator"] is None:
             facts["caller_off"] = _grad_off_caller(call)
-            facts["switched_off"] = _global_switch(self.state.grad_off_at)
+            # (inside an open no_grad block, that block is the cause)
+            facts["switched_off"] = None if self.state.no_grad_depth else \
+                _global_switch(self.state.grad_off_at)
         self.caught.hold(exc, call)  # reported at exit unless the run dies of it
 
     def _cut(self, call: BackwardCall) -> tuple[str, Location] | None:
