@@ -46,7 +46,8 @@ def run_in_process(script: Path, *args: str):
     """Run ``script`` under a fresh watcher in this process; returns (watcher, status, stderr).
 
     The process-wide determinism flags a script may set (``cudnn.benchmark``/``deterministic``,
-    ``use_deterministic_algorithms``) are restored afterwards, as if each script had its own
+    ``use_deterministic_algorithms``) and the grad mode (a bare ``set_grad_enabled(False)`` left
+    off) are restored afterwards, as if each script had its own
     process, as under ``trainguard run``; so are ``sys.path`` and the modules imported from the
     script's folder (a case's helper modules run their top-level code again for its twin).
     """
@@ -85,9 +86,11 @@ def _determinism_flags():
     cudnn = torch.backends.cudnn
     saved = (cudnn.benchmark, cudnn.deterministic, torch.are_deterministic_algorithms_enabled(),
              torch.is_deterministic_algorithms_warn_only_enabled())
+    grad_mode = torch.is_grad_enabled()
 
     def restore() -> None:
         cudnn.benchmark, cudnn.deterministic = saved[0], saved[1]
+        torch.set_grad_enabled(grad_mode)
         if (torch.are_deterministic_algorithms_enabled(),
                 torch.is_deterministic_algorithms_warn_only_enabled()) != saved[2:]:
             # (the first call imports torch._inductor: seconds, so only when a script changed it)

@@ -14,7 +14,9 @@ evaluation region computed graphs (and kept activations) for nothing. Also for a
 user's ``with torch.enable_grad():`` block in a ``no_grad`` region computed from a model's output
 and that leaves the block's function with its graph, unreached (``probs = torch.softmax(logits,
 1)`` beside the saliency gradient taken of ``logits``, then returned: ``core/escapes.py``), even
-where the block's own ``torch.autograd.grad`` silences its forward. Reported at the cause: the
+where the block's own ``torch.autograd.grad`` silences its forward; reported, when that block
+takes a gradient itself (it needs grad), at the value's last assignment in the block (the line
+to move out), else at the block. Reported at the cause: the
 ``enable_grad``/``set_grad_enabled(True)`` line, or for a function decorated with
 ``@torch.enable_grad()``/``@torch.set_grad_enabled(True)`` the decorator's line (the watcher notes
 where user code turns grad mode back on inside a ``no_grad`` block); at the model call when no
@@ -166,13 +168,19 @@ class GradReenabled(UnreachedOutputs):
                     self._report_kept(where, f"`{name}`" if kind == "escaped" else name,
                                       node, kept)
                 return
+            # the block takes a gradient itself (a gradient embedding, a saliency map): it
+            # needs grad, and the line to change is the one that made the escaping value
+            made = _made_in_block(where, name) if self._needed(where) else None
+            opened = "opened here" if made is None else \
+                f"opened at {short_location(where)}, which needs grad for its own gradient,"
             self.report(
-                f"`{name}` was computed inside the torch.enable_grad() block opened here in a "
-                f"torch.no_grad() region and left it carrying a grad_fn ({node}) that no "
-                "backward or torch.autograd.grad ever used: evaluation keeps graphs for nothing",
+                f"`{name}` was computed {'here ' if made else ''}inside the torch.enable_grad() "
+                f"block {opened} in a torch.no_grad() region and left it carrying a grad_fn "
+                f"({node}) that no backward or torch.autograd.grad ever used: evaluation keeps "
+                "graphs for nothing",
                 fix=f"compute `{name}` after the block (under no_grad) or .detach() it; keep "
                     "only the gradient computation inside torch.enable_grad()",
-                where=where)
+                where=made or where)
             return
         where, name, forward_at = key
         if self._needed(where):
@@ -185,3 +193,19 @@ class GradReenabled(UnreachedOutputs):
             fix="remove torch.enable_grad()/set_grad_enabled(True) from the evaluation code, "
                 "or keep it only around the part that needs gradients",
             where=where)
+
+
+def _made_in_block(where: Any, name: str) -> Any:
+    """Where the ``with`` statement at ``where`` (``with torch.enable_grad():``) last assigns
+    ``name`` in its body (``probs = logits.softmax(1)``); None when not found (a decorator)."""
+    import ast
+
+    from trainguard.sanitize.core.bounds import parse_file
+
+    tree = parse_file(where[0]) if where else None
+    block = next((n for n in ast.walk(tree) if isinstance(n, (ast.With, ast.AsyncWith))
+                  and n.lineno == where[1]), None) if tree is not None else None
+    stores = [n for stmt in getattr(block, "body", ()) for n in ast.walk(stmt)
+              if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)]
+    last = max(stores, key=lambda n: (n.lineno, n.col_offset), default=None)
+    return (where[0], last.lineno, last.col_offset + 1) if last is not None else None

@@ -13,7 +13,10 @@ backward was called where grad mode was off (both reported at the ``@torch.no_gr
 ``@torch.inference_mode()`` decorating the function that called backward, if any; when a caller
 turned it off, an optimizer's ``@torch.no_grad()`` ``step`` or a ``no_grad`` function calling a
 callable it was handed, at that call: ``closure()`` runs under ``torch.enable_grad()`` by the
-closure contract, HomebrewML/HeavyBall#10); a trained
+closure contract, HomebrewML/HeavyBall#10; when a bare ``torch.set_grad_enabled(False)``
+statement of the user's left it off, nothing switching it back on since, at that statement:
+its ``set_grad_enabled(True)`` skipped by a return or an exception, pytorch/pytorch#5851); a
+trained
 tensor was rebound by its own update
 (``w = w - lr * w.grad`` under ``no_grad``: reported at that assignment, ``core/rebound.py``); the
 last model forward ran under
@@ -51,6 +54,7 @@ from typing import Any
 
 from trainguard.sanitize.core.callstack import (cause_line, no_grad_block_line, no_grad_reason,
                                                 under_no_grad, user_stack)
+from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import (Location, frame_location, short_location,
@@ -136,6 +140,9 @@ class BackwardWithoutGrad(Check):
         facts = call.facts["tg204"]
         if not facts["grad_mode"] and facts["decorator"] is None:
             facts["caller_off"] = _grad_off_caller(call)
+            # (inside an open no_grad block, that block is the cause)
+            facts["switched_off"] = None if self.state.no_grad_depth else \
+                _global_switch(self.state.grad_off_at)
         self.caught.hold(exc, call)  # reported at exit unless the run dies of it
 
     def _cut(self, call: BackwardCall) -> tuple[str, Location] | None:
@@ -216,6 +223,8 @@ class BackwardWithoutGrad(Check):
             where = _decorated(facts, where)
             if facts.get("caller_off"):
                 why, fix, where = _caller_off(api, why, *facts["caller_off"])
+            elif facts.get("switched_off"):
+                why, fix, where = _switched_off(api, seen, facts["switched_off"], failed.where)
         elif forward is not None and (not forward[2] or forward[3]):
             how = "torch.inference_mode()" if forward[3] else "torch.no_grad()"
             why = (f"{seen} comes from {forward[0]}'s forward at {short_location(forward[1])}, "
@@ -322,3 +331,32 @@ def _caller_off(api: str, why: str, called: Location,
     fix = ("make that call under `with torch.enable_grad():` (as torch.optim's optimizers do "
            "around `closure()`), or move it out of the no_grad region")
     return why, fix, called
+
+
+def _global_switch(where: Location | None) -> Location | None:
+    """``where`` when it holds a bare ``torch.set_grad_enabled(...)`` statement (a global
+    switch, not a ``with`` block or a decorator, which restore the mode themselves)."""
+    tree = parse_file(where[0]) if where is not None else None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Expr) and node.lineno == where[1] and \
+                isinstance(node.value, ast.Call) and \
+                ast.unparse(node.value.func).rsplit(".", 1)[-1] == "set_grad_enabled":
+            return where
+    return None
+
+
+def _switched_off(api: str, seen: str, switch: Location,
+                  called: Location | None) -> tuple[str, str, Location]:
+    """The diagnosis of a backward at ``called`` run with grad off since a global
+    ``torch.set_grad_enabled(False)`` at ``switch`` that nothing switched back on (its
+    ``set_grad_enabled(True)`` skipped by an early return, or by an exception the caller
+    caught)."""
+    why = (f"{api} at {short_location(called)} was called with grad mode off, and {seen} was "
+           "built with it off too: this bare torch.set_grad_enabled(False) switched it off for "
+           "the whole process and grad was not switched back on before (an exception or a "
+           "return between it and its set_grad_enabled(True) skips that), so every later "
+           "forward builds no graph")
+    fix = ("turn grad off with a block that restores it however it exits: `with "
+           "torch.no_grad():` (or `with torch.set_grad_enabled(False):`), or restore it in a "
+           "`finally:`")
+    return why, fix, switch

@@ -51,7 +51,7 @@ from trainguard.sanitize.core.bounds import GRAPH_NODES, Budget
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.cuts import (built_lines, cut_inside, routed, trace_after_forward,
                                            trace_next_forward)
-from trainguard.sanitize.core.frames import short_location, user_location
+from trainguard.sanitize.core.frames import short_location, user_frame, user_location
 from trainguard.sanitize.core.grad_suspects import Suspects, without_gradient
 from trainguard.sanitize.core.graph import graph_nodes
 from trainguard.sanitize.core.handed import HandedOut, settle
@@ -289,7 +289,8 @@ class GradientCut(Check):
             never = self._in_models(never) - self._beside_trained(never)
         if never and record[0] == _STEPS - 1:
             suspects = Suspects(type(optimizer).__name__, len(params),
-                                param_names(self.state.models, never),
+                                param_names(self.state.models, never, user_frame(
+                                    sys._getframe(1))),
                                 user_location(sys._getframe(1)), zero & never)
             suspects.follow([p for p in params if id(p) in never])
             self.suspects.append(suspects)

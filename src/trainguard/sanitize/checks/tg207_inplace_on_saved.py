@@ -25,7 +25,11 @@ another kind than the op (a Dropout overwriting a ReLU's output) in the model cl
 When the changed tensor is a parameter of a model seen (same shape and version, or its transpose:
 ``Linear`` saves ``weight.t()``, a view sharing the version counter), the diagnosis names it, the
 optimizer holding it and the line of that optimizer's latest checked ``step()`` (recorded per
-checked step), at the failing backward line.
+checked step), at the failing backward line. A saved tensor that needs no grad has no history
+(the message names no op): a module's tensor attribute or buffer, or a traceback frame's
+variable, of that shape and version is looked up (``core/inplace_statements.py``), and the one
+in-place statement on it (``self.history += w``, pytorch/pytorch#22095) is the place, ahead of
+a parameter matching by version.
 
 Silent on: runs without this error; in-place ops on tensors autograd did not save.
 
@@ -45,7 +49,7 @@ import ast
 import os
 import re
 from types import CodeType
-from typing import Any
+from typing import Any, Iterator
 
 from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.caught import Caught
@@ -53,6 +57,8 @@ from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import is_user_file, short_location, user_location
 from trainguard.sanitize.core.holders import traceback_user_frames
 from trainguard.sanitize.core.inplace_reuse import reused_then_inplace
+from trainguard.sanitize.core.inplace_statements import (Statement, changed_leaves,
+                                                         inplace_statements, target_name)
 from trainguard.sanitize.core.source import function_node
 
 _MESSAGE = re.compile(
@@ -68,88 +74,10 @@ _VIEWS = frozenset({"T", "Transpose", "Permute", "View", "Unsafe", "UnsafeView",
                     "Split", "SplitWithSizes", "Narrow", "Diagonal", "Reshape", "Detach"})
 
 
-def _target_name(node: ast.AST) -> str | None:
-    while isinstance(node, (ast.Subscript, ast.Attribute)):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
-
-
-_AUG_OPS = {"Add": "add", "Sub": "sub", "Mult": "mul", "Div": "div", "Pow": "pow"}
-
-
-def _walk_own(func: ast.AST) -> list[ast.AST]:
-    """The nodes of ``func`` itself: a module's own statements skip nested defs and classes."""
-    if not isinstance(func, ast.Module):
-        return list(ast.walk(func))
-    out: list[ast.AST] = []
-    stack = list(func.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        out.append(node)
-        stack.extend(ast.iter_child_nodes(node))
-    return out
-
-
-_NUMBER_METHODS = frozenset({"item", "tolist", "numel", "size", "dim"})
-_NUMBER_BUILTINS = frozenset({"float", "int", "len", "round", "abs", "bool"})
-
-
-def _python_number(expr: ast.AST) -> bool:
-    """Whether ``expr`` is a Python number for sure (``loss.item()``, ``1``, ``len(x) * 2``)."""
-    if isinstance(expr, ast.Constant):
-        return isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
-    if isinstance(expr, ast.UnaryOp):
-        return _python_number(expr.operand)
-    if isinstance(expr, ast.BinOp):
-        return _python_number(expr.left) and _python_number(expr.right)
-    if isinstance(expr, ast.Call):
-        func = expr.func
-        if isinstance(func, ast.Attribute):
-            return func.attr in _NUMBER_METHODS
-        return isinstance(func, ast.Name) and func.id in _NUMBER_BUILTINS
-    return False
-
-
-def _inplace_statements(func: ast.AST) -> list[tuple[int, int, str | None, str, str]]:
-    """``(line, col, modified name, what, op)`` for each in-place statement in ``func``."""
-    out = []
-    for node in _walk_own(func):
-        if isinstance(node, ast.AugAssign):
-            if _python_number(node.value) and any(
-                    isinstance(n, ast.Call) for n in ast.walk(node.value)):
-                continue  # ``running += loss.item()``: a Python number grows, no tensor
-                # (``gate -= 0.5`` may change a tensor: a constant alone tells nothing)
-            op = _AUG_OPS.get(type(node.op).__name__, type(node.op).__name__.lower())
-            if isinstance(node.target, ast.Subscript):
-                op = "copyslices"  # (``out[i] += y`` changes ``out`` through a view of it)
-            out.append((node.lineno, node.col_offset + 1, _target_name(node.target),
-                        f"`{ast.unparse(node)}`", op))
-        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) for t in node.targets):
-            target = next(t for t in node.targets if isinstance(t, ast.Subscript))
-            out.append((node.lineno, node.col_offset + 1, _target_name(target),
-                        f"`{ast.unparse(target)} = ...`", "copyslices"))
-        elif isinstance(node, ast.Call):
-            func_node = node.func
-            if (isinstance(func_node, ast.Attribute) and func_node.attr.endswith("_")
-                    and not func_node.attr.endswith("__") and func_node.attr != "requires_grad_"):
-                out.append((node.lineno, node.col_offset + 1, _target_name(func_node.value),
-                            f"`.{func_node.attr}()`", func_node.attr.rstrip("_")))
-            elif any(k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value
-                     for k in node.keywords):
-                name = _target_name(node.args[0]) if node.args else None
-                callee = ast.unparse(func_node).rsplit(".", 1)[-1].lower()
-                out.append((node.lineno, node.col_offset + 1, name,
-                            f"`{ast.unparse(func_node)}(..., inplace=True)`", callee))
-    # (two in-place calls chained on one line share its position; one may have no name)
-    return sorted(set(out), key=lambda t: (t[0], t[1], t[2] or "", t[3], t[4]))
-
-
 def _assigned_from(func: ast.AST, name: str, op: str) -> bool:
     """Whether ``func`` assigns ``name`` from an expression that mentions ``op`` (e.g. sigmoid)."""
     for node in ast.walk(func):
-        if isinstance(node, ast.Assign) and any(_target_name(t) == name for t in node.targets):
+        if isinstance(node, ast.Assign) and any(target_name(t) == name for t in node.targets):
             if op in ast.unparse(node.value).lower():
                 return True
     return False
@@ -303,9 +231,12 @@ class InplaceOnSaved(Check):
         m = _MESSAGE.search(str(exc))
         if m is None:
             return None
-        if m.group("op") is None:  # a leaf: a parameter (or a tensor made with requires_grad)
-            found = self._parameter(m)
-            return self._parameter_diagnosis(m, *found, exc) if found is not None else None
+        if m.group("op") is None:  # a leaf: a parameter, or a tensor that needs no grad
+            # (a user statement changing a tensor of that shape and version outweighs a
+            # parameter's version matching by chance: initialisation bumps it too)
+            leaf, placed = self._leaf_diagnosis(m, exc)
+            found = None if placed else self._parameter(m)
+            return self._parameter_diagnosis(m, *found, exc) if found is not None else leaf
         op = m.group("op").replace("Backward", "").rstrip("0123456789")
         # a parameter is saved as itself or a view of it (Linear saves weight.t()); an optimizer
         # updates it under no_grad, which leaves its history alone, so a tensor whose history
@@ -315,40 +246,18 @@ class InplaceOnSaved(Check):
             return self._parameter_diagnosis(m, *found, exc)
         shape = f"({m.group('shape')})"
         times = int(m.group("now")) - int(m.group("then"))
-        codes: dict[CodeType, None] = {}
-        for model in list(self.state.models):
-            for sub in model.modules():  # forward first, then the class's other methods
-                for fn in (getattr(type(sub), "forward", None), *vars(type(sub)).values()):
-                    code = getattr(fn, "__code__", None)  # (log2feats(), which forward calls)
-                    if code is not None and is_user_file(code.co_filename) and \
-                            not code.co_name.startswith("__"):  # (not __init__'s set-up)
-                        codes[code] = None
-        # a frame of the traceback ran only the lines up to the one it is running; before the
-        # first backward completed, no iteration of its loop got past that line (the statements
-        # after it, a clip_grad_norm_ after the backward, have not run yet)
-        upto: dict[CodeType, int] = {}
-        for frame in traceback_user_frames(exc):
-            codes[frame.f_code] = None
-            if not self.state.backward_count:
-                upto.setdefault(frame.f_code, frame.f_lineno)
         # The modified tensor's grad_fn is rebased onto the in-place op itself ("output 0 of Sub"
         # after `h -= 1`), else it names the op that made it ("Sigmoid" before `h.mul_(2)`).
         candidates: list[tuple[str, int, int, str]] = []
         by_op, by_source = None, None
-        for code in codes:
-            func = function_node(code)
-            if func is None:
-                continue
-            for line, col, name, what, inplace_op in _inplace_statements(func):
-                if line > upto.get(code, line):
-                    continue  # (not run yet)
-                here = (code.co_filename, line, col, what)
-                if here not in candidates:
-                    candidates.append(here)
-                if by_op is None and inplace_op == op.lower():
-                    by_op = here
-                if by_source is None and name and _assigned_from(func, name, op.lower()):
-                    by_source = here
+        for code, func, (line, col, name, what, inplace_op, _) in self._statements_run(exc):
+            here = (code.co_filename, line, col, what)
+            if here not in candidates:
+                candidates.append(here)
+            if by_op is None and inplace_op == op.lower():
+                by_op = here
+            if by_source is None and name and _assigned_from(func, name, op.lower()):
+                by_source = here
         best = by_op or by_source
         modules = sorted({f"{type(s).__name__}(inplace=True)" for model in list(self.state.models)
                           for s in model.modules() if getattr(s, "inplace", False) is True})
@@ -375,6 +284,61 @@ class InplaceOnSaved(Check):
         return Diagnosis(f"{seen}{extra}{mods}", fix=fix + "; to find the op for sure, run once "
                          "under torch.autograd.set_detect_anomaly(True)",
                          where=failed.where if failed is not None else None)
+
+
+    def _statements_run(self, exc: BaseException) -> Iterator[tuple[CodeType, ast.AST, Statement]]:
+        """The in-place statements that may have run: in the methods of the models' classes
+        (``forward`` first) and in the user's functions of ``exc``'s traceback."""
+        codes: dict[CodeType, None] = {}
+        for model in list(self.state.models):
+            for sub in model.modules():  # forward first, then the class's other methods
+                for fn in (getattr(type(sub), "forward", None), *vars(type(sub)).values()):
+                    code = getattr(fn, "__code__", None)  # (log2feats(), which forward calls)
+                    if code is not None and is_user_file(code.co_filename) and \
+                            not code.co_name.startswith("__"):  # (not __init__'s set-up)
+                        codes[code] = None
+        # a frame of the traceback ran only the lines up to the one it is running; before the
+        # first backward completed, no iteration of its loop got past that line (the statements
+        # after it, a clip_grad_norm_ after the backward, have not run yet)
+        upto: dict[CodeType, int] = {}
+        for frame in traceback_user_frames(exc):
+            codes[frame.f_code] = None
+            if not self.state.backward_count:
+                upto.setdefault(frame.f_code, frame.f_lineno)
+        for code in codes:
+            func = function_node(code)
+            for statement in inplace_statements(func) if func is not None else ():
+                if statement[0] <= upto.get(code, statement[0]):  # (else not run yet)
+                    yield code, func, statement
+
+    def _leaf_diagnosis(self, m: re.Match, exc: BaseException) -> tuple[Diagnosis, bool]:
+        """The changed tensor had no history (the message names no op), such as a
+        module's running ``self.history`` that needs no grad and
+        ``torch.minimum(w, self.history)`` saved; its shape and version pick it among the
+        modules' attributes and buffers and the traceback's variables, and the in-place
+        statement on it is the place (True with the diagnosis when one was found)."""
+        shape = tuple(int(d) for d in m.group("shape").replace(" ", "").split(",") if d)
+        leaves = changed_leaves(list(self.state.models), traceback_user_frames(exc), shape,
+                                int(m.group("now")))
+        hits = {(c.co_filename, st[0], st[1], st[3]): leaves[st[5]]
+                for c, _, st in self._statements_run(exc) if st[5] in leaves}
+        times = int(m.group("now")) - int(m.group("then"))
+        named = next(iter(hits.values()), None) or " or ".join(leaves.values()) or "a tensor"
+        seen = (f"backward needs {named} {shape} as the forward saved it (a tensor with no "
+                f"autograd history), but an in-place operation changed it afterwards ({times} "
+                f"change{'s' if times != 1 else ''}: version {m.group('then')} -> "
+                f"{m.group('now')})")
+        fix = ("update it out of place (self.history = self.history + w instead of "
+               "self.history += w), or hand the forward a clone (self.history.clone())")
+        if len(hits) == 1:
+            where = next(iter(hits))
+            return Diagnosis(f"{seen}: {where[3]} here changed it", fix=fix, where=where[:3]), True
+        failed = next((b for b in reversed(self.state.backwards) if b.failed), None)
+        listed = "; ".join(f"{os.path.basename(p)}:{line} {w}" for p, line, _, w in hits)
+        return Diagnosis(f"{seen}" + (f"; in-place candidates: {listed}" if listed else ""),
+                         fix=fix + "; to find the op for sure, run once under "
+                         "torch.autograd.set_detect_anomaly(True)",
+                         where=failed.where if failed is not None else None), False
 
 
 def _earlier_in_call(where: Any, exc: BaseException) -> bool:

@@ -27,7 +27,9 @@ DataLoader:
 a ``for i in range(0, n, bs)`` loop (or a ``while start < n:`` advancing ``start += bs``)
 around the calling line, or around the ``yield`` of a suspended generator of user code, whose
 last chunk is one sample is the cause, reported at that loop's first line
-(:mod:`trainguard.sanitize.core.batching`). In eager PyTorch 2.x every BatchNorm call in training
+(:mod:`trainguard.sanitize.core.batching`); a loop over a list of batches made beforehand
+(``batches = [perm[i:i + bs] for ...]``, ``perm.split(bs)``) at its last batch, of one sample,
+at the statement that made the list. In eager PyTorch 2.x every BatchNorm call in training
 mode with one value per channel raises this error (``BatchNorm1d`` on ``(1, C)`` or ``(1, C, 1)``,
 ``BatchNorm2d`` on ``(1, C, 1, 1)``), so the error is where the pitfall shows. The diagnosis names
 the layer and, where found, the loader (``len(dataset) % batch_size == 1``) and the fix.
@@ -55,6 +57,7 @@ from trainguard.sanitize.core.batching import partial_range_loop
 from trainguard.sanitize.core.bounds import live_objects
 from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
+from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.source import SourceFile
 
 _MESSAGE = "Expected more than 1 value per channel when training"
@@ -188,7 +191,7 @@ def _diagnose(text: str, layer: str, loader: str | None, built: Any, call: Any) 
     elif built is not None:
         # at the cause: the DataLoader's construction, where drop_last belongs
         where_from = (f"; this {loader} leaves a last batch of one sample, which reached the "
-                      f"model at the failing line")
+                      f"model at {short_location(call, 'the failing line')}")
     else:
         where_from = f"; {loader} leaves a last batch of one sample"
     return Diagnosis(

@@ -9,7 +9,9 @@ stop:`` that advances ``start += step``) around the line each one is at, reads `
 and ``step`` from that frame (names, attributes, ``len()``, ``.shape[k]`` and integer arithmetic;
 nothing else is evaluated) and returns the first loop whose last chunk, ``stop - start`` modulo
 ``step``, is one sample and whose loop variable is at that chunk now (the batch that failed is the
-one it sliced). Only called on that error: it parses the files of those frames and scans the heap
+one it sliced); or a ``for`` over a list of batches made beforehand whose last, current one
+holds one sample (:func:`_listed_batches`: reported at the statement that made it). Only called
+on that error: it parses the files of those frames and scans the heap
 once (``bounds.live_objects``).
 """
 
@@ -25,6 +27,7 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import live_objects, parse_file
 from trainguard.sanitize.core.frames import Location, is_user_code
+from trainguard.sanitize.core.source import function_node, last_assigned
 from trainguard.sanitize.core.target_origin import resolve_in_frame
 
 __all__ = ["partial_range_loop"]
@@ -86,6 +89,33 @@ def _range_loop(frame: types.FrameType) -> tuple[str, Location] | None:
             return (f"batching loop `for {ast.unparse(loop.target)} in {text}` "
                     f"({stop - start} samples in steps of {step})",
                     (path, loop.lineno, loop.col_offset + 1))
+    return _listed_batches(tree, frame)
+
+
+def _listed_batches(tree: ast.AST, frame: types.FrameType) -> tuple[str, Location] | None:
+    """A ``for`` around ``frame``'s line over a name that holds the batches made beforehand, a
+    list or tuple (``batches = [perm[i:i + bs] for i in range(0, n, bs)]``, ``perm.split(bs)``)
+    whose last batch is one sample while the ones before are larger, and the loop at that last
+    one now (its variable is that very object): the statement that made the list, the last
+    assignment of that name above the loop in the function, is where the remainder is kept."""
+    line = frame.f_lineno
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor)) and
+             n.lineno <= line <= (n.end_lineno or n.lineno) and isinstance(n.iter, ast.Name)
+             and isinstance(n.target, ast.Name)]
+    for loop in sorted(loops, key=lambda n: -n.lineno):  # the innermost first
+        held, at = _value(loop.iter, frame), _value(loop.target, frame)
+        if not isinstance(held, (list, tuple)) or len(held) < 2 or held[-1] is not at or \
+                not all(hasattr(type(b), "__len__") for b in (held[0], at)) or \
+                not (len(at) == 1 < len(held[0])):
+            continue
+        scope = function_node(frame.f_code)
+        made = last_assigned(scope, loop.iter.id, loop.lineno - 1, (ast.expr,)) \
+            if scope is not None else None
+        if made is None:
+            continue
+        return (f"batching loop over `{loop.iter.id} = {ast.unparse(made)}` ({len(held)} "
+                f"batches of {len(held[0])} samples, the last of one)",
+                (frame.f_code.co_filename, made.lineno, made.col_offset + 1))
     return None
 
 

@@ -56,6 +56,11 @@ _SHAPE_ONLY = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "
 Cut = tuple[str, "Location | None"]
 
 
+class _Shaped(tuple):
+    """A cut carried by shape alone (``ArrayMarks.of(..., alike=True)``: a NumPy op made a new
+    array between): a loss made a leaf by hand after it is the line named instead."""
+
+
 def _numbers(value: Any, depth: int = 2) -> list[float]:
     """The non-integral floats in ``value`` (a number, or lists of them, ``depth`` levels)."""
     if isinstance(value, float):
@@ -107,7 +112,7 @@ class _Marks:
     def loss_cut(self, roots: tuple) -> Cut | None:
         found = next((c for r in roots if (c := self._mark(r)) is not None), None)
         leaf = next((c[1] for r in roots if (c := self.leaves.get(id(r))) and c[0]() is r), None)
-        return found or leaf
+        return leaf if leaf is not None and isinstance(found, _Shaped) else found or leaf
 
     def clear(self) -> None:
         self.derived.clear()
@@ -147,7 +152,8 @@ def number_trace(params: list[Any]) -> Any:
                 # requires_grad = True``): when that tensor itself is the loss, it hides the
                 # cut here (not carried on: ``x.requires_grad_()`` of an input batch is no cut)
                 t = args[0]
-                if t.grad_fn is None and not self._derived(t) and self._mark(t) is None:
+                if t.grad_fn is None and not self._derived(t) and \
+                        isinstance(self._mark(t), (_Shaped, type(None))):
                     self.leaves[id(t)] = (ref(t), (LEAF_BY_HAND, self.caller()))
                 return
             given = (*args, *kwargs.values())
@@ -161,7 +167,9 @@ def number_trace(params: list[Any]) -> Any:
             if carried is None and self.values:
                 carried = self._value(given)
             if carried is None and self.arrays.marks:
-                carried = next((c for t in inputs if (c := self.arrays.of(t)) is not None), None)
+                carried = next((c for t in inputs if (c := self.arrays.of(t)) is not None),
+                               None) or next((_Shaped(c) for t in inputs if (
+                                   c := self.arrays.of(t, alike=True)) is not None), None)
             outs = tensors(out)
             from_params = any(self._derived(t) for t in inputs)
             # (a new leaf made to require grad from them, ``torch.tensor([...],

@@ -143,15 +143,35 @@ def doubled_parameters(optimizers: Any) -> tuple[Any, str] | None:
     return None
 
 
-def param_names(models: Any, ids: set[int]) -> dict[int, str]:
-    """``id(param) -> "name (shape)"`` for ``ids``, by their names in ``models``."""
+def param_names(models: Any, ids: set[int], frame: Any = None) -> dict[int, str]:
+    """``id(param) -> "name (shape)"`` for ``ids``, by their names in ``models``; those no model
+    holds, by their names in a module that a variable of the user's ``frame`` (the one that
+    steps) holds, as ``bank.mnemonics`` (a module whose parameters an optimizer got and that
+    is never called, so never seen as a model)."""
     names: dict[int, str] = {}
     for model in list(models):
         for name, p in model.named_parameters():
             if id(p) in ids and id(p) not in names:
                 names[id(p)] = f"{name} {tuple(p.shape)}"
+    if frame is not None and ids - names.keys():
+        names.update(_names_in_frame(frame, ids - names.keys()))
     for key in ids - names.keys():
         names[key] = "an unnamed parameter"
+    return names
+
+
+def _names_in_frame(frame: Any, ids: set[int], limit: int = 256) -> dict[int, str]:
+    """``id(param) -> "variable.name (shape)"`` for those of ``ids`` held by a module in a
+    variable of ``frame`` or of its module's globals (``limit`` values looked at)."""
+    from torch import nn
+
+    names: dict[int, str] = {}
+    values = [*frame.f_locals.items(), *frame.f_globals.items()][:limit]
+    for var, value in values:
+        if isinstance(value, nn.Module) and not var.startswith("_"):
+            for name, p in value.named_parameters():
+                if id(p) in ids and id(p) not in names:
+                    names[id(p)] = f"{var}.{name} {tuple(p.shape)}"
     return names
 
 

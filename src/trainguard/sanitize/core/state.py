@@ -207,6 +207,9 @@ class State:
         # the user's line of the latest ``set_grad_enabled(True)`` made inside an open no_grad
         # block with grad mode off (None once every no_grad block is closed)
         self.grad_on_at: Location | None = None
+        # the user's line of the latest ``torch.set_grad_enabled(False)`` it called itself (a
+        # global switch, or a ``with``/decorator form), until it calls ``set_grad_enabled(True)``
+        self.grad_off_at: Location | None = None
         # the re-enabling lines (``reenabled_at``) under which ``torch.autograd.grad`` returned
         self.grads_taken_at: set[Location] = set()
         # classes of the outermost modules whose forward called ``torch.autograd.grad`` (forces

@@ -78,12 +78,16 @@ class ArrayMarks:
     ``torch.from_numpy`` is not seen by a ``TorchFunctionMode`` (it is among
     ``torch.overrides.get_ignored_functions()``), but the tensor it makes shares the array's
     memory, so a later op given that tensor carries the array's mark. Weak references: an
-    address is trusted only while its array lives (``from_numpy`` keeps it alive)."""
+    address is trusted only while its array lives (``from_numpy`` keeps it alive). With
+    ``alike``, a tensor with no graph made from another array of a marked array's shape (a
+    NumPy op between: ``torch.from_numpy(np.clip(p.detach().numpy(), 0, 1))``) carries its
+    mark too."""
 
     LIMIT = 1024
 
     def __init__(self) -> None:
         self.marks: dict[int, tuple[Any, Any]] = {}
+        self.shapes: dict[tuple[int, ...], Any] = {}  # the first mark of each shape marked
 
     def add(self, array: Any, mark: Any) -> None:
         from weakref import ref
@@ -91,21 +95,26 @@ class ArrayMarks:
         try:
             if getattr(array, "size", 0) and len(self.marks) < self.LIMIT:
                 self.marks[array.__array_interface__["data"][0]] = (ref(array), mark)
+                self.shapes.setdefault(tuple(array.shape), mark)  # (kept past the array)
         except (TypeError, AttributeError, KeyError):  # (no weak references, no buffer)
             pass
 
-    def of(self, t: Any) -> Any:
+    def of(self, t: Any, *, alike: bool = False) -> Any:
         """The mark of the array whose memory the CPU tensor ``t`` shares, else None."""
         if not self.marks:
             return None
         try:
             found = self.marks.get(t.data_ptr()) if t.device.type == "cpu" else None
+            if found is None and alike and t.device.type == "cpu" and t.grad_fn is None and \
+                    not t.requires_grad and t.dim() and t.numel() > 1:
+                return self.shapes.get(tuple(t.shape))
         except Exception:  # (a tensor without storage)
             return None
         return found[1] if found is not None and found[0]() is not None else None
 
     def clear(self) -> None:
         self.marks.clear()
+        self.shapes.clear()
 
 
 def op_name(func: Any) -> str:

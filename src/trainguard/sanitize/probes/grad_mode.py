@@ -11,6 +11,9 @@ Facts kept (``State``):
   that block closes (an ``enable_grad`` inside a model's ``forward`` has closed by the time the
   call returns); ``optimizer.step()`` calls ``set_grad_enabled`` with False, which costs one
   test; for ``enable_grad``/``set_grad_enabled`` used as a decorator, the decorator's line;
+- ``grad_off_at``: the user's line of the latest ``torch.set_grad_enabled(False)`` user code
+  called, until it calls ``set_grad_enabled(True)`` (TG204 reads whether it was a bare
+  statement: a global switch whose ``True`` an exception skipped);
 - ``eval_at``: where user code last put a module in eval mode (an outermost
   ``eval()``/``train(False)``), until it calls ``train()`` on it again; only the outermost call
   counts (``Module.train`` calls itself on every child), and a run calls it per epoch, not per
@@ -94,23 +97,6 @@ def _grad_mode(bus: "Bus", undo: list[Undo]) -> None:
             return result
         return __enter__
 
-    def make_set_grad_enabled(original: Any) -> Any:
-        # ``torch.set_grad_enabled(mode)`` sets the mode in ``__init__`` (as a function, as a
-        # context manager and, through ``clone()``, as a decorator); ``optimizer.step()`` calls it
-        # twice (False, then True outside any no_grad block), each returning after one test
-        def __init__(self: Any, mode: bool) -> None:
-            if not (mode and state.no_grad_depth):  # (optimizer.step()'s calls: one test)
-                original(self, mode)
-                return
-            was = is_grad_enabled()
-            original(self, mode)
-            if not was:
-                try:
-                    state.grad_on_at = _grad_opener(sys._getframe(1))
-                except Exception as exc:
-                    bus.hook_failed("torch.set_grad_enabled", exc)
-        return __init__
-
     def make_enable_exit(original: Any) -> Any:
         def __exit__(self: Any, *exc: Any) -> Any:
             if state.enable_grad_at:
@@ -129,7 +115,39 @@ def _grad_mode(bus: "Bus", undo: list[Undo]) -> None:
     patch(grad_mode.no_grad, "__exit__", make_no_grad_exit, undo)
     patch(grad_mode.enable_grad, "__enter__", make_enable_enter, undo)
     patch(grad_mode.enable_grad, "__exit__", make_enable_exit, undo)
-    patch(grad_mode.set_grad_enabled, "__init__", make_set_grad_enabled, undo)
+    patch(grad_mode.set_grad_enabled, "__init__", _set_grad_enabled_maker(bus), undo)
+
+
+def _set_grad_enabled_maker(bus: "Bus") -> Any:
+    """The wrapper maker of ``set_grad_enabled.__init__``: ``grad_off_at`` and ``grad_on_at``."""
+    import torch
+
+    state = bus.state
+    is_grad_enabled = torch.is_grad_enabled
+
+    def make_set_grad_enabled(original: Any) -> Any:
+        # ``torch.set_grad_enabled(mode)`` sets the mode in ``__init__`` (as a function, as a
+        # context manager and, through ``clone()``, as a decorator); ``optimizer.step()`` calls it
+        # twice (False, then True outside any no_grad block), each returning after two tests
+        def __init__(self: Any, mode: bool) -> None:
+            try:
+                caller = sys._getframe(1)
+                if frames.is_user_code(caller.f_code):  # (TG204: a switch left off)
+                    state.grad_off_at = None if mode else frames.frame_location(caller)
+            except Exception as exc:
+                bus.hook_failed("torch.set_grad_enabled", exc)
+            if not (mode and state.no_grad_depth):  # (optimizer.step()'s calls: one test)
+                original(self, mode)
+                return
+            was = is_grad_enabled()
+            original(self, mode)
+            if not was:
+                try:
+                    state.grad_on_at = _grad_opener(sys._getframe(1))
+                except Exception as exc:
+                    bus.hook_failed("torch.set_grad_enabled", exc)
+        return __init__
+    return make_set_grad_enabled
 
 
 def _grad_opener(frame: Any) -> Any:

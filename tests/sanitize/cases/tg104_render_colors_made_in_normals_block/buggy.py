@@ -25,11 +25,11 @@ def render(field, rays):
     colors, normals = [], []
     with torch.no_grad():
         for chunk in rays.split(64):
-            with torch.enable_grad():  # expect: TG104
+            with torch.enable_grad():
                 pts = chunk.clone().requires_grad_(True)
                 sigma, feat = field(pts)
                 normal = -torch.autograd.grad(sigma.sum(), pts)[0]
-                rgb = torch.sigmoid(feat)
+                rgb = torch.sigmoid(feat)  # expect: TG104
             colors.append(rgb)
             normals.append(nn.functional.normalize(normal, dim=-1))
     return torch.cat(colors), torch.cat(normals)

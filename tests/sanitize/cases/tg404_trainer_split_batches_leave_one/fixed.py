@@ -1,0 +1,34 @@
+# Fixed twin of buggy.py (https://github.com/chaosparrot/parrot.py/pull/73): the chunk of one
+# left at the end of the shuffled index is dropped before the loop.
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+
+
+class SensorTrainer:
+    def __init__(self, x, y, batch_size=32):
+        self.x, self.y, self.batch_size = x, y, batch_size
+        self.net = nn.Sequential(nn.Linear(6, 24), nn.BatchNorm1d(24), nn.ReLU(), nn.Linear(24, 3))
+        self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+
+    def step(self, xb, yb):
+        loss = nn.functional.cross_entropy(self.net(xb), yb)
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        return loss.item()
+
+    def epoch(self):
+        self.net.train()
+        chunks = [c for c in torch.randperm(len(self.x)).split(self.batch_size) if len(c) > 1]
+        for idx in chunks:
+            last = self.step(self.x[idx], self.y[idx])
+        return last
+
+
+readings = torch.randn(97, 6)
+labels = (readings[:, 0] > 0).long() + (readings[:, 1] > 1).long()
+trainer = SensorTrainer(readings, labels)
+for epoch in range(2):
+    print(f"epoch {epoch}: loss {trainer.epoch():.4f}")
