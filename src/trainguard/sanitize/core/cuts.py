@@ -32,7 +32,7 @@ from trainguard.sanitize.core.source import function_node
 from trainguard.sanitize.core.tracing import bounded_mode, op_name, tensors
 
 __all__ = ["cut_trace", "trace_next_forward", "trace_after_forward", "assigned_in_init",
-           "assigned_in_methods", "built_lines", "cut_inside", "EXPLICIT"]
+           "assigned_in_methods", "self_stores", "built_lines", "cut_inside", "EXPLICIT"]
 
 EXPLICIT = frozenset({"detach", "detach_", "data", "item", "numpy", "tolist", "nn.Parameter"})
 """Ops whose only purpose is to leave the graph; preferred when several cuts are seen."""
@@ -201,24 +201,37 @@ def assigned_in_methods(cls: type, attr: str) -> Location | None:
 
 
 def _assigned(cls: type, attr: str, *, init: bool) -> Location | None:
+    for function, stmt, _ in self_stores(cls, attr, init=init, classes=4):
+        return (function.__code__.co_filename, stmt.lineno, stmt.col_offset + 1)
+    return None
+
+
+def self_stores(cls: type, attr: str, *, init: bool | None = None, classes: int = 8
+                ) -> list[tuple[Any, ast.stmt, ast.expr]]:
+    """``(function, statement, value)`` of each ``self.<attr> = value`` statement (plain,
+    annotated, or one element of a tuple target, ``out, self.hidden = self.lstm(x)``, whose value
+    is then the whole right side) in the methods of the first ``classes`` classes of ``cls``'s
+    MRO, most derived first. ``init``: True for ``__init__`` only (that of the first class that
+    defines one: the one that ran), False for the other methods, None for all."""
     if not attr.isidentifier():  # a Sequential's or ModuleList's index
-        return None
-    for klass in cls.__mro__[:4]:
+        return []
+    found = []
+    for klass in cls.__mro__[:classes]:
         functions = [f for f in vars(klass).values() if hasattr(f, "__code__")
-                     and (f.__name__ == "__init__") == init]
+                     and (init is None or (f.__name__ == "__init__") == init)]
         for function in functions:
             node = function_node(function.__code__)
             for stmt in ast.walk(node) if isinstance(node, ast.FunctionDef) else ():
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else \
                     [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
-                # (a tuple target too: `out, self.hidden = self.lstm(x, self.hidden)`)
-                if any(isinstance(t, ast.Attribute) and t.attr == attr
-                       and isinstance(t.value, ast.Name) and t.value.id == "self"
-                       for target in targets for t in _elements(target)):
-                    return (function.__code__.co_filename, stmt.lineno, stmt.col_offset + 1)
+                if targets and stmt.value is not None and any(
+                        isinstance(t, ast.Attribute) and t.attr == attr
+                        and isinstance(t.value, ast.Name) and t.value.id == "self"
+                        for target in targets for t in _elements(target)):
+                    found.append((function, stmt, stmt.value))
         if init and functions:
-            return None  # the first __init__ defined is the one that ran
-    return None
+            break  # the first __init__ defined is the one that ran
+    return found
 
 
 def _elements(target: ast.AST) -> list[ast.AST]:

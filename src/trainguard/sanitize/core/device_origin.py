@@ -24,6 +24,7 @@ from itertools import islice
 from types import FunctionType, ModuleType
 from typing import Any
 
+from trainguard.sanitize.core.cuts import self_stores
 from trainguard.sanitize.core.factories import factories
 from trainguard.sanitize.core.frames import frame_location, is_trainguard_file, is_user_code
 from trainguard.sanitize.core.source import SourceFile, function_node, last_assigned
@@ -112,7 +113,8 @@ def _origin(node: ast.AST, frame: Any, file: SourceFile, line: int, held: str
         return _returned(value, frame, held) if value is not None else None
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
         owner = frame.f_locals.get(node.value.id, frame.f_globals.get(node.value.id))
-        stores = [s for f in _methods(type(owner)) for s in _stores(f, node.attr)]
+        stores = [(f.__code__.co_filename, v) for f, _, v in self_stores(type(owner), node.attr)
+                  if isinstance(f, FunctionType) and is_user_code(f.__code__)]
         made = [_at(p, v) for p, v in stores if _bare(v)]
         if any(isinstance(v, ast.Name) for _, v in stores):
             return None  # (also a value handed in: ``self.cache = cache``)
@@ -150,20 +152,6 @@ def _returned(call: ast.AST, frame: Any, held: str) -> tuple[Any, str] | None:
     if len(found) > 1 and name in found:
         return found[name]
     return next(iter(found.values())) if len(found) == 1 else None
-
-
-def _methods(cls: type) -> list[FunctionType]:
-    return [f for k in cls.__mro__[:8] for f in vars(k).values()
-            if isinstance(f, FunctionType) and is_user_code(f.__code__)]
-
-
-def _stores(function: FunctionType, attr: str) -> list[tuple[str, ast.expr]]:
-    """``(path, value)`` of each ``self.<attr> = value`` in ``function``."""
-    node = function_node(function.__code__)
-    return [(function.__code__.co_filename, n.value) for n in ast.walk(node or ast.Module())
-            if isinstance(n, ast.Assign) and len(n.targets) == 1
-            and isinstance(n.targets[0], ast.Attribute) and n.targets[0].attr == attr
-            and isinstance(n.targets[0].value, ast.Name) and n.targets[0].value.id == "self"]
 
 
 def _bare(node: ast.AST) -> bool:
