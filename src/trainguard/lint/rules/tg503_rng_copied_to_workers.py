@@ -13,7 +13,8 @@ The same holds for an RNG that a transform handed to the dataset owns (a MONAI-s
 a class attribute, in this file or another file of the project (:mod:`worker_rngs`), and for
 an RNG handed to an object the dataset keeps (``self.transform = Flip(self.random_state)``).
 When the file has a ``worker_init_fn`` that reseeds the worker's dataset and never hands it to a
-DataLoader, the finding is at the DataLoader that lacks it.
+DataLoader, the finding is at the DataLoader that lacks it; when the DataLoader's
+``worker_init_fn`` is a stub that does nothing (``pass``), the finding is at that stub.
 The loader's settings may come from a config the file fixes (``DataLoader(ds,
 **cfg["loader"])``); settings it cannot resolve stay silent.
 """
@@ -36,7 +37,17 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 def check(script: Script) -> Iterator[Hit]:
     if not _workers_without_init(script):
         return
-    hits = list(_copied_rngs(script))
+    idle = _idle_worker_init(script)
+    hits = list(_copied_rngs(script, idle is None))
+    if hits and idle is not None:
+        # the loader is handed a worker_init_fn that does nothing: that function is the fault
+        name = f"{idle.name}()" if isinstance(idle, ast.FunctionDef) else "the lambda"
+        for hit in hits:
+            yield Hit(idle, f"{name}, the DataLoader's worker_init_fn, reseeds nothing, so the "
+                            f"workers keep the copied RNG state: {hit.message}",
+                      fix="reseed the worker's copy of the dataset's RNG in the worker_init_fn "
+                          "(get_worker_info().dataset, from get_worker_info().seed)")
+        return
     unused = _unused_worker_init(script) if hits else None
     if unused is None:
         yield from hits
@@ -69,8 +80,27 @@ def _unused_worker_init(script: Script) -> ast.FunctionDef | None:
     return None
 
 
-def _copied_rngs(script: Script) -> Iterator[Hit]:
-    globals_only = "" if all(kwarg(c, "worker_init_fn") is None for c in script.calls
+def _idle_worker_init(script: Script) -> ast.FunctionDef | ast.Lambda | None:
+    """The ``worker_init_fn`` of a DataLoader with workers, when it is a function of the file (or
+    a lambda) that does nothing at all: no call, no store into an object (``def worker_init(
+    worker_id): pass``). It was written to reseed the workers and never does."""
+    for call in script.calls:
+        init = kwarg(call, "worker_init_fn") if _loader_with_workers(script, call) else None
+        if isinstance(init, ast.Call) and init.args and \
+                script.call_qualname(init) == "functools.partial":
+            init = init.args[0]
+        if isinstance(init, ast.Name) and len(script.functions.get(init.id, [])) == 1:
+            init = script.functions[init.id][0]
+        if isinstance(init, (ast.FunctionDef, ast.Lambda)) and not any(
+                isinstance(n, (ast.Call, ast.Global, ast.Nonlocal)) or
+                isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(n.ctx, ast.Store)
+                for n in ast.walk(init)):
+            return init
+    return None
+
+
+def _copied_rngs(script: Script, reseeds: bool = True) -> Iterator[Hit]:
+    globals_only = "" if not reseeds or all(kwarg(c, "worker_init_fn") is None for c in script.calls
                              if _loader_with_workers(script, c)) else \
         " (its worker_init_fn reseeds only the global RNGs, not this one)"
     foreign: list[str] = []
