@@ -17,6 +17,8 @@ _LOSS_FN = re.compile(r"(loss|criterion|crit)\w*$|^(cross_entropy|nll_loss|mse_l
                       r"binary_cross_entropy\w*|smooth_l1_loss|kl_div|huber_loss|ctc_loss)$",
                       re.I)
 CUTS = {"item", "detach", "tolist", "numpy", "data", "cpu_numpy"}
+# what a tensor tells about itself without holding its graph
+_METADATA = {"requires_grad", "is_leaf", "shape", "dtype", "device", "ndim", "is_cuda"}
 # Tensor methods and torch functions whose result keeps the input's grad_fn chain (argmax,
 # comparisons, sizes and the like do not, and are not listed).
 _DIFFERENTIABLE = {"sum", "mean", "squeeze", "unsqueeze", "view", "reshape", "float", "double",
@@ -328,6 +330,8 @@ def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
             return True  # F.softplus(out[:, 5]), torch.stack(parts)
         if q.endswith("autograd.grad") and is_true(kwarg(expr, "create_graph")):
             return True  # gradients with their own graph (a gradient penalty's double backward)
+    if isinstance(expr, ast.Attribute) and expr.attr in _METADATA:
+        return False  # out.requires_grad, out.shape: a flag or a size, no tensor
     if isinstance(expr, (ast.Subscript, ast.Attribute)):  # out[0], outputs.loss
         if isinstance(expr, ast.Subscript) and _entry_without_graph(script, expr, names):
             return False  # out["labels"] of {"loss": loss, "labels": y}

@@ -71,10 +71,12 @@ def check(script: Script) -> Iterator[Hit]:
                     continue
                 acc, value, verb = found
                 mine = acc.startswith("self.")
-                if not mine and not _handed_across(script, loop, func, acc):
+                if not mine and not _handed_across(script, loop, func, acc, node):
                     continue  # (a local of the helper, or an object made per call)
                 if script.grad_disabled(node) or (_self_reaches_backward(script, node, acc)
                                                   if mine else
+                                                  _reaches_backward(acc, func) if "." not in acc
+                                                  else
                                                   _object_reaches_backward(script, node, acc)):
                     continue
                 seen.add(id(node))
@@ -138,12 +140,18 @@ def _gradient_loops(script: Script) -> list[ast.AST]:
 
 def _graph_params(script: Script, loop: ast.AST, names: set[str]) -> dict[int, set[str]]:
     """id(function) -> its parameters that a call in ``loop`` hands a graph tensor (or a dict
-    of them): ``self._accumulate(losses)`` with ``losses = {"kl": kl, ...}``."""
+    of them): ``self._accumulate(losses)`` with ``losses = {"kl": kl, ...}``, or one entry of
+    such a dict (``record(history, losses["total"])``)."""
     out: dict[int, set[str]] = {}
+
+    def held(arg: ast.expr) -> bool:
+        if isinstance(arg, ast.Subscript):
+            arg = arg.value
+        return isinstance(arg, ast.Name) and arg.id in names
+
     for call in walk_local(loop):
         if not isinstance(call, ast.Call) or not any(
-                isinstance(a, ast.Name) and a.id in names
-                for a in [*call.args, *(k.value for k in call.keywords)]):
+                held(a) for a in [*call.args, *(k.value for k in call.keywords)]):
             continue  # only names known to hold a graph are followed (cheap)
         for target in script.targets(call)[:2]:
             if target.script is not script:
@@ -159,7 +167,7 @@ def _graph_params(script: Script, loop: ast.AST, names: set[str]) -> dict[int, s
                     if extra is None:
                         continue
                     param = extra
-                if isinstance(arg, ast.Name) and arg.id in names:
+                if held(arg):
                     out.setdefault(id(func), set()).add(param)
     return out
 
@@ -484,14 +492,21 @@ def _lives_across(script: Script, name: str, loop: ast.AST) -> bool:
     return False
 
 
-def _handed_across(script: Script, loop: ast.AST, func: ast.AST, acc: str) -> bool:
+def _handed_across(script: Script, loop: ast.AST, func: ast.AST, acc: str,
+                   node: ast.AST) -> bool:
     """``acc`` (``state.metrics``) is a list on an object that ``func`` takes as a parameter,
-    and every call of ``func`` in ``loop`` hands it an object that lives across the loop
-    (``log_step(state, loss)`` with ``state`` made before it, or ``self.state``)."""
+    or the parameter itself when ``node`` changes it in place (``running[k] = running.get(k,
+    0.0) + v``, ``history.append(loss)``), and every call of ``func`` in ``loop`` hands it an
+    object that lives across the loop (``log_step(state, loss)`` with ``state`` made before it,
+    or ``self.state``) and that no backward of the loop's function reads."""
     base = acc.split(".", 1)[0]
     args = func.args  # type: ignore[attr-defined]
     params = [a.arg for a in args.posonlyargs + args.args]
-    if "." not in acc or base not in params or base in ("self", "cls"):
+    whole = "." not in acc
+    if base not in params or base in ("self", "cls") or whole and not (
+            isinstance(node, ast.Expr) or isinstance(node, (ast.Assign, ast.AugAssign)) and
+            isinstance(node.targets[0] if isinstance(node, ast.Assign) else node.target,
+                       ast.Subscript)):
         return False
     handed = []
     for call in walk_local(loop):
@@ -502,7 +517,8 @@ def _handed_across(script: Script, loop: ast.AST, func: ast.AST, acc: str) -> bo
                 names = params[1:] if target.bound and params else params
                 handed.append(bind_arguments(names, call).get(base))
     return bool(handed) and all(
-        isinstance(h, ast.Name) and _lives_across(script, h.id, loop) or
+        isinstance(h, ast.Name) and _lives_across(script, h.id, loop) and not (
+            whole and _reaches_backward(h.id, scope_of(loop))) or
         (dotted(h) or "").startswith("self.") for h in handed)
 
 
