@@ -26,7 +26,7 @@ from trainguard.lint.astutil import (COMPREHENSIONS, comprehension_holds, dotted
                                      iterated_parts, parent, statement_of, walk_local)
 from trainguard.lint.bounded import bounded_container
 from trainguard.lint.caches import cached_graphs
-from trainguard.lint.callgraph import bind_arguments
+from trainguard.lint.callgraph import Target, bind_arguments
 from trainguard.lint.dataflow import (CUTS, _is_cut, carries_graph, graph_names, is_loss_call,
                                       last_assignment, numeric_only, reaching_values,
                                       scope_of)
@@ -572,18 +572,13 @@ def _reads_any(expr: ast.AST, names: set[str]) -> bool:
 
 def _meter_update(script: Script, node: ast.AST, names: set[str]) -> Hit | None:
     """``meter.update(loss, n)`` where the method adds its argument into an attribute
-    (``self.sum += val * n``): an AverageMeter fed the loss tensor keeps every graph."""
-    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
-        return None
-    call = node.value
+    (``self.sum += val * n``): an AverageMeter fed the loss tensor keeps every graph. So does
+    ``stats["loss"] = loss`` on an object whose ``__setitem__`` appends the value to a list."""
     if script.grad_disabled(node):
         return None
-    for target in script.targets(call):
+    for target, call, owner, bound in _method_calls(script, node):
         func = target.func
-        params = [a.arg for a in func.args.posonlyargs + func.args.args]
-        if target.bound and params:
-            params = params[1:]
-        for param, arg in bind_arguments(params, call).items():
+        for param, arg in bound.items():
             if not carries_graph(script, arg, names):
                 continue
             found = _kept_attr(func, param)
@@ -591,9 +586,9 @@ def _meter_update(script: Script, node: ast.AST, names: set[str]) -> Hit | None:
                 continue
             kept, keeper = found
             text = script.segment(arg) or "loss"
-            owner = script.segment(call.func) or "update"
             picks = _picks_from(keeper, param)
-            if target.script is script and (picks or _dispatched(script, call)):
+            if target.script is script and (picks or isinstance(call, ast.Call) and
+                                            _dispatched(script, call)):
                 # The holder picks tensors out of what it is handed (``out["loss"]``), or is one
                 # of the objects the call may reach (``for cb in callbacks:
                 # cb.on_batch_end(logits, y)``): that line, not the caller, decides what is kept.
@@ -614,6 +609,29 @@ def _meter_update(script: Script, node: ast.AST, names: set[str]) -> Hit | None:
                              f"every step's autograd graph stays alive",
                        fix=f"pass {tensor}.item() (or {tensor}.detach()){inside}")
     return None
+
+
+def _method_calls(script: Script, node: ast.AST
+                  ) -> Iterator[tuple[Target, ast.AST, str, dict[str, ast.expr]]]:
+    """The functions statement ``node`` runs with what it hands them: a call (``meter.update(
+    loss, n)``), or a store into a subscript of an object of the project whose class defines
+    ``__setitem__`` (``stats["loss"] = loss`` runs ``__setitem__(self, "loss", loss)``)."""
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        for target in script.targets(node.value):
+            params = [a.arg for a in target.func.args.posonlyargs + target.func.args.args]
+            if target.bound and params:
+                params = params[1:]
+            owner = script.segment(node.value.func) or "update"
+            yield target, node.value, owner, bind_arguments(params, node.value)
+    elif isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+            isinstance(node.targets[0], ast.Subscript):
+        store = node.targets[0]
+        for cls in script.graph.types(store.value):
+            target = cls.script.graph.method(cls, "__setitem__")
+            params = [a.arg for a in target.func.args.args] if target is not None else []
+            if len(params) == 3:
+                owner = f"{script.segment(store.value) or 'object'}.__setitem__"
+                yield target, node, owner, {params[1]: store.slice, params[2]: node.value}
 
 
 def _dispatched(script: Script, call: ast.Call) -> bool:
@@ -651,7 +669,7 @@ def _kept_attr(func: ast.AST, param: str) -> tuple[str, ast.AST] | None:
         if value is None or not (dotted(target) or "").startswith("self."):
             continue
         if _mentions_uncut(value, param):
-            return dotted(target) or "", sub
+            return (dotted(target) or "").replace(".[]", "[...]"), sub
     return None
 
 
