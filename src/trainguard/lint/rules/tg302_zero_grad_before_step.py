@@ -11,7 +11,9 @@ A zeroing that runs every iteration after a step that runs only under a test und
 accumulation (each step sees one micro-batch); so does one at the top of the iteration when
 every iteration runs backward and the step runs only every few (``if (i + 1) % accum == 0``).
 A step in a branch that ends the iteration (``if step == 0: ...; opt.step(); continue``) never
-precedes a zeroing later in the same iteration.
+precedes a zeroing later in the same iteration. A backward after an optimizer's last step of the
+iteration, into that optimizer's models, is wiped by its zeroing on the next pass
+(:mod:`trainguard.lint.late_backward`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Iterator
 
 from trainguard.lint.astutil import COMPREHENSIONS, dotted, encloses, exclusive, ifs_between, parent
 from trainguard.lint.events import Event, events
+from trainguard.lint.late_backward import late_backwards
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
@@ -51,6 +54,13 @@ def check(script: Script) -> Iterator[Hit]:
                       f"sees no gradients",
                       fix="move zero_grad() before backward() or after step()")
         yield from _micro_loop_zeroing(script, loop, evs, steppers)
+        for back, key, step, wipe in late_backwards(script, loop, evs):
+            yield Hit(back.node,
+                      f"this backward() runs after {key}.step() at {step.place(script)} and no "
+                      f"step of {key} follows it in the iteration: {key}.zero_grad() at "
+                      f"{wipe.place(script)} wipes its gradients on the next pass before any "
+                      f"step uses them, so this loss never changes the model",
+                      fix=f"call {key}.step() after the last backward() of the iteration")
         yield from _unconditional_after_conditional_step(script, loop, evs)
 
 
