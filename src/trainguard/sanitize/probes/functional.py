@@ -145,14 +145,17 @@ def _in_graph(wrapper: Any, original: Any) -> Any:
 def _functional(bus: "Bus", name: str, original: Any) -> Any:
     import torch
 
-    is_compiling = torch.compiler.is_compiling
+    # torch.compiler.is_compiling() without its two calls (as in _functional_loss): Dynamo folds
+    # the first test to True, the flag answers while torch.export traces
+    is_dynamo_compiling = torch.compiler.is_dynamo_compiling
+    compiling = compiling_flags()
     state = bus.state
     see = bus.cadence.see
 
     in_transform = transform_level()
 
     def observed(*args: Any, **kwargs: Any) -> Any:
-        if not is_compiling() and in_transform() is None:
+        if not (is_dynamo_compiling() or compiling._is_compiling_flag) and in_transform() is None:
             caller = sys._getframe(1)
             if not see(("D", name, caller.f_code, caller.f_lasti)):
                 return original(*args, **kwargs)

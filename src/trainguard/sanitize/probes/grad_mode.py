@@ -130,12 +130,15 @@ def _set_grad_enabled_maker(bus: "Bus") -> Any:
         # context manager and, through ``clone()``, as a decorator); ``optimizer.step()`` calls it
         # twice (False, then True outside any no_grad block), each returning after two tests
         def __init__(self: Any, mode: bool) -> None:
-            try:
-                caller = sys._getframe(1)
-                if frames.is_user_code(caller.f_code):  # (TG204: a switch left off)
-                    state.grad_off_at = None if mode else frames.frame_location(caller)
-            except Exception as exc:
-                bus.hook_failed("torch.set_grad_enabled", exc)
+            # (TG204: a switch left off) a True with none noted has nothing to clear: no frame
+            # read for the calls no_grad blocks make on entry and exit
+            if not mode or state.grad_off_at is not None:
+                try:
+                    caller = sys._getframe(1)
+                    if frames.is_user_code(caller.f_code):
+                        state.grad_off_at = None if mode else frames.frame_location(caller)
+                except Exception as exc:
+                    bus.hook_failed("torch.set_grad_enabled", exc)
             if not (mode and state.no_grad_depth):  # (optimizer.step()'s calls: one test)
                 original(self, mode)
                 return

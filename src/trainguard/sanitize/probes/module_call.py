@@ -81,8 +81,10 @@ def _module_call(bus: "Bus", original_call: Any, direct: bool, begin: Callable,
         if modules and not isinstance(self, full_types):
             # An inner module no check asked about: straight to PyTorch's call (a failure is
             # located from the traceback by the outermost call).
-            if kwargs or not direct or self._compiled_call_impl is not None:
+            if not direct or self._compiled_call_impl is not None:
                 return original_call(self, *args, **kwargs)
+            if kwargs:  # (a transformer's layers: hidden states, then masks by name)
+                return self._call_impl(*args, **kwargs)
             return self._call_impl(*args)  # (most calls: no keyword dict to rebuild)
         if compiling._is_compiling_flag or in_transform() is not None:
             # traced by torch.export, or run inside torch.func's vmap/grad (per-sample gradients,
