@@ -42,9 +42,9 @@ setups where each part has its optimizer; parameters the optimizer's own list fi
 p in model.parameters() if id(p) not in bn_ids]``: ``core/param_filter.py``).
 
 Parameters added to a model already built: at the line that added them (or the call in the first
-function outwards holding an optimizer; registered by the model's own call, a submodule built in
-``forward()`` on the first call: where the optimizer was built, ``core/left_out.py``); left out of
-groups written by hand: at the last group
+function outwards holding an optimizer, or a local object keeping one, a trainer; registered
+by the model's own call, a submodule built in ``forward()`` on the first call: where the
+optimizer was built, ``core/left_out.py``); left out of groups written by hand: at the last group
 listed (generated from a table: at its last entry, ``core/group_table.py``; their lists filled by
 a loop that sorts the model's parameters under conditions: at its last conditional append,
 ``core/group_sorter.py``); a stale optimizer whose function built the model class again after
@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import sys
 import weakref
+from itertools import islice
 from typing import Any
 
 from trainguard.sanitize.core.bounds import live_objects
@@ -207,13 +208,18 @@ class ParamsNotInOptimizer(Check):
     def on_params_added(self, module: Any, params: list, where: Any) -> None:
         # (a head assigned to a model already built, a parameter made in a hook). When a helper
         # made the change (``model = prune(model)``), the call in the function that holds the
-        # optimizer is the line after which it must be rebuilt.
+        # optimizer (or an object that keeps it: ``trainer = Trainer(model)``) is the line
+        # after which it must be rebuilt.
         optimizers = {id(o) for o in [*self.state.optimizers, *self.built_at.keys()]}
         inner, start = where, sys._getframe(1)
         for frame in user_frames(start) if optimizers else ():
             held = [*frame.f_locals.values(), *getattr(frame.f_locals.get("self"), "__dict__",
                                                        {}).values()]
-            if any(id(v) in optimizers for v in held):
+            kept = [v for o in islice(frame.f_locals.values(), 256)
+                    if type(o).__module__ not in ("builtins", "typing")
+                    and isinstance(d := getattr(o, "__dict__", None), dict)
+                    for v in islice(d.values(), 64)]
+            if any(id(v) in optimizers for v in held + kept):
                 where = frame_location(frame)
                 break
         else:

@@ -19,12 +19,12 @@ Where: at the dataset line (or the line of a batch generator of the user's) that
 when the loss call's frames show it (``core/target_origin.py``), or at the assignment of labels
 stored before the loop that the loss takes them from (``y_train[idx]``: ``core/stored_target.py``),
 the loss line in the message; else at the loss line. An error the script catches is placed so too,
-from the frame that called the loss (on the stack as it fails). A class index out of range is placed
-there only when the labels are the fault: all in 1..C (counted from 1), only 0 and 255 (a mask's
-grey levels), or, in a dense target (a mask), exactly C distinct values (ids never mapped to class
-indices); any other may be a model with too few outputs: placed where the model's width was set when
-the dataset's own ``classes`` list holds every label (``core/head_width.py``), else at the loss
-line.
+from the frame that called the loss (on the stack as it fails); caught, logged and raised again,
+so too. A class index out of range names the labels' fault when they are all in 1..C (counted from
+1), only 0 and 255 (a mask's grey levels), or, in a dense target (a mask), exactly C distinct
+values (ids never mapped to class indices); any other may be a model with too few outputs: placed
+where the model's width was set when the dataset's own ``classes`` list holds every label
+(``core/head_width.py``), else where the targets were made, with both fixes (skeleton-dml#10).
 
 Silent on: integer class indices in range (``ignore_index`` included), one-hot or label-smoothed
 float probabilities, binary targets in [0, 1] (soft labels included).
@@ -140,8 +140,13 @@ class LabelDtype(Check):
                 self.caught.hold(exc, (found, where, str(exc).splitlines()[0][:120]))
 
     def on_error(self, exc: BaseException) -> Diagnosis | None:
-        self.caught.claim(exc)  # the run dies of it: explained there (whole traceback)
-        return self._explain(exc)
+        held = self.caught.claim(exc)  # the run dies of it: explained there (whole traceback)
+        found = self._explain(exc)
+        if held is not None and held[0].where is not None and (found is None or not found.where):
+            # caught, then raised again (logged first): the user frame has left the loss line
+            # since the error left the loss, where the held diagnosis found the targets' origin
+            return held[0]
+        return found
 
     def on_exit(self) -> None:
         """Label errors the script caught: the run went on (or stopped) without that loss."""
@@ -169,10 +174,13 @@ class LabelDtype(Check):
                 return head
             if form.startswith("ids"):
                 return _label_ids(exc, t, classes, form, message, self.state.loader_passes)
-            if not form:
-                return Diagnosis(message, fix="make the model's last layer output one score per "
-                                 "class, or remap the labels to 0..C-1 (labels starting at 1 "
-                                 "need `y - 1`)")
+            if not form:  # (placed where the labels were bound when that is found)
+                made, used = _made_at_error(exc, t, self.state.loader_passes)
+                return Diagnosis(
+                    message + (_made_here(used) if made is not None and used is not None else ""),
+                    fix="make the model's last layer output one score per class, or remap the "
+                        "labels to 0..C-1 (labels starting at 1 need `y - 1`)",
+                    where=made[:2] if made is not None else None)
             # labels 1..C, or a 0/255 mask, for C scores: the labels are what to change
             made, used = _made_at_error(exc, t, self.state.loader_passes)
             fix = "subtract 1 where the labels are made (`int(label) - 1`)" if form == "one" \

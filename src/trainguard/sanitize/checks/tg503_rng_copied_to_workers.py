@@ -18,7 +18,8 @@ stores the generator (``self.rng = np.random.default_rng(0)`` in ``__init__``: t
 the user's line that iterates the DataLoader; when several are reported at one line, its message
 names them all. A generator kept by a class of another file than the one that built the
 DataLoader (a helper module's transform) is reported at the DataLoader's construction, where a
-``worker_init_fn`` goes, naming the line that made it.
+``worker_init_fn`` goes, naming the line that made it. A user ``worker_init_fn`` that does
+nothing (``pass``, a docstring: the reseed's placeholder) gets it at its body (torchsig#361).
 
 Silent on: ``num_workers=0``; the global functions (``np.random.rand``, ``random.random``,
 ``torch.rand``) in ``__getitem__``: PyTorch reseeds ``random``, torch and (since 1.9, pytorch#56488)
@@ -64,8 +65,9 @@ from typing import Any
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import is_user_code
 from trainguard.sanitize.core.source import attribute_store, setter_call, stored_in_init
-from trainguard.sanitize.core.rng_holders import (Held, code_names, held_rngs, made_by,
-                                                 made_in_call, passed_in, rng_kind)
+from trainguard.sanitize.core.rng_holders import (Held, callable_names, code_names, held_rngs,
+                                                 init_body, made_by, made_in_call, passed_in,
+                                                 rng_kind)
 from trainguard.sanitize.core.live_guard import only_skipped_stores
 
 _RESEEDS_PER_WORKER = {"get_worker_info", "initial_seed"}
@@ -109,8 +111,12 @@ class RngCopiedToWorkers(Check):
         """Where to report a generator found at ``where`` and kept by a class at ``origin``
         (default: ``where``): ``where`` when the DataLoader was built in the same file as that
         class; else at the DataLoader's construction, where a ``worker_init_fn`` goes (the
-        class belongs to a helper module that serves other loaders), naming ``where``."""
+        class belongs to a helper module that serves other loaders), naming ``where``; at the
+        body of the user's ``worker_init_fn`` when it does nothing (a ``pass`` placeholder)."""
         built, origin = self.built.get(loader), origin or where
+        if where is not None and (body := init_body(getattr(loader, "worker_init_fn", None))):
+            return body, (f" (stored at {os.path.basename(where[0])}:{where[1]}; this empty "
+                          "worker_init_fn is where each worker's reseed goes)")
         if where is None or built is None or origin is None or built[0] == origin[0]:
             return where, ""
         return built, (f" (made at {os.path.basename(where[0])}:{where[1]}; this DataLoader is "
@@ -120,7 +126,7 @@ class RngCopiedToWorkers(Check):
         workers = getattr(loader, "num_workers", 0) or 0
         if workers <= 0:
             return
-        init_names = _callable_names(getattr(loader, "worker_init_fn", None))
+        init_names = callable_names(getattr(loader, "worker_init_fn", None))
         for path, dataset in _datasets(getattr(loader, "dataset", None), "info.dataset"):
             try:
                 attributes = vars(dataset)
@@ -365,34 +371,6 @@ def _reseeds_through(init_names: set[str], classes: tuple[type, ...], attr: str)
             if isinstance(method, FunctionType) and attr in _scan(cls, [method.__code__])[1]:
                 return True
     return False
-
-
-def _callable_names(fn: Any) -> set[str] | None:
-    """Names a ``worker_init_fn`` (and the functions of the user's module it calls) loads or
-    stores; None when there is none. A callable whose code cannot be read counts as touching
-    everything."""
-    if fn is None:
-        return None
-    fn = getattr(fn, "func", fn)  # functools.partial
-    if not isinstance(fn, FunctionType):
-        fn = getattr(getattr(fn, "__call__", None), "__func__", None)
-    if not isinstance(fn, FunctionType):
-        return {"get_worker_info", "dataset"}
-    names: set[str] = set()
-    pending: list[tuple[CodeType, dict]] = [(fn.__code__, fn.__globals__)]
-    seen: set[CodeType] = set()
-    while pending:
-        code, scope = pending.pop()
-        if code in seen or len(seen) > 64:
-            continue
-        seen.add(code)
-        names.update(code.co_names)
-        pending.extend((c, scope) for c in code.co_consts if isinstance(c, CodeType))
-        for name in code.co_names:
-            called = scope.get(name)
-            if isinstance(called, FunctionType) and called.__globals__ is scope:
-                pending.append((called.__code__, scope))
-    return names
 
 
 def _name(fn: Any) -> str:

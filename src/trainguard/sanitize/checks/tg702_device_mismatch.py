@@ -14,8 +14,10 @@ which PyTorch lets meet any device, do not count), or the error is PyTorch's dev
 the failing module holds a plain tensor attribute (``self.pe = table``: not a parameter or buffer,
 so ``model.to(device)`` leaves it behind) on another device than its inputs and parameters, the
 diagnosis names it and points at the line that stored it (``register_buffer`` is the fix; fairseq
-#4420). A device error of a module call that the script catches and survives (a serving helper's
-``try``/``except`` around inference) is reported at exit as a finding, at the same place. The
+#4420); so too for a module's helper method called by hand (``self.schedule.q_sample(x, t)``),
+against the devices of the model that holds that module (pytorch/audio#457). A device error
+of a module call that the script catches and survives (a serving helper's ``try``/``except``
+around inference) is reported at exit as a finding, at the same place. The
 diagnosis names each device and what is on it: `x` on cpu, the parameters of `Linear` `0` on
 cuda:0, the GRU's `input 1` (the hidden state) on cpu, so the user sees which side to move.
 CPU tensors made inside a user model's ``forward`` whose own inputs are all off the CPU point at
@@ -48,7 +50,7 @@ from typing import Any, Callable
 
 from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
-from trainguard.sanitize.core.device_origin import host_factory
+from trainguard.sanitize.core.device_origin import host_factory, method_owner
 from trainguard.sanitize.core.factories import LEGACY, assigned_factory, factory_methods
 from trainguard.sanitize.core.frames import is_user_file, short_location, user_frames
 from trainguard.sanitize.core.holders import traceback_user_frames
@@ -107,19 +109,14 @@ class DeviceMismatch(Check):
                 names.append(what)
 
         models = list(self.state.models)
+        owner, inputs = failed, self.state.failed_inputs
+        if not loose and (held := method_owner(exc, models)) is not None:
+            # a module's helper method called by hand (``self.schedule.q_sample(x, t)``): its
+            # plain tensor attributes against the devices of the model that holds it
+            owner, inputs = held[0], [("", (1,), d) for d in sorted(held[1])]
+            loose = _loose_tensors(owner, inputs)
         if loose:  # a plain tensor attribute left behind by ``.to()``: the line that made it
-            attr, value, where = loose
-            name = _qualified(models, failed)
-            devices = sorted({d for _, _, d in self.state.failed_inputs} | {
-                str(p.device) for p in failed.parameters(recurse=False)} - {str(value.device)})
-            return Diagnosis(
-                f"{name}.{attr} is a plain tensor attribute (not a parameter or buffer), so "
-                f"`.to()`/`.cuda()` on the model left it on {value.device} while "
-                f"{name}.forward meets it with tensors on {', '.join(devices) or 'another device'}",
-                fix=f"register it with `self.register_buffer(\"{attr}\", tensor, "
-                    "persistent=False)` (moved with the model, not saved) or make it on the "
-                    "input's device in forward (`device=x.device`)",
-                where=where)
+            return _loose_diagnosis(exc, _qualified(models, owner), owner, inputs, loose)
         left = _buffer_left(exc, failed, self.state.failed_inputs) if len(met) >= 2 else None
         if left is not None:  # a loss's class weights made on another device than its inputs
             bname, device, others, where = left
@@ -196,6 +193,23 @@ def _note_frames(note: Callable[[Any, str], None], models: list[Any], failed: An
             elif isinstance(value, nn.Module):
                 for d in {str(p.device) for p in value.parameters()}:
                     note(d, f"`{name}`'s parameters")
+
+
+def _loose_diagnosis(exc: BaseException, name: str, owner: Any, inputs: list,
+                     loose: tuple[str, Any, Any]) -> Diagnosis:
+    """A plain tensor attribute of ``owner`` left behind by ``.to()``: at the line storing it."""
+    attr, value, where = loose
+    devices = sorted({d for _, _, d in inputs} | {
+        str(p.device) for p in owner.parameters(recurse=False)} - {str(value.device)})
+    return Diagnosis(
+        f"{name}.{attr} is a plain tensor attribute (not a parameter or buffer), so "
+        f"`.to()`/`.cuda()` on the model left it on {value.device} while "
+        f"{name} meets it with tensors on {', '.join(devices) or 'another device'}"
+        + (f" at {short_location(op)}" if (op := _op_line(exc)) else ""),
+        fix=f"register it with `self.register_buffer(\"{attr}\", tensor, "
+            "persistent=False)` (moved with the model, not saved) or make it on the "
+            "input's device in forward (`device=x.device`)",
+        where=where)
 
 
 def _call_devices(module: Any, inputs: list[tuple[str, tuple[int, ...], str]]

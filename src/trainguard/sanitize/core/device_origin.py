@@ -29,7 +29,7 @@ from trainguard.sanitize.core.factories import factories
 from trainguard.sanitize.core.frames import frame_location, is_trainguard_file, is_user_code
 from trainguard.sanitize.core.source import SourceFile, function_node, last_assigned
 
-__all__ = ["host_factory"]
+__all__ = ["host_factory", "method_owner"]
 
 _WIDTH = 16  # attributes or items of one argument looked at
 
@@ -169,3 +169,31 @@ def _at(path: str, call: ast.AST) -> tuple[Any, str]:
     while isinstance(base.func.value, ast.Call):  # (the factory under the casts)
         base = base.func.value
     return (path, call.lineno, call.col_offset + 1), ast.unparse(base.func) + "(...)"
+
+
+def method_owner(exc: BaseException, models: list[Any]) -> tuple[Any, set[str]] | None:
+    """``(module, devices)``: the module whose method runs in the innermost user frame of the
+    traceback that has a module as ``self`` (a helper called by hand,
+    ``self.schedule.q_sample(x, t)``, runs in no module call), and the devices of the parameters
+    and buffers of a model that holds it (in ``models`` or named in a frame of the traceback):
+    where ``.to()`` put the model. None when no such frame or no holding model has any."""
+    from torch import nn
+
+    owner, seen = None, list(models)
+    tb = exc.__traceback__
+    while tb is not None:
+        frame, tb = tb.tb_frame, tb.tb_next
+        if not is_user_code(frame.f_code):
+            continue
+        held = [v for v in islice(frame.f_locals.values(), 64) if isinstance(v, nn.Module)]
+        seen += held  # (``model`` in the loop's frame: a root no call was seen of)
+        if isinstance(frame.f_locals.get("self"), nn.Module):
+            owner = frame.f_locals["self"]
+    if owner is None:
+        return None
+    for model in seen:
+        if any(sub is owner for sub in islice(model.modules(), 256)):
+            held = list(islice(model.parameters(), 64)) + list(islice(model.buffers(), 64))
+            if held:
+                return owner, {str(t.device) for t in held}
+    return None

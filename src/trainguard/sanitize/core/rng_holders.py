@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from trainguard.sanitize.core.bounds import DATASET_DEPTH, DATASET_ITEMS, DATASET_NODES
-from trainguard.sanitize.core.source import SourceFile, last_assigned
+from trainguard.sanitize.core.source import SourceFile, function_node, last_assigned
 
 # constructors of generators a worker would copy (``np.random.RandomState(seed)``, ...)
 _RNG_MAKERS = frozenset({"RandomState", "default_rng", "Random", "Generator"})
 
-__all__ = ["Held", "held_rngs", "passed_in", "made_by", "made_in_call", "rng_kind", "code_names"]
+__all__ = ["Held", "held_rngs", "passed_in", "made_by", "made_in_call", "rng_kind", "code_names",
+           "init_body", "callable_names"]
 
 _LEAVES = (str, bytes, int, float, complex, bool, type, types.ModuleType, types.FunctionType,
            types.BuiltinFunctionType, types.MethodType, range, slice)
@@ -191,3 +192,55 @@ def code_names(code: types.CodeType) -> list[str]:
     ``[p + self.rng.normal() for p in pts]`` reads ``rng`` only there."""
     return [*code.co_names, *(name for const in code.co_consts
                               if isinstance(const, types.CodeType) for name in code_names(const))]
+
+
+def init_body(fn: Any) -> tuple[str, int, int] | None:
+    """``(path, line, column)`` of the body of a user's ``worker_init_fn`` (through
+    ``functools.partial``) that does nothing (``pass``, ``...``, a docstring, a bare
+    ``return``): a placeholder left where each worker's reseed goes. None for a function that
+    runs code (it reseeds other generators: the store stays the line to change), a lambda, a
+    library function or no function."""
+    fn = getattr(fn, "func", fn)
+    if not isinstance(fn, types.FunctionType) or fn.__name__ == "<lambda>":
+        return None
+    node = function_node(fn.__code__)
+    body = getattr(node, "body", None) if isinstance(node, ast.FunctionDef) else None
+    if not body or not all(_idle(statement) for statement in body):
+        return None
+    return (fn.__code__.co_filename, body[-1].lineno, body[-1].col_offset + 1)
+
+
+def _idle(statement: ast.stmt) -> bool:
+    """Whether a statement does nothing: ``pass``, a constant (``...``, a docstring), ``return``."""
+    if isinstance(statement, ast.Return):
+        return statement.value is None or isinstance(statement.value, ast.Constant)
+    return isinstance(statement, ast.Pass) or isinstance(statement, ast.Expr) and isinstance(
+        statement.value, ast.Constant)
+
+
+def callable_names(fn: Any) -> set[str] | None:
+    """Names a ``worker_init_fn`` (and the functions of the user's module it calls) loads or
+    stores; None when there is none. A callable whose code cannot be read counts as touching
+    everything."""
+    if fn is None:
+        return None
+    fn = getattr(fn, "func", fn)  # functools.partial
+    if not isinstance(fn, types.FunctionType):
+        fn = getattr(getattr(fn, "__call__", None), "__func__", None)
+    if not isinstance(fn, types.FunctionType):
+        return {"get_worker_info", "dataset"}
+    names: set[str] = set()
+    pending: list[tuple[types.CodeType, dict]] = [(fn.__code__, fn.__globals__)]
+    seen: set[types.CodeType] = set()
+    while pending:
+        code, scope = pending.pop()
+        if code in seen or len(seen) > 64:
+            continue
+        seen.add(code)
+        names.update(code.co_names)
+        pending.extend((c, scope) for c in code.co_consts if isinstance(c, types.CodeType))
+        for name in code.co_names:
+            called = scope.get(name)
+            if isinstance(called, types.FunctionType) and called.__globals__ is scope:
+                pending.append((called.__code__, scope))
+    return names
