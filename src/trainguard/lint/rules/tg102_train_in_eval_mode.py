@@ -43,6 +43,12 @@ def check(script: Script) -> Iterator[Hit]:
     for loop in training_loops(script):
         evs = events(script, loop.body)  # type: ignore[attr-defined]
         first_step = next(i for i, e in enumerate(evs) if e.kind == "step")
+        shared = _update_after_acting(script, loop, evs)
+        if shared is not None:
+            if id(shared.node) not in seen:
+                seen.add(id(shared.node))
+                yield shared
+            continue
         if any(e.kind in ("train", "mode?") and not _runs_once(script, e)
                for e in evs[:first_step]):
             continue
@@ -110,6 +116,46 @@ def check(script: Script) -> Iterator[Hit]:
                   f"{last.key}.train() comes before it in {loop_label(script, loop)}",
                   fix=f"call {last.key}.train() again before the next optimizer step: right "
                       f"after this evaluation, or at the start of every training epoch")
+
+
+def _update_after_acting(script: Script, loop: ast.AST, evs: list[Event]) -> Hit | None:
+    """A method of a class that sets ``self.actor.eval()`` (an agent's ``select_action()``) and
+    another method of that class that steps an optimizer over ``self.actor`` (its update), both
+    called on one object in ``loop`` in that order, with no ``train()`` of that model between:
+    the update trains the model in the mode the acting method left. Reported at the update's
+    first forward of the model, where ``self.actor.train()`` goes: the class owns both modes."""
+    for i, ev in enumerate(evs):
+        cls = script.enclosing_class(ev.node)
+        if ev.kind != "eval" or ev.foreign or ev.via is None or cls is None:
+            continue
+        for later in evs[i + 1:]:
+            if later.key == ev.key and later.kind in ("train", "mode?"):
+                break
+            held = held_modules(script, later.key, later.node) if later.kind == "step" else None
+            if held is None or ev.key not in held or later.via in (None, ev.via) or \
+                    later.foreign:
+                continue  # (a step the acting call reaches is one it skips: ``train=False``)
+            func = script.enclosing_function(later.node)
+            if script.enclosing_class(later.node) is not cls or func is None or \
+                    _receiver(ev.via) != _receiver(later.via) or _receiver(ev.via) is None:
+                break
+            acting = script.enclosing_function(ev.node)
+            fwd = next((n for n in walk_local(func) if isinstance(n, ast.Call) and
+                        dotted(n.func) == ev.key and n.lineno < later.node.lineno), None)
+            return Hit(fwd or later.node,
+                       f"{func.name}() trains {ev.key} in eval mode: {acting.name}() "
+                       f"sets {ev.key}.eval() ({ev.place(script)}), {loop_label(script, loop)} "
+                       f"calls it at {script.at(ev.via.lineno)}, and {func.name}() then runs "
+                       f"{ev.key}(...) up to its optimizer step ({later.place(script)}) with no "
+                       f"{ev.key}.train() between",
+                       fix=f"call {ev.key}.train() here, before the forward that trains it"
+                           f"; or restore the mode before {acting.name}() returns")
+    return None
+
+
+def _receiver(call: ast.Call) -> str | None:
+    """``agent`` in ``agent.select_action(s)``."""
+    return dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
 
 
 def _trains_as_it_set(script: Script, last: Event) -> bool:
