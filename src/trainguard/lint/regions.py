@@ -21,7 +21,7 @@ from trainguard.lint.astutil import COMPREHENSIONS, SCOPES, dotted, parent, stat
 from trainguard.lint.callgraph import ClassRef, bind_arguments
 from trainguard.lint.contexts import entry_events
 from trainguard.lint.dataflow import last_assignment
-from trainguard.datanames import reads_eval_data
+from trainguard.datanames import eval_index, reads_eval_data
 from trainguard.lint.events import Event, events
 from trainguard.lint.measures import loss_number, returns_number
 from trainguard.lint.module_methods import runs_layers, submodule_call
@@ -541,10 +541,11 @@ def _eval_blocks(script: Script, covered: set[int]) -> list[EvalRegion]:
             if not isinstance(node, (ast.If, ast.With)) or id(node) in covered:
                 continue
             inside = list(walk_local(node))
-            if any(id(n) in covered for n in inside if isinstance(n, ast.stmt)) or \
-                    not reads_eval_data(node):
+            if any(id(n) in covered for n in inside if isinstance(n, ast.stmt)):
                 continue
             fwd = [f for f in forward_calls(script, node) if _output_used(f, node)]
+            if not (reads_eval_data(node) or _selects_eval_rows(script, node, fwd)):
+                continue
             if not fwd or script.has_backward(node) or rollout(script, node) or \
                     _steps_optimizer(script, node) or \
                     not _METRIC_HINT.search(script.segment(node) or ""):
@@ -552,6 +553,26 @@ def _eval_blocks(script: Script, covered: set[int]) -> list[EvalRegion]:
             out.append(_region(script, node, fwd))
             covered.update(id(n) for n in inside)
     return out
+
+
+def _selects_eval_rows(script: Script, block: ast.AST, forwards: list[ast.Call]) -> bool:
+    """A grad-free forward whose input is picked out of a tensor of every split by held-out
+    indices: ``net(X[val_idx])``, or ``vb = torch.from_numpy(val_idx)`` then ``net(X[vb])``
+    (the index's value, one binding back, reads such a name)."""
+    def held_out(node: ast.AST) -> bool:  # a name or attribute of held-out indices
+        return any(isinstance(n, ast.Name) and eval_index(n.id) or
+                   isinstance(n, ast.Attribute) and eval_index(n.attr) for n in ast.walk(node))
+
+    func = script.enclosing_function(block)
+    for f in forwards:
+        if not disabled_here(script, f, func):
+            continue
+        for sub in (n for a in f.args for n in ast.walk(a) if isinstance(n, ast.Subscript)):
+            if held_out(sub.slice) or any(
+                    (value := last_assignment(n.id, f)) is not None and held_out(value)
+                    for n in ast.walk(sub.slice) if isinstance(n, ast.Name)):
+                return True
+    return False
 
 
 # grad-free by nature, whatever calls them: a module's own methods, data and EMA updates

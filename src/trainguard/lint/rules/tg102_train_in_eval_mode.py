@@ -15,8 +15,8 @@ from a loop of its own that runs no step (``for cb in callbacks: cb.on_epoch_end
 ``train()`` belongs at the top of each epoch
 (MILVLG/mcan-vqa#26, ultralytics/ultralytics#20524). When the loop calls a
 training function of this file that runs the steps in a loop of its own (``train(model,
-loader)`` then ``test(model, loader)`` per epoch), at that function's loop: ``train()`` belongs
-at its start.
+loader)`` then ``test(model, loader)`` per epoch), at the start of that function, before the
+statements that only set up its loop's data: ``train()`` belongs there.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import parent, self_attr, walk_local
+from trainguard.lint.astutil import dotted, parent, self_attr, walk_local
 from trainguard.lint.events import Event, dispatches, events
 from trainguard.lint.optimizers import held_modules
 from trainguard.lint.regions import backpropagated, loop_label, training_loops
@@ -43,6 +43,12 @@ def check(script: Script) -> Iterator[Hit]:
     for loop in training_loops(script):
         evs = events(script, loop.body)  # type: ignore[attr-defined]
         first_step = next(i for i, e in enumerate(evs) if e.kind == "step")
+        shared = _update_after_acting(script, loop, evs)
+        if shared is not None:
+            if id(shared.node) not in seen:
+                seen.add(id(shared.node))
+                yield shared
+            continue
         if any(e.kind in ("train", "mode?") and not _runs_once(script, e)
                for e in evs[:first_step]):
             continue
@@ -70,8 +76,8 @@ def check(script: Script) -> Iterator[Hit]:
                       f"({last.place(script)}) runs in an evaluation {loop_label(script, loop)} "
                       f"calls before {func.name}(), and {func.name}() never calls "
                       f"{last.key}.train() before its optimizer step ({step.place(script)})",
-                      fix=f"call {last.key}.train() at the start of {func.name}(), before this "
-                          f"loop (the evaluation sets eval mode for itself)")
+                      fix=f"call {last.key}.train() here, before {func.name}() sets up its loop; "
+                          f"the evaluation sets eval mode for itself")
             continue
         once = _trained_before(script, loop, step, last.via) \
             if last.via is not None and isinstance(loop, (ast.For, ast.While)) else None
@@ -112,6 +118,46 @@ def check(script: Script) -> Iterator[Hit]:
                       f"after this evaluation, or at the start of every training epoch")
 
 
+def _update_after_acting(script: Script, loop: ast.AST, evs: list[Event]) -> Hit | None:
+    """A method of a class that sets ``self.actor.eval()`` (an agent's ``select_action()``) and
+    another method of that class that steps an optimizer over ``self.actor`` (its update), both
+    called on one object in ``loop`` in that order, with no ``train()`` of that model between:
+    the update trains the model in the mode the acting method left. Reported at the update's
+    first forward of the model, where ``self.actor.train()`` goes: the class owns both modes."""
+    for i, ev in enumerate(evs):
+        cls = script.enclosing_class(ev.node)
+        if ev.kind != "eval" or ev.foreign or ev.via is None or cls is None:
+            continue
+        for later in evs[i + 1:]:
+            if later.key == ev.key and later.kind in ("train", "mode?"):
+                break
+            held = held_modules(script, later.key, later.node) if later.kind == "step" else None
+            if held is None or ev.key not in held or later.via in (None, ev.via) or \
+                    later.foreign:
+                continue  # (a step the acting call reaches is one it skips: ``train=False``)
+            func = script.enclosing_function(later.node)
+            if script.enclosing_class(later.node) is not cls or func is None or \
+                    _receiver(ev.via) != _receiver(later.via) or _receiver(ev.via) is None:
+                break
+            acting = script.enclosing_function(ev.node)
+            fwd = next((n for n in walk_local(func) if isinstance(n, ast.Call) and
+                        dotted(n.func) == ev.key and n.lineno < later.node.lineno), None)
+            return Hit(fwd or later.node,
+                       f"{func.name}() trains {ev.key} in eval mode: {acting.name}() "
+                       f"sets {ev.key}.eval() ({ev.place(script)}), {loop_label(script, loop)} "
+                       f"calls it at {script.at(ev.via.lineno)}, and {func.name}() then runs "
+                       f"{ev.key}(...) up to its optimizer step ({later.place(script)}) with no "
+                       f"{ev.key}.train() between",
+                       fix=f"call {ev.key}.train() here, before the forward that trains it"
+                           f"; or restore the mode before {acting.name}() returns")
+    return None
+
+
+def _receiver(call: ast.Call) -> str | None:
+    """``agent`` in ``agent.select_action(s)``."""
+    return dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
+
+
 def _trains_as_it_set(script: Script, last: Event) -> bool:
     """``last`` is a ``self.eval()`` in a model's own method whose result a backward reaches
     (``loss = mse(reg.predict_train(x), y); loss.backward()``): the forward that trains runs in
@@ -141,11 +187,11 @@ def _step_reached(script: Script, evs: list[Event], key: str | None) -> Event:
 
 def _fresh_training(script: Script, loop: ast.AST, step: Event, last: Event
                     ) -> tuple[ast.FunctionDef, ast.stmt] | None:
-    """``(function, its loop)`` when the step runs in a loop of its own inside a function of
-    this file that ``loop`` calls (``train(model, loader)`` per epoch), and the ``eval()`` comes
-    from another call of ``loop`` (``test(model, loader)``): each call of that training function
-    starts in whatever mode the evaluation left, so ``train()`` belongs at its start, before
-    that loop (as the runtime check reports it)."""
+    """``(function, where train() goes)`` when the step runs in a loop of its own inside a
+    function of this file that ``loop`` calls (``train(model, loader)`` per epoch), and the
+    ``eval()`` comes from another call of ``loop`` (``test(model, loader)``): each call of that
+    training function starts in whatever mode the evaluation left, so ``train()`` belongs at
+    its start, before the set-up of its loop (:func:`_before_setup`)."""
     if step.via is None or step.foreign or last.via is None or last.via is step.via:
         return None
     func = script.enclosing_function(step.node)
@@ -153,7 +199,23 @@ def _fresh_training(script: Script, loop: ast.AST, step: Event, last: Event
             script.enclosing_function(last.site) is func:
         return None
     stmt = body_statement(func.body, step.node.lineno)
-    return (func, stmt) if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)) else None
+    if not isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+        return None
+    return func, _before_setup(func.body, stmt, last.key)
+
+
+def _before_setup(body: list[ast.stmt], loop: ast.stmt, key: str | None) -> ast.stmt:
+    """The first of the statements right before ``loop`` that leave the model ``key`` alone
+    (``x, y = self.train_set``, ``perm = torch.randperm(n)``: the loop's data), else ``loop``:
+    ``train()`` goes before that set-up, after whatever builds, loads or moves the model or
+    hands its parameters to an optimizer (``if self.net is None: self._build()``)."""
+    i = body.index(loop)
+    while i > 0 and not (isinstance(body[i - 1], ast.Expr) and
+                         isinstance(body[i - 1].value, ast.Constant)) and not any(
+            isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) == key
+            for n in ast.walk(body[i - 1])):
+        i -= 1
+    return body[i]
 
 
 def _runs_once(script: Script, ev: Event) -> bool:
