@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["MODE_CALLS", "body_statement", "return_line", "sets_modes_only", "setup_start"]
+__all__ = ["MODE_CALLS", "body_statement", "return_line", "sets_modes_only", "setup_start",
+           "stretch_apart"]
 
 MODE_CALLS = frozenset(("eval", "train", "requires_grad_"))
 """The ``nn.Module`` methods that switch a module's mode."""
@@ -73,6 +74,40 @@ def body_statement(body: list[ast.stmt], line: int) -> ast.stmt | None:
     """The statement of ``body`` (a function's or a module's) whose lines hold ``line``: the
     loop or ``with`` block a call on that line runs in; None when none does."""
     return next((s for s in body if s.lineno <= line <= (s.end_lineno or s.lineno)), None)
+
+
+def stretch_apart(body: list[ast.stmt], line: int, avoid: int
+                  ) -> tuple[list[ast.stmt], ast.stmt | None]:
+    """The outermost statement of ``body``, or of a block nested in it, that holds ``line`` but
+    not ``avoid``, with the body it is in: inside an epoch loop whose batches train (``avoid``,
+    a ``backward`` or ``train()`` line), the ``with torch.no_grad():`` block of its validation;
+    past an ``if`` that holds both, or one entered that way, into its branch. ``None`` when
+    ``line`` is in a header (the ``for`` line itself), or when the innermost loop entered runs a
+    backward of its own outside its nested loops: a test batch scored inside the training step's
+    iteration, whose own line is the place."""
+    stmt, entered, in_step = body_statement(body, line), False, False
+    while stmt is not None and (body_statement([stmt], avoid) is not None
+                                or entered and isinstance(stmt, ast.If)):
+        blocks = [getattr(stmt, f, None) or [] for f in ("body", "orelse", "finalbody")]
+        blocks += [h.body for h in getattr(stmt, "handlers", ())]
+        body = next((b for b in blocks if body_statement(b, line) is not None), [])
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+            in_step = _backward_in(body)
+        stmt, entered = body_statement(body, line), True
+    return body, None if in_step else stmt
+
+
+def _backward_in(nodes: list[ast.AST]) -> bool:
+    """Whether ``nodes`` call ``backward`` outside the loops nested in them."""
+    for node in nodes:
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            continue
+        func = node.func if isinstance(node, ast.Call) else None
+        if isinstance(func, ast.Attribute) and func.attr in ("backward", "manual_backward"):
+            return True
+        if _backward_in(list(ast.iter_child_nodes(node))):
+            return True
+    return False
 
 
 _NO_CALL = (ast.Name, ast.Attribute, ast.Subscript, ast.Slice, ast.Tuple, ast.Constant,
