@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["MODE_CALLS", "body_statement", "return_line", "sets_modes_only", "setup_start",
-           "stretch_apart"]
+__all__ = ["MODE_CALLS", "body_statement", "initial_value", "return_line", "sets_modes_only",
+           "setup_start", "stretch_apart"]
 
 MODE_CALLS = frozenset(("eval", "train", "requires_grad_"))
 """The ``nn.Module`` methods that switch a module's mode."""
@@ -51,15 +51,15 @@ def return_line(func: ast.FunctionDef | ast.AsyncFunctionDef) -> int | None:
 _EMPTY_CALLS = frozenset(("list", "dict", "set", "tuple", "defaultdict", "Counter", "OrderedDict"))
 
 
-def _initial(value: ast.AST) -> bool:
+def initial_value(value: ast.AST) -> bool:
     """A value an accumulator starts from: a constant, a container of constants (``[]``,
     ``(0, 0)``), or an empty container made by a call (``defaultdict(list)``)."""
     if isinstance(value, ast.Constant):
         return True
     if isinstance(value, ast.UnaryOp):
-        return _initial(value.operand)
+        return initial_value(value.operand)
     if isinstance(value, (ast.List, ast.Tuple, ast.Set)):
-        return all(_initial(e) for e in value.elts)
+        return all(initial_value(e) for e in value.elts)
     if isinstance(value, ast.Dict):
         return not value.keys
     if isinstance(value, ast.Call):
@@ -116,14 +116,14 @@ _NO_CALL = (ast.Name, ast.Attribute, ast.Subscript, ast.Slice, ast.Tuple, ast.Co
 
 def _prepares(prev: ast.stmt, keep: set[str]) -> bool:
     """``prev`` only prepares what a stretch reads, binding none of ``keep``: an accumulator
-    (:func:`_initial`), inputs unpacked or aliased with no call (``src, tgt = data``,
+    (:func:`initial_value`), inputs unpacked or aliased with no call (``src, tgt = data``,
     ``batches = self.val_batches``), or a fresh object built with no arguments (``meter =
     LossMeter()``)."""
     if isinstance(prev, ast.Expr):
         return isinstance(prev.value, ast.Constant)  # a docstring
     if not isinstance(prev, (ast.Assign, ast.AnnAssign)) or prev.value is None:
         return False
-    if _initial(prev.value):
+    if initial_value(prev.value):
         return True
     targets = prev.targets if isinstance(prev, ast.Assign) else [prev.target]
     if any(isinstance(n, ast.Name) and n.id in keep for t in targets for n in ast.walk(t)):
