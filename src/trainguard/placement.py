@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["MODE_CALLS", "body_statement", "return_line", "sets_modes_only", "setup_start"]
+__all__ = ["MODE_CALLS", "body_statement", "initial_value", "return_line", "sets_modes_only",
+           "setup_start", "stretch_apart"]
 
 MODE_CALLS = frozenset(("eval", "train", "requires_grad_"))
 """The ``nn.Module`` methods that switch a module's mode."""
@@ -50,15 +51,15 @@ def return_line(func: ast.FunctionDef | ast.AsyncFunctionDef) -> int | None:
 _EMPTY_CALLS = frozenset(("list", "dict", "set", "tuple", "defaultdict", "Counter", "OrderedDict"))
 
 
-def _initial(value: ast.AST) -> bool:
+def initial_value(value: ast.AST) -> bool:
     """A value an accumulator starts from: a constant, a container of constants (``[]``,
     ``(0, 0)``), or an empty container made by a call (``defaultdict(list)``)."""
     if isinstance(value, ast.Constant):
         return True
     if isinstance(value, ast.UnaryOp):
-        return _initial(value.operand)
+        return initial_value(value.operand)
     if isinstance(value, (ast.List, ast.Tuple, ast.Set)):
-        return all(_initial(e) for e in value.elts)
+        return all(initial_value(e) for e in value.elts)
     if isinstance(value, ast.Dict):
         return not value.keys
     if isinstance(value, ast.Call):
@@ -75,20 +76,54 @@ def body_statement(body: list[ast.stmt], line: int) -> ast.stmt | None:
     return next((s for s in body if s.lineno <= line <= (s.end_lineno or s.lineno)), None)
 
 
+def stretch_apart(body: list[ast.stmt], line: int, avoid: int
+                  ) -> tuple[list[ast.stmt], ast.stmt | None]:
+    """The outermost statement of ``body``, or of a block nested in it, that holds ``line`` but
+    not ``avoid``, with the body it is in: inside an epoch loop whose batches train (``avoid``,
+    a ``backward`` or ``train()`` line), the ``with torch.no_grad():`` block of its validation;
+    past an ``if`` that holds both, or one entered that way, into its branch. ``None`` when
+    ``line`` is in a header (the ``for`` line itself), or when the innermost loop entered runs a
+    backward of its own outside its nested loops: a test batch scored inside the training step's
+    iteration, whose own line is the place."""
+    stmt, entered, in_step = body_statement(body, line), False, False
+    while stmt is not None and (body_statement([stmt], avoid) is not None
+                                or entered and isinstance(stmt, ast.If)):
+        blocks = [getattr(stmt, f, None) or [] for f in ("body", "orelse", "finalbody")]
+        blocks += [h.body for h in getattr(stmt, "handlers", ())]
+        body = next((b for b in blocks if body_statement(b, line) is not None), [])
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+            in_step = _backward_in(body)
+        stmt, entered = body_statement(body, line), True
+    return body, None if in_step else stmt
+
+
+def _backward_in(nodes: list[ast.AST]) -> bool:
+    """Whether ``nodes`` call ``backward`` outside the loops nested in them."""
+    for node in nodes:
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            continue
+        func = node.func if isinstance(node, ast.Call) else None
+        if isinstance(func, ast.Attribute) and func.attr in ("backward", "manual_backward"):
+            return True
+        if _backward_in(list(ast.iter_child_nodes(node))):
+            return True
+    return False
+
+
 _NO_CALL = (ast.Name, ast.Attribute, ast.Subscript, ast.Slice, ast.Tuple, ast.Constant,
             ast.expr_context)
 
 
 def _prepares(prev: ast.stmt, keep: set[str]) -> bool:
     """``prev`` only prepares what a stretch reads, binding none of ``keep``: an accumulator
-    (:func:`_initial`), inputs unpacked or aliased with no call (``src, tgt = data``,
+    (:func:`initial_value`), inputs unpacked or aliased with no call (``src, tgt = data``,
     ``batches = self.val_batches``), or a fresh object built with no arguments (``meter =
     LossMeter()``)."""
     if isinstance(prev, ast.Expr):
         return isinstance(prev.value, ast.Constant)  # a docstring
     if not isinstance(prev, (ast.Assign, ast.AnnAssign)) or prev.value is None:
         return False
-    if _initial(prev.value):
+    if initial_value(prev.value):
         return True
     targets = prev.targets if isinstance(prev, ast.Assign) else [prev.target]
     if any(isinstance(n, ast.Name) and n.id in keep for t in targets for n in ast.walk(t)):

@@ -284,10 +284,10 @@ LATE = {
                 loss.backward()
                 optimizer.step()
             FIX_EVAL
-            correct = 0
+            correct = 0  # expect: TG101
             with torch.no_grad():
                 for i in range(5):
-                    out = model(xs[i])  # expect: TG101
+                    out = model(xs[i])
                     correct += (out.argmax(1) == ys[i]).sum().item()
     """, "model.eval()"),
     # the loss turns NaN at step 150 of 200 (a corrupt sample), long after the loop settled

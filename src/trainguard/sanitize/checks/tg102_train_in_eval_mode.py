@@ -55,7 +55,7 @@ from typing import Any
 
 from trainguard.sanitize.core.callstack import (
     Stack, body_statement, cause_line, dispatched, evaluates_without_grad, function_end,
-    sets_modes_only, shared_depth, statement_start, user_stack)
+    sets_modes_only, shared_depth, user_stack)
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.modes import (active_in_training, describe, frozen_norm, inactive,
@@ -292,7 +292,7 @@ class TrainInEvalMode(Check):
             f"{func}() never puts {name} back in training mode before {forward}: a backward "
             f"reached that forward's output and {optimizer}.step() updated its parameters, so "
             "BatchNorm learns no batch statistics and Dropout does not regularise",
-            fix=f"call {name}.train() at the start of {func}(), before this loop (the "
+            fix=f"call {name}.train() at the start of {func}(), before this line (the "
                 "evaluation sets eval mode for itself)", where=where)
 
     def _train_once(self, model: Any, stacked: tuple, step: Stack, name: str, frozen: str,
@@ -329,11 +329,11 @@ class TrainInEvalMode(Check):
 def _fresh_training_call(stacked: Stack, step: Stack) -> tuple[str, Any] | None:
     """``(function, where)`` when the training step runs inside a function (``train(model,
     loader)``, a library's ``fit()``) that the frame it shares with the ``eval()``'s stack called
-    after the evaluation's own function, which ran the ``eval()``, returned: each call of that
-    training function starts in whatever mode the evaluation left, so ``train()`` belongs at its
-    start, before the statement that holds the step (its training loop). None otherwise (the
-    evaluation runs inside the training function's call: an epoch loop calling a validation
-    helper, reported by :func:`_placement`; a function of one step, called per iteration)."""
+    after the evaluation's own function, which ran the ``eval()``, returned: each call of it
+    starts in the mode the evaluation left, so ``train()`` belongs at its first statement, before
+    the set-up of its training loop. None otherwise (the evaluation runs inside the training
+    function's call: an epoch loop calling a validation helper, reported by :func:`_placement`;
+    a function of one step, called per iteration)."""
     depth = shared_depth(stacked, step)
     if depth < 0 or len(step) < depth + 2 or len(stacked) < depth + 2:
         return None
@@ -344,8 +344,8 @@ def _fresh_training_call(stacked: Stack, step: Stack) -> tuple[str, Any] | None:
     held = body_statement(getattr(node, "body", None) or [], line)
     if not isinstance(held, (ast.For, ast.AsyncFor, ast.While)):
         return None  # a function of one step (an update, a train_step): its caller's loop
-    where = statement_start(entry[1], line)
-    return (entry[1].co_name, where) if where is not None else None
+    first = node.body[0 if ast.get_docstring(node) is None else 1]  # (past a docstring)
+    return entry[1].co_name, (entry[1].co_filename, first.lineno, first.col_offset + 1)
 
 
 def _placement(stacked: Stack, step: Stack, set_at: Any) -> tuple[Any, Any, Any]:

@@ -78,6 +78,7 @@ class GraphKeptAcrossSteps(Check):
         self.held_once = False  # a holder was found and reported
         self.windowed = False  # a holder found was a bounded window (deque(maxlen=N))
         self.unheld = 0  # looks that found old graphs but no holder
+        self.grown: set[str] = set()  # holder paths reported at the line that grows them
         self.next_look = _BY_HAND_EVERY  # backward count of the next look without optimizer
         self.next_grad_look = _BY_HAND_EVERY  # the same, in autograd.grad calls, without backward
 
@@ -170,6 +171,10 @@ class GraphKeptAcrossSteps(Check):
             return
         if held is not None:
             where, message = self._held_message(held, seen, where)
+            if where == oldest.where and held.path in self.grown:
+                where = None  # (the same holder, reported where it grows: a caller's copy)
+            elif where != oldest.where:
+                self.grown.add(held.path)
         elif self.held_once or self.windowed:
             where = None  # (at exit, after the frames that held them ended: reported already,
             # or a bounded window)

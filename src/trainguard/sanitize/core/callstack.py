@@ -39,7 +39,7 @@ from typing import Any, Optional
 
 from trainguard.placement import return_line
 from trainguard.placement import sets_modes_only as modes_only
-from trainguard.placement import body_statement, setup_start
+from trainguard.placement import body_statement, setup_start, stretch_apart
 from trainguard.sanitize.core.bounds import FRAMES, parse_file
 from trainguard.sanitize.core.frames import (Location, frame_location, is_user_code, user_frame,
                                              user_frames)
@@ -163,8 +163,8 @@ def cause_line(at: Stack, ref: Stack, *, into_phase: bool = False,
     if into_phase and under_no_grad(at[depth][2]):
         # the evaluation is written in the shared frame itself (a ``with torch.no_grad():`` loop
         # calling a helper that training calls too): its statement there, not inside the helper
-        # (the line itself when that statement holds the training too: a test batch scored
-        # inside the training loop)
+        # (within a statement that holds the training too, the block that does not: an epoch's
+        # validation after its batches; the line itself when none does)
         return statement_start(at[depth][1], at[depth][2][1], avoid=ref[depth][2][1]) or \
             at[depth][2]
     if into_phase:
@@ -201,13 +201,13 @@ def statement_start(code: CodeType, line: int, avoid: int | None = None) -> Loca
     the first of the statements right before it that set up accumulators (``total, correct =
     0, 0``; :func:`trainguard.placement.setup_start`): where a call meant for that stretch
     belongs (``model.eval()``: one place for every forward in it); at a script's top level, the
-    top-level statement. None for a function not found, or when that statement also holds the
-    line ``avoid``."""
+    top-level statement; when it holds the line ``avoid`` too, the block inside it that does not
+    (:func:`trainguard.placement.stretch_apart`). None for a function not found."""
     node = parse_file(code.co_filename) if code.co_name == "<module>" else function_node(code)
     body = getattr(node, "body", None) or []
-    stmt = body_statement(body, line)
-    if stmt is None or avoid is not None and body_statement([stmt], avoid) is not None:
-        return None  # (no such statement, or it holds the ``avoid`` line too)
+    body, stmt = stretch_apart(body, line, avoid) if avoid else (body, body_statement(body, line))
+    if stmt is None:
+        return None  # (no such statement, or only its header holds the line)
     stmt = setup_start(body, stmt)  # (before its accumulators' set-up)
     return (code.co_filename, stmt.lineno, stmt.col_offset + 1)
 

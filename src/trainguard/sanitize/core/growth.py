@@ -20,6 +20,7 @@ import itertools
 from types import CodeType
 from typing import Any, Callable
 
+from trainguard.placement import initial_value
 from trainguard.sanitize.core.bounds import CONTAINER_DEPTH, CONTAINER_NEWEST, parse_file
 from trainguard.sanitize.core.frames import Location, is_user_code
 from trainguard.sanitize.core.holders import Holder, _inside, attribute_path, path_key
@@ -216,7 +217,7 @@ def _self_accumulation(code: CodeType, self_name: str, attr: str, key: Any = Non
         if hit:
             hits.append(node)
         elif (code.co_name != "__init__" and isinstance(node, ast.Assign)
-              and not isinstance(node.value, ast.Constant)
+              and not initial_value(node.value)  # (``self.values[key] = []``: no graph yet)
               and any(isinstance(t, ast.Subscript) and _is_self_attr(t, self_name, attr)
                       for t in node.targets)
               and (entry is None or lineno < entry.lineno)):  # type: ignore[attr-defined]
@@ -266,13 +267,15 @@ def storing_call(holder: Holder, grown: Location) -> Location | None:
     if scope is None or not lines:
         return None
     low, high = (1, 10**9) if code.co_name == "<module>" else (min(lines), max(lines))
-    calls = [n for n in ast.walk(scope) if isinstance(n, ast.Call)
-             and isinstance(n.func, ast.Attribute) and n.func.attr == method.name
-             and low <= n.lineno <= high and _receiver_of(ast.unparse(n.func.value), owner)]
-    if not calls:
-        return None
-    first = min(calls, key=lambda n: (n.lineno, n.col_offset))
-    return (code.co_filename, first.lineno, first.col_offset + 1)
+    calls = [n for n in ast.walk(scope) if low <= getattr(n, "lineno", 0) <= high and (
+        _receiver_of(ast.unparse(n.func.value), owner) if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute) and n.func.attr == method.name else
+        method.name == "__setitem__" and isinstance(n, ast.Subscript)  # ``meter["loss"] = loss``
+        and isinstance(n.ctx, ast.Store) and _receiver_of(ast.unparse(n.value), owner))]
+    key = path_key(holder.path)  # (of several stores, the one under the held key)
+    first = min(calls, default=None, key=lambda n: (not isinstance(n, ast.Subscript) or key is None
+                                                    or entry_key(n) != key, n.lineno, n.col_offset))
+    return (code.co_filename, first.lineno, first.col_offset + 1) if first else None
 
 
 def _receiver_of(receiver: str, owner: str) -> bool:
@@ -283,17 +286,19 @@ def _receiver_of(receiver: str, owner: str) -> bool:
 
 def passed_accumulation_line(holder: Holder) -> Location | None:
     """For a holder ``obj.attr`` (``state.metrics``, ``obj`` a variable of the frame, often a
-    parameter): the first statement of the frame's own code growing ``obj.attr``
-    (``state.metrics.append({"loss": loss})`` in ``ppo_update(..., state)``), else of a function of
-    the user's code the frame passes ``obj`` to (``log_step(state, loss)``) growing it through its
-    parameter; the one to change, or None. Only plain names are resolved (locals, then globals)."""
+    parameter) or a variable ``obj`` (``running['total']``): the first statement of the frame's
+    own code growing it (``state.metrics.append({"loss": loss})`` in ``ppo_update(..., state)``),
+    else of a function of the user's code the frame passes ``obj`` to (``log_step(state, loss)``,
+    ``accumulate(running, parts)``) growing it through its parameter; the one to change, or
+    None. Only plain names are resolved (locals, then globals)."""
     parts = attribute_path(holder.path).split(".")
-    code = holder.frame.f_code
-    tree = parse_file(code.co_filename) if len(parts) == 2 else None
+    code, key = holder.frame.f_code, path_key(holder.path)
+    tree = parse_file(code.co_filename) if len(parts) <= 2 else None
     lines = [line for _, _, line in code.co_lines() if line is not None]
     if tree is None or not lines:
         return None
-    own = _self_accumulation(code, holder.name, parts[1], path_key(holder.path))
+    own = (_self_accumulation(code, holder.name, parts[1], key) if len(parts) == 2
+           else accumulation_line(code, holder.name, key))
     if own is not None:
         return own
     low, high = (1, 10**9) if code.co_name == "<module>" else (min(lines), max(lines))
@@ -309,8 +314,9 @@ def passed_accumulation_line(holder: Holder) -> Location | None:
                   if isinstance(arg, ast.Name) and arg.id == holder.name]
         params += [k.arg for k in call.keywords if k.arg and isinstance(k.value, ast.Name)
                    and k.value.id == holder.name]
-        for param in params:
-            line = _self_accumulation(callee, param, parts[1], path_key(holder.path))
+        for param in params:  # (a plain variable: ``accumulate(running, parts)`` growing it)
+            line = (_self_accumulation(callee, param, parts[1], key) if len(parts) == 2
+                    else accumulation_line(callee, param, key))
             if line is not None:
                 return line
     return None

@@ -1,9 +1,11 @@
 """Loops around a backward call, read from the source: where a missing ``zero_grad`` belongs
 when the backward runs in a loop of its own (micro-batches, augmented views) inside the loop that
-steps, and whether a zeroing sits before such a loop. Used by TG301 on its report path only."""
+steps, and whether a zeroing sits before such a loop (TG301, on its report path only); and
+whether a call follows its loop's training passes (:func:`after_the_passes`, TG101)."""
 
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 from trainguard.sanitize.core.source import SourceFile
@@ -55,3 +57,26 @@ def before_the_loop(zero_at: Any, backward_at: Any) -> bool:
     scope = file.scope(call)
     loop = file.loop(call, scope)
     return (loop is not None and file.scope(zero) is scope and zero.lineno < loop.lineno)
+
+
+def after_the_passes(file: SourceFile, region: ast.AST, node: ast.AST) -> bool:
+    """Whether every backward call in ``region`` (the innermost loop or function around
+    ``node``) sits in a loop nested in it that ends before ``node``: an epoch loop's validation
+    after its loop over the batches, which no backward of the iteration can reach. False when
+    ``region`` has no backward call (an iteration that trains only through a ``step``)."""
+    found = False
+    for call in ast.walk(region):
+        func = call.func if isinstance(call, ast.Call) else None
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name not in ("backward", "manual_backward") and not (
+                name == "grad" and "autograd" in ast.unparse(func)):
+            continue
+        found = True
+        cur = file.parents.get(call)
+        while cur is not None and cur is not region and not (
+                isinstance(cur, (ast.For, ast.AsyncFor, ast.While))
+                and (cur.end_lineno or cur.lineno) < node.lineno):
+            cur = file.parents.get(cur)
+        if cur is None or cur is region:
+            return False
+    return found

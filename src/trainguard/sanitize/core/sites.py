@@ -18,9 +18,10 @@ Whether the output is *used* at all: not when the call is a statement of its own
 ``model(x).mean()``, BatchNorm recalibration) or only assigned to names nothing reads.
 
 It also says whether the call runs in a *training iteration*: the innermost loop around the call
-(or the function) calls ``backward``, ``torch.autograd.grad`` or a ``step``, and no ``if``/``with``
-block around the call within it reads evaluation data without training (a test batch). A
-:class:`SiteReader` caches the answer per ``(path, line, column)``: one dict look-up.
+(or the function) calls ``backward``, ``torch.autograd.grad`` or a ``step``, not only in loops that
+end before the call (an epoch's validation after its batches), and no ``if``/``with`` block around
+the call within it reads evaluation data without training (a test batch). A :class:`SiteReader`
+caches the answer per ``(path, line, column)``: one dict look-up.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainguard.apifacts import FUNCTIONAL_LOSSES
+from trainguard.sanitize.core.loops import after_the_passes
 from trainguard.sanitize.core.source import SourceFile, trains
 
 __all__ = ["SiteReader", "Uses", "dotted", "output_uses"]
@@ -142,10 +144,7 @@ def _short(node: ast.AST, limit: int = 30) -> str:
 
 
 def _not_constant(nodes: list[ast.AST]) -> ast.AST | None:
-    for node in nodes:
-        if not isinstance(node, ast.Constant):
-            return node
-    return None
+    return next((node for node in nodes if not isinstance(node, ast.Constant)), None)
 
 
 def _module_method(file: "SourceFile", scope: ast.AST) -> bool:
@@ -211,11 +210,11 @@ class _Flow:
 
     def _trains(self) -> bool:
         region = self.file.loop(self.call, self.scope)
-        if region is None:
-            if isinstance(self.scope, ast.Module):
-                return False
-            region = self.scope
-        return not self.file.in_eval_block(self.call, region) and trains(region)
+        if region is None and isinstance(self.scope, ast.Module):
+            return False
+        region = region or self.scope
+        return (not self.file.in_eval_block(self.call, region) and trains(region)
+                and not after_the_passes(self.file, region, self.call))
 
     def _follow(self, node: ast.AST, hops: int, scalar: bool = False) -> None:
         """Walk up from ``node`` (an expression holding the value) to where the value ends."""
