@@ -229,13 +229,21 @@ def _eval_forward(script: Script, cls: ast.ClassDef) -> ast.Call | None:
         f = c.func.value if isinstance(c.func, ast.Attribute) and c.func.attr == "forward" \
             else c.func
         if isinstance(f, ast.Name) and f.id in script.classes or \
-                not any(t.node is cls for t in script.graph.types(f)):
+                not any(t.node is cls for t in script.graph.types(f)) or _held(script, c, f):
             continue
         if sampled_pass(script, c):
             return None
         if found is None and mode_before(script, c)[0] == "eval":
             found = c
     return found
+
+
+def _held(script: Script, call: ast.Call, f: ast.AST) -> bool:
+    """``self.<sub>(...)`` in a method of a model class: the instance is a submodule run by the
+    model holding it (a pre-net in a decoder's ``generate``), not the model put in eval mode."""
+    owner = script.enclosing_class(call)
+    return owner is not None and owner.name in script.module_classes and \
+        isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self"
 
 
 def _default_true(script: Script, func: ast.AST, training: ast.AST,
