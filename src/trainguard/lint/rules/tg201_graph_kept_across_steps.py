@@ -22,8 +22,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import (COMPREHENSIONS, comprehension_holds, dotted, ifs_between,
-                                     iterated_parts, parent, statement_of, walk_local)
+from trainguard.lint.astutil import (COMPREHENSIONS, comprehension_holds, const_value, dotted,
+                                     ifs_between, iterated_parts, parent, statement_of,
+                                     walk_local)
 from trainguard.lint.bounded import bounded_container
 from trainguard.lint.caches import cached_graphs
 from trainguard.lint.callgraph import Target, bind_arguments
@@ -581,7 +582,8 @@ def _meter_update(script: Script, node: ast.AST, names: set[str]) -> Hit | None:
         for param, arg in bound.items():
             if not carries_graph(script, arg, names):
                 continue
-            found = _kept_attr(func, param)
+            found = next((k for k in _kept_attrs(func, param)
+                          if _picks_graph(script, k[1], param, arg, names)), None)
             if found is None:
                 continue
             kept, keeper = found
@@ -658,6 +660,30 @@ def _graph_element(script: Script, arg: ast.AST, names: set[str]) -> ast.AST:
 
 
 def _kept_attr(func: ast.AST, param: str) -> tuple[str, ast.AST] | None:
+    return next(_kept_attrs(func, param), None)
+
+
+def _picks_graph(script: Script, keeper: ast.AST, name: str, arg: ast.expr,
+                 names: set[str]) -> bool:
+    """What ``keeper`` keeps of the argument ``arg`` can hold a graph. Handed a dict literal
+    (``cb.on_batch_end({"prediction": pred, "target": y})``) and reading it only by constant
+    keys (``outputs["target"]``), it keeps the values under those keys: a target batch has no
+    graph even when the prediction beside it has."""
+    if not isinstance(arg, ast.Dict):
+        return True
+    table = {const_value(k): v for k, v in zip(arg.keys, arg.values) if k is not None}
+    parents = {id(c): p for p in ast.walk(keeper) for c in ast.iter_child_nodes(p)}
+    picked = []
+    for read in (n for n in ast.walk(keeper) if isinstance(n, ast.Name) and n.id == name):
+        sub = parents.get(id(read))
+        key = const_value(sub.slice) if isinstance(sub, ast.Subscript) else ...
+        if key is ... or key not in table:
+            return True  # read whole, or by a key the literal does not show
+        picked.append(table[key])
+    return any(carries_graph(script, v, names) for v in picked)
+
+
+def _kept_attrs(func: ast.AST, param: str) -> Iterator[tuple[str, ast.AST]]:
     for sub in ast.walk(func):
         value = None
         target = None
@@ -669,8 +695,7 @@ def _kept_attr(func: ast.AST, param: str) -> tuple[str, ast.AST] | None:
         if value is None or not (dotted(target) or "").startswith("self."):
             continue
         if _mentions_uncut(value, param):
-            return (dotted(target) or "").replace(".[]", "[...]"), sub
-    return None
+            yield (dotted(target) or "").replace(".[]", "[...]"), sub
 
 
 def _picks_from(keeper: ast.AST, name: str) -> bool:
