@@ -121,6 +121,10 @@ class UnusedBackwards:
         """A ``zero_grad`` of ``owner`` (an optimizer or a module), called from frame ``caller``."""
         if not (self.dirty or self.open or self.waiting):
             return
+        only = next(iter(self.dirty.values()))[0]() if len(self.dirty) == 1 else None
+        if only is owner and not (self.open or self.waiting):
+            self.dirty.clear()  # the usual case: a loop zeroing the optimizer that stepped
+            return
         ids = {id(p) for p in zeroed_by(owner)}
         for key, (ref, _) in list(self.dirty.items()):
             optimizer = ref()
