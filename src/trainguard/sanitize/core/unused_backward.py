@@ -40,7 +40,7 @@ from trainguard.sanitize.core.values import readable
 __all__ = ["Unused", "UnusedBackwards"]
 
 _SAMPLE = 8  # parameters per part whose version and gradient are read
-_OPEN = 8  # backward calls followed at once (the oldest are dropped)
+_OPEN = 8  # backward calls followed, and discarded ones waiting, at once (the oldest dropped)
 _OPTIMIZERS = 16  # optimizers whose parameters are looked up
 
 
@@ -143,7 +143,7 @@ class UnusedBackwards:
                 unused.zeroed_name = type(owner).__name__
                 unused.zeroed_at = user_location(caller)
                 unused.since = self.state.backward_count
-                self.waiting.append(unused)
+                self.waiting = (self.waiting + [unused])[-_OPEN:]
         self.open = keep
 
     def backward(self, call: Any) -> None:
