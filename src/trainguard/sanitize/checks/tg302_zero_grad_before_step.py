@@ -19,6 +19,11 @@ the ``zero_grad`` covered every parameter of the stepping optimizer, and a sampl
 cleared (not zero then) has no gradient at the step, as no later backward reaches it (a local
 loss backpropagated inside ``forward``, then zeroed by an optimizer hook;
 blackfeather-wang/InfoPro-Pytorch#1).
+Also a backward placed after the step (``core/unused_backward.py``): it adds onto gradients a step
+has used, no optimizer holding a parameter it reached steps after it, a ``zero_grad`` clears them
+all, and the next step of that optimizer follows another backward with no other ``zero_grad`` of
+those parameters in between; seen at two steps, reported at that backward's line, naming the
+step before it and the ``zero_grad``.
 
 Silent on: ``zero_grad`` before backward or after step, ``p.grad = None``, LBFGS closures (they zero
 inside ``step``), GANs whose other optimizer is zeroed in between (its parameters are not this
@@ -30,11 +35,15 @@ calls), per-task gradients read one by one from a retained graph (gradient surge
 probe before training (its backward is written elsewhere), a ``GradScaler`` that skipped the step
 (the cleared gradients hold inf/NaN; all of the owner's gradients are read on this path), an
 epoch's remainder of a declared accumulation dropped by the next epoch's ``zero_grad`` (fewer
-backward calls than the optimizer's regular count, and a full count before the step after it).
+backward calls than the optimizer's regular count, and a full count before the step after it);
+for a backward after the step, a GAN's generator loss through the discriminator (the generator's
+step uses it), an input's gradient (saliency, adversarial inputs), a model in eval mode, a probe
+that zeroes its own gradients.
 
 Cost: per checked ``zero_grad``, two counters; only for a ``zero_grad`` between backward and step,
 8 gradients and version counters read at most (skipped on devices whose values are not read:
-``values.py``) and up to 8 frames looked at, and at the next step 8 gradients read at most.
+``values.py``) and up to 8 frames looked at, and at the next step 8 gradients read at most. A
+backward after a step, before its optimizer is zeroed: one graph walk (``GRAPH_NODES``).
 
 Reference: ``torch.optim.Optimizer.zero_grad``
 (https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html) and the
@@ -52,6 +61,7 @@ from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import (is_trainguard_file, is_user_code, short_location,
                                              user_location)
 from trainguard.sanitize.core.params import zeroed_by
+from trainguard.sanitize.core.unused_backward import Unused, UnusedBackwards
 from trainguard.sanitize.core.values import readable
 
 _SAMPLE = 8
@@ -75,9 +85,22 @@ class ZeroGradBeforeStep(Check):
         # zero_grad had cut short, and whether the one before agreed (the loop's regular
         # accumulation count)
         self.regular: dict[int, tuple[int, bool]] = {}
+        # backward calls made after a step into its gradients (core/unused_backward.py), and the
+        # backward lines found wasted: line -> the step at which first seen (reported at the
+        # second, -1 once reported)
+        self.unused = UnusedBackwards(self.state)
+        self.wasted: dict[Any, int] = {}
+
+    def on_built(self, obj: Any, where: Any) -> None:
+        if hasattr(obj, "param_groups"):
+            self.unused.built.add(obj)
+
+    def on_backward(self, call: Any) -> None:
+        self.unused.backward(call)
 
     def on_zero_grad(self, owner: Any, set_to_none: bool) -> None:
         state = self.state
+        self.unused.zeroed(owner, sys._getframe(1))
         # state.backwards_at_step is kept on settled steps too, so a zero_grad that breaks a
         # settled loop is judged like any other
         if state.in_step or state.backward_count <= state.backwards_at_step:
@@ -164,10 +187,40 @@ class ZeroGradBeforeStep(Check):
 
     def on_step(self, optimizer: Any) -> None:
         self.pending = None
+        for unused in self.unused.stepped(optimizer, user_location(sys._getframe(1))):
+            self._judge_unused(unused)
 
     def on_resume(self, boundary: bool) -> None:
         self.pending = None  # a zero_grad noted before settled steps is no longer pending
         self.discards_now.clear()
+        self.unused.clear(boundary)
+
+    def _judge_unused(self, unused: Unused) -> None:
+        """A backward whose gradients a ``zero_grad`` discarded before any step used them, the
+        next backward now running: reported at that backward's line the second time (at
+        another step) that line is found wasted."""
+        if unused.zeroed_at is not None and unused.zeroed_at[:2] in self.discards:
+            return  # the same loss judged at that zero_grad (a local loss inside forward)
+        key = unused.where[:2]
+        first = self.wasted.get(key)
+        if first is None:
+            self.wasted[key] = self.state.step
+            self.hold()  # check the next steps in full: one more is needed
+            return
+        if first in (-1, self.state.step):
+            return
+        self.wasted[key] = -1
+        count = f"{unused.reached} parameter{'s' if unused.reached != 1 else ''}"
+        self.report(
+            f"this backward runs after {unused.step_name}.step() "
+            f"({short_location(unused.step_at, 'line unknown')}) and adds onto the gradients "
+            f"that step has already used; {unused.zeroed_name}.zero_grad() "
+            f"({short_location(unused.zeroed_at, 'line unknown')}) clears them before any step "
+            f"uses what it added, so this loss never moves the {count} it reaches (seen again "
+            f"at optimizer step {self.state.step})",
+            fix="call optimizer.step() after the last backward of the iteration (below this "
+                "one), or add this loss to the one backpropagated before the step",
+            where=unused.where)
 
     def _judge_discard(self, optimizer: Any, discard: "_Discard", held: set[int]) -> None:
         """A step after a zero_grad that threw away a backward's gradients and a backward since:
