@@ -22,6 +22,9 @@ d = OPTS.get("missing")
 e = int(0.6 * EPOCHS)
 f = unknown_call()
 g = OPTS["sizes"][-1]
+h = sorted((30, 10, 20))
+i = list(OPTS["sizes"])
+j = tuple(unknown_call())
 '''
 
 
@@ -36,7 +39,7 @@ def _values() -> dict[str, object]:
 
 @pytest.mark.parametrize("name, value", [
     ("CFG", {"epochs": 12, "accum": 32}), ("a", 12), ("b", "softmax"), ("c", 3), ("d", None),
-    ("e", 6), ("f", UNKNOWN), ("g", 32),
+    ("e", 6), ("f", UNKNOWN), ("g", 32), ("h", [10, 20, 30]), ("i", [64, 32]), ("j", UNKNOWN),
 ])
 def test_values_the_program_fixes(name, value):
     assert _values()[name] == value

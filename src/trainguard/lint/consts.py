@@ -23,7 +23,7 @@ _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
            ast.Pow: operator.pow}
 _FUNCS = {"int": int, "float": float, "round": round, "min": min, "max": max, "abs": abs,
-          "len": len}
+          "len": len, "list": list, "tuple": list, "sorted": sorted}  # (a tuple reads as a list)
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
             ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
             ast.Is: operator.is_, ast.IsNot: operator.is_not}

@@ -41,6 +41,9 @@ def check(script: Script) -> Iterator[Hit]:
         if _zeroes_in_closure(script, loop):
             continue
         zeros = [e for e in evs if e.kind == "zero"]
+        leftover = _leftover_before(script, loop, evs) if zeros else None
+        if leftover is not None:
+            yield leftover
         if zeros:
             hit = _branch_without_zeroing(script, evs, zeros) or \
                 _partial_zeroing(script, loop, evs, zeros)
@@ -82,6 +85,56 @@ def check(script: Script) -> Iterator[Hit]:
                   f"zeroed there: each step uses the sum of all earlier gradients",
                   fix=f"call {step.key or 'optimizer'}.zero_grad(set_to_none=True) once per step "
                       f"(before backward or after step)")
+
+
+def _leftover_before(script: Script, loop: ast.AST, evs: list[Event]) -> Hit | None:
+    """A loop that zeroes only after its step (``backward(); step(); zero_grad()``), preceded
+    by a backward that nothing zeroes before the loop starts (a sanity check of the gradient
+    flow, ``check_grads_flow(model)``): the first step uses those gradients plus the first
+    batch's. Reported at that backward (at the call that reaches it), where the zeroing goes."""
+    kinds = [e.kind for e in evs]
+    first_step = kinds.index("step")
+    if kinds.index("zero") < first_step or "backward" not in kinds[:first_step]:
+        return None
+    back = _unzeroed_backward(script, loop)
+    if back is None:
+        return None
+    step = evs[first_step]
+    at = back.via or back.node
+    via = f" (through the call at {script.at(at.lineno)})" if back.via is not None else ""
+    return Hit(at,
+               f"the backward() at {back.place(script)}{via} runs before "
+               f"{loop_label(script, loop)}, which zeroes gradients only after "
+               f"{step.key or 'the optimizer'}.step() at {step.place(script)}: nothing clears "
+               f"them in between, so the first step uses them plus the first batch's",
+               fix=f"call {step.key or 'optimizer'}.zero_grad(set_to_none=True) after it, "
+                   f"before the loop")
+
+
+def _unzeroed_backward(script: Script, loop: ast.AST) -> Event | None:
+    """The last backward that the statements above ``loop`` in its block (and in the blocks of
+    the ``if``/``with``/``try`` around it) run outside any loop, when no zeroing follows it;
+    None when a zeroing or another loop comes first, going up."""
+    node: ast.AST = loop
+    while True:
+        p = parent(node)
+        body = next((getattr(p, f) for f in ("body", "orelse", "finalbody")
+                     if node in getattr(p, f, ())), None)
+        if body is None:
+            return None
+        for stmt in reversed(body[:body.index(node)]):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue  # a definition runs nothing
+            if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+                return None
+            for e in reversed(events(script, [stmt])):
+                if e.kind in ("zero", "setgrad", "step"):
+                    return None
+                if e.kind == "backward":
+                    return None if e.foreign or script.enclosing_loops(e.node) else e
+        if not isinstance(p, (ast.If, ast.With, ast.AsyncWith, ast.Try)):
+            return None
+        node = p
 
 
 def _step_start(script: Script, loop: ast.AST, backward: ast.AST) -> ast.AST:

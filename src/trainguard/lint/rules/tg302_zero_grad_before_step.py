@@ -48,11 +48,15 @@ def check(script: Script) -> Iterator[Hit]:
                 continue
             if not e.foreign and not step.foreign and exclusive(e.node, step.node):
                 continue  # `if frozen: zero_grad() else: step()` never runs both
-            yield Hit(e.node,
-                      f"gradients are zeroed at {e.place(script)} after backward() and before "
-                      f"{step.key or 'the optimizer'}.step() at {step.place(script)}: the step "
-                      f"sees no gradients",
-                      fix="move zero_grad() before backward() or after step()")
+            back = next(x for x in reversed(evs[:i]) if x.kind == "backward")
+            call = _misplaced_call(script, e, back, step)
+            what = f"gradients are zeroed at {e.place(script)}" if call is None else \
+                f"{ast.unparse(call.func)}() zeroes the gradients (at {e.place(script)})"
+            yield Hit(e.node if call is None else call,
+                      f"{what} after backward() and before {step.key or 'the optimizer'}.step() "
+                      f"at {step.place(script)}: the step sees no gradients",
+                      fix="move zero_grad() before backward() or after step()" if call is None
+                      else f"call {ast.unparse(call.func)}() after step(), not before it")
         yield from _micro_loop_zeroing(script, loop, evs, steppers)
         for back, key, step, wipe in late_backwards(script, loop, evs):
             yield Hit(back.node,
@@ -62,6 +66,45 @@ def check(script: Script) -> Iterator[Hit]:
                       f"step uses them, so this loss never changes the model",
                       fix=f"call {key}.step() after the last backward() of the iteration")
         yield from _unconditional_after_conditional_step(script, loop, evs)
+
+
+def _misplaced_call(script: Script, zero: Event, back: Event, step: Event
+                    ) -> ast.Call | None:
+    """The call of a helper of the file that zeroes the gradients as its own last chore
+    (``log_grads(epoch)``, whose ``__call__`` reads the norms and then runs
+    ``model.zero_grad()``), made between a backward and a step of the function that calls it:
+    the helper is right after the step, so the call is what is misplaced. None when the zeroing
+    is reached through a dispatch to callbacks (a hook named for its moment is at fault itself),
+    or when the backward or the step runs in the helper too."""
+    func = script.enclosing_function(zero.node)
+    home = script.enclosing_function(step.node)
+    if zero.via is None or zero.foreign or back.foreign or step.foreign or func is None or \
+            func is home or script.enclosing_function(back.node) is not home:
+        return None
+    for call in [zero.via, *script.call_sites(func)]:
+        if script.enclosing_function(call) is not home or \
+                not back.node.lineno < call.lineno < step.node.lineno or \
+                isinstance(call.func, ast.Attribute) and _loop_target(call.func.value):
+            continue
+        callees = [t.func for t in [*script.targets(call),
+                                    *script.graph.instance_targets(call)]]
+        if func in callees:
+            return call
+    return None
+
+
+def _loop_target(recv: ast.expr) -> bool:
+    """``cb`` in ``for cb in self.callbacks: cb.after_backward(self)``."""
+    if not isinstance(recv, ast.Name):
+        return False
+    loop = parent(recv)
+    while loop is not None and not isinstance(loop, _SCOPES):
+        if isinstance(loop, _LOOPS + COMPREHENSIONS) and any(
+                isinstance(n, ast.Name) and n.id == recv.id
+                for t in _loop_targets(loop) for n in ast.walk(t)):
+            return True
+        loop = parent(loop)
+    return False
 
 
 def _micro_loop_zeroing(script: Script, loop: ast.AST, evs: list[Event],

@@ -225,10 +225,14 @@ def _partial_helpers(script: Script) -> Iterator[Hit]:
             sites = script.call_sites(func)
             if not sites or any(_seeds_torch_around(script, site) for site in sites):
                 continue
-            last = max(seeds, key=lambda c: c.lineno)
-            done = " and ".join(sorted(set(seeds.values())))
+            plain = [c for c in seeds if parent(parent(c)) is func]  # under no `if cuda:`
+            last = max(plain or seeds, key=lambda c: c.lineno)
+            families = set(seeds.values())
+            done = " and ".join(sorted(families - {"cuda"} or families))
+            if "cuda" in families:
+                done += " (torch.cuda's seed reaches the GPUs only)"
             yield Hit(last, f"{func.name}() seeds {done} but not torch: each call (as at "
-                            f"{script.at(sites[0].lineno)}) resets {done} and leaves torch's "
+                            f"{script.at(sites[0].lineno)}) resets those and leaves torch's "
                             f"generator (weight init, shuffling, dropout) where it was, so two "
                             f"runs with the same seed start from different states",
                       fix=f"seed torch here too: torch.manual_seed({ast.unparse(last.args[0])})"
@@ -238,26 +242,40 @@ def _partial_helpers(script: Script) -> Iterator[Hit]:
 def _seeding_body(script: Script, func: ast.AST, least: int = 2) -> dict[ast.Call, str]:
     """The seeding calls of ``func`` (call -> generator family) when every statement of its body
     seeds a generator from one of its parameters (a docstring, ``os.environ[...] = ...`` and
-    deterministic flags aside), else an empty dict."""
+    deterministic flags aside; an ``if`` whose branches do the same, ``if cuda:
+    torch.cuda.manual_seed_all(seed)``), else an empty dict."""
     params = {a.arg for a in func.args.args + func.args.kwonlyargs}  # type: ignore[attr-defined]
     found: dict[ast.Call, str] = {}
-    for stmt in func.body:  # type: ignore[attr-defined]
+    if not _seeding_stmts(script, func.body, params, found):  # type: ignore[attr-defined]
+        return {}
+    return found if len(found) >= least else {}
+
+
+def _seeding_stmts(script: Script, stmts: list[ast.stmt], params: set[str],
+                   found: dict[ast.Call, str]) -> bool:
+    """Every statement of ``stmts`` seeds from ``params`` (see :func:`_seeding_body`); the
+    seeding calls are added to ``found``."""
+    for stmt in stmts:
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
             continue
         if isinstance(stmt, ast.Assign):
             # os.environ["PYTHONHASHSEED"] = str(seed), cudnn flags; seed = self.cfg["seed"]
             params |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
             continue
+        if isinstance(stmt, ast.If):
+            if not _seeding_stmts(script, stmt.body + stmt.orelse, params, found):
+                return False
+            continue
         call = stmt.value if isinstance(stmt, ast.Expr) else None
         family = SEED_CALLS.get(script.call_qualname(call) or "") if isinstance(call, ast.Call) \
             else None
         if family is None:
-            return {}
+            return False
         if not any(isinstance(n, ast.Name) and n.id in params for a in call.args  # type: ignore
                    for n in ast.walk(a)):
-            return {}
+            return False
         found[call] = family  # type: ignore[index]
-    return found if len(found) >= least else {}
+    return True
 
 
 def _seeds_torch_around(script: Script, site: ast.AST) -> bool:

@@ -20,6 +20,9 @@ never reads it and returns to every rank a new object of a class of the file tha
 class that opens a file to write in a method the file calls (``JsonlWriter(log_dir)`` with
 ``open(self.path, "a")`` in ``add_scalar``), built unguarded in a process-group worker, is
 reported at its construction.
+A per-node rank test that holds in every process the file starts on this host (``local_rank ==
+0`` with 0 passed by every call, in a worker ``mp.spawn`` runs) is no rank check either
+(:func:`_holds_on_every_rank`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ import re
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import SCOPES, dotted, kwarg, parent
+from trainguard.lint.branches import param_env
+from trainguard.lint.consts import const_eval
 from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.ranks import on_every_rank
 from trainguard.lint.rules import Hit
@@ -59,13 +64,14 @@ def check(script: Script) -> Iterator[Hit]:
         site, helper = _unguarded_site(script, call)
         if site is not None:
             yield Hit(site, f"{helper}() runs {what} {path_text} (at {script.at(call.lineno)}) "
-                            f"on every rank: all processes write the same file")
+                            f"on every rank{_vacuous_guard(script, site)}: all processes write "
+                            f"the same file")
             continue
         func = script.enclosing_function(call)
         unread = f": {func.name}() takes the rank but never tests it" \
             if func is not None and _unread_rank(func) else ""
-        yield Hit(call, f"{what} {path_text} runs on every rank: all processes write the same "
-                        f"file{unread}")
+        yield Hit(call, f"{what} {path_text} runs on every rank{_vacuous_guard(script, call)}: "
+                        f"all processes write the same file{unread}")
     yield from _project_writers(script)
     yield from _rank_blind_factories(script)
     yield from _writers_built_on_every_rank(script)
@@ -405,7 +411,76 @@ def _rank_cond(script: Script, test: ast.AST) -> bool:
     return`` with ``Checkpointer(..., save_to_disk=get_rank() == 0)``)."""
     if isinstance(test, ast.BoolOp):
         return any(_rank_cond(script, v) for v in test.values)
+    if _holds_on_every_rank(script, test):
+        return False
     return _rank_test(test) or _rank_flag(script, test, 4)
+
+
+def _holds_on_every_rank(script: Script, test: ast.AST) -> bool:
+    """A per-node rank test that the program's own calls make true in every process it starts
+    on this host: ``rank % ngpus_per_node == 0`` where every call of the worker passes
+    ``ngpus_per_node=1``, or ``gpu == 0`` where every call passes ``gpu=0``, in a worker that
+    ``mp.spawn``/``start_processes`` (or ``Process(target=...)``) runs here. Each process then
+    counts as its node's first, but all of them share this host's disk. One writer per node
+    launched on its own host stays silent (right when each node has a disk of its own), and so
+    does an option's default (``--local_rank``, set by the launcher)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and
+            isinstance(test.ops[0], ast.Eq) and isinstance(test.comparators[0], ast.Constant)):
+        return False
+    left, zero = test.left, test.comparators[0].value
+    if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Mod) and zero == 0:
+        vacuous = _bound_by_every_call(script, left.right) == 1  # x % 1 is 0 for every rank
+    else:
+        vacuous = zero is not None and _bound_by_every_call(script, left) == zero
+    func = script.enclosing_function(test)
+    return vacuous and func is not None and _spawned_here(script, func, 3)
+
+
+_SPAWNS = ("multiprocessing.spawn", "multiprocessing.start_processes", "multiprocessing.Process")
+
+
+def _spawned_here(script: Script, func: ast.AST, depth: int) -> bool:
+    """``func`` runs in processes the file starts on this host: it is the target of
+    ``mp.spawn(func, nprocs=...)``, ``start_processes`` or ``Process(target=func)``, or is
+    called by such a target (``depth`` levels of callers)."""
+    name = getattr(func, "name", None)
+    for call in script.calls:
+        if not (script.call_qualname(call) or "").endswith(_SPAWNS):
+            continue
+        target = call.args[0] if call.args else kwarg(call, "fn") or kwarg(call, "target")
+        if isinstance(target, ast.Name) and target.id == name:
+            return True
+    return depth > 0 and any(
+        (caller := script.enclosing_function(site)) is not None and
+        _spawned_here(script, caller, depth - 1) for site in script.call_sites(func))
+
+
+def _vacuous_guard(script: Script, node: ast.AST) -> str:
+    """`` (the test `rank % n == 0` at line 9 holds on every rank: ...)`` for a rank test
+    around ``node`` that :func:`_holds_on_every_rank`; empty when there is none."""
+    n = node
+    while (p := parent(n)) is not None and not isinstance(p, SCOPES):
+        if isinstance(p, ast.If):
+            tests = [t for b in ast.walk(p.test) if isinstance(b, ast.BoolOp) for t in b.values]
+            for t in [p.test, *tests]:
+                if _holds_on_every_rank(script, t):
+                    return f" (the test `{ast.unparse(t)}` at {script.at(t.lineno)} holds in " \
+                           f"every process this file starts on the host: each call binds " \
+                           f"its operand to the same constant)"
+        n = p
+    return ""
+
+
+def _bound_by_every_call(script: Script, name: ast.expr) -> object:
+    """The constant every call of the function around ``name`` passes for that parameter."""
+    func = script.enclosing_function(name)
+    if not isinstance(name, ast.Name) or func is None or any(
+            isinstance(n, ast.Name) and n.id == name.id and isinstance(n.ctx, ast.Store)
+            for n in ast.walk(func)):
+        return None
+    bound = param_env(script, func).get(name.id)
+    value = const_eval(bound) if bound is not None else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _rank_flag(script: Script, expr: ast.AST, depth: int) -> bool:
