@@ -607,12 +607,7 @@ def _meter_update(script: Script, node: ast.AST, names: set[str]) -> Hit | None:
                                    f"{script.at(call.lineno)} hands it tensors with a grad_fn: "
                                    f"every step's autograd graph stays alive",
                            fix=f"keep .item() (or .detach()) of what is stored in {kept}")
-            part = _graph_element(script, arg, names)
-            shown = script.segment(call) or f"{owner}({text}, ...)"
-            if len(shown) > 60:
-                shown = f"{owner}(..., {text}, ...)" if len(text) <= 40 else f"{owner}(...)"
-            tensor = script.segment(part) or "loss"
-            inside = f" in {text}" if part is not arg else ""
+            shown, tensor, inside = _handed_parts(script, call, owner, arg, names)
             return Hit(call, f"`{shown}` hands a tensor with a grad_fn to "
                              f"{func.name}(), which keeps it in `{kept}` across iterations: "
                              f"every step's autograd graph stays alive",
@@ -641,18 +636,29 @@ def _passed_hit(script: Script, call: ast.AST, owner: str, arg: ast.expr, names:
                          f"{func.name}(), {kept_at} in `{kept}` across iterations: every "
                          f"step's autograd graph stays alive",
                    fix=f"merge numbers: `{{k: v.item() for k, v in {src}.items()}}`")
-    part = _graph_element(script, arg, names)
-    tensor = script.segment(part) or "loss"
-    if not isinstance(part, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
-        tensor = f"({tensor})"  # ((d_loss - g_loss).item())
-    inside = f" in {text}" if part is not arg and hasattr(arg, "lineno") else ""
-    shown = script.segment(call) or ""
-    shown = shown if 0 < len(shown) <= 60 else f"{owner}(...)"
+    shown, tensor, inside = _handed_parts(script, call, owner, arg, names)
     return Hit(call, f"`{shown}` hands tensors with a grad_fn to "
                      f"{func.name}(), {kept_at} in `{kept}` across iterations: every step's "
                      f"autograd graph stays alive",
                fix=f"hand numbers: `{{k: v.item() for k, v in {text}.items()}}`" if per_value
-               and part is arg else f"pass {tensor}.item() (or {tensor}.detach()){inside}")
+               and isinstance(arg, ast.Name) else
+               f"pass {tensor}.item() (or {tensor}.detach()){inside}")
+
+
+def _handed_parts(script: Script, call: ast.AST, owner: str, arg: ast.expr,
+                  names: set[str]) -> tuple[str, str, str]:
+    """(the call as shown, the tensor to cut, where it sits in the argument) for a finding
+    at a call that hands a keeper tensors: ``pass (d_loss - g_loss).item() in {...}``."""
+    text = script.segment(arg) or "loss"
+    part = _graph_element(script, arg, names)
+    shown = script.segment(call) or f"{owner}({text}, ...)"
+    if len(shown) > 60:
+        shown = f"{owner}(..., {text}, ...)" if len(text) <= 40 else f"{owner}(...)"
+    tensor = script.segment(part) or "loss"
+    if not isinstance(part, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
+        tensor = f"({tensor})"  # ((d_loss - g_loss).item())
+    inside = f" in {text}" if part is not arg and hasattr(arg, "lineno") else ""
+    return shown, tensor, inside
 
 
 def _merged_into(script: Script, arg: ast.expr, call: ast.AST, names: set[str]
@@ -676,11 +682,12 @@ def _merged_into(script: Script, arg: ast.expr, call: ast.AST, names: set[str]
 
 
 def _passed_on(target: Target, param: str) -> Iterator[tuple[Target, str, bool]]:
-    """(method, attribute it keeps in, whether handed each value) for each method of an object held by ``target``'s own
-    object that ``target`` hands ``param``, or each value of it, and that keeps what it is
-    handed: a meter's ``for k, v in update_dict.items(): self.meters[k].update(v, n)`` with
-    ``SmoothedValue.update`` doing ``self.total += value * n`` (a framework-style meter that
-    groups smoothed values, in this file or in another of the project)."""
+    """(method, attribute it keeps in, whether handed each value) for each method of an object
+    held by ``target``'s own object that ``target`` hands ``param``, or each value of it, and
+    that keeps what it is handed: a meter's ``for k, v in update_dict.items():
+    self.meters[k].update(v, n)`` with ``SmoothedValue.update`` doing ``self.total += value *
+    n`` (a framework-style meter that groups smoothed values, in this file or another of the
+    project)."""
     func, where = target.func, target.script
     carried = {param}
     for loop in walk_local(func):
