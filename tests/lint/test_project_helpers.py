@@ -520,6 +520,33 @@ TRACKER_SCRIPT = '''
         [(torch.randn(4, 20, 40), torch.randint(0, 30, (4, 20)))] * 3)
 '''
 
+# Sizes kept in a settings module of the project: 1537 sensor windows in batches of 32 leave
+# one window for the last batch, which BatchNorm1d rejects in train mode (pytorch/pytorch#7716:
+# "all usages of BatchNorm1d can fail if the dataset_size % batch_size == 1",
+# https://github.com/pytorch/pytorch/issues/7716).
+SETTINGS_HELPERS = '''
+    N_WINDOWS = 1537
+    WINDOW = 50
+    LOADER = {"batch_size": 32, "shuffle": True}
+'''
+SETTINGS_SCRIPT = '''
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+    from helpers import LOADER, N_WINDOWS, WINDOW
+
+    windows = TensorDataset(torch.randn(N_WINDOWS, WINDOW), torch.randint(0, 4, (N_WINDOWS,)))
+    loader = DataLoader(windows, batch_size=LOADER["batch_size"], shuffle=LOADER["shuffle"]{drop})
+    net = nn.Sequential(nn.Linear(WINDOW, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 4))
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    for epoch in range(3):
+        for x, y in loader:
+            loss = nn.functional.cross_entropy(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+'''
+
 
 CASES = [
     # (id, helpers, script, fill of the buggy script, fill of the fixed twin, code, marked text)
@@ -565,6 +592,9 @@ CASES = [
     ("TG201-helper-meter-windows", TRACKER_HELPERS, TRACKER_SCRIPT,
      {"terms": "terms"}, {"terms": "{k: v.item() for k, v in terms.items()}"},
      "TG201", "tracker.update("),
+    ("TG404-helper-settings-constants", SETTINGS_HELPERS, SETTINGS_SCRIPT,
+     {"drop": ""}, {"drop": ", drop_last=True"},
+     "TG404", "loader = DataLoader("),
 ]
 
 
