@@ -469,6 +469,84 @@ BASE_SCRIPT = '''
         optimizer.step()
 '''
 
+# A speech recognizer's joint CTC/attention losses go to a tracker from a utility module that
+# keeps one window per key and sums what each window is handed: the loss tensors and their
+# graphs outlive every step (lyq133/LIC-HPCM#4, an AverageMeter fed the loss tensor leaked VRAM
+# until the run crashed: https://github.com/lyq133/LIC-HPCM/issues/4).
+TRACKER_HELPERS = '''
+    class Window:
+        def __init__(self):
+            self.sum, self.n = 0.0, 0
+
+        def push(self, value, n=1):
+            self.sum += value * n
+            self.n += n
+
+
+    class Tracker:
+        def __init__(self):
+            self.windows = {}
+
+        def update(self, scalars, n=1):
+            for key, value in scalars.items():
+                if key not in self.windows:
+                    self.windows[key] = Window()
+                self.windows[key].push(value, n)
+'''
+TRACKER_SCRIPT = '''
+    import torch
+    import torch.nn.functional as F
+    from helpers import Tracker
+
+
+    def fit(encoder, ctc_head, att_head, batches, epochs=2):
+        params = [*encoder.parameters(), *ctc_head.parameters(), *att_head.parameters()]
+        opt = torch.optim.Adam(params, lr=1e-3)
+        tracker = Tracker()
+        for epoch in range(epochs):
+            for feats, tokens in batches:
+                hidden, _ = encoder(feats)
+                ctc = ctc_head(hidden).pow(2).mean()
+                att = F.cross_entropy(att_head(hidden).flatten(0, 1), tokens.flatten())
+                terms = {{"ctc": ctc, "att": att}}
+                opt.zero_grad()
+                (0.3 * ctc + 0.7 * att).backward()
+                opt.step()
+                tracker.update({terms}, len(feats))
+        return tracker
+
+
+    fit(torch.nn.GRU(40, 32, batch_first=True), torch.nn.Linear(32, 30), torch.nn.Linear(32, 30),
+        [(torch.randn(4, 20, 40), torch.randint(0, 30, (4, 20)))] * 3)
+'''
+
+# Sizes kept in a settings module of the project: 1537 sensor windows in batches of 32 leave
+# one window for the last batch, which BatchNorm1d rejects in train mode (pytorch/pytorch#7716:
+# "all usages of BatchNorm1d can fail if the dataset_size % batch_size == 1",
+# https://github.com/pytorch/pytorch/issues/7716).
+SETTINGS_HELPERS = '''
+    N_WINDOWS = 1537
+    WINDOW = 50
+    LOADER = {"batch_size": 32, "shuffle": True}
+'''
+SETTINGS_SCRIPT = '''
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+    from helpers import LOADER, N_WINDOWS, WINDOW
+
+    windows = TensorDataset(torch.randn(N_WINDOWS, WINDOW), torch.randint(0, 4, (N_WINDOWS,)))
+    loader = DataLoader(windows, batch_size=LOADER["batch_size"], shuffle=LOADER["shuffle"]{drop})
+    net = nn.Sequential(nn.Linear(WINDOW, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 4))
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    for epoch in range(3):
+        for x, y in loader:
+            loss = nn.functional.cross_entropy(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+'''
+
 
 CASES = [
     # (id, helpers, script, fill of the buggy script, fill of the fixed twin, code, marked text)
@@ -511,6 +589,12 @@ CASES = [
     ("TG205-helper-module-detached", BASE_HELPERS, BASE_SCRIPT,
      {"cut": "feat = feat.detach()"}, {"cut": "feat = F.normalize(feat)"},
      "TG205", "feat = feat.detach()"),
+    ("TG201-helper-meter-windows", TRACKER_HELPERS, TRACKER_SCRIPT,
+     {"terms": "terms"}, {"terms": "{k: v.item() for k, v in terms.items()}"},
+     "TG201", "tracker.update("),
+    ("TG404-helper-settings-constants", SETTINGS_HELPERS, SETTINGS_SCRIPT,
+     {"drop": ""}, {"drop": ", drop_last=True"},
+     "TG404", "loader = DataLoader("),
 ]
 
 

@@ -245,6 +245,8 @@ def resolve(script: Any, expr: ast.AST | None, *, _depth: int = 3) -> Any:
                 bound = None if v is UNKNOWN else ast.Constant(v)
             if bound is None and _depth > 0:
                 bound = _local_value(script, expr, node.id, _depth - 1)
+            if bound is None and _depth > 0 and _single_value(node) is None:
+                bound = _imported_value(script, node.id)
             if bound is not None:
                 env[node.id] = bound
             return node
@@ -280,6 +282,20 @@ def _local_value(script: Any, at: ast.AST, name: str, depth: int) -> ast.expr | 
     if value is None or script.enclosing_function(value) is None:
         return None  # a module constant: const_eval reads it already
     v = resolve(script, value, _depth=depth)
+    return None if v is UNKNOWN else ast.Constant(v)
+
+
+def _imported_value(script: Any, name: str) -> ast.expr | None:
+    """What a constant imported by name from another project file holds (``from settings import
+    N_ROWS``, :func:`trainguard.lint.project.foreign_constant`), as a constant node; None when
+    that file does not fix it."""
+    from trainguard.lint.project import foreign_constant
+
+    if name not in script.project_imports or \
+            not module_constants_trusted(script.tree, script.source):
+        return None  # (a script that runs ``exec`` may rebind what it imported)
+    value = foreign_constant(script, name)
+    v = const_eval(value) if value is not None else UNKNOWN
     return None if v is UNKNOWN else ast.Constant(v)
 
 

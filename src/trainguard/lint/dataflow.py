@@ -228,8 +228,9 @@ def _dict_update(node: ast.AST) -> tuple[str, list[ast.expr]] | None:
     if not (isinstance(f, ast.Attribute) and f.attr == "update" and isinstance(f.value, ast.Name)):
         return None
     values = [k.value for k in call.keywords]
-    for arg in call.args:
-        values.extend(arg.values if isinstance(arg, ast.Dict) else [])
+    for arg in call.args:  # (a mapping by name merges its values: ``logs.update(losses)``)
+        values.extend(arg.values if isinstance(arg, ast.Dict) else
+                      [arg] if isinstance(arg, ast.Name) and len(call.args) == 1 else [])
     return (f.value.id, values) if values else None
 
 

@@ -424,6 +424,29 @@ def _foreign_node(script: "Script", dotted_name: str, *, full: bool
     return None
 
 
+def foreign_constant(script: "Script", name: str) -> ast.expr | None:
+    """The value of the module-level constant that ``name`` imports by name from another file of
+    the project (``from settings import N_ROWS, LOADER``), when that file binds it once, at its
+    top level, and never rebinds it (no ``+=``, ``global``, loop or in-place change): the
+    expression as that file's :class:`Script` holds it, so its own names resolve there.
+    None otherwise."""
+    from trainguard.lint.consts import _assignment_table, module_constants_trusted
+
+    path = script.path
+    spec = script.project_imports.get(name)
+    if not path or path.startswith("<") or path == "-" or spec is None or spec[2] is None:
+        return None
+    resolved = _resolve(Path(os.path.abspath(path)), *spec)
+    other = project_script(resolved[0]) if resolved is not None and resolved[1] else None
+    if other is None or not module_constants_trusted(other.tree, other.source):
+        return None
+    values = _assignment_table(other.tree).get(resolved[1], [])  # type: ignore[index,arg-type]
+    value = values[0] if len(values) == 1 else None
+    top = value is not None and any(isinstance(st, (ast.Assign, ast.AnnAssign)) and
+                                    st.value is value for st in other.tree.body)
+    return value if top else None
+
+
 def foreign_method_names(script: "Script", dotted_name: str, _depth: int = 3) -> set[str]:
     """Method names of the project class ``dotted_name`` names (and of its bases in its own
     file), read from the parse alone."""

@@ -12,7 +12,9 @@ function's arguments at one call site). A function of the file or project return
 ``return`` builds from the arguments of the call (``tiles, masks = make_tiles(N_TILES)``), and a
 function's parameter holds what every call of the function in the file passes.
 NumPy random draws, matrix products and split bounds computed from lengths
-(:mod:`trainguard.lint.counts`) are read too. scikit-learn's bundled datasets have fixed sizes (``load_digits()`` holds 1797 samples), and
+(:mod:`trainguard.lint.counts`) are read too. scikit-learn's bundled datasets have fixed sizes
+(``load_digits()`` holds 1797 samples), its sample generators the ``n_samples`` they are
+given or default to (``make_classification(n_samples=cfg["n"])``), and
 ``train_test_split`` splits as scikit-learn does: ``ceil(test_size * n)`` test samples, the rest
 for training (https://scikit-learn.org/stable/modules/generated/sklearn.model_selection.train_test_split.html).
 Anything else is unknown. Nothing is run.
@@ -37,6 +39,18 @@ _SIZED = {"randn", "rand", "zeros", "ones", "empty", "full", "randint"}
 # (https://scikit-learn.org/stable/datasets/toy_dataset.html).
 _SKLEARN_TOY = {"load_iris": 150, "load_diabetes": 442, "load_digits": 1797,
                 "load_linnerud": 20, "load_wine": 178, "load_breast_cancer": 569}
+# scikit-learn's sample generators: the ``n_samples`` default of each (its first parameter
+# where ``True``); ``X`` and ``y`` both hold that many rows, and a sequence of counts (per
+# cluster, or outer and inner circle) sums
+# (https://scikit-learn.org/stable/datasets/sample_generators.html).
+_SKLEARN_MADE = {"make_classification": 100, "make_regression": 100, "make_blobs": 100,
+                 "make_moons": 100, "make_circles": 100, "make_friedman1": 100,
+                 "make_friedman2": 100, "make_friedman3": 100, "make_hastie_10_2": 12000,
+                 "make_low_rank_matrix": 100, "make_multilabel_classification": 100,
+                 "make_s_curve": 100, "make_swiss_roll": 100, "make_sparse_uncorrelated": 100,
+                 "make_gaussian_quantiles": 100}
+_SKLEARN_MADE_KEYWORD_ONLY = {"make_gaussian_quantiles"}  # (its first parameter is the mean)
+_SKLEARN_MADE_ONE_ARRAY = {"make_low_rank_matrix"}
 # scikit-learn transformers map each row to a row (StandardScaler().fit(X).transform(X)).
 _ROW_PRESERVING = {"transform", "fit_transform", "inverse_transform"}
 _PER_SAMPLE = {"data", "images", "target", "frame"}
@@ -136,6 +150,9 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
     f = expr.func
     if q.startswith("sklearn.datasets.") and name in _SKLEARN_TOY:
         return _SKLEARN_TOY[name]
+    if q.startswith("sklearn.datasets.") and name in _SKLEARN_MADE and \
+            name in _SKLEARN_MADE_ONE_ARRAY:  # (the others return a tuple: X, y)
+        return _generated(script, expr, name, env)
     if q in _WRAP and expr.args:
         return samples(script, expr.args[0], env, depth=d)
     if name == "Subset" and len(expr.args) >= 2:  # Subset(ds, indices): one per index
@@ -171,11 +188,7 @@ def samples(script: Script, expr: ast.AST | None, env: dict[str, ast.expr] | Non
                 size = expr.args[2]  # np.random.randint(0, k, n): n draws
         elif size is None and expr.args:
             size = expr.args[0]
-        v = const_eval(size, env=env)
-        if v is UNKNOWN and not env and size is not None:
-            v = resolve(script, size)  # torch.randn(self.cfg["n"], 8)
-        elif v is UNKNOWN and size is not None and not isinstance(size, (ast.Tuple, ast.List)):
-            v = value_at(script, size, env)  # make_split(args.train_size): randn(n, d)
+        v = _fixed(script, size, env)
         if isinstance(v, list) and v and isinstance(v[0], int):
             return v[0]
         if isinstance(v, int) and not isinstance(v, bool) and \
@@ -366,6 +379,34 @@ def _ancestors(node: ast.AST) -> list[ast.AST]:
     return out
 
 
+def _fixed(script: Script, node: ast.expr | None, env: dict[str, ast.expr] | None) -> Any:
+    """The value the file fixes for ``node``, a size or count: a constant, or a name, config
+    entry or argument that holds one (``torch.randn(self.cfg["n"], 8)``,
+    ``make_split(args.train_size)`` running ``randn(n, d)``)."""
+    v = const_eval(node, env=env)
+    if v is UNKNOWN and not env and node is not None:
+        v = resolve(script, node)
+    elif v is UNKNOWN and node is not None and not isinstance(node, (ast.Tuple, ast.List)):
+        v = value_at(script, node, env)
+    return v
+
+
+def _generated(script: Script, call: ast.Call, name: str,
+               env: dict[str, ast.expr] | None) -> Any:
+    """The rows of what a scikit-learn sample generator returns (``make_classification(
+    n_samples=cfg["n_samples"])``): its ``n_samples``, written or by default."""
+    n = kwarg(call, "n_samples")
+    if n is None and call.args and name not in _SKLEARN_MADE_KEYWORD_ONLY:
+        n = call.args[0]
+    if any(isinstance(a, ast.Starred) for a in call.args) or \
+            n is None and any(k.arg is None for k in call.keywords):
+        return UNKNOWN  # (n_samples may come in through the spread)
+    v = _SKLEARN_MADE[name] if n is None else _fixed(script, n, env)
+    if isinstance(v, (list, tuple)) and v and all(type(x) is int for x in v):
+        return sum(v)  # make_blobs(n_samples=[60, 40]): per cluster
+    return v if type(v) is int else UNKNOWN
+
+
 def _part(script: Script, node: ast.Assign, index: int, depth: int,
           env: dict | None = None) -> Any:
     """Element ``index`` of a tuple assignment: ``a, b = random_split(ds, [900, 125])``,
@@ -387,6 +428,8 @@ def _call_part(script: Script, value: ast.Call, index: int, env: dict | None,
         return _train_test_part(script, value, index, env, depth)
     if q.startswith("sklearn.datasets.") and q.rsplit(".", 1)[-1] in _SKLEARN_TOY:
         return _SKLEARN_TOY[q.rsplit(".", 1)[-1]]
+    if q.startswith("sklearn.datasets.") and q.rsplit(".", 1)[-1] in _SKLEARN_MADE:
+        return _generated(script, value, q.rsplit(".", 1)[-1], env) if index < 2 else UNKNOWN
     if q.endswith("random_split"):
         lengths = value.args[1] if len(value.args) > 1 else kwarg(value, "lengths")
         v = const_eval(lengths, env=env)

@@ -47,7 +47,7 @@ from trainguard.lint.rules import Hit
 from trainguard.lint.sampling import helper_samples, sampled_pass, samples_only
 from trainguard.lint.script import Script
 from trainguard.lint.untouched import never_switched
-from trainguard.placement import body_statement, setup_start
+from trainguard.placement import body_statement, setup_start, stretch_apart
 
 CODE = "TG101"
 SKIP_IN_TESTS = True  # about a training run; test files are not runs
@@ -141,7 +141,11 @@ def check(script: Script) -> Iterator[Hit]:
                       fix="remove this train() call from the evaluation (call model.train() "
                           "before the next training step instead)")
         elif mode == "train" and not _adapts_when_called(script, first):
-            yield Hit(_region_start(script, region.node, first), f"{region.label} runs "
+            start = _region_start(script, region.node, first)
+            if start is not first:
+                where = "before this loop" if isinstance(start, (ast.For, ast.While)) else \
+                    "before this block" if isinstance(start, ast.With) else "before this statement"
+            yield Hit(start, f"{region.label} runs "
                       f"{fwd}(...) ({script.at(first.lineno)}) in train mode ({why}); Dropout "
                              f"and BatchNorm act as in training",
                       fix=f"call model.eval() {where}, and model.train() before training "
@@ -218,14 +222,26 @@ def _region_start(script: Script, region: ast.AST, first: ast.AST) -> ast.AST:
     evaluates (no backward in it: ``get_test_accuracy(model, loader)``): before the statement
     of its body that holds the region (its ``with torch.no_grad():`` block); at a script's top
     level, before the top-level statement that holds it when that statement only evaluates
-    (and its accumulators' set-up); elsewhere the model call."""
+    (and its accumulators' set-up). Inside a scope that also trains (an epoch loop with a
+    validation pass after its batches), the block that opens the evaluation apart from the
+    training (its ``no_grad`` block or loop, :func:`trainguard.placement.stretch_apart`), as
+    the runtime check reports it; the model call when none does (a test batch scored inside
+    the training step's own iteration)."""
     func = script.enclosing_function(region)
     # at a script's top level, the top-level statement that holds the region is the scope
     scope = func if func is not None else body_statement(script.tree.body, region.lineno)
-    if scope is None or any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
-                            n.func.attr in ("backward", "step") for n in walk_local(scope)):
+    if scope is None:
         return first
-    return _statement_holding(func or script.tree, first)
+    trains = [n.lineno for n in walk_local(scope) if isinstance(n, ast.Call) and
+              isinstance(n.func, ast.Attribute) and n.func.attr in ("backward", "step")]
+    if not trains:
+        return _statement_holding(func or script.tree, first)
+    line = first.lineno  # type: ignore[attr-defined]
+    avoid = max((t for t in trains if t < line), default=min(trains))
+    _, stmt = stretch_apart(getattr(func or script.tree, "body", []), line, avoid)
+    if stmt is None or stmt.lineno == line:
+        return first  # (the forward's own statement: its column is the better place)
+    return stmt
 
 
 def _statement_holding(func: ast.AST, node: ast.AST) -> ast.AST:

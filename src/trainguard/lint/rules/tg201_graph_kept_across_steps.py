@@ -68,6 +68,10 @@ def check(script: Script) -> Iterator[Hit]:
                     handed.setdefault(k, set()).update(params)
             for node in walk_local(func):
                 found = _accumulation(script, node, inner)
+                if found is None and id(node) not in seen and \
+                        (hit := _helper_meter_update(script, loop, func, node, inner)):
+                    seen.add(id(node))
+                    yield hit
                 if found is None or id(node) in seen:
                     continue
                 acc, value, verb = found
@@ -585,6 +589,9 @@ def _meter_update(script: Script, node: ast.AST, names: set[str]) -> Hit | None:
             found = next((k for k in _kept_attrs(func, param)
                           if _picks_graph(script, k[1], param, arg, names)), None)
             if found is None:
+                passed = next(_passed_on(target, param), None)
+                if passed is not None:
+                    return _passed_hit(script, call, owner, arg, names, func, passed)
                 continue
             kept, keeper = found
             text = script.segment(arg) or "loss"
@@ -600,17 +607,149 @@ def _meter_update(script: Script, node: ast.AST, names: set[str]) -> Hit | None:
                                    f"{script.at(call.lineno)} hands it tensors with a grad_fn: "
                                    f"every step's autograd graph stays alive",
                            fix=f"keep .item() (or .detach()) of what is stored in {kept}")
-            part = _graph_element(script, arg, names)
-            shown = script.segment(call) or f"{owner}({text}, ...)"
-            if len(shown) > 60:
-                shown = f"{owner}(..., {text}, ...)" if len(text) <= 40 else f"{owner}(...)"
-            tensor = script.segment(part) or "loss"
-            inside = f" in {text}" if part is not arg else ""
+            shown, tensor, inside = _handed_parts(script, call, owner, arg, names)
             return Hit(call, f"`{shown}` hands a tensor with a grad_fn to "
                              f"{func.name}(), which keeps it in `{kept}` across iterations: "
                              f"every step's autograd graph stays alive",
                        fix=f"pass {tensor}.item() (or {tensor}.detach()){inside}")
     return None
+
+
+def _passed_hit(script: Script, call: ast.AST, owner: str, arg: ast.expr, names: set[str],
+                func: ast.AST, passed: tuple[Target, str, bool]) -> Hit:
+    """The finding for a meter that hands what it is given to the values it holds, which keep
+    it (:func:`_passed_on`): reported where the tensors enter what the call hands over (a
+    ``logs.update(losses)`` merging them into a dict of numbers, :func:`_merged_into`), else
+    at the call."""
+    inner, kept, per_value = passed
+    cls = inner.script.enclosing_class(inner.func)
+    where = f"{cls.name}.{inner.func.name}()" if cls is not None else f"{inner.func.name}()"
+    text = script.segment(arg) or "loss"
+    kept_at = f"which passes each value to {where}, which keeps it" if per_value else \
+        f"which passes it to {where}, which keeps it"
+    merged = _merged_into(script, arg, call, names)
+    if merged is not None:
+        stmt, source = merged
+        src = script.segment(source) or "losses"
+        return Hit(stmt, f"this merges the tensors of `{src}` (with a grad_fn) into `{text}`, "
+                         f"which `{owner}(...)` at {script.at(call.lineno)} hands to "
+                         f"{func.name}(), {kept_at} in `{kept}` across iterations: every "
+                         f"step's autograd graph stays alive",
+                   fix=f"merge numbers: `{{k: v.item() for k, v in {src}.items()}}`")
+    shown, tensor, inside = _handed_parts(script, call, owner, arg, names)
+    return Hit(call, f"`{shown}` hands tensors with a grad_fn to "
+                     f"{func.name}(), {kept_at} in `{kept}` across iterations: every step's "
+                     f"autograd graph stays alive",
+               fix=f"hand numbers: `{{k: v.item() for k, v in {text}.items()}}`" if per_value
+               and isinstance(arg, ast.Name) else
+               f"pass {tensor}.item() (or {tensor}.detach()){inside}")
+
+
+def _handed_parts(script: Script, call: ast.AST, owner: str, arg: ast.expr,
+                  names: set[str]) -> tuple[str, str, str]:
+    """(the call as shown, the tensor to cut, where it sits in the argument) for a finding
+    at a call that hands a keeper tensors: ``pass (d_loss - g_loss).item() in {...}``."""
+    text = script.segment(arg) or "loss"
+    part = _graph_element(script, arg, names)
+    shown = script.segment(call) or f"{owner}({text}, ...)"
+    if len(shown) > 60:
+        shown = f"{owner}(..., {text}, ...)" if len(text) <= 40 else f"{owner}(...)"
+    tensor = script.segment(part) or "loss"
+    if not isinstance(part, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)):
+        tensor = f"({tensor})"  # ((d_loss - g_loss).item())
+    inside = f" in {text}" if part is not arg and hasattr(arg, "lineno") else ""
+    return shown, tensor, inside
+
+
+def _merged_into(script: Script, arg: ast.expr, call: ast.AST, names: set[str]
+                 ) -> tuple[ast.stmt, ast.expr] | None:
+    """``(statement, mapping)`` when ``arg`` names a dict its function builds without a
+    graph (``logs = {"total": total.item()}``) and then merges a mapping of graph tensors into
+    (``logs.update(losses)``) before ``call``: that merge is what the fix changes."""
+    if not isinstance(arg, ast.Name):
+        return None
+    built = last_assignment(arg.id, call)
+    if built is None or carries_graph(script, built, names):
+        return None
+    func = script.enclosing_function(call)
+    merges = [n for n in walk_local(func or script.tree) if isinstance(n, ast.Expr) and
+              isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute) and
+              n.value.func.attr == "update" and isinstance(n.value.func.value, ast.Name) and
+              n.value.func.value.id == arg.id and len(n.value.args) == 1 and
+              built.lineno < n.lineno < call.lineno and  # type: ignore[attr-defined]
+              carries_graph(script, n.value.args[0], names)]
+    return (merges[0], merges[0].value.args[0]) if len(merges) == 1 else None  # type: ignore
+
+
+def _passed_on(target: Target, param: str) -> Iterator[tuple[Target, str, bool]]:
+    """(method, attribute it keeps in, whether handed each value) for each method of an object
+    held by ``target``'s own object that ``target`` hands ``param``, or each value of it, and
+    that keeps what it is handed: a meter's ``for k, v in update_dict.items():
+    self.meters[k].update(v, n)`` with ``SmoothedValue.update`` doing ``self.total += value *
+    n`` (a framework-style meter that groups smoothed values, in this file or another of the
+    project)."""
+    func, where = target.func, target.script
+    carried = {param}
+    for loop in walk_local(func):
+        if not isinstance(loop, ast.For):
+            continue
+        it, var = loop.iter, loop.target
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and \
+                it.func.attr in ("items", "values") and not it.args:
+            it, var = it.func.value, var.elts[-1] if it.func.attr == "items" and \
+                isinstance(var, ast.Tuple) and len(var.elts) == 2 else var
+        if isinstance(it, ast.Name) and it.id in carried and isinstance(var, ast.Name):
+            carried.add(var.id)  # (for v in d: v is a key, no value: only items and values)
+    for call in walk_local(func):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)) or \
+                not any(isinstance(a, ast.Name) and a.id in carried for a in call.args):
+            continue
+        for inner in where.targets(call) or _held_methods(where, func, call.func):
+            params = [a.arg for a in inner.func.args.posonlyargs + inner.func.args.args]
+            for p, a in bind_arguments(params[1:], call).items():
+                kept = _kept_attr(inner.func, p) if isinstance(a, ast.Name) and \
+                    a.id in carried and inner.func is not func else None
+                if kept is not None:
+                    yield inner, kept[0], a.id != param  # type: ignore[union-attr]
+
+
+def _held_methods(where: Script, func: ast.AST, method: ast.Attribute) -> list[Target]:
+    """The methods ``method`` may run when its receiver is an object its class holds,
+    whole or as a value of a container (``self.meters[k].update`` with ``self.meters =
+    defaultdict(SmoothedValue)``): the method of each project class the attribute's
+    assignments in the class name."""
+    recv = method.value
+    while isinstance(recv, ast.Subscript):
+        recv = recv.value
+    attr = dotted(recv) or ""
+    cls = where.enclosing_class(func)
+    if cls is None or not attr.startswith("self.") or attr.count(".") != 1:
+        return []
+    found: list[Target] = []
+    for st in ast.walk(cls):  # (``self.meters = defaultdict(Smoothed)``, or a value stored
+        # into it: ``self.meters[k] = Smoothed()``)
+        if isinstance(st, ast.Assign) and any(dotted(t.value if isinstance(t, ast.Subscript)
+                                                     else t) == attr for t in st.targets):
+            for n in ast.walk(st.value):
+                ref = where.graph.class_named(n.id) if isinstance(n, ast.Name) else None
+                inner = where.graph.method(ref, method.attr) if ref is not None else None
+                if inner is not None and inner not in found:
+                    found.append(inner)
+    return found
+
+
+def _helper_meter_update(script: Script, loop: ast.AST, func: ast.AST, node: ast.AST,
+                         names: set[str]) -> Hit | None:
+    """:func:`_meter_update` in a function the training loop calls (``update_meter(meter,
+    losses)``), on a meter that outlives the loop: the loop hands it in (:func:`_handed_across`)
+    or the object holds it (``self.meter``)."""
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and
+            isinstance(node.value.func, ast.Attribute)):
+        return None
+    recv = dotted(node.value.func.value) or ""
+    if not recv.startswith("self.") and not _handed_across(script, loop, func, recv, node):
+        return None
+    return _meter_update(script, node, names)
 
 
 def _method_calls(script: Script, node: ast.AST
@@ -624,7 +763,14 @@ def _method_calls(script: Script, node: ast.AST
             if target.bound and params:
                 params = params[1:]
             owner = script.segment(node.value.func) or "update"
-            yield target, node.value, owner, bind_arguments(params, node.value)
+            bound = bind_arguments(params, node.value)
+            extra = target.func.args.kwarg
+            spread = [k for k in node.value.keywords if k.arg is not None and k.arg not in
+                      params and k.arg not in {a.arg for a in target.func.args.kwonlyargs}]
+            if extra is not None and spread:  # log(d_loss=d_loss) into def log(self, **values)
+                bound[extra.arg] = ast.Dict(keys=[ast.Constant(k.arg) for k in spread],
+                                            values=[k.value for k in spread])
+            yield target, node.value, owner, bound
     elif isinstance(node, ast.Assign) and len(node.targets) == 1 and \
             isinstance(node.targets[0], ast.Subscript):
         store = node.targets[0]

@@ -11,7 +11,8 @@ graph holds the tensor and wrong when one does. So it fires on the writes that m
 - in a training iteration between the forward and the backward (a saved tensor changes before
   backward reads it), or in a function the iteration calls there (a callback's hook);
 - the same write between forward and backward on a tensor the graph recorded that is no
-  parameter (``delta = generator(z); delta.data = delta.data * scale``) or on a learnable
+  parameter (``delta = generator(z); delta.data = delta.data * scale``; also in a helper on
+  the tensor a call hands it: ``rescale(torch.tanh(self.net(z)))``) or on a learnable
   tensor (``nn.Parameter``, ``requires_grad=True``) once a forward used it: backward treats
   the rescale as if it never happened;
 - a write into a name bound to such a tensor's ``.data`` (``target_f = q_pred.data`` then
@@ -250,6 +251,8 @@ def _graph_tensor(script: Script, node: ast.Attribute) -> str | None:
     if not isinstance(recv, ast.Name):
         return None
     value = last_assignment(recv.id, node)
+    if value is None and _handed_output(script, node, recv):
+        return "output"
     if value is None or script.grad_disabled(value):
         return None  # made under no_grad: no graph holds it
     if isinstance(value, ast.Call) and ((dotted(value.func) or "").endswith("Parameter") or
@@ -258,6 +261,32 @@ def _graph_tensor(script: Script, node: ast.Attribute) -> str | None:
     return "output" if carries_graph(script, value, set()) or \
         _submodule_output(script, node, value) or _parameter_result(script, node, value) \
         else None
+
+
+def _handed_output(script: Script, node: ast.AST, recv: ast.Name) -> bool:
+    """``recv`` is a parameter of the function around ``node`` that a call, with grad enabled,
+    hands a tensor the graph recorded: in a module's ``forward``, what a submodule returned
+    (``return rescale(torch.tanh(self.net(z)))``); elsewhere a model's output (``out =
+    model(x)`` then ``rescale(out)``). A parameter handed over, or a plain tensor, is none."""
+    func = script.enclosing_function(node)
+    if func is None:
+        return False
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]
+    if recv.id not in params:
+        return False
+    for site in script.call_sites(func)[:4]:
+        if script.grad_disabled(site):
+            continue
+        names = params[1:] if params[:1] == ["self"] and \
+            isinstance(site.func, ast.Attribute) else params
+        arg = bind_arguments(names, site).get(recv.id)
+        if arg is None:
+            continue
+        value = last_assignment(arg.id, site) if isinstance(arg, ast.Name) else arg
+        if _submodule_output(script, site, arg) or \
+                value is not None and carries_graph(script, value, set()):
+            return True
+    return False
 
 
 # Methods whose result shares the storage of the tensor they are called on: a write through
@@ -337,8 +366,8 @@ def _submodule_output(script: Script, node: ast.AST, value: ast.AST) -> bool:
 
     for st in sorted((n for n in walk_local(func) if isinstance(n, ast.Assign) and
                       n.lineno < node.lineno), key=lambda n: n.lineno):  # type: ignore
-        if graph(st.value):
-            names |= {t.id for t in st.targets if isinstance(t, ast.Name)}
+        if graph(st.value):  # (``_, last = self.rnn(x)``: each name unpacked holds output)
+            names |= {n.id for t in st.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
     return graph(value)
 
 
