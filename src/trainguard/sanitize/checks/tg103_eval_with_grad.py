@@ -9,9 +9,12 @@ When it fires: the graph dies, or the run ends, without any backward (``backward
 which costs memory (and can run out of it on large evaluation batches). Reported at the line that
 called the model; when the forward ran inside one of the model's own methods
 (``model.get_context(x)``, ``model.embed(x)``: its layers are the outermost calls), at the line
-that called that method (amyxlu/CPCProt#4); when the line that called the model also ran training
-forwards (a ``compute_loss(batch)`` shared by training and validation), at the evaluation's call
-into the function holding it, one user frame out (jpata/particleflow#290); when the user's
+that called that method (amyxlu/CPCProt#4), unless that method switched the model to eval mode
+itself (``self.eval()`` in a ``predict()``): at its ``def`` line, where ``@torch.no_grad()``
+goes, the caller's line in the message (Sanster/IOPaint#7); when the line that called the model
+also ran training forwards (a ``compute_loss(batch)`` shared by training and validation), at the
+evaluation's call into the function holding it, one user frame out (jpata/particleflow#290);
+when the user's
 ``eval()`` ran in a function still running that reached the forward through a helper, at that
 function's call into the helper (skorch-dev/skorch#219). A model method that
 calls ``self(x)`` itself (a ``predict()`` written on the model) is the evaluation's own code: at
@@ -100,6 +103,11 @@ class EvalWithGrad(UnreachedOutputs):
             where, owner, method = outer
             made = f"the output of its {name} (shape {shapes})"
             name = f"{type(owner).__name__}.{method}()"
+            own = self._own_evaluation(call.module)
+            if own is not None:  # ``predict()`` calling ``self.eval()`` itself: at its ``def``
+                name = (f"{name} (called at {short_location(where)}; it switches the model to "
+                        "eval mode itself, so `@torch.no_grad()` belongs on it)")
+                where = own
         elif trained:
             # a step function training runs too (``compute_loss(batch)``): the evaluation's
             # call into it is where ``no_grad`` goes
@@ -128,6 +136,23 @@ class EvalWithGrad(UnreachedOutputs):
                                        call._frame.f_code)
         if len(self.evals) > 64:
             self.evals = {k: v for k, v in self.evals.items() if v[0]() is not None}
+
+    def _own_evaluation(self, module: Any) -> Any:
+        """The ``def`` line of the model's method that ran this forward after switching that
+        same model to eval mode itself (``self.eval()`` in a ``predict()`` written on the model,
+        then ``self.encoder(x)``): the method is the evaluation, so ``@torch.no_grad()`` goes on
+        it, whoever calls it; None otherwise (a helper of the model that an evaluation loop
+        calls after its own ``model.eval()``, ``model.embed(x)``, stays at that call)."""
+        evals = {(fid, code): ref for ref, fid, code in list(self.evals.values())}
+        for frame in user_frames(user_frame(sys._getframe(2)), limit=8):
+            ref = evals.get((id(frame), frame.f_code))
+            if ref is None or ref() is None or frame.f_locals.get("self") is not ref() \
+                    or not any(m is module for m in ref().modules()):
+                continue
+            node = function_node(frame.f_code)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return frame.f_code.co_filename, node.lineno, node.col_offset + 1
+        return None
 
     def _evaluation_frame(self, module: Any, where: Any, made: str) -> tuple[Any, str]:
         """``(where, made)``: when the user's ``eval()`` on ``module`` (or a model holding it) ran

@@ -17,7 +17,9 @@ step, or, with several optimizers alive that have stepped, one step of each (a G
 make one). Something holds them: ``total += loss``, ``losses.append(loss)``,
 ``preds.append(out)``. The finding names the
 variable found in the user's frames that holds them and points at the line that accumulates into it
-(for a meter whose method stores what it is given, the call that gives it the tensor);
+(for a meter whose method stores what it is given, the call that gives it the tensor, or,
+through objects that only pass it on, a logger of meters, the call that gives the outermost of
+them the tensor: ``core.handing``);
 when an object's attribute holds them (``model.train_losses``) and the frame that holds the object
 never writes to it, at the line in a method of the object's class that does
 (``self.train_losses.append(loss)`` in a LightningModule's ``training_step``, called by the
@@ -50,7 +52,8 @@ from typing import Any
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.growth import (accumulation_line, attribute_accumulation_line,
-                                             passed_accumulation_line, storing_call)
+                                             passed_accumulation_line)
+from trainguard.sanitize.core.handing import handing_call
 from trainguard.sanitize.core.holders import (ROOT, find_holder, graphs_released, path_key,
                                               window_size)
 from trainguard.sanitize.core.records import BackwardCall, Made
@@ -205,7 +208,7 @@ class GraphKeptAcrossSteps(Check):
         line = attribute_accumulation_line(held) or passed_accumulation_line(held)
         stored_at = line
         if line is not None:  # a meter's update() storing what it is given: the call
-            line = storing_call(held, line) or line
+            line = handing_call(held, line) or line
         if line is None and not held.path.startswith(f"{held.name}."):
             # (for ``self.stats``, a line growing ``self.baseline`` is not the one)
             line = accumulation_line(held.frame.f_code, held.name, path_key(held.path))

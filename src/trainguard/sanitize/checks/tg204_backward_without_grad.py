@@ -24,7 +24,9 @@ last model forward ran under
 under ``no_grad`` (reported at the store, ``core/grad_cache.py``); every parameter of the model is
 frozen (when a model holding trainable parameters ran under ``no_grad`` earlier in the same step,
 an adapter fed to a frozen head, reported at that forward as below,
-sicara/easy-few-shot-learning#40); otherwise the loss
+sicara/easy-few-shot-learning#40; when the optimizer was built over parameters all frozen
+after the whole model was frozen and the loop meant to unfreeze the picked ones stored ``False``
+again, at that store: ``core/freeze_stores.py``); otherwise the loss
 was cut from the graph (``.detach()``, ``.item()``/``.numpy()`` and back, ``torch.tensor(loss)``,
 ``.data``). A forward under ``no_grad`` is reported at the training code's line that led to it: the
 call inside a ``with torch.no_grad():`` block on the way, also in a helper the step calls
@@ -59,6 +61,7 @@ from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import (Location, frame_location, short_location,
                                              user_frame, user_frames)
+from trainguard.sanitize.core.freeze_stores import redundant_freeze
 from trainguard.sanitize.core.grad_cache import gradless_cache
 from trainguard.sanitize.core.loss_source import cut_in_source
 from trainguard.sanitize.core.rebound import rebound_in_source
@@ -79,6 +82,7 @@ class BackwardWithoutGrad(Check):
         # with grad on (a frozen model fed by a trainable one's no_grad output)
         self.gradless: tuple | None = None
         self.caught = Caught(4)  # the failed backward of each error, until claimed or the end
+        self.frozen_by: tuple | None = None  # (optimizer ref, the store that left it frozen)
 
     def on_root_forward(self, call: ForwardCall) -> None:
         # Forwards without grad matter to the diagnosis; of a normal step only its line is kept.
@@ -91,6 +95,25 @@ class BackwardWithoutGrad(Check):
         else:
             self.last_forward = None
             self.grad_forward = call.where
+
+    def on_built(self, obj: Any, where: Any) -> None:
+        # an optimizer built over parameters that are all frozen: the store that left them so
+        groups = getattr(obj, "param_groups", None)
+        params = [p for g in groups for p in g.get("params", ())] \
+            if isinstance(groups, list) and all(isinstance(g, dict) for g in groups) else []
+        if where is not None and params and not any(p.requires_grad for p in params):
+            frame = user_frame(sys._getframe(1))
+            store = redundant_freeze(frame, where, params) if frame is not None else None
+            if store is not None:
+                self.frozen_by = (weakref.ref(obj), store)
+
+    def _frozen_store(self) -> Location | None:
+        """The store found at the optimizer's construction, while its parameters stay frozen."""
+        optimizer = self.frozen_by[0]() if self.frozen_by is not None else None
+        if optimizer is None or any(p.requires_grad for g in optimizer.param_groups
+                                    for p in g["params"]):
+            return None
+        return self.frozen_by[1]  # type: ignore[index]
 
     @staticmethod
     def _inference() -> bool:
@@ -259,6 +282,13 @@ class BackwardWithoutGrad(Check):
             why = (f"{seen} has no grad_fn because every parameter of {frozen} is frozen "
                    "(requires_grad=False)")
             fix = "unfreeze the parameters to train (p.requires_grad_(True)) or do not call backward"
+            store = self._frozen_store()
+            if store is not None:  # (the picked parameters frozen again instead of unfrozen)
+                why += (f"; the optimizer was built over them after this store, which sets "
+                        "requires_grad=False on parameters an earlier loop froze already, so it "
+                        f"changes nothing (backward at {short_location(where)})")
+                fix = "store True there (p.requires_grad = True): that loop picks what to train"
+                where = store
         else:
             why = (f"{seen} was cut from the graph: .detach(), .item() or .numpy() and back, "
                    f"torch.tensor(loss), .data, or an integer result (argmax) made float{at}")

@@ -27,7 +27,7 @@ from trainguard.sanitize.core.holders import Holder, _inside, attribute_path, pa
 from trainguard.sanitize.core.source import function_at
 
 __all__ = ["accumulation_line", "attribute_accumulation_line", "storing_call",
-           "passed_accumulation_line"]
+           "argument_storing_method", "frame_call", "passed_accumulation_line", "bare_names"]
 
 _CLASSES = 8  # classes of the owner's MRO looked at (the user's own come first)
 _METHODS = CONTAINER_NEWEST * 4  # methods of one class looked at
@@ -235,7 +235,7 @@ def _combines_self(value: ast.AST, self_name: str, attr: str) -> bool:
     return _combines_with(value, lambda n: _is_self_attr(n, self_name, attr))
 
 
-def _bare_names(expr: ast.AST) -> list[ast.Name]:
+def bare_names(expr: ast.AST) -> list[ast.Name]:
     """The names of ``expr`` used as values themselves, not as the object of a subscript or an
     attribute (``val * n`` gives ``val``; ``state["loss"]`` gives none)."""
     picked = {id(n.value) for n in ast.walk(expr) if isinstance(n, (ast.Subscript, ast.Attribute))}
@@ -249,6 +249,17 @@ def storing_call(holder: Holder, grown: Location) -> Location | None:
     method stores what it is given: a meter); the first such call in source order, else None.
     A method that picks an entry of what it is given (``self.total += state["loss"]`` in a
     callback) chose what to keep: its own line is the one to change."""
+    method = argument_storing_method(holder, grown)
+    if method is None:
+        return None
+    return frame_call(holder.frame.f_code, holder.path.rsplit(".", 1)[0], method.name,
+                      path_key(holder.path))
+
+
+def argument_storing_method(holder: Holder, grown: Location) -> Any:
+    """The method holding statement ``grown`` when that statement grows an attribute of
+    ``holder``'s path with one of the method's parameters itself (``self.sum += value * n`` in
+    ``update(self, value, n)``), else None."""
     if "." not in holder.path:
         return None
     method = function_at(grown[0], grown[1])
@@ -258,10 +269,15 @@ def storing_call(holder: Holder, grown: Location) -> Location | None:
     stored = [n for n in ast.walk(method) if getattr(n, "lineno", None) == grown[1]
               and isinstance(n, (ast.AugAssign, ast.Call, ast.Assign))]
     values = [v for n in stored for v in ([n.value] if not isinstance(n, ast.Call) else n.args)]
-    if not any(x.id in params for v in values for x in _bare_names(v)):
+    if not any(x.id in params for v in values for x in bare_names(v)):
         return None  # (it picks an entry of what it is given, state["loss"]: its own choice)
-    owner = holder.path.rsplit(".", 1)[0]
-    code = holder.frame.f_code
+    return method
+
+
+def frame_call(code: CodeType, owner: str, name: str, key: Any = None) -> Location | None:
+    """The first call in ``code`` of method ``name`` on ``owner`` (``meter.update(...)``,
+    ``self.stats.setdefault(k, Meter()).update(...)``, ``meter["loss"] = ...`` for
+    ``__setitem__``); with ``key``, a store under that key first."""
     scope = parse_file(code.co_filename)
     lines = [line for _, _, line in code.co_lines() if line is not None]
     if scope is None or not lines:
@@ -269,10 +285,9 @@ def storing_call(holder: Holder, grown: Location) -> Location | None:
     low, high = (1, 10**9) if code.co_name == "<module>" else (min(lines), max(lines))
     calls = [n for n in ast.walk(scope) if low <= getattr(n, "lineno", 0) <= high and (
         _receiver_of(ast.unparse(n.func.value), owner) if isinstance(n, ast.Call)
-        and isinstance(n.func, ast.Attribute) and n.func.attr == method.name else
-        method.name == "__setitem__" and isinstance(n, ast.Subscript)  # ``meter["loss"] = loss``
+        and isinstance(n.func, ast.Attribute) and n.func.attr == name else
+        name == "__setitem__" and isinstance(n, ast.Subscript)  # ``meter["loss"] = loss``
         and isinstance(n.ctx, ast.Store) and _receiver_of(ast.unparse(n.value), owner))]
-    key = path_key(holder.path)  # (of several stores, the one under the held key)
     first = min(calls, default=None, key=lambda n: (not isinstance(n, ast.Subscript) or key is None
                                                     or entry_key(n) != key, n.lineno, n.col_offset))
     return (code.co_filename, first.lineno, first.col_offset + 1) if first else None

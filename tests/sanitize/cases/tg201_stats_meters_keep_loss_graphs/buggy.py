@@ -13,7 +13,7 @@ class AverageMeter:
         self.sum, self.count = 0.0, 0
 
     def update(self, value, n: int = 1) -> None:
-        self.sum += value * n  # expect: TG201
+        self.sum += value * n
         self.count += n
 
     @property
@@ -39,7 +39,7 @@ class Trainer:
         self.optimizer.zero_grad()
         loss.backward()
         self.optimizer.step()
-        self._update_stats({"loss": loss, "mse": mse}, x.shape[0])
+        self._update_stats({"loss": loss, "mse": mse}, x.shape[0])  # expect: TG201
 
 
 torch.manual_seed(9)
