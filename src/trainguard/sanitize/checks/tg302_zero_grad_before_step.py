@@ -18,7 +18,9 @@ When the later backward is another line, the discard is reported only when it is
 the ``zero_grad`` covered every parameter of the stepping optimizer, and a sampled parameter it
 cleared (not zero then) has no gradient at the step, as no later backward reaches it (a local
 loss backpropagated inside ``forward``, then zeroed by an optimizer hook;
-blackfeather-wang/InfoPro-Pytorch#1).
+blackfeather-wang/InfoPro-Pytorch#1). A ``zero_grad`` inside a user function that the
+stepping frame called between the backward and the step (a gradient logger) is reported at that
+call, its own line in the message (``_call_cause``).
 Also a backward placed after the step (``core/unused_backward.py``): it adds onto gradients a step
 has used, no optimizer holding a parameter it reached steps after it, a ``zero_grad`` clears them
 all, and the next step of that optimizer follows another backward with no other ``zero_grad`` of
@@ -57,6 +59,7 @@ import sys
 import weakref
 from typing import Any
 
+from trainguard.sanitize.core.callstack import cause_line, shared_depth, user_stack
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import (is_trainguard_file, is_user_code, short_location,
                                              user_location)
@@ -72,7 +75,8 @@ class ZeroGradBeforeStep(Check):
 
     def __init__(self, bus: Any) -> None:
         super().__init__(bus)
-        # (weakref(owner), backward count at the zero_grad, its location, set_to_none)
+        # (weakref(owner), backward count at the zero_grad, its location, set_to_none, its user
+        # stack, the location of the backward before it)
         self.pending: tuple | None = None
         # a zero_grad that discarded the gradients of a backward since the last step, while
         # another backward follows it before the step (zeroing at the top of an accumulation
@@ -107,8 +111,10 @@ class ZeroGradBeforeStep(Check):
             return  # zeroing before the backward or after the step: the usual, correct places
         caller = sys._getframe(1)
         where = user_location(caller)
-        self.pending = (weakref.ref(owner), state.backward_count, where, set_to_none)
         last = state.backwards[-1] if state.backwards else None
+        stack = user_stack(caller)
+        self.pending = (weakref.ref(owner), state.backward_count, where, set_to_none, stack,
+                        last.where if last is not None else None)
         if (last is None or last.retain_graph or last.where is None or where is None
                 or _own_method(caller, owner)):
             # a graph kept for another backward (per-task gradients read one by one, as gradient
@@ -134,7 +140,7 @@ class ZeroGradBeforeStep(Check):
             del self.discards_now[next(iter(self.discards_now))]
         self.discards_now[id(owner)] = _Discard(
             owner, params, where, last.where, state.backward_count, filled,
-            state.backward_count - state.backwards_at_step)
+            state.backward_count - state.backwards_at_step, stack)
 
     def on_step_pre(self, optimizer: Any) -> None:
         cut = False
@@ -144,7 +150,7 @@ class ZeroGradBeforeStep(Check):
                 if any(r() is not None and id(r()) in held for r in discard.params):
                     del self.discards_now[key]
                     cut = True
-                    self._judge_discard(optimizer, discard, held)
+                    self._judge_discard(optimizer, discard, held, sys._getframe(1))
                 # else another optimizer's step (an actor-critic's critic stepped before the
                 # actor): the discard waits for the step of the optimizer holding its parameters
         if not cut:
@@ -171,15 +177,16 @@ class ZeroGradBeforeStep(Check):
                 if id(p) not in zeroed and p.grad is not None][:_SAMPLE]
         if not readable(*rest) or any(bool(g.any()) for g in rest):
             return  # a part zeroed on purpose (a frozen layer): the step still applies the rest
-        where = pending[2]
-        at = short_location(user_location(sys._getframe(1)), "the step")
+        caller = sys._getframe(1)
+        at = short_location(user_location(caller), "the step")
+        where, through = _call_cause(pending[4], caller, pending[2], pending[5])
         owner_name = type(owner).__name__
         how = "set them to None, so step() skips every parameter" if pending[3] else \
             "filled them with zeros, so step() moves the parameters by momentum and weight decay only"
         self.report(
             f"{type(optimizer).__name__}.step() at optimizer step {self.state.step + 1} ran on "
-            f"zeroed gradients: {owner_name}.zero_grad() here came after the last backward and "
-            f"{how}; nothing learns from this batch (step at {at})",
+            f"zeroed gradients: {owner_name}.zero_grad() {through}came after the last backward "
+            f"and {how}; nothing learns from this batch (step at {at})",
             fix="call zero_grad() before loss.backward() (or after optimizer.step()), never between "
                 "the two",
             where=where)
@@ -222,7 +229,8 @@ class ZeroGradBeforeStep(Check):
                 "one), or add this loss to the one backpropagated before the step",
             where=unused.where)
 
-    def _judge_discard(self, optimizer: Any, discard: "_Discard", held: set[int]) -> None:
+    def _judge_discard(self, optimizer: Any, discard: "_Discard", held: set[int],
+                       caller: Any) -> None:
         """A step after a zero_grad that threw away a backward's gradients and a backward since:
         when the zeroed parameters are this optimizer's (sampled) ones, unchanged since, and the
         backward that filled the discarded gradients is written where the backward that fills
@@ -256,27 +264,28 @@ class ZeroGradBeforeStep(Check):
             return
         backwards = state.backward_count - state.backwards_at_step
         line = discard.backward_at[1]
+        where, through = _call_cause(discard.stack, caller, discard.where, discard.backward_at)
         if not again:
             self.report(
-                f"{discard.owner_name}.zero_grad() here ran after a backward and before "
+                f"{discard.owner_name}.zero_grad() {through}ran after a backward and before "
                 f"{type(optimizer).__name__}.step(): it discarded the gradients the backward at "
                 f"line {line} had put into parameters that no later backward reaches (still "
                 f"zero at step {state.step + 1}), so the step never moves them: they learn "
                 "nothing (e.g. a local loss backpropagated inside forward, then zeroed)",
                 fix="call zero_grad() before the first backward of the step (or after "
                     "optimizer.step()), not between a backward and the step",
-                where=discard.where)
+                where=where)
             self.discards[key] = -1
             return
         self.report(
-            f"{discard.owner_name}.zero_grad() here ran after a backward and before "
+            f"{discard.owner_name}.zero_grad() {through}ran after a backward and before "
             f"{type(optimizer).__name__}.step(), with another backward in between: it discarded "
             f"the gradients the backward at line {line} had just accumulated, so each "
             f"optimizer step (step {state.step + 1} here, {backwards} backward calls since the "
             "last one) learns only from the last of them",
             fix="call zero_grad() once per optimizer step, after step() (or before the first "
                 "micro-batch's backward), not before every backward of an accumulation loop",
-            where=discard.where)
+            where=where)
         self.discards[key] = -1  # reported: the same place is merged by the bus from now on
 
     def _remainder(self, optimizer: Any, discard: "_Discard") -> bool:
@@ -307,6 +316,32 @@ def _lost(optimizer: Any, discard: "_Discard", params: list[Any], held: set[int]
         g is None or not bool(g.any()) for g in grads)
 
 
+def _call_cause(stack: Any, step_caller: Any, where: Any, backward_at: Any) -> tuple[Any, str]:
+    """Where to report a zero_grad that ran between a backward and the step, and how the message
+    names it. When it ran inside a user function (a gradient logger, a callback) that the frame
+    running the step called between the backward and the step, the call in that frame is the
+    line to move: the helper is right when called after the step. Stays at the zero_grad itself
+    when the two share no frame, when the step is reached through the same call (a
+    ``train_step()`` helper doing all three), or when the helper also ran the backward (its own
+    order is wrong). A hook dispatched to each callback of a list is followed into the callback
+    (``callstack.cause_line``)."""
+    step_stack = user_stack(step_caller)
+    depth = shared_depth(stack, step_stack)
+    if (depth < 0 or depth + 1 >= len(stack) or stack[depth][2] == step_stack[depth][2]
+            or any(_runs(entry[1], backward_at) for entry in stack[depth + 1:])):
+        return where, "here "
+    cause = cause_line(stack, step_stack, past_dispatch=True) or where
+    if cause[:2] == where[:2]:
+        return where, "here "
+    return cause, f"(at {short_location(where)}, reached through this call) "
+
+
+def _runs(code: Any, where: Any) -> bool:
+    """Whether the line ``where`` belongs to the function ``code``."""
+    return where is not None and code.co_filename == where[0] and any(
+        line == where[1] for _, _, line in code.co_lines())
+
+
 def _own_method(caller: Any, owner: Any) -> bool:
     """Whether the zero_grad was called by a method of ``owner`` itself (``self.zero_grad()``
     inside an optimizer's own ``first_step``, in the user's file or a library's: part of its
@@ -331,10 +366,10 @@ class _Discard:
     """A zero_grad that threw away gradients a backward since the last step had filled."""
 
     __slots__ = ("owner", "owner_name", "params", "versions", "where", "backward_at",
-                 "backwards", "filled", "discarded")
+                 "backwards", "filled", "discarded", "stack")
 
     def __init__(self, owner: Any, params: list[Any], where: Any, backward_at: Any,
-                 backwards: int, filled: list[bool], discarded: int) -> None:
+                 backwards: int, filled: list[bool], discarded: int, stack: Any) -> None:
         self.filled = filled  # per sampled parameter: its gradient was not all zero
         self.owner = weakref.ref(owner)
         self.owner_name = type(owner).__name__
@@ -344,3 +379,4 @@ class _Discard:
         self.backward_at = backward_at  # the line of the backward whose gradients it discarded
         self.backwards = backwards  # backward calls completed at the zero_grad
         self.discarded = discarded  # backward calls since the last step that it threw away
+        self.stack = stack  # the zero_grad's user frames (callstack.user_stack)

@@ -10,9 +10,10 @@ gradients are tested in one op before ``optimizer.step()``. Fires once per run, 
   ``core/nonfinite_data.py``); else the outermost calls whose stamped outputs the loss holds are
   examined, latest first (``core/nonfinite.py``): an input batch already NaN/Inf (followed to
   the call that made it, 2 levels); else the forward re-run once (no grad, RNG forked, buffers
-  copied) naming the first non-finite module and first op making NaN/Inf, at its user line.
-  When every call's output was finite, the loss computation made it: a graph node whose
-  saved input sits at its singular point (log of 0, division by 0) is named, with the submodule
+  copied) naming the first non-finite module and first op making NaN/Inf, at its user line (at
+  the line that set its epsilon guard when that is 0: ``core/zero_guard.py``). When every call's
+  output was finite, the loss computation made it: a graph node whose saved input sits at its
+  singular point (log of 0, division by 0) is named, with the submodule
   that made that input when it is a model's output (a ReLU head's exact zeros); else the finding
   waits one cycle for that op's line (``core/node_lines.py``; a run that ended first: the loss
   code's one unguarded such op), or the line of the clamp below it whose bound is the singular
@@ -30,7 +31,7 @@ the script skips (a backward of a later loss follows; then also one the run ends
 backward and per CPU loss one value read; per outermost call a type test; per checked step one sum
 over the gradients. Once, at the finding: one graph walk (20,000 nodes), 4 re-runs at most, one
 heap scan, one parse, one cycle. Reference: https://pytorch.org/docs/stable/autograd.html
-(``detect_anomaly``); karpathy/nanoGPT#136; KevinMusgrave/pytorch-metric-learning#107."""
+(``detect_anomaly``); karpathy/nanoGPT#136."""
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ from trainguard.sanitize.core.nonfinite import (
 from trainguard.sanitize.core.setting import DIVERGED_FIX, diverged, learning_rate_line
 from trainguard.sanitize.core.singular_sites import live_models, one_singular_site
 from trainguard.sanitize.core.values import READ_LATER, DeviceLosses, reading
+from trainguard.sanitize.core.zero_guard import zero_guard
 
 _MAX_ROOT = 1  # only scalar roots: a loss
 _CALLS = 4  # outermost calls in the loss's graph examined at most
@@ -93,8 +95,7 @@ class NonFiniteLoss(Check):
             return
         value = out.item()
         if type(value) is float and value - value != 0.0:  # (an unscaled loss: no GradScaler test)
-            if self.scaled is None:
-                self.scaled = scaler_in_use()
+            self.scaled = scaler_in_use() if self.scaled is None else self.scaled
             plain = all(isinstance(a, (self._tensor, tuple, int, float)) for a in call.args)
             rerun = self._rerun(call.module, list(call.args), dict(call.kwargs)) if plain \
                 else None  # (the loss module's own op: x.sum() / count at 0)
@@ -164,8 +165,7 @@ class NonFiniteLoss(Check):
     def _loss_is_non_finite(self, root: Any = None, value: float = 0.0) -> bool:
         """Under a GradScaler, whether the unscaled loss is non-finite too (rare path only).
         ``root``/``value``: the CPU backward root and its value, read by the caller."""
-        if self.scaled is None:
-            self.scaled = scaler_in_use()
+        self.scaled = scaler_in_use() if self.scaled is None else self.scaled
         if not self.scaled:
             return True
         import torch
@@ -395,6 +395,6 @@ class NonFiniteLoss(Check):
         if found.op is None:
             return ""
         op, at, what = found.op
-        if at is not None and self.cause_at is None:
-            self.cause_at = at
-        return f"; `{op}` at {short_location(at)} {what}"
+        zero = zero_guard(at, op, live_models(self.state.models)) if at is not None else None
+        self.cause_at = self.cause_at or (zero[0] if zero else at)  # (a 0 epsilon: where set)
+        return f"; `{op}` at {short_location(at)} {what}" + (zero[1] if zero else "")

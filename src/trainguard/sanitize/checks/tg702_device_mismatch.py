@@ -1,13 +1,11 @@
 """TG702 device-mismatch: tensors on different devices met in one operation.
 
 What it watches: nothing on a healthy step. When the run dies of an exception that passed through
-a module call, it reads the devices of the innermost failing module's own parameters and buffers
-and of the tensors it was given, also inside tuples, lists and dicts (an RNN's ``hx``, an LSTM's
-``(h0, c0)``), whatever the error's wording (an RNN says "Input and hidden tensors are not at the
-same device"). On an error outside modules it needs PyTorch's device wording ("Expected all
-tensors to be on the same device", "... is not on the expected device ...", "Input type ... and
-weight type ... should be the same"). It then also reads the failing frames once: the tensors that
-module's ``forward`` held and the tensors and models named in the user's failing line's frame.
+a module call, the devices of the failing module's own parameters and buffers and of the tensors
+it was given, also in tuples, lists and dicts (an LSTM's ``(h0, c0)``), whatever the wording. On
+an error outside modules, PyTorch's device wording ("Expected all tensors to be on the same
+device", "... is not on the expected device ...", "Input type ... and weight type ... should be
+the same"). Then the tensors the failing ``forward`` and the user's failing frame held.
 
 When it fires: the failing module's parameters and inputs span two devices (0-dim CPU tensors,
 which PyTorch lets meet any device, do not count), or the error is PyTorch's device error. When
@@ -17,26 +15,24 @@ diagnosis names it and points at the line that stored it (``register_buffer`` is
 #4420); so too for a module's helper method called by hand (``self.schedule.q_sample(x, t)``),
 against the devices of the model that holds that module (pytorch/audio#457). A device error
 of a module call that the script catches and survives (a serving helper's ``try``/``except``
-around inference) is reported at exit as a finding, at the same place. The
-diagnosis names each device and what is on it: `x` on cpu, the parameters of `Linear` `0` on
-cuda:0, the GRU's `input 1` (the hidden state) on cpu, so the user sees which side to move.
-CPU tensors made inside a user model's ``forward`` whose own inputs are all off the CPU point at
-the factory without ``device=`` in the one method of its class that has such calls
+around inference) is reported at exit as a finding, at the same place. The diagnosis names each
+device and what is on it (`x` on cpu, the parameters of `Linear` `0` on cuda:0, the GRU's `input
+1` on cpu). CPU tensors made inside a user model's ``forward`` whose own inputs are all off the
+CPU point at the factory without ``device=`` in the one method of its class that has such calls
 (``h = torch.zeros(...)`` in ``_set_hidden_state``; pytorch_geometric_temporal#18; a legacy
-constructor such as ``torch.FloatTensor(n, k)``, always on the CPU, pytorch/pytorch#20122), or,
-when it has none, of its submodules' classes (``cell.init_state(batch)``). A buffer of
-the failing module alone on another device than its inputs (a loss's class ``weight`` made on the
-CPU) points at the one construction of that class with that keyword in the user's files of the
-traceback and stack (pytorch/pytorch#122757). A CPU tensor given to the failing model call
-beside inputs moved to its parameters' device points at the factory without ``device=`` that its
-argument is bound to in the user's source (``core/device_origin.py``: ``self.cache =
-torch.zeros(...)`` in a ``reset()``, a mask made by the helper that packs the batch).
+``torch.FloatTensor(n, k)``, pytorch/pytorch#20122), or, when it has none, of its submodules'
+classes (``cell.init_state(batch)``). A buffer of the failing module alone on another device
+than its inputs (a loss's ``weight`` made on the CPU) points at the one construction of that
+class with that keyword in the user's files of the traceback and stack (pytorch/pytorch#122757).
+A CPU tensor given to a failing model call beside inputs on its parameters' device, or named in
+a failing line outside any ``forward`` beside tensors off the CPU, points at the factory without
+``device=`` it is bound to in the user's source (``core/device_origin.py``: ``self.cache =
+torch.zeros(...)`` in a ``reset()``, a mask a helper returns).
 
 Silent on: runs without an error; errors of a module whose parameters and inputs share one device
 (a shape mismatch), unless the message is the device error.
 
-Cost: only at PyTorch's device-mismatch error: the locals of the two user frames of the traceback
-and their models' modules and parameters.
+Cost: only at a device error: the locals of the traceback's user frames, their models' parameters.
 
 Reference: "CUDA semantics" https://pytorch.org/docs/stable/notes/cuda.html; forum thread
 https://discuss.pytorch.org/t/expected-all-tensors-to-be-on-the-same-device-but-found-at-least-two-devices-cuda-0-and-cpu-error/151314.
@@ -50,7 +46,7 @@ from typing import Any, Callable
 
 from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
-from trainguard.sanitize.core.device_origin import host_factory, method_owner
+from trainguard.sanitize.core.device_origin import host_factory, method_owner, op_factory
 from trainguard.sanitize.core.factories import LEGACY, assigned_factory, factory_methods
 from trainguard.sanitize.core.frames import is_user_file, short_location, user_frames
 from trainguard.sanitize.core.holders import traceback_user_frames
@@ -162,10 +158,14 @@ class DeviceMismatch(Check):
                              fix="move the model and every tensor it meets to one device with "
                                  "`.to(device)` (a tensor made inside forward: on the input's "
                                  "device, `device=x.device`)", where=at)
+        made = op_factory(exc) if cpu_met else None  # a CPU name of the failing line: its factory
         return Diagnosis(
-            f"tensors on {len(by_device)} devices met in one operation: {parts}",
-            fix="create one `device = torch.device(...)`, call `model.to(device)` once, and move each "
-                "batch with `x = x.to(device)` (tensors made inside forward: `device=x.device`)")
+            f"tensors on {len(by_device)} devices met in one operation: {parts}" + (
+                f"; `{made[2]}` was made here by `{made[1]}`, which takes no device and so makes "
+                "it on the CPU whatever device the rest is on" if made else ""),
+            fix=_made_fix(made[1]) if made else "create one `device = torch.device(...)`, call "
+                "`model.to(device)` once, and move each batch with `x = x.to(device)` (tensors "
+                "made inside forward: `device=x.device`)", where=made[0] if made else None)
 
 
 def _note_frames(note: Callable[[Any, str], None], models: list[Any], failed: Any,

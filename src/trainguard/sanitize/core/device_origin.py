@@ -29,7 +29,7 @@ from trainguard.sanitize.core.factories import factories
 from trainguard.sanitize.core.frames import frame_location, is_trainguard_file, is_user_code
 from trainguard.sanitize.core.source import SourceFile, function_node, last_assigned
 
-__all__ = ["host_factory", "method_owner"]
+__all__ = ["host_factory", "method_owner", "op_factory"]
 
 _WIDTH = 16  # attributes or items of one argument looked at
 
@@ -78,6 +78,55 @@ def host_factory(exc: BaseException, root: Any) -> tuple[Any, str, str, Any] | N
     return None
 
 
+def op_factory(exc: BaseException) -> tuple[Any, str, str] | None:
+    """``(location, call text, name)`` of the factory without ``device=`` that made a CPU tensor
+    named in the user's failing line outside any ``forward`` (``(ce * mask).mean()`` in a
+    training step, ``mask`` unpacked from a helper's ``return mask_ori, pseudo``) while another
+    name of that line holds a tensor or model on a device that is not the CPU. None when the
+    line runs in a module's ``forward``, names no such pair, or not exactly one such name is
+    followed to a factory."""
+    import torch
+
+    default = getattr(torch, "get_default_device", lambda: torch.device("cpu"))()
+    frame, line, tb = None, 0, exc.__traceback__
+    while tb is not None:
+        if is_user_code(tb.tb_frame.f_code):
+            frame, line = tb.tb_frame, tb.tb_lineno
+        tb = tb.tb_next
+    body = function_node(frame.f_code) if frame is not None else None
+    file = SourceFile.load(frame.f_code.co_filename) if body is not None else None
+    if file is None or default.type != "cpu" or \
+            isinstance(frame.f_locals.get("self"), torch.nn.Module):
+        return None
+    names = {n.id: n for n in ast.walk(_statement(body, line))
+             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    values = {k: frame.f_locals.get(k, frame.f_globals.get(k)) for k in names}
+    if not any(_off_cpu(v) for v in values.values()):
+        return None
+    found = [(made, k) for k, v in values.items() if _held_on(v, "cpu") == ""
+             and (made := _origin(names[k], frame, file, line, "")) is not None]
+    return (*found[0][0], found[0][1]) if len(found) == 1 else None
+
+
+def _off_cpu(value: Any) -> bool:
+    """Whether a tensor, or a model's first parameter, sits on a device that is not the CPU."""
+    import torch
+
+    if isinstance(value, torch.nn.Module):
+        value = next(value.parameters(), None)
+    return isinstance(value, torch.Tensor) and value.device.type != "cpu"
+
+
+def _statement(body: ast.AST, line: int) -> ast.AST:
+    """The innermost simple statement of ``body`` that holds ``line`` (``body`` when none)."""
+    best = body
+    for node in ast.walk(body):
+        if isinstance(node, ast.stmt) and not hasattr(node, "body") and \
+                node.lineno <= line <= (node.end_lineno or node.lineno):
+            best = node
+    return best
+
+
 def _held_on(value: Any, device: str) -> str | None:
     """``""`` for a tensor on ``device`` (a CPU one not 0-dim), where a plain object, tuple, list
     or dict holds one (``".mask"``, ``"[1]"``, ``"['mask']"``); None for none."""
@@ -107,10 +156,10 @@ def _origin(node: ast.AST, frame: Any, file: SourceFile, line: int, held: str
     if _bare(node):
         return _at(path, node)
     if isinstance(node, ast.Name):
-        value = last_assigned(file.scope(node), node.id, line, (ast.expr,))
-        if value is not None and _bare(value):
+        value, index = _bound(file.scope(node), node.id, line)
+        if value is not None and index is None and _bare(value):
             return _at(path, value)
-        return _returned(value, frame, held) if value is not None else None
+        return _returned(value, frame, held, index) if value is not None else None
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
         owner = frame.f_locals.get(node.value.id, frame.f_globals.get(node.value.id))
         stores = [(f.__code__.co_filename, v) for f, _, v in self_stores(type(owner), node.attr)
@@ -122,12 +171,34 @@ def _origin(node: ast.AST, frame: Any, file: SourceFile, line: int, held: str
     return _returned(node, frame, held)
 
 
-def _returned(call: ast.AST, frame: Any, held: str) -> tuple[Any, str] | None:
+def _bound(scope: ast.AST, name: str, line: int) -> tuple[ast.AST | None, int | None]:
+    """The value of the last assignment to ``name`` in ``scope`` before the statement at
+    ``line`` (that one binds its names after it runs), and ``name``'s position when it is
+    unpacked from that value (``mask, pseudo = helper(...)``: 0), else None."""
+    found: tuple[Any, int | None] | None = None
+    for node in ast.walk(scope):
+        if not isinstance(node, ast.Assign) or (node.end_lineno or node.lineno) >= line or \
+                found is not None and node.lineno < found[0].lineno:
+            continue
+        for target in node.targets:
+            if isinstance(target, ast.Name) and target.id == name:
+                found = (node, None)
+            elif isinstance(target, (ast.Tuple, ast.List)) and \
+                    not any(isinstance(e, ast.Starred) for e in target.elts):
+                index = next((i for i, e in enumerate(target.elts)
+                              if isinstance(e, ast.Name) and e.id == name), None)
+                found = (node, index) if index is not None else found
+    return (found[0].value, found[1]) if found is not None else (None, None)
+
+
+def _returned(call: ast.AST, frame: Any, held: str, index: int | None = None
+              ) -> tuple[Any, str] | None:
     """For ``call`` of a user function (a name of the caller's frame, a function of a module or
     a method of an object it holds: ``data.pack(...)``, ``self.pack(...)``), the one factory
     without a device among what it returns: the returned value, or the names it packs
     (``Batch(x, mask)``, ``return x, mask``) last bound so before the ``return``; a name equal
-    to the attribute that holds the CPU tensor wins a tie."""
+    to the attribute that holds the CPU tensor wins a tie. With ``index``, the caller unpacks
+    the result and the tensor is that item of each returned tuple (``return mask_ori, pseudo``)."""
     func = call.func if isinstance(call, ast.Call) else None
     base = func.value if isinstance(func, ast.Attribute) else func  # (``self.pack(...)``)
     if not isinstance(base, ast.Name):
@@ -142,9 +213,14 @@ def _returned(call: ast.AST, frame: Any, held: str) -> tuple[Any, str] | None:
         return None
     found: dict[str, Any] = {}
     for ret in (n for n in ast.walk(node) if isinstance(n, ast.Return) and n.value is not None):
-        if _bare(ret.value):
-            found[""] = _at(code.co_filename, ret.value)
-        for name in (n for n in ast.walk(ret.value) if isinstance(n, ast.Name)):
+        value = ret.value
+        if index is not None:  # (the item unpacked by the caller, when the tuple is written)
+            if not isinstance(value, ast.Tuple) or len(value.elts) <= index:
+                continue
+            value = value.elts[index]
+        if _bare(value):
+            found[""] = _at(code.co_filename, value)
+        for name in (n for n in ast.walk(value) if isinstance(n, ast.Name)):
             value = last_assigned(node, name.id, ret.lineno, (ast.expr,))
             if value is not None and _bare(value):
                 found[name.id] = _at(code.co_filename, value)
