@@ -27,7 +27,7 @@ from typing import Any, Optional
 from trainguard.sanitize.core.callstack import Location, Stack, shared_depth
 from trainguard.sanitize.core.source import SourceFile
 
-__all__ = ["loop_depth", "train_once_before"]
+__all__ = ["loop_apart", "loop_depth", "train_once_before"]
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp,
           ast.GeneratorExp)
@@ -89,6 +89,14 @@ def loop_depth(stack: Stack) -> int:
         if loops is not None:
             depth += sum(1 for n in loops.loops if _holds(n, where[1]))
     return depth
+
+
+def loop_apart(path: str, code: Any, one: int, other: int) -> Optional[int]:
+    """The first line of the outermost loop of the function whose code object is ``code`` that
+    holds line ``one`` but not line ``other`` (an epoch loop around a batch loop), or None."""
+    loops = _Loops.of(path, code)
+    held = [n for n in loops.loops if _holds(n, one) and not _holds(n, other)] if loops else []
+    return min(n.lineno for n in held) if held else None
 
 
 def _holds(node: ast.AST, line: int) -> bool:
