@@ -11,11 +11,11 @@ Until an optimizer's first step (and for its first 64 backward calls at most), e
 looks at the first parameter of that optimizer that has a gradient: the first backward that made
 the gradient tensor is its origin (the tensor, its version counter, the user's stack); the next
 backward that added onto the same tensor, its version advanced by exactly that accumulation and no
-``zero_grad`` of that parameter in between, accumulated. At the first step the accumulation is a leftover when, in the deepest frame the
-origin's stack and the step's stack share, a loop holds the step's line but not the line that led
-to the origin backward: that backward ran before the loop that steps, once. Accumulation inside the
-loop (micro-batches, a GAN's discriminator backward through the generator, SAM's two passes with a
-zeroing between them) is not a leftover.
+``zero_grad`` of that parameter in between, accumulated. At the first step the accumulation is a
+leftover when, in the deepest frame the origin's stack and the step's stack share, a loop holds the
+step's line but not the line that led to the origin backward: that backward ran before the loop
+that steps, once. Accumulation inside the loop (micro-batches, a GAN's discriminator backward
+through the generator, SAM's two passes with a zeroing between them) is not a leftover.
 
 Judged at the optimizer's second step: the leftover counts only when that step's gradients were
 zeroed after the first (the loop does zero, just after ``step()``); a loop that never zeroes is
