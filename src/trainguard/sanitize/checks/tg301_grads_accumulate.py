@@ -23,6 +23,10 @@ stale gradients before the step (of the last 8 backward calls; else at the step 
 step; when that backward runs in a helper that the step's code calls, the line in the frame both
 stacks share that called it.
 
+A backward run once before the training loop whose gradients the loop, zeroing only after
+``step()``, never clears before its first step: ``core/first_step.py``, reported at the call that
+led to that backward in the function holding the loop, judged at the optimizer's second step.
+
 Silent on: ``zero_grad`` before backward or at the end of the step, ``set_to_none`` either way,
 ``p.grad = None``, ``model.zero_grad()``, LBFGS closures (they zero inside ``step``), manual SGD
 without an optimizer, several optimizers, and gradient accumulation over micro-batches (zeroed after
@@ -43,10 +47,12 @@ import sys
 import weakref
 from typing import Any
 
-from trainguard.sanitize.core.callstack import cause_line, shared_depth, user_stack
+from trainguard.sanitize.core.callstack import user_stack
 from trainguard.sanitize.core.check import Check
+from trainguard.sanitize.core.first_step import FirstStep
 from trainguard.sanitize.core.frames import short_location, user_frame, user_location
-from trainguard.sanitize.core.loops import before_the_loop, inner_loop
+from trainguard.sanitize.core.loops import (before_the_loop, caller_site, inner_loop,
+                                             owns_update)
 from trainguard.sanitize.core.params import zeroed_by
 from trainguard.sanitize.core.source import marked
 
@@ -86,6 +92,13 @@ class GradsAccumulate(Check):
         # (steps completed, its line, id and code of its user frame, weakref to the module)
         self.forwards: list[tuple[int, Any, int, Any, Any]] = []
         self.closure_calls: dict[int, int] = {}  # id(optimizer) -> closure calls in its step
+        self.first = FirstStep()  # gradients a backward before the loop left for the first step
+
+    def on_built(self, obj: Any, where: Any) -> None:
+        self.first.built(obj)
+
+    def on_backward_done(self, call: Any) -> None:
+        self.first.backward_done(sys._getframe(1))
 
     def on_root_forward(self, call: Any) -> None:
         if not call.grad_enabled or self.state.in_backward or call.where is None:
@@ -155,6 +168,7 @@ class GradsAccumulate(Check):
         return after_accumulate
 
     def on_zero_grad(self, owner: Any, set_to_none: bool) -> None:
+        self.first.zeroed(owner)
         zeroed_at = self.zeroed_at
         known = zeroed_at.pop(id(owner), None)  # (re-inserted: the latest call comes last)
         if known is not None and known[0]() is owner:
@@ -168,6 +182,9 @@ class GradsAccumulate(Check):
             self.params[pid][1].polluted = False
 
     def on_step_pre(self, optimizer: Any) -> None:
+        leftover = self.first.judge(optimizer, bool(self.polluted_by.get(id(optimizer))))
+        if leftover is not None:  # a backward before the loop left its gradients to step 1
+            self.report(leftover[1], fix=FirstStep.FIX, where=leftover[0])
         if not self.polluted_by or not self.polluted_by.get(id(optimizer)):
             return
         ids = self.sampled.get(id(optimizer), [])
@@ -201,7 +218,7 @@ class GradsAccumulate(Check):
             elif where is not None and stack and not marked(self.code, where):
                 top = self._step_start(stack, optimizer)
                 step_stack = user_stack(sys._getframe(1))
-                if top is not None and _owns_update(stack, step_stack, top[1]):
+                if top is not None and owns_update(stack, step_stack, top[1]):
                     lead = ("this function runs the backward and the step, and nothing in it "
                             "zeroes the gradients (zero_grad belongs before this backward); so ")
                 elif top is not None and top[0][:2] != where[:2]:
@@ -210,7 +227,7 @@ class GradsAccumulate(Check):
                         f"it (the backward at {short_location(where)} then adds onto the "
                         "previous step's); so ")
                 elif not closure:  # (a closure's backward: its own line, inside the closure)
-                    where, lead = _caller(where, stack, step_stack, lead, step_at)
+                    where, lead = caller_site(where, stack, step_stack, lead, step_at)
             previous = "closure evaluation's (the step calls its closure several times)" \
                 if closure else "step's"
             lead = lead.replace("previous step's", "previous evaluation's") if closure else lead
@@ -353,38 +370,6 @@ def _stack() -> Any:
         return user_stack(sys._getframe(2))
     except ValueError:  # no Python frame above the hook (a device thread)
         return ()
-
-
-def _caller(backward_at: Any, backward_stack: Any, step_stack: Any, lead: str,
-            step_at: Any) -> tuple[Any, str]:
-    """When the step runs in a function of its own that the backward's function calls after the
-    backward (a trainer's ``_optim_step()``: step, then the scheduler), the step's line: that
-    function owns the update and ``zero_grad`` belongs right after its ``step()``. When the
-    backward runs in a helper that the step's code calls (a trainer's ``backward()`` method beside
-    its ``optimizer_step()``), the line of the code that runs both which called it: the zeroing
-    belongs in that loop, not in the helper that every caller shares."""
-    depth = len(backward_stack) - 1
-    if (step_at is not None and len(step_stack) > depth + 1
-            and shared_depth(backward_stack, step_stack) == depth):
-        return step_at, (f"this step runs in a function of its own, called after the backward "
-                         f"at {short_location(backward_at)}, and nothing zeroes the gradients "
-                         "after it (zero_grad belongs right after this step); so ")
-    line = cause_line(backward_stack, step_stack)
-    if line is None or line[:2] == backward_at[:2]:
-        return backward_at, lead
-    return line, (f"this call leads to the backward at {short_location(backward_at)}, which "
-                  "added onto gradients that still held the previous step's, and ")
-
-
-def _owns_update(backward_stack: Any, step_stack: Any, forward_depth: int) -> bool:
-    """Whether one function called both the backward and the step (a ``backward_step(loss)``
-    helper) while the step's forward ran in a caller of it (at ``forward_depth`` of the
-    backward's stack): that function owns the update and every caller relies on it, so the
-    missing ``zero_grad`` belongs in it, before its backward, as when the forward also runs in
-    a function of its own."""
-    depth = len(backward_stack) - 1
-    return forward_depth < depth and len(step_stack) == depth + 1 and \
-        shared_depth(backward_stack, step_stack) == depth
 
 
 def _holds_any(module: Any, held: set[int]) -> bool:

@@ -121,6 +121,8 @@ from trainguard.sanitize.core import schedules as pace
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.frames import user_location
 from trainguard.sanitize.core.order_site import EarlySteps
+from trainguard.sanitize.core.callstack import user_stack
+from trainguard.sanitize.core.train_once import loop_depth
 
 
 class SchedulerBeforeOptimizer(EarlySteps, Check):
@@ -280,7 +282,9 @@ class SchedulerBeforeOptimizer(EarlySteps, Check):
             # length): stepped at every optimizer step since first seen, and the rate collapsed
             # (the step about to run is counted: one more call, its optimizer step done)
             calls, optimizer_steps = now.steps - first.steps + 1, now.done - first.done + 1
-            seen = pace.collapsed(scheduler, calls, optimizer_steps, ratio)
+            seen = pace.collapsed(scheduler, calls, optimizer_steps, ratio) or (
+                pace.spent_early(scheduler, calls, optimizer_steps)
+                if loop_depth(user_stack()) >= 2 else "")
             if not seen:
                 if calls >= optimizer_steps and \
                         ratio * pace.factor_ahead(scheduler, now.steps, pace.AHEAD) \

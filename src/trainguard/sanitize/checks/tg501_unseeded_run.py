@@ -74,43 +74,21 @@ numpy alone, does not make training reproducible, https://github.com/Novartis/sc
 
 from __future__ import annotations
 
-import ast
 import sys
 from typing import Any
 
 from trainguard.sanitize.core.check import Check
 from trainguard.sanitize.core.early_weights import weights_drawn_before
 from trainguard.sanitize.core.seeding import (DESCRIBE, FAMILIES, HOW, SEEDS, Family, asks,
-                                               call_text, fixes_seed, reseeded_unseen, snapshot,
-                                               watched_from_start)
+                                               call_text, fixes_seed, in_fork_rng, reseeded_unseen,
+                                               seeding_helper, snapshot, watched_from_start)
 from trainguard.sanitize.core.frames import Location, user_frame, user_location
-from trainguard.sanitize.core.source import function_node
-from trainguard.sanitize.core.seeding import in_fork_rng
 
 
 def _initial_seed() -> int | None:
     """``torch.initial_seed()``, or None when torch is not imported."""
     torch = sys.modules.get("torch")
     return torch.initial_seed() if torch is not None else None
-
-
-def _seeding_helper(frame: Any) -> bool:
-    """The user function running at ``frame`` only seeds (its statements are seeding calls,
-    assignments such as ``os.environ["PYTHONHASHSEED"] = ...`` and a docstring): a helper meant
-    to reset the run's generators, not code that fixes one draw (a validation set made with a
-    fixed seed)."""
-    node = function_node(frame.f_code) if frame is not None else None
-    body = getattr(node, "body", None)
-    if not body or isinstance(node, ast.Module):
-        return False
-    for stmt in body:
-        if isinstance(stmt, ast.Assign) or isinstance(stmt, ast.Expr) and (
-                isinstance(stmt.value, ast.Constant) or isinstance(stmt.value, ast.Call) and
-                isinstance(stmt.value.func, ast.Attribute) and
-                stmt.value.func.attr in ("seed", "manual_seed", "manual_seed_all")):
-            continue
-        return False
-    return True
 
 
 _MADE = "numpy.random.default_rng"  # the event of a generator made from the OS
@@ -196,7 +174,7 @@ class UnseededRun(Check):
         family = SEEDS.get(name)
         fixed = family is not None and fixes_seed(name, value)
         if fixed and family != "torch" and self._resets_without_torch(family, value) and \
-                _seeding_helper(user_frame(sys._getframe(1))):
+                seeding_helper(user_frame(sys._getframe(1))):
             frame = id(user_frame(sys._getframe(1)))
             families = self.reset[3] if self.reset is not None and self.reset[4] == frame \
                 else frozenset()
@@ -245,7 +223,7 @@ class UnseededRun(Check):
         frame = user_frame(sys._getframe(2))
         early = weights_drawn_before(frame)
         if early is not None:
-            self.early = (early, call_text(name, value), _seeding_helper(frame))
+            self.early = (early, call_text(name, value), seeding_helper(frame))
 
     def on_step_pre(self, optimizer: Any) -> None:
         """The first step of an optimizer holding weights drawn before torch's first seed and
@@ -341,12 +319,13 @@ class UnseededRun(Check):
         after it (the second fit's weights and order come from where the first left torch)."""
         if self.reset is None or len(self.reset[3]) < 2 or snapshot("torch") == self.reset[2]:
             return  # (one generator reset alone: a fixed augmentation seed, not a run's reset)
-        line, call = self.reset[:2]
+        line, call, _, families = self.reset[:4]
         self.reset = None
         self.done.add("torch")
         self.report(
-            f"{call} here puts the generators it seeds back to the run's seed, but torch's "
-            f"generator is left where earlier draws put it, and the run drew from it afterwards "
+            f"{call} here, in a helper that puts {' and '.join(sorted(families))} back to the "
+            f"run's seed, but it never seeds torch: torch's generator is left where earlier draws "
+            f"put it, and the run drew from it afterwards "
             f"(seen {moment}): a repeated fit with the same seed gets other weights and batch "
             "order",
             fix=f"reset torch here too ({HOW['torch']}), or call trainguard.seed_everything(seed)",

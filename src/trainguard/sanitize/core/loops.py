@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from trainguard.sanitize.core.callstack import cause_line, shared_depth
+from trainguard.sanitize.core.frames import short_location
 from trainguard.sanitize.core.source import SourceFile
 
 
@@ -80,3 +82,35 @@ def after_the_passes(file: SourceFile, region: ast.AST, node: ast.AST) -> bool:
         if cur is None or cur is region:
             return False
     return found
+
+
+def caller_site(backward_at: Any, backward_stack: Any, step_stack: Any, lead: str,
+            step_at: Any) -> tuple[Any, str]:
+    """When the step runs in a function of its own that the backward's function calls after the
+    backward (a trainer's ``_optim_step()``: step, then the scheduler), the step's line: that
+    function owns the update and ``zero_grad`` belongs right after its ``step()``. When the
+    backward runs in a helper that the step's code calls (a trainer's ``backward()`` method beside
+    its ``optimizer_step()``), the line of the code that runs both which called it: the zeroing
+    belongs in that loop, not in the helper that every caller shares."""
+    depth = len(backward_stack) - 1
+    if (step_at is not None and len(step_stack) > depth + 1
+            and shared_depth(backward_stack, step_stack) == depth):
+        return step_at, (f"this step runs in a function of its own, called after the backward "
+                         f"at {short_location(backward_at)}, and nothing zeroes the gradients "
+                         "after it (zero_grad belongs right after this step); so ")
+    line = cause_line(backward_stack, step_stack)
+    if line is None or line[:2] == backward_at[:2]:
+        return backward_at, lead
+    return line, (f"this call leads to the backward at {short_location(backward_at)}, which "
+                  "added onto gradients that still held the previous step's, and ")
+
+
+def owns_update(backward_stack: Any, step_stack: Any, forward_depth: int) -> bool:
+    """Whether one function called both the backward and the step (a ``backward_step(loss)``
+    helper) while the step's forward ran in a caller of it (at ``forward_depth`` of the
+    backward's stack): that function owns the update and every caller relies on it, so the
+    missing ``zero_grad`` belongs in it, before its backward, as when the forward also runs in
+    a function of its own."""
+    depth = len(backward_stack) - 1
+    return forward_depth < depth and len(step_stack) == depth + 1 and \
+        shared_depth(backward_stack, step_stack) == depth

@@ -92,6 +92,26 @@ def collapsed(scheduler: Any, calls: int, optimizer_steps: int, ratio: float) ->
             f"{pace(scheduler, 'steps')}")
 
 
+SPENT = 8  # a schedule whose last cut came in the first 1/SPENT of the steps taken is spent early
+
+
+def spent_early(scheduler: Any, calls: int, optimizer_steps: int) -> str:
+    """The evidence when a ``MultiStepLR`` made ``calls`` steps, one at each of
+    ``optimizer_steps`` optimizer steps, and its last milestone (at most ``MAX_PERIOD``) was passed
+    in the first ``1/SPENT`` of its steps: milestones given in epochs, reached in the first epochs'
+    batches, the rest of the run at the floor rate; else ""."""
+    milestones = getattr(scheduler, "milestones", None)
+    if not milestones or calls < max(MIN_STEPS, optimizer_steps):
+        return ""
+    last, done = max(milestones), int(getattr(scheduler, "last_epoch", 0))
+    if last > MAX_PERIOD or done < SPENT * last:
+        return ""
+    return (f"it has stepped at every optimizer step of a batch loop ({calls} times), so it "
+            f"passed its last milestone ({last}) at step {last} and the {done - last} steps "
+            "since ran at its final rate: milestones meant as epochs were reached within the "
+            "first epochs' batches")
+
+
 def factor_ahead(scheduler: Any, done: int, steps: int) -> float:
     """What the ``steps`` steps after the first ``done`` multiply the rate by."""
     from torch.optim import lr_scheduler as lrs

@@ -20,9 +20,12 @@ The three global generators a training script draws from:
 
 from __future__ import annotations
 
+import ast
 import os
 import sys
 from typing import Any, Literal
+
+from trainguard.sanitize.core.source import function_node
 
 Family = Literal["torch", "numpy", "random"]
 FAMILIES: tuple[Family, ...] = ("torch", "numpy", "random")
@@ -141,3 +144,35 @@ def in_fork_rng() -> bool:
     """True inside a ``torch.random.fork_rng()`` block that forks the generators: torch's
     generator state seen now is restored when the block ends."""
     return fork_depth[0] > 0
+
+
+_SEED_ATTRS = ("seed", "manual_seed", "manual_seed_all")
+
+
+def _seeds_only(body: list[ast.stmt]) -> bool:
+    """Every statement of ``body`` seeds or sets a switch: a seeding call, an assignment
+    (``os.environ["PYTHONHASHSEED"] = ...``, ``cudnn.deterministic = True``), a docstring, or an
+    ``if``/``with`` whose branches hold only such statements (``if cuda: torch.cuda.manual_seed_all
+    (seed)``)."""
+    for stmt in body:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Pass)):
+            continue
+        if isinstance(stmt, ast.Expr) and (
+                isinstance(stmt.value, ast.Constant) or isinstance(stmt.value, ast.Call) and
+                isinstance(stmt.value.func, ast.Attribute) and stmt.value.func.attr in _SEED_ATTRS):
+            continue
+        if isinstance(stmt, ast.If) and _seeds_only(stmt.body) and _seeds_only(stmt.orelse):
+            continue
+        if isinstance(stmt, ast.With) and _seeds_only(stmt.body):
+            continue
+        return False
+    return True
+
+
+def seeding_helper(frame: Any) -> bool:
+    """The user function running at ``frame`` only seeds (see ``_seeds_only``): a helper meant to
+    reset the run's generators, not code that fixes one draw (a validation set made with a fixed
+    seed)."""
+    node = function_node(frame.f_code) if frame is not None else None
+    body = getattr(node, "body", None)
+    return bool(body) and not isinstance(node, ast.Module) and _seeds_only(body)

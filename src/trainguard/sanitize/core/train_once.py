@@ -27,7 +27,7 @@ from typing import Any, Optional
 from trainguard.sanitize.core.callstack import Location, Stack, shared_depth
 from trainguard.sanitize.core.source import SourceFile
 
-__all__ = ["train_once_before"]
+__all__ = ["loop_apart", "loop_depth", "train_once_before"]
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp,
           ast.GeneratorExp)
@@ -74,6 +74,29 @@ def _steps_loop_apart(step: Stack, evaluation: Stack) -> bool:
         if loops is not None and loops.around(where[1], where[1]) is not None:
             return True
     return False
+
+
+def loop_depth(stack: Stack) -> int:
+    """How many loops (``for``, ``while``, comprehensions) hold the lines running in the frames
+    of ``stack``, over all its frames: 2 for a step in a batch loop inside an epoch loop, also when
+    the loops sit in different functions (``fit()`` looping over epochs and calling
+    ``train_one_epoch()``)."""
+    depth = 0
+    for _, code, where, _ in stack:
+        if code.co_name in _COMPREHENSIONS:
+            depth += 1
+        loops = _Loops.of(where[0], code)
+        if loops is not None:
+            depth += sum(1 for n in loops.loops if _holds(n, where[1]))
+    return depth
+
+
+def loop_apart(path: str, code: Any, one: int, other: int) -> Optional[int]:
+    """The first line of the outermost loop of the function whose code object is ``code`` that
+    holds line ``one`` but not line ``other`` (an epoch loop around a batch loop), or None."""
+    loops = _Loops.of(path, code)
+    held = [n for n in loops.loops if _holds(n, one) and not _holds(n, other)] if loops else []
+    return min(n.lineno for n in held) if held else None
 
 
 def _holds(node: ast.AST, line: int) -> bool:
