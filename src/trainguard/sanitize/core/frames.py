@@ -15,6 +15,7 @@ reused by another object while the entry exists.
 
 from __future__ import annotations
 
+import ast
 import os
 import sys
 import sysconfig
@@ -24,7 +25,7 @@ from typing import Any, Iterator
 from trainguard.sanitize.core.bounds import FRAMES
 
 __all__ = ["Location", "user_frame", "user_frames", "user_location", "frame_location",
-           "short_location", "is_user_file", "is_user_code", "is_trainguard_file"]
+           "short_location", "is_user_file", "is_user_code", "is_trainguard_file", "read_path"]
 
 Location = tuple[str, int, int]  # (path, 1-based line, 1-based column)
 
@@ -150,3 +151,26 @@ def names_hold_graph(names: tuple[str, ...], frame: Any) -> bool:
     user = next(iter(user_frames(frame)), None) if names else None
     local = user.f_locals if user is not None else {}
     return any(getattr(local.get(n), "grad_fn", None) is not None for n in names)
+
+
+def read_path(frame: FrameType, node: ast.AST) -> Any:
+    """The object a path expression names in ``frame``, read without running user code, or None:
+    a local name; an attribute through the object's ``__dict__``, then a module's ``_modules``
+    (``self.model.encoder``); a dict's entry at a constant key (``self.meters["loss"]``, by
+    ``dict.get``: no ``__missing__`` runs, nothing is created). Properties, ``__getattr__`` and
+    other subscripts give None."""
+    if isinstance(node, ast.Name):
+        return frame.f_locals.get(node.id)
+    if isinstance(node, ast.Subscript):
+        value = read_path(frame, node.value)
+        return dict.get(value, node.slice.value) if isinstance(value, dict) \
+            and isinstance(node.slice, ast.Constant) else None
+    if not isinstance(node, ast.Attribute):
+        return None
+    attrs = getattr(read_path(frame, node.value), "__dict__", None)
+    if not isinstance(attrs, dict):
+        return None
+    if node.attr in attrs:
+        return attrs[node.attr]
+    modules = attrs.get("_modules")
+    return modules.get(node.attr) if isinstance(modules, dict) else None

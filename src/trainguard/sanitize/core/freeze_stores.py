@@ -20,7 +20,7 @@ import ast
 from types import FrameType
 from typing import Any
 
-from trainguard.sanitize.core.frames import Location
+from trainguard.sanitize.core.frames import Location, read_path
 from trainguard.sanitize.core.source import function_node
 
 __all__ = ["redundant_freeze"]
@@ -84,22 +84,6 @@ def _loop_model(frame: FrameType, loop: ast.For) -> Any:
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
             and it.func.attr in ("parameters", "named_parameters")):
         return None
-    value = _read(frame, it.func.value)
+    value = read_path(frame, it.func.value)
     return value if callable(getattr(value, "parameters", None)) and \
         isinstance(getattr(value, "_modules", None), dict) else None
-
-
-def _read(frame: FrameType, node: ast.AST) -> Any:
-    """The object a dotted name reads in ``frame`` (locals; attributes through ``__dict__`` and a
-    module's ``_modules``), or None."""
-    if isinstance(node, ast.Name):
-        return frame.f_locals.get(node.id)
-    if not isinstance(node, ast.Attribute):
-        return None
-    attrs = getattr(_read(frame, node.value), "__dict__", None)
-    if not isinstance(attrs, dict):
-        return None
-    if node.attr in attrs:
-        return attrs[node.attr]
-    modules = attrs.get("_modules")
-    return modules.get(node.attr) if isinstance(modules, dict) else None

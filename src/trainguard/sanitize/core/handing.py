@@ -13,18 +13,17 @@ its tensors. A method that makes the kept value itself, or picks an entry of wha
 (``on_batch_end(self, loss)``: a training loop hands its hooks the loss, the hook chooses what
 to keep).
 
-Source only: the objects of the holder's path are read with ``vars()`` and ``dict.get`` (no user
-code runs), one parse per file (``bounds.parse_file``), at most :data:`_LEVELS` objects up the path
-and the first 64 methods of 8 classes of each object's MRO.
+Source only: the objects of the holder's path are read by ``frames.read_path`` (no user code
+runs), one parse per file (``bounds.parse_file``), at most :data:`_LEVELS` objects up the path and
+the first 64 methods of 8 classes of each object's MRO.
 """
 
 from __future__ import annotations
 
 import ast
 from types import CodeType, FrameType
-from typing import Any
 
-from trainguard.sanitize.core.frames import Location, is_user_code
+from trainguard.sanitize.core.frames import Location, is_user_code, read_path
 from trainguard.sanitize.core.growth import (argument_storing_method, bare_names, frame_call,
                                              storing_call)
 from trainguard.sanitize.core.holders import Holder
@@ -70,21 +69,6 @@ def _plain(node: ast.AST) -> str:
     return node.id if isinstance(node, ast.Name) else "?"
 
 
-def _resolve(frame: FrameType, node: ast.AST) -> Any:
-    """The object a path prefix names in ``frame``, read without running user code, or None."""
-    if isinstance(node, ast.Name):
-        return frame.f_locals.get(node.id)
-    value = _resolve(frame, node.value) if isinstance(node, (ast.Attribute, ast.Subscript)) \
-        else None
-    if isinstance(node, ast.Attribute):
-        attrs = getattr(value, "__dict__", None)
-        return attrs.get(node.attr) if isinstance(attrs, dict) else None
-    if isinstance(node, ast.Subscript) and isinstance(value, dict) \
-            and isinstance(node.slice, ast.Constant):
-        return dict.get(value, node.slice.value)  # (no ``__missing__``: nothing is created)
-    return None
-
-
 def _passing_method(frame: FrameType, owner: str, name: str) -> tuple[str, str] | None:
     """``(prefix, method)``: the nearest object up ``owner``'s path whose class has a method
     calling ``self.<rest of the path>.<name>(...)`` with one of its own arguments, and that
@@ -96,7 +80,7 @@ def _passing_method(frame: FrameType, owner: str, name: str) -> tuple[str, str] 
     target = _plain(node)
     while isinstance(node, (ast.Attribute, ast.Subscript)):
         node = node.value
-        obj = _resolve(frame, node) if isinstance(node, (ast.Attribute, ast.Name)) else None
+        obj = read_path(frame, node) if isinstance(node, (ast.Attribute, ast.Name)) else None
         if obj is None or not isinstance(getattr(obj, "__dict__", None), dict):
             continue
         rest = "self" + target[len(_plain(node)):]
