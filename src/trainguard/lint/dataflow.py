@@ -292,8 +292,8 @@ def _holds_sequence(name: ast.Name, before: ast.AST) -> bool:
 def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
     """Whether ``expr`` is (arithmetic on) a model output, a loss or a graph name, not cut by
     ``.item()``, ``.detach()``, ``float()`` and the like. A container literal carries what any
-    of its values carries: detaching one entry (``{"loss": loss.detach(), "metrics": m}``)
-    leaves the others as they are."""
+    of its values carries, and so does a ``dict(...)`` call: detaching one entry (``{"loss":
+    loss.detach(), "metrics": m}``) leaves the others as they are."""
     if isinstance(expr, (ast.Dict, ast.List, ast.Tuple)):  # {"ce": criterion(out, y)}
         values = expr.values if isinstance(expr, ast.Dict) else expr.elts
         return any(carries_graph(script, v, names) for v in values)
@@ -307,6 +307,10 @@ def carries_graph(script: Script, expr: ast.AST, names: set[str]) -> bool:
         return carries_graph(script, expr.left, names) or carries_graph(script, expr.right, names)
     if isinstance(expr, ast.UnaryOp):
         return carries_graph(script, expr.operand, names)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and \
+            expr.func.id == "dict" and script.callee(expr) is None:  # dict(loss=loss, step=i)
+        return any(carries_graph(script, v, names)
+                   for v in [*expr.args, *(k.value for k in expr.keywords)])
     if isinstance(expr, ast.Call):
         target = script.callee(expr)
         if target is not None and _returns_cut(script, target):
@@ -356,7 +360,7 @@ def _entry_without_graph(script: Script, expr: ast.Subscript, names: set[str]) -
     if not values or not _bound_whole(expr.value.id, scope_of(expr)):
         return False
     for value in values:
-        entry = _dict_entry(value, key.value)
+        entry = dict_entry(value, key.value)
         if entry is not None:
             if entry is not _ABSENT and (carries_graph(script, entry, names) or
                                          not _from_inputs(entry, scope_of(value), names)):
@@ -372,21 +376,25 @@ def _entry_without_graph(script: Script, expr: ast.Subscript, names: set[str]) -
 _ABSENT = ast.Constant(value=None)  # a dict built without the key
 
 
-def _dict_entry(value: ast.AST, key: str) -> ast.expr | None:
+def dict_entry(value: ast.AST, key: object) -> ast.expr | None:
     """What a dict display or ``dict(k=v, ...)`` call puts under ``key`` (``_ABSENT`` if it
-    has no such key); None when ``value`` is no such build or its keys are not all known
-    (``{**base, "loss": loss}``)."""
+    has no such key); None when ``value`` is no such build, or when an entry whose key is not
+    known comes after the last ``key`` (``{"loss": loss, **extra}``, ``{name: v}``): the later
+    entry may replace it. ``{**base, "loss": loss}`` puts ``loss`` under ``"loss"``."""
     if isinstance(value, ast.Dict):
-        if not all(isinstance(k, ast.Constant) for k in value.keys):
-            return None
-        pairs = [(k.value, v) for k, v in zip(value.keys, value.values)]  # type: ignore
+        pairs = list(zip(value.keys, value.values))
     elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
-            value.func.id == "dict" and not value.args and \
-            all(k.arg is not None for k in value.keywords):
-        pairs = [(k.arg, k.value) for k in value.keywords]
+            value.func.id == "dict" and not value.args:
+        pairs = [(ast.Constant(k.arg) if k.arg is not None else None, k.value)
+                 for k in value.keywords]
     else:
         return None
-    return next((v for k, v in reversed(pairs) if k == key), _ABSENT)
+    for k, v in reversed(pairs):  # (a later entry replaces an earlier one)
+        if not isinstance(k, ast.Constant):
+            return None  # ``**base`` or a computed key
+        if k.value == key:
+            return v
+    return _ABSENT
 
 
 def _bound_whole(name: str, scope: ast.AST) -> bool:
@@ -457,7 +465,7 @@ def _returned_entries_without_graph(script: Script, call: ast.Call, func: ast.AS
     if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     rets = [r.value for r in walk_local(func) if isinstance(r, ast.Return)]
-    entries = [_dict_entry(r, key) if r is not None else None for r in rets]
+    entries = [dict_entry(r, key) if r is not None else None for r in rets]
     if not entries or any(e is None for e in entries):
         return False
     active = script.__dict__.setdefault("_tg_entry_active", set())

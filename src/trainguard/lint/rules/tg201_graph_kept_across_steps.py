@@ -22,15 +22,15 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import (COMPREHENSIONS, comprehension_holds, const_value, dotted,
+from trainguard.lint.astutil import (COMPREHENSIONS, comprehension_holds, dotted,
                                      ifs_between, iterated_parts, parent, statement_of,
                                      walk_local)
 from trainguard.lint.bounded import bounded_container
 from trainguard.lint.caches import cached_graphs
 from trainguard.lint.callgraph import Target, bind_arguments
-from trainguard.lint.dataflow import (CUTS, _is_cut, carries_graph, graph_names, is_loss_call,
-                                      last_assignment, numeric_only, reaching_values,
-                                      scope_of)
+from trainguard.lint.dataflow import (_ABSENT, CUTS, _is_cut, carries_graph, dict_entry,
+                                      graph_names, is_loss_call, last_assignment, numeric_only,
+                                      reaching_values, scope_of)
 from trainguard.lint.events import events
 from trainguard.lint.regions import training_loops
 from trainguard.lint.rules import Edit, Hit
@@ -789,13 +789,16 @@ def _dispatched(script: Script, call: ast.Call) -> bool:
 
 
 def _graph_element(script: Script, arg: ast.AST, names: set[str]) -> ast.AST:
-    """The element of a dict, list or tuple literal ``arg`` that carries a graph (the value to
-    detach: ``loss`` of ``{"loss": loss}``); ``arg`` itself otherwise."""
+    """The element of a dict, list or tuple literal or a ``dict(...)`` call ``arg`` that carries
+    a graph (the value to detach: ``loss`` of ``{"loss": loss}``); ``arg`` itself otherwise."""
     while True:
         if isinstance(arg, ast.Dict):
             parts = arg.values
         elif isinstance(arg, (ast.List, ast.Tuple)):
             parts = arg.elts
+        elif isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) and \
+                arg.func.id == "dict" and script.callee(arg) is None:
+            parts = [*arg.args, *(k.value for k in arg.keywords)]  # dict(step=i, loss=loss)
         else:
             return arg
         found = next((p for p in parts if p is not None and carries_graph(script, p, names)),
@@ -811,21 +814,22 @@ def _kept_attr(func: ast.AST, param: str) -> tuple[str, ast.AST] | None:
 
 def _picks_graph(script: Script, keeper: ast.AST, name: str, arg: ast.expr,
                  names: set[str]) -> bool:
-    """What ``keeper`` keeps of the argument ``arg`` can hold a graph. Handed a dict literal
-    (``cb.on_batch_end({"prediction": pred, "target": y})``) and reading it only by constant
-    keys (``outputs["target"]``), it keeps the values under those keys: a target batch has no
-    graph even when the prediction beside it has."""
-    if not isinstance(arg, ast.Dict):
+    """What ``keeper`` keeps of the argument ``arg`` can hold a graph. Handed a dict display
+    or ``dict(...)`` call (``cb.on_batch_end({"prediction": pred, "target": y})``) and reading
+    it only by constant keys (``outputs["target"]``), it keeps the values under those keys: a
+    target batch has no graph even when the prediction beside it has (``dict_entry``: a key
+    that a later ``**extra`` may replace is not known)."""
+    if not (isinstance(arg, ast.Dict) or isinstance(arg, ast.Call) and dotted(arg.func) == "dict"):
         return True
-    table = {const_value(k): v for k, v in zip(arg.keys, arg.values) if k is not None}
     parents = {id(c): p for p in ast.walk(keeper) for c in ast.iter_child_nodes(p)}
     picked = []
     for read in (n for n in ast.walk(keeper) if isinstance(n, ast.Name) and n.id == name):
         sub = parents.get(id(read))
-        key = const_value(sub.slice) if isinstance(sub, ast.Subscript) else ...
-        if key is ... or key not in table:
-            return True  # read whole, or by a key the literal does not show
-        picked.append(table[key])
+        entry = dict_entry(arg, sub.slice.value) \
+            if isinstance(sub, ast.Subscript) and isinstance(sub.slice, ast.Constant) else None
+        if entry is None or entry is _ABSENT:
+            return True  # read whole, or by a key the build does not show
+        picked.append(entry)
     return any(carries_graph(script, v, names) for v in picked)
 
 
