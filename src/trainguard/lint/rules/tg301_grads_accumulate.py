@@ -19,6 +19,7 @@ import ast
 from collections.abc import Iterator
 
 from trainguard.lint.astutil import exclusive, if_branches, parent, walk_local
+from trainguard.lint.dataflow import reaching_values
 from trainguard.lint.events import Event, events
 from trainguard.lint.optimizers import cleared, held_modules, zero_covers
 from trainguard.lint.regions import forward_calls, loop_label, training_loops
@@ -100,6 +101,10 @@ def _leftover_before(script: Script, loop: ast.AST, evs: list[Event]) -> Hit | N
     if back is None:
         return None
     step = evs[first_step]
+    held = held_modules(script, step.key, at=step.node)
+    used = _backward_models(script, back)
+    if held and used and not _related(used, held):
+        return None  # (a teacher's saliency backward before a student's loop)
     at = back.via or back.node
     via = f" (through the call at {script.at(at.lineno)})" if back.via is not None else ""
     return Hit(at,
@@ -109,6 +114,36 @@ def _leftover_before(script: Script, loop: ast.AST, evs: list[Event]) -> Hit | N
                f"them in between, so the first step uses them plus the first batch's",
                fix=f"call {step.key or 'optimizer'}.zero_grad(set_to_none=True) after it, "
                    f"before the loop")
+
+
+def _backward_models(script: Script, back: Event) -> set[str]:
+    """The model keys the loss of ``back`` is computed with (``teacher`` in
+    ``teacher(x).sum().backward()``, in ``s = teacher(x).sum(); s.backward()`` and in
+    ``probe(teacher)`` reaching it), following local names three assignments back; empty when
+    none is found (then unknown)."""
+    if back.via is not None:
+        exprs: list[ast.AST] = list(back.via.args)
+    else:
+        func = getattr(back.node, "func", None)
+        exprs = [func.value] if isinstance(func, ast.Attribute) else []
+    found: set[str] = set()
+    for _ in range(3):
+        later: list[ast.AST] = []
+        for expr in exprs:
+            for n in ast.walk(expr):
+                k = script.key(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
+                if script.is_model(k):
+                    found.add(k)  # type: ignore[arg-type]
+                elif isinstance(n, ast.Name) and back.via is None:
+                    later += reaching_values(n.id, back.node)
+        exprs = later
+    return found
+
+
+def _related(keys: set[str], held: frozenset[str]) -> bool:
+    """Some key of ``keys`` is one of ``held`` or a submodule or parent of one."""
+    return any(k == h or k.startswith(h + ".") or h.startswith(k + ".") for k in keys
+               for h in held)
 
 
 def _unzeroed_backward(script: Script, loop: ast.AST) -> Event | None:
