@@ -362,11 +362,20 @@ def _unique_to_process(path: ast.expr) -> bool:
     return False
 
 
+_DDP_FLAG = re.compile(r"distributed|ddp|is_dist", re.I)
+
+
 def _single_process(script: Script, node: ast.AST) -> bool:
     """An ``assert`` above ``node`` in a block around it that keeps the code to one process
-    (``assert LOCAL_RANK == -1, "not for DDP"``, ``assert world_size == 1``)."""
+    (``assert LOCAL_RANK == -1, "not for DDP"``, ``assert world_size == 1``), or a branch taken
+    when the run is not distributed (``if not args.distributed:``, the ``else`` of ``if
+    ddp:``)."""
     n = node
     while (p := parent(n)) is not None and not isinstance(p, ast.Module):
+        if isinstance(p, ast.If) and _DDP_FLAG.search(ast.unparse(p.test)) and \
+                (n in p.orelse) != (isinstance(p.test, ast.UnaryOp) and
+                                    isinstance(p.test.op, ast.Not)):
+            return True
         body = getattr(p, "body", None)
         for block in (body, getattr(p, "orelse", None)):
             if isinstance(block, list) and n in block and any(
