@@ -188,7 +188,34 @@ def _held_entry(script: Script, node: ast.AST, key) -> str | None:  # type: igno
             isinstance(node.slice.value, str)):
         return None
     base = key(node.value)
-    return f"{base}[{node.slice.value}]" if script.is_optimizer(base) else None
+    if script.is_optimizer(base):
+        return f"{base}[{node.slice.value}]"
+    return _stored_optimizer(script, base, node.slice.value)
+
+
+def _stored_optimizer(script: Script, base: str | None, name: str) -> str | None:
+    """``ctx["optimizer"]`` read from a context dict the file fills (``ctx = {"model": model,
+    "optimizer": optimizer}``, ``dict(optimizer=opt)`` or ``ctx["optimizer"] = optimizer``) and
+    hands to its hooks: the key of the optimizer stored under ``name``, when every store of
+    that entry the file shows puts the same optimizer there."""
+    from trainguard.lint.dataflow import dict_entry
+
+    if base is None:
+        return None
+    values = [dict_entry(v, name) for v in script.assignments.get(base, [])]
+    values += [n.value for n in script.nodes if isinstance(n, ast.Assign) and any(
+        isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant) and
+        t.slice.value == name and script.key(t.value) == base for t in n.targets)]
+    if None in values:
+        return None  # built by a call, or spread from another dict: not known
+    values = [v for v in values if not isinstance(v, ast.Constant)]  # ({} holds no entry)
+    if not values:
+        return None
+    if all(isinstance(v, ast.Call) for v in values):  # state["opt"] = AdamW(...)
+        return f"{base}[{name}]" if script.is_optimizer(name) else None
+    keys = {script.key(v) for v in values}
+    held = keys.pop() if len(keys) == 1 else None
+    return held if script.is_optimizer(held) else None
 
 
 def _scheduler_entry(script: Script, node: ast.AST) -> str | None:

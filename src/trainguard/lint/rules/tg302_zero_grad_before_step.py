@@ -7,6 +7,8 @@ A zeroing on a path that leaves the iteration (``continue``, ``return``, ``raise
 and so is one under a test for non-finite values (skipping one bad update). Callbacks the loop
 fires are followed, also by name (``getattr(cb, "on_" + event)(self)``); Lightning's
 ``on_after_backward``/``on_before_optimizer_step`` hooks run between backward and step.
+A hook's ``ctx["optimizer"]`` is the optimizer the trainer stored there, and an optimizer the
+hook was built with is the stepped one when the file builds only one (:func:`_sole_optimizer`).
 A zeroing that runs every iteration after a step that runs only under a test undoes gradient
 accumulation (each step sees one micro-batch); so does one at the top of the iteration when
 every iteration runs backward and the step runs only every few (``if (i + 1) % accum == 0``).
@@ -372,7 +374,20 @@ def _next_step(evs: list[Event]) -> Event | None:
 def _related(script: Script, zero: Event, step: Event, steppers: set[str | None]) -> bool:
     if zero.key in ("*", step.key):
         return True
-    return len(steppers) == 1 and script.is_model(zero.key)
+    return len(steppers) == 1 and (script.is_model(zero.key) or
+                                   _sole_optimizer(script, zero.key, step.key))
+
+
+def _sole_optimizer(script: Script, zero: str | None, step: str | None) -> bool:
+    """``self.optimizer.zero_grad()`` in a hook built with the optimizer (``ResetGrads(opt)``)
+    while the loop steps its own ``optimizer``: two names, and both name an optimizer, but
+    the file builds one optimizer only, so they are that one. A second optimizer built by any
+    call (``opt_d = make(disc)``) leaves the names apart."""
+    if not (script.is_optimizer(zero) and script.is_optimizer(step)):
+        return False
+    built = [k for k, vs in script.assignments.items() if script.is_optimizer(k) and
+             any(isinstance(v, ast.Call) for v in vs)]
+    return len(built) == 1
 
 
 _NONFINITE = ("isfinite", "isnan", "isinf")

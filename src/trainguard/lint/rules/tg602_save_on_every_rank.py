@@ -19,7 +19,8 @@ never reads it and returns to every rank a new object of a class of the file tha
 (``open(path, "a")`` too, in its methods) is reported at that ``return``. An object of a
 class that opens a file to write in a method the file calls (``JsonlWriter(log_dir)`` with
 ``open(self.path, "a")`` in ``add_scalar``), built unguarded in a process-group worker, is
-reported at its construction.
+reported at its construction; a log the worker writes itself (``open(lcurve, "a")``,
+``np.save``) is reported at the write (:func:`_log_write`).
 A per-node rank test that holds in every process the file starts on this host (``local_rank ==
 0`` with 0 passed by every call, in a worker ``mp.spawn`` runs) is no rank check either
 (:func:`_holds_on_every_rank`).
@@ -31,10 +32,10 @@ import ast
 import re
 from collections.abc import Iterator
 
-from trainguard.lint.astutil import SCOPES, dotted, kwarg, parent
+from trainguard.lint.astutil import SCOPES, dotted, kwarg, parent, walk_local
 from trainguard.lint.branches import param_env
 from trainguard.lint.consts import const_eval
-from trainguard.lint.dataflow import last_assignment
+from trainguard.lint.dataflow import last_assignment, scope_of
 from trainguard.lint.ranks import on_every_rank
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
@@ -53,7 +54,7 @@ def check(script: Script) -> Iterator[Hit]:
     if not _DISTRIBUTED.search(script.source):
         return
     for call in script.calls:
-        target = _written_path(script, call)
+        target = _written_path(script, call) or _log_write(script, call)
         if target is None:
             continue
         what, path = target
@@ -311,6 +312,79 @@ def _written_path(script: Script, call: ast.Call) -> tuple[str, ast.expr | None]
         log_dir = call.args[0] if call.args else kwarg(call, "log_dir")
         return "SummaryWriter for", log_dir
     return None
+
+
+_SAVES_ARRAY = ("numpy.save", "numpy.savetxt", "numpy.savez", "numpy.savez_compressed")
+# a name made unique to the process: a temporary file, the process id, a random id
+_UNIQUE = re.compile(r"mkstemp|mkdtemp|NamedTemporaryFile|TemporaryDirectory|getpid|uuid|"
+                     r"devnull|/dev/null")
+
+
+def _log_write(script: Script, call: ast.Call) -> tuple[str, ast.expr | None] | None:
+    """(what, path) for ``open(path, "w"/"a")`` and ``np.save(path, ...)`` (a learning curve,
+    a metrics file) in a function of the file that runs in each process of a process group
+    (:func:`on_every_rank`: it joins the group, ``mp.spawn`` runs it, or it is called from
+    those) or at the top level of a script that joins the group there; None in a method of a
+    class (a writer class built on every rank is reported where it is built). Code the program
+    keeps to one process (``assert world_size == 1``, ``if dist.get_world_size() > 1: return``)
+    stays silent."""
+    q = script.call_qualname(call) or ""
+    if q in _SAVES_ARRAY and call.args:
+        what, path = f"np.{q.rsplit('.', 1)[-1]}(...) to", call.args[0]
+    elif dotted(call.func) == "open" and call.args:
+        mode = call.args[1] if len(call.args) > 1 else kwarg(call, "mode")
+        if not (isinstance(mode, ast.Constant) and isinstance(mode.value, str) and
+                set(mode.value) & {"w", "a", "x"}):
+            return None
+        what, path = f"open(..., {mode.value!r}) of", call.args[0]
+    else:
+        return None
+    if script.enclosing_class(call) is not None or _unique_to_process(path) or \
+            _single_process(script, call) or not on_every_rank(script, call, 3):
+        return None
+    return what, path
+
+
+def _unique_to_process(path: ast.expr) -> bool:
+    """The path names a file of this process's own: a temporary file or the process id in it,
+    written there or bound to one of its names in the scope (``fd, tmp = tempfile.mkstemp()``,
+    ``with NamedTemporaryFile("w") as f``)."""
+    if _UNIQUE.search(ast.unparse(path)):
+        return True
+    names = {n.id for n in ast.walk(path) if isinstance(n, ast.Name)}
+    for sub in walk_local(scope_of(path)):
+        bound = [(t, sub.value) for t in sub.targets] if isinstance(sub, ast.Assign) else \
+            [(sub.optional_vars, sub.context_expr)] if isinstance(sub, ast.withitem) and \
+            sub.optional_vars is not None else []
+        if any(names & {n.id for n in ast.walk(t) if isinstance(n, ast.Name)} and
+               _UNIQUE.search(ast.unparse(v)) for t, v in bound):
+            return True
+    return False
+
+
+_DDP_FLAG = re.compile(r"distributed|ddp|is_dist", re.I)
+
+
+def _single_process(script: Script, node: ast.AST) -> bool:
+    """An ``assert`` above ``node`` in a block around it that keeps the code to one process
+    (``assert LOCAL_RANK == -1, "not for DDP"``, ``assert world_size == 1``), or a branch taken
+    when the run is not distributed (``if not args.distributed:``, the ``else`` of ``if
+    ddp:``)."""
+    n = node
+    while (p := parent(n)) is not None and not isinstance(p, ast.Module):
+        if isinstance(p, ast.If) and _DDP_FLAG.search(ast.unparse(p.test)) and \
+                (n in p.orelse) != (isinstance(p.test, ast.UnaryOp) and
+                                    isinstance(p.test.op, ast.Not)):
+            return True
+        body = getattr(p, "body", None)
+        for block in (body, getattr(p, "orelse", None)):
+            if isinstance(block, list) and n in block and any(
+                    isinstance(s, ast.Assert) and (_rank_test(s.test) or
+                                                   _WORLD.search(ast.unparse(s.test)))
+                    for s in block[:block.index(n)]):
+                return True
+        n = p
+    return False
 
 
 def _guarded(script: Script, node: ast.AST, seen: frozenset[int]) -> bool:

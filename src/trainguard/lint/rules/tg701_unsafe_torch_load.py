@@ -30,7 +30,8 @@ from collections.abc import Iterator
 import re
 
 from trainguard.lint.astutil import dotted, is_false, kwarg, parent, walk_local
-from trainguard.lint.callgraph import bind_arguments
+from trainguard.lint.branches import param_env
+from trainguard.lint.callgraph import bind_arguments, parameter_default
 from trainguard.lint.dataflow import last_assignment, scope_of
 from trainguard.lint.file_origins import origins as _origins
 from trainguard.lint.rules import Edit, Hit
@@ -59,8 +60,11 @@ def check(script: Script) -> Iterator[Hit]:
             read = _keys_read_by_callers(script, call)
         if not elsewhere and read and any(read <= keys for keys in formats):
             continue  # a resume of the program's own checkpoint format
-        yield Hit(call, f"{dotted(call.func)}({path}, weights_only=False) unpickles whatever the "
-                        f"file holds: a checkpoint from elsewhere can run code",
+        given = kwarg(call, "weights_only")
+        named = "" if given is None or is_false(given) else \
+            f" ({ast.unparse(given)} is the False at {script.at(flag.lineno)})"
+        yield Hit(call, f"{dotted(call.func)}({path}, weights_only=False){named} unpickles "
+                        f"whatever the file holds: a checkpoint from elsewhere can run code",
                   fix="pass weights_only=True (the default from torch 2.6); save state_dict()s, "
                       "or allow-list classes with torch.serialization.add_safe_globals",
                   edits=[Edit(flag.lineno, flag.col_offset, flag.end_lineno or flag.lineno,
@@ -73,6 +77,9 @@ def _unsafe_loads(script: Script) -> Iterator[tuple[ast.Call, ast.expr, ast.expr
     ``torch.load`` (``load_checkpoint(path, weights_only=False)``): the flag reaches the load."""
     for call in script.calls:
         flag = kwarg(call, "weights_only")
+        if flag is not None and not is_false(flag) and \
+                script.call_qualname(call) == "torch.load":
+            flag = _false_parameter(script, call, flag)
         if flag is None or not is_false(flag):
             continue
         if script.call_qualname(call) == "torch.load":
@@ -94,6 +101,26 @@ def _unsafe_loads(script: Script) -> Iterator[tuple[ast.Call, ast.expr, ast.expr
                     param = _param_behind(first) if first is not None else None
                     yield call, flag, bind_arguments(names, call).get(param or "")
                     break
+
+
+def _false_parameter(script: Script, load: ast.Call, flag: ast.expr) -> ast.expr | None:
+    """``weights_only=safe_load`` in ``def load_torch_file(ckpt, safe_load=False)``: the
+    ``False`` the parameter is bound to, when every call of the function in view leaves the
+    default or passes ``False`` too (or, with no call in view, the default a caller from
+    elsewhere gets). None when any call passes another value, or the function rebinds it."""
+    func = script.enclosing_function(load)
+    if not isinstance(flag, ast.Name) or func is None:
+        return None
+    arg = next((a for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]
+                if a.arg == flag.id), None)
+    if arg is None or any(isinstance(n, ast.Name) and n.id == flag.id and
+                          isinstance(n.ctx, ast.Store) for n in walk_local(func)):
+        return None
+    default = parameter_default(func, arg)
+    if script.call_sites(func) or func.name == "__init__":
+        bound = param_env(script, func).get(flag.id)
+        return bound if bound is not None and is_false(bound) else None
+    return default if default is not None and is_false(default) else None
 
 
 def _param_behind(expr: ast.expr) -> str | None:
