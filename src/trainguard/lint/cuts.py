@@ -1,6 +1,7 @@
 """Gradient cuts inside a module's ``forward``: a submodule whose output reaches what
 ``forward`` returns only through a cut (``.detach()``, ``.data``, ``.item()``, a NumPy round
-trip, ``torch.from_numpy``/``torch.tensor``, ``argmax`` or an integer cast) trains nothing,
+trip, ``torch.from_numpy``/``torch.tensor``, ``argmax``, an integer cast, or a Python number:
+``float(w)``, ``math.exp(w)``) trains nothing,
 whatever the loss is ("the result will never require gradient":
 https://pytorch.org/docs/stable/generated/torch.Tensor.detach.html).
 
@@ -31,7 +32,8 @@ from trainguard.lint.packed import packs_sequences, recurrent_outputs, recurrent
 from trainguard.lint.script import NO_GRAD, Script
 
 __all__ = ["ForwardCut", "forward_cuts", "InputCut", "input_cuts", "submodules_with_parameters",
-           "no_grad_block", "parametric", "CUT_ATTRS", "NEW_LEAF", "metadata_read"]
+           "no_grad_block", "parametric", "CUT_ATTRS", "NEW_LEAF", "metadata_read",
+           "python_number"]
 
 # Methods whose result carries no graph: detached copies, Python numbers, NumPy arrays, and
 # integer results (argmax and integer casts cannot require grad).
@@ -149,14 +151,16 @@ def _may_cut(script: Script, forward: ast.FunctionDef,
         if owner is not None and hook_stores(owner):
             return True  # forward hooks store outputs: maybe detached
         for n in walk_local(f):
-            if isinstance(n, ast.Attribute) and n.attr in CUT_ATTRS:
+            if isinstance(n, ast.Attribute) and n.attr in CUT_ATTRS | {"indices", "argsort"} or \
+                    isinstance(n, ast.Compare) or index_part(script, n):
                 return True
             if isinstance(n, (ast.With, ast.AsyncWith)) and any(
                     _turns_grad_off(script, i.context_expr) for i in n.items):
                 return True  # values computed under no_grad carry no graph
             if isinstance(n, ast.Call):
                 q = script.call_qualname(n) or ""
-                if q in NEW_LEAF or q.startswith("numpy."):
+                if q in NEW_LEAF or q.startswith("numpy.") or q in _INDEX_FUNCS or \
+                        python_number(script, n) or index_result(script, n):
                     return True
                 name = self_attr(n.func)
                 if name in methods:
@@ -328,6 +332,10 @@ class _Flow:
                 if off is not None:  # computed under torch.no_grad(): no graph carried on
                     sources = [(src, c or off) for src, c in sources]
                 parts = self.unpacked(node) if isinstance(node, ast.Assign) else None
+                if parts is None and isinstance(node, ast.Assign) and \
+                        _pair_target(node) and index_result(self.script, node.value):
+                    # ``vals, idx = s.topk(k)``: the second part holds integer indices
+                    parts = [sources, [(src, c or node.value) for src, c in sources]]
                 if parts is not None:  # ``_, feats = self.tap(x)``: each name its own part
                     for t, part in zip(node.targets[0].elts, parts):  # type: ignore[attr-defined]
                         self.store(t, [(src, c or off) for src, c in part], node)
@@ -529,6 +537,15 @@ class _Flow:
                 found.append((("sub", node.attr, node if node.attr in self.tensors else None),
                               c))
                 continue
+            if index_part(self.script, node):  # s.topk(k).indices: integers, no graph
+                stack.append((node.value, c or node))  # type: ignore[attr-defined]
+                continue
+            if isinstance(node, ast.IfExp):  # its test picks a branch, like an ``if``'s
+                stack.extend(((node.body, c), (node.orelse, c)))
+                continue
+            if isinstance(node, ast.Compare):  # s > thresh: a bool tensor
+                stack.extend((e, c or node) for e in (node.left, *node.comparators))
+                continue
             if isinstance(node, ast.Attribute) and node.attr == "data":
                 packed = self.packed or rnn_output(node.value, self.rnn_out, self.recurrent)
                 stack.append((node.value, c if packed else c or node))
@@ -562,8 +579,13 @@ class _Flow:
                     stack.append((f.value, c or node))
                     stack.extend((a, c) for a in args)
                     continue
-                if q in NEW_LEAF or q.startswith("numpy."):
+                if q in NEW_LEAF or q.startswith("numpy.") or q in _INDEX_FUNCS or \
+                        python_number(script, node):
                     stack.extend((a, c or node) for a in args)
+                    continue
+                if isinstance(f, ast.Attribute) and f.attr == "argsort":  # s.argsort(): ints
+                    stack.append((f.value, c or node))
+                    stack.extend((a, c) for a in args)
                     continue
                 if isinstance(f, ast.Attribute):
                     stack.append((f.value, c))
@@ -625,6 +647,58 @@ class _Flow:
 # values), so they are no path from a submodule to the output, cut or uncut.
 _META_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "layout"})
 _META_CALLS = frozenset({"size", "dim", "ndimension", "numel", "get_device", "nelement"})
+
+
+# Ops that return integer indices (torch.argsort(s)), and ops that return a (values, indices)
+# pair (torch.return_types): what their indices select keeps no path back to the scores
+# (https://pytorch.org/docs/stable/generated/torch.topk.html).
+_INDEX_FUNCS = frozenset({"torch.argmax", "torch.argmin", "torch.argsort", "torch.bucketize",
+                          "torch.searchsorted"})
+_PAIRED = frozenset({"topk", "sort", "kthvalue", "median", "mode", "cummax", "cummin", "max",
+                     "min"})
+
+
+def index_result(script: Script, call: ast.AST) -> bool:
+    """``s.topk(k)``, ``torch.sort(s)``, ``s.max(dim=1)``: a (values, indices) pair."""
+    if not isinstance(call, ast.Call):
+        return False
+    f = call.func
+    name = f.attr if isinstance(f, ast.Attribute) else ""
+    q = script.call_qualname(call) or ""
+    if q.startswith("torch.") and not q.startswith("torch.nn."):
+        name = q.rsplit(".", 1)[-1]
+    if name not in _PAIRED:
+        return False
+    if name in ("max", "min"):  # a reduction over a dim; max(a, b) and max(s) are values
+        first = 1 if q.startswith("torch.") else 0
+        dim = call.args[first] if len(call.args) > first else next(
+            (k.value for k in call.keywords if k.arg == "dim"), None)
+        return isinstance(dim, ast.Constant) and isinstance(dim.value, int) or \
+            isinstance(dim, ast.UnaryOp) and isinstance(dim.operand, ast.Constant)
+    return True
+
+
+def index_part(script: Script, node: ast.AST) -> bool:
+    """``s.topk(k).indices`` or ``s.topk(k)[1]``: the integer half of such a pair."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "indices" and index_result(script, node.value)
+    return isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and \
+        node.slice.value == 1 and index_result(script, node.value)
+
+
+def _pair_target(node: ast.Assign) -> bool:
+    t = node.targets[0]
+    return len(node.targets) == 1 and isinstance(t, ast.Tuple) and len(t.elts) == 2 and \
+        all(isinstance(e, ast.Name) for e in t.elts)
+
+
+def python_number(script: Script, call: ast.Call) -> bool:
+    """``float(w)``, ``int(w)`` or a ``math`` function (``math.exp(-s)``): the tensor becomes a
+    Python number, with no graph behind it."""
+    f = call.func
+    if isinstance(f, ast.Name) and f.id in ("float", "int"):
+        return f.id not in script.functions and len(call.args) == 1
+    return (script.call_qualname(call) or "").startswith("math.")
 
 
 def metadata_read(node: ast.AST) -> bool:
@@ -876,6 +950,15 @@ def _describe(script: Script, cut: ast.AST) -> str:
 
 
 def _describe_cut(script: Script, cut: ast.AST) -> str:
+    if isinstance(cut, ast.Compare):
+        return "a comparison (a bool tensor)"
+    if isinstance(cut, (ast.Subscript, ast.Attribute)) and index_part(script, cut) or \
+            isinstance(cut, ast.Call) and (index_result(script, cut) or
+                                           script.call_qualname(cut) in _INDEX_FUNCS or
+                                           (dotted(cut.func) or "").endswith(".argsort")):
+        call = cut if isinstance(cut, ast.Call) else cut.value  # type: ignore[attr-defined]
+        name = call.func.attr if isinstance(call.func, ast.Attribute) else "the op"
+        return f"the integer indices of {name}()"
     if isinstance(cut, ast.Attribute):
         return ".data"
     decorated = getattr(parent(cut), "decorator_list", ())
@@ -889,6 +972,8 @@ def _describe_cut(script: Script, cut: ast.AST) -> str:
         if isinstance(f, ast.Attribute) and f.attr in CUT_ATTRS:
             return f".{f.attr}()"
         q = script.call_qualname(cut) or ""
+        if python_number(script, cut):
+            return f"{q}(), a Python number"
         if q.startswith("numpy."):
             return f"a NumPy round trip ({q.replace('numpy.', 'np.')}(...))"
         return f"a new tensor made by {q.rsplit('.', 1)[-1]}(...)"

@@ -14,7 +14,7 @@ import ast
 from trainguard.lint.astutil import dotted, is_false, iterated_literal
 from trainguard.lint.script import Script
 
-__all__ = ["frozen_models"]
+__all__ = ["frozen_models", "freezing_loops"]
 
 
 def frozen_models(script: Script) -> set[str]:
@@ -30,15 +30,26 @@ def frozen_models(script: Script) -> set[str]:
             k = script.key(node.func.value)
             if k:
                 out.add(k)
-        elif isinstance(node, ast.For) and isinstance(node.target, ast.Name) and \
+    for loop, k in freezing_loops(script):
+        out.add(k)
+        # (``for net in (generator, assessor):`` freezes each model of the literal)
+        out.update(m for e in iterated_literal(loop, k) or () if (m := script.key(e)))
+    return out
+
+
+def freezing_loops(script: Script) -> list[tuple[ast.For, str]]:
+    """``for p in m.parameters(): p.requires_grad = False``: each such loop, with ``m``'s key."""
+    if "requires_grad" not in script.source:
+        return []
+    out = []
+    for node in script.nodes:
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and \
                 isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Attribute) and \
                 node.iter.func.attr == "parameters":
             k = script.key(node.iter.func.value)
             p = node.target.id
             if k and any(_freezes(s, p) for s in node.body):
-                out.add(k)
-                # (``for net in (generator, assessor):`` freezes each model of the literal)
-                out.update(m for e in iterated_literal(node, k) or () if (m := script.key(e)))
+                out.append((node, k))
     return out
 
 

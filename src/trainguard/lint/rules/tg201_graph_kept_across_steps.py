@@ -131,11 +131,13 @@ def _gradient_loops(script: Script) -> list[ast.AST]:
     if "autograd" not in script.source:
         return []
     trains = training_loops(script)
-    inside = {id(n) for lp in trains for n in ast.walk(lp)}
+    starts = {id(lp) for lp in trains}
+    # loops only: the parser shares one ``Load()`` context object among all names of a tree
+    inside = {id(n) for lp in trains for n in ast.walk(lp) if isinstance(n, (ast.For, ast.While))}
     out = []
     for loop in script.nodes:
         if not isinstance(loop, (ast.For, ast.While)) or id(loop) in inside or \
-                any(id(n) in inside for n in ast.walk(loop)):
+                any(id(n) in starts for n in ast.walk(loop)):
             continue
         kinds = {e.kind for e in events(script, loop.body)}
         if "autograd" in kinds and not kinds & {"backward", "step"}:

@@ -52,6 +52,7 @@ from trainguard.lint.discarded import discarded_outputs
 from trainguard.lint.cut_trace import Focus, aliases, trace
 from trainguard.lint.events import events
 from trainguard.lint.frozen import frozen_models
+from trainguard.lint.frozen_heads import frozen_heads
 from trainguard.lint.optimizers import held_leaves, held_modules
 from trainguard.lint.rebuilds import REBUILD, loss_sources
 from trainguard.lint.regions import training_loops
@@ -90,6 +91,15 @@ def check(script: Script) -> Iterator[Hit]:
                     term = _cut_term(script, call, target)
                     hits = [term] if term is not None else []
                 yield from hits
+    for fh in frozen_heads(script):
+        layer = dotted(fh.attach.targets[0])
+        yield Hit(fh.freeze, f"this freezes every parameter of {fh.model}, {layer} "
+                             f"attached at {script.at(fh.attach.lineno)} included, and nothing "
+                             f"sets requires_grad back: no parameter of {fh.model} can get a "
+                             f"gradient, so backward() fails with 'element 0 of tensors does not "
+                             f"require grad' or, if silenced, nothing learns",
+                  fix=f"freeze before attaching {layer}, or loop over the backbone's "
+                      f"parameters only (not {fh.model}.parameters())")
     if not script.may_reach("backward") or "forward" not in script.source:
         return
     for u in unused_submodules(script):
