@@ -209,8 +209,9 @@ def _train_for_evaluation(script: Script, sites: list[ast.AST]) -> Event | None:
     """The one ``model.train()`` call, made in the code's own body, that every evaluation site
     in ``sites`` runs after with no backward, step or other mode call between, when nothing
     trains after it either (its function runs no backward; at a script's top level, no later
-    statement and no loop around it does): a test routine that loads a checkpoint and calls ``train()`` where
-    ``eval()`` was meant. That call, not a missing ``eval()``, is the line to change."""
+    statement and no loop around it does): a test routine that loads a checkpoint and calls
+    ``train()`` where ``eval()`` was meant. That call, not a missing ``eval()``, is the line to
+    change."""
     found: list[Event] = []
     for site in sites:
         for e in reversed(preceding_events(script, site)):
