@@ -16,8 +16,8 @@ from a loop of its own that runs no step (``for cb in callbacks: cb.on_epoch_end
 (MILVLG/mcan-vqa#26, ultralytics/ultralytics#20524). When the loop calls a
 training function of this file that runs the steps in a loop of its own (``train(model,
 loader)`` then ``test(model, loader)`` per epoch), at the start of that function, before the
-statements that only set up its loop's data: ``train()`` belongs there. A training loop
-entered in the eval mode that ended the training before it is reported at that loop
+statements that only set up its loop's data: ``train()`` belongs there. A loop over evaluation
+data that steps in the eval mode that ended the training before it is reported at that loop
 (:func:`_entered_in_eval`).
 """
 
@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from trainguard.datanames import reads_eval_data
 from trainguard.lint.astutil import dotted, parent, self_attr, walk_local
 from trainguard.lint.events import Event, dispatches, events
 from trainguard.lint.optimizers import held_modules
@@ -123,22 +124,25 @@ def check(script: Script) -> Iterator[Hit]:
 
 
 def _entered_in_eval(script: Script) -> Iterator[Hit]:
-    """A training loop entered with its model in eval mode: the code before it, in the same
-    function, trained that model (an optimizer step), then called ``model.eval()``, and the
-    loop steps an optimizer built before that ``eval()`` and known to hold the model, with no
-    ``train()`` (of the model or of any part of it) since and none in the loop: an evaluation
-    pass copied from the training loop, backward and step included, or a second training
-    phase that forgot ``train()``. Reported at the loop, where ``train()`` belongs (or the
-    steps come out). Silent for modes set part by part (``model.eval()`` then ``head.train()``,
-    ``model.apply(set_bn_eval)``), for an optimizer built after the ``eval()`` (training in
-    eval mode set up on purpose), and for a model the stepping optimizer does not hold (a
-    target network)."""
+    """A ``for`` loop over evaluation data (``test_loader``, ``batches(test_set)``, or an
+    outer loop around one) entered with its model in eval mode that steps an optimizer: the
+    code before it, in the same function, trained that model (an optimizer step), then called
+    ``model.eval()``, and the loop steps an optimizer built before that ``eval()`` and known to
+    hold the model, with no ``train()`` (of the model or of any part of it) since and none in
+    the loop: an evaluation pass copied from the training loop, backward and step included.
+    Reported at the loop, from which the steps go. Silent for a loop over training data
+    (fine-tuning with BatchNorm statistics frozen on purpose), modes set part by part
+    (``model.eval()`` then ``m.train()`` for the Dropout modules), an optimizer built after
+    the ``eval()``, and a model the stepping optimizer does not hold (a target network)."""
     loops = training_loops(script)
     inside = {id(n) for loop in loops if isinstance(loop, (ast.For, ast.AsyncFor, ast.While))
               for n in ast.walk(loop) if n is not loop}
     for loop in loops:
-        if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) or id(loop) in inside:
-            continue
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or id(loop) in inside or \
+                getattr(parent(loop), "_tg_loop", None) is loop or not any(
+                    reads_eval_data(n.iter) for n in ast.walk(loop)
+                    if isinstance(n, (ast.For, ast.AsyncFor)) and n in loops):
+            continue  # (a comprehension's loop, or one whose steps run over training data)
         evs = events(script, loop.body)
         if any(e.kind in ("train", "eval", "mode?") for e in evs):
             continue
@@ -153,13 +157,14 @@ def _entered_in_eval(script: Script) -> Iterator[Hit]:
         held = held_modules(script, step.key, step.node)
         if held is None or ev.key not in held or not _built_before(script, step.key, ev.line, loop):
             continue
-        yield Hit(loop, f"this loop steps the optimizer ({step.place(script)}) while "
-                        f"{ev.key} is in eval mode: {ev.key}.eval() ({ev.place(script)}) ended "
-                        f"the training before it, and no {ev.key}.train() comes before this "
-                        f"loop or inside it, so BatchNorm stops updating its statistics and "
-                        f"Dropout is off for every step",
-                  fix=f"call {ev.key}.train() at the top of this loop if it trains; if it "
-                      f"only evaluates, remove its backward and optimizer step")
+        yield Hit(loop, f"this loop over evaluation data steps the optimizer "
+                        f"({step.place(script)}) while {ev.key} is in eval mode: "
+                        f"{ev.key}.eval() ({ev.place(script)}) ended the training before it, "
+                        f"and no {ev.key}.train() comes before this loop or inside it, so the "
+                        f"model is updated on this data with BatchNorm frozen and Dropout off",
+                  fix="remove the backward and the optimizer step from this evaluation (and "
+                      "run it under torch.no_grad()); if it is meant to train, call "
+                      f"{ev.key}.train() before it")
 
 
 def _built_before(script: Script, key: str | None, line: int, loop: ast.AST) -> bool:
