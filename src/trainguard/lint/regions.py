@@ -23,7 +23,7 @@ from trainguard.lint.contexts import entry_events
 from trainguard.lint.dataflow import last_assignment
 from trainguard.datanames import eval_index, reads_eval_data
 from trainguard.lint.events import Event, events
-from trainguard.lint.measures import loss_number, returns_number
+from trainguard.lint.measures import loss_number, metric_number, returns_number
 from trainguard.lint.module_methods import runs_layers, submodule_call
 from trainguard.lint.script import Script, is_backward
 
@@ -646,10 +646,17 @@ def _scores_between_passes(script: Script, func: ast.AST, forwards: list[ast.Cal
 def _measures(script: Script, func: ast.AST, forwards: list[ast.Call]) -> bool:
     """``func`` hands back its model's loss on labelled data as a plain number and sets no
     mode (:mod:`trainguard.lint.measures`): an evaluation wherever it is called, a training
-    step included (a teacher rewarded by the student's loss: kekmodel/MPL-pytorch#9)."""
-    return loss_number(script, func, forwards) and not any(
-        e.kind in ("train", "eval", "mode?")
-        for e in events(script, func.body))  # type: ignore[attr-defined]
+    step included (a teacher rewarded by the student's loss: kekmodel/MPL-pytorch#9). A
+    function handing back other numbers computed from its forwards (an accuracy) measures
+    too when every call runs between training passes, not inside a step."""
+    if any(e.kind in ("train", "eval", "mode?")
+           for e in events(script, func.body)):  # type: ignore[attr-defined]
+        return False
+    if loss_number(script, func, forwards):
+        return True
+    sites = script.call_sites(func)  # type: ignore[arg-type]
+    return bool(sites) and metric_number(func, forwards) and \
+        all(_between_passes(script, site) for site in sites)
 
 
 def _between_passes(script: Script, site: ast.AST) -> bool:

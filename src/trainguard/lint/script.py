@@ -500,6 +500,7 @@ class Script:
                                      if isinstance(c, ast.Call)) if n and "(" not in n]
                 if names:
                     wanted.append((key, value, names))
+        wanted += self._handed_models()
         found: dict[int, Builder] = {}
         keys: set[str] = set()
         if not wanted:
@@ -517,6 +518,27 @@ class Script:
                     keys.add(key)
                     break
         return found, keys
+
+    def _handed_models(self) -> list[tuple[str, ast.expr, list[str]]]:
+        """``(parameter, argument, [name])`` for a model built by a name the file imports from
+        another module and handed straight to a function of this file whose parameter is a
+        model: ``train(FeatureNet(), domains)`` with ``def train(model, domains)``."""
+        from trainguard.lint.callgraph import bind_arguments
+
+        imports = self.project_imports
+        out = []
+        for call in self.calls:
+            built = [a for a in [*call.args, *(k.value for k in call.keywords)]
+                     if isinstance(a, ast.Call) and (dotted(a.func) or "(").split(".")[0]
+                     in imports]
+            func = self.callee(call) if built and isinstance(call.func, ast.Name) else None
+            if func is None or self.enclosing_class(func) is not None:
+                continue
+            params = [a.arg for a in func.args.posonlyargs + func.args.args]
+            out += [(name, arg, [dotted(arg.func)])
+                    for name, arg in bind_arguments(params, call).items()
+                    if arg in built and self.is_model(name)]
+        return out
 
     # -- functions and calls -----------------------------------------------------------------
 

@@ -100,6 +100,11 @@ def check(script: Script) -> Iterator[Hit]:
                           fix=f"call model.eval() before {region.label}, and model.train() "
                               f"before training again")
                 continue
+            # a train() called for the evaluation, where eval() was meant
+            chosen = _train_for_evaluation(script, [site for site, _ in trained])
+            if chosen is not None:
+                yield _chosen_train_hit(script, chosen, region.label, fwd, first)
+                continue
             # Every caller (one or several) leaves the model training: nothing ever hands the
             # evaluation a model in eval mode, so the function is the one place where
             # model.eval() fixes it (the line its fix changes); unless every model it is
@@ -133,7 +138,10 @@ def check(script: Script) -> Iterator[Hit]:
         where = "at the start of this block" if isinstance(region.node, (ast.If, ast.With)) \
             else "before this loop"
         undone = _train_undoing_eval(script, first) if mode == "train" else None
-        if undone is not None:  # model.eval(), then a model.train() before the evaluation
+        chosen = _train_for_evaluation(script, [first]) if mode == "train" else None
+        if undone is None and chosen is not None:
+            yield _chosen_train_hit(script, chosen, region.label, fwd, first)
+        elif undone is not None:  # model.eval(), then a model.train() before the evaluation
             yield Hit(undone.node, f"this {undone.key}.train() undoes the {undone.key}.eval() "
                                    f"before it with no training in between, and {region.label} "
                                    f"then runs {fwd}(...) ({script.at(first.lineno)}) in train "
@@ -195,6 +203,42 @@ def _after_all_training(script: Script, func: ast.AST) -> bool:
         return False
     end = max(getattr(loop, "end_lineno", None) or loop.lineno for loop in loops)
     return all(script.enclosing_function(s) is None and s.lineno > end for s in sites)
+
+
+def _train_for_evaluation(script: Script, sites: list[ast.AST]) -> Event | None:
+    """The one ``model.train()`` call, made in the code's own body, that every evaluation site
+    in ``sites`` runs after with no backward, step or other mode call between, when nothing
+    trains after it either (its function runs no backward; at a script's top level, no later
+    statement and no loop around it does): a test routine that loads a checkpoint and calls
+    ``train()`` where ``eval()`` was meant. That call, not a missing ``eval()``, is the line to
+    change."""
+    found: list[Event] = []
+    for site in sites:
+        for e in reversed(preceding_events(script, site)):
+            if e.kind in ("backward", "step", "eval", "mode?", "autograd"):
+                return None
+            if e.kind == "train":
+                found.append(e)
+                break
+        else:
+            return None
+    ev = found[0] if found else None
+    if ev is None or ev.via is not None or not isinstance(ev.node, ast.Call) or \
+            any(e.node is not ev.node for e in found):
+        return None
+    scope = script.enclosing_function(ev.node)
+    later = [scope] if scope is not None else [
+        *script.enclosing_loops(ev.node),  # (a loop's next pass runs after it too)
+        *(st for st in script.tree.body if st.lineno > ev.node.lineno)]  # type: ignore
+    return None if any(script.has_backward(n) for n in later) else ev
+
+
+def _chosen_train_hit(script: Script, ev: Event, label: str, fwd: str, first: ast.AST) -> Hit:
+    return Hit(ev.node, f"this {ev.key}.train() puts the model in train mode and nothing trains "
+                        f"after it: the evaluation below, {label}, runs {fwd}(...) "
+                        f"({script.at(first.lineno)}) in train mode, so Dropout and BatchNorm "
+                        f"act as in training (and BatchNorm overwrites its running statistics)",
+               fix=f"call {ev.key}.eval() here instead")
 
 
 def _train_undoing_eval(script: Script, first: ast.AST):  # type: ignore[no-untyped-def]

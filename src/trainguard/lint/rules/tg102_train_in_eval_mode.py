@@ -16,7 +16,9 @@ from a loop of its own that runs no step (``for cb in callbacks: cb.on_epoch_end
 (MILVLG/mcan-vqa#26, ultralytics/ultralytics#20524). When the loop calls a
 training function of this file that runs the steps in a loop of its own (``train(model,
 loader)`` then ``test(model, loader)`` per epoch), at the start of that function, before the
-statements that only set up its loop's data: ``train()`` belongs there.
+statements that only set up its loop's data: ``train()`` belongs there. A loop over evaluation
+data that steps in the eval mode that ended the training before it is reported at that loop
+(:func:`_entered_in_eval`).
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from trainguard.datanames import reads_eval_data
 from trainguard.lint.astutil import dotted, parent, self_attr, walk_local
 from trainguard.lint.events import Event, dispatches, events
 from trainguard.lint.optimizers import held_modules
-from trainguard.lint.regions import backpropagated, loop_label, training_loops
+from trainguard.lint.regions import (backpropagated, loop_label, preceding_events,
+                                     training_loops)
 from trainguard.lint.rules import Hit
 from trainguard.lint.script import Script
 from trainguard.placement import body_statement, return_line, sets_modes_only
@@ -40,6 +44,7 @@ def check(script: Script) -> Iterator[Hit]:
     if not script.mode_dependent:
         return
     seen: set[int] = set()
+    yield from _entered_in_eval(script)
     for loop in training_loops(script):
         evs = events(script, loop.body)  # type: ignore[attr-defined]
         first_step = next(i for i, e in enumerate(evs) if e.kind == "step")
@@ -116,6 +121,62 @@ def check(script: Script) -> Iterator[Hit]:
                   f"{last.key}.train() comes before it in {loop_label(script, loop)}",
                   fix=f"call {last.key}.train() again before the next optimizer step: right "
                       f"after this evaluation, or at the start of every training epoch")
+
+
+def _entered_in_eval(script: Script) -> Iterator[Hit]:
+    """A ``for`` loop over evaluation data (``test_loader``, ``batches(test_set)``, or an
+    outer loop around one) entered with its model in eval mode that steps an optimizer: the
+    code before it, in the same function, trained that model (an optimizer step), then called
+    ``model.eval()``, and the loop steps an optimizer built before that ``eval()`` and known to
+    hold the model, with no ``train()`` (of the model or of any part of it) since and none in
+    the loop: an evaluation pass copied from the training loop, backward and step included.
+    Reported at the loop, from which the steps go. Silent for a loop over training data
+    (fine-tuning with BatchNorm statistics frozen on purpose), modes set part by part
+    (``model.eval()`` then ``m.train()`` for the Dropout modules), an optimizer built after
+    the ``eval()``, and a model the stepping optimizer does not hold (a target network)."""
+    loops = training_loops(script)
+    inside = {id(n) for loop in loops if isinstance(loop, (ast.For, ast.AsyncFor, ast.While))
+              for n in ast.walk(loop) if n is not loop}
+    for loop in loops:
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or id(loop) in inside or \
+                getattr(parent(loop), "_tg_loop", None) is loop or not any(
+                    reads_eval_data(n.iter) for n in ast.walk(loop)
+                    if isinstance(n, (ast.For, ast.AsyncFor)) and n in loops):
+            continue  # (a comprehension's loop, or one whose steps run over training data)
+        evs = events(script, loop.body)
+        if any(e.kind in ("train", "eval", "mode?") for e in evs):
+            continue
+        before = preceding_events(script, loop)
+        last = next((i for i in range(len(before) - 1, -1, -1)
+                     if before[i].kind in ("train", "eval", "mode?")), None)
+        if last is None or before[last].kind != "eval" or \
+                not any(e.kind == "step" for e in before[:last]):
+            continue
+        ev = before[last]
+        step = _step_reached(script, [e for e in evs if e.kind == "step"], ev.key)
+        held = held_modules(script, step.key, step.node)
+        if held is None or ev.key not in held or not _built_before(script, step.key, ev.line, loop):
+            continue
+        yield Hit(loop, f"this loop over evaluation data steps the optimizer "
+                        f"({step.place(script)}) while {ev.key} is in eval mode: "
+                        f"{ev.key}.eval() ({ev.place(script)}) ended the training before it, "
+                        f"and no {ev.key}.train() comes before this loop or inside it, so the "
+                        f"model is updated on this data with BatchNorm frozen and Dropout off",
+                  fix="remove the backward and the optimizer step from this evaluation (and "
+                      "run it under torch.no_grad()); if it is meant to train, call "
+                      f"{ev.key}.train() before it")
+
+
+def _built_before(script: Script, key: str | None, line: int, loop: ast.AST) -> bool:
+    """Every binding of the optimizer ``key`` is made above ``line``: for a plain name, its
+    bindings in the function of ``loop`` (none there: a parameter, built before the call)."""
+    values = script.assignments.get(key or "", [])
+    if key and "." not in key:
+        scope = script.enclosing_function(loop)
+        values = [v for v in values if script.enclosing_function(v) is scope]
+    elif not values:
+        return False
+    return all(v.lineno < line for v in values)  # type: ignore[attr-defined]
 
 
 def _update_after_acting(script: Script, loop: ast.AST, evs: list[Event]) -> Hit | None:

@@ -16,7 +16,8 @@ not silence the forwards of ``model``. A function that backpropagates only under
 ``torch.no_grad()`` statement (made and dropped, never entered) before forwards with no
 backward is reported at that statement. A function under any name that switches its model to
 eval mode and then runs it is inference when nothing it computes can reach a backward
-(:mod:`trainguard.lint.escapes`).
+(:mod:`trainguard.lint.escapes`). A function whose whole job is that evaluation is reported at
+its ``def`` line, where ``@torch.no_grad()`` goes (:func:`_whole_evaluation`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ def check(script: Script) -> Iterator[Hit]:
                     _runs_without_grad(script, fwd) or _forward_takes_gradients(script, fwd):
                 continue
             name = dotted(fwd.func) or "the model"
+            if _whole_evaluation(script, region.node, region.forwards):
+                yield _at_def(script, region.node, fwd, "never calls backward")
+                break
             yield Hit(fwd, f"{region.label} runs {name}(...) with grad enabled and never calls "
                            f"backward: every batch records a graph that is kept alive for "
                            f"nothing")
@@ -57,6 +61,48 @@ def check(script: Script) -> Iterator[Hit]:
     yield from _inference_functions(script, frozen)
     yield from _flagged_off(script, frozen)
     yield from _discarded_context(script, frozen)
+
+
+def _whole_evaluation(script: Script, func: ast.AST, forwards: list[ast.Call]) -> bool:
+    """Evaluation is ``func``'s whole job, so ``@torch.no_grad()`` on its ``def`` is the fix:
+    its body is ``model.eval()``, the set-up of accumulators, one loop holding every forward
+    (each a direct call of the model, not a step function shared with training) and its
+    ``return``, and nothing in it names a grad context (a misplaced ``no_grad`` block is the
+    line to change then). An evaluation that is one part of a longer function (it restores
+    ``train()``, logs, stores) keeps the forward's line."""
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or \
+            any(script.callee(f) is not None for f in forwards) or \
+            "no_grad" in (script.segment(func) or "") or "inference_mode" in (
+                script.segment(func) or ""):
+        return False
+    body = func.body[1:] if isinstance(func.body[0], ast.Expr) and \
+        isinstance(func.body[0].value, ast.Constant) else func.body
+    loops = [st for st in body if isinstance(st, (ast.For, ast.AsyncFor, ast.While))]
+    if len(loops) != 1 or not body or not isinstance(body[-1], ast.Return) or \
+            not all(any(f is n for n in ast.walk(loops[0])) for f in forwards):
+        return False
+    head = body[:body.index(loops[0])]
+    tail = body[body.index(loops[0]) + 1:-1]
+    evals = [st for st in head if isinstance(st, ast.Expr) and _is_eval(st.value)]
+    return bool(evals) and not tail and all(
+        isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign)) or st in evals
+        for st in head)
+
+
+def _at_def(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef, fwd: ast.Call,
+            why: str) -> Hit:
+    """The finding for an evaluation function (:func:`_whole_evaluation`), at its ``def``
+    line, where ``@torch.no_grad()`` goes; the forward's line is in the message."""
+    return Hit(func, f"{func.name}() switches to eval mode and runs "
+                     f"{dotted(fwd.func) or 'the model'}(...) ({script.at(fwd.lineno)}) with "
+                     f"grad enabled, and {why}: every call records a graph that is kept "
+                     f"alive for nothing",
+               fix=f"decorate {func.name}() with @torch.no_grad() (or @torch.inference_mode())")
+
+
+def _is_eval(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+        node.func.attr == "eval" and not node.args
 
 
 def _discarded_context(script: Script, frozen: set[str]) -> Iterator[Hit]:
@@ -200,6 +246,9 @@ def _inference_functions(script: Script, frozen: set[str]) -> Iterator[Hit]:
         if not live or not all(stays_out_of_backward(script, f) for f in fwds):
             continue
         fwd = min(live, key=lambda f: (f.lineno, f.col_offset))
+        if _whole_evaluation(script, func, fwds):
+            yield _at_def(script, func, fwd, "nothing it computes reaches a backward")
+            continue
         yield Hit(fwd, f"{func.name}() switches to eval mode and runs "
                        f"{dotted(fwd.func) or 'the model'}(...) with grad enabled, and nothing "
                        f"it computes reaches a backward: every call records a graph that is "
