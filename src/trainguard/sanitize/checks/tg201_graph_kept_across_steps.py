@@ -11,7 +11,9 @@ past every 16th and at exit, counting backward calls instead, or outermost forwa
 no backward either: the forwards of one unrolled sequence belong to one update, as in a char-RNN
 updated by hand; a run that takes ``torch.autograd.grad`` outside a forward and has no backward,
 a simulation's forces from a learned energy, counts those calls and looks at the first outermost
-forward past every 16th, ClementiGroup/mlcg#17), graphs made at three or more distinct earlier
+forward past every 16th, ClementiGroup/mlcg#17; such a loop after training, with no backward or
+step since, is clocked by its grad calls the same way, over the graphs made since: sbi-dev/sbi#198),
+graphs made at three or more distinct earlier
 iterations, each at least two iterations old, are all still alive. An iteration is one optimizer
 step, or, with several optimizers alive that have stepped, one step of each (a GAN's two steps
 make one). Something holds them: ``total += loss``, ``losses.append(loss)``,
@@ -84,8 +86,12 @@ class GraphKeptAcrossSteps(Check):
         self.grown: set[str] = set()  # holder paths reported at the line that grows them
         self.next_look = _BY_HAND_EVERY  # backward count of the next look without optimizer
         self.next_grad_look = _BY_HAND_EVERY  # the same, in autograd.grad calls, without backward
+        self.grads_at_mark = 0  # grad calls at the last backward or optimizer step
+        self.by_grads = False  # a look at a loop of grad calls after training: clocked by them
 
     def _clock(self, made: Made) -> int:
+        if self.by_grads:
+            return made.grads
         if self.state.step:
             return made.step // self.per
         # no optimizer: a loop that updates by hand counts its backward calls (the forwards of
@@ -108,6 +114,7 @@ class GraphKeptAcrossSteps(Check):
                         self.state.root_forwards)
             call.tensors[0].grad_fn.metadata[ROOT] = made
             self.followed.append(weakref.ref(made))
+        self.grads_at_mark = self.state.grad_count
         if not self.state.step and self.state.backward_count >= self.next_look:
             # a loop updating by hand (a line search, a closure) has no step to look at: look
             # while its frames, and the list it appends to, are alive (at the first backward
@@ -118,29 +125,47 @@ class GraphKeptAcrossSteps(Check):
     def on_root_forward(self, call: Any) -> None:
         # a loop without backward or step that takes gradients with torch.autograd.grad (a
         # simulation's forces from a learned energy): look while its frames are alive, at the
-        # first forward past each 16th grad call
+        # first forward past each 16th grad call; also such a loop after training (a model
+        # fitted, then a dynamics run with it), clocked by the grad calls made since
         state = self.state
-        if not state.step and not state.backward_count \
-                and state.grad_count >= self.next_grad_look:
+        if state.grad_count >= self.next_grad_look:
             self.next_grad_look = state.grad_count + _BY_HAND_EVERY
-            self._inspect()
+            if not state.step and not state.backward_count:
+                self._inspect()
+            elif state.grad_count - self.grads_at_mark >= _BY_HAND_EVERY:
+                self._inspect(by_grads=True)
 
     def on_step(self, optimizer: Any) -> None:
+        self.grads_at_mark = self.state.grad_count
         self._inspect()
 
     def on_exit(self) -> None:
         self._inspect(final=True)
         self.followed.clear()
 
-    def _inspect(self, final: bool = False) -> None:
+    def _inspect(self, final: bool = False, by_grads: bool = False) -> None:
+        """Look for graphs of old iterations alive; ``by_grads``: only those made since the last
+        backward and optimizer step, their iterations counted in grad calls."""
         state = self.state
         self.followed[:] = [ref for ref in self.followed if ref() is not None]
         if len(self.followed) < 2:  # the usual case: last step's graphs only
             return
         self.per = max(1, len(state.optimizers))
-        clock = state.step // self.per if state.step else \
+        clock = state.grad_count if by_grads else state.step // self.per if state.step else \
             state.backward_count or state.grad_count or state.root_forwards
         alive = [made for made in (ref() for ref in self.followed) if made is not None]
+        if by_grads:
+            alive = [m for m in alive if m.backward_count == state.backward_count
+                     and m.step == state.step]
+        self.by_grads = by_grads
+        try:
+            self._judge(alive, clock, final)
+        finally:
+            self.by_grads = False
+
+    def _judge(self, alive: list[Made], clock: int, final: bool) -> None:
+        """:meth:`_inspect` of the stamps ``alive``, at ``clock``."""
+        state = self.state
         limit = clock - _MIN_AGE
         old = [made for made in alive if self._clock(made) <= limit]
         ages = {self._clock(made) for made in old}
@@ -152,9 +177,11 @@ class GraphKeptAcrossSteps(Check):
         if len(ages) < _MIN_ITERATIONS:
             del self.followed[:-_KEEP]
             return
-        unit = ("backward call" if state.backward_count else "torch.autograd.grad call"
-                if state.grad_count else "forward") if not state.step else \
-            "optimizer step" if self.per == 1 else "iteration"
+        if self.by_grads or not state.step:
+            unit = "backward call" if state.backward_count and not self.by_grads else \
+                "torch.autograd.grad call" if state.grad_count else "forward"
+        else:
+            unit = "optimizer step" if self.per == 1 else "iteration"
         oldest = min(old, key=self._clock)
         oldest_what = oldest.module if oldest.module == "backward root" else \
             f"output of {oldest.module}"
@@ -196,7 +223,8 @@ class GraphKeptAcrossSteps(Check):
     def _forget(self, alive: list[Made], old: list[Made]) -> None:
         """Forget what was seen so that the same graphs are not counted again."""
         old_ids = {id(m) for m in old}
-        self.followed[:] = [weakref.ref(m) for m in alive if id(m) not in old_ids][-_KEEP:]
+        self.followed[:] = [ref for ref in self.followed if (m := ref()) is not None
+                            and id(m) not in old_ids][-_KEEP:]
 
     @staticmethod
     def _held_message(held: Any, seen: str, where: Any) -> tuple[Any, str]:
@@ -225,8 +253,8 @@ class GraphKeptAcrossSteps(Check):
             # backward already freed the saved activations: the autograd history (node
             # objects, and a running sum's own graph) still grows every step (PyTorch FAQ).
             message = (f"{seen}: {holder}, so every step's autograd history stays alive (a "
-                       "backward already freed their saved activations, so memory grows "
-                       "slowly, but it grows every step)")
+                       "backward or autograd.grad already freed their saved activations, so "
+                       "memory grows slowly, but it grows every step)")
         else:
             message = f"{seen}: {holder}, so every step's graph and activations stay in memory"
         return where, message + made

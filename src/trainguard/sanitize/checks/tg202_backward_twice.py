@@ -24,7 +24,10 @@ same backward line in an earlier pass of its loop, made by a module whose parame
 stepped after that backward does not hold but another optimizer does (a critic updated several
 times per generator step, KupynOrest/DeblurGAN#56), needed no graph in this loss: reported where
 it enters the loss, at the assignment of the backward's variable that carries it in
-(:mod:`..core.foreign_output`).
+(:mod:`..core.foreign_output`). A GAN's generator output taken in whole by the first loss in
+another function (``loss_D = backward_D(real, fake)``, ``self.update_critic()``) is reported at
+that module call, found in the graph of the first loss a user variable holds
+(:mod:`..core.freed_use`).
 
 Silent on: any run that does not raise this error; ``retain_graph=True`` backwards.
 
@@ -50,6 +53,7 @@ from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.cuts import assigned_in_methods
 from trainguard.sanitize.core.dropped_result import callee_in_traceback, dropped_cut
 from trainguard.sanitize.core.foreign_output import foreign_entry
+from trainguard.sanitize.core.freed_use import consumer_of
 from trainguard.sanitize.core.frames import short_location, user_frame
 from trainguard.sanitize.core.graph import freed_metadata, graph_nodes
 from trainguard.sanitize.core.holders import carried_names, graph_metadata, rebound_before
@@ -108,6 +112,8 @@ class BackwardTwice(Check):
         # optimizer trains (a critic updated several times per generator step): where it enters
         again = first is not None and earlier is not None and earlier.where == call.where and \
             self.state.backwards_at_step > earlier.index and not call.facts["tg202_renewed"]
+        call.facts["tg202_use"] = consumer_of(first, call.tensors, earlier.index, sys._getframe(
+            1)) if first is not None and earlier is not None and not again else None
         call.facts["tg202_entry"] = foreign_entry(
             self.state, [*self.state.optimizers, *self.built], call.tensors, first,
             user_frame(sys._getframe(1)), call.where) if again else None
@@ -247,6 +253,9 @@ def _one_iteration(exc: BaseException, failed: Any, earlier: Any, made: Any, bef
         taken_whole(made_where, earlier.where, exc)
     if taken is not None and taken[0][:2] in failed.facts.get("tg202_freed_lines", ()):
         taken = None  # that call's own output is reused (a critic's score): not a fix
+    used = failed.facts.get("tg202_use") if taken is None and not same_step else None
+    if used is not None:  # found through the graph the first loss still holds
+        taken = used
     # else the second loss reading the output again after the first backward (a
     # critic's score of the real batch reused by the generator's loss)
     reread = None if taken or same_step or earlier is None else \

@@ -4,10 +4,11 @@ Used after a check already has proof that a path is cut (TG205: a module whose o
 loss without its own parameters, or carries no ``grad_fn``), to name the line that cuts it. The
 next call of that module's ``forward`` runs under a ``TorchFunctionMode`` (:func:`cut_trace`) that follows the tensors computed from the module's trainable parameters: an op
 that takes such a tensor and returns none that requires grad (``.detach()``, ``.data``,
-``.item()``, ``.numpy()``, ``argmax``, an integer cast, an op run under ``no_grad``) is a cut, and
-what is computed from a cut output carries the cut's line along. At the end, the cut the module's
-output comes from is named; else the first explicit cut (``detach``/``data``/``item``/``numpy``/
-``tolist``); else the first cut seen.
+``.item()``, ``float()``/``int()`` (also through ``math.exp(w)``), ``.numpy()``, ``argmax``, an
+integer cast, an op run under ``no_grad``) is a cut, and what is computed from a cut output
+carries the cut's line along. At the end, the cut the module's output comes from is named; else
+the first explicit cut (``detach``/``data``/``item``/``numpy``/``tolist``/``float()``); else the
+first cut seen.
 
 Cost: one forward of one module, once per finding, with a Python call per torch op in it; nothing
 on other calls. The mode never changes what an op computes (it calls ``func`` as given).
@@ -34,7 +35,8 @@ from trainguard.sanitize.core.tracing import bounded_mode, op_name, tensors
 __all__ = ["cut_trace", "trace_next_forward", "trace_after_forward", "assigned_in_init",
            "assigned_in_methods", "self_stores", "built_lines", "cut_inside", "EXPLICIT"]
 
-EXPLICIT = frozenset({"detach", "detach_", "data", "item", "numpy", "tolist", "nn.Parameter"})
+EXPLICIT = frozenset({"detach", "detach_", "data", "item", "numpy", "tolist", "nn.Parameter",
+                      "__float__", "__int__"})
 """Ops whose only purpose is to leave the graph; preferred when several cuts are seen."""
 
 _OPS = 4096  # ops followed at most in the traced call

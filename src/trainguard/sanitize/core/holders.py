@@ -33,7 +33,7 @@ from trainguard.sanitize.core.graph import (ROOT, graph_metadata, graph_nodes, g
 
 __all__ = ["ROOT", "Holder", "graph_nodes", "node_metadata", "graph_stamps", "find_holder",
            "graph_metadata", "tensor_holding", "traceback_user_frames",
-           "carried_names", "window_size"]
+           "carried_names", "window_size", "frame_tensors"]
 
 def _tensors_in(value: Any, limit: int = 256) -> list[Any]:
     import torch
@@ -191,6 +191,9 @@ def _frame_tensors(frame: FrameType, values: Budget) -> Iterator[tuple[str, str,
         if not below:
             return
         level = below
+
+
+frame_tensors = _frame_tensors  # (the public name: core/freed_use.py)
 
 
 def find_holder(is_old: Callable[[list[Any]], bool], start: FrameType | None = None
