@@ -8,19 +8,20 @@ When it fires: the graph dies, or the run ends, without any backward (``backward
 ``torch.autograd.grad``) reaching it: the forward stored activations for a backward that never came,
 which costs memory (and can run out of it on large evaluation batches). Reported at the line that
 called the model; when the forward ran inside one of the model's own methods
-(``model.get_context(x)``, ``model.embed(x)``: its layers are the outermost calls), at the line
-that called that method (amyxlu/CPCProt#4), unless that method switched the model to eval mode
-itself (``self.eval()`` in a ``predict()``): at its ``def`` line, where ``@torch.no_grad()``
-goes, the caller's line in the message (Sanster/IOPaint#7); when the line that called the model
-also ran training forwards (a ``compute_loss(batch)`` shared by training and validation), at the
-evaluation's call into the function holding it, one user frame out (jpata/particleflow#290);
-when the user's
+(``model.get_context(x)``, ``model.embed(x)``: its layers are the outermost calls), at the line that
+called that method (amyxlu/CPCProt#4), unless that method switched the model to eval mode itself
+(``self.eval()`` in a ``predict()``): at its ``def`` line, where ``@torch.no_grad()`` goes, the
+caller's line in the message (Sanster/IOPaint#7); when the line that called the model also ran
+training forwards (a ``compute_loss(batch)`` shared by training and validation), at the evaluation's
+call into the function holding it, one user frame out (jpata/particleflow#290); when the user's
 ``eval()`` ran in a function still running that reached the forward through a helper, at that
-function's call into the helper (skorch-dev/skorch#219). A model method that
-calls ``self(x)`` itself (a ``predict()`` written on the model) is the evaluation's own code: at
-that call. A ``torch.no_grad()`` made as a statement of its own (never entered) before the call,
-in the function making it, is reported at that statement (CosmiQ/solaris#414). A ``with`` around
-the call whose context a condition chose (``ctx = torch.no_grad() if phase == "valid" else
+function's call into the helper (skorch-dev/skorch#219); when that function made the forward itself
+and trains nothing by its source (a trainer's ``validate()``), at its ``def`` line, where
+``@torch.no_grad()`` goes, the forward's line in the message (OpenNMT/OpenNMT-py#1141). A model
+method that calls ``self(x)`` itself (a ``predict()`` written on the model) is the evaluation's own
+code: at that call. A ``torch.no_grad()`` made as a statement of its own (never entered) before the
+call, in the function making it, is reported at that statement (CosmiQ/solaris#414). A ``with``
+around the call whose context a condition chose (``ctx = torch.no_grad() if phase == "valid" else
 nullcontext()``, ``torch.set_grad_enabled(phase != "val")``) and that left grad on is reported at
 that choice, with the values its condition read (:mod:`..core.grad_choice`).
 
@@ -95,6 +96,7 @@ class EvalWithGrad(UnreachedOutputs):
         shapes = ", ".join(str(tuple(t.shape)) for t in outputs[:2])
         where, name, made = call.where, type(call.module).__name__, f"its output (shape {shapes})"
         trained = where is not None and where[:2] in self.trained_at  # (a line training runs)
+        shared = None
         outer = None if _called_by_itself(call.module) else model_method_caller(call.module)
         if outer is not None and outer[2] == "forward":
             # ``self.model.forward(x)``: the model called by name, as model(x) at that line
@@ -121,7 +123,7 @@ class EvalWithGrad(UnreachedOutputs):
         if chosen is not None:  # ``with ctx:``, ctx chosen by a condition: at the choice
             where, note = chosen
         elif not note and not _called_by_itself(call.module):
-            where, made = self._evaluation_frame(call.module, where, made)
+            where, made = self._evaluation_frame(call.module, where, made, shared is None)
         for tensor in outputs:
             self.follow(tensor, (where, name, made + note))
 
@@ -154,12 +156,15 @@ class EvalWithGrad(UnreachedOutputs):
                 return frame.f_code.co_filename, node.lineno, node.col_offset + 1
         return None
 
-    def _evaluation_frame(self, module: Any, where: Any, made: str) -> tuple[Any, str]:
+    def _evaluation_frame(self, module: Any, where: Any, made: str,
+                          own: bool) -> tuple[Any, str]:
         """``(where, made)``: when the user's ``eval()`` on ``module`` (or a model holding it) ran
         in a function that is still running and that reached this forward through a helper of its
         own (``state = get_eval_state(model)`` after ``model.eval()``), that function's line
         calling the helper, with ``made`` naming the forward's line: the evaluation it set up is
-        where ``no_grad`` goes, around that call; else both unchanged."""
+        where ``no_grad`` goes, around that call. When that function made the forward itself
+        (``own``: not through a step training shares), :func:`_evaluation_def`; else both
+        unchanged."""
         frames = [(fid, code) for ref, fid, code in list(self.evals.values())
                   for m in (ref(),) if m is not None and any(x is module for x in m.modules())]
         if not frames or where is None:
@@ -167,12 +172,13 @@ class EvalWithGrad(UnreachedOutputs):
         seen = False
         for frame in user_frames(user_frame(sys._getframe(2))):
             if (id(frame), frame.f_code) in frames:
-                if not seen:
-                    return where, made  # (the eval()'s own function calls the model)
+                if not seen:  # (the eval()'s own function calls the model, or a shared step)
+                    return _evaluation_def(frame, where, made) if own else (where, made)
                 return frame_location(frame), (f"{made} (made at {short_location(where)}, in a "
                                                "helper this function calls here after its "
                                                "model.eval())")
-            seen = seen or frame_location(frame)[:2] == where[:2]
+            inline = frame.f_code.co_name in _INLINE  # (a comprehension of the function)
+            seen = seen or frame_location(frame)[:2] == where[:2] and not inline
         return where, made
 
     def _follow_recurrent(self, call: ForwardCall) -> None:
@@ -224,6 +230,27 @@ class EvalWithGrad(UnreachedOutputs):
             "backward ever reached it, so the forward kept activations for nothing",
             fix="wrap evaluation in `with torch.no_grad():` (or torch.inference_mode())",
             where=where)
+
+
+_INLINE = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>")
+
+
+def _evaluation_def(frame: Any, where: Any, made: str) -> tuple[Any, str]:
+    """``(where, made)`` for a forward that the function which called ``model.eval()`` made
+    itself: when that function is wholly an evaluation (a ``def``, no ``backward``, ``step`` or
+    ``autograd.grad`` in it by the source: ``def validate(self, split)``), its ``def`` line, where
+    ``@torch.no_grad()`` goes, with the forward's line in ``made``; else (a training function
+    with an inline validation block, module code, a notebook cell, or a function holding a
+    ``with torch.no_grad():`` block that the forward sits outside of) both unchanged."""
+    node = function_node(frame.f_code)
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or trains(node) or any(
+            isinstance(n, ast.With) and any(w in ast.unparse(n.items[0].context_expr)
+                                            for w in ("no_grad", "inference_mode", "grad_enabled"))
+            for n in ast.walk(node)):
+        return where, made  # (a grad-off block in it that the forward missed: move it in)
+    return (frame.f_code.co_filename, node.lineno, node.col_offset + 1), (
+        f"{made} (made at {short_location(where)}; {node.name}() switches the model to eval "
+        "mode and trains nothing, so `@torch.no_grad()` belongs on it)")
 
 
 def _dropped_no_grad(where: Any) -> tuple[Any, str]:

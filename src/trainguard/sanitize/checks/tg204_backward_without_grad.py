@@ -13,25 +13,24 @@ backward was called where grad mode was off (both reported at the ``@torch.no_gr
 ``@torch.inference_mode()`` decorating the function that called backward, if any; when a caller
 turned it off, an optimizer's ``@torch.no_grad()`` ``step`` or a ``no_grad`` function calling a
 callable it was handed, at that call: ``closure()`` runs under ``torch.enable_grad()`` by the
-closure contract, HomebrewML/HeavyBall#10; when a bare ``torch.set_grad_enabled(False)``
-statement of the user's left it off, nothing switching it back on since, at that statement:
-its ``set_grad_enabled(True)`` skipped by a return or an exception, pytorch/pytorch#5851); a
-trained
-tensor was rebound by its own update
-(``w = w - lr * w.grad`` under ``no_grad``: reported at that assignment, ``core/rebound.py``); the
-last model forward ran under
+closure contract, HomebrewML/HeavyBall#10; when a bare ``torch.set_grad_enabled(False)`` statement
+of the user's left it off, nothing switching it back on since, at that statement: its
+``set_grad_enabled(True)`` skipped by a return or an exception, pytorch/pytorch#5851); a trained
+tensor was rebound by its own update (``w = w - lr * w.grad`` under ``no_grad``: reported at that
+assignment, ``core/rebound.py``); the last model forward ran under
 ``torch.no_grad()``/``inference_mode``; a module caches a copy of its trainable parameters made
 under ``no_grad`` (reported at the store, ``core/grad_cache.py``); every parameter of the model is
-frozen (when a model holding trainable parameters ran under ``no_grad`` earlier in the same step,
-an adapter fed to a frozen head, reported at that forward as below,
-sicara/easy-few-shot-learning#40; when the optimizer was built over parameters all frozen
-after the whole model was frozen and the loop meant to unfreeze the picked ones stored ``False``
-again, at that store: ``core/freeze_stores.py``); otherwise the loss
-was cut from the graph (``.detach()``, ``.item()``/``.numpy()`` and back, ``torch.tensor(loss)``,
-``.data``). A forward under ``no_grad`` is reported at the training code's line that led to it: the
-call inside a ``with torch.no_grad():`` block on the way, also in a helper the step calls
-(hushell/sib_meta_learn#3), else the call of a helper decorated with ``@torch.no_grad()``; else
-at the backward.
+frozen (when a model holding trainable parameters ran under ``no_grad`` earlier in the same step, an
+adapter fed to a frozen head, reported at that forward as below, sicara/easy-few-shot-learning#40;
+when the optimizer was built over parameters all frozen after the whole model was frozen and the
+loop meant to unfreeze the picked ones stored ``False`` again, at that store; when a loop froze
+every parameter of a model right after a new module was assigned to it in the same function,
+``model.fc = nn.Linear(...)``, and the optimizer holds that module's parameters, at that loop:
+``core/freeze_stores.py``); otherwise the loss was cut from the graph (``.detach()``,
+``.item()``/``.numpy()`` and back, ``torch.tensor(loss)``, ``.data``). A forward under ``no_grad``
+is reported at the training code's line that led to it: the call inside a ``with torch.no_grad():``
+block on the way, also in a helper the step calls (hushell/sib_meta_learn#3), else the call of a
+helper decorated with ``@torch.no_grad()``; else at the backward.
 
 When the script catches the error (``except RuntimeError:`` around the step, which then skips
 it or stops), the same diagnosis is reported at exit.
@@ -61,7 +60,7 @@ from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import (Location, frame_location, short_location,
                                              user_frame, user_frames)
-from trainguard.sanitize.core.freeze_stores import redundant_freeze
+from trainguard.sanitize.core.freeze_stores import NewModules, redundant_freeze, store_note
 from trainguard.sanitize.core.grad_cache import gradless_cache
 from trainguard.sanitize.core.loss_source import cut_in_source
 from trainguard.sanitize.core.rebound import rebound_in_source
@@ -83,6 +82,7 @@ class BackwardWithoutGrad(Check):
         self.gradless: tuple | None = None
         self.caught = Caught(4)  # the failed backward of each error, until claimed or the end
         self.frozen_by: tuple | None = None  # (optimizer ref, the store that left it frozen)
+        self.new_modules = NewModules()  # (heads attached to built models: ``model.fc = ...``)
 
     def on_root_forward(self, call: ForwardCall) -> None:
         # Forwards without grad matter to the diagnosis; of a normal step only its line is kept.
@@ -104,16 +104,21 @@ class BackwardWithoutGrad(Check):
         if where is not None and params and not any(p.requires_grad for p in params):
             frame = user_frame(sys._getframe(1))
             store = redundant_freeze(frame, where, params) if frame is not None else None
-            if store is not None:
-                self.frozen_by = (weakref.ref(obj), store)
+            attached = None if store is not None else self.new_modules.frozen_after(params)
+            if store is not None or attached is not None:
+                self.frozen_by = (weakref.ref(obj), store or attached[0], attached)
 
-    def _frozen_store(self) -> Location | None:
-        """The store found at the optimizer's construction, while its parameters stay frozen."""
+    def on_params_added(self, module: Any, params: list, where: Any) -> None:
+        self.new_modules.note(params, where)
+
+    def _frozen_store(self) -> tuple | None:
+        """``(ref, store, head)`` found at the optimizer's construction while its parameters
+        stay frozen (``head``: ``NewModules.frozen_after``'s, or None)."""
         optimizer = self.frozen_by[0]() if self.frozen_by is not None else None
         if optimizer is None or any(p.requires_grad for g in optimizer.param_groups
                                     for p in g["params"]):
             return None
-        return self.frozen_by[1]  # type: ignore[index]
+        return self.frozen_by  # type: ignore[return-value]
 
     @staticmethod
     def _inference() -> bool:
@@ -282,13 +287,10 @@ class BackwardWithoutGrad(Check):
             why = (f"{seen} has no grad_fn because every parameter of {frozen} is frozen "
                    "(requires_grad=False)")
             fix = "unfreeze the parameters to train (p.requires_grad_(True)) or do not call backward"
-            store = self._frozen_store()
-            if store is not None:  # (the picked parameters frozen again instead of unfrozen)
-                why += (f"; the optimizer was built over them after this store, which sets "
-                        "requires_grad=False on parameters an earlier loop froze already, so it "
-                        f"changes nothing (backward at {short_location(where)})")
-                fix = "store True there (p.requires_grad = True): that loop picks what to train"
-                where = store
+            found = self._frozen_store()
+            if found is not None:  # (a store, or a loop, that left the optimizer's all frozen)
+                note, fix = store_note(found[2], short_location(where))
+                why, where = why + note, found[1]
         else:
             why = (f"{seen} was cut from the graph: .detach(), .item() or .numpy() and back, "
                    f"torch.tensor(loss), .data, or an integer result (argmax) made float{at}")

@@ -10,6 +10,14 @@ store is the line to change. Only this shape is named: a single freezing store b
 optimizer may be the intent (the optimizer's parameter list, or a missing unfreeze, is then the
 fault), so it is left to the backward's line.
 
+A second shape is named from the registrations user code made on a model already built: a new
+submodule assigned in a function (``model.fc = nn.Linear(512, 10)``, a fresh head) and, later in
+that same function, a loop storing ``False`` into every parameter of that model, unguarded
+(``for p in model.parameters(): p.requires_grad = False``). That loop froze the head it had just
+attached: when the optimizer holds that head's parameters, the loop is the line to change (walk
+only the backbone's parameters). A loop over another module, a guarded store, or a head the
+optimizer does not hold leaves the backward's line.
+
 The loops' models are read from the builder's frame with ``vars()`` (``self.model``,
 ``model.encoder`` through ``_modules``), no user code runs; one parse of the builder's file.
 """
@@ -17,13 +25,16 @@ The loops' models are read from the builder's frame with ``vars()`` (``self.mode
 from __future__ import annotations
 
 import ast
+import weakref
 from types import FrameType
 from typing import Any
 
-from trainguard.sanitize.core.frames import Location, read_path
-from trainguard.sanitize.core.source import function_node
+from trainguard.sanitize.core.frames import Location, read_path, short_location
+from trainguard.sanitize.core.source import SourceFile, function_node, parse_file
 
-__all__ = ["redundant_freeze"]
+__all__ = ["NewModules", "redundant_freeze", "store_note"]
+
+NEW_MODULES = 64  # registrations kept (a run attaches a head or two, not one per step)
 
 
 def redundant_freeze(frame: FrameType, built: Location, params: list[Any]) -> Location | None:
@@ -42,9 +53,7 @@ def redundant_freeze(frame: FrameType, built: Location, params: list[Any]) -> Lo
             continue
         unfrozen += [(store, model) for store in _stores(loop, True)]
         for store in _stores(loop, False):
-            guarded = any(isinstance(n, ast.If) and store in list(ast.walk(n))
-                          for n in ast.walk(loop))
-            (selective if guarded else blanket).append((store, model))
+            (selective if _guarded(loop, store) else blanket).append((store, model))
     if not blanket or not selective:
         return None
     last = max(selective, key=lambda s: s[0].lineno)
@@ -53,6 +62,21 @@ def redundant_freeze(frame: FrameType, built: Location, params: list[Any]) -> Lo
                         for s, m in unfrozen):
         return None  # (the whole model frozen first, then the picked ones stored False again)
     return frame.f_code.co_filename, last[0].lineno, last[0].col_offset + 1
+
+
+def store_note(head: tuple[Location, str, Location] | None, backward: str) -> tuple[str, str]:
+    """``(note, fix)`` for a finding moved from the failed backward (at ``backward``) to the
+    store :func:`redundant_freeze` found (``head`` None) or the loop
+    :meth:`NewModules.frozen_after` found (``head``, its result)."""
+    if head is not None:
+        return (f"; this loop froze every parameter of the model, {head[1]} included, the new "
+                f"module assigned at {short_location(head[2])} just before it, whose parameters "
+                f"the optimizer holds (backward at {backward})",
+                "freeze only the pretrained part (its .parameters()), not the new module")
+    return ("; the optimizer was built over them after this store, which sets requires_grad=False"
+            " on parameters an earlier loop froze already, so it changes nothing (backward at "
+            f"{backward})", "store True there (p.requires_grad = True): that loop picks what to "
+            "train")
 
 
 def _stores(loop: ast.For, value: bool) -> list[ast.AST]:
@@ -73,6 +97,11 @@ def _stores(loop: ast.For, value: bool) -> list[ast.AST]:
     return found
 
 
+def _guarded(loop: ast.For, store: ast.AST) -> bool:
+    """Whether an ``if`` inside ``loop`` holds ``store`` (the parameters a condition picks)."""
+    return any(isinstance(n, ast.If) and store in list(ast.walk(n)) for n in ast.walk(loop))
+
+
 def _is(node: ast.AST, value: bool) -> bool:
     return isinstance(node, ast.Constant) and node.value is value
 
@@ -87,3 +116,54 @@ def _loop_model(frame: FrameType, loop: ast.For) -> Any:
     value = read_path(frame, it.func.value)
     return value if callable(getattr(value, "parameters", None)) and \
         isinstance(getattr(value, "_modules", None), dict) else None
+
+
+class NewModules:
+    """The parameters user code registered on models already built, with the line that did it
+    (``on_params_added``): the newest :data:`NEW_MODULES`."""
+
+    def __init__(self) -> None:
+        self.added: list[tuple[list[Any], Location]] = []  # (weakrefs to the params, line)
+
+    def note(self, params: list[Any], where: Location | None) -> None:
+        if where is not None:
+            self.added = [*self.added[-NEW_MODULES + 1:], ([weakref.ref(p) for p in params], where)]
+
+    def frozen_after(self, params: list[Any]) -> tuple[Location, str, Location] | None:
+        """``(loop, name, assigned)``: the unguarded loop freezing every parameter of a model
+        that ran after the assignment at ``assigned`` attached ``name`` (``model.fc``) to it, in
+        the same function, when ``params`` (an optimizer's, all frozen) hold that module's
+        parameters; None otherwise."""
+        held = {id(p) for p in params}
+        for refs, where in reversed(self.added):
+            if any(id(p) in held for r in refs if (p := r()) is not None):
+                found = _freeze_after(where)
+                if found is not None:
+                    return found[0], found[1], where
+        return None
+
+
+def _freeze_after(where: Location) -> tuple[Location, str] | None:
+    """The loop, after the assignment of a submodule at ``where`` (``model.fc = ...``) and in the
+    same function (or module code), that stores ``False`` unguarded into every parameter of the
+    assignment's model (``for p in model.parameters():``), with the assigned target's text."""
+    tree = parse_file(where[0])
+    file = SourceFile.of(tree)
+    stmt = next((n for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                 and n.lineno == where[1] and len(n.targets) == 1
+                 and isinstance(n.targets[0], (ast.Attribute, ast.Subscript))), None) \
+        if tree is not None else None
+    if stmt is None or file is None:
+        return None
+    model, scope = ast.unparse(stmt.targets[0].value), file.scope(stmt)
+    for loop in sorted((n for n in ast.walk(scope) if isinstance(n, ast.For)
+                        and n.lineno > (stmt.end_lineno or stmt.lineno)
+                        and file.scope(n) is scope), key=lambda n: n.lineno):
+        it = loop.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
+                and it.func.attr in ("parameters", "named_parameters")
+                and ast.unparse(it.func.value) == model):
+            continue
+        if any(not _guarded(loop, store) for store in _stores(loop, False)):
+            return (where[0], loop.lineno, loop.col_offset + 1), ast.unparse(stmt.targets[0])
+    return None

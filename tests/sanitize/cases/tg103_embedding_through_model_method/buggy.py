@@ -1,7 +1,8 @@
 # Modelled on GitHub amyxlu/CPCProt#4 (https://github.com/amyxlu/CPCProt/issues/4): embeddings
 # are taken through a method of the model (`get_context()`, not `model(x)`), after training and
 # `eval()`, but with grad enabled, so every batch keeps a graph nobody backpropagates (CUDA out
-# of memory there); the fix wraps the call in `torch.no_grad()`.
+# of memory there); the fix wraps the call in `torch.no_grad()`. embed_all() calls eval() and
+# trains nothing, so it is reported at its def, where `@torch.no_grad()` goes.
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -39,11 +40,11 @@ def train(model, sequences, epochs=2):
             opt.step()
 
 
-def embed_all(model, sequences):
+def embed_all(model, sequences):  # expect: TG103
     model.eval()
     out = []
     for i in range(0, len(sequences), 8):
-        c = model.get_context(sequences[i:i + 8])  # expect: TG103
+        c = model.get_context(sequences[i:i + 8])
         out.append(c.detach())
     return torch.cat(out)
 
