@@ -51,7 +51,7 @@ from trainguard.sanitize.core.frames import frame_location, short_location, user
 from trainguard.sanitize.core.head_width import declared_classes, head_set_at
 from trainguard.sanitize.core.stored_target import stored_origin
 from trainguard.sanitize.core.target_origin import target_origin
-from trainguard.sanitize.core.target_shape import error_frame, shaped_at
+from trainguard.sanitize.core.target_shape import error_frame, loss_args, shaped_at
 from trainguard.sanitize.core.values import readable
 
 _CE = ("CrossEntropyLoss", "cross_entropy")
@@ -176,7 +176,7 @@ class LabelDtype(Check):
 
     def _explain(self, exc: BaseException) -> Diagnosis | None:
         text = str(exc)
-        args = _loss_args(exc)
+        args = loss_args(exc, _LOSS_FUNCS)
         if args is None:
             return None
         func, x, t = args
@@ -335,21 +335,6 @@ def _label_ids(exc: BaseException, target: Any, classes: int, form: str, message
         fix=f"map the ids to class indices where the labels are made ({{{mapping}}}, e.g. with "
             "a lookup table indexed by the raw ids)",
         where=made[:2] if made is not None else None)
-
-
-def _loss_args(exc: BaseException) -> tuple[str, Any, Any] | None:
-    """``(function, input, target)`` of the loss function the exception passed through."""
-    tb = exc.__traceback__
-    found = None
-    while tb is not None:
-        frame = tb.tb_frame
-        name = frame.f_code.co_name
-        if name in _LOSS_FUNCS and frame.f_code.co_filename.endswith("functional.py"):
-            loc = frame.f_locals
-            if "input" in loc and "target" in loc:
-                found = (name, loc["input"], loc["target"])
-        tb = tb.tb_next
-    return found
 
 
 def _shape(t: Any) -> str:

@@ -29,7 +29,7 @@ from trainguard.sanitize.core.source import function_node
 from trainguard.sanitize.core.stored_target import target_arg, top_level_binding
 from trainguard.sanitize.core.target_origin import last_binding, resolve_in_frame
 
-__all__ = ["error_frame", "shaped_at"]
+__all__ = ["error_frame", "loss_args", "shaped_at"]
 
 
 def error_frame(exc: BaseException) -> Any:
@@ -43,6 +43,22 @@ def error_frame(exc: BaseException) -> Any:
             frame = tb.tb_frame
         tb = tb.tb_next
     return frame if frame is not None or top is None else user_frame(top.f_back)
+
+
+def loss_args(exc: BaseException, names: tuple[str, ...]) -> tuple[str, Any, Any] | None:
+    """``(function, input, target)`` of the ``torch.nn.functional`` loss among ``names`` that
+    the exception passed through (its innermost), or None."""
+    tb = exc.__traceback__
+    found = None
+    while tb is not None:
+        frame = tb.tb_frame
+        name = frame.f_code.co_name
+        if name in names and frame.f_code.co_filename.endswith("functional.py"):
+            loc = frame.f_locals
+            if "input" in loc and "target" in loc:
+                found = (name, loc["input"], loc["target"])
+        tb = tb.tb_next
+    return found
 
 
 def shaped_at(frame: FrameType | None, target: Any) -> tuple[Location, ast.stmt] | None:
