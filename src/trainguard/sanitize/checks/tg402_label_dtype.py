@@ -12,8 +12,10 @@ When it fires:
 - binary targets outside [0, 1] (``-1/+1`` labels, class indices 0..K given to a binary loss);
 - and it explains PyTorch's errors: float class indices ("expected target dtype to be Long"),
   a class index out of range ("Target 7 is out of bounds", with the number of classes),
-  one-hot integer targets ("0D or 1D target tensor expected"), integer targets for a binary
-  loss ("result type Float can't be cast to the desired output type Long").
+  one-hot integer targets ("0D or 1D target tensor expected"; an ``(N, 1)`` column of class
+  indices is placed at the assignment the loss's target comes from when no dataset or stored
+  labels are found: ``core/target_shape.py``), integer targets for a binary loss ("result type
+  Float can't be cast to the desired output type Long").
 
 Where: at the dataset line (or the line of a batch generator of the user's) that made the targets
 when the loss call's frames show it (``core/target_origin.py``), or at the assignment of labels
@@ -45,10 +47,11 @@ from typing import Any
 
 from trainguard.sanitize.core.caught import Caught
 from trainguard.sanitize.core.check import Check, Diagnosis
-from trainguard.sanitize.core.frames import frame_location, is_user_file, short_location, user_frame
+from trainguard.sanitize.core.frames import frame_location, short_location, user_frame
 from trainguard.sanitize.core.head_width import declared_classes, head_set_at
 from trainguard.sanitize.core.stored_target import stored_origin
 from trainguard.sanitize.core.target_origin import target_origin
+from trainguard.sanitize.core.target_shape import error_frame, loss_args, shaped_at
 from trainguard.sanitize.core.values import readable
 
 _CE = ("CrossEntropyLoss", "cross_entropy")
@@ -154,9 +157,26 @@ class LabelDtype(Check):
             self.report(f"{found.message}; the loss raised `{text}` and the script caught the "
                         f"error", fix=found.fix, where=found.where or where)
 
+    def _column(self, exc: BaseException, func: str, target: Any, shapes: str) -> Diagnosis:
+        """The diagnosis of class indices given as an ``(N, 1)`` column: placed where the
+        targets were made (a dataset's line, labels stored before the loop, or the assignment
+        the loss takes them from), the loss line in the message."""
+        made, used = _made_at_error(exc, target, self.state.loader_passes)
+        if made is None:
+            frame = error_frame(exc)
+            shaped = shaped_at(frame, target)
+            made, used = (shaped[0], frame_location(frame)) if shaped else (None, None)
+        return Diagnosis(
+            f"{func} got class indices as a column of shape {_shape(target)} ({shapes}): it "
+            "needs one index per sample, shape (N,), and reads a 2-D integer target as several "
+            "indices per sample" + (_made_here(used) if made is not None else ""),
+            fix="drop the column dimension where the targets are made (`y.squeeze(1)`, or "
+                "`table[:, -1]` instead of `table[:, -1:]`)",
+            where=made[:2] if made is not None else None)
+
     def _explain(self, exc: BaseException) -> Diagnosis | None:
         text = str(exc)
-        args = _loss_args(exc)
+        args = loss_args(exc, _LOSS_FUNCS)
         if args is None:
             return None
         func, x, t = args
@@ -207,6 +227,8 @@ class LabelDtype(Check):
                 "look like one-hot labels kept as integers",
                 fix="pass class indices, `y.argmax(dim=1)`, or `y.float()` as class "
                     "probabilities")
+        if "0D or 1D target tensor expected" in text and _column(x, t):
+            return self._column(exc, func, t, shapes)
         if "0D or 1D target tensor expected" in text:
             return Diagnosis(
                 f"{func} got integer targets of shape {_shape(t)}: one-hot labels are read as "
@@ -224,7 +246,7 @@ def _head_too_small(exc: BaseException, target: Any, classes: int,
     """The diagnosis of labels out of range for a model with too few outputs: the dataset
     declares more classes than its ``classes`` scores, and every label lies inside them
     (``core/head_width.py``); placed where the model's width was set when that is found."""
-    frame = _error_frame(exc)
+    frame = error_frame(exc)
     declared = declared_classes(frame) if frame is not None else None
     if declared is None or declared <= classes or not readable(target) or \
             target.is_floating_point() or target.numel() == 0 or \
@@ -241,23 +263,18 @@ def _head_too_small(exc: BaseException, target: Any, classes: int,
         where=at[:2] if at is not None else None)
 
 
-def _error_frame(exc: BaseException) -> Any:
-    """The failing traceback's innermost user frame; for an error seen while it leaves the loss
-    call (``on_forward_failed``: the traceback starts inside the call, and the script may catch
-    it), the user frame that made the call, on the stack above; or None."""
-    tb, frame = exc.__traceback__, None
-    top = tb.tb_frame if tb is not None else None
-    while tb is not None:
-        if is_user_file(tb.tb_frame.f_code.co_filename):
-            frame = tb.tb_frame
-        tb = tb.tb_next
-    return frame if frame is not None or top is None else user_frame(top.f_back)
+def _column(given: Any, target: Any) -> bool:
+    """Whether ``target`` holds one class index per sample as an ``(N, 1)`` column for scores
+    ``given`` of shape ``(N, C)``: the target, not the input, differs from what the loss needs."""
+    shape, scores = getattr(target, "shape", ()), getattr(given, "shape", ())
+    return len(shape) == 2 and shape[1] == 1 and len(scores) == 2 and scores[0] == shape[0] \
+        and scores[1] > 1
 
 
 def _made_at_error(exc: BaseException, target: Any, passes: Any) -> tuple[Any, Any]:
     """``(dataset line that made target, the loss's user line)`` from the failing traceback's
     innermost user frame (``core/target_origin.py``); ``(None, None)`` when not found."""
-    frame = _error_frame(exc)
+    frame = error_frame(exc)
     if frame is None:  # (not yet through the user's code: explained again when it is)
         return None, None
     made = target_origin(frame, target, passes) or stored_origin(frame, target, passes)
@@ -318,21 +335,6 @@ def _label_ids(exc: BaseException, target: Any, classes: int, form: str, message
         fix=f"map the ids to class indices where the labels are made ({{{mapping}}}, e.g. with "
             "a lookup table indexed by the raw ids)",
         where=made[:2] if made is not None else None)
-
-
-def _loss_args(exc: BaseException) -> tuple[str, Any, Any] | None:
-    """``(function, input, target)`` of the loss function the exception passed through."""
-    tb = exc.__traceback__
-    found = None
-    while tb is not None:
-        frame = tb.tb_frame
-        name = frame.f_code.co_name
-        if name in _LOSS_FUNCS and frame.f_code.co_filename.endswith("functional.py"):
-            loc = frame.f_locals
-            if "input" in loc and "target" in loc:
-                found = (name, loc["input"], loc["target"])
-        tb = tb.tb_next
-    return found
 
 
 def _shape(t: Any) -> str:

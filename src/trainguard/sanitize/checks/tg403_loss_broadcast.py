@@ -25,7 +25,10 @@ target, one target for every head of an ``(N, K)`` output, a constant ``(1, 1)``
 PyTorch's own error, explained: when ``BCELoss``/``BCEWithLogitsLoss`` (or their functional forms)
 raise on such a mismatch ("Using a target size (torch.Size([64])) that is different to the input
 size (torch.Size([64, 1]))", "Target size ... must be the same as input size ..."), the diagnosis
-names the two shapes and which one to squeeze or unsqueeze.
+names the two shapes and which one to squeeze or unsqueeze. For ``(N, 1)`` against ``(N,)``
+it is placed at the target's assignment when the loss's frame converted the target there from
+other labels (``y = y_batch.float()``: ``core/target_shape.py``), the loss line in the message;
+else at the loss line.
 
 Cost: per checked loss call, a comparison of two shapes; at PyTorch's size error, its message;
 once per loss line with a folded batch, one forward of the model with a Python call per op.
@@ -38,6 +41,7 @@ https://github.com/karpathy/neuraltalk2/issues/90.
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 import weakref
@@ -46,15 +50,18 @@ from typing import Any
 
 from trainguard.sanitize.core.batch_fold import batch_fold
 from trainguard.sanitize.core.check import Check, Diagnosis
-from trainguard.sanitize.core.frames import short_location, user_frame
+from trainguard.sanitize.core.frames import frame_location, short_location, user_frame
 from trainguard.sanitize.core.graph import stamp_of
 from trainguard.sanitize.core.target_chain import widened_at
+from trainguard.sanitize.core.target_origin import resolve_in_frame
+from trainguard.sanitize.core.target_shape import error_frame, loss_args, shaped_at
 
 _SIZE = r"torch\.Size\(\[([\d, ]*)\]\)"
 # binary_cross_entropy / binary_cross_entropy_with_logits (torch/nn/functional.py)
 _BCE_SIZES = (re.compile(rf"Using a target size \({_SIZE}\) that is different to the input size "
                          rf"\({_SIZE}\)"),
               re.compile(rf"Target size \({_SIZE}\) must be the same as input size \({_SIZE}\)"))
+_BCE_FUNCS = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
 _NAMES = ("MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
           "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
 
@@ -177,11 +184,41 @@ class LossBroadcast(Check):
         else:
             return None
         target, given = _dims(m.group(1)), _dims(m.group(2))  # both messages: target first
+        message = f"the binary cross-entropy loss got input {given} and target {target}: " \
+            "PyTorch needs the same shape (an elementwise loss would otherwise compare every " \
+            "prediction with every target)"
+        converted = _converted_at(exc) if given == (*target, 1) or target == (*given, 1) \
+            else None
+        if converted is None:
+            return Diagnosis(message, fix=_fix(given, target))
+        made, loss_at, source = converted
+        how = "target.unsqueeze(-1)" if given == (*target, 1) else "target.squeeze(-1)"
         return Diagnosis(
-            f"the binary cross-entropy loss got input {given} and target {target}: PyTorch needs "
-            "the same shape (an elementwise loss would otherwise compare every prediction with "
-            "every target)",
-            fix=_fix(given, target))
+            message + f"; the target is converted from `{source}` here without the input's "
+            f"shape (the loss at {short_location(loss_at)})",
+            fix=f"give the target the input's shape where it is converted: `{how}` (or "
+                "`.view_as(output)`)",
+            where=made[:2])
+
+
+def _converted_at(exc: BaseException) -> tuple[Any, Any, str] | None:
+    """``(location, loss's user line, source name)`` of the assignment in the loss's frame that
+    made the target by converting other labels there (``y = labels.float()``,
+    ``y = y_batch.type(torch.FloatTensor)``: a method chain on a tensor of the frame), or None
+    (a target made from scratch, ``torch.ones(n)``, or taken straight from the batch)."""
+    args = loss_args(exc, _BCE_FUNCS)
+    frame = error_frame(exc)
+    shaped = shaped_at(frame, args[2]) if args is not None and frame is not None else None
+    value = getattr(shaped[1], "value", None) if shaped is not None else None
+    if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Attribute):
+        return None
+    base = value.func.value
+    while isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute):
+        base = base.func.value
+    if not isinstance(base, ast.Name) or \
+            not hasattr(resolve_in_frame(base, frame), "dim"):  # (``torch.ones``: a module)
+        return None
+    return shaped[0], frame_location(frame), base.id
 
 
 def _dims(text: str) -> tuple[int, ...]:

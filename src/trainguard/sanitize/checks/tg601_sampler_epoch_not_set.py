@@ -12,7 +12,10 @@ runs in a helper it calls), at the first statement of its body (the start of the
 PyTorch's docs put ``set_epoch``, also when the body does other work before the pass), naming
 the line that built the sampler (the watcher notes where user code builds each
 ``DistributedSampler``) and the line that started the pass; without such a loop (passes in a
-notebook's separate cells), at the sampler's construction.
+notebook's separate cells), at the sampler's construction. When the user's code did call
+``set_epoch`` on the sampler (the watcher notes the line of its latest call), the repeated epoch
+came from that call (run once before the loop, or with a constant): reported at that call,
+saying which, with the line that started the pass in the message.
 Visible in a single process too (``DistributedSampler(ds, num_replicas=1, rank=0)``).
 
 Silent on: ``shuffle=False`` samplers (validation); a sampler that a DataLoader iterates, iterated
@@ -51,6 +54,8 @@ class SamplerEpochNotSet(Check):
         self.reported: weakref.WeakSet[Any] = weakref.WeakSet()
         self.built: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self.loaded: weakref.WeakSet[Any] = weakref.WeakSet()  # iterated by a DataLoader
+        # sampler -> its user set_epoch calls counted at its latest pass (State.epoch_set)
+        self.set_calls: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
     def on_built(self, obj: Any, where: Any) -> None:
         if hasattr(obj, "set_epoch") and where is not None:  # a DistributedSampler
@@ -69,19 +74,35 @@ class SamplerEpochNotSet(Check):
         epoch = getattr(sampler, "epoch", None)
         previous = self.last_epoch.get(sampler)
         self.last_epoch[sampler] = epoch
-        if previous is not None and previous == epoch:
-            self.reported.add(sampler)
-            built = self.built.get(sampler)
-            loop = _epoch_loop(sys._getframe(1))
-            made = f" built at {short_location(built)}" if built else ""
+        set_at, calls = self.state.epoch_set.get(sampler, (None, 0))
+        calls_before, self.set_calls[sampler] = self.set_calls.get(sampler, 0), calls
+        if previous is None or previous != epoch:
+            return
+        self.reported.add(sampler)
+        built = self.built.get(sampler)
+        made = f" built at {short_location(built)}" if built else ""
+        started = f"(this pass started at {short_location(user_location())})"
+        if set_at is not None:  # set, but to the epoch it already had: the call is the fault
+            again = (f"set_epoch() at {short_location(set_at)} set the same epoch={epoch} again"
+                     if calls > calls_before else
+                     f"set_epoch() ran at {short_location(set_at)} and not again since: it runs "
+                     "once, outside the loop that repeats the passes")
             self.report(
                 f"the shuffling DistributedSampler{made} started another pass with "
-                f"epoch={epoch} (this pass started at {short_location(user_location())}), the "
-                "same as the pass before: set_epoch() was not called in this loop, so every "
+                f"epoch={epoch} {started}, the same as the pass before: {again}, so every "
                 "epoch repeats the same order on every rank",
-                fix="call sampler.set_epoch(epoch) at the start of every epoch, before iterating "
-                    "the DataLoader",
-                where=loop or built)
+                fix="call sampler.set_epoch(epoch) with the current epoch at the start of every "
+                    "epoch, inside the epoch loop, before iterating the DataLoader",
+                where=set_at)
+            return
+        loop = _epoch_loop(sys._getframe(1))
+        self.report(
+            f"the shuffling DistributedSampler{made} started another pass with "
+            f"epoch={epoch} {started}, the same as the pass before: set_epoch() was not called "
+            "in this loop, so every epoch repeats the same order on every rank",
+            fix="call sampler.set_epoch(epoch) at the start of every epoch, before iterating "
+                "the DataLoader",
+            where=loop or built)
 
 
 def _by_data_loader(frame: Any) -> bool:

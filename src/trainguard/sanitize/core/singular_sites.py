@@ -7,12 +7,13 @@ values is gone (backward freed it, and the step about to run writes NaN into the
 next cycle cannot show them), so the place is found in the source of the code that computed the loss
 from the model's outputs. Its calls of ops whose derivative is infinite at a point their input can
 reach are listed: ``torch.sqrt``/``x.sqrt()`` and ``rsqrt`` (at 0: a Euclidean distance of two equal
-embeddings), ``acos``/``asin`` (at +-1: the angle of two equal unit vectors), ``x ** p`` with ``0 <
-p < 1`` (at 0); when none is, ``log`` (at 0: ``log(1 - softmax(x))`` once a probability is exactly
-1, its -inf left out of the loss by ``nll_loss``'s pick but not out of the gradient). A call whose
-input is kept off that point in the same expression (``+ eps``, ``.clamp(min=eps)``, a name with
-``eps`` in it; ``1 - p`` is no guard) is not listed. Calls whose input is one local value of one
-function, as is or as its complement (``p.log()`` and ``(1 - p).log()``), make one place.
+embeddings), ``acos``/``asin`` (at +-1: the angle of two equal unit vectors), ``x ** p``,
+``torch.pow(x, p)`` and ``x.pow(p)`` with ``0 < p < 1`` (at 0: ``PowBackward0``); when none
+is, ``log`` (at 0: ``log(1 - softmax(x))`` once a probability is exactly 1, its -inf left
+out of the loss by ``nll_loss``'s pick but not out of the gradient). A call whose input is kept
+off that point in the same expression (``+ eps``, ``.clamp(min=eps)``, a name with ``eps`` in it;
+``1 - p`` is no guard) is not listed. Calls whose input is one local value of one function, as is
+or as its complement (``p.log()`` and ``(1 - p).log()``), make one place.
 ``torch.norm`` is not listed: PyTorch gives a norm of a zero vector a zero subgradient.
 
 The code read: the ``forward`` of each user module class given (a loss module such as a triplet
@@ -45,6 +46,7 @@ _AT_ZERO = frozenset({"sqrt", "sqrt_", "rsqrt", "rsqrt_"})
 _AT_ONE = frozenset({"acos", "asin", "arccos", "arcsin", "acos_", "asin_"})
 _LOGS = frozenset({"log", "log_", "log2", "log10"})  # at 0: listed when nothing else is
 _SINGULAR = _AT_ZERO | _AT_ONE
+_POWS = frozenset({"pow", "pow_", "float_power"})  # with an exponent in (0, 1): a root, at 0
 _NOT_TENSOR = frozenset({"math", "np", "numpy", "cmath"})
 _GUARDS = frozenset({"clamp", "clamp_min", "clip", "maximum", "max", "abs"})
 
@@ -225,6 +227,9 @@ def _singular_call(node: ast.AST, ops: frozenset[str]) -> str | None:
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
         return None
     name = node.func.attr
+    if name in _POWS and ops is _SINGULAR and _root_exponent(node) is not None:
+        base = node.args[0] if _on_torch(node) and node.args else node.func.value
+        return None if _guarded(base) else f"{name.rstrip('_')}(.., {_root_exponent(node)})"
     if name not in ops:
         return None
     receiver = node.func.value
@@ -235,6 +240,27 @@ def _singular_call(node: ast.AST, ops: frozenset[str]) -> str | None:
     else:
         arg = receiver  # x.sqrt()
     return None if arg is None or _guarded(arg) else name.rstrip("_")
+
+
+def _on_torch(call: ast.Call) -> bool:
+    """Whether ``call`` is ``torch.<op>(x, ...)`` (else a method, ``x.<op>(...)``)."""
+    receiver = call.func.value  # type: ignore[attr-defined]
+    return isinstance(receiver, ast.Name) and receiver.id == "torch"
+
+
+def _root_exponent(call: ast.Call) -> float | None:
+    """The exponent of ``torch.pow(x, p)``/``x.pow(p)`` when a float constant in (0, 1): a
+    root, whose derivative ``p * x ** (p - 1)`` is infinite at 0 (``PowBackward0``); else None."""
+    receiver = call.func.value  # type: ignore[attr-defined]
+    if isinstance(receiver, ast.Name) and receiver.id in _NOT_TENSOR:
+        return None
+    args = call.args[1:] if _on_torch(call) else call.args
+    exponent = next((k.value for k in call.keywords if k.arg == "exponent"),
+                    args[0] if args else None)
+    if isinstance(exponent, ast.Constant) and isinstance(exponent.value, float) and \
+            0 < exponent.value < 1:
+        return exponent.value
+    return None
 
 
 def _guarded(expr: ast.AST) -> bool:

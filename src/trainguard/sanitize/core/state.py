@@ -197,6 +197,9 @@ class State:
         self.loader_id = 0  # id() of the DataLoader whose __iter__ ran last (0: none seen)
         # the latest DataLoader passes (core/passes.py: LoaderPass, its batches and its end)
         self.loader_passes: deque[Any] = deque(maxlen=16)
+        # DistributedSampler -> (the user's line of its latest set_epoch call, the calls so far)
+        self.epoch_set: weakref.WeakKeyDictionary[Any, tuple[Location, int]] = \
+            weakref.WeakKeyDictionary()
         # called with each LoaderPass when it ends (from a weakref callback: note, do not report)
         self.pass_listeners: list[Any] = []
         # a weak reference to the Made of each stamped outermost output made outside a backward,

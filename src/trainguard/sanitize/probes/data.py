@@ -3,7 +3,10 @@
 - ``DataLoader.__iter__`` becomes ``on_loader_iter`` (once per pass over a DataLoader, before any
   worker starts); facts kept (``State``): ``loader_id`` (the DataLoader iterated last, part of a
   model call's cadence key) and ``loader_passes`` (the latest passes with their iterators);
-- ``DistributedSampler.__iter__`` becomes ``on_sampler_iter`` (an epoch's iteration starts).
+- ``DistributedSampler.__iter__`` becomes ``on_sampler_iter`` (an epoch's iteration starts);
+  with it, ``DistributedSampler.set_epoch`` called from the user's own code is noted in
+  ``State.epoch_set`` (the sampler's latest such call: its line and how many calls so far), so that
+  a repeated epoch can be traced to the call that set it.
 
 Nothing is emitted in another process than the one that installed the wrappers (forked DataLoader
 workers inherit them).
@@ -12,9 +15,11 @@ workers inherit them).
 from __future__ import annotations
 
 import os
+import sys
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from trainguard.sanitize.core.frames import frame_location, is_user_code
 from trainguard.sanitize.core.passes import LoaderPass
 from trainguard.sanitize.probes.patch import Undo
 from trainguard.sanitize.probes.patch import patch as _patch
@@ -45,6 +50,19 @@ def _sampler_iter(bus: "Bus", undo: list[Undo]) -> None:
             return original(self)
         return __iter__
     _patch(DistributedSampler, "__iter__", make_sampler_iter, undo)
+    noted = bus.state.epoch_set
+
+    def make_set_epoch(original: Any) -> Any:
+        def set_epoch(self: Any, epoch: int) -> None:
+            original(self, epoch)
+            caller = sys._getframe(1)
+            if is_user_code(caller.f_code):  # not a trainer library's own call
+                try:
+                    noted[self] = (frame_location(caller), noted.get(self, (None, 0))[1] + 1)
+                except TypeError:  # a sampler subclass without weak references
+                    pass
+        return set_epoch
+    _patch(DistributedSampler, "set_epoch", make_set_epoch, undo)
 
 
 def _loader_iter(w: "Bus", undo: list[Undo]) -> None:

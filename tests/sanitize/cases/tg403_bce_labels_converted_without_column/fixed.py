@@ -1,0 +1,23 @@
+# Fixed twin of buggy.py (https://github.com/Arctanxy/W-Net-PyTorch/issues/15): the converted
+# churn labels get the logits' (N, 1) shape where they are converted.
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def train_step(scorer, optimizer, features, churn_flags):
+    churned = churn_flags.to(torch.float32).unsqueeze(1)
+    logits = scorer(features)
+    loss = nn.functional.binary_cross_entropy_with_logits(logits, churned)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+torch.manual_seed(11)
+customers = TensorDataset(torch.randn(48, 7), torch.randint(0, 2, (48,)))
+scorer = nn.Sequential(nn.Linear(7, 12), nn.ReLU(), nn.Linear(12, 1))
+optimizer = torch.optim.Adam(scorer.parameters(), lr=1e-2)
+for features, churn_flags in DataLoader(customers, batch_size=12, shuffle=True):
+    train_step(scorer, optimizer, features, churn_flags)

@@ -1,0 +1,37 @@
+# Modelled on the GitHub pull request "Fix gradient problem in spectral magnitude"
+# (https://github.com/speechbrain/speechbrain/pull/184): a magnitude computed as
+# (re ** 2 + im ** 2) raised to the power 0.5 gives NaN gradients once a bin is exactly zero,
+# because the derivative of x ** 0.5 at 0 is infinite. Here a denoiser's trainer compares
+# magnitudes of its output and the clean signal; the clips are zero-padded, so the padded bins of
+# the masked output are exactly 0 and the loss stays finite while the gradient turns NaN.
+import torch
+from torch import nn
+
+
+class DenoiseTrainer:
+    def __init__(self, frame=16):
+        self.net = nn.Sequential(nn.Linear(2 * frame, 64), nn.Tanh(), nn.Linear(64, 2 * frame))
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=1e-3)
+        self.frame = frame
+
+    def magnitude(self, spec):
+        re, im = spec[..., :self.frame], spec[..., self.frame:]
+        return (re * re + im * im).pow(0.5)  # expect: TG405
+
+    def step(self, noisy, clean, keep):
+        estimate = self.net(noisy) * keep
+        loss = (self.magnitude(estimate) - self.magnitude(clean)).abs().mean()
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        return loss.item()
+
+
+torch.manual_seed(2)
+trainer = DenoiseTrainer()
+keep = torch.ones(6, 32)
+keep[3:] = 0.0  # padded clips
+for _ in range(3):
+    clean = torch.randn(6, 32) * keep
+    trainer.step(clean + 0.1 * torch.randn(6, 32), clean, keep)
+print("weights finite:", all(bool(torch.isfinite(p).all()) for p in trainer.net.parameters()))
