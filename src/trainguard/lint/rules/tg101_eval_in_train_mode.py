@@ -68,71 +68,7 @@ def check(script: Script) -> Iterator[Hit]:
         first = region.forwards[0]
         fwd = dotted(first.func) or "the model"
         if isinstance(region.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            trained, evald = [], False
-            # (a call that may run several methods counts too: ``cb.on_epoch_end(self)``
-            # over a trainer's callbacks runs this one for the callback of this class)
-            for site in script.call_sites(region.node) or script.graph.sites(region.node) or \
-                    script.graph.instance_sites(region.node):
-                mode, why = mode_before(script, site)
-                if mode == "train" and not _in_rollout(script, site) and \
-                        not _adapts_when_called(script, site):
-                    trained.append((site, why))
-                evald = evald or mode == "eval"
-            if not trained:
-                yield from _never_switched(script, region)
-                continue
-            own = next((e for e in events(script, body) if e.kind == "train" and e.via is None
-                        and e.node.lineno < first.lineno), None)  # type: ignore[attr-defined]
-            if own is not None:
-                # predict() calls model.train() itself before its forward: that call is the
-                # fault, whatever its callers do
-                yield Hit(own.node, f"{region.label} calls {own.key}.train() before it runs "
-                                    f"{fwd}(...): Dropout and BatchNorm act as in training "
-                                    f"during the evaluation",
-                          fix=f"call {own.key}.eval() here instead")
-                continue
-            if evald or any(_caller_sets_eval(script, site) for site, _ in trained):
-                # the callers manage the mode (another caller, or this one, calls eval()
-                # before the evaluation): the call that runs it in train mode is the fault
-                site, why = trained[0]
-                yield Hit(site, f"{region.label} runs {fwd}(...) in train mode ({why}); "
-                                f"Dropout and BatchNorm act as in training",
-                          fix=f"call model.eval() before {region.label}, and model.train() "
-                              f"before training again")
-                continue
-            # a train() called for the evaluation, where eval() was meant
-            chosen = _train_for_evaluation(script, [site for site, _ in trained])
-            if chosen is not None:
-                yield _chosen_train_hit(script, chosen, region.label, fwd, first)
-                continue
-            # Every caller (one or several) leaves the model training: nothing ever hands the
-            # evaluation a model in eval mode, so the function is the one place where
-            # model.eval() fixes it (the line its fix changes); unless every model it is
-            # handed comes straight from one loader of the file, whose return fixes each use
-            loader = _loader_left_training(script, [site for site, _ in trained])
-            if loader is not None:
-                yield loader
-                continue
-            lines = script.at_lines(sorted({s.lineno for s, _ in trained}))
-            each = "at each of its calls" if len(trained) > 1 else "at its call"
-            frozen = _frozen_for_eval(script, region.node, fwd)
-            if frozen is not None:  # the evaluator's preparation: eval() belongs with it
-                stmt, method = frozen
-                yield Hit(stmt, f"{method.name}() freezes {fwd}'s parameters for the "
-                                f"evaluation but leaves it in train mode: requires_grad=False "
-                                f"stops gradients, not Dropout or BatchNorm, and "
-                                f"{region.label} then runs {fwd}(...) "
-                                f"({script.at(first.lineno)}) in train mode {each} ({lines}; "
-                                f"{trained[0][1]})",
-                          fix=f"call {fwd}.eval() here, where the model is frozen")
-                continue
-            owner = "self" if fwd in ("self", "self.forward") else "model"  # a module's method
-            yield Hit(_statement_holding(region.node, first),
-                      f"{region.label} runs {fwd}(...) ({script.at(first.lineno)}) in train "
-                      f"mode {each} ({lines}; {trained[0][1]}); Dropout and BatchNorm act as "
-                      f"in training",
-                      fix=f"call {owner}.eval() in {region.label}, before this statement, and "
-                          f"model.train() before training again")
+            yield from _function_region(script, region, first, fwd)
             continue
         mode, why = mode_before(script, first)
         where = "at the start of this block" if isinstance(region.node, (ast.If, ast.With)) \
@@ -161,6 +97,79 @@ def check(script: Script) -> Iterator[Hit]:
         elif mode == "unknown":
             yield from _never_switched(script, region)
     yield from _train_mode_copies(script)
+
+
+def _function_region(script: Script, region, first: ast.Call,  # type: ignore[no-untyped-def]
+                     fwd: str) -> Iterator[Hit]:
+    """An evaluation written as a function (``evaluate(model, loader)``): judged by the mode its
+    calls leave the model in, reported where the fix goes (the call, a ``train()`` meant as
+    ``eval()``, the loader, the freezing step, or the function's first statement)."""
+    body = region.node.body
+    trained, evald = [], False
+    # (a call that may run several methods counts too: ``cb.on_epoch_end(self)``
+    # over a trainer's callbacks runs this one for the callback of this class)
+    for site in script.call_sites(region.node) or script.graph.sites(region.node) or \
+            script.graph.instance_sites(region.node):
+        mode, why = mode_before(script, site)
+        if mode == "train" and not _in_rollout(script, site) and \
+                not _adapts_when_called(script, site):
+            trained.append((site, why))
+        evald = evald or mode == "eval"
+    if not trained:
+        yield from _never_switched(script, region)
+        return
+    own = next((e for e in events(script, body) if e.kind == "train" and e.via is None
+                and e.node.lineno < first.lineno), None)  # type: ignore[attr-defined]
+    if own is not None:
+        # predict() calls model.train() itself before its forward: that call is the
+        # fault, whatever its callers do
+        yield Hit(own.node, f"{region.label} calls {own.key}.train() before it runs "
+                            f"{fwd}(...): Dropout and BatchNorm act as in training "
+                            f"during the evaluation",
+                  fix=f"call {own.key}.eval() here instead")
+        return
+    if evald or any(_caller_sets_eval(script, site) for site, _ in trained):
+        # the callers manage the mode (another caller, or this one, calls eval()
+        # before the evaluation): the call that runs it in train mode is the fault
+        site, why = trained[0]
+        yield Hit(site, f"{region.label} runs {fwd}(...) in train mode ({why}); "
+                        f"Dropout and BatchNorm act as in training",
+                  fix=f"call model.eval() before {region.label}, and model.train() "
+                      f"before training again")
+        return
+    # a train() called for the evaluation, where eval() was meant
+    chosen = _train_for_evaluation(script, [site for site, _ in trained])
+    if chosen is not None:
+        yield _chosen_train_hit(script, chosen, region.label, fwd, first)
+        return
+    # Every caller (one or several) leaves the model training: nothing ever hands the
+    # evaluation a model in eval mode, so the function is the one place where
+    # model.eval() fixes it (the line its fix changes); unless every model it is
+    # handed comes straight from one loader of the file, whose return fixes each use
+    loader = _loader_left_training(script, [site for site, _ in trained])
+    if loader is not None:
+        yield loader
+        return
+    lines = script.at_lines(sorted({s.lineno for s, _ in trained}))
+    each = "at each of its calls" if len(trained) > 1 else "at its call"
+    frozen = _frozen_for_eval(script, region.node, fwd)
+    if frozen is not None:  # the evaluator's preparation: eval() belongs with it
+        stmt, method = frozen
+        yield Hit(stmt, f"{method.name}() freezes {fwd}'s parameters for the "
+                        f"evaluation but leaves it in train mode: requires_grad=False "
+                        f"stops gradients, not Dropout or BatchNorm, and "
+                        f"{region.label} then runs {fwd}(...) "
+                        f"({script.at(first.lineno)}) in train mode {each} ({lines}; "
+                        f"{trained[0][1]})",
+                  fix=f"call {fwd}.eval() here, where the model is frozen")
+        return
+    owner = "self" if fwd in ("self", "self.forward") else "model"  # a module's method
+    yield Hit(_statement_holding(region.node, first),
+              f"{region.label} runs {fwd}(...) ({script.at(first.lineno)}) in train "
+              f"mode {each} ({lines}; {trained[0][1]}); Dropout and BatchNorm act as "
+              f"in training",
+              fix=f"call {owner}.eval() in {region.label}, before this statement, and "
+                  f"model.train() before training again")
 
 
 def _never_switched(script: Script, region) -> Iterator[Hit]:  # type: ignore[no-untyped-def]

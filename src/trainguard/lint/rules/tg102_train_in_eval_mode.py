@@ -50,9 +50,7 @@ def check(script: Script) -> Iterator[Hit]:
         first_step = next(i for i, e in enumerate(evs) if e.kind == "step")
         shared = _update_after_acting(script, loop, evs)
         if shared is not None:
-            if id(shared.node) not in seen:
-                seen.add(id(shared.node))
-                yield shared
+            yield from _once(shared, seen)
             continue
         if any(e.kind in ("train", "mode?") and not _runs_once(script, e)
                for e in evs[:first_step]):
@@ -121,6 +119,13 @@ def check(script: Script) -> Iterator[Hit]:
                   f"{last.key}.train() comes before it in {loop_label(script, loop)}",
                   fix=f"call {last.key}.train() again before the next optimizer step: right "
                       f"after this evaluation, or at the start of every training epoch")
+
+
+def _once(hit: Hit, seen: set[int]) -> Iterator[Hit]:
+    """``hit``, unless a hit at the same node was given already (noted in ``seen``)."""
+    if id(hit.node) not in seen:
+        seen.add(id(hit.node))
+        yield hit
 
 
 def _entered_in_eval(script: Script) -> Iterator[Hit]:
