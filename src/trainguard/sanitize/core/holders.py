@@ -152,7 +152,7 @@ def attribute_path(path: str) -> str:
     return re.sub(r"\[(?:'[^']*'|\"[^\"]*\"|-?\d+)\]", "", path)
 
 
-def _frame_tensors(frame: FrameType, values: Budget) -> Iterator[tuple[str, str, Any, bool]]:
+def frame_tensors(frame: FrameType, values: Budget) -> Iterator[tuple[str, str, Any, bool]]:
     """``(name, path, tensor, direct)`` for the tensors with a ``grad_fn`` in ``frame``'s
     variables, breadth first over all of them (every variable's own value before anything inside
     one), at most :data:`CONTAINER_DEPTH` levels deep, each container or object once, while
@@ -191,9 +191,6 @@ def _frame_tensors(frame: FrameType, values: Budget) -> Iterator[tuple[str, str,
         if not below:
             return
         level = below
-
-
-frame_tensors = _frame_tensors  # (the public name: core/freed_use.py)
 
 
 def find_holder(is_old: Callable[[list[Any]], bool], start: FrameType | None = None
@@ -239,7 +236,7 @@ def _search(is_old: Callable[[list[Any]], bool], start: FrameType, nodes: Budget
         stamps: dict[str, list[Any]] = {}
         held_by: dict[str, list[Any]] = {}
         seen: set[int] = set()
-        for name, path, tensor, direct in _frame_tensors(frame, values):
+        for name, path, tensor, direct in frame_tensors(frame, values):
             if id(tensor) in seen:
                 continue
             seen.add(id(tensor))
