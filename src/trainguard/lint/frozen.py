@@ -14,7 +14,7 @@ import ast
 from trainguard.lint.astutil import dotted, is_false, iterated_literal
 from trainguard.lint.script import Script
 
-__all__ = ["frozen_models", "freezing_loops"]
+__all__ = ["frozen_models", "freezing_calls", "freezing_loops"]
 
 
 def frozen_models(script: Script) -> set[str]:
@@ -23,18 +23,22 @@ def frozen_models(script: Script) -> set[str]:
     on each, unconditionally."""
     if "requires_grad" not in script.source:
         return set()
-    out: set[str] = set()
-    for node in script.nodes:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr == "requires_grad_" and node.args and is_false(node.args[0]):
-            k = script.key(node.func.value)
-            if k:
-                out.add(k)
+    out = {k for _, k in freezing_calls(script)}
     for loop, k in freezing_loops(script):
         out.add(k)
         # (``for net in (generator, assessor):`` freezes each model of the literal)
         out.update(m for e in iterated_literal(loop, k) or () if (m := script.key(e)))
     return out
+
+
+def freezing_calls(script: Script) -> list[tuple[ast.Call, str]]:
+    """``m.requires_grad_(False)``: each such call, with ``m``'s key."""
+    if "requires_grad" not in script.source:
+        return []
+    return [(node, k) for node in script.nodes
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and
+            node.func.attr == "requires_grad_" and node.args and is_false(node.args[0]) and
+            (k := script.key(node.func.value))]
 
 
 def freezing_loops(script: Script) -> list[tuple[ast.For, str]]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from trainguard.lint.astutil import dotted, is_false, walk_local
 from trainguard.lint.cuts import parametric
-from trainguard.lint.frozen import freezing_loops
+from trainguard.lint.frozen import freezing_calls, freezing_loops
 from trainguard.lint.script import Script
 
 __all__ = ["FrozenHead", "frozen_heads"]
@@ -34,7 +34,7 @@ class FrozenHead:
 
     model: str
     attach: ast.Assign
-    freeze: ast.stmt
+    freeze: ast.AST
 
 
 def frozen_heads(script: Script) -> list[FrozenHead]:
@@ -42,14 +42,8 @@ def frozen_heads(script: Script) -> list[FrozenHead]:
             _unfreezes(script):
         return []
     out = []
-    whole = [(n, script.key(n.value.func.value)) for n in script.nodes  # type: ignore
-             if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) and
-             isinstance(n.value.func, ast.Attribute) and n.value.func.attr == "requires_grad_"
-             and n.value.args and is_false(n.value.args[0])]
-    for loop, model in [*freezing_loops(script), *whole]:
+    for loop, model in [*freezing_loops(script), *freezing_calls(script)]:
         func = script.enclosing_function(loop) or script.tree  # a notebook's cells: the module
-        if model is None:
-            continue
         attached = [n for n in walk_local(func) if isinstance(n, ast.Assign) and
                     len(n.targets) == 1 and isinstance(n.targets[0], ast.Attribute) and
                     dotted(n.targets[0].value) == model]
