@@ -63,7 +63,6 @@ from trainguard.sanitize.core.records import MADE as _KEY
 from trainguard.sanitize.core.records import BackwardCall
 from trainguard.sanitize.core.returned_dict import own_returns
 from trainguard.sanitize.core.source import SourceFile, function_node
-from trainguard.sanitize.core.target_origin import resolve_in_frame
 
 _MESSAGE = "backward through the graph a second time"
 

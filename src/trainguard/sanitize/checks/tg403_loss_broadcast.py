@@ -50,10 +50,10 @@ from typing import Any
 
 from trainguard.sanitize.core.batch_fold import batch_fold
 from trainguard.sanitize.core.check import Check, Diagnosis
-from trainguard.sanitize.core.frames import frame_location, short_location, user_frame
+from trainguard.sanitize.core.frames import (frame_location, read_path, short_location,
+                                             user_frame)
 from trainguard.sanitize.core.graph import stamp_of
 from trainguard.sanitize.core.target_chain import widened_at
-from trainguard.sanitize.core.target_origin import resolve_in_frame
 from trainguard.sanitize.core.target_shape import error_frame, loss_args, shaped_at
 
 _SIZE = r"torch\.Size\(\[([\d, ]*)\]\)"
@@ -216,7 +216,7 @@ def _converted_at(exc: BaseException) -> tuple[Any, Any, str] | None:
     while isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute):
         base = base.func.value
     if not isinstance(base, ast.Name) or \
-            not hasattr(resolve_in_frame(base, frame), "dim"):  # (``torch.ones``: a module)
+            not hasattr(read_path(frame, base, global_names=True), "dim"):  # (``torch.ones``)
         return None
     return shaped[0], frame_location(frame), base.id
 

@@ -26,9 +26,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from trainguard.sanitize.core.bounds import live_objects, parse_file
-from trainguard.sanitize.core.frames import Location, is_user_code
+from trainguard.sanitize.core.frames import Location, is_user_code, read_path
 from trainguard.sanitize.core.source import function_node, last_assigned
-from trainguard.sanitize.core.target_origin import resolve_in_frame
 
 __all__ = ["partial_range_loop"]
 
@@ -160,7 +159,7 @@ def _value(node: ast.AST, frame: types.FrameType) -> Any:
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, (ast.Name, ast.Attribute)):
-            found = resolve_in_frame(node, frame)  # a name, an instance attribute (self.bs)
+            found = read_path(frame, node, global_names=True)  # a name, an attribute (self.bs)
             if found is not None or isinstance(node, ast.Name):
                 return found
             base = _value(node.value, frame)

@@ -23,10 +23,9 @@ import inspect
 from typing import Any
 
 from trainguard.sanitize.core.bounds import parse_file
-from trainguard.sanitize.core.frames import Location
+from trainguard.sanitize.core.frames import Location, read_path
 from trainguard.sanitize.core.returned_dict import own_returns
 from trainguard.sanitize.core.source import function_node
-from trainguard.sanitize.core.target_origin import resolve_in_frame
 
 __all__ = ["callee_in_traceback", "dropped_cut"]
 
@@ -44,9 +43,9 @@ def callee_in_traceback(call: ast.Call, path: str, exc: BaseException) -> Any:
     while tb is not None and name:
         frame = tb.tb_frame
         if frame.f_code.co_filename == path:
-            owner = resolve_in_frame(func_expr.value, frame) \
+            owner = read_path(frame, func_expr.value, global_names=True) \
                 if isinstance(func_expr, ast.Attribute) else None
-            func = resolve_in_frame(func_expr, frame) if owner is None else \
+            func = read_path(frame, func_expr, global_names=True) if owner is None else \
                 inspect.getattr_static(type(owner), name, None)
             func = getattr(func, "__func__", func)  # (a staticmethod)
             if getattr(func, "__code__", None) is not None:

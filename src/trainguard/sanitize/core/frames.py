@@ -19,7 +19,7 @@ import ast
 import os
 import sys
 import sysconfig
-from types import CodeType, FrameType
+from types import CodeType, FrameType, MappingProxyType
 from typing import Any, Iterator
 
 from trainguard.sanitize.core.bounds import FRAMES
@@ -153,22 +153,25 @@ def names_hold_graph(names: tuple[str, ...], frame: Any) -> bool:
     return any(getattr(local.get(n), "grad_fn", None) is not None for n in names)
 
 
-def read_path(frame: FrameType, node: ast.AST) -> Any:
+def read_path(frame: FrameType, node: ast.AST, *, global_names: bool = False) -> Any:
     """The object a path expression names in ``frame``, read without running user code, or None:
-    a local name; an attribute through the object's ``__dict__``, then a module's ``_modules``
+    a local name (with ``global_names``, else a global one); an attribute through the object's
+    ``__dict__`` (a class's namespace too), then a module's ``_modules``
     (``self.model.encoder``); a dict's entry at a constant key (``self.meters["loss"]``, by
     ``dict.get``: no ``__missing__`` runs, nothing is created). Properties, ``__getattr__`` and
     other subscripts give None."""
     if isinstance(node, ast.Name):
-        return frame.f_locals.get(node.id)
+        if node.id in frame.f_locals or not global_names:
+            return frame.f_locals.get(node.id)
+        return frame.f_globals.get(node.id)
     if isinstance(node, ast.Subscript):
-        value = read_path(frame, node.value)
+        value = read_path(frame, node.value, global_names=global_names)
         return dict.get(value, node.slice.value) if isinstance(value, dict) \
             and isinstance(node.slice, ast.Constant) else None
     if not isinstance(node, ast.Attribute):
         return None
-    attrs = getattr(read_path(frame, node.value), "__dict__", None)
-    if not isinstance(attrs, dict):
+    attrs = getattr(read_path(frame, node.value, global_names=global_names), "__dict__", None)
+    if not isinstance(attrs, (dict, MappingProxyType)):
         return None
     if node.attr in attrs:
         return attrs[node.attr]

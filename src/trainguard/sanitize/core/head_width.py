@@ -23,9 +23,9 @@ import ast
 from types import FrameType
 from typing import Any
 
-from trainguard.sanitize.core.frames import Location, user_frames
+from trainguard.sanitize.core.frames import Location, read_path, user_frames
 from trainguard.sanitize.core.source import function_node
-from trainguard.sanitize.core.target_origin import last_binding, resolve_in_frame
+from trainguard.sanitize.core.target_origin import last_binding
 
 __all__ = ["declared_classes", "head_set_at"]
 
@@ -119,7 +119,7 @@ def _value(arg: ast.AST, frame: FrameType) -> Any:
         return arg.value if isinstance(arg.value, int) else None
     if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) and arg.func.id == "len" \
             and len(arg.args) == 1:
-        held = resolve_in_frame(arg.args[0], frame)
+        held = read_path(frame, arg.args[0], global_names=True)
         return len(held) if isinstance(held, (list, tuple, dict)) else None
-    value = resolve_in_frame(arg, frame)
+    value = read_path(frame, arg, global_names=True)
     return value if isinstance(value, int) and not isinstance(value, bool) else None

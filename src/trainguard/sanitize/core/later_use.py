@@ -11,8 +11,8 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from trainguard.sanitize.core.frames import read_path
 from trainguard.sanitize.core.source import SourceFile
-from trainguard.sanitize.core.target_origin import resolve_in_frame
 
 
 def _named_output(made: Any) -> tuple[SourceFile, ast.AST, str] | None:
@@ -80,7 +80,7 @@ def _module_called(call: ast.Call, path: str, exc: BaseException) -> bool:
     while tb is not None:
         frame = tb.tb_frame
         if frame.f_code.co_filename == path and \
-                isinstance(resolve_in_frame(call.func, frame), nn.Module):
+                isinstance(read_path(frame, call.func, global_names=True), nn.Module):
             return True
         tb = tb.tb_next
     return False

@@ -30,10 +30,10 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.cuts import assigned_in_init
-from trainguard.sanitize.core.frames import Location, is_user_file
+from trainguard.sanitize.core.frames import Location, is_user_file, read_path
 from trainguard.sanitize.core.source import SourceFile, function_node
 from trainguard.sanitize.core.target_origin import (last_binding, loader_element,
-                                                    resolve_in_frame, returned_by, unpacked_at,
+                                                    returned_by, unpacked_at,
                                                     unwrapped)
 from trainguard.sanitize.core.values import readable
 
@@ -105,7 +105,7 @@ def _stored(frame: FrameType, target: Any) -> Location | None:
     call, arg = found[0]
     stored = arg.value if isinstance(arg, ast.Subscript) else arg
     if isinstance(stored, ast.Attribute):
-        owner = resolve_in_frame(stored.value, frame)
+        owner = read_path(frame, stored.value, global_names=True)
         if owner is None or not is_user_file(_class_file(type(owner))):
             return None
         return assigned_in_init(type(owner), stored.attr)
@@ -150,12 +150,12 @@ def _holds(arg: ast.AST, frame: FrameType, target: Any) -> bool:
     """Whether ``arg`` is a name bound to ``target``, or an indexed name or ``obj.attr`` whose
     tensor holds ``target``'s values."""
     if isinstance(arg, ast.Name):
-        return resolve_in_frame(arg, frame) is target
+        return read_path(frame, arg, global_names=True) is target
     stored = arg.value if isinstance(arg, ast.Subscript) else None
     if not (isinstance(stored, ast.Name) or isinstance(stored, ast.Attribute)
             and isinstance(stored.value, ast.Name)):
         return False
-    base = resolve_in_frame(stored, frame)
+    base = read_path(frame, stored, global_names=True)
     import torch
 
     if not isinstance(base, torch.Tensor) or base is target or base.dtype != target.dtype or \

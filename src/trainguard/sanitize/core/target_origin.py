@@ -41,10 +41,10 @@ from typing import Any
 
 from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.cuts import assigned_in_init
-from trainguard.sanitize.core.frames import Location, is_user_file
+from trainguard.sanitize.core.frames import Location, is_user_file, read_path
 from trainguard.sanitize.core.source import function_node
 
-__all__ = ["last_binding", "loader_element", "resolve_in_frame", "returned_by", "target_origin",
+__all__ = ["last_binding", "loader_element", "returned_by", "target_origin",
            "unpacked_at", "unwrapped"]
 
 
@@ -175,7 +175,7 @@ def _iterated(expr: ast.AST, frame: FrameType, path: tuple) -> tuple[Any, tuple]
         if called in ("tqdm", "iter", "progress", "track"):  # wrappers that pass batches on
             return _iterated(expr.args[0], frame, path)
         return None, path
-    value = _item(expr, frame)
+    value = read_path(frame, expr, global_names=True)
     from torch.utils.data import DataLoader
 
     return (value, path) if isinstance(value, DataLoader) else (None, path)
@@ -189,29 +189,6 @@ def _running(passes: Any, call: ast.Call) -> Any:
     latest = [p for p in passes if not p.ended][-1:] or list(passes)[-1:]
     dataset = latest[0].source() if latest and latest[0].source is not None else None
     return SimpleNamespace(dataset=dataset, collate_fn=None) if dataset is not None else None
-
-
-def resolve_in_frame(expr: ast.AST, frame: FrameType) -> Any:
-    """The value of a name or attribute chain in ``frame`` (no calls, no properties run)."""
-    if isinstance(expr, ast.Name):
-        if expr.id in frame.f_locals:
-            return frame.f_locals[expr.id]
-        return frame.f_globals.get(expr.id)
-    if isinstance(expr, ast.Attribute):
-        owner = resolve_in_frame(expr.value, frame)
-        if owner is None:
-            return None
-        found = getattr(owner, "__dict__", {}).get(expr.attr)
-        return found
-    return None
-
-
-def _item(expr: ast.AST, frame: FrameType) -> Any:
-    """The value of ``expr``, also of a plain dict's item by a constant (``loaders["train"]``)."""
-    if not isinstance(expr, ast.Subscript) or not isinstance(expr.slice, ast.Constant):
-        return resolve_in_frame(expr, frame)
-    owner = resolve_in_frame(expr.value, frame)
-    return owner.get(expr.slice.value) if type(owner) is dict else None
 
 
 def _made_in_dataset(loader: Any, path: tuple) -> Location | None:

@@ -24,10 +24,10 @@ import ast
 from types import FrameType
 from typing import Any
 
-from trainguard.sanitize.core.frames import Location, is_user_file, user_frame
+from trainguard.sanitize.core.frames import Location, is_user_file, read_path, user_frame
 from trainguard.sanitize.core.source import function_node
 from trainguard.sanitize.core.stored_target import target_arg, top_level_binding
-from trainguard.sanitize.core.target_origin import last_binding, resolve_in_frame
+from trainguard.sanitize.core.target_origin import last_binding
 
 __all__ = ["error_frame", "loss_args", "shaped_at"]
 
@@ -79,7 +79,7 @@ def _shaped(frame: FrameType, target: Any) -> tuple[Location, ast.stmt] | None:
     names = {name for call in ast.walk(function) if isinstance(call, ast.Call)
              and call.lineno <= line <= (call.end_lineno or call.lineno)
              for name in [_named(target_arg(call))] if name is not None
-             and _holds(resolve_in_frame(ast.Name(id=name, ctx=ast.Load()), frame), target)}
+             and _holds(read_path(frame, ast.Name(id=name), global_names=True), target)}
     if len(names) != 1:
         return None  # none, or several loss calls on the line that could have been this one
     name = names.pop()
