@@ -4,8 +4,9 @@ deterministic.
 ``cudnn.benchmark`` picks the fastest convolution algorithm by timing, which can differ between
 runs (https://pytorch.org/docs/stable/notes/randomness.html#cuda-convolution-benchmarking); it
 undoes ``cudnn.deterministic = True`` / ``use_deterministic_algorithms(True)`` set elsewhere in
-the same script. Silent when the two sit in opposite branches of one ``if`` (deterministic when a
-seed is given, fast otherwise).
+the same script, also when the request is a switch the program fixes to True
+(``cudnn.deterministic = cfg.cudnn_deterministic``: :func:`_configured_flags`). Silent when the
+two sit in opposite branches of one ``if`` (deterministic when a seed is given, fast otherwise).
 
 A seeding helper (a function that seeds torch and numpy or ``random``, whatever its name) that
 sets ``benchmark = True`` unconditionally asks for a run that repeats and defeats it in the
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 
 from trainguard.lint.astutil import dotted, encloses, exclusive, if_branches, is_false, \
     is_main_guard, is_true, parent, walk_local
+from trainguard.lint.consts import resolve
 from trainguard.lint.repro import Repro, seeds_in
 from trainguard.lint.rules import Edit, Hit
 from trainguard.lint.script import Script
@@ -31,7 +33,7 @@ SKIP_IN_TESTS = True  # about a training run; test files are not runs
 def check(script: Script) -> Iterator[Hit]:
     if "benchmark" not in script.source:
         return
-    flags = Repro(script).deterministic_flags
+    flags = Repro(script).deterministic_flags + _configured_flags(script)
     for node in script.nodes:
         if not (isinstance(node, ast.Assign) and is_true(node.value) and any(
                 (dotted(t) or "").endswith("cudnn.benchmark") for t in node.targets)):
@@ -59,6 +61,27 @@ def check(script: Script) -> Iterator[Hit]:
                       "reproducible",
                   edits=[Edit(value.lineno, value.col_offset, value.end_lineno or value.lineno,
                               value.end_col_offset or 0, "False")], safe=False)
+
+
+def _configured_flags(script: Script) -> list[ast.AST]:
+    """``cudnn.deterministic = cfg.cudnn_deterministic`` (or ``use_deterministic_algorithms(
+    args.deterministic)``) where the program fixes the switch to True: a dataclass default, a
+    config literal every call passes, an option's default (:func:`resolve`). A switch left
+    False, or one the program does not fix, asks for nothing."""
+    out: list[ast.AST] = []
+    for node in script.nodes:
+        if isinstance(node, ast.Assign) and any(
+                (dotted(t) or "").endswith("cudnn.deterministic") for t in node.targets):
+            value: ast.AST | None = node.value
+        elif isinstance(node, ast.Call) and node.args and (
+                script.call_qualname(node) or "").endswith("use_deterministic_algorithms"):
+            value = node.args[0]
+        else:
+            continue
+        if isinstance(value, ast.expr) and not isinstance(value, ast.Constant) and \
+                resolve(script, value) is True:
+            out.append(node)
+    return out
 
 
 def _after_training(script: Script, node: ast.AST) -> bool:
