@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from trainguard.apifacts import named_as_logits
 from trainguard.lint.activations import activation_of, helper_activations, module_application
 from trainguard.lint.astutil import dotted, parent, statement_of, walk_local
+from trainguard.lint.callgraph import bind_arguments
 from trainguard.lint.dataflow import scope_of
 from trainguard.lint.losses import loss_input, loss_kind
 from trainguard.lint.rules import Edit, Hit
@@ -65,8 +66,10 @@ def check(script: Script) -> Iterator[Hit]:
             if text:
                 edits = [Edit(act.lineno, act.col_offset, act.end_lineno or act.lineno,
                               act.end_col_offset or 0, text)]
-        if isinstance(arg, ast.Name) and not named_as_logits(arg.id) and _reused(arg, call) \
-                and written and _overwrites_input(act, arg, call):
+        reused = isinstance(arg, ast.Name) and not named_as_logits(arg.id) and \
+            _reused(script, arg, call)
+        if isinstance(arg, ast.Name) and reused and written and \
+                _overwrites_input(act, arg, call):
             # `x = torch.sigmoid(x)`: the loss cannot get the logits back; the sigmoid's line is
             # where they are lost, and where the probabilities need a name of their own
             yield Hit(act, f"this sigmoid replaces the logits in `{arg.id}` with "
@@ -77,7 +80,7 @@ def check(script: Script) -> Iterator[Hit]:
                       fix=f"bind the probabilities to a new name (`p = torch.sigmoid({arg.id})`) "
                           f"and feed `{arg.id}`, the logits, to the loss", safe=False)
             continue
-        if isinstance(arg, ast.Name) and not named_as_logits(arg.id) and _reused(arg, call):
+        if isinstance(arg, ast.Name) and reused:
             # the probabilities serve other code too (a focal loss's p_t): the loss is the fix
             yield Hit(call, f"BCEWithLogitsLoss is fed `{arg.id}`, made by the sigmoid at "
                             f"{script.at(act.lineno)}, which the loss applies again, so "
@@ -135,12 +138,12 @@ def _gating(script: Script, act: ast.AST) -> tuple[ast.Call, str, ast.Name] | No
     return (applied, var, reads[0]) if reads else None
 
 
-def _reused(arg: ast.Name, loss: ast.AST) -> bool:
+def _reused(script: Script, arg: ast.Name, loss: ast.AST) -> bool:
     """The loss input is a name that other statements of its scope read too (a focal loss's
     ``probs``, fed to the loss and used for ``p_t``): the probabilities are needed there. A
-    read that applies a sigmoid to it (``torch.sigmoid(preds).round()`` for the accuracy)
-    treats it as logits, like the loss: that read needs no probabilities; nor does a read of
-    another value the name held (a training loop's, before the evaluation reassigned it)."""
+    read that treats it as logits, like the loss (:func:`_read_as_logits`: a sigmoid applied
+    to it for the accuracy), needs no probabilities; nor does a read of another value the name
+    held (a training loop's, before the evaluation reassigned it)."""
     stmt = statement_of(loss)
     inside = {id(n) for n in ast.walk(stmt)} if stmt is not None else set()
     scope = list(walk_local(scope_of(loss)))
@@ -148,8 +151,40 @@ def _reused(arg: ast.Name, loss: ast.AST) -> bool:
               isinstance(n.ctx, ast.Store)]
     value = _binding(stores, arg)  # (reads of an earlier value of the name do not count)
     return any(isinstance(n, ast.Name) and n.id == arg.id and isinstance(n.ctx, ast.Load) and
-               id(n) not in inside and not _sigmoid_of(n) and _binding(stores, n) is value
-               for n in scope)
+               id(n) not in inside and not _read_as_logits(script, n, 2) and
+               _binding(stores, n) is value for n in scope)
+
+
+def _read_as_logits(script: Script, name: ast.Name, depth: int) -> bool:
+    """``name`` is read as logits: a sigmoid applied to it (``torch.sigmoid(preds)``), a
+    threshold at 0 (``preds > 0``), a ``BCEWithLogitsLoss`` fed it, or a helper function of the
+    file handed it whose every read of that parameter is one of these (``binary_accuracy(preds,
+    y)`` rounding ``torch.sigmoid(preds)``). A threshold at 0.5 or any other read uses the
+    values as probabilities."""
+    up = parent(name)
+    if _sigmoid_of(name) or isinstance(up, ast.Compare) and _zero_threshold(up) or \
+            isinstance(up, ast.Call) and loss_input(up) is name and \
+            loss_kind(script, up) == "BCEWithLogitsLoss":
+        return True
+    call = up if isinstance(up, ast.Call) and up.func is not name else None
+    func = script.callee(call) if call is not None else None
+    if call is None or func is None or depth <= 0:
+        return False
+    params = [a.arg for a in func.args.posonlyargs + func.args.args]
+    if script.enclosing_class(func) is not None and isinstance(call.func, ast.Attribute):
+        params = params[1:]  # (a method: ``self`` is bound)
+    handed = [p for p, a in bind_arguments(params, call).items() if a is name]
+    uses = [n for n in walk_local(func) if isinstance(n, ast.Name) and handed and
+            n.id == handed[0]]
+    return len(handed) == 1 and bool(uses) and all(
+        isinstance(n.ctx, ast.Load) and _read_as_logits(script, n, depth - 1) for n in uses)
+
+
+def _zero_threshold(test: ast.Compare) -> bool:
+    """``x > 0`` (or ``0 < x``): the sign of a logit, the class a sigmoid of 0.5 would pick."""
+    return len(test.ops) == 1 and isinstance(test.ops[0], (ast.Gt, ast.GtE, ast.Lt, ast.LtE)) \
+        and any(isinstance(c, ast.Constant) and c.value == 0 and not isinstance(c.value, bool)
+                for c in (test.left, *test.comparators))
 
 
 def _overwrites_input(act: ast.AST, arg: ast.Name, loss: ast.AST) -> bool:
