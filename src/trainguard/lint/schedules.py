@@ -1,8 +1,10 @@
 """Which learning-rate scheduler a name holds and with what settings, when the program fixes
 them: built directly (``StepLR(opt, step_size=8)``), from a config
-(``getattr(torch.optim.lr_scheduler, cfg["name"])(opt, **cfg["kwargs"])``), through a
-registry dict of scheduler classes (``SCHEDULERS[cfg["scheduler"]](opt, **cfg["args"])``), or
-wrapped in an object whose ``__getattr__`` forwards to the scheduler it holds
+(``getattr(torch.optim.lr_scheduler, cfg["name"])(opt, **cfg["kwargs"])``, also with the name
+popped from a copy of the section: ``kw = dict(cfg); getattr(..., kw.pop("name"))(opt, **kw)``),
+through a registry dict of scheduler classes
+(``SCHEDULERS[cfg["scheduler"]](opt, **cfg["args"])``), or wrapped in an object whose
+``__getattr__`` forwards to the scheduler it holds
 (``LRPolicy(ReduceLROnPlateau(opt, patience=3))``), or returned by a factory of the file
 (``def get_scheduler(opt, cfg): return getattr(...)(opt, **cfg["kwargs"])``), also as one
 entry of the tuple it returns (``optimizer, scheduler = make_optimization(model)``). Settings
@@ -15,7 +17,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from trainguard.lint.astutil import dotted, walk_local
+from trainguard.lint.astutil import dotted, parent, walk_local
 from trainguard.lint.consts import UNKNOWN, _single_value, resolve
 from trainguard.lint.script import Script
 
@@ -147,6 +149,8 @@ def _built(script: Script, value: ast.AST, depth: int) -> tuple[str, ast.Call] |
     if isinstance(f, ast.Call) and dotted(f.func) == "getattr" and len(f.args) == 2 and \
             script.qualname(f.args[0]) == _MODULE:
         name = resolve(script, f.args[1])
+        if name is UNKNOWN:
+            name = _popped(script, f.args[1])
         return (name, value) if isinstance(name, str) else None
     if isinstance(f, ast.Subscript):
         cls = _registry_entry(script, f)
@@ -189,6 +193,67 @@ def _registry_entry(script: Script, sub: ast.Subscript) -> str | None:
     return None
 
 
+def _popped(script: Script, expr: ast.expr) -> Any:
+    """``kw.pop("name")`` (or a name bound once to it), ``kw`` a copy of a fixed config
+    (:func:`_copied_config`): the value of that entry; ``UNKNOWN`` otherwise."""
+    if isinstance(expr, ast.Name):
+        expr = _single_value(expr) or expr
+    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and
+            expr.func.attr == "pop" and isinstance(expr.func.value, ast.Name) and
+            len(expr.args) == 1 and isinstance(expr.args[0], ast.Constant)):
+        return UNKNOWN
+    copied = _copied_config(script, expr.func.value, expr)
+    return copied[0].get(expr.args[0].value, UNKNOWN) if copied is not None else UNKNOWN
+
+
+_COPIES = ("dict", "copy.copy", "copy.deepcopy")
+
+
+def _copied_config(script: Script, name: ast.Name, use: ast.AST
+                   ) -> tuple[dict, set[Any]] | None:
+    """``kw = dict(cfg["sched"])`` (or ``cfg["sched"].copy()``, ``{**cfg["sched"]}``,
+    ``copy.deepcopy(...)``, the config itself) assigned once in the function around ``use``,
+    and changed only by ``kw.pop("name")`` with constant keys, all above ``use``: (the config
+    as the program fixes it, the keys popped); None when it is bound or changed otherwise or
+    the config is not fixed."""
+    scope = script.enclosing_function(use) or script.tree
+    values, popped = [], set()
+    for n in walk_local(scope):
+        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name.id
+                                             for t in n.targets):
+            values.append(n.value)
+        elif isinstance(n, ast.Name) and n.id == name.id and not isinstance(n.ctx, ast.Load):
+            if not isinstance(parent(n), ast.Assign):
+                return None  # a loop target, ``del``, an augmented assignment
+        elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and \
+                n.value.id == name.id and isinstance(parent(n), ast.Call):
+            call = parent(n)
+            if n.attr != "pop":
+                if n.attr in ("update", "setdefault", "clear", "popitem", "__setitem__"):
+                    return None
+                continue
+            if not (len(call.args) in (1, 2) and isinstance(call.args[0], ast.Constant) and
+                    call.lineno <= use.lineno):  # type: ignore[attr-defined]
+                return None
+            popped.add(call.args[0].value)  # type: ignore[attr-defined]
+        elif isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and \
+                n.value.id == name.id and not isinstance(n.ctx, ast.Load):
+            return None  # ``kw["gamma"] = 0.5``
+    if len(values) != 1:
+        return None
+    source = values[0]
+    if isinstance(source, ast.Call) and len(source.args) == 1 and not source.keywords and \
+            (dotted(source.func) in _COPIES or script.call_qualname(source) in _COPIES):
+        source = source.args[0]
+    elif isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute) and \
+            source.func.attr == "copy" and not source.args:
+        source = source.func.value
+    elif isinstance(source, ast.Dict) and len(source.keys) == 1 and source.keys[0] is None:
+        source = source.values[0]
+    config = resolve(script, source)
+    return (config, popped) if isinstance(config, dict) else None
+
+
 def _forwards_attributes(cls: ast.ClassDef) -> bool:
     """``def __getattr__(self, name): return getattr(self.scheduler, name)``."""
     for f in cls.body:
@@ -208,6 +273,10 @@ def _settings(script: Script, cls: str, call: ast.Call) -> Any:
         out[names[i]] = v
     for k in call.keywords:
         v = resolve(script, k.value)
+        copied = _copied_config(script, k.value, call) \
+            if v is UNKNOWN and k.arg is None and isinstance(k.value, ast.Name) else None
+        if copied is not None:  # ``**kw`` after ``kw.pop("name")``: the entries left
+            v = {key: x for key, x in copied[0].items() if key not in copied[1]}
         if v is UNKNOWN:
             return UNKNOWN
         if k.arg is None:
