@@ -19,8 +19,9 @@ never reads it and returns to every rank a new object of a class of the file tha
 (``open(path, "a")`` too, in its methods) is reported at that ``return``. An object of a
 class that opens a file to write in a method the file calls (``JsonlWriter(log_dir)`` with
 ``open(self.path, "a")`` in ``add_scalar``), built unguarded in a process-group worker, is
-reported at its construction; a log the worker writes itself (``open(lcurve, "a")``,
-``np.save``) is reported at the write (:func:`_log_write`).
+reported at its construction when ``__init__`` opens the file, else at the first unguarded call
+of the writing method (silent when all are guarded); a log the worker writes itself
+(``open(lcurve, "a")``, ``np.save``) is reported at the write (:func:`_log_write`).
 A per-node rank test that holds in every process the file starts on this host (``local_rank ==
 0`` with 0 passed by every call, in a worker ``mp.spawn`` runs) is no rank check either
 (:func:`_holds_on_every_rank`).
@@ -82,9 +83,13 @@ def _writers_built_on_every_rank(script: Script) -> Iterator[Hit]:
     """``writer = JsonlWriter(log_dir)`` in a process-group worker, where ``JsonlWriter`` (a
     class of the file or the project) has a method, called somewhere in the file, that opens a
     file for writing or appending (``open(self.path, "a")`` in ``add_scalar``): each rank builds
-    its own writer of the same file. Reported at the construction, where the rank check goes;
-    silent when it is guarded (``JsonlWriter(d) if rank == 0 else None``), given a per-rank path
-    or the rank, when the class reads the rank itself, and outside a process group's workers."""
+    its own writer of the same file. A writer that opens its file in ``__init__`` is reported at
+    the construction, where the rank check goes; one that opens it in another method writes
+    where that method is called (:func:`_unguarded_write_call`), and is reported at the first
+    such call made on every rank, silent when each call is guarded (``if rank == 0:
+    writer.log(...)``). Silent when the construction is guarded (``JsonlWriter(d) if rank == 0
+    else None``), given a per-rank path or the rank, when the class reads the rank itself, and
+    outside a process group's workers."""
     called = {c.func.attr for c in script.calls if isinstance(c.func, ast.Attribute)}
     for call in script.calls:
         ref = script.graph.class_named(dotted(call.func))
@@ -99,9 +104,20 @@ def _writers_built_on_every_rank(script: Script) -> Iterator[Hit]:
         if any(_GUARD.search(ast.unparse(a)) or _per_rank_path(a, call, 3) for a in args) or \
                 _guarded(script, call, frozenset()) or not on_every_rank(script, call, 3):
             continue
-        what, at = write
+        what, at, method = write
         where = script.at(at) if ref.script is script else \
             f"{ref.script.path.rsplit('/', 1)[-1]}:{at}"
+        site = _unguarded_write_call(script, call, method) \
+            if method.name != "__init__" and ref.script is script else call
+        if site is None:
+            continue
+        if site is not call:
+            yield Hit(site, f"{ast.unparse(site.func)}() writes the file of the "
+                            f"{ref.node.name} built at {script.at(call.lineno)} with {what} (at "
+                            f"{where}) on every rank: all processes write the same file",
+                      fix=f"call it on rank 0 only (if rank == 0:), or build the "
+                          f"{ref.node.name} on rank 0 only")
+            continue
         yield Hit(call, f"{ref.node.name}(...) is built on every rank of the process group and "
                         f"writes a file with {what} (at {where}): all processes write the same "
                         f"file",
@@ -109,21 +125,38 @@ def _writers_built_on_every_rank(script: Script) -> Iterator[Hit]:
                       f"or give each rank a file of its own")
 
 
+def _unguarded_write_call(script: Script, built: ast.Call,
+                          method: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Call | None:
+    """The first call of the writing ``method`` on the object ``built`` makes (``logger.log(...)``
+    after ``logger = MetricsLogger(run_dir)``; any call of the method when none is made through
+    the name it is bound to) that no rank check guards; None when every call is guarded, and
+    ``built`` itself when the file makes no call the call graph can place."""
+    sites = script.call_sites(method)
+    bound = parent(built)
+    key = script.key(bound.targets[0]) if isinstance(bound, ast.Assign) and \
+        len(bound.targets) == 1 else None
+    own = [s for s in sites if isinstance(s.func, ast.Attribute) and key is not None and
+           script.key(s.func.value) == key]
+    if not (own or sites):
+        return built
+    return next((s for s in own or sites if not _guarded(script, s, frozenset())), None)
+
+
 # a writer class that decides by the rank itself (``if dist.get_rank() != 0: return``)
 _RANK_AWARE = re.compile(r"rank|main_process|is_main|master|primary|process_index", re.I)
 
 
 def _opening_method(script: Script, cls: ast.ClassDef, called: set[str]
-                    ) -> tuple[str, int] | None:
-    """``(call, line)`` of an ``open(path, "w"/"a")`` in ``__init__`` or in a method of ``cls``
-    that the linted file calls (``writer.add_scalar(...)``); None when none opens a file to
-    write. (A ``torch.save`` or ``SummaryWriter`` in a method is reported where it is.)"""
+                    ) -> tuple[str, int, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+    """``(call, line, method)`` of an ``open(path, "w"/"a")`` in ``__init__`` or in a method of
+    ``cls`` that the linted file calls (``writer.add_scalar(...)``); None when none opens a file
+    to write. (A ``torch.save`` or ``SummaryWriter`` in a method is reported where it is.)"""
     for m in cls.body:
         if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
                 (m.name == "__init__" or m.name in called):
             found = _class_write(script, m)
             if found is not None and found[0].startswith("open("):
-                return found
+                return (*found, m)
     return None
 
 
