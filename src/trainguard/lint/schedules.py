@@ -18,7 +18,9 @@ import ast
 from typing import Any
 
 from trainguard.lint.astutil import dotted, parent, walk_local
-from trainguard.lint.consts import UNKNOWN, _single_value, resolve
+from trainguard.lint.callgraph import bind_arguments
+from trainguard.lint.consts import (UNKNOWN, _single_value, const_eval, resolve,
+                                   with_constants)
 from trainguard.lint.script import Script
 
 __all__ = ["schedule_settings", "schedule_span", "span_of"]
@@ -250,8 +252,36 @@ def _copied_config(script: Script, name: ast.Name, use: ast.AST
         source = source.func.value
     elif isinstance(source, ast.Dict) and len(source.keys) == 1 and source.keys[0] is None:
         source = source.values[0]
-    config = resolve(script, source)
+    config = _handed_config(script, source, scope)
     return (config, popped) if isinstance(config, dict) else None
+
+
+def _handed_config(script: Script, source: ast.expr, scope: ast.AST) -> Any:
+    """:func:`resolve`, and also an entry of a parameter of ``scope`` that every call of it
+    hands a config the caller fixes (``cfg["lr_scheduler"]`` in ``get_scheduler(opt, cfg)``,
+    called as ``get_scheduler(opt, tp["scheduler"])`` with ``tp`` a section of a literal
+    config), read where the caller wrote it; ``UNKNOWN`` when the calls disagree."""
+    value = resolve(script, source)
+    if value is not UNKNOWN or not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return value
+    params = [a.arg for a in [*scope.args.posonlyargs, *scope.args.args]]
+    if params[:1] == ["self"]:
+        params = params[1:]
+    used = {n.id for n in ast.walk(source) if isinstance(n, ast.Name)} & \
+        {*params, *(a.arg for a in scope.args.kwonlyargs)}
+    if len(used) != 1:
+        return UNKNOWN
+    name = used.pop()
+    given: dict[str, Any] = {}
+    for site in script.call_sites(scope)[:8]:
+        arg = bind_arguments(params, site).get(name)
+        got = resolve(script, arg) if arg is not None else UNKNOWN
+        if got is UNKNOWN:
+            return UNKNOWN
+        given[repr(got)] = got
+    if len(given) != 1:
+        return UNKNOWN
+    return const_eval(with_constants(source, {name: given.popitem()[1]}))
 
 
 def _forwards_attributes(cls: ast.ClassDef) -> bool:
