@@ -20,7 +20,8 @@ never reads it and returns to every rank a new object of a class of the file tha
 class that opens a file to write in a method the file calls (``JsonlWriter(log_dir)`` with
 ``open(self.path, "a")`` in ``add_scalar``), built unguarded in a process-group worker, is
 reported at its construction when ``__init__`` opens the file, else at the first unguarded call
-of the writing method (silent when all are guarded); a log the worker writes itself
+of the writing method (silent when all are guarded; the construction again when that call
+tests that the object exists, ``if self.writer is not None:``); a log the worker writes itself
 (``open(lcurve, "a")``, ``np.save``) is reported at the write (:func:`_log_write`).
 A per-node rank test that holds in every process the file starts on this host (``local_rank ==
 0`` with 0 passed by every call, in a worker ``mp.spawn`` runs) is no rank check either
@@ -139,7 +140,26 @@ def _unguarded_write_call(script: Script, built: ast.Call,
            script.key(s.func.value) == key]
     if not (own or sites):
         return built
-    return next((s for s in own or sites if not _guarded(script, s, frozenset())), None)
+    site = next((s for s in own or sites if not _guarded(script, s, frozenset())), None)
+    return built if site is not None and _optional_receiver(site) else site
+
+
+def _optional_receiver(call: ast.Call) -> bool:
+    """``call`` sits under a test that its receiver exists (``if self.writer is not None:
+    self.writer.add_scalar(...)``, ``if logger:``): the code expects the object on some ranks
+    only, so building it on every rank is what to change."""
+    recv = ast.unparse(call.func.value) if isinstance(call.func, ast.Attribute) else None
+    n: ast.AST | None = call
+    while recv is not None and (n := parent(n)) is not None and not isinstance(n, SCOPES):
+        test = n.test if isinstance(n, ast.If) else None
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and \
+                isinstance(test.ops[0], ast.IsNot) and \
+                isinstance(test.comparators[0], ast.Constant) and \
+                test.comparators[0].value is None:
+            test = test.left
+        if test is not None and ast.unparse(test) == recv:
+            return True
+    return False
 
 
 # a writer class that decides by the rank itself (``if dist.get_rank() != 0: return``)
