@@ -225,8 +225,10 @@ def _cut_models(script: Script, loop: ast.AST, call: ast.Call, target: ast.AST, 
     # run under no_grad, handed over in a parameter list filtered by ``p.requires_grad``
     frozen = frozen_models(script)
     leaves = {opt: held_leaves(script, opt) for opt in stepped}
-    held = {opt: sorted(set(held_modules(script, opt, steps[opt]) or leaves[opt]) - frozen)
-            for opt in stepped}
+    # the models whose parameters it holds and the tensors it is given by name, both: a
+    # learned log-variance listed next to model.parameters() is stepped like they are
+    held = {opt: sorted((set(held_modules(script, opt, steps[opt]) or ()) | leaves[opt]) -
+                        frozen) for opt in stepped}
     copied = _copy_stepped(script, loop, call, target, held)
     if copied is not None:
         yield copied
