@@ -22,8 +22,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from trainguard.lint.astutil import (assigned_pairs, dotted, encloses, is_false, is_true, parent,
-                                     self_attr, statement_of, walk_local)
+from trainguard.lint.astutil import (COMPREHENSIONS, assigned_pairs, dotted, encloses, is_false,
+                                     is_true, parent, self_attr, statement_of, walk_local)
 from trainguard.lint.callgraph import ClassRef, bind_arguments
 from trainguard.lint.consts import UNKNOWN, resolve, truth
 from trainguard.lint.hooks import HookStore, hook_stores
@@ -41,6 +41,11 @@ CUT_ATTRS = {"detach", "data", "item", "numpy", "tolist", "argmax", "argmin", "l
              "bool", "short", "byte"}
 NEW_LEAF = {"torch.tensor", "torch.Tensor", "torch.autograd.Variable", "torch.as_tensor",
             "torch.from_numpy", "torch.FloatTensor"}
+# Of those, the ones that hand a tensor argument back with its history: ``as_tensor`` returns it
+# (or ``.to(dtype)`` of it), ``torch.Tensor(t)``/``FloatTensor(t)`` an alias with a grad_fn;
+# only ``torch.tensor(t)`` copies it into a new leaf
+# (https://pytorch.org/docs/stable/generated/torch.as_tensor.html: "preserving autograd history").
+_KEEP_HISTORY = {"torch.as_tensor", "torch.Tensor", "torch.FloatTensor", "torch.autograd.Variable"}
 # torch.nn layers that hold parameters (a cut ReLU or pooling layer loses nothing).
 _PARAMETRIC = ("Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
                "ConvTranspose2d", "ConvTranspose3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
@@ -93,11 +98,14 @@ class InputCut:
 
 def input_cuts(script: Script) -> list[InputCut]:
     """Module classes of the file stacked after another module with parameters (``nn.Sequential(
-    Layer(64, 600), Layer(600, 600))``) whose ``forward`` takes its input out of the graph on
-    the way to the output (``np.take(x.detach().numpy(), idx)`` rebuilt with
-    ``torch.from_numpy``, ligerlac/torchlogix#17): the layers before it never learn."""
+    Layer(64, 600), Layer(600, 600))``, or repeated blocks run one after another:
+    :func:`_chained_blocks`) whose ``forward`` takes its input out of the graph on the way to
+    the output (``np.take(x.detach().numpy(), idx)`` rebuilt with ``torch.from_numpy``,
+    ligerlac/torchlogix#17; ``x = torch.tensor(x)``): the layers before it never learn."""
     out = []
     stacked = _stacked_after_parameters(script)
+    for name, stack in _chained_blocks(script).items():
+        stacked.setdefault(name, stack)
     for name, stack in stacked.items():
         cls = script.classes.get(name)
         methods = {b.name: b for b in cls.body if isinstance(b, ast.FunctionDef)} if cls else {}
@@ -132,6 +140,81 @@ def _stacked_after_parameters(script: Script) -> dict[str, ast.Call]:
                     parametric(script, before, 2):
                 found[name] = call
     return found
+
+
+def _chained_blocks(script: Script) -> dict[str, ast.Call]:
+    """Class name -> an ``nn.Sequential`` or ``nn.ModuleList`` call that holds several
+    instances of a module class of the file with parameters (a comprehension, ``nn.ModuleList(
+    Block(a, b) for a, b in zip(units, units[1:]))``, or a list of two or more) run one after
+    another: a ``Sequential`` does so itself; a ``ModuleList`` where a method of the class that
+    builds it feeds each block the previous block's output (``for block in self.blocks: x =
+    block(x)``). Each block after the first follows one with parameters."""
+    found: dict[str, ast.Call] = {}
+    if "Sequential" not in script.source and "ModuleList" not in script.source:
+        return found
+    for call in script.calls:
+        kind = (script.call_qualname(call) or "").rsplit(".", 1)[-1]
+        if kind not in ("Sequential", "ModuleList") or len(call.args) != 1 or call.keywords:
+            continue
+        name = _repeated_class(script, call.args[0], starred=kind == "Sequential")
+        if name is None or name in found or \
+                not submodules_with_parameters(script, script.classes[name]):
+            continue
+        if kind == "Sequential" or _run_in_chain(script, call):
+            found[name] = call
+    return found
+
+
+def _repeated_class(script: Script, arg: ast.AST, *, starred: bool) -> str | None:
+    """The module class of the file that ``arg`` makes several instances of: a comprehension
+    (starred for ``nn.Sequential(*[...])``) not over ``range(1)``, or a list of two or more."""
+    if starred != isinstance(arg, ast.Starred):
+        return None
+    arg = arg.value if isinstance(arg, ast.Starred) else arg
+    if isinstance(arg, COMPREHENSIONS[:3]):
+        it = arg.generators[0].iter  # type: ignore[attr-defined]
+        if isinstance(it, ast.Call) and dotted(it.func) == "range" and len(it.args) == 1:
+            n = resolve(script, it.args[0])
+            if isinstance(n, int) and n < 2:
+                return None
+        items = [arg.elt]  # type: ignore[attr-defined]
+    elif isinstance(arg, (ast.List, ast.Tuple)) and len(arg.elts) >= 2:
+        items = arg.elts
+    else:
+        return None
+    names = {dotted(e.func) if isinstance(e, ast.Call) else None for e in items}
+    name = names.pop() if len(names) == 1 else None
+    return name if name in script.classes else None
+
+
+def _run_in_chain(script: Script, call: ast.Call) -> bool:
+    """``self.<attr> = call``, and a method of the same class runs the blocks in a chain:
+    ``x = block(x)`` in ``for block in self.<attr>`` (or ``enumerate`` of it), or
+    ``x = self.<attr>[i](x)`` in a loop."""
+    stmt = parent(call)
+    attr = self_attr(stmt.targets[0]) if isinstance(stmt, ast.Assign) and \
+        len(stmt.targets) == 1 else None
+    cls = script.enclosing_class(call)
+    if attr is None or cls is None:
+        return False
+    for loop in (n for n in ast.walk(cls) if isinstance(n, (ast.For, ast.AsyncFor))):
+        it, target = loop.iter, loop.target
+        if isinstance(it, ast.Call) and dotted(it.func) == "enumerate" and it.args and \
+                isinstance(target, ast.Tuple) and len(target.elts) == 2:
+            it, target = it.args[0], target.elts[1]
+        block = target.id if self_attr(it) == attr and isinstance(target, ast.Name) else None
+        for node in ast.walk(loop):
+            if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and
+                    len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+                continue
+            f = node.value.func
+            if not (isinstance(f, ast.Name) and f.id == block or
+                    isinstance(f, ast.Subscript) and self_attr(f.value) == attr):
+                continue
+            if any(isinstance(a, ast.Name) and a.id == node.targets[0].id
+                   for a in node.value.args):
+                return True
+    return False
 
 
 def _may_cut(script: Script, forward: ast.FunctionDef,
@@ -469,12 +552,21 @@ class _Flow:
                 continue
             seen.add(key)
             name = src[1].id
-            if name in self.params and name not in self.defs:
+            if name in self.params and self.reads_input(src[1]):
                 if c is None or name not in params:
                     params[name] = c
             for nxt, c2 in self.sources_of(src[1]):
                 stack.append((nxt, c or c2))
         return uncut, cut_at, params
+
+    def reads_input(self, load: ast.Name) -> bool:
+        """``load`` may see the value the parameter of that name was passed: no assignment
+        to it runs on every way there (``x = torch.tensor(x)`` reads the passed ``x``)."""
+        stmt = _statement(load)
+        here = _pos(stmt)
+        return not any(_pos(d[0]) < here and self.taken(d[0]) is not None and
+                       _dominates(self.taken(d[0]), stmt)  # type: ignore[arg-type]
+                       for d in self.defs.get(load.id, ()))
 
     def sources_of(self, load: ast.Name) -> list:
         name = load.id
@@ -578,6 +670,10 @@ class _Flow:
                 if isinstance(f, ast.Attribute) and f.attr in CUT_ATTRS:
                     stack.append((f.value, c or node))
                     stack.extend((a, c) for a in args)
+                    continue
+                if q in _KEEP_HISTORY and node.args and not isinstance(
+                        node.args[0], (ast.List, ast.Tuple, ast.Constant, *COMPREHENSIONS)):
+                    stack.extend((a, c) for a in args)  # as_tensor(t): t, with its history
                     continue
                 if q in NEW_LEAF or q.startswith("numpy.") or q in _INDEX_FUNCS or \
                         python_number(script, node):

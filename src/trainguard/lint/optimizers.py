@@ -129,7 +129,10 @@ def held_leaves_of_all(script: Script) -> frozenset[str]:
 
 
 def _listed(params: ast.AST | None) -> list[ast.AST]:
-    """The named items of a parameter list literal, param groups' ``"params"`` lists included."""
+    """The named items of a parameter list literal, param groups' ``"params"`` lists included,
+    and of the lists added to a model's (``list(model.parameters()) + [log_var]``)."""
+    if isinstance(params, ast.BinOp) and isinstance(params.op, ast.Add):
+        return _listed(params.left) + _listed(params.right)
     if not isinstance(params, (ast.List, ast.Tuple)):
         return []
     out: list[ast.AST] = []

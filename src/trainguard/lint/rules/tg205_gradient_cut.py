@@ -126,12 +126,16 @@ def check(script: Script) -> Iterator[Hit]:
                   fix=f"keep {names} in the graph (drop the cut), or freeze "
                       f"{'it' if one else 'them'} (requires_grad_(False)) if not meant to learn")
     for ic in input_cuts(script):
+        kind = (script.call_qualname(ic.stack) or "nn.Sequential").rsplit(".", 1)[-1]
         yield Hit(ic.cut, f"{ic.cls.name}.forward() returns its input `{ic.name}` only through "
                           f"{ic.how}, and {ic.cls.name} follows other layers in the "
-                          f"nn.Sequential at {script.at(ic.stack.lineno)}: no gradient flows "
+                          f"nn.{kind} at {script.at(ic.stack.lineno)}: no gradient flows "
                           f"back through it, so the layers before it never change",
-                  fix=f"compute with torch operations on {ic.name} (indexing, torch.gather) "
-                      f"instead of a detached or NumPy copy")
+                  fix=f"hand {ic.name} on as it is (torch.as_tensor({ic.name}) keeps its "
+                      f"history; torch.tensor({ic.name}) copies it into a new leaf)"
+                  if (script.call_qualname(ic.cut) or "") == "torch.tensor" else
+                  f"compute with torch operations on {ic.name} (indexing, torch.gather) "
+                  f"instead of a detached or NumPy copy")
 
 
 def _backwards_run(script: Script, loop: ast.AST) -> list[ast.Call]:
@@ -221,8 +225,10 @@ def _cut_models(script: Script, loop: ast.AST, call: ast.Call, target: ast.AST, 
     # run under no_grad, handed over in a parameter list filtered by ``p.requires_grad``
     frozen = frozen_models(script)
     leaves = {opt: held_leaves(script, opt) for opt in stepped}
-    held = {opt: sorted(set(held_modules(script, opt, steps[opt]) or leaves[opt]) - frozen)
-            for opt in stepped}
+    # the models whose parameters it holds and the tensors it is given by name, both: a
+    # learned log-variance listed next to model.parameters() is stepped like they are
+    held = {opt: sorted((set(held_modules(script, opt, steps[opt]) or ()) | leaves[opt]) -
+                        frozen) for opt in stepped}
     copied = _copy_stepped(script, loop, call, target, held)
     if copied is not None:
         yield copied
