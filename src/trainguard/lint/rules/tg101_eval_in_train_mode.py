@@ -39,6 +39,7 @@ from trainguard.lint.dataflow import last_assignment
 from trainguard.lint.events import Event, events
 from trainguard.lint.factories import factory_of
 from trainguard.lint.modes import mode_before
+from trainguard.lint.partial_eval import partial_eval
 from trainguard.lint.phases import phase_evaluations
 from trainguard.lint.regions import (INFERENCE_METHODS, eval_regions, forward_calls,
                                      inference_calls, preceding_events, rollout,
@@ -62,6 +63,7 @@ def check(script: Script) -> Iterator[Hit]:
     for region in eval_regions(script):
         body = region.node.body  # type: ignore[attr-defined]
         if any(e.kind in ("eval", "mode?") for e in events(script, body)):
+            yield from _part_switched(script, region)
             continue
         if samples_only(script, region.forwards):
             continue  # Monte Carlo passes: dropout is on on purpose
@@ -170,6 +172,38 @@ def _function_region(script: Script, region, first: ast.Call,  # type: ignore[no
               f"in training",
               fix=f"call {owner}.eval() in {region.label}, before this statement, and "
                   f"model.train() before training again")
+
+
+def _part_switched(script: Script, region) -> Iterator[Hit]:  # type: ignore[no-untyped-def]
+    """The evaluation puts only parts of its model in eval mode (``self.model.backbone.eval()``)
+    while another part holds Dropout or BatchNorm (``self.head``): reported at that ``eval()``."""
+    found = partial_eval(script, region.node.body, region.forwards,
+                         lambda value: _builds_mode_dependent(script, value))
+    if found is None:
+        return
+    first = found.parts[0]
+    left = ", ".join(f"{found.model}.{name}" for name in found.left)
+    yield Hit(first.site,
+              f"{first.key}.eval() switches only a part of {found.model} before {region.label} "
+              f"runs {found.model}(...): {left} still holds Dropout or BatchNorm in train mode, "
+              f"so the evaluation drops units or normalizes with batch statistics",
+              fix=f"call {found.model}.eval() here, for the whole model")
+
+
+def _builds_mode_dependent(script: Script, value: ast.expr) -> bool:
+    """``value``, assigned to a model's attribute, builds a mode-dependent module: named in its
+    own text (``nn.Sequential(nn.Linear(128, 64), nn.Dropout(0.5))``), or shown by the class or
+    layer factory of this file it calls (``self.head = Head(64)``)."""
+    from trainguard.lint.project import MODE_DEPENDENT
+
+    if MODE_DEPENDENT.search(script.segment(value) or ""):
+        return True
+    if not isinstance(value, ast.Call):
+        return False
+    ref = script.graph.class_named(dotted(value.func)) if isinstance(value.func, ast.Name) \
+        else None
+    made = ref.node if ref is not None and ref.script is script else _layer_factory(script, value)
+    return made is not None and _class_mode_dependent(script, made, set())
 
 
 def _never_switched(script: Script, region) -> Iterator[Hit]:  # type: ignore[no-untyped-def]

@@ -10,9 +10,9 @@ validator's ``run()``, a model's own ``generate()`` calling ``self.eval()``), wh
 function returns (the mode is restored there; the loop's call is named). At the loop's call
 into the helper, after which ``train()`` belongs, when the helper only switches modes, is in
 another file or is a method of an ``nn.Module`` switching a part of itself. At the epoch loop
-itself when it called ``train()`` once before it and evaluates between its steps' loops, also
-from a loop of its own that runs no step (``for cb in callbacks: cb.on_epoch_end(self)``):
-``train()`` belongs at the top of each epoch
+itself when it called ``train()`` once before it and evaluates between its steps' loops
+(inline, or through a call), also from a loop of its own that runs no step
+(``for cb in callbacks: cb.on_epoch_end(self)``): ``train()`` belongs at the top of each epoch
 (MILVLG/mcan-vqa#26, ultralytics/ultralytics#20524). When the loop calls a
 training function of this file that runs the steps in a loop of its own (``train(model,
 loader)`` then ``test(model, loader)`` per epoch), at the start of that function, before the
@@ -82,12 +82,14 @@ def check(script: Script) -> Iterator[Hit]:
                       fix=f"call {last.key}.train() here, before {func.name}() sets up its loop; "
                           f"the evaluation sets eval mode for itself")
             continue
-        once = _trained_before(script, loop, step, last.via) \
-            if last.via is not None and isinstance(loop, (ast.For, ast.While)) else None
+        once = _trained_before(script, loop, step, last.via or last.site, last.key) \
+            if isinstance(loop, (ast.For, ast.While)) else None
         if once is not None:  # train() belongs at the top of each pass: at this loop
+            made = f"the call at {script.at(last.via.lineno)} runs" if last.via is not None \
+                else "this loop's evaluation calls"
             yield Hit(loop,
                       f"{last.key}.train() runs once, before this loop ({script.at(once.lineno)}"
-                      f"); the call at {script.at(last.via.lineno)} runs {last.key}.eval() "
+                      f"); {made} {last.key}.eval() "
                       f"({last.place(script)}) and leaves it in effect, so the optimizer steps "
                       f"({step.place(script)}) of every later pass run in eval mode",
                       fix=f"call {last.key}.train() at the top of every pass (every epoch), as "
@@ -402,8 +404,8 @@ def _helper(script: Script, last: Event) -> tuple[ast.FunctionDef, ast.AST] | No
     return func, ast.Pass(lineno=return_line(func), col_offset=0)
 
 
-def _trained_before(script: Script, loop: ast.AST, step: Event,
-                    via: ast.AST) -> ast.Call | None:
+def _trained_before(script: Script, loop: ast.AST, step: Event, via: ast.AST,
+                    key: str | None) -> ast.Call | None:
     """The ``.train()`` call made once before an epoch loop (its steps run in a loop of their
     own: an inner loop, a ``train_epoch()`` call; the evaluation is called between those, in
     the epoch loop's own body), in the function around it: the evaluation undoes it for every
@@ -420,4 +422,5 @@ def _trained_before(script: Script, loop: ast.AST, step: Event,
     inside = {id(n) for n in ast.walk(loop)}
     return next((n for n in walk_local(func) if isinstance(n, ast.Call) and
                  isinstance(n.func, ast.Attribute) and n.func.attr == "train" and
-                 len(n.args) <= 1 and id(n) not in inside and n.lineno < loop.lineno), None)
+                 len(n.args) <= 1 and id(n) not in inside and n.lineno < loop.lineno and
+                 (key is None or dotted(n.func.value) == key)), None)

@@ -66,7 +66,8 @@ def check(script: Script) -> Iterator[Hit]:
 def _whole_evaluation(script: Script, func: ast.AST, forwards: list[ast.Call]) -> bool:
     """Evaluation is ``func``'s whole job, so ``@torch.no_grad()`` on its ``def`` is the fix:
     its body is ``model.eval()``, the set-up of accumulators, one loop holding every forward
-    (each a direct call of the model, not a step function shared with training) and its
+    (each a direct call of the model, not a step function shared with training), the scores
+    computed from what it collected into local names (:func:`_local_result`) and its
     ``return``, and nothing in it names a grad context (a misplaced ``no_grad`` block is the
     line to change then). An evaluation that is one part of a longer function (it restores
     ``train()``, logs, stores) keeps the forward's line."""
@@ -84,9 +85,20 @@ def _whole_evaluation(script: Script, func: ast.AST, forwards: list[ast.Call]) -
     head = body[:body.index(loops[0])]
     tail = body[body.index(loops[0]) + 1:-1]
     evals = [st for st in head if isinstance(st, ast.Expr) and _is_eval(st.value)]
-    return bool(evals) and not tail and all(
+    return bool(evals) and all(map(_local_result, tail)) and all(
         isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign)) or st in evals
         for st in head)
+
+
+def _local_result(stmt: ast.stmt) -> bool:
+    """``tok_acc = (hits & mask).sum().item() / mask.sum().item()`` after the loop: a score
+    computed into a local name from what the loop collected, with no mode switch (``train()``
+    restored) and no store elsewhere (``self.history[...] = ...``): still the evaluation."""
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+        [stmt.target] if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) else []
+    return bool(targets) and all(isinstance(n, (ast.Name, ast.Tuple)) for n in targets) and \
+        not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and
+                n.func.attr in ("train", "eval") for n in ast.walk(stmt))
 
 
 def _at_def(script: Script, func: ast.FunctionDef | ast.AsyncFunctionDef, fwd: ast.Call,

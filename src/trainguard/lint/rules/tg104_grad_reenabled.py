@@ -8,6 +8,8 @@ unless it also runs a forward that no gradient read uses and whose output leaves
 (``pred = model(x)`` next to the Jacobian that needs grad): reported at that forward (or a
 value computed from it) when every pass through the block takes a gradient, since the
 re-enabling is then needed; at the re-enabling when a pass can leave the block without one.
+An update built there from a tensor the block made require grad that leaves it undetached
+(``x_adv = x + delta + eps * grad.sign()``) is reported at its line (:func:`_escaping_update`).
 ``requires_grad_(True)`` alone under no_grad builds no graph and is not flagged.
 
 The re-enabling may be a ``with`` block, a ``set_grad_enabled(True)`` statement (one that
@@ -73,6 +75,14 @@ def check(script: Script) -> Iterator[Hit]:
                       fix="save torch.is_grad_enabled() first and restore that value, or use "
                           "`with torch.set_grad_enabled(False):` around the block")
             continue
+        if isinstance(idle, ast.Assign):
+            yield Hit(idle, f"this update is computed inside the torch.enable_grad() block at "
+                            f"{script.at(node.lineno)}, inside {where}, from a tensor that "
+                            f"requires grad: it leaves the block carrying a grad_fn, and a "
+                            f"caller that feeds it back chains one graph per pass",
+                      fix="compute the update after the block (or from .detach()-ed tensors): "
+                          "only the gradient needs grad enabled")
+            continue
         if idle is not None and (script.call_qualname(idle) or "").endswith("autograd.grad"):
             flag = kwarg(idle, "create_graph")
             yield Hit(flag or idle, f"grad is re-enabled inside {where} to compute a gradient "
@@ -121,7 +131,7 @@ def check(script: Script) -> Iterator[Hit]:
 
 
 def _reenablings(script: Script, nodes: Iterable[ast.AST]
-                 ) -> Iterator[tuple[ast.AST, ast.AST, ast.Call | None]]:
+                 ) -> Iterator[tuple[ast.AST, ast.AST, ast.Call | ast.Assign | None]]:
     """(statement, the call or decorator that re-enables grad, None) for each re-enabling
     among ``nodes`` whose block computes a forward and reads no gradient: a ``with
     enable_grad()`` block, a ``set_grad_enabled(True)`` statement (``mode=True`` too), an
@@ -158,7 +168,7 @@ def _reenablings(script: Script, nodes: Iterable[ast.AST]
             idle = _idle_forward(script, block) \
                 if isinstance(block, (ast.With, ast.AsyncWith, ast.For, ast.While)) else None
             if idle is None and isinstance(block, (ast.With, ast.AsyncWith)):
-                idle = _graph_of_gradient(script, block)
+                idle = _graph_of_gradient(script, block) or _escaping_update(script, block)
             if idle is not None:
                 yield node, target, idle
             continue
@@ -181,18 +191,8 @@ def _idle_forward(script: Script, block: ast.AST) -> ast.Call | None:
     be the loop around a ``set_grad_enabled(True)`` statement: grad stays on for the next
     pass (a guided sampler's denoiser call)."""
     assigns = [n for n in walk_local(block) if isinstance(n, ast.Assign)]
-    readers = [n for n in walk_local(block) if isinstance(n, ast.stmt) and
-               not isinstance(n, (ast.For, ast.While, ast.If, ast.With, ast.Try)) and
-               _reads_grads(script, n)]
-    func = script.enclosing_function(block)
-    after = [n for n in walk_local(func if func is not None else script.tree)
-             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and
-             n.lineno > (block.end_lineno or block.lineno)]
-    # a return inside the block hands its value to the caller, out of the block too
-    after += [n for r in walk_local(block) if isinstance(r, ast.Return) and r.value is not None
-              for n in ast.walk(r.value) if isinstance(n, ast.Name)]
-    detached = _detached_after(func if func is not None else script.tree,
-                               block.end_lineno or block.lineno)
+    readers = _grad_readers(script, block)
+    after, detached = _read_after(script, block)
     for a in assigns:
         names = _target_names(a)
         forwards = _forwards(script, a)
@@ -207,6 +207,73 @@ def _idle_forward(script: Script, block: ast.AST) -> ast.Call | None:
         if any(n.id in derived and n.id not in detached for n in after):
             return forwards[0]
     return _escaping_value(script, assigns, readers, after, detached)
+
+
+def _grad_readers(script: Script, block: ast.AST) -> list[ast.AST]:
+    """The simple statements of ``block`` that read gradients (``autograd.grad``, a backward)."""
+    return [n for n in walk_local(block) if isinstance(n, ast.stmt) and
+            not isinstance(n, (ast.For, ast.While, ast.If, ast.With, ast.Try)) and
+            _reads_grads(script, n)]
+
+
+def _read_after(script: Script, block: ast.AST) -> tuple[list[ast.Name], set[str]]:
+    """The names read after ``block`` in its function (or returned from inside it), and the
+    names rebound from their own ``.detach()`` after it (:func:`_detached_after`)."""
+    func = script.enclosing_function(block)
+    after = [n for n in walk_local(func if func is not None else script.tree)
+             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and
+             n.lineno > (block.end_lineno or block.lineno)]
+    # a return inside the block hands its value to the caller, out of the block too
+    after += [n for r in walk_local(block) if isinstance(r, ast.Return) and r.value is not None
+              for n in ast.walk(r.value) if isinstance(n, ast.Name)]
+    detached = _detached_after(func if func is not None else script.tree,
+                               block.end_lineno or block.lineno)
+    return after, detached
+
+
+def _escaping_update(script: Script, block: ast.AST) -> ast.Assign | None:
+    """An update computed in a re-enabled block that reads gradients, from a tensor the block
+    made require grad (``img = img.clone().requires_grad_(True)``, then ``img = img - lr *
+    grad`` after ``grad = autograd.grad(loss, img)``), that feeds no gradient read and leaves the
+    block undetached (returned, or read after it): it carries a ``grad_fn`` back to the caller,
+    and an iterative caller chains one graph per pass. Not a ``.detach()``-ed update, nor a loss
+    that is backpropagated, nor a value made from the gradient alone (``lr * grad.sign()``)."""
+    leaves = {n for a in walk_local(block) if isinstance(a, ast.Assign) and _makes_leaf(a.value)
+              for n in _target_names(a)}
+    leaves |= {dotted(c.func.value) for c in walk_local(block) if isinstance(c, ast.Call) and
+               isinstance(parent(c), ast.Expr) and isinstance(c.func, ast.Attribute) and
+               c.func.attr == "requires_grad_" and not is_false(c.args[0] if c.args else None)
+               and isinstance(c.func.value, ast.Name)}
+    if not leaves:
+        return None
+    readers = _grad_readers(script, block)
+    after, detached = _read_after(script, block)
+    kept = [a for a in walk_local(block) if isinstance(a, ast.Assign) and a not in readers and
+            not _no_graph(a.value)]
+    for a in kept:
+        names = _target_names(a)
+        if len(names) != 1 or names[0] in leaves or not _names(a.value) & leaves:
+            continue
+        derived = {names[0]}
+        for _ in range(3):
+            derived |= {n for c in kept if _names(c.value) & derived for n in _target_names(c)}
+        if any(_names(r) & derived for r in readers):
+            continue  # a loss, or what feeds one: the gradient needs it
+        if any(n.id in derived and n.id not in detached and not _read_without_graph(n)
+               for n in after):
+            return a
+    return None
+
+
+def _makes_leaf(value: ast.AST) -> bool:
+    """``x.clone().requires_grad_(True)``, ``torch.zeros(..., requires_grad=True)``."""
+    for c in ast.walk(value):
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and \
+                c.func.attr == "requires_grad_" and not is_false(c.args[0] if c.args else None):
+            return True
+        if isinstance(c, ast.Call) and is_true(kwarg(c, "requires_grad")):
+            return True
+    return False
 
 
 def _grads_on_every_path(script: Script, block: ast.AST) -> bool:
