@@ -14,7 +14,9 @@ evaluation region computed graphs (and kept activations) for nothing. Also for a
 user's ``with torch.enable_grad():`` block in a ``no_grad`` region computed from a model's output
 and that leaves the block's function with its graph, unreached (``probs = torch.softmax(logits,
 1)`` beside the saliency gradient taken of ``logits``, then returned: ``core/escapes.py``), even
-where the block's own ``torch.autograd.grad`` silences its forward; reported, when that block
+where the block's own ``torch.autograd.grad`` silences its forward, and for an iterate updated in
+the block from its input gradient that the caller's ``no_grad`` loop feeds back (its graph holds
+the previous call's: deepinv/deepinv#548); reported, when that block
 takes a gradient itself (it needs grad), at the value's last assignment in the block (the line
 to move out), else at the block. Reported at the cause: the
 ``enable_grad``/``set_grad_enabled(True)`` line, or for a function decorated with

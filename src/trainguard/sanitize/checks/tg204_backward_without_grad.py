@@ -57,6 +57,7 @@ from trainguard.sanitize.core.callstack import (cause_line, no_grad_block_line, 
                                                 under_no_grad, user_stack)
 from trainguard.sanitize.core.bounds import parse_file
 from trainguard.sanitize.core.caught import Caught
+from trainguard.sanitize.core.eval_block import evaluation_block
 from trainguard.sanitize.core.check import Check, Diagnosis
 from trainguard.sanitize.core.frames import (Location, frame_location, short_location,
                                              user_frame, user_frames)
@@ -331,8 +332,10 @@ def _grad_off_caller(call: BackwardCall) -> tuple[Location, Location] | None:
     torch.no_grad():`` block or a function decorated with ``@torch.no_grad()``, as an
     optimizer's ``step`` (its ``self`` a ``torch.optim.Optimizer``) or by a parameter of its own
     (``closure()``): the closure contract says the step runs it with grad on, as torch.optim's
-    own optimizers do. That call's line and the ``with``/decorator line; None otherwise (an
-    evaluation calling its own test step under no_grad: the step asks for grad itself)."""
+    own optimizers do; or from a ``no_grad`` block that runs a model of its own (an attack called
+    beside an evaluation's forwards: ``core/eval_block.py``). That call's line and the
+    ``with``/decorator line; None otherwise (an evaluation calling its own test step under
+    no_grad: the step asks for grad itself)."""
     import torch
 
     if call.where is None or under_no_grad(call.where):
@@ -349,7 +352,8 @@ def _grad_off_caller(call: BackwardCall) -> tuple[Location, Location] | None:
         handed = isinstance(getattr(node, "func", None), ast.Name) and node.func.id in params
         if handed or isinstance(frame.f_locals.get("self"), torch.optim.Optimizer):
             return where, cut
-        return None
+        block = evaluation_block(frame, where)  # (an attack swept into an evaluation block)
+        return (where, block) if block is not None else None
     return None
 
 

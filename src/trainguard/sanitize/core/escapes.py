@@ -8,17 +8,18 @@ alive in whatever collects it, although no gradient is ever taken of it.
 
 At the block's exit (:meth:`Escapes.block_exit`), the local variables of the frame that ran the
 ``with`` are read once: a tensor whose ``grad_fn`` is new since the block opened, that reaches a
-parameter of a model, and whose graph no gradient has used (its nodes nearest the root still hold
-their saved tensors: a graph ``autograd.grad`` ran through without ``retain_graph`` has freed
-them) is followed. It *escapes* once its graph is seen alive while that frame is no longer running
-(returned, stored in a list, or concatenated into a result); a local that dies with its frame
-never escapes. An escaped value
+parameter of a model (or the root of a value an earlier exit of the block let out: an iterate
+the caller feeds back, :meth:`Escapes._chained`), and whose graph no gradient has used (its
+nodes nearest the root still hold their saved tensors: a graph ``autograd.grad`` ran through
+without ``retain_graph`` has freed them) is followed. It *escapes* once its graph is seen alive
+while that frame is no longer running (returned, stored in a list, or concatenated into a
+result); a local that dies with its frame never escapes. An escaped value
 that dies, or is alive at exit, with no backward or ``autograd.grad`` run through it is answered
 by :meth:`Escapes.resolve`.
 
 Cost: per block exit, one read of the frame's locals (64 at most) and a walk of at most
-:data:`_NODES` nodes per new tensor; per resolve, one look at the stack per value followed (at
-most :data:`_KEEP` values).
+:data:`_NODES` nodes per new tensor (two for one that reaches no parameter); per resolve, one
+look at the stack per value followed (at most :data:`_KEEP` values).
 
 Reference: https://pytorch.org/docs/stable/generated/torch.enable_grad.html;
 Lightning-AI/pytorch-lightning#15925 (``torch.enable_grad()`` in a prediction step).
@@ -122,6 +123,7 @@ class Escapes:
     def __init__(self, state: Any) -> None:
         self.state = state
         self.values: list[_Value] = []
+        self.seeds: list[tuple[int, Any, Any]] = []  # (id(root), code, track): see _chained
 
     def __bool__(self) -> bool:
         return bool(self.values)
@@ -133,13 +135,21 @@ class Escapes:
         :meth:`resolve` answers for it."""
         import torch
 
+        found, chained = [], []
         for name, value in list(frame.f_locals.items())[:_LOCALS]:
             if not isinstance(value, torch.Tensor) or value.grad_fn is None:
                 continue
             node = value.grad_fn
-            if id(node) in before or id(node) in skip or _used(node) or \
-                    not _reaches_parameter(node):
+            if id(node) in before or id(node) in skip or _used(node):
                 continue
+            if _reaches_parameter(node):
+                found.append((name, value))
+            elif self._chained(value, frame.f_code):
+                chained.append((name, value))
+        # (of the chained values, only the outermost: ``img`` cloned in the block is part of
+        # the updated image's graph and leaves only through it)
+        inner = {id(n) for _, v in chained for n in list(graph_nodes(v.grad_fn, limit=_NODES))[1:]}
+        for name, value in found + [(n, v) for n, v in chained if id(v.grad_fn) not in inner]:
             track = self.state.track_graph(value, info=None)
             if track is not None:
                 self.values.append(_Value(track, frame, key(name, value)))
@@ -147,6 +157,22 @@ class Escapes:
             for v in self.values[:-_KEEP]:
                 v.track.release()
             del self.values[:-_KEEP]
+
+    def _chained(self, value: Any, code: Any) -> bool:
+        """Whether ``value``'s graph holds the root of a value an earlier exit of a block run by
+        ``code`` let out (an image updated inside the block, fed back in by the caller's loop:
+        the graph grows by one block per call); else ``value`` is noted as such a root. A root
+        is matched by id only while it is alive (its id cannot be reused meanwhile)."""
+        roots = {i for i, c, t in self.seeds if c is code and t.alive}
+        if roots and any(id(n) in roots for n in graph_nodes(value.grad_fn, limit=_NODES)):
+            return True
+        track = self.state.track_graph(value, info=None)
+        if track is not None:
+            self.seeds.append((id(value.grad_fn), code, track))
+        for _, _, t in self.seeds[:-_KEEP]:
+            t.release()
+        del self.seeds[:-_KEEP]
+        return False
 
     def resolve(self, *, final: bool = False) -> list[Any]:
         """The keys of escaped values that died, or (``final``) are alive, unreached."""
