@@ -15,7 +15,8 @@ when library code called the module (an ``nn.Sequential``), at the line that bui
 reads its output more than once (it also feeds another layer): then at the call. The loss line is
 in the message (at the loss line when the run ends first).
 When the loss's input is a name that other statements of the function read too (a focal loss's
-``probs``, also used for ``p_t``), the probabilities are needed: the loss call is reported (not
+``probs``, also used for ``p_t``), the probabilities are needed: the loss call is reported (reads
+that apply a sigmoid again, there or in a same-file helper, are not uses; not
 when the name says logits, ``y_logits``: its author meant raw scores, so the sigmoid is the fix;
 nor when the sigmoid rebound the name that held the logits, ``x = torch.sigmoid(x)``: no later
 line can give the loss the logits, so the sigmoid is reported, itakurah/focal-loss-pytorch#5).

@@ -13,6 +13,7 @@ from trainguard.sanitize.core.source import SourceFile, last_assigned
 __all__ = ["reused_input", "rebound_by_sigmoid"]
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_SIGMOIDS = ("sigmoid", "expit")
 
 
 def _loss_input_name(where: tuple[str, int, int] | None) -> tuple[Any, ast.Call, str] | None:
@@ -60,5 +61,58 @@ def reused_input(where: tuple[str, int, int] | None) -> str | None:
     inside |= {id(n) for d in ast.walk(scope) if d is not scope and isinstance(d, _DEFS)
                for n in ast.walk(d)}
     return name if any(isinstance(n, ast.Name) and n.id == name and
-                       isinstance(n.ctx, ast.Load) and id(n) not in inside
-                       for n in ast.walk(scope)) else None
+                       isinstance(n.ctx, ast.Load) and id(n) not in inside and
+                       not _read_as_logits(file, n) for n in ast.walk(scope)) else None
+
+
+def _sigmoid_of(file: Any, read: ast.Name) -> bool:
+    """``read`` is what a sigmoid is applied to (``torch.sigmoid(p)``, ``p.sigmoid()``)."""
+    parent = file.parents.get(read)
+    if isinstance(parent, ast.Call) and parent.args and parent.args[0] is read:
+        return ast.unparse(parent.func).split(".")[-1] in _SIGMOIDS
+    return isinstance(parent, ast.Attribute) and parent.attr == "sigmoid" and \
+        isinstance(file.parents.get(parent), ast.Call)
+
+
+def _read_as_logits(file: Any, read: ast.Name) -> bool:
+    """Whether ``read`` treats the value as logits: a sigmoid is applied to it again, directly or
+    by a function of the same file it is handed to whose parameter is only ever passed to a
+    sigmoid (an accuracy helper's ``torch.round(torch.sigmoid(preds))``). Such a use does not
+    need the probabilities: it applies the sigmoid a second time too."""
+    if _sigmoid_of(file, read):
+        return True
+    call = file.parents.get(read)
+    if not isinstance(call, ast.Call) or not any(a is read for a in call.args):
+        return False
+    found = _same_file_function(file, call)
+    if found is None:
+        return False
+    function, skip = found
+    params = function.args.posonlyargs + function.args.args
+    index = skip + next(i for i, a in enumerate(call.args) if a is read)
+    if index >= len(params):
+        return False
+    param = params[index].arg
+    reads = [n for n in ast.walk(function) if isinstance(n, ast.Name) and n.id == param and
+             isinstance(n.ctx, ast.Load)]
+    return bool(reads) and all(_sigmoid_of(file, n) for n in reads)
+
+
+def _same_file_function(file: Any, call: ast.Call) -> tuple[ast.AST, int] | None:
+    """``(def, parameters to skip)`` of the function ``call`` calls when it is defined in the same
+    file: a module-level ``helper(...)`` (0), or ``self.helper(...)`` of the enclosing class (1)."""
+    func, owner = call.func, None
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+            func.value.id == "self":
+        owner, name, skip = ast.ClassDef, func.attr, 1
+    elif isinstance(func, ast.Name):
+        owner, name, skip = ast.Module, func.id, 0
+    else:
+        return None
+    holder: Any = file.parents.get(call)
+    while holder is not None and not isinstance(holder, owner):
+        holder = file.parents.get(holder)
+    if holder is None:
+        return None
+    return next(((d, skip) for d in holder.body if isinstance(d, ast.FunctionDef)
+                 and d.name == name), None)

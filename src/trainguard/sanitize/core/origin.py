@@ -8,8 +8,10 @@ fault to the next one that sees the same kind of value (usually one step): each 
 node of its output with the user's line that made it, or, when the call ran inside the
 ``forward`` of a module the check was told about (``nn.Softmax``, ``nn.Sigmoid``), the user's line
 that called that module (``p = self.sigmoid(x)``: the call to drop), or, when library code called
-it (inside an ``nn.Sequential``), the line that built that module. The window costs one Python call per call of those functions while it is open
-and nothing once closed; values are never touched, and the originals are put back at its end.
+it (inside an ``nn.Sequential``), the line that built that module; a ``TorchFunctionMode``'s or
+tensor subclass's ``__torch_function__`` on the way is looked past (it hands the op on). The
+window costs one Python call per call of those functions while it is open and nothing once closed;
+values are never touched, and the originals are put back at its end.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ __all__ = ["Origin", "Pending", "storage_key"]
 _KEPT = 16  # outputs noted per window (the newest kept): their nodes are held until it closes
 _FRAMES_UP = 6  # frames above a watched call searched for a module's forward
 _CALL_MACHINERY = {"_call_impl", "_wrapped_call_impl", "__call__", "inner"}
+# frames of torch's function dispatch between an op and its caller: a ``TorchFunctionMode`` or a
+# tensor subclass (an op counter of the user's, trainguard's own traces) hands the op on again
+_DISPATCH = {"__torch_function__", "handle_torch_function"}
 
 
 class Origin:
@@ -115,7 +120,7 @@ class Origin:
                 return
         elif any(noted is node for noted, _, _ in self.noted):
             return
-        frame = sys._getframe(2)
+        frame = _past_dispatch(sys._getframe(2))
         start = frame
         for _ in range(_FRAMES_UP):
             if frame is None:
@@ -233,6 +238,22 @@ def _direct_caller(forward: Any) -> Any:
             return None
         frame = frame.f_back
     return None
+
+
+def _past_dispatch(start: Any) -> Any:
+    """The frame that called the op running in ``start``, past the dispatch of a
+    ``TorchFunctionMode`` or tensor subclass (its handler calls the op again, a user's handler is
+    user code too): the walk ends at the first user frame that is not such a handler."""
+    frame, past = start, start
+    for _ in range(2 * _FRAMES_UP):
+        if frame is None:
+            break
+        if frame.f_code.co_name in _DISPATCH:
+            past = frame.f_back
+        elif frames.is_user_code(frame.f_code):
+            break
+        frame = frame.f_back
+    return past if past is not None else start
 
 
 def _sequence_now() -> int:
