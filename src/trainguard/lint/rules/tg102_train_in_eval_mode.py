@@ -71,56 +71,60 @@ def check(script: Script) -> Iterator[Hit]:
         if id(where) in seen:
             continue
         seen.add(id(where))
-        fresh = _fresh_training(script, loop, step, last)
-        if fresh is not None:  # train(model, loader) called after test(model, loader)
-            func, stmt = fresh
-            yield Hit(stmt,
-                      f"{func.name}() trains {last.key} in eval mode: {last.key}.eval() "
-                      f"({last.place(script)}) runs in an evaluation {loop_label(script, loop)} "
-                      f"calls before {func.name}(), and {func.name}() never calls "
-                      f"{last.key}.train() before its optimizer step ({step.place(script)})",
-                      fix=f"call {last.key}.train() here, before {func.name}() sets up its loop; "
-                          f"the evaluation sets eval mode for itself")
-            continue
-        once = _trained_before(script, loop, step, last.via or last.site, last.key) \
-            if isinstance(loop, (ast.For, ast.While)) else None
-        if once is not None:  # train() belongs at the top of each pass: at this loop
-            made = f"the call at {script.at(last.via.lineno)} runs" if last.via is not None \
-                else "this loop's evaluation calls"
-            yield Hit(loop,
-                      f"{last.key}.train() runs once, before this loop ({script.at(once.lineno)}"
-                      f"); {made} {last.key}.eval() "
-                      f"({last.place(script)}) and leaves it in effect, so the optimizer steps "
-                      f"({step.place(script)}) of every later pass run in eval mode",
-                      fix=f"call {last.key}.train() at the top of every pass (every epoch), as "
-                          f"the first statement of this loop")
-            continue
-        helper = _helper(script, last) if last.via is not None else None
-        if helper is not None:  # the function that ran the eval() returns leaving it in effect
-            func, end = helper
-            yield Hit(end,
-                      f"{func.name}() runs {last.key}.eval() ({last.place(script)}) and returns "
-                      f"without restoring training mode; the loop calls it at "
-                      f"{script.at(last.via.lineno)} and no {last.key}.train() follows before "
-                      f"the next iteration's optimizer step ({step.place(script)}) in "
-                      f"{loop_label(script, loop)}",
-                      fix=f"call {last.key}.train() before {func.name}() returns, or right "
-                          f"after the call at {script.at(last.via.lineno)}")
-            continue
-        if last.via is not None:
-            yield Hit(where,
-                      f"this call runs {last.key}.eval() ({last.place(script)}) and leaves it in "
-                      f"effect: no {last.key}.train() follows before the next iteration's "
-                      f"optimizer step ({step.place(script)}) in {loop_label(script, loop)}",
-                      fix=f"call {last.key}.train() right after this call (or at the start of "
-                          f"every training epoch)")
-            continue
-        yield Hit(where,
-                  f"{last.key}.eval() at {last.place(script)} is still in effect when the next "
-                  f"iteration's optimizer step ({step.place(script)}) runs: no "
-                  f"{last.key}.train() comes before it in {loop_label(script, loop)}",
-                  fix=f"call {last.key}.train() again before the next optimizer step: right "
-                      f"after this evaluation, or at the start of every training epoch")
+        yield _left_in_eval(script, loop, step, last, where)
+
+
+def _left_in_eval(script: Script, loop: ast.AST, step: Event, last: Event,
+                  where: ast.AST) -> Hit:
+    """The finding for ``last.key``.eval() (``last``) left in effect over ``loop``'s next
+    optimizer ``step``: at the training function run after it, at the loop whose train()
+    ran once before it, at the end of the helper that ran it, or at ``where``."""
+    fresh = _fresh_training(script, loop, step, last)
+    if fresh is not None:  # train(model, loader) called after test(model, loader)
+        func, stmt = fresh
+        return Hit(stmt,
+                   f"{func.name}() trains {last.key} in eval mode: {last.key}.eval() "
+                   f"({last.place(script)}) runs in an evaluation {loop_label(script, loop)} "
+                   f"calls before {func.name}(), and {func.name}() never calls "
+                   f"{last.key}.train() before its optimizer step ({step.place(script)})",
+                   fix=f"call {last.key}.train() here, before {func.name}() sets up its loop; "
+                       f"the evaluation sets eval mode for itself")
+    once = _trained_before(script, loop, step, last.via or last.site, last.key) \
+        if isinstance(loop, (ast.For, ast.While)) else None
+    if once is not None:  # train() belongs at the top of each pass: at this loop
+        made = f"the call at {script.at(last.via.lineno)} runs" if last.via is not None \
+            else "this loop's evaluation calls"
+        return Hit(loop,
+                   f"{last.key}.train() runs once, before this loop ({script.at(once.lineno)}"
+                   f"); {made} {last.key}.eval() "
+                   f"({last.place(script)}) and leaves it in effect, so the optimizer steps "
+                   f"({step.place(script)}) of every later pass run in eval mode",
+                   fix=f"call {last.key}.train() at the top of every pass (every epoch), as "
+                       f"the first statement of this loop")
+    helper = _helper(script, last) if last.via is not None else None
+    if helper is not None:  # the function that ran the eval() returns leaving it in effect
+        func, end = helper
+        return Hit(end,
+                   f"{func.name}() runs {last.key}.eval() ({last.place(script)}) and returns "
+                   f"without restoring training mode; the loop calls it at "
+                   f"{script.at(last.via.lineno)} and no {last.key}.train() follows before "
+                   f"the next iteration's optimizer step ({step.place(script)}) in "
+                   f"{loop_label(script, loop)}",
+                   fix=f"call {last.key}.train() before {func.name}() returns, or right "
+                       f"after the call at {script.at(last.via.lineno)}")
+    if last.via is not None:
+        return Hit(where,
+                   f"this call runs {last.key}.eval() ({last.place(script)}) and leaves it in "
+                   f"effect: no {last.key}.train() follows before the next iteration's "
+                   f"optimizer step ({step.place(script)}) in {loop_label(script, loop)}",
+                   fix=f"call {last.key}.train() right after this call (or at the start of "
+                       f"every training epoch)")
+    return Hit(where,
+               f"{last.key}.eval() at {last.place(script)} is still in effect when the next "
+               f"iteration's optimizer step ({step.place(script)}) runs: no "
+               f"{last.key}.train() comes before it in {loop_label(script, loop)}",
+               fix=f"call {last.key}.train() again before the next optimizer step: right "
+                   f"after this evaluation, or at the start of every training epoch")
 
 
 def _once(hit: Hit, seen: set[int]) -> Iterator[Hit]:

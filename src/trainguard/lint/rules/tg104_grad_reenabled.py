@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
-
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from trainguard.lint.astutil import (assigned_pairs, dotted, is_false, is_true, kwarg, parent,
                                      self_attr, walk_local)
@@ -65,69 +64,71 @@ def check(script: Script) -> Iterator[Hit]:
             where = "a torch.no_grad() region"
         else:
             where = f"evaluation function {region.name}()"  # type: ignore[union-attr]
-        if isinstance(node, ast.Expr) and idle is None:  # a plain switch: it outlives the
-            if not _forward_follows(script, node):  # helper's return
-                continue  # grad restored for what comes next: training (a validation hook's end)
-            yield Hit(target, f"torch.set_grad_enabled(True) switches grad on inside {where} "
-                              f"and leaves it on after the function returns: what the caller "
-                              f"computes next carries a grad_fn and builds graphs that "
-                              f"evaluation never uses",
-                      fix="save torch.is_grad_enabled() first and restore that value, or use "
-                          "`with torch.set_grad_enabled(False):` around the block")
-            continue
-        if isinstance(idle, ast.Assign):
-            yield Hit(idle, f"this update is computed inside the torch.enable_grad() block at "
-                            f"{script.at(node.lineno)}, inside {where}, from a tensor that "
-                            f"requires grad: it leaves the block carrying a grad_fn, and a "
-                            f"caller that feeds it back chains one graph per pass",
-                      fix="compute the update after the block (or from .detach()-ed tensors): "
-                          "only the gradient needs grad enabled")
-            continue
-        if idle is not None and (script.call_qualname(idle) or "").endswith("autograd.grad"):
-            flag = kwarg(idle, "create_graph")
-            yield Hit(flag or idle, f"grad is re-enabled inside {where} to compute a gradient "
-                                    f"with create_graph=True: the gradient itself carries a "
-                                    f"graph, which leaves the block although evaluation never "
-                                    f"differentiates it (forces as -dE/dx in validation)",
-                      fix="pass create_graph=self.training (a graph of the gradient is needed "
-                          "only when a loss on it is backpropagated)")
-            continue
-        if idle is not None and isinstance(node, ast.Expr):
-            name = dotted(idle.func) or "the model"
-            yield Hit(target, f"torch.set_grad_enabled(True) switches grad on inside {where} "
-                              f"for the rest of the loop: from the next pass on, {name}(...) "
-                              f"at {script.at(idle.lineno)} runs with grad enabled and its "
-                              f"output, which no gradient computed here uses, carries a graph "
-                              f"that grows with every pass",
-                      fix="put only the gradient computation under `with torch.enable_grad():` "
-                          "so that grad mode is restored after it")
-            continue
-        if idle is not None:
-            name = dotted(idle.func) or "the model"
-            fix = f"move {name}(...) out of the block, so that only the gradient computation " \
-                f"runs with grad enabled"
-            if _grads_on_every_path(script, node):  # the block is needed: the call is the fault
-                yield Hit(idle, f"{name}(...) runs in the torch.enable_grad() block at "
-                                f"{script.at(node.lineno)}, inside {where}, but no gradient "
-                                f"computed in the block uses its output: it leaves the block "
-                                f"carrying a grad_fn and a graph that evaluation never uses",
-                          fix=fix)
-                continue
-            yield Hit(target, f"grad is re-enabled inside {where} around {name}(...) at "
-                              f"{script.at(idle.lineno)}, whose output no gradient computed "
-                              f"in the block uses: it leaves the block carrying a grad_fn and "
-                              f"a graph that evaluation never uses", fix=fix)
-            continue
-        flag = _flag_name(target)
-        if flag is not None:
-            yield Hit(target, f"torch.set_grad_enabled({flag}) re-enables grad inside {where}, "
-                              f"where {flag} is True: outputs computed here carry a grad_fn and "
-                              f"build graphs that evaluation never uses",
-                      fix=f"default {flag} to False (or pass it from torch.is_grad_enabled()), "
-                          f"so that a caller under torch.no_grad() keeps grad off")
-            continue
-        yield Hit(target, f"grad is re-enabled inside {where}: outputs computed here carry a "
-                          f"grad_fn and build graphs that evaluation never uses")
+        hit = _hit(script, node, target, idle, where)
+        if hit is not None:
+            yield hit
+
+
+def _hit(script: Script, node: ast.AST, target: ast.AST, idle: Any,
+         where: str) -> Hit | None:
+    """The finding for one re-enabling ``node`` (its ``target`` call, the ``idle`` call or
+    update it leaves with a graph) inside ``where``, or None."""
+    if isinstance(node, ast.Expr) and idle is None:  # a plain switch: it outlives the
+        if not _forward_follows(script, node):  # helper's return
+            return None  # grad restored for what comes next: training (a validation hook's end)
+        return Hit(target, f"torch.set_grad_enabled(True) switches grad on inside {where} "
+                           f"and leaves it on after the function returns: what the caller "
+                           f"computes next carries a grad_fn and builds graphs that "
+                           f"evaluation never uses",
+                   fix="save torch.is_grad_enabled() first and restore that value, or use "
+                       "`with torch.set_grad_enabled(False):` around the block")
+    if isinstance(idle, ast.Assign):
+        return Hit(idle, f"this update is computed inside the torch.enable_grad() block at "
+                         f"{script.at(node.lineno)}, inside {where}, from a tensor that "
+                         f"requires grad: it leaves the block carrying a grad_fn, and a "
+                         f"caller that feeds it back chains one graph per pass",
+                   fix="compute the update after the block (or from .detach()-ed tensors): "
+                       "only the gradient needs grad enabled")
+    if idle is not None and (script.call_qualname(idle) or "").endswith("autograd.grad"):
+        flag = kwarg(idle, "create_graph")
+        return Hit(flag or idle, f"grad is re-enabled inside {where} to compute a gradient "
+                                 f"with create_graph=True: the gradient itself carries a "
+                                 f"graph, which leaves the block although evaluation never "
+                                 f"differentiates it (forces as -dE/dx in validation)",
+                   fix="pass create_graph=self.training (a graph of the gradient is needed "
+                       "only when a loss on it is backpropagated)")
+    if idle is not None and isinstance(node, ast.Expr):
+        name = dotted(idle.func) or "the model"
+        return Hit(target, f"torch.set_grad_enabled(True) switches grad on inside {where} "
+                           f"for the rest of the loop: from the next pass on, {name}(...) "
+                           f"at {script.at(idle.lineno)} runs with grad enabled and its "
+                           f"output, which no gradient computed here uses, carries a graph "
+                           f"that grows with every pass",
+                   fix="put only the gradient computation under `with torch.enable_grad():` "
+                       "so that grad mode is restored after it")
+    if idle is not None:
+        name = dotted(idle.func) or "the model"
+        fix = f"move {name}(...) out of the block, so that only the gradient computation " \
+            f"runs with grad enabled"
+        if _grads_on_every_path(script, node):  # the block is needed: the call is the fault
+            return Hit(idle, f"{name}(...) runs in the torch.enable_grad() block at "
+                             f"{script.at(node.lineno)}, inside {where}, but no gradient "
+                             f"computed in the block uses its output: it leaves the block "
+                             f"carrying a grad_fn and a graph that evaluation never uses",
+                       fix=fix)
+        return Hit(target, f"grad is re-enabled inside {where} around {name}(...) at "
+                           f"{script.at(idle.lineno)}, whose output no gradient computed "
+                           f"in the block uses: it leaves the block carrying a grad_fn and "
+                           f"a graph that evaluation never uses", fix=fix)
+    flag = _flag_name(target)
+    if flag is not None:
+        return Hit(target, f"torch.set_grad_enabled({flag}) re-enables grad inside {where}, "
+                           f"where {flag} is True: outputs computed here carry a grad_fn and "
+                           f"build graphs that evaluation never uses",
+                   fix=f"default {flag} to False (or pass it from torch.is_grad_enabled()), "
+                       f"so that a caller under torch.no_grad() keeps grad off")
+    return Hit(target, f"grad is re-enabled inside {where}: outputs computed here carry a "
+                       f"grad_fn and build graphs that evaluation never uses")
 
 
 def _reenablings(script: Script, nodes: Iterable[ast.AST]
