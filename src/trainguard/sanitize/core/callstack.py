@@ -50,7 +50,7 @@ __all__ = ["Location", "Stack", "user_stack", "shared_depth", "cause_line", "dis
            "callers", "differing", "line_of", "callers_train", "model_method_caller",
            "running_line", "in_module_init", "function_end", "sets_modes_only",
            "grad_off_site", "body_statement", "discarded_no_grad", "no_grad_block_line",
-           "evaluates_without_grad", "under_no_grad", "no_grad_reason"]
+           "evaluates_without_grad", "under_no_grad", "no_grad_reason", "disables_grad"]
 
 Stack = tuple[tuple[int, CodeType, Location, bool], ...]
 _COMPREHENSIONS = frozenset(("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"))
@@ -229,9 +229,9 @@ def evaluates_without_grad(code: CodeType) -> bool:
     node = function_node(code) if code.co_name != "<module>" else None
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    return any(_disables_grad(d) for d in node.decorator_list) or any(
+    return any(disables_grad(d) for d in node.decorator_list) or any(
         isinstance(n, (ast.With, ast.AsyncWith)) and
-        any(_disables_grad(item.context_expr) for item in n.items) for n in ast.walk(node))
+        any(disables_grad(item.context_expr) for item in n.items) for n in ast.walk(node))
 
 
 def sets_modes_only(code: CodeType) -> bool:
@@ -286,10 +286,10 @@ def no_grad_reason(where: Location) -> Optional[Location]:
     cur = file.parents.get(node) if node is not None else None
     while cur is not None:
         if isinstance(cur, (ast.With, ast.AsyncWith)):
-            if any(_disables_grad(item.context_expr) for item in cur.items):
+            if any(disables_grad(item.context_expr) for item in cur.items):
                 return where
         elif isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            off = next((d for d in getattr(cur, "decorator_list", ()) if _disables_grad(d)), None)
+            off = next((d for d in getattr(cur, "decorator_list", ()) if disables_grad(d)), None)
             return (where[0], off.lineno, off.col_offset + 1) if off is not None else None
         cur = file.parents.get(cur)
     return None
@@ -324,7 +324,7 @@ def _call_name(call: ast.Call) -> str:
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
-def _disables_grad(expr: ast.AST) -> bool:
+def disables_grad(expr: ast.AST) -> bool:
     func = expr.func if isinstance(expr, ast.Call) else expr
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
     if name in ("no_grad", "inference_mode"):

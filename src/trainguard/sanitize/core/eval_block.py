@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import ast
 from types import FrameType
-from typing import Any, Optional
+from typing import Optional
 
-from trainguard.sanitize.core.callstack import _disables_grad
-from trainguard.sanitize.core.frames import Location
+from trainguard.sanitize.core.callstack import disables_grad
+from trainguard.sanitize.core.frames import Location, read_path
 from trainguard.sanitize.core.source import SourceFile
 
 __all__ = ["evaluation_block"]
@@ -32,21 +32,12 @@ def evaluation_block(frame: FrameType, where: Location) -> Optional[Location]:
     cur = file.parents.get(node) if node is not None else None
     while cur is not None and not isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef)):
         if isinstance(cur, (ast.With, ast.AsyncWith)) and \
-                any(_disables_grad(item.context_expr) for item in cur.items):
+                any(disables_grad(item.context_expr) for item in cur.items):
             calls = (n for stmt in cur.body for n in ast.walk(stmt) if isinstance(n, ast.Call))
-            if any(call.lineno != where[1] and isinstance(_held(call.func, frame), nn.Module)
+            if any(call.lineno != where[1] and
+                   isinstance(read_path(frame, call.func, global_names=True), nn.Module)
                    for call in calls):
                 return (where[0], cur.lineno, cur.col_offset + 1)
             return None
         cur = file.parents.get(cur)
-    return None
-
-
-def _held(expr: ast.AST, frame: FrameType) -> Any:
-    """The object ``expr`` (a name, or attributes of one) names in ``frame``; None otherwise."""
-    if isinstance(expr, ast.Name):
-        return frame.f_locals.get(expr.id, frame.f_globals.get(expr.id))
-    if isinstance(expr, ast.Attribute):
-        base = _held(expr.value, frame)
-        return getattr(base, expr.attr, None) if base is not None else None
     return None
